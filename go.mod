@@ -1,0 +1,3 @@
+module github.com/aokeyd/aokeyd
+
+go 1.26

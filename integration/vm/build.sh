@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Builds (or finds in the cache) the two artefacts the real-kernel tests boot:
+#
+#   kernel  a bzImage from Debian trixie's linux-source-6.12 package, tinyconfig
+#           plus integration/vm/guest.config (CONFIG_TCP_AO=y and friends);
+#   rootfs  a Debian trixie root made by debootstrap --variant=minbase with
+#           bird2 (BIRD 2.17, the independent TCP-AO BGP speaker), iproute2
+#           and busybox.
+#
+# Both live outside the checkout, under $AOKEYD_CACHE (default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd), keyed by a hash of what went into
+# them, so a second run reuses them and a changed config rebuilds. On a fresh
+# machine everything is built from scratch.
+#
+# The Debian mirror is read from this machine's own apt sources (override with
+# AOKEYD_DEBIAN_MIRROR); no host name is written here.
+#
+# Usage: build.sh kernel|rootfs|all     prints KERNEL=... / ROOTFS=... lines
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${AOKEYD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd}
+suite=trixie
+kernel_pkg=linux-source-6.12
+rootfs_pkgs=bird2,iproute2,busybox,procps
+# Bump when the build steps change in a way the inputs below do not capture.
+recipe=3
+
+log() { printf 'vm-build: %s\n' "$*" >&2; }
+
+debian_mirror() {
+	if [ -n "${AOKEYD_DEBIAN_MIRROR:-}" ]; then
+		echo "$AOKEYD_DEBIAN_MIRROR"
+		return
+	fi
+	local f uri
+	# deb822 sources: the first URIs: line that is not the security archive.
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		uri=$(awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }' "$f" |
+			grep -v -- '-security' | head -n 1 || true)
+		if [ -n "$uri" ]; then echo "$uri"; return; fi
+	done
+	# One-line sources: "deb [opts] URI suite comp...".
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		uri=$(awk '$1=="deb" { i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ } print $i }' "$f" |
+			grep -v -- '-security' | head -n 1 || true)
+		if [ -n "$uri" ]; then echo "$uri"; return; fi
+	done
+	log "no Debian mirror found in /etc/apt/sources*; set AOKEYD_DEBIAN_MIRROR"
+	return 1
+}
+
+need() {
+	local missing=()
+	for c in "$@"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "missing tools: ${missing[*]} (run: make deps)"
+		exit 1
+	fi
+}
+
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+build_kernel() {
+	local key dir work mirror
+	key=$(printf '%s\n%s\n%s\n' "$recipe" "$kernel_pkg" "$suite" | cat - "$here/guest.config" | sha256sum | cut -c1-16)
+	dir=$cache/kernel-$key
+	if [ -s "$dir/bzImage" ]; then
+		log "kernel cached: $dir"
+		echo "KERNEL=$dir/bzImage"
+		return
+	fi
+	need apt-get dpkg-deb make gcc flex bison bc xz
+	mirror=$(debian_mirror)
+	work=$cache/kernel-$key.work
+	rm -rf "$work" "$dir.tmp"
+	mkdir -p "$work/apt/lists/partial" "$work/apt/archives/partial" "$dir.tmp"
+	log "building kernel $key from $kernel_pkg ($suite) — one-off, about 7-15 minutes on 2 cores"
+	echo "deb $mirror $suite main" >"$work/apt/sources.list"
+	local aptopts=(-o "Dir::Etc::SourceList=$work/apt/sources.list" -o "Dir::Etc::SourceParts=-"
+		-o "Dir::State::Lists=$work/apt/lists" -o "Dir::Cache=$work/apt" -o "Dir::Cache::archives=$work/apt/archives"
+		-o "APT::Get::List-Cleanup=0")
+	apt-get -qq "${aptopts[@]}" update >&2
+	(cd "$work" && apt-get -qq "${aptopts[@]}" download "$kernel_pkg" >&2)
+	dpkg-deb -x "$work"/"$kernel_pkg"_*.deb "$work/pkg"
+	mkdir -p "$work/src"
+	tar -C "$work/src" --strip-components=1 -xf "$work"/pkg/usr/src/"$kernel_pkg".tar.xz
+	local src=$work/src
+	(
+		cd "$src"
+		make -s tinyconfig >&2
+		scripts/kconfig/merge_config.sh -m .config "$here/guest.config" >&2
+		make -s olddefconfig >&2
+		for opt in TCP_AO TCP_MD5SIG NET_NS VETH INET_DIAG INET_TCP_DIAG SECCOMP_FILTER 9P_FS NET_9P_VIRTIO \
+			CRYPTO_HMAC CRYPTO_SHA1 CRYPTO_SHA256 CRYPTO_CMAC CRYPTO_AES SMP IKCONFIG_PROC; do
+			grep -q "^CONFIG_$opt=y" .config || { log "CONFIG_$opt did not survive olddefconfig"; exit 1; }
+		done
+		for opt in $(sed -n 's/^CONFIG_\([A-Z0-9_]*\)=y$/\1/p' "$here/guest.config"); do
+			grep -q "^CONFIG_$opt=y" .config || log "note: CONFIG_$opt is not set in the final config"
+		done
+		make -s -j"$(($(nproc) + 1))" bzImage >&2
+	)
+	cp "$src/arch/x86/boot/bzImage" "$src/.config" "$dir.tmp/"
+	# The uAPI header the tcpao bindings mirror, and the kernel's own TCP-AO
+	# selftests, kept beside the image for reference.
+	cp "$src/include/uapi/linux/tcp.h" "$dir.tmp/tcp.h"
+	tar -C "$src" -czf "$dir.tmp/tcp_ao-selftests.tar.gz" tools/testing/selftests/net/tcp_ao net/ipv4/tcp_ao.c include/net/tcp_ao.h
+	(cd "$src" && make -s kernelrelease) >"$dir.tmp/release"
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
+	rm -rf "$work"
+	log "kernel built: $dir ($(cat "$dir/release"))"
+	echo "KERNEL=$dir/bzImage"
+}
+
+build_rootfs() {
+	local key dir mirror
+	key=$(printf '%s\n%s\n%s\n' "$recipe" "$suite" "$rootfs_pkgs" | sha256sum | cut -c1-16)
+	dir=$cache/rootfs-$key
+	if [ -f "$dir/.aokeyd-rootfs-ok" ]; then
+		log "rootfs cached: $dir"
+		echo "ROOTFS=$dir"
+		return
+	fi
+	need debootstrap
+	mirror=$(debian_mirror)
+	rm -rf "$dir.tmp"
+	log "building $suite root with $rootfs_pkgs — one-off, about 3 minutes"
+	debootstrap --variant=minbase --include="$rootfs_pkgs" "$suite" "$dir.tmp" "$mirror" >&2
+	# No init system runs in the guest; the harness's own init script does.
+	mkdir -p "$dir.tmp/run/bird" "$dir.tmp/var/run/netns" "$dir.tmp/aokeyd"
+	echo aokeyd-guest >"$dir.tmp/etc/hostname"
+	chroot "$dir.tmp" /bin/busybox --install -s /usr/local/bin >&2 || true
+	chroot "$dir.tmp" bird --version >"$dir.tmp/.bird-version" 2>&1 || true
+	rm -rf "$dir.tmp/var/cache/apt/archives"/*.deb
+	touch "$dir.tmp/.aokeyd-rootfs-ok"
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
+	log "rootfs built: $dir ($(cat "$dir/.bird-version"))"
+	echo "ROOTFS=$dir"
+}
+
+mkdir -p "$cache"
+case "${1:-all}" in
+kernel) build_kernel ;;
+rootfs) build_rootfs ;;
+all)
+	build_kernel
+	build_rootfs
+	;;
+mirror) debian_mirror ;;
+*)
+	echo "usage: $0 kernel|rootfs|all|mirror" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,300 @@
+package tcpao
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+)
+
+// Algorithm is a TCP-AO MAC algorithm name as the kernel's crypto API spells
+// it in tcp_ao_add.alg_name.
+type Algorithm string
+
+// The algorithms aokeyd offers. RFC 5926 mandates HMAC-SHA-1-96 and
+// AES-128-CMAC-96; HMAC-SHA-256 is the common stronger choice. The kernel maps
+// "cmac(aes128)" to "cmac(aes)" with a 16-byte key.
+const (
+	HMACSHA1   Algorithm = "hmac(sha1)"
+	HMACSHA256 Algorithm = "hmac(sha256)"
+	CMACAES128 Algorithm = "cmac(aes128)"
+)
+
+// Algorithms lists the supported algorithms in a stable order.
+var Algorithms = []Algorithm{HMACSHA1, HMACSHA256, CMACAES128}
+
+// Valid reports whether a is one of the supported algorithms.
+func (a Algorithm) Valid() bool {
+	for _, x := range Algorithms {
+		if a == x {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseAlgorithm accepts the kernel spelling and a few operator spellings
+// ("hmac-sha-1", "sha1", "hmac-sha256", "aes-128-cmac", "cmac-aes128").
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch s {
+	case string(HMACSHA1), "hmac-sha-1", "hmac-sha1", "sha1":
+		return HMACSHA1, nil
+	case string(HMACSHA256), "hmac-sha-256", "hmac-sha256", "sha256":
+		return HMACSHA256, nil
+	case string(CMACAES128), "aes-128-cmac", "cmac-aes128", "aes128-cmac", "cmac(aes)":
+		return CMACAES128, nil
+	}
+	return "", fmt.Errorf("%w: %q (want one of hmac(sha1), hmac(sha256), cmac(aes128))", ErrAlgorithm, s)
+}
+
+// Limits of the uAPI (include/uapi/linux/tcp.h).
+const (
+	// MaxKeyLen is TCP_AO_MAXKEYLEN.
+	MaxKeyLen = 80
+	// DefaultMACLen is what the kernel uses when maclen is 0, and RFC 5926's
+	// 96-bit truncation.
+	DefaultMACLen = 12
+)
+
+// Sentinel errors returned by this package (besides the wrapped errno values,
+// which callers test with errors.Is(err, unix.EEXIST) and friends).
+var (
+	// ErrUnsupported is returned on platforms without TCP-AO (every !linux
+	// build). It fails closed: nothing is installed.
+	ErrUnsupported = errors.New("tcpao: TCP-AO is not supported on this platform")
+	// ErrAlgorithm is returned for an algorithm this package does not offer.
+	ErrAlgorithm = errors.New("tcpao: unknown algorithm")
+	// ErrKeyLength is returned for a secret of 0 or more than MaxKeyLen bytes
+	// (16 bytes exactly for cmac(aes128)).
+	ErrKeyLength = errors.New("tcpao: bad key length")
+	// ErrAddress is returned for an invalid peer prefix.
+	ErrAddress = errors.New("tcpao: bad peer address")
+)
+
+// Secret holds MKT key bytes. It never prints them: String, GoString,
+// LogValue, Format and MarshalJSON all redact. Zero wipes the bytes; callers
+// zero a Secret once it is no longer needed.
+type Secret struct {
+	b []byte
+}
+
+// NewSecret copies b into a new Secret. The caller may (and should) zero b.
+func NewSecret(b []byte) Secret {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return Secret{b: c}
+}
+
+// Len is the key length in bytes.
+func (s Secret) Len() int { return len(s.b) }
+
+// Bytes returns the key bytes themselves (not a copy). Only code that hands
+// them to the kernel should call it.
+func (s Secret) Bytes() []byte { return s.b }
+
+// Clone returns an independent copy.
+func (s Secret) Clone() Secret { return NewSecret(s.b) }
+
+// Zero overwrites the key bytes.
+func (s Secret) Zero() { clear(s.b) }
+
+// Equal compares two secrets in constant time.
+func (s Secret) Equal(o Secret) bool { return hmac.Equal(s.b, o.b) }
+
+// Fingerprint is a process-local keyed digest of the secret: equal secrets
+// have equal fingerprints within one process, and it reveals nothing usable
+// outside it (the HMAC key is random per process and never leaves memory).
+func (s Secret) Fingerprint() Fingerprint { return fingerprint(s.b) }
+
+func (s Secret) String() string                { return redacted(len(s.b)) }
+func (s Secret) GoString() string              { return "tcpao.Secret{" + redacted(len(s.b)) + "}" }
+func (s Secret) LogValue() slog.Value          { return slog.StringValue(redacted(len(s.b))) }
+func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted(len(s.b)) + `"`), nil }
+func (s Secret) MarshalText() ([]byte, error)  { return []byte(redacted(len(s.b))), nil }
+func (s Secret) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(redacted(len(s.b)))) }
+
+func redacted(n int) string { return fmt.Sprintf("[redacted %d bytes]", n) }
+
+// Fingerprint identifies a secret within this process; see Secret.Fingerprint.
+type Fingerprint [16]byte
+
+var fpKey = func() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic("tcpao: no randomness for fingerprint key: " + err.Error())
+	}
+	return k
+}()
+
+func fingerprint(b []byte) Fingerprint {
+	m := hmac.New(sha256.New, fpKey)
+	m.Write(b)
+	var f Fingerprint
+	copy(f[:], m.Sum(nil))
+	return f
+}
+
+// KeyRef names one MKT on a socket the way the kernel matches it for
+// TCP_AO_DEL_KEY: peer address and prefix, L3 ifindex (0 = any VRF, no
+// TCP_AO_KEYF_IFINDEX), SendID and RecvID.
+type KeyRef struct {
+	Peer    netip.Prefix
+	IfIndex int
+	SendID  uint8
+	RecvID  uint8
+}
+
+func (r KeyRef) String() string {
+	s := fmt.Sprintf("%s send=%d recv=%d", r.Peer, r.SendID, r.RecvID)
+	if r.IfIndex != 0 {
+		s += fmt.Sprintf(" ifindex=%d", r.IfIndex)
+	}
+	return s
+}
+
+// Key is one MKT as TCP_AO_ADD_KEY installs it.
+type Key struct {
+	KeyRef
+	Algorithm Algorithm
+	// MACLen is the MAC length in bytes; 0 means DefaultMACLen.
+	MACLen uint8
+	// ExcludeOptions sets TCP_AO_KEYF_EXCLUDE_OPT: TCP options other than
+	// TCP-AO are not covered by the MAC (RFC 5925 section 3.1, TCP options
+	// flag cleared).
+	ExcludeOptions bool
+	Secret         Secret
+}
+
+// String never includes the secret.
+func (k Key) String() string {
+	return fmt.Sprintf("%s alg=%s maclen=%d", k.KeyRef, k.Algorithm, k.macLen())
+}
+
+// LogValue never includes the secret.
+func (k Key) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("peer", k.Peer.String()),
+		slog.Int("send_id", int(k.SendID)),
+		slog.Int("recv_id", int(k.RecvID)),
+		slog.String("alg", string(k.Algorithm)),
+	)
+}
+
+func (k Key) macLen() uint8 {
+	if k.MACLen == 0 {
+		return DefaultMACLen
+	}
+	return k.MACLen
+}
+
+// Validate checks what the kernel would otherwise reject with EINVAL.
+func (k Key) Validate() error {
+	if !k.Algorithm.Valid() {
+		return fmt.Errorf("%w: %q", ErrAlgorithm, k.Algorithm)
+	}
+	if n := k.Secret.Len(); n == 0 || n > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrKeyLength, n, MaxKeyLen)
+	}
+	if k.Algorithm == CMACAES128 && k.Secret.Len() != 16 {
+		return fmt.Errorf("%w: cmac(aes128) needs 16 bytes, have %d", ErrKeyLength, k.Secret.Len())
+	}
+	if !k.Peer.IsValid() {
+		return fmt.Errorf("%w: %v", ErrAddress, k.Peer)
+	}
+	return nil
+}
+
+// AddOptions are the flags of TCP_AO_ADD_KEY.
+type AddOptions struct {
+	// SetCurrent makes the key Current_key at once (set_current).
+	SetCurrent bool
+	// SetRNext announces the key as RNext_key (set_rnext).
+	SetRNext bool
+}
+
+// DelKey is one TCP_AO_DEL_KEY request.
+type DelKey struct {
+	KeyRef
+	// Async sets del_async: the key is unlinked and freed after an RCU grace
+	// period without waiting for it. Listening sockets only (EINVAL else).
+	Async bool
+	// SetCurrent/Current and SetRNext/RNext name replacement keys (by SendID
+	// and RecvID respectively) in the same call: the forced delete of a key
+	// that is Current_key or RNext_key on an established socket.
+	SetCurrent bool
+	Current    uint8
+	SetRNext   bool
+	RNext      uint8
+}
+
+// Info is getsockopt(TCP_AO_INFO): per-socket state and counters.
+type Info struct {
+	// CurrentKey is the SendID of Current_key, RNextKey the RecvID of
+	// RNext_key; HaveCurrent/HaveRNext say whether they are set.
+	CurrentKey, RNextKey    uint8
+	HaveCurrent, HaveRNext  bool
+	AORequired, AcceptICMPs bool
+	PktGood                 uint64
+	PktBad                  uint64
+	PktKeyNotFound          uint64
+	PktAORequired           uint64
+	PktDroppedICMP          uint64
+}
+
+// InfoChange is a setsockopt(TCP_AO_INFO). Nil fields keep their current
+// value: the setter reads TCP_AO_INFO first, because the kernel overwrites
+// ao_required and accept_icmps on every set.
+type InfoChange struct {
+	Current       *uint8 // SendID to make Current_key
+	RNext         *uint8 // RecvID to announce as RNext_key
+	AORequired    *bool
+	AcceptICMPs   *bool
+	ResetCounters bool // set_counters with all counters 0
+}
+
+// KeyInfo is one key as TCP_AO_GET_KEYS reports it. The key bytes the kernel
+// returns are zeroed at once; only their Fingerprint is kept.
+type KeyInfo struct {
+	KeyRef
+	Algorithm      Algorithm
+	MACLen         uint8
+	ExcludeOptions bool
+	Fingerprint    Fingerprint
+	IsCurrent      bool
+	IsRNext        bool
+	PktGood        uint64
+	PktBad         uint64
+}
+
+// KeyFilter selects keys for TCP_AO_GET_KEYS. The zero value selects all
+// keys (get_all). Current or RNext select the Current_key / RNext_key. Ref
+// selects the key that matches exactly.
+type KeyFilter struct {
+	Current bool
+	RNext   bool
+	Ref     *KeyRef
+}
+
+// Socket is the TCP-AO control surface of one TCP socket. The Linux
+// implementation (New, FromFD) issues the socket options; tcpaotest provides
+// an in-memory kernel with the same rules.
+type Socket interface {
+	// AddKey is TCP_AO_ADD_KEY. The kernel answers EEXIST for a key with the
+	// same peer and SendID or RecvID, EISCONN for the first key on an
+	// established socket without TCP-AO, EINVAL for bad parameters and
+	// ENOMEM when net.core.optmem_max is exhausted.
+	AddKey(k Key, o AddOptions) error
+	// DelKey is TCP_AO_DEL_KEY. ENOENT: no such key; EBUSY: the key is
+	// Current_key or RNext_key on an established socket and no replacement
+	// was named; EINVAL: del_async on a socket that is not listening.
+	DelKey(d DelKey) error
+	// Info is getsockopt(TCP_AO_INFO). ENOENT: no TCP-AO on the socket.
+	Info() (Info, error)
+	// SetInfo is setsockopt(TCP_AO_INFO), read-modify-write.
+	SetInfo(c InfoChange) error
+	// Keys is TCP_AO_GET_KEYS.
+	Keys(f KeyFilter) ([]KeyInfo, error)
+}
