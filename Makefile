@@ -1,0 +1,49 @@
+# aokeyd — see README.md. `make test` is the one command that passes every
+# test on a fresh machine (it installs and builds what it needs; the guest
+# kernel and root are cached under ~/.cache/aokeyd after the first run).
+SHELL := /bin/bash
+GO ?= go
+FUZZTIME ?= 60s
+# Packages whose tests need the real TCP-AO kernel: every package with a test
+# that calls kerneltest.Require. Found, not listed, so none is forgotten.
+KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
+
+.PHONY: all build deps test test-unit test-kernel fuzz bench demo lint vm clean
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+deps:
+	@bash integration/tools/deps.sh
+	@$(GO) mod download
+
+lint:
+	$(GO) vet ./...
+	GOARCH=386 $(GO) vet ./tcpao/...
+	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test-unit:
+	$(GO) test -count=1 ./...
+
+# Boots the bundled TCP-AO kernel and runs every kernel test inside it.
+test-kernel: deps
+	AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh $(KERNEL_PKGS)
+
+fuzz:
+	bash integration/tools/fuzz.sh $(FUZZTIME)
+
+test: deps lint test-unit test-kernel fuzz
+
+vm:
+	bash integration/vm/build.sh all
+
+bench: deps
+	bash integration/tools/bench.sh
+
+demo: deps
+	bash integration/tools/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prints the host binaries the guest tests need in their PATH: gobgpd and
+# gobgp v3.37 (when the install script exists) and aokeyd/aoctl built static.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${AOKEYD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd}/guest-bin
+mkdir -p "$out"
+bins=()
+if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/gobgpd.sh" ]; then
+	dir=$(bash "$repo/integration/tools/gobgpd.sh")
+	for b in gobgpd gobgp; do [ -x "$dir/$b" ] && bins+=("$dir/$b"); done
+fi
+for c in aokeyd aoctl; do
+	if [ -d "$repo/cmd/$c" ] && ls "$repo/cmd/$c"/*.go >/dev/null 2>&1; then
+		(cd "$repo" && CGO_ENABLED=0 go build -o "$out/$c" "./cmd/$c")
+		bins+=("$out/$c")
+	fi
+done
+echo "${bins[*]:-}"
