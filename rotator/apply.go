@@ -1,0 +1,67 @@
+package rotator
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Observe reads a socket's TCP-AO state with TCP_AO_INFO and
+// TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
+// HaveAO false and no error.
+func Observe(s tcpao.Socket) (Observed, error) {
+	info, err := s.Info()
+	if errors.Is(err, syscall.ENOENT) {
+		return Observed{}, nil
+	}
+	if err != nil {
+		return Observed{}, fmt.Errorf("observe: TCP_AO_INFO: %w", err)
+	}
+	keys, err := s.Keys(tcpao.KeyFilter{})
+	if err != nil {
+		return Observed{}, fmt.Errorf("observe: TCP_AO_GET_KEYS: %w", err)
+	}
+	return Observed{HaveAO: true, Info: info, Keys: keys}, nil
+}
+
+// Apply runs ops in order on s and stops at the first error. It returns how
+// many ops succeeded; the error names the op that failed.
+func Apply(s tcpao.Socket, ops []Op) (int, error) {
+	for i := range ops {
+		if err := applyOp(s, &ops[i]); err != nil {
+			return i, fmt.Errorf("op %d (%s): %w", i+1, ops[i].Line(), err)
+		}
+	}
+	return len(ops), nil
+}
+
+func applyOp(s tcpao.Socket, op *Op) error {
+	switch op.Kind {
+	case OpAdd:
+		return s.AddKey(op.Key, op.Add)
+	case OpDel:
+		return s.DelKey(op.Del)
+	case OpSetInfo:
+		return s.SetInfo(op.infoChange())
+	}
+	return fmt.Errorf("unknown op kind %d", op.Kind)
+}
+
+func (o *Op) infoChange() tcpao.InfoChange {
+	var c tcpao.InfoChange
+	if o.Current.Valid {
+		v := o.Current.ID
+		c.Current = &v
+	}
+	if o.RNext.Valid {
+		v := o.RNext.ID
+		c.RNext = &v
+	}
+	if o.SetRequired {
+		v := o.AORequired
+		c.AORequired = &v
+	}
+	return c
+}

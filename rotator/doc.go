@@ -1,0 +1,37 @@
+// Package rotator is aokeyd's hitless TCP-AO key-rotation engine.
+//
+// It has three layers:
+//
+//   - The planner (PlanSocket, Plan) is a pure function from the keys a
+//     socket should carry (Desired, written by the caller, usually converted
+//     from policy output) and what the kernel reports (Observed, from
+//     TCP_AO_INFO and TCP_AO_GET_KEYS) to an ordered list of operations
+//     (Op). It never does anything unsafe on its own: adds come before
+//     deletes, deletes on listeners are del_async and synchronous elsewhere,
+//     the Current_key of an established socket is only ever deleted by a
+//     forced delete that names its replacement (revoked keys and in-place
+//     secret changes only), and a stale key that is still current is
+//     deferred rather than deleted. Plans render as stable text (Render).
+//
+//   - The executor (Apply, Observe) runs a plan against a tcpao.Socket.
+//
+//   - The per-peer state machine (Controller) performs the timed part of a
+//     roll on each established session: install the new key, announce it
+//     with RNext, wait until the peer is seen sending with it, make it
+//     current, and after a grace period, once the old key's pkt_good has
+//     stopped rising, delete the old key. If the peer never switches it puts
+//     RNext back, records why, and retries later. One goroutine owns each
+//     peer socket; clock and randomness are injected.
+//
+// Listening sockets are synchronised with SyncListener, which batches the
+// work per peer (ListenerBatches) so that a fleet-wide rotation holds twice
+// the keys only for a batch at a time, and checks the key set against
+// net.core.optmem_max first (CheckOptmem).
+//
+// Kernel facts this package relies on (Linux 6.12 net/ipv4/tcp_ao.c): RNext
+// is what we ask the peer to send with (a RecvID); the peer's RNextKeyID in
+// segments we receive switches our Current_key to the key with that SendID;
+// a key's pkt_good counts segments verified with it; current/rnext cannot be
+// set on a listener; del_async is only valid on a listener and returns
+// before the key is freed, so accepted sockets are checked (Accepted).
+package rotator

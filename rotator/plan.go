@@ -1,0 +1,469 @@
+package rotator
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// linearMax is the key count up to which the planner compares keys pairwise
+// instead of building an index (established sockets carry a handful).
+const linearMax = 32
+
+// entry is one key in the planner's simulation of the socket.
+type entry struct {
+	ref     tcpao.KeyRef // normalised
+	d       int          // index into Desired.Keys, -1 for a key not desired as is
+	present bool
+	revoked bool
+	blocker bool // must be deleted before a desired key can be added
+}
+
+type planner struct {
+	d       *Desired
+	listen  bool
+	entries []entry
+	cur     int // entry index of Current_key, -1 none
+	rnx     int // entry index of RNext_key, -1 none
+	sp      SocketPlan
+}
+
+// PlanSocket plans one socket: the ordered operations that take the observed
+// state to the desired one without ever stranding the session. It is pure:
+// it reads its arguments and returns a new plan.
+//
+// Order: plain adds; then in-place replacements (delete the conflicting key,
+// add its successor); then one TCP_AO_INFO change (RNext, Current_key if the
+// present one is not a desired sendable key, ao_required); then deletes of
+// keys no longer desired. On a listener every delete is del_async. On an
+// established socket deletes are synchronous, a key that is Current_key or
+// RNext_key is deleted only by a forced delete naming its replacement, and
+// only when it is revoked or replaced in place; a stale key that is still
+// Current_key is deferred (Deferred) until the roll moves Current_key.
+func PlanSocket(d Desired, o Observed) SocketPlan {
+	p := planner{d: &d, listen: d.Kind == Listening, cur: -1, rnx: -1}
+	p.sp = SocketPlan{Socket: d.Socket, Kind: d.Kind}
+	if err := validateDesired(&d); err != nil {
+		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid, Detail: err.Error()})
+		return p.sp
+	}
+	if !p.listen && !o.HaveAO && len(d.Keys) > 0 {
+		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid,
+			Detail: "established socket without TCP-AO: the kernel refuses keys (EISCONN); TCP-AO is set before connect/listen"})
+		return p.sp
+	}
+	p.load(o)
+	adds := p.classify()
+	p.emitAdds(adds)
+	p.emitInfo(o)
+	p.emitDeletes()
+	return p.sp
+}
+
+func validateDesired(d *Desired) error {
+	n := len(d.Keys)
+	for i := range d.Keys {
+		k := &d.Keys[i]
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("socket %s: desired key %s: %w", d.Socket, k.KeyRef, err)
+		}
+		for _, r := range d.Revoked {
+			if normRef(r) == normRef(k.KeyRef) {
+				return fmt.Errorf("socket %s: desired key %s is revoked", d.Socket, k.KeyRef)
+			}
+		}
+	}
+	clash := func(i, j int) error {
+		return fmt.Errorf("socket %s: desired keys %s and %s share a KeyID for overlapping peers (the kernel answers EEXIST)",
+			d.Socket, d.Keys[i].KeyRef, d.Keys[j].KeyRef)
+	}
+	if n <= linearMax {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				if conflicts(normRef(d.Keys[i].KeyRef), normRef(d.Keys[j].KeyRef)) {
+					return clash(i, j)
+				}
+			}
+		}
+	} else {
+		idx := newRefIndex(n)
+		for i := range d.Keys {
+			r := normRef(d.Keys[i].KeyRef)
+			if j := idx.find(r, func(j int) bool { return conflicts(normRef(d.Keys[j].KeyRef), r) || conflicts(r, normRef(d.Keys[j].KeyRef)) }); j >= 0 {
+				return clash(j, i)
+			}
+			idx.add(r.Peer, i)
+		}
+	}
+	if !d.WantCurrent.Valid && !d.WantRNext.Valid || d.Kind == Listening {
+		return nil
+	}
+	var haveCur, haveRNext bool
+	for i := range d.Keys {
+		if d.Keys[i].SendID == d.WantCurrent.ID && !d.Keys[i].AcceptOnly {
+			haveCur = true
+		}
+		if d.Keys[i].RecvID == d.WantRNext.ID {
+			haveRNext = true
+		}
+	}
+	if d.WantCurrent.Valid && !haveCur {
+		return fmt.Errorf("socket %s: wanted current SendID %d is not a desired sendable key", d.Socket, d.WantCurrent.ID)
+	}
+	if d.WantRNext.Valid && !haveRNext {
+		return fmt.Errorf("socket %s: wanted rnext RecvID %d is not a desired key", d.Socket, d.WantRNext.ID)
+	}
+	return nil
+}
+
+// load builds the simulation from the observed keys.
+func (p *planner) load(o Observed) {
+	keys := p.d.Keys
+	p.entries = make([]entry, 0, len(o.Keys)+len(keys))
+	var byRef map[tcpao.KeyRef]int
+	if len(keys) > linearMax {
+		byRef = make(map[tcpao.KeyRef]int, len(keys))
+		for i := range keys {
+			byRef[normRef(keys[i].KeyRef)] = i
+		}
+	}
+	find := func(r tcpao.KeyRef) int {
+		if byRef != nil {
+			if i, ok := byRef[r]; ok {
+				return i
+			}
+			return -1
+		}
+		for i := range keys {
+			if normRef(keys[i].KeyRef) == r {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := range o.Keys {
+		ki := &o.Keys[i]
+		e := entry{ref: normRef(ki.KeyRef), d: -1, present: true}
+		if di := find(e.ref); di >= 0 && sameMaterial(&keys[di].Key, ki) {
+			e.d = di
+		}
+		for _, r := range p.d.Revoked {
+			if normRef(r) == e.ref {
+				e.revoked = true
+			}
+		}
+		if !p.listen {
+			if ki.IsCurrent {
+				p.cur = len(p.entries)
+			}
+			if ki.IsRNext {
+				p.rnx = len(p.entries)
+			}
+		}
+		p.entries = append(p.entries, e)
+	}
+}
+
+func sameMaterial(k *tcpao.Key, ki *tcpao.KeyInfo) bool {
+	ml := func(m uint8) uint8 {
+		if m == 0 {
+			return tcpao.DefaultMACLen
+		}
+		return m
+	}
+	return k.Algorithm == ki.Algorithm && ml(k.MACLen) == ml(ki.MACLen) &&
+		k.ExcludeOptions == ki.ExcludeOptions && k.Secret.Fingerprint() == ki.Fingerprint
+}
+
+// addJob is one desired key to add and the present keys it must replace.
+type addJob struct {
+	d        int
+	blockers []int
+}
+
+// classify finds the desired keys to add and, for each, the present keys
+// that would make the kernel answer EEXIST.
+func (p *planner) classify() []addJob {
+	keys := p.d.Keys
+	have := make([]bool, len(keys))
+	for i := range p.entries {
+		if p.entries[i].d >= 0 {
+			have[p.entries[i].d] = true
+		}
+	}
+	var idx *refIndex
+	if len(p.entries) > linearMax {
+		idx = newRefIndex(len(p.entries))
+		for i := range p.entries {
+			if p.entries[i].d < 0 {
+				idx.add(p.entries[i].ref.Peer, i)
+			}
+		}
+	}
+	var jobs []addJob
+	for di := range keys {
+		if have[di] {
+			continue
+		}
+		r := normRef(keys[di].KeyRef)
+		j := addJob{d: di}
+		match := func(ei int) bool {
+			if p.entries[ei].d < 0 && conflicts(p.entries[ei].ref, r) {
+				j.blockers = append(j.blockers, ei)
+				p.entries[ei].blocker = true
+			}
+			return false
+		}
+		if idx != nil {
+			idx.find(r, match)
+		} else {
+			for ei := range p.entries {
+				match(ei)
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+func (p *planner) emitAdds(jobs []addJob) {
+	// Plain adds first: they cannot fail on a conflict and give forced
+	// deletes their replacements.
+	for _, j := range jobs {
+		if len(j.blockers) == 0 {
+			p.add(j.d, ReasonNew)
+		}
+	}
+	for _, j := range jobs {
+		if len(j.blockers) == 0 {
+			continue
+		}
+		ok := true
+		for _, b := range j.blockers {
+			if !p.entries[b].present {
+				continue
+			}
+			if !p.del(b, ReasonReplace, true) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			p.add(j.d, ReasonReplace)
+			continue
+		}
+		p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonNoReplace,
+			Detail: "the key it replaces is in use and no other usable key is installed; install a key with other IDs first"})
+	}
+}
+
+func (p *planner) add(di int, why Reason) {
+	p.sp.Ops = append(p.sp.Ops, Op{Kind: OpAdd, Why: why, Key: p.d.Keys[di].Key})
+	p.entries = append(p.entries, entry{ref: normRef(p.d.Keys[di].KeyRef), d: di, present: true})
+}
+
+// del emits the delete of entry e. forceOK allows a forced delete when e is
+// in use on an established socket. It reports whether the delete was
+// emitted.
+func (p *planner) del(e int, why Reason, forceOK bool) bool {
+	en := &p.entries[e]
+	dk := tcpao.DelKey{KeyRef: en.ref, Async: p.listen}
+	newCur, newRNext := -1, -1
+	if !p.listen && (e == p.cur || e == p.rnx) {
+		if !forceOK {
+			return false
+		}
+		if e == p.cur {
+			if newCur = p.pickCurrent(e); newCur < 0 {
+				return false
+			}
+			dk.SetCurrent, dk.Current = true, p.entries[newCur].ref.SendID
+		}
+		if e == p.rnx {
+			if newRNext = p.pickRNext(e); newRNext < 0 {
+				return false
+			}
+			dk.SetRNext, dk.RNext = true, p.entries[newRNext].ref.RecvID
+		}
+	}
+	p.sp.Ops = append(p.sp.Ops, Op{Kind: OpDel, Why: why, Del: dk})
+	en.present = false
+	if newCur >= 0 {
+		p.cur = newCur
+	}
+	if newRNext >= 0 {
+		p.rnx = newRNext
+	}
+	return true
+}
+
+func (p *planner) sendable(e int) bool {
+	en := &p.entries[e]
+	return en.present && en.d >= 0 && !p.d.Keys[en.d].AcceptOnly
+}
+
+// pickCurrent chooses a Current_key other than exclude: the wanted one, else
+// the first desired sendable key, else (as a last resort that keeps the
+// session up) any present key that is not revoked.
+func (p *planner) pickCurrent(exclude int) int {
+	want := p.d.WantCurrent
+	first, spare := -1, -1
+	for i := range p.entries {
+		if i == exclude || !p.entries[i].present {
+			continue
+		}
+		if p.sendable(i) {
+			if want.Valid && p.entries[i].ref.SendID == want.ID {
+				return i
+			}
+			if first < 0 {
+				first = i
+			}
+		} else if spare < 0 && !p.entries[i].revoked {
+			spare = i
+		}
+	}
+	if first >= 0 {
+		return first
+	}
+	return spare
+}
+
+// pickRNext chooses an RNext_key other than exclude, like pickCurrent; any
+// desired key may be announced.
+func (p *planner) pickRNext(exclude int) int {
+	want := p.d.WantRNext
+	first, spare := -1, -1
+	for i := range p.entries {
+		en := &p.entries[i]
+		if i == exclude || !en.present {
+			continue
+		}
+		if en.d >= 0 {
+			if want.Valid && en.ref.RecvID == want.ID {
+				return i
+			}
+			if first < 0 {
+				first = i
+			}
+		} else if spare < 0 && !en.revoked {
+			spare = i
+		}
+	}
+	if first >= 0 {
+		return first
+	}
+	return spare
+}
+
+func (p *planner) emitInfo(o Observed) {
+	op := Op{Kind: OpSetInfo}
+	var whys []Reason
+	if !p.listen {
+		target := p.rnx
+		if t := p.pickRNext(-1); t >= 0 && p.entries[t].d >= 0 {
+			wanted := p.d.WantRNext.Valid && p.entries[t].ref.RecvID == p.d.WantRNext.ID
+			if wanted || p.rnx < 0 || p.entries[p.rnx].d < 0 {
+				target = t
+			}
+		}
+		if target >= 0 && target != p.rnx {
+			op.RNext = ID(p.entries[target].ref.RecvID)
+			p.rnx = target
+			whys = append(whys, ReasonRNext)
+		}
+		// Current_key: leave a desired sendable key alone, whoever chose
+		// it; a stale one waits for the roll (deferred below).
+		if p.cur < 0 || (p.entries[p.cur].d >= 0 && !p.sendable(p.cur)) {
+			if t := p.pickCurrent(-1); t >= 0 && p.sendable(t) && t != p.cur {
+				op.Current = ID(p.entries[t].ref.SendID)
+				p.cur = t
+				whys = append(whys, ReasonCurrent)
+			}
+		}
+	}
+	have := o.HaveAO && o.Info.AORequired
+	if have != p.d.AORequired {
+		op.SetRequired, op.AORequired = true, p.d.AORequired
+		whys = append(whys, ReasonRequired)
+	}
+	if len(whys) == 0 {
+		return
+	}
+	op.Why = whys[0]
+	p.sp.Ops = append(p.sp.Ops, op)
+}
+
+func (p *planner) emitDeletes() {
+	for e := range p.entries {
+		en := &p.entries[e]
+		if !en.present || en.d >= 0 {
+			continue
+		}
+		why := ReasonStale
+		if en.revoked {
+			why = ReasonRevoked
+		}
+		if p.del(e, why, en.revoked) {
+			continue
+		}
+		if en.revoked {
+			p.sp.Blocked = append(p.sp.Blocked, Held{Ref: en.ref, Why: ReasonNoReplace,
+				Detail: "revoked key is in use and no other usable key is installed"})
+			continue
+		}
+		p.sp.Deferred = append(p.sp.Deferred, Held{Ref: en.ref, Why: ReasonInUse,
+			Detail: "stale key is still in use (current or rnext): removed after the roll"})
+	}
+}
+
+// refIndex finds keys by peer prefix without comparing every pair: exact
+// prefixes go to a map, and the few wider ones (subnets, any-address) are
+// compared with everything.
+type refIndex struct {
+	byPrefix map[netip.Prefix][]int
+	wide     []int
+	widePfx  []netip.Prefix
+	all      []int
+}
+
+func newRefIndex(n int) *refIndex {
+	return &refIndex{byPrefix: make(map[netip.Prefix][]int, n)}
+}
+
+func isHost(p netip.Prefix) bool { return p.Bits() == p.Addr().BitLen() }
+
+func (x *refIndex) add(p netip.Prefix, i int) {
+	x.all = append(x.all, i)
+	if isHost(p) {
+		x.byPrefix[p] = append(x.byPrefix[p], i)
+		return
+	}
+	x.wide = append(x.wide, i)
+	x.widePfx = append(x.widePfx, p)
+}
+
+// find calls match for every indexed key that may overlap r.Peer until
+// match returns true, and returns that key or -1.
+func (x *refIndex) find(r tcpao.KeyRef, match func(int) bool) int {
+	if !isHost(r.Peer) {
+		for _, i := range x.all {
+			if match(i) {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, i := range x.byPrefix[r.Peer] {
+		if match(i) {
+			return i
+		}
+	}
+	for _, i := range x.wide {
+		if match(i) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,250 @@
+package rotator
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// SocketID names one socket in plans and status ("listen 0.0.0.0:179",
+// "peer 192.0.2.1"). The caller chooses it; the planner only copies it.
+type SocketID string
+
+// Kind is the TCP state class of a socket, which decides what the kernel
+// allows on it.
+type Kind uint8
+
+const (
+	// Established is a connected socket: it has Current_key and RNext_key,
+	// deletes are synchronous, and the current/rnext key cannot be deleted
+	// without naming a replacement.
+	Established Kind = iota
+	// Listening is a listen socket: no current/rnext, deletes are del_async.
+	Listening
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Established:
+		return "established"
+	case Listening:
+		return "listening"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// OptID is an optional KeyID.
+type OptID struct {
+	ID    uint8
+	Valid bool
+}
+
+// ID returns a set OptID.
+func ID(id uint8) OptID { return OptID{ID: id, Valid: true} }
+
+func (o OptID) String() string {
+	if !o.Valid {
+		return "-"
+	}
+	return fmt.Sprintf("%d", o.ID)
+}
+
+// DesiredKey is one MKT a socket should carry.
+type DesiredKey struct {
+	tcpao.Key
+	// AcceptOnly marks a key that is installed for receiving but must not
+	// be used for sending (its send lifetime is over or not begun). The
+	// planner corrects Current_key away from such a key.
+	AcceptOnly bool
+}
+
+// Desired is the consumer-declared input of the planner: the keys one socket
+// should carry and which ones it should use. The daemon glue builds it from
+// policy output.
+type Desired struct {
+	Socket SocketID
+	Kind   Kind
+	Keys   []DesiredKey
+	// WantCurrent is the preferred Current_key (a SendID) and WantRNext the
+	// RNext_key to announce (a RecvID). Both are ignored on listeners. The
+	// planner sets RNext to WantRNext; it sets Current_key only when the
+	// present one is not a desired sendable key (the peer's RNext moving
+	// Current_key to another valid key is the protocol working).
+	WantCurrent OptID
+	WantRNext   OptID
+	// AORequired is the socket's ao_required flag.
+	AORequired bool
+	// Revoked lists keys that must go even if they are in use: the only
+	// keys (besides in-place secret changes) that a forced delete may remove
+	// from an established socket while they are Current_key.
+	Revoked []tcpao.KeyRef
+}
+
+// Observed is what the kernel reports for one socket.
+type Observed struct {
+	// HaveAO is false when TCP_AO_INFO answered ENOENT (no TCP-AO yet).
+	HaveAO bool
+	Info   tcpao.Info
+	Keys   []tcpao.KeyInfo
+}
+
+// OpKind is the kind of one planned operation.
+type OpKind uint8
+
+// Operation kinds.
+const (
+	OpAdd     OpKind = iota + 1 // TCP_AO_ADD_KEY
+	OpDel                       // TCP_AO_DEL_KEY
+	OpSetInfo                   // setsockopt(TCP_AO_INFO)
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpAdd:
+		return "add"
+	case OpDel:
+		return "del"
+	case OpSetInfo:
+		return "set"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Reason says why the planner emitted an operation or deferred a key.
+type Reason uint8
+
+// Reasons.
+const (
+	ReasonNew       Reason = iota + 1 // desired key missing
+	ReasonReplace                     // same IDs, different material: delete-then-add
+	ReasonRevoked                     // key listed in Desired.Revoked
+	ReasonStale                       // key no longer desired
+	ReasonRNext                       // RNext differs from WantRNext
+	ReasonCurrent                     // Current_key absent or not a desired sendable key
+	ReasonRequired                    // ao_required differs
+	ReasonInUse                       // stale key is Current_key: waits for the roll
+	ReasonNoReplace                   // in-use key cannot be replaced: no other usable key
+	ReasonInvalid                     // desired state is invalid
+)
+
+var reasonNames = [...]string{
+	ReasonNew:       "new",
+	ReasonReplace:   "replace",
+	ReasonRevoked:   "revoked",
+	ReasonStale:     "stale",
+	ReasonRNext:     "rnext",
+	ReasonCurrent:   "current",
+	ReasonRequired:  "ao-required",
+	ReasonInUse:     "in-use",
+	ReasonNoReplace: "no-replacement",
+	ReasonInvalid:   "invalid",
+}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) && reasonNames[r] != "" {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Op is one planned kernel operation on a socket.
+type Op struct {
+	Kind OpKind
+	Why  Reason
+	// Key and Add are the OpAdd arguments.
+	Key tcpao.Key
+	Add tcpao.AddOptions
+	// Del is the OpDel argument.
+	Del tcpao.DelKey
+	// Current, RNext and AORequired (when SetRequired) are the OpSetInfo
+	// changes.
+	Current     OptID
+	RNext       OptID
+	SetRequired bool
+	AORequired  bool
+}
+
+// Ref is the key the op is about (zero for OpSetInfo).
+func (o Op) Ref() tcpao.KeyRef {
+	switch o.Kind {
+	case OpAdd:
+		return o.Key.KeyRef
+	case OpDel:
+		return o.Del.KeyRef
+	}
+	return tcpao.KeyRef{}
+}
+
+// Held is a key the planner left in place, or a change it could not make,
+// and why.
+type Held struct {
+	Ref    tcpao.KeyRef
+	Why    Reason
+	Detail string
+}
+
+// SocketPlan is the ordered plan for one socket.
+type SocketPlan struct {
+	Socket SocketID
+	Kind   Kind
+	Ops    []Op
+	// Deferred are stale keys left in place because deleting them now would
+	// strand the session (they are Current_key); a later plan removes them
+	// once the roll moved Current_key away.
+	Deferred []Held
+	// Blocked are changes the planner refuses; the socket keeps working
+	// with its present keys.
+	Blocked []Held
+}
+
+// Empty reports whether the plan has no operations.
+func (p SocketPlan) Empty() bool { return len(p.Ops) == 0 }
+
+// Plan is a plan for many sockets, in input order.
+type Plan []SocketPlan
+
+// Input is one socket's desired and observed state.
+type Input struct {
+	Desired  Desired
+	Observed Observed
+}
+
+// PlanAll plans every socket independently.
+func PlanAll(in []Input) Plan {
+	p := make(Plan, len(in))
+	for i := range in {
+		p[i] = PlanSocket(in[i].Desired, in[i].Observed)
+	}
+	return p
+}
+
+func normRef(r tcpao.KeyRef) tcpao.KeyRef {
+	r.Peer = r.Peer.Masked()
+	return r
+}
+
+// conflicts reports whether adding n to a socket that holds e makes the
+// kernel answer EEXIST: overlapping peer prefixes (compared at the shorter
+// length), a compatible VRF (an existing key without ifindex matches every
+// VRF), and an equal SendID or RecvID.
+func conflicts(e, n tcpao.KeyRef) bool {
+	if e.SendID != n.SendID && e.RecvID != n.RecvID {
+		return false
+	}
+	if e.IfIndex != 0 && e.IfIndex != n.IfIndex {
+		return false
+	}
+	return prefixesOverlap(e.Peer, n.Peer)
+}
+
+func prefixesOverlap(a, b netip.Prefix) bool {
+	if a.Addr().Is4() != b.Addr().Is4() {
+		return false
+	}
+	// The kernel treats the any-address as matching everything.
+	if a.Bits() == 0 || b.Bits() == 0 {
+		return true
+	}
+	return a.Overlaps(b)
+}
