@@ -90,7 +90,9 @@ func validateDesired(d *Desired) error {
 		idx := newRefIndex(n)
 		for i := range d.Keys {
 			r := normRef(d.Keys[i].KeyRef)
-			if j := idx.find(r, func(j int) bool { return conflicts(normRef(d.Keys[j].KeyRef), r) || conflicts(r, normRef(d.Keys[j].KeyRef)) }); j >= 0 {
+			if j := idx.find(r, func(j int) bool {
+				return conflicts(normRef(d.Keys[j].KeyRef), r) || conflicts(r, normRef(d.Keys[j].KeyRef))
+			}); j >= 0 {
 				return clash(j, i)
 			}
 			idx.add(r.Peer, i)
