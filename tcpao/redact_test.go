@@ -1,0 +1,70 @@
+package tcpao
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// The secret is chosen so that every rendering of its bytes would be
+// recognisable: as text, as hex, as base64 or as a Go byte list.
+func TestNoRenderingShowsTheSecret(t *testing.T) {
+	raw := []byte("hunter2-very-secret-key!")
+	s := NewSecret(raw)
+	k := Key{KeyRef: KeyRef{Peer: netip.MustParsePrefix("192.0.2.1/32"), SendID: 1, RecvID: 2}, Algorithm: HMACSHA256, Secret: s}
+	ki := KeyInfo{KeyRef: k.KeyRef, Algorithm: HMACSHA256, Fingerprint: s.Fingerprint()}
+	forbidden := []string{
+		string(raw), fmt.Sprintf("%x", raw), fmt.Sprintf("%X", raw), fmt.Sprintf("%v", raw)[1:20],
+		"aHVudGVyMi", // base64 prefix
+	}
+	render := map[string]func() string{}
+	for name, v := range map[string]any{"Secret": s, "Key": k, "KeyInfo": ki, "*Key": &k} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+			render[name+" "+verb] = func() string { return fmt.Sprintf(verb, v) }
+		}
+		render[name+" json"] = func() string {
+			b, err := json.Marshal(v)
+			if err != nil {
+				t.Fatalf("json.Marshal(%s): %v", name, err)
+			}
+			return string(b)
+		}
+		render[name+" slog json"] = func() string {
+			var b bytes.Buffer
+			slog.New(slog.NewJSONHandler(&b, nil)).Info("m", "v", v)
+			return b.String()
+		}
+		render[name+" slog text"] = func() string {
+			var b bytes.Buffer
+			slog.New(slog.NewTextHandler(&b, nil)).Info("m", "v", v)
+			return b.String()
+		}
+	}
+	for name, f := range render {
+		out := f()
+		for _, bad := range forbidden {
+			if strings.Contains(out, bad) {
+				t.Errorf("%s renders the secret: %s", name, out)
+			}
+		}
+	}
+	if !strings.Contains(fmt.Sprint(s), "redacted 24 bytes") {
+		t.Errorf("Secret prints %q, want a redaction marker", fmt.Sprint(s))
+	}
+}
+
+func TestSecretZero(t *testing.T) {
+	s := NewSecret([]byte{1, 2, 3})
+	c := s.Clone()
+	s.Zero()
+	if !bytes.Equal(s.Bytes(), []byte{0, 0, 0}) {
+		t.Errorf("Zero left %v", s.Bytes())
+	}
+	if c.Equal(s) || c.Fingerprint() == s.Fingerprint() {
+		t.Error("Clone shares bytes with the original")
+	}
+}

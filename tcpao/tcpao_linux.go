@@ -1,0 +1,231 @@
+//go:build linux
+
+package tcpao
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// New returns the TCP-AO control surface of the socket behind rc (from
+// (*net.TCPConn).SyscallConn, (*net.TCPListener).SyscallConn or a
+// net.Dialer/ListenConfig Control hook). Every call runs inside rc.Control.
+func New(rc syscall.RawConn) Socket { return &sock{ctl: rc.Control} }
+
+// FromFD returns the TCP-AO control surface of a raw socket descriptor, e.g.
+// one duplicated from a BGP daemon with pidfd_getfd(2). The caller keeps
+// ownership of fd and must keep it open while the Socket is used.
+func FromFD(fd int) Socket {
+	return &sock{ctl: func(f func(uintptr)) error { f(uintptr(fd)); return nil }}
+}
+
+type sock struct {
+	ctl func(func(fd uintptr)) error
+}
+
+// do runs f on the descriptor and returns f's error, or the Control error.
+func (s *sock) do(f func(fd int) error) error {
+	var err error
+	if cerr := s.ctl(func(fd uintptr) { err = f(int(fd)) }); cerr != nil {
+		return fmt.Errorf("tcpao: raw conn control: %w", cerr)
+	}
+	return err
+}
+
+func setsockopt(fd, opt int, p unsafe.Pointer, size uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, uintptr(opt), uintptr(p), size, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getsockopt(fd, opt int, p unsafe.Pointer, size *uint32) error {
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(size)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// family is the socket's address family (SO_DOMAIN): the kernel parses the
+// peer address of ADD/DEL as a sockaddr of that family.
+func family(fd int) (int, error) {
+	d, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return 0, os.NewSyscallError("getsockopt(SO_DOMAIN)", err)
+	}
+	if d != unix.AF_INET && d != unix.AF_INET6 {
+		return 0, fmt.Errorf("%w: socket family %d is not IPv4 or IPv6", ErrAddress, d)
+	}
+	return d, nil
+}
+
+// AddKey issues setsockopt(TCP_AO_ADD_KEY). Errors (errors.Is):
+//   - EEXIST: a key for an overlapping peer has the same SendID or RecvID;
+//   - EISCONN: the first key on a socket that is neither closed nor listening;
+//   - EINVAL: set_current/set_rnext on a listening socket, an ifindex that is
+//     not a VRF, a prefix with host bits, a peer that contradicts the
+//     connected address;
+//   - EMSGSIZE: MACLen does not fit in the SYN's option space (> 16);
+//   - ENOMEM: net.core.optmem_max is exhausted (see OptMemNeeded);
+//   - ENOENT: the kernel has no such algorithm;
+//   - EKEYREJECTED: a TCP-MD5 key exists for the peer.
+//
+// Client-side validation errors (ErrAlgorithm, ErrKeyLength, ErrAddress) are
+// returned before any system call. The copy of the key bytes is zeroed.
+func (s *sock) AddKey(k Key, o AddOptions) error {
+	var c aoAdd
+	defer func() { clear(c.Key[:]) }()
+	err := s.do(func(fd int) error {
+		fam, err := family(fd)
+		if err != nil {
+			return err
+		}
+		if err := encodeAdd(&c, k, o, fam); err != nil {
+			return err
+		}
+		err = setsockopt(fd, optAddKey, unsafe.Pointer(&c), unsafe.Sizeof(c))
+		clear(c.Key[:])
+		runtime.KeepAlive(&c)
+		if err != nil {
+			return os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tcpao: add key send=%d recv=%d peer=%s: %w", k.SendID, k.RecvID, k.Peer, err)
+	}
+	return nil
+}
+
+// DelKey issues setsockopt(TCP_AO_DEL_KEY). Errors (errors.Is):
+//   - ENOENT: no key matches exactly (peer, prefix, ifindex, SendID, RecvID),
+//     the socket has no TCP-AO, or the named replacement Current/RNext does
+//     not exist;
+//   - EBUSY: the key is Current_key or RNext_key and no replacement was named
+//     (replacements that were named are installed even then);
+//   - EINVAL: Async on a socket that is not listening, or SetCurrent/SetRNext
+//     on a listening socket;
+//   - EISCONN: an established socket without TCP-AO.
+func (s *sock) DelKey(d DelKey) error {
+	err := s.do(func(fd int) error {
+		fam, err := family(fd)
+		if err != nil {
+			return err
+		}
+		var c aoDel
+		if err := encodeDel(&c, d, fam); err != nil {
+			return err
+		}
+		if err := setsockopt(fd, optDelKey, unsafe.Pointer(&c), unsafe.Sizeof(c)); err != nil {
+			return os.NewSyscallError("setsockopt(TCP_AO_DEL_KEY)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tcpao: delete key send=%d recv=%d peer=%s: %w", d.SendID, d.RecvID, d.Peer, err)
+	}
+	return nil
+}
+
+// Info issues getsockopt(TCP_AO_INFO). ENOENT: the socket has no TCP-AO.
+func (s *sock) Info() (Info, error) {
+	var in Info
+	err := s.do(func(fd int) error {
+		var err error
+		in, err = info(fd)
+		return err
+	})
+	if err != nil {
+		return Info{}, fmt.Errorf("tcpao: info: %w", err)
+	}
+	return in, nil
+}
+
+func info(fd int) (Info, error) {
+	var o aoInfoOpt
+	n := uint32(unsafe.Sizeof(o))
+	if err := getsockopt(fd, optInfo, unsafe.Pointer(&o), &n); err != nil {
+		return Info{}, os.NewSyscallError("getsockopt(TCP_AO_INFO)", err)
+	}
+	return decodeInfo(&o), nil
+}
+
+// SetInfo issues setsockopt(TCP_AO_INFO) after reading the current state, so
+// that fields c leaves nil keep their value (the kernel overwrites
+// ao_required and accept_icmps on every call). The read and the write are not
+// atomic against other writers of the same socket. On a closed or listening
+// socket without keys it creates the TCP-AO state. Errors (errors.Is):
+//   - ENOENT: Current or RNext names no key;
+//   - EINVAL: Current or RNext on a listening socket;
+//   - EISCONN: an established socket without TCP-AO.
+func (s *sock) SetInfo(c InfoChange) error {
+	err := s.do(func(fd int) error {
+		cur, err := info(fd)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		o := encodeInfo(cur, c)
+		if err := setsockopt(fd, optInfo, unsafe.Pointer(&o), unsafe.Sizeof(o)); err != nil {
+			return os.NewSyscallError("setsockopt(TCP_AO_INFO)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tcpao: set info: %w", err)
+	}
+	return nil
+}
+
+// initialKeys is the GET_KEYS buffer of the first attempt; it grows to what
+// the kernel reports.
+const initialKeys = 8
+
+// Keys issues getsockopt(TCP_AO_GET_KEYS), growing the buffer until every
+// matching key fits. The key bytes the kernel returns are zeroed at once;
+// only their Fingerprint is kept. Errors (errors.Is): ENOENT: the socket has
+// no TCP-AO; EINVAL: a filter prefix with host bits; ErrFilter.
+func (s *sock) Keys(f KeyFilter) ([]KeyInfo, error) {
+	var out []KeyInfo
+	err := s.do(func(fd int) error {
+		var err error
+		out, err = keys(fd, f)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcpao: get keys: %w", err)
+	}
+	return out, nil
+}
+
+func keys(fd int, f KeyFilter) ([]KeyInfo, error) {
+	n := initialKeys
+	for attempt := 0; ; attempt++ {
+		buf := make([]aoGetsockopt, n)
+		if err := encodeFilter(&buf[0], f, n); err != nil {
+			return nil, err
+		}
+		size := uint32(unsafe.Sizeof(buf[0]))
+		err := getsockopt(fd, optGetKeys, unsafe.Pointer(&buf[0]), &size)
+		if err != nil {
+			return nil, os.NewSyscallError("getsockopt(TCP_AO_GET_KEYS)", err)
+		}
+		matched := int(buf[0].NKeys)
+		if matched > n && attempt < 8 {
+			zeroKeys(buf)
+			n = matched + matched/4 + 1
+			continue
+		}
+		out, err := decodeKeys(buf[:min(matched, n)])
+		zeroKeys(buf)
+		runtime.KeepAlive(buf)
+		return out, err
+	}
+}

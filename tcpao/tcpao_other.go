@@ -1,0 +1,20 @@
+//go:build !linux
+
+package tcpao
+
+import "syscall"
+
+// New returns a Socket whose every call fails with ErrUnsupported: TCP-AO
+// exists only on Linux, and nothing is installed elsewhere.
+func New(rc syscall.RawConn) Socket { return unsupported{} }
+
+// FromFD returns a Socket whose every call fails with ErrUnsupported.
+func FromFD(fd int) Socket { return unsupported{} }
+
+type unsupported struct{}
+
+func (unsupported) AddKey(Key, AddOptions) error      { return ErrUnsupported }
+func (unsupported) DelKey(DelKey) error               { return ErrUnsupported }
+func (unsupported) Info() (Info, error)               { return Info{}, ErrUnsupported }
+func (unsupported) SetInfo(InfoChange) error          { return ErrUnsupported }
+func (unsupported) Keys(KeyFilter) ([]KeyInfo, error) { return nil, ErrUnsupported }
