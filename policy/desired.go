@@ -1,0 +1,263 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// DesiredKey is one MKT that should be installed on a peer's socket.
+type DesiredKey struct {
+	// MKT is the snapshot's MKT. Its Secret shares the snapshot's bytes:
+	// never zero it; TCPAOKey returns a copy to hand to the kernel.
+	MKT keystore.MKT
+	// SendLifetime and AcceptLifetime are the effective lifetimes: the
+	// policy's overrides, else the MKT's own.
+	SendLifetime   keystore.Lifetime
+	AcceptLifetime keystore.Lifetime
+	// IncludeTCPOptions is the binding's setting when it has one, else the
+	// MKT's.
+	IncludeTCPOptions bool
+	// Sendable: the key is send-valid at the instant asked about.
+	Sendable bool
+}
+
+// TCPAOKey is the key to install for peer (the binding's neighbor prefix or
+// the connected peer's host prefix) on an L3 device (0: default VRF). The
+// Secret is a fresh copy: the caller zeroes it after use.
+func (k DesiredKey) TCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
+	return tcpao.Key{
+		KeyRef:         tcpao.KeyRef{Peer: peer, IfIndex: ifindex, SendID: k.MKT.SendID, RecvID: k.MKT.RecvID},
+		Algorithm:      k.MKT.Algorithm,
+		MACLen:         k.MKT.MACLen,
+		ExcludeOptions: !k.IncludeTCPOptions,
+		Secret:         k.MKT.Secret.Clone(),
+	}
+}
+
+func (k DesiredKey) String() string { return k.MKT.String() }
+
+// PeerKeys is the desired TCP-AO state of one peer at one instant.
+type PeerKeys struct {
+	Binding Binding
+	// Chain is the policy key chain (Binding.KeyChain); SourceChain the
+	// snapshot chain it reads.
+	Chain       string
+	SourceChain string
+	// Keys are the MKTs to have installed: accept-valid within
+	// ±AcceptTolerance of the instant, or send-valid at it. Sorted by
+	// SendID, RecvID, name.
+	Keys []DesiredKey
+	// Preferred indexes Keys: the key to send with (Current_key), the
+	// send-valid key with the latest send start; ties go to the later send
+	// end, then the greater name. -1 when no key may be sent with.
+	Preferred  int
+	AORequired bool
+	Safety     Safety
+	// Revoked names revoked MKTs of the chain that apply to the peer: they
+	// are never desired, and must be removed if installed (see
+	// Safety.OnRevokeOnlyKey when nothing else is left).
+	Revoked []string
+	// Ignored lists MKTs the kernel would reject (bad algorithm, key or MAC
+	// length); they are not desired. Validate reports them too.
+	Ignored []error
+	// NextChange is the next instant after the one asked about at which the
+	// answer changes for the same snapshot; zero when it never does.
+	NextChange time.Time
+}
+
+// PreferredKey returns Keys[Preferred].
+func (pk PeerKeys) PreferredKey() (DesiredKey, bool) {
+	if pk.Preferred < 0 || pk.Preferred >= len(pk.Keys) {
+		return DesiredKey{}, false
+	}
+	return pk.Keys[pk.Preferred], true
+}
+
+// candidate is an MKT of a chain with its effective lifetimes.
+type candidate struct {
+	mkt    *keystore.MKT
+	send   keystore.Lifetime
+	accept keystore.Lifetime
+	ref    *KeyRef
+}
+
+// candidates resolves a policy chain against its snapshot chain. missing
+// lists the policy's key references the snapshot does not have.
+func candidates(c *KeyChain, sc *keystore.Chain) (out []candidate, missing []*KeyRef) {
+	if c.Keys == nil {
+		for i := range sc.Keys {
+			m := &sc.Keys[i]
+			out = append(out, candidate{mkt: m, send: m.SendLifetime, accept: m.AcceptLifetime})
+		}
+		return out, nil
+	}
+	for i := range c.Keys {
+		ref := &c.Keys[i]
+		j := slices.IndexFunc(sc.Keys, func(m keystore.MKT) bool { return m.Name == ref.Name })
+		if j < 0 {
+			missing = append(missing, ref)
+			continue
+		}
+		m := &sc.Keys[j]
+		cd := candidate{mkt: m, send: m.SendLifetime, accept: m.AcceptLifetime, ref: ref}
+		if ref.SendLifetime != nil {
+			cd.send = *ref.SendLifetime
+		}
+		if ref.AcceptLifetime != nil {
+			cd.accept = *ref.AcceptLifetime
+		}
+		out = append(out, cd)
+	}
+	return out, missing
+}
+
+// checkMKT reports what the kernel would reject in m.
+func checkMKT(m *keystore.MKT) error {
+	if !m.Algorithm.Valid() {
+		return fmt.Errorf("%w: %q (want one of %s)", ErrAlgorithm, m.Algorithm, algorithmList())
+	}
+	if err := checkKeyLength(m.Algorithm, m.Secret.Len()); err != nil {
+		return err
+	}
+	if m.MACLen != 0 {
+		if err := checkMACLength(m.Algorithm, int(m.MACLen)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appliesTo: an MKT with Peers applies only to addresses inside them, one
+// with a VRF only in that VRF; empty means unrestricted.
+func appliesTo(m *keystore.MKT, peer netip.Addr, vrf string) bool {
+	if m.VRF != "" && m.VRF != vrf {
+		return false
+	}
+	if len(m.Peers) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(m.Peers, func(p netip.Prefix) bool { return p.Contains(peer) })
+}
+
+// widen returns l widened by tol on both bounded ends.
+func widen(l keystore.Lifetime, tol time.Duration) keystore.Lifetime {
+	if !l.Start.IsZero() {
+		l.Start = l.Start.Add(-tol)
+	}
+	if !l.End.IsZero() {
+		l.End = l.End.Add(tol)
+	}
+	return l
+}
+
+// Desired returns the keys peer (in vrf, "" for the default VRF) should have
+// at t according to the policy and snap. It is pure: the same arguments
+// give the same answer. Errors wrap ErrNoBinding (no binding covers the
+// peer), ErrUnknownChain (the snapshot lacks the source chain) or
+// ErrDuplicateID (two keys due at t clash on an ID; the kernel would refuse
+// the second, so nothing should change).
+func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t time.Time) (PeerKeys, error) {
+	peer = peer.Unmap().WithZone("")
+	b, err := p.bindingFor(peer, vrf)
+	if err != nil {
+		return PeerKeys{}, err
+	}
+	c := p.byName[b.KeyChain]
+	var sc *keystore.Chain
+	if snap != nil {
+		sc = snap.Chains[c.SourceChain]
+	}
+	if sc == nil {
+		return PeerKeys{}, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
+			ErrUnknownChain, c.Name, c.SourceChain)
+	}
+	pk := PeerKeys{
+		Binding: *b, Chain: c.Name, SourceChain: c.SourceChain,
+		Preferred: -1, AORequired: b.AORequired, Safety: b.Safety,
+	}
+	cands, _ := candidates(c, sc)
+	for _, cd := range cands {
+		m := cd.mkt
+		if !appliesTo(m, peer, vrf) {
+			continue
+		}
+		if m.Revoked {
+			pk.Revoked = append(pk.Revoked, m.Name)
+			continue
+		}
+		if err := checkMKT(m); err != nil {
+			pk.Ignored = append(pk.Ignored, &Problem{Chain: sc.Name, Key: m.Name, Source: m.Source, Err: err})
+			continue
+		}
+		wide := widen(cd.accept, c.AcceptTolerance)
+		for _, at := range []time.Time{cd.send.Start, cd.send.End, wide.Start, wide.End} {
+			if at.After(t) && (pk.NextChange.IsZero() || at.Before(pk.NextChange)) {
+				pk.NextChange = at
+			}
+		}
+		sendable := cd.send.Contains(t)
+		if !sendable && !wide.Contains(t) {
+			continue
+		}
+		inc := m.IncludeTCPOptions
+		if b.IncludeTCPOptions != nil {
+			inc = *b.IncludeTCPOptions
+		}
+		pk.Keys = append(pk.Keys, DesiredKey{
+			MKT: *m, SendLifetime: cd.send, AcceptLifetime: cd.accept,
+			IncludeTCPOptions: inc, Sendable: sendable,
+		})
+	}
+	slices.SortFunc(pk.Keys, func(x, y DesiredKey) int {
+		return cmp.Or(cmp.Compare(x.MKT.SendID, y.MKT.SendID), cmp.Compare(x.MKT.RecvID, y.MKT.RecvID),
+			cmp.Compare(x.MKT.Name, y.MKT.Name))
+	})
+	for i := range pk.Keys {
+		for j := i + 1; j < len(pk.Keys); j++ {
+			if err := idClash(&pk.Keys[i].MKT, &pk.Keys[j].MKT); err != nil {
+				return PeerKeys{}, fmt.Errorf("peer %s: %w", b, err)
+			}
+		}
+	}
+	for i, k := range pk.Keys {
+		if !k.Sendable {
+			continue
+		}
+		if pk.Preferred < 0 || preferBefore(k, pk.Keys[pk.Preferred]) {
+			pk.Preferred = i
+		}
+	}
+	return pk, nil
+}
+
+func idClash(a, b *keystore.MKT) error {
+	switch {
+	case a.SendID == b.SendID:
+		return fmt.Errorf("%w: keys %s and %s of chain %s both have SendID %d", ErrDuplicateID, a.Name, b.Name, a.Chain, a.SendID)
+	case a.RecvID == b.RecvID:
+		return fmt.Errorf("%w: keys %s and %s of chain %s both have RecvID %d", ErrDuplicateID, a.Name, b.Name, a.Chain, a.RecvID)
+	}
+	return nil
+}
+
+// preferBefore reports whether send key a beats b: later send start, then
+// later send end (no end is latest), then greater name.
+func preferBefore(a, b DesiredKey) bool {
+	if c := a.SendLifetime.Start.Compare(b.SendLifetime.Start); c != 0 {
+		return c > 0
+	}
+	ae, be := a.SendLifetime.End, b.SendLifetime.End
+	switch {
+	case ae.IsZero() != be.IsZero():
+		return ae.IsZero()
+	case !ae.Equal(be):
+		return ae.After(be)
+	}
+	return a.MKT.Name > b.MKT.Name
+}

@@ -1,0 +1,229 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
+	"gopkg.in/yaml.v3"
+)
+
+// SwitchTimeoutAction is what to do when a peer is not seen sending with the
+// new key within Safety.SwitchTimeout.
+type SwitchTimeoutAction string
+
+const (
+	// SwitchRetry keeps sending with the old key and announces the new one
+	// again every RetryAfter, for as long as the old key stays send-valid.
+	SwitchRetry SwitchTimeoutAction = "retry"
+	// SwitchAlert keeps sending with the old key, stops announcing the new
+	// one and raises an alert.
+	SwitchAlert SwitchTimeoutAction = "alert"
+)
+
+// RevokeAction is what to do when the only installed key of a peer is
+// revoked and no other key is desired.
+type RevokeAction string
+
+const (
+	// RevokeReset removes the key, which resets the BGP session: nothing can
+	// be sent until a new key arrives.
+	RevokeReset RevokeAction = "reset"
+	// RevokeKeep leaves the revoked key installed and raises an alert, so the
+	// session survives until the operator supplies a new key.
+	RevokeKeep RevokeAction = "keep"
+)
+
+// Defaults of the optional settings.
+const (
+	DefaultSwitchTimeout   = 5 * time.Minute
+	DefaultRetryAfter      = time.Minute
+	DefaultOnSwitchTimeout = SwitchRetry
+	DefaultOnRevokeOnlyKey = RevokeKeep
+	// DefaultAcceptTolerance is RFC 8177's accept-tolerance default.
+	DefaultAcceptTolerance = time.Duration(0)
+	// DefaultAORequired: managed peers reject segments without TCP-AO.
+	DefaultAORequired = true
+	// DefaultRotationAlgorithm and DefaultRotationKeyLength apply to
+	// generated keys (KeyLength is 16 for cmac(aes128)).
+	DefaultRotationAlgorithm = tcpao.HMACSHA256
+	DefaultRotationKeyLength = 32
+	// MaxMACLength is the longest MAC whose TCP-AO option still fits in a
+	// SYN next to MSS, timestamps and window scaling (tcp_ao.c: 20 bytes of
+	// option space, 4 of them TCP-AO's header).
+	MaxMACLength = 16
+)
+
+// Safety holds the knobs that decide how cautious a rotation is.
+type Safety struct {
+	// SwitchTimeout is how long to wait for the peer to be seen sending with
+	// the new key before OnSwitchTimeout applies.
+	SwitchTimeout   time.Duration
+	OnSwitchTimeout SwitchTimeoutAction
+	// RetryAfter is the pause between announcements with SwitchRetry.
+	RetryAfter      time.Duration
+	OnRevokeOnlyKey RevokeAction
+}
+
+// DefaultSafety is the Safety of a policy that sets none.
+func DefaultSafety() Safety {
+	return Safety{
+		SwitchTimeout:   DefaultSwitchTimeout,
+		OnSwitchTimeout: DefaultOnSwitchTimeout,
+		RetryAfter:      DefaultRetryAfter,
+		OnRevokeOnlyKey: DefaultOnRevokeOnlyKey,
+	}
+}
+
+// KeyRef is one MKT a key chain lists, with optional lifetime overrides. A
+// nil lifetime means the MKT's own (keystore.MKT.SendLifetime or
+// AcceptLifetime).
+type KeyRef struct {
+	Name           string
+	SendLifetime   *keystore.Lifetime
+	AcceptLifetime *keystore.Lifetime
+	Pos            Pos
+	// Field is the YAML path, e.g. "key_chains[0].keys[1]".
+	Field string
+}
+
+// Rotation is a generated-rotation schedule's configuration. See Schedule
+// for the instants and lifetimes it yields.
+type Rotation struct {
+	// Start anchors the schedule: rotation 0 starts sending at Start (plus
+	// the peer's jitter). Default: the Unix epoch.
+	Start time.Time
+	// Interval is the time between two rotations.
+	Interval time.Duration
+	// Lead is how long before its send start a new key is accepted.
+	Lead time.Duration
+	// Grace is how long after the next key's send start an old key stays
+	// send- and accept-valid.
+	Grace time.Duration
+	// Jitter spreads the rotations of different peers over [0, Jitter).
+	Jitter time.Duration
+	// Algorithm, KeyLength and MACLength are what generated keys get.
+	Algorithm tcpao.Algorithm
+	KeyLength int
+	MACLength uint8
+}
+
+// KeyChain is a policy key chain: a reference to a chain of the key source,
+// optionally narrowed to listed MKTs, and optionally rotated by aokeyd.
+type KeyChain struct {
+	Name string
+	// SourceChain is the name of the chain in the key source snapshot;
+	// it defaults to Name.
+	SourceChain string
+	// AcceptTolerance widens every accept lifetime on both ends (clock skew).
+	AcceptTolerance time.Duration
+	// Keys lists the MKTs used; nil means every MKT of the source chain.
+	Keys []KeyRef
+	// Rotation is set when aokeyd generates the chain's keys.
+	Rotation *Rotation
+	Pos      Pos
+	Field    string
+}
+
+// Binding ties a neighbor address or prefix in a VRF to a key chain.
+type Binding struct {
+	// Neighbor is the peer's address as a host prefix (/32, /128) or a
+	// prefix of peers (for listening sockets). Always masked, never a
+	// 4-in-6 address.
+	Neighbor netip.Prefix
+	// VRF is the L3 master device name, "" for the default VRF.
+	VRF      string
+	KeyChain string
+	// IncludeTCPOptions overrides each MKT's own TCP option flag when set.
+	IncludeTCPOptions *bool
+	AORequired        bool
+	Safety            Safety
+	Pos               Pos
+	Field             string
+}
+
+func (b Binding) String() string {
+	if b.VRF == "" {
+		return b.Neighbor.String()
+	}
+	return b.Neighbor.String() + " (vrf " + b.VRF + ")"
+}
+
+// Policy is a parsed, checked rotation policy. It is immutable and safe for
+// concurrent use; values returned by its methods must not be modified.
+type Policy struct {
+	file     string
+	root     *yaml.Node
+	seed     []byte
+	safety   Safety
+	chains   []*KeyChain
+	byName   map[string]*KeyChain
+	bindings []*Binding
+}
+
+// File is the name the policy was parsed under.
+func (p *Policy) File() string { return p.file }
+
+// Safety is the policy-wide safety setting; a binding may override it (see
+// Binding.Safety).
+func (p *Policy) Safety() Safety { return p.safety }
+
+// Chains returns the key chains in file order.
+func (p *Policy) Chains() []KeyChain {
+	out := make([]KeyChain, len(p.chains))
+	for i, c := range p.chains {
+		out[i] = *c
+	}
+	return out
+}
+
+// Chain returns the key chain called name.
+func (p *Policy) Chain(name string) (KeyChain, bool) {
+	c, ok := p.byName[name]
+	if !ok {
+		return KeyChain{}, false
+	}
+	return *c, true
+}
+
+// Bindings returns the peer bindings in file order.
+func (p *Policy) Bindings() []Binding {
+	out := make([]Binding, len(p.bindings))
+	for i, b := range p.bindings {
+		out[i] = *b
+	}
+	return out
+}
+
+// BindingFor returns the binding that covers peer in vrf ("" is the default
+// VRF). Bindings never overlap, so there is at most one. It wraps
+// ErrNoBinding when there is none.
+func (p *Policy) BindingFor(peer netip.Addr, vrf string) (Binding, error) {
+	b, err := p.bindingFor(peer, vrf)
+	if err != nil {
+		return Binding{}, err
+	}
+	return *b, nil
+}
+
+func (p *Policy) bindingFor(peer netip.Addr, vrf string) (*Binding, error) {
+	peer = peer.Unmap().WithZone("")
+	for _, b := range p.bindings {
+		if b.VRF == vrf && b.Neighbor.Contains(peer) {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: peer %s in VRF %q", ErrNoBinding, peer, vrf)
+}
+
+// Schedule returns the rotation schedule of the key chain called chain, with
+// the policy's jitter seed; false when the chain has no rotation.
+func (p *Policy) Schedule(chain string) (Schedule, bool) {
+	c, ok := p.byName[chain]
+	if !ok || c.Rotation == nil {
+		return Schedule{}, false
+	}
+	return NewSchedule(*c.Rotation, p.seed), true
+}

@@ -1,0 +1,256 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+)
+
+// Validate checks the policy against a key snapshot over [now, now+horizon)
+// and returns every problem found (nil when there is none), in policy
+// order. It finds:
+//   - key chains whose source chain the snapshot lacks, and listed MKTs the
+//     source chain lacks (ErrUnknownChain, ErrUnknownKey);
+//   - MKTs the kernel would reject: unsupported algorithm, key empty or
+//     longer than 80 bytes, bad MAC length (ErrAlgorithm, ErrKeyLength,
+//     ErrMACLength), and lifetimes that end before they start (ErrInvalid);
+//   - for each binding, two MKTs that may be installed at the same time and
+//     share a SendID or RecvID (ErrDuplicateID);
+//   - for each binding, instants with no send-valid key (ErrGap). For a
+//     chain with a rotation, keys the generator is not due to create yet
+//     (accept start after now) are assumed to come on schedule, so only the
+//     time until the next due rotation is checked.
+//
+// For a binding of a prefix, an MKT restricted to some peers counts when
+// its peers overlap the prefix.
+func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.Duration) Problems {
+	var probs Problems
+	add := func(pos Pos, field string, cd *candidate, err error) {
+		pr := &Problem{Pos: pos, Field: field, Err: err}
+		if cd != nil {
+			pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
+		}
+		probs = append(probs, pr)
+	}
+	at := func(field string) Pos {
+		n := find(p.root, field)
+		if n == nil {
+			return Pos{File: p.file}
+		}
+		return Pos{File: p.file, Line: n.Line, Column: n.Column}
+	}
+	end := now.Add(horizon)
+	if horizon <= 0 {
+		end = now.Add(1)
+	}
+
+	resolved := map[string][]candidate{}
+	for _, c := range p.chains {
+		var sc *keystore.Chain
+		if snap != nil {
+			sc = snap.Chains[c.SourceChain]
+		}
+		if sc == nil {
+			add(at(c.Field+".source_chain"), c.Field+".source_chain", nil,
+				fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
+			continue
+		}
+		cands, missing := candidates(c, sc)
+		for _, ref := range missing {
+			add(at(ref.Field+".name"), ref.Field+".name", nil,
+				fmt.Errorf("%w: source chain %q has no key %q", ErrUnknownKey, c.SourceChain, ref.Name))
+		}
+		var good []candidate
+		for i := range cands {
+			cd := &cands[i]
+			field := c.Field
+			if cd.ref != nil {
+				field = cd.ref.Field
+			}
+			if cd.mkt.Revoked {
+				continue
+			}
+			ok := true
+			if err := checkMKT(cd.mkt); err != nil {
+				add(at(field), field, cd, err)
+				ok = false
+			}
+			for _, l := range []struct {
+				name string
+				l    keystore.Lifetime
+			}{{"send", cd.send}, {"accept", cd.accept}} {
+				if !l.l.Start.IsZero() && !l.l.End.IsZero() && !l.l.End.After(l.l.Start) {
+					add(at(field), field, cd, fmt.Errorf("%w: %s lifetime %s ends before it starts", ErrInvalid, l.name, l.l))
+					ok = false
+				}
+			}
+			if ok {
+				good = append(good, *cd)
+			}
+		}
+		resolved[c.Name] = good
+	}
+
+	for _, b := range p.bindings {
+		c := p.byName[b.KeyChain]
+		cands, ok := resolved[c.Name]
+		if !ok {
+			continue
+		}
+		var mine []candidate
+		for _, cd := range cands {
+			if appliesToPrefix(cd.mkt, b.Neighbor, b.VRF) {
+				mine = append(mine, cd)
+			}
+		}
+		field := b.Field + ".key_chain"
+		pos := at(field)
+		for i := range mine {
+			for j := i + 1; j < len(mine); j++ {
+				x, y := &mine[i], &mine[j]
+				if !peersOverlap(x.mkt, y.mkt) || idClash(x.mkt, y.mkt) == nil {
+					continue
+				}
+				from, both := installedTogether(x, y, c.AcceptTolerance, now, end)
+				if !both {
+					continue
+				}
+				add(pos, field, x, fmt.Errorf("peer %s: %w (both installed from %s)", b, idClash(x.mkt, y.mkt), fmtTime(from)))
+			}
+		}
+		covEnd := end
+		if c.Rotation != nil && c.Rotation.Interval > 0 {
+			s := NewSchedule(*c.Rotation, p.seed)
+			due := now.Add(c.Rotation.Lead) // the earliest any peer's next key can start sending
+			if b.Neighbor.IsSingleIP() {
+				due = s.NextDue(b.Neighbor.Addr(), now).SendStart
+			}
+			if due.Before(covEnd) {
+				covEnd = due
+			}
+		}
+		for _, g := range gaps(mine, now, covEnd) {
+			add(pos, field, nil, fmt.Errorf("%w: peer %s (chain %s) has no key to send with from %s until %s",
+				ErrGap, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
+		}
+	}
+	return probs
+}
+
+func appliesToPrefix(m *keystore.MKT, pfx netip.Prefix, vrf string) bool {
+	if m.VRF != "" && m.VRF != vrf {
+		return false
+	}
+	return len(m.Peers) == 0 || slices.ContainsFunc(m.Peers, pfx.Overlaps)
+}
+
+func peersOverlap(a, b *keystore.MKT) bool {
+	if a.VRF != "" && b.VRF != "" && a.VRF != b.VRF {
+		return false
+	}
+	if len(a.Peers) == 0 || len(b.Peers) == 0 {
+		return true
+	}
+	for _, p := range a.Peers {
+		if slices.ContainsFunc(b.Peers, p.Overlaps) {
+			return true
+		}
+	}
+	return false
+}
+
+// span is a half-open interval; zero bounds are unbounded.
+type span = keystore.Lifetime
+
+// intersect returns the intersection of a and b and whether it is non-empty.
+func intersect(a, b span) (span, bool) {
+	r := a
+	if r.Start.IsZero() || (!b.Start.IsZero() && b.Start.After(r.Start)) {
+		r.Start = b.Start
+	}
+	if r.End.IsZero() || (!b.End.IsZero() && b.End.Before(r.End)) {
+		r.End = b.End
+	}
+	if !r.Start.IsZero() && !r.End.IsZero() && !r.End.After(r.Start) {
+		return r, false
+	}
+	return r, true
+}
+
+// installedTogether reports the first instant in [now, end) at which x and
+// y are both installed (send-valid or accept-valid within tolerance).
+func installedTogether(x, y *candidate, tol time.Duration, now, end time.Time) (time.Time, bool) {
+	window := span{Start: now, End: end}
+	var first time.Time
+	found := false
+	for _, a := range []span{x.send, widen(x.accept, tol)} {
+		for _, b := range []span{y.send, widen(y.accept, tol)} {
+			ab, ok := intersect(a, b)
+			if !ok {
+				continue
+			}
+			w, ok := intersect(ab, window)
+			if !ok {
+				continue
+			}
+			if !found || w.Start.Before(first) {
+				first, found = w.Start, true
+			}
+		}
+	}
+	return first, found
+}
+
+// gaps returns the sub-intervals of [from, to) that no send lifetime of
+// cands covers.
+func gaps(cands []candidate, from, to time.Time) []span {
+	var out []span
+	t := from
+	for t.Before(to) {
+		// Find the key that covers t and reaches furthest.
+		covered, forever := false, false
+		var reach time.Time
+		for _, cd := range cands {
+			if !cd.send.Contains(t) {
+				continue
+			}
+			if cd.send.End.IsZero() {
+				forever = true
+				break
+			}
+			if !covered || cd.send.End.After(reach) {
+				reach = cd.send.End
+			}
+			covered = true
+		}
+		if forever {
+			return out
+		}
+		if covered {
+			t = reach
+			continue
+		}
+		// Not covered: the gap lasts until the next send start after t.
+		next := to
+		for _, cd := range cands {
+			if s := cd.send.Start; s.After(t) && s.Before(next) {
+				next = s
+			}
+		}
+		out = append(out, span{Start: t, End: next})
+		t = next
+	}
+	return out
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func gapEnd(e, horizon time.Time) string {
+	if !e.Before(horizon) {
+		return fmtTime(e) + " (end of the checked horizon)"
+	}
+	return fmtTime(e)
+}
