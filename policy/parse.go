@@ -531,5 +531,5 @@ func checkVRF(v string) error {
 
 const rfc3339 = time.RFC3339
 
-func timeOf(t timestamp) time.Time   { return time.Time(t) }
+func timeOf(t timestamp) time.Time     { return time.Time(t) }
 func timeDur(d duration) time.Duration { return time.Duration(d) }
