@@ -1,0 +1,228 @@
+package sockets
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+)
+
+// Netlink and inet_diag constants (include/uapi/linux/{netlink,sock_diag,inet_diag}.h).
+// They are spelled out here so the encoder and decoder build and fuzz on
+// every platform.
+const (
+	afInet  = 2
+	afInet6 = 10
+
+	nlmsgHdrLen   = 16
+	nlmsgNoop     = 0x1
+	nlmsgError    = 0x2
+	nlmsgDone     = 0x3
+	nlmFRequest   = 0x1
+	nlmFRoot      = 0x100
+	nlmFMatch     = 0x200
+	nlmFDump      = nlmFRoot | nlmFMatch
+	sockDiagByFam = 20
+	ipprotoTCP    = 6
+
+	reqV2Len   = 56 // struct inet_diag_req_v2
+	sockIDLen  = 48 // struct inet_diag_sockid
+	diagMsgLen = 72 // struct inet_diag_msg
+
+	noCookie = ^uint32(0) // INET_DIAG_NOCOOKIE
+)
+
+// TCP states as inet_diag reports them (include/net/tcp_states.h).
+const (
+	StateEstablished uint8 = 1
+	StateListen      uint8 = 10
+)
+
+// Socket is one TCP socket as sock_diag reports it.
+type Socket struct {
+	// Family is 2 (AF_INET) or 10 (AF_INET6).
+	Family uint8
+	State  uint8
+	// Local and Remote are the socket's addresses. Remote is the zero
+	// address and port for a listener. An AF_INET6 socket talking IPv4
+	// reports IPv4-mapped addresses; Unmap them to compare with IPv4.
+	Local, Remote netip.AddrPort
+	IfIndex       uint32
+	Cookie        uint64
+	UID           uint32
+	Inode         uint64
+}
+
+// ErrNotFound is returned when no socket matches a lookup.
+var ErrNotFound = errors.New("sockets: no such socket")
+
+// ErrUnsupported is returned off Linux: discovery needs sock_diag and
+// pidfd_getfd.
+var ErrUnsupported = errors.New("sockets: socket discovery needs Linux")
+
+// ErrMalformed is returned for a netlink answer that cannot be decoded.
+var ErrMalformed = errors.New("sockets: malformed sock_diag message")
+
+// encodeRequest builds one SOCK_DIAG_BY_FAMILY request. With dump set it asks
+// for every TCP socket of family in the given states bitmask; otherwise it
+// asks for the socket with exactly local and remote (an exact lookup).
+func encodeRequest(seq uint32, family uint8, dump bool, states uint32, local, remote netip.AddrPort) []byte {
+	b := make([]byte, nlmsgHdrLen+reqV2Len)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], uint32(len(b)))
+	ne.PutUint16(b[4:], sockDiagByFam)
+	flags := uint16(nlmFRequest)
+	if dump {
+		flags |= nlmFDump
+	}
+	ne.PutUint16(b[6:], flags)
+	ne.PutUint32(b[8:], seq)
+	r := b[nlmsgHdrLen:]
+	r[0] = family
+	r[1] = ipprotoTCP
+	ne.PutUint32(r[4:], states)
+	id := r[8:]
+	if !dump {
+		binary.BigEndian.PutUint16(id[0:], local.Port())
+		binary.BigEndian.PutUint16(id[2:], remote.Port())
+		putAddr(id[4:20], family, local.Addr())
+		putAddr(id[20:36], family, remote.Addr())
+	}
+	ne.PutUint32(id[40:], noCookie)
+	ne.PutUint32(id[44:], noCookie)
+	return b
+}
+
+func putAddr(dst []byte, family uint8, a netip.Addr) {
+	if family == afInet {
+		v4 := a.Unmap().As4()
+		copy(dst, v4[:])
+		return
+	}
+	v6 := a.As16()
+	copy(dst, v6[:])
+}
+
+// parseResult is what one netlink datagram held.
+type parseResult struct {
+	sockets []Socket
+	done    bool
+}
+
+// parseMessages decodes one datagram of netlink messages answering request
+// seq. An NLMSG_ERROR with a non-zero errno is returned as a wrapped
+// syscall.Errno (ENOENT as ErrNotFound too). Messages for other sequence
+// numbers are ignored.
+func parseMessages(b []byte, seq uint32) (parseResult, error) {
+	var res parseResult
+	ne := binary.NativeEndian
+	for len(b) > 0 {
+		if len(b) < nlmsgHdrLen {
+			return res, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))
+		}
+		l := ne.Uint32(b[0:])
+		typ := ne.Uint16(b[4:])
+		mseq := ne.Uint32(b[8:])
+		if l < nlmsgHdrLen || uint64(l) > uint64(len(b)) {
+			return res, fmt.Errorf("%w: message length %d of %d bytes", ErrMalformed, l, len(b))
+		}
+		body := b[nlmsgHdrLen:l]
+		// Messages are 4-byte aligned (NLMSG_ALIGN).
+		adv := (uint64(l) + 3) &^ 3
+		if adv > uint64(len(b)) {
+			adv = uint64(len(b))
+		}
+		b = b[adv:]
+		if mseq != seq {
+			continue
+		}
+		switch typ {
+		case nlmsgNoop:
+		case nlmsgDone:
+			res.done = true
+			return res, nil
+		case nlmsgError:
+			if len(body) < 4 {
+				return res, fmt.Errorf("%w: short NLMSG_ERROR", ErrMalformed)
+			}
+			errno := -int32(ne.Uint32(body))
+			if errno == 0 {
+				res.done = true
+				return res, nil
+			}
+			if errno < 0 {
+				return res, fmt.Errorf("%w: NLMSG_ERROR with positive code %d", ErrMalformed, -errno)
+			}
+			e := syscall.Errno(errno)
+			if e == syscall.ENOENT {
+				return res, fmt.Errorf("sock_diag: %w (%w)", ErrNotFound, e)
+			}
+			return res, fmt.Errorf("sock_diag: %w", e)
+		case sockDiagByFam:
+			s, err := decodeDiagMsg(body)
+			if err != nil {
+				return res, err
+			}
+			res.sockets = append(res.sockets, s)
+		default:
+			return res, fmt.Errorf("%w: unexpected message type %d", ErrMalformed, typ)
+		}
+	}
+	return res, nil
+}
+
+// decodeDiagMsg decodes struct inet_diag_msg (attributes after it are
+// ignored).
+func decodeDiagMsg(b []byte) (Socket, error) {
+	if len(b) < diagMsgLen {
+		return Socket{}, fmt.Errorf("%w: inet_diag_msg of %d bytes (want %d)", ErrMalformed, len(b), diagMsgLen)
+	}
+	ne := binary.NativeEndian
+	s := Socket{Family: b[0], State: b[1]}
+	id := b[4 : 4+sockIDLen]
+	var n int
+	switch s.Family {
+	case afInet:
+		n = 4
+	case afInet6:
+		n = 16
+	default:
+		return Socket{}, fmt.Errorf("%w: address family %d", ErrMalformed, s.Family)
+	}
+	src, _ := netip.AddrFromSlice(id[4 : 4+n])
+	dst, _ := netip.AddrFromSlice(id[20 : 20+n])
+	s.Local = netip.AddrPortFrom(src, binary.BigEndian.Uint16(id[0:]))
+	s.Remote = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(id[2:]))
+	s.IfIndex = ne.Uint32(id[36:])
+	s.Cookie = uint64(ne.Uint32(id[40:])) | uint64(ne.Uint32(id[44:]))<<32
+	rest := b[4+sockIDLen:]
+	s.UID = ne.Uint32(rest[12:])
+	s.Inode = uint64(ne.Uint32(rest[16:]))
+	return s, nil
+}
+
+// Ref names one socket of one process. It is what discovery hands out and
+// what WithSocket takes.
+type Ref struct {
+	PID    int
+	Inode  uint64
+	Cookie uint64
+	// FD is the descriptor number in process PID where the socket was
+	// found; WithSocket re-resolves it when it no longer names the socket.
+	FD            int
+	Local, Remote netip.AddrPort
+	Listening     bool
+}
+
+func (r Ref) String() string {
+	kind := "established " + r.Local.String() + "<->" + r.Remote.String()
+	if r.Listening {
+		kind = "listener " + r.Local.String()
+	}
+	return fmt.Sprintf("pid %d fd %d inode %d cookie %d %s", r.PID, r.FD, r.Inode, r.Cookie, kind)
+}
+
+// ErrStale is returned by WithSocket when the process or the socket named by
+// a Ref is gone or replaced (other inode or cookie): discover again.
+var ErrStale = errors.New("sockets: socket reference is stale")

@@ -1,0 +1,191 @@
+//go:build linux
+
+package sockets
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Diag is a NETLINK_SOCK_DIAG socket bound to one network namespace. It is
+// not safe for concurrent use.
+type Diag struct {
+	fd  int
+	seq uint32
+	buf []byte
+}
+
+// OpenDiag opens a sock_diag socket in the network namespace of process pid
+// (pid 0: the caller's own). A netlink socket stays in the namespace it was
+// created in, so the thread goes back to its own namespace at once.
+func OpenDiag(pid int) (*Diag, error) {
+	var fd int
+	err := InNetNS(pid, func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+		if err != nil {
+			return fmt.Errorf("socket(NETLINK_SOCK_DIAG): %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tv := unix.Timeval{Sec: 5}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sock_diag SO_RCVTIMEO: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind sock_diag: %w", err)
+	}
+	return &Diag{fd: fd, buf: make([]byte, 64<<10)}, nil
+}
+
+// Close releases the netlink socket.
+func (d *Diag) Close() error { return unix.Close(d.fd) }
+
+// Listeners dumps the listening TCP sockets of both address families.
+func (d *Diag) Listeners() ([]Socket, error) {
+	var all []Socket
+	for _, fam := range []uint8{afInet, afInet6} {
+		s, err := d.query(encodeRequest(d.next(), fam, true, 1<<StateListen, netip.AddrPort{}, netip.AddrPort{}), true)
+		if err != nil {
+			return nil, fmt.Errorf("sock_diag LISTEN dump family %d: %w", fam, err)
+		}
+		all = append(all, s...)
+	}
+	return all, nil
+}
+
+// Lookup finds the TCP socket with exactly this local and remote address
+// (any state). IPv4 addresses are looked up as AF_INET and then as
+// IPv4-mapped AF_INET6 (a dual-stack socket). ErrNotFound if there is none.
+func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
+	fams := []uint8{afInet6}
+	if local.Addr().Unmap().Is4() && remote.Addr().Unmap().Is4() {
+		fams = []uint8{afInet, afInet6}
+	}
+	var err error
+	for _, fam := range fams {
+		l, r := local, remote
+		if fam == afInet6 {
+			l = netip.AddrPortFrom(netip.AddrFrom16(l.Addr().As16()), l.Port())
+			r = netip.AddrPortFrom(netip.AddrFrom16(r.Addr().As16()), r.Port())
+		}
+		var s []Socket
+		s, err = d.query(encodeRequest(d.next(), fam, false, ^uint32(0), l, r), false)
+		if err == nil && len(s) > 0 {
+			return s[0], nil
+		}
+		if err == nil {
+			err = ErrNotFound
+		}
+		if !errors.Is(err, ErrNotFound) {
+			break
+		}
+	}
+	return Socket{}, fmt.Errorf("sock_diag lookup %s<->%s: %w", local, remote, err)
+}
+
+func (d *Diag) next() uint32 { d.seq++; return d.seq }
+
+func (d *Diag) query(req []byte, dump bool) ([]Socket, error) {
+	seq := nativeSeq(req)
+	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	var out []Socket
+	for {
+		n, _, err := unix.Recvfrom(d.fd, d.buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return nil, fmt.Errorf("recv: %w", err)
+		}
+		res, err := parseMessages(d.buf[:n], seq)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res.sockets...)
+		// An exact lookup answers with one message and no NLMSG_DONE.
+		if res.done || (!dump && len(out) > 0) {
+			return out, nil
+		}
+	}
+}
+
+// InNetNS runs fn on an OS thread that is in the network namespace of
+// process pid (pid 0, or a pid in the caller's namespace: fn runs directly).
+// The thread returns to its namespace afterwards; if that fails the thread
+// is left locked and Go retires it.
+func InNetNS(pid int, fn func() error) error {
+	if pid == 0 {
+		return fn()
+	}
+	target := fmt.Sprintf("/proc/%d/ns/net", pid)
+	same, err := sameFile(target, "/proc/thread-self/ns/net")
+	if err != nil {
+		return fmt.Errorf("network namespace of pid %d: %w", pid, err)
+	}
+	if same {
+		return fn()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		restored := false
+		defer func() {
+			if restored {
+				runtime.UnlockOSThread()
+			}
+		}()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			restored = true
+			errc <- fmt.Errorf("open own netns: %w", err)
+			return
+		}
+		defer orig.Close()
+		tns, err := os.Open(target)
+		if err != nil {
+			restored = true
+			errc <- fmt.Errorf("open netns of pid %d: %w", pid, err)
+			return
+		}
+		defer tns.Close()
+		if err := unix.Setns(int(tns.Fd()), unix.CLONE_NEWNET); err != nil {
+			restored = true
+			errc <- fmt.Errorf("setns into %s (needs CAP_SYS_ADMIN): %w", target, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err == nil {
+			restored = true
+		}
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+func nativeSeq(req []byte) uint32 { return binary.NativeEndian.Uint32(req[8:]) }

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package sockets
+
+import "net/netip"
+
+// Finder discovers the TCP sockets of one process (Linux only).
+type Finder struct{ PID int }
+
+// Listeners is unsupported off Linux.
+func (Finder) Listeners(uint16) ([]Ref, error) { return nil, ErrUnsupported }
+
+// Established is unsupported off Linux.
+func (Finder) Established(netip.AddrPort, netip.AddrPort) (Ref, error) {
+	return Ref{}, ErrUnsupported
+}
+
+// WithSocket is unsupported off Linux.
+func WithSocket(Ref, func(fd int) error) error { return ErrUnsupported }
+
+// FindOwner is unsupported off Linux.
+func FindOwner(uint64) (int, int, error) { return 0, 0, ErrUnsupported }

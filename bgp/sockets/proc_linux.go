@@ -1,0 +1,100 @@
+//go:build linux
+
+package sockets
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// FDTable maps socket inode -> descriptor number for process pid, read from
+// /proc/<pid>/fd (readlink "socket:[inode]").
+func FDTable(pid int) (map[uint64]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read %s: %w (%w)", dir, ErrStale, err)
+		}
+		return nil, fmt.Errorf("read %s (same uid or CAP_SYS_PTRACE needed): %w", dir, err)
+	}
+	m := make(map[uint64]int, len(ents))
+	for _, e := range ents {
+		ino, ok := socketInode(dir + "/" + e.Name())
+		if !ok {
+			continue
+		}
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		m[ino] = fd
+	}
+	return m, nil
+}
+
+// FindFD returns the descriptor number of the socket with this inode in
+// process pid, or ErrStale if the process has no such descriptor.
+func FindFD(pid int, inode uint64) (int, error) {
+	t, err := FDTable(pid)
+	if err != nil {
+		return -1, err
+	}
+	fd, ok := t[inode]
+	if !ok {
+		return -1, fmt.Errorf("pid %d has no descriptor for socket inode %d: %w", pid, inode, ErrStale)
+	}
+	return fd, nil
+}
+
+// FindOwner scans /proc for the process holding the socket with this inode
+// (the first one found; a socket shared across fork has several). It is how
+// the speaker's pid is found from its listener when no pid is configured.
+func FindOwner(inode uint64) (pid, fd int, err error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read /proc: %w", err)
+	}
+	want := "socket:[" + strconv.FormatUint(inode, 10) + "]"
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		dir := "/proc/" + p.Name() + "/fd"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		for _, e := range ents {
+			if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && l == want {
+				fd, err := strconv.Atoi(e.Name())
+				if err == nil {
+					return pid, fd, nil
+				}
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("no readable process holds socket inode %d: %w", inode, ErrNotFound)
+}
+
+func socketInode(link string) (uint64, bool) {
+	l, err := os.Readlink(link)
+	if err != nil {
+		return 0, false
+	}
+	s, ok := strings.CutPrefix(l, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, "]")
+	if !ok {
+		return 0, false
+	}
+	ino, err := strconv.ParseUint(s, 10, 64)
+	return ino, err == nil
+}
