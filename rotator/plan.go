@@ -18,6 +18,7 @@ type entry struct {
 	present bool
 	revoked bool
 	blocker bool // must be deleted before a desired key can be added
+	held    bool // its replacement is blocked: reported once, left in place
 }
 
 type planner struct {
@@ -48,7 +49,10 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid, Detail: err.Error()})
 		return p.sp
 	}
-	if !p.listen && !o.HaveAO && len(d.Keys) > 0 {
+	if !p.listen && !o.HaveAO {
+		if len(d.Keys) == 0 && !d.AORequired {
+			return p.sp
+		}
 		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid,
 			Detail: "established socket without TCP-AO: the kernel refuses keys (EISCONN); TCP-AO is set before connect/listen"})
 		return p.sp
@@ -237,27 +241,58 @@ func (p *planner) emitAdds(jobs []addJob) {
 			p.add(j.d, ReasonNew)
 		}
 	}
+	// Replacements, repeated while one makes room for another (a key added
+	// by one can be the replacement another's forced delete names).
+	var pending []addJob
 	for _, j := range jobs {
-		if len(j.blockers) == 0 {
-			continue
+		if len(j.blockers) > 0 {
+			pending = append(pending, j)
 		}
-		ok := true
+	}
+	for progress := true; progress && len(pending) > 0; {
+		progress = false
+		left := pending[:0]
+		for _, j := range pending {
+			if p.replace(j) {
+				progress = true
+			} else {
+				left = append(left, j)
+			}
+		}
+		pending = left
+	}
+	for _, j := range pending {
 		for _, b := range j.blockers {
-			if !p.entries[b].present {
-				continue
-			}
-			if !p.del(b, ReasonReplace, true) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			p.add(j.d, ReasonReplace)
-			continue
+			p.entries[b].held = true
 		}
 		p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonNoReplace,
 			Detail: "the key it replaces is in use and no other usable key is installed; install a key with other IDs first"})
 	}
+}
+
+// replace deletes the keys in the way of job j and adds its key. It reports
+// whether the add was emitted.
+// An attempt that cannot finish is rolled back: a key is never deleted
+// without its successor being added.
+func (p *planner) replace(j addJob) bool {
+	cur, rnx, nops := p.cur, p.rnx, len(p.sp.Ops)
+	var gone []int
+	for _, b := range j.blockers {
+		if !p.entries[b].present {
+			continue
+		}
+		if p.del(b, ReasonReplace, true) {
+			gone = append(gone, b)
+		} else {
+			for _, u := range gone {
+				p.entries[u].present = true
+			}
+			p.cur, p.rnx, p.sp.Ops = cur, rnx, p.sp.Ops[:nops]
+			return false
+		}
+	}
+	p.add(j.d, ReasonReplace)
+	return true
 }
 
 func (p *planner) add(di int, why Reason) {
@@ -400,7 +435,7 @@ func (p *planner) emitInfo(o Observed) {
 func (p *planner) emitDeletes() {
 	for e := range p.entries {
 		en := &p.entries[e]
-		if !en.present || en.d >= 0 {
+		if !en.present || en.d >= 0 || en.held {
 			continue
 		}
 		why := ReasonStale

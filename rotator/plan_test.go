@@ -1,0 +1,187 @@
+package rotator
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+const peerA = "192.0.2.1/32"
+
+func TestPlanSocket(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	a2 := mkKey(peerA, 1, 1, "alpha-new")
+	b2 := mkKey("192.0.2.2/32", 2, 2, "bravo")
+	cases := []struct {
+		name string
+		sock func() *fakeSock
+		d    Desired
+		want []string
+	}{{
+		name: "listener first keys",
+		sock: newFakeListener,
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a), dk(b2)}},
+		want: []string{
+			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"add send=2 recv=2 peer=192.0.2.2/32 alg=hmac(sha256) maclen=12 (new)",
+		},
+	}, {
+		name: "listener roll adds before async delete",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, AORequired: true},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set ao-required=true (ao-required)",
+			"del send=1 recv=1 peer=192.0.2.1/32 async (stale)",
+		},
+	}, {
+		name: "listener secret change is delete then add",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}},
+		want: []string{
+			"del send=1 recv=1 peer=192.0.2.1/32 async (replace)",
+			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
+		},
+	}, {
+		name: "established install and announce, current left to the peer",
+		sock: func() *fakeSock { return newFakeEstablished(a) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set rnext=2 (rnext)",
+		},
+	}, {
+		name: "established stale current is deferred",
+		sock: func() *fakeSock { return newFakeEstablished(a) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set rnext=2 (rnext)",
+			"defer send=1 recv=1 peer=192.0.2.1/32 (in-use)",
+		},
+	}, {
+		name: "established revoked current is force-deleted naming its replacement",
+		sock: func() *fakeSock { return newFakeEstablished(a) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set rnext=2 (rnext)",
+			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 (revoked)",
+		},
+	}, {
+		name: "established secret change of current key with a spare",
+		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: []string{
+			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 force-rnext=2 (replace)",
+			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
+			"set rnext=1 (rnext)",
+		},
+	}, {
+		name: "established secret change of the only key is refused",
+		sock: func() *fakeSock { return newFakeEstablished(a) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}},
+		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
+	}, {
+		name: "established without TCP-AO",
+		sock: func() *fakeSock { return newFakeEstablished() },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a)}},
+		want: []string{"blocked - (invalid)"},
+	}, {
+		name: "desired keys that collide",
+		sock: newFakeListener,
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a), dk(mkKey(peerA, 1, 9, "x"))}},
+		want: []string{"blocked - (invalid)"},
+	}, {
+		name: "current on an accept-only key is corrected",
+		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
+		want: []string{"set current=2 rnext=2 (rnext)"},
+	}, {
+		name: "current moved by the peer to another valid key is left alone",
+		sock: func() *fakeSock {
+			s := newFakeEstablished(a)
+			_ = s.AddKey(b, tcpao.AddOptions{})
+			two := uint8(2)
+			_ = s.SetInfo(tcpao.InfoChange{Current: &two})
+			return s
+		},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: nil,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.sock()
+			sp := PlanSocket(c.d, observe(t, s))
+			if got := opLines(sp); !slices.Equal(got, c.want) {
+				t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+			if _, err := Apply(s, sp.Ops); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if again := PlanSocket(c.d, observe(t, s)); !again.Empty() {
+				t.Fatalf("replan not empty:\n%s", strings.Join(opLines(again), "\n"))
+			}
+		})
+	}
+}
+
+// TestPlanGolden renders the plan for a small fleet so a reviewer sees what
+// the planner decides. Run with -update to rewrite testdata/fleet.plan.
+func TestPlanGolden(t *testing.T) {
+	in := fleetInputs(t)
+	got := renderString(t, PlanAll(in))
+	path := filepath.Join("testdata", "fleet.plan")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("rendered plan differs from %s (run go test -update to accept):\n%s", path, got)
+	}
+	if strings.Contains(got, "alpha") || strings.Contains(got, "bravo") {
+		t.Fatal("rendered plan leaks key material")
+	}
+}
+
+// fleetInputs is a listener serving four peers plus the four sessions, each
+// in a different situation.
+func fleetInputs(t *testing.T) []Input {
+	old := func(p string) tcpao.Key { return mkKey(p, 1, 1, "alpha-"+p) }
+	nw := func(p string) tcpao.Key { return mkKey(p, 2, 2, "bravo-"+p) }
+	pRoll, pSteady, pRevoke, pLeak := "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "2001:db8::4/128"
+
+	lis := newFakeListener()
+	for _, p := range []string{pRoll, pSteady, pRevoke, pLeak} {
+		_ = lis.AddKey(old(p), tcpao.AddOptions{})
+	}
+	_ = lis.AddKey(mkKey("198.51.100.0/24", 7, 7, "gone"), tcpao.AddOptions{})
+	lisD := Desired{Socket: "listen [::]:179", Kind: Listening, AORequired: true, Keys: []DesiredKey{
+		dk(old(pRoll)), dk(nw(pRoll)), dk(old(pSteady)), dk(nw(pRevoke)), dk(mkKey(pLeak, 1, 1, "alpha-rotated")),
+	}}
+
+	roll := newFakeEstablished(old(pRoll))
+	steady := newFakeEstablished(old(pSteady))
+	revoke := newFakeEstablished(old(pRevoke))
+	leak := newFakeEstablished(old(pLeak))
+	_ = leak.AddKey(nw(pLeak), tcpao.AddOptions{})
+	return []Input{
+		{Desired: lisD, Observed: observe(t, lis)},
+		{Desired: Desired{Socket: SocketID("peer " + pRoll), Keys: []DesiredKey{dk(old(pRoll)), dk(nw(pRoll))}, WantCurrent: ID(2), WantRNext: ID(2)}, Observed: observe(t, roll)},
+		{Desired: Desired{Socket: SocketID("peer " + pSteady), Keys: []DesiredKey{dk(old(pSteady))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, steady)},
+		{Desired: Desired{Socket: SocketID("peer " + pRevoke), Keys: []DesiredKey{dk(nw(pRevoke))}, WantCurrent: ID(2), WantRNext: ID(2), Revoked: []tcpao.KeyRef{old(pRevoke).KeyRef}}, Observed: observe(t, revoke)},
+		{Desired: Desired{Socket: SocketID("peer " + pLeak), Keys: []DesiredKey{dk(mkKey(pLeak, 1, 1, "alpha-rotated")), dk(nw(pLeak))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, leak)},
+	}
+}
