@@ -2,9 +2,12 @@ package keystore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -105,6 +108,117 @@ func (m MKT) LogValue() slog.Value {
 	)
 }
 
+// EffectiveMACLen is MACLen with the default applied.
+func (m MKT) EffectiveMACLen() uint8 {
+	if m.MACLen == 0 {
+		return tcpao.DefaultMACLen
+	}
+	return m.MACLen
+}
+
+// Clone returns a deep copy with its own secret bytes.
+func (m MKT) Clone() MKT {
+	c := m
+	c.Secret = m.Secret.Clone()
+	c.Peers = slices.Clone(m.Peers)
+	return c
+}
+
+// Zero wipes the secret bytes.
+func (m *MKT) Zero() { m.Secret.Zero() }
+
+// Key renders the MKT for one peer prefix as TCP_AO_ADD_KEY takes it. The
+// returned key has its own copy of the secret, which the caller zeroes after
+// use. ifindex is the VRF's L3 master ifindex (0 for the default VRF); the
+// caller resolves VRF names.
+func (m MKT) Key(peer netip.Prefix, ifindex int) tcpao.Key {
+	return tcpao.Key{
+		KeyRef:         tcpao.KeyRef{Peer: peer, IfIndex: ifindex, SendID: m.SendID, RecvID: m.RecvID},
+		Algorithm:      m.Algorithm,
+		MACLen:         m.EffectiveMACLen(),
+		ExcludeOptions: !m.IncludeTCPOptions,
+		Secret:         m.Secret.Clone(),
+	}
+}
+
+// ActiveSend reports whether the MKT may be used to send at t.
+func (m MKT) ActiveSend(t time.Time) bool { return !m.Revoked && m.SendLifetime.Contains(t) }
+
+// ActiveAccept reports whether the MKT may be used to accept segments at t.
+func (m MKT) ActiveAccept(t time.Time) bool { return !m.Revoked && m.AcceptLifetime.Contains(t) }
+
+// ErrMirror is wrapped by CheckMirror's errors.
+var ErrMirror = errors.New("keystore: mirrored MKTs disagree")
+
+// CheckMirror checks that remote is the mirror image of local: the peer's
+// SendID is our RecvID and its RecvID our SendID, and algorithm, secret, MAC
+// length and TCP-option coverage are equal. Lifetimes are not compared (the
+// operator may stagger them). The error lists every mismatch and never
+// includes key bytes.
+func CheckMirror(local, remote MKT) error {
+	var errs []error
+	if local.SendID != remote.RecvID {
+		errs = append(errs, fmt.Errorf("%w: local send_id %d != remote recv_id %d", ErrMirror, local.SendID, remote.RecvID))
+	}
+	if local.RecvID != remote.SendID {
+		errs = append(errs, fmt.Errorf("%w: local recv_id %d != remote send_id %d", ErrMirror, local.RecvID, remote.SendID))
+	}
+	if local.Algorithm != remote.Algorithm {
+		errs = append(errs, fmt.Errorf("%w: algorithm %s != %s", ErrMirror, local.Algorithm, remote.Algorithm))
+	}
+	if !local.Secret.Equal(remote.Secret) {
+		errs = append(errs, fmt.Errorf("%w: secrets differ", ErrMirror))
+	}
+	if local.EffectiveMACLen() != remote.EffectiveMACLen() {
+		errs = append(errs, fmt.Errorf("%w: maclen %d != %d", ErrMirror, local.EffectiveMACLen(), remote.EffectiveMACLen()))
+	}
+	if local.IncludeTCPOptions != remote.IncludeTCPOptions {
+		errs = append(errs, fmt.Errorf("%w: tcp_options include=%t != include=%t", ErrMirror, local.IncludeTCPOptions, remote.IncludeTCPOptions))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("key %q (local %s, remote %s): %w", local.Name, local.Source, remote.Source, errors.Join(errs...))
+}
+
+// CheckMirrorSnapshots pairs the MKTs of two routers' snapshots by chain and
+// key name and runs CheckMirror on each pair. Keys present on one side only
+// are reported too, except revoked ones.
+func CheckMirrorSnapshots(local, remote *Snapshot) []error {
+	var errs []error
+	for _, cn := range local.ChainNames() {
+		lc := local.Chains[cn]
+		rc, ok := remote.Chains[cn]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: chain %q missing on the remote side", ErrMirror, cn))
+			continue
+		}
+		for _, lk := range lc.Keys {
+			rk, ok := rc.Key(lk.Name)
+			if !ok {
+				if !lk.Revoked {
+					errs = append(errs, fmt.Errorf("%w: chain %q key %q missing on the remote side", ErrMirror, cn, lk.Name))
+				}
+				continue
+			}
+			if err := CheckMirror(lk, rk); err != nil {
+				errs = append(errs, fmt.Errorf("chain %q: %w", cn, err))
+			}
+		}
+		for _, rk := range rc.Keys {
+			if _, ok := lc.Key(rk.Name); !ok && !rk.Revoked {
+				errs = append(errs, fmt.Errorf("%w: chain %q key %q missing on the local side", ErrMirror, cn, rk.Name))
+			}
+		}
+	}
+	for _, cn := range remote.ChainNames() {
+		if _, ok := local.Chains[cn]; !ok {
+			errs = append(errs, fmt.Errorf("%w: chain %q missing on the local side", ErrMirror, cn))
+		}
+	}
+	return errs
+}
+
 // Chain is a named list of MKTs read from one place in a source.
 type Chain struct {
 	Name string
@@ -117,12 +231,111 @@ type Chain struct {
 	Rejected []error
 }
 
+// Key returns the MKT with the given name.
+func (c *Chain) Key(name string) (MKT, bool) {
+	for _, k := range c.Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return MKT{}, false
+}
+
+// Clone returns a deep copy with its own secret bytes.
+func (c *Chain) Clone() *Chain {
+	n := &Chain{Name: c.Name, Version: c.Version, Rejected: slices.Clone(c.Rejected)}
+	n.Keys = make([]MKT, len(c.Keys))
+	for i, k := range c.Keys {
+		n.Keys[i] = k.Clone()
+	}
+	return n
+}
+
+// Zero wipes the secrets of every MKT of the chain.
+func (c *Chain) Zero() {
+	for i := range c.Keys {
+		c.Keys[i].Zero()
+	}
+}
+
 // Snapshot is an immutable view of a key source at one instant. The rest of
 // aokeyd only ever sees snapshots.
+//
+// Ownership: every *Snapshot has exactly one owner, who calls Zero when it
+// drops it. Source.Read returns a snapshot owned by the caller; Cache owns
+// the snapshots it keeps and zeroes them when it replaces them, and
+// Cache.Current returns a Clone owned by the caller. Never share one
+// snapshot between goroutines that may zero it.
 type Snapshot struct {
 	Source string
 	ReadAt time.Time
 	Chains map[string]*Chain
+}
+
+// ChainNames returns the chain names in sorted order.
+func (s *Snapshot) ChainNames() []string {
+	names := make([]string, 0, len(s.Chains))
+	for n := range s.Chains {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Versions maps each chain name to its source version.
+func (s *Snapshot) Versions() map[string]uint64 {
+	v := make(map[string]uint64, len(s.Chains))
+	for n, c := range s.Chains {
+		v[n] = c.Version
+	}
+	return v
+}
+
+// SameVersions reports whether s and o hold the same chains at the same
+// source versions, i.e. nothing needs to be re-applied.
+func (s *Snapshot) SameVersions(o *Snapshot) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	if len(s.Chains) != len(o.Chains) {
+		return false
+	}
+	for n, c := range s.Chains {
+		oc, ok := o.Chains[n]
+		if !ok || oc.Version != c.Version {
+			return false
+		}
+	}
+	return true
+}
+
+// Rejected returns the validation errors of all chains, in chain order.
+func (s *Snapshot) Rejected() []error {
+	var errs []error
+	for _, n := range s.ChainNames() {
+		errs = append(errs, s.Chains[n].Rejected...)
+	}
+	return errs
+}
+
+// Clone returns a deep copy with its own secret bytes.
+func (s *Snapshot) Clone() *Snapshot {
+	n := &Snapshot{Source: s.Source, ReadAt: s.ReadAt, Chains: make(map[string]*Chain, len(s.Chains))}
+	for name, c := range s.Chains {
+		n.Chains[name] = c.Clone()
+	}
+	return n
+}
+
+// Zero wipes every secret of the snapshot. The owner calls it when it drops
+// the snapshot (see the type's doc comment). It is safe on nil.
+func (s *Snapshot) Zero() {
+	if s == nil {
+		return
+	}
+	for _, c := range s.Chains {
+		c.Zero()
+	}
 }
 
 // Source is where MKTs come from.

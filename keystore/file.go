@@ -1,0 +1,447 @@
+package keystore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FileOptions configure a FileSource.
+type FileOptions struct {
+	// Path of the YAML key file.
+	Path string
+	// AllowGroupOtherAccess accepts a key file whose mode grants any access
+	// to group or others. By default such a file is refused.
+	AllowGroupOtherAccess bool
+	// Logger receives reload messages; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// maxFileSize bounds the key file.
+const maxFileSize = 4 << 20
+
+// ErrInsecureFile is returned for a key file readable or writable by group
+// or others.
+var ErrInsecureFile = errors.New("key file is accessible by group or others (chmod 600, or allow it explicitly)")
+
+// ErrNotFound is returned by Revoke for an unknown chain or key.
+var ErrNotFound = errors.New("not found")
+
+// FileSource reads MKTs from a YAML key file (see docs/keys.md). It re-reads
+// the file on every Read and parses it only when its content changed; a
+// chain's Version increases only when its decoded content changes, so the
+// Cache's polling amounts to reload-on-change.
+type FileSource struct {
+	opts FileOptions
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	lastHash [32]byte
+	last     *Snapshot // owned; Read hands out clones
+	digests  map[string][32]byte
+	versions map[string]uint64
+}
+
+// NewFile returns a FileSource for o.Path. It does not read the file yet.
+func NewFile(o FileOptions) (*FileSource, error) {
+	if o.Path == "" {
+		return nil, errors.New("keystore: file source: empty path")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FileSource{opts: o, log: log, digests: map[string][32]byte{}, versions: map[string]uint64{}}, nil
+}
+
+// Name implements Source.
+func (f *FileSource) Name() string { return "file " + f.opts.Path }
+
+// Read implements Source.
+func (f *FileSource) Read(ctx context.Context) (*Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, err := f.readFile()
+	if err != nil {
+		return nil, err
+	}
+	defer clear(data)
+	h := sha256.Sum256(data)
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.opts.Now()
+	if f.last != nil && h == f.lastHash {
+		s := f.last.Clone()
+		s.ReadAt = now
+		return s, nil
+	}
+	s, err := DecodeFile(f.opts.Path, data)
+	if err != nil {
+		return nil, err
+	}
+	s.ReadAt = now
+	for name, c := range s.Chains {
+		d := chainDigest(c)
+		if old, ok := f.digests[name]; !ok || old != d {
+			f.versions[name]++
+			f.digests[name] = d
+		}
+		c.Version = f.versions[name]
+	}
+	f.log.Info("key file parsed", "path", f.opts.Path, "chains", len(s.Chains), "rejected", len(s.Rejected()))
+	f.last.Zero()
+	f.last = s.Clone()
+	f.lastHash = h
+	return s, nil
+}
+
+func (f *FileSource) readFile() ([]byte, error) {
+	fh, err := os.Open(f.opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("file %s: not a regular file", f.opts.Path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 && !f.opts.AllowGroupOtherAccess {
+		return nil, fmt.Errorf("file %s: mode %04o: %w", f.opts.Path, perm, ErrInsecureFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
+	if err != nil {
+		clear(data)
+		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+	}
+	if len(data) > maxFileSize {
+		clear(data)
+		return nil, fmt.Errorf("file %s: larger than %d bytes", f.opts.Path, maxFileSize)
+	}
+	return data, nil
+}
+
+// Close wipes the cached snapshot.
+func (f *FileSource) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last.Zero()
+	f.last = nil
+	return nil
+}
+
+// chainDigest is a process-local digest of a chain's decoded content (secrets
+// enter only through their keyed fingerprints).
+func chainDigest(c *Chain) [32]byte {
+	h := sha256.New()
+	for _, m := range c.Keys {
+		fp := m.Secret.Fingerprint()
+		fmt.Fprintf(h, "%q|%d|%d|%s|%d|%v|%q|%t|%s|%s|%t|%x\n", m.Name, m.SendID, m.RecvID, m.Algorithm, m.MACLen,
+			m.Peers, m.VRF, m.IncludeTCPOptions, m.SendLifetime, m.AcceptLifetime, m.Revoked, fp[:])
+	}
+	for _, e := range c.Rejected {
+		fmt.Fprintf(h, "rejected %s\n", e)
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// DecodeFile decodes and validates a YAML key file. path only names the
+// source in errors. The result has Version 0 on every chain (FileSource
+// numbers them). A syntax or structure error fails the whole file; a bad
+// MKT only lands in its chain's Rejected list.
+func DecodeFile(path string, data []byte) (*Snapshot, error) {
+	srcOf := func(line int) string {
+		if line > 0 {
+			return fmt.Sprintf("file %s:%d", path, line)
+		}
+		return "file " + path
+	}
+	fail := func(line int, format string, a ...any) error {
+		return fmt.Errorf("%s: %s", srcOf(line), fmt.Sprintf(format, a...))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fail(0, "empty key file: %v", ErrNoChains)
+		}
+		return nil, fail(0, "%s", yamlErr(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fail(extra.Line, "more than one YAML document")
+	}
+	conv := &yamlConv{budget: 1 << 16}
+	v, err := conv.value(&doc)
+	if err != nil {
+		return nil, fail(conv.errLine, "%v", err)
+	}
+	top, ok := v.(*object)
+	if !ok {
+		return nil, fail(doc.Line, "want a mapping with a chains field")
+	}
+	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
+		return nil, fail(top.lines[bad[0]], "field %s: %v", truncate(bad[0]), ErrUnknownField)
+	}
+	cv, ok := top.get("chains")
+	if !ok {
+		return nil, fail(top.line, "field chains: %v", ErrMissingField)
+	}
+	chains, ok := cv.(*object)
+	if !ok {
+		return nil, fail(top.lines["chains"], "field chains: %v: want a mapping of chain name to chain", ErrBadValue)
+	}
+	if len(chains.keys) == 0 {
+		return nil, fail(top.lines["chains"], "%v", ErrNoChains)
+	}
+	s := &Snapshot{Source: "file " + path, Chains: map[string]*Chain{}}
+	for _, name := range chains.keys {
+		c, err := decodeChain(name, chains.vals[name], srcOf, func(key string, line int) string {
+			return fmt.Sprintf("file:%s:%d", path, line)
+		})
+		if err != nil {
+			s.Zero()
+			return nil, err
+		}
+		s.Chains[name] = c
+	}
+	checkDuplicateIDs(s, func(c *Chain, m MKT) string { return "file " + m.Source[len("file:"):] })
+	return s, nil
+}
+
+// yamlErr renders a yaml.v3 error. yaml.v3 syntax errors name a line and
+// the problem, not the offending text.
+func yamlErr(err error) string {
+	return "YAML: " + err.Error()
+}
+
+// yamlConv converts a yaml.v3 node tree into the generic value tree.
+type yamlConv struct {
+	budget  int // nodes left to visit (bounds alias expansion)
+	errLine int
+}
+
+func (c *yamlConv) fail(n *yaml.Node, format string, a ...any) error {
+	c.errLine = n.Line
+	return fmt.Errorf(format, a...)
+}
+
+func (c *yamlConv) value(n *yaml.Node) (any, error) {
+	c.budget--
+	if c.budget < 0 {
+		return nil, c.fail(n, "document too large or too many aliases")
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) != 1 {
+			return nil, c.fail(n, "empty document")
+		}
+		return c.value(n.Content[0])
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, c.fail(n, "unresolved alias")
+		}
+		return c.value(n.Alias)
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, e := range n.Content {
+			v, err := c.value(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		o := &object{vals: map[string]any{}, lines: map[string]int{}, line: n.Line}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, vn := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+				return nil, c.fail(k, "mapping keys must be plain scalars")
+			}
+			if _, dup := o.vals[k.Value]; dup {
+				return nil, c.fail(k, "field %s: %v: defined twice", truncate(k.Value), ErrDuplicate)
+			}
+			v, err := c.value(vn)
+			if err != nil {
+				return nil, err
+			}
+			o.keys = append(o.keys, k.Value)
+			o.vals[k.Value] = v
+			o.lines[k.Value] = k.Line
+		}
+		return o, nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str", "!!timestamp", "!!binary":
+			return n.Value, nil
+		case "!!int", "!!float":
+			return number(n.Value), nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return nil, c.fail(n, "bad boolean")
+			}
+			return b, nil
+		case "!!null":
+			return nil, nil
+		}
+		return nil, c.fail(n, "unsupported YAML tag %s", truncate(n.ShortTag()))
+	}
+	return nil, c.fail(n, "unsupported YAML node")
+}
+
+// Revoke implements Source: it sets `revoked: true` on the key in the file
+// (keeping the rest of the file, comments included as far as yaml.v3 can)
+// and replaces the file atomically with the same mode.
+func (f *FileSource) Revoke(ctx context.Context, chain, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, err := f.readFile()
+	if err != nil {
+		return err
+	}
+	defer clear(data)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("file %s: %s", f.opts.Path, yamlErr(err))
+	}
+	kn := findKeyNode(&doc, chain, key)
+	if kn == nil {
+		return fmt.Errorf("file %s: chain %q key %q: %w", f.opts.Path, chain, key, ErrNotFound)
+	}
+	setMapBool(kn, "revoked", true)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return fmt.Errorf("file %s: encode: %w", f.opts.Path, err)
+	}
+	_ = enc.Close()
+	defer clear(buf.Bytes())
+	return writeFileAtomic(f.opts.Path, buf.Bytes())
+}
+
+func mapGet(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func findKeyNode(doc *yaml.Node, chain, key string) *yaml.Node {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return nil
+	}
+	keys := mapGet(mapGet(mapGet(doc.Content[0], "chains"), chain), "keys")
+	if keys == nil || keys.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for _, k := range keys.Content {
+		if n := mapGet(k, "name"); n != nil && n.Value == key {
+			return k
+		}
+	}
+	return nil
+}
+
+func setMapBool(n *yaml.Node, key string, v bool) {
+	val := "false"
+	if v {
+		val = "true"
+	}
+	if old := mapGet(n, key); old != nil {
+		*old = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: val, LineComment: old.LineComment}
+		return
+	}
+	n.Content = append(n.Content,
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key},
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: val})
+}
+
+// writeFileAtomic replaces path with data, keeping its mode.
+func writeFileAtomic(path string, data []byte) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	name := tmp.Name()
+	defer os.Remove(name)
+	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	return nil
+}
+
+//go:embed default-keys.yaml
+var defaultKeyFile []byte
+
+// DefaultKeyFile returns (a copy of) the embedded demo key file, for a first
+// run. Its keys are public: demo only, never for production.
+func DefaultKeyFile() []byte { return bytes.Clone(defaultKeyFile) }
+
+// WriteDefaultKeyFile creates path with the embedded demo key file and mode
+// 0600. It fails if path exists.
+func WriteDefaultKeyFile(path string) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if _, err := fh.Write(defaultKeyFile); err != nil {
+		fh.Close()
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("file %s: %w", path, err)
+	}
+	return nil
+}

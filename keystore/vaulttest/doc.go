@@ -1,0 +1,32 @@
+// Package vaulttest is a Vault-compatible HTTP server for tests, written for
+// aokeyd because no Vault or OpenBao server can be built or installed here
+// without patching another project's sources.
+//
+// It implements only what aokeyd's keystore uses, following the HashiCorp
+// Vault 1.21.x HTTP API documentation (developer.hashicorp.com/vault/api-docs):
+//
+//   - KV secrets engine version 2 at the mounts given in Options.KVMounts:
+//     GET    /v1/<mount>/data/<path>[?version=N]
+//     POST|PUT /v1/<mount>/data/<path> with {"data":{…},"options":{"cas":N}}
+//     GET    /v1/<mount>/metadata/<path>
+//     LIST   /v1/<mount>/metadata/<path>/ (also GET ?list=true)
+//     DELETE /v1/<mount>/metadata/<path>
+//   - AppRole: POST /v1/auth/approle/login with {"role_id","secret_id"}
+//   - Tokens: GET /v1/auth/token/lookup-self, POST /v1/auth/token/renew-self
+//     with optional {"increment"}; TTL and max TTL against an injected clock.
+//   - GET /v1/sys/health (no token needed).
+//
+// Responses use Vault's envelope (request_id, lease_id, renewable,
+// lease_duration, data, wrap_info, warnings, auth, mount_type) and error
+// shape ({"errors":[…]}): 403 {"errors":["permission denied"]} for a missing,
+// unknown or expired token or a denied path, 503 {"errors":["Vault is
+// sealed"]} while sealed, 404 {"errors":[]} for a missing KV path, 400 for a
+// failed check-and-set or a bad AppRole login. The X-Vault-Token (or
+// "Authorization: Bearer") and X-Vault-Namespace headers are honoured; each
+// namespace has its own KV storage, tokens are valid in every namespace.
+//
+// Test controls: Seal/Unseal, Stop/Start (the listener goes away and comes
+// back on the same address), IssueToken, ExpireToken, AddAppRole, Deny, and
+// request counters (Count). The contract test in package keystore runs the
+// same suite against a real Vault to keep this server honest.
+package vaulttest

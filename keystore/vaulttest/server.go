@@ -1,0 +1,618 @@
+package vaulttest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Now is the clock for token TTLs and timestamps; nil means time.Now.
+	Now func() time.Time
+	// KVMounts are the KV v2 mount paths; nil means ["secret"].
+	KVMounts []string
+	// RootToken is the token that never expires; "" means "root".
+	RootToken string
+}
+
+// TokenOptions describe a token issued with IssueToken or by an AppRole login.
+type TokenOptions struct {
+	// TTL is the token's lease; 0 means no expiry.
+	TTL time.Duration
+	// MaxTTL caps renewals (measured from issue); 0 means no cap.
+	MaxTTL    time.Duration
+	Renewable bool
+	Policies  []string
+}
+
+type token struct {
+	id, accessor string
+	opts         TokenOptions
+	issued       time.Time
+	expires      time.Time // zero: never
+	path         string
+	meta         map[string]string
+}
+
+type appRole struct {
+	name, roleID, secretID string
+	opts                   TokenOptions
+}
+
+type version struct {
+	data    json.RawMessage
+	created time.Time
+}
+
+type kvEntry struct {
+	versions []version // index i is version i+1
+	created  time.Time
+	updated  time.Time
+}
+
+// Request is one request the server answered.
+type Request struct {
+	Method    string // LIST for list requests
+	Path      string // without /v1/
+	Namespace string
+	Status    int
+}
+
+// Server is a Vault-compatible test server. See the package doc.
+type Server struct {
+	opts Options
+	srv  *http.Server
+	addr string
+
+	mu       sync.Mutex
+	ln       net.Listener
+	sealed   bool
+	tokens   map[string]*token
+	roles    map[string]*appRole // by role_id
+	kv       map[string]*kvEntry // namespace + "\x00" + mount + "/" + path
+	deny     []string
+	requests []Request
+	seq      int
+}
+
+// New starts a Server on 127.0.0.1 with a random port.
+func New(o Options) (*Server, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if len(o.KVMounts) == 0 {
+		o.KVMounts = []string{"secret"}
+	}
+	if o.RootToken == "" {
+		o.RootToken = "root"
+	}
+	s := &Server{opts: o, tokens: map[string]*token{}, roles: map[string]*appRole{}, kv: map[string]*kvEntry{}}
+	s.tokens[o.RootToken] = &token{id: o.RootToken, accessor: "root-accessor", issued: o.Now(),
+		opts: TokenOptions{Policies: []string{"root"}}, path: "auth/token/root"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("vaulttest: listen: %w", err)
+	}
+	s.addr = ln.Addr().String()
+	s.serve(ln)
+	return s, nil
+}
+
+func (s *Server) serve(ln net.Listener) {
+	s.ln = ln
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	srv := s.srv
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// URL is the server's address for VAULT_ADDR.
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// RootToken is the token that never expires.
+func (s *Server) RootToken() string { return s.opts.RootToken }
+
+// Close stops the server for good.
+func (s *Server) Close() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// Stop closes the listener and all connections, as if the Vault process
+// died; the state is kept for Start.
+func (s *Server) Stop() { s.Close() }
+
+// Start listens again on the same address after Stop.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return errors.New("vaulttest: already running")
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the old socket may linger briefly
+		if ln, err = net.Listen("tcp", s.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("vaulttest: listen again on %s: %w", s.addr, err)
+	}
+	s.serve(ln)
+	return nil
+}
+
+// Seal makes every request fail with 503 "Vault is sealed".
+func (s *Server) Seal() { s.mu.Lock(); s.sealed = true; s.mu.Unlock() }
+
+// Unseal undoes Seal.
+func (s *Server) Unseal() { s.mu.Lock(); s.sealed = false; s.mu.Unlock() }
+
+// Deny makes requests whose path (without /v1/) starts with prefix fail with
+// 403 "permission denied", as a policy without that path would.
+func (s *Server) Deny(prefix string) { s.mu.Lock(); s.deny = append(s.deny, prefix); s.mu.Unlock() }
+
+// AllowAll removes every Deny.
+func (s *Server) AllowAll() { s.mu.Lock(); s.deny = nil; s.mu.Unlock() }
+
+// IssueToken creates a token, as `vault token create` would.
+func (s *Server) IssueToken(o TokenOptions) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newToken(o, "auth/token/create", nil).id
+}
+
+// ExpireToken makes the token invalid at once (as if its TTL ran out).
+func (s *Server) ExpireToken(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, id)
+}
+
+// AddAppRole registers an AppRole whose login issues tokens with o.
+func (s *Server) AddAppRole(name, roleID, secretID string, o TokenOptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roles[roleID] = &appRole{name: name, roleID: roleID, secretID: secretID, opts: o}
+}
+
+// Count returns how many answered requests had the method (GET, PUT, POST,
+// LIST, DELETE; "" for any) and a path starting with prefix.
+func (s *Server) Count(method, prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if (method == "" || r.Method == method) && strings.HasPrefix(r.Path, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Requests returns a copy of the request log.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+func (s *Server) newToken(o TokenOptions, path string, meta map[string]string) *token {
+	s.seq++
+	now := s.opts.Now()
+	t := &token{id: fmt.Sprintf("hvs.vaulttest-%06d", s.seq), accessor: fmt.Sprintf("accessor-%06d", s.seq),
+		opts: o, issued: now, path: path, meta: meta}
+	if o.TTL > 0 {
+		t.expires = now.Add(o.TTL)
+	}
+	s.tokens[t.id] = t
+	return t
+}
+
+// lookup returns the valid token of the request, dropping expired ones.
+func (s *Server) lookup(r *http.Request) *token {
+	id := r.Header.Get("X-Vault-Token")
+	if id == "" {
+		id, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	t, ok := s.tokens[id]
+	if !ok {
+		return nil
+	}
+	if !t.expires.IsZero() && !s.opts.Now().Before(t.expires) {
+		delete(s.tokens, id)
+		return nil
+	}
+	return t
+}
+
+type reply struct {
+	status int
+	body   any
+}
+
+func errReply(status int, msgs ...string) reply {
+	if msgs == nil {
+		msgs = []string{}
+	}
+	return reply{status, map[string]any{"errors": msgs}}
+}
+
+func (s *Server) envelope(data any, auth any, warnings []string) map[string]any {
+	s.seq++
+	var w any
+	if len(warnings) > 0 {
+		w = warnings
+	}
+	return map[string]any{
+		"request_id":     fmt.Sprintf("00000000-0000-4000-8000-%012d", s.seq),
+		"lease_id":       "",
+		"renewable":      false,
+		"lease_duration": 0,
+		"data":           data,
+		"wrap_info":      nil,
+		"warnings":       w,
+		"auth":           auth,
+		"mount_type":     "",
+	}
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	path, ok := strings.CutPrefix(r.URL.Path, "/v1/")
+	method := r.Method
+	if method == http.MethodGet && r.URL.Query().Get("list") == "true" {
+		method = "LIST"
+	}
+	ns := strings.Trim(r.Header.Get("X-Vault-Namespace"), "/")
+	s.mu.Lock()
+	var rep reply
+	if !ok {
+		rep = errReply(http.StatusNotFound)
+	} else {
+		rep = s.route(r, method, path, ns)
+	}
+	s.requests = append(s.requests, Request{Method: method, Path: path, Namespace: ns, Status: rep.status})
+	s.mu.Unlock()
+
+	w.Header().Set("Cache-Control", "no-store")
+	if rep.body == nil {
+		w.WriteHeader(rep.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rep.status)
+	_ = json.NewEncoder(w).Encode(rep.body)
+}
+
+func (s *Server) route(r *http.Request, method, path, ns string) reply {
+	if path == "sys/health" {
+		return reply{http.StatusOK, map[string]any{"initialized": true, "sealed": s.sealed, "standby": false,
+			"version": "1.21.0-vaulttest", "server_time_utc": s.opts.Now().Unix()}}
+	}
+	if s.sealed {
+		return errReply(http.StatusServiceUnavailable, "Vault is sealed")
+	}
+	if path == "auth/approle/login" {
+		if method != http.MethodPost && method != http.MethodPut {
+			return errReply(http.StatusMethodNotAllowed, "1 error occurred:\n\t* unsupported operation\n\n")
+		}
+		return s.login(r)
+	}
+	tok := s.lookup(r)
+	if tok == nil {
+		return errReply(http.StatusForbidden, "permission denied")
+	}
+	for _, d := range s.deny {
+		if strings.HasPrefix(path, d) {
+			return errReply(http.StatusForbidden, "permission denied")
+		}
+	}
+	switch path {
+	case "auth/token/lookup-self":
+		return reply{http.StatusOK, s.envelope(s.tokenData(tok), nil, nil)}
+	case "auth/token/renew-self":
+		return s.renew(r, tok)
+	}
+	mount, rest, _ := strings.Cut(path, "/")
+	known := false
+	for _, m := range s.opts.KVMounts {
+		if m == mount {
+			known = true
+		}
+	}
+	if !known {
+		return errReply(http.StatusNotFound, fmt.Sprintf("no handler for route %q. route entry not found.", path))
+	}
+	kind, p, _ := strings.Cut(rest, "/")
+	key := ns + "\x00" + mount + "/" + strings.Trim(p, "/")
+	switch {
+	case kind == "data" && method == http.MethodGet:
+		return s.kvRead(r, key)
+	case kind == "data" && (method == http.MethodPost || method == http.MethodPut):
+		return s.kvWrite(r, key)
+	case kind == "metadata" && method == "LIST":
+		return s.kvList(ns + "\x00" + mount + "/" + strings.Trim(p, "/"))
+	case kind == "metadata" && method == http.MethodGet:
+		return s.kvMetadata(key)
+	case kind == "metadata" && method == http.MethodDelete:
+		delete(s.kv, key)
+		return reply{http.StatusNoContent, nil}
+	}
+	return errReply(http.StatusMethodNotAllowed, "1 error occurred:\n\t* unsupported operation\n\n")
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func (s *Server) login(r *http.Request) reply {
+	var in struct {
+		RoleID   string `json:"role_id"`
+		SecretID string `json:"secret_id"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return errReply(http.StatusBadRequest, "failed to parse JSON input: "+err.Error())
+	}
+	if in.RoleID == "" {
+		return errReply(http.StatusBadRequest, "missing role_id")
+	}
+	role, ok := s.roles[in.RoleID]
+	if !ok || role.secretID != in.SecretID {
+		return errReply(http.StatusBadRequest, "invalid role or secret ID")
+	}
+	t := s.newToken(role.opts, "auth/approle/login", map[string]string{"role_name": role.name})
+	return reply{http.StatusOK, s.envelope(nil, s.authData(t), nil)}
+}
+
+func (s *Server) ttlLeft(t *token) time.Duration {
+	if t.expires.IsZero() {
+		return 0
+	}
+	return t.expires.Sub(s.opts.Now())
+}
+
+func (s *Server) authData(t *token) map[string]any {
+	pol := append([]string{"default"}, t.opts.Policies...)
+	return map[string]any{
+		"client_token":    t.id,
+		"accessor":        t.accessor,
+		"policies":        pol,
+		"token_policies":  pol,
+		"metadata":        t.meta,
+		"lease_duration":  int(s.ttlLeft(t) / time.Second),
+		"renewable":       t.opts.Renewable,
+		"entity_id":       "",
+		"token_type":      "service",
+		"orphan":          true,
+		"mfa_requirement": nil,
+		"num_uses":        0,
+	}
+}
+
+func (s *Server) tokenData(t *token) map[string]any {
+	var expire any
+	if !t.expires.IsZero() {
+		expire = rfc3339(t.expires)
+	}
+	return map[string]any{
+		"accessor":         t.accessor,
+		"creation_time":    t.issued.Unix(),
+		"creation_ttl":     int(t.opts.TTL / time.Second),
+		"display_name":     "token",
+		"entity_id":        "",
+		"expire_time":      expire,
+		"explicit_max_ttl": int(t.opts.MaxTTL / time.Second),
+		"id":               t.id,
+		"issue_time":       rfc3339(t.issued),
+		"meta":             t.meta,
+		"num_uses":         0,
+		"orphan":           true,
+		"path":             t.path,
+		"policies":         append([]string{"default"}, t.opts.Policies...),
+		"renewable":        t.opts.Renewable,
+		"ttl":              int(s.ttlLeft(t) / time.Second),
+		"type":             "service",
+	}
+}
+
+func (s *Server) renew(r *http.Request, t *token) reply {
+	var in struct {
+		Increment json.RawMessage `json:"increment"`
+	}
+	body, _ := readBody(r)
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &in); err != nil {
+			return errReply(http.StatusBadRequest, "failed to parse JSON input: "+err.Error())
+		}
+	}
+	if !t.opts.Renewable || t.opts.TTL == 0 {
+		return errReply(http.StatusBadRequest, "lease is not renewable")
+	}
+	inc := t.opts.TTL
+	if len(in.Increment) > 0 {
+		d, err := parseIncrement(in.Increment)
+		if err != nil {
+			return errReply(http.StatusBadRequest, err.Error())
+		}
+		if d > 0 {
+			inc = d
+		}
+	}
+	now := s.opts.Now()
+	exp := now.Add(inc)
+	var warnings []string
+	if t.opts.MaxTTL > 0 {
+		if max := t.issued.Add(t.opts.MaxTTL); exp.After(max) {
+			exp = max
+			warnings = append(warnings, fmt.Sprintf("TTL of %q exceeded the effective max_ttl of %q; TTL value is capped accordingly",
+				inc.String(), exp.Sub(now).Truncate(time.Second).String()))
+		}
+	}
+	t.expires = exp
+	return reply{http.StatusOK, s.envelope(nil, s.authData(t), warnings)}
+}
+
+func parseIncrement(raw json.RawMessage) (time.Duration, error) {
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		if i, err := n.Int64(); err == nil {
+			return time.Duration(i) * time.Second, nil
+		}
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return 0, fmt.Errorf("bad increment")
+	}
+	if i, err := strconv.ParseInt(str, 10, 64); err == nil {
+		return time.Duration(i) * time.Second, nil
+	}
+	d, err := time.ParseDuration(str)
+	if err != nil {
+		return 0, fmt.Errorf("bad increment %q", str)
+	}
+	return d, nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := b.ReadFrom(http.MaxBytesReader(nil, r.Body, 32<<20))
+	return b.Bytes(), err
+}
+
+func (s *Server) versionMeta(e *kvEntry, v int) map[string]any {
+	return map[string]any{
+		"created_time":    rfc3339(e.versions[v-1].created),
+		"custom_metadata": nil,
+		"deletion_time":   "",
+		"destroyed":       false,
+		"version":         v,
+	}
+}
+
+func (s *Server) kvRead(r *http.Request, key string) reply {
+	e, ok := s.kv[key]
+	if !ok || len(e.versions) == 0 {
+		return errReply(http.StatusNotFound)
+	}
+	v := len(e.versions)
+	if q := r.URL.Query().Get("version"); q != "" && q != "0" {
+		n, err := strconv.Atoi(q)
+		if err != nil {
+			return errReply(http.StatusBadRequest, "error converting input "+strconv.Quote(q)+" for field \"version\"")
+		}
+		if n < 1 || n > len(e.versions) {
+			return errReply(http.StatusNotFound)
+		}
+		v = n
+	}
+	data := map[string]any{"data": e.versions[v-1].data, "metadata": s.versionMeta(e, v)}
+	env := s.envelope(data, nil, nil)
+	env["mount_type"] = "kv"
+	return reply{http.StatusOK, env}
+}
+
+func (s *Server) kvWrite(r *http.Request, key string) reply {
+	body, err := readBody(r)
+	if err != nil {
+		return errReply(http.StatusBadRequest, err.Error())
+	}
+	var in struct {
+		Data    json.RawMessage `json:"data"`
+		Options struct {
+			CAS *int `json:"cas"`
+		} `json:"options"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return errReply(http.StatusBadRequest, "failed to parse JSON input: "+err.Error())
+	}
+	clear(body)
+	if len(in.Data) == 0 || in.Data[0] != '{' {
+		return errReply(http.StatusBadRequest, "no data provided")
+	}
+	e := s.kv[key]
+	cur := 0
+	if e != nil {
+		cur = len(e.versions)
+	}
+	if in.Options.CAS != nil && *in.Options.CAS != cur {
+		return errReply(http.StatusBadRequest, "check-and-set parameter did not match the current version")
+	}
+	now := s.opts.Now()
+	if e == nil {
+		e = &kvEntry{created: now}
+		s.kv[key] = e
+	}
+	e.versions = append(e.versions, version{data: bytes.Clone(in.Data), created: now})
+	e.updated = now
+	env := s.envelope(s.versionMeta(e, len(e.versions)), nil, nil)
+	env["mount_type"] = "kv"
+	return reply{http.StatusOK, env}
+}
+
+func (s *Server) kvMetadata(key string) reply {
+	e, ok := s.kv[key]
+	if !ok {
+		return errReply(http.StatusNotFound)
+	}
+	versions := map[string]any{}
+	for i, v := range e.versions {
+		versions[strconv.Itoa(i+1)] = map[string]any{"created_time": rfc3339(v.created), "deletion_time": "", "destroyed": false}
+	}
+	data := map[string]any{
+		"cas_required":         false,
+		"created_time":         rfc3339(e.created),
+		"current_version":      len(e.versions),
+		"custom_metadata":      nil,
+		"delete_version_after": "0s",
+		"max_versions":         0,
+		"oldest_version":       0,
+		"updated_time":         rfc3339(e.updated),
+		"versions":             versions,
+	}
+	env := s.envelope(data, nil, nil)
+	env["mount_type"] = "kv"
+	return reply{http.StatusOK, env}
+}
+
+func (s *Server) kvList(dir string) reply {
+	prefix := dir + "/"
+	if strings.HasSuffix(dir, "/") {
+		prefix = dir
+	}
+	seen := map[string]bool{}
+	for k := range s.kv {
+		rest, ok := strings.CutPrefix(k, prefix)
+		if !ok || rest == "" {
+			continue
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			seen[rest[:i+1]] = true
+		} else {
+			seen[rest] = true
+		}
+	}
+	if len(seen) == 0 {
+		return errReply(http.StatusNotFound)
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := s.envelope(map[string]any{"keys": keys}, nil, nil)
+	env["mount_type"] = "kv"
+	return reply{http.StatusOK, env}
+}
