@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -291,8 +292,8 @@ func (b *builder) build() *Policy {
 		}
 		for _, o := range p.bindings {
 			if o.VRF == bd.VRF && o.Neighbor.Overlaps(bd.Neighbor) {
-				b.addf(field+".neighbor", ErrOverlap, "%s overlaps %s of %s (line %d) in VRF %q",
-					bd.Neighbor, o.Neighbor, o.Field, o.Pos.Line, bd.VRF)
+				b.addf(field+".neighbor", ErrOverlap, "%s overlaps %s of %s (line %d) in %s",
+					bd.Neighbor, o.Neighbor, o.Field, o.Pos.Line, vrfName(bd.VRF))
 				ok = false
 				break
 			}
@@ -301,7 +302,7 @@ func (b *builder) build() *Policy {
 			p.bindings = append(p.bindings, bd)
 		}
 	}
-	slices.SortStableFunc(b.probs, func(x, y *Problem) int { return x.Line - y.Line })
+	slices.SortStableFunc(b.probs, func(x, y *Problem) int { return cmp.Or(x.Line-y.Line, x.Column-y.Column) })
 	return p
 }
 
@@ -516,6 +517,13 @@ func parseNeighbor(s string) (netip.Prefix, error) {
 		pfx = netip.PrefixFrom(a, a.BitLen())
 	}
 	return pfx, nil
+}
+
+func vrfName(v string) string {
+	if v == "" {
+		return "the default VRF"
+	}
+	return fmt.Sprintf("VRF %q", v)
 }
 
 // checkVRF accepts "" or a Linux interface name (IFNAMSIZ-1 = 15 bytes).
