@@ -1,0 +1,241 @@
+package rotator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// ErrUnknownPeer is returned for a peer the controller has no desired keys
+// for (call SetDesired first).
+var ErrUnknownPeer = errors.New("rotator: unknown peer")
+
+// Options configure a Controller. Zero values get defaults: the system
+// clock, no jitter, slog.DiscardHandler, no session guard.
+type Options struct {
+	Config Config
+	Clock  Clock
+	Rand   Jitter
+	Logger *slog.Logger
+	Guard  SessionGuard
+}
+
+// Controller runs one state machine per peer, each in its own goroutine
+// that alone writes to that peer's socket, so a slow peer holds up no
+// other.
+type Controller struct {
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	peers map[PeerID]*peerSlot
+}
+
+type peerSlot struct {
+	desired Desired
+	run     *runner // nil while the peer is down
+}
+
+type runner struct {
+	mu   sync.Mutex // guards m
+	m    *machine
+	wake chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// NewController starts a controller; Close stops its goroutines.
+func NewController(opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Config = opts.Config.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Controller{opts: opts, ctx: ctx, cancel: cancel, peers: map[PeerID]*peerSlot{}}
+}
+
+// SetDesired sets the keys peer's session should carry (Kind is forced to
+// Established) and wakes its state machine.
+func (c *Controller) SetDesired(peer PeerID, d Desired) {
+	d.Kind = Established
+	c.mu.Lock()
+	s := c.peers[peer]
+	if s == nil {
+		s = &peerSlot{}
+		c.peers[peer] = s
+	}
+	s.desired = d
+	r := s.run
+	c.mu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		r.m.setDesired(d, c.opts.Clock.Now())
+		r.mu.Unlock()
+		r.poke()
+	}
+}
+
+// Accepted is the hook for every socket accepted for peer (and for an
+// outgoing connection once established). It first closes the del_async
+// window: a key deleted from the listener with del_async may still have
+// been copied to a socket accepted before the RCU grace period ended, so
+// the accepted socket's keys are read with TCP_AO_GET_KEYS and whatever
+// should no longer be there is removed (and missing keys added) before the
+// peer's state machine takes the socket over. The returned plan is what was
+// done. A stale key that is the new socket's Current_key is left to the
+// roll (the peer chose it in its SYN).
+func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error) {
+	c.mu.Lock()
+	s := c.peers[peer]
+	if s == nil {
+		c.mu.Unlock()
+		return SocketPlan{}, fmt.Errorf("accepted socket for %s: %w", peer, ErrUnknownPeer)
+	}
+	d := s.desired
+	old := s.run
+	s.run = nil
+	c.mu.Unlock()
+	if old != nil {
+		old.stop()
+		<-old.done
+	}
+
+	sp, err := Clean(sock, d)
+	if err != nil {
+		err = fmt.Errorf("accepted socket for %s: %w", peer, err)
+	}
+	now := c.opts.Clock.Now()
+	r := &runner{
+		m:    newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	r.stop = cancel
+	c.mu.Lock()
+	if cur := c.peers[peer]; cur != nil && cur.run == nil {
+		cur.run = r
+		r.m.desired = cur.desired
+	} else {
+		c.mu.Unlock()
+		cancel()
+		return sp, errors.Join(err, fmt.Errorf("accepted socket for %s: superseded", peer))
+	}
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.loop(ctx, r)
+	return sp, err
+}
+
+// Clean reads sock's keys and applies the adds and deletes (not the
+// current/rnext changes, which belong to the roll) of the plan for d. It is
+// the del_async check for accepted sockets.
+func Clean(sock tcpao.Socket, d Desired) (SocketPlan, error) {
+	obs, err := Observe(sock)
+	if err != nil {
+		return SocketPlan{}, err
+	}
+	sp := PlanSocket(d, obs)
+	sp.Ops = slices.DeleteFunc(sp.Ops, func(o Op) bool { return o.Kind == OpSetInfo })
+	n, err := Apply(sock, sp.Ops)
+	sp.Ops = sp.Ops[:n]
+	return sp, err
+}
+
+// PeerDown stops peer's state machine and forgets its socket (the desired
+// keys are kept for the next Accepted).
+func (c *Controller) PeerDown(peer PeerID) {
+	c.mu.Lock()
+	s := c.peers[peer]
+	var r *runner
+	if s != nil {
+		r, s.run = s.run, nil
+	}
+	c.mu.Unlock()
+	if r != nil {
+		r.stop()
+		<-r.done
+	}
+}
+
+// Forget removes a peer entirely.
+func (c *Controller) Forget(peer PeerID) {
+	c.PeerDown(peer)
+	c.mu.Lock()
+	delete(c.peers, peer)
+	c.mu.Unlock()
+}
+
+// Status returns every peer's status, sorted by peer.
+func (c *Controller) Status() []Status {
+	c.mu.Lock()
+	out := make([]Status, 0, len(c.peers))
+	var runs []*runner
+	for id, s := range c.peers {
+		if s.run == nil {
+			out = append(out, Status{Peer: id, State: StateDown})
+			continue
+		}
+		runs = append(runs, s.run)
+	}
+	c.mu.Unlock()
+	for _, r := range runs {
+		r.mu.Lock()
+		out = append(out, r.m.st)
+		r.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		if a.Peer < b.Peer {
+			return -1
+		}
+		if a.Peer > b.Peer {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Close stops all state machines and waits for them.
+func (c *Controller) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) loop(ctx context.Context, r *runner) {
+	defer c.wg.Done()
+	defer close(r.done)
+	clk := c.opts.Clock
+	for {
+		r.mu.Lock()
+		next := r.m.step(clk.Now())
+		r.mu.Unlock()
+		wait := next.Sub(clk.Now())
+		if wait <= 0 {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-clk.After(wait):
+		}
+	}
+}

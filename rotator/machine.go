@@ -1,0 +1,384 @@
+package rotator
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// PeerID names one BGP peer (usually its address, plus VRF).
+type PeerID string
+
+// Clock is the time source; tests inject a manual one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now is time.Now.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// After is time.After.
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Jitter is the randomness source for retry backoff; *math/rand/v2.Rand
+// satisfies it.
+type Jitter interface {
+	Float64() float64
+}
+
+// Step names one kernel-writing step of a roll, for the SessionGuard.
+type Step string
+
+// Steps of a roll.
+const (
+	StepInstall  Step = "install"  // add the new key (and in-place replacements)
+	StepAnnounce Step = "announce" // set RNext to the new key
+	StepSwitch   Step = "switch"   // make the new key Current_key
+	StepRetire   Step = "retire"   // delete the old key
+	StepRestore  Step = "restore"  // put RNext back after an abort
+)
+
+// SessionGuard is consulted around every step (the bgp package implements
+// it with the session's state): an error from Before skips the step, an
+// error from After (the session dropped) aborts the roll; both back off.
+type SessionGuard interface {
+	Before(peer PeerID, step Step) error
+	After(peer PeerID, step Step) error
+}
+
+// State is where a peer's state machine is.
+type State string
+
+// States.
+const (
+	StateSteady    State = "steady"    // nothing to do: keys and current/rnext as desired
+	StateAnnounced State = "announced" // new key installed and announced; waiting for the peer to send with it
+	StateGrace     State = "grace"     // new key current; old key deleted after the grace period once unused
+	StateBackoff   State = "backoff"   // the last roll was aborted; retry at NextAt
+	StateDown      State = "down"      // no socket
+)
+
+// Config holds the roll timing.
+type Config struct {
+	// SwitchTimeout is how long to wait for the peer to send with the
+	// announced key before giving up (default 2m).
+	SwitchTimeout time.Duration
+	// Grace is the minimum time between making the new key current and
+	// deleting the old one (default 1m).
+	Grace time.Duration
+	// Poll is how often counters are read while a roll is in progress, and
+	// the steady-state check interval (default 1s).
+	Poll time.Duration
+	// Backoff is the first retry delay after an abort, doubled per attempt
+	// up to MaxBackoff (defaults 1m and 30m), with ±20% jitter.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.SwitchTimeout, 2*time.Minute)
+	def(&c.Grace, time.Minute)
+	def(&c.Poll, time.Second)
+	def(&c.Backoff, time.Minute)
+	def(&c.MaxBackoff, 30*time.Minute)
+	return c
+}
+
+// Status is one peer's state as aoctl shows it. It never holds key
+// material.
+type Status struct {
+	Peer    PeerID
+	State   State
+	Current OptID // SendID of Current_key as last read
+	RNext   OptID // RecvID of RNext_key as last read
+	// Pending is the key being rolled to (HavePending false when none).
+	Pending     tcpao.KeyRef
+	HavePending bool
+	Since       time.Time // when State was entered
+	NextAction  string
+	NextAt      time.Time
+	LastAbort   string
+	LastAbortAt time.Time
+	LastError   string
+	Rolls       int // completed rolls
+	Attempts    int // aborted attempts since the last completed roll
+	PktBad      uint64
+	Deferred    int // stale keys waiting for the peer to stop using them
+}
+
+// machine is one peer's roll state machine. It is not safe for concurrent
+// use: one goroutine (the peer's runner) owns it and the socket.
+type machine struct {
+	peer    PeerID
+	sock    tcpao.Socket
+	desired Desired
+	cfg     Config
+	guard   SessionGuard
+	rnd     Jitter
+	log     *slog.Logger
+	st      Status
+
+	oldRNext OptID
+	baseGood uint64
+	oldGood  map[tcpao.KeyRef]uint64
+}
+
+func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
+	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
+		st: Status{Peer: peer, State: StateSteady, Since: now}}
+}
+
+func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
+	if m.st.State != s {
+		m.log.Debug("rotator: state", "peer", m.peer, "from", m.st.State, "to", s, "next", action)
+		m.st.State, m.st.Since = s, now
+	}
+	m.st.NextAction, m.st.NextAt = action, at
+}
+
+// setDesired changes the target; a roll towards another key starts over.
+func (m *machine) setDesired(d Desired, now time.Time) {
+	changed := d.WantRNext != m.desired.WantRNext || d.WantCurrent != m.desired.WantCurrent
+	m.desired = d
+	if changed && (m.st.State == StateAnnounced || m.st.State == StateGrace) {
+		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
+	}
+	if changed && m.st.State == StateBackoff {
+		m.st.Attempts = 0
+		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
+	}
+}
+
+func (m *machine) guarded(step Step, f func() error) error {
+	if m.guard != nil {
+		if err := m.guard.Before(m.peer, step); err != nil {
+			return fmt.Errorf("session guard before %s: %w", step, err)
+		}
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	if m.guard != nil {
+		if err := m.guard.After(m.peer, step); err != nil {
+			return fmt.Errorf("session guard after %s: %w", step, err)
+		}
+	}
+	return nil
+}
+
+func findRecv(o *Observed, id uint8) *tcpao.KeyInfo {
+	for i := range o.Keys {
+		if o.Keys[i].RecvID == id {
+			return &o.Keys[i]
+		}
+	}
+	return nil
+}
+
+func curOf(o *Observed) (cur, rnext OptID) {
+	if o.Info.HaveCurrent {
+		cur = ID(o.Info.CurrentKey)
+	}
+	if o.Info.HaveRNext {
+		rnext = ID(o.Info.RNextKey)
+	}
+	return cur, rnext
+}
+
+// step advances the machine once and returns when it wants to run again.
+func (m *machine) step(now time.Time) time.Time {
+	obs, err := Observe(m.sock)
+	if err != nil {
+		m.st.LastError = err.Error()
+		return now.Add(m.cfg.Poll)
+	}
+	m.st.Current, m.st.RNext = curOf(&obs)
+	m.st.PktBad = obs.Info.PktBad
+	switch m.st.State {
+	case StateBackoff:
+		if now.Before(m.st.NextAt) {
+			return m.st.NextAt
+		}
+	case StateAnnounced:
+		return m.await(now, &obs)
+	case StateGrace:
+		return m.retire(now, &obs)
+	}
+	return m.steady(now, &obs)
+}
+
+func (m *machine) steady(now time.Time, obs *Observed) time.Time {
+	d := &m.desired
+	sp := PlanSocket(*d, *obs)
+	m.st.Deferred = len(sp.Deferred)
+	cur, _ := curOf(obs)
+	if len(sp.Blocked) > 0 {
+		m.st.LastError = fmt.Sprintf("blocked: %s (%s)", sp.Blocked[0].Detail, sp.Blocked[0].Why)
+	}
+	wantCur := !d.WantCurrent.Valid || cur == d.WantCurrent
+	if sp.Empty() && len(sp.Deferred) == 0 && wantCur {
+		m.st.HavePending = false
+		m.enter(StateSteady, now, "watch", now.Add(m.cfg.Poll))
+		return m.st.NextAt
+	}
+	// Install: the plan's leading adds and in-place replacements.
+	n := 0
+	for n < len(sp.Ops) && (sp.Ops[n].Kind == OpAdd || sp.Ops[n].Kind == OpDel && sp.Ops[n].Why == ReasonReplace) {
+		n++
+	}
+	if n > 0 {
+		if err := m.guarded(StepInstall, func() error { _, err := Apply(m.sock, sp.Ops[:n]); return err }); err != nil {
+			return m.abort(now, fmt.Sprintf("install failed: %v", err))
+		}
+		if o2, err := Observe(m.sock); err == nil {
+			*obs = o2
+		}
+	}
+	if !d.WantRNext.Valid {
+		// Nothing to announce: converge directly after the grace period.
+		return m.toGrace(now, obs)
+	}
+	nk := findRecv(obs, d.WantRNext.ID)
+	if nk == nil {
+		m.st.LastError = fmt.Sprintf("key recv=%d not installed", d.WantRNext.ID)
+		return now.Add(m.cfg.Poll)
+	}
+	m.st.Pending, m.st.HavePending = nk.KeyRef, true
+	m.baseGood = nk.PktGood
+	_, m.oldRNext = curOf(obs)
+	if m.oldRNext != d.WantRNext {
+		want := d.WantRNext.ID
+		err := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) })
+		if err != nil {
+			return m.abort(now, fmt.Sprintf("announce failed: %v", err))
+		}
+		m.log.Info("rotator: announced new key", "peer", m.peer, "rnext", want)
+	}
+	if wantCur {
+		return m.toGrace(now, obs)
+	}
+	m.enter(StateAnnounced, now, fmt.Sprintf("wait for the peer to send with key recv=%d", d.WantRNext.ID), now.Add(m.cfg.Poll))
+	return m.st.NextAt
+}
+
+func (m *machine) await(now time.Time, obs *Observed) time.Time {
+	d := &m.desired
+	nk := findRecv(obs, d.WantRNext.ID)
+	if nk == nil {
+		m.enter(StateSteady, now, "re-plan: new key vanished", now)
+		return now
+	}
+	cur, _ := curOf(obs)
+	if cur == d.WantCurrent || nk.PktGood > m.baseGood {
+		if cur != d.WantCurrent {
+			want := d.WantCurrent.ID
+			err := m.guarded(StepSwitch, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &want}) })
+			if err != nil {
+				return m.abort(now, fmt.Sprintf("switch failed: %v", err))
+			}
+			if o2, err := Observe(m.sock); err == nil {
+				*obs = o2
+			}
+		}
+		m.log.Info("rotator: peer sends with new key; switched", "peer", m.peer, "current", d.WantCurrent.ID)
+		return m.toGrace(now, obs)
+	}
+	if now.Sub(m.st.Since) >= m.cfg.SwitchTimeout {
+		return m.abort(now, fmt.Sprintf("peer did not send with key recv=%d within %s (its pkt_good stayed at %d); kept current send=%s",
+			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur))
+	}
+	return now.Add(m.cfg.Poll)
+}
+
+func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
+	m.oldGood = make(map[tcpao.KeyRef]uint64, len(obs.Keys))
+	for _, k := range obs.Keys {
+		m.oldGood[k.KeyRef] = k.PktGood
+	}
+	at := now.Add(m.cfg.Grace)
+	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
+	return at
+}
+
+func (m *machine) retire(now time.Time, obs *Observed) time.Time {
+	if now.Before(m.st.Since.Add(m.cfg.Grace)) {
+		return m.st.Since.Add(m.cfg.Grace)
+	}
+	sp := PlanSocket(m.desired, *obs)
+	rising := false
+	for _, op := range sp.Ops {
+		if op.Kind != OpDel {
+			continue
+		}
+		for _, k := range obs.Keys {
+			if k.KeyRef == normRef(op.Del.KeyRef) && k.PktGood > m.oldGood[k.KeyRef] {
+				rising = true
+			}
+		}
+	}
+	for _, k := range obs.Keys {
+		m.oldGood[k.KeyRef] = k.PktGood
+	}
+	if rising {
+		m.st.NextAction, m.st.NextAt = "old key's pkt_good still rising: wait", now.Add(m.cfg.Poll)
+		return m.st.NextAt
+	}
+	if !sp.Empty() {
+		err := m.guarded(StepRetire, func() error { _, err := Apply(m.sock, sp.Ops); return err })
+		if err != nil {
+			return m.abort(now, fmt.Sprintf("retire failed: %v", err))
+		}
+		if o2, err := Observe(m.sock); err == nil {
+			sp = PlanSocket(m.desired, o2)
+			m.st.Current, m.st.RNext = curOf(&o2)
+		}
+	}
+	m.st.Deferred = len(sp.Deferred)
+	if len(sp.Deferred) > 0 {
+		m.st.NextAction, m.st.NextAt = "peer still uses an old key (its RNext keeps it current): wait", now.Add(m.cfg.Poll)
+		return m.st.NextAt
+	}
+	m.st.Rolls++
+	m.st.Attempts = 0
+	m.st.HavePending = false
+	m.st.LastError = ""
+	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
+	m.enter(StateSteady, now, "watch", now.Add(m.cfg.Poll))
+	return m.st.NextAt
+}
+
+// abort keeps the session on its old key: RNext goes back to what it was,
+// the reason is recorded and the roll is retried after a jittered backoff.
+func (m *machine) abort(now time.Time, reason string) time.Time {
+	if m.oldRNext.Valid && m.oldRNext != m.desired.WantRNext {
+		old := m.oldRNext.ID
+		if err := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &old}) }); err != nil {
+			reason += fmt.Sprintf("; restoring rnext=%d failed: %v", old, err)
+		}
+	}
+	m.st.Attempts++
+	b := m.cfg.Backoff
+	for i := 1; i < m.st.Attempts && b < m.cfg.MaxBackoff; i++ {
+		b *= 2
+	}
+	b = min(b, m.cfg.MaxBackoff)
+	if m.rnd != nil {
+		b = time.Duration(float64(b) * (0.8 + 0.4*m.rnd.Float64()))
+	}
+	m.st.LastAbort, m.st.LastAbortAt = reason, now
+	m.st.HavePending = false
+	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", reason, "retry_in", b)
+	m.enter(StateBackoff, now, "retry the roll", now.Add(b))
+	return m.st.NextAt
+}
