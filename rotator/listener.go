@@ -78,8 +78,6 @@ func CheckOptMem(socket SocketID, obs Observed, batches [][]Op, limit int) (int,
 						break
 					}
 				}
-				// A key added earlier in the plan and deleted again
-				// is not in obs; its cost is approximated by hmac(sha1).
 			}
 			if used > peak {
 				peak, peakKeys = used, keys

@@ -227,7 +227,9 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 		m.st.LastError = fmt.Sprintf("blocked: %s (%s)", sp.Blocked[0].Detail, sp.Blocked[0].Why)
 	}
 	wantCur := !d.WantCurrent.Valid || cur == d.WantCurrent
-	if sp.Empty() && len(sp.Deferred) == 0 && wantCur {
+	// A current key that is desired and sendable is left alone even if it
+	// is not WantCurrent: the peer's RNext chose it (don't fight the peer).
+	if sp.Empty() && len(sp.Deferred) == 0 && (wantCur || desiredSendable(d, cur)) {
 		m.st.HavePending = false
 		m.enter(StateSteady, now, "watch", now.Add(m.cfg.Poll))
 		return m.st.NextAt
@@ -381,4 +383,16 @@ func (m *machine) abort(now time.Time, reason string) time.Time {
 	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", reason, "retry_in", b)
 	m.enter(StateBackoff, now, "retry the roll", now.Add(b))
 	return m.st.NextAt
+}
+
+func desiredSendable(d *Desired, cur OptID) bool {
+	if !cur.Valid {
+		return false
+	}
+	for i := range d.Keys {
+		if d.Keys[i].SendID == cur.ID && !d.Keys[i].AcceptOnly {
+			return true
+		}
+	}
+	return false
 }

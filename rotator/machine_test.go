@@ -1,0 +1,206 @@
+package rotator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func testCfg() Config {
+	return Config{SwitchTimeout: 30 * time.Second, Grace: 10 * time.Second, Poll: time.Second, Backoff: time.Minute, MaxBackoff: 10 * time.Minute}
+}
+
+// link is two in-memory sockets of one session, each driven by its own
+// state machine on a manual clock; every tick carries segments both ways
+// and fails the test if one does not verify.
+type link struct {
+	t        *testing.T
+	x, y     *fakeSock
+	mx, my   *machine
+	now      time.Time
+	nextX    time.Time
+	nextY    time.Time
+	segments int
+}
+
+func newLink(t *testing.T, k tcpao.Key, dx, dy Desired, g SessionGuard) *link {
+	l := &link{t: t, x: newFakeEstablished(k), y: newFakeEstablished(k), now: t0}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	log := slog.New(slog.DiscardHandler)
+	l.mx = newMachine("x", l.x, dx, testCfg(), g, rnd, log, t0)
+	l.my = newMachine("y", l.y, dy, testCfg(), g, rnd, log, t0)
+	l.nextX, l.nextY = t0, t0.Add(500*time.Millisecond)
+	return l
+}
+
+func (l *link) tick() {
+	l.t.Helper()
+	for range 3 {
+		if !l.x.send(l.y) || !l.y.send(l.x) {
+			l.t.Fatalf("%s: segment dropped: x=%s y=%s", l.now, dump(l.x), dump(l.y))
+		}
+		l.segments += 2
+	}
+	l.now = l.now.Add(250 * time.Millisecond)
+	if !l.now.Before(l.nextX) {
+		l.nextX = l.mx.step(l.now)
+	}
+	if !l.now.Before(l.nextY) {
+		l.nextY = l.my.step(l.now)
+	}
+}
+
+func dump(s *fakeSock) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, k := range s.keys {
+		fmt.Fprintf(&b, "[%d/%d good=%d cur=%t rnext=%t]", k.k.SendID, k.k.RecvID, k.good, k == s.cur, k == s.rnx)
+	}
+	fmt.Fprintf(&b, " bad=%d notfound=%d", s.bad, s.notFound)
+	return b.String()
+}
+
+func want(k tcpao.Key) Desired {
+	return Desired{Keys: []DesiredKey{dk(k)}, WantCurrent: ID(k.SendID), WantRNext: ID(k.RecvID)}
+}
+
+func TestRollTwentyTimes(t *testing.T) {
+	key := func(i int) tcpao.Key { return mkKey(peerA, uint8(i%200+1), uint8(i%200+1), fmt.Sprintf("roll-%d", i)) }
+	l := newLink(t, key(0), want(key(0)), want(key(0)), nil)
+	for i := 1; i <= 20; i++ {
+		nk := key(i)
+		l.mx.setDesired(want(nk), l.now)
+		l.my.setDesired(want(nk), l.now)
+		done := false
+		for range 2000 {
+			l.tick()
+			if l.mx.st.Rolls == i && l.my.st.Rolls == i {
+				done = true
+				break
+			}
+		}
+		if !done {
+			t.Fatalf("roll %d did not complete: x=%+v y=%+v\nx=%s\ny=%s", i, l.mx.st, l.my.st, dump(l.x), dump(l.y))
+		}
+		for _, s := range []*fakeSock{l.x, l.y} {
+			ks, _ := s.Keys(tcpao.KeyFilter{})
+			if len(ks) != 1 || ks[0].SendID != nk.SendID || !ks[0].IsCurrent || !ks[0].IsRNext {
+				t.Fatalf("roll %d: keys after roll %s", i, dump(s))
+			}
+			if in, _ := s.Info(); in.PktBad != 0 || in.PktKeyNotFound != 0 {
+				t.Fatalf("roll %d: bad=%d notfound=%d", i, in.PktBad, in.PktKeyNotFound)
+			}
+		}
+		if l.mx.st.LastAbort != "" || l.my.st.LastAbort != "" {
+			t.Fatalf("roll %d aborted: %q %q", i, l.mx.st.LastAbort, l.my.st.LastAbort)
+		}
+	}
+}
+
+func TestRollPeerNeverGetsKey(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	l.mx.setDesired(want(b), l.now)
+	for range 4 * 60 * 3 { // three minutes
+		l.tick()
+	}
+	st := l.mx.st
+	if st.State != StateBackoff && st.State != StateAnnounced {
+		t.Fatalf("state %s, want backoff or announced", st.State)
+	}
+	if st.Attempts < 2 || !strings.Contains(st.LastAbort, "did not send with key recv=2") {
+		t.Fatalf("status does not say why: attempts=%d abort=%q", st.Attempts, st.LastAbort)
+	}
+	if st.Rolls != 0 {
+		t.Fatalf("rolls=%d, want 0", st.Rolls)
+	}
+	ks, _ := l.x.Keys(tcpao.KeyFilter{Current: true})
+	if len(ks) != 1 || ks[0].SendID != 1 {
+		t.Fatalf("current moved off the old key: %s", dump(l.x))
+	}
+	if st.State == StateBackoff {
+		if rn, _ := l.x.Keys(tcpao.KeyFilter{RNext: true}); len(rn) != 1 || rn[0].RecvID != 1 {
+			t.Fatalf("rnext not put back after abort: %s", dump(l.x))
+		}
+	}
+}
+
+// TestDontFightPeer: the peer's RNext moves our current to another key that
+// is still valid for sending; the machine leaves it there.
+func TestDontFightPeer(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	both := func(w uint8) Desired {
+		return Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(w), WantRNext: ID(w)}
+	}
+	l := newLink(t, a, both(1), both(2), nil)
+	if err := l.x.AddKey(b, tcpao.AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		l.tick()
+	}
+	opsAfterSettle := l.x.ops
+	for range 400 {
+		l.tick()
+	}
+	cur, _ := l.x.state()
+	if cur.k.SendID != 2 {
+		t.Fatalf("x current=%d, want 2 (chosen by the peer's RNext)", cur.k.SendID)
+	}
+	if l.x.ops != opsAfterSettle || l.mx.st.State != StateSteady {
+		t.Fatalf("x kept writing (%d -> %d ops, state %s): fighting the peer", opsAfterSettle, l.x.ops, l.mx.st.State)
+	}
+}
+
+type failGuard struct{ step Step }
+
+func (g failGuard) Before(PeerID, Step) error { return nil }
+func (g failGuard) After(_ PeerID, s Step) error {
+	if s == g.step {
+		return errors.New("session dropped")
+	}
+	return nil
+}
+
+func TestGuardAbortsRoll(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), failGuard{step: StepAnnounce})
+	l.mx.setDesired(want(b), l.now)
+	l.tick()
+	st := l.mx.st
+	if st.State != StateBackoff || !strings.Contains(st.LastAbort, "session dropped") {
+		t.Fatalf("state %s abort %q, want backoff on guard error", st.State, st.LastAbort)
+	}
+	if !st.NextAt.After(l.now) {
+		t.Fatalf("no backoff: next %s now %s", st.NextAt, l.now)
+	}
+	if rn, _ := l.x.Keys(tcpao.KeyFilter{RNext: true}); len(rn) != 1 || rn[0].RecvID != 1 {
+		t.Fatalf("rnext not restored: %s", dump(l.x))
+	}
+}
+
+func TestBackoffGrowsWithJitter(t *testing.T) {
+	m := newMachine("p", newFakeEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
+	var prev time.Duration
+	for i := range 8 {
+		at := m.abort(t0, "test")
+		d := at.Sub(t0)
+		base := min(time.Minute<<i, 10*time.Minute)
+		if d < base*8/10 || d > base*12/10 {
+			t.Fatalf("attempt %d: backoff %s outside ±20%% of %s", i+1, d, base)
+		}
+		if i < 3 && d <= prev {
+			t.Fatalf("attempt %d: backoff %s did not grow from %s", i+1, d, prev)
+		}
+		prev = d
+	}
+}
