@@ -250,7 +250,7 @@ func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func gapEnd(e, horizon time.Time) string {
 	if !e.Before(horizon) {
-		return fmtTime(e) + " (end of the checked horizon)"
+		return fmtTime(e) + " (end of the checked window)"
 	}
 	return fmtTime(e)
 }
