@@ -1,0 +1,204 @@
+package rotator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestAcceptedRemovesDelAsyncLeftovers: a key deleted from the listener with
+// del_async was still copied to a socket accepted in the RCU window; the
+// Accepted hook removes it (and adds a key the listener got later).
+func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
+	a, b, c := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo"), mkKey(peerA, 3, 3, "charlie")
+	cases := []struct {
+		name     string
+		sock     func() *fakeSock
+		wantKeys []uint8
+		deferred int
+	}{
+		{"stale key not in use is deleted", func() *fakeSock {
+			s := newFakeEstablished(b)
+			_ = s.AddKey(a, tcpao.AddOptions{})
+			return s
+		}, []uint8{2, 3}, 0},
+		{"stale key chosen by the peer's SYN stays for the roll", func() *fakeSock {
+			s := newFakeEstablished(a)
+			_ = s.AddKey(b, tcpao.AddOptions{})
+			return s
+		}, []uint8{1, 2, 3}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := NewController(Options{Config: Config{Poll: time.Hour}})
+			defer ctl.Close()
+			ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(b), dk(c)}, WantCurrent: ID(2), WantRNext: ID(2)})
+			s := tc.sock()
+			sp, err := ctl.Accepted("p", s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sp.Deferred) != tc.deferred {
+				t.Fatalf("deferred %d, want %d", len(sp.Deferred), tc.deferred)
+			}
+			ctl.PeerDown("p") // stop the machine before reading the socket
+			ks, _ := s.Keys(tcpao.KeyFilter{})
+			var got []uint8
+			for _, k := range ks {
+				got = append(got, k.SendID)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
+				t.Fatalf("keys %v, want %v", got, tc.wantKeys)
+			}
+		})
+	}
+	ctl := NewController(Options{})
+	defer ctl.Close()
+	if _, err := ctl.Accepted("nobody", newFakeEstablished(a)); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("err %v, want ErrUnknownPeer", err)
+	}
+}
+
+// pump carries segments both ways on each session until ctx ends and
+// counts drops.
+func pump(ctx context.Context, wg *sync.WaitGroup, x, y *fakeSock, drops *int, mu *sync.Mutex) {
+	defer wg.Done()
+	for ctx.Err() == nil {
+		okx, oky := x.send(y), y.send(x)
+		if !okx || !oky {
+			mu.Lock()
+			*drops++
+			mu.Unlock()
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestControllerPeersIndependent: one peer never installs the new key; the
+// other rolls to completion meanwhile, each on its own goroutine.
+func TestControllerPeersIndependent(t *testing.T) {
+	cfg := Config{SwitchTimeout: time.Hour, Grace: 5 * time.Millisecond, Poll: time.Millisecond, Backoff: time.Hour}
+	us := NewController(Options{Config: cfg})
+	them := NewController(Options{Config: cfg})
+	defer us.Close()
+	defer them.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	drops := 0
+	type sess struct {
+		id   PeerID
+		a, b tcpao.Key
+		x, y *fakeSock
+	}
+	var ss []*sess
+	for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
+		s := &sess{id: PeerID(p), a: mkKey(p, 1, 1, "a"), b: mkKey(p, 2, 2, fmt.Sprint("b", i))}
+		s.x, s.y = newFakeEstablished(s.a), newFakeEstablished(s.a)
+		us.SetDesired(s.id, want(s.a))
+		them.SetDesired(s.id, want(s.a))
+		if _, err := us.Accepted(s.id, s.x); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := them.Accepted(s.id, s.y); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go pump(ctx, &wg, s.x, s.y, &drops, &mu)
+		ss = append(ss, s)
+	}
+	// Both peers roll on our side; only the second peer's router follows.
+	us.SetDesired(ss[0].id, want(ss[0].b))
+	us.SetDesired(ss[1].id, want(ss[1].b))
+	them.SetDesired(ss[1].id, want(ss[1].b))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := us.Status()
+		if st[1].Rolls == 1 {
+			if st[0].State != StateAnnounced || st[0].Rolls != 0 {
+				t.Fatalf("slow peer: %+v", st[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fast peer did not finish while the slow one waits: %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if drops != 0 {
+		t.Fatalf("%d segments dropped", drops)
+	}
+	us.PeerDown(ss[0].id)
+	if st := us.Status(); st[0].State != StateDown {
+		t.Fatalf("after PeerDown: %+v", st[0])
+	}
+}
+
+func TestListenerBatches(t *testing.T) {
+	const peers = 10
+	lis := newFakeListener()
+	d := Desired{Socket: "lis", Kind: Listening}
+	for i := range peers {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 32).String()
+		_ = lis.AddKey(mkKey(p, 1, 1, "old"), tcpao.AddOptions{})
+		d.Keys = append(d.Keys, dk(mkKey(p, 2, 2, "new")))
+	}
+	obs := observe(t, lis)
+	sp := PlanSocket(d, obs)
+	all, _ := CheckOptMem("lis", obs, [][]Op{sp.Ops}, 0)
+	batches := ListenerBatches(sp, 3)
+	if len(batches) != 4 {
+		t.Fatalf("%d batches, want 4", len(batches))
+	}
+	for _, b := range batches {
+		seen := map[netip.Prefix]bool{}
+		for i, op := range b {
+			seen[op.Ref().Peer] = true
+			if op.Kind == OpDel && (i == 0 || b[i-1].Ref().Peer != op.Ref().Peer || b[i-1].Kind != OpAdd) {
+				t.Fatalf("delete not right after its peer's add: %v", op.Line())
+			}
+		}
+		if len(seen) > 3 {
+			t.Fatalf("batch holds %d peers", len(seen))
+		}
+	}
+	peak, _ := CheckOptMem("lis", obs, batches, 0)
+	one := tcpao.KeyOptMem(tcpao.HMACSHA256)
+	if all != 2*peers*one || peak != (peers+1)*one {
+		t.Fatalf("peak %d batched vs %d unbatched, want %d and %d", peak, all, (peers+1)*one, 2*peers*one)
+	}
+	// A limit below the peak fails before anything changes.
+	lis.ops = 0
+	_, err := SyncListener(lis, d, ListenerOptions{PeersPerBatch: 3, OptMemMax: func() (int, error) { return peak, nil }})
+	if !errors.Is(err, ErrOptMem) || !strings.Contains(err.Error(), "optmem_max") || lis.ops != 0 {
+		t.Fatalf("err %v after %d ops, want ErrOptMem before any op", err, lis.ops)
+	}
+	lis.optmem = peak + 1
+	if _, err := SyncListener(lis, d, ListenerOptions{PeersPerBatch: 1, OptMemMax: func() (int, error) { return peak + 1, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if again := PlanSocket(d, observe(t, lis)); !again.Empty() {
+		t.Fatalf("listener not converged: %v", opLines(again))
+	}
+}
+
+func TestObserveWithoutAO(t *testing.T) {
+	o, err := Observe(newFakeEstablished())
+	if err != nil || o.HaveAO {
+		t.Fatalf("observe: %+v %v", o, err)
+	}
+	_, err = Apply(newFakeEstablished(), []Op{{Kind: OpAdd, Why: ReasonNew, Key: mkKey(peerA, 1, 1, "x")}})
+	if !errors.Is(err, syscall.EISCONN) || !strings.Contains(err.Error(), "add send=1") {
+		t.Fatalf("apply error %v does not wrap EISCONN and name the op", err)
+	}
+}
