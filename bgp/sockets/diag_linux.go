@@ -53,12 +53,17 @@ func OpenDiag(pid int) (*Diag, error) {
 func (d *Diag) Close() error { return unix.Close(d.fd) }
 
 // Listeners dumps the listening TCP sockets of both address families.
-func (d *Diag) Listeners() ([]Socket, error) {
+func (d *Diag) Listeners() ([]Socket, error) { return d.dump(StateListen) }
+
+// EstablishedSockets dumps the established TCP sockets of both families.
+func (d *Diag) EstablishedSockets() ([]Socket, error) { return d.dump(StateEstablished) }
+
+func (d *Diag) dump(state uint8) ([]Socket, error) {
 	var all []Socket
 	for _, fam := range []uint8{afInet, afInet6} {
-		s, err := d.query(encodeRequest(d.next(), fam, true, 1<<StateListen, netip.AddrPort{}, netip.AddrPort{}), true)
+		s, err := d.query(encodeRequest(d.next(), fam, true, 1<<state, netip.AddrPort{}, netip.AddrPort{}), true)
 		if err != nil {
-			return nil, fmt.Errorf("sock_diag LISTEN dump family %d: %w", fam, err)
+			return nil, fmt.Errorf("sock_diag dump state %d family %d: %w", state, fam, err)
 		}
 		all = append(all, s...)
 	}

@@ -215,3 +215,26 @@ func BenchmarkWithSocket(b *testing.B) {
 		}
 	}
 }
+
+func TestConnectionsAndListenerOwner(t *testing.T) {
+	l, _, s := pair(t, "tcp4", "127.0.0.1:0")
+	port := netip.MustParseAddrPort(l.Addr().String()).Port()
+	remote := netip.MustParseAddrPort(s.RemoteAddr().String())
+	refs, err := Finder{PID: os.Getpid()}.Connections(remote.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range refs {
+		if r.Remote == remote && r.Local.Port() == port {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("accepted socket from %s not among %v", remote, refs)
+	}
+	pid, err := ListenerOwner(port)
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("ListenerOwner(%d) = %d, %v; want %d", port, pid, err, os.Getpid())
+	}
+}

@@ -20,3 +20,26 @@ func WithSocket(Ref, func(fd int) error) error { return ErrUnsupported }
 
 // FindOwner is unsupported off Linux.
 func FindOwner(uint64) (int, int, error) { return 0, 0, ErrUnsupported }
+
+// Connections is unsupported off Linux.
+func (Finder) Connections(netip.Addr) ([]Ref, error) { return nil, ErrUnsupported }
+
+// System is socket discovery on this machine (Linux only).
+type System struct{}
+
+// Listeners is unsupported off Linux.
+func (System) Listeners(int, uint16) ([]Ref, error) { return nil, ErrUnsupported }
+
+// Established is unsupported off Linux.
+func (System) Established(int, netip.AddrPort, netip.AddrPort) (Ref, error) {
+	return Ref{}, ErrUnsupported
+}
+
+// Connections is unsupported off Linux.
+func (System) Connections(int, netip.Addr) ([]Ref, error) { return nil, ErrUnsupported }
+
+// With is unsupported off Linux.
+func (System) With(Ref, func(fd int) error) error { return ErrUnsupported }
+
+// ListenerOwner is unsupported off Linux.
+func ListenerOwner(uint16) (int, error) { return 0, ErrUnsupported }

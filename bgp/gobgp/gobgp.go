@@ -1,0 +1,266 @@
+package gobgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+)
+
+// API is the part of GoBGP's gRPC API this package calls.
+type API interface {
+	ListPeer(ctx context.Context, in *api.ListPeerRequest, opts ...grpc.CallOption) (api.GobgpApi_ListPeerClient, error)
+	WatchEvent(ctx context.Context, in *api.WatchEventRequest, opts ...grpc.CallOption) (api.GobgpApi_WatchEventClient, error)
+	ResetPeer(ctx context.Context, in *api.ResetPeerRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+}
+
+var _ API = api.GobgpApiClient(nil)
+
+// Options configure a Speaker.
+type Options struct {
+	// Name describes the speaker in logs ("gobgpd unix:///run/gobgpd.sock").
+	Name string
+	// PID returns gobgpd's process id. Default: the owner of the TCP
+	// listener on port 179 in aokeyd's network namespace.
+	PID func(ctx context.Context) (int, error)
+	Log *slog.Logger
+	// MinBackoff and MaxBackoff bound the watch's reconnect delay
+	// (defaults 200ms and 30s); it doubles after each failure and resets
+	// after a stream delivered an event.
+	MinBackoff, MaxBackoff time.Duration
+	// After is the clock for backoff (default time.After).
+	After func(time.Duration) <-chan time.Time
+}
+
+// Speaker is gobgpd seen through its gRPC API.
+type Speaker struct {
+	c   API
+	opt Options
+}
+
+var _ bgp.Speaker = (*Speaker)(nil)
+
+// New returns a Speaker using c.
+func New(c API, opt Options) *Speaker {
+	if opt.Name == "" {
+		opt.Name = "gobgpd"
+	}
+	if opt.PID == nil {
+		opt.PID = func(context.Context) (int, error) { return sockets.ListenerOwner(179) }
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.MinBackoff <= 0 {
+		opt.MinBackoff = 200 * time.Millisecond
+	}
+	if opt.MaxBackoff < opt.MinBackoff {
+		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
+	}
+	if opt.After == nil {
+		opt.After = time.After
+	}
+	return &Speaker{c: c, opt: opt}
+}
+
+// Dial connects to gobgpd's API at target ("unix:///path" or "host:port",
+// plaintext as gobgpd serves it without --tls) and returns the Speaker and
+// the connection to close.
+func Dial(target string, opt Options) (*Speaker, io.Closer, error) {
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("gobgpd API %s: %w", target, err)
+	}
+	if opt.Name == "" {
+		opt.Name = "gobgpd " + target
+	}
+	return New(api.NewGobgpApiClient(cc), opt), cc, nil
+}
+
+// Name implements bgp.Speaker.
+func (s *Speaker) Name() string { return s.opt.Name }
+
+// PID implements bgp.Speaker.
+func (s *Speaker) PID(ctx context.Context) (int, error) { return s.opt.PID(ctx) }
+
+// Peers implements bgp.Speaker with ListPeer.
+func (s *Speaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
+	st, err := s.c.ListPeer(ctx, &api.ListPeerRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
+	}
+	var out []bgp.PeerInfo
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
+		}
+		p, err := peerInfo(r.GetPeer())
+		if err != nil {
+			return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
+		}
+		out = append(out, p)
+	}
+}
+
+// ResetPeer implements bgp.Speaker (a hard reset with a Cease
+// communication).
+func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error {
+	_, err := s.c.ResetPeer(ctx, &api.ResetPeerRequest{Address: neighbor.String(), Communication: reason})
+	if err != nil {
+		return fmt.Errorf("%s ResetPeer %s: %w", s.opt.Name, neighbor, err)
+	}
+	return nil
+}
+
+// Watch implements bgp.Speaker: WatchEvent(peer) with reconnect and
+// re-list.
+func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
+	ch := make(chan bgp.Event, 16)
+	go s.watch(ctx, ch)
+	return ch, nil
+}
+
+func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
+	defer close(ch)
+	delay := s.opt.MinBackoff
+	for ctx.Err() == nil {
+		delivered, err := s.watchOnce(ctx, ch)
+		if ctx.Err() != nil {
+			return
+		}
+		if delivered {
+			delay = s.opt.MinBackoff
+		}
+		s.opt.Log.Warn("gobgpd watch stream ended; reconnecting", "speaker", s.opt.Name, "err", err, "backoff", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opt.After(delay):
+		}
+		delay = min(delay*2, s.opt.MaxBackoff)
+	}
+}
+
+// watchOnce opens the stream, then lists (so no change falls between the
+// two), sends the sync and relays events until the stream fails. delivered
+// is true once the sync went out.
+func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := s.c.WatchEvent(sctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}})
+	if err != nil {
+		return false, fmt.Errorf("WatchEvent: %w", err)
+	}
+	peers, err := s.Peers(sctx)
+	if err != nil {
+		return false, err
+	}
+	if !send(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: peers}) {
+		return true, ctx.Err()
+	}
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			return true, fmt.Errorf("WatchEvent: %w", err)
+		}
+		pe := r.GetPeer()
+		if pe == nil || pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+			continue
+		}
+		p, err := peerInfo(pe.GetPeer())
+		if err != nil {
+			s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)
+			continue
+		}
+		if !send(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
+			return true, ctx.Err()
+		}
+	}
+}
+
+func send(ctx context.Context, ch chan<- bgp.Event, ev bgp.Event) bool {
+	select {
+	case ch <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// peerInfo converts GoBGP's peer; the auth password only sets MD5.
+func peerInfo(p *api.Peer) (bgp.PeerInfo, error) {
+	if p == nil {
+		return bgp.PeerInfo{}, errors.New("peer without data")
+	}
+	conf, state, tr := p.GetConf(), p.GetState(), p.GetTransport()
+	addr := conf.GetNeighborAddress()
+	if addr == "" {
+		addr = state.GetNeighborAddress()
+	}
+	n, err := netip.ParseAddr(addr)
+	if err != nil {
+		return bgp.PeerInfo{}, fmt.Errorf("neighbor_address %q: %w", addr, err)
+	}
+	info := bgp.PeerInfo{
+		Neighbor:   n.Unmap(),
+		VRF:        conf.GetVrf(),
+		LocalPort:  uint16(tr.GetLocalPort()),
+		RemotePort: uint16(tr.GetRemotePort()),
+		State:      sessionState(state.GetSessionState()),
+		Admin:      adminState(state.GetAdminState()),
+		Flops:      state.GetFlops(),
+		Passive:    tr.GetPassiveMode(),
+		MD5:        conf.GetAuthPassword() != "" || state.GetAuthPassword() != "",
+		PeerASN:    conf.GetPeerAsn(),
+	}
+	if la, err := netip.ParseAddr(tr.GetLocalAddress()); err == nil && !la.IsUnspecified() {
+		info.Local = la.Unmap()
+	}
+	if u := p.GetTimers().GetState().GetUptime(); u != nil && (u.GetSeconds() != 0 || u.GetNanos() != 0) {
+		info.Uptime = u.AsTime()
+	}
+	return info, nil
+}
+
+func sessionState(s api.PeerState_SessionState) bgp.SessionState {
+	switch s {
+	case api.PeerState_IDLE:
+		return bgp.StateIdle
+	case api.PeerState_CONNECT:
+		return bgp.StateConnect
+	case api.PeerState_ACTIVE:
+		return bgp.StateActive
+	case api.PeerState_OPENSENT:
+		return bgp.StateOpenSent
+	case api.PeerState_OPENCONFIRM:
+		return bgp.StateOpenConfirm
+	case api.PeerState_ESTABLISHED:
+		return bgp.StateEstablished
+	}
+	return bgp.StateUnknown
+}
+
+func adminState(a api.PeerState_AdminState) bgp.AdminState {
+	switch a {
+	case api.PeerState_DOWN:
+		return bgp.AdminDown
+	case api.PeerState_PFX_CT:
+		return bgp.AdminPrefixLimit
+	}
+	return bgp.AdminUp
+}

@@ -1,0 +1,143 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+)
+
+// ErrNotEstablished is returned by Guard.Step (and Snapshot) when the
+// session is not up: the step is not run.
+var ErrNotEstablished = errors.New("bgp session is not established")
+
+// ErrSessionDropped is matched (errors.Is) by every *DropError.
+var ErrSessionDropped = errors.New("bgp session dropped")
+
+// ErrNoPeer is returned when the speaker has no such neighbor.
+var ErrNoPeer = errors.New("no such bgp neighbor")
+
+// DropError says that a session went down, or came back on another
+// connection, while a rotation step ran on it.
+type DropError struct {
+	Neighbor netip.Addr
+	// Step names the rotation step the drop is recorded against.
+	Step          string
+	Before, After PeerInfo
+	// Why is what changed: "state", "uptime", "flops" or "connection".
+	Why string
+	// StepErr is the step's own error, if it also failed.
+	StepErr error
+}
+
+func (e *DropError) Error() string {
+	s := fmt.Sprintf("bgp session with %s dropped during step %q (%s changed: state %s->%s, flops %d->%d)",
+		e.Neighbor, e.Step, e.Why, e.Before.State, e.After.State, e.Before.Flops, e.After.Flops)
+	if e.StepErr != nil {
+		s += ": step error: " + e.StepErr.Error()
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrSessionDropped) true.
+func (e *DropError) Is(target error) bool { return target == ErrSessionDropped }
+
+// Unwrap returns the step's error.
+func (e *DropError) Unwrap() error { return e.StepErr }
+
+// PeerLister is what the guard needs of a Speaker.
+type PeerLister interface {
+	Peers(ctx context.Context) ([]PeerInfo, error)
+}
+
+// Guard runs rotation steps only on Established sessions and checks they
+// stay up.
+type Guard struct {
+	peers PeerLister
+	log   *slog.Logger
+}
+
+// NewGuard returns a guard reading sessions from peers; log may be nil.
+func NewGuard(peers PeerLister, log *slog.Logger) *Guard {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Guard{peers: peers, log: log}
+}
+
+// Snapshot is a session's health before a step.
+type Snapshot struct{ Peer PeerInfo }
+
+// Snapshot reads the session of neighbor; ErrNotEstablished if it is down.
+func (g *Guard) Snapshot(ctx context.Context, neighbor netip.Addr) (Snapshot, error) {
+	p, err := g.peer(ctx, neighbor)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if !p.Established() {
+		return Snapshot{Peer: p}, fmt.Errorf("neighbor %s is %s: %w", neighbor, p.State, ErrNotEstablished)
+	}
+	return Snapshot{Peer: p}, nil
+}
+
+// Check compares the session now with s; a *DropError when it went down or
+// was re-established (other uptime, flop count or ports) in between.
+func (g *Guard) Check(ctx context.Context, s Snapshot, step string) error {
+	p, err := g.peer(ctx, s.Peer.Neighbor)
+	if err != nil {
+		return err
+	}
+	if why := changed(s.Peer, p); why != "" {
+		return &DropError{Neighbor: p.Neighbor, Step: step, Before: s.Peer, After: p, Why: why}
+	}
+	return nil
+}
+
+// Step runs fn on neighbor's session if it is Established and checks
+// afterwards that it stayed up. It returns ErrNotEstablished without running
+// fn, a *DropError (wrapping fn's error, if any) when the session dropped,
+// or fn's error.
+func (g *Guard) Step(ctx context.Context, neighbor netip.Addr, step string, fn func(ctx context.Context) error) error {
+	s, err := g.Snapshot(ctx, neighbor)
+	if err != nil {
+		return fmt.Errorf("step %q: %w", step, err)
+	}
+	ferr := fn(ctx)
+	if err := g.Check(ctx, s, step); err != nil {
+		var d *DropError
+		if errors.As(err, &d) {
+			d.StepErr = ferr
+			g.log.Warn("bgp session dropped during rotation step", "peer", d.After, "step", step, "changed", d.Why)
+		}
+		return err
+	}
+	return ferr
+}
+
+func (g *Guard) peer(ctx context.Context, neighbor netip.Addr) (PeerInfo, error) {
+	ps, err := g.peers.Peers(ctx)
+	if err != nil {
+		return PeerInfo{}, fmt.Errorf("session of %s: %w", neighbor, err)
+	}
+	for _, p := range ps {
+		if p.Neighbor == neighbor {
+			return p, nil
+		}
+	}
+	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, neighbor)
+}
+
+func changed(a, b PeerInfo) string {
+	switch {
+	case !b.Established():
+		return "state"
+	case !a.Uptime.Equal(b.Uptime):
+		return "uptime"
+	case a.Flops != b.Flops:
+		return "flops"
+	case a.LocalPort != 0 && b.LocalPort != 0 && (a.LocalPort != b.LocalPort || a.RemotePort != b.RemotePort):
+		return "connection"
+	}
+	return ""
+}

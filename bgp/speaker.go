@@ -1,0 +1,142 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// SessionState is the BGP FSM state of a peer (RFC 4271 section 8).
+type SessionState int
+
+// The FSM states. StateUnknown is what a speaker reports it cannot map.
+const (
+	StateUnknown SessionState = iota
+	StateIdle
+	StateConnect
+	StateActive
+	StateOpenSent
+	StateOpenConfirm
+	StateEstablished
+)
+
+var stateNames = [...]string{"unknown", "idle", "connect", "active", "opensent", "openconfirm", "established"}
+
+func (s SessionState) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("state(%d)", int(s))
+	}
+	return stateNames[s]
+}
+
+// AdminState is the operator's state of a peer.
+type AdminState int
+
+// Admin states.
+const (
+	AdminUp AdminState = iota
+	AdminDown
+	// AdminPrefixLimit: shut down because the prefix limit was exceeded.
+	AdminPrefixLimit
+)
+
+func (a AdminState) String() string {
+	switch a {
+	case AdminUp:
+		return "up"
+	case AdminDown:
+		return "down"
+	case AdminPrefixLimit:
+		return "prefix-limit"
+	}
+	return fmt.Sprintf("admin(%d)", int(a))
+}
+
+// PeerInfo is one neighbor of the speaker. It carries no speaker-specific
+// types and no secrets.
+type PeerInfo struct {
+	// Neighbor is the peer's address.
+	Neighbor netip.Addr
+	// VRF is the speaker's VRF of the neighbor, "" for the default.
+	VRF string
+	// Local is the local address of the session (or the configured one).
+	Local netip.Addr
+	// LocalPort and RemotePort are the live ports of the connection, 0
+	// when unknown (not established, or a listing that reports the
+	// configured ports only).
+	LocalPort, RemotePort uint16
+	State                 SessionState
+	Admin                 AdminState
+	// Uptime is when the session last became Established (zero: never).
+	// GoBGP reports it with one-second resolution.
+	Uptime time.Time
+	// Flops counts how often the session went down from Established.
+	Flops uint32
+	// Passive: the speaker never opens the connection itself.
+	Passive bool
+	// MD5 is set when the neighbor is configured with a TCP-MD5 password.
+	// The password itself never leaves the speaker package.
+	MD5     bool
+	PeerASN uint32
+}
+
+// Established reports whether the session is up.
+func (p PeerInfo) Established() bool { return p.State == StateEstablished }
+
+// LocalAddrPort is the local end of the connection.
+func (p PeerInfo) LocalAddrPort() netip.AddrPort { return netip.AddrPortFrom(p.Local, p.LocalPort) }
+
+// RemoteAddrPort is the neighbor's end of the connection.
+func (p PeerInfo) RemoteAddrPort() netip.AddrPort {
+	return netip.AddrPortFrom(p.Neighbor, p.RemotePort)
+}
+
+// LogValue identifies the peer in logs.
+func (p PeerInfo) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("neighbor", p.Neighbor.String()),
+		slog.String("state", p.State.String()),
+		slog.Uint64("flops", uint64(p.Flops)),
+	)
+}
+
+// EventKind says what an Event carries.
+type EventKind int
+
+const (
+	// EventSync carries the full peer list in Peers: the first event of a
+	// watch, and the first after the speaker's event stream was
+	// re-established. Consumers reconcile against it (events may have
+	// been missed in between).
+	EventSync EventKind = iota + 1
+	// EventState carries one peer whose session state changed, with the
+	// live local and remote ports of its connection.
+	EventState
+)
+
+// Event is what Speaker.Watch delivers.
+type Event struct {
+	Kind  EventKind
+	Peer  PeerInfo
+	Peers []PeerInfo
+}
+
+// Speaker is a BGP daemon seen from aokeyd: GoBGP now, FRR could be next.
+// Implementations keep their own types out of it.
+type Speaker interface {
+	// Name describes the speaker for logs and status.
+	Name() string
+	// Peers lists the configured neighbors.
+	Peers(ctx context.Context) ([]PeerInfo, error)
+	// Watch delivers events until ctx ends, then closes the channel. It
+	// starts with an EventSync and reconnects by itself (with backoff,
+	// then another EventSync) when the speaker's stream breaks.
+	Watch(ctx context.Context) (<-chan Event, error)
+	// ResetPeer closes the session with neighbor (a hard reset) and says
+	// why in the BGP Cease notification.
+	ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error
+	// PID is the process id of the speaker, whose sockets are discovered.
+	PID(ctx context.Context) (int, error)
+}

@@ -1,0 +1,258 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+)
+
+// Discoverer finds and lends the speaker's sockets; sockets.System
+// implements it on Linux.
+type Discoverer interface {
+	Listeners(pid int, port uint16) ([]sockets.Ref, error)
+	Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error)
+	Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error)
+	With(ref sockets.Ref, fn func(fd int) error) error
+}
+
+// SocketHandle is one of the speaker's sockets, lent out one call at a
+// time. Do duplicates the descriptor, runs fn and closes the duplicate;
+// fn must not keep fd. tcpao.FromFD(fd) gives the TCP-AO surface of it.
+type SocketHandle interface {
+	Ref() sockets.Ref
+	Do(fn func(fd int) error) error
+}
+
+// SessionObserver is what the rotator implements to follow sessions.
+type SessionObserver interface {
+	// OnEstablished: peer's session is up on an accepted connection,
+	// sock. The observer verifies the socket's keys against the desired
+	// set (the del_async race: a key just deleted from the listener may
+	// have been copied to it) and starts the peer's rotation.
+	OnEstablished(ctx context.Context, peer PeerInfo, sock SocketHandle)
+	// OnDown: peer's session is gone; stop touching its socket.
+	OnDown(ctx context.Context, peer PeerInfo)
+}
+
+// TrackerOptions configure a Tracker.
+type TrackerOptions struct {
+	// ListenPort is the speaker's BGP port (default 179). A session whose
+	// local port is another one was opened by the speaker (active) and
+	// carries no TCP-AO keys: it is logged, not handed to the observer.
+	ListenPort uint16
+	// Managed selects the neighbors to follow (nil: all).
+	Managed func(PeerInfo) bool
+	Log     *slog.Logger
+}
+
+// Tracker turns the speaker's session events into SessionObserver calls,
+// with the accepted socket of each Established session.
+type Tracker struct {
+	sp   Speaker
+	disc Discoverer
+	obs  SessionObserver
+	opt  TrackerOptions
+
+	mu  sync.Mutex
+	up  map[netip.Addr]tracked
+	pid int
+}
+
+type tracked struct {
+	peer PeerInfo
+	ref  sockets.Ref
+}
+
+// NewTracker returns a Tracker; call Run.
+func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOptions) *Tracker {
+	if opt.ListenPort == 0 {
+		opt.ListenPort = 179
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[netip.Addr]tracked{}}
+}
+
+// Run follows the speaker until ctx ends.
+func (t *Tracker) Run(ctx context.Context) error {
+	ch, err := t.sp.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", t.sp.Name(), err)
+	}
+	for ev := range ch {
+		switch ev.Kind {
+		case EventSync:
+			t.sync(ctx, ev.Peers)
+		case EventState:
+			t.update(ctx, ev.Peer)
+		}
+	}
+	return ctx.Err()
+}
+
+// Listeners returns handles to the speaker's listening sockets on the BGP
+// port, where the rotator installs the keys accepted connections inherit.
+func (t *Tracker) Listeners(ctx context.Context) ([]SocketHandle, error) {
+	pid, err := t.sp.PID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pid of %s: %w", t.sp.Name(), err)
+	}
+	refs, err := t.disc.Listeners(pid, t.opt.ListenPort)
+	if err != nil {
+		return nil, fmt.Errorf("listeners of %s (pid %d): %w", t.sp.Name(), pid, err)
+	}
+	out := make([]SocketHandle, len(refs))
+	for i, r := range refs {
+		out[i] = &handle{t: t, ref: r}
+	}
+	return out, nil
+}
+
+// Sockets returns the neighbors whose sessions are handed to the observer,
+// with their socket references (for status).
+func (t *Tracker) Sockets() map[netip.Addr]sockets.Ref {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := make(map[netip.Addr]sockets.Ref, len(t.up))
+	for a, tr := range t.up {
+		m[a] = tr.ref
+	}
+	return m
+}
+
+func (t *Tracker) managed(p PeerInfo) bool { return t.opt.Managed == nil || t.opt.Managed(p) }
+
+func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
+	seen := map[netip.Addr]bool{}
+	for _, p := range peers {
+		seen[p.Neighbor] = true
+		t.update(ctx, p)
+	}
+	t.mu.Lock()
+	var gone []PeerInfo
+	for a, tr := range t.up {
+		if !seen[a] {
+			gone = append(gone, tr.peer)
+			delete(t.up, a)
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range gone {
+		t.obs.OnDown(ctx, p)
+	}
+}
+
+func (t *Tracker) update(ctx context.Context, p PeerInfo) {
+	if !t.managed(p) {
+		return
+	}
+	t.mu.Lock()
+	cur, isUp := t.up[p.Neighbor]
+	t.mu.Unlock()
+	if !p.Established() {
+		if isUp {
+			t.mu.Lock()
+			delete(t.up, p.Neighbor)
+			t.mu.Unlock()
+			t.obs.OnDown(ctx, p)
+		}
+		return
+	}
+	ref, err := t.find(ctx, p)
+	if err != nil {
+		t.opt.Log.Warn("bgp session established but its socket was not found", "peer", p, "err", err)
+		return
+	}
+	if isUp && cur.ref.Inode == ref.Inode && cur.ref.PID == ref.PID {
+		return // the same connection, already handed over
+	}
+	if isUp {
+		t.obs.OnDown(ctx, cur.peer)
+	}
+	if ref.Local.Port() != t.opt.ListenPort {
+		t.opt.Log.Warn("bgp session was opened by the speaker (not passive): no TCP-AO keys on it", "peer", p, "local", ref.Local)
+		t.mu.Lock()
+		delete(t.up, p.Neighbor)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Lock()
+	t.up[p.Neighbor] = tracked{peer: p, ref: ref}
+	t.mu.Unlock()
+	t.obs.OnEstablished(ctx, p, &handle{t: t, ref: ref})
+}
+
+// find locates the socket of an Established session: by exact 4-tuple when
+// the ports are known, else among the connections to the neighbor.
+func (t *Tracker) find(ctx context.Context, p PeerInfo) (sockets.Ref, error) {
+	pid, err := t.sp.PID(ctx)
+	if err != nil {
+		return sockets.Ref{}, fmt.Errorf("pid of %s: %w", t.sp.Name(), err)
+	}
+	if p.LocalPort != 0 && p.RemotePort != 0 && p.Local.IsValid() {
+		return t.disc.Established(pid, p.LocalAddrPort(), p.RemoteAddrPort())
+	}
+	refs, err := t.disc.Connections(pid, p.Neighbor)
+	if err != nil {
+		return sockets.Ref{}, err
+	}
+	var match []sockets.Ref
+	for _, r := range refs {
+		if (p.RemotePort == 0 || r.Remote.Port() == p.RemotePort) && (p.LocalPort == 0 || r.Local.Port() == p.LocalPort) {
+			match = append(match, r)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return sockets.Ref{}, fmt.Errorf("no connection to %s in pid %d: %w", p.Neighbor, pid, sockets.ErrNotFound)
+	}
+	return sockets.Ref{}, fmt.Errorf("%d connections to %s in pid %d, ports unknown", len(match), p.Neighbor, pid)
+}
+
+type handle struct {
+	t   *Tracker
+	ref sockets.Ref
+}
+
+func (h *handle) Ref() sockets.Ref { return h.ref }
+
+// Do lends the socket; when the reference went stale because the speaker
+// restarted (new pid) with the same connection, it re-discovers once.
+func (h *handle) Do(fn func(fd int) error) error {
+	err := h.t.disc.With(h.ref, fn)
+	if !errors.Is(err, sockets.ErrStale) {
+		return err
+	}
+	pid, perr := h.t.sp.PID(context.Background())
+	if perr != nil || pid == h.ref.PID {
+		return err
+	}
+	var ref sockets.Ref
+	if h.ref.Listening {
+		refs, lerr := h.t.disc.Listeners(pid, h.ref.Local.Port())
+		for _, r := range refs {
+			if r.Local == h.ref.Local {
+				ref = r
+			}
+		}
+		if lerr != nil || ref.Inode == 0 {
+			return errors.Join(err, lerr)
+		}
+	} else {
+		var eerr error
+		ref, eerr = h.t.disc.Established(pid, h.ref.Local, h.ref.Remote)
+		if eerr != nil {
+			return errors.Join(err, eerr)
+		}
+	}
+	h.ref = ref
+	return h.t.disc.With(ref, fn)
+}
