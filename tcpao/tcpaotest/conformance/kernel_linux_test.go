@@ -1,0 +1,15 @@
+//go:build linux
+
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+)
+
+func TestKernelStack(t *testing.T) {
+	kerneltest.Require(t)
+	Run(t, func(t *testing.T) Stack { return NewKernelStack(2 * time.Second) })
+}

@@ -1,0 +1,94 @@
+package conformance
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
+)
+
+// ErrTimeout is what Stack.Connect and Stack.Exchange return when the
+// segments are dropped and nothing arrives in time.
+var ErrTimeout = tcpaotest.ErrTimeout
+
+// Stack makes and connects TCP sockets. Sockets are tcpao.Socket values of
+// the Stack's own making; passing another Stack's sockets is an error.
+type Stack interface {
+	// Socket returns a closed (TCP_CLOSE) socket bound to local with an
+	// ephemeral port; its family is local's.
+	Socket(local netip.Addr) (tcpao.Socket, error)
+	// Listen is listen(2) on a socket from Socket.
+	Listen(s tcpao.Socket) error
+	// Connect connects s to the listener l and returns the accepted end. A
+	// connect(2) error is returned as such (errors.Is with the errno); a
+	// handshake that does not complete yields ErrTimeout, and s stays open.
+	Connect(s, l tcpao.Socket) (tcpao.Socket, error)
+	// Exchange sends n small messages from a to b, each answered by b; it
+	// returns ErrTimeout when one does not arrive.
+	Exchange(a, b tcpao.Socket, n int) error
+	// OptMemMax is net.core.optmem_max.
+	OptMemMax() (int, error)
+	// Close closes every socket the Stack made.
+	Close() error
+}
+
+// MemStack is the in-memory Stack over a tcpaotest.Net.
+type MemStack struct {
+	Net *tcpaotest.Net
+}
+
+// NewMemStack returns a MemStack over a fresh tcpaotest.Net.
+func NewMemStack(opts ...tcpaotest.Option) *MemStack {
+	return &MemStack{Net: tcpaotest.NewNet(opts...)}
+}
+
+func memSock(s tcpao.Socket) (*tcpaotest.Sock, error) {
+	m, ok := s.(*tcpaotest.Sock)
+	if !ok {
+		return nil, fmt.Errorf("conformance: %T is not a tcpaotest socket", s)
+	}
+	return m, nil
+}
+
+func (m *MemStack) Socket(local netip.Addr) (tcpao.Socket, error) { return m.Net.Socket(local) }
+
+func (m *MemStack) Listen(s tcpao.Socket) error {
+	ms, err := memSock(s)
+	if err != nil {
+		return err
+	}
+	return ms.Listen()
+}
+
+func (m *MemStack) Connect(s, l tcpao.Socket) (tcpao.Socket, error) {
+	ms, err := memSock(s)
+	if err != nil {
+		return nil, err
+	}
+	ml, err := memSock(l)
+	if err != nil {
+		return nil, err
+	}
+	a, err := m.Net.Connect(ms, ml)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (m *MemStack) Exchange(a, b tcpao.Socket, n int) error {
+	ma, err := memSock(a)
+	if err != nil {
+		return err
+	}
+	mb, err := memSock(b)
+	if err != nil {
+		return err
+	}
+	return m.Net.Exchange(ma, mb, n)
+}
+
+func (m *MemStack) OptMemMax() (int, error) { return m.Net.OptMemMax(), nil }
+
+func (m *MemStack) Close() error { return nil }

@@ -1,0 +1,315 @@
+package tcpaotest
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// DefaultOptMemMax is Linux's default net.core.optmem_max.
+const DefaultOptMemMax = 131072
+
+type state int
+
+const (
+	stateClosed      state = iota // TCP_CLOSE, never connected
+	stateListen                   // TCP_LISTEN
+	stateSynSent                  // TCP_SYN_SENT: a connect that did not complete
+	stateEstablished              // TCP_ESTABLISHED
+	stateGone                     // close(2)d
+)
+
+func (s state) String() string {
+	return [...]string{"closed", "listen", "syn-sent", "established", "gone"}[s]
+}
+
+// Net is an in-memory network of TCP sockets with the TCP-AO rules of the
+// Linux kernel. It is safe for concurrent use.
+type Net struct {
+	mu        sync.Mutex
+	optMemMax int
+	vrfs      map[int]bool
+	nextPort  uint16
+}
+
+// Option configures a Net.
+type Option func(*Net)
+
+// WithOptMemMax sets net.core.optmem_max (default DefaultOptMemMax).
+func WithOptMemMax(n int) Option { return func(nt *Net) { nt.optMemMax = n } }
+
+// WithVRF declares ifindex an L3 master device (a VRF), so keys may name it.
+func WithVRF(ifindex int) Option { return func(nt *Net) { nt.vrfs[ifindex] = true } }
+
+// NewNet returns an empty network.
+func NewNet(opts ...Option) *Net {
+	n := &Net{optMemMax: DefaultOptMemMax, vrfs: map[int]bool{}, nextPort: 40000}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// OptMemMax is the network's net.core.optmem_max.
+func (n *Net) OptMemMax() int { return n.optMemMax }
+
+// Sock is one in-memory TCP socket. It implements tcpao.Socket.
+type Sock struct {
+	net    *Net
+	family int
+	local  netip.AddrPort
+	peer   netip.Addr // daddr once connecting
+	state  state
+	ao     *aoInfo
+	omem   int
+}
+
+var _ tcpao.Socket = (*Sock)(nil)
+
+// Socket returns a closed TCP socket bound to local (an IPv4 address makes an
+// AF_INET socket, an IPv6 address an AF_INET6 one) and an ephemeral port.
+func (n *Net) Socket(local netip.Addr) (*Sock, error) {
+	if !local.IsValid() {
+		return nil, fmt.Errorf("tcpaotest: socket: invalid local address")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fam := afINET6
+	if local.Is4() {
+		fam = afINET
+	}
+	n.nextPort++
+	return &Sock{net: n, family: fam, local: netip.AddrPortFrom(local, n.nextPort)}, nil
+}
+
+// Listen is listen(2).
+func (s *Sock) Listen() error {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	if s.state != stateClosed {
+		return fmt.Errorf("tcpaotest: listen on a %s socket: %w", s.state, eINVAL)
+	}
+	s.state = stateListen
+	return nil
+}
+
+// Close is close(2); later calls fail with EBADF.
+func (s *Sock) Close() error {
+	s.net.mu.Lock()
+	defer s.net.mu.Unlock()
+	s.state, s.ao = stateGone, nil
+	return nil
+}
+
+// LocalAddr is the bound address and port.
+func (s *Sock) LocalAddr() netip.AddrPort { return s.local }
+
+// segment is the TCP-AO option of one segment: nil for an unsigned one.
+type segment struct {
+	keyid, rnext uint8
+	key          *mkt
+}
+
+func (s *Sock) sign() *segment {
+	if s.ao == nil || s.ao.current == nil || s.ao.rnext == nil {
+		return nil
+	}
+	return &segment{keyid: s.ao.current.sndid, rnext: s.ao.rnext.rcvid, key: s.ao.current}
+}
+
+// aoRequired is tcp_ao_required(): an unsigned segment from src is dropped.
+func (s *Sock) aoRequired(src netip.Addr) bool {
+	if s.ao == nil {
+		return false
+	}
+	if s.ao.aoRequired || s.ao.lookup(0, src, 255, -1, -1) != nil {
+		s.ao.aoRequiredCnt++
+		return true
+	}
+	return false
+}
+
+// verify is tcp_ao_verify_hash: the MAC matches when both ends hold the same
+// secret with the same algorithm, MAC length and option coverage.
+func (s *Sock) verify(k *mkt, seg *segment) bool {
+	w := seg.key
+	if k.fp != w.fp || k.alg != w.alg || k.maclen != w.maclen || k.excludeOpt != w.excludeOpt {
+		s.ao.bad++
+		k.bad++
+		return false
+	}
+	s.ao.good++
+	k.good++
+	return true
+}
+
+// receiveUnestablished is tcp_inbound_hash on a listener or a SYN_SENT socket.
+func (s *Sock) receiveUnestablished(src netip.Addr, seg *segment) bool {
+	if seg == nil {
+		return !s.aoRequired(src)
+	}
+	if s.ao == nil {
+		return false // TCP_AOUNEXPECTED, no counter
+	}
+	k := s.ao.lookup(0, src, 255, -1, int(seg.keyid))
+	if k == nil {
+		s.ao.keyNotFound++
+		return false
+	}
+	return s.verify(k, seg)
+}
+
+// receiveEstablished is tcp_inbound_hash's fast path on an established
+// socket, with the RNext-driven switch of Current_key.
+func (s *Sock) receiveEstablished(src netip.Addr, seg *segment) bool {
+	if seg == nil {
+		return !s.aoRequired(src)
+	}
+	ao := s.ao
+	if ao == nil {
+		return false
+	}
+	k := ao.rnext
+	if k == nil || k.rcvid != seg.keyid {
+		if k = ao.established(-1, int(seg.keyid)); k == nil {
+			ao.keyNotFound++
+			return false
+		}
+	}
+	if !s.verify(k, seg) {
+		return false
+	}
+	if ao.current == nil || seg.rnext != ao.current.sndid {
+		if nk := ao.established(int(seg.rnext), -1); nk != nil {
+			ao.current = nk
+		}
+	}
+	return true
+}
+
+// Connect connects c to the listener l the way tcp_v4_connect/tcp_v6_connect
+// and the three-way handshake do, and returns the socket accept(2) gives on
+// l. It fails with EKEYREJECTED (connect(2) itself) when c has TCP-AO keys but
+// none for l's address, and with ErrTimeout when a segment of the handshake
+// would be dropped; c then stays in SYN_SENT.
+func (n *Net) Connect(c, l *Sock) (*Sock, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c.net != n || l.net != n {
+		return nil, fmt.Errorf("tcpaotest: connect: sockets of another Net")
+	}
+	if c.state != stateClosed || l.state != stateListen {
+		return nil, fmt.Errorf("tcpaotest: connect %s socket to %s socket: %w", c.state, l.state, eINVAL)
+	}
+	if c.family != l.family {
+		return nil, fmt.Errorf("tcpaotest: connect across address families: %w", eAFNOSUPPORT)
+	}
+	dst := l.local.Addr()
+	src := c.local.Addr()
+	c.peer = dst
+	if c.ao != nil {
+		// tcp_connect: no key for the peer -> EKEYREJECTED.
+		if c.ao.lookup(0, dst, 255, -1, -1) == nil {
+			c.peer = netip.Addr{}
+			return nil, fmt.Errorf("tcpaotest: connect %s: %w", l.local, sysErr("connect", eKEYREJECTED))
+		}
+		// tcp_ao_connect_init: drop the keys that do not match the peer.
+		for _, k := range append([]*mkt(nil), c.ao.keys...) {
+			if k.matches(0, dst, k.prefix, -1, -1) {
+				continue
+			}
+			if c.ao.current == k {
+				c.ao.current = nil
+			}
+			if c.ao.rnext == k {
+				c.ao.rnext = nil
+			}
+			c.ao.unlink(k)
+			c.omem -= k.size
+		}
+		first := c.ao.lookup(0, dst, 255, -1, -1)
+		if c.ao.current == nil {
+			c.ao.current = first
+		}
+		if c.ao.rnext == nil {
+			c.ao.rnext = first
+		}
+	}
+	c.state = stateSynSent
+	timeout := func(what string) error {
+		return fmt.Errorf("tcpaotest: connect %s -> %s: %s dropped: %w", c.local, l.local, what, ErrTimeout)
+	}
+
+	syn := c.sign()
+	if !l.receiveUnestablished(src, syn) {
+		return nil, timeout("SYN")
+	}
+	usedAO := syn != nil
+	var synack *segment
+	if usedAO {
+		// tcp_make_synack: the key whose SendID the client asked for.
+		k := l.ao.lookup(0, src, 255, int(syn.rnext), -1)
+		if k == nil {
+			return nil, timeout("SYN-ACK (no key with the client's RNextKeyID)")
+		}
+		synack = &segment{keyid: k.sndid, rnext: syn.keyid, key: k}
+	}
+	if !c.receiveUnestablished(dst, synack) {
+		return nil, timeout("SYN-ACK")
+	}
+	c.state = stateEstablished
+	if !l.receiveUnestablished(src, c.sign()) {
+		return nil, timeout("ACK")
+	}
+
+	n.nextPort++
+	a := &Sock{net: n, family: l.family, local: l.local, peer: src, state: stateEstablished}
+	if l.ao != nil && usedAO {
+		// tcp_ao_copy_all_matching.
+		ao := &aoInfo{aoRequired: l.ao.aoRequired, acceptICMPs: l.ao.acceptICMPs}
+		for _, k := range l.ao.keys {
+			if !k.matches(0, src, k.prefix, -1, -1) {
+				continue
+			}
+			cp := *k
+			cp.good, cp.bad = 0, 0
+			ao.linkHead(&cp)
+			a.omem += cp.size
+		}
+		if len(ao.keys) == 0 {
+			return nil, timeout("accept (EKEYREJECTED: the listener lost the peer's keys)")
+		}
+		first := ao.keys[0]
+		if ao.current = ao.established(int(syn.rnext), -1); ao.current == nil {
+			ao.current = first
+		}
+		if ao.rnext = ao.established(-1, int(syn.keyid)); ao.rnext == nil {
+			ao.rnext = first
+		}
+		a.ao = ao
+	}
+	return a, nil
+}
+
+// Exchange sends segments from a to b and back, n rounds, each signed with the
+// sender's Current_key and carrying its RNext_key's RecvID. It returns
+// ErrTimeout at the first segment the receiver drops.
+func (n *Net) Exchange(a, b *Sock, rounds int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if a.state != stateEstablished || b.state != stateEstablished ||
+		a.peer != b.local.Addr() || b.peer != a.local.Addr() || a.family != b.family {
+		return fmt.Errorf("tcpaotest: exchange between %s and %s sockets that are not connected to each other: %w", a.state, b.state, eINVAL)
+	}
+	for i := 0; i < rounds; i++ {
+		if !b.receiveEstablished(a.local.Addr(), a.sign()) {
+			return fmt.Errorf("tcpaotest: exchange round %d: segment %s -> %s dropped: %w", i, a.local, b.local, ErrTimeout)
+		}
+		if !a.receiveEstablished(b.local.Addr(), b.sign()) {
+			return fmt.Errorf("tcpaotest: exchange round %d: segment %s -> %s dropped: %w", i, b.local, a.local, ErrTimeout)
+		}
+	}
+	return nil
+}
