@@ -1,0 +1,311 @@
+//go:build linux
+
+package rotator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// kernelSession is a TCP-AO connection over loopback between a listener and
+// a dialer in this process, with data flowing both ways until stop.
+type kernelSession struct {
+	srv, cli   *net.TCPConn
+	srvS, cliS tcpao.Socket
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	err        error
+	bytes      int
+}
+
+func withKey(t *testing.T, k tcpao.Key) func(string, string, syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		if err := tcpao.New(rc).AddKey(k, tcpao.AddOptions{}); err != nil {
+			return fmt.Errorf("add key before connect/listen: %w", err)
+		}
+		return nil
+	}
+}
+
+func dialSession(t *testing.T, k tcpao.Key) *kernelSession {
+	t.Helper()
+	lc := net.ListenConfig{Control: withKey(t, k)}
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := net.Dialer{Control: withKey(t, k), Timeout: 10 * time.Second}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	cli, err := d.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	s := &kernelSession{srv: srv.(*net.TCPConn), cli: cli.(*net.TCPConn)}
+	rc1, _ := s.srv.SyscallConn()
+	rc2, _ := s.cli.SyscallConn()
+	s.srvS, s.cliS = tcpao.New(rc1), tcpao.New(rc2)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	// Client writes continuously; server echoes; client reads the echo.
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		buf := make([]byte, 256)
+		for ctx.Err() == nil {
+			if _, err := s.cli.Write(buf); err != nil {
+				s.fail(fmt.Errorf("client write: %w", err))
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		if _, err := io.Copy(s.srv, s.srv); err != nil && ctx.Err() == nil {
+			s.fail(fmt.Errorf("server echo: %w", err))
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		buf := make([]byte, 4096)
+		for {
+			n, err := s.cli.Read(buf)
+			s.mu.Lock()
+			s.bytes += n
+			s.mu.Unlock()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.fail(fmt.Errorf("client read: %w", err))
+				}
+				return
+			}
+		}
+	}()
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *kernelSession) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *kernelSession) check(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		t.Fatalf("connection broke: %v", s.err)
+	}
+}
+
+func (s *kernelSession) received() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+func (s *kernelSession) close() {
+	s.stop()
+	_ = s.cli.SetDeadline(time.Now())
+	_ = s.srv.SetDeadline(time.Now())
+	s.wg.Wait()
+	s.cli.Close()
+	s.srv.Close()
+}
+
+func loKey(i int) tcpao.Key {
+	id := uint8(i%200 + 1)
+	k := mkKey("127.0.0.1/32", id, id, fmt.Sprintf("kernel-roll-%d", i))
+	k.Algorithm = []tcpao.Algorithm{tcpao.HMACSHA1, tcpao.HMACSHA256, tcpao.CMACAES128}[i%3]
+	return k
+}
+
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func statusOf(c *Controller, p PeerID) Status {
+	for _, s := range c.Status() {
+		if s.Peer == p {
+			return s
+		}
+	}
+	return Status{}
+}
+
+// TestKernelRollTwentyTimes: two sockets connected over loopback exchange
+// data continuously while both sides' rotators roll the key 20 times. The
+// connection never breaks, every roll ends with both sides sending with the
+// new key and the old key deleted, and pkt_bad stays 0.
+func TestKernelRollTwentyTimes(t *testing.T) {
+	kerneltest.Require(t)
+	s := dialSession(t, loKey(0))
+	cfg := Config{SwitchTimeout: 30 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: time.Second}
+	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
+	defer us.Close()
+	defer them.Close()
+	us.SetDesired("client", want(loKey(0)))
+	them.SetDesired("server", want(loKey(0)))
+	if _, err := us.Accepted("client", s.srvS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := them.Accepted("server", s.cliS); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		nk := loKey(i)
+		us.SetDesired("client", want(nk))
+		them.SetDesired("server", want(nk))
+		waitFor(t, fmt.Sprintf("roll %d", i), 2*time.Minute, func() bool {
+			s.check(t)
+			return statusOf(us, "client").Rolls == i && statusOf(them, "server").Rolls == i
+		})
+		before := s.received()
+		waitFor(t, "data after the roll", 30*time.Second, func() bool { s.check(t); return s.received() > before+4096 })
+		for side, sock := range map[string]tcpao.Socket{"server": s.srvS, "client": s.cliS} {
+			ks, err := sock.Keys(tcpao.KeyFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ks) != 1 || ks[0].SendID != nk.SendID || !ks[0].IsCurrent || !ks[0].IsRNext {
+				t.Fatalf("roll %d: %s keys %+v, want only send=%d as current and rnext", i, side, ks, nk.SendID)
+			}
+			if ks[0].PktGood == 0 {
+				t.Fatalf("roll %d: %s never verified a segment with the new key", i, side)
+			}
+			in, err := sock.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.PktBad != 0 || in.PktKeyNotFound != 0 {
+				t.Fatalf("roll %d: %s pkt_bad=%d key_not_found=%d", i, side, in.PktBad, in.PktKeyNotFound)
+			}
+		}
+		if a, b := statusOf(us, "client").LastAbort, statusOf(them, "server").LastAbort; a != "" || b != "" {
+			t.Fatalf("roll %d aborted: %q / %q", i, a, b)
+		}
+		t.Logf("roll %d done: send=%d alg=%s, %d bytes echoed so far", i, nk.SendID, nk.Algorithm, s.received())
+	}
+	s.check(t)
+}
+
+// TestKernelPeerNeverGetsKey: one side never gets the new key. No switch
+// happens, the connection survives, and the status says why.
+func TestKernelPeerNeverGetsKey(t *testing.T) {
+	kerneltest.Require(t)
+	a, b := loKey(0), loKey(1)
+	s := dialSession(t, a)
+	cfg := Config{SwitchTimeout: 2 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 500 * time.Millisecond, MaxBackoff: time.Second}
+	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
+	defer us.Close()
+	defer them.Close()
+	us.SetDesired("client", want(a))
+	them.SetDesired("server", want(a))
+	if _, err := us.Accepted("client", s.srvS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := them.Accepted("server", s.cliS); err != nil {
+		t.Fatal(err)
+	}
+	us.SetDesired("client", want(b)) // the other side never gets b
+	waitFor(t, "two aborted attempts", 2*time.Minute, func() bool { s.check(t); return statusOf(us, "client").Attempts >= 2 })
+	st := statusOf(us, "client")
+	if !strings.Contains(st.LastAbort, fmt.Sprintf("did not send with key recv=%d", b.RecvID)) || st.Rolls != 0 {
+		t.Fatalf("status does not say why: %+v", st)
+	}
+	before := s.received()
+	waitFor(t, "data still flowing", 30*time.Second, func() bool { s.check(t); return s.received() > before+4096 })
+	cur, err := s.srvS.Keys(tcpao.KeyFilter{Current: true})
+	if err != nil || len(cur) != 1 || cur[0].SendID != a.SendID {
+		t.Fatalf("server current %+v (%v), want the old key send=%d", cur, err, a.SendID)
+	}
+	for side, sock := range map[string]tcpao.Socket{"server": s.srvS, "client": s.cliS} {
+		in, err := sock.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.PktBad != 0 || in.PktKeyNotFound != 0 {
+			t.Fatalf("%s pkt_bad=%d key_not_found=%d", side, in.PktBad, in.PktKeyNotFound)
+		}
+	}
+	t.Logf("status: %s; next %s", st.LastAbort, st.NextAction)
+}
+
+// TestKernelListenerSync: SyncListener rolls a listener's keys with
+// del_async and the planner is idempotent on the real kernel.
+func TestKernelListenerSync(t *testing.T) {
+	kerneltest.Require(t)
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rc, _ := ln.(*net.TCPListener).SyscallConn()
+	sock := tcpao.New(rc)
+	d := Desired{Socket: "lis", Kind: Listening}
+	for i := range 50 {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 32).String()
+		d.Keys = append(d.Keys, dk(mkKey(p, 1, 1, "old")))
+	}
+	if _, err := SyncListener(sock, d, ListenerOptions{PeersPerBatch: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range d.Keys {
+		d.Keys[i] = dk(mkKey(d.Keys[i].Peer.String(), 2, 2, "new"))
+	}
+	sp, err := SyncListener(sock, d, ListenerOptions{PeersPerBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sp.Ops) != 100 {
+		t.Fatalf("%d ops, want 100", len(sp.Ops))
+	}
+	obs, err := Observe(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := PlanSocket(d, obs); !again.Empty() || len(obs.Keys) != 50 {
+		t.Fatalf("not converged: %d keys, replan %v", len(obs.Keys), opLines(again))
+	}
+	_, err = SyncListener(sock, Desired{Socket: "lis", Keys: d.Keys, AORequired: true}, ListenerOptions{OptMemMax: func() (int, error) { return 1000, nil }})
+	if err == nil || !strings.Contains(err.Error(), "optmem_max") {
+		t.Fatalf("err %v, want the optmem error", err)
+	}
+}
