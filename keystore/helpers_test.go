@@ -214,3 +214,9 @@ func TestSecretsFileLists(t *testing.T) {
 		}
 	}
 }
+
+func decodeJSONMap(b []byte) (map[string]any, error) {
+	var m map[string]any
+	err := json.Unmarshal(b, &m)
+	return m, err
+}

@@ -56,6 +56,15 @@ var (
 	ErrNoChains     = errors.New("keystore: source holds no chains")
 )
 
+// valueError is a bad-value message that wraps ErrBadValue without
+// repeating its text.
+type valueError struct{ msg string }
+
+func (e *valueError) Error() string { return e.msg }
+func (e *valueError) Unwrap() error { return ErrBadValue }
+
+func bad(format string, a ...any) error { return &valueError{fmt.Sprintf(format, a...)} }
+
 // The generic value tree both decoders produce: string, bool, number (the
 // literal text), nil, []any and *object.
 type number string
@@ -115,11 +124,11 @@ func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int
 		return &FieldError{Source: srcOf(line), Chain: name, Field: field, Err: err}
 	}
 	if !chainName.MatchString(name) {
-		return nil, chainErr("", 0, fmt.Errorf("%w: chain name must match %s", ErrBadValue, chainName))
+		return nil, chainErr("", 0, bad("chain name must match %s", chainName))
 	}
 	o, ok := v.(*object)
 	if !ok {
-		return nil, chainErr("", 0, fmt.Errorf("%w: chain must be a mapping with keys", ErrBadValue))
+		return nil, chainErr("", 0, bad("chain must be a mapping with keys"))
 	}
 	if bad := unknownFields(o, chainFields); len(bad) > 0 {
 		return nil, chainErr(bad[0], o.lines[bad[0]], ErrUnknownField)
@@ -145,7 +154,7 @@ func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int
 	}
 	list, ok := kv.([]any)
 	if !ok {
-		return nil, chainErr("keys", o.lines["keys"], fmt.Errorf("%w: want a list of keys", ErrBadValue))
+		return nil, chainErr("keys", o.lines["keys"], bad("want a list of keys"))
 	}
 	c := &Chain{Name: name}
 	seen := map[string]bool{}
@@ -190,12 +199,12 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return MKT{}, &FieldError{Source: srcOf(line), Chain: chain, Key: keyName, Field: field, Err: e}
 	}
 	if !ok {
-		return fail("", fmt.Errorf("%w: a key must be a mapping", ErrBadValue))
+		return fail("", bad("a key must be a mapping"))
 	}
 	if nv, ok := o.get("name"); ok {
 		s, isStr := scalarText(nv)
 		if !isStr || s == "" || len(s) > 64 || strings.ContainsAny(s, "\x00\n\r\t") {
-			return fail("name", fmt.Errorf("%w: want a name of 1..64 printable characters", ErrBadValue))
+			return fail("name", bad("want a name of 1..64 printable characters"))
 		}
 		keyName = s
 	} else {
@@ -226,7 +235,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	as, _ := scalarText(av)
 	alg, err := tcpao.ParseAlgorithm(as)
 	if err != nil {
-		return fail("algorithm", fmt.Errorf("%w: want one of hmac(sha1), hmac(sha256), cmac(aes128)", ErrBadValue))
+		return fail("algorithm", bad("want one of hmac(sha1), hmac(sha256), cmac(aes128)"))
 	}
 	m.Algorithm = alg
 
@@ -234,7 +243,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	hx, hasHex := o.get("secret_hex")
 	switch {
 	case hasB64 && hasHex:
-		return fail("secret", fmt.Errorf("%w: give secret_b64 or secret_hex, not both", ErrBadValue))
+		return fail("secret", bad("give secret_b64 or secret_hex, not both"))
 	case !hasB64 && !hasHex:
 		return fail("secret", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField))
 	}
@@ -253,10 +262,10 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	m.Secret = tcpao.NewSecret(raw)
 	clear(raw)
 	if n := m.Secret.Len(); n < 1 || n > tcpao.MaxKeyLen {
-		return fail("secret", fmt.Errorf("%w: %d bytes, want 1..%d", ErrBadValue, n, tcpao.MaxKeyLen))
+		return fail("secret", bad("%d bytes, want 1..%d", n, tcpao.MaxKeyLen))
 	}
 	if m.Algorithm == tcpao.CMACAES128 && m.Secret.Len() != 16 {
-		return fail("secret", fmt.Errorf("%w: %d bytes, cmac(aes128) wants 16", ErrBadValue, m.Secret.Len()))
+		return fail("secret", bad("%d bytes, cmac(aes128) wants 16", m.Secret.Len()))
 	}
 
 	m.MACLen = tcpao.DefaultMACLen
@@ -290,7 +299,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		case "exclude":
 			m.IncludeTCPOptions = false
 		default:
-			return fail("tcp_options", fmt.Errorf("%w: want include or exclude", ErrBadValue))
+			return fail("tcp_options", bad("want include or exclude"))
 		}
 	}
 	if lv, ok := o.get("send_lifetime"); ok {
@@ -306,7 +315,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	if rv, ok := o.get("revoked"); ok {
 		b, isBool := rv.(bool)
 		if !isBool {
-			return fail("revoked", fmt.Errorf("%w: want true or false", ErrBadValue))
+			return fail("revoked", bad("want true or false"))
 		}
 		m.Revoked = b
 	}
@@ -338,11 +347,11 @@ func parseInt(v any, lo, hi int64) (int64, error) {
 	case string:
 		s = x
 	default:
-		return 0, fmt.Errorf("%w: want an integer %d..%d", ErrBadValue, lo, hi)
+		return 0, bad("want an integer %d..%d", lo, hi)
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%w: %q, want an integer %d..%d", ErrBadValue, truncate(s), lo, hi)
+		return 0, bad("%q, want an integer %d..%d", truncate(s), lo, hi)
 	}
 	return n, nil
 }
@@ -351,20 +360,20 @@ func parseInt(v any, lo, hi int64) (int64, error) {
 func decodeSecret(v any, isHex bool) ([]byte, error) {
 	s, ok := v.(string)
 	if !ok {
-		return nil, fmt.Errorf("%w: want a string", ErrBadValue)
+		return nil, bad("want a string")
 	}
 	s = strings.TrimSpace(s)
 	if isHex {
 		s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
 		b, err := hex.DecodeString(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: not hexadecimal (%d characters)", ErrBadValue, len(s))
+			return nil, bad("not hexadecimal (%d characters)", len(s))
 		}
 		return b, nil
 	}
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not standard base64 (%d characters)", ErrBadValue, len(s))
+		return nil, bad("not standard base64 (%d characters)", len(s))
 	}
 	return b, nil
 }
@@ -377,16 +386,16 @@ func parsePeers(v any) ([]netip.Prefix, error) {
 	case string:
 		items = []any{x}
 	default:
-		return nil, fmt.Errorf("%w: want a list of addresses or prefixes", ErrBadValue)
+		return nil, bad("want a list of addresses or prefixes")
 	}
 	if len(items) == 0 {
-		return nil, fmt.Errorf("%w: empty list", ErrBadValue)
+		return nil, bad("empty list")
 	}
 	out := make([]netip.Prefix, 0, len(items))
 	for _, it := range items {
 		s, ok := it.(string)
 		if !ok {
-			return nil, fmt.Errorf("%w: want an address or prefix string", ErrBadValue)
+			return nil, bad("want an address or prefix string")
 		}
 		p, err := parsePrefix(s)
 		if err != nil {
@@ -401,16 +410,16 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%w: %q is not an IPv4 or IPv6 address", ErrBadValue, truncate(s))
+			return netip.Prefix{}, bad("%q is not an IPv4 or IPv6 address", truncate(s))
 		}
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w: %q is not a prefix", ErrBadValue, truncate(s))
+		return netip.Prefix{}, bad("%q is not a prefix", truncate(s))
 	}
 	if p != p.Masked() {
-		return netip.Prefix{}, fmt.Errorf("%w: prefix %s has host bits set (want %s)", ErrBadValue, p, p.Masked())
+		return netip.Prefix{}, bad("prefix %s has host bits set (want %s)", p, p.Masked())
 	}
 	return p, nil
 }
@@ -420,10 +429,10 @@ var vrfName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,15}$`)
 func parseVRF(v any) (string, error) {
 	s, ok := v.(string)
 	if !ok {
-		return "", fmt.Errorf("%w: want an interface name", ErrBadValue)
+		return "", bad("want an interface name")
 	}
 	if s != "" && !vrfName.MatchString(s) {
-		return "", fmt.Errorf("%w: %q is not a VRF device name (1..15 of A-Za-z0-9_.:-)", ErrBadValue, truncate(s))
+		return "", bad("%q is not a VRF device name (1..15 of A-Za-z0-9_.:-)", truncate(s))
 	}
 	return s, nil
 }
@@ -436,11 +445,11 @@ func parseLifetime(v any) (Lifetime, error) {
 		if s == "always" {
 			return Always, nil
 		}
-		return Lifetime{}, fmt.Errorf("%w: want \"always\" or {start, end|duration}", ErrBadValue)
+		return Lifetime{}, bad("want \"always\" or {start, end|duration}")
 	}
 	o, ok := v.(*object)
 	if !ok {
-		return Lifetime{}, fmt.Errorf("%w: want \"always\" or {start, end|duration}", ErrBadValue)
+		return Lifetime{}, bad("want \"always\" or {start, end|duration}")
 	}
 	if bad := unknownFields(o, []string{"start", "end", "duration"}); len(bad) > 0 {
 		return Lifetime{}, fmt.Errorf("%w: %s", ErrUnknownField, truncate(bad[0]))
@@ -456,14 +465,14 @@ func parseLifetime(v any) (Lifetime, error) {
 	dv, hasDur := o.get("duration")
 	switch {
 	case hasEnd && hasDur:
-		return Lifetime{}, fmt.Errorf("%w: give end or duration, not both", ErrBadValue)
+		return Lifetime{}, bad("give end or duration, not both")
 	case hasEnd:
 		if l.End, err = parseTime(ev); err != nil {
 			return Lifetime{}, fmt.Errorf("end: %w", err)
 		}
 	case hasDur:
 		if l.Start.IsZero() {
-			return Lifetime{}, fmt.Errorf("%w: duration needs a start", ErrBadValue)
+			return Lifetime{}, bad("duration needs a start")
 		}
 		d, err := parseDuration(dv)
 		if err != nil {
@@ -472,7 +481,7 @@ func parseLifetime(v any) (Lifetime, error) {
 		l.End = l.Start.Add(d)
 	}
 	if !l.Start.IsZero() && !l.End.IsZero() && !l.End.After(l.Start) {
-		return Lifetime{}, fmt.Errorf("%w: end %s is not after start %s", ErrBadValue,
+		return Lifetime{}, bad("end %s is not after start %s",
 			l.End.UTC().Format(time.RFC3339), l.Start.UTC().Format(time.RFC3339))
 	}
 	return l, nil
@@ -481,11 +490,11 @@ func parseLifetime(v any) (Lifetime, error) {
 func parseTime(v any) (time.Time, error) {
 	s, ok := v.(string)
 	if !ok {
-		return time.Time{}, fmt.Errorf("%w: want an RFC 3339 time", ErrBadValue)
+		return time.Time{}, bad("want an RFC 3339 time")
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %q is not an RFC 3339 time", ErrBadValue, truncate(s))
+		return time.Time{}, bad("%q is not an RFC 3339 time", truncate(s))
 	}
 	return t, nil
 }
@@ -498,27 +507,27 @@ func parseDuration(v any) (time.Duration, error) {
 	case number:
 		n, err := strconv.ParseInt(string(x), 10, 64)
 		if err != nil || n <= 0 || n > int64(maxDuration/time.Second) {
-			return 0, fmt.Errorf("%w: %q, want seconds > 0", ErrBadValue, truncate(string(x)))
+			return 0, bad("%q, want seconds > 0", truncate(string(x)))
 		}
 		d = time.Duration(n) * time.Second
 	case string:
 		if days, ok := strings.CutSuffix(x, "d"); ok {
 			n, err := strconv.ParseInt(days, 10, 64)
 			if err != nil || n <= 0 || n > 100*365 {
-				return 0, fmt.Errorf("%w: %q, want days > 0", ErrBadValue, truncate(x))
+				return 0, bad("%q, want days > 0", truncate(x))
 			}
 			d = time.Duration(n) * 24 * time.Hour
 		} else {
 			var err error
 			if d, err = time.ParseDuration(x); err != nil {
-				return 0, fmt.Errorf("%w: %q is not a duration", ErrBadValue, truncate(x))
+				return 0, bad("%q is not a duration", truncate(x))
 			}
 		}
 	default:
-		return 0, fmt.Errorf("%w: want a duration", ErrBadValue)
+		return 0, bad("want a duration")
 	}
 	if d <= 0 || d > maxDuration {
-		return 0, fmt.Errorf("%w: duration must be > 0 and at most 100 years", ErrBadValue)
+		return 0, bad("duration must be > 0 and at most 100 years")
 	}
 	return d, nil
 }

@@ -2,9 +2,12 @@ package vaulttest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"sort"
@@ -22,6 +25,9 @@ type Options struct {
 	KVMounts []string
 	// RootToken is the token that never expires; "" means "root".
 	RootToken string
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1 (see
+	// CACertPEM), for tests of VAULT_CACERT and friends.
+	TLS bool
 }
 
 // TokenOptions describe a token issued with IssueToken or by an AppRole login.
@@ -72,6 +78,8 @@ type Server struct {
 	opts Options
 	srv  *http.Server
 	addr string
+	tls  *tls.Config
+	ca   []byte
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -98,6 +106,14 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, tokens: map[string]*token{}, roles: map[string]*appRole{}, kv: map[string]*kvEntry{}}
 	s.tokens[o.RootToken] = &token{id: o.RootToken, accessor: "root-accessor", issued: o.Now(),
 		opts: TokenOptions{Policies: []string{"root"}}, path: "auth/token/root"}
+	if o.TLS {
+		cert, ca, err := selfSigned(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.ca = ca
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("vaulttest: listen: %w", err)
@@ -108,14 +124,26 @@ func New(o Options) (*Server, error) {
 }
 
 func (s *Server) serve(ln net.Listener) {
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	srv := s.srv
 	go func() { _ = srv.Serve(ln) }()
 }
 
 // URL is the server's address for VAULT_ADDR.
-func (s *Server) URL() string { return "http://" + s.addr }
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "https://" + s.addr
+	}
+	return "http://" + s.addr
+}
+
+// CACertPEM is the PEM certificate to trust with Options.TLS (nil without).
+func (s *Server) CACertPEM() []byte { return bytes.Clone(s.ca) }
 
 // RootToken is the token that never expires.
 func (s *Server) RootToken() string { return s.opts.RootToken }
@@ -182,6 +210,17 @@ func (s *Server) ExpireToken(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.tokens, id)
+}
+
+// ExpireAllTokens invalidates every token except the root token.
+func (s *Server) ExpireAllTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.tokens {
+		if id != s.opts.RootToken {
+			delete(s.tokens, id)
+		}
+	}
 }
 
 // AddAppRole registers an AppRole whose login issues tokens with o.
