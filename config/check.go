@@ -1,0 +1,104 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+// DefaultHorizon is how far ahead Check looks for key-coverage gaps.
+const DefaultHorizon = 90 * 24 * time.Hour
+
+// CheckOptions configure Check.
+type CheckOptions struct {
+	// Now is the instant the policy is validated at; zero means time.Now().
+	Now time.Time
+	// Horizon is how far ahead gaps are looked for; 0 means DefaultHorizon.
+	Horizon time.Duration
+	// SkipKeySource checks config and policy only (no key file or Vault
+	// read, hence no policy-versus-keys checks).
+	SkipKeySource bool
+	Logger        *slog.Logger
+}
+
+// Checked is the outcome of Check: what loaded, and every problem found.
+type Checked struct {
+	Config *Config
+	Policy *policy.Policy
+	// Snapshot is the key source's snapshot, owned by the caller, who
+	// zeroes it (Zero is safe on nil).
+	Snapshot *keystore.Snapshot
+	// Problems are the errors found, in order: config, control group,
+	// policy, key source read, rejected MKTs, policy versus keys. Each one
+	// names its file and line where it has them.
+	Problems []error
+}
+
+// OK reports whether no problem was found.
+func (c *Checked) OK() bool { return len(c.Problems) == 0 }
+
+// Check runs the checks the daemon runs at start and on reload: parse the
+// config, resolve the control group, load the policy, read the key source,
+// and validate the policy against the keys over the horizon. It stops early
+// only when a later step cannot run (no config, no policy).
+func Check(ctx context.Context, path string, o CheckOptions) *Checked {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	if o.Horizon == 0 {
+		o.Horizon = DefaultHorizon
+	}
+	out := &Checked{}
+	c, err := Load(path)
+	if err != nil {
+		out.Problems = append(out.Problems, flatten(err)...)
+		return out
+	}
+	out.Config = c
+	if _, _, err := c.Control.GroupID(); err != nil {
+		out.Problems = append(out.Problems, &Error{File: path, Field: "control.group", Err: err})
+	}
+	pol, err := c.LoadPolicy()
+	if err != nil {
+		out.Problems = append(out.Problems, flatten(err)...)
+		return out
+	}
+	out.Policy = pol
+	if o.SkipKeySource {
+		return out
+	}
+	src, err := c.OpenKeySource(SourceOptions{Logger: o.Logger, Now: func() time.Time { return o.Now }})
+	if err != nil {
+		out.Problems = append(out.Problems, err)
+		return out
+	}
+	defer src.Close()
+	snap, err := src.Read(ctx)
+	if err != nil {
+		out.Problems = append(out.Problems, fmt.Errorf("key source %s: %w", src.Name(), err))
+		return out
+	}
+	out.Snapshot = snap
+	out.Problems = append(out.Problems, snap.Rejected()...)
+	for _, p := range pol.Validate(snap, o.Now, o.Horizon) {
+		out.Problems = append(out.Problems, p)
+	}
+	return out
+}
+
+// flatten splits an Errors or policy.Problems into one error per problem.
+func flatten(err error) []error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		return m.Unwrap()
+	}
+	var ps policy.Problems
+	if errors.As(err, &ps) {
+		return ps.Unwrap()
+	}
+	return []error{err}
+}

@@ -1,0 +1,195 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/policy"
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults of the optional settings.
+const (
+	DefaultPath          = "/etc/aokeyd/aokeyd.yaml"
+	DefaultControlSocket = "/run/aokeyd/control.sock"
+	DefaultControlMode   = fs.FileMode(0o660)
+	DefaultMetricsListen = "127.0.0.1:9179"
+	DefaultGoBGPAddress  = "127.0.0.1:50051"
+	DefaultProcessName   = "gobgpd"
+	DefaultRefresh       = 30 * time.Second
+	DefaultStaleAfter    = 10 * time.Minute
+	DefaultLogFormat     = "text"
+	DefaultLogLevel      = "info"
+	// MetricsOff as metrics.listen disables the metrics listener.
+	MetricsOff = "off"
+	// MaxFileSize bounds the size of a config file.
+	MaxFileSize = 1 << 20
+)
+
+// Key source types.
+const (
+	SourceFile  = "file"
+	SourceVault = "vault"
+)
+
+// Vault auth methods.
+const (
+	AuthToken   = "token"
+	AuthAppRole = "approle"
+)
+
+// Config is a parsed, checked aokeyd configuration with defaults applied
+// and relative paths resolved.
+type Config struct {
+	// File is the name the config was parsed under ("" for Default).
+	File      string    `yaml:"-"`
+	KeySource KeySource `yaml:"key_source"`
+	Policy    Policy    `yaml:"policy"`
+	GoBGP     GoBGP     `yaml:"gobgp"`
+	Control   Control   `yaml:"control"`
+	Metrics   Metrics   `yaml:"metrics"`
+	Log       Log       `yaml:"log"`
+	Kernel    Kernel    `yaml:"kernel"`
+}
+
+// KeySource selects where MKTs come from.
+type KeySource struct {
+	Type string `yaml:"type"`
+	// Refresh is the polling interval; StaleAfter the age of the last good
+	// read after which status warns.
+	Refresh    Duration    `yaml:"refresh"`
+	StaleAfter Duration    `yaml:"stale_after"`
+	File       *FileSource `yaml:"file"`
+	Vault      *Vault      `yaml:"vault"`
+}
+
+// FileSource is a YAML key file.
+type FileSource struct {
+	Path               string `yaml:"path"`
+	AllowGroupReadable bool   `yaml:"allow_group_readable"`
+}
+
+// Vault is a HashiCorp Vault KV v2 key source.
+type Vault struct {
+	Address   string    `yaml:"address"`
+	Mount     string    `yaml:"mount"`
+	Prefix    string    `yaml:"prefix"`
+	Namespace string    `yaml:"namespace"`
+	CACert    string    `yaml:"ca_cert"`
+	Auth      VaultAuth `yaml:"auth"`
+}
+
+// VaultAuth is how aokeyd logs in to Vault. It names files only: no secret
+// is ever written in the config.
+type VaultAuth struct {
+	Method       string `yaml:"method"`
+	TokenFile    string `yaml:"token_file"`
+	RoleIDFile   string `yaml:"role_id_file"`
+	SecretIDFile string `yaml:"secret_id_file"`
+	Mount        string `yaml:"mount"`
+}
+
+// Policy names the rotation policy file.
+type Policy struct {
+	Path       string `yaml:"path"`
+	JitterSeed string `yaml:"jitter_seed"`
+}
+
+// GoBGP says how to reach gobgpd: its gRPC API, and how to find its process
+// (exactly one of PIDFile and ProcessName is set after Parse).
+type GoBGP struct {
+	Address     string `yaml:"address"`
+	PIDFile     string `yaml:"pid_file"`
+	ProcessName string `yaml:"process_name"`
+}
+
+// Control is the control socket aoctl talks to.
+type Control struct {
+	Socket string `yaml:"socket"`
+	// Group is a group name or numeric gid whose members may use the
+	// socket; "" allows root (and the daemon's own uid) only.
+	Group string   `yaml:"group"`
+	Mode  FileMode `yaml:"mode"`
+}
+
+// Metrics is the Prometheus listener.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// Enabled reports whether the metrics listener is on.
+func (m Metrics) Enabled() bool { return m.Listen != MetricsOff }
+
+// Log configures the daemon's slog handler.
+type Log struct {
+	Format string `yaml:"format"`
+	Level  string `yaml:"level"`
+}
+
+// Kernel holds kernel knobs.
+type Kernel struct {
+	RaiseOptmem bool `yaml:"raise_optmem"`
+}
+
+// Duration is a time.Duration written like the policy's durations ("30s",
+// "10m", "1d").
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := policy.ParseDuration(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: bad duration %q (want e.g. 30s, 10m, 1d)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return policy.FormatDuration(time.Duration(d)), nil }
+
+// String renders d like policy.FormatDuration.
+func (d Duration) String() string { return policy.FormatDuration(time.Duration(d)) }
+
+// FileMode is a permission mode written in octal ("0660").
+type FileMode fs.FileMode
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (m *FileMode) UnmarshalYAML(n *yaml.Node) error {
+	v, err := strconv.ParseUint(strings.TrimPrefix(n.Value, "0o"), 8, 32)
+	if err != nil || n.Kind != yaml.ScalarNode || v > 0o777 {
+		return fmt.Errorf("line %d: bad mode %q (want octal, e.g. \"0660\")", n.Line, n.Value)
+	}
+	*m = FileMode(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (m FileMode) MarshalYAML() (any, error) { return fmt.Sprintf("%04o", uint32(m)), nil }
+
+// Load reads and parses the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return data, nil
+}

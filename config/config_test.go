@@ -1,0 +1,208 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+func TestParseExample(t *testing.T) {
+	c, err := Load("testdata/aokeyd.yaml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got, want := c.KeySource.File.Path, filepath.Join("testdata", "keys.yaml"); got != want {
+		t.Errorf("key file = %q, want %q (relative to the config)", got, want)
+	}
+	if got, want := c.Policy.Path, filepath.Join("testdata", "policy.yaml"); got != want {
+		t.Errorf("policy = %q, want %q", got, want)
+	}
+	if c.GoBGP.PIDFile != "/run/gobgpd.pid" || c.GoBGP.ProcessName != "" {
+		t.Errorf("gobgp = %+v, want pid_file only", c.GoBGP)
+	}
+	if c.Control.Mode != 0o660 || c.Metrics.Listen != "127.0.0.1:9179" || !c.Metrics.Enabled() {
+		t.Errorf("control/metrics = %+v %+v", c.Control, c.Metrics)
+	}
+	if time.Duration(c.KeySource.StaleAfter) != 10*time.Minute {
+		t.Errorf("stale_after = %v", c.KeySource.StaleAfter)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("", []byte("key_source: {type: file, file: {path: /k.yaml}}\npolicy: {path: /p.yaml}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"control.socket", c.Control.Socket, DefaultControlSocket},
+		{"metrics.listen", c.Metrics.Listen, DefaultMetricsListen},
+		{"gobgp.address", c.GoBGP.Address, DefaultGoBGPAddress},
+		{"gobgp.process_name", c.GoBGP.ProcessName, DefaultProcessName},
+		{"log.format", c.Log.Format, DefaultLogFormat},
+		{"log.level", c.Log.Level, DefaultLogLevel},
+		{"key_source.refresh", c.KeySource.Refresh.String(), Duration(DefaultRefresh).String()},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %q, want %q", ch.name, ch.got, ch.want)
+		}
+	}
+	if c.Control.Mode != FileMode(DefaultControlMode) {
+		t.Errorf("control.mode = %o", c.Control.Mode)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const base = "key_source:\n  type: file\n  file:\n    path: k.yaml\npolicy:\n  path: p.yaml\n"
+	tests := []struct {
+		name     string
+		yaml     string
+		line     int
+		field    string
+		sentinel error
+		msg      string
+	}{
+		{"empty", "", 0, "", ErrSyntax, "empty config"},
+		{"unknown top field", base + "metric:\n  listen: x\n", 7, "", ErrSyntax, `unknown field "metric" in config`},
+		{"unknown nested field", base + "log:\n  format: text\n  colour: true\n", 9, "", ErrSyntax, `unknown field "colour" in log`},
+		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", ErrSyntax, "already defined"},
+		{"wrong type", base + "kernel:\n  raise_optmem: maybe\n", 8, "", ErrSyntax, "`maybe` into bool"},
+		{"two documents", base + "---\nlog: {}\n", 7, "", ErrSyntax, "more than one YAML document"},
+		{"bad duration", "key_source:\n  type: file\n  refresh: soon\n", 3, "", ErrSyntax, `bad duration "soon"`},
+		{"bad mode", base + "control:\n  mode: rw\n", 8, "", ErrSyntax, `bad mode "rw"`},
+		{"no source type", "policy: {path: p}\n", 1, "key_source.type", ErrMissing, "want file or vault"},
+		{"bad source type", "key_source:\n  type: etcd\npolicy: {path: p}\n", 2, "key_source.type", ErrInvalid, `"etcd"`},
+		{"file without path", "key_source:\n  type: file\n  file: {}\npolicy: {path: p}\n", 3, "key_source.file.path", ErrMissing, "key file"},
+		{"vault with file section", "key_source:\n  type: vault\n  file:\n    path: x\npolicy: {path: p}\n", 4, "key_source.file", ErrInvalid, "only with type file"},
+		{"approle without ids", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: approle\npolicy: {path: p}\n", 5, "key_source.vault.auth.role_id_file", ErrMissing, "approle"},
+		{"bad auth method", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: ldap\npolicy: {path: p}\n", 5, "key_source.vault.auth.method", ErrInvalid, `"ldap"`},
+		{"bad vault address", "key_source:\n  type: vault\n  vault:\n    address: vault:8200\npolicy: {path: p}\n", 4, "key_source.vault.address", ErrInvalid, "http(s) URL"},
+		{"stale before refresh", "key_source:\n  type: file\n  refresh: 5m\n  stale_after: 1m\n  file: {path: k}\npolicy: {path: p}\n", 4, "key_source.stale_after", ErrInvalid, "shorter than refresh"},
+		{"no policy", "key_source:\n  type: file\n  file: {path: k}\n", 1, "policy.path", ErrMissing, "policy"},
+		{"pid file and name", base + "gobgp:\n  pid_file: /run/g.pid\n  process_name: gobgpd\n", 9, "gobgp.process_name", ErrInvalid, "not both"},
+		{"process path", base + "gobgp:\n  process_name: /usr/sbin/gobgpd\n", 8, "gobgp.process_name", ErrInvalid, "not a path"},
+		{"bad gobgp address", base + "gobgp:\n  address: localhost\n", 8, "gobgp.address", ErrInvalid, "host:port"},
+		{"mode for others", base + "control:\n  mode: \"0666\"\n", 8, "control.mode", ErrInvalid, "others"},
+		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", ErrInvalid, "host:port"},
+		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", ErrInvalid, `"xml"`},
+		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", ErrInvalid, `"loud"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("aokeyd.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("error %v is not Errors", err)
+			}
+			e := es[0]
+			if e.Line != tt.line || e.Field != tt.field || !errors.Is(e, tt.sentinel) || !strings.Contains(e.Error(), tt.msg) {
+				t.Errorf("got %q (line %d, field %q), want line %d field %q %v containing %q",
+					e.Error(), e.Line, e.Field, tt.line, tt.field, tt.sentinel, tt.msg)
+			}
+			if !strings.HasPrefix(e.Error(), "aokeyd.yaml") {
+				t.Errorf("error %q does not name the file", e.Error())
+			}
+		})
+	}
+}
+
+func TestParseReportsAllProblems(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("key_source:\n  type: file\n  file: {}\nlog:\n  format: xml\n  level: loud\n"))
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("err = %v", err)
+	}
+	var fields []string
+	for _, e := range es {
+		fields = append(fields, e.Field)
+	}
+	want := "key_source.file.path policy.path log.format log.level"
+	if got := strings.Join(fields, " "); got != want {
+		t.Errorf("fields = %q, want %q", got, want)
+	}
+}
+
+func TestDefaultConfigAndDemoPolicy(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	if c.KeySource.Type != SourceFile || c.KeySource.File.Path != "/etc/aokeyd/keys.yaml" {
+		t.Errorf("default key source = %+v", c.KeySource)
+	}
+	pol, err := policy.Parse("demo-policy.yaml", DemoPolicy())
+	if err != nil {
+		t.Fatalf("demo policy: %v", err)
+	}
+	snap, err := keystore.DecodeFile("default-keys.yaml", keystore.DefaultKeyFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Zero()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if ps := pol.Validate(snap, now, 10*365*24*time.Hour); len(ps) != 0 {
+		t.Errorf("demo policy against the demo keys: %v", ps)
+	}
+	// The copies are independent.
+	DefaultConfig()[0] = 'X'
+	if DefaultConfig()[0] == 'X' {
+		t.Error("DefaultConfig returns the embedded bytes themselves")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("keys.yaml", string(keystore.DefaultKeyFile()))
+	write("policy.yaml", string(DemoPolicy()))
+	write("bad-policy.yaml", "version: 1\nkey_chains:\n  - name: demo\n  - name: gone\npeers:\n  - neighbor: 192.0.2.2\n    key_chain: demo\n  - neighbor: 192.0.2.9\n    key_chain: gone\n")
+	good := write("good.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: policy.yaml}\n")
+	badPol := write("badpol.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: bad-policy.yaml}\n")
+	noKeys := write("nokeys.yaml", "key_source: {type: file, file: {path: missing.yaml}}\npolicy: {path: policy.yaml}\n")
+	badGroup := write("badgroup.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: policy.yaml}\ncontrol: {group: no-such-group-aokeyd}\n")
+	tests := []struct {
+		name string
+		path string
+		skip bool
+		want []string // substrings, one per problem
+	}{
+		{"good", good, false, nil},
+		{"good, config only", good, true, nil},
+		{"missing config", filepath.Join(dir, "nope.yaml"), false, []string{"no such file"}},
+		{"unknown source chain", badPol, false, []string{`bad-policy.yaml:4:11: key_chains[1].name: unknown key chain: source chain "gone"`}},
+		{"unknown source chain, config only", badPol, true, nil},
+		{"unreadable key file", noKeys, false, []string{"missing.yaml"}},
+		{"unknown group", badGroup, false, []string{"control.group"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := Check(context.Background(), tt.path, CheckOptions{Now: now, SkipKeySource: tt.skip})
+			defer ch.Snapshot.Zero()
+			if len(ch.Problems) < len(tt.want) || (len(tt.want) == 0) != ch.OK() {
+				t.Fatalf("problems = %v, want %d like %q", ch.Problems, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(ch.Problems[i].Error(), w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, ch.Problems[i], w)
+				}
+			}
+		})
+	}
+}

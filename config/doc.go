@@ -1,0 +1,56 @@
+// Package config is aokeyd's daemon configuration: one YAML file that names
+// the key source (a YAML key file or HashiCorp Vault), the rotation policy
+// file, how to reach GoBGP (gRPC address, and how to find the gobgpd process
+// whose sockets aokeyd manages), the control socket, the metrics listener,
+// logging and kernel knobs.
+//
+// Decoding is strict: unknown fields, duplicate keys, wrong types and more
+// than one YAML document are errors. Every problem names the file, line and
+// field ("aokeyd.yaml:7: control.group: ..."); Parse reports all of them at
+// once as an Errors value. Relative paths in the file are resolved against
+// the directory of the config file.
+//
+// # Schema
+//
+//	key_source:
+//	  type: file                       file | vault (required)
+//	  refresh: 30s                     how often the source is polled (default 30s)
+//	  stale_after: 10m                 status warns when the last good read is older (default 10m)
+//	  file:                            with type file
+//	    path: /etc/aokeyd/keys.yaml    required
+//	    allow_group_readable: false    accept a key file with group/other access
+//	  vault:                           with type vault
+//	    address: https://vault:8200    default: VAULT_ADDR
+//	    mount: secret                  KV v2 mount (default "secret")
+//	    prefix: aokeyd                 chains live at <prefix>/chains/<chain> (default "aokeyd")
+//	    namespace: ""                  Vault Enterprise namespace
+//	    ca_cert: /etc/ssl/vault-ca.pem optional CA bundle
+//	    auth:
+//	      method: token                token | approle (default token)
+//	      token_file: /run/vault/token token sink (default: VAULT_TOKEN)
+//	      role_id_file: ...            approle: required
+//	      secret_id_file: ...          approle: required
+//	      mount: approle               approle auth mount (default "approle")
+//	policy:
+//	  path: /etc/aokeyd/policy.yaml    required
+//	  jitter_seed: ""                  seed of the per-peer rotation jitter (policy.WithJitterSeed)
+//	gobgp:
+//	  address: 127.0.0.1:50051         gobgpd gRPC API (default)
+//	  pid_file: /run/gobgpd.pid        how to find gobgpd: a pid file, or
+//	  process_name: gobgpd             a process name (default when neither is set)
+//	control:
+//	  socket: /run/aokeyd/control.sock (default)
+//	  group: ""                        group allowed to use the socket besides root
+//	  mode: "0660"                     socket mode; must not grant access to others
+//	metrics:
+//	  listen: 127.0.0.1:9179           host:port (default, localhost only); "off" disables
+//	log:
+//	  format: text                     text | json
+//	  level: info                      debug | info | warn | error
+//	kernel:
+//	  raise_optmem: false              raise net.core.optmem_max when the keys need more
+//
+// Default returns an embedded configuration for first runs and demos: a key
+// file (seeded with keystore.DefaultKeyFile, public demo keys) and a policy
+// (DemoPolicy) under /etc/aokeyd.
+package config

@@ -1,0 +1,315 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Parse parses and checks a config. file names the config in errors and
+// anchors relative paths ("" leaves them as they are). On failure the error
+// is an Errors value listing every problem found.
+func Parse(file string, data []byte) (*Config, error) {
+	p := &parser{file: file}
+	if len(data) > MaxFileSize {
+		p.add(0, "", fmt.Errorf("%w: file is larger than %d bytes", ErrSyntax, MaxFileSize))
+		return nil, p.errs
+	}
+	c, ok := p.decode(data)
+	if !ok {
+		return nil, p.errs
+	}
+	c.File = file
+	p.check(c)
+	if len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	c.resolve()
+	return c, nil
+}
+
+type parser struct {
+	file string
+	root *yaml.Node
+	errs Errors
+}
+
+func (p *parser) add(line int, field string, err error) {
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Err: err})
+}
+
+// at records a problem at the YAML path field.
+func (p *parser) at(field string, sentinel error, format string, args ...any) {
+	p.add(line(p.root, field), field, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
+}
+
+func (p *parser) decode(data []byte) (*Config, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	switch err := dec.Decode(&root); {
+	case errors.Is(err, io.EOF):
+		p.add(0, "", fmt.Errorf("%w: empty config", ErrSyntax))
+		return nil, false
+	case err != nil:
+		p.yamlErr(err)
+		return nil, false
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			p.yamlErr(err)
+		} else {
+			p.add(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
+		}
+		return nil, false
+	}
+	p.root = &root
+	var c Config
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(&c); err != nil {
+		p.yamlErr(err)
+		return nil, false
+	}
+	return &c, true
+}
+
+var (
+	yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	notFoundRE = regexp.MustCompile(`^field (\S+) not found in type config\.(\w+)$`)
+	typeNames  = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
+		"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
+		"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp",
+		"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel")
+)
+
+// yamlErr turns yaml.v3's messages ("line 3: field foo not found in type
+// config.Log") into Errors with lines.
+func (p *parser) yamlErr(err error) {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{err.Error()}
+	}
+	for _, m := range msgs {
+		ln := 0
+		m = strings.TrimPrefix(m, "yaml: ")
+		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
+			ln, _ = strconv.Atoi(sm[1])
+			m = sm[2]
+		}
+		// Our own unmarshalers prefix their line once more.
+		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
+			ln, _ = strconv.Atoi(sm[1])
+			m = sm[2]
+		}
+		if sm := notFoundRE.FindStringSubmatch(m); sm != nil {
+			m = fmt.Sprintf("unknown field %q in %s", sm[1], typeNames.Replace("config."+sm[2]))
+		}
+		p.add(ln, "", fmt.Errorf("%w: %s", ErrSyntax, typeNames.Replace(m)))
+	}
+}
+
+func (p *parser) check(c *Config) {
+	p.checkSource(c)
+	if c.Policy.Path == "" {
+		p.at("policy.path", ErrMissing, "the rotation policy file")
+	}
+	p.checkGoBGP(&c.GoBGP)
+	p.checkControl(&c.Control)
+	if c.Metrics.Listen == "" {
+		c.Metrics.Listen = DefaultMetricsListen
+	}
+	if c.Metrics.Listen != MetricsOff {
+		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil || port == "" {
+			p.at("metrics.listen", ErrInvalid, "%q is not host:port (or %q)", c.Metrics.Listen, MetricsOff)
+		}
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		p.at("log.format", ErrInvalid, "%q (want text or json)", c.Log.Format)
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if _, err := c.Log.SlogLevel(); err != nil {
+		p.at("log.level", ErrInvalid, "%q (want debug, info, warn or error)", c.Log.Level)
+	}
+}
+
+func (p *parser) checkSource(c *Config) {
+	ks := &c.KeySource
+	if ks.Refresh == 0 {
+		ks.Refresh = Duration(DefaultRefresh)
+	}
+	if ks.StaleAfter == 0 {
+		ks.StaleAfter = Duration(DefaultStaleAfter)
+	}
+	if ks.StaleAfter < ks.Refresh {
+		p.at("key_source.stale_after", ErrInvalid, "%s is shorter than refresh %s", ks.StaleAfter, ks.Refresh)
+	}
+	switch ks.Type {
+	case "":
+		p.at("key_source.type", ErrMissing, "want %s or %s", SourceFile, SourceVault)
+	case SourceFile:
+		if ks.Vault != nil {
+			p.at("key_source.vault", ErrInvalid, "set only with type %s", SourceVault)
+		}
+		if ks.File == nil || ks.File.Path == "" {
+			p.at("key_source.file.path", ErrMissing, "the key file (type %s)", SourceFile)
+		}
+	case SourceVault:
+		if ks.File != nil {
+			p.at("key_source.file", ErrInvalid, "set only with type %s", SourceFile)
+		}
+		if ks.Vault == nil {
+			ks.Vault = &Vault{}
+		}
+		p.checkVault(ks.Vault)
+	default:
+		p.at("key_source.type", ErrInvalid, "%q (want %s or %s)", ks.Type, SourceFile, SourceVault)
+	}
+}
+
+func (p *parser) checkVault(v *Vault) {
+	if v.Address != "" {
+		u, err := url.Parse(v.Address)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.at("key_source.vault.address", ErrInvalid, "%q is not an http(s) URL", v.Address)
+		}
+	}
+	a := &v.Auth
+	if a.Method == "" {
+		a.Method = AuthToken
+	}
+	switch a.Method {
+	case AuthToken:
+		if a.RoleIDFile != "" || a.SecretIDFile != "" {
+			p.at("key_source.vault.auth", ErrInvalid, "role_id_file and secret_id_file need method %s", AuthAppRole)
+		}
+	case AuthAppRole:
+		if a.RoleIDFile == "" {
+			p.at("key_source.vault.auth.role_id_file", ErrMissing, "method %s needs it", AuthAppRole)
+		}
+		if a.SecretIDFile == "" {
+			p.at("key_source.vault.auth.secret_id_file", ErrMissing, "method %s needs it", AuthAppRole)
+		}
+		if a.TokenFile != "" {
+			p.at("key_source.vault.auth.token_file", ErrInvalid, "set only with method %s", AuthToken)
+		}
+	default:
+		p.at("key_source.vault.auth.method", ErrInvalid, "%q (want %s or %s)", a.Method, AuthToken, AuthAppRole)
+	}
+}
+
+func (p *parser) checkGoBGP(g *GoBGP) {
+	if g.Address == "" {
+		g.Address = DefaultGoBGPAddress
+	}
+	if _, port, err := net.SplitHostPort(g.Address); err != nil || port == "" {
+		p.at("gobgp.address", ErrInvalid, "%q is not host:port", g.Address)
+	}
+	switch {
+	case g.PIDFile != "" && g.ProcessName != "":
+		p.at("gobgp.process_name", ErrInvalid, "set pid_file or process_name, not both")
+	case g.PIDFile == "" && g.ProcessName == "":
+		g.ProcessName = DefaultProcessName
+	}
+	if strings.ContainsRune(g.ProcessName, '/') {
+		p.at("gobgp.process_name", ErrInvalid, "%q: a process name (comm), not a path", g.ProcessName)
+	}
+}
+
+func (p *parser) checkControl(c *Control) {
+	if c.Socket == "" {
+		c.Socket = DefaultControlSocket
+	}
+	if c.Mode == 0 {
+		c.Mode = FileMode(DefaultControlMode)
+	}
+	if c.Mode&0o007 != 0 {
+		p.at("control.mode", ErrInvalid, "%04o grants access to others (the socket is root's and its group's)", uint32(c.Mode))
+	}
+	if c.Mode&0o600 != 0o600 {
+		p.at("control.mode", ErrInvalid, "%04o: the owner needs read and write", uint32(c.Mode))
+	}
+	if strings.ContainsAny(c.Group, " :\t") {
+		p.at("control.group", ErrInvalid, "%q is not a group name or gid", c.Group)
+	}
+}
+
+// SlogLevel is the configured level as a slog.Level.
+func (l Log) SlogLevel() (slog.Level, error) {
+	var lv slog.Level
+	err := lv.UnmarshalText([]byte(l.Level))
+	return lv, err
+}
+
+// resolve makes relative paths relative to the config file's directory.
+func (c *Config) resolve() {
+	if c.File == "" {
+		return
+	}
+	dir := filepath.Dir(c.File)
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	abs(&c.Policy.Path)
+	if f := c.KeySource.File; f != nil {
+		abs(&f.Path)
+	}
+	if v := c.KeySource.Vault; v != nil {
+		abs(&v.CACert)
+		abs(&v.Auth.TokenFile)
+		abs(&v.Auth.RoleIDFile)
+		abs(&v.Auth.SecretIDFile)
+	}
+	abs(&c.GoBGP.PIDFile)
+	abs(&c.Control.Socket)
+}
+
+// line returns the line of the node at path (a dotted YAML path), or of the
+// deepest ancestor present; 0 when there is no document.
+func line(root *yaml.Node, path string) int {
+	if root == nil {
+		return 0
+	}
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, seg := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			break
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == seg {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return n.Line
+}
+

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os/user"
+	"strconv"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/hashicorp/vault/api"
+)
+
+// SourceOptions are the runtime parts of a key source that the file does
+// not hold.
+type SourceOptions struct {
+	// Logger receives the source's messages; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// KeySourceHandle is an opened key source. Close wipes its cached keys.
+type KeySourceHandle interface {
+	keystore.Source
+	Close() error
+}
+
+// OpenKeySource builds the configured key source. It does not read it yet.
+// For Vault, the caller also runs (*keystore.VaultSource).Run for token
+// renewal when it keeps the source open.
+func (c *Config) OpenKeySource(o SourceOptions) (KeySourceHandle, error) {
+	ks := c.KeySource
+	switch ks.Type {
+	case SourceFile:
+		src, err := keystore.NewFile(keystore.FileOptions{
+			Path:                  ks.File.Path,
+			AllowGroupOtherAccess: ks.File.AllowGroupReadable,
+			Logger:                o.Logger,
+			Now:                   o.Now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: key_source.file: %w", err)
+		}
+		return src, nil
+	case SourceVault:
+		v := ks.Vault
+		cfg := api.DefaultConfig()
+		if cfg.Error != nil {
+			return nil, fmt.Errorf("config: key_source.vault: %w", cfg.Error)
+		}
+		if v.Address != "" {
+			cfg.Address = v.Address
+		}
+		if v.CACert != "" {
+			if err := cfg.ConfigureTLS(&api.TLSConfig{CACert: v.CACert}); err != nil {
+				return nil, fmt.Errorf("config: key_source.vault.ca_cert %s: %w", v.CACert, err)
+			}
+		}
+		src, err := keystore.NewVault(keystore.VaultOptions{
+			Config:    cfg,
+			Mount:     v.Mount,
+			Prefix:    v.Prefix,
+			Namespace: v.Namespace,
+			Auth: keystore.VaultAuth{
+				Method:       v.Auth.Method,
+				TokenFile:    v.Auth.TokenFile,
+				RoleIDFile:   v.Auth.RoleIDFile,
+				SecretIDFile: v.Auth.SecretIDFile,
+				AppRoleMount: v.Auth.Mount,
+			},
+			Logger: o.Logger,
+			Now:    o.Now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: key_source.vault: %w", err)
+		}
+		return src, nil
+	}
+	return nil, fmt.Errorf("config: key_source.type: %w: %q", ErrInvalid, ks.Type)
+}
+
+// LoadPolicy loads the configured policy file with the configured jitter
+// seed.
+func (c *Config) LoadPolicy() (*policy.Policy, error) {
+	var opts []policy.Option
+	if c.Policy.JitterSeed != "" {
+		opts = append(opts, policy.WithJitterSeed([]byte(c.Policy.JitterSeed)))
+	}
+	return policy.Load(c.Policy.Path, opts...)
+}
+
+// GroupID resolves control.group to a gid: a numeric gid as is, a name
+// through the system's group database. ok is false when no group is
+// configured.
+func (c Control) GroupID() (gid int, ok bool, err error) {
+	if c.Group == "" {
+		return 0, false, nil
+	}
+	if n, err := strconv.Atoi(c.Group); err == nil && n >= 0 {
+		return n, true, nil
+	}
+	g, err := user.LookupGroup(c.Group)
+	if err != nil {
+		return 0, false, fmt.Errorf("config: control.group: %w", err)
+	}
+	n, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return 0, false, fmt.Errorf("config: control.group %q: gid %q: %w", c.Group, g.Gid, err)
+	}
+	return n, true, nil
+}
