@@ -312,4 +312,3 @@ func line(root *yaml.Node, path string) int {
 	}
 	return n.Line
 }
-
