@@ -1,0 +1,18 @@
+// Package metrics holds every Prometheus metric aokeyd exports, with their
+// names in one place (names.go), and a Metrics value that the daemon updates.
+//
+// Per-peer series carry the labels peer (the neighbor address or prefix) and
+// vrf ("" for the default VRF); DeletePeer removes every series of a peer
+// when it goes away, so no stale series outlive a deleted neighbor.
+//
+// The kernel's TCP-AO counters (per key pkt_good/pkt_bad from
+// TCP_AO_GET_KEYS, per socket pkt_key_not_found/pkt_ao_required from
+// TCP_AO_INFO) are mirrored as counters: ObserveKeys and ObserveSocket store
+// the values last read and the collector reports them at scrape time. A
+// counter that goes down (a re-created socket) is a counter reset to
+// Prometheus, which rate() handles.
+//
+// No metric carries key material: keys are named by chain, name and IDs.
+// Label values with unbounded cardinality (error texts) are never used:
+// abort reasons must be short fixed words.
+package metrics

@@ -1,0 +1,280 @@
+package metrics
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Peer names one BGP neighbor in labels.
+type Peer struct {
+	Addr string // neighbor address or prefix
+	VRF  string // "" for the default VRF
+}
+
+func (p Peer) labels() prometheus.Labels {
+	return prometheus.Labels{LabelPeer: p.Addr, LabelVRF: p.VRF}
+}
+
+// KeyCounters are one key's TCP_AO_GET_KEYS counters.
+type KeyCounters struct {
+	Key     string // "chain/name"
+	SendID  uint8
+	RecvID  uint8
+	PktGood uint64
+	PktBad  uint64
+}
+
+// SocketCounters are one socket's TCP_AO_INFO counters.
+type SocketCounters struct {
+	PktGood        uint64
+	PktBad         uint64
+	PktKeyNotFound uint64
+	PktAORequired  uint64
+}
+
+// Metrics is aokeyd's metric set. Its methods are safe for concurrent use.
+type Metrics struct {
+	current, rnext, keys, state *prometheus.GaugeVec
+	started, completed, aborted *prometheus.CounterVec
+	lastSync                    prometheus.Gauge
+	syncErrors                  prometheus.Counter
+	revokes                     *prometheus.CounterVec
+	revokeDuration              prometheus.Histogram
+	optmemLimit, optmemNeeded   prometheus.Gauge
+	refused                     prometheus.Counter
+	kernel                      *kernelCollector
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	peer := []string{LabelPeer, LabelVRF}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, append(append([]string(nil), peer...), labels...))
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(append([]string(nil), peer...), labels...))
+	}
+	m := &Metrics{
+		current:   gauge(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none)."),
+		rnext:     gauge(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none)."),
+		keys:      gauge(NamePeerKeys, "TCP-AO keys installed on the peer's established socket."),
+		state:     gauge(NameRotationState, "1 for the rotation state the peer is in.", LabelState),
+		started:   counter(NameRotationsStarted, "Key rotations started."),
+		completed: counter(NameRotationsCompleted, "Key rotations completed (old key retired)."),
+		aborted:   counter(NameRotationsAborted, "Key rotations aborted, by reason.", LabelReason),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: NameKeySourceLastSync,
+			Help: "Unix time of the last successful key source read."}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: NameKeySourceSyncErrors,
+			Help: "Failed key source reads."}),
+		revokes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameRevokes,
+			Help: "Revoked-key removals, by per-socket outcome."}, []string{LabelAction}),
+		revokeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: NameRevokeDuration,
+			Help:    "Wall time of revoke requests.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10}}),
+		optmemLimit: prometheus.NewGauge(prometheus.GaugeOpts{Name: NameOptmemLimit,
+			Help: "net.core.optmem_max."}),
+		optmemNeeded: prometheus.NewGauge(prometheus.GaugeOpts{Name: NameOptmemNeeded,
+			Help: "Socket option memory the largest TCP-AO key set needs."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: NameControlRefused,
+			Help: "Control socket connections refused (peer uid not permitted)."}),
+		kernel: newKernelCollector(),
+	}
+	for _, c := range []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.started, m.completed,
+		m.aborted, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration, m.optmemLimit, m.optmemNeeded,
+		m.refused, m.kernel} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// SetPeerKeys records the peer's Current_key SendID and RNext_key RecvID
+// (nil: none) and how many keys its established socket holds.
+func (m *Metrics) SetPeerKeys(p Peer, current, rnext *uint8, installed int) {
+	id := func(v *uint8) float64 {
+		if v == nil {
+			return -1
+		}
+		return float64(*v)
+	}
+	m.current.With(p.labels()).Set(id(current))
+	m.rnext.With(p.labels()).Set(id(rnext))
+	m.keys.With(p.labels()).Set(float64(installed))
+}
+
+// SetRotationState sets the peer's state series to 1 and drops its others.
+func (m *Metrics) SetRotationState(p Peer, state string) {
+	m.state.DeletePartialMatch(p.labels())
+	l := p.labels()
+	l[LabelState] = state
+	m.state.With(l).Set(1)
+}
+
+// RotationStarted counts a rotation that began on the peer.
+func (m *Metrics) RotationStarted(p Peer) { m.started.With(p.labels()).Inc() }
+
+// RotationCompleted counts a rotation that retired the old key.
+func (m *Metrics) RotationCompleted(p Peer) { m.completed.With(p.labels()).Inc() }
+
+// RotationAborted counts an aborted rotation. reason must be one of a few
+// fixed words (e.g. "switch-timeout", "session-down", "kernel-error").
+func (m *Metrics) RotationAborted(p Peer, reason string) {
+	l := p.labels()
+	l[LabelReason] = reason
+	m.aborted.With(l).Inc()
+}
+
+// KeySourceSynced records a successful key source read at t.
+func (m *Metrics) KeySourceSynced(t time.Time) {
+	m.lastSync.Set(float64(t.UnixNano()) / 1e9)
+}
+
+// KeySourceFailed counts a failed key source read.
+func (m *Metrics) KeySourceFailed() { m.syncErrors.Inc() }
+
+// Revoked counts one socket's revoke outcome (deleted, forced-replaced,
+// reset, kept, error).
+func (m *Metrics) Revoked(action string) { m.revokes.WithLabelValues(action).Inc() }
+
+// RevokeDone records the wall time of a revoke request.
+func (m *Metrics) RevokeDone(d time.Duration) { m.revokeDuration.Observe(d.Seconds()) }
+
+// SetOptmem records net.core.optmem_max and what the keys need.
+func (m *Metrics) SetOptmem(limit, needed int) {
+	m.optmemLimit.Set(float64(limit))
+	m.optmemNeeded.Set(float64(needed))
+}
+
+// ControlRefused counts a refused control connection.
+func (m *Metrics) ControlRefused() { m.refused.Inc() }
+
+// ObserveKeys replaces the peer's per-key counters with keys (keys that
+// are gone lose their series).
+func (m *Metrics) ObserveKeys(p Peer, keys []KeyCounters) { m.kernel.setKeys(p, keys) }
+
+// ObserveSocket records one socket's counters for the peer. socket names it
+// as status does ("peer 192.0.2.1", "listen 0.0.0.0:179").
+func (m *Metrics) ObserveSocket(p Peer, socket string, c SocketCounters) {
+	m.kernel.setSocket(p, socket, c)
+}
+
+// DeleteSocket drops one socket's counters (the socket closed).
+func (m *Metrics) DeleteSocket(p Peer, socket string) { m.kernel.deleteSocket(p, socket) }
+
+// DeletePeer drops every series of the peer.
+func (m *Metrics) DeletePeer(p Peer) {
+	l := p.labels()
+	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state} {
+		v.DeletePartialMatch(l)
+	}
+	for _, v := range []*prometheus.CounterVec{m.started, m.completed, m.aborted} {
+		v.DeletePartialMatch(l)
+	}
+	m.kernel.deletePeer(p)
+}
+
+// kernelCollector reports the kernel's counters as Prometheus counters with
+// the values last observed.
+type kernelCollector struct {
+	keyGood, keyBad                           *prometheus.Desc
+	sockGood, sockBad, sockNotFound, sockReqd *prometheus.Desc
+
+	mu      sync.Mutex
+	keys    map[Peer][]KeyCounters
+	sockets map[Peer]map[string]SocketCounters
+}
+
+func newKernelCollector() *kernelCollector {
+	keyL := []string{LabelPeer, LabelVRF, LabelKey, LabelSendID, LabelRecvID}
+	sockL := []string{LabelPeer, LabelVRF, LabelSocket}
+	return &kernelCollector{
+		keyGood:      prometheus.NewDesc(NameKeyPktGood, "Segments verified with the key (TCP_AO_GET_KEYS pkt_good).", keyL, nil),
+		keyBad:       prometheus.NewDesc(NameKeyPktBad, "Segments with a bad MAC for the key (pkt_bad).", keyL, nil),
+		sockGood:     prometheus.NewDesc(NameSocketPktGood, "Segments verified on the socket (TCP_AO_INFO pkt_good).", sockL, nil),
+		sockBad:      prometheus.NewDesc(NameSocketPktBad, "Segments with a bad MAC on the socket (pkt_bad).", sockL, nil),
+		sockNotFound: prometheus.NewDesc(NameSocketPktKeyNotFound, "Signed segments for which no key matched (pkt_key_not_found).", sockL, nil),
+		sockReqd:     prometheus.NewDesc(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", sockL, nil),
+		keys:         map[Peer][]KeyCounters{},
+		sockets:      map[Peer]map[string]SocketCounters{},
+	}
+}
+
+func (k *kernelCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{k.keyGood, k.keyBad, k.sockGood, k.sockBad, k.sockNotFound, k.sockReqd} {
+		ch <- d
+	}
+}
+
+func (k *kernelCollector) Collect(ch chan<- prometheus.Metric) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for p, ks := range k.keys {
+		for _, c := range ks {
+			lv := []string{p.Addr, p.VRF, c.Key, strconv.Itoa(int(c.SendID)), strconv.Itoa(int(c.RecvID))}
+			ch <- prometheus.MustNewConstMetric(k.keyGood, prometheus.CounterValue, float64(c.PktGood), lv...)
+			ch <- prometheus.MustNewConstMetric(k.keyBad, prometheus.CounterValue, float64(c.PktBad), lv...)
+		}
+	}
+	for p, ss := range k.sockets {
+		for s, c := range ss {
+			lv := []string{p.Addr, p.VRF, s}
+			ch <- prometheus.MustNewConstMetric(k.sockGood, prometheus.CounterValue, float64(c.PktGood), lv...)
+			ch <- prometheus.MustNewConstMetric(k.sockBad, prometheus.CounterValue, float64(c.PktBad), lv...)
+			ch <- prometheus.MustNewConstMetric(k.sockNotFound, prometheus.CounterValue, float64(c.PktKeyNotFound), lv...)
+			ch <- prometheus.MustNewConstMetric(k.sockReqd, prometheus.CounterValue, float64(c.PktAORequired), lv...)
+		}
+	}
+}
+
+func (k *kernelCollector) setKeys(p Peer, keys []KeyCounters) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(keys) == 0 {
+		delete(k.keys, p)
+		return
+	}
+	// Two keys with the same labels would make the scrape fail; the last
+	// one wins.
+	seen := map[KeyCounters]int{}
+	var out []KeyCounters
+	for _, c := range keys {
+		id := KeyCounters{Key: c.Key, SendID: c.SendID, RecvID: c.RecvID}
+		if i, ok := seen[id]; ok {
+			out[i] = c
+			continue
+		}
+		seen[id] = len(out)
+		out = append(out, c)
+	}
+	k.keys[p] = out
+}
+
+func (k *kernelCollector) setSocket(p Peer, socket string, c SocketCounters) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.sockets[p] == nil {
+		k.sockets[p] = map[string]SocketCounters{}
+	}
+	k.sockets[p][socket] = c
+}
+
+func (k *kernelCollector) deleteSocket(p Peer, socket string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.sockets[p], socket)
+	if len(k.sockets[p]) == 0 {
+		delete(k.sockets, p)
+	}
+}
+
+func (k *kernelCollector) deletePeer(p Peer) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.keys, p)
+	delete(k.sockets, p)
+}

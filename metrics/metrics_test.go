@@ -1,0 +1,156 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+func u8(v uint8) *uint8 { return &v }
+
+// series counts the series of the named metrics that carry label=value.
+func series(t *testing.T, reg *prometheus.Registry, label, value string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func TestDeletePeer(t *testing.T) {
+	m, reg := newTest(t)
+	a := Peer{Addr: "192.0.2.1"}
+	b := Peer{Addr: "192.0.2.2", VRF: "blue"}
+	for _, p := range []Peer{a, b} {
+		m.SetPeerKeys(p, u8(1), u8(101), 2)
+		m.SetRotationState(p, "steady")
+		m.RotationStarted(p)
+		m.RotationCompleted(p)
+		m.RotationAborted(p, "switch-timeout")
+		m.ObserveKeys(p, []KeyCounters{{Key: "core/a", SendID: 1, RecvID: 101, PktGood: 5}, {Key: "core/b", SendID: 2, RecvID: 102}})
+		m.ObserveSocket(p, "peer "+p.Addr, SocketCounters{PktGood: 5, PktKeyNotFound: 1})
+	}
+	// 3 peer gauges + state + 3 rotation counters + 2x2 key counters + 4 socket counters.
+	const perPeer = 3 + 1 + 3 + 4 + 4
+	if got := series(t, reg, LabelPeer, a.Addr); got != perPeer {
+		t.Fatalf("peer a has %d series, want %d", got, perPeer)
+	}
+	m.DeletePeer(a)
+	if got := series(t, reg, LabelPeer, a.Addr); got != 0 {
+		t.Errorf("after DeletePeer(a): %d series of a remain", got)
+	}
+	if got := series(t, reg, LabelPeer, b.Addr); got != perPeer {
+		t.Errorf("after DeletePeer(a): peer b has %d series, want %d", got, perPeer)
+	}
+	if err := testutil.CollectAndCompare(m.kernel, strings.NewReader(`
+# HELP aokeyd_key_pkt_good_total Segments verified with the key (TCP_AO_GET_KEYS pkt_good).
+# TYPE aokeyd_key_pkt_good_total counter
+aokeyd_key_pkt_good_total{key="core/a",peer="192.0.2.2",recv_id="101",send_id="1",vrf="blue"} 5
+aokeyd_key_pkt_good_total{key="core/b",peer="192.0.2.2",recv_id="102",send_id="2",vrf="blue"} 0
+`), NameKeyPktGood); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPeerGauges(t *testing.T) {
+	m, _ := newTest(t)
+	p := Peer{Addr: "2001:db8::1"}
+	m.SetPeerKeys(p, u8(7), nil, 3)
+	if err := testutil.CollectAndCompare(m.current, strings.NewReader(`
+# HELP aokeyd_peer_current_key_id SendID of the peer's Current_key (-1: none).
+# TYPE aokeyd_peer_current_key_id gauge
+aokeyd_peer_current_key_id{peer="2001:db8::1",vrf=""} 7
+`)); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(m.rnext.With(p.labels())); got != -1 {
+		t.Errorf("rnext = %v, want -1 for none", got)
+	}
+	m.SetRotationState(p, "announced")
+	m.SetRotationState(p, "grace")
+	if n := testutil.CollectAndCount(m.state); n != 1 {
+		t.Errorf("state series = %d, want only the present state", n)
+	}
+}
+
+func TestObserveKeysReplaces(t *testing.T) {
+	m, _ := newTest(t)
+	p := Peer{Addr: "192.0.2.1"}
+	m.ObserveKeys(p, []KeyCounters{{Key: "c/old", SendID: 1, RecvID: 1}, {Key: "c/new", SendID: 2, RecvID: 2}})
+	m.ObserveKeys(p, []KeyCounters{{Key: "c/new", SendID: 2, RecvID: 2, PktGood: 9}, {Key: "c/new", SendID: 2, RecvID: 2, PktGood: 10}})
+	if n := testutil.CollectAndCount(m.kernel, NameKeyPktGood); n != 1 {
+		t.Errorf("key series = %d, want 1 (old key gone, duplicate merged)", n)
+	}
+	m.ObserveSocket(p, "listen 0.0.0.0:179", SocketCounters{PktAORequired: 4})
+	m.DeleteSocket(p, "listen 0.0.0.0:179")
+	if n := testutil.CollectAndCount(m.kernel, NameSocketPktAORequired); n != 0 {
+		t.Errorf("socket series after DeleteSocket = %d", n)
+	}
+}
+
+func TestGlobal(t *testing.T) {
+	m, reg := newTest(t)
+	m.KeySourceSynced(time.Unix(1700000000, 500_000_000))
+	m.KeySourceFailed()
+	m.Revoked("deleted")
+	m.Revoked("deleted")
+	m.Revoked("kept")
+	m.RevokeDone(20 * time.Millisecond)
+	m.SetOptmem(20480, 30000)
+	m.ControlRefused()
+	if got := testutil.ToFloat64(m.lastSync); got != 1700000000.5 {
+		t.Errorf("last sync = %v", got)
+	}
+	if got := testutil.ToFloat64(m.revokes.WithLabelValues("deleted")); got != 2 {
+		t.Errorf("revokes deleted = %v", got)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP aokeyd_optmem_needed_bytes Socket option memory the largest TCP-AO key set needs.
+# TYPE aokeyd_optmem_needed_bytes gauge
+aokeyd_optmem_needed_bytes 30000
+`), NameOptmemNeeded); err != nil {
+		t.Error(err)
+	}
+	// Every metric uses the aokeyd_ prefix and lints clean.
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestRegisterTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg); err == nil {
+		t.Error("registering the metrics twice on one registry succeeded")
+	}
+}

@@ -1,0 +1,55 @@
+package metrics
+
+// Metric names. Every aokeyd metric is listed here.
+const (
+	// Per peer (labels peer, vrf).
+	NamePeerCurrentKeyID = "aokeyd_peer_current_key_id" // SendID of Current_key; -1 when none
+	NamePeerRNextKeyID   = "aokeyd_peer_rnext_key_id"   // RecvID of RNext_key; -1 when none
+	NamePeerKeys         = "aokeyd_peer_keys_installed" // keys on the peer's established socket
+	NameRotationState    = "aokeyd_rotation_state"      // 1 for the peer's state (label state)
+
+	// Per key (labels peer, vrf, key, send_id, recv_id): TCP_AO_GET_KEYS.
+	NameKeyPktGood = "aokeyd_key_pkt_good_total"
+	NameKeyPktBad  = "aokeyd_key_pkt_bad_total"
+
+	// Per socket (labels peer, vrf, socket): TCP_AO_INFO.
+	NameSocketPktGood        = "aokeyd_socket_pkt_good_total"
+	NameSocketPktBad         = "aokeyd_socket_pkt_bad_total"
+	NameSocketPktKeyNotFound = "aokeyd_socket_pkt_key_not_found_total"
+	NameSocketPktAORequired  = "aokeyd_socket_pkt_ao_required_total"
+
+	// Rotations (labels peer, vrf; aborted also reason).
+	NameRotationsStarted   = "aokeyd_rotations_started_total"
+	NameRotationsCompleted = "aokeyd_rotations_completed_total"
+	NameRotationsAborted   = "aokeyd_rotations_aborted_total"
+
+	// Key source.
+	NameKeySourceLastSync   = "aokeyd_key_source_last_sync_timestamp_seconds" // last successful read
+	NameKeySourceSyncErrors = "aokeyd_key_source_sync_errors_total"
+
+	// Revokes: per socket outcome (label action: deleted, forced-replaced,
+	// reset, kept, error), and the wall time of each revoke request.
+	NameRevokes        = "aokeyd_revokes_total"
+	NameRevokeDuration = "aokeyd_revoke_duration_seconds"
+
+	// Kernel socket option memory (net.core.optmem_max) and what the
+	// largest key set needs.
+	NameOptmemLimit  = "aokeyd_optmem_max_bytes"
+	NameOptmemNeeded = "aokeyd_optmem_needed_bytes"
+
+	// Control socket requests refused by the SO_PEERCRED check.
+	NameControlRefused = "aokeyd_control_refused_total"
+)
+
+// Label names.
+const (
+	LabelPeer   = "peer"
+	LabelVRF    = "vrf"
+	LabelKey    = "key"
+	LabelSendID = "send_id"
+	LabelRecvID = "recv_id"
+	LabelSocket = "socket"
+	LabelState  = "state"
+	LabelReason = "reason"
+	LabelAction = "action"
+)
