@@ -1,0 +1,141 @@
+//go:build linux
+
+package tcpao_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+func key(peer string, send, recv uint8) tcpao.Key {
+	return tcpao.Key{
+		KeyRef:    tcpao.KeyRef{Peer: netip.MustParsePrefix(peer), SendID: send, RecvID: recv},
+		Algorithm: tcpao.HMACSHA256,
+		Secret:    tcpao.NewSecret([]byte("kernel-test-secret")),
+	}
+}
+
+// On a kernel without CONFIG_TCP_AO (the host) the option is unknown and the
+// error names the key and wraps the errno; in the guest the same call works.
+func TestAddKeyOnThisKernel(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tcpao.New(rc).AddKey(key("127.0.0.2/32", 1, 2), tcpao.AddOptions{})
+	if kerneltest.InGuest() {
+		if err != nil {
+			t.Fatalf("AddKey in the TCP-AO guest: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, unix.ENOPROTOOPT) {
+		t.Fatalf("AddKey without CONFIG_TCP_AO = %v, want ENOPROTOOPT", err)
+	}
+	if !strings.Contains(err.Error(), "send=1 recv=2 peer=127.0.0.2/32") || !strings.Contains(err.Error(), "TCP_AO_ADD_KEY") {
+		t.Errorf("error %q does not name the key and the option", err)
+	}
+}
+
+// The net package path: keys installed from ListenConfig/Dialer Control
+// hooks (before listen and connect), a GET_KEYS answer larger than the first
+// buffer, and INFO on both ends of a real connection.
+func TestNetPackageConnection(t *testing.T) {
+	kerneltest.Require(t)
+	const extra = 20
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		return tcpao.New(c).AddKey(key("127.0.0.1/32", 2, 1), tcpao.AddOptions{})
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lrc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := tcpao.New(lrc)
+	for i := 0; i < extra; i++ {
+		k := key(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 32).String(), 2, 1)
+		if err := ls.AddKey(k, tcpao.AddOptions{}); err != nil {
+			t.Fatalf("AddKey %d: %v", i, err)
+		}
+	}
+	ks, err := ls.Keys(tcpao.KeyFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks) != extra+1 {
+		t.Fatalf("Keys = %d keys, want %d", len(ks), extra+1)
+	}
+	want := key("127.0.0.1/32", 2, 1).Secret.Fingerprint()
+	for _, k := range ks {
+		if k.Fingerprint != want || k.Algorithm != tcpao.HMACSHA256 || k.MACLen != tcpao.DefaultMACLen {
+			t.Fatalf("key %+v does not match what was added", k)
+		}
+	}
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return tcpao.New(c).AddKey(key("127.0.0.1/32", 1, 2), tcpao.AddOptions{})
+	}}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := d.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	defer a.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := a.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	arc, err := a.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := tcpao.New(arc).Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.HaveCurrent || in.CurrentKey != 2 || in.RNextKey != 1 || in.PktGood == 0 || in.PktBad != 0 {
+		t.Fatalf("accepted Info = %+v", in)
+	}
+	aks, err := tcpao.New(arc).Keys(tcpao.KeyFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aks) != 1 || aks[0].Peer != netip.MustParsePrefix("127.0.0.1/32") {
+		t.Fatalf("accepted keys = %+v, want only the key for 127.0.0.1", aks)
+	}
+}
