@@ -54,7 +54,11 @@ func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.D
 			sc = snap.Chains[c.SourceChain]
 		}
 		if sc == nil {
-			add(at(c.Field+".source_chain"), c.Field+".source_chain", nil,
+			field := c.Field + ".name"
+			if child(find(p.root, c.Field), "source_chain") != nil {
+				field = c.Field + ".source_chain"
+			}
+			add(at(field), field, nil,
 				fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
 			continue
 		}
