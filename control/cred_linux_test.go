@@ -1,0 +1,163 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const helperEnv = "AOKEYD_CONTROL_TEST_HELPER"
+
+func fileGID(fi fs.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Gid) }
+
+// TestHelperProcess is not a test: the credential tests re-exec the test
+// binary as another uid, and it runs this to make one request.
+func TestHelperProcess(t *testing.T) {
+	sock := os.Getenv(helperEnv)
+	if sock == "" {
+		t.Skip("helper process for the SO_PEERCRED tests")
+	}
+	_, err := NewClient(sock, 5*time.Second).Status(context.Background(), "")
+	switch {
+	case err == nil:
+		fmt.Println("RESULT ok")
+	case errors.Is(err, ErrRefused):
+		fmt.Println("RESULT refused:", err)
+	default:
+		fmt.Println("RESULT error:", err)
+	}
+	os.Exit(0)
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPeerCredentials connects from child processes running as other uids
+// and checks that only permitted ones get an answer.
+func TestPeerCredentials(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a helper as another uid")
+	}
+	// A copy of the test binary that nobody can execute, in a directory
+	// nobody can traverse: t.TempDir and the go build dir are 0700.
+	dir, err := os.MkdirTemp("", "aokeyd-control-cred-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "control.test")
+	copyFile(t, exe)
+	sock := filepath.Join(dir, "control.sock")
+	l, err := Listen(sock, ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file mode lets everyone connect: this test is about SO_PEERCRED.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	refused := 0
+	var mu sync.Mutex
+	s := NewServer(ServerOptions{
+		Backend:   &fakeBackend{},
+		Logger:    slog.New(slog.NewTextHandler(&logs, nil)),
+		AllowUIDs: []uint32{4001},
+		AllowGID:  4242, HaveGID: true,
+		Refused: func() { mu.Lock(); refused++; mu.Unlock() },
+	})
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+
+	tests := []struct {
+		name   string
+		cred   *syscall.Credential
+		result string
+	}{
+		{"root", nil, "RESULT ok"},
+		{"nobody", &syscall.Credential{Uid: 65534, Gid: 65534}, "RESULT refused"},
+		{"allowed uid", &syscall.Credential{Uid: 4001, Gid: 65534}, "RESULT ok"},
+		{"primary group", &syscall.Credential{Uid: 4002, Gid: 4242}, "RESULT ok"},
+		{"supplementary group", &syscall.Credential{Uid: 4003, Gid: 65534, Groups: []uint32{100, 4242}}, "RESULT ok"},
+		{"other groups", &syscall.Credential{Uid: 4004, Gid: 65534, Groups: []uint32{100, 4243}}, "RESULT refused"},
+	}
+	wantRefused := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(exe, "-test.run=^TestHelperProcess$")
+			cmd.Env = append(os.Environ(), helperEnv+"="+sock)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: tt.cred}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tt.result) {
+				t.Errorf("helper as %+v printed %q, want %q", tt.cred, out, tt.result)
+			}
+		})
+		if strings.Contains(tt.result, "refused") {
+			wantRefused++
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refused != wantRefused {
+		t.Errorf("Refused hook called %d times, want %d", refused, wantRefused)
+	}
+	if n := strings.Count(logs.String(), "control request refused"); n != wantRefused || !strings.Contains(logs.String(), "uid=65534") {
+		t.Errorf("refusal log lines = %d, want %d naming the uid:\n%s", n, wantRefused, logs.String())
+	}
+}
+
+func copyFile(t *testing.T, dst string) {
+	t.Helper()
+	src, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,241 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes JSON as Go's duration
+// text ("1h2m3s").
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// String is time.Duration's String.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Socket kinds.
+const (
+	KindListen      = "listen"
+	KindEstablished = "established"
+)
+
+// Key states.
+const (
+	KeyInstalled = "installed" // on the socket and desired
+	KeyPending   = "pending"   // desired, being rolled to (installed, announced or not yet)
+	KeyRetiring  = "retiring"  // no longer desired, waiting for the peer to stop using it
+	KeyRevoked   = "revoked"   // revoked in the source; kept only when it is the last key
+)
+
+// StatusReport is GET /v1/status.
+type StatusReport struct {
+	GeneratedAt time.Time       `json:"generated_at"`
+	KeySource   KeySourceStatus `json:"key_source"`
+	Optmem      Optmem          `json:"optmem"`
+	Peers       []PeerStatus    `json:"peers"`
+	// Warnings concern the whole daemon (stale key source, optmem).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// KeySourceStatus is the key source's health.
+type KeySourceStatus struct {
+	Name      string    `json:"name"`
+	LastSync  time.Time `json:"last_sync,omitzero"`
+	Age       Duration  `json:"age"`
+	Stale     bool      `json:"stale"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Optmem compares net.core.optmem_max with what the largest key set of a
+// socket needs.
+type Optmem struct {
+	Limit  int `json:"limit"`
+	Needed int `json:"needed"`
+}
+
+// PeerStatus is one BGP neighbor.
+type PeerStatus struct {
+	Peer         string `json:"peer"`
+	VRF          string `json:"vrf"`
+	SessionState string `json:"session_state"`
+	// Uptime is how long the session has been established.
+	Uptime Duration `json:"uptime"`
+	// Passive: the BGP daemon does not initiate the session (needed for a
+	// hitless key set change on the listener).
+	Passive  bool     `json:"passive"`
+	Sockets  []Socket `json:"sockets"`
+	Keys     []Key    `json:"keys"`
+	Rotation Rotation `json:"rotation"`
+	Counters Counters `json:"counters"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Socket is a managed socket of the BGP daemon.
+type Socket struct {
+	Kind   string `json:"kind"` // KindListen or KindEstablished
+	Local  string `json:"local"`
+	Remote string `json:"remote,omitempty"`
+	Inode  uint64 `json:"inode"`
+}
+
+// Lifetime is a key lifetime; zero Start: since ever, zero End: for ever.
+type Lifetime struct {
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+}
+
+// Key is one MKT as installed (or to be installed) for the peer. It has no
+// field for key bytes.
+type Key struct {
+	Chain          string   `json:"chain"`
+	Name           string   `json:"name"`
+	SendID         uint8    `json:"send_id"`
+	RecvID         uint8    `json:"recv_id"`
+	Alg            string   `json:"alg"`
+	MACLen         uint8    `json:"maclen"`
+	SendLifetime   Lifetime `json:"send_lifetime"`
+	AcceptLifetime Lifetime `json:"accept_lifetime"`
+	Current        bool     `json:"current"`
+	RNext          bool     `json:"rnext"`
+	PktGood        uint64   `json:"pkt_good"`
+	PktBad         uint64   `json:"pkt_bad"`
+	State          string   `json:"state"`
+}
+
+// Rotation is the peer's rotation state machine (rotator.Status).
+type Rotation struct {
+	State           string    `json:"state"`
+	PendingKey      string    `json:"pending_key,omitempty"`
+	Since           time.Time `json:"since,omitzero"`
+	NextAction      string    `json:"next_action,omitempty"`
+	NextAt          time.Time `json:"next_at,omitzero"`
+	LastAbortReason string    `json:"last_abort_reason,omitempty"`
+}
+
+// Counters are the socket-level TCP_AO_INFO counters of the peer's
+// established socket.
+type Counters struct {
+	PktGood        uint64 `json:"pkt_good"`
+	PktBad         uint64 `json:"pkt_bad"`
+	PktKeyNotFound uint64 `json:"pkt_key_not_found"`
+	PktAORequired  uint64 `json:"pkt_ao_required"`
+}
+
+// PlanReport is GET /v1/plan (and what `aoctl plan` computes offline).
+type PlanReport struct {
+	GeneratedAt time.Time `json:"generated_at"`
+	// Observed: the plan is against the kernel state the daemon read;
+	// false: against sockets with no keys (offline plan).
+	Observed bool `json:"observed"`
+	// Plan is rotator.Render's output, one line per entry.
+	Plan []string `json:"plan"`
+	// Upcoming are the next scheduled changes per peer.
+	Upcoming []Event `json:"upcoming"`
+}
+
+// Event is one scheduled change of a peer's desired keys.
+type Event struct {
+	Peer   string    `json:"peer"`
+	VRF    string    `json:"vrf"`
+	Chain  string    `json:"chain"`
+	At     time.Time `json:"at"`
+	Action string    `json:"action"`
+}
+
+// RotateRequest is POST /v1/rotate: one peer, or all.
+type RotateRequest struct {
+	Peer string `json:"peer,omitempty"`
+	VRF  string `json:"vrf,omitempty"`
+	All  bool   `json:"all,omitempty"`
+}
+
+// RotateResult is the answer to a RotateRequest.
+type RotateResult struct {
+	Peers []RotateOutcome `json:"peers"`
+}
+
+// RotateOutcome is one peer's answer to a rotate request.
+type RotateOutcome struct {
+	Peer    string    `json:"peer"`
+	VRF     string    `json:"vrf"`
+	Started bool      `json:"started"`
+	State   string    `json:"state"`
+	NextAt  time.Time `json:"next_at,omitzero"`
+	Detail  string    `json:"detail,omitempty"` // why nothing started
+	Error   string    `json:"error,omitempty"`
+}
+
+// RevokeRequest is POST /v1/revoke: remove key Key of chain Chain from every
+// socket (or the sockets of Peer) at once, and mark it revoked in the source.
+type RevokeRequest struct {
+	Chain string `json:"chain"`
+	Key   string `json:"key"`
+	Peer  string `json:"peer,omitempty"`
+	VRF   string `json:"vrf,omitempty"`
+}
+
+// Revoke outcomes per socket.
+const (
+	ActionDeleted        = "deleted"         // deleted (del_async on listeners)
+	ActionForcedReplaced = "forced-replaced" // was current/rnext: forced delete naming Replacement
+	ActionReset          = "reset"           // it was the only key: removed, the session resets
+	ActionKept           = "kept"            // it was the only key and policy says keep
+)
+
+// RevokeResult is the answer to a RevokeRequest.
+type RevokeResult struct {
+	Chain string `json:"chain"`
+	Key   string `json:"key"`
+	// SourceRevoked: the key is marked revoked in the key source.
+	SourceRevoked bool           `json:"source_revoked"`
+	SourceError   string         `json:"source_error,omitempty"`
+	Sockets       []RevokeSocket `json:"sockets"`
+	Elapsed       Duration       `json:"elapsed"`
+}
+
+// RevokeSocket is one socket's revoke outcome.
+type RevokeSocket struct {
+	Socket      string `json:"socket"`
+	Peer        string `json:"peer,omitempty"`
+	Action      string `json:"action"`
+	Replacement string `json:"replacement,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Failed reports whether the revoke left the key somewhere or failed on a
+// socket or in the source.
+func (r RevokeResult) Failed() bool {
+	if !r.SourceRevoked || r.SourceError != "" {
+		return true
+	}
+	for _, s := range r.Sockets {
+		if s.Error != "" || s.Action == ActionKept {
+			return true
+		}
+	}
+	return false
+}
+
+// HealthReport is GET /v1/health.
+type HealthReport struct {
+	Status  string    `json:"status"`
+	Version string    `json:"version,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+}
