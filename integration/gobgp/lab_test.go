@@ -260,3 +260,21 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, io.EOF)
 }
+
+// nsHolder starts a process that sits in netns ns (for entering it by pid).
+func nsHolder(t *testing.T, ns string) int {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, "sleep", "3600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Wait until it has entered the namespace (ip execs sleep there).
+	for i := 0; i < 100; i++ {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); err == nil && strings.HasSuffix(l, "sleep") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd.Process.Pid
+}

@@ -1,0 +1,174 @@
+package gobgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/aokeyd/aokeyd/bgp"
+)
+
+func listed(addr string, st api.PeerState_SessionState, flops uint32, passive bool, password string, uptime int64) *api.Peer {
+	return &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: addr, PeerAsn: 65002, AuthPassword: password},
+		State:     &api.PeerState{NeighborAddress: addr, SessionState: st, Flops: flops},
+		Transport: &api.Transport{LocalAddress: "10.255.0.1", PassiveMode: passive},
+		Timers:    &api.Timers{State: &api.TimersState{Uptime: timestamppb.New(time.Unix(uptime, 0))}},
+	}
+}
+
+func stateEvent(addr string, st api.PeerState_SessionState, lport, rport uint32) *api.WatchEventResponse {
+	return &api.WatchEventResponse{Event: &api.WatchEventResponse_Peer{Peer: &api.WatchEventResponse_PeerEvent{
+		Type: api.WatchEventResponse_PeerEvent_STATE,
+		Peer: &api.Peer{
+			Conf:      &api.PeerConf{NeighborAddress: addr},
+			State:     &api.PeerState{NeighborAddress: addr, SessionState: st},
+			Transport: &api.Transport{LocalAddress: "10.255.0.1", LocalPort: lport, RemotePort: rport},
+		},
+	}}}
+}
+
+func TestPeers(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *api.Peer
+		want bgp.PeerInfo
+		err  bool
+	}{
+		{name: "established passive", in: listed("10.255.0.2", api.PeerState_ESTABLISHED, 3, true, "", 1700000000),
+			want: bgp.PeerInfo{Neighbor: netip.MustParseAddr("10.255.0.2"), Local: netip.MustParseAddr("10.255.0.1"), State: bgp.StateEstablished,
+				Flops: 3, Passive: true, PeerASN: 65002, Uptime: time.Unix(1700000000, 0).UTC()}},
+		{name: "md5 active idle, never up", in: listed("2001:db8::2", api.PeerState_IDLE, 0, false, "s3cret", 0),
+			want: bgp.PeerInfo{Neighbor: netip.MustParseAddr("2001:db8::2"), Local: netip.MustParseAddr("10.255.0.1"), State: bgp.StateIdle, MD5: true, PeerASN: 65002}},
+		{name: "bad address", in: listed("not-an-ip", api.PeerState_IDLE, 0, false, "", 0), err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeAPI{}
+			f.setPeers(tt.in)
+			got, err := New(f, Options{}).Peers(context.Background())
+			if tt.err {
+				if err == nil {
+					t.Fatalf("want error, got %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0] != tt.want {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPeersNeverLeaksPassword(t *testing.T) {
+	f := &fakeAPI{}
+	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 0, false, "do-not-print-me", 0))
+	got, err := New(f, Options{}).Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("%+v", got), fmt.Sprintf("%#v", got)} {
+		if strings.Contains(s, "do-not-print-me") {
+			t.Fatalf("password in %s", s)
+		}
+	}
+}
+
+// manualClock lets a test release backoff waits one by one and see their
+// durations.
+type manualClock struct{ waits chan time.Duration }
+
+func (c *manualClock) after(d time.Duration) <-chan time.Time {
+	c.waits <- d
+	ch := make(chan time.Time, 1)
+	ch <- time.Time{}
+	return ch
+}
+
+func next(t *testing.T, ch <-chan bgp.Event) bgp.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("watch channel closed")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	return bgp.Event{}
+}
+
+func TestWatchReconnectsAndRelists(t *testing.T) {
+	s1 := make(chan *api.WatchEventResponse, 4)
+	s2 := make(chan *api.WatchEventResponse, 4)
+	f := &fakeAPI{streams: []chan *api.WatchEventResponse{s1, s2}}
+	f.setPeers(listed("10.255.0.2", api.PeerState_ACTIVE, 0, true, "", 0))
+	clk := &manualClock{waits: make(chan time.Duration, 8)}
+	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second, After: clk.after})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := sp.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, ch); ev.Kind != bgp.EventSync || len(ev.Peers) != 1 || ev.Peers[0].State != bgp.StateActive {
+		t.Fatalf("first event %+v, want sync", ev)
+	}
+	s1 <- stateEvent("10.255.0.2", api.PeerState_ESTABLISHED, 179, 40000)
+	ev := next(t, ch)
+	if ev.Kind != bgp.EventState || !ev.Peer.Established() || ev.Peer.LocalPort != 179 || ev.Peer.RemotePort != 40000 {
+		t.Fatalf("state event %+v", ev)
+	}
+	// The stream breaks: backoff, reconnect, re-list.
+	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
+	close(s1)
+	if d := <-clk.waits; d != time.Second {
+		t.Fatalf("first backoff %s, want 1s", d)
+	}
+	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle || ev.Peers[0].Flops != 1 {
+		t.Fatalf("after reconnect %+v, want sync with the new state", ev)
+	}
+	cancel()
+	for range ch {
+	}
+}
+
+func TestWatchBackoffGrows(t *testing.T) {
+	f := &fakeAPI{watchErr: errors.New("connection refused")}
+	clk := &manualClock{waits: make(chan time.Duration, 16)}
+	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second, After: clk.after})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, _ := sp.Watch(ctx)
+	var got []time.Duration
+	for range 5 {
+		got = append(got, <-clk.waits)
+	}
+	cancel()
+	for range ch {
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("backoff %v, want %v", got, want)
+	}
+}
+
+func TestResetPeer(t *testing.T) {
+	f := &fakeAPI{}
+	if err := New(f, Options{}).ResetPeer(context.Background(), netip.MustParseAddr("10.255.0.2"), "rotation"); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.resets) != 1 || f.resets[0].Address != "10.255.0.2" || f.resets[0].Communication != "rotation" || f.resets[0].Soft {
+		t.Fatalf("resets %+v", f.resets)
+	}
+}
