@@ -304,3 +304,37 @@ func TestHandleRediscoversAfterRestart(t *testing.T) {
 		t.Fatalf("err = %v, want stale", err)
 	}
 }
+
+func TestGuardBeforeAfter(t *testing.T) {
+	down := PeerInfo{Neighbor: nbr, State: StateIdle}
+	tests := []struct {
+		name       string
+		lists      [][]PeerInfo
+		before     error
+		after      error
+		skipBefore bool
+	}{
+		{name: "healthy", lists: [][]PeerInfo{{up(0, t0, 1)}, {up(0, t0, 1)}}},
+		{name: "dropped", lists: [][]PeerInfo{{up(0, t0, 1)}, {down}}, after: ErrSessionDropped},
+		{name: "down before", lists: [][]PeerInfo{{down}}, before: ErrNotEstablished},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGuard(&seqPeers{lists: tt.lists}, nil)
+			err := g.Before(context.Background(), nbr, "switch")
+			if !errors.Is(err, tt.before) || (tt.before == nil && err != nil) {
+				t.Fatalf("Before: %v, want %v", err, tt.before)
+			}
+			if tt.before != nil {
+				return
+			}
+			err = g.After(context.Background(), nbr, "switch")
+			if !errors.Is(err, tt.after) || (tt.after == nil && err != nil) {
+				t.Fatalf("After: %v, want %v", err, tt.after)
+			}
+		})
+	}
+	if err := NewGuard(&seqPeers{lists: [][]PeerInfo{{up(0, t0, 1)}}}, nil).After(context.Background(), nbr, "x"); err == nil {
+		t.Fatal("After without Before passed")
+	}
+}

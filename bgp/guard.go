@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 )
 
 // ErrNotEstablished is returned by Guard.Step (and Snapshot) when the
@@ -56,6 +57,9 @@ type PeerLister interface {
 type Guard struct {
 	peers PeerLister
 	log   *slog.Logger
+
+	mu     sync.Mutex
+	before map[netip.Addr]Snapshot // Before's snapshots, for After
 }
 
 // NewGuard returns a guard reading sessions from peers; log may be nil.
@@ -63,7 +67,39 @@ func NewGuard(peers PeerLister, log *slog.Logger) *Guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{peers: peers, log: log}
+	return &Guard{peers: peers, log: log, before: map[netip.Addr]Snapshot{}}
+}
+
+// Before is the first half of Step for callers that run the step
+// themselves (the rotator's SessionGuard hook): ErrNotEstablished means do
+// not run the step; otherwise the session is remembered for After.
+func (g *Guard) Before(ctx context.Context, neighbor netip.Addr, step string) error {
+	s, err := g.Snapshot(ctx, neighbor)
+	if err != nil {
+		return fmt.Errorf("step %q: %w", step, err)
+	}
+	g.mu.Lock()
+	g.before[neighbor] = s
+	g.mu.Unlock()
+	return nil
+}
+
+// After checks the session against the one Before saw: a *DropError when
+// it dropped during step.
+func (g *Guard) After(ctx context.Context, neighbor netip.Addr, step string) error {
+	g.mu.Lock()
+	s, ok := g.before[neighbor]
+	delete(g.before, neighbor)
+	g.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("guard: After(%s, %q) without Before", neighbor, step)
+	}
+	err := g.Check(ctx, s, step)
+	var d *DropError
+	if errors.As(err, &d) {
+		g.log.Warn("bgp session dropped during rotation step", "peer", d.After, "step", step, "changed", d.Why)
+	}
+	return err
 }
 
 // Snapshot is a session's health before a step.

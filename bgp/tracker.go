@@ -30,6 +30,8 @@ type SocketHandle interface {
 
 // SessionObserver is what the rotator implements to follow sessions.
 type SessionObserver interface {
+	// Both are called from the Tracker's event loop: return quickly.
+	//
 	// OnEstablished: peer's session is up on an accepted connection,
 	// sock. The observer verifies the socket's keys against the desired
 	// set (the del_async race: a key just deleted from the listener may
@@ -219,14 +221,21 @@ func (t *Tracker) find(ctx context.Context, p PeerInfo) (sockets.Ref, error) {
 
 type handle struct {
 	t   *Tracker
+	mu  sync.Mutex // serialises Do and guards ref
 	ref sockets.Ref
 }
 
-func (h *handle) Ref() sockets.Ref { return h.ref }
+func (h *handle) Ref() sockets.Ref {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ref
+}
 
 // Do lends the socket; when the reference went stale because the speaker
 // restarted (new pid) with the same connection, it re-discovers once.
 func (h *handle) Do(fn func(fd int) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	err := h.t.disc.With(h.ref, fn)
 	if !errors.Is(err, sockets.ErrStale) {
 		return err
