@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0 // success
+	exitError       = 1 // the operation failed (daemon error, a socket failed, not found)
+	exitUsage       = 2 // bad command line
+	exitUnreachable = 3 // the daemon's control socket cannot be reached
+	exitInvalid     = 4 // validation found problems
+	exitRefused     = 5 // the daemon refused this uid
+)
+
+// app is one invocation: its output streams, clock and global flags. There
+// is no package-level state.
+type app struct {
+	stdout, stderr io.Writer
+	now            func() time.Time
+	getenv         func(string) string
+
+	socket  string
+	json    bool
+	timeout time.Duration
+}
+
+type command struct {
+	name, args, summary string
+	run                 func(a *app, ctx context.Context, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"status", "[PEER]", "TCP-AO state of every peer (or one): sockets, keys, counters, rotation, warnings", (*app).status},
+		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
+		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
+		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket at once", (*app).revoke},
+		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
+	}
+}
+
+const usageExamples = `
+Examples:
+  aoctl status                         every peer, as a table
+  aoctl status 192.0.2.2 --json        one peer, for scripts
+  aoctl plan                           the daemon's dry run against the kernel state
+  aoctl plan --config /etc/aokeyd/aokeyd.yaml --at 2026-11-01
+                                       offline plan from the config files
+  aoctl rotate 192.0.2.2               roll one peer to its preferred key now
+  aoctl rotate --all
+  aoctl revoke core/2026-10            remove a compromised key everywhere
+  aoctl validate /etc/aokeyd/aokeyd.yaml && systemctl reload aokeyd
+
+Global flags (before or after the command):
+  --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)
+  --json          machine-readable output
+  --timeout D     per-request timeout (default 30s)
+
+Exit codes:
+  0 ok   1 operation failed   2 usage   3 daemon unreachable   4 validation failed   5 permission denied
+`
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: aoctl [--socket PATH] [--json] COMMAND [ARGS]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %-24s %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprint(w, usageExamples)
+}
+
+func (a *app) globalFlags(fs *flag.FlagSet) {
+	fs.StringVar(&a.socket, "socket", a.socket, "control socket path")
+	fs.BoolVar(&a.json, "json", a.json, "JSON output")
+	fs.DurationVar(&a.timeout, "timeout", a.timeout, "per-request timeout")
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	a.socket = a.getenv("AOKEYD_SOCKET")
+	if a.socket == "" {
+		a.socket = control.DefaultSocket
+	}
+	a.timeout = 30 * time.Second
+	fs := a.flagSet("aoctl", "", nil)
+	if code, ok := a.parse(fs, args, false); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	name := fs.Arg(0)
+	if name == "help" {
+		a.usage(a.stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(a, ctx, fs.Args()[1:])
+		}
+	}
+	fmt.Fprintf(a.stderr, "aoctl: unknown command %q\n\n", name)
+	a.usage(a.stderr)
+	return exitUsage
+}
+
+// flagSet returns a FlagSet for a command with the global flags and a
+// usage text built from the command's synopsis.
+func (a *app) flagSet(name, synopsis string, extra func(io.Writer)) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.globalFlags(fs)
+	fs.Usage = func() {
+		w := fs.Output()
+		if name == "aoctl" {
+			a.usage(w)
+			return
+		}
+		fmt.Fprintf(w, "Usage: aoctl %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+		if extra != nil {
+			extra(w)
+		}
+	}
+	return fs
+}
+
+// parse parses args; interleaved selects flags after positional arguments
+// too (commands), otherwise parsing stops at the command name. It prints
+// help or a usage error and reports whether to go on.
+func (a *app) parse(fs *flag.FlagSet, args []string, interleaved bool) (int, bool) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(a.stdout)
+			fs.Usage()
+			return exitOK, false
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "aoctl: %v\n", err)
+			fmt.Fprintf(a.stderr, "Run 'aoctl %s --help' for usage.\n", strings.TrimPrefix(fs.Name(), "aoctl"))
+			return exitUsage, false
+		}
+		if !interleaved || fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if interleaved {
+		// Re-parse nothing: hand the positional arguments back via a
+		// fresh parse of them alone after "--".
+		_ = fs.Parse(append([]string{"--"}, pos...))
+	}
+	return exitOK, true
+}
+
+func (a *app) usageErr(name, format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "aoctl %s: %s\nRun 'aoctl %s --help' for usage.\n", name, fmt.Sprintf(format, args...), name)
+	return exitUsage
+}
+
+func (a *app) client() *control.Client { return control.NewClient(a.socket, a.timeout) }
+
+// fail prints err and maps it to an exit code.
+func (a *app) fail(name string, err error) int {
+	fmt.Fprintf(a.stderr, "aoctl %s: %v\n", name, err)
+	switch {
+	case errors.Is(err, control.ErrUnreachable):
+		fmt.Fprintf(a.stderr, "(is aokeyd running? the socket is set with --socket or $AOKEYD_SOCKET)\n")
+		return exitUnreachable
+	case errors.Is(err, control.ErrRefused):
+		return exitRefused
+	}
+	return exitError
+}
+
+func (a *app) printJSON(v any) int {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(a.stderr, "aoctl: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}

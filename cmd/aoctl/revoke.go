@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+)
+
+func (a *app) revoke(ctx context.Context, args []string) int {
+	var peer, vrf string
+	fs := a.flagSet("revoke", "CHAIN/KEY [--peer PEER [--vrf VRF]]", func(w io.Writer) {
+		fmt.Fprint(w, `
+Emergency revoke: the daemon marks the key revoked in the key source and
+removes it from every socket (or PEER's) at once. A key that is Current_key
+is force-deleted naming a replacement; if it is a peer's only key the
+policy's on_revoke_only_key decides (kept: alert, reset: the session drops).
+Prints each socket's outcome and the wall time. Exit status 1 unless the key
+is gone everywhere and revoked in the source.
+`)
+	})
+	fs.StringVar(&peer, "peer", "", "only this peer's sockets")
+	fs.StringVar(&vrf, "vrf", "", "the peer's VRF")
+	if code, ok := a.parse(fs, args, true); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return a.usageErr("revoke", "name one key as CHAIN/KEY")
+	}
+	chain, key, ok := strings.Cut(fs.Arg(0), "/")
+	if !ok || chain == "" || key == "" {
+		return a.usageErr("revoke", "%q: name the key as CHAIN/KEY", fs.Arg(0))
+	}
+	res, err := a.client().Revoke(ctx, control.RevokeRequest{Chain: chain, Key: key, Peer: peer, VRF: vrf})
+	if err != nil {
+		return a.fail("revoke", err)
+	}
+	code := exitOK
+	if res.Failed() {
+		code = exitError
+	}
+	if a.json {
+		if c := a.printJSON(res); c != exitOK {
+			return c
+		}
+		return code
+	}
+	src := "revoked"
+	if !res.SourceRevoked {
+		src = "NOT revoked"
+	}
+	if res.SourceError != "" {
+		src += " (" + res.SourceError + ")"
+	}
+	fmt.Fprintf(a.stdout, "Revoke %s/%s: %d sockets in %s; key source: %s\n", res.Chain, res.Key, len(res.Sockets),
+		time.Duration(res.Elapsed), src)
+	if len(res.Sockets) > 0 {
+		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
+		for _, s := range res.Sockets {
+			t.row(s.Socket, dash(s.Peer), s.Action, dash(s.Replacement), dash(s.Error))
+		}
+		t.flush()
+	}
+	return code
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+)
+
+func (a *app) status(ctx context.Context, args []string) int {
+	var brief bool
+	fs := a.flagSet("status", "[PEER] [--brief] [--json]", func(w io.Writer) {
+		fmt.Fprint(w, `
+Without PEER: a summary line per peer, then each peer's details.
+Keys marked * under CUR are Current_key (we send with it), under RNEXT the
+key we ask the peer to send with. Warnings: peer not passive, optmem_max too
+small, key source stale, no Current_key.
+`)
+	})
+	fs.BoolVar(&brief, "brief", false, "summary table only")
+	if code, ok := a.parse(fs, args, true); !ok {
+		return code
+	}
+	if fs.NArg() > 1 {
+		return a.usageErr("status", "at most one PEER")
+	}
+	rep, err := a.client().Status(ctx, fs.Arg(0))
+	if err != nil {
+		return a.fail("status", err)
+	}
+	if a.json {
+		return a.printJSON(rep)
+	}
+	renderStatus(a.stdout, rep, a.now(), brief || false, fs.NArg() == 1)
+	return exitOK
+}
+
+// renderStatus writes the status tables. single skips the summary.
+func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, single bool) {
+	ks := rep.KeySource
+	fmt.Fprintf(w, "Key source: %s, last sync %s", dash(ks.Name), when(ks.LastSync, now))
+	if ks.Stale {
+		fmt.Fprint(w, " STALE")
+	}
+	fmt.Fprintln(w)
+	if ks.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", ks.LastError)
+	}
+	if rep.Optmem.Limit > 0 {
+		fmt.Fprintf(w, "optmem_max: %d bytes, keys need %d\n", rep.Optmem.Limit, rep.Optmem.Needed)
+	}
+	for _, wn := range rep.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", wn)
+	}
+	if len(rep.Peers) == 0 {
+		fmt.Fprintln(w, "\nNo peers.")
+		return
+	}
+	if !single {
+		fmt.Fprintln(w)
+		t := newTable(w, "", "PEER", "VRF", "SESSION", "UP", "KEYS", "CURRENT", "RNEXT", "ROTATION", "NEXT", "WARN")
+		for _, p := range rep.Peers {
+			cur, rnext := "-", "-"
+			for _, k := range p.Keys {
+				if k.Current {
+					cur = k.Name
+				}
+				if k.RNext {
+					rnext = k.Name
+				}
+			}
+			next := "-"
+			if !p.Rotation.NextAt.IsZero() {
+				next = "in " + human(p.Rotation.NextAt.Sub(now))
+			}
+			t.row(p.Peer, dash(p.VRF), dash(p.SessionState), human(time.Duration(p.Uptime)), strconv.Itoa(len(p.Keys)),
+				cur, rnext, dash(p.Rotation.State), next, strconv.Itoa(len(p.Warnings)))
+		}
+		t.flush()
+	}
+	if brief {
+		return
+	}
+	for _, p := range rep.Peers {
+		fmt.Fprintln(w)
+		renderPeer(w, p, now)
+	}
+}
+
+func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
+	fmt.Fprintf(w, "Peer %s", p.Peer)
+	if p.VRF != "" {
+		fmt.Fprintf(w, " vrf %s", p.VRF)
+	}
+	fmt.Fprintf(w, ": session %s, up %s, passive %s\n", dash(p.SessionState), human(time.Duration(p.Uptime)), yesno(p.Passive))
+	if len(p.Sockets) > 0 {
+		fmt.Fprintln(w, "  Sockets:")
+		t := newTable(w, "    ", "KIND", "LOCAL", "REMOTE", "INODE")
+		for _, s := range p.Sockets {
+			t.row(s.Kind, dash(s.Local), dash(s.Remote), strconv.FormatUint(s.Inode, 10))
+		}
+		t.flush()
+	} else {
+		fmt.Fprintln(w, "  Sockets: none")
+	}
+	if len(p.Keys) > 0 {
+		fmt.Fprintln(w, "  Keys:")
+		t := newTable(w, "    ", "CHAIN", "KEY", "SEND", "RECV", "ALG", "MAC", "SEND-LIFETIME", "ACCEPT-LIFETIME",
+			"STATE", "CUR", "RNEXT", "GOOD", "BAD")
+		for _, k := range p.Keys {
+			t.row(k.Chain, k.Name, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)), k.Alg, strconv.Itoa(int(k.MACLen)),
+				lifetime(k.SendLifetime), lifetime(k.AcceptLifetime), dash(k.State), mark(k.Current), mark(k.RNext),
+				strconv.FormatUint(k.PktGood, 10), strconv.FormatUint(k.PktBad, 10))
+		}
+		t.flush()
+	} else {
+		fmt.Fprintln(w, "  Keys: none")
+	}
+	r := p.Rotation
+	fmt.Fprintf(w, "  Rotation: %s", dash(r.State))
+	if !r.Since.IsZero() {
+		fmt.Fprintf(w, " since %s", when(r.Since, now))
+	}
+	if r.PendingKey != "" {
+		fmt.Fprintf(w, ", pending %s", r.PendingKey)
+	}
+	fmt.Fprintln(w)
+	if r.NextAction != "" {
+		fmt.Fprintf(w, "  Next: %s at %s\n", r.NextAction, when(r.NextAt, now))
+	}
+	if r.LastAbortReason != "" {
+		fmt.Fprintf(w, "  Last abort: %s\n", r.LastAbortReason)
+	}
+	c := p.Counters
+	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d\n",
+		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired)
+	for _, wn := range p.Warnings {
+		fmt.Fprintf(w, "  WARNING: %s\n", wn)
+	}
+}
