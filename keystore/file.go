@@ -193,7 +193,7 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fail(extra.Line, "more than one YAML document")
 	}
-	conv := &yamlConv{budget: 1 << 16}
+	conv := &yamlConv{budget: 1 << 15}
 	v, err := conv.value(&doc)
 	if err != nil {
 		return nil, fail(conv.errLine, "%v", err)
@@ -308,7 +308,7 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 		case "!!null":
 			return nil, nil
 		}
-		return nil, c.fail(n, "unsupported YAML tag %s", truncate(n.ShortTag()))
+		return nil, c.fail(n, "unsupported YAML tag (only plain scalars, lists and mappings)")
 	}
 	return nil, c.fail(n, "unsupported YAML node")
 }

@@ -63,6 +63,8 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 		{"send_id out of range", bad(append([]string{"send_id: 256", "recv_id: 20", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "0..255"},
 		{"recv_id negative", bad(append([]string{"send_id: 1", "recv_id: -1", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "0..255"},
 		{"send_id duplicated", bad(append([]string{"send_id: 1", "recv_id: 20", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "already used by chain \"core\" key \"good\""},
+		{"send_id duplicated for a covering prefix", bad(append([]string{"send_id: 1", "recv_id: 20", "algorithm: sha1", "peers: [192.0.2.0/24]"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "overlapping peer"},
+		{"recv_id duplicated for a contained address", bad(append([]string{"send_id: 9", "recv_id: 2", "algorithm: sha1", "peers: [\"2001:db8::5\"]"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "overlapping peer"},
 		{"recv_id duplicated", bad(append([]string{"send_id: 9", "recv_id: 2", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "already used"},
 		{"lifetime unparsable", bad(withSecret("send_lifetime: {start: yesterday}")...), "send_lifetime", "not an RFC 3339 time"},
 		{"lifetime end before start", bad(withSecret("accept_lifetime: {start: \"2026-12-01T00:00:00Z\", end: \"2026-11-01T00:00:00Z\"}")...), "accept_lifetime", "is not after start"},
@@ -363,5 +365,20 @@ func TestDefaultKeyFile(t *testing.T) {
 	defer s.Zero()
 	if len(s.Rejected()) != 0 || len(s.Chains["demo"].Keys) != 2 {
 		t.Fatalf("default file: %v rejected %v", s.Chains, s.Rejected())
+	}
+}
+
+func TestDuplicateIDsDisjointPeersAllowed(t *testing.T) {
+	sec := loadSecrets(t)
+	extra := fmt.Sprintf("      - {name: other-peer, send_id: 1, recv_id: 2, algorithm: sha1, peers: [198.51.100.0/24], secret_b64: %q}\n"+
+		"      - {name: other-vrf, send_id: 1, recv_id: 2, algorithm: sha1, vrf: red, secret_b64: %q}\n"+
+		"      - {name: revoked, send_id: 1, recv_id: 2, algorithm: sha1, revoked: true, secret_b64: %q}\n", b64(sec[1]), b64(sec[2]), b64(sec[3]))
+	s, err := DecodeFile("k.yaml", []byte(chainYAML(sec, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Zero()
+	if c := s.Chains["core"]; len(c.Keys) != 4 || len(c.Rejected) != 0 {
+		t.Fatalf("keys %v rejected %v", c.Keys, c.Rejected)
 	}
 }

@@ -81,6 +81,12 @@ func (o *object) get(k string) (any, bool) {
 	return v, ok
 }
 
+// Limits that keep decoding cheap on hostile input.
+const (
+	maxKeysPerChain = 256
+	maxPeers        = 64
+)
+
 // loc is a function that renders the source location of a field of a key.
 type loc func(line int) string
 
@@ -155,6 +161,9 @@ func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int
 	list, ok := kv.([]any)
 	if !ok {
 		return nil, chainErr("keys", o.lines["keys"], bad("want a list of keys"))
+	}
+	if len(list) > maxKeysPerChain {
+		return nil, chainErr("keys", o.lines["keys"], bad("%d keys, at most %d per chain", len(list), maxKeysPerChain))
 	}
 	c := &Chain{Name: name}
 	seen := map[string]bool{}
@@ -391,6 +400,9 @@ func parsePeers(v any) ([]netip.Prefix, error) {
 	if len(items) == 0 {
 		return nil, bad("empty list")
 	}
+	if len(items) > maxPeers {
+		return nil, bad("%d peers, at most %d", len(items), maxPeers)
+	}
 	out := make([]netip.Prefix, 0, len(items))
 	for _, it := range items {
 		s, ok := it.(string)
@@ -542,15 +554,35 @@ func truncate(s string) string {
 
 // checkDuplicateIDs rejects, across all chains of a snapshot, a key whose
 // SendID or RecvID is already used by another non-revoked key for an
-// overlapping peer in the same VRF: the kernel refuses such a pair on one
-// socket (EEXIST). Keys are visited in chain and file order; the later one
-// is rejected.
+// overlapping peer prefix in the same VRF (RFC 5925 section 3.1: the IDs of
+// MKTs must not overlap where their connection identifiers overlap; the
+// kernel answers EEXIST). Keys are visited in chain and list order; the
+// later one is rejected. Two prefixes overlap iff one contains the other, so
+// each check is a walk over the prefix's ancestors plus one lookup in the
+// set of ancestors of kept prefixes: linear in the number of peers.
 func checkDuplicateIDs(s *Snapshot, srcOf func(c *Chain, m MKT) string) {
-	type kept struct {
-		m     MKT
-		chain string
+	type owner struct{ chain, key string }
+	type idKey struct {
+		vrf   string
+		field string
+		id    uint8
+		p     netip.Prefix
 	}
-	var seen []kept
+	exact := map[idKey]owner{}   // kept prefixes
+	covered := map[idKey]owner{} // every ancestor of a kept prefix, itself included
+	clash := func(vrf, field string, id uint8, peers []netip.Prefix) (owner, bool) {
+		for _, p := range peers {
+			if o, ok := covered[idKey{vrf, field, id, p}]; ok {
+				return o, true
+			}
+			for b := 0; b < p.Bits(); b++ {
+				if o, ok := exact[idKey{vrf, field, id, netip.PrefixFrom(p.Addr(), b).Masked()}]; ok {
+					return o, true
+				}
+			}
+		}
+		return owner{}, false
+	}
 	for _, cn := range s.ChainNames() {
 		c := s.Chains[cn]
 		keys := c.Keys[:0]
@@ -559,44 +591,37 @@ func checkDuplicateIDs(s *Snapshot, srcOf func(c *Chain, m MKT) string) {
 				keys = append(keys, m)
 				continue
 			}
-			var clash *kept
-			field := ""
-			for i := range seen {
-				o := &seen[i]
-				if o.m.VRF != m.VRF || !overlaps(o.m.Peers, m.Peers) {
-					continue
-				}
-				if o.m.SendID == m.SendID {
-					clash, field = o, "send_id"
-					break
-				}
-				if o.m.RecvID == m.RecvID {
-					clash, field = o, "recv_id"
-					break
-				}
+			o, bad := clash(m.VRF, "send_id", m.SendID, m.Peers)
+			field := "send_id"
+			if !bad {
+				o, bad = clash(m.VRF, "recv_id", m.RecvID, m.Peers)
+				field = "recv_id"
 			}
-			if clash != nil {
+			if bad {
 				c.Rejected = append(c.Rejected, &FieldError{Source: srcOf(c, m), Chain: cn, Key: m.Name, Field: field,
-					Err: fmt.Errorf("%w: %s already used by chain %q key %q for an overlapping peer", ErrDuplicate, field, clash.chain, clash.m.Name)})
+					Err: fmt.Errorf("%w: %s already used by chain %q key %q for an overlapping peer", ErrDuplicate, field, o.chain, o.key)})
 				m.Zero()
 				continue
 			}
-			seen = append(seen, kept{m: m, chain: cn})
+			me := owner{cn, m.Name}
+			for _, f := range []struct {
+				field string
+				id    uint8
+			}{{"send_id", m.SendID}, {"recv_id", m.RecvID}} {
+				for _, p := range m.Peers {
+					exact[idKey{m.VRF, f.field, f.id, p}] = me
+					for b := 0; b <= p.Bits(); b++ {
+						k := idKey{m.VRF, f.field, f.id, netip.PrefixFrom(p.Addr(), b).Masked()}
+						if _, ok := covered[k]; !ok {
+							covered[k] = me
+						}
+					}
+				}
+			}
 			keys = append(keys, m)
 		}
 		c.Keys = keys
 	}
-}
-
-func overlaps(a, b []netip.Prefix) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x.Overlaps(y) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // sortedKeys returns the keys of a string map in order.

@@ -1,0 +1,82 @@
+package keystore
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes to both decoders — the YAML key file and
+// the Vault KV v2 read response — and checks that they never panic and that
+// no error message contains a secret of the input.
+func FuzzDecode(f *testing.F) {
+	sec := loadSecrets(f)
+	f.Add([]byte(chainYAML(sec, "")))
+	f.Add([]byte(chainYAML(sec, fmt.Sprintf("      - {name: b, send_id: 300, recv_id: 1, algorithm: sha1, secret_hex: %q}\n", hexs(sec[1])+"zz"))))
+	f.Add(DefaultKeyFile())
+	doc := chainJSON(f, []string{"192.0.2.0/24"}, key("k", 1, 2, sec[2]), key("x", 1, 3, sec[3]).with("secret_b64", sec[3]))
+	env, _ := json.Marshal(map[string]any{"data": map[string]any{"data": json.RawMessage(doc), "metadata": map[string]any{"version": 3}}})
+	f.Add(env)
+	f.Add([]byte(`{"data":{"data":{"keys":[{"name":"a","secret_hex":"` + hexs(sec[4]) + `\u0001"}]},"metadata":{"version":1}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var texts []string
+		if s, err := DecodeFile("fuzz.yaml", data); err != nil {
+			texts = append(texts, err.Error())
+		} else {
+			for _, e := range s.Rejected() {
+				texts = append(texts, e.Error())
+			}
+			_ = fmt.Sprintf("%v %+v %#v", s, s, s)
+			s.Zero()
+		}
+		if c, err := DecodeVaultResponse("vault secret/fuzz", "fuzz", data); err != nil {
+			texts = append(texts, err.Error())
+		} else {
+			for _, e := range c.Rejected {
+				texts = append(texts, e.Error())
+			}
+			c.Zero()
+		}
+		for _, s := range secretValues(data) {
+			if bytes.Count(data, []byte(s)) > 1 {
+				continue // the same text also sits in a non-secret field
+			}
+			for _, txt := range texts {
+				if strings.Contains(txt, s) {
+					t.Fatalf("error %q contains the secret value %q", txt, s)
+				}
+			}
+		}
+	})
+}
+
+var secretFields = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)(?:^|[\s{,])secret_(?:b64|hex):\s+"?([^"\s,}\]]{6,})`),
+	regexp.MustCompile(`"secret_(?:b64|hex)"\s*:\s*"([^"]{6,})"`),
+}
+
+// secretValues extracts the values of secret fields (and their decodings)
+// from raw input, roughly, for the fuzz check.
+func secretValues(data []byte) []string {
+	var out []string
+	var ms [][][]byte
+	for _, re := range secretFields {
+		ms = append(ms, re.FindAllSubmatch(data, -1)...)
+	}
+	for _, m := range ms {
+		v := string(m[1])
+		out = append(out, v)
+		if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) >= 6 {
+			out = append(out, string(b))
+		}
+		if b, err := hex.DecodeString(v); err == nil && len(b) >= 6 {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
