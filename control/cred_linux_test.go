@@ -22,13 +22,18 @@ const helperEnv = "AOKEYD_CONTROL_TEST_HELPER"
 
 func fileGID(fi fs.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Gid) }
 
-// TestHelperProcess is not a test: the credential tests re-exec the test
-// binary as another uid, and it runs this to make one request.
-func TestHelperProcess(t *testing.T) {
-	sock := os.Getenv(helperEnv)
-	if sock == "" {
-		t.Skip("helper process for the SO_PEERCRED tests")
+// TestMain doubles as the helper process of the credential tests: they
+// re-exec the test binary as another uid with helperEnv set, and it makes
+// one request and prints the outcome instead of running the tests.
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(helperEnv); sock != "" {
+		helper(sock)
+		return
 	}
+	os.Exit(m.Run())
+}
+
+func helper(sock string) {
 	_, err := NewClient(sock, 5*time.Second).Status(context.Background(), "")
 	switch {
 	case err == nil:
@@ -38,7 +43,6 @@ func TestHelperProcess(t *testing.T) {
 	default:
 		fmt.Println("RESULT error:", err)
 	}
-	os.Exit(0)
 }
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -114,7 +118,7 @@ func TestPeerCredentials(t *testing.T) {
 	wantRefused := 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(exe, "-test.run=^TestHelperProcess$")
+			cmd := exec.Command(exe)
 			cmd.Env = append(os.Environ(), helperEnv+"="+sock)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: tt.cred}
 			out, err := cmd.CombinedOutput()

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it)\n--- got:\n%s\n--- want:\n%s", name, got, want)
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runAoctl runs one aoctl invocation against socket with the test clock.
+func runAoctl(t *testing.T, socket string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := &app{stdout: &out, stderr: &errb, now: func() time.Time { return testNow },
+		getenv: func(k string) string {
+			if k == "AOKEYD_SOCKET" {
+				return socket
+			}
+			return ""
+		}}
+	code := a.run(context.Background(), args)
+	return result{code, out.String(), errb.String()}
+}
+
+// startDaemon serves the test daemon on a fresh control socket.
+func startDaemon(t *testing.T) (string, *testDaemon) {
+	t.Helper()
+	d := newTestDaemon(t)
+	return serveBackend(t, d), d
+}
+
+func serveBackend(t *testing.T, b control.Backend) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	l, err := control.Listen(sock, control.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := control.NewServer(control.ServerOptions{Backend: b})
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return sock
+}
+
+func TestCommandsAgainstDaemon(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"status", []string{"status"}, exitOK, "status.golden"},
+		{"status brief", []string{"status", "--brief"}, exitOK, "status-brief.golden"},
+		{"status one peer", []string{"status", "192.0.2.3"}, exitOK, "status-peer.golden"},
+		{"status json", []string{"--json", "status", "192.0.2.2"}, exitOK, "status-peer.json.golden"},
+		{"status unknown peer", []string{"status", "198.51.100.1"}, exitError, ""},
+		{"plan", []string{"plan"}, exitOK, "plan-daemon.golden"},
+		{"rotate", []string{"rotate", "--all"}, exitOK, "rotate.golden"},
+		{"rotate unknown", []string{"rotate", "198.51.100.1"}, exitError, ""},
+		{"revoke", []string{"revoke", "core/2026-11"}, exitOK, "revoke.golden"},
+		{"revoke json", []string{"revoke", "core/2026-11", "--peer", "192.0.2.3", "--json"}, exitOK, "revoke.json.golden"},
+		{"revoke unknown", []string{"revoke", "core/1999-01"}, exitError, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sock, _ := startDaemon(t)
+			r := runAoctl(t, sock, tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			if tt.golden != "" {
+				golden(t, tt.golden, r.stdout)
+			} else if !strings.Contains(r.stderr, "not found") {
+				t.Errorf("stderr %q does not say what was not found", r.stderr)
+			}
+		})
+	}
+}
+
+// TestRotateThenStatus checks that a rotation reached the in-memory kernel:
+// the peer that sent with the old key now has the new one as RNext.
+func TestRotateThenStatus(t *testing.T) {
+	sock, _ := startDaemon(t)
+	before := runAoctl(t, sock, "status", "192.0.2.3")
+	r := runAoctl(t, sock, "rotate", "192.0.2.3")
+	if r.code != exitOK || !strings.Contains(r.stdout, "yes") {
+		t.Fatalf("rotate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	after := runAoctl(t, sock, "status", "192.0.2.3")
+	if before.stdout == after.stdout {
+		t.Fatal("status unchanged by the rotation")
+	}
+	golden(t, "status-after-rotate.golden", after.stdout)
+	again := runAoctl(t, sock, "rotate", "192.0.2.2")
+	if !strings.Contains(again.stdout, "already sending with 2026-11") {
+		t.Errorf("rotate of an up-to-date peer:\n%s", again.stdout)
+	}
+}
+
+// TestRevokeThenStatus checks that the revoked key left the kernel's
+// sockets: status no longer lists it, and the sessions kept working.
+func TestRevokeThenStatus(t *testing.T) {
+	sock, d := startDaemon(t)
+	if r := runAoctl(t, sock, "revoke", "core/2026-10"); r.code != exitOK {
+		t.Fatalf("revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range d.peers {
+		if err := d.net.Exchange(p.accepted, p.remote, 2); err != nil {
+			t.Errorf("%s: session broken by the revoke: %v", peerName(p.binding), err)
+		}
+	}
+	js := runAoctl(t, sock, "status", "--json")
+	var rep control.StatusReport
+	if err := json.Unmarshal([]byte(js.stdout), &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, js.stdout)
+	}
+	for _, p := range rep.Peers {
+		if len(p.Keys) != 1 || p.Keys[0].Name != "2026-11" || !p.Keys[0].Current {
+			t.Errorf("%s after revoking 2026-10: keys %+v, want 2026-11 alone and current", p.Peer, p.Keys)
+		}
+	}
+	golden(t, "status-after-revoke.golden", runAoctl(t, sock, "status").stdout)
+}
+
+func TestPlanOffline(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"table", []string{"plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15"}, exitOK, "plan-offline.golden"},
+		{"json", []string{"plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15", "--json"}, exitOK, "plan-offline.json.golden"},
+		{"demo config", []string{"plan", "--config", "../../config/testdata/aokeyd.yaml", "--at", "2029-12-01"}, exitOK, "plan-demo.golden"},
+		{"bad config", []string{"plan", "--config", "testdata/bad.yaml"}, exitInvalid, ""},
+		{"missing config", []string{"plan", "--config", "testdata/none.yaml"}, exitInvalid, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No daemon: the socket does not exist.
+			r := runAoctl(t, filepath.Join(t.TempDir(), "none.sock"), tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			if tt.golden != "" {
+				golden(t, tt.golden, r.stdout)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"ok", []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, "validate-ok.golden"},
+		{"bad config", []string{"validate", "testdata/bad.yaml"}, exitInvalid, "validate-bad.golden"},
+		{"policy versus keys", []string{"validate", "testdata/bad-keys.yaml", "--at", "2026-11-01"}, exitInvalid, "validate-bad-keys.golden"},
+		{"json", []string{"validate", "--json", "testdata/bad-keys.yaml", "--at", "2026-11-01"}, exitInvalid, "validate-bad-keys.json.golden"},
+		{"config only", []string{"validate", "testdata/bad-keys.yaml", "--no-keys"}, exitOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAoctl(t, "", tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			if tt.golden != "" {
+				golden(t, tt.golden, r.stdout)
+			}
+		})
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.sock")
+	tests := []struct {
+		name   string
+		socket string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no command", none, nil, exitUsage, "Usage: aoctl"},
+		{"unknown command", none, []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"unknown flag", none, []string{"status", "--colour"}, exitUsage, "flag provided but not defined"},
+		{"rotate without peer", none, []string{"rotate"}, exitUsage, "name one PEER"},
+		{"rotate peer and all", none, []string{"rotate", "192.0.2.2", "--all"}, exitUsage, "exclude each other"},
+		{"revoke without chain", none, []string{"revoke", "2026-10"}, exitUsage, "CHAIN/KEY"},
+		{"validate without file", none, []string{"validate"}, exitUsage, "CONFIG"},
+		{"plan at without config", none, []string{"plan", "--at", "2026-11-01"}, exitUsage, "--at needs --config"},
+		{"status unreachable", none, []string{"status"}, exitUnreachable, "daemon unreachable"},
+		{"plan unreachable", none, []string{"plan"}, exitUnreachable, "aoctl plan --config"},
+		{"rotate unreachable", none, []string{"rotate", "--all"}, exitUnreachable, "is aokeyd running?"},
+		{"revoke unreachable", none, []string{"revoke", "core/x"}, exitUnreachable, "daemon unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAoctl(t, tt.socket, tt.args...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.stderr) {
+				t.Errorf("exit %d stderr %q; want exit %d and %q", r.code, r.stderr, tt.code, tt.stderr)
+			}
+		})
+	}
+}
+
+// refusingBackend stands for a daemon whose SO_PEERCRED check refused us:
+// it answers every request with control.ErrRefused.
+type refusingBackend struct{ control.Backend }
+
+func (refusingBackend) Status(context.Context, string) (control.StatusReport, error) {
+	return control.StatusReport{}, control.ErrRefused
+}
+
+func TestRefusedExitCode(t *testing.T) {
+	sock := serveBackend(t, refusingBackend{})
+	r := runAoctl(t, sock, "status")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("exit %d stderr %q; want %d and permission denied", r.code, r.stderr, exitRefused)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}} {
+		r := runAoctl(t, "", args...)
+		if r.code != exitOK {
+			t.Errorf("%v: exit %d", args, r.code)
+		}
+		golden(t, "help.golden", r.stdout)
+	}
+	for _, c := range commands() {
+		r := runAoctl(t, "", c.name, "--help")
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage: aoctl "+c.name) || !strings.Contains(r.stdout, "-json") {
+			t.Errorf("%s --help: exit %d\n%s", c.name, r.code, r.stdout)
+		}
+	}
+}
+
+// TestJSONHasNoSecrets checks that no JSON answer carries key bytes: the
+// test keys' base64 must not appear anywhere.
+func TestJSONHasNoSecrets(t *testing.T) {
+	sock, _ := startDaemon(t)
+	secrets := []string{"YW9rZXlkLXRlc3Qtc2VjcmV0LWFscGhhLTdRdlg=", "YW9rZXlkLXRlc3Qtc2VjcmV0LWJyYXZvLTRLbVo=",
+		"aokeyd-test-secret"}
+	for _, args := range [][]string{{"status", "--json"}, {"plan", "--json"}, {"revoke", "--json", "core/2026-11"},
+		{"plan", "--json", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15"}} {
+		r := runAoctl(t, sock, args...)
+		for _, s := range secrets {
+			if strings.Contains(r.stdout+r.stderr, s) {
+				t.Errorf("%v output contains key material %q", args, s)
+			}
+		}
+	}
+}
