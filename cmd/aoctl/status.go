@@ -34,7 +34,7 @@ small, key source stale, no Current_key.
 	if a.json {
 		return a.printJSON(rep)
 	}
-	renderStatus(a.stdout, rep, a.now(), brief || false, fs.NArg() == 1)
+	renderStatus(a.stdout, rep, a.now(), brief, fs.NArg() == 1)
 	return exitOK
 }
 
