@@ -1,0 +1,15 @@
+// Command aokeyd is the router-side TCP-AO key rotation daemon.
+//
+//	aokeyd [-config /etc/aokeyd/aokeyd.yaml] [-state-dir /var/lib/aokeyd]
+//	aokeyd init [-dir /etc/aokeyd]      write the embedded first-run config, policy and demo keys
+//	aokeyd version
+//
+// It reads Master Key Tuples from Vault or a YAML file, puts them on the
+// BGP speaker's sockets (gobgpd, found through its gRPC API and its
+// process), rolls them by the policy without dropping a session, and serves
+// aoctl on a unix socket. SIGHUP reloads the policy after validating it (a
+// bad reload is refused and the running one kept); SIGTERM stops the daemon
+// and leaves every installed key in place. With systemd it reports
+// readiness through $NOTIFY_SOCKET (Type=notify); in the foreground it needs
+// nothing.
+package main

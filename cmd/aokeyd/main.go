@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aokeyd/aokeyd/bgp/gobgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/config"
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/metrics"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "init":
+			return cmdInit(args[1:], stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, "aokeyd", version)
+			return 0
+		}
+	}
+	fs := flag.NewFlagSet("aokeyd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
+	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation record")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, *cfgPath, *stateDir, stderr); err != nil {
+		fmt.Fprintln(stderr, "aokeyd:", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdInit(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aokeyd init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", filepath.Dir(config.DefaultPath), "where to write aokeyd.yaml, policy.yaml and keys.yaml")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := os.MkdirAll(*dir, 0o750); err != nil {
+		fmt.Fprintln(stderr, "aokeyd init:", err)
+		return 1
+	}
+	cfg := strings.ReplaceAll(string(config.DefaultConfig()), filepath.Dir(config.DefaultPath), *dir)
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{"aokeyd.yaml", []byte(cfg), 0o640},
+		{"policy.yaml", config.DemoPolicy(), 0o640},
+	}
+	for _, f := range files {
+		p := filepath.Join(*dir, f.name)
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			fmt.Fprintln(stderr, "aokeyd init:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "wrote", p)
+	}
+	kp := filepath.Join(*dir, "keys.yaml")
+	if err := keystore.WriteDefaultKeyFile(kp); err != nil {
+		fmt.Fprintln(stderr, "aokeyd init:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "wrote", kp, "(demo keys: public, replace them before production)")
+	return 0
+}
+
+func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
+	lvl, err := c.SlogLevel()
+	if err != nil {
+		return nil, err
+	}
+	o := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, o)), nil
+}
+
+func serve(ctx context.Context, cfgPath, stateDir string, logw io.Writer) error {
+	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
+	if checked.Config == nil || checked.Policy == nil {
+		return errors.Join(checked.Problems...)
+	}
+	cfg := checked.Config
+	log, err := newLogger(cfg.Log, logw)
+	if err != nil {
+		return err
+	}
+	for _, p := range checked.Problems {
+		log.Warn("configuration problem", "err", p)
+	}
+	src, err := cfg.OpenKeySource(config.SourceOptions{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if v, ok := src.(*keystore.VaultSource); ok {
+		go func() { _ = v.Run(ctx) }() // token renewal and re-login
+	}
+	cache := keystore.NewCache(src, keystore.CacheOptions{Logger: log})
+	defer cache.Close()
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	sp, closer, err := gobgp.Dial(cfg.GoBGP.Address, gobgp.Options{
+		Name: "gobgpd " + cfg.GoBGP.Address,
+		PID:  pidFinder(cfg.GoBGP),
+		Log:  log,
+	})
+	if err != nil {
+		return fmt.Errorf("gobgp %s: %w", cfg.GoBGP.Address, err)
+	}
+	defer closer.Close()
+
+	d, err := daemon.New(daemon.Options{
+		Policy:          checked.Policy,
+		Keys:            cache,
+		Source:          src,
+		Speaker:         sp,
+		Discoverer:      sockets.System{},
+		Resync:          time.Duration(cfg.KeySource.Refresh),
+		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
+		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
+		Logger:          log,
+		Metrics:         m,
+	})
+	if err != nil {
+		return err
+	}
+
+	gid, haveGID, err := cfg.Control.GroupID()
+	if err != nil {
+		return err
+	}
+	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: gid, HaveGID: haveGID})
+	if err != nil {
+		return err
+	}
+	srv := control.NewServer(control.ServerOptions{
+		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
+		Refused: m.ControlRefused, Version: version, Started: time.Now(),
+	})
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	if cfg.Metrics.Enabled() {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
+		}
+		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(mln) }()
+		defer hs.Close()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			reload(ctx, cfgPath, d, log)
+		}
+	}()
+
+	log.Info("aokeyd started", "version", version, "key_source", src.Name(), "speaker", sp.Name(), "control", cfg.Control.Socket)
+	notify("READY=1")
+	err = d.Run(ctx)
+	notify("STOPPING=1")
+	return err
+}
+
+// reload validates the configuration and policy again and swaps in the new
+// policy; a bad reload is refused and the running configuration kept.
+func reload(ctx context.Context, path string, d *daemon.Daemon, log *slog.Logger) {
+	c := config.Check(ctx, path, config.CheckOptions{Logger: log})
+	defer c.Snapshot.Zero()
+	if !c.OK() {
+		for _, p := range c.Problems {
+			log.Error("reload refused; the running configuration stays", "err", p)
+		}
+		return
+	}
+	d.SetPolicy(c.Policy)
+	if err := d.RefreshKeys(ctx); err != nil {
+		log.Warn("reload: key source read failed; last good snapshot stays", "err", err)
+	}
+	log.Info("reloaded", "policy", c.Policy.File(), "note", "key source and socket settings change on restart only")
+}
+
+// pidFinder finds gobgpd by pid file or process name.
+func pidFinder(g config.GoBGP) func(context.Context) (int, error) {
+	return func(context.Context) (int, error) {
+		if g.PIDFile != "" {
+			b, err := os.ReadFile(g.PIDFile)
+			if err != nil {
+				return 0, err
+			}
+			return strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		return findProcess(g.ProcessName)
+	}
+}
+
+func findProcess(name string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	found := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(b)) != name {
+			continue
+		}
+		if found != 0 {
+			return 0, fmt.Errorf("more than one %s process (%d, %d): set gobgp.pid_file", name, found, pid)
+		}
+		found = pid
+	}
+	if found == 0 {
+		return 0, fmt.Errorf("no %s process found", name)
+	}
+	return found, nil
+}
+
+// notify sends a systemd readiness message when started as Type=notify.
+func notify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte(state))
+}

@@ -1,0 +1,562 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+var _ control.Backend = (*Daemon)(nil)
+
+// keyName maps installed keys back to the MKTs they came from.
+type keyName struct {
+	chain string
+	mkt   keystore.MKT
+}
+
+func mktIndex(snap *keystore.Snapshot, chain string) map[[2]uint8]keyName {
+	out := map[[2]uint8]keyName{}
+	if snap == nil {
+		return out
+	}
+	if c := snap.Chains[chain]; c != nil {
+		for _, m := range c.Keys {
+			out[[2]uint8{m.SendID, m.RecvID}] = keyName{chain: chain, mkt: m}
+		}
+	}
+	return out
+}
+
+// Status implements control.Backend.
+func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport, error) {
+	now := d.o.Clock.Now()
+	cs := d.o.Keys.Status()
+	rep := control.StatusReport{
+		GeneratedAt: now,
+		KeySource: control.KeySourceStatus{
+			Name: cs.Source, LastSync: cs.LastGood, Age: control.Duration(cs.Age),
+			Stale: !cs.HaveSnapshot || cs.Age > d.o.StaleAfter,
+		},
+	}
+	if cs.LastError != nil {
+		rep.KeySource.LastError = cs.LastError.Error()
+	}
+	d.mu.Lock()
+	rep.Optmem = control.Optmem{Limit: d.optmem[0], Needed: d.optmem[1]}
+	d.mu.Unlock()
+	if w := control.WarnStale(rep.KeySource); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
+	if w := control.WarnOptmem(rep.Optmem); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
+	snap := d.snapshot()
+	defer snap.Zero()
+
+	infos, err := d.o.Speaker.Peers(ctx)
+	if err != nil {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", d.o.Speaker.Name(), err))
+		d.mu.Lock()
+		for _, p := range d.peers {
+			infos = append(infos, p.info)
+		}
+		d.mu.Unlock()
+	}
+	rot := map[rotator.PeerID]rotator.Status{}
+	for _, s := range d.ctrl.Status() {
+		rot[s.Peer] = s
+	}
+	var listeners []control.Socket
+	if hs, err := d.tracker.Listeners(ctx); err == nil {
+		for _, h := range hs {
+			r := h.Ref()
+			listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
+		}
+	}
+	found := false
+	for _, info := range infos {
+		id := PeerIDOf(info.Neighbor, info.VRF)
+		if peer != "" && peer != string(id) && peer != info.Neighbor.String() {
+			continue
+		}
+		if !d.managed(info) {
+			if peer != "" {
+				return rep, fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", peer, control.ErrNotFound)
+			}
+			continue
+		}
+		found = true
+		rep.Peers = append(rep.Peers, d.peerStatus(snap, info, rot[id], listeners, now))
+	}
+	if peer != "" && !found {
+		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
+	}
+	return rep, nil
+}
+
+func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
+	id := PeerIDOf(info.Neighbor, info.VRF)
+	ps := control.PeerStatus{
+		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
+		Passive: info.Passive, Sockets: slices.Clone(listeners),
+	}
+	if info.Established() && !info.Uptime.IsZero() {
+		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))
+	}
+	if !info.Passive {
+		ps.Warnings = append(ps.Warnings, control.WarnNotPassive)
+	}
+	if info.MD5 {
+		ps.Warnings = append(ps.Warnings, "neighbor has a TCP-MD5 password: the kernel refuses TCP-AO next to MD5 (EKEYREJECTED)")
+	}
+	d.mu.Lock()
+	p := d.peers[id]
+	var h bgp.SocketHandle
+	if p != nil {
+		h = p.handle
+	}
+	d.mu.Unlock()
+
+	var pk policy.PeerKeys
+	if snap != nil {
+		var err error
+		pk, err = d.policy().Desired(snap, info.Neighbor, info.VRF, now)
+		if err != nil {
+			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
+		}
+	}
+	names := mktIndex(snap, pk.SourceChain)
+	desired := map[[2]uint8]policy.DesiredKey{}
+	for _, k := range pk.Keys {
+		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
+	}
+	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt, LastAbortReason: rs.LastAbort}
+	if rs.HavePending {
+		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
+			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name
+		} else {
+			ps.Rotation.PendingKey = rs.Pending.String()
+		}
+	}
+	if h == nil {
+		if ps.Rotation.State == "" {
+			ps.Rotation.State = string(rotator.StateDown)
+		}
+		for _, k := range pk.Keys {
+			ps.Keys = append(ps.Keys, statusKey(pk.SourceChain, k.MKT, k.SendLifetime, k.AcceptLifetime, control.KeyPending))
+		}
+		return ps
+	}
+	r := h.Ref()
+	ps.Sockets = append(ps.Sockets, control.Socket{Kind: control.KindEstablished, Local: r.Local.String(), Remote: r.Remote.String(), Inode: r.Inode})
+	obs, err := rotator.Observe(borrowed{h})
+	if err != nil {
+		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
+		return ps
+	}
+	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound, PktAORequired: obs.Info.PktAORequired}
+	for _, ki := range obs.Keys {
+		ids := [2]uint8{ki.SendID, ki.RecvID}
+		n, known := names[ids]
+		dk, want := desired[ids]
+		state := control.KeyInstalled
+		switch {
+		case known && n.mkt.Revoked:
+			state = control.KeyRevoked
+		case !want:
+			state = control.KeyRetiring
+		case rs.HavePending && rs.Pending.SendID == ki.SendID && rs.Pending.RecvID == ki.RecvID:
+			state = control.KeyPending
+		}
+		k := control.Key{SendID: ki.SendID, RecvID: ki.RecvID, Alg: string(ki.Algorithm), MACLen: ki.MACLen,
+			Current: ki.IsCurrent, RNext: ki.IsRNext, PktGood: ki.PktGood, PktBad: ki.PktBad, State: state}
+		if known {
+			k.Chain, k.Name = n.chain, n.mkt.Name
+			k.SendLifetime = control.Lifetime{Start: n.mkt.SendLifetime.Start, End: n.mkt.SendLifetime.End}
+			k.AcceptLifetime = control.Lifetime{Start: n.mkt.AcceptLifetime.Start, End: n.mkt.AcceptLifetime.End}
+		}
+		if want {
+			k.SendLifetime = control.Lifetime{Start: dk.SendLifetime.Start, End: dk.SendLifetime.End}
+			k.AcceptLifetime = control.Lifetime{Start: dk.AcceptLifetime.Start, End: dk.AcceptLifetime.End}
+		}
+		ps.Keys = append(ps.Keys, k)
+	}
+	if obs.Info.PktBad > 0 {
+		ps.Warnings = append(ps.Warnings, fmt.Sprintf("%d segments failed TCP-AO verification", obs.Info.PktBad))
+	}
+	return ps
+}
+
+func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, state string) control.Key {
+	return control.Key{Chain: chain, Name: m.Name, SendID: m.SendID, RecvID: m.RecvID, Alg: string(m.Algorithm), MACLen: m.MACLen,
+		SendLifetime: control.Lifetime{Start: send.Start, End: send.End}, AcceptLifetime: control.Lifetime{Start: accept.Start, End: accept.End},
+		State: state}
+}
+
+// Plan implements control.Backend: a dry run against the kernel's state
+// now.
+func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
+	now := d.o.Clock.Now()
+	rep := control.PlanReport{GeneratedAt: now, Observed: true}
+	snap := d.snapshot()
+	if snap == nil {
+		return rep, errors.New("no good key snapshot yet")
+	}
+	defer snap.Zero()
+	var in []rotator.Input
+	v4, v6, _ := d.listenerDesired(snap, now)
+	defer zeroDesired(v4, v6)
+	if hs, err := d.tracker.Listeners(ctx); err == nil {
+		for _, h := range hs {
+			want := v6
+			if h.Ref().Local.Addr().Unmap().Is4() {
+				want = v4
+			}
+			want.Socket = rotator.SocketID("listen " + h.Ref().Local.String())
+			obs, err := rotator.Observe(borrowed{h})
+			if err != nil {
+				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
+			}
+			in = append(in, rotator.Input{Desired: want, Observed: obs})
+		}
+	}
+	d.mu.Lock()
+	var ps []*peerState
+	for _, p := range d.peers {
+		if p.handle != nil {
+			ps = append(ps, p)
+		}
+	}
+	d.mu.Unlock()
+	for _, p := range ps {
+		want, _, err := d.desiredFor(snap, p, now)
+		if err != nil {
+			continue
+		}
+		defer zeroDesired(want)
+		obs, err := rotator.Observe(borrowed{p.handle})
+		if err != nil {
+			continue
+		}
+		in = append(in, rotator.Input{Desired: want, Observed: obs})
+	}
+	var buf bytes.Buffer
+	if err := rotator.Render(&buf, rotator.PlanAll(in)); err != nil {
+		return rep, err
+	}
+	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		if l != "" {
+			rep.Plan = append(rep.Plan, l)
+		}
+	}
+	pol := d.policy()
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err == nil && !pk.NextChange.IsZero() {
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: b.Neighbor.String(), VRF: b.VRF, Chain: b.KeyChain, At: pk.NextChange, Action: "key set changes (lifetime boundary)"})
+		}
+	}
+	return rep, nil
+}
+
+// Rotate implements control.Backend: roll now to the newest key the source
+// holds for the peer, ahead of its send time.
+func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
+	var res control.RotateResult
+	snap := d.snapshot()
+	if snap == nil {
+		return res, errors.New("no good key snapshot yet")
+	}
+	defer snap.Zero()
+	now := d.o.Clock.Now()
+	d.mu.Lock()
+	var targets []*peerState
+	for id, p := range d.peers {
+		if req.All || string(id) == req.Peer || p.info.Neighbor.String() == req.Peer {
+			targets = append(targets, p)
+		}
+	}
+	d.mu.Unlock()
+	if len(targets) == 0 {
+		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
+	}
+	for _, p := range targets {
+		id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
+		pk, err := d.policy().Desired(snap, p.info.Neighbor, p.info.VRF, now)
+		switch {
+		case err != nil:
+			out.Error = err.Error()
+		case p.handle == nil:
+			out.Detail = "session is down"
+		case newest(pk) < 0 || newest(pk) == pk.Preferred:
+			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
+		default:
+			d.mu.Lock()
+			d.early[id] = true
+			d.mu.Unlock()
+			out.Started = true
+			out.Detail = "rolling to " + pk.SourceChain + "/" + pk.Keys[newest(pk)].MKT.Name
+		}
+		res.Peers = append(res.Peers, out)
+	}
+	d.Kick()
+	return res, nil
+}
+
+// Revoke implements control.Backend: the key leaves every listener and
+// established socket at once. Where it is Current_key or RNext_key one
+// forced TCP_AO_DEL_KEY names the best remaining key (atomic); where no
+// other key exists the policy's on_revoke_only_key runs.
+func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	start := time.Now()
+	res := control.RevokeResult{Chain: req.Chain, Key: req.Key}
+	snap := d.snapshot()
+	if snap == nil {
+		return res, errors.New("no good key snapshot yet")
+	}
+	defer snap.Zero()
+	c := snap.Chains[req.Chain]
+	var mkt *keystore.MKT
+	if c != nil {
+		for i := range c.Keys {
+			if c.Keys[i].Name == req.Key {
+				mkt = &c.Keys[i]
+			}
+		}
+	}
+	if mkt == nil {
+		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
+	}
+	var scope netip.Addr
+	if req.Peer != "" {
+		a, err := netip.ParseAddr(req.Peer)
+		if err != nil {
+			return res, fmt.Errorf("peer %q: %w", req.Peer, control.ErrInvalid)
+		}
+		scope = a
+	}
+	// Record first: a crash from here on must not re-install the key.
+	if err := d.revoked.add(Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}); err != nil {
+		return res, fmt.Errorf("recording the revocation: %w", err)
+	}
+	mkt.Revoked = true
+	ids := [2]uint8{mkt.SendID, mkt.RecvID}
+	var mu sync.Mutex
+	add := func(s control.RevokeSocket) {
+		mu.Lock()
+		res.Sockets = append(res.Sockets, s)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // listeners, by this goroutine alone
+		defer wg.Done()
+		d.revokeListeners(ctx, ids, scope, add)
+	}()
+	d.mu.Lock()
+	var ps []*peerState
+	for _, p := range d.peers {
+		if p.handle != nil && (!scope.IsValid() || p.info.Neighbor == scope) {
+			ps = append(ps, p)
+		}
+	}
+	d.mu.Unlock()
+	sem := make(chan struct{}, 32)
+	now := d.o.Clock.Now()
+	for _, p := range ps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			add(d.revokePeer(ctx, snap, p, ids, now))
+		}()
+	}
+	if d.o.Source != nil {
+		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
+			res.SourceError = err.Error()
+		} else {
+			res.SourceRevoked = true
+		}
+	} else {
+		res.SourceError = "the key source cannot be written"
+	}
+	wg.Wait()
+	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
+	res.Elapsed = control.Duration(time.Since(start))
+	if d.o.Metrics != nil {
+		for _, s := range res.Sockets {
+			d.o.Metrics.Revoked(s.Action)
+		}
+		d.o.Metrics.RevokeDone(time.Since(start))
+	}
+	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "sockets", len(res.Sockets), "elapsed", time.Since(start))
+	d.Kick()
+	return res, nil
+}
+
+func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.Addr, add func(control.RevokeSocket)) {
+	hs, err := d.tracker.Listeners(ctx)
+	if err != nil {
+		add(control.RevokeSocket{Socket: "listeners", Error: err.Error()})
+		return
+	}
+	d.listenMu.Lock()
+	defer d.listenMu.Unlock()
+	for _, h := range hs {
+		s := borrowed{h}
+		keys, err := s.Keys(tcpao.KeyFilter{})
+		name := "listen " + h.Ref().Local.String()
+		if err != nil {
+			if !isNoAO(err) {
+				add(control.RevokeSocket{Socket: name, Error: err.Error()})
+			}
+			continue
+		}
+		for _, k := range keys {
+			if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
+				continue
+			}
+			rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
+			if err := s.DelKey(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+				rs.Error = err.Error()
+			}
+			add(rs)
+		}
+	}
+}
+
+// revokePeer takes the key off one established session. The peer's rotator
+// goroutine is paused meanwhile so that it stays the socket's only writer.
+func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
+	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String()}
+	sock := borrowed{p.handle}
+	d.ctrl.PeerDown(id)
+	defer func() {
+		if want, _, err := d.desiredFor(snap, p, now); err == nil {
+			d.mu.Lock()
+			p.desired = want
+			d.mu.Unlock()
+			d.ctrl.SetDesired(id, want)
+			if _, err := d.ctrl.Accepted(id, sock); err != nil {
+				d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
+			}
+		}
+	}()
+	obs, err := rotator.Observe(sock)
+	if err != nil {
+		rs.Error = err.Error()
+		return rs
+	}
+	var victim *tcpao.KeyInfo
+	var others []tcpao.KeyInfo
+	for i, k := range obs.Keys {
+		if k.SendID == ids[0] && k.RecvID == ids[1] {
+			victim = &obs.Keys[i]
+		} else {
+			others = append(others, k)
+		}
+	}
+	if victim == nil {
+		rs.Action = "absent"
+		return rs
+	}
+	if len(others) == 0 {
+		if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
+			rs.Action = control.ActionReset
+			if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
+				rs.Error = err.Error()
+			}
+		} else {
+			rs.Action = control.ActionKept
+			rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
+		}
+		return rs
+	}
+	repl := others[0]
+	if want, pk, err := d.desiredFor(snap, p, now); err == nil {
+		defer zeroDesired(want)
+		if pref, ok := pk.PreferredKey(); ok {
+			for _, k := range others {
+				if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
+					repl = k
+				}
+			}
+		}
+	}
+	del := tcpao.DelKey{KeyRef: victim.KeyRef}
+	if victim.IsCurrent || victim.IsRNext {
+		del.SetCurrent, del.Current = true, repl.SendID
+		del.SetRNext, del.RNext = true, repl.RecvID
+		rs.Action, rs.Replacement = control.ActionForcedReplaced, fmt.Sprintf("send=%d recv=%d", repl.SendID, repl.RecvID)
+	} else {
+		rs.Action = control.ActionDeleted
+	}
+	if err := sock.DelKey(del); err != nil {
+		rs.Error = err.Error()
+	}
+	return rs
+}
+
+// observeMetrics publishes per-peer series; peers that are gone lose theirs.
+func (d *Daemon) observeMetrics() {
+	m := d.o.Metrics
+	if m == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m.SetOptmem(d.optmem[0], d.optmem[1])
+	for _, s := range d.ctrl.Status() {
+		p := d.peers[s.Peer]
+		if p == nil {
+			continue
+		}
+		mp := metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}
+		m.SetRotationState(mp, string(s.State))
+		if p.handle == nil {
+			continue
+		}
+		var cur, rn *uint8
+		if s.Current.Valid {
+			cur = &s.Current.ID
+		}
+		if s.RNext.Valid {
+			rn = &s.RNext.ID
+		}
+		m.SetPeerKeys(mp, cur, rn, len(p.desired.Keys))
+	}
+}
+
+// forget drops a peer that left the speaker's configuration, with its
+// metric series.
+func (d *Daemon) forget(id rotator.PeerID) {
+	d.ctrl.Forget(id)
+	d.mu.Lock()
+	p := d.peers[id]
+	delete(d.peers, id)
+	d.mu.Unlock()
+	if p != nil && d.o.Metrics != nil {
+		d.o.Metrics.DeletePeer(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF})
+	}
+}
+
+func isNoAO(err error) bool {
+	return errors.Is(err, errNoEnt)
+}

@@ -1,0 +1,338 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Options wire a Daemon. Speaker, Discoverer, Policy and Keys are required.
+type Options struct {
+	Policy     *policy.Policy
+	Keys       *keystore.Cache
+	Source     keystore.Source // for Revoke write-back; nil: Keys' source cannot be written
+	Speaker    bgp.Speaker
+	Discoverer bgp.Discoverer
+	// ListenPort is the speaker's BGP port (179).
+	ListenPort uint16
+	// Rotator tunes roll timing; zero fields get the rotator's defaults,
+	// except SwitchTimeout which defaults to the policy's.
+	Rotator rotator.Config
+	// Resync is the longest time between two reconcile passes (30s).
+	Resync time.Duration
+	// StaleAfter is the key source age after which status warns (10m).
+	StaleAfter time.Duration
+	// RevocationsFile records revocations across restarts ("" keeps them
+	// in memory only).
+	RevocationsFile string
+	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
+	OptMemMax func() (int, error)
+	Clock     rotator.Clock
+	Rand      rotator.Jitter
+	Logger    *slog.Logger
+	Metrics   *metrics.Metrics // nil: no metrics
+}
+
+// Daemon is a running aokeyd controller.
+type Daemon struct {
+	o       Options
+	log     *slog.Logger
+	ctrl    *rotator.Controller
+	tracker *bgp.Tracker
+	guard   *bgp.Guard
+	revoked *revokeStore
+	kick    chan struct{}
+
+	mu       sync.Mutex
+	pol      *policy.Policy
+	peers    map[rotator.PeerID]*peerState
+	early    map[rotator.PeerID]bool // rotate-now requests: roll to the newest key ahead of its send time
+	nextPass time.Time
+	lastPass time.Time
+	passErr  error
+	optmem   [2]int // limit, needed (listener)
+
+	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
+}
+
+type peerState struct {
+	info    bgp.PeerInfo
+	binding policy.Binding
+	handle  bgp.SocketHandle // nil while the session is down
+	desired rotator.Desired
+	chain   string
+}
+
+// New builds a Daemon; Run starts it.
+func New(o Options) (*Daemon, error) {
+	if o.Policy == nil || o.Keys == nil || o.Speaker == nil || o.Discoverer == nil {
+		return nil, errors.New("daemon: Policy, Keys, Speaker and Discoverer are required")
+	}
+	if o.ListenPort == 0 {
+		o.ListenPort = 179
+	}
+	if o.Resync == 0 {
+		o.Resync = 30 * time.Second
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = 10 * time.Minute
+	}
+	if o.OptMemMax == nil {
+		o.OptMemMax = tcpao.OptMemMax
+	}
+	if o.Clock == nil {
+		o.Clock = rotator.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Rotator.SwitchTimeout == 0 {
+		o.Rotator.SwitchTimeout = o.Policy.Safety().SwitchTimeout
+	}
+	rs, err := openRevokeStore(o.RevocationsFile)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		o:       o,
+		log:     o.Logger,
+		revoked: rs,
+		kick:    make(chan struct{}, 1),
+		pol:     o.Policy,
+		peers:   map[rotator.PeerID]*peerState{},
+		early:   map[rotator.PeerID]bool{},
+	}
+	d.guard = bgp.NewGuard(o.Speaker, o.Logger)
+	d.ctrl = rotator.NewController(rotator.Options{
+		Config: o.Rotator,
+		Clock:  o.Clock,
+		Rand:   o.Rand,
+		Logger: o.Logger,
+		Guard:  guardAdapter{d},
+	})
+	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
+		ListenPort: o.ListenPort,
+		Managed:    d.managed,
+		Log:        o.Logger,
+	})
+	return d, nil
+}
+
+// PeerIDOf names a neighbor for the rotator and the control API.
+func PeerIDOf(addr netip.Addr, vrf string) rotator.PeerID {
+	if vrf == "" {
+		return rotator.PeerID(addr.String())
+	}
+	return rotator.PeerID(addr.String() + "%" + vrf)
+}
+
+func (d *Daemon) policy() *policy.Policy {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pol
+}
+
+// SetPolicy swaps in a new, already validated policy (SIGHUP reload) and
+// reconciles at once.
+func (d *Daemon) SetPolicy(p *policy.Policy) {
+	d.mu.Lock()
+	d.pol = p
+	d.mu.Unlock()
+	d.Kick()
+}
+
+// Kick asks for a reconcile pass now.
+func (d *Daemon) Kick() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) managed(p bgp.PeerInfo) bool {
+	_, err := d.policy().BindingFor(p.Neighbor, p.VRF)
+	return err == nil
+}
+
+// Run reconciles until ctx ends. It returns leaving every installed key in
+// place: stopping aokeyd must not drop a session.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.ctrl.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if err := d.tracker.Run(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("speaker watch ended; retrying", "speaker", d.o.Speaker.Name(), "err", err)
+				select {
+				case <-ctx.Done():
+				case <-d.o.Clock.After(2 * time.Second):
+				}
+			}
+		}
+	}()
+	defer wg.Wait()
+
+	refresh := func() {
+		changed, err := d.o.Keys.Refresh(ctx)
+		switch {
+		case err != nil:
+			d.log.Warn("key source read failed; last good snapshot stays in force", "source", d.o.Keys.Status().Source, "err", err)
+			if d.o.Metrics != nil {
+				d.o.Metrics.KeySourceFailed()
+			}
+		default:
+			if d.o.Metrics != nil {
+				d.o.Metrics.KeySourceSynced(d.o.Clock.Now())
+			}
+			if changed {
+				d.log.Info("key source changed", "source", d.o.Keys.Status().Source)
+			}
+		}
+	}
+	refresh()
+	lastRefresh := d.o.Clock.Now()
+	for {
+		next := d.reconcile(ctx)
+		wait := d.o.Resync
+		if !next.IsZero() {
+			if w := next.Sub(d.o.Clock.Now()); w < wait {
+				wait = max(w, 100*time.Millisecond)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping; installed keys stay in place")
+			return nil
+		case <-d.kick:
+		case <-d.o.Clock.After(wait):
+		}
+		if d.o.Clock.Now().Sub(lastRefresh) >= d.o.Resync/2 {
+			refresh()
+			lastRefresh = d.o.Clock.Now()
+		}
+	}
+}
+
+// RefreshKeys re-reads the key source now and reconciles (for tests, and
+// for `aoctl rotate` after an operator changed the source).
+func (d *Daemon) RefreshKeys(ctx context.Context) error {
+	_, err := d.o.Keys.Refresh(ctx)
+	d.Kick()
+	return err
+}
+
+// snapshot returns a clone of the last good snapshot with the recorded
+// revocations applied, or nil when there is none yet. The caller zeroes it.
+func (d *Daemon) snapshot() *keystore.Snapshot {
+	s := d.o.Keys.Current()
+	if s == nil {
+		return nil
+	}
+	d.revoked.apply(s)
+	return s
+}
+
+// guardAdapter lets the bgp session guard watch the rotator's steps.
+type guardAdapter struct{ d *Daemon }
+
+func (g guardAdapter) Before(peer rotator.PeerID, step rotator.Step) error {
+	addr, ok := g.d.addrOf(peer)
+	if !ok {
+		return fmt.Errorf("unknown peer %s", peer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return g.d.guard.Before(ctx, addr, string(step))
+}
+
+func (g guardAdapter) After(peer rotator.PeerID, step rotator.Step) error {
+	addr, ok := g.d.addrOf(peer)
+	if !ok {
+		return fmt.Errorf("unknown peer %s", peer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return g.d.guard.After(ctx, addr, string(step))
+}
+
+func (d *Daemon) addrOf(id rotator.PeerID) (netip.Addr, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.peers[id]
+	if p == nil {
+		return netip.Addr{}, false
+	}
+	return p.info.Neighbor, true
+}
+
+// OnEstablished implements bgp.SessionObserver: a managed peer's session is
+// up on an accepted connection. Its keys are checked against the desired
+// set at once (the del_async race) and its rotation machine starts.
+func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
+	id := PeerIDOf(info.Neighbor, info.VRF)
+	b, err := d.policy().BindingFor(info.Neighbor, info.VRF)
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	p := d.peers[id]
+	if p == nil {
+		p = &peerState{}
+		d.peers[id] = p
+	}
+	p.info, p.binding, p.handle = info, b, h
+	d.mu.Unlock()
+	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
+	if info.MD5 {
+		d.log.Error("neighbor has a TCP-MD5 password and a TCP-AO binding: the kernel refuses AO next to MD5 (EKEYREJECTED); remove the auth-password", "peer", id)
+	}
+	snap := d.snapshot()
+	if snap == nil {
+		d.log.Warn("no key snapshot yet: not touching the new session", "peer", id)
+		return
+	}
+	defer snap.Zero()
+	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())
+	if err != nil {
+		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
+		return
+	}
+	d.mu.Lock()
+	p.desired = desired
+	d.mu.Unlock()
+	d.ctrl.SetDesired(id, desired)
+	sp, err := d.ctrl.Accepted(id, borrowed{h})
+	if err != nil {
+		d.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
+	}
+	if len(sp.Ops) > 0 {
+		d.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
+	}
+	d.Kick()
+}
+
+// OnDown implements bgp.SessionObserver.
+func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
+	id := PeerIDOf(info.Neighbor, info.VRF)
+	d.ctrl.PeerDown(id)
+	d.mu.Lock()
+	if p := d.peers[id]; p != nil {
+		p.handle = nil
+		p.info = info
+	}
+	d.mu.Unlock()
+	d.log.Info("session down; its socket is no longer touched", "peer", id)
+}

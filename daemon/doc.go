@@ -1,0 +1,24 @@
+// Package daemon is aokeyd's controller glue: it ties the key source
+// (keystore.Cache), the rotation policy, the BGP speaker's sessions and
+// sockets (bgp.Tracker) and the rotation engine (rotator.Controller)
+// together, and serves the control API (control.Backend).
+//
+// Reconciliation follows the controller pattern: every pass re-reads the
+// kernel's state of each managed socket, a pure planner turns (desired,
+// observed) into an ordered plan, and one writer applies it. The listening
+// sockets are written only by the reconcile goroutine; each established
+// session only by its own rotator goroutine.
+//
+// Safety rules the daemon keeps:
+//   - Without a good key snapshot nothing is touched: an unreachable or
+//     failing key source never deletes a key (keystore.Cache keeps the last
+//     good snapshot in force).
+//   - On SIGTERM the daemon leaves every installed key in place; a restart
+//     rebuilds its view from the kernel (GET_KEYS/INFO) and resumes.
+//   - The speaker's sockets are borrowed one call at a time through
+//     pidfd_getfd and the duplicate is closed at once (bgp.SocketHandle), so
+//     aokeyd never keeps a socket of gobgpd alive.
+//   - Revocations are recorded in a state file before they are applied, so
+//     a restart does not re-install a revoked key, and marked in the key
+//     source so other routers learn of them.
+package daemon

@@ -1,0 +1,256 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// ifIndex resolves a VRF name to its L3 master device's ifindex (0 for the
+// default VRF).
+func ifIndex(vrf string) (int, error) {
+	if vrf == "" {
+		return 0, nil
+	}
+	ifi, err := net.InterfaceByName(vrf)
+	if err != nil {
+		return 0, fmt.Errorf("vrf %q: %w", vrf, err)
+	}
+	return ifi.Index, nil
+}
+
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// desiredFor turns the policy's answer for one established peer into the
+// rotator's input. The keys carry cloned secrets that the rotator owns.
+func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
+	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+	pk, err := d.policy().Desired(snap, p.info.Neighbor, p.info.VRF, now)
+	if err != nil {
+		return rotator.Desired{}, pk, err
+	}
+	idx, err := ifIndex(p.info.VRF)
+	if err != nil {
+		return rotator.Desired{}, pk, err
+	}
+	pref := pk.Preferred
+	d.mu.Lock()
+	early := d.early[id]
+	d.mu.Unlock()
+	if early {
+		if n := newest(pk); n >= 0 && n != pref {
+			pref = n
+		} else {
+			d.mu.Lock()
+			delete(d.early, id) // reached (or nothing newer): done
+			d.mu.Unlock()
+		}
+	}
+	host := hostPrefix(p.info.Neighbor)
+	out := rotator.Desired{
+		Socket:     rotator.SocketID("peer " + string(id)),
+		Kind:       rotator.Established,
+		AORequired: pk.AORequired,
+	}
+	for i, k := range pk.Keys {
+		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(host, idx), AcceptOnly: !k.Sendable && i != pref})
+	}
+	if pref >= 0 {
+		out.WantCurrent = rotator.ID(pk.Keys[pref].MKT.SendID)
+		out.WantRNext = rotator.ID(pk.Keys[pref].MKT.RecvID)
+	}
+	out.Revoked = revokedRefs(snap, pk, host, idx)
+	return out, pk, nil
+}
+
+// newest is the index of the key with the latest send start (the one a
+// rotate-now rolls to ahead of its time), -1 when there are no keys.
+func newest(pk policy.PeerKeys) int {
+	best := -1
+	for i, k := range pk.Keys {
+		if best < 0 || k.SendLifetime.Start.After(pk.Keys[best].SendLifetime.Start) {
+			best = i
+		}
+	}
+	return best
+}
+
+func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
+	c := snap.Chains[pk.SourceChain]
+	if c == nil {
+		return nil
+	}
+	var out []tcpao.KeyRef
+	for _, name := range pk.Revoked {
+		for _, m := range c.Keys {
+			if m.Name == name {
+				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
+			}
+		}
+	}
+	return out
+}
+
+// listenerDesired is the key set of the speaker's listening sockets: every
+// binding's desired keys, for the binding's neighbor address or prefix.
+func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time) {
+	v4 = rotator.Desired{Kind: rotator.Listening}
+	v6 = rotator.Desired{Kind: rotator.Listening}
+	pol := d.policy()
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err != nil {
+			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
+			continue
+		}
+		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
+			next = pk.NextChange
+		}
+		idx, err := ifIndex(b.VRF)
+		if err != nil {
+			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
+			continue
+		}
+		dst := &v6
+		if b.Neighbor.Addr().Is4() {
+			dst = &v4
+		}
+		for _, k := range pk.Keys {
+			dst.Keys = append(dst.Keys, rotator.DesiredKey{Key: k.TCPAOKey(b.Neighbor, idx), AcceptOnly: !k.Sendable})
+		}
+		dst.Revoked = append(dst.Revoked, revokedRefs(snap, pk, b.Neighbor, idx)...)
+	}
+	return v4, v6, next
+}
+
+func zeroDesired(ds ...rotator.Desired) {
+	for _, d := range ds {
+		for _, k := range d.Keys {
+			k.Secret.Zero()
+		}
+	}
+}
+
+// reconcile is one pass: listeners are synchronised here (this goroutine is
+// their only writer), established peers get their new desired state (their
+// own goroutines act on it). It returns when the next pass is due.
+func (d *Daemon) reconcile(ctx context.Context) time.Time {
+	snap := d.snapshot()
+	if snap == nil {
+		d.log.Warn("no good key snapshot yet: touching nothing", "source", d.o.Keys.Status().Source)
+		return time.Time{}
+	}
+	defer snap.Zero()
+	now := d.o.Clock.Now()
+	next := d.syncListeners(ctx, snap, now)
+
+	d.mu.Lock()
+	peers := make(map[rotator.PeerID]*peerState, len(d.peers))
+	for id, p := range d.peers {
+		peers[id] = p
+	}
+	d.mu.Unlock()
+	for id, p := range peers {
+		if !d.managed(p.info) {
+			d.forget(id) // its binding left the policy
+			continue
+		}
+		if p.handle == nil {
+			continue
+		}
+		desired, pk, err := d.desiredFor(snap, p, now)
+		if err != nil {
+			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
+			continue
+		}
+		d.mu.Lock()
+		same := sameDesired(p.desired, desired)
+		if !same {
+			p.desired = desired
+		}
+		p.chain = pk.SourceChain
+		d.mu.Unlock()
+		if same {
+			zeroDesired(desired) // the controller keeps the equal one it has
+		} else {
+			d.ctrl.SetDesired(id, desired)
+		}
+		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
+			next = pk.NextChange
+		}
+	}
+	d.mu.Lock()
+	d.lastPass, d.nextPass = now, next
+	d.mu.Unlock()
+	d.observeMetrics()
+	return next
+}
+
+// sameDesired compares two desired states without looking at key bytes
+// other than through fingerprints.
+func sameDesired(a, b rotator.Desired) bool {
+	if a.Socket != b.Socket || a.WantCurrent != b.WantCurrent || a.WantRNext != b.WantRNext ||
+		a.AORequired != b.AORequired || len(a.Keys) != len(b.Keys) || !slices.Equal(a.Revoked, b.Revoked) {
+		return false
+	}
+	for i := range a.Keys {
+		x, y := a.Keys[i], b.Keys[i]
+		if x.KeyRef != y.KeyRef || x.Algorithm != y.Algorithm || x.MACLen != y.MACLen ||
+			x.ExcludeOptions != y.ExcludeOptions || x.AcceptOnly != y.AcceptOnly ||
+			x.Secret.Fingerprint() != y.Secret.Fingerprint() {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now time.Time) time.Time {
+	v4, v6, next := d.listenerDesired(snap, now)
+	defer zeroDesired(v4, v6)
+	hs, err := d.tracker.Listeners(ctx)
+	if err != nil {
+		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
+		return next
+	}
+	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
+	d.listenMu.Lock()
+	defer d.listenMu.Unlock()
+	needed := 0
+	for _, h := range hs {
+		ref := h.Ref()
+		want := v6
+		if ref.Local.Addr().Unmap().Is4() {
+			want = v4
+		} else if !have4 {
+			// A dual-stack listener takes the IPv4 peers too.
+			want.Keys = append(slices.Clip(v6.Keys), v4.Keys...)
+			want.Revoked = append(slices.Clip(v6.Revoked), v4.Revoked...)
+		}
+		want.Socket = rotator.SocketID("listen " + ref.Local.String())
+		for _, k := range want.Keys {
+			needed += tcpao.KeyOptMem(k.Algorithm)
+		}
+		sp, err := rotator.SyncListener(borrowed{h}, want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
+		if err != nil {
+			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
+			continue
+		}
+		if len(sp.Ops) > 0 {
+			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops))
+		}
+	}
+	limit, _ := d.o.OptMemMax()
+	d.mu.Lock()
+	d.optmem = [2]int{limit, needed}
+	d.mu.Unlock()
+	return next
+}
