@@ -30,7 +30,13 @@
 // namespace (only when it differs from aokeyd's) needs CAP_SYS_ADMIN.
 // sock_diag dumps and lookups need no privilege.
 //
-// Measured on the development host (2 vCPU VM, Linux 6.18; see the
-// benchmarks): LISTEN dump of both families ~50 µs, 4-tuple lookup ~20 µs,
-// pidfd_open+pidfd_getfd+close a few µs.
+// Measured on the development host (2 vCPU VM, Linux 6.18, `go test -bench .`
+// in this package), on an open Diag: LISTEN dump of both families ~42 µs,
+// exact 4-tuple lookup ~5 µs, WithSocket (pidfd_open + pidfd_getfd + inode
+// and cookie check + close) ~5 µs. Finder opens a fresh netlink socket and
+// reads /proc/<pid>/fd on every call, which costs more with many fds.
+//
+// A listener's cookie in a sock_diag dump was seen to differ from its
+// SO_COOKIE (Linux 6.18), so WithSocket checks listeners by inode only;
+// established sockets are checked by inode and cookie.
 package sockets
