@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func loadFixture(t *testing.T) *Results {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func TestWriteTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, loadFixture(t)); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "report.golden")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("table differs from %s (run go test ./bench -update):\n%s", golden, b.String())
+	}
+}
+
+// Every comparison line names its figure the way the issue asks.
+func TestTableComparisonLines(t *testing.T) {
+	r := loadFixture(t)
+	var b bytes.Buffer
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	ratios, speedups := 0, 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, " raw ") && strings.Contains(l, " aokeyd ") {
+			if !strings.Contains(l, "ratio=") {
+				t.Errorf("comparison line without ratio=: %q", l)
+			}
+			ratios++
+		}
+		if strings.Contains(l, "/del [S=") {
+			if !strings.Contains(l, "speedup=") {
+				t.Errorf("delete comparison without speedup=: %q", l)
+			}
+			speedups++
+		}
+	}
+	if want := 2 * len(r.Sizes); ratios != want {
+		t.Errorf("%d ratio lines, want %d", ratios, want)
+	}
+	if speedups != len(r.Deletes) {
+		t.Errorf("%d speedup lines, want %d", speedups, len(r.Deletes))
+	}
+}
+
+func TestComparisonVerdict(t *testing.T) {
+	tests := []struct {
+		raw, aokeyd int64
+		ratio       float64
+		want        string
+	}{
+		{100, 100, 1, "met"},
+		{100, 105, 1.05, "met"},
+		{100, 126, 1.26, "MISSED by 20.0%"},
+		{200, 100, 0.5, "met"},
+		{0, 100, 0, "met"},
+	}
+	for _, tc := range tests {
+		c := Comparison{Raw: tc.raw, Aokeyd: tc.aokeyd}
+		if got := c.Ratio(); got < tc.ratio-1e-9 || got > tc.ratio+1e-9 {
+			t.Errorf("Ratio(%d/%d) = %v, want %v", tc.aokeyd, tc.raw, got, tc.ratio)
+		}
+		if got := c.Verdict(); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("Verdict(%d/%d) = %q, want suffix %q", tc.aokeyd, tc.raw, got, tc.want)
+		}
+	}
+}
+
+func TestDeletes(t *testing.T) {
+	d := Deletes{N: 16384, Sample: 256, SyncDelMean: 12_300_000, AsyncSampleMean: 370_000}
+	if got := d.SyncDrainExtrapolated(); got != 12_300_000*16384 {
+		t.Errorf("SyncDrainExtrapolated = %d", got)
+	}
+	if s := d.Speedup(); s < 33.2 || s > 33.3 {
+		t.Errorf("Speedup = %v, want 33.24", s)
+	}
+	if v := SpeedupVerdict(d.Speedup()); !strings.HasSuffix(v, "met") {
+		t.Errorf("SpeedupVerdict(33.2) = %q", v)
+	}
+	if v := SpeedupVerdict(15); !strings.HasSuffix(v, "MISSED by 50.0%") {
+		t.Errorf("SpeedupVerdict(15) = %q", v)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []int64
+		want int64
+	}{
+		{nil, 0},
+		{[]int64{5}, 5},
+		{[]int64{9, 1, 5}, 5},
+		{[]int64{4, 1, 3, 2}, 2},
+	}
+	for _, tc := range tests {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestParseGoBench(t *testing.T) {
+	in := `goos: linux
+BenchmarkPlan-2   	      20	  52345678 ns/op	 28646656 B/op	  240001 allocs/op
+BenchmarkPlan-2   	      22	  48000000 ns/op	 28646656 B/op	  240001 allocs/op
+BenchmarkPlan-2   	      21	  50000000 ns/op	 28646656 B/op	  240001 allocs/op
+BenchmarkOther log line without numbers here
+PASS
+`
+	rows, err := ParseGoBench("host", strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3: %+v", len(rows), rows)
+	}
+	if r := rows[0]; r.Where != "host" || r.Runs != 20 || r.NsPerOp != 52345678 || r.BytesPerOp != 28646656 || r.AllocsPerOp != 240001 {
+		t.Errorf("row 0 = %+v", r)
+	}
+	m := MedianBench(rows)
+	if len(m) != 1 || m[0].NsPerOp != 50000000 || m[0].Runs != 3 {
+		t.Errorf("MedianBench = %+v, want the 50 ms row of 3", m)
+	}
+	if _, err := ParseGoBench("host", strings.NewReader("BenchmarkX 3 abc ns/op\n")); err == nil {
+		t.Error("bad ns/op accepted")
+	}
+}
+
+func TestAllocsLinear(t *testing.T) {
+	tests := []struct {
+		name string
+		pts  []PlanPoint
+		want bool
+	}{
+		{"linear", []PlanPoint{{Peers: 100, AllocsPerOp: 2401}, {Peers: 1000, AllocsPerOp: 24001}}, true},
+		{"quadratic", []PlanPoint{{Peers: 100, AllocsPerOp: 1000}, {Peers: 1000, AllocsPerOp: 100000}}, false},
+		{"one point proves nothing", []PlanPoint{{Peers: 100, AllocsPerOp: 2400}}, false},
+	}
+	for _, tc := range tests {
+		r := Results{Planner: tc.pts}
+		if got, _, _ := r.AllocsLinear(); got != tc.want {
+			t.Errorf("%s: AllocsLinear = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWritePNG(t *testing.T) {
+	r := loadFixture(t)
+	var b bytes.Buffer
+	if err := WritePNG(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz := img.Bounds().Size(); sz.X != chartW || sz.Y != chartH {
+		t.Fatalf("size %v", sz)
+	}
+	count := map[[3]uint32]int{}
+	for y := 0; y < chartH; y++ {
+		for x := 0; x < chartW; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			count[[3]uint32{r >> 8, g >> 8, b >> 8}]++
+		}
+	}
+	for name, c := range map[string][3]uint32{"raw": {150, 150, 150}, "aokeyd": {40, 110, 200}, "sync": {210, 60, 50}, "async": {40, 160, 80}} {
+		// Legend swatches are 14x14; bars make it far more.
+		if count[c] < 2000 {
+			t.Errorf("%s bars: %d pixels of %v", name, count[c], c)
+		}
+	}
+}
+
+func TestGlyphs(t *testing.T) {
+	unknown := glyph('~')
+	for _, r := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcxyz0123456789.,:=-+_/()[]%<>*" {
+		if glyph(r) == unknown {
+			t.Errorf("no glyph for %q", r)
+		}
+	}
+	if glyph('a') != glyph('A') {
+		t.Error("lower case does not print as upper case")
+	}
+}
+
+func TestPlanSweep(t *testing.T) {
+	pts, err := PlanSweep([]int{50, 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 2 || pts[1].Peers != 100 || pts[1].AllocsPerOp <= pts[0].AllocsPerOp || pts[0].NsPerOp <= 0 {
+		t.Errorf("PlanSweep = %+v", pts)
+	}
+}
+
+func TestDaemonSkips(t *testing.T) {
+	dir := t.TempDir()
+	if s := DaemonSkips(dir); len(s) != 2 || !strings.Contains(s[0].Why, "no Go code") {
+		t.Errorf("empty dir: %+v", s)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s := DaemonSkips(dir); !strings.Contains(s[0].Why, "exists") {
+		t.Errorf("with main.go: %+v", s)
+	}
+}

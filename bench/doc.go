@@ -1,0 +1,26 @@
+// Package bench measures aokeyd's cost of managing TCP-AO keys on one
+// listening socket at scale, next to the cost of the leanest possible raw
+// setsockopt loop measured in the same process and the same kernel, and
+// renders the results as a text table and a PNG chart (`make bench`).
+//
+// The measuring half (Run, Linux only) needs the real TCP-AO kernel and runs
+// inside the integration VM; it writes Results as JSON. The rendering half
+// (Results.Evaluate, WriteTable, WritePNG) is portable and runs on the host.
+//
+// What is compared, for N peers (one /32 MKT each) on one listener:
+//
+//   - Install: rotator.SyncListener on an empty listener versus a loop of
+//     pre-built TCP_AO_ADD_KEY requests.
+//   - Rotation: rotator.SyncListener moving every peer to a key with new
+//     IDs (add new, del_async old, 64 peers per batch) versus the best raw
+//     ordering: per peer add-new then del_async-old, most recently installed
+//     peer first, so each delete finds its key near the head of the kernel's
+//     key list.
+//   - Deletes: the same aokeyd plan applied op by op once with del_async and
+//     once with synchronous deletes (a sample, extrapolated: a synchronous
+//     drain waits for an RCU grace period per key).
+//   - Start-up: the install at the largest N, with net.core.optmem_max needed
+//     versus available and the real ENOMEM boundary under the default limit.
+//   - Planner: rotator.PlanAll alone (testing.Benchmark) at several fleet
+//     sizes, next to rotator's own BenchmarkPlan output.
+package bench

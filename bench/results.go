@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Results is everything one `make bench` run measured. Durations are in
+// nanoseconds; every slice of runs holds one value per repetition.
+type Results struct {
+	Kernel        string    `json:"kernel"`
+	CPUs          int       `json:"cpus"`
+	GoVersion     string    `json:"go_version"`
+	Algorithm     string    `json:"algorithm"`
+	PeersPerBatch int       `json:"peers_per_batch"`
+	Started       time.Time `json:"started"`
+	Elapsed       int64     `json:"elapsed_ns"`
+
+	Sizes     []Size       `json:"sizes"`
+	Deletes   []Deletes    `json:"deletes"`
+	Phases    []Phases     `json:"phases"`
+	OptMem    OptMem       `json:"optmem"`
+	Planner   []PlanPoint  `json:"planner"`
+	PlanBench []GoBenchRow `json:"plan_bench"`
+	Skipped   []Skip       `json:"skipped"`
+	// Profile is the top of a CPU profile of aokeyd's rotation at the
+	// largest N (filled in on the host with go tool pprof).
+	Profile string `json:"profile,omitempty"`
+}
+
+// Size holds the install and rotation runs at one N.
+type Size struct {
+	N             int     `json:"n"`
+	InstallRaw    []int64 `json:"install_raw_ns"`
+	InstallAokeyd []int64 `json:"install_aokeyd_ns"`
+	RotateRaw     []int64 `json:"rotate_raw_ns"`
+	RotateAokeyd  []int64 `json:"rotate_aokeyd_ns"`
+}
+
+// Deletes compares del_async with synchronous deletes on the same plan.
+type Deletes struct {
+	N int `json:"n"`
+	// Sample is how many peers got synchronous deletes; SyncDelMean is
+	// their mean delete time and AsyncSampleMean the mean del_async time of
+	// the same plan positions in the del_async run.
+	Sample          int   `json:"sample"`
+	SyncDelMean     int64 `json:"sync_del_mean_ns"`
+	AsyncSampleMean int64 `json:"async_sample_mean_ns"`
+	// AsyncDrain is the measured sum of all N del_async calls and
+	// AsyncAddMean the mean add of the same run.
+	AsyncDrain   int64 `json:"async_drain_ns"`
+	AsyncAddMean int64 `json:"async_add_mean_ns"`
+}
+
+// SyncDrainExtrapolated is N times the sampled synchronous delete.
+func (d Deletes) SyncDrainExtrapolated() int64 { return d.SyncDelMean * int64(d.N) }
+
+// Speedup is the sampled synchronous delete over del_async at the same
+// positions.
+func (d Deletes) Speedup() float64 { return ratio(d.SyncDelMean, d.AsyncSampleMean) }
+
+// Phases splits one aokeyd rotation (the same steps as SyncListener, timed
+// one by one) at N.
+type Phases struct {
+	N           int   `json:"n"`
+	Observe     int64 `json:"observe_ns"`
+	Plan        int64 `json:"plan_ns"`
+	Batches     int64 `json:"batches_ns"`
+	CheckOptMem int64 `json:"check_optmem_ns"`
+	Adds        int64 `json:"adds_ns"`
+	Dels        int64 `json:"dels_ns"`
+}
+
+// OptMem is the socket option memory part of the start-up benchmark.
+type OptMem struct {
+	Default  int `json:"default"`
+	Raised   int `json:"raised"`
+	KeyBytes int `json:"key_bytes"`
+	// Needed is tcpao.OptMemNeeded at the largest N; RotationPeak is
+	// rotator.CheckOptMem's peak for the rotation there.
+	N            int `json:"n"`
+	Needed       int `json:"needed"`
+	RotationPeak int `json:"rotation_peak"`
+	// PredictedKeys is tcpao.OptMemMaxKeys(Default); MeasuredKeys how many
+	// adds the kernel took before ENOMEM under Default.
+	PredictedKeys int    `json:"predicted_keys"`
+	MeasuredKeys  int    `json:"measured_keys"`
+	ENOMEM        bool   `json:"enomem"`
+	Refusal       string `json:"refusal"`
+	RefusalClean  bool   `json:"refusal_clean"`
+}
+
+// PlanPoint is rotator.PlanAll on Peers established sockets (4 keys each,
+// mid-roll) measured with testing.Benchmark.
+type PlanPoint struct {
+	Peers       int   `json:"peers"`
+	NsPerOp     int64 `json:"ns_per_op"`
+	AllocsPerOp int64 `json:"allocs_per_op"`
+	BytesPerOp  int64 `json:"bytes_per_op"`
+	Runs        int   `json:"runs"`
+}
+
+// GoBenchRow is one line of `go test -bench -benchmem` output.
+type GoBenchRow struct {
+	Where       string  `json:"where"`
+	Name        string  `json:"name"`
+	Runs        int     `json:"runs"`
+	NsPerOp     float64 `json:"ns_per_op"`
+	BytesPerOp  int64   `json:"bytes_per_op"`
+	AllocsPerOp int64   `json:"allocs_per_op"`
+}
+
+// Skip is a benchmark of the issue this run does not perform, and why.
+type Skip struct {
+	Item string `json:"item"`
+	Why  string `json:"why"`
+}
+
+// Targets from the issue.
+const (
+	TargetRatio   = 1.05
+	TargetSpeedup = 30.0
+	TargetPlan    = 50 * time.Millisecond
+	planPeers     = 10000
+)
+
+// Median is the median of xs (the lower middle for an even count), 0 for none.
+func Median(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+func ratio(a, b int64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Comparison is one aokeyd-versus-raw line of the report.
+type Comparison struct {
+	What   string
+	N      int
+	Raw    int64
+	Aokeyd int64
+	Runs   int
+}
+
+// Ratio is aokeyd over raw.
+func (c Comparison) Ratio() float64 { return ratio(c.Aokeyd, c.Raw) }
+
+// Verdict says whether the ratio meets TargetRatio and by how much it misses.
+func (c Comparison) Verdict() string { return ratioVerdict(c.Ratio()) }
+
+func ratioVerdict(r float64) string {
+	if r <= TargetRatio {
+		return fmt.Sprintf("target<=%.2f met", TargetRatio)
+	}
+	return fmt.Sprintf("target<=%.2f MISSED by %.1f%%", TargetRatio, (r/TargetRatio-1)*100)
+}
+
+// Comparisons returns the install and rotation comparisons, medians per N.
+func (r *Results) Comparisons() (install, rotate []Comparison) {
+	for _, s := range r.Sizes {
+		install = append(install, Comparison{What: "install", N: s.N, Raw: Median(s.InstallRaw), Aokeyd: Median(s.InstallAokeyd), Runs: len(s.InstallRaw)})
+		rotate = append(rotate, Comparison{What: "rotate", N: s.N, Raw: Median(s.RotateRaw), Aokeyd: Median(s.RotateAokeyd), Runs: len(s.RotateRaw)})
+	}
+	return install, rotate
+}
+
+// SpeedupVerdict judges a sync/async speedup at N against TargetSpeedup,
+// which the issue sets for the largest N.
+func SpeedupVerdict(s float64) string {
+	if s >= TargetSpeedup {
+		return fmt.Sprintf("target>=%.0f met", TargetSpeedup)
+	}
+	return fmt.Sprintf("target>=%.0f MISSED by %.1f%%", TargetSpeedup, (1-s/TargetSpeedup)*100)
+}
+
+// PlanVerdict judges the planner at 10,000 peers.
+func PlanVerdict(ns float64) string {
+	if time.Duration(ns) < TargetPlan {
+		return fmt.Sprintf("target<%v met", TargetPlan)
+	}
+	return fmt.Sprintf("target<%v MISSED by %.0f%%", TargetPlan, (ns/float64(TargetPlan)-1)*100)
+}
+
+// AllocsLinear reports whether allocations per peer stay within 10% of each
+// other across the planner sweep (allocations linear in peers), and the
+// per-peer range.
+func (r *Results) AllocsLinear() (ok bool, lo, hi float64) {
+	for i, p := range r.Planner {
+		if p.Peers == 0 {
+			continue
+		}
+		v := float64(p.AllocsPerOp) / float64(p.Peers)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	return len(r.Planner) > 1 && lo > 0 && hi <= lo*1.10, lo, hi
+}
+
+// MedianBench folds repeated `go test -count` rows into one per place and
+// benchmark: the row with the median ns/op, Runs set to how many rows there
+// were.
+func MedianBench(rows []GoBenchRow) []GoBenchRow {
+	type key struct{ where, name string }
+	var order []key
+	by := map[key][]GoBenchRow{}
+	for _, r := range rows {
+		k := key{r.Where, r.Name}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	out := make([]GoBenchRow, 0, len(order))
+	for _, k := range order {
+		rs := slices.Clone(by[k])
+		slices.SortFunc(rs, func(a, b GoBenchRow) int {
+			switch {
+			case a.NsPerOp < b.NsPerOp:
+				return -1
+			case a.NsPerOp > b.NsPerOp:
+				return 1
+			}
+			return 0
+		})
+		m := rs[(len(rs)-1)/2]
+		m.Runs = len(rs)
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,571 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Config sets up Run.
+type Config struct {
+	// Sizes are the peer counts N, Reps the repetitions at each (same
+	// length; a missing entry means 1).
+	Sizes []int
+	Reps  []int
+	// Sample is how many peers get synchronous deletes (default 256).
+	Sample int
+	// PeersPerBatch is SyncListener's batch size (default 64).
+	PeersPerBatch int
+	// Algorithm of every MKT (default hmac(sha1)).
+	Algorithm tcpao.Algorithm
+	// PlanSizes are the fleet sizes of the planner sweep.
+	PlanSizes []int
+	// Rand supplies key bytes; Now is the clock every span is measured
+	// with (default time.Now).
+	Rand io.Reader
+	Now  func() time.Time
+	// OptMemPath is net.core.optmem_max (default tcpao.OptMemPath); Run
+	// raises it for the large N and puts the old value back.
+	OptMemPath string
+	// CPUProfile, when set, receives a CPU profile of aokeyd's rotation at
+	// the largest N.
+	CPUProfile io.Writer
+	Logger     *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if len(c.Sizes) == 0 {
+		return errors.New("bench: config: no sizes")
+	}
+	if c.Rand == nil {
+		return errors.New("bench: config: no randomness (Rand)")
+	}
+	if c.Sample <= 0 {
+		c.Sample = 256
+	}
+	if c.PeersPerBatch <= 0 {
+		c.PeersPerBatch = 64
+	}
+	if c.Algorithm == "" {
+		c.Algorithm = tcpao.HMACSHA1
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.OptMemPath == "" {
+		c.OptMemPath = tcpao.OptMemPath
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+type runner struct {
+	cfg    Config
+	log    *slog.Logger
+	limit  int // optmem_max while measuring
+	maxN   int
+	secret []byte // scratch for key bytes, zeroed after each use
+}
+
+// Run measures everything in the real TCP-AO kernel. It needs root (to
+// raise net.core.optmem_max) and CONFIG_TCP_AO.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, log: cfg.Logger, secret: make([]byte, 20)}
+	defer clear(r.secret)
+	start := cfg.Now()
+	res := &Results{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Algorithm: string(cfg.Algorithm),
+		PeersPerBatch: cfg.PeersPerBatch, Started: start.UTC()}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		res.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
+	}
+	for _, n := range cfg.Sizes {
+		r.maxN = max(r.maxN, n)
+	}
+	def, err := tcpao.OptMemMax()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if res.OptMem, err = r.optMemBoundary(ctx, def); err != nil {
+		return nil, err
+	}
+	// Room for the largest listener twice over (a rotation holds a batch
+	// of extra keys) plus slack, never below the default.
+	r.limit = max(def, tcpao.OptMemNeeded(2*r.maxN, cfg.Algorithm)+1<<20)
+	res.OptMem.Raised = r.limit
+	if err := r.writeOptMem(r.limit); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := r.writeOptMem(def); err != nil {
+			r.log.Warn("restore optmem_max", "err", err)
+		}
+	}()
+	// Warm-up, not recorded: first-use costs (crypto transforms, page
+	// faults, heap growth) would otherwise land on the first measured run.
+	warm := min(256, cfg.Sizes[0])
+	for _, f := range []func(context.Context, int, int, *Size, *Results) error{r.rawRun, r.aokeydRun} {
+		if err := f(ctx, warm, -1, &Size{}, res); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for i, n := range cfg.Sizes {
+		reps := 1
+		if i < len(cfg.Reps) && cfg.Reps[i] > 0 {
+			reps = cfg.Reps[i]
+		}
+		s := Size{N: n}
+		for rep := range reps {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			// Alternate who goes first, so drift favours neither.
+			first, second := r.rawRun, r.aokeydRun
+			if rep%2 == 1 {
+				first, second = second, first
+			}
+			for _, f := range []func(context.Context, int, int, *Size, *Results) error{first, second} {
+				if err := f(ctx, n, rep, &s, res); err != nil {
+					return nil, err
+				}
+			}
+		}
+		res.Sizes = append(res.Sizes, s)
+	}
+	if len(cfg.PlanSizes) > 0 {
+		r.log.Info("planner sweep", "sizes", cfg.PlanSizes)
+		if res.Planner, err = PlanSweep(cfg.PlanSizes); err != nil {
+			return nil, err
+		}
+	}
+	res.Elapsed = int64(cfg.Now().Sub(start))
+	return res, nil
+}
+
+func (r *runner) writeOptMem(v int) error {
+	if err := os.WriteFile(r.cfg.OptMemPath, []byte(strconv.Itoa(v)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("bench: set net.core.optmem_max=%d: %w", v, err)
+	}
+	return nil
+}
+
+// listener is a fresh IPv4 listening socket on loopback.
+type listener struct {
+	ln   *net.TCPListener
+	rc   syscall.RawConn
+	sock tcpao.Socket
+}
+
+func listen(ctx context.Context) (*listener, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench: listen: %w", err)
+	}
+	ln := l.(*net.TCPListener)
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("bench: listener raw conn: %w", err)
+	}
+	return &listener{ln: ln, rc: rc, sock: tcpao.New(rc)}, nil
+}
+
+func (l *listener) close() { l.ln.Close() }
+
+// raw runs the pre-built steps on the listener's descriptor and times only
+// the system calls.
+func (r *runner) raw(l *listener, steps []rawStep) (int64, error) {
+	var el time.Duration
+	var rerr error
+	err := l.rc.Control(func(fd uintptr) {
+		t0 := r.cfg.Now()
+		_, rerr = rawRun(int(fd), steps)
+		el = r.cfg.Now().Sub(t0)
+	})
+	wipeRaw(steps)
+	if err != nil {
+		return 0, fmt.Errorf("bench: raw conn control: %w", err)
+	}
+	return int64(el), rerr
+}
+
+// peer is the i-th peer's /32.
+func peer(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+}
+
+func (r *runner) fill() ([]byte, error) {
+	if _, err := io.ReadFull(r.cfg.Rand, r.secret); err != nil {
+		return nil, fmt.Errorf("bench: key bytes: %w", err)
+	}
+	return r.secret, nil
+}
+
+// desired is N peers with one key each, IDs id/id.
+func (r *runner) desired(n int, id uint8) (rotator.Desired, error) {
+	d := rotator.Desired{Socket: "bench", Kind: rotator.Listening, Keys: make([]rotator.DesiredKey, n)}
+	for i := range n {
+		b, err := r.fill()
+		if err != nil {
+			zeroDesired(d)
+			return d, err
+		}
+		d.Keys[i] = rotator.DesiredKey{Key: tcpao.Key{KeyRef: tcpao.KeyRef{Peer: peer(i), SendID: id, RecvID: id},
+			Algorithm: r.cfg.Algorithm, Secret: tcpao.NewSecret(b)}}
+		clear(b)
+	}
+	return d, nil
+}
+
+func zeroDesired(d rotator.Desired) {
+	for _, k := range d.Keys {
+		k.Secret.Zero()
+	}
+}
+
+// verify checks that the listener holds exactly n keys, all with SendID id.
+func verify(l *listener, n int, id uint8, what string) error {
+	keys, err := l.sock.Keys(tcpao.KeyFilter{})
+	if err != nil {
+		return fmt.Errorf("bench: %s: verify: %w", what, err)
+	}
+	bad := 0
+	for _, k := range keys {
+		if k.SendID != id {
+			bad++
+		}
+	}
+	if len(keys) != n || bad != 0 {
+		return fmt.Errorf("bench: %s: listener holds %d keys (%d with another SendID than %d), want %d", what, len(keys), bad, id, n)
+	}
+	return nil
+}
+
+// rawRun: install N keys with a bare loop, then rotate them in the best
+// raw order.
+func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) error {
+	l, err := listen(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	steps := make([]rawStep, 0, 2*n)
+	for i := range n {
+		b, err := r.fill()
+		if err != nil {
+			return err
+		}
+		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 1, 1, b))
+		clear(b)
+	}
+	el, err := r.raw(l, steps)
+	if err != nil {
+		return fmt.Errorf("bench: raw install N=%d: %w", n, err)
+	}
+	if err := verify(l, n, 1, "raw install"); err != nil {
+		return err
+	}
+	s.InstallRaw = append(s.InstallRaw, el)
+	r.log.Info("raw install", "n", n, "rep", rep, "took", time.Duration(el))
+
+	// Best raw rotation: per peer add-new then del_async-old, most recently
+	// installed peer first: the kernel adds at the head of its key list and
+	// a delete walks from the head, so each old key is found early.
+	steps = steps[:0]
+	for i := n - 1; i >= 0; i-- {
+		b, err := r.fill()
+		if err != nil {
+			return err
+		}
+		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 2, 2, b), rawDelStep(peer(i), 1, 1, true))
+		clear(b)
+	}
+	el, err = r.raw(l, steps)
+	if err != nil {
+		return fmt.Errorf("bench: raw rotate N=%d: %w", n, err)
+	}
+	if err := verify(l, n, 2, "raw rotate"); err != nil {
+		return err
+	}
+	s.RotateRaw = append(s.RotateRaw, el)
+	r.log.Info("raw rotate", "n", n, "rep", rep, "took", time.Duration(el))
+	return nil
+}
+
+// aokeydRun: SyncListener from empty, SyncListener to new IDs, and (first
+// repetition only) the phase split and the sync-versus-async deletes.
+func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Results) error {
+	l, err := listen(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	opts := rotator.ListenerOptions{PeersPerBatch: r.cfg.PeersPerBatch, OptMemMax: func() (int, error) { return r.limit, nil }}
+	d, err := r.desired(n, 1)
+	if err != nil {
+		return err
+	}
+	t0 := r.cfg.Now()
+	_, err = rotator.SyncListener(l.sock, d, opts)
+	el := int64(r.cfg.Now().Sub(t0))
+	zeroDesired(d)
+	if err != nil {
+		return fmt.Errorf("bench: aokeyd install N=%d: %w", n, err)
+	}
+	if err := verify(l, n, 1, "aokeyd install"); err != nil {
+		return err
+	}
+	s.InstallAokeyd = append(s.InstallAokeyd, el)
+	r.log.Info("aokeyd install", "n", n, "rep", rep, "took", time.Duration(el))
+
+	if d, err = r.desired(n, 2); err != nil {
+		return err
+	}
+	profile := r.cfg.CPUProfile != nil && n == r.maxN && rep == 0
+	if profile {
+		if err := pprof.StartCPUProfile(r.cfg.CPUProfile); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+	}
+	t0 = r.cfg.Now()
+	_, err = rotator.SyncListener(l.sock, d, opts)
+	el = int64(r.cfg.Now().Sub(t0))
+	if profile {
+		pprof.StopCPUProfile()
+	}
+	zeroDesired(d)
+	if err != nil {
+		return fmt.Errorf("bench: aokeyd rotate N=%d: %w", n, err)
+	}
+	if err := verify(l, n, 2, "aokeyd rotate"); err != nil {
+		return err
+	}
+	s.RotateAokeyd = append(s.RotateAokeyd, el)
+	r.log.Info("aokeyd rotate", "n", n, "rep", rep, "took", time.Duration(el))
+	if rep != 0 {
+		return nil
+	}
+	return r.deletes(l, n, res)
+}
+
+// plan runs SyncListener's steps one by one and returns the batches.
+func (r *runner) plan(l *listener, d rotator.Desired, ph *Phases) ([][]rotator.Op, int, error) {
+	t0 := r.cfg.Now()
+	obs, err := rotator.Observe(l.sock)
+	t1 := r.cfg.Now()
+	if err != nil {
+		return nil, 0, fmt.Errorf("bench: observe: %w", err)
+	}
+	sp := rotator.PlanSocket(d, obs)
+	t2 := r.cfg.Now()
+	if len(sp.Blocked) > 0 {
+		return nil, 0, fmt.Errorf("bench: plan blocked: %s", sp.Blocked[0].Detail)
+	}
+	batches := rotator.ListenerBatches(sp, r.cfg.PeersPerBatch)
+	t3 := r.cfg.Now()
+	if ph == nil {
+		// Untimed pass: the optmem check changes nothing in the plan and
+		// is quadratic in keys today, so it is not repeated.
+		return batches, 0, nil
+	}
+	peak, err := rotator.CheckOptMem(d.Socket, obs, batches, r.limit)
+	t4 := r.cfg.Now()
+	if err != nil {
+		return nil, 0, fmt.Errorf("bench: %w", err)
+	}
+	ph.Observe, ph.Plan, ph.Batches, ph.CheckOptMem = int64(t1.Sub(t0)), int64(t2.Sub(t1)), int64(t3.Sub(t2)), int64(t4.Sub(t3))
+	return batches, peak, nil
+}
+
+// applyTimed applies ops one at a time and returns the add and delete
+// durations in plan order.
+func (r *runner) applyTimed(l *listener, ops []rotator.Op) (adds, dels []int64, err error) {
+	for i := range ops {
+		t0 := r.cfg.Now()
+		_, err := rotator.Apply(l.sock, ops[i:i+1])
+		el := int64(r.cfg.Now().Sub(t0))
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: %w", err)
+		}
+		switch ops[i].Kind {
+		case rotator.OpAdd:
+			adds = append(adds, el)
+		case rotator.OpDel:
+			dels = append(dels, el)
+		}
+	}
+	return adds, dels, nil
+}
+
+func sum(xs []int64) int64 {
+	var t int64
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+func mean(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return sum(xs) / int64(len(xs))
+}
+
+// deletes rolls the listener (IDs 2) back to IDs 1 with aokeyd's plan
+// applied op by op (del_async, every delete timed, phases split), then runs
+// the first Sample peers of the next roll (IDs 1 to 3) with synchronous
+// deletes. Both passes see the key list in the same shape, so the sample
+// positions are comparable.
+func (r *runner) deletes(l *listener, n int, res *Results) error {
+	d, err := r.desired(n, 1)
+	if err != nil {
+		return err
+	}
+	ph := Phases{N: n}
+	batches, peak, err := r.plan(l, d, &ph)
+	if err != nil {
+		zeroDesired(d)
+		return err
+	}
+	if n == r.maxN {
+		res.OptMem.RotationPeak = peak
+	}
+	var ops []rotator.Op
+	for _, b := range batches {
+		ops = append(ops, b...)
+	}
+	adds, dels, err := r.applyTimed(l, ops)
+	zeroDesired(d)
+	if err != nil {
+		return err
+	}
+	if err := verify(l, n, 1, "aokeyd async pass"); err != nil {
+		return err
+	}
+	if len(dels) != n {
+		return fmt.Errorf("bench: async pass N=%d: %d deletes, want %d", n, len(dels), n)
+	}
+	ph.Adds, ph.Dels = sum(adds), sum(dels)
+	res.Phases = append(res.Phases, ph)
+	sample := min(r.cfg.Sample, n)
+	dl := Deletes{N: n, Sample: sample, AsyncDrain: sum(dels), AsyncAddMean: mean(adds), AsyncSampleMean: mean(dels[:sample])}
+	r.log.Info("aokeyd async pass", "n", n, "async_drain", time.Duration(dl.AsyncDrain), "async_del_mean", time.Duration(mean(dels)))
+
+	if d, err = r.desired(n, 3); err != nil {
+		return err
+	}
+	batches, _, err = r.plan(l, d, nil)
+	if err != nil {
+		zeroDesired(d)
+		return err
+	}
+	ops = ops[:0]
+	peers := 0
+collect:
+	for _, b := range batches {
+		for _, op := range b {
+			if op.Kind == rotator.OpAdd {
+				if peers == sample {
+					break collect
+				}
+				peers++
+			}
+			if op.Kind == rotator.OpDel {
+				if !op.Del.Async {
+					zeroDesired(d)
+					return fmt.Errorf("bench: aokeyd planned a synchronous delete on a listener: %s", op.Line())
+				}
+				op.Del.Async = false
+			}
+			ops = append(ops, op)
+		}
+	}
+	_, dels, err = r.applyTimed(l, ops)
+	zeroDesired(d)
+	if err != nil {
+		return err
+	}
+	if len(dels) != sample {
+		return fmt.Errorf("bench: sync sample N=%d: %d deletes, want %d", n, len(dels), sample)
+	}
+	dl.SyncDelMean = mean(dels)
+	res.Deletes = append(res.Deletes, dl)
+	r.log.Info("aokeyd sync sample", "n", n, "sample", sample, "sync_del_mean", time.Duration(dl.SyncDelMean), "speedup", dl.Speedup())
+	return nil
+}
+
+// optMemBoundary finds where the kernel answers ENOMEM under the default
+// net.core.optmem_max, and checks that SyncListener refuses the largest key
+// set up front without installing anything.
+func (r *runner) optMemBoundary(ctx context.Context, def int) (OptMem, error) {
+	a := r.cfg.Algorithm
+	om := OptMem{Default: def, KeyBytes: tcpao.KeyOptMem(a), N: r.maxN, Needed: tcpao.OptMemNeeded(r.maxN, a),
+		PredictedKeys: tcpao.OptMemMaxKeys(def, a)}
+	l, err := listen(ctx)
+	if err != nil {
+		return om, err
+	}
+	limit := om.PredictedKeys + 256
+	for i := range limit {
+		b, err := r.fill()
+		if err != nil {
+			l.close()
+			return om, err
+		}
+		st := []rawStep{rawAddStep(peer(i), string(a), 1, 1, b)}
+		clear(b)
+		_, err = r.raw(l, st)
+		if errors.Is(err, unix.ENOMEM) {
+			om.ENOMEM = true
+			break
+		}
+		if err != nil {
+			l.close()
+			return om, fmt.Errorf("bench: optmem boundary: add %d: %w", i, err)
+		}
+		om.MeasuredKeys++
+	}
+	l.close()
+	r.log.Info("optmem boundary", "default", def, "predicted_keys", om.PredictedKeys, "measured_keys", om.MeasuredKeys, "enomem", om.ENOMEM)
+
+	if l, err = listen(ctx); err != nil {
+		return om, err
+	}
+	defer l.close()
+	d, err := r.desired(r.maxN, 1)
+	if err != nil {
+		return om, err
+	}
+	_, err = rotator.SyncListener(l.sock, d, rotator.ListenerOptions{PeersPerBatch: r.cfg.PeersPerBatch, OptMemMax: tcpao.OptMemMax})
+	zeroDesired(d)
+	if err != nil {
+		om.Refusal = err.Error()
+	}
+	keys, kerr := l.sock.Keys(tcpao.KeyFilter{})
+	om.RefusalClean = errors.Is(err, rotator.ErrOptMem) && (errors.Is(kerr, unix.ENOENT) || (kerr == nil && len(keys) == 0))
+	return om, nil
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Dur formats nanoseconds with three significant digits ("12.3 ms").
+func Dur(ns int64) string { return durUnit(ns, "µs") }
+
+func durUnit(ns int64, micro string) string {
+	d := float64(ns)
+	switch {
+	case d >= 1e9:
+		return sig(d/1e9) + " s"
+	case d >= 1e6:
+		return sig(d/1e6) + " ms"
+	case d >= 1e3:
+		return sig(d/1e3) + " " + micro
+	}
+	return fmt.Sprintf("%.0f ns", d)
+}
+
+func sig(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func bytesText(b int64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+type tw struct {
+	w   io.Writer
+	err error
+}
+
+func (t *tw) f(format string, a ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.w, format+"\n", a...)
+	}
+}
+
+// WriteTable renders the report as text. Every aokeyd-versus-raw line
+// carries ratio=X.XX, the async-versus-sync line speedup=X.X.
+func WriteTable(w io.Writer, r *Results) error {
+	t := &tw{w: w}
+	t.f("aokeyd bench: %s, %d CPUs, %s, %s MKTs, SyncListener batches of %d peers, measured in %s",
+		r.Kernel, r.CPUs, r.GoVersion, r.Algorithm, r.PeersPerBatch, time.Duration(r.Elapsed).Round(time.Second))
+	t.f("Times are medians over [runs]; raw = bare setsockopt loop over pre-built requests, same process, fresh listener, same N.")
+	install, rotate := r.Comparisons()
+	t.f("")
+	t.f("1. Install keys for N peers on one listener (aokeyd: rotator.SyncListener from empty)")
+	for _, c := range install {
+		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
+	}
+	t.f("")
+	t.f("2. Full rotation of N peers (add new IDs, retire old). aokeyd: SyncListener (per peer add, del_async; peers in plan order)")
+	t.f("   raw best ordering: per peer add-new then del_async-old, most recently installed peer first (each delete finds its key near the list head)")
+	for _, c := range rotate {
+		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
+	}
+	for _, p := range r.Phases {
+		t.f("   aokeyd rotation split, N=%d (same steps timed one by one): observe %s, plan %s, batches %s, optmem check %s, %d adds %s, %d del_async %s",
+			p.N, Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.CheckOptMem), p.N, Dur(p.Adds), p.N, Dur(p.Dels))
+	}
+	t.f("")
+	t.f("2b. del_async vs synchronous deletes on the same aokeyd plan (per delete; sync on the first S peers of the plan, async at the same positions)")
+	for _, d := range r.Deletes {
+		t.f("   N=%-6d sync %s/del [S=%d]  async %s/del  speedup=%.1f  %s", d.N, Dur(d.SyncDelMean), d.Sample, Dur(d.AsyncSampleMean), d.Speedup(), SpeedupVerdict(d.Speedup()))
+		label := "measured"
+		if d.Sample < d.N {
+			label = fmt.Sprintf("EXTRAPOLATED from %d", d.Sample)
+		}
+		t.f("            drain of all %d deletes: sync %s (%s), async %s (measured); mean add %s", d.N, Dur(d.SyncDrainExtrapolated()), label, Dur(d.AsyncDrain), Dur(d.AsyncAddMean))
+	}
+	t.f("   (the %.0fx target applies at the largest N)", TargetSpeedup)
+	t.f("")
+	for _, s := range r.Skipped {
+		t.f("%s: SKIPPED: %s", s.Item, s.Why)
+	}
+	t.f("")
+	t.f("4. Planner alone (rotator.PlanAll, pure function; 4 keys per peer, mid-roll)")
+	for _, b := range MedianBench(r.PlanBench) {
+		t.f("   rotator %s [%s, median of %d]: %s/op  %s/op  %d allocs/op  %s", b.Name, b.Where, b.Runs, Dur(int64(b.NsPerOp)), bytesText(b.BytesPerOp), b.AllocsPerOp, PlanVerdict(b.NsPerOp))
+	}
+	if len(r.Planner) > 0 {
+		parts := make([]string, 0, len(r.Planner))
+		for _, p := range r.Planner {
+			parts = append(parts, fmt.Sprintf("%d peers %s %d allocs (%.1f/peer)", p.Peers, Dur(p.NsPerOp), p.AllocsPerOp, float64(p.AllocsPerOp)/float64(p.Peers)))
+		}
+		t.f("   sweep [guest]: %s", strings.Join(parts, "; "))
+		ok, lo, hi := r.AllocsLinear()
+		verdict := "MISSED"
+		if ok {
+			verdict = "met"
+		}
+		t.f("   allocations linear in peers (per-peer count within 10%%): %s (%.1f..%.1f allocs/peer)", verdict, lo, hi)
+	}
+	t.f("")
+	om := r.OptMem
+	t.f("6. Start-up with a large key set (N=%d)", om.N)
+	for i, c := range install {
+		if c.N == om.N {
+			t.f("   all %d keys installed by aokeyd in %s (raw loop %s), ratio=%.2f  %s", c.N, Dur(c.Aokeyd), Dur(c.Raw), c.Ratio(), install[i].Verdict())
+		}
+	}
+	t.f("   optmem: %d keys x %d B = %s needed (tcpao.OptMemNeeded); rotation peak %s (rotator.CheckOptMem); default net.core.optmem_max %s",
+		om.N, om.KeyBytes, bytesText(int64(om.Needed)), bytesText(int64(om.RotationPeak)), bytesText(int64(om.Default)))
+	fit := "does NOT fit"
+	if om.Needed < om.Default {
+		fit = "fits"
+	}
+	t.f("   under the default: the key set %s; predicted %d keys (tcpao.OptMemMaxKeys), kernel took %d before ENOMEM=%v",
+		fit, om.PredictedKeys, om.MeasuredKeys, om.ENOMEM)
+	clean := "and installed keys anyway (BUG)"
+	if om.RefusalClean {
+		clean = "before installing anything"
+	}
+	if om.Refusal != "" {
+		t.f("   SyncListener under the default refused %s: %s", clean, om.Refusal)
+	} else {
+		t.f("   SyncListener under the default did not refuse")
+	}
+	t.f("   this run raised net.core.optmem_max to %s", bytesText(int64(om.Raised)))
+	if r.Profile != "" {
+		t.f("")
+		t.f("CPU profile of aokeyd's rotation at N=%d (go tool pprof -top; syscall time is the kernel's work):", om.N)
+		for _, l := range strings.Split(strings.TrimRight(r.Profile, "\n"), "\n") {
+			t.f("   %s", l)
+		}
+	}
+	return t.err
+}

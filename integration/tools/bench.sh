@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `make bench`: aokeyd's scale benchmarks in the real TCP-AO kernel (QEMU
+# guest), next to a bare setsockopt loop measured in the same run, plus the
+# planner's own benchmark on host and guest. Writes report.txt (the table),
+# report.png (the chart), results.json, cpu.pprof and the guest console log
+# to $AOKEYD_BENCH_OUT (default ./bench-report) and prints the table.
+#
+# Environment (defaults in brackets):
+#   AOKEYD_BENCH_OUT         report directory [./bench-report]
+#   AOKEYD_BENCH_SIZES       peer counts N [1024,4096,16384]
+#   AOKEYD_BENCH_REPS        repetitions per N [5,3,1]
+#   AOKEYD_BENCH_SAMPLE      peers with synchronous deletes [256]
+#   AOKEYD_BENCH_PLAN_SIZES  planner sweep fleet sizes [2500,5000,10000,20000]
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+out=${AOKEYD_BENCH_OUT:-$repo/bench-report}
+sizes=${AOKEYD_BENCH_SIZES:-1024,4096,16384}
+reps=${AOKEYD_BENCH_REPS:-5,3,1}
+sample=${AOKEYD_BENCH_SAMPLE:-256}
+plan_sizes=${AOKEYD_BENCH_PLAN_SIZES:-2500,5000,10000,20000}
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+work=$(mktemp -d /tmp/aokeyd-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/bin"
+
+log "building the guest program and the rotator test binary (static)"
+CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./bench/cmd/aokeyd-bench
+CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
+
+log "planner benchmark on the host (rotator BenchmarkPlan)"
+go test -run '^$' -bench '^BenchmarkPlan$' -benchmem -count 3 ./rotator | tee "$work/host-plan.txt" >&2
+
+log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample"
+guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes"
+guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
+AOKEYD_VM_OUT="$work/vm" \
+	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-1500} \
+	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/rotator.test" \
+	AOKEYD_GUEST_CMD="$guest_cmd" \
+	bash integration/vm/run.sh
+
+res="$work/vm/bench"
+mkdir -p "$out"
+go tool pprof -top -nodecount=25 "$work/bin/aokeyd-bench" "$res/cpu.pprof" 2>/dev/null |
+	grep -v '^File:\|^Build ID:\|^Type:\|^Time:' >"$work/top.txt" || log "no CPU profile summary"
+cp "$res/cpu.pprof" "$out/cpu.pprof"
+cp "$res/results.json" "$out/guest-results.json"
+cp "$work/vm/console.log" "$out/guest-console.log"
+"$work/bin/aokeyd-bench" render -in "$res/results.json" -out "$out" \
+	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
+	-daemon-dir "$repo/cmd/aokeyd"
+log "report: $out/report.txt, $out/report.png (raw data: $out/results.json, profile: $out/cpu.pprof)"
