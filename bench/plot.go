@@ -17,16 +17,15 @@ const (
 	lineH          = 9 * scale
 )
 
-var (
-	colBG     = color.RGBA{255, 255, 255, 255}
-	colInk    = color.RGBA{20, 20, 20, 255}
-	colGrid   = color.RGBA{220, 220, 220, 255}
-	colRaw    = color.RGBA{150, 150, 150, 255}
-	colAokeyd = color.RGBA{40, 110, 200, 255}
-	colSync   = color.RGBA{210, 60, 50, 255}
-	colAsync  = color.RGBA{40, 160, 80, 255}
-	colMiss   = color.RGBA{200, 30, 30, 255}
-)
+// Colours (functions, so that the package holds no mutable state).
+func colBG() color.RGBA     { return color.RGBA{255, 255, 255, 255} }
+func colInk() color.RGBA    { return color.RGBA{20, 20, 20, 255} }
+func colGrid() color.RGBA   { return color.RGBA{220, 220, 220, 255} }
+func colRaw() color.RGBA    { return color.RGBA{150, 150, 150, 255} }
+func colAokeyd() color.RGBA { return color.RGBA{40, 110, 200, 255} }
+func colSync() color.RGBA   { return color.RGBA{210, 60, 50, 255} }
+func colAsync() color.RGBA  { return color.RGBA{40, 160, 80, 255} }
+func colMiss() color.RGBA   { return color.RGBA{200, 30, 30, 255} }
 
 type bar struct {
 	v   float64 // nanoseconds (or any unit the panel formats)
@@ -78,11 +77,11 @@ func (c canvas) textCentered(cx, y int, s string, col color.RGBA) {
 
 // draw renders one panel with a log10 value axis into the box.
 func (c canvas) draw(p panel, x0, y0, x1, y1 int) {
-	c.text(x0, y0, p.title, colInk)
+	c.text(x0, y0, p.title, colInk())
 	lx := x0
 	for _, l := range p.legend {
 		c.rect(lx, y0+lineH+2, lx+14, y0+lineH+16, l.col)
-		c.text(lx+20, y0+lineH+2, l.lbl, colInk)
+		c.text(lx+20, y0+lineH+2, l.lbl, colInk())
 		lx += 20 + (len(l.lbl)+2)*charW
 	}
 	top, bottom := y0+2*lineH+30, y1-2*lineH-6
@@ -96,7 +95,7 @@ func (c canvas) draw(p panel, x0, y0, x1, y1 int) {
 		}
 	}
 	if math.IsInf(lo, 1) {
-		c.text(left, top, "NO DATA", colMiss)
+		c.text(left, top, "NO DATA", colMiss())
 		return
 	}
 	dlo, dhi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
@@ -109,12 +108,12 @@ func (c canvas) draw(p panel, x0, y0, x1, y1 int) {
 	}
 	for d := dlo; d <= dhi; d++ {
 		y := ypos(math.Pow(10, d))
-		c.rect(left, y, right, y+1, colGrid)
+		c.rect(left, y, right, y+1, colGrid())
 		lbl := p.unit(math.Pow(10, d))
-		c.text(left-len(lbl)*charW-6, y-lineH/2+2, lbl, colInk)
+		c.text(left-len(lbl)*charW-6, y-lineH/2+2, lbl, colInk())
 	}
-	c.rect(left, top, left+1, bottom, colInk)
-	c.rect(left, bottom, right, bottom+1, colInk)
+	c.rect(left, top, left+1, bottom, colInk())
+	c.rect(left, bottom, right, bottom+1, colInk())
 	gw := (right - left) / max(len(p.groups), 1)
 	for gi, g := range p.groups {
 		gx := left + gi*gw
@@ -124,11 +123,11 @@ func (c canvas) draw(p panel, x0, y0, x1, y1 int) {
 			if b.v > 0 {
 				y := ypos(b.v)
 				c.rect(bx+4, y, bx+bw-4, bottom, b.col)
-				c.textCentered(bx+bw/2, y-lineH, p.unit(b.v), colInk)
+				c.textCentered(bx+bw/2, y-lineH, p.unit(b.v), colInk())
 			}
 			bx += bw
 		}
-		c.textCentered(gx+gw/2, bottom+6, g.name, colInk)
+		c.textCentered(gx+gw/2, bottom+6, g.name, colInk())
 		if g.note != "" {
 			c.textCentered(gx+gw/2, bottom+6+lineH, g.note, g.noted)
 		}
@@ -140,9 +139,9 @@ func nsUnit(v float64) string { return durUnit(int64(v), "us") }
 func ratioNote(r float64) (string, color.RGBA) {
 	s := fmt.Sprintf("ratio=%.2f", r)
 	if r > TargetRatio {
-		return s, colMiss
+		return s, colMiss()
 	}
-	return s, colInk
+	return s, colInk()
 }
 
 // WritePNG draws the report as a chart: install, rotation, per-delete cost
@@ -150,34 +149,34 @@ func ratioNote(r float64) (string, color.RGBA) {
 func WritePNG(w io.Writer, r *Results) error {
 	img := image.NewRGBA(image.Rect(0, 0, chartW, chartH))
 	c := canvas{img}
-	c.rect(0, 0, chartW, chartH, colBG)
-	c.text(20, 14, fmt.Sprintf("AOKEYD BENCH: %s, %d CPUS, %s, ONE LISTENER, MEDIANS", r.Kernel, r.CPUs, r.Algorithm), colInk)
-	c.text(20, 14+lineH, fmt.Sprintf("TARGETS: AOKEYD/RAW <= %.2f, SYNC/ASYNC DELETE >= %.0fX, PLANNER 10K PEERS < %v", TargetRatio, TargetSpeedup, TargetPlan), colInk)
-	legend := []bar{{col: colRaw, lbl: "RAW LOOP"}, {col: colAokeyd, lbl: "AOKEYD"}}
+	c.rect(0, 0, chartW, chartH, colBG())
+	c.text(20, 14, fmt.Sprintf("AOKEYD BENCH: %s, %d CPUS, %s, ONE LISTENER, MEDIANS", r.Kernel, r.CPUs, r.Algorithm), colInk())
+	c.text(20, 14+lineH, fmt.Sprintf("TARGETS: AOKEYD/RAW <= %.2f, SYNC/ASYNC DELETE >= %.0fX, PLANNER 10K PEERS < %v", TargetRatio, TargetSpeedup, TargetPlan), colInk())
+	legend := []bar{{col: colRaw(), lbl: "RAW LOOP"}, {col: colAokeyd(), lbl: "AOKEYD"}}
 	install, rotate := r.Comparisons()
 	mk := func(title string, cs []Comparison) panel {
 		p := panel{title: title, legend: legend, unit: nsUnit}
 		for _, x := range cs {
 			note, col := ratioNote(x.Ratio())
 			p.groups = append(p.groups, group{name: fmt.Sprintf("N=%d", x.N), note: note, noted: col,
-				bars: []bar{{v: float64(x.Raw), col: colRaw}, {v: float64(x.Aokeyd), col: colAokeyd}}})
+				bars: []bar{{v: float64(x.Raw), col: colRaw()}, {v: float64(x.Aokeyd), col: colAokeyd()}}})
 		}
 		return p
 	}
 	del := panel{title: "2B. TIME PER DELETE, SAME PLAN", unit: nsUnit,
-		legend: []bar{{col: colSync, lbl: "SYNC (SAMPLED)"}, {col: colAsync, lbl: "DEL_ASYNC"}}}
+		legend: []bar{{col: colSync(), lbl: "SYNC (SAMPLED)"}, {col: colAsync(), lbl: "DEL_ASYNC"}}}
 	for _, d := range r.Deletes {
-		col := colInk
+		col := colInk()
 		if d.Speedup() < TargetSpeedup {
-			col = colMiss
+			col = colMiss()
 		}
 		del.groups = append(del.groups, group{name: fmt.Sprintf("N=%d", d.N), note: fmt.Sprintf("speedup=%.1f", d.Speedup()), noted: col,
-			bars: []bar{{v: float64(d.SyncDelMean), col: colSync}, {v: float64(d.AsyncSampleMean), col: colAsync}}})
+			bars: []bar{{v: float64(d.SyncDelMean), col: colSync()}, {v: float64(d.AsyncSampleMean), col: colAsync()}}})
 	}
-	pl := panel{title: "4. PLANNER ALONE (PLANALL), TIME PER PLAN", unit: nsUnit, legend: []bar{{col: colAokeyd, lbl: "GUEST SWEEP"}}}
+	pl := panel{title: "4. PLANNER ALONE (PLANALL), TIME PER PLAN", unit: nsUnit, legend: []bar{{col: colAokeyd(), lbl: "GUEST SWEEP"}}}
 	for _, p := range r.Planner {
-		pl.groups = append(pl.groups, group{name: fmt.Sprintf("%d PEERS", p.Peers), note: fmt.Sprintf("%.1f ALLOCS/PEER", float64(p.AllocsPerOp)/float64(p.Peers)), noted: colInk,
-			bars: []bar{{v: float64(p.NsPerOp), col: colAokeyd}}})
+		pl.groups = append(pl.groups, group{name: fmt.Sprintf("%d PEERS", p.Peers), note: fmt.Sprintf("%.1f ALLOCS/PEER", float64(p.AllocsPerOp)/float64(p.Peers)), noted: colInk(),
+			bars: []bar{{v: float64(p.NsPerOp), col: colAokeyd()}}})
 	}
 	const top = 70
 	mid, midY := chartW/2, top+(chartH-top)/2

@@ -73,6 +73,24 @@ func WriteTable(w io.Writer, r *Results) error {
 	for _, c := range rotate {
 		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
 	}
+	phases := map[int]Phases{}
+	for _, p := range r.Phases {
+		phases[p.N] = p
+	}
+	explain := false
+	for _, c := range rotate {
+		p, ok := phases[c.N]
+		if c.Ratio() <= TargetRatio || !ok {
+			continue
+		}
+		explain = true
+		t.f("   why N=%d: aokeyd +%s over raw; user space: optmem check %s, observe %s, plan %s, batches %s; kernel calls (adds+dels timed one by one) %s vs raw %s",
+			c.N, Dur(c.Aokeyd-c.Raw), Dur(p.CheckOptMem), Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.Adds+p.Dels), Dur(c.Raw))
+	}
+	if explain {
+		t.f("   (rotator.CheckOptMem finds each delete's key by scanning all observed keys: quadratic in N; aokeyd retires peers in plan order, oldest")
+		t.f("    installed first, so each del_async walks the kernel's key list (newest at the head) almost to its tail; the raw loop retires newest first)")
+	}
 	for _, p := range r.Phases {
 		t.f("   aokeyd rotation split, N=%d (same steps timed one by one): observe %s, plan %s, batches %s, optmem check %s, %d adds %s, %d del_async %s",
 			p.N, Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.CheckOptMem), p.N, Dur(p.Adds), p.N, Dur(p.Dels))
