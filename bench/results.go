@@ -36,6 +36,10 @@ type Size struct {
 	InstallAokeyd []int64 `json:"install_aokeyd_ns"`
 	RotateRaw     []int64 `json:"rotate_raw_ns"`
 	RotateAokeyd  []int64 `json:"rotate_aokeyd_ns"`
+	// RotatePlanOrder is the raw loop retiring peers in aokeyd's plan
+	// order (oldest installed first): it separates the cost of that order
+	// in the kernel from aokeyd's own user-space cost.
+	RotatePlanOrder []int64 `json:"rotate_raw_plan_order_ns"`
 }
 
 // Deletes compares del_async with synchronous deletes on the same plan.
@@ -162,6 +166,17 @@ func ratioVerdict(r float64) string {
 		return fmt.Sprintf("target<=%.2f met", TargetRatio)
 	}
 	return fmt.Sprintf("target<=%.2f MISSED by %.1f%%", TargetRatio, (r/TargetRatio-1)*100)
+}
+
+// PlanOrder compares aokeyd's rotation with the raw loop in the same order.
+func (r *Results) PlanOrder() []Comparison {
+	var out []Comparison
+	for _, s := range r.Sizes {
+		if len(s.RotatePlanOrder) > 0 {
+			out = append(out, Comparison{What: "rotate-plan-order", N: s.N, Raw: Median(s.RotatePlanOrder), Aokeyd: Median(s.RotateAokeyd), Runs: len(s.RotatePlanOrder)})
+		}
+	}
+	return out
 }
 
 // Comparisons returns the install and rotation comparisons, medians per N.

@@ -312,6 +312,50 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 	}
 	s.RotateRaw = append(s.RotateRaw, el)
 	r.log.Info("raw rotate", "n", n, "rep", rep, "took", time.Duration(el))
+	if rep != 0 {
+		return nil
+	}
+	return r.rawPlanOrder(ctx, n, s)
+}
+
+// rawPlanOrder installs N keys (untimed) on a fresh listener and times the
+// raw rotation in aokeyd's plan order: peer 0 (installed first) first.
+func (r *runner) rawPlanOrder(ctx context.Context, n int, s *Size) error {
+	l, err := listen(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	steps := make([]rawStep, 0, 2*n)
+	for i := range n {
+		b, err := r.fill()
+		if err != nil {
+			return err
+		}
+		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 1, 1, b))
+		clear(b)
+	}
+	if _, err := r.raw(l, steps); err != nil {
+		return fmt.Errorf("bench: raw install N=%d: %w", n, err)
+	}
+	steps = steps[:0]
+	for i := range n {
+		b, err := r.fill()
+		if err != nil {
+			return err
+		}
+		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 2, 2, b), rawDelStep(peer(i), 1, 1, true))
+		clear(b)
+	}
+	el, err := r.raw(l, steps)
+	if err != nil {
+		return fmt.Errorf("bench: raw rotate in plan order N=%d: %w", n, err)
+	}
+	if err := verify(l, n, 2, "raw rotate in plan order"); err != nil {
+		return err
+	}
+	s.RotatePlanOrder = append(s.RotatePlanOrder, el)
+	r.log.Info("raw rotate, aokeyd's order", "n", n, "took", time.Duration(el))
 	return nil
 }
 

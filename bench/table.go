@@ -73,6 +73,10 @@ func WriteTable(w io.Writer, r *Results) error {
 	for _, c := range rotate {
 		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
 	}
+	for _, c := range r.PlanOrder() {
+		t.f("   N=%-6d diagnostic: raw loop in aokeyd's order (oldest first) %s [%d]: aokeyd/same-order raw ratio=%.2f (aokeyd's own cost); order costs the raw loop %.2fx",
+			c.N, Dur(c.Raw), c.Runs, c.Ratio(), ratio(c.Raw, Median(sizeAt(r, c.N).RotateRaw)))
+	}
 	phases := map[int]Phases{}
 	for _, p := range r.Phases {
 		phases[p.N] = p
@@ -162,4 +166,13 @@ func WriteTable(w io.Writer, r *Results) error {
 		}
 	}
 	return t.err
+}
+
+func sizeAt(r *Results, n int) Size {
+	for _, s := range r.Sizes {
+		if s.N == n {
+			return s
+		}
+	}
+	return Size{}
 }
