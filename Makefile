@@ -17,6 +17,7 @@ build:
 
 deps:
 	@bash integration/tools/deps.sh
+	@bash integration/tools/gobgpd.sh >/dev/null
 	@$(GO) mod download
 
 lint:

@@ -520,10 +520,13 @@ func (d *Daemon) observeMetrics() {
 	if m == nil {
 		return
 	}
+	// The controller's status first: its goroutines take d.mu (through the
+	// session guard) while they hold their own lock.
+	sts := d.ctrl.Status()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m.SetOptmem(d.optmem[0], d.optmem[1])
-	for _, s := range d.ctrl.Status() {
+	for _, s := range sts {
 		p := d.peers[s.Peer]
 		if p == nil {
 			continue

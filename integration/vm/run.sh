@@ -75,7 +75,7 @@ echo \$rc >/aokeyd/share/results/cmd
 EOF
 fi
 run_flag=""
-[ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag="-test.run=${AOKEYD_TEST_RUN}"
+[ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag=$(printf '%q' "-test.run=${AOKEYD_TEST_RUN}")
 cat >>"$share/guest.sh" <<EOF
 while read -r name ip dir; do
 	start=\$(date +%s)

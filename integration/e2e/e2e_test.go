@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+func rounds(t *testing.T, def int) int {
+	if s := os.Getenv("AOKEYD_E2E_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return def
+}
+
+// TestSessionUpWithAO is scenario 1: BIRD with a wrong key is refused (the
+// kernel counts the bad segments on gobgpd's listener), then with the
+// right key the session comes up with TCP-AO on both ends.
+func TestSessionUpWithAO(t *testing.T) {
+	kerneltest.Require(t)
+	k1 := key{i: 1, birdPreferred: true}
+	wrong := key{i: 99, birdPreferred: true}
+	l := newLab(t, []key{k1}, []key{{i: 1, birdPreferred: true}})
+	// Reconfigure BIRD with a key of the same IDs but another secret.
+	cfg := l.birdConfig([]key{k1})
+	cfg.Keys[0].Secret = secretOf(wrong.i)
+	if err := l.bird.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = l.bird.Birdc("restart", "peer_a")
+	time.Sleep(8 * time.Second)
+	if p := l.peerA(); p.Established() {
+		// The first session (right key) may have been up before the
+		// reconfigure; it must be gone now that BIRD signs with another key.
+		t.Logf("gobgpd still reports %s", p.State)
+	}
+	var bad uint64
+	waitFor(t, 20*time.Second, "listener refuses BIRD's wrongly signed SYNs", func() (bool, string) {
+		bad = 0
+		for _, k := range l.listenerKeys() {
+			bad += k.PktBad
+		}
+		st, _ := l.bird.Protocol()
+		return bad > 0 && st.BGPState != "Established", fmt.Sprintf("listener key pkt_bad=%d, BIRD %s", bad, st.BGPState)
+	})
+	t.Logf("wrong key refused: listener key pkt_bad=%d", bad)
+
+	if err := l.bird.Configure(l.birdConfig([]key{k1})); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = l.bird.Birdc("restart", "peer_a")
+	l.waitEstablished(60 * time.Second)
+	st := l.status()
+	if len(st.Keys) != 1 || !st.Keys[0].Current || !st.Keys[0].RNext || st.Keys[0].PktGood == 0 {
+		t.Fatalf("aoctl status keys = %+v, want k1 current and rnext with pkt_good > 0", st.Keys)
+	}
+	bs, err := l.bird.Protocol()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.CurrentKey != int(k1.recvID()) || bs.PktGood == 0 {
+		t.Fatalf("BIRD TCP-AO: current %d good %d, want current %d and good > 0", bs.CurrentKey, bs.PktGood, k1.recvID())
+	}
+	t.Logf("session up with TCP-AO: A current send=%d pkt_good=%d; BIRD current=%d good=%d bad=%d",
+		st.Keys[0].SendID, st.Keys[0].PktGood, bs.CurrentKey, bs.PktGood, bs.PktBad)
+}
+
+// TestScheduledRotation is scenario 2: key rolls driven by the lifetimes in
+// aokeyd's key source, 20 rounds in a row, while routes flow both ways. B is
+// given each new key ahead of its send time the way a BIRD operator does
+// (add, then preferred with the old one deprecated, then removed). BGP
+// uptime never resets on either side, pkt_bad stays 0, and the old key is
+// gone from both of A's sockets (established and listening) at the end of
+// each round.
+func TestScheduledRotation(t *testing.T) {
+	kerneltest.Require(t)
+	n := rounds(t, 20)
+	cur := key{i: 1, birdPreferred: true}
+	l := newLab(t, []key{cur}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	start := time.Now()
+	for r := 1; r <= n; r++ {
+		next := key{i: cur.i + 1}
+		// 1. The operator's automation gives B the next key first.
+		if err := l.bird.Configure(l.birdConfig([]key{cur, next})); err != nil {
+			t.Fatal(err)
+		}
+		// 2. The key source gets it: sendable now, the old key's lifetimes
+		//    end shortly.
+		now := time.Now()
+		old := cur
+		old.sendEnd, old.acceptEnd = now.Add(3*time.Second), now.Add(5*time.Second)
+		next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
+		l.writeKeys([]key{old, next})
+		// 3. aokeyd installs it and announces it with RNext; BIRD's kernel
+		//    follows A's RNext. Then B prefers it and deprecates the old
+		//    key, so B's RNext asks A to send with it.
+		waitFor(t, 30*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {
+			st := l.status()
+			bs, _ := l.bird.Protocol()
+			has := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.PktGood > 0 })
+			return has, fmt.Sprintf("A keys %v, BIRD current %d", keyIDs(st.Keys), bs.CurrentKey)
+		})
+		prefNext := next
+		prefNext.birdPreferred = true
+		depOld := cur
+		depOld.birdPreferred, depOld.birdDeprecated = false, true
+		if err := l.bird.Configure(l.birdConfig([]key{depOld, prefNext})); err != nil {
+			t.Fatal(err)
+		}
+		// 4. The roll completes: A sends with the new key, the old one is
+		//    deleted from A's established and listening sockets.
+		waitFor(t, 40*time.Second, fmt.Sprintf("round %d: only k%d left on A, current on both sides", r, next.i), func() (bool, string) {
+			st := l.status()
+			bs, _ := l.bird.Protocol()
+			lk := l.listenerKeys()
+			ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current &&
+				bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
+			return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", keyIDs(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)
+		})
+		// 5. B drops the old key.
+		if err := l.bird.Configure(l.birdConfig([]key{prefNext})); err != nil {
+			t.Fatal(err)
+		}
+		l.keys = []key{next}
+		st := l.status()
+		bs, _ := l.bird.Protocol()
+		if st.Counters.PktBad != 0 || bs.PktBad != 0 {
+			t.Fatalf("round %d: pkt_bad A=%d B=%d, want 0", r, st.Counters.PktBad, bs.PktBad)
+		}
+		l.checkNoFlap(s, fmt.Sprintf("round %d", r))
+		t.Logf("round %d: k%d -> k%d done, A pkt_good=%d bad=%d, B good=%d bad=%d", r, cur.i, next.i, st.Counters.PktGood, st.Counters.PktBad, bs.PktGood, bs.PktBad)
+		cur = prefNext
+	}
+	t.Logf("rotation: rounds=%d flaps=0 pkt_bad=0 in %v", n, time.Since(start).Round(time.Second))
+}
+
+// TestLaggingPeer is scenario 3: B does not have the new key yet. aokeyd
+// announces it but does not switch, the session stays up and status says
+// why; once B gets the key the roll completes.
+func TestLaggingPeer(t *testing.T) {
+	kerneltest.Require(t)
+	k1 := key{i: 1, birdPreferred: true}
+	l := newLab(t, []key{k1}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	now := time.Now()
+	old := k1
+	old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(time.Hour)
+	k2 := key{i: 2, sendStart: now.Add(-time.Second), acceptStart: now.Add(-time.Second)}
+	l.writeKeys([]key{old, k2})
+	// B never hears of k2: aokeyd must keep sending with k1.
+	waitFor(t, 40*time.Second, "status explains that B does not send with k2", func() (bool, string) {
+		st := l.status()
+		return st.Rotation.LastAbortReason != "", fmt.Sprintf("rotation %+v", st.Rotation)
+	})
+	st := l.status()
+	for _, k := range st.Keys {
+		if k.SendID == k1.sendID() && !k.Current {
+			t.Fatalf("aokeyd switched away from k1 although B cannot verify k2: %+v", st.Keys)
+		}
+	}
+	t.Logf("B lags: status says %q", st.Rotation.LastAbortReason)
+	l.checkNoFlap(s, "while B lags")
+	// B gets the key (preferred): the roll completes.
+	k2b := k2
+	k2b.birdPreferred = true
+	if err := l.bird.Configure(l.birdConfig([]key{k1, k2b})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
+		st := l.status()
+		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current && k.PktGood > 0 })
+		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+	})
+	l.checkNoFlap(s, "after B caught up")
+}
+
+// TestRevoke is scenario 4: revoking the current key with a backup present
+// is hitless (one forced delete names the backup); revoking the only key
+// resets the session through GoBGP, and it comes back once both sides have
+// a new key.
+func TestRevoke(t *testing.T) {
+	kerneltest.Require(t)
+	k1 := key{i: 1, birdPreferred: true}
+	k2 := key{i: 2}
+	l := newLab(t, []key{k1, k2}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	waitFor(t, 20*time.Second, "both keys on A's session", func() (bool, string) {
+		st := l.status()
+		return len(st.Keys) == 2, fmt.Sprint(keyIDs(st.Keys))
+	})
+	res, err := l.ctl.Revoke(context.Background(), control.RevokeRequest{Chain: "core", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("revoke k1 in %v: %+v", time.Duration(res.Elapsed), res.Sockets)
+	if !slices.ContainsFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Action == control.ActionForcedReplaced && s.Error == "" }) {
+		t.Fatalf("revoke of the current key with a backup: %+v, want a forced replace", res.Sockets)
+	}
+	st := l.status()
+	if len(st.Keys) != 1 || st.Keys[0].SendID != k2.sendID() || !st.Keys[0].Current {
+		t.Fatalf("after revoke A keys %v, want only k2, current", keyIDs(st.Keys))
+	}
+	if slices.ContainsFunc(l.listenerKeys(), func(k tcpao.KeyInfo) bool { return k.SendID == k1.sendID() }) {
+		t.Fatal("revoked k1 still on gobgpd's listener")
+	}
+	time.Sleep(3 * time.Second) // keepalives flow, signed with k2
+	l.checkNoFlap(s, "after revoking the current key with a backup")
+	if bs, _ := l.bird.Protocol(); bs.CurrentKey != int(k2.recvID()) {
+		t.Fatalf("BIRD current key %d, want k2's %d", bs.CurrentKey, k2.recvID())
+	}
+	// k2 is now the only key: revoking it resets the session.
+	res, err = l.ctl.Revoke(context.Background(), control.RevokeRequest{Chain: "core", Key: "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("revoke k2 (only key) in %v: %+v", time.Duration(res.Elapsed), res.Sockets)
+	if !slices.ContainsFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Action == control.ActionReset }) {
+		t.Fatalf("revoke of the only key: %+v, want a session reset", res.Sockets)
+	}
+	waitFor(t, 20*time.Second, "session reset after revoking the only key", func() (bool, string) {
+		p := l.peerA()
+		return !p.Established() || p.Flops > s.flops, p.State.String()
+	})
+	// Both sides get a new key: the session comes back.
+	k3 := key{i: 3, birdPreferred: true}
+	l.writeKeys([]key{k3})
+	if err := l.bird.Configure(l.birdConfig([]key{k3})); err != nil {
+		t.Fatal(err)
+	}
+	l.waitEstablished(90 * time.Second)
+	st = l.status()
+	if len(st.Keys) != 1 || st.Keys[0].SendID != k3.sendID() {
+		t.Fatalf("after re-keying A keys %v, want only k3", keyIDs(st.Keys))
+	}
+	b, _ := os.ReadFile(filepath.Join(l.dir, "keys.yaml"))
+	_ = b
+}
+
+func keyIDs(ks []control.Key) string {
+	var s []string
+	for _, k := range ks {
+		f := ""
+		if k.Current {
+			f += "C"
+		}
+		if k.RNext {
+			f += "R"
+		}
+		s = append(s, fmt.Sprintf("%d/%d%s(good=%d)", k.SendID, k.RecvID, f, k.PktGood))
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func listenerIDs(ks []tcpao.KeyInfo) string {
+	var s []string
+	for _, k := range ks {
+		s = append(s, fmt.Sprintf("%d/%d", k.SendID, k.RecvID))
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}

@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	bgpgobgp "github.com/aokeyd/aokeyd/bgp/gobgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/integration/bird"
+	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// The lab: router A (gobgpd v3.37, passive AO neighbor, managed by aokeyd
+// with a YAML key file) and router B (BIRD 2.17, actively connecting with
+// `authentication ao`), in two namespaces joined by veth.
+var (
+	addrA = netip.MustParseAddr("10.255.0.1")
+	addrB = netip.MustParseAddr("10.255.0.2")
+)
+
+const (
+	asA = 65001
+	asB = 65002
+)
+
+// routesA and routesB are announced by A and B: a flap shows as lost routes.
+var (
+	routesA = []string{"198.51.100.0/26", "198.51.100.64/26", "198.51.100.128/26"}
+	routesB = []string{"203.0.113.0/26", "203.0.113.64/26", "203.0.113.128/26"}
+)
+
+// key is round i's MKT. A sends with SendID i and receives RecvID 100+i;
+// BIRD holds the mirror image.
+type key struct {
+	i              int
+	sendStart      time.Time // zero: since ever
+	sendEnd        time.Time // zero: for ever
+	acceptStart    time.Time
+	acceptEnd      time.Time
+	birdPreferred  bool
+	birdDeprecated bool
+}
+
+func secretOf(i int) []byte {
+	s := sha256.Sum256([]byte("aokeyd e2e round " + strconv.Itoa(i)))
+	return s[:20]
+}
+
+func (k key) sendID() uint8 { return uint8(k.i) }
+func (k key) recvID() uint8 { return uint8(100 + k.i) }
+func (k key) name() string  { return fmt.Sprintf("k%d", k.i) }
+
+func lifetime(start, end time.Time) string {
+	if start.IsZero() && end.IsZero() {
+		return "always"
+	}
+	var parts []string
+	if !start.IsZero() {
+		parts = append(parts, fmt.Sprintf("start: %q", start.UTC().Format(time.RFC3339Nano)))
+	}
+	if !end.IsZero() {
+		parts = append(parts, fmt.Sprintf("end: %q", end.UTC().Format(time.RFC3339Nano)))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+type lab struct {
+	t        *testing.T
+	dir      string
+	a, b     *netns.NS
+	gobgpPID int
+	gobgpAPI string
+	gapi     api.GobgpApiClient
+	speaker  bgp.Speaker
+	aokeyd   *exec.Cmd
+	ctl      *control.Client
+	bird     *bird.Router
+	keys     []key // A's key file, in order
+}
+
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not in PATH (the VM harness puts it there through AOKEYD_GUEST_BINS): %v", name, err)
+	}
+	return p
+}
+
+// newLab starts both routers. birdKeys is BIRD's initial key list (nil:
+// take A's keys mirrored).
+func newLab(t *testing.T, keys []key, birdKeys []key) *lab {
+	t.Helper()
+	l := &lab{t: t, dir: t.TempDir(), keys: keys}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, f := range []string{"aokeyd.log", "gobgpd.log"} {
+			b, _ := os.ReadFile(filepath.Join(l.dir, f))
+			if len(b) > 60000 {
+				b = b[len(b)-60000:]
+			}
+			t.Logf("%s (tail):\n%s", f, b)
+		}
+	})
+	l.a = netns.New(t, "aokeyd-e2e-a")
+	l.b = netns.New(t, "aokeyd-e2e-b")
+	netns.Link(t, l.a, "veth-a", addrA.String()+"/30", l.b, "veth-b", addrB.String()+"/30")
+
+	l.writeKeys(keys)
+	l.startGobgpd()
+	l.startAokeyd()
+	if birdKeys == nil {
+		birdKeys = keys
+	}
+	l.bird = bird.Start(t, l.b, l.birdConfig(birdKeys))
+	return l
+}
+
+func (l *lab) writeKeys(keys []key) {
+	l.t.Helper()
+	l.keys = keys
+	var b strings.Builder
+	b.WriteString("chains:\n  core:\n    peers: [" + addrB.String() + "]\n    keys:\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "      - name: %s\n        send_id: %d\n        recv_id: %d\n        algorithm: hmac(sha256)\n        secret_hex: %q\n        send_lifetime: %s\n        accept_lifetime: %s\n",
+			k.name(), k.sendID(), k.recvID(), hex.EncodeToString(secretOf(k.i)), lifetime(k.sendStart, k.sendEnd), lifetime(k.acceptStart, k.acceptEnd))
+	}
+	p := filepath.Join(l.dir, "keys.yaml")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *lab) birdConfig(keys []key) bird.Config {
+	cfg := bird.Config{
+		RouterID: addrB.String(), LocalAddr: addrB.String(), LocalAS: asB,
+		Neighbor: addrA.String(), PeerAS: asA, Routes: routesB, HoldTime: 3,
+	}
+	for _, k := range keys {
+		cfg.Keys = append(cfg.Keys, bird.Key{SendID: k.recvID(), RecvID: k.sendID(), Secret: secretOf(k.i),
+			Algorithm: "hmac sha256", Preferred: k.birdPreferred, Deprecated: k.birdDeprecated})
+	}
+	return cfg
+}
+
+func (l *lab) startGobgpd() {
+	t := l.t
+	t.Helper()
+	conf := fmt.Sprintf(`[global.config]
+  as = %d
+  router-id = %q
+  port = 179
+  local-address-list = [%q]
+
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = %q
+    peer-as = %d
+  [neighbors.transport.config]
+    passive-mode = true
+  [neighbors.timers.config]
+    connect-retry = 1
+    hold-time = 3
+    keepalive-interval = 1
+    idle-hold-time-after-reset = 1
+`, asA, addrA, addrA, addrB, asB)
+	cfg := filepath.Join(l.dir, "gobgpd.toml")
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(l.dir, "gobgpd.sock")
+	l.gobgpAPI = "unix://" + sock
+	cmd := l.a.Start(t, filepath.Join(l.dir, "gobgpd.log"), bin(t, "gobgpd"), "-f", cfg, "-t", "toml", "--api-hosts", l.gobgpAPI, "--pprof-disable")
+	l.gobgpPID = cmd.Process.Pid // ip netns exec execs gobgpd in place
+	if err := os.WriteFile(filepath.Join(l.dir, "gobgpd.pid"), []byte(strconv.Itoa(l.gobgpPID)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "gobgpd API socket", func() (bool, string) {
+		_, err := os.Stat(sock)
+		return err == nil, fmt.Sprint(err)
+	})
+	conn, err := grpc.NewClient(l.gobgpAPI, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	l.gapi = api.NewGobgpApiClient(conn)
+	sp, closer, err := bgpgobgp.Dial(l.gobgpAPI, bgpgobgp.Options{Name: "gobgpd", PID: func(context.Context) (int, error) { return l.gobgpPID, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	l.speaker = sp
+	for _, r := range routesA {
+		l.announce(r)
+	}
+}
+
+func (l *lab) announce(prefix string) {
+	p := netip.MustParsePrefix(prefix)
+	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
+	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
+	nh, _ := anypb.New(&api.NextHopAttribute{NextHop: addrA.String()})
+	_, err := l.gapi.AddPath(context.Background(), &api.AddPathRequest{
+		TableType: api.TableType_GLOBAL,
+		Path: &api.Path{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
+			Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}},
+	})
+	if err != nil {
+		l.t.Fatalf("announce %s on gobgpd: %v", prefix, err)
+	}
+}
+
+// startAokeyd runs the daemon under test in A's namespace, with the YAML key
+// file source and a policy binding B to chain "core".
+func (l *lab) startAokeyd() {
+	t := l.t
+	t.Helper()
+	policy := fmt.Sprintf(`version: 1
+key_chains:
+  - name: core
+safety:
+  switch_timeout: 15s
+  on_switch_timeout: retry
+  retry_after: 2s
+  on_revoke_only_key: reset
+peers:
+  - neighbor: %s
+    key_chain: core
+`, addrB)
+	cfg := fmt.Sprintf(`key_source:
+  type: file
+  refresh: 1s
+  file:
+    path: keys.yaml
+policy:
+  path: policy.yaml
+gobgp:
+  address: %q
+  pid_file: gobgpd.pid
+control:
+  socket: control.sock
+metrics:
+  listen: "off"
+log:
+  format: json
+  level: debug
+`, l.gobgpAPI)
+	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.ctl = control.NewClient(filepath.Join(l.dir, "control.sock"), 10*time.Second)
+	l.restartAokeyd()
+}
+
+func (l *lab) restartAokeyd() {
+	t := l.t
+	t.Helper()
+	if l.aokeyd != nil {
+		_ = l.aokeyd.Process.Kill()
+		_, _ = l.aokeyd.Process.Wait()
+	}
+	l.aokeyd = l.a.Start(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"),
+		"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
+		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s")
+	proc := l.aokeyd.Process
+	t.Cleanup(func() {
+		if t.Failed() { // goroutine dump into aokeyd.log before it is killed
+			_ = proc.Signal(syscall.SIGQUIT)
+			time.Sleep(time.Second)
+		}
+	})
+	waitFor(t, 20*time.Second, "aokeyd control socket", func() (bool, string) {
+		_, err := l.ctl.Health(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// peerA is gobgpd's view of B.
+func (l *lab) peerA() bgp.PeerInfo {
+	ps, err := l.speaker.Peers(context.Background())
+	if err != nil {
+		l.t.Fatalf("gobgpd ListPeer: %v", err)
+	}
+	for _, p := range ps {
+		if p.Neighbor == addrB {
+			return p
+		}
+	}
+	l.t.Fatalf("gobgpd has no neighbor %s", addrB)
+	return bgp.PeerInfo{}
+}
+
+func (l *lab) routesAtA() int {
+	r, err := l.gapi.GetTable(context.Background(), &api.GetTableRequest{TableType: api.TableType_GLOBAL,
+		Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}})
+	if err != nil {
+		l.t.Fatalf("gobgpd GetTable: %v", err)
+	}
+	return int(r.NumDestination)
+}
+
+func (l *lab) status() control.PeerStatus {
+	rep, err := l.ctl.Status(context.Background(), addrB.String())
+	if err != nil {
+		l.t.Fatalf("aoctl status: %v", err)
+	}
+	if len(rep.Peers) != 1 {
+		l.t.Fatalf("aoctl status: %d peers", len(rep.Peers))
+	}
+	return rep.Peers[0]
+}
+
+// listenerKeys reads gobgpd's listening sockets' keys straight from the
+// kernel (through a pidfd_getfd duplicate), independently of aokeyd.
+func (l *lab) listenerKeys() []tcpao.KeyInfo {
+	refs, err := sockets.System{}.Listeners(l.gobgpPID, 179)
+	if err != nil {
+		l.t.Fatalf("gobgpd listeners: %v", err)
+	}
+	var out []tcpao.KeyInfo
+	for _, r := range refs {
+		err := sockets.System{}.With(r, func(fd int) error {
+			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{})
+			out = append(out, ks...)
+			return err
+		})
+		if err != nil && !strings.Contains(err.Error(), "no such file") {
+			l.t.Fatalf("listener %s keys: %v", r, err)
+		}
+	}
+	return out
+}
+
+// session is what must never change while rotations run.
+type session struct {
+	uptime    time.Time
+	flops     uint32
+	birdSince string
+}
+
+func (l *lab) waitEstablished(timeout time.Duration) session {
+	l.t.Helper()
+	var s session
+	waitFor(l.t, timeout, "session established on both sides with all routes", func() (bool, string) {
+		p := l.peerA()
+		st, err := l.bird.Protocol()
+		if err != nil {
+			return false, err.Error()
+		}
+		rb, _ := l.bird.Routes()
+		ra := l.routesAtA()
+		s = session{uptime: p.Uptime, flops: p.Flops, birdSince: st.Since}
+		ok := p.Established() && st.BGPState == "Established" && rb == len(routesA) && ra >= len(routesA)+len(routesB)
+		return ok, fmt.Sprintf("gobgpd %s, bird %s (%s), routes at B %d, at A %d", p.State, st.BGPState, st.LastError, rb, ra)
+	})
+	return s
+}
+
+// checkNoFlap fails the test when the session went down since s.
+func (l *lab) checkNoFlap(s session, when string) {
+	l.t.Helper()
+	p := l.peerA()
+	st, err := l.bird.Protocol()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if !p.Established() || p.Uptime != s.uptime || p.Flops != s.flops {
+		l.t.Fatalf("%s: gobgpd session flapped: state %s uptime %v (was %v) flops %d (was %d)", when, p.State, p.Uptime, s.uptime, p.Flops, s.flops)
+	}
+	if st.BGPState != "Established" || st.Since != s.birdSince {
+		l.t.Fatalf("%s: BIRD session flapped: %s since %s (was %s)", when, st.BGPState, st.Since, s.birdSince)
+	}
+	rb, err := l.bird.Routes()
+	if err != nil || rb != len(routesA) {
+		l.t.Fatalf("%s: BIRD has %d routes from A (want %d): %v", when, rb, len(routesA), err)
+	}
+	if ra := l.routesAtA(); ra < len(routesA)+len(routesB) {
+		l.t.Fatalf("%s: gobgpd has %d routes (want %d)", when, ra, len(routesA)+len(routesB))
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
