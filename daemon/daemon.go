@@ -314,7 +314,7 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	p.desired = desired
 	d.mu.Unlock()
 	d.ctrl.SetDesired(id, desired)
-	sp, err := d.ctrl.Accepted(id, borrowed{h})
+	sp, err := d.ctrl.Accepted(id, bgp.AOSocket(h))
 	if err != nil {
 		d.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
 	}

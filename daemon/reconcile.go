@@ -55,21 +55,27 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 			d.mu.Unlock()
 		}
 	}
-	host := hostPrefix(p.info.Neighbor)
-	out := rotator.Desired{
-		Socket:     rotator.SocketID("peer " + string(id)),
-		Kind:       rotator.Established,
-		AORequired: pk.AORequired,
-	}
+	out := Desired(pk, snap, hostPrefix(p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	return out, pk, nil
+}
+
+// Desired converts the policy's answer for one socket into the rotator's
+// input: pk's keys for peer (a host or a prefix) on L3 device ifindex,
+// with pref (an index into pk.Keys, -1 for none) as the key to send with,
+// and pk's revoked MKTs as the keys a forced delete may remove. The keys
+// carry cloned secrets that the caller (or the rotator it hands them to)
+// owns. aokeyd and `aoctl plan` share it so the two cannot drift.
+func Desired(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifindex, pref int, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
+	out := rotator.Desired{Socket: sock, Kind: kind, AORequired: pk.AORequired}
 	for i, k := range pk.Keys {
-		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(host, idx), AcceptOnly: !k.Sendable && i != pref})
+		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(peer, ifindex), AcceptOnly: !k.Sendable && i != pref})
 	}
-	if pref >= 0 {
+	if pref >= 0 && pref < len(pk.Keys) {
 		out.WantCurrent = rotator.ID(pk.Keys[pref].MKT.SendID)
 		out.WantRNext = rotator.ID(pk.Keys[pref].MKT.RecvID)
 	}
-	out.Revoked = revokedRefs(snap, pk, host, idx)
-	return out, pk, nil
+	out.Revoked = revokedRefs(snap, pk, peer, ifindex)
+	return out
 }
 
 // newest is the index of the key with the latest send start (the one a
@@ -124,10 +130,9 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if b.Neighbor.Addr().Is4() {
 			dst = &v4
 		}
-		for _, k := range pk.Keys {
-			dst.Keys = append(dst.Keys, rotator.DesiredKey{Key: k.TCPAOKey(b.Neighbor, idx), AcceptOnly: !k.Sendable})
-		}
-		dst.Revoked = append(dst.Revoked, revokedRefs(snap, pk, b.Neighbor, idx)...)
+		one := Desired(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
+		dst.Keys = append(dst.Keys, one.Keys...)
+		dst.Revoked = append(dst.Revoked, one.Revoked...)
 	}
 	return v4, v6, next
 }
@@ -239,7 +244,7 @@ func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now
 		for _, k := range want.Keys {
 			needed += tcpao.KeyOptMem(k.Algorithm)
 		}
-		sp, err := rotator.SyncListener(borrowed{h}, want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
+		sp, err := rotator.SyncListener(bgp.AOSocket(h), want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue

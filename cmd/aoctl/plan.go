@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aokeyd/aokeyd/daemon"
 	"io"
 	"slices"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 func (a *app) plan(ctx context.Context, args []string) int {
@@ -186,22 +186,7 @@ func peerName(b policy.Binding) string {
 // desiredOf converts the policy's answer into the planner's input. The
 // VRF's ifindex is unknown offline: keys are planned for ifindex 0.
 func desiredOf(b policy.Binding, pk policy.PeerKeys, snap *keystore.Snapshot, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
-	d := rotator.Desired{Socket: sock, Kind: kind, AORequired: pk.AORequired}
-	for _, k := range pk.Keys {
-		d.Keys = append(d.Keys, rotator.DesiredKey{Key: k.TCPAOKey(b.Neighbor, 0), AcceptOnly: !k.Sendable})
-	}
-	if pref, ok := pk.PreferredKey(); ok {
-		d.WantCurrent = rotator.ID(pref.MKT.SendID)
-		d.WantRNext = rotator.ID(pref.MKT.RecvID)
-	}
-	if ch, ok := snap.Chains[pk.SourceChain]; ok {
-		for _, name := range pk.Revoked {
-			if m, ok := ch.Key(name); ok {
-				d.Revoked = append(d.Revoked, tcpao.KeyRef{Peer: b.Neighbor, SendID: m.SendID, RecvID: m.RecvID})
-			}
-		}
-	}
-	return d
+	return daemon.Desired(pk, snap, b.Neighbor, 0, pk.Preferred, sock, kind)
 }
 
 // upcoming lists the binding's next changes of desired keys within the
