@@ -163,7 +163,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	r := h.Ref()
 	ps.Sockets = append(ps.Sockets, control.Socket{Kind: control.KindEstablished, Local: r.Local.String(), Remote: r.Remote.String(), Inode: r.Inode})
-	obs, err := rotator.Observe(bgp.AOSocket(h))
+	obs, err := rotator.Observe(d.o.SocketOf(h))
 	if err != nil {
 		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
 		return ps
@@ -227,7 +227,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				want = v4
 			}
 			want.Socket = rotator.SocketID("listen " + h.Ref().Local.String())
-			obs, err := rotator.Observe(bgp.AOSocket(h))
+			obs, err := rotator.Observe(d.o.SocketOf(h))
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
@@ -248,7 +248,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			continue
 		}
 		defer zeroDesired(want)
-		obs, err := rotator.Observe(bgp.AOSocket(p.handle))
+		obs, err := rotator.Observe(d.o.SocketOf(p.handle))
 		if err != nil {
 			continue
 		}
@@ -419,7 +419,7 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 	d.listenMu.Lock()
 	defer d.listenMu.Unlock()
 	for _, h := range hs {
-		s := bgp.AOSocket(h)
+		s := d.o.SocketOf(h)
 		keys, err := s.Keys(tcpao.KeyFilter{})
 		name := "listen " + h.Ref().Local.String()
 		if err != nil {
@@ -446,7 +446,7 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
 	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
 	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String()}
-	sock := bgp.AOSocket(p.handle)
+	sock := d.o.SocketOf(p.handle)
 	d.ctrl.PeerDown(id)
 	defer func() {
 		if want, _, err := d.desiredFor(snap, p, now); err == nil {

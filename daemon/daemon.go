@@ -42,6 +42,9 @@ type Options struct {
 	Rand      rotator.Jitter
 	Logger    *slog.Logger
 	Metrics   *metrics.Metrics // nil: no metrics
+	// SocketOf gives the TCP-AO surface of one of the speaker's sockets
+	// (bgp.AOSocket by default); tests hand in-memory sockets through it.
+	SocketOf func(bgp.SocketHandle) tcpao.Socket
 }
 
 // Daemon is a running aokeyd controller.
@@ -93,6 +96,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = rotator.SystemClock{}
+	}
+	if o.SocketOf == nil {
+		o.SocketOf = bgp.AOSocket
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -314,7 +320,7 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	p.desired = desired
 	d.mu.Unlock()
 	d.ctrl.SetDesired(id, desired)
-	sp, err := d.ctrl.Accepted(id, bgp.AOSocket(h))
+	sp, err := d.ctrl.Accepted(id, d.o.SocketOf(h))
 	if err != nil {
 		d.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
 	}

@@ -244,7 +244,7 @@ func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now
 		for _, k := range want.Keys {
 			needed += tcpao.KeyOptMem(k.Algorithm)
 		}
-		sp, err := rotator.SyncListener(bgp.AOSocket(h), want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue
