@@ -1,0 +1,265 @@
+//go:build linux
+
+package connectguard
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Supervisor answers the connect() notifications of one seccomp listener.
+type Supervisor struct {
+	fd    int
+	keys  KeysFunc
+	opts  SupervisorOptions
+	arch  arch
+	log   *slog.Logger
+	slots chan struct{}
+	once  sync.Once
+}
+
+// NewSupervisor takes ownership of listenerFD (Run closes it) and answers
+// its notifications with keys.
+func NewSupervisor(listenerFD int, keys KeysFunc, opts SupervisorOptions) *Supervisor {
+	if len(opts.Ports) == 0 {
+		opts.Ports = []uint16{BGPPort}
+	}
+	if opts.Socket == nil {
+		opts.Socket = tcpao.FromFD
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	a, _ := nativeArch() // zero on other arches: every notification is continued
+	return &Supervisor{
+		fd: listenerFD, keys: keys, opts: opts, arch: a,
+		log:   discard(opts.Logger),
+		slots: make(chan struct{}, opts.Workers),
+	}
+}
+
+// Run answers notifications until ctx is done (returns nil) or no process
+// uses the filter any more (ErrTargetGone). It first restarts connects left
+// blocked by a previous supervisor (see Kick). Run closes the listener fd
+// when it returns, after every managed connect in flight was answered.
+func (s *Supervisor) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		s.once.Do(func() { unix.Close(s.fd) })
+	}()
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("connectguard: eventfd: %w", err)
+	}
+	defer unix.Close(wake)
+	stop := context.AfterFunc(ctx, func() {
+		_, _ = unix.Write(wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	})
+	defer stop()
+
+	if s.opts.PID > 0 {
+		if n, err := Kick(s.opts.PID, s.arch.connect); err != nil {
+			s.log.Warn("restarting connects left blocked by a previous supervisor", "pid", s.opts.PID, "err", err)
+		} else if n > 0 {
+			s.log.Info("restarted connects left blocked by a previous supervisor", "pid", s.opts.PID, "threads", n)
+		}
+	}
+
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("connectguard: poll listener: %w", err)
+		}
+		if fds[1].Revents != 0 || ctx.Err() != nil {
+			return nil
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+				return ErrTargetGone
+			}
+			continue
+		}
+		var n seccompNotif
+		if err := recv(s.fd, &n); err != nil {
+			if errors.Is(err, unix.ENOENT) { // the thread was killed or interrupted before RECV
+				continue
+			}
+			return fmt.Errorf("connectguard: SECCOMP_IOCTL_NOTIF_RECV: %w", err)
+		}
+		start := s.opts.Now()
+		dst, managed := s.classify(&n)
+		if !managed {
+			s.answer(&n, Event{TID: int(n.PID), Dst: dst}, start, 0)
+			continue
+		}
+		s.slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-s.slots; wg.Done() }()
+			s.handle(&n, dst, start)
+		}()
+	}
+}
+
+// classify reads the destination and says whether it is on a managed port.
+func (s *Supervisor) classify(n *seccompNotif) (netip.AddrPort, bool) {
+	if uint32(n.Data.Nr) != s.arch.connect || n.Data.Arch != s.arch.audit || s.arch.audit == 0 {
+		return netip.AddrPort{}, false
+	}
+	dst, err := readSockaddr(int(n.PID), n.Data.Args[1], n.Data.Args[2])
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return dst, slices.Contains(s.opts.Ports, dst.Port())
+}
+
+// answer sends CONTINUE (errno 0) or the error and reports the event.
+func (s *Supervisor) answer(n *seccompNotif, ev Event, start time.Time, errno unix.Errno) {
+	if err := respond(s.fd, n.ID, errno); err != nil {
+		ev.Outcome = Gone
+		if !errors.Is(err, unix.ENOENT) {
+			ev.Err = errors.Join(ev.Err, fmt.Errorf("SECCOMP_IOCTL_NOTIF_SEND: %w", err))
+		}
+	}
+	ev.Took = s.opts.Now().Sub(start)
+	if s.opts.Observe != nil {
+		s.opts.Observe(ev)
+	}
+}
+
+// handle is one connect to a managed port.
+func (s *Supervisor) handle(n *seccompNotif, dst netip.AddrPort, start time.Time) {
+	ev := Event{TID: int(n.PID), Dst: dst}
+	// The sockaddr was read from the thread's memory: only trust it (and
+	// the thread id) if the thread is still blocked in this connect.
+	if !idValid(s.fd, n.ID) {
+		ev.Outcome = Gone
+		s.report(ev, start)
+		return
+	}
+	pid, err := tgid(int(n.PID))
+	if err != nil {
+		ev.Outcome, ev.Err = Gone, err
+		s.report(ev, start)
+		return
+	}
+	ev.PID = pid
+	keys, current, rnext, ok := s.keys(pid, dst)
+	defer func() {
+		for _, k := range keys {
+			k.Secret.Zero()
+		}
+	}()
+	if !ok {
+		s.answer(n, ev, start, 0)
+		return
+	}
+	ev.Outcome, ev.Keys, ev.Err = s.install(n, pid, keys, current, rnext)
+	if ev.Outcome == Gone {
+		s.report(ev, start)
+		return
+	}
+	var errno unix.Errno
+	if ev.Outcome == Denied {
+		errno = unix.EKEYREJECTED
+		s.log.Error("TCP-AO keys not installed before connect: connect refused", "pid", pid, "dst", dst, "err", ev.Err)
+	} else {
+		s.log.Info("connect", "pid", pid, "dst", dst, "outcome", ev.Outcome.String(), "keys", ev.Keys)
+	}
+	s.answer(n, ev, start, errno)
+}
+
+func (s *Supervisor) report(ev Event, start time.Time) {
+	ev.Took = s.opts.Now().Sub(start)
+	if s.opts.Observe != nil {
+		s.opts.Observe(ev)
+	}
+}
+
+// install duplicates connect()'s socket out of process pid and adds the
+// keys to it, Current_key and RNext_key as asked.
+func (s *Supervisor) install(n *seccompNotif, pid int, keys []tcpao.Key, current, rnext uint8) (Outcome, int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return Gone, 0, fmt.Errorf("pidfd_open pid %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	// pid came from /proc/<tid>/status: if the thread is still in this
+	// connect, pid was not recycled and pidfd names its process.
+	if !idValid(s.fd, n.ID) {
+		return Gone, 0, nil
+	}
+	sockfd := int(n.Data.Args[0])
+	fd, err := unix.PidfdGetfd(pidfd, sockfd, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return Gone, 0, nil
+		}
+		// EBADF: connect() on a bad fd; let the kernel say so.
+		return Continued, 0, nil
+	}
+	defer unix.Close(fd)
+	if typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
+		return Continued, 0, nil // not TCP (UDP "connect" to a BGP port, not a socket): untouched
+	}
+	sock := s.opts.Socket(fd)
+	if _, err := sock.Info(); err == nil {
+		return AlreadyKeyed, 0, nil
+	} else if !errors.Is(err, unix.ENOENT) {
+		return Denied, 0, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
+	}
+	if len(keys) == 0 {
+		return Denied, 0, fmt.Errorf("pid %d fd %d: managed peer without keys", pid, sockfd)
+	}
+	for i, k := range keys {
+		o := tcpao.AddOptions{SetCurrent: k.SendID == current, SetRNext: k.RecvID == rnext}
+		if err := sock.AddKey(k, o); err != nil {
+			return Denied, i, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
+		}
+	}
+	return Keyed, len(keys), nil
+}
+
+// tgid is the process (thread-group) id of thread tid, from
+// /proc/<tid>/status: seccomp notifications carry the thread id, and
+// pidfd_open wants a process.
+func tgid(tid int) (int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("tgid of thread %d: %w", tid, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Tgid:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, fmt.Errorf("tgid of thread %d: %q: %w", tid, v, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("tgid of thread %d: no Tgid line in /proc/%d/status", tid, tid)
+}
