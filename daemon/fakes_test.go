@@ -1,0 +1,609 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
+)
+
+// The test network: the speaker listens on 192.0.2.1:179, the managed
+// neighbor is 192.0.2.2.
+var (
+	localAddr = netip.MustParseAddr("192.0.2.1")
+	peerAddr  = netip.MustParseAddr("192.0.2.2")
+	peerHost  = netip.PrefixFrom(peerAddr, 32)
+)
+
+const (
+	speakerPID = 4242
+	bgpPort    = 179
+	chainName  = "core"
+)
+
+// fakeSpeaker is a bgp.Speaker whose neighbor list the test sets; every
+// change is delivered to the watcher as an EventState after the initial
+// EventSync.
+type fakeSpeaker struct {
+	mu     sync.Mutex
+	peers  map[netip.Addr]bgp.PeerInfo
+	events chan bgp.Event
+	resets []netip.Addr
+}
+
+func newFakeSpeaker(peers ...bgp.PeerInfo) *fakeSpeaker {
+	s := &fakeSpeaker{peers: map[netip.Addr]bgp.PeerInfo{}, events: make(chan bgp.Event, 16)}
+	for _, p := range peers {
+		s.peers[p.Neighbor] = p
+	}
+	return s
+}
+
+func (s *fakeSpeaker) Name() string { return "fake-speaker" }
+
+func (s *fakeSpeaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]bgp.PeerInfo, 0, len(s.peers))
+	for _, p := range s.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b bgp.PeerInfo) int { return a.Neighbor.Compare(b.Neighbor) })
+	return out, nil
+}
+
+func (s *fakeSpeaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
+	peers, _ := s.Peers(ctx)
+	out := make(chan bgp.Event)
+	go func() {
+		defer close(out)
+		select {
+		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			select {
+			case ev := <-s.events:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *fakeSpeaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resets = append(s.resets, neighbor)
+	return nil
+}
+
+func (s *fakeSpeaker) PID(context.Context) (int, error) { return speakerPID, nil }
+
+// set changes a neighbor and tells the watcher.
+func (s *fakeSpeaker) set(p bgp.PeerInfo) {
+	s.mu.Lock()
+	s.peers[p.Neighbor] = p
+	s.mu.Unlock()
+	s.events <- bgp.Event{Kind: bgp.EventState, Peer: p}
+}
+
+func (s *fakeSpeaker) resetCalls() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.resets)
+}
+
+// fakeDiscoverer hands out synthetic socket references; the daemon reaches
+// the in-memory sockets behind them through Options.SocketOf.
+type fakeDiscoverer struct {
+	mu        sync.Mutex
+	nextInode uint64
+	refs      []sockets.Ref
+	socks     map[uint64]*countingSocket
+}
+
+func newFakeDiscoverer() *fakeDiscoverer {
+	return &fakeDiscoverer{nextInode: 1000, socks: map[uint64]*countingSocket{}}
+}
+
+func (f *fakeDiscoverer) add(s *tcpaotest.Sock, local, remote netip.AddrPort, listening bool) *countingSocket {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextInode++
+	ref := sockets.Ref{PID: speakerPID, Inode: f.nextInode, FD: int(f.nextInode), Local: local, Remote: remote, Listening: listening}
+	f.refs = append(f.refs, ref)
+	cs := &countingSocket{Socket: s}
+	f.socks[ref.Inode] = cs
+	return cs
+}
+
+func (f *fakeDiscoverer) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range f.refs {
+		if r.PID == pid && r.Listening && r.Local.Port() == port {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeDiscoverer) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.refs {
+		if r.PID == pid && !r.Listening && r.Local == local && r.Remote == remote {
+			return r, nil
+		}
+	}
+	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
+}
+
+func (f *fakeDiscoverer) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range f.refs {
+		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeDiscoverer) With(sockets.Ref, func(fd int) error) error {
+	return errors.New("fake discoverer lends no descriptors: the daemon must use Options.SocketOf")
+}
+
+// socketOf is the daemon's Options.SocketOf.
+func (f *fakeDiscoverer) socketOf(h bgp.SocketHandle) tcpao.Socket {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.socks[h.Ref().Inode]; s != nil {
+		return s
+	}
+	return badSocket{}
+}
+
+// countingSocket counts the calls the daemon makes on one socket.
+type countingSocket struct {
+	tcpao.Socket
+	mu            sync.Mutex
+	reads, writes int
+}
+
+func (c *countingSocket) count(write bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if write {
+		c.writes++
+	} else {
+		c.reads++
+	}
+}
+
+func (c *countingSocket) calls() (reads, writes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads, c.writes
+}
+
+func (c *countingSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	c.count(true)
+	return c.Socket.AddKey(k, o)
+}
+
+func (c *countingSocket) DelKey(d tcpao.DelKey) error {
+	c.count(true)
+	return c.Socket.DelKey(d)
+}
+
+func (c *countingSocket) SetInfo(i tcpao.InfoChange) error {
+	c.count(true)
+	return c.Socket.SetInfo(i)
+}
+
+func (c *countingSocket) Info() (tcpao.Info, error) {
+	c.count(false)
+	return c.Socket.Info()
+}
+
+func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	c.count(false)
+	return c.Socket.Keys(f)
+}
+
+type badSocket struct{}
+
+var errBadSocket = errors.New("no such test socket")
+
+func (badSocket) AddKey(tcpao.Key, tcpao.AddOptions) error      { return errBadSocket }
+func (badSocket) DelKey(tcpao.DelKey) error                     { return errBadSocket }
+func (badSocket) Info() (tcpao.Info, error)                     { return tcpao.Info{}, errBadSocket }
+func (badSocket) SetInfo(tcpao.InfoChange) error                { return errBadSocket }
+func (badSocket) Keys(tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return nil, errBadSocket }
+
+// fakeSource is a keystore.Source serving a snapshot the test builds. Its
+// Revoke only records the call: the snapshot stays unrevoked, like a source
+// that has not caught up.
+type fakeSource struct {
+	mu      sync.Mutex
+	snap    *keystore.Snapshot
+	version uint64
+	err     error
+	revokes []string
+}
+
+func (s *fakeSource) Name() string { return "fake-source" }
+
+func (s *fakeSource) Read(context.Context) (*keystore.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.snap == nil {
+		return nil, errors.New("fake-source: empty")
+	}
+	c := s.snap.Clone()
+	c.ReadAt = time.Now()
+	return c, nil
+}
+
+func (s *fakeSource) Revoke(_ context.Context, chain, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokes = append(s.revokes, chain+"/"+key)
+	return nil
+}
+
+// setKeys replaces the chain's MKTs (a new version) and clears any failure.
+func (s *fakeSource) setKeys(keys ...keystore.MKT) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version++
+	c := &keystore.Chain{Name: chainName, Version: s.version}
+	for _, k := range keys {
+		c.Keys = append(c.Keys, k.Clone())
+	}
+	s.snap.Zero()
+	s.snap = &keystore.Snapshot{Source: s.Name(), Chains: map[string]*keystore.Chain{chainName: c}}
+	s.err = nil
+}
+
+func (s *fakeSource) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+func (s *fakeSource) revokeCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.revokes)
+}
+
+func (s *fakeSource) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.Zero()
+}
+
+// manualNow is the key cache's clock: the real time plus an offset the test
+// moves forward (to age the snapshot).
+type manualNow struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (m *manualNow) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Now().Add(m.off)
+}
+
+func (m *manualNow) advance(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.off += d
+}
+
+// syncBuffer collects the daemon's log output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testKey is one MKT of the test chain with its plaintext secret, which
+// tests grep for in logs and output.
+type testKey struct {
+	name       string
+	send, recv uint8
+	secret     string
+	sendStart  time.Time // zero: since forever
+}
+
+func (k testKey) mkt() keystore.MKT {
+	return keystore.MKT{
+		Name: k.name, Chain: chainName, SendID: k.send, RecvID: k.recv,
+		Algorithm: tcpao.HMACSHA256, Secret: tcpao.NewSecret([]byte(k.secret)), MACLen: 12,
+		IncludeTCPOptions: true, SendLifetime: keystore.Lifetime{Start: k.sendStart},
+		Source: "test:" + k.name,
+	}
+}
+
+// mirror is the key the remote router (192.0.2.2) holds for k.
+func (k testKey) mirror() tcpao.Key {
+	return tcpao.Key{
+		KeyRef:    tcpao.KeyRef{Peer: netip.PrefixFrom(localAddr, 32), SendID: k.recv, RecvID: k.send},
+		Algorithm: tcpao.HMACSHA256, MACLen: 12, Secret: tcpao.NewSecret([]byte(k.secret)),
+	}
+}
+
+func (k testKey) ids() string { return fmt.Sprintf("%d/%d", k.send, k.recv) }
+
+// secretForms are the ways a leaked secret could appear in text.
+func secretForms(secret string) []string {
+	return []string{secret, hex.EncodeToString([]byte(secret)), base64.StdEncoding.EncodeToString([]byte(secret)),
+		base64.RawStdEncoding.EncodeToString([]byte(secret))}
+}
+
+const basePolicy = `version: 1
+safety:
+  switch_timeout: 5m
+  on_revoke_only_key: %s
+key_chains:
+  - name: core
+peers:
+  - neighbor: 192.0.2.2
+    key_chain: core
+`
+
+func parsePolicy(t *testing.T, text string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("test-policy.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	return p
+}
+
+// env is one daemon over the in-memory kernel: a listener at 192.0.2.1:179
+// and (after connect) a session from 192.0.2.2.
+type env struct {
+	t      *testing.T
+	net    *tcpaotest.Net
+	sp     *fakeSpeaker
+	disc   *fakeDiscoverer
+	src    *fakeSource
+	cclock *manualNow
+	logs   *syncBuffer
+	pol    *policy.Policy
+	keys   []testKey
+
+	lis     *tcpaotest.Sock
+	lisC    *countingSocket
+	client  *tcpaotest.Sock // the remote router's socket
+	acc     *tcpaotest.Sock // the speaker's accepted socket
+	accC    *countingSocket
+	session bgp.PeerInfo
+
+	d      *daemon.Daemon
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type envOptions struct {
+	policy          string // "" is basePolicy with on_revoke_only_key: keep
+	keys            []testKey
+	sourceDown      error // the source fails from the start
+	revocationsFile string
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	if o.policy == "" {
+		o.policy = fmt.Sprintf(basePolicy, "keep")
+	}
+	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{}, cclock: &manualNow{},
+		logs: &syncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
+	var mkts []keystore.MKT
+	for _, k := range o.keys {
+		m := k.mkt()
+		mkts = append(mkts, m)
+		defer m.Zero()
+	}
+	e.src.setKeys(mkts...)
+	t.Cleanup(e.src.close)
+	if o.sourceDown != nil {
+		e.src.fail(o.sourceDown)
+	}
+	e.sp = newFakeSpeaker(bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+	var err error
+	if e.lis, err = e.net.Socket(localAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.lis.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	e.lisC = e.disc.add(e.lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	t.Cleanup(func() {
+		for _, k := range e.keys {
+			for _, f := range secretForms(k.secret) {
+				if strings.Contains(e.logs.String(), f) {
+					t.Errorf("the daemon's log holds the secret of key %s", k.name)
+				}
+			}
+		}
+	})
+	e.start(o.revocationsFile)
+	return e
+}
+
+// start builds a Daemon over a fresh key cache and runs it until the test
+// ends (or stop).
+func (e *env) start(revocationsFile string) {
+	e.t.Helper()
+	cache := keystore.NewCache(e.src, keystore.CacheOptions{Now: e.cclock.Now})
+	e.t.Cleanup(cache.Close)
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := daemon.New(daemon.Options{
+		Policy: e.pol, Keys: cache, Source: e.src, Speaker: e.sp, Discoverer: e.disc,
+		ListenPort: bgpPort,
+		Rotator: rotator.Config{SwitchTimeout: 5 * time.Second, Grace: 20 * time.Millisecond,
+			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+		Resync:          time.Hour, // passes run on kicks only
+		RevocationsFile: revocationsFile,
+		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
+		Logger:          log,
+		SocketOf:        e.disc.socketOf,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.d, e.cancel, e.done = d, cancel, make(chan error, 1)
+	go func() { e.done <- d.Run(ctx) }()
+	e.t.Cleanup(e.stop)
+}
+
+// stop cancels Run and waits for it to return.
+func (e *env) stop() {
+	e.t.Helper()
+	if e.done == nil {
+		return
+	}
+	e.cancel()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("Run did not return after its context ended")
+	}
+	e.done = nil
+}
+
+// connect opens the remote router's connection with the mirrors of keys
+// (added in order, so the last one is its Current_key and RNext_key) and
+// registers the accepted socket with the discoverer.
+func (e *env) connect(keys ...testKey) {
+	e.t.Helper()
+	var err error
+	if e.client, err = e.net.Socket(peerAddr); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, k := range keys {
+		m := k.mirror()
+		if err := e.client.AddKey(m, tcpao.AddOptions{}); err != nil {
+			e.t.Fatalf("client AddKey %s: %v", k.name, err)
+		}
+		m.Secret.Zero()
+	}
+	if e.acc, err = e.net.Connect(e.client, e.lis); err != nil {
+		e.t.Fatalf("connect: %v", err)
+	}
+	local := netip.AddrPortFrom(localAddr, bgpPort)
+	e.accC = e.disc.add(e.acc, local, e.client.LocalAddr(), false)
+}
+
+// established reports the connected session Established to the daemon.
+func (e *env) established() {
+	e.session = bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, LocalPort: bgpPort, RemotePort: e.client.LocalAddr().Port(),
+		State: bgp.StateEstablished, Uptime: time.Now().Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002}
+	e.sp.set(e.session)
+}
+
+// waitFor polls cond until it holds; it fails the test after a deadline.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s\nlogs:\n%s", what, e.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// keyIDs lists a socket's keys as sorted "send/recv" pairs.
+func keyIDs(t *testing.T, s tcpao.Socket) []string {
+	t.Helper()
+	ks, err := s.Keys(tcpao.KeyFilter{})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Keys: %v", err)
+	}
+	out := make([]string, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, fmt.Sprintf("%d/%d", k.SendID, k.RecvID))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ids(keys ...testKey) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.ids())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *env) waitKeys(name string, s tcpao.Socket, want []string) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("%s keys %v", name, want), func() bool { return slices.Equal(keyIDs(e.t, s), want) })
+}
+
+func info(t *testing.T, s tcpao.Socket) tcpao.Info {
+	t.Helper()
+	i, err := s.Info()
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	return i
+}
