@@ -48,6 +48,7 @@ type fakeSpeaker struct {
 	peers  map[netip.Addr]bgp.PeerInfo
 	events chan bgp.Event
 	resets []netip.Addr
+	gate   chan struct{} // non-nil: the next Watch holds its EventSync until closed
 }
 
 func newFakeSpeaker(peers ...bgp.PeerInfo) *fakeSpeaker {
@@ -72,10 +73,21 @@ func (s *fakeSpeaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
 }
 
 func (s *fakeSpeaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
-	peers, _ := s.Peers(ctx)
+	s.mu.Lock()
+	gate := s.gate
+	s.gate = nil
+	s.mu.Unlock()
 	out := make(chan bgp.Event)
 	go func() {
 		defer close(out)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		peers, _ := s.Peers(ctx)
 		select {
 		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
 		case <-ctx.Done():
@@ -105,6 +117,16 @@ func (s *fakeSpeaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string
 }
 
 func (s *fakeSpeaker) PID(context.Context) (int, error) { return speakerPID, nil }
+
+// holdSync makes the next Watch deliver its EventSync only once release is
+// called.
+func (s *fakeSpeaker) holdSync() (release func()) {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+	return sync.OnceFunc(func() { close(g) })
+}
 
 // set changes a neighbor and tells the watcher.
 func (s *fakeSpeaker) set(p bgp.PeerInfo) {
