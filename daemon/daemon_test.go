@@ -370,6 +370,16 @@ func TestRevokeOnlyKey(t *testing.T) {
 			if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
 				t.Errorf("exchange with the kept key: %v", err)
 			}
+			// Nor will the rotator remove it later: the plan holds it back.
+			pl, err := e.d.Plan(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(pl.Plan, func(l string) bool {
+				return strings.HasPrefix(l, "peer "+peerAddr.String()) && strings.Contains(l, "no-replacement")
+			}) {
+				t.Errorf("plan %q: want the session's only key held back (no-replacement)", pl.Plan)
+			}
 			ps := e.peerStatus()
 			if len(ps.Keys) != 1 || ps.Keys[0].State != control.KeyRevoked {
 				t.Errorf("status keys %+v, want k1 shown revoked", ps.Keys)
