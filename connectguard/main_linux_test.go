@@ -121,7 +121,7 @@ func portsFromEnv() []uint16 {
 
 // supervised is a connector under Launch, driven through its stdin/stdout.
 type supervised struct {
-	t        *testing.T
+	t        testing.TB
 	launcher *exec.Cmd
 	sock     string
 	in       io.WriteCloser
@@ -129,7 +129,7 @@ type supervised struct {
 	lines    chan string
 }
 
-func launchConnector(t *testing.T, env ...string) *supervised {
+func launchConnector(t testing.TB, env ...string) *supervised {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cg.sock")
 	cmd := exec.Command(os.Args[0], "cg-launch", os.Args[0], "cg-connector")

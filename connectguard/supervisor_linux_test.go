@@ -94,7 +94,7 @@ func testKeys(peer netip.Addr) []tcpao.Key {
 }
 
 // acceptAll listens on addr and accepts (and keeps) every connection.
-func acceptAll(t *testing.T, network, addr string) net.Listener {
+func acceptAll(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
 	ln, err := net.Listen(network, addr)
 	if err != nil {
@@ -118,7 +118,7 @@ type keysCall struct {
 	dst netip.AddrPort
 }
 
-func startSupervisor(t *testing.T, sock string, keys KeysFunc, o SupervisorOptions) (events chan Event, stop func()) {
+func startSupervisor(t testing.TB, sock string, keys KeysFunc, o SupervisorOptions) (events chan Event, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	l, err := Fetch(ctx, sock)
