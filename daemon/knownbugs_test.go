@@ -1,6 +1,8 @@
 //go:build daemonbug
 
-// This reproduces a daemon bug (reported to the lead, not fixed here): a
+// These reproduce daemon bugs (reported to the lead, not fixed here).
+//
+// TestSessionUpBeforeFirstSnapshotIsTakenOver: a
 // session that is Established while the daemon has no key snapshot yet
 // (aokeyd restarted with Vault down, or the session came up during the
 // outage) is never taken over once the source recovers: OnEstablished
@@ -9,7 +11,14 @@
 // The same happens on every restart when the speaker's first EventSync
 // (sessions already up) is handled before Run's first key read completes:
 // Run starts the tracker goroutine before it calls refresh().
-// Run it with: go test -tags daemonbug -run TestSessionUpBeforeFirstSnapshot ./daemon/
+//
+// TestControlCallsDuringSessionEvents (run with -race): Plan, Rotate,
+// Revoke, reconcile and desiredFor read peerState.handle/info/binding
+// without d.mu while OnEstablished/OnDown write them under it. Plan and
+// revokePeer also re-read p.handle after checking it non-nil, so a session
+// dropping at that moment hands SocketOf a nil handle (a panic).
+//
+// Run them with: go test -race -tags daemonbug -run 'TestSessionUpBeforeFirstSnapshot|TestControlCallsDuringSessionEvents' ./daemon/
 // and drop the build tag once the daemon is fixed.
 
 package daemon_test
@@ -18,8 +27,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -48,4 +60,42 @@ func TestSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 	}
 	e.waitKeys("listener", e.lis, ids(k1))
 	e.waitKeys("session", e.acc, ids(k1))
+}
+
+func TestControlCallsDuringSessionEvents(t *testing.T) {
+	_, k1, _, k3 := testKeys()
+	e := newEnv(t, envOptions{keys: []testKey{k1, k3}})
+	e.waitKeys("listener", e.lis, ids(k1, k3))
+	e.up(ids(k1, k3), k3, k1)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx := context.Background()
+			if _, err := e.d.Rotate(ctx, control.RotateRequest{All: true}); err != nil {
+				t.Errorf("Rotate: %v", err)
+			}
+			if _, err := e.d.Plan(ctx); err != nil {
+				t.Errorf("Plan: %v", err)
+			}
+			if _, err := e.d.Status(ctx, ""); err != nil {
+				t.Errorf("Status: %v", err)
+			}
+		}
+	}()
+	down := e.session
+	down.State = bgp.StateIdle
+	for range 50 {
+		e.sp.set(down)
+		e.sp.set(e.session)
+	}
+	close(stop)
+	wg.Wait()
 }
