@@ -70,11 +70,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	infos, err := d.o.Speaker.Peers(ctx)
 	if err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", d.o.Speaker.Name(), err))
-		d.mu.Lock()
-		for _, p := range d.peers {
+		for _, p := range d.peerList() {
 			infos = append(infos, p.info)
 		}
-		d.mu.Unlock()
 	}
 	rot := map[rotator.PeerID]rotator.Status{}
 	for _, s := range d.ctrl.Status() {
@@ -123,13 +121,10 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	if info.MD5 {
 		ps.Warnings = append(ps.Warnings, "neighbor has a TCP-MD5 password: the kernel refuses TCP-AO next to MD5 (EKEYREJECTED)")
 	}
-	d.mu.Lock()
-	p := d.peers[id]
 	var h bgp.SocketHandle
-	if p != nil {
+	if p := d.peer(id); p != nil {
 		h = p.handle
 	}
-	d.mu.Unlock()
 
 	var pk policy.PeerKeys
 	if snap != nil {
@@ -234,15 +229,10 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			in = append(in, rotator.Input{Desired: want, Observed: obs})
 		}
 	}
-	d.mu.Lock()
-	var ps []*peerState
-	for _, p := range d.peers {
-		if p.handle != nil {
-			ps = append(ps, p)
+	for _, p := range d.peerList() {
+		if p.handle == nil {
+			continue
 		}
-	}
-	d.mu.Unlock()
-	for _, p := range ps {
 		want, _, err := d.desiredFor(snap, p, now)
 		if err != nil {
 			continue
@@ -283,14 +273,12 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	}
 	defer snap.Zero()
 	now := d.o.Clock.Now()
-	d.mu.Lock()
 	var targets []*peerState
-	for id, p := range d.peers {
-		if req.All || string(id) == req.Peer || p.info.Neighbor.String() == req.Peer {
+	for _, p := range d.peerList() {
+		if req.All || string(p.id) == req.Peer || p.info.Neighbor.String() == req.Peer {
 			targets = append(targets, p)
 		}
 	}
-	d.mu.Unlock()
 	if len(targets) == 0 {
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
@@ -368,14 +356,12 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 		defer wg.Done()
 		d.revokeListeners(ctx, ids, scope, add)
 	}()
-	d.mu.Lock()
 	var ps []*peerState
-	for _, p := range d.peers {
+	for _, p := range d.peerList() {
 		if p.handle != nil && (!scope.IsValid() || p.info.Neighbor == scope) {
 			ps = append(ps, p)
 		}
 	}
-	d.mu.Unlock()
 	sem := make(chan struct{}, 32)
 	now := d.o.Clock.Now()
 	for _, p := range ps {
@@ -450,9 +436,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	d.ctrl.PeerDown(id)
 	defer func() {
 		if want, _, err := d.desiredFor(snap, p, now); err == nil {
-			d.mu.Lock()
-			p.desired = want
-			d.mu.Unlock()
+			d.updatePeer(id, func(p *peerState) { p.desired = want })
 			d.ctrl.SetDesired(id, want)
 			if _, err := d.ctrl.Accepted(id, sock); err != nil {
 				d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
@@ -524,10 +508,10 @@ func (d *Daemon) observeMetrics() {
 	// session guard) while they hold their own lock.
 	sts := d.ctrl.Status()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	m.SetOptmem(d.optmem[0], d.optmem[1])
+	d.mu.Unlock()
 	for _, s := range sts {
-		p := d.peers[s.Peer]
+		p := d.peer(s.Peer)
 		if p == nil {
 			continue
 		}
@@ -550,6 +534,7 @@ func (d *Daemon) observeMetrics() {
 // forget drops a peer that left the speaker's configuration, with its
 // metric series.
 func (d *Daemon) forget(id rotator.PeerID) {
+	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
 	d.mu.Lock()
 	p := d.peers[id]

@@ -69,7 +69,11 @@ type Daemon struct {
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
 }
 
+// peerState is one managed peer. Published values are never modified:
+// updatePeer replaces them, so readers need no lock once they hold one.
 type peerState struct {
+	id      rotator.PeerID
+	running bool // its rotation machine runs on handle
 	info    bgp.PeerInfo
 	binding policy.Binding
 	handle  bgp.SocketHandle // nil while the session is down
@@ -275,13 +279,45 @@ func (g guardAdapter) After(peer rotator.PeerID, step rotator.Step) error {
 }
 
 func (d *Daemon) addrOf(id rotator.PeerID) (netip.Addr, bool) {
+	if p := d.peer(id); p != nil {
+		return p.info.Neighbor, true
+	}
+	return netip.Addr{}, false
+}
+
+// peer returns the peer's current state. A *peerState is never modified
+// once published (updatePeer replaces it), so the caller may read it
+// without holding d.mu.
+func (d *Daemon) peer(id rotator.PeerID) *peerState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := d.peers[id]
-	if p == nil {
-		return netip.Addr{}, false
+	return d.peers[id]
+}
+
+// peerList returns every peer's current state (read-only, see peer).
+func (d *Daemon) peerList() []*peerState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*peerState, 0, len(d.peers))
+	for _, p := range d.peers {
+		out = append(out, p)
 	}
-	return p.info.Neighbor, true
+	return out
+}
+
+// updatePeer replaces the peer's state by a modified copy (creating it when
+// missing) and returns the new one.
+func (d *Daemon) updatePeer(id rotator.PeerID, fn func(p *peerState)) *peerState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n peerState
+	if old := d.peers[id]; old != nil {
+		n = *old
+	}
+	n.id = id
+	fn(&n)
+	d.peers[id] = &n
+	return &n
 }
 
 // OnEstablished implements bgp.SessionObserver: a managed peer's session is
@@ -293,32 +329,36 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if err != nil {
 		return
 	}
-	d.mu.Lock()
-	p := d.peers[id]
-	if p == nil {
-		p = &peerState{}
-		d.peers[id] = p
-	}
-	p.info, p.binding, p.handle = info, b, h
-	d.mu.Unlock()
+	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle, p.running = info, b, h, false })
 	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
 	if info.MD5 {
 		d.log.Error("neighbor has a TCP-MD5 password and a TCP-AO binding: the kernel refuses AO next to MD5 (EKEYREJECTED); remove the auth-password", "peer", id)
 	}
 	snap := d.snapshot()
 	if snap == nil {
-		d.log.Warn("no key snapshot yet: not touching the new session", "peer", id)
+		// reconcile takes the session over after the first good read.
+		d.log.Warn("no key snapshot yet: not touching the new session until the first good read", "peer", id)
 		return
 	}
 	defer snap.Zero()
+	d.takeOver(snap, id)
+	d.Kick()
+}
+
+// takeOver checks a session's keys against the desired set and starts its
+// rotation machine, unless one already runs for this socket.
+func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
+	p := d.peer(id)
+	if p == nil || p.handle == nil || p.running {
+		return
+	}
 	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())
 	if err != nil {
 		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
 		return
 	}
-	d.mu.Lock()
-	p.desired = desired
-	d.mu.Unlock()
+	h := p.handle
+	d.updatePeer(id, func(p *peerState) { p.desired = desired })
 	d.ctrl.SetDesired(id, desired)
 	sp, err := d.ctrl.Accepted(id, d.o.SocketOf(h))
 	if err != nil {
@@ -327,7 +367,12 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if len(sp.Ops) > 0 {
 		d.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
 	}
-	d.Kick()
+	d.updatePeer(id, func(p *peerState) {
+		if p.handle == h { // still the same session
+			p.running = true
+		}
+	})
+	d.log.Info("rotation machine started", "peer", id)
 }
 
 // OnDown implements bgp.SessionObserver.
@@ -335,9 +380,10 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := PeerIDOf(info.Neighbor, info.VRF)
 	d.ctrl.PeerDown(id)
 	d.mu.Lock()
-	if p := d.peers[id]; p != nil {
-		p.handle = nil
-		p.info = info
+	if old := d.peers[id]; old != nil {
+		n := *old
+		n.handle, n.info, n.running = nil, info, false
+		d.peers[id] = &n
 	}
 	d.mu.Unlock()
 	d.log.Info("session down; its socket is no longer touched", "peer", id)

@@ -158,13 +158,9 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	now := d.o.Clock.Now()
 	next := d.syncListeners(ctx, snap, now)
 
-	d.mu.Lock()
-	peers := make(map[rotator.PeerID]*peerState, len(d.peers))
-	for id, p := range d.peers {
-		peers[id] = p
-	}
-	d.mu.Unlock()
-	for id, p := range peers {
+	d.dropStale(ctx)
+	for _, p := range d.peerList() {
+		id := p.id
 		if !d.managed(p.info) {
 			d.forget(id) // its binding left the policy
 			continue
@@ -172,21 +168,21 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		if p.handle == nil {
 			continue
 		}
+		if !p.running {
+			// A session reported before the first good key read, or
+			// whose take-over failed: take it over now.
+			d.takeOver(snap, id)
+			continue
+		}
 		desired, pk, err := d.desiredFor(snap, p, now)
 		if err != nil {
 			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
 			continue
 		}
-		d.mu.Lock()
-		same := sameDesired(p.desired, desired)
-		if !same {
-			p.desired = desired
-		}
-		p.chain = pk.SourceChain
-		d.mu.Unlock()
-		if same {
+		if sameDesired(p.desired, desired) {
 			zeroDesired(desired) // the controller keeps the equal one it has
 		} else {
+			d.updatePeer(id, func(p *peerState) { p.desired, p.chain = desired, pk.SourceChain })
 			d.ctrl.SetDesired(id, desired)
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
@@ -258,4 +254,24 @@ func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now
 	d.optmem = [2]int{limit, needed}
 	d.mu.Unlock()
 	return next
+}
+
+// dropStale stops touching sessions of a speaker process that is gone (a
+// restarted gobgpd): their handles name the old pid. The tracker hands the
+// new process's sessions over as it sees them.
+func (d *Daemon) dropStale(ctx context.Context) {
+	pid, err := d.o.Speaker.PID(ctx)
+	if err != nil {
+		return
+	}
+	var stale []bgp.PeerInfo
+	for _, p := range d.peerList() {
+		if p.handle != nil && p.handle.Ref().PID != pid {
+			stale = append(stale, p.info)
+		}
+	}
+	for _, info := range stale {
+		d.log.Info("speaker process changed; dropping the old session's socket", "peer", PeerIDOf(info.Neighbor, info.VRF), "pid", pid)
+		d.OnDown(ctx, info)
+	}
 }

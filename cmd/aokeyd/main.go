@@ -28,6 +28,7 @@ import (
 	"github.com/aokeyd/aokeyd/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/rotator"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -51,12 +52,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
 	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation record")
+	var rc rotator.Config
+	fs.DurationVar(&rc.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
+	fs.DurationVar(&rc.Poll, "roll-poll", 0, "how often counters are read during a roll (default 1s)")
+	fs.DurationVar(&rc.Backoff, "roll-backoff", 0, "first retry delay after an aborted roll (default 1m)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *cfgPath, *stateDir, stderr); err != nil {
+	if err := serve(ctx, *cfgPath, *stateDir, rc, stderr); err != nil {
 		fmt.Fprintln(stderr, "aokeyd:", err)
 		return 1
 	}
@@ -112,7 +117,7 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, o)), nil
 }
 
-func serve(ctx context.Context, cfgPath, stateDir string, logw io.Writer) error {
+func serve(ctx context.Context, cfgPath, stateDir string, rc rotator.Config, logw io.Writer) error {
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
 	if checked.Config == nil || checked.Policy == nil {
 		return errors.Join(checked.Problems...)
@@ -145,6 +150,8 @@ func serve(ctx context.Context, cfgPath, stateDir string, logw io.Writer) error 
 		Name: "gobgpd " + cfg.GoBGP.Address,
 		PID:  pidFinder(cfg.GoBGP),
 		Log:  log,
+		// A restarted gobgpd must be followed within seconds.
+		MaxBackoff: 3 * time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("gobgp %s: %w", cfg.GoBGP.Address, err)
@@ -157,6 +164,7 @@ func serve(ctx context.Context, cfgPath, stateDir string, logw io.Writer) error 
 		Source:          src,
 		Speaker:         sp,
 		Discoverer:      sockets.System{},
+		Rotator:         rc,
 		Resync:          time.Duration(cfg.KeySource.Refresh),
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),

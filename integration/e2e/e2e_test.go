@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -94,59 +95,210 @@ func TestScheduledRotation(t *testing.T) {
 	s := l.waitEstablished(60 * time.Second)
 	start := time.Now()
 	for r := 1; r <= n; r++ {
-		next := key{i: cur.i + 1}
-		// 1. The operator's automation gives B the next key first.
-		if err := l.bird.Configure(l.birdConfig([]key{cur, next})); err != nil {
-			t.Fatal(err)
-		}
-		// 2. The key source gets it: sendable now, the old key's lifetimes
-		//    end shortly.
-		now := time.Now()
-		old := cur
-		old.sendEnd, old.acceptEnd = now.Add(3*time.Second), now.Add(5*time.Second)
-		next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
-		l.writeKeys([]key{old, next})
-		// 3. aokeyd installs it and announces it with RNext; BIRD's kernel
-		//    follows A's RNext. Then B prefers it and deprecates the old
-		//    key, so B's RNext asks A to send with it.
-		waitFor(t, 30*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {
-			st := l.status()
-			bs, _ := l.bird.Protocol()
-			has := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.PktGood > 0 })
-			return has, fmt.Sprintf("A keys %v, BIRD current %d", keyIDs(st.Keys), bs.CurrentKey)
-		})
-		prefNext := next
-		prefNext.birdPreferred = true
-		depOld := cur
-		depOld.birdPreferred, depOld.birdDeprecated = false, true
-		if err := l.bird.Configure(l.birdConfig([]key{depOld, prefNext})); err != nil {
-			t.Fatal(err)
-		}
-		// 4. The roll completes: A sends with the new key, the old one is
-		//    deleted from A's established and listening sockets.
-		waitFor(t, 40*time.Second, fmt.Sprintf("round %d: only k%d left on A, current on both sides", r, next.i), func() (bool, string) {
-			st := l.status()
-			bs, _ := l.bird.Protocol()
-			lk := l.listenerKeys()
-			ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current &&
-				bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
-			return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", keyIDs(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)
-		})
-		// 5. B drops the old key.
-		if err := l.bird.Configure(l.birdConfig([]key{prefNext})); err != nil {
-			t.Fatal(err)
-		}
-		l.keys = []key{next}
-		st := l.status()
-		bs, _ := l.bird.Protocol()
-		if st.Counters.PktBad != 0 || bs.PktBad != 0 {
-			t.Fatalf("round %d: pkt_bad A=%d B=%d, want 0", r, st.Counters.PktBad, bs.PktBad)
-		}
-		l.checkNoFlap(s, fmt.Sprintf("round %d", r))
-		t.Logf("round %d: k%d -> k%d done, A pkt_good=%d bad=%d, B good=%d bad=%d", r, cur.i, next.i, st.Counters.PktGood, st.Counters.PktBad, bs.PktGood, bs.PktBad)
-		cur = prefNext
+		cur = l.roll(r, cur, s, nil)
 	}
 	t.Logf("rotation: rounds=%d flaps=0 pkt_bad=0 in %v", n, time.Since(start).Round(time.Second))
+}
+
+// The phases of one roll, for hooks that inject faults.
+const (
+	phaseInstall  = "install"  // the key source has the new key; aokeyd may not have acted yet
+	phaseAnnounce = "announce" // A's session carries the new key and B sends with it
+	phaseSwitch   = "switch"   // B prefers the new key; A's current follows
+	phaseRetire   = "retire"   // A sends with the new key; the old one is on its way out
+)
+
+// roll performs round r from key cur to the next one, the way an operator's
+// automation and a BIRD operator do it, and checks the result: only the new
+// key on A's established and listening sockets, current on both ends,
+// pkt_bad 0, no flap since s, routes both ways. hook (may be nil) runs at
+// each phase. It returns the new key as BIRD now holds it.
+func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
+	t := l.t
+	t.Helper()
+	if hook == nil {
+		hook = func(string) {}
+	}
+	next := key{i: cur.i + 1}
+	// 1. The operator's automation gives B the next key first.
+	if err := l.bird.Configure(l.birdConfig([]key{cur, next})); err != nil {
+		t.Fatal(err)
+	}
+	// 2. The key source gets it: sendable now, the old key's lifetimes end
+	//    shortly.
+	now := time.Now()
+	old := cur
+	old.sendEnd, old.acceptEnd = now.Add(3*time.Second), now.Add(5*time.Second)
+	next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
+	l.writeKeys([]key{old, next})
+	hook(phaseInstall)
+	// 3. aokeyd installs it and announces it with RNext; BIRD's kernel
+	//    follows A's RNext.
+	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {
+		st, err := l.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
+		bs, _ := l.bird.Protocol()
+		has := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.PktGood > 0 })
+		return has, fmt.Sprintf("A keys %v, BIRD current %d", keyIDs(st.Keys), bs.CurrentKey)
+	})
+	hook(phaseAnnounce)
+	// 4. B prefers it and deprecates the old key, so B's RNext asks A to
+	//    send with it.
+	prefNext := next
+	prefNext.birdPreferred = true
+	depOld := cur
+	depOld.birdPreferred, depOld.birdDeprecated = false, true
+	if err := l.bird.Configure(l.birdConfig([]key{depOld, prefNext})); err != nil {
+		t.Fatal(err)
+	}
+	hook(phaseSwitch)
+	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: A sends with k%d", r, next.i), func() (bool, string) {
+		st, err := l.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.Current })
+		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+	})
+	hook(phaseRetire)
+	// 5. The roll completes: the old key is deleted from A's established
+	//    and listening sockets.
+	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: only k%d left on A, current on both sides", r, next.i), func() (bool, string) {
+		st, err := l.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
+		bs, _ := l.bird.Protocol()
+		lk := l.listenerKeys()
+		ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current &&
+			bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
+		return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", keyIDs(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)
+	})
+	// 6. B drops the old key.
+	if err := l.bird.Configure(l.birdConfig([]key{prefNext})); err != nil {
+		t.Fatal(err)
+	}
+	l.keys = []key{next}
+	st := l.status()
+	bs, _ := l.bird.Protocol()
+	if st.Counters.PktBad != 0 || bs.PktBad != 0 {
+		t.Fatalf("round %d: pkt_bad A=%d B=%d, want 0", r, st.Counters.PktBad, bs.PktBad)
+	}
+	l.checkNoFlap(s, fmt.Sprintf("round %d", r))
+	t.Logf("round %d: k%d -> k%d done, A pkt_good=%d bad=%d, B good=%d bad=%d", r, cur.i, next.i, st.Counters.PktGood, st.Counters.PktBad, bs.PktGood, bs.PktBad)
+	return prefNext
+}
+
+// TestKillDuringRotation is scenario 5's first fault: aokeyd is SIGKILLed
+// at each phase of a roll and restarted. It rebuilds its view from the
+// kernel, no key in use is deleted, the roll completes and the session
+// never drops.
+func TestKillDuringRotation(t *testing.T) {
+	kerneltest.Require(t)
+	cur := key{i: 1, birdPreferred: true}
+	l := newLab(t, []key{cur}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	for r, phase := range []string{phaseInstall, phaseAnnounce, phaseSwitch, phaseRetire} {
+		cur = l.roll(r+1, cur, s, func(p string) {
+			if p != phase {
+				return
+			}
+			_ = l.aokeyd.Process.Kill()
+			_, _ = l.aokeyd.Process.Wait()
+			time.Sleep(time.Second) // keepalives flow while aokeyd is gone
+			l.checkNoFlap(s, "aokeyd killed at "+phase)
+			l.restartAokeyd()
+			t.Logf("aokeyd SIGKILLed at %s and restarted", phase)
+		})
+	}
+}
+
+// TestSpeakerRestart is scenario 5's gobgpd fault: gobgpd restarts (its
+// session necessarily drops); aokeyd finds the new process's listener, puts
+// the keys back, and the session comes up again with TCP-AO.
+func TestSpeakerRestart(t *testing.T) {
+	kerneltest.Require(t)
+	cur := key{i: 1, birdPreferred: true}
+	l := newLab(t, []key{cur}, nil)
+	l.waitEstablished(60 * time.Second)
+	l.restartGobgpd()
+	s := l.waitEstablished(90 * time.Second)
+	waitFor(t, 30*time.Second, "aokeyd follows the new gobgpd's session", func() (bool, string) {
+		st, err := l.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := len(st.Keys) == 1 && st.Keys[0].Current && st.Keys[0].PktGood > 0
+		return ok, fmt.Sprintf("A keys %v, sockets %v, warnings %v", keyIDs(st.Keys), st.Sockets, st.Warnings)
+	})
+	l.roll(1, cur, s, nil)
+}
+
+// TestClockJump is scenario 5's clock fault: the wall clock jumps past the
+// old key's send lifetime. aokeyd moves to the next key without deleting a
+// key in use, and the session survives.
+func TestClockJump(t *testing.T) {
+	kerneltest.Require(t)
+	now := time.Now()
+	k1 := key{i: 1, birdPreferred: true, sendEnd: now.Add(time.Hour), acceptEnd: now.Add(time.Hour + time.Minute)}
+	k2 := key{i: 2, sendStart: now.Add(time.Hour), acceptStart: now.Add(-time.Minute)}
+	l := newLab(t, []key{k1, k2}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	jump := func(d time.Duration) {
+		out, err := exec.Command("date", "-s", "@"+strconv.FormatInt(time.Now().Add(d).Unix(), 10)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("date -s: %v: %s", err, out)
+		}
+	}
+	jump(75 * time.Minute)
+	defer jump(-75 * time.Minute)
+	// BIRD shows when its session came up in wall-clock time, which moved
+	// with the jump: take the new reading as the baseline (gobgpd's
+	// uptime and flops still catch a real flap).
+	if st, err := l.bird.Protocol(); err == nil {
+		s.birdSince = st.Since
+	}
+	// B prefers k2 once its operator's clock says so too.
+	k1b, k2b := k1, k2
+	k1b.birdPreferred, k1b.birdDeprecated = false, true
+	k2b.birdPreferred = true
+	if err := l.bird.Configure(l.birdConfig([]key{k1b, k2b})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "A sends with k2 and k1 is gone after the jump", func() (bool, string) {
+		st := l.status()
+		ok := len(st.Keys) == 1 && st.Keys[0].SendID == k2.sendID() && st.Keys[0].Current
+		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+	})
+	l.checkNoFlap(s, "after the clock jump")
+}
+
+// TestSoak is scenario 6: rotations back to back for AOKEYD_SOAK (default
+// 2m in `make test`; `make soak` runs 10m). It ends with one line
+// "soak: rotations=N flaps=N pkt_bad=N" and fails on any flap.
+func TestSoak(t *testing.T) {
+	kerneltest.Require(t)
+	d := 2 * time.Minute
+	if v := os.Getenv("AOKEYD_SOAK"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := key{i: 1, birdPreferred: true}
+	l := newLab(t, []key{cur}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	start := time.Now()
+	n := 0
+	for time.Since(start) < d {
+		n++
+		cur = l.roll(n, cur, s, nil)
+	}
+	st := l.status()
+	bs, _ := l.bird.Protocol()
+	fmt.Printf("soak: rotations=%d flaps=%d pkt_bad=%d\n", n, l.peerA().Flops-s.flops, st.Counters.PktBad+bs.PktBad)
 }
 
 // TestLaggingPeer is scenario 3: B does not have the new key yet. aokeyd

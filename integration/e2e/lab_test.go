@@ -88,6 +88,7 @@ type lab struct {
 	dir      string
 	a, b     *netns.NS
 	gobgpPID int
+	gobgp    *exec.Cmd
 	gobgpAPI string
 	gapi     api.GobgpApiClient
 	speaker  bgp.Speaker
@@ -117,8 +118,8 @@ func newLab(t *testing.T, keys []key, birdKeys []key) *lab {
 		}
 		for _, f := range []string{"aokeyd.log", "gobgpd.log"} {
 			b, _ := os.ReadFile(filepath.Join(l.dir, f))
-			if len(b) > 60000 {
-				b = b[len(b)-60000:]
+			if len(b) > 400000 {
+				b = b[len(b)-400000:]
 			}
 			t.Logf("%s (tail):\n%s", f, b)
 		}
@@ -195,7 +196,9 @@ func (l *lab) startGobgpd() {
 	}
 	sock := filepath.Join(l.dir, "gobgpd.sock")
 	l.gobgpAPI = "unix://" + sock
+	_ = os.Remove(sock)
 	cmd := l.a.Start(t, filepath.Join(l.dir, "gobgpd.log"), bin(t, "gobgpd"), "-f", cfg, "-t", "toml", "--api-hosts", l.gobgpAPI, "--pprof-disable")
+	l.gobgp = cmd
 	l.gobgpPID = cmd.Process.Pid // ip netns exec execs gobgpd in place
 	if err := os.WriteFile(filepath.Join(l.dir, "gobgpd.pid"), []byte(strconv.Itoa(l.gobgpPID)), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,19 +224,28 @@ func (l *lab) startGobgpd() {
 	}
 }
 
+// restartGobgpd kills gobgpd and starts it again (a new pid, new sockets).
+func (l *lab) restartGobgpd() {
+	_ = l.gobgp.Process.Kill()
+	_, _ = l.gobgp.Process.Wait()
+	l.startGobgpd()
+}
+
 func (l *lab) announce(prefix string) {
 	p := netip.MustParsePrefix(prefix)
 	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
 	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
 	nh, _ := anypb.New(&api.NextHopAttribute{NextHop: addrA.String()})
-	_, err := l.gapi.AddPath(context.Background(), &api.AddPathRequest{
+	req := &api.AddPathRequest{
 		TableType: api.TableType_GLOBAL,
 		Path: &api.Path{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
 			Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}},
-	})
-	if err != nil {
-		l.t.Fatalf("announce %s on gobgpd: %v", prefix, err)
 	}
+	// The API socket appears before gobgpd's server has read its config.
+	waitFor(l.t, 20*time.Second, "gobgpd to take a route ("+prefix+")", func() (bool, string) {
+		_, err := l.gapi.AddPath(context.Background(), req)
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // startAokeyd runs the daemon under test in A's namespace, with the YAML key
@@ -328,14 +340,24 @@ func (l *lab) routesAtA() int {
 }
 
 func (l *lab) status() control.PeerStatus {
+	l.t.Helper()
+	st, err := l.tryStatus()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return st
+}
+
+// tryStatus is status that tolerates a daemon being restarted.
+func (l *lab) tryStatus() (control.PeerStatus, error) {
 	rep, err := l.ctl.Status(context.Background(), addrB.String())
 	if err != nil {
-		l.t.Fatalf("aoctl status: %v", err)
+		return control.PeerStatus{}, fmt.Errorf("aoctl status: %w", err)
 	}
 	if len(rep.Peers) != 1 {
-		l.t.Fatalf("aoctl status: %d peers", len(rep.Peers))
+		return control.PeerStatus{}, fmt.Errorf("aoctl status: %d peers", len(rep.Peers))
 	}
-	return rep.Peers[0]
+	return rep.Peers[0], nil
 }
 
 // listenerKeys reads gobgpd's listening sockets' keys straight from the

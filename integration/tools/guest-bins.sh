@@ -3,7 +3,9 @@
 # gobgp v3.37 (when the install script exists) and aokeyd/aoctl built static.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${AOKEYD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd}/guest-bin
+# Per checkout (bin/ is ignored by git): two checkouts testing at once must
+# not overwrite each other's daemon.
+out=$repo/bin/guest
 mkdir -p "$out"
 bins=()
 if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/gobgpd.sh" ]; then
