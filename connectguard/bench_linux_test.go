@@ -24,7 +24,7 @@ import (
 // The ns/connect metric is timed inside the program; the difference to
 // "direct" is the supervision overhead per connect.
 func BenchmarkConnect(b *testing.B) {
-	ln := acceptAll(b, "tcp4", "127.0.0.1:0")
+	ln := acceptConns(b, "tcp4", "127.0.0.1:0", true)
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	peer := netip.MustParseAddr("127.0.0.1")
 	keys := func(int, netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) { return testKeys(peer), 1, 2, true }

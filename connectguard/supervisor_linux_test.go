@@ -93,21 +93,45 @@ func testKeys(peer netip.Addr) []tcpao.Key {
 	return []tcpao.Key{mk(1, 2), mk(3, 4)}
 }
 
-// acceptAll listens on addr and accepts (and keeps) every connection.
+// acceptAll listens on addr and accepts every connection, keeping it open
+// until the test ends (closeAccepted: closing it at once, for benchmarks).
 func acceptAll(t testing.TB, network, addr string) net.Listener {
+	return acceptConns(t, network, addr, false)
+}
+
+func acceptConns(t testing.TB, network, addr string, closeAccepted bool) net.Listener {
 	t.Helper()
 	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			defer c.Close()
+			if err != nil {
+				time.Sleep(10 * time.Millisecond) // EMFILE and friends: retry
+				continue
+			}
+			if closeAccepted {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 		}
 	}()
 	return ln
