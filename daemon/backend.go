@@ -58,12 +58,8 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	d.mu.Lock()
 	rep.Optmem = control.Optmem{Limit: d.optmem[0], Needed: d.optmem[1]}
 	d.mu.Unlock()
-	if w := control.WarnStale(rep.KeySource); w != "" {
-		rep.Warnings = append(rep.Warnings, w)
-	}
-	if w := control.WarnOptmem(rep.Optmem); w != "" {
-		rep.Warnings = append(rep.Warnings, w)
-	}
+	// Stale-source, optmem and not-passive warnings are derived from these
+	// fields (StatusReport.Complete, below).
 	snap := d.snapshot()
 	defer snap.Zero()
 
@@ -103,6 +99,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
 	}
+	rep.Complete()
 	return rep, nil
 }
 
@@ -114,9 +111,6 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	if info.Established() && !info.Uptime.IsZero() {
 		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))
-	}
-	if !info.Passive {
-		ps.Warnings = append(ps.Warnings, control.WarnNotPassive)
 	}
 	if info.MD5 {
 		ps.Warnings = append(ps.Warnings, "neighbor has a TCP-MD5 password: the kernel refuses TCP-AO next to MD5 (EKEYREJECTED)")
