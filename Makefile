@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel fuzz bench demo lint vm clean
+.PHONY: all build deps test test-unit test-kernel fuzz bench demo soak lint vm clean
 
 all: build
 
@@ -42,6 +42,14 @@ vm:
 
 bench: deps
 	bash integration/tools/bench.sh
+
+# The end-to-end soak for SOAK (default 10m): rotations back to back
+# between gobgpd+aokeyd and BIRD; prints "soak: rotations=N flaps=N pkt_bad=N".
+# (make test runs the same test for 2 minutes.)
+SOAK ?= 10m
+soak: deps
+	AOKEYD_GUEST_ENV="AOKEYD_SOAK=$(SOAK)" AOKEYD_TEST_RUN='^TestSoak$$' AOKEYD_VM_TIMEOUT=$$((30*60 + 600)) \
+		AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh ./integration/e2e
 
 demo: deps
 	bash integration/tools/demo.sh

@@ -124,7 +124,7 @@ boot() {
 		-fsdev local,id=s,path="$share",security_model=none -device virtio-9p-pci,fsdev=s,mount_tag=share \
 		-fsdev local,id=c,path="$repo",security_model=none,readonly=on -device virtio-9p-pci,fsdev=c,mount_tag=src \
 		-device virtio-rng-pci \
-		</dev/null 2>&1 | tr -d '\r' | tee "$share/console.log"
+		</dev/null 2>&1 | sed -u 's/\r$//' | tee "$share/console.log"
 	qrc=${PIPESTATUS[0]}
 	set -e
 }
