@@ -45,8 +45,13 @@ type SessionObserver interface {
 type TrackerOptions struct {
 	// ListenPort is the speaker's BGP port (default 179). A session whose
 	// local port is another one was opened by the speaker (active) and
-	// carries no TCP-AO keys: it is logged, not handed to the observer.
+	// carries no TCP-AO keys: it is logged, not handed to the observer --
+	// unless ActiveOpens is set.
 	ListenPort uint16
+	// ActiveOpens: the speaker's outgoing connections carry TCP-AO keys
+	// (it runs under `aokeyd exec`, which keys each connect()), so its
+	// active sessions are handed to the observer like accepted ones.
+	ActiveOpens bool
 	// Managed selects the neighbors to follow (nil: all).
 	Managed func(PeerInfo) bool
 	Log     *slog.Logger
@@ -177,7 +182,7 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	if isUp {
 		t.obs.OnDown(ctx, cur.peer)
 	}
-	if ref.Local.Port() != t.opt.ListenPort {
+	if ref.Local.Port() != t.opt.ListenPort && !t.opt.ActiveOpens {
 		t.opt.Log.Warn("bgp session was opened by the speaker (not passive): no TCP-AO keys on it", "peer", p, "local", ref.Local)
 		t.mu.Lock()
 		delete(t.up, p.Neighbor)

@@ -26,6 +26,9 @@ type Options struct {
 	Discoverer bgp.Discoverer
 	// ListenPort is the speaker's BGP port (179).
 	ListenPort uint16
+	// ActiveOpens: the speaker runs under `aokeyd exec`, so its outgoing
+	// sessions carry keys (ConnectKeys) and are managed too.
+	ActiveOpens bool
 	// Rotator tunes roll timing; zero fields get the rotator's defaults,
 	// except SwitchTimeout which defaults to the policy's.
 	Rotator rotator.Config
@@ -132,8 +135,9 @@ func New(o Options) (*Daemon, error) {
 		Guard:  guardAdapter{d},
 	})
 	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
-		ListenPort: o.ListenPort,
-		Managed:    d.managed,
+		ListenPort:  o.ListenPort,
+		ActiveOpens: o.ActiveOpens,
+		Managed:     d.managed,
 		Log:        o.Logger,
 	})
 	return d, nil

@@ -2,6 +2,9 @@
 //
 //	aokeyd [-config /etc/aokeyd/aokeyd.yaml] [-state-dir /var/lib/aokeyd]
 //	aokeyd init [-dir /etc/aokeyd]      write the embedded first-run config, policy and demo keys
+//	aokeyd exec [-socket PATH] -- gobgpd -f /etc/gobgpd.conf
+//	                                     run gobgpd so that its outgoing connects carry TCP-AO keys
+//	                                     (aokeyd -connectguard PATH answers them; see package connectguard)
 //	aokeyd version
 //
 // It reads Master Key Tuples from Vault or a YAML file, puts them on the

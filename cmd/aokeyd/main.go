@@ -24,6 +24,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/config"
+	"github.com/aokeyd/aokeyd/connectguard"
 	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -35,6 +36,9 @@ import (
 var version = "dev"
 
 func main() {
+	// The launcher re-runs this binary as the child that installs the
+	// seccomp filter and execs the BGP daemon; it never returns then.
+	connectguard.RunChildIfRequested()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -43,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "init":
 			return cmdInit(args[1:], stdout, stderr)
+		case "exec":
+			return cmdExec(args[1:], stderr)
 		case "version":
 			fmt.Fprintln(stdout, "aokeyd", version)
 			return 0
@@ -52,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
 	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation record")
+	guard := fs.String("connectguard", "", "socket of an `aokeyd exec` launcher: key the speaker's outgoing connects (active opens)")
 	var rc rotator.Config
 	fs.DurationVar(&rc.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
 	fs.DurationVar(&rc.Poll, "roll-poll", 0, "how often counters are read during a roll (default 1s)")
@@ -61,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *cfgPath, *stateDir, rc, stderr); err != nil {
+	if err := serve(ctx, *cfgPath, *stateDir, *guard, rc, stderr); err != nil {
 		fmt.Fprintln(stderr, "aokeyd:", err)
 		return 1
 	}
@@ -117,7 +124,7 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, o)), nil
 }
 
-func serve(ctx context.Context, cfgPath, stateDir string, rc rotator.Config, logw io.Writer) error {
+func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, logw io.Writer) error {
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
 	if checked.Config == nil || checked.Policy == nil {
 		return errors.Join(checked.Problems...)
@@ -165,6 +172,7 @@ func serve(ctx context.Context, cfgPath, stateDir string, rc rotator.Config, log
 		Speaker:         sp,
 		Discoverer:      sockets.System{},
 		Rotator:         rc,
+		ActiveOpens:     guardSock != "",
 		Resync:          time.Duration(cfg.KeySource.Refresh),
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
@@ -213,6 +221,9 @@ func serve(ctx context.Context, cfgPath, stateDir string, rc rotator.Config, log
 		}
 	}()
 
+	if guardSock != "" {
+		go superviseConnects(ctx, guardSock, d, log)
+	}
 	log.Info("aokeyd started", "version", version, "key_source", src.Name(), "speaker", sp.Name(), "control", cfg.Control.Socket)
 	notify("READY=1")
 	err = d.Run(ctx)
@@ -293,4 +304,53 @@ func notify(state string) {
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte(state))
+}
+
+// cmdExec is `aokeyd exec [-socket PATH] -- gobgpd ...`: it starts the BGP
+// daemon under a seccomp filter that hands each connect() to aokeyd (run
+// with -connectguard PATH), so outgoing BGP connections carry TCP-AO keys.
+// It stays as a small parent that keeps the filter's listener for aokeyd
+// restarts, and exits with the program's status. Usable as systemd's
+// ExecStart=.
+func cmdExec(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aokeyd exec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", "/run/aokeyd/connectguard.sock", "where aokeyd -connectguard fetches the listener")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "usage: aokeyd exec [-socket PATH] -- PROGRAM [ARGS]")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := connectguard.Launch(fs.Args(), connectguard.LaunchOptions{SocketPath: *sock, Logger: log}); err != nil {
+		fmt.Fprintln(stderr, "aokeyd exec:", err)
+		return 1
+	}
+	return 0
+}
+
+// superviseConnects fetches the launcher's listener and answers the
+// speaker's connects with the daemon's keys, again after every restart of
+// either side.
+func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *slog.Logger) {
+	for ctx.Err() == nil {
+		l, err := connectguard.Fetch(ctx, sock)
+		if err != nil {
+			log.Warn("connect supervisor: launcher not reachable; retrying", "socket", sock, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		log.Info("connect supervisor running", "socket", sock, "pid", l.PID)
+		sup := connectguard.NewSupervisor(l.FD, d.ConnectKeys, connectguard.SupervisorOptions{PID: l.PID, Logger: log})
+		if err := sup.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("connect supervisor stopped; fetching the listener again", "err", err)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }

@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// ConnectKeys answers connectguard's question for one connect() of the
+// speaker (pid) to dst: the keys the peer's socket must carry before the
+// SYN leaves, with the preferred key as Current_key and RNext_key. ok is
+// false for a destination that is not a managed TCP-AO peer on the BGP
+// port, or when there is no key snapshot yet; such connects proceed
+// untouched. The keys are copies: the caller zeroes them.
+func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool) {
+	if dst.Port() != d.o.ListenPort {
+		return nil, 0, 0, false
+	}
+	addr := dst.Addr().Unmap()
+	// Connects carry no VRF here; the default VRF's binding applies.
+	if _, err := d.policy().BindingFor(addr, ""); err != nil {
+		return nil, 0, 0, false
+	}
+	snap := d.snapshot()
+	if snap == nil {
+		return nil, 0, 0, false
+	}
+	defer snap.Zero()
+	pk, err := d.policy().Desired(snap, addr, "", d.o.Clock.Now())
+	if err != nil || len(pk.Keys) == 0 {
+		return nil, 0, 0, false
+	}
+	pref := pk.Preferred
+	if pref < 0 {
+		pref = 0
+	}
+	for _, k := range pk.Keys {
+		keys = append(keys, k.TCPAOKey(hostPrefix(addr), 0))
+	}
+	return keys, pk.Keys[pref].MKT.SendID, pk.Keys[pref].MKT.RecvID, true
+}
