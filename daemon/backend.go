@@ -522,6 +522,49 @@ func (d *Daemon) observeMetrics() {
 			rn = &s.RNext.ID
 		}
 		m.SetPeerKeys(mp, cur, rn, len(p.desired.Keys))
+		d.countRolls(mp, s)
+		if obs, err := rotator.Observe(d.o.SocketOf(p.handle)); err == nil {
+			m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad,
+				PktKeyNotFound: obs.Info.PktKeyNotFound, PktAORequired: obs.Info.PktAORequired})
+			kcs := make([]metrics.KeyCounters, 0, len(obs.Keys))
+			for _, k := range obs.Keys {
+				kcs = append(kcs, metrics.KeyCounters{Key: fmt.Sprintf("%d/%d", k.SendID, k.RecvID), SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
+			}
+			m.ObserveKeys(mp, kcs)
+		}
+	}
+}
+
+// countRolls turns the rotator's per-peer roll and abort counts into
+// rotation started/completed/aborted counters, by the change since the last
+// pass.
+func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
+	m := d.o.Metrics
+	d.mu.Lock()
+	if d.rolls == nil {
+		d.rolls = map[rotator.PeerID][2]int{}
+	}
+	last, seen := d.rolls[s.Peer]
+	d.rolls[s.Peer] = [2]int{s.Rolls, s.Attempts}
+	d.mu.Unlock()
+	if !seen {
+		return
+	}
+	for i := last[0]; i < s.Rolls; i++ {
+		m.RotationStarted(mp)
+		m.RotationCompleted(mp)
+	}
+	if s.Attempts > last[1] {
+		reason := "switch-timeout"
+		if strings.Contains(s.LastAbort, "session") || strings.Contains(s.LastAbort, "dropped") {
+			reason = "session-down"
+		} else if strings.Contains(s.LastAbort, "failed") {
+			reason = "kernel-error"
+		}
+		for i := last[1]; i < s.Attempts; i++ {
+			m.RotationStarted(mp)
+			m.RotationAborted(mp, reason)
+		}
 	}
 }
 
@@ -533,6 +576,7 @@ func (d *Daemon) forget(id rotator.PeerID) {
 	d.mu.Lock()
 	p := d.peers[id]
 	delete(d.peers, id)
+	delete(d.rolls, id)
 	d.mu.Unlock()
 	if p != nil && d.o.Metrics != nil {
 		d.o.Metrics.DeletePeer(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF})

@@ -67,7 +67,8 @@ type Daemon struct {
 	nextPass time.Time
 	lastPass time.Time
 	passErr  error
-	optmem   [2]int // limit, needed (listener)
+	optmem   [2]int                    // limit, needed (listener)
+	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
 
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
 }
@@ -138,7 +139,7 @@ func New(o Options) (*Daemon, error) {
 		ListenPort:  o.ListenPort,
 		ActiveOpens: o.ActiveOpens,
 		Managed:     d.managed,
-		Log:        o.Logger,
+		Log:         o.Logger,
 	})
 	return d, nil
 }

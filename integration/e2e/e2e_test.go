@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -355,11 +355,16 @@ func TestRevoke(t *testing.T) {
 		st := l.status()
 		return len(st.Keys) == 2, fmt.Sprint(keyIDs(st.Keys))
 	})
-	res, err := l.ctl.Revoke(context.Background(), control.RevokeRequest{Chain: "core", Key: "k1"})
+	// The operator's command, as run at 3 a.m.
+	out, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "revoke", "core/k1").Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("aoctl revoke core/k1: %v: %s", err, out)
 	}
-	t.Logf("revoke k1 in %v: %+v", time.Duration(res.Elapsed), res.Sockets)
+	var res control.RevokeResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("aoctl revoke --json: %v: %s", err, out)
+	}
+	t.Logf("aoctl revoke core/k1 in %v: %+v (source revoked: %v)", time.Duration(res.Elapsed), res.Sockets, res.SourceRevoked)
 	if !slices.ContainsFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Action == control.ActionForcedReplaced && s.Error == "" }) {
 		t.Fatalf("revoke of the current key with a backup: %+v, want a forced replace", res.Sockets)
 	}
@@ -372,6 +377,11 @@ func TestRevoke(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // keepalives flow, signed with k2
 	l.checkNoFlap(s, "after revoking the current key with a backup")
+	if out, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "status", addrB.String()).CombinedOutput(); err != nil {
+		t.Fatalf("aoctl status: %v: %s", err, out)
+	} else {
+		t.Logf("aoctl status after the revoke:\n%s", out)
+	}
 	if bs, _ := l.bird.Protocol(); bs.CurrentKey != int(k2.recvID()) {
 		t.Fatalf("BIRD current key %d, want k2's %d", bs.CurrentKey, k2.recvID())
 	}
@@ -399,8 +409,6 @@ func TestRevoke(t *testing.T) {
 	if len(st.Keys) != 1 || st.Keys[0].SendID != k3.sendID() {
 		t.Fatalf("after re-keying A keys %v, want only k3", keyIDs(st.Keys))
 	}
-	b, _ := os.ReadFile(filepath.Join(l.dir, "keys.yaml"))
-	_ = b
 }
 
 func keyIDs(ks []control.Key) string {
