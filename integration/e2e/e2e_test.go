@@ -301,6 +301,46 @@ func TestSoak(t *testing.T) {
 	fmt.Printf("soak: rotations=%d flaps=%d pkt_bad=%d\n", n, l.peerA().Flops-s.flops, st.Counters.PktBad+bs.PktBad)
 }
 
+// TestVaultRotation runs router A with its keys in Vault (the
+// Vault-compatible server of keystore/vaulttest): rotation rounds driven by
+// the lifetimes written there, and scenario 5's Vault fault: Vault stops in
+// the middle of a roll (after the new key was read) and comes back later.
+// The roll completes on the last good snapshot, nothing is deleted because
+// Vault is down, status says the source is failing, and the next round
+// reads Vault again.
+func TestVaultRotation(t *testing.T) {
+	kerneltest.Require(t)
+	cur := key{i: 1, birdPreferred: true}
+	l := newLabVault(t, []key{cur}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	for r := 1; r <= 4; r++ {
+		var hook func(string)
+		if r == 2 {
+			hook = func(phase string) {
+				if phase != phaseAnnounce {
+					return
+				}
+				l.vault.Stop()
+				t.Logf("round %d: Vault stopped after aokeyd read the new key", r)
+			}
+		}
+		cur = l.roll(r, cur, s, hook)
+		if r == 2 {
+			rep, err := l.ctl.Status(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.KeySource.LastError == "" {
+				t.Fatalf("Vault is down but status shows no key source error: %+v", rep.KeySource)
+			}
+			t.Logf("while Vault is down: key source %q, last error %q; the roll completed on the last good snapshot", rep.KeySource.Name, rep.KeySource.LastError)
+			if err := l.vault.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestLaggingPeer is scenario 3: B does not have the new key yet. aokeyd
 // announces it but does not switch, the session stays up and status says
 // why; once B gets the key the roll completes.

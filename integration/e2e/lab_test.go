@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	vaultapi "github.com/hashicorp/vault/api"
 	api "github.com/osrg/gobgp/v3/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,6 +28,8 @@ import (
 	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -96,6 +100,11 @@ type lab struct {
 	ctl      *control.Client
 	bird     *bird.Router
 	keys     []key // A's key file, in order
+	// With a Vault key source: the Vault-compatible server (in this test
+	// process, on 127.0.0.1) and a writer standing in for the operator's
+	// automation. aokeyd then runs in the guest's root namespace to reach it.
+	vault  *vaulttest.Server
+	vwrite *keystore.VaultSource
 }
 
 func bin(t *testing.T, name string) string {
@@ -111,7 +120,38 @@ func bin(t *testing.T, name string) string {
 // take A's keys mirrored).
 func newLab(t *testing.T, keys []key, birdKeys []key) *lab {
 	t.Helper()
+	return newLabWith(t, keys, birdKeys, false)
+}
+
+// newLabVault is newLab with router A's keys in Vault (KV v2) instead of a
+// YAML file.
+func newLabVault(t *testing.T, keys []key, birdKeys []key) *lab {
+	t.Helper()
+	return newLabWith(t, keys, birdKeys, true)
+}
+
+func newLabWith(t *testing.T, keys []key, birdKeys []key, useVault bool) *lab {
+	t.Helper()
 	l := &lab{t: t, dir: t.TempDir(), keys: keys}
+	if useVault {
+		v, err := vaulttest.New(vaulttest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(v.Close)
+		l.vault = v
+		cfg := vaultapi.DefaultConfig()
+		cfg.Address = v.URL()
+		w, err := keystore.NewVault(keystore.VaultOptions{Config: cfg, Auth: keystore.VaultAuth{Token: v.RootToken()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		l.vwrite = w
+		if err := os.WriteFile(filepath.Join(l.dir, "vault-token"), []byte(v.RootToken()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -141,6 +181,10 @@ func newLab(t *testing.T, keys []key, birdKeys []key) *lab {
 func (l *lab) writeKeys(keys []key) {
 	l.t.Helper()
 	l.keys = keys
+	if l.vwrite != nil {
+		l.writeVault(keys)
+		return
+	}
 	var b strings.Builder
 	b.WriteString("chains:\n  core:\n    peers: [" + addrB.String() + "]\n    keys:\n")
 	for _, k := range keys {
@@ -154,6 +198,38 @@ func (l *lab) writeKeys(keys []key) {
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		l.t.Fatal(err)
+	}
+}
+
+func jsonLifetime(start, end time.Time) any {
+	if start.IsZero() && end.IsZero() {
+		return "always"
+	}
+	m := map[string]string{}
+	if !start.IsZero() {
+		m["start"] = start.UTC().Format(time.RFC3339Nano)
+	}
+	if !end.IsZero() {
+		m["end"] = end.UTC().Format(time.RFC3339Nano)
+	}
+	return m
+}
+
+// writeVault puts A's chain into Vault, as the operator's automation would.
+func (l *lab) writeVault(keys []key) {
+	l.t.Helper()
+	var ks []map[string]any
+	for _, k := range keys {
+		ks = append(ks, map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
+			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": jsonLifetime(k.sendStart, k.sendEnd),
+			"accept_lifetime": jsonLifetime(k.acceptStart, k.acceptEnd)})
+	}
+	doc, err := json.Marshal(map[string]any{"peers": []string{addrB.String()}, "keys": ks})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if _, err := l.vwrite.WriteChain(context.Background(), "core", doc, -1); err != nil {
+		l.t.Fatalf("writing chain core to Vault: %v", err)
 	}
 }
 
@@ -265,12 +341,12 @@ peers:
   - neighbor: %s
     key_chain: core
 `, addrB)
+	source := "  type: file\n  refresh: 1s\n  file:\n    path: keys.yaml\n"
+	if l.vault != nil {
+		source = fmt.Sprintf("  type: vault\n  refresh: 1s\n  vault:\n    address: %q\n    auth:\n      method: token\n      token_file: vault-token\n", l.vault.URL())
+	}
 	cfg := fmt.Sprintf(`key_source:
-  type: file
-  refresh: 1s
-  file:
-    path: keys.yaml
-policy:
+%spolicy:
   path: policy.yaml
 gobgp:
   address: %q
@@ -282,7 +358,7 @@ metrics:
 log:
   format: json
   level: debug
-`, l.gobgpAPI)
+`, source, l.gobgpAPI)
 	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
 		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
@@ -299,9 +375,15 @@ func (l *lab) restartAokeyd() {
 		_ = l.aokeyd.Process.Kill()
 		_, _ = l.aokeyd.Process.Wait()
 	}
-	l.aokeyd = l.a.Start(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"),
-		"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
-		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s")
+	args := []string{"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
+		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}
+	if l.vault != nil {
+		// The guest's root namespace, where the Vault server listens; gobgpd
+		// is reached through its unix API socket and pidfd, from anywhere.
+		l.aokeyd = startProc(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"), args...)
+	} else {
+		l.aokeyd = l.a.Start(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"), args...)
+	}
 	proc := l.aokeyd.Process
 	t.Cleanup(func() {
 		if t.Failed() { // goroutine dump into aokeyd.log before it is killed
@@ -444,4 +526,25 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// startProc starts a process in this (the guest's root) namespace, killed
+// at the end of the test.
+func startProc(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		f.Close()
+	})
+	return cmd
 }
