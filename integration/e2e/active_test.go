@@ -159,8 +159,9 @@ func (r *router) peerStatus() (control.PeerStatus, error) {
 // comes up again after the restart.
 func TestActiveOpensBothSides(t *testing.T) {
 	kerneltest.Require(t)
-	na := netns.New(t, "aokeyd-ao-a")
-	nb := netns.New(t, "aokeyd-ao-b")
+	t.Parallel()
+	na := netns.New(t, nsName(t, "a"))
+	nb := netns.New(t, nsName(t, "b"))
 	a4, b4 := netip.MustParseAddr("10.255.2.1"), netip.MustParseAddr("10.255.2.2")
 	netns.Link(t, na, "veth-a", a4.String()+"/30", nb, "veth-b", b4.String()+"/30")
 	secret := secretOf(42)

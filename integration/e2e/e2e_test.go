@@ -33,6 +33,7 @@ func rounds(t *testing.T, def int) int {
 // right key the session comes up with TCP-AO on both ends.
 func TestSessionUpWithAO(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	k1 := key{i: 1, birdPreferred: true}
 	wrong := key{i: 99, birdPreferred: true}
 	l := newLab(t, []key{k1}, []key{{i: 1, birdPreferred: true}})
@@ -89,6 +90,7 @@ func TestSessionUpWithAO(t *testing.T) {
 // each round.
 func TestScheduledRotation(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	n := rounds(t, 20)
 	cur := key{i: 1, birdPreferred: true}
 	l := newLab(t, []key{cur}, nil)
@@ -197,6 +199,7 @@ func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
 // never drops.
 func TestKillDuringRotation(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	cur := key{i: 1, birdPreferred: true}
 	l := newLab(t, []key{cur}, nil)
 	s := l.waitEstablished(60 * time.Second)
@@ -220,6 +223,7 @@ func TestKillDuringRotation(t *testing.T) {
 // the keys back, and the session comes up again with TCP-AO.
 func TestSpeakerRestart(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	cur := key{i: 1, birdPreferred: true}
 	l := newLab(t, []key{cur}, nil)
 	l.waitEstablished(60 * time.Second)
@@ -241,6 +245,9 @@ func TestSpeakerRestart(t *testing.T) {
 // key in use, and the session survives.
 func TestClockJump(t *testing.T) {
 	kerneltest.Require(t)
+	// Not parallel: it moves the guest's wall clock, which every other
+	// scenario's key lifetimes are read against. Go runs it before the
+	// parallel ones.
 	now := time.Now()
 	k1 := key{i: 1, birdPreferred: true, sendEnd: now.Add(time.Hour), acceptEnd: now.Add(time.Hour + time.Minute)}
 	k2 := key{i: 2, sendStart: now.Add(time.Hour), acceptStart: now.Add(-time.Minute)}
@@ -280,6 +287,7 @@ func TestClockJump(t *testing.T) {
 // "soak: rotations=N flaps=N pkt_bad=N" and fails on any flap.
 func TestSoak(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	d := 2 * time.Minute
 	if v := os.Getenv("AOKEYD_SOAK"); v != "" {
 		var err error
@@ -310,6 +318,7 @@ func TestSoak(t *testing.T) {
 // reads Vault again.
 func TestVaultRotation(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	cur := key{i: 1, birdPreferred: true}
 	l := newLabVault(t, []key{cur}, nil)
 	s := l.waitEstablished(60 * time.Second)
@@ -346,6 +355,7 @@ func TestVaultRotation(t *testing.T) {
 // why; once B gets the key the roll completes.
 func TestLaggingPeer(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	k1 := key{i: 1, birdPreferred: true}
 	l := newLab(t, []key{k1}, nil)
 	s := l.waitEstablished(60 * time.Second)
@@ -387,6 +397,7 @@ func TestLaggingPeer(t *testing.T) {
 // a new key.
 func TestRevoke(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel()
 	k1 := key{i: 1, birdPreferred: true}
 	k2 := key{i: 2}
 	l := newLab(t, []key{k1, k2}, nil)

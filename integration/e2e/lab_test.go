@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -164,8 +165,8 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, useVault bool) *lab {
 			t.Logf("%s (tail):\n%s", f, b)
 		}
 	})
-	l.a = netns.New(t, "aokeyd-e2e-a")
-	l.b = netns.New(t, "aokeyd-e2e-b")
+	l.a = netns.New(t, nsName(t, "a"))
+	l.b = netns.New(t, nsName(t, "b"))
 	netns.Link(t, l.a, "veth-a", addrA.String()+"/30", l.b, "veth-b", addrB.String()+"/30")
 
 	l.writeKeys(keys)
@@ -547,4 +548,10 @@ func startProc(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
 		f.Close()
 	})
 	return cmd
+}
+
+// nsName names a test's namespace uniquely, so the scenarios can run in
+// parallel (addresses may repeat: each pair of namespaces is its own world).
+func nsName(t *testing.T, side string) string {
+	return fmt.Sprintf("ao%08x-%s", crc32.ChecksumIEEE([]byte(t.Name())), side)
 }

@@ -7,10 +7,11 @@
 #
 # Environment:
 #   AOKEYD_TEST_RUN      -test.run regex for every package
+#   AOKEYD_TEST_TIMEOUT  -test.timeout of each package in the guest (45m)
 #   AOKEYD_TEST_ARGS     more test flags (e.g. "-test.bench=. -test.benchtime=1x")
 #   AOKEYD_GUEST_BINS    host binaries to put in the guest's PATH (gobgpd, aokeyd, ...)
 #   AOKEYD_GUEST_ENV     extra "K=V K=V" for the guest's environment
-#   AOKEYD_VM_TIMEOUT    seconds before the guest is killed and the run fails (1800)
+#   AOKEYD_VM_TIMEOUT    seconds before the guest is killed and the run fails (3600)
 #   AOKEYD_VM_MEM        guest memory in MiB (2048)
 #   AOKEYD_VM_CPUS       guest vCPUs (2)
 #   AOKEYD_VM_OUT        keep the share directory (results, logs) here
@@ -23,7 +24,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-timeout_s=${AOKEYD_VM_TIMEOUT:-1800}
+timeout_s=${AOKEYD_VM_TIMEOUT:-3600}
 mem=${AOKEYD_VM_MEM:-2048}
 cpus=${AOKEYD_VM_CPUS:-2}
 
@@ -79,7 +80,7 @@ run_flag=""
 cat >>"$share/guest.sh" <<EOF
 while read -r name ip dir; do
 	start=\$(date +%s)
-	(cd "/aokeyd/src\$dir" && "/aokeyd/share/out/\$name.test" -test.v -test.timeout=20m $run_flag ${AOKEYD_TEST_ARGS:-}) 2>&1
+	(cd "/aokeyd/src\$dir" && "/aokeyd/share/out/\$name.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} $run_flag ${AOKEYD_TEST_ARGS:-}) 2>&1
 	st=\$?
 	echo \$st >"/aokeyd/share/results/\$name"
 	el=\$((\$(date +%s) - start))
