@@ -227,15 +227,17 @@ func TestPlanSweep(t *testing.T) {
 	}
 }
 
-func TestDaemonSkips(t *testing.T) {
-	dir := t.TempDir()
-	if s := DaemonSkips(dir); len(s) != 2 || !strings.Contains(s[0].Why, "no Go code") {
-		t.Errorf("empty dir: %+v", s)
+func TestSkips(t *testing.T) {
+	r := &Results{}
+	if s := Skips(r); len(s) != 2 || !strings.HasPrefix(s[0].Item, "3.") || !strings.HasPrefix(s[1].Item, "5.") {
+		t.Errorf("nothing run: %+v", s)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n"), 0o644); err != nil {
-		t.Fatal(err)
+	r.Revoke = &RevokeRun{}
+	if s := Skips(r); len(s) != 1 || !strings.HasPrefix(s[0].Item, "5.") {
+		t.Errorf("revoke run: %+v", s)
 	}
-	if s := DaemonSkips(dir); !strings.Contains(s[0].Why, "exists") {
-		t.Errorf("with main.go: %+v", s)
+	r.Daemon = &DaemonRun{}
+	if s := Skips(r); len(s) != 0 {
+		t.Errorf("both run: %+v", s)
 	}
 }

@@ -23,4 +23,17 @@
 //     versus available and the real ENOMEM boundary under the default limit.
 //   - Planner: rotator.PlanAll alone (testing.Benchmark) at several fleet
 //     sizes, next to rotator's own BenchmarkPlan output.
+//
+// The daemon items run the real daemon package (daemon.New) over a fleet of
+// real loopback TCP-AO sessions: a listener on 127.0.0.1 and one client per
+// peer bound to its own 127.16.x.y address and keyed before connect, with a
+// fake speaker reporting the sessions Established and a fake discoverer
+// naming the accepted sockets, reached through daemon.Options.SocketOf:
+//
+//   - Emergency revoke (item 3): `aoctl revoke core/k1` executed against
+//     control.NewServer on a unix socket, timed from exec to exit, then
+//     every socket is read back and every session carries a byte each way.
+//   - Daemon memory and idle pass (item 5): RSS with the daemon running
+//     over N peers of K keys (listener and established sockets), and
+//     getrusage CPU per reconcile pass with nothing to change.
 package bench

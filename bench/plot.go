@@ -7,11 +7,12 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"strings"
 )
 
 // Chart geometry and colours.
 const (
-	chartW, chartH = 1400, 940
+	chartW, chartH = 1400, 1380
 	scale          = 2 // font pixels per glyph dot
 	charW          = 6 * scale
 	lineH          = 9 * scale
@@ -179,13 +180,53 @@ func WritePNG(w io.Writer, r *Results) error {
 			bars: []bar{{v: float64(p.NsPerOp), col: colAokeyd()}}})
 	}
 	const top = 70
-	mid, midY := chartW/2, top+(chartH-top)/2
-	c.draw(mk("1. INSTALL N PEER KEYS", install), 20, top, mid-20, midY-10)
-	c.draw(mk("2. ROTATE ALL N PEERS", rotate), mid+20, top, chartW-20, midY-10)
-	c.draw(del, 20, midY+10, mid-20, chartH-10)
-	c.draw(pl, mid+20, midY+10, chartW-20, chartH-10)
+	row := (chartH - top) / 3
+	mid, y1, y2 := chartW/2, top+row, top+2*row
+	c.draw(mk("1. INSTALL N PEER KEYS", install), 20, top, mid-20, y1-10)
+	c.draw(mk("2. ROTATE ALL N PEERS", rotate), mid+20, top, chartW-20, y1-10)
+	c.draw(del, 20, y1+10, mid-20, y2-10)
+	c.draw(pl, mid+20, y1+10, chartW-20, y2-10)
+	c.draw(revokePanel(r.Revoke), 20, y2+10, mid-20, chartH-10)
+	c.draw(daemonPanel(r.Daemon), mid+20, y2+10, chartW-20, chartH-10)
 	if err := png.Encode(w, img); err != nil {
 		return fmt.Errorf("bench: encode png: %w", err)
 	}
 	return nil
+}
+
+func verdictCol(v string) color.RGBA {
+	if strings.Contains(v, "met") {
+		return colInk()
+	}
+	return colMiss()
+}
+
+func revokePanel(v *RevokeRun) panel {
+	p := panel{title: "3. EMERGENCY REVOKE (AOCTL), NOT RUN", unit: nsUnit}
+	if v == nil {
+		return p
+	}
+	p.title = fmt.Sprintf("3. REVOKE ONE KEY: %d SESSIONS + LISTENER", v.Peers)
+	p.legend = []bar{{col: colAokeyd(), lbl: "AOCTL EXEC TO EXIT"}, {col: colAsync(), lbl: "DAEMON"}}
+	verdict := strings.ToUpper(v.Verdict())
+	p.groups = []group{{name: fmt.Sprintf("%d/%d SOCKETS CLEAN", v.KeyGone, v.Peers+1), note: verdict, noted: verdictCol(v.Verdict()),
+		bars: []bar{{v: float64(v.Wall), col: colAokeyd()}, {v: float64(v.Server), col: colAsync()}}}}
+	return p
+}
+
+func daemonPanel(v *DaemonRun) panel {
+	p := panel{title: "5. DAEMON, NOT RUN", unit: nsUnit}
+	if v == nil {
+		return p
+	}
+	p.title = fmt.Sprintf("5. DAEMON %d PEERS X %d KEYS: RSS %s (%s)", v.Peers, v.KeysPerPeer, strings.ToUpper(bytesText(v.RSSDaemon)), strings.ToUpper(v.RSSVerdict()))
+	p.legend = []bar{{col: colAokeyd(), lbl: "CPU PER IDLE PASS"}, {col: colRaw(), lbl: "IDLE CPU PER SECOND"}}
+	p.groups = []group{
+		{name: "PASS, NO METRICS", note: strings.ToUpper(PassVerdict(v.PassCPU)), noted: verdictCol(PassVerdict(v.PassCPU)),
+			bars: []bar{{v: float64(v.PassCPU), col: colAokeyd()}}},
+		{name: "PASS, METRICS", note: strings.ToUpper(PassVerdict(v.PassCPUMetrics)), noted: verdictCol(PassVerdict(v.PassCPUMetrics)),
+			bars: []bar{{v: float64(v.PassCPUMetrics), col: colAokeyd()}}},
+		{name: "STEADY, 1S POLLS", bars: []bar{{v: float64(v.SteadyCPUPerSec), col: colRaw()}}},
+	}
+	return p
 }

@@ -24,6 +24,9 @@ type Results struct {
 	Planner   []PlanPoint  `json:"planner"`
 	PlanBench []GoBenchRow `json:"plan_bench"`
 	Skipped   []Skip       `json:"skipped"`
+	// Revoke is item 3 and Daemon item 5 (nil: not run).
+	Revoke *RevokeRun `json:"revoke,omitempty"`
+	Daemon *DaemonRun `json:"daemon,omitempty"`
 	// Profile is the top of a CPU profile of aokeyd's rotation at the
 	// largest N (filled in on the host with go tool pprof).
 	Profile string `json:"profile,omitempty"`
@@ -113,6 +116,106 @@ type GoBenchRow struct {
 	NsPerOp     float64 `json:"ns_per_op"`
 	BytesPerOp  int64   `json:"bytes_per_op"`
 	AllocsPerOp int64   `json:"allocs_per_op"`
+}
+
+// RevokeRun is item 3: `aoctl revoke` of one key across Peers established
+// sessions and the listener, driven through the real daemon package over
+// real loopback TCP-AO sockets.
+type RevokeRun struct {
+	Peers        int `json:"peers"`
+	KeysPerPeer  int `json:"keys_per_peer"`
+	ListenerKeys int `json:"listener_keys"`
+	// StartUp is daemon start to the listener's keys installed; Takeover
+	// is the first connect to every session taken over and steady.
+	StartUp  int64 `json:"startup_ns"`
+	Takeover int64 `json:"takeover_ns"`
+	// Wall is exec of aoctl to its exit; Server the daemon's own Elapsed.
+	Wall   int64 `json:"wall_ns"`
+	Server int64 `json:"server_ns"`
+	ExitOK bool  `json:"exit_ok"`
+	// Actions counts the per-socket outcomes aoctl printed.
+	Actions       map[string]int `json:"actions"`
+	Errors        int            `json:"errors"`
+	FirstError    string         `json:"first_error,omitempty"`
+	SourceRevoked bool           `json:"source_revoked"`
+	// KeyGone counts the sockets (of Peers+1) read back without the key
+	// (established ones also sending with the backup); DataOK the sessions
+	// that carried a byte each way afterwards.
+	KeyGone   int    `json:"key_gone"`
+	DataOK    int    `json:"data_ok"`
+	DataError string `json:"data_error,omitempty"`
+}
+
+// TargetRevoke is item 3's bound on the wall time.
+const TargetRevoke = time.Second
+
+// RevokeVerdict judges the wall time and the afterwards checks.
+func (v RevokeRun) Verdict() string {
+	switch {
+	case !v.ExitOK || v.Errors > 0 || v.KeyGone != v.Peers+1 || v.DataOK != v.Peers:
+		return "FAILED"
+	case time.Duration(v.Wall) < TargetRevoke:
+		return fmt.Sprintf("target<%v met", TargetRevoke)
+	}
+	return fmt.Sprintf("target<%v MISSED by %.0f%%", TargetRevoke, (float64(v.Wall)/float64(TargetRevoke)-1)*100)
+}
+
+// DaemonRun is item 5: the daemon's memory with Peers sessions of
+// KeysPerPeer keys (on the listener and on every established socket) and
+// its CPU time per reconcile pass when nothing changes.
+type DaemonRun struct {
+	Peers           int   `json:"peers"`
+	KeysPerPeer     int   `json:"keys_per_peer"`
+	ListenerKeys    int   `json:"listener_keys"`
+	EstablishedKeys int   `json:"established_keys"`
+	StartUp         int64 `json:"startup_ns"`
+	Takeover        int64 `json:"takeover_ns"`
+	// RSS and Go heap in use (after a GC returning memory to the OS):
+	// before anything, with the daemon running over the fleet, and with
+	// the fleet alone after the daemon stopped. The daemon's share is
+	// RSSDaemon-RSSHarness.
+	RSSBefore   int64 `json:"rss_before"`
+	RSSDaemon   int64 `json:"rss_daemon"`
+	RSSHarness  int64 `json:"rss_harness"`
+	HeapBefore  int64 `json:"heap_before"`
+	HeapDaemon  int64 `json:"heap_daemon"`
+	HeapHarness int64 `json:"heap_harness"`
+	// SteadyCPUPerSec is the process's CPU time per second of wall time
+	// with the daemon idle as operators run it (1s steady polls, metrics).
+	SteadyCPUPerSec int64 `json:"steady_cpu_per_s_ns"`
+	// PassCPU is getrusage CPU per idle reconcile pass (short resync,
+	// steady polls off), without and with metrics.
+	Passes         int   `json:"passes"`
+	PassesCounted  int   `json:"passes_counted"`
+	PassCPU        int64 `json:"pass_cpu_ns"`
+	PassesMetrics  int   `json:"passes_metrics"`
+	PassCPUMetrics int64 `json:"pass_cpu_metrics_ns"`
+}
+
+// Targets of item 5.
+const (
+	TargetRSS     = 100 << 20
+	TargetPassCPU = time.Millisecond
+)
+
+// DaemonRSS is the daemon's share of the process's resident memory.
+func (d DaemonRun) DaemonRSS() int64 { return d.RSSDaemon - d.RSSHarness }
+
+// RSSVerdict judges the whole process's RSS (an upper bound of the
+// daemon's).
+func (d DaemonRun) RSSVerdict() string {
+	if d.RSSDaemon < TargetRSS {
+		return fmt.Sprintf("target<%s met", bytesText(TargetRSS))
+	}
+	return fmt.Sprintf("target<%s MISSED by %.0f%%", bytesText(TargetRSS), (float64(d.RSSDaemon)/TargetRSS-1)*100)
+}
+
+// PassVerdict judges one CPU-per-pass figure.
+func PassVerdict(ns int64) string {
+	if time.Duration(ns) < TargetPassCPU {
+		return fmt.Sprintf("target<%v met", TargetPassCPU)
+	}
+	return fmt.Sprintf("target<%v MISSED by %.0f%%", TargetPassCPU, (float64(ns)/float64(TargetPassCPU)-1)*100)
 }
 
 // Skip is a benchmark of the issue this run does not perform, and why.

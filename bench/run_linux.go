@@ -44,9 +44,21 @@ type Config struct {
 	// OptMemPath is net.core.optmem_max (default tcpao.OptMemPath); Run
 	// raises it for the large N and puts the old value back.
 	OptMemPath string
+	// RevokePeers is item 3's fleet size (0: not run); DaemonPeers and
+	// DaemonKeys item 5's (0: not run), IdlePasses how many idle
+	// reconcile passes it averages over (default 100). Aoctl is the aoctl
+	// binary item 3 executes (default: aoctl in PATH).
+	RevokePeers int
+	DaemonPeers int
+	DaemonKeys  int
+	IdlePasses  int
+	Aoctl       string
 	// CPUProfile, when set, receives a CPU profile of aokeyd's rotation at
 	// the largest N.
 	CPUProfile io.Writer
+	// PassProfile, when set, receives a CPU profile of item 5's idle
+	// reconcile passes without metrics.
+	PassProfile io.Writer
 	Logger     *slog.Logger
 }
 
@@ -74,6 +86,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DaemonKeys <= 0 {
+		c.DaemonKeys = 4
+	}
+	if c.IdlePasses <= 0 {
+		c.IdlePasses = 100
 	}
 	return nil
 }
@@ -113,7 +131,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	// Room for the largest listener twice over (a rotation holds a batch
 	// of extra keys) plus slack, never below the default.
-	r.limit = max(def, tcpao.OptMemNeeded(2*r.maxN, cfg.Algorithm)+1<<20)
+	// The daemon fleets' listeners hold every peer's keys.
+	most := max(2*r.maxN, 2*2*cfg.RevokePeers, 2*cfg.DaemonPeers*cfg.DaemonKeys)
+	r.limit = max(def, tcpao.OptMemNeeded(most, cfg.Algorithm)+1<<20)
 	res.OptMem.Raised = r.limit
 	if err := r.writeOptMem(r.limit); err != nil {
 		return nil, err
@@ -153,6 +173,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			}
 		}
 		res.Sizes = append(res.Sizes, s)
+	}
+	if err := r.daemonItems(ctx, res); err != nil {
+		return nil, err
 	}
 	if len(cfg.PlanSizes) > 0 {
 		r.log.Info("planner sweep", "sizes", cfg.PlanSizes)

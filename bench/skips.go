@@ -1,35 +1,14 @@
 package bench
 
-import (
-	"os"
-	"path/filepath"
-	"strings"
-)
-
-// DaemonSkips lists the benchmarks that need the aokeyd daemon, with
-// why they are not measured. daemonDir is cmd/aokeyd of the checkout.
-func DaemonSkips(daemonDir string) []Skip {
-	why := "needs the aokeyd daemon, and cmd/aokeyd has no Go code yet"
-	if hasGo(daemonDir) {
-		why = "cmd/aokeyd exists, but this bench has no daemon harness yet (start it with 1,000 peers and a policy); not measured"
+// Skips lists the daemon benchmarks (items 3 and 5) that r does not
+// hold, and why.
+func Skips(r *Results) []Skip {
+	var out []Skip
+	if r.Revoke == nil {
+		out = append(out, Skip{Item: "3. Emergency revoke across 1,000 peers", Why: "not run (aokeyd-bench run -revoke-peers 0)"})
 	}
-	return []Skip{
-		{Item: "3. Emergency revoke across 1,000 peers", Why: why},
-		{Item: "5. Daemon RSS and idle reconcile pass", Why: why},
+	if r.Daemon == nil {
+		out = append(out, Skip{Item: "5. Daemon RSS and idle reconcile pass", Why: "not run (aokeyd-bench run -daemon-peers 0)"})
 	}
-}
-
-func hasGo(dir string) bool {
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range es {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
-			if _, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
-				return true
-			}
-		}
-	}
-	return false
+	return out
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -111,6 +112,8 @@ func WriteTable(w io.Writer, r *Results) error {
 	}
 	t.f("   (the %.0fx target applies at the largest N)", TargetSpeedup)
 	t.f("")
+	writeRevoke(t, r.Revoke)
+	writeDaemon(t, r.Daemon)
 	for _, s := range r.Skipped {
 		t.f("%s: SKIPPED: %s", s.Item, s.Why)
 	}
@@ -175,4 +178,61 @@ func sizeAt(r *Results, n int) Size {
 		}
 	}
 	return Size{}
+}
+
+func writeRevoke(t *tw, v *RevokeRun) {
+	if v == nil {
+		return
+	}
+	t.f("3. Emergency revoke of one key (core/k1 of %d per peer) across %d established sessions and the listener (%d keys)", v.KeysPerPeer, v.Peers, v.ListenerKeys)
+	t.f("   real daemon package over real loopback TCP-AO sockets; aoctl exec'd against the control socket, timed from exec to exit")
+	acts := make([]string, 0, len(v.Actions))
+	for _, a := range sortedKeys(v.Actions) {
+		acts = append(acts, fmt.Sprintf("%s=%d", a, v.Actions[a]))
+	}
+	t.f("   aoctl revoke: wall %s (daemon's own %s), exit ok=%v; socket outcomes: %s; errors=%d  %s",
+		Dur(v.Wall), Dur(v.Server), v.ExitOK, strings.Join(acts, " "), v.Errors, v.Verdict())
+	if v.FirstError != "" {
+		t.f("   first error: %s", v.FirstError)
+	}
+	src := "revoked"
+	if !v.SourceRevoked {
+		src = "NOT revoked"
+	}
+	t.f("   afterwards: %d/%d sockets without the key (sessions sending with the backup), %d/%d sessions carried data both ways; key source %s",
+		v.KeyGone, v.Peers+1, v.DataOK, v.Peers, src)
+	if v.DataError != "" {
+		t.f("   data errors: %s", v.DataError)
+	}
+	t.f("   set-up: the daemon installed the listener's %d keys in %s; %d sessions connected and taken over (all steady) in %s",
+		v.ListenerKeys, Dur(v.StartUp), v.Peers, Dur(v.Takeover))
+	t.f("")
+}
+
+func writeDaemon(t *tw, v *DaemonRun) {
+	if v == nil {
+		return
+	}
+	t.f("5. Daemon memory and idle reconcile pass: %d peers x %d keys = %d keys on the listener, %d on the %d established sockets (real sockets)",
+		v.Peers, v.KeysPerPeer, v.ListenerKeys, v.EstablishedKeys, v.Peers)
+	t.f("   RSS of the process with the daemon running %s  %s", bytesText(v.RSSDaemon), v.RSSVerdict())
+	t.f("   (the process also holds the bench's %d client and %d accepted sockets: %s with the daemon stopped, so the daemon's share is %s;",
+		v.Peers, v.Peers, bytesText(v.RSSHarness), bytesText(v.DaemonRSS()))
+	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", bytesText(v.HeapDaemon), bytesText(v.HeapHarness), bytesText(v.RSSBefore))
+	t.f("   CPU per idle reconcile pass (getrusage self over %d passes, resync 50ms, steady polls off): %s  %s", v.PassesCounted, Dur(v.PassCPU), PassVerdict(v.PassCPU))
+	t.f("   the same with metrics on (each pass reads every session's counters, as cmd/aokeyd runs): %s/pass [%d passes]  %s",
+		Dur(v.PassCPUMetrics), v.PassesMetrics, PassVerdict(v.PassCPUMetrics))
+	t.f("   idle as operators run it (1s steady polls per session, metrics, 30s resync): %s CPU per second", Dur(v.SteadyCPUPerSec))
+	t.f("   set-up: the daemon installed the listener's %d keys in %s; %d sessions connected and taken over (all steady) in %s",
+		v.ListenerKeys, Dur(v.StartUp), v.Peers, Dur(v.Takeover))
+	t.f("")
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

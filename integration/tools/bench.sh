@@ -11,6 +11,9 @@
 #   AOKEYD_BENCH_REPS        repetitions per N [5,3,1]
 #   AOKEYD_BENCH_SAMPLE      peers with synchronous deletes [256]
 #   AOKEYD_BENCH_PLAN_SIZES  planner sweep fleet sizes [2500,5000,10000,20000]
+#   AOKEYD_BENCH_REVOKE      peers of the emergency-revoke run (item 3) [1000]
+#   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run (item 5) [4096]
+#   AOKEYD_BENCH_DAEMON_KEYS keys per peer in item 5 [4]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +23,9 @@ sizes=${AOKEYD_BENCH_SIZES:-1024,4096,16384}
 reps=${AOKEYD_BENCH_REPS:-5,3,1}
 sample=${AOKEYD_BENCH_SAMPLE:-256}
 plan_sizes=${AOKEYD_BENCH_PLAN_SIZES:-2500,5000,10000,20000}
+revoke=${AOKEYD_BENCH_REVOKE:-1000}
+daemon=${AOKEYD_BENCH_DAEMON:-4096}
+daemon_keys=${AOKEYD_BENCH_DAEMON_KEYS:-4}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 
@@ -27,19 +33,20 @@ work=$(mktemp -d /tmp/aokeyd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin"
 
-log "building the guest program and the rotator test binary (static)"
+log "building the guest program, aoctl and the rotator test binary (static)"
 CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./bench/cmd/aokeyd-bench
+CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
 
 log "planner benchmark on the host (rotator BenchmarkPlan)"
 go test -run '^$' -bench '^BenchmarkPlan$' -benchmem -count 3 ./rotator | tee "$work/host-plan.txt" >&2
 
-log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample"
-guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes"
+log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke over $revoke peers, daemon with $daemon peers x $daemon_keys keys"
+guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-1500} \
-	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/rotator.test" \
+	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test" \
 	AOKEYD_GUEST_CMD="$guest_cmd" \
 	bash integration/vm/run.sh
 
@@ -51,6 +58,5 @@ cp "$res/cpu.pprof" "$out/cpu.pprof"
 cp "$res/results.json" "$out/guest-results.json"
 cp "$work/vm/console.log" "$out/guest-console.log"
 "$work/bin/aokeyd-bench" render -in "$res/results.json" -out "$out" \
-	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
-	-daemon-dir "$repo/cmd/aokeyd"
+	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt"
 log "report: $out/report.txt, $out/report.png (raw data: $out/results.json, profile: $out/cpu.pprof)"

@@ -61,6 +61,11 @@ func measure(args []string, stderr io.Writer) error {
 	sample := fs.Int("sample", 256, "peers with synchronous deletes (extrapolated beyond)")
 	batch := fs.Int("batch", 64, "SyncListener peers per batch")
 	planSizes := fs.String("plan-sizes", "2500,5000,10000,20000", "fleet sizes of the planner sweep (empty: none)")
+	revokePeers := fs.Int("revoke-peers", 1000, "item 3: established sessions the revoke spans (0: skip)")
+	daemonPeers := fs.Int("daemon-peers", 4096, "item 5: peers of the daemon memory/idle-pass run (0: skip)")
+	daemonKeys := fs.Int("daemon-keys", 4, "item 5: keys per peer")
+	passes := fs.Int("passes", 100, "item 5: idle reconcile passes to average over")
+	aoctl := fs.String("aoctl", "aoctl", "item 3: the aoctl binary to execute")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +73,7 @@ func measure(args []string, stderr io.Writer) error {
 		return errors.New("run: -out is required")
 	}
 	cfg := bench.Config{Sample: *sample, PeersPerBatch: *batch, Rand: rand.Reader,
+		RevokePeers: *revokePeers, DaemonPeers: *daemonPeers, DaemonKeys: *daemonKeys, IdlePasses: *passes, Aoctl: *aoctl,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	var err error
 	if cfg.Sizes, err = ints(*sizes, "sizes"); err != nil {
@@ -88,6 +94,12 @@ func measure(args []string, stderr io.Writer) error {
 	}
 	defer prof.Close()
 	cfg.CPUProfile = prof
+	pass, err := os.Create(filepath.Join(*out, "pass.pprof"))
+	if err != nil {
+		return err
+	}
+	defer pass.Close()
+	cfg.PassProfile = pass
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench.Run(ctx, cfg)
@@ -115,7 +127,6 @@ func render(args []string, stdout io.Writer) error {
 	in := fs.String("in", "", "results.json written by run (required)")
 	out := fs.String("out", "bench-report", "report directory")
 	top := fs.String("profile-top", "", "go tool pprof -top output to include")
-	daemon := fs.String("daemon-dir", "cmd/aokeyd", "the daemon's package directory (decides what is skipped)")
 	var benches benchFiles
 	fs.Var(&benches, "bench", "WHERE=FILE: `go test -bench -benchmem` output to include (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -158,7 +169,7 @@ func render(args []string, stdout io.Writer) error {
 		}
 		res.Profile = string(t)
 	}
-	res.Skipped = bench.DaemonSkips(*daemon)
+	res.Skipped = bench.Skips(&res)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}

@@ -1,0 +1,460 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+// fleetEnv is one fleet with its key source, speaker and policy.
+type fleetEnv struct {
+	f   *fleet
+	src *fleetSource
+	sp  *fleetSpeaker
+	pol *policy.Policy
+}
+
+// running is one started daemon.
+type running struct {
+	log    *slog.Logger
+	d      *daemon.Daemon
+	w      *watched
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type daemonOpts struct {
+	resync  time.Duration
+	poll    time.Duration
+	metrics bool
+}
+
+func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
+	w := newWatched(e.f)
+	var m *metrics.Metrics
+	if o.metrics {
+		var err error
+		if m, err = metrics.New(prometheus.NewRegistry()); err != nil {
+			return nil, fmt.Errorf("bench: metrics: %w", err)
+		}
+	}
+	d, err := daemon.New(daemon.Options{
+		Policy: e.pol, Keys: keystore.NewCache(e.src, keystore.CacheOptions{}), Source: e.src,
+		Speaker: e.sp, Discoverer: fleetDisc{e.f}, ListenPort: e.f.port,
+		// Grace short: a freshly accepted socket whose only change is
+		// ao_required goes through a grace period before it is steady.
+		Rotator:   rotator.Config{Poll: o.poll, Grace: time.Second},
+		Resync:    o.resync,
+		OptMemMax: func() (int, error) { return r.limit, nil },
+		Logger:    slog.New(minLevel{r.log.Handler(), slog.LevelWarn}).With("part", "daemon"),
+		Metrics:   m,
+		SocketOf:  w.socketOf,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: daemon: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{log: r.log, d: d, w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- d.Run(ctx) }()
+	return run, nil
+}
+
+func (run *running) stop() error {
+	run.cancel()
+	select {
+	case err := <-run.done:
+		return err
+	case <-time.After(60 * time.Second):
+		return errors.New("bench: daemon did not stop within 60s")
+	}
+}
+
+// waitTakeover waits until the daemon has touched every accepted socket and
+// its status shows every peer's rotation steady.
+func (run *running) waitTakeover(ctx context.Context, n int) error {
+	if err := waitUntil(ctx, 10*time.Minute, "the daemon to take over every session", func() (bool, error) {
+		return run.w.touchedCount() >= n, nil
+	}); err != nil {
+		return err
+	}
+	last := time.Now()
+	return waitUntil(ctx, 5*time.Minute, "every peer steady", func() (bool, error) {
+		st, err := run.d.Status(ctx, "")
+		if err != nil {
+			return false, err
+		}
+		states := map[string]int{}
+		for _, p := range st.Peers {
+			states[p.Rotation.State+"/"+p.SessionState]++
+		}
+		if states[string(rotator.StateSteady)+"/established"] == n {
+			return true, nil
+		}
+		if time.Since(last) > 10*time.Second {
+			last = time.Now()
+			run.log.Warn("waiting for every peer steady", "states", fmt.Sprint(states))
+		}
+		return false, nil
+	})
+}
+
+// bringUp builds a fleet of n peers with k keys each, starts a daemon,
+// waits for it to install the listener's keys, connects the peers and waits
+// for the takeover. It returns the started daemon and the two spans.
+func (r *runner) bringUp(ctx context.Context, n, k int, o daemonOpts) (*fleetEnv, *running, [2]int64, error) {
+	var spans [2]int64
+	keys, err := r.fleetKeys(k, time.Now())
+	if err != nil {
+		return nil, nil, spans, err
+	}
+	e := &fleetEnv{src: &fleetSource{keys: keys}, sp: newFleetSpeaker(n)}
+	if e.pol, err = fleetPolicy(n); err != nil {
+		e.src.zero()
+		return nil, nil, spans, err
+	}
+	if e.f, err = r.newFleet(ctx, n); err != nil {
+		e.src.zero()
+		return nil, nil, spans, err
+	}
+	fail := func(run *running, err error) (*fleetEnv, *running, [2]int64, error) {
+		if run != nil {
+			err = errors.Join(err, run.stop())
+		}
+		e.close()
+		return nil, nil, spans, err
+	}
+	t0 := time.Now()
+	run, err := r.startDaemon(e, o)
+	if err != nil {
+		return fail(nil, err)
+	}
+	if err := waitUntil(ctx, 10*time.Minute, "the daemon to install the listener's keys", func() (bool, error) {
+		c, err := countKeys(e.f.lnSock, -1)
+		return c == n*k, err
+	}); err != nil {
+		return fail(run, err)
+	}
+	spans[0] = int64(time.Since(t0))
+	r.log.Info("daemon installed the listener's keys", "peers", n, "keys", n*k, "took", time.Duration(spans[0]))
+	t1 := time.Now()
+	if err := e.f.connect(ctx, keys, 0, e.sp); err != nil {
+		return fail(run, err)
+	}
+	r.log.Info("fleet connected", "peers", n, "took", time.Since(t1))
+	if err := run.waitTakeover(ctx, n); err != nil {
+		return fail(run, err)
+	}
+	spans[1] = int64(time.Since(t1))
+	r.log.Info("daemon took every session over", "peers", n, "took", time.Duration(spans[1]))
+	return e, run, spans, nil
+}
+
+func (e *fleetEnv) close() {
+	e.f.close()
+	e.src.zero()
+}
+
+// raiseNoFile lifts RLIMIT_NOFILE to at least n descriptors.
+func raiseNoFile(n uint64) error {
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("bench: getrlimit: %w", err)
+	}
+	if l.Cur >= n {
+		return nil
+	}
+	l.Cur = n
+	l.Max = max(l.Max, n)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("bench: setrlimit(RLIMIT_NOFILE, %d): %w", n, err)
+	}
+	return nil
+}
+
+// revokeRun is item 3: `aoctl revoke core/k1` against a daemon managing n
+// established sessions and the listener, timed from exec to exit.
+func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
+	aoctl := r.cfg.Aoctl
+	if aoctl == "" {
+		aoctl = "aoctl"
+	}
+	path, err := exec.LookPath(aoctl)
+	if err != nil {
+		return nil, fmt.Errorf("bench: revoke needs the aoctl binary: %w", err)
+	}
+	e, run, spans, err := r.bringUp(ctx, n, 2, daemonOpts{})
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	res := &RevokeRun{Peers: n, KeysPerPeer: 2, StartUp: spans[0], Takeover: spans[1]}
+	res.ListenerKeys, _ = countKeys(e.f.lnSock, -1)
+
+	dir, err := os.MkdirTemp("", "aokeyd-bench-ctl")
+	if err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	defer os.RemoveAll(dir)
+	sockPath := filepath.Join(dir, "aokeyd.sock")
+	ln, err := control.Listen(sockPath, control.ListenOptions{Mode: 0o600})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: control socket: %w", err), run.stop())
+	}
+	srv := control.NewServer(control.ServerOptions{Backend: run.d, Logger: r.log.With("part", "control"), Started: time.Now()})
+	go func() { _ = srv.Serve(ln) }()
+
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, "--socket", sockPath, "--json", "revoke", fleetChain+"/k1")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	cerr := cmd.Run()
+	res.Wall = int64(time.Since(t0))
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = srv.Shutdown(shut)
+	cancel()
+	r.log.Info("aoctl revoke returned", "peers", n, "wall", time.Duration(res.Wall), "err", cerr)
+	var rr control.RevokeResult
+	if err := json.Unmarshal(out.Bytes(), &rr); err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: aoctl revoke output (exit %v, stderr %q): %w", cerr, strings.TrimSpace(errb.String()), err), run.stop())
+	}
+	res.ExitOK = cerr == nil
+	res.Server = int64(rr.Elapsed)
+	res.SourceRevoked = rr.SourceRevoked
+	res.Actions = map[string]int{}
+	for _, s := range rr.Sockets {
+		res.Actions[s.Action]++
+		if s.Error != "" {
+			res.Errors++
+			if res.FirstError == "" {
+				res.FirstError = s.Socket + ": " + s.Error
+			}
+		}
+	}
+	if err := run.stop(); err != nil {
+		return nil, err
+	}
+
+	// Every socket lost the key; the sessions still carry data.
+	if c, err := countKeys(e.f.lnSock, 1); err == nil && c == 0 {
+		res.KeyGone++
+	}
+	for i := range e.f.n {
+		s := e.f.socks[uint64(i+2)] // inode 1 is the listener
+		if c, err := countKeys(s, 1); err == nil && c == 0 {
+			if info, err := s.Info(); err == nil && info.HaveCurrent && info.CurrentKey == 2 {
+				res.KeyGone++
+			}
+		}
+	}
+	ok, xerr := e.f.exchange()
+	res.DataOK = ok
+	if xerr != nil {
+		res.DataError = xerr.Error()
+	}
+	r.log.Info("revoke checked", "sockets_without_key", res.KeyGone, "sessions_with_data", res.DataOK)
+	return res, nil
+}
+
+// rss is the process's resident set size in bytes (VmRSS).
+func rss() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/self/status")
+}
+
+// settled returns RSS and the Go heap in use after a GC that gives freed
+// memory back to the OS.
+func settled() (rssB, heap int64, err error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rssB, err = rss()
+	return rssB, int64(ms.HeapInuse), err
+}
+
+func cpuTime() (int64, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("bench: getrusage: %w", err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano(), nil
+}
+
+// idlePasses measures the daemon's CPU time per reconcile pass over passes
+// passes with nothing to change (counted by its listener key reads).
+func idlePasses(ctx context.Context, run *running, passes int) (count int, perPass, wall int64, err error) {
+	// Let the first passes after start-up settle.
+	start := run.w.lnReads.Load()
+	if err := waitUntil(ctx, time.Minute, "two idle passes", func() (bool, error) { return run.w.lnReads.Load() >= start+2, nil }); err != nil {
+		return 0, 0, 0, err
+	}
+	c0, err := cpuTime()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	p0, t0 := run.w.lnReads.Load(), time.Now()
+	if err := waitUntil(ctx, 10*time.Minute, "idle passes", func() (bool, error) { return run.w.lnReads.Load() >= p0+int64(passes), nil }); err != nil {
+		return 0, 0, 0, err
+	}
+	c1, err := cpuTime()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	count = int(run.w.lnReads.Load() - p0)
+	return count, (c1 - c0) / int64(count), int64(time.Since(t0)), nil
+}
+
+// daemonRun is item 5: RSS with n peers of k keys each (listener and
+// established sockets), and CPU per idle reconcile pass.
+func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, error) {
+	res := &DaemonRun{Peers: n, KeysPerPeer: k, Passes: passes}
+	var err error
+	if res.RSSBefore, res.HeapBefore, err = settled(); err != nil {
+		return nil, err
+	}
+	// A: the daemon as operators run it (metrics on, 1s steady polls, 30s
+	// resync): start-up, takeover, memory and the steady background CPU.
+	e, run, spans, err := r.bringUp(ctx, n, k, daemonOpts{metrics: true})
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	res.StartUp, res.Takeover = spans[0], spans[1]
+	res.ListenerKeys, _ = countKeys(e.f.lnSock, -1)
+	for i := range n {
+		c, _ := countKeys(e.f.socks[uint64(i+2)], -1)
+		res.EstablishedKeys += c
+	}
+	if res.RSSDaemon, res.HeapDaemon, err = settled(); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	const window = 10 * time.Second
+	c0, err := cpuTime()
+	if err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	time.Sleep(window)
+	c1, err := cpuTime()
+	if err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	res.SteadyCPUPerSec = (c1 - c0) * int64(time.Second) / int64(window)
+	if err := run.stop(); err != nil {
+		return nil, err
+	}
+	if res.RSSHarness, res.HeapHarness, err = settled(); err != nil {
+		return nil, err
+	}
+	r.log.Info("daemon memory", "rss_before", res.RSSBefore, "rss_daemon", res.RSSDaemon, "rss_harness", res.RSSHarness,
+		"heap_daemon", res.HeapDaemon, "heap_harness", res.HeapHarness, "steady_cpu_per_s", time.Duration(res.SteadyCPUPerSec))
+
+	// B and C: short resync, steady polls out of the way, with and without
+	// metrics (which read every session's counters each pass).
+	for _, withMetrics := range []bool{true, false} {
+		run, err := r.startDaemon(e, daemonOpts{resync: 50 * time.Millisecond, poll: time.Hour, metrics: withMetrics})
+		if err != nil {
+			return nil, err
+		}
+		if err := run.waitTakeover(ctx, n); err != nil {
+			return nil, errors.Join(err, run.stop())
+		}
+		prof := !withMetrics && r.cfg.PassProfile != nil
+		if prof {
+			if err := pprof.StartCPUProfile(r.cfg.PassProfile); err != nil {
+				return nil, errors.Join(fmt.Errorf("bench: pass profile: %w", err), run.stop())
+			}
+		}
+		cnt, per, wall, err := idlePasses(ctx, run, passes)
+		if prof {
+			pprof.StopCPUProfile()
+		}
+		if serr := run.stop(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.log.Info("idle passes", "metrics", withMetrics, "passes", cnt, "cpu_per_pass", time.Duration(per), "wall", time.Duration(wall))
+		if withMetrics {
+			res.PassCPUMetrics, res.PassesMetrics = per, cnt
+		} else {
+			res.PassCPU, res.PassesCounted = per, cnt
+		}
+	}
+	return res, nil
+}
+
+// daemonItems runs items 3 and 5 when configured.
+func (r *runner) daemonItems(ctx context.Context, res *Results) error {
+	if r.cfg.RevokePeers == 0 && r.cfg.DaemonPeers == 0 {
+		return nil
+	}
+	if err := raiseNoFile(uint64(4*max(r.cfg.RevokePeers, r.cfg.DaemonPeers) + 1024)); err != nil {
+		return err
+	}
+	var err error
+	if r.cfg.RevokePeers > 0 {
+		if res.Revoke, err = r.revokeRun(ctx, r.cfg.RevokePeers); err != nil {
+			return fmt.Errorf("revoke benchmark: %w", err)
+		}
+	}
+	if r.cfg.DaemonPeers > 0 {
+		if res.Daemon, err = r.daemonRun(ctx, r.cfg.DaemonPeers, r.cfg.DaemonKeys, r.cfg.IdlePasses); err != nil {
+			return fmt.Errorf("daemon benchmark: %w", err)
+		}
+	}
+	return nil
+}
+
+// minLevel drops records below min: the daemon logs every session at Info,
+// thousands of lines on the guest's slow console.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(g string) slog.Handler { return minLevel{h.Handler.WithGroup(g), h.min} }

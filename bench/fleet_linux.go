@@ -1,0 +1,466 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// The daemon benchmarks (items 3 and 5) run the real daemon package over a
+// fleet of REAL loopback TCP-AO sessions: one listener on 127.0.0.1 and one
+// client per peer bound to its own 127.16.x.y address, each client keyed
+// with the mirrors of the peer's MKTs before connect. A fake speaker reports
+// the sessions, a fake discoverer maps its socket references to the
+// accepted sockets, and the daemon reaches them through Options.SocketOf.
+
+const fleetChain = "core"
+
+var fleetLocal = netip.MustParseAddr("127.0.0.1")
+
+// fleetPeer is the i-th peer's address: 127.16.0.1 onwards.
+func fleetPeer(i int) netip.Addr {
+	n := i + 1
+	return netip.AddrFrom4([4]byte{127, 16 + byte(n>>16), byte(n >> 8), byte(n)})
+}
+
+// fleetKey is the k-th MKT of the chain (k from 0): IDs k+1/k+1, sendable
+// since k+1 hours ago, so key 0 ("k1") is the preferred one.
+func (r *runner) fleetKeys(n int, now time.Time) ([]keystore.MKT, error) {
+	out := make([]keystore.MKT, n)
+	for k := range n {
+		b, err := r.fill()
+		if err != nil {
+			for i := range k {
+				out[i].Zero()
+			}
+			return nil, err
+		}
+		out[k] = keystore.MKT{Name: fmt.Sprintf("k%d", k+1), Chain: fleetChain, SendID: uint8(k + 1), RecvID: uint8(k + 1),
+			Algorithm: r.cfg.Algorithm, Secret: tcpao.NewSecret(b), MACLen: 12, IncludeTCPOptions: true,
+			SendLifetime: keystore.Lifetime{Start: now.Add(-time.Duration(k+1) * time.Hour)}, Source: "bench:" + fmt.Sprint(k+1)}
+		clear(b)
+	}
+	return out, nil
+}
+
+// fleetPolicy binds every peer's /32 to the chain.
+func fleetPolicy(n int) (*policy.Policy, error) {
+	var b strings.Builder
+	b.WriteString("version: 1\nsafety:\n  switch_timeout: 5m\n  on_revoke_only_key: keep\nkey_chains:\n  - name: core\npeers:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - neighbor: %s\n    key_chain: core\n", fleetPeer(i))
+	}
+	p, err := policy.Parse("bench-policy.yaml", []byte(b.String()))
+	if err != nil {
+		return nil, fmt.Errorf("bench: fleet policy: %w", err)
+	}
+	return p, nil
+}
+
+// fleetSource is a keystore.Source serving a fixed chain.
+type fleetSource struct {
+	mu      sync.Mutex
+	keys    []keystore.MKT
+	revoked map[string]bool
+}
+
+func (s *fleetSource) Name() string { return "bench-source" }
+
+func (s *fleetSource) Read(context.Context) (*keystore.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &keystore.Chain{Name: fleetChain, Version: 1}
+	for _, k := range s.keys {
+		m := k.Clone()
+		m.Revoked = s.revoked[k.Name]
+		c.Keys = append(c.Keys, m)
+	}
+	return &keystore.Snapshot{Source: s.Name(), ReadAt: time.Now(), Chains: map[string]*keystore.Chain{fleetChain: c}}, nil
+}
+
+func (s *fleetSource) Revoke(_ context.Context, chain, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if chain != fleetChain {
+		return fmt.Errorf("bench source: no chain %q", chain)
+	}
+	if s.revoked == nil {
+		s.revoked = map[string]bool{}
+	}
+	s.revoked[key] = true
+	return nil
+}
+
+func (s *fleetSource) zero() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.keys {
+		s.keys[i].Zero()
+	}
+}
+
+// fleetSpeaker is a bgp.Speaker reporting the fleet's sessions.
+type fleetSpeaker struct {
+	mu     sync.Mutex
+	peers  []bgp.PeerInfo
+	events chan bgp.Event
+}
+
+func newFleetSpeaker(n int) *fleetSpeaker {
+	s := &fleetSpeaker{events: make(chan bgp.Event, n)}
+	for i := range n {
+		s.peers = append(s.peers, bgp.PeerInfo{Neighbor: fleetPeer(i), Local: fleetLocal, State: bgp.StateActive, Passive: true, PeerASN: 65001})
+	}
+	return s
+}
+
+func (s *fleetSpeaker) Name() string { return "bench-speaker" }
+
+func (s *fleetSpeaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.peers), nil
+}
+
+func (s *fleetSpeaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
+	out := make(chan bgp.Event)
+	peers, _ := s.Peers(ctx)
+	go func() {
+		defer close(out)
+		select {
+		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			select {
+			case ev := <-s.events:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *fleetSpeaker) ResetPeer(context.Context, netip.Addr, string) error {
+	return errors.New("bench speaker: no reset expected")
+}
+
+func (s *fleetSpeaker) PID(context.Context) (int, error) { return os.Getpid(), nil }
+
+// established marks peer i up on the given ports and tells the watcher.
+func (s *fleetSpeaker) established(i int, local, remote netip.AddrPort) {
+	s.mu.Lock()
+	p := &s.peers[i]
+	p.State, p.LocalPort, p.RemotePort, p.Uptime = bgp.StateEstablished, local.Port(), remote.Port(), time.Now().Truncate(time.Second)
+	ev := bgp.Event{Kind: bgp.EventState, Peer: *p}
+	s.mu.Unlock()
+	s.events <- ev
+}
+
+// fleet is the listener, the clients and the accepted sockets, and the
+// discoverer that names them.
+type fleet struct {
+	n        int
+	ln       *net.TCPListener
+	lnSock   tcpao.Socket
+	port     uint16
+	clients  []*net.TCPConn
+	accepted []*net.TCPConn
+
+	mu    sync.Mutex
+	refs  []sockets.Ref
+	socks map[uint64]tcpao.Socket
+	byTup map[[2]netip.AddrPort]sockets.Ref
+}
+
+func (r *runner) newFleet(ctx context.Context, n int) (*fleet, error) {
+	l, err := listen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{n: n, ln: l.ln, lnSock: l.sock, port: uint16(l.ln.Addr().(*net.TCPAddr).Port),
+		socks: map[uint64]tcpao.Socket{}, byTup: map[[2]netip.AddrPort]sockets.Ref{}}
+	f.register(l.sock, netip.AddrPortFrom(fleetLocal, f.port), netip.AddrPort{}, true)
+	return f, nil
+}
+
+func (f *fleet) register(s tcpao.Socket, local, remote netip.AddrPort, listening bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ino := uint64(len(f.refs) + 1)
+	ref := sockets.Ref{PID: os.Getpid(), Inode: ino, FD: int(ino), Local: local, Remote: remote, Listening: listening}
+	f.refs = append(f.refs, ref)
+	f.socks[ino] = s
+	if !listening {
+		f.byTup[[2]netip.AddrPort{local, remote}] = ref
+	}
+}
+
+func (f *fleet) close() {
+	for _, c := range f.clients {
+		c.Close()
+	}
+	for _, c := range f.accepted {
+		c.Close()
+	}
+	f.ln.Close()
+}
+
+// connect opens every peer's session: the client gets the mirrors of keys
+// (keys[cur] Current_key and RNext_key) before connect, the accepted socket
+// is registered, and the speaker reports it Established.
+func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *fleetSpeaker) error {
+	for i := range f.n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var kerr error
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: fleetPeer(i).AsSlice()}, Timeout: 20 * time.Second,
+			Control: func(_, _ string, rc syscall.RawConn) error {
+				s := tcpao.New(rc)
+				for k, m := range keys {
+					key := m.Key(netip.PrefixFrom(fleetLocal, 32), 0)
+					key.SendID, key.RecvID = m.RecvID, m.SendID // the mirror
+					err := s.AddKey(key, tcpao.AddOptions{SetCurrent: k == cur, SetRNext: k == cur})
+					key.Secret.Zero()
+					if err != nil {
+						kerr = fmt.Errorf("client %s: %w", fleetPeer(i), err)
+						return kerr
+					}
+				}
+				return nil
+			}}
+		c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(fleetLocal, f.port).String())
+		if err != nil {
+			return fmt.Errorf("bench: connect peer %d (%s): %w", i, fleetPeer(i), errors.Join(err, kerr))
+		}
+		f.clients = append(f.clients, c.(*net.TCPConn))
+		if err := f.ln.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+			return err
+		}
+		a, err := f.ln.AcceptTCP()
+		if err != nil {
+			return fmt.Errorf("bench: accept peer %d: %w", i, err)
+		}
+		f.accepted = append(f.accepted, a)
+		rc, err := a.SyscallConn()
+		if err != nil {
+			return err
+		}
+		local := a.LocalAddr().(*net.TCPAddr).AddrPort()
+		remote := a.RemoteAddr().(*net.TCPAddr).AddrPort()
+		local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+		remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+		if remote.Addr() != fleetPeer(i) {
+			return fmt.Errorf("bench: accepted %s, want peer %s", remote, fleetPeer(i))
+		}
+		f.register(tcpao.New(rc), local, remote, false)
+		sp.established(i, local, remote)
+	}
+	return nil
+}
+
+// exchange checks that every session still carries data both ways: the
+// server side speaks first (after a forced key replacement the client
+// switches to the new key on the server's next segment).
+func (f *fleet) exchange() (int, error) {
+	ok := 0
+	var errs []error
+	buf := make([]byte, 1)
+	for i := range f.n {
+		a, c := f.accepted[i], f.clients[i]
+		dl := time.Now().Add(10 * time.Second)
+		a.SetDeadline(dl)
+		c.SetDeadline(dl)
+		_, err := a.Write([]byte{'s'})
+		if err == nil {
+			_, err = c.Read(buf)
+		}
+		if err == nil {
+			_, err = c.Write([]byte{'c'})
+		}
+		if err == nil {
+			_, err = a.Read(buf)
+		}
+		if err != nil {
+			if len(errs) < 3 {
+				errs = append(errs, fmt.Errorf("peer %s: %w", fleetPeer(i), err))
+			}
+			continue
+		}
+		ok++
+	}
+	return ok, errors.Join(errs...)
+}
+
+// Discoverer (bgp.Discoverer) over the fleet.
+type fleetDisc struct{ f *fleet }
+
+func (d fleetDisc) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range d.f.refs {
+		if r.PID == pid && r.Listening && r.Local.Port() == port {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (d fleetDisc) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	if r, ok := d.f.byTup[[2]netip.AddrPort{local, remote}]; ok && r.PID == pid {
+		return r, nil
+	}
+	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
+}
+
+func (d fleetDisc) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range d.f.refs {
+		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (d fleetDisc) With(sockets.Ref, func(fd int) error) error {
+	return errors.New("bench discoverer lends no descriptors: the daemon uses Options.SocketOf")
+}
+
+// watched is one daemon instance's view of the fleet: it counts the
+// listener's key reads (one per reconcile pass) and which accepted sockets
+// the daemon has touched (taken over).
+type watched struct {
+	f       *fleet
+	lnReads atomic.Int64
+	mu      sync.Mutex
+	touched map[uint64]bool
+}
+
+func newWatched(f *fleet) *watched { return &watched{f: f, touched: map[uint64]bool{}} }
+
+func (w *watched) socketOf(h bgp.SocketHandle) tcpao.Socket {
+	ref := h.Ref()
+	w.f.mu.Lock()
+	s := w.f.socks[ref.Inode]
+	w.f.mu.Unlock()
+	if s == nil {
+		return badSock{}
+	}
+	return &watchedSock{Socket: s, w: w, ino: ref.Inode, listening: ref.Listening}
+}
+
+func (w *watched) touchedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.touched)
+}
+
+type watchedSock struct {
+	tcpao.Socket
+	w         *watched
+	ino       uint64
+	listening bool
+}
+
+func (s *watchedSock) touch() {
+	if s.listening {
+		return
+	}
+	s.w.mu.Lock()
+	s.w.touched[s.ino] = true
+	s.w.mu.Unlock()
+}
+
+func (s *watchedSock) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	if s.listening {
+		s.w.lnReads.Add(1)
+	}
+	s.touch()
+	return s.Socket.Keys(f)
+}
+
+func (s *watchedSock) Info() (tcpao.Info, error) {
+	s.touch()
+	return s.Socket.Info()
+}
+
+type badSock struct{}
+
+var errBadSock = errors.New("bench: no such fleet socket")
+
+func (badSock) AddKey(tcpao.Key, tcpao.AddOptions) error      { return errBadSock }
+func (badSock) DelKey(tcpao.DelKey) error                     { return errBadSock }
+func (badSock) Info() (tcpao.Info, error)                     { return tcpao.Info{}, errBadSock }
+func (badSock) SetInfo(tcpao.InfoChange) error                { return errBadSock }
+func (badSock) Keys(tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return nil, errBadSock }
+
+// waitUntil polls cond every 20 ms until it holds or the timeout passes.
+func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("bench: waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// countKeys counts the socket's keys with the given SendID (-1: all).
+func countKeys(s tcpao.Socket, send int) (int, error) {
+	ks, err := s.Keys(tcpao.KeyFilter{})
+	if errors.Is(err, syscall.ENOENT) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range ks {
+		if send < 0 || int(k.SendID) == send {
+			n++
+		}
+	}
+	return n, nil
+}
