@@ -59,7 +59,7 @@ type Config struct {
 	// PassProfile, when set, receives a CPU profile of item 5's idle
 	// reconcile passes without metrics.
 	PassProfile io.Writer
-	Logger     *slog.Logger
+	Logger      *slog.Logger
 }
 
 func (c *Config) defaults() error {
