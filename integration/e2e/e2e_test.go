@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -348,6 +351,61 @@ func TestVaultRotation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReloadAndMetrics covers the daemon's operations side on the real
+// kernel: Prometheus metrics show the session's keys and the kernel's
+// counters (never a key byte); a SIGHUP with a broken policy is refused and
+// the running one keeps working; a SIGHUP with a good one is applied.
+func TestReloadAndMetrics(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	l := newLab(t, []key{{i: 1, birdPreferred: true}}, nil)
+	s := l.waitEstablished(60 * time.Second)
+	var page string
+	waitFor(t, 20*time.Second, "metrics with the session's key counters", func() (bool, string) {
+		out, err := l.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
+		page = out
+		return err == nil && strings.Contains(out, "aokeyd_key_pkt_good_total") && strings.Contains(out, "aokeyd_peer_current_key_id"), fmt.Sprint(err)
+	})
+	for _, want := range []string{`aokeyd_peer_current_key_id{peer="10.255.0.2",vrf=""} 1`, "aokeyd_socket_pkt_good_total", "aokeyd_key_source_last_sync_timestamp_seconds"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(page, hex.EncodeToString(secretOf(1))) {
+		t.Fatal("metrics contain key bytes")
+	}
+	policyPath := filepath.Join(l.dir, "policy.yaml")
+	good, err := os.ReadFile(policyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logHas := func(msg string) func() (bool, string) {
+		return func() (bool, string) {
+			b, _ := os.ReadFile(filepath.Join(l.dir, "aokeyd.log"))
+			return strings.Contains(string(b), msg), "not yet"
+		}
+	}
+	if err := os.WriteFile(policyPath, append(slices.Clone(good), []byte("no_such_field: 1\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.aokeyd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the broken reload to be refused", logHas("reload refused"))
+	st := l.status()
+	if len(st.Keys) != 1 || !st.Keys[0].Current {
+		t.Fatalf("after a refused reload A keys %v", keyIDs(st.Keys))
+	}
+	if err := os.WriteFile(policyPath, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.aokeyd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the good reload to be applied", logHas(`"msg":"reloaded"`))
+	l.checkNoFlap(s, "after the reloads")
 }
 
 // TestLaggingPeer is scenario 3: B does not have the new key yet. aokeyd

@@ -343,8 +343,10 @@ peers:
     key_chain: core
 `, addrB)
 	source := "  type: file\n  refresh: 1s\n  file:\n    path: keys.yaml\n"
+	metricsListen := "127.0.0.1:9179" // inside A's namespace: one per lab
 	if l.vault != nil {
 		source = fmt.Sprintf("  type: vault\n  refresh: 1s\n  vault:\n    address: %q\n    auth:\n      method: token\n      token_file: vault-token\n", l.vault.URL())
+		metricsListen = `"off"` // aokeyd runs in the guest's root namespace here
 	}
 	cfg := fmt.Sprintf(`key_source:
 %spolicy:
@@ -355,11 +357,11 @@ gobgp:
 control:
   socket: control.sock
 metrics:
-  listen: "off"
+  listen: %s
 log:
   format: json
   level: debug
-`, source, l.gobgpAPI)
+`, source, l.gobgpAPI, metricsListen)
 	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
 		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
