@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -27,6 +28,10 @@ func FromFD(fd int) Socket {
 
 type sock struct {
 	ctl func(func(fd uintptr)) error
+	// fam caches the socket's family (0: not read yet): a socket never
+	// changes family, and AddKey/DelKey need it on every call, which cost
+	// one getsockopt(SO_DOMAIN) per key before.
+	fam atomic.Int32
 }
 
 // do runs f on the descriptor and returns f's error, or the Control error.
@@ -52,6 +57,18 @@ func getsockopt(fd, opt int, p unsafe.Pointer, size *uint32) error {
 		return e
 	}
 	return nil
+}
+
+// family is the socket's address family, read once (see fam).
+func (s *sock) family(fd int) (int, error) {
+	if f := s.fam.Load(); f != 0 {
+		return int(f), nil
+	}
+	f, err := family(fd)
+	if err == nil {
+		s.fam.Store(int32(f))
+	}
+	return f, err
 }
 
 // family is the socket's address family (SO_DOMAIN): the kernel parses the
@@ -84,7 +101,7 @@ func (s *sock) AddKey(k Key, o AddOptions) error {
 	var c aoAdd
 	defer func() { clear(c.Key[:]) }()
 	err := s.do(func(fd int) error {
-		fam, err := family(fd)
+		fam, err := s.family(fd)
 		if err != nil {
 			return err
 		}
@@ -116,7 +133,7 @@ func (s *sock) AddKey(k Key, o AddOptions) error {
 //   - EISCONN: an established socket without TCP-AO.
 func (s *sock) DelKey(d DelKey) error {
 	err := s.do(func(fd int) error {
-		fam, err := family(fd)
+		fam, err := s.family(fd)
 		if err != nil {
 			return err
 		}
