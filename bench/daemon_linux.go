@@ -227,10 +227,15 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	srv := control.NewServer(control.ServerOptions{Backend: run.d, Logger: r.log.With("part", "control"), Started: time.Now()})
 	go func() { _ = srv.Serve(ln) }()
 
+	// The cost of starting aoctl alone (it prints its usage and exits).
+	t0 := time.Now()
+	_ = exec.CommandContext(ctx, path, "--help").Run()
+	res.ExecBaseline = int64(time.Since(t0))
+
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, path, "--socket", sockPath, "--json", "revoke", fleetChain+"/k1")
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	t0 := time.Now()
+	t0 = time.Now()
 	cerr := cmd.Run()
 	res.Wall = int64(time.Since(t0))
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -40,9 +40,15 @@ type Size struct {
 	RotateRaw     []int64 `json:"rotate_raw_ns"`
 	RotateAokeyd  []int64 `json:"rotate_aokeyd_ns"`
 	// RotatePlanOrder is the raw loop retiring peers in aokeyd's plan
-	// order (oldest installed first): it separates the cost of that order
-	// in the kernel from aokeyd's own user-space cost.
-	RotatePlanOrder []int64 `json:"rotate_raw_plan_order_ns"`
+	// order before ListenerBatches followed the kernel's list (oldest
+	// installed first), on a fresh listener; older results only.
+	RotatePlanOrder []int64 `json:"rotate_raw_plan_order_ns,omitempty"`
+	// RotateOldestFirst is the raw loop's same rotation retiring the
+	// oldest installed key first, right after RotateRaw on the same
+	// listener; RotateAokeydOldestFirst is aokeyd's rotation with its
+	// peers reversed the same way (first repetition only).
+	RotateOldestFirst       []int64 `json:"rotate_raw_oldest_first_ns,omitempty"`
+	RotateAokeydOldestFirst []int64 `json:"rotate_aokeyd_oldest_first_ns,omitempty"`
 }
 
 // Deletes compares del_async with synchronous deletes on the same plan.
@@ -133,6 +139,8 @@ type RevokeRun struct {
 	Wall   int64 `json:"wall_ns"`
 	Server int64 `json:"server_ns"`
 	ExitOK bool  `json:"exit_ok"`
+	// ExecBaseline is `aoctl --help` from exec to exit: process start-up.
+	ExecBaseline int64 `json:"exec_baseline_ns"`
 	// Actions counts the per-socket outcomes aoctl printed.
 	Actions       map[string]int `json:"actions"`
 	Errors        int            `json:"errors"`
@@ -271,12 +279,24 @@ func ratioVerdict(r float64) string {
 	return fmt.Sprintf("target<=%.2f MISSED by %.1f%%", TargetRatio, (r/TargetRatio-1)*100)
 }
 
-// PlanOrder compares aokeyd's rotation with the raw loop in the same order.
-func (r *Results) PlanOrder() []Comparison {
-	var out []Comparison
+// OrderEffect is the same rotation retiring the newest installed keys first
+// (Fast) and the oldest first (Slow), raw loop or aokeyd, at N.
+type OrderEffect struct {
+	Who        string
+	N          int
+	Fast, Slow int64
+	Runs       int
+}
+
+// Orders lists the order comparisons the results hold.
+func (r *Results) Orders() []OrderEffect {
+	var out []OrderEffect
 	for _, s := range r.Sizes {
-		if len(s.RotatePlanOrder) > 0 {
-			out = append(out, Comparison{What: "rotate-plan-order", N: s.N, Raw: Median(s.RotatePlanOrder), Aokeyd: Median(s.RotateAokeyd), Runs: len(s.RotatePlanOrder)})
+		if len(s.RotateOldestFirst) > 0 {
+			out = append(out, OrderEffect{Who: "raw loop", N: s.N, Fast: Median(s.RotateRaw), Slow: Median(s.RotateOldestFirst), Runs: len(s.RotateOldestFirst)})
+		}
+		if len(s.RotateAokeydOldestFirst) > 0 {
+			out = append(out, OrderEffect{Who: "aokeyd", N: s.N, Fast: Median(s.RotateAokeyd[:1]), Slow: Median(s.RotateAokeydOldestFirst), Runs: 1})
 		}
 	}
 	return out

@@ -334,51 +334,30 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 		return err
 	}
 	s.RotateRaw = append(s.RotateRaw, el)
-	r.log.Info("raw rotate", "n", n, "rep", rep, "took", time.Duration(el))
-	if rep != 0 {
-		return nil
-	}
-	return r.rawPlanOrder(ctx, n, s)
-}
+	r.log.Info("raw rotate, newest installed first", "n", n, "rep", rep, "took", time.Duration(el))
 
-// rawPlanOrder installs N keys (untimed) on a fresh listener and times the
-// raw rotation in aokeyd's plan order: peer 0 (installed first) first.
-func (r *runner) rawPlanOrder(ctx context.Context, n int, s *Size) error {
-	l, err := listen(ctx)
-	if err != nil {
-		return err
-	}
-	defer l.close()
-	steps := make([]rawStep, 0, 2*n)
-	for i := range n {
-		b, err := r.fill()
-		if err != nil {
-			return err
-		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 1, 1, b))
-		clear(b)
-	}
-	if _, err := r.raw(l, steps); err != nil {
-		return fmt.Errorf("bench: raw install N=%d: %w", n, err)
-	}
+	// The same rotation (IDs 2 to 3) in the other order: the previous pass
+	// processed peers N-1..0, so peer N-1's key is now the oldest and the
+	// same peer order retires the OLDEST installed first, each delete
+	// walking past every other old key. Same listener, same list length.
 	steps = steps[:0]
-	for i := range n {
+	for i := n - 1; i >= 0; i-- {
 		b, err := r.fill()
 		if err != nil {
 			return err
 		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 2, 2, b), rawDelStep(peer(i), 1, 1, true))
+		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 3, 3, b), rawDelStep(peer(i), 2, 2, true))
 		clear(b)
 	}
-	el, err := r.raw(l, steps)
+	el, err = r.raw(l, steps)
 	if err != nil {
-		return fmt.Errorf("bench: raw rotate in plan order N=%d: %w", n, err)
+		return fmt.Errorf("bench: raw rotate oldest first N=%d: %w", n, err)
 	}
-	if err := verify(l, n, 2, "raw rotate in plan order"); err != nil {
+	if err := verify(l, n, 3, "raw rotate oldest first"); err != nil {
 		return err
 	}
-	s.RotatePlanOrder = append(s.RotatePlanOrder, el)
-	r.log.Info("raw rotate, aokeyd's order", "n", n, "took", time.Duration(el))
+	s.RotateOldestFirst = append(s.RotateOldestFirst, el)
+	r.log.Info("raw rotate, oldest installed first", "n", n, "rep", rep, "took", time.Duration(el))
 	return nil
 }
 
@@ -435,7 +414,62 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 	if rep != 0 {
 		return nil
 	}
+	if err := r.aokeydOldestFirst(l, n, s); err != nil {
+		return err
+	}
 	return r.deletes(l, n, res)
+}
+
+// aokeydOldestFirst times SyncListener's steps with the peers of its batches
+// in reverse (oldest installed first, the order before ListenerBatches
+// followed the kernel's list), rotating the listener from IDs 2 to 4.
+func (r *runner) aokeydOldestFirst(l *listener, n int, s *Size) error {
+	d, err := r.desired(n, 4)
+	if err != nil {
+		return err
+	}
+	defer zeroDesired(d)
+	t0 := r.cfg.Now()
+	obs, err := rotator.Observe(l.sock)
+	if err != nil {
+		return fmt.Errorf("bench: observe: %w", err)
+	}
+	sp := rotator.PlanSocket(d, obs)
+	batches := reversePeers(rotator.ListenerBatches(sp, 1), r.cfg.PeersPerBatch)
+	if _, err := rotator.CheckOptMem(d.Socket, obs, batches, r.limit); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	for _, b := range batches {
+		if _, err := rotator.Apply(l.sock, b); err != nil {
+			return fmt.Errorf("bench: aokeyd oldest first N=%d: %w", n, err)
+		}
+	}
+	el := int64(r.cfg.Now().Sub(t0))
+	if err := verify(l, n, 4, "aokeyd rotate oldest first"); err != nil {
+		return err
+	}
+	s.RotateAokeydOldestFirst = append(s.RotateAokeydOldestFirst, el)
+	r.log.Info("aokeyd rotate, oldest installed first", "n", n, "took", time.Duration(el))
+	return nil
+}
+
+// reversePeers takes one-peer batches, reverses their order and regroups
+// them by per peers.
+func reversePeers(one [][]rotator.Op, per int) [][]rotator.Op {
+	var out [][]rotator.Op
+	var cur []rotator.Op
+	k := 0
+	for i := len(one) - 1; i >= 0; i-- {
+		if k == per {
+			out, cur, k = append(out, cur), nil, 0
+		}
+		cur = append(cur, one[i]...)
+		k++
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // plan runs SyncListener's steps one by one and returns the batches.

@@ -74,9 +74,9 @@ func WriteTable(w io.Writer, r *Results) error {
 	for _, c := range rotate {
 		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
 	}
-	for _, c := range r.PlanOrder() {
-		t.f("   N=%-6d diagnostic: raw loop in aokeyd's order (oldest first) %s [%d]: aokeyd/same-order raw ratio=%.2f (aokeyd's own cost); order costs the raw loop %.2fx",
-			c.N, Dur(c.Raw), c.Runs, c.Ratio(), ratio(c.Raw, Median(sizeAt(r, c.N).RotateRaw)))
+	for _, o := range r.Orders() {
+		t.f("   N=%-6d order, %s: newest installed retired first %s, oldest first %s [%d]: oldest-first costs %.2fx",
+			o.N, o.Who, Dur(o.Fast), Dur(o.Slow), o.Runs, ratio(o.Slow, o.Fast))
 	}
 	phases := map[int]Phases{}
 	for _, p := range r.Phases {
@@ -93,8 +93,8 @@ func WriteTable(w io.Writer, r *Results) error {
 			c.N, Dur(c.Aokeyd-c.Raw), Dur(p.CheckOptMem), Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.Adds+p.Dels), Dur(c.Raw))
 	}
 	if explain {
-		t.f("   (rotator.CheckOptMem finds each delete's key by scanning all observed keys: quadratic in N; aokeyd retires peers in plan order, oldest")
-		t.f("    installed first, so each del_async walks the kernel's key list (newest at the head) almost to its tail; the raw loop retires newest first)")
+		t.f("   (both retire the newest installed key first: the kernel adds at the head of its key list and a delete walks from the head;")
+		t.f("    every add walks the whole list twice for KeyID clashes, so adds dominate the kernel time at large N)")
 	}
 	for _, p := range r.Phases {
 		t.f("   aokeyd rotation split, N=%d (same steps timed one by one): observe %s, plan %s, batches %s, optmem check %s, %d adds %s, %d del_async %s",
@@ -192,6 +192,7 @@ func writeRevoke(t *tw, v *RevokeRun) {
 	}
 	t.f("   aoctl revoke: wall %s (daemon's own %s), exit ok=%v; socket outcomes: %s; errors=%d  %s",
 		Dur(v.Wall), Dur(v.Server), v.ExitOK, strings.Join(acts, " "), v.Errors, v.Verdict())
+	t.f("   (starting aoctl alone, `aoctl --help` exec to exit: %s)", Dur(v.ExecBaseline))
 	if v.FirstError != "" {
 		t.f("   first error: %s", v.FirstError)
 	}

@@ -14,6 +14,7 @@
 #   AOKEYD_BENCH_REVOKE      peers of the emergency-revoke run (item 3) [1000]
 #   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run (item 5) [4096]
 #   AOKEYD_BENCH_DAEMON_KEYS keys per peer in item 5 [4]
+#   AOKEYD_BENCH_PASSES      idle reconcile passes item 5 averages over [5]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +27,7 @@ plan_sizes=${AOKEYD_BENCH_PLAN_SIZES:-2500,5000,10000,20000}
 revoke=${AOKEYD_BENCH_REVOKE:-1000}
 daemon=${AOKEYD_BENCH_DAEMON:-4096}
 daemon_keys=${AOKEYD_BENCH_DAEMON_KEYS:-4}
+passes=${AOKEYD_BENCH_PASSES:-5}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 
@@ -42,7 +44,7 @@ log "planner benchmark on the host (rotator BenchmarkPlan)"
 go test -run '^$' -bench '^BenchmarkPlan$' -benchmem -count 3 ./rotator | tee "$work/host-plan.txt" >&2
 
 log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke over $revoke peers, daemon with $daemon peers x $daemon_keys keys"
-guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys"
+guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-1500} \
@@ -55,6 +57,8 @@ mkdir -p "$out"
 go tool pprof -top -nodecount=25 "$work/bin/aokeyd-bench" "$res/cpu.pprof" 2>/dev/null |
 	grep -v '^File:\|^Build ID:\|^Type:\|^Time:' >"$work/top.txt" || log "no CPU profile summary"
 cp "$res/cpu.pprof" "$out/cpu.pprof"
+cp "$res/pass.pprof" "$out/pass.pprof"
+go tool pprof -top -cum -nodecount=30 "$work/bin/aokeyd-bench" "$res/pass.pprof" >"$out/pass-top.txt" 2>/dev/null || log "no idle-pass profile summary"
 cp "$res/results.json" "$out/guest-results.json"
 cp "$work/vm/console.log" "$out/guest-console.log"
 "$work/bin/aokeyd-bench" render -in "$res/results.json" -out "$out" \
