@@ -174,6 +174,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		res.Sizes = append(res.Sizes, s)
 	}
+	if res.SODomainNs, err = soDomainCost(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.daemonItems(ctx, res); err != nil {
 		return nil, err
 	}
@@ -669,4 +672,30 @@ func (r *runner) optMemBoundary(ctx context.Context, def int) (OptMem, error) {
 	keys, kerr := l.sock.Keys(tcpao.KeyFilter{})
 	om.RefusalClean = errors.Is(err, rotator.ErrOptMem) && (errors.Is(kerr, unix.ENOENT) || (kerr == nil && len(keys) == 0))
 	return om, nil
+}
+
+// soDomainCost is one getsockopt(SO_DOMAIN), the call tcpao made before
+// every AddKey/DelKey until it cached the family (mean of 10,000).
+func soDomainCost(ctx context.Context) (int64, error) {
+	l, err := listen(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer l.close()
+	const n = 10000
+	var el time.Duration
+	var gerr error
+	err = l.rc.Control(func(fd uintptr) {
+		t0 := time.Now()
+		for range n {
+			if _, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN); gerr != nil {
+				return
+			}
+		}
+		el = time.Since(t0)
+	})
+	if err = errors.Join(err, gerr); err != nil {
+		return 0, fmt.Errorf("bench: SO_DOMAIN: %w", err)
+	}
+	return int64(el) / n, nil
 }
