@@ -28,8 +28,8 @@ type Results struct {
 	Revoke *RevokeRun `json:"revoke,omitempty"`
 	// SODomainNs is one getsockopt(SO_DOMAIN): what tcpao saved per
 	// AddKey/DelKey by caching the socket family.
-	SODomainNs int64 `json:"so_domain_ns,omitempty"`
-	Daemon *DaemonRun `json:"daemon,omitempty"`
+	SODomainNs int64      `json:"so_domain_ns,omitempty"`
+	Daemon     *DaemonRun `json:"daemon,omitempty"`
 	// Profile is the top of a CPU profile of aokeyd's rotation at the
 	// largest N (filled in on the host with go tool pprof).
 	Profile string `json:"profile,omitempty"`
