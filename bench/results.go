@@ -24,6 +24,8 @@ type Results struct {
 	Planner   []PlanPoint  `json:"planner"`
 	PlanBench []GoBenchRow `json:"plan_bench"`
 	Skipped   []Skip       `json:"skipped"`
+	// DaemonErrors are daemon items that were started and failed.
+	DaemonErrors []Skip `json:"daemon_errors,omitempty"`
 	// Revoke is item 3 and Daemon item 5 (nil: not run).
 	Revoke *RevokeRun `json:"revoke,omitempty"`
 	// SODomainNs is one getsockopt(SO_DOMAIN): what tcpao saved per
