@@ -363,7 +363,18 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
 		return
 	}
 	h := p.handle
-	d.updatePeer(id, func(p *peerState) { p.desired = desired })
+	// Claim the session: the session event and a reconcile pass may both
+	// get here for the same new session; only one takes it over.
+	claimed := false
+	d.updatePeer(id, func(p *peerState) {
+		if p.handle == h && !p.running {
+			p.running, p.desired, claimed = true, desired, true
+		}
+	})
+	if !claimed {
+		zeroDesired(desired)
+		return
+	}
 	d.ctrl.SetDesired(id, desired)
 	sp, err := d.ctrl.Accepted(id, d.o.SocketOf(h))
 	if err != nil {
@@ -372,11 +383,6 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
 	if len(sp.Ops) > 0 {
 		d.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
 	}
-	d.updatePeer(id, func(p *peerState) {
-		if p.handle == h { // still the same session
-			p.running = true
-		}
-	})
 	d.log.Info("rotation machine started", "peer", id)
 }
 

@@ -64,7 +64,12 @@ func TestSecretZero(t *testing.T) {
 	if !bytes.Equal(s.Bytes(), []byte{0, 0, 0}) {
 		t.Errorf("Zero left %v", s.Bytes())
 	}
-	if c.Equal(s) || c.Fingerprint() == s.Fingerprint() {
+	if c.Equal(s) || !bytes.Equal(c.Bytes(), []byte{1, 2, 3}) {
 		t.Error("Clone shares bytes with the original")
+	}
+	// The fingerprint is of the bytes the Secret was made with, and clones
+	// carry it.
+	if c.Fingerprint() != NewSecret([]byte{1, 2, 3}).Fingerprint() || c.Fingerprint() == NewSecret([]byte{1, 2, 4}).Fingerprint() {
+		t.Error("Clone's fingerprint is not that of its bytes")
 	}
 }
