@@ -10,8 +10,12 @@ import (
 // speaker (pid) to dst: the keys the peer's socket must carry before the
 // SYN leaves, with the preferred key as Current_key and RNext_key. ok is
 // false for a destination that is not a managed TCP-AO peer on the BGP
-// port, or when there is no key snapshot yet; such connects proceed
-// untouched. The keys are copies: the caller zeroes them.
+// port: such connects proceed untouched. For a managed peer without keys
+// yet (no good key read since aokeyd started) it answers ok with no keys,
+// which makes connectguard fail the connect at once (EKEYREJECTED): an
+// unsigned SYN would only be dropped by the peer and leave the speaker
+// waiting out TCP's connect timeout, while a failed connect is retried
+// after its connect-retry time. The keys are copies: the caller zeroes them.
 func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool) {
 	if dst.Port() != d.o.ListenPort {
 		return nil, 0, 0, false
@@ -23,12 +27,12 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	}
 	snap := d.snapshot()
 	if snap == nil {
-		return nil, 0, 0, false
+		return nil, 0, 0, true
 	}
 	defer snap.Zero()
 	pk, err := d.policy().Desired(snap, addr, "", d.o.Clock.Now())
 	if err != nil || len(pk.Keys) == 0 {
-		return nil, 0, 0, false
+		return nil, 0, 0, true
 	}
 	pref := pk.Preferred
 	if pref < 0 {
