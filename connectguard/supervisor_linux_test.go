@@ -287,23 +287,42 @@ func TestSupervise(t *testing.T) {
 // its threads).
 func launcherChild(t *testing.T, launcher int) int {
 	t.Helper()
-	var f []string
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", launcher))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", launcher, task.Name()))
+	// /proc/PID/task/TID/children misses a child whose forking thread has
+	// exited (it was seen empty in CI), so look for the process whose
+	// parent is the launcher, for a few seconds.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var found []int
+		ents, err := os.ReadDir("/proc")
 		if err != nil {
 			t.Fatal(err)
 		}
-		f = append(f, strings.Fields(string(b))...)
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(launcher) {
+				found = append(found, pid)
+			}
+		}
+		if len(found) == 1 {
+			return found[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("launcher %d children: %v, want exactly one", launcher, found)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if len(f) != 1 {
-		t.Fatalf("launcher children: %q", f)
-	}
-	pid, _ := strconv.Atoi(f[0])
-	return pid
 }
 
 // TestRestartAfterStall: a supervisor that received a connect and hangs is
