@@ -16,31 +16,7 @@ type Finder struct {
 // Listeners returns the process's listening TCP sockets on port (0: any
 // port), both address families, as Refs with their descriptor numbers.
 func (f Finder) Listeners(port uint16) ([]Ref, error) {
-	d, err := OpenDiag(f.PID)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	socks, err := d.Listeners()
-	if err != nil {
-		return nil, err
-	}
-	fds, err := FDTable(f.PID)
-	if err != nil {
-		return nil, err
-	}
-	var out []Ref
-	for _, s := range socks {
-		if port != 0 && s.Local.Port() != port {
-			continue
-		}
-		fd, ok := fds[s.Inode]
-		if !ok {
-			continue // another process's listener in the same namespace
-		}
-		out = append(out, Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: true})
-	}
-	return out, nil
+	return f.owned((*Diag).Listeners, func(s Socket) bool { return port == 0 || s.Local.Port() == port }, true)
 }
 
 // Established returns the process's socket with exactly this local and
@@ -67,12 +43,19 @@ func (f Finder) Established(local, remote netip.AddrPort) (Ref, error) {
 // address is neighbor (IPv4-mapped addresses match IPv4), for when the
 // ports of a session are not known.
 func (f Finder) Connections(neighbor netip.Addr) ([]Ref, error) {
+	return f.owned((*Diag).EstablishedSockets, func(s Socket) bool { return s.Remote.Addr().Unmap() == neighbor.Unmap() }, false)
+}
+
+// owned lists sockets with list, keeps those that match keep and that the
+// process holds a descriptor for (others in its namespace belong to other
+// processes), and returns them as Refs.
+func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool, listening bool) ([]Ref, error) {
 	d, err := OpenDiag(f.PID)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	socks, err := d.EstablishedSockets()
+	socks, err := list(d)
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +65,11 @@ func (f Finder) Connections(neighbor netip.Addr) ([]Ref, error) {
 	}
 	var out []Ref
 	for _, s := range socks {
-		if s.Remote.Addr().Unmap() != neighbor.Unmap() {
+		if !keep(s) {
 			continue
 		}
 		if fd, ok := fds[s.Inode]; ok {
-			out = append(out, Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote})
+			out = append(out, Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: listening})
 		}
 	}
 	return out, nil
