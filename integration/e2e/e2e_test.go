@@ -133,7 +133,7 @@ func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
 	//    shortly.
 	now := time.Now()
 	old := cur
-	old.sendEnd, old.acceptEnd = now.Add(3*time.Second), now.Add(5*time.Second)
+	old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(3*time.Second)
 	next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
 	l.writeKeys([]key{old, next})
 	hook(phaseInstall)

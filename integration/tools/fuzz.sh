@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every Fuzz target in the module: the key-source decoders (keystore,
 # outside input from Vault and files) for the given time (default 60s), the
-# others for FUZZTIME_OTHER (default 20s) to keep a cached CI run short.
+# others for FUZZTIME_OTHER (default 10s) to keep a cached CI run short.
 set -euo pipefail
 long=${1:-60s}
-other=${FUZZTIME_OTHER:-20s}
+other=${FUZZTIME_OTHER:-10s}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 n=0
