@@ -456,13 +456,17 @@ func TestLaggingPeer(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
-	k1 := key{i: 1, birdPreferred: true}
-	k2 := key{i: 2}
+	// k1 is the key both sides send with (the later send start wins on A,
+	// preferred on B); k2 is a sendable backup.
+	now := time.Now()
+	k1 := key{i: 1, birdPreferred: true, sendStart: now.Add(-time.Minute), acceptStart: now.Add(-time.Hour)}
+	k2 := key{i: 2, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
 	l := newLab(t, []key{k1, k2}, nil)
 	s := l.waitEstablished(60 * time.Second)
-	waitFor(t, 20*time.Second, "both keys on A's session", func() (bool, string) {
+	waitFor(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
 		st := l.status()
-		return len(st.Keys) == 2, fmt.Sprint(keyIDs(st.Keys))
+		ok := len(st.Keys) == 2 && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k1.sendID() && k.Current })
+		return ok, fmt.Sprint(keyIDs(st.Keys))
 	})
 	// The operator's command, as run at 3 a.m.
 	out, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "revoke", "core/k1").Output()
