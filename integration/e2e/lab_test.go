@@ -74,20 +74,6 @@ func (k key) sendID() uint8 { return uint8(k.i) }
 func (k key) recvID() uint8 { return uint8(100 + k.i) }
 func (k key) name() string  { return fmt.Sprintf("k%d", k.i) }
 
-func lifetime(start, end time.Time) string {
-	if start.IsZero() && end.IsZero() {
-		return "always"
-	}
-	var parts []string
-	if !start.IsZero() {
-		parts = append(parts, fmt.Sprintf("start: %q", start.UTC().Format(time.RFC3339Nano)))
-	}
-	if !end.IsZero() {
-		parts = append(parts, fmt.Sprintf("end: %q", end.UTC().Format(time.RFC3339Nano)))
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
-}
-
 type lab struct {
 	t        *testing.T
 	dir      string
@@ -186,15 +172,14 @@ func (l *lab) writeKeys(keys []key) {
 		l.writeVault(keys)
 		return
 	}
-	var b strings.Builder
-	b.WriteString("chains:\n  core:\n    peers: [" + addrB.String() + "]\n    keys:\n")
-	for _, k := range keys {
-		fmt.Fprintf(&b, "      - name: %s\n        send_id: %d\n        recv_id: %d\n        algorithm: hmac(sha256)\n        secret_hex: %q\n        send_lifetime: %s\n        accept_lifetime: %s\n",
-			k.name(), k.sendID(), k.recvID(), hex.EncodeToString(secretOf(k.i)), lifetime(k.sendStart, k.sendEnd), lifetime(k.acceptStart, k.acceptEnd))
+	// JSON is YAML: the key file gets the same chain document Vault does.
+	doc, err := json.Marshal(map[string]any{"chains": map[string]json.RawMessage{"core": chainDoc(keys)}})
+	if err != nil {
+		l.t.Fatal(err)
 	}
 	p := filepath.Join(l.dir, "keys.yaml")
 	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(tmp, doc, 0o600); err != nil {
 		l.t.Fatal(err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
@@ -216,9 +201,8 @@ func jsonLifetime(start, end time.Time) any {
 	return m
 }
 
-// writeVault puts A's chain into Vault, as the operator's automation would.
-func (l *lab) writeVault(keys []key) {
-	l.t.Helper()
+// chainDoc is A's chain "core" as a key-source document (docs/keys.md).
+func chainDoc(keys []key) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
 		ks = append(ks, map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
@@ -227,9 +211,15 @@ func (l *lab) writeVault(keys []key) {
 	}
 	doc, err := json.Marshal(map[string]any{"peers": []string{addrB.String()}, "keys": ks})
 	if err != nil {
-		l.t.Fatal(err)
+		panic(err) // maps of strings and numbers always marshal
 	}
-	if _, err := l.vwrite.WriteChain(context.Background(), "core", doc, -1); err != nil {
+	return doc
+}
+
+// writeVault puts A's chain into Vault, as the operator's automation would.
+func (l *lab) writeVault(keys []key) {
+	l.t.Helper()
+	if _, err := l.vwrite.WriteChain(context.Background(), "core", chainDoc(keys), -1); err != nil {
 		l.t.Fatalf("writing chain core to Vault: %v", err)
 	}
 }
@@ -383,7 +373,7 @@ func (l *lab) restartAokeyd() {
 	if l.vault != nil {
 		// The guest's root namespace, where the Vault server listens; gobgpd
 		// is reached through its unix API socket and pidfd, from anywhere.
-		l.aokeyd = startProc(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"), args...)
+		l.aokeyd = netns.StartCmd(t, filepath.Join(l.dir, "aokeyd.log"), exec.Command(bin(t, "aokeyd"), args...))
 	} else {
 		l.aokeyd = l.a.Start(t, filepath.Join(l.dir, "aokeyd.log"), bin(t, "aokeyd"), args...)
 	}
@@ -529,27 +519,6 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// startProc starts a process in this (the guest's root) namespace, killed
-// at the end of the test.
-func startProc(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
-		f.Close()
-	})
-	return cmd
 }
 
 // nsName names a test's namespace uniquely, so the scenarios can run in

@@ -61,14 +61,20 @@ func (n *NS) Command(name string, args ...string) *exec.Cmd {
 // going to logPath, and kills it when the test ends.
 func (n *NS) Start(t testing.TB, logPath string, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := n.Command(name, args...)
+	return StartCmd(t, logPath, n.Command(name, args...))
+}
+
+// StartCmd starts cmd (in whatever namespace it is set up for) with its
+// output going to logPath, and kills it when the test ends.
+func StartCmd(t testing.TB, logPath string, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s in %s: %v", name, n.Name, err)
+		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
