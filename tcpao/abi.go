@@ -162,6 +162,31 @@ func putAlgName(dst *[algNameLen]byte, a Algorithm) error {
 	return nil
 }
 
+// algFromKernel is the Algorithm of a NUL-terminated alg_name from the
+// kernel, without allocating for the algorithms this package offers (the
+// spellings ParseAlgorithm accepts); any other name is kept as the kernel
+// spelled it.
+func algFromKernel(b []byte) Algorithm {
+	for i, c := range b {
+		if c == 0 {
+			b = b[:i]
+			break
+		}
+	}
+	switch string(b) {
+	case string(HMACSHA1):
+		return HMACSHA1
+	case string(HMACSHA256):
+		return HMACSHA256
+	case string(CMACAES128), "cmac(aes)":
+		return CMACAES128
+	}
+	if a, err := ParseAlgorithm(string(b)); err == nil {
+		return a
+	}
+	return Algorithm(b)
+}
+
 func cString(b []byte) string {
 	for i, c := range b {
 		if c == 0 {
@@ -302,6 +327,12 @@ func encodeFilter(c *aoGetsockopt, f KeyFilter, n int) error {
 // decodeKey turns one GET_KEYS element into a KeyInfo. It fingerprints the
 // returned key bytes; the caller zeroes the element afterwards.
 func decodeKey(c *aoGetsockopt) (KeyInfo, error) {
+	var h fingerprinter
+	return decodeKeyWith(&h, c)
+}
+
+// decodeKeyWith is decodeKey with the caller's fingerprinter.
+func decodeKeyWith(h *fingerprinter, c *aoGetsockopt) (KeyInfo, error) {
 	a, err := getSockaddr(&c.Addr)
 	if err != nil {
 		return KeyInfo{}, err
@@ -312,10 +343,7 @@ func decodeKey(c *aoGetsockopt) (KeyInfo, error) {
 	if c.KeyLen > MaxKeyLen {
 		return KeyInfo{}, fmt.Errorf("%w: %d bytes in kernel answer", ErrKeyLength, c.KeyLen)
 	}
-	alg, err := ParseAlgorithm(cString(c.AlgName[:]))
-	if err != nil {
-		alg = Algorithm(cString(c.AlgName[:]))
-	}
+	alg := algFromKernel(c.AlgName[:])
 	ki := KeyInfo{
 		KeyRef: KeyRef{
 			Peer:   netip.PrefixFrom(a, int(c.Prefix)),
@@ -325,7 +353,7 @@ func decodeKey(c *aoGetsockopt) (KeyInfo, error) {
 		Algorithm:      alg,
 		MACLen:         c.MACLen,
 		ExcludeOptions: c.KeyFlags&keyfExcludeOpt != 0,
-		Fingerprint:    fingerprint(c.Key[:c.KeyLen]),
+		Fingerprint:    h.sum(c.Key[:c.KeyLen]),
 		IsCurrent:      bit16(c.Bits, getIsCurrent),
 		IsRNext:        bit16(c.Bits, getIsRNext),
 		PktGood:        c.PktGood,
@@ -364,8 +392,9 @@ func bit16(v uint16, i int) bool { return v&(1<<bitPos(i, 16)) != 0 }
 // decodeKeys decodes the elements of a GET_KEYS answer.
 func decodeKeys(buf []aoGetsockopt) ([]KeyInfo, error) {
 	out := make([]KeyInfo, 0, len(buf))
+	var h fingerprinter
 	for i := range buf {
-		ki, err := decodeKey(&buf[i])
+		ki, err := decodeKeyWith(&h, &buf[i])
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", i, err)
 		}

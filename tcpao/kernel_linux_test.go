@@ -139,3 +139,70 @@ func TestNetPackageConnection(t *testing.T) {
 		t.Fatalf("accepted keys = %+v, want only the key for 127.0.0.1", aks)
 	}
 }
+
+// BatchKeys runs adds and deletes on one borrowed descriptor: the keys land
+// as with single calls, a failing request stops the batch with the errno,
+// GET_KEYS after growing the listener starts from the last count, and the
+// bound Socket refuses use after its batch.
+func TestBatchKeys(t *testing.T) {
+	kerneltest.Require(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tcpao.New(rc)
+	b, ok := s.(interface {
+		BatchKeys(func(tcpao.Socket) error) error
+	})
+	if !ok {
+		t.Fatalf("%T has no BatchKeys", s)
+	}
+	const peers = 40
+	peer := func(i int) string { return netip.AddrFrom4([4]byte{10, 9, 0, byte(i + 1)}).String() + "/32" }
+	var kept tcpao.Socket
+	err = b.BatchKeys(func(bs tcpao.Socket) error {
+		kept = bs
+		for i := range peers {
+			if err := bs.AddKey(key(peer(i), 1, 1), tcpao.AddOptions{}); err != nil {
+				return err
+			}
+		}
+		for i := range peers / 2 {
+			if err := bs.AddKey(key(peer(i), 2, 2), tcpao.AddOptions{}); err != nil {
+				return err
+			}
+			if err := bs.DelKey(tcpao.DelKey{KeyRef: key(peer(i), 1, 1).KeyRef, Async: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("BatchKeys: %v", err)
+	}
+	for range 2 { // the second read starts from the first one's count
+		keys, err := s.Keys(tcpao.KeyFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[uint8]int{}
+		for _, k := range keys {
+			ids[k.SendID]++
+		}
+		if len(keys) != peers || ids[1] != peers/2 || ids[2] != peers/2 {
+			t.Fatalf("listener holds %d keys %v, want %d: half with IDs 1, half with 2", len(keys), ids, peers)
+		}
+	}
+	err = b.BatchKeys(func(bs tcpao.Socket) error { return bs.AddKey(key(peer(0), 2, 2), tcpao.AddOptions{}) })
+	if !errors.Is(err, unix.EEXIST) || !strings.Contains(err.Error(), "TCP_AO_ADD_KEY") {
+		t.Fatalf("duplicate add in a batch = %v, want EEXIST naming the option", err)
+	}
+	if err := kept.AddKey(key(peer(peers), 1, 1), tcpao.AddOptions{}); err == nil {
+		t.Fatal("the bound Socket still worked after its batch")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"net/netip"
 )
@@ -146,10 +147,34 @@ var fpKey = func() []byte {
 }()
 
 func fingerprint(b []byte) Fingerprint {
-	m := hmac.New(sha256.New, fpKey)
-	m.Write(b)
+	var h fingerprinter
+	return h.sum(b)
+}
+
+// fingerprinter computes fingerprints with one keyed hasher, so that
+// decoding a GET_KEYS answer of thousands of keys pays for the HMAC set-up
+// (two allocations, two SHA-256 blocks for the padded key) once instead of
+// per key: after its first Reset, crypto/hmac restores the inner and outer
+// states it saved instead of hashing ipad and opad again. It stays HMAC-SHA256
+// under the per-process random key, a keyed PRF: a fingerprint says nothing
+// about the secret to anyone without fpKey, and fpKey never leaves memory.
+// A plain or non-cryptographic hash (maphash) would not give that. The zero
+// value is ready; it is not safe for concurrent use.
+type fingerprinter struct {
+	m   hash.Hash
+	out [sha256.Size]byte
+}
+
+func (h *fingerprinter) sum(b []byte) Fingerprint {
+	if h.m == nil {
+		h.m = hmac.New(sha256.New, fpKey)
+	} else {
+		h.m.Reset()
+	}
+	h.m.Write(b)
 	var f Fingerprint
-	copy(f[:], m.Sum(nil))
+	copy(f[:], h.m.Sum(h.out[:0]))
+	clear(h.out[:])
 	return f
 }
 

@@ -32,6 +32,14 @@ type sock struct {
 	// changes family, and AddKey/DelKey need it on every call, which cost
 	// one getsockopt(SO_DOMAIN) per key before.
 	fam atomic.Int32
+	// lastKeys is how many keys the last unfiltered GET_KEYS matched: the
+	// next one starts with a buffer that size (plus room to grow) instead
+	// of 8, which on a listener of thousands of keys cost a second
+	// getsockopt walking the whole key list again.
+	lastKeys atomic.Int32
+	// spare is a bound Socket kept for the next BatchKeys (nil while one
+	// is in use), so that single AddKey/DelKey calls do not allocate one.
+	spare atomic.Pointer[bound]
 }
 
 // do runs f on the descriptor and returns f's error, or the Control error.
@@ -98,28 +106,7 @@ func family(fd int) (int, error) {
 // Client-side validation errors (ErrAlgorithm, ErrKeyLength, ErrAddress) are
 // returned before any system call. The copy of the key bytes is zeroed.
 func (s *sock) AddKey(k Key, o AddOptions) error {
-	var c aoAdd
-	defer func() { clear(c.Key[:]) }()
-	err := s.do(func(fd int) error {
-		fam, err := s.family(fd)
-		if err != nil {
-			return err
-		}
-		if err := encodeAdd(&c, k, o, fam); err != nil {
-			return err
-		}
-		err = setsockopt(fd, optAddKey, unsafe.Pointer(&c), unsafe.Sizeof(c))
-		clear(c.Key[:])
-		runtime.KeepAlive(&c)
-		if err != nil {
-			return os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("tcpao: add key send=%d recv=%d peer=%s: %w", k.SendID, k.RecvID, k.Peer, err)
-	}
-	return nil
+	return s.BatchKeys(func(b Socket) error { return b.AddKey(k, o) })
 }
 
 // DelKey issues setsockopt(TCP_AO_DEL_KEY). Errors (errors.Is):
@@ -132,24 +119,129 @@ func (s *sock) AddKey(k Key, o AddOptions) error {
 //     on a listening socket;
 //   - EISCONN: an established socket without TCP-AO.
 func (s *sock) DelKey(d DelKey) error {
-	err := s.do(func(fd int) error {
-		fam, err := s.family(fd)
-		if err != nil {
-			return err
-		}
-		var c aoDel
-		if err := encodeDel(&c, d, fam); err != nil {
-			return err
-		}
-		if err := setsockopt(fd, optDelKey, unsafe.Pointer(&c), unsafe.Sizeof(c)); err != nil {
-			return os.NewSyscallError("setsockopt(TCP_AO_DEL_KEY)", err)
-		}
-		return nil
+	return s.BatchKeys(func(b Socket) error { return b.DelKey(d) })
+}
+
+// BatchKeys calls f with a Socket bound to the descriptor for the duration
+// of one RawConn.Control: every AddKey and DelKey f makes is a bare
+// setsockopt on the borrowed descriptor with a request buffer reused from
+// call to call (no closure, no allocation, no descriptor reference count per
+// key), which is what a hand-written setsockopt loop does. The bound Socket
+// must not be used after f returns (its calls then fail). BatchKeys returns
+// f's error, or the Control error. The key bytes of the last request are
+// zeroed when it returns.
+func (s *sock) BatchKeys(f func(Socket) error) error {
+	b := s.spare.Swap(nil)
+	if b == nil {
+		b = &bound{s: s}
+	}
+	var err error
+	cerr := s.ctl(func(fd uintptr) {
+		b.fd = int(fd)
+		err = f(b)
 	})
+	b.fd = -1
+	clear(b.add.Key[:])
+	s.spare.Store(b)
+	if cerr != nil {
+		return fmt.Errorf("tcpao: raw conn control: %w", cerr)
+	}
+	return err
+}
+
+// errUnbound is returned by a Socket from BatchKeys used after its batch.
+var errUnbound = errors.New("tcpao: socket used after its BatchKeys call returned")
+
+// bound is the Socket BatchKeys hands out: the descriptor it borrowed and
+// the request buffers, reused from call to call.
+type bound struct {
+	s   *sock
+	fd  int // -1 outside a batch
+	add aoAdd
+	del aoDel
+}
+
+func (b *bound) AddKey(k Key, o AddOptions) error {
+	if err := b.addKey(k, o); err != nil {
+		return fmt.Errorf("tcpao: add key send=%d recv=%d peer=%s: %w", k.SendID, k.RecvID, k.Peer, err)
+	}
+	return nil
+}
+
+func (b *bound) addKey(k Key, o AddOptions) error {
+	if b.fd < 0 {
+		return errUnbound
+	}
+	fam, err := b.s.family(b.fd)
 	if err != nil {
+		return err
+	}
+	err = encodeAdd(&b.add, k, o, fam)
+	if err == nil {
+		err = setsockopt(b.fd, optAddKey, unsafe.Pointer(&b.add), unsafe.Sizeof(b.add))
+	}
+	clear(b.add.Key[:])
+	runtime.KeepAlive(b)
+	if errno, ok := err.(unix.Errno); ok {
+		return os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", errno)
+	}
+	return err
+}
+
+func (b *bound) DelKey(d DelKey) error {
+	if err := b.delKey(d); err != nil {
 		return fmt.Errorf("tcpao: delete key send=%d recv=%d peer=%s: %w", d.SendID, d.RecvID, d.Peer, err)
 	}
 	return nil
+}
+
+func (b *bound) delKey(d DelKey) error {
+	if b.fd < 0 {
+		return errUnbound
+	}
+	fam, err := b.s.family(b.fd)
+	if err != nil {
+		return err
+	}
+	if err := encodeDel(&b.del, d, fam); err != nil {
+		return err
+	}
+	if err := setsockopt(b.fd, optDelKey, unsafe.Pointer(&b.del), unsafe.Sizeof(b.del)); err != nil {
+		return os.NewSyscallError("setsockopt(TCP_AO_DEL_KEY)", err)
+	}
+	return nil
+}
+
+func (b *bound) Info() (Info, error) {
+	if b.fd < 0 {
+		return Info{}, errUnbound
+	}
+	in, err := info(b.fd)
+	if err != nil {
+		return Info{}, fmt.Errorf("tcpao: info: %w", err)
+	}
+	return in, nil
+}
+
+func (b *bound) SetInfo(c InfoChange) error {
+	if b.fd < 0 {
+		return errUnbound
+	}
+	if err := setInfo(b.fd, c); err != nil {
+		return fmt.Errorf("tcpao: set info: %w", err)
+	}
+	return nil
+}
+
+func (b *bound) Keys(f KeyFilter) ([]KeyInfo, error) {
+	if b.fd < 0 {
+		return nil, errUnbound
+	}
+	out, err := b.s.keysFD(b.fd, f)
+	if err != nil {
+		return nil, fmt.Errorf("tcpao: get keys: %w", err)
+	}
+	return out, nil
 }
 
 // Info issues getsockopt(TCP_AO_INFO). ENOENT: the socket has no TCP-AO.
@@ -184,25 +276,28 @@ func info(fd int) (Info, error) {
 //   - EINVAL: Current or RNext on a listening socket;
 //   - EISCONN: an established socket without TCP-AO.
 func (s *sock) SetInfo(c InfoChange) error {
-	err := s.do(func(fd int) error {
-		cur, err := info(fd)
-		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return err
-		}
-		o := encodeInfo(cur, c)
-		if err := setsockopt(fd, optInfo, unsafe.Pointer(&o), unsafe.Sizeof(o)); err != nil {
-			return os.NewSyscallError("setsockopt(TCP_AO_INFO)", err)
-		}
-		return nil
-	})
+	err := s.do(func(fd int) error { return setInfo(fd, c) })
 	if err != nil {
 		return fmt.Errorf("tcpao: set info: %w", err)
 	}
 	return nil
 }
 
-// initialKeys is the GET_KEYS buffer of the first attempt; it grows to what
-// the kernel reports.
+func setInfo(fd int, c InfoChange) error {
+	cur, err := info(fd)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	o := encodeInfo(cur, c)
+	if err := setsockopt(fd, optInfo, unsafe.Pointer(&o), unsafe.Sizeof(o)); err != nil {
+		return os.NewSyscallError("setsockopt(TCP_AO_INFO)", err)
+	}
+	return nil
+}
+
+// initialKeys is the GET_KEYS buffer of the first attempt on a socket (later
+// unfiltered ones start from the last count); it grows to what the kernel
+// reports.
 const initialKeys = 8
 
 // Keys issues getsockopt(TCP_AO_GET_KEYS), growing the buffer until every
@@ -213,7 +308,7 @@ func (s *sock) Keys(f KeyFilter) ([]KeyInfo, error) {
 	var out []KeyInfo
 	err := s.do(func(fd int) error {
 		var err error
-		out, err = keys(fd, f)
+		out, err = s.keysFD(fd, f)
 		return err
 	})
 	if err != nil {
@@ -222,8 +317,24 @@ func (s *sock) Keys(f KeyFilter) ([]KeyInfo, error) {
 	return out, nil
 }
 
-func keys(fd int, f KeyFilter) ([]KeyInfo, error) {
-	n := initialKeys
+// keysFD is GET_KEYS on fd, its first buffer sized from the last
+// unfiltered answer (lastKeys).
+func (s *sock) keysFD(fd int, f KeyFilter) ([]KeyInfo, error) {
+	hint := initialKeys
+	all := f == (KeyFilter{})
+	if all {
+		if n := int(s.lastKeys.Load()); n > 0 {
+			hint = n + n/16 + initialKeys
+		}
+	}
+	out, err := keys(fd, f, hint)
+	if err == nil && all {
+		s.lastKeys.Store(int32(min(len(out), 1<<30)))
+	}
+	return out, err
+}
+
+func keys(fd int, f KeyFilter, n int) ([]KeyInfo, error) {
 	for attempt := 0; ; attempt++ {
 		buf := make([]aoGetsockopt, n)
 		if err := encodeFilter(&buf[0], f, n); err != nil {
