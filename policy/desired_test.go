@@ -261,14 +261,3 @@ func TestDesiredConstantUntilNextChange(t *testing.T) {
 		}
 	}
 }
-
-func BenchmarkDesired(b *testing.B) {
-	p := mustParse(b, desiredPolicy)
-	snap := desiredSnapshot()
-	peer := addr("10.0.0.1")
-	for b.Loop() {
-		if _, err := p.Desired(snap, peer, "", at(10*Day)); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -290,20 +290,35 @@ func (b *builder) build() *Policy {
 		if !ok {
 			continue
 		}
-		for _, o := range p.bindings {
-			if o.VRF == bd.VRF && o.Neighbor.Overlaps(bd.Neighbor) {
-				b.addf(field+".neighbor", ErrOverlap, "%s overlaps %s of %s (line %d) in %s",
-					bd.Neighbor, o.Neighbor, o.Field, o.Pos.Line, vrfName(bd.VRF))
-				ok = false
-				break
-			}
+		if o := p.firstOverlap(bd); o != nil {
+			b.addf(field+".neighbor", ErrOverlap, "%s overlaps %s of %s (line %d) in %s",
+				bd.Neighbor, o.Neighbor, o.Field, o.Pos.Line, vrfName(bd.VRF))
+			continue
 		}
-		if ok {
-			p.bindings = append(p.bindings, bd)
-		}
+		p.bindings = append(p.bindings, bd)
+		p.index.add(len(p.bindings)-1, bd)
 	}
 	slices.SortStableFunc(b.probs, func(x, y *Problem) int { return cmp.Or(x.Line-y.Line, x.Column-y.Column) })
 	return p
+}
+
+// firstOverlap returns the first binding in file order that is in bd's VRF
+// and overlaps bd's neighbor prefix, nil when there is none. A host prefix
+// overlaps exactly the bindings that contain its address, which the index
+// finds; a wider prefix is compared with every binding.
+func (p *Policy) firstOverlap(bd *Binding) *Binding {
+	if bd.Neighbor.IsSingleIP() {
+		if i, ok := p.index.lookup(bd.Neighbor.Addr(), bd.VRF); ok {
+			return p.bindings[i]
+		}
+		return nil
+	}
+	for _, o := range p.bindings {
+		if o.VRF == bd.VRF && o.Neighbor.Overlaps(bd.Neighbor) {
+			return o
+		}
+	}
+	return nil
 }
 
 func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {

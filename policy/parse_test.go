@@ -359,6 +359,8 @@ peers:
   - {neighbor: 10.1.0.0/16, key_chain: b}
   - {neighbor: 10.0.0.1, vrf: blue, key_chain: b}
   - {neighbor: "2001:db8::/64", key_chain: a}
+  - {neighbor: 0.0.0.0/0, vrf: red, key_chain: a}
+  - {neighbor: "::ffff:192.0.2.0/120", key_chain: b}
 `)
 	tests := []struct {
 		peer  string
@@ -374,6 +376,16 @@ peers:
 		{"10.1.200.3", "blue", "", ""},
 		{"2001:db8::99", "", "2001:db8::/64", "a"},
 		{"2001:db8:1::99", "", "", ""},
+		{"2001:db8::99%eth0", "", "2001:db8::/64", "a"},
+		{"198.51.100.7", "red", "0.0.0.0/0", "a"},
+		{"::ffff:198.51.100.7", "red", "0.0.0.0/0", "a"},
+		{"2001:db8::99", "red", "", ""},
+		{"192.0.2.200", "", "192.0.2.0/24", "b"},
+		{"::ffff:192.0.2.200", "", "192.0.2.0/24", "b"},
+		{"192.0.3.1", "", "", ""},
+	}
+	if _, err := p.BindingFor(netip.Addr{}, ""); !errors.Is(err, ErrNoBinding) {
+		t.Errorf("BindingFor(zero Addr) = %v; want ErrNoBinding", err)
 	}
 	for _, tt := range tests {
 		b, err := p.BindingFor(addr(tt.peer), tt.vrf)

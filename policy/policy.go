@@ -161,6 +161,8 @@ type Policy struct {
 	chains   []*KeyChain
 	byName   map[string]*KeyChain
 	bindings []*Binding
+	// index finds the binding of a peer; built with bindings.
+	index bindingIndex
 }
 
 // File is the name the policy was parsed under.
@@ -210,10 +212,8 @@ func (p *Policy) BindingFor(peer netip.Addr, vrf string) (Binding, error) {
 
 func (p *Policy) bindingFor(peer netip.Addr, vrf string) (*Binding, error) {
 	peer = peer.Unmap().WithZone("")
-	for _, b := range p.bindings {
-		if b.VRF == vrf && b.Neighbor.Contains(peer) {
-			return b, nil
-		}
+	if i, ok := p.index.lookup(peer, vrf); ok {
+		return p.bindings[i], nil
 	}
 	return nil, fmt.Errorf("%w: peer %s in VRF %q", ErrNoBinding, peer, vrf)
 }
