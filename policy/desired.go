@@ -87,16 +87,21 @@ type candidate struct {
 	ref    *KeyRef
 }
 
-// candidates resolves a policy chain against its snapshot chain. missing
-// lists the policy's key references the snapshot does not have.
-func candidates(c *KeyChain, sc *keystore.Chain) (out []candidate, missing []*KeyRef) {
+// candidates resolves a policy chain against its snapshot chain, appending
+// to out (Desired passes a buffer on its stack). missing lists the policy's
+// key references the snapshot does not have. A listed key is found by a
+// linear search of the source chain: chains hold a handful of keys, for
+// which that is cheaper than building a map on every call.
+func candidates(out []candidate, c *KeyChain, sc *keystore.Chain) (_ []candidate, missing []*KeyRef) {
 	if c.Keys == nil {
+		out = slices.Grow(out, len(sc.Keys))
 		for i := range sc.Keys {
 			m := &sc.Keys[i]
 			out = append(out, candidate{mkt: m, send: m.SendLifetime, accept: m.AcceptLifetime})
 		}
 		return out, nil
 	}
+	out = slices.Grow(out, len(c.Keys))
 	for i := range c.Keys {
 		ref := &c.Keys[i]
 		j := slices.IndexFunc(sc.Keys, func(m keystore.MKT) bool { return m.Name == ref.Name })
@@ -181,7 +186,11 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 		Binding: *b, Chain: c.Name, SourceChain: c.SourceChain,
 		Preferred: -1, AORequired: b.AORequired, Safety: b.Safety,
 	}
-	cands, _ := candidates(c, sc)
+	var buf [8]candidate
+	cands, _ := candidates(buf[:0], c, sc)
+	// Keep the due candidates in place, then sort them (smaller than
+	// DesiredKey to swap) and allocate Keys once.
+	due := cands[:0]
 	for _, cd := range cands {
 		m := cd.mkt
 		if !appliesTo(m, peer, vrf) {
@@ -201,23 +210,27 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 				pk.NextChange = at
 			}
 		}
-		sendable := cd.send.Contains(t)
-		if !sendable && !wide.Contains(t) {
-			continue
+		if cd.send.Contains(t) || wide.Contains(t) {
+			due = append(due, cd)
 		}
-		inc := m.IncludeTCPOptions
+	}
+	slices.SortFunc(due, func(x, y candidate) int {
+		return cmp.Or(cmp.Compare(x.mkt.SendID, y.mkt.SendID), cmp.Compare(x.mkt.RecvID, y.mkt.RecvID),
+			cmp.Compare(x.mkt.Name, y.mkt.Name))
+	})
+	if len(due) > 0 {
+		pk.Keys = make([]DesiredKey, len(due))
+	}
+	for i, cd := range due {
+		inc := cd.mkt.IncludeTCPOptions
 		if b.IncludeTCPOptions != nil {
 			inc = *b.IncludeTCPOptions
 		}
-		pk.Keys = append(pk.Keys, DesiredKey{
-			MKT: *m, SendLifetime: cd.send, AcceptLifetime: cd.accept,
-			IncludeTCPOptions: inc, Sendable: sendable,
-		})
+		pk.Keys[i] = DesiredKey{
+			MKT: *cd.mkt, SendLifetime: cd.send, AcceptLifetime: cd.accept,
+			IncludeTCPOptions: inc, Sendable: cd.send.Contains(t),
+		}
 	}
-	slices.SortFunc(pk.Keys, func(x, y DesiredKey) int {
-		return cmp.Or(cmp.Compare(x.MKT.SendID, y.MKT.SendID), cmp.Compare(x.MKT.RecvID, y.MKT.RecvID),
-			cmp.Compare(x.MKT.Name, y.MKT.Name))
-	})
 	for i := range pk.Keys {
 		for j := i + 1; j < len(pk.Keys); j++ {
 			if err := idClash(&pk.Keys[i].MKT, &pk.Keys[j].MKT); err != nil {

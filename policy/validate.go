@@ -62,7 +62,7 @@ func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.D
 				fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
 			continue
 		}
-		cands, missing := candidates(c, sc)
+		cands, missing := candidates(nil, c, sc)
 		for _, ref := range missing {
 			add(at(ref.Field+".name"), ref.Field+".name", nil,
 				fmt.Errorf("%w: source chain %q has no key %q", ErrUnknownKey, c.SourceChain, ref.Name))
