@@ -72,9 +72,14 @@ type Config struct {
 	// Grace is the minimum time between making the new key current and
 	// deleting the old one (default 1m).
 	Grace time.Duration
-	// Poll is how often counters are read while a roll is in progress, and
-	// the steady-state check interval (default 1s).
+	// Poll is how often counters are read while a roll is in progress
+	// (default 1s).
 	Poll time.Duration
+	// Steady is how often a steady peer's socket is re-read to put back
+	// keys or Current_key/RNext_key that drifted (default 30s, ±10%
+	// jitter so that thousands of peers do not read at once). A new
+	// desired state wakes the machine at once, whatever Steady is.
+	Steady time.Duration
 	// Backoff is the first retry delay after an abort, doubled per attempt
 	// up to MaxBackoff (defaults 1m and 30m), with ±20% jitter.
 	Backoff    time.Duration
@@ -90,6 +95,7 @@ func (c Config) withDefaults() Config {
 	def(&c.SwitchTimeout, 2*time.Minute)
 	def(&c.Grace, time.Minute)
 	def(&c.Poll, time.Second)
+	def(&c.Steady, 30*time.Second)
 	def(&c.Backoff, time.Minute)
 	def(&c.MaxBackoff, 30*time.Minute)
 	return c
@@ -158,6 +164,15 @@ func (m *machine) setDesired(d Desired, now time.Time) {
 		m.st.Attempts = 0
 		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
 	}
+}
+
+// steadyAt is when a steady peer's socket is read next.
+func (m *machine) steadyAt(now time.Time) time.Time {
+	d := m.cfg.Steady
+	if m.rnd != nil {
+		d = time.Duration(float64(d) * (0.9 + 0.2*m.rnd.Float64()))
+	}
+	return now.Add(d)
 }
 
 func (m *machine) guarded(step Step, f func() error) error {
@@ -231,7 +246,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	// is not WantCurrent: the peer's RNext chose it (don't fight the peer).
 	if sp.Empty() && len(sp.Deferred) == 0 && (wantCur || desiredSendable(d, cur)) {
 		m.st.HavePending = false
-		m.enter(StateSteady, now, "watch", now.Add(m.cfg.Poll))
+		m.enter(StateSteady, now, "watch", m.steadyAt(now))
 		return m.st.NextAt
 	}
 	// Install: the plan's leading adds and in-place replacements.
@@ -356,7 +371,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	m.st.HavePending = false
 	m.st.LastError = ""
 	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
-	m.enter(StateSteady, now, "watch", now.Add(m.cfg.Poll))
+	m.enter(StateSteady, now, "watch", m.steadyAt(now))
 	return m.st.NextAt
 }
 
