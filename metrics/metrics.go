@@ -47,6 +47,44 @@ type Metrics struct {
 	optmemLimit, optmemNeeded   prometheus.Gauge
 	refused                     prometheus.Counter
 	kernel                      *kernelCollector
+	perPeer                     *perPeerCollector
+}
+
+// perPeerCollector gathers the per-peer series. On each scrape it first
+// runs the refresh hook (OnCollect), which reads the kernel's counters
+// and the rotators' states into the series, then collects them: the
+// counters are read when someone asks, not on every reconcile pass.
+type perPeerCollector struct {
+	mu         sync.Mutex // one scrape at a time runs the hook and collects
+	hook       func()
+	collectors []prometheus.Collector
+}
+
+func (c *perPeerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, x := range c.collectors {
+		x.Describe(ch)
+	}
+}
+
+func (c *perPeerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hook != nil {
+		c.hook()
+	}
+	for _, x := range c.collectors {
+		x.Collect(ch)
+	}
+}
+
+// OnCollect sets the function each scrape runs before the per-peer series
+// are collected (aokeyd: read every managed session's TCP_AO_INFO and
+// TCP_AO_GET_KEYS counters and the rotators' states). It runs on the
+// scraping goroutine, one scrape at a time.
+func (m *Metrics) OnCollect(f func()) {
+	m.perPeer.mu.Lock()
+	defer m.perPeer.mu.Unlock()
+	m.perPeer.hook = f
 }
 
 // New creates the metrics and registers them on reg.
@@ -83,9 +121,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Control socket connections refused (peer uid not permitted)."}),
 		kernel: newKernelCollector(),
 	}
-	for _, c := range []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.started, m.completed,
-		m.aborted, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration, m.optmemLimit, m.optmemNeeded,
-		m.refused, m.kernel} {
+	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state,
+		m.started, m.completed, m.aborted, m.kernel}}
+	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
+		m.optmemLimit, m.optmemNeeded, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}

@@ -154,3 +154,32 @@ func TestRegisterTwiceFails(t *testing.T) {
 		t.Error("registering the metrics twice on one registry succeeded")
 	}
 }
+
+// TestOnCollect: the hook runs once per scrape, before the per-peer series
+// are collected, so a scrape sees what the hook just set.
+func TestOnCollect(t *testing.T) {
+	m, reg := newTest(t)
+	calls := 0
+	m.OnCollect(func() {
+		calls++
+		m.SetPeerKeys(Peer{Addr: "192.0.2.1"}, u8(uint8(calls)), nil, calls)
+	})
+	for want := 1; want <= 2; want++ {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls != want {
+			t.Fatalf("hook ran %d times after %d scrapes", calls, want)
+		}
+		got := -1.0
+		for _, mf := range mfs {
+			if mf.GetName() == NamePeerCurrentKeyID {
+				got = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		if got != float64(want) {
+			t.Fatalf("scrape %d: %s = %v, want the value the hook set in this scrape (%d)", want, NamePeerCurrentKeyID, got, want)
+		}
+	}
+}
