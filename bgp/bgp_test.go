@@ -225,7 +225,7 @@ func TestTracker(t *testing.T) {
 	sp := &fakeSpeaker{ch: make(chan Event), pid: 100}
 	disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000)}}}
 	obs := &recObs{calls: make(chan call, 16)}
-	tr := NewTracker(sp, disc, obs, TrackerOptions{})
+	tr := NewTracker(sp, disc, obs, TrackerOptions{Synced: func() { obs.calls <- call{kind: "synced"} }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- tr.Run(ctx) }()
@@ -246,6 +246,7 @@ func TestTracker(t *testing.T) {
 	est := PeerInfo{Neighbor: nbr, Local: local, State: StateEstablished}
 	sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
 	expect(call{"up", nbr, 7})
+	expect(call{kind: "synced"}) // after the list's sessions, not per event
 	// The same connection again: nothing new.
 	sp.ch <- Event{Kind: EventState, Peer: up(0, t0, 40000)}
 	sp.ch <- Event{Kind: EventState, Peer: idle}
@@ -271,6 +272,7 @@ func TestTracker(t *testing.T) {
 	expect(call{"up", nbr, 10})
 	sp.ch <- Event{Kind: EventSync}
 	expect(call{"down", nbr, 0})
+	expect(call{kind: "synced"})
 	cancel()
 	close(sp.ch)
 	<-done

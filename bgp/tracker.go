@@ -54,7 +54,12 @@ type TrackerOptions struct {
 	ActiveOpens bool
 	// Managed selects the neighbors to follow (nil: all).
 	Managed func(PeerInfo) bool
-	Log     *slog.Logger
+	// Synced, when set, is called after each full peer list from the
+	// speaker (its first one and each one after a reconnect, e.g. a
+	// restarted speaker whose new listening socket needs its keys before
+	// any session can come up).
+	Synced func()
+	Log    *slog.Logger
 }
 
 // Tracker turns the speaker's session events into SessionObserver calls,
@@ -152,6 +157,9 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 	t.mu.Unlock()
 	for _, p := range gone {
 		t.obs.OnDown(ctx, p)
+	}
+	if t.opt.Synced != nil {
+		t.opt.Synced()
 	}
 }
 

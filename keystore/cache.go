@@ -34,6 +34,7 @@ type Cache struct {
 	lastErr   error
 	lastErrAt time.Time
 	failures  int
+	gen       uint64 // bumped each time good is replaced
 }
 
 // NewCache returns an empty Cache over src.
@@ -77,6 +78,7 @@ func (c *Cache) Refresh(ctx context.Context) (changed bool, err error) {
 	c.log.Info("key source changed", "source", c.src.Name(), "chains", len(s.Chains))
 	c.good.Zero()
 	c.good = s
+	c.gen++
 	return true, nil
 }
 
@@ -89,6 +91,15 @@ func (c *Cache) Current() *Snapshot {
 		return nil
 	}
 	return c.good.Clone()
+}
+
+// Generation counts the snapshots the Cache has taken in: it changes
+// exactly when Current would return a snapshot with other chains or chain
+// versions, so a caller can skip work while it stays the same.
+func (c *Cache) Generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
 }
 
 // CacheStatus describes a Cache for status output and metrics.

@@ -260,6 +260,7 @@ func TestFileSourceReloadAndCache(t *testing.T) {
 	c := NewCache(f, CacheOptions{Logger: logger(t), Now: clk.Now})
 	defer c.Close()
 	ctx := context.Background()
+	var gen uint64
 
 	mustRefresh := func(wantChanged bool) {
 		t.Helper()
@@ -270,6 +271,10 @@ func TestFileSourceReloadAndCache(t *testing.T) {
 		if changed != wantChanged {
 			t.Fatalf("Refresh: changed=%t, want %t", changed, wantChanged)
 		}
+		if got, want := c.Generation(), gen+map[bool]uint64{true: 1}[wantChanged]; got != want {
+			t.Fatalf("Generation after Refresh (changed=%t): %d, want %d", wantChanged, got, want)
+		}
+		gen = c.Generation()
 	}
 	mustRefresh(true)
 	v1 := c.Status().Versions
