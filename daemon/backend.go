@@ -492,7 +492,9 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	return rs
 }
 
-// observeMetrics publishes per-peer series; peers that are gone lose theirs.
+// observeMetrics publishes per-peer series, reading every session's kernel
+// counters; it runs on each metrics scrape (metrics.OnCollect). Peers that
+// are gone lost theirs when they went (forget).
 func (d *Daemon) observeMetrics() {
 	m := d.o.Metrics
 	if m == nil {

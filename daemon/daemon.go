@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -32,7 +33,17 @@ type Options struct {
 	// Rotator tunes roll timing; zero fields get the rotator's defaults,
 	// except SwitchTimeout which defaults to the policy's.
 	Rotator rotator.Config
-	// Resync is the longest time between two reconcile passes (30s).
+	// Refresh is how often the key source is read (30s). A read that
+	// finds nothing new costs a pass nothing: see Resync.
+	Refresh time.Duration
+	// Resync is the longest time between two full reconcile passes (30s).
+	// A full pass re-reads the listening sockets' keys from the kernel and
+	// puts back whatever drifted. Passes run whenever an input changes
+	// (key snapshot, revocation, policy, a session up or down, rotate-now,
+	// a policy time boundary); a pass with no changed input and no full
+	// pass due touches neither the policy nor the kernel. Established
+	// sessions are re-read by their own rotation machines
+	// (rotator.Config.Steady).
 	Resync time.Duration
 	// StaleAfter is the key source age after which status warns (10m).
 	StaleAfter time.Duration
@@ -71,6 +82,22 @@ type Daemon struct {
 	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
 
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
+
+	// events counts the inputs of a pass that are not versioned elsewhere:
+	// sessions up or down, forgotten peers, rotate-now requests, speaker
+	// (re)syncs. touch bumps it.
+	events atomic.Uint64
+	// Passes run so far: idle (nothing changed, nothing read), full.
+	idlePasses, fullPasses atomic.Uint64
+	// The reconcile goroutine's own (no lock): the inputs of the last
+	// full pass, when it ran, and the listeners' desired keys it computed
+	// (owning their secrets).
+	last      passInputs
+	haveLast  bool
+	lastFull  time.Time
+	lnWant    [2]rotator.Desired // v4, v6
+	lnWantSet bool
+	retry     bool // some desired state failed: recompute at the next full pass
 }
 
 // peerState is one managed peer. Published values are never modified:
@@ -95,6 +122,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	if o.Resync == 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.Refresh == 0 {
+		o.Refresh = 30 * time.Second
 	}
 	if o.StaleAfter == 0 {
 		o.StaleAfter = 10 * time.Minute
@@ -127,6 +157,10 @@ func New(o Options) (*Daemon, error) {
 		peers:   map[rotator.PeerID]*peerState{},
 		early:   map[rotator.PeerID]bool{},
 	}
+	if o.Metrics != nil {
+		// Per-peer series are read from the kernel when scraped.
+		o.Metrics.OnCollect(d.observeMetrics)
+	}
 	d.guard = bgp.NewGuard(o.Speaker, o.Logger)
 	d.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,
@@ -139,6 +173,7 @@ func New(o Options) (*Daemon, error) {
 		ListenPort:  o.ListenPort,
 		ActiveOpens: o.ActiveOpens,
 		Managed:     d.managed,
+		Synced:      d.touch,
 		Log:         o.Logger,
 	})
 	return d, nil
@@ -167,13 +202,30 @@ func (d *Daemon) SetPolicy(p *policy.Policy) {
 	d.Kick()
 }
 
-// Kick asks for a reconcile pass now.
-func (d *Daemon) Kick() {
+// Kick asks for a full reconcile pass now: desired state recomputed and
+// the listeners re-read from the kernel.
+func (d *Daemon) Kick() { d.touch() }
+
+// touch records that an input of the next pass changed and wakes the
+// reconcile goroutine.
+func (d *Daemon) touch() {
+	d.events.Add(1)
+	d.wake()
+}
+
+// wake runs a pass now; it is a full one only if an input changed or one
+// is due.
+func (d *Daemon) wake() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
 	}
 }
+
+// Passes reports how many reconcile passes have run: idle ones (no input
+// changed and no full pass due: nothing computed, nothing read from the
+// kernel) and full ones.
+func (d *Daemon) Passes() (idle, full uint64) { return d.idlePasses.Load(), d.fullPasses.Load() }
 
 func (d *Daemon) managed(p bgp.PeerInfo) bool {
 	_, err := d.policy().BindingFor(p.Neighbor, p.VRF)
@@ -219,9 +271,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	refresh()
 	lastRefresh := d.o.Clock.Now()
+	defer d.dropListenerWant()
 	for {
 		next := d.reconcile(ctx)
-		wait := d.o.Resync
+		wait := d.o.Refresh - d.o.Clock.Now().Sub(lastRefresh)
 		if !next.IsZero() {
 			if w := next.Sub(d.o.Clock.Now()); w < wait {
 				wait = max(w, 100*time.Millisecond)
@@ -232,20 +285,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Info("stopping; installed keys stay in place")
 			return nil
 		case <-d.kick:
-		case <-d.o.Clock.After(wait):
+		case <-d.o.Clock.After(max(wait, 0)):
 		}
-		if d.o.Clock.Now().Sub(lastRefresh) >= d.o.Resync/2 {
+		if d.o.Clock.Now().Sub(lastRefresh) >= d.o.Refresh {
 			refresh()
 			lastRefresh = d.o.Clock.Now()
 		}
 	}
 }
 
-// RefreshKeys re-reads the key source now and reconciles (for tests, and
-// for `aoctl rotate` after an operator changed the source).
+// RefreshKeys re-reads the key source now and runs a full pass (for tests,
+// and for `aoctl rotate` after an operator changed the source).
 func (d *Daemon) RefreshKeys(ctx context.Context) error {
 	_, err := d.o.Keys.Refresh(ctx)
-	d.Kick()
+	d.Kick() // asked for: a full pass even if nothing changed
 	return err
 }
 
@@ -398,4 +451,5 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	}
 	d.mu.Unlock()
 	d.log.Info("session down; its socket is no longer touched", "peer", id)
+	d.touch()
 }

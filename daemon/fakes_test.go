@@ -450,6 +450,8 @@ type env struct {
 	accC    *countingSocket
 	session bgp.PeerInfo
 
+	refresh time.Duration
+
 	d      *daemon.Daemon
 	cancel context.CancelFunc
 	done   chan error
@@ -460,6 +462,7 @@ type envOptions struct {
 	keys            []testKey
 	sourceDown      error // the source fails from the start
 	revocationsFile string
+	refresh         time.Duration // key source reads (default 30s)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -498,6 +501,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 			}
 		}
 	})
+	e.refresh = o.refresh
 	e.start(o.revocationsFile)
 	return e
 }
@@ -514,7 +518,8 @@ func (e *env) start(revocationsFile string) {
 		ListenPort: bgpPort,
 		Rotator: rotator.Config{SwitchTimeout: 5 * time.Second, Grace: 20 * time.Millisecond,
 			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
-		Resync:          time.Hour, // passes run on kicks only
+		Resync:          time.Hour, // full passes run on changes and kicks only
+		Refresh:         e.refresh,
 		RevocationsFile: revocationsFile,
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		Logger:          log,

@@ -116,6 +116,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
+			d.retry = true
 			continue
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
@@ -124,6 +125,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		idx, err := ifIndex(b.VRF)
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
+			d.retry = true
 			continue
 		}
 		dst := &v6
@@ -145,18 +147,55 @@ func zeroDesired(ds ...rotator.Desired) {
 	}
 }
 
-// reconcile is one pass: listeners are synchronised here (this goroutine is
-// their only writer), established peers get their new desired state (their
-// own goroutines act on it). It returns when the next pass is due.
+// passInputs are what desired state is computed from, besides the clock:
+// while they stay the same and no policy time boundary is reached, every
+// peer's and listener's desired state stays the same.
+type passInputs struct {
+	keys    uint64 // keystore.Cache generation
+	revoked int    // recorded revocations
+	pol     *policy.Policy
+	events  uint64 // Daemon.events
+}
+
+func (d *Daemon) inputs() passInputs {
+	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load()}
+}
+
+// reconcile is one pass. It returns when the next pass is due (zero: no
+// time boundary, a full pass within Resync).
+//
+// A pass whose inputs did not change since the last full pass, before a
+// policy time boundary and before a full pass is due, is idle: it returns
+// at once, reading neither the policy nor the kernel. Otherwise it is full:
+// listeners are synchronised against the kernel (this goroutine is their
+// only writer) and, when an input changed, every established peer gets
+// its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
+	now := d.o.Clock.Now()
+	in := d.inputs()
+	d.mu.Lock()
+	boundary, early := d.nextPass, len(d.early) > 0
+	d.mu.Unlock()
+	changed := !d.haveLast || in != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
+	if !changed && now.Before(d.lastFull.Add(d.o.Resync)) {
+		d.idlePasses.Add(1)
+		return d.due(boundary)
+	}
+	// Desired state that could not be computed last time (a VRF device
+	// not there yet, ...) is retried with each full pass.
+	changed = changed || d.retry
+	d.retry = false
 	snap := d.snapshot()
 	if snap == nil {
 		d.log.Warn("no good key snapshot yet: touching nothing", "source", d.o.Keys.Status().Source)
 		return time.Time{}
 	}
 	defer snap.Zero()
-	now := d.o.Clock.Now()
-	next := d.syncListeners(ctx, snap, now)
+	next := boundary
+	if changed || !d.lnWantSet {
+		next = d.listenerWant(snap, now)
+	}
+	d.syncListeners(ctx)
 
 	d.dropStale(ctx)
 	for _, p := range d.peerList() {
@@ -174,9 +213,13 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			d.takeOver(snap, id)
 			continue
 		}
+		if !changed {
+			continue // the same inputs give the same desired state
+		}
 		desired, pk, err := d.desiredFor(snap, p, now)
 		if err != nil {
 			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
+			d.retry = true
 			continue
 		}
 		if sameDesired(p.desired, desired) {
@@ -189,11 +232,22 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			next = pk.NextChange
 		}
 	}
+	d.last, d.haveLast, d.lastFull = in, true, now
 	d.mu.Lock()
 	d.lastPass, d.nextPass = now, next
 	d.mu.Unlock()
-	d.observeMetrics()
-	return next
+	d.fullPasses.Add(1)
+	return d.due(next)
+}
+
+// due is when the next pass must run: the policy's next time boundary or
+// the next full pass, whichever is first.
+func (d *Daemon) due(boundary time.Time) time.Time {
+	full := d.lastFull.Add(d.o.Resync)
+	if boundary.IsZero() || full.Before(boundary) {
+		return full
+	}
+	return boundary
 }
 
 // sameDesired compares two desired states without looking at key bytes
@@ -214,13 +268,31 @@ func sameDesired(a, b rotator.Desired) bool {
 	return true
 }
 
-func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now time.Time) time.Time {
+// listenerWant recomputes the listeners' desired keys into the cache the
+// full passes sync against, and returns the first policy time boundary.
+func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
 	v4, v6, next := d.listenerDesired(snap, now)
-	defer zeroDesired(v4, v6)
+	d.dropListenerWant()
+	d.lnWant, d.lnWantSet = [2]rotator.Desired{v4, v6}, true
+	return next
+}
+
+// dropListenerWant zeroes the cached listener keys.
+func (d *Daemon) dropListenerWant() {
+	if d.lnWantSet {
+		zeroDesired(d.lnWant[0], d.lnWant[1])
+		d.lnWant, d.lnWantSet = [2]rotator.Desired{}, false
+	}
+}
+
+// syncListeners brings the speaker's listening sockets to the cached
+// desired keys, reading each one's keys from the kernel first.
+func (d *Daemon) syncListeners(ctx context.Context) {
+	v4, v6 := d.lnWant[0], d.lnWant[1]
 	hs, err := d.tracker.Listeners(ctx)
 	if err != nil {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
-		return next
+		return
 	}
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 	d.listenMu.Lock()
@@ -253,7 +325,6 @@ func (d *Daemon) syncListeners(ctx context.Context, snap *keystore.Snapshot, now
 	d.mu.Lock()
 	d.optmem = [2]int{limit, needed}
 	d.mu.Unlock()
-	return next
 }
 
 // dropStale stops touching sessions of a speaker process that is gone (a

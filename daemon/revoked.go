@@ -71,6 +71,13 @@ func (s *revokeStore) add(r Revocation) error {
 	return os.Rename(tmp, s.path)
 }
 
+// count is the number of recorded revocations (it only grows).
+func (s *revokeStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.list)
+}
+
 // apply marks the recorded revocations in snap (a snapshot the caller owns).
 func (s *revokeStore) apply(snap *keystore.Snapshot) {
 	s.mu.Lock()

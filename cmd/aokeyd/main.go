@@ -63,12 +63,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&rc.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
 	fs.DurationVar(&rc.Poll, "roll-poll", 0, "how often counters are read during a roll (default 1s)")
 	fs.DurationVar(&rc.Backoff, "roll-backoff", 0, "first retry delay after an aborted roll (default 1m)")
+	fs.DurationVar(&rc.Steady, "steady-poll", 0, "how often a steady session's keys are re-read and drift put back (default 30s)")
+	resync := fs.Duration("resync", 0, "longest time between two full passes, which re-read the listening sockets' keys (default 30s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *cfgPath, *stateDir, *guard, rc, stderr); err != nil {
+	if err := serve(ctx, *cfgPath, *stateDir, *guard, rc, *resync, stderr); err != nil {
 		fmt.Fprintln(stderr, "aokeyd:", err)
 		return 1
 	}
@@ -124,7 +126,7 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, o)), nil
 }
 
-func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, logw io.Writer) error {
+func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
 	if checked.Config == nil || checked.Policy == nil {
 		return errors.Join(checked.Problems...)
@@ -173,7 +175,8 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Discoverer:      sockets.System{},
 		Rotator:         rc,
 		ActiveOpens:     guardSock != "",
-		Resync:          time.Duration(cfg.KeySource.Refresh),
+		Refresh:         time.Duration(cfg.KeySource.Refresh),
+		Resync:          resync,
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
 		Logger:          log,
