@@ -26,9 +26,30 @@ func Observe(s tcpao.Socket) (Observed, error) {
 	return Observed{HaveAO: true, Info: info, Keys: keys}, nil
 }
 
+// keyBatcher is a socket that can run many key operations in one borrow of
+// its descriptor (tcpao's Linux sockets: BatchKeys).
+type keyBatcher interface {
+	BatchKeys(f func(tcpao.Socket) error) error
+}
+
 // Apply runs ops in order on s and stops at the first error. It returns how
-// many ops succeeded; the error names the op that failed.
+// many ops succeeded; the error names the op that failed. A socket that
+// offers BatchKeys runs them all in one borrow of the descriptor, as a bare
+// setsockopt loop would.
 func Apply(s tcpao.Socket, ops []Op) (int, error) {
+	if b, ok := s.(keyBatcher); ok && len(ops) > 1 {
+		var n int
+		err := b.BatchKeys(func(bs tcpao.Socket) error {
+			var err error
+			n, err = applyOps(bs, ops)
+			return err
+		})
+		return n, err
+	}
+	return applyOps(s, ops)
+}
+
+func applyOps(s tcpao.Socket, ops []Op) (int, error) {
 	for i := range ops {
 		if err := applyOp(s, &ops[i]); err != nil {
 			return i, fmt.Errorf("op %d (%s): %w", i+1, ops[i].Line(), err)

@@ -1,11 +1,8 @@
 package rotator
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -28,49 +25,90 @@ var ErrOptMem = errors.New("rotator: listener key set exceeds net.core.optmem_ma
 // added so far instead of behind every other old key (measured by `make
 // bench`, item 2). Peers that only gain keys come last.
 func ListenerBatches(sp SocketPlan, peersPerBatch int) [][]Op {
+	_, batches := listenerBatches(sp.Ops, peersPerBatch)
+	return batches
+}
+
+// listenerBatches is ListenerBatches, also returning the batches' backing
+// array: the reordered ops, of which the batches are consecutive pieces. It
+// makes a fixed number of allocations whatever the peer count (a counting
+// sort by peer: one map from peer to index, a few int32 arrays, one array of
+// ops), where one slice and one record per peer plus a sort made a rotation
+// of 16,384 peers allocate 370 MB.
+func listenerBatches(ops []Op, peersPerBatch int) ([]Op, [][]Op) {
 	if peersPerBatch <= 0 {
 		peersPerBatch = 1
 	}
-	type peerOps struct {
-		ops   []Op
-		first int // index of the peer's first delete, else len+first op
+	if len(ops) == 0 {
+		return nil, nil
 	}
-	var order []*peerOps
-	byPeer := map[netip.Prefix]*peerOps{}
-	var global []Op
-	for i, op := range sp.Ops {
-		if op.Kind == OpSetInfo {
-			global = append(global, op)
+	const global = -1
+	peerOf := make([]int32, len(ops)) // op -> peer, global for OpSetInfo
+	index := make(map[refKey]int32, len(ops)/2+1)
+	var count []int32 // ops per peer
+	nglobal := 0
+	for i := range ops {
+		if ops[i].Kind == OpSetInfo {
+			peerOf[i] = global
+			nglobal++
 			continue
 		}
-		p := normRef(op.Ref()).Peer
-		po := byPeer[p]
-		if po == nil {
-			po = &peerOps{first: len(sp.Ops) + i}
-			byPeer[p] = po
-			order = append(order, po)
+		p := prefixKey(normRef(ops[i].Ref()).Peer)
+		pi, ok := index[p]
+		if !ok {
+			pi = int32(len(count))
+			index[p] = pi
+			count = append(count, 0)
 		}
-		if op.Kind == OpDel && po.first >= len(sp.Ops) {
-			po.first = i
+		peerOf[i] = pi
+		count[pi]++
+	}
+	// Peer order: by first delete (the kernel's listing order), then the
+	// peers without deletes by their first op. order[k] is the k-th peer.
+	npeers := len(count)
+	order := make([]int32, 0, npeers)
+	placed := make([]bool, npeers)
+	for i := range ops {
+		if pi := peerOf[i]; pi != global && ops[i].Kind == OpDel && !placed[pi] {
+			placed[pi] = true
+			order = append(order, pi)
 		}
-		po.ops = append(po.ops, op)
 	}
-	slices.SortStableFunc(order, func(a, b *peerOps) int { return cmp.Compare(a.first, b.first) })
-	var out [][]Op
-	cur := global
-	n := 0
-	for _, po := range order {
-		if n == peersPerBatch {
-			out = append(out, cur)
-			cur, n = nil, 0
+	for pi := range npeers {
+		if !placed[pi] {
+			order = append(order, int32(pi))
 		}
-		cur = append(cur, po.ops...)
-		n++
 	}
-	if len(cur) > 0 {
-		out = append(out, cur)
+	// Where each peer's ops start in the output: global ops first.
+	start := make([]int32, npeers)
+	at := int32(nglobal)
+	for _, pi := range order {
+		start[pi] = at
+		at += count[pi]
 	}
-	return out
+	out := make([]Op, len(ops))
+	g := 0
+	for i := range ops {
+		if pi := peerOf[i]; pi == global {
+			out[g] = ops[i]
+			g++
+		} else {
+			out[start[pi]] = ops[i]
+			start[pi]++
+		}
+	}
+	// start[pi] is now the end of peer pi's ops.
+	batches := make([][]Op, 0, npeers/peersPerBatch+1)
+	from := 0
+	for k := peersPerBatch - 1; k < npeers; k += peersPerBatch {
+		end := int(start[order[k]])
+		batches = append(batches, out[from:end:end])
+		from = end
+	}
+	if from < len(out) {
+		batches = append(batches, out[from:len(out):len(out)])
+	}
+	return out, batches
 }
 
 // CheckOptMem walks the batches from the observed key set and fails with
@@ -79,27 +117,60 @@ func ListenerBatches(sp SocketPlan, peersPerBatch int) [][]Op {
 // ENOMEM in the middle of the rotation. del_async returns the memory at
 // once. It returns the peak in bytes.
 func CheckOptMem(socket SocketID, obs Observed, batches [][]Op, limit int) (int, error) {
+	return checkOptMem(socket, obs, batches, limit, false)
+}
+
+// checkOptMem is CheckOptMem. planned says that the batches come from
+// PlanSocket on obs, whose deletes each name a distinct observed key: when
+// every observed key then costs the same, a delete frees that cost and no
+// index of the observed keys is needed.
+func checkOptMem(socket SocketID, obs Observed, batches [][]Op, limit int, planned bool) (int, error) {
 	used, keys := 0, len(obs.Keys)
+	if planned && len(obs.Keys) > 0 {
+		c := tcpao.KeyOptMem(obs.Keys[0].Algorithm)
+		uniform := true
+		for i := range obs.Keys {
+			if tcpao.KeyOptMem(obs.Keys[i].Algorithm) != c {
+				uniform = false
+				break
+			}
+		}
+		if uniform {
+			return optMemPeak(socket, batches, limit, c*keys, keys, func(*Op) (int, bool) { return c, true })
+		}
+	}
 	// The cost of each observed key by its reference: one map, so the
 	// check stays linear in the key count (a scan per delete made it
 	// quadratic: 37 s at 16,384 keys in the VM).
-	cost := make(map[tcpao.KeyRef]int, len(obs.Keys))
-	for _, k := range obs.Keys {
+	cost := make(map[refKey]int32, len(obs.Keys))
+	for i := range obs.Keys {
+		k := &obs.Keys[i]
 		c := tcpao.KeyOptMem(k.Algorithm)
 		used += c
-		if _, dup := cost[k.KeyRef]; !dup {
-			cost[k.KeyRef] = c
+		r := keyOf(k.KeyRef)
+		if _, dup := cost[r]; !dup {
+			cost[r] = int32(c)
 		}
 	}
+	return optMemPeak(socket, batches, limit, used, keys, func(op *Op) (int, bool) {
+		c, ok := cost[keyOf(normRef(op.Del.KeyRef))]
+		return int(c), ok
+	})
+}
+
+// optMemPeak walks the batches from used bytes in keys keys; freed is what
+// a delete returns and whether it names a present key.
+func optMemPeak(socket SocketID, batches [][]Op, limit, used, keys int, freed func(*Op) (int, bool)) (int, error) {
 	peak, peakKeys := used, keys
 	for _, b := range batches {
-		for _, op := range b {
+		for i := range b {
+			op := &b[i]
 			switch op.Kind {
 			case OpAdd:
 				used += tcpao.KeyOptMem(op.Key.Algorithm)
 				keys++
 			case OpDel:
-				if c, ok := cost[normRef(op.Del.KeyRef)]; ok {
+				if c, ok := freed(op); ok {
 					used -= c
 					keys--
 				}
@@ -145,22 +216,25 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 	if len(sp.Blocked) > 0 {
 		return sp, fmt.Errorf("listener %s: %s", d.Socket, sp.Blocked[0].Detail)
 	}
-	batches := ListenerBatches(sp, o.PeersPerBatch)
+	ordered, batches := listenerBatches(sp.Ops, o.PeersPerBatch)
 	limit, err := o.OptMemMax()
 	if err != nil {
 		return sp, fmt.Errorf("listener %s: %w", d.Socket, err)
 	}
-	if _, err := CheckOptMem(d.Socket, obs, batches, limit); err != nil {
+	if _, err := checkOptMem(d.Socket, obs, batches, limit, true); err != nil {
 		return sp, err
 	}
+	// The batches are consecutive pieces of ordered: what ran is a prefix.
 	done := sp
-	done.Ops = done.Ops[:0:0]
+	applied := 0
 	for _, b := range batches {
 		n, err := Apply(sock, b)
-		done.Ops = append(done.Ops, b[:n]...)
+		applied += n
 		if err != nil {
+			done.Ops = ordered[:applied]
 			return done, fmt.Errorf("listener %s: %w", d.Socket, err)
 		}
 	}
+	done.Ops = ordered
 	return done, nil
 }

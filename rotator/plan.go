@@ -59,6 +59,12 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	}
 	p.load(o)
 	adds := p.classify()
+	// Room for every op the plan can hold (each add, each delete of a key
+	// not desired as is, one TCP_AO_INFO), so that appending never copies
+	// the ops (192 bytes each) of a plan of thousands.
+	if n := len(adds) + p.undesired(); n > 0 {
+		p.sp.Ops = make([]Op, 0, n+1)
+	}
 	p.emitAdds(adds)
 	p.emitInfo(o)
 	p.emitDeletes()
@@ -127,17 +133,17 @@ func validateDesired(d *Desired) error {
 func (p *planner) load(o Observed) {
 	keys := p.d.Keys
 	p.entries = make([]entry, 0, len(o.Keys)+len(keys))
-	var byRef map[tcpao.KeyRef]int
+	var byRef map[refKey]int32
 	if len(keys) > linearMax {
-		byRef = make(map[tcpao.KeyRef]int, len(keys))
+		byRef = make(map[refKey]int32, len(keys))
 		for i := range keys {
-			byRef[normRef(keys[i].KeyRef)] = i
+			byRef[keyOf(normRef(keys[i].KeyRef))] = int32(i)
 		}
 	}
 	find := func(r tcpao.KeyRef) int {
 		if byRef != nil {
-			if i, ok := byRef[r]; ok {
-				return i
+			if i, ok := byRef[keyOf(r)]; ok {
+				return int(i)
 			}
 			return -1
 		}
@@ -182,6 +188,18 @@ func sameMaterial(k *tcpao.Key, ki *tcpao.KeyInfo) bool {
 		k.ExcludeOptions == ki.ExcludeOptions && k.Secret.Fingerprint() == ki.Fingerprint
 }
 
+// undesired counts the observed keys that are not desired as they are: the
+// most deletes the plan can hold.
+func (p *planner) undesired() int {
+	n := 0
+	for i := range p.entries {
+		if p.entries[i].d < 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // addJob is one desired key to add and the present keys it must replace.
 type addJob struct {
 	d        int
@@ -207,7 +225,13 @@ func (p *planner) classify() []addJob {
 			}
 		}
 	}
-	var jobs []addJob
+	missing := 0
+	for _, h := range have {
+		if !h {
+			missing++
+		}
+	}
+	jobs := make([]addJob, 0, missing)
 	for di := range keys {
 		if have[di] {
 			continue
@@ -457,44 +481,58 @@ func (p *planner) emitDeletes() {
 
 // refIndex finds keys by peer prefix without comparing every pair: exact
 // prefixes go to a map, and the few wider ones (subnets, any-address) are
-// compared with everything.
+// compared with everything. The keys of one prefix are chained through next
+// (in the order they were added) instead of a slice per prefix, so that an
+// index of thousands of peers costs a few allocations, not one per peer.
 type refIndex struct {
-	byPrefix map[netip.Prefix][]int
+	byPrefix map[refKey]chain
+	item     []int32 // slot -> key index, in the order added
+	next     []int32 // slot -> next slot with the same host prefix, -1 none
 	wide     []int
-	widePfx  []netip.Prefix
-	all      []int
 }
 
+// chain is the first and last slot of one host prefix's keys.
+type chain struct{ first, last int32 }
+
 func newRefIndex(n int) *refIndex {
-	return &refIndex{byPrefix: make(map[netip.Prefix][]int, n)}
+	return &refIndex{byPrefix: make(map[refKey]chain, n), item: make([]int32, 0, n), next: make([]int32, 0, n)}
 }
 
 func isHost(p netip.Prefix) bool { return p.Bits() == p.Addr().BitLen() }
 
 func (x *refIndex) add(p netip.Prefix, i int) {
-	x.all = append(x.all, i)
-	if isHost(p) {
-		x.byPrefix[p] = append(x.byPrefix[p], i)
+	slot := int32(len(x.item))
+	x.item = append(x.item, int32(i))
+	x.next = append(x.next, -1)
+	if !isHost(p) {
+		x.wide = append(x.wide, i)
 		return
 	}
-	x.wide = append(x.wide, i)
-	x.widePfx = append(x.widePfx, p)
+	k := prefixKey(p)
+	if c, ok := x.byPrefix[k]; ok {
+		x.next[c.last] = slot
+		x.byPrefix[k] = chain{c.first, slot}
+		return
+	}
+	x.byPrefix[k] = chain{slot, slot}
 }
 
 // find calls match for every indexed key that may overlap r.Peer until
 // match returns true, and returns that key or -1.
 func (x *refIndex) find(r tcpao.KeyRef, match func(int) bool) int {
 	if !isHost(r.Peer) {
-		for _, i := range x.all {
-			if match(i) {
-				return i
+		for _, i := range x.item {
+			if match(int(i)) {
+				return int(i)
 			}
 		}
 		return -1
 	}
-	for _, i := range x.byPrefix[r.Peer] {
-		if match(i) {
-			return i
+	if c, ok := x.byPrefix[prefixKey(r.Peer)]; ok {
+		for slot := c.first; slot >= 0; slot = x.next[slot] {
+			if i := int(x.item[slot]); match(i) {
+				return i
+			}
 		}
 	}
 	for _, i := range x.wide {

@@ -220,8 +220,46 @@ func PlanAll(in []Input) Plan {
 }
 
 func normRef(r tcpao.KeyRef) tcpao.KeyRef {
-	r.Peer = r.Peer.Masked()
+	if r.Peer.Bits() != r.Peer.Addr().BitLen() { // a host prefix is masked already
+		r.Peer = r.Peer.Masked()
+	}
 	return r
+}
+
+// refKey is a KeyRef as a small comparable value without pointers or
+// padding, which a map hashes as 24 plain bytes: the planner's maps over
+// thousands of keys hashed the 48-byte KeyRef (netip.Prefix and its zone
+// handle) field by field. keyOf(normRef(a)) == keyOf(normRef(b)) exactly
+// when normRef(a) == normRef(b) (for ifindexes that fit in 32 bits, the
+// kernel's __s32).
+type refKey struct {
+	addr [16]byte
+	meta uint64 // ifindex<<32 | prefix bits<<24 | SendID<<16 | RecvID<<8 | flags
+}
+
+const (
+	refKey4       = 1 << 0 // IPv4 address
+	refKeyInvalid = 1 << 1 // invalid prefix
+)
+
+// keyOf is the refKey of r, which the caller has normalised.
+func keyOf(r tcpao.KeyRef) refKey {
+	k := prefixKey(r.Peer)
+	k.meta |= uint64(uint32(r.IfIndex))<<32 | uint64(r.SendID)<<16 | uint64(r.RecvID)<<8
+	return k
+}
+
+// prefixKey is the refKey of a peer prefix alone (IDs and ifindex zero).
+func prefixKey(p netip.Prefix) refKey {
+	a := p.Addr()
+	k := refKey{addr: a.As16(), meta: uint64(uint8(p.Bits())) << 24}
+	if a.Is4() {
+		k.meta |= refKey4
+	}
+	if !p.IsValid() {
+		k.meta |= refKeyInvalid
+	}
+	return k
 }
 
 // conflicts reports whether adding n to a socket that holds e makes the
