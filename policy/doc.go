@@ -75,7 +75,10 @@
 //	safety: ...                   optional, overrides fields of safety
 //
 // Bindings in one VRF must not overlap (a host inside another binding's
-// prefix is an error). An MKT whose Peers or VRF are set in the key source
+// prefix is an error). Policy.BindingFor finds a peer's binding through an
+// index built at parse time (host addresses, then one lookup per prefix
+// length in use), so a lookup does not grow with the number of bindings.
+// An MKT whose Peers or VRF are set in the key source
 // applies only to those peers or that VRF.
 //
 // Safety:
