@@ -422,25 +422,46 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 }
 
 // revokePeer takes the key off one established session. The peer's rotator
-// goroutine is paused meanwhile so that it stays the socket's only writer.
+// goroutine is held off meanwhile so that it stays the socket's only
+// writer, and then resumes with the desired state without the key.
 func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
 	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
 	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String()}
+	// The desired state without the revoked key: it picks the replacement
+	// and then resumes the peer's rotation (the controller owns it then).
+	want, pk, werr := d.desiredFor(snap, p, now)
+	var pref *policy.DesiredKey
+	if werr == nil {
+		if k, ok := pk.PreferredKey(); ok {
+			pref = &k
+		}
+		if d.ctrl.Exclusive(id, want, func(sock tcpao.Socket) { d.revokeOn(ctx, sock, p, ids, pref, &rs) }) {
+			d.updatePeer(id, func(p *peerState) { p.desired = want })
+			return rs
+		}
+	}
+	// No rotation machine runs on the session (yet): stop any that
+	// starts, revoke, then start it on the socket.
 	sock := d.o.SocketOf(p.handle)
 	d.ctrl.PeerDown(id)
-	defer func() {
-		if want, _, err := d.desiredFor(snap, p, now); err == nil {
-			d.updatePeer(id, func(p *peerState) { p.desired = want })
-			d.ctrl.SetDesired(id, want)
-			if _, err := d.ctrl.Accepted(id, sock); err != nil {
-				d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
-			}
+	d.revokeOn(ctx, sock, p, ids, pref, &rs)
+	if werr == nil {
+		d.updatePeer(id, func(p *peerState) { p.desired = want })
+		d.ctrl.SetDesired(id, want)
+		if _, err := d.ctrl.Accepted(id, sock); err != nil {
+			d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
 		}
-	}()
+	}
+	return rs
+}
+
+// revokeOn deletes the key with ids from sock, first moving Current_key
+// and RNext_key to pref (or another key) when the key is one of them.
+func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
 	obs, err := rotator.Observe(sock)
 	if err != nil {
 		rs.Error = err.Error()
-		return rs
+		return
 	}
 	var victim *tcpao.KeyInfo
 	var others []tcpao.KeyInfo
@@ -453,7 +474,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	}
 	if victim == nil {
 		rs.Action = "absent"
-		return rs
+		return
 	}
 	if len(others) == 0 {
 		if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
@@ -465,16 +486,13 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 			rs.Action = control.ActionKept
 			rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
 		}
-		return rs
+		return
 	}
 	repl := others[0]
-	if want, pk, err := d.desiredFor(snap, p, now); err == nil {
-		defer zeroDesired(want)
-		if pref, ok := pk.PreferredKey(); ok {
-			for _, k := range others {
-				if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
-					repl = k
-				}
+	if pref != nil {
+		for _, k := range others {
+			if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
+				repl = k
 			}
 		}
 	}
@@ -489,7 +507,6 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	if err := sock.DelKey(del); err != nil {
 		rs.Error = err.Error()
 	}
-	return rs
 }
 
 // observeMetrics publishes per-peer series, reading every session's kernel

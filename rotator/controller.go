@@ -85,6 +85,31 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 	}
 }
 
+// Exclusive runs fn on peer's socket between two steps of its state
+// machine, which is held off meanwhile (so it stays the socket's only other
+// writer), then gives the machine d as its desired state and wakes it. It
+// reports false, without calling fn, when no machine runs for peer. An
+// emergency revoke uses it: no machine is stopped and restarted, and the
+// socket is not re-checked (the woken machine reads it anyway).
+func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
+	d.Kind = Established
+	c.mu.Lock()
+	s := c.peers[peer]
+	if s == nil || s.run == nil {
+		c.mu.Unlock()
+		return false
+	}
+	r := s.run
+	s.desired = d
+	c.mu.Unlock()
+	r.mu.Lock()
+	fn(r.m.sock)
+	r.m.setDesired(d, c.opts.Clock.Now())
+	r.mu.Unlock()
+	r.poke()
+	return true
+}
+
 // Accepted is the hook for every socket accepted for peer (and for an
 // outgoing connection once established). It first closes the del_async
 // window: a key deleted from the listener with del_async may still have

@@ -1,0 +1,52 @@
+package rotator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestExclusive: fn gets the running machine's own socket, and the machine
+// then works towards the new desired state; without a running machine fn is
+// not called.
+func TestExclusive(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
+	defer ctl.Close()
+	called := false
+	if ctl.Exclusive("p", Desired{}, func(tcpao.Socket) { called = true }) || called {
+		t.Fatal("Exclusive ran fn for a peer without a machine")
+	}
+	ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+	s := newFakeEstablished(a)
+	_ = s.AddKey(b, tcpao.AddOptions{})
+	if _, err := ctl.Accepted("p", s); err != nil {
+		t.Fatal(err)
+	}
+	// Revoke-like: move current to b and delete a, then desire b alone.
+	ok := ctl.Exclusive("p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+		called = got == tcpao.Socket(s)
+		if err := got.DelKey(tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2}); err != nil {
+			t.Errorf("DelKey: %v", err)
+		}
+	})
+	if !ok || !called {
+		t.Fatalf("Exclusive ok=%t, fn on the machine's socket=%t", ok, called)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := ctl.Status()
+		if len(st) == 1 && st[0].State == StateSteady && st[0].Current == ID(2) && st[0].LastError == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("machine after Exclusive: %+v, want steady on key 2", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctl.PeerDown("p")
+	if ks, _ := s.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 {
+		t.Fatalf("keys %+v, want b alone", ks)
+	}
+}
