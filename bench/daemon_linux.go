@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,12 +44,15 @@ type running struct {
 	log    *slog.Logger
 	d      *daemon.Daemon
 	w      *watched
+	reg    *prometheus.Registry // nil: metrics off
 	cancel context.CancelFunc
 	done   chan error
 }
 
 type daemonOpts struct {
-	resync  time.Duration
+	resync  time.Duration // full passes (0: the daemon's default)
+	refresh time.Duration // key source reads; a read finding nothing new runs an idle pass
+	steady  time.Duration // steady sessions' re-reads (0: the rotator's default)
 	poll    time.Duration
 	metrics bool
 }
@@ -56,9 +60,11 @@ type daemonOpts struct {
 func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 	w := newWatched(e.f)
 	var m *metrics.Metrics
+	var reg *prometheus.Registry
 	if o.metrics {
 		var err error
-		if m, err = metrics.New(prometheus.NewRegistry()); err != nil {
+		reg = prometheus.NewRegistry()
+		if m, err = metrics.New(reg); err != nil {
 			return nil, fmt.Errorf("bench: metrics: %w", err)
 		}
 	}
@@ -67,8 +73,9 @@ func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 		Speaker: e.sp, Discoverer: fleetDisc{e.f}, ListenPort: e.f.port,
 		// Grace short: a freshly accepted socket whose only change is
 		// ao_required goes through a grace period before it is steady.
-		Rotator:   rotator.Config{Poll: o.poll, Grace: time.Second},
+		Rotator:   rotator.Config{Poll: o.poll, Steady: o.steady, Grace: time.Second},
 		Resync:    o.resync,
+		Refresh:   o.refresh,
 		OptMemMax: func() (int, error) { return r.limit, nil },
 		Logger:    slog.New(minLevel{r.log.Handler(), slog.LevelWarn}).With("part", "daemon"),
 		Metrics:   m,
@@ -78,7 +85,7 @@ func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 		return nil, fmt.Errorf("bench: daemon: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{log: r.log, d: d, w: w, cancel: cancel, done: make(chan error, 1)}
+	run := &running{log: r.log, d: d, w: w, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- d.Run(ctx) }()
 	return run, nil
 }
@@ -195,6 +202,32 @@ func raiseNoFile(n uint64) error {
 	return nil
 }
 
+// timedBackend records when the revoke request reached the daemon and
+// when the daemon was done with it (every socket handled, the source told).
+type timedBackend struct {
+	control.Backend
+	in, out atomic.Int64 // unix ns
+}
+
+func (b *timedBackend) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	b.in.Store(time.Now().UnixNano())
+	defer func() { b.out.Store(time.Now().UnixNano()) }()
+	return b.Backend.Revoke(ctx, req)
+}
+
+// localCopy copies the executable at path into dir and returns the copy.
+func localCopy(path, dir string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("bench: copying %s: %w", path, err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		return "", fmt.Errorf("bench: copying %s: %w", path, err)
+	}
+	return dst, nil
+}
+
 // revokeRun is item 3: `aoctl revoke core/k1` against a daemon managing n
 // established sessions and the listener, timed from exec to exit.
 func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
@@ -224,8 +257,14 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: control socket: %w", err), run.stop())
 	}
-	srv := control.NewServer(control.ServerOptions{Backend: run.d, Logger: r.log.With("part", "control"), Started: time.Now()})
+	tb := &timedBackend{Backend: run.d}
+	srv := control.NewServer(control.ServerOptions{Backend: tb, Logger: r.log.With("part", "control"), Started: time.Now()})
 	go func() { _ = srv.Serve(ln) }()
+	// aoctl runs from local storage, as on a router: the guest's share
+	// directory is a 9p mount, slow to page a binary in from.
+	if path, err = localCopy(path, dir); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
 
 	// The cost of starting aoctl alone (it prints its usage and exits).
 	t0 := time.Now()
@@ -238,6 +277,9 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	t0 = time.Now()
 	cerr := cmd.Run()
 	res.Wall = int64(time.Since(t0))
+	if in, out := tb.in.Load(), tb.out.Load(); in != 0 && out != 0 {
+		res.ToArrival, res.ToDone = in-t0.UnixNano(), out-t0.UnixNano()
+	}
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = srv.Shutdown(shut)
 	cancel()
@@ -321,27 +363,55 @@ func cpuTime() (int64, error) {
 	return ru.Utime.Nano() + ru.Stime.Nano(), nil
 }
 
-// idlePasses measures the daemon's CPU time per reconcile pass over passes
-// passes with nothing to change (counted by its listener key reads).
-func idlePasses(ctx context.Context, run *running, passes int) (count int, perPass, wall int64, err error) {
-	// Let the first passes after start-up settle.
-	start := run.w.lnReads.Load()
-	if err := waitUntil(ctx, time.Minute, "two idle passes", func() (bool, error) { return run.w.lnReads.Load() >= start+2, nil }); err != nil {
-		return 0, 0, 0, err
+// passCPU measures the daemon's CPU time per reconcile pass of one kind
+// (idle or full, by the daemon's own pass counters) over passes passes,
+// calling trigger (if set) to start each one.
+func passCPU(ctx context.Context, run *running, full bool, passes int, trigger func()) (count int, perPass, wall int64, err error) {
+	counter := func() int64 {
+		idle, f := run.d.Passes()
+		if full {
+			return int64(f)
+		}
+		return int64(idle)
+	}
+	// one waits for the next pass, starting it with trigger if set.
+	one := func(limit time.Duration) error {
+		c := counter()
+		if trigger != nil {
+			trigger()
+		}
+		return waitUntil(ctx, limit, "a reconcile pass", func() (bool, error) { return counter() > c, nil })
+	}
+	// Let the passes after start-up settle.
+	for range 2 {
+		if err := one(time.Minute); err != nil {
+			return 0, 0, 0, err
+		}
 	}
 	c0, err := cpuTime()
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	p0, t0 := run.w.lnReads.Load(), time.Now()
-	if err := waitUntil(ctx, 10*time.Minute, "idle passes", func() (bool, error) { return run.w.lnReads.Load() >= p0+int64(passes), nil }); err != nil {
-		return 0, 0, 0, err
+	p0, t0 := counter(), time.Now()
+	for counter() < p0+int64(passes) {
+		if trigger == nil {
+			// Passes run on their own: look rarely, so that the
+			// bench's own wake-ups stay out of the per-pass figure.
+			if time.Since(t0) > 10*time.Minute {
+				return 0, 0, 0, fmt.Errorf("bench: %d passes in 10m, want %d", counter()-p0, passes)
+			}
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		if err := one(10 * time.Minute); err != nil {
+			return 0, 0, 0, err
+		}
 	}
 	c1, err := cpuTime()
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	count = int(run.w.lnReads.Load() - p0)
+	count = int(counter() - p0)
 	return count, (c1 - c0) / int64(count), int64(time.Since(t0)), nil
 }
 
@@ -369,7 +439,10 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if res.RSSDaemon, res.HeapDaemon, err = settled(); err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
-	const window = 10 * time.Second
+	// Steady background CPU over one steady re-read period (every session
+	// re-read once, with jitter), which also holds a full pass and a key
+	// source read; no scrape.
+	const window = 30 * time.Second
 	c0, err := cpuTime()
 	if err != nil {
 		return nil, errors.Join(err, run.stop())
@@ -379,7 +452,19 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
-	res.SteadyCPUPerSec = (c1 - c0) * int64(time.Second) / int64(window)
+	res.SteadyWindow = int64(window)
+	res.SteadyCPUPerSec = int64(float64(c1-c0) / window.Seconds())
+	// One metrics scrape: reads every session's counters.
+	if c0, err = cpuTime(); err == nil {
+		t0 := time.Now()
+		var mfs int
+		if got, gerr := run.reg.Gather(); gerr == nil {
+			mfs = len(got)
+		}
+		if c1, err = cpuTime(); err == nil {
+			res.ScrapeCPU, res.ScrapeWall, res.ScrapeFamilies = c1-c0, int64(time.Since(t0)), mfs
+		}
+	}
 	if err := run.stop(); err != nil {
 		return nil, err
 	}
@@ -387,41 +472,57 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 		return nil, err
 	}
 	r.log.Info("daemon memory", "rss_before", res.RSSBefore, "rss_daemon", res.RSSDaemon, "rss_harness", res.RSSHarness,
-		"heap_daemon", res.HeapDaemon, "heap_harness", res.HeapHarness, "steady_cpu_per_s", time.Duration(res.SteadyCPUPerSec))
+		"heap_daemon", res.HeapDaemon, "heap_harness", res.HeapHarness, "steady_cpu_per_s", time.Duration(res.SteadyCPUPerSec),
+		"scrape_cpu", time.Duration(res.ScrapeCPU))
 
-	// B and C: short resync, steady polls out of the way, with and without
-	// metrics (which read every session's counters each pass).
-	for _, withMetrics := range []bool{true, false} {
-		run, err := r.startDaemon(e, daemonOpts{resync: 50 * time.Millisecond, poll: time.Hour, metrics: withMetrics})
-		if err != nil {
-			return nil, err
-		}
-		if err := run.waitTakeover(ctx, n); err != nil {
-			return nil, errors.Join(err, run.stop())
-		}
-		prof := !withMetrics && r.cfg.PassProfile != nil
-		if prof {
-			if err := pprof.StartCPUProfile(r.cfg.PassProfile); err != nil {
-				return nil, errors.Join(fmt.Errorf("bench: pass profile: %w", err), run.stop())
-			}
-		}
-		cnt, per, wall, err := idlePasses(ctx, run, passes)
-		if prof {
-			pprof.StopCPUProfile()
-		}
-		if serr := run.stop(); err == nil {
-			err = serr
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.log.Info("idle passes", "metrics", withMetrics, "passes", cnt, "cpu_per_pass", time.Duration(per), "wall", time.Duration(wall))
-		if withMetrics {
-			res.PassCPUMetrics, res.PassesMetrics = per, cnt
-		} else {
-			res.PassCPU, res.PassesCounted = per, cnt
+	// B: idle passes (key source reads that find nothing new) and change
+	// passes (an input changed: every peer's desired state recomputed),
+	// steady re-reads and full passes out of the way.
+	run, err = r.startDaemon(e, daemonOpts{refresh: 20 * time.Millisecond, resync: time.Hour, steady: time.Hour, poll: time.Hour, metrics: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := run.waitTakeover(ctx, n); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	prof := r.cfg.PassProfile != nil
+	if prof {
+		if err := pprof.StartCPUProfile(r.cfg.PassProfile); err != nil {
+			return nil, errors.Join(fmt.Errorf("bench: pass profile: %w", err), run.stop())
 		}
 	}
+	res.IdlePasses, res.IdlePassCPU, _, err = passCPU(ctx, run, false, 40*passes, nil)
+	if err == nil {
+		res.ChangePasses, res.ChangePassCPU, _, err = passCPU(ctx, run, true, passes, run.d.Kick)
+	}
+	if prof {
+		pprof.StopCPUProfile()
+	}
+	if serr := run.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, err
+	}
+	// C: full passes with nothing changed (the drift check every Resync:
+	// the listener's keys re-read and compared).
+	run, err = r.startDaemon(e, daemonOpts{refresh: time.Hour, resync: 50 * time.Millisecond, steady: time.Hour, poll: time.Hour, metrics: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := run.waitTakeover(ctx, n); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	res.FullPasses, res.FullPassCPU, _, err = passCPU(ctx, run, true, passes, nil)
+	if serr := run.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.log.Info("passes", "idle", res.IdlePasses, "idle_cpu", time.Duration(res.IdlePassCPU),
+		"change", res.ChangePasses, "change_cpu", time.Duration(res.ChangePassCPU),
+		"full", res.FullPasses, "full_cpu", time.Duration(res.FullPassCPU))
 	return res, nil
 }
 

@@ -207,10 +207,10 @@ func revokePanel(v *RevokeRun) panel {
 		return p
 	}
 	p.title = fmt.Sprintf("3. REVOKE ONE KEY: %d SESSIONS + LISTENER", v.Peers)
-	p.legend = []bar{{col: colAokeyd(), lbl: "AOCTL EXEC TO EXIT"}, {col: colAsync(), lbl: "DAEMON"}}
+	p.legend = []bar{{col: colAokeyd(), lbl: "EXEC TO LAST SOCKET DONE"}, {col: colRaw(), lbl: "EXEC TO EXIT"}, {col: colAsync(), lbl: "DAEMON"}}
 	verdict := strings.ToUpper(v.Verdict())
 	p.groups = []group{{name: fmt.Sprintf("%d/%d SOCKETS CLEAN", v.KeyGone, v.Peers+1), note: verdict, noted: verdictCol(v.Verdict()),
-		bars: []bar{{v: float64(v.Wall), col: colAokeyd()}, {v: float64(v.Server), col: colAsync()}}}}
+		bars: []bar{{v: float64(v.ToDone), col: colAokeyd()}, {v: float64(v.Wall), col: colRaw()}, {v: float64(v.Server), col: colAsync()}}}}
 	return p
 }
 
@@ -220,13 +220,13 @@ func daemonPanel(v *DaemonRun) panel {
 		return p
 	}
 	p.title = fmt.Sprintf("5. DAEMON %d PEERS X %d KEYS: RSS %s (%s)", v.Peers, v.KeysPerPeer, strings.ToUpper(bytesText(v.RSSDaemon)), strings.ToUpper(v.RSSVerdict()))
-	p.legend = []bar{{col: colAokeyd(), lbl: "CPU PER IDLE PASS"}, {col: colRaw(), lbl: "IDLE CPU PER SECOND"}}
+	p.legend = []bar{{col: colAokeyd(), lbl: "CPU PER PASS"}, {col: colRaw(), lbl: "IDLE CPU PER SECOND"}}
 	p.groups = []group{
-		{name: "PASS, NO METRICS", note: strings.ToUpper(PassVerdict(v.PassCPU)), noted: verdictCol(PassVerdict(v.PassCPU)),
-			bars: []bar{{v: float64(v.PassCPU), col: colAokeyd()}}},
-		{name: "PASS, METRICS", note: strings.ToUpper(PassVerdict(v.PassCPUMetrics)), noted: verdictCol(PassVerdict(v.PassCPUMetrics)),
-			bars: []bar{{v: float64(v.PassCPUMetrics), col: colAokeyd()}}},
-		{name: "STEADY, 1S POLLS", bars: []bar{{v: float64(v.SteadyCPUPerSec), col: colRaw()}}},
+		{name: "IDLE PASS", note: strings.ToUpper(PassVerdict(v.IdlePassCPU)), noted: verdictCol(PassVerdict(v.IdlePassCPU)),
+			bars: []bar{{v: float64(v.IdlePassCPU), col: colAokeyd()}}},
+		{name: "FULL PASS", bars: []bar{{v: float64(v.FullPassCPU), col: colAokeyd()}}},
+		{name: "CHANGE PASS", bars: []bar{{v: float64(v.ChangePassCPU), col: colAokeyd()}}},
+		{name: "STEADY CPU PER S", bars: []bar{{v: float64(v.SteadyCPUPerSec), col: colRaw()}}},
 	}
 	return p
 }

@@ -188,13 +188,14 @@ func writeRevoke(t *tw, v *RevokeRun) {
 		return
 	}
 	t.f("3. Emergency revoke of one key (core/k1 of %d per peer) across %d established sessions and the listener (%d keys)", v.KeysPerPeer, v.Peers, v.ListenerKeys)
-	t.f("   real daemon package over real loopback TCP-AO sockets; aoctl exec'd against the control socket, timed from exec to exit")
+	t.f("   real daemon package over real loopback TCP-AO sockets; aoctl (copied to the guest's tmpfs) exec'd against the control socket")
 	acts := make([]string, 0, len(v.Actions))
 	for _, a := range sortedKeys(v.Actions) {
 		acts = append(acts, fmt.Sprintf("%s=%d", a, v.Actions[a]))
 	}
-	t.f("   aoctl revoke: wall %s (daemon's own %s), exit ok=%v; socket outcomes: %s; errors=%d  %s",
-		Dur(v.Wall), Dur(v.Server), v.ExitOK, strings.Join(acts, " "), v.Errors, v.Verdict())
+	t.f("   aoctl revoke: exec to the last socket done %s  %s", Dur(v.ToDone), v.Verdict())
+	t.f("   (exec to the request at the daemon %s, the daemon's own %s; exec to aoctl's exit %s, exit ok=%v; socket outcomes: %s; errors=%d)",
+		Dur(v.ToArrival), Dur(v.Server), Dur(v.Wall), v.ExitOK, strings.Join(acts, " "), v.Errors)
 	t.f("   (starting aoctl alone, `aoctl --help` exec to exit: %s)", Dur(v.ExecBaseline))
 	if v.FirstError != "" {
 		t.f("   first error: %s", v.FirstError)
@@ -223,10 +224,16 @@ func writeDaemon(t *tw, v *DaemonRun) {
 	t.f("   (the process also holds the bench's %d client and %d accepted sockets: %s with the daemon stopped, so the daemon's share is %s;",
 		v.Peers, v.Peers, bytesText(v.RSSHarness), bytesText(v.DaemonRSS()))
 	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", bytesText(v.HeapDaemon), bytesText(v.HeapHarness), bytesText(v.RSSBefore))
-	t.f("   CPU per idle reconcile pass (getrusage self over %d passes, resync 50ms, steady polls off): %s  %s", v.PassesCounted, Dur(v.PassCPU), PassVerdict(v.PassCPU))
-	t.f("   the same with metrics on (each pass reads every session's counters, as cmd/aokeyd runs): %s/pass [%d passes]  %s",
-		Dur(v.PassCPUMetrics), v.PassesMetrics, PassVerdict(v.PassCPUMetrics))
-	t.f("   idle as operators run it (1s steady polls per session, metrics, 30s resync): %s CPU per second", Dur(v.SteadyCPUPerSec))
+	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes): %s  %s",
+		v.IdlePasses, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
+	t.f("   CPU per full pass with nothing changed (drift check: the listener's %d keys re-read and compared; every Resync, default 30s): %s [%d passes]",
+		v.ListenerKeys, Dur(v.FullPassCPU), v.FullPasses)
+	t.f("   CPU per change pass (an input changed: every peer's desired state recomputed, listener re-read): %s [%d passes]",
+		Dur(v.ChangePassCPU), v.ChangePasses)
+	t.f("   idle as operators run it (defaults: steady re-reads every 30s per session, full pass every 30s, key source read every 30s; metrics on, not scraped): %s CPU per second (%.2f%% of one CPU, over %s)",
+		Dur(v.SteadyCPUPerSec), float64(v.SteadyCPUPerSec)/1e7, Dur(v.SteadyWindow))
+	t.f("   one metrics scrape (every session's TCP_AO_INFO and TCP_AO_GET_KEYS read on scrape, %d metric families): %s CPU, %s wall",
+		v.ScrapeFamilies, Dur(v.ScrapeCPU), Dur(v.ScrapeWall))
 	t.f("   set-up: the daemon installed the listener's %d keys in %s; %d sessions connected and taken over (all steady) in %s",
 		v.ListenerKeys, Dur(v.StartUp), v.Peers, Dur(v.Takeover))
 	t.f("")
