@@ -492,11 +492,11 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 		}
 	}
 	res.IdlePasses, res.IdlePassCPU, _, err = passCPU(ctx, run, false, 40*passes, nil)
-	if err == nil {
-		res.ChangePasses, res.ChangePassCPU, _, err = passCPU(ctx, run, true, passes, run.d.Kick)
-	}
 	if prof {
 		pprof.StopCPUProfile()
+	}
+	if err == nil {
+		res.ChangePasses, res.ChangePassCPU, _, err = passCPU(ctx, run, true, passes, run.d.Kick)
 	}
 	if serr := run.stop(); err == nil {
 		err = serr

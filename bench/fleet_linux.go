@@ -239,7 +239,10 @@ func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *f
 			return err
 		}
 		var kerr error
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: fleetPeer(i).AsSlice()}, Timeout: 20 * time.Second,
+		// No TCP keepalives (Go's default is 15s): thousands of idle
+		// harness sockets would sign and verify probes all the time and
+		// bill that kernel work to whatever the daemon is doing.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: fleetPeer(i).AsSlice()}, Timeout: 20 * time.Second, KeepAlive: -1,
 			Control: func(_, _ string, rc syscall.RawConn) error {
 				s := tcpao.New(rc)
 				for k, m := range keys {

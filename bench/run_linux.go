@@ -167,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				first, second = second, first
 			}
 			for _, f := range []func(context.Context, int, int, *Size, *Results) error{first, second} {
+				settle(n)
 				if err := f(ctx, n, rep, &s, res); err != nil {
 					return nil, err
 				}
@@ -205,7 +206,7 @@ type listener struct {
 }
 
 func listen(ctx context.Context) (*listener, error) {
-	var lc net.ListenConfig
+	lc := net.ListenConfig{KeepAlive: -1} // accepted harness sockets send no keepalives (see fleet connect)
 	l, err := lc.Listen(ctx, "tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: listen: %w", err)
@@ -220,6 +221,16 @@ func listen(ctx context.Context) (*listener, error) {
 }
 
 func (l *listener) close() { l.ln.Close() }
+
+// settle lets the previous run's leftovers finish before the next one is
+// timed: closing a listener and every del_async free their keys in RCU
+// callbacks, which run in softirq on whatever the next run is doing, and
+// the Go heap of the previous run is collected here, not in the middle of
+// the next.
+func settle(n int) {
+	runtime.GC()
+	time.Sleep(500*time.Millisecond + time.Duration(n)*100*time.Microsecond)
+}
 
 // raw runs the pre-built steps on the listener's descriptor and times only
 // the system calls.
