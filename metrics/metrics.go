@@ -48,6 +48,9 @@ type Metrics struct {
 	refused                     prometheus.Counter
 	kernel                      *kernelCollector
 	perPeer                     *perPeerCollector
+
+	statesMu sync.Mutex
+	states   map[Peer]string // each peer's one rotation state series
 }
 
 // perPeerCollector gathers the per-peer series. On each scrape it first
@@ -120,6 +123,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: NameControlRefused,
 			Help: "Control socket connections refused (peer uid not permitted)."}),
 		kernel: newKernelCollector(),
+		states: map[Peer]string{},
 	}
 	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state,
 		m.started, m.completed, m.aborted, m.kernel}}
@@ -141,17 +145,26 @@ func (m *Metrics) SetPeerKeys(p Peer, current, rnext *uint8, installed int) {
 		}
 		return float64(*v)
 	}
-	m.current.With(p.labels()).Set(id(current))
-	m.rnext.With(p.labels()).Set(id(rnext))
-	m.keys.With(p.labels()).Set(float64(installed))
+	m.current.WithLabelValues(p.Addr, p.VRF).Set(id(current))
+	m.rnext.WithLabelValues(p.Addr, p.VRF).Set(id(rnext))
+	m.keys.WithLabelValues(p.Addr, p.VRF).Set(float64(installed))
 }
 
 // SetRotationState sets the peer's state series to 1 and drops its others.
 func (m *Metrics) SetRotationState(p Peer, state string) {
-	m.state.DeletePartialMatch(p.labels())
-	l := p.labels()
-	l[LabelState] = state
-	m.state.With(l).Set(1)
+	m.statesMu.Lock()
+	defer m.statesMu.Unlock()
+	old, seen := m.states[p]
+	if seen && old == state {
+		return
+	}
+	if seen {
+		// The one series the peer had: a partial-match delete would
+		// walk every peer's series, per peer, per scrape.
+		m.state.DeleteLabelValues(p.Addr, p.VRF, old)
+	}
+	m.states[p] = state
+	m.state.WithLabelValues(p.Addr, p.VRF, state).Set(1)
 }
 
 // RotationStarted counts a rotation that began on the peer.
@@ -207,6 +220,9 @@ func (m *Metrics) DeleteSocket(p Peer, socket string) { m.kernel.deleteSocket(p,
 
 // DeletePeer drops every series of the peer.
 func (m *Metrics) DeletePeer(p Peer) {
+	m.statesMu.Lock()
+	delete(m.states, p)
+	m.statesMu.Unlock()
 	l := p.labels()
 	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state} {
 		v.DeletePartialMatch(l)

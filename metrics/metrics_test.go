@@ -63,6 +63,12 @@ func TestDeletePeer(t *testing.T) {
 	if got := series(t, reg, LabelPeer, a.Addr); got != 0 {
 		t.Errorf("after DeletePeer(a): %d series of a remain", got)
 	}
+	// A peer that comes back gets its state series again.
+	m.SetRotationState(a, "steady")
+	if got := series(t, reg, LabelPeer, a.Addr); got != 1 {
+		t.Errorf("after DeletePeer(a) and a new state: %d series of a, want 1", got)
+	}
+	m.DeletePeer(a)
 	if got := series(t, reg, LabelPeer, b.Addr); got != perPeer {
 		t.Errorf("after DeletePeer(a): peer b has %d series, want %d", got, perPeer)
 	}
@@ -90,10 +96,19 @@ aokeyd_peer_current_key_id{peer="2001:db8::1",vrf=""} 7
 	if got := testutil.ToFloat64(m.rnext.With(p.labels())); got != -1 {
 		t.Errorf("rnext = %v, want -1 for none", got)
 	}
-	m.SetRotationState(p, "announced")
-	m.SetRotationState(p, "grace")
-	if n := testutil.CollectAndCount(m.state); n != 1 {
-		t.Errorf("state series = %d, want only the present state", n)
+	other := Peer{Addr: "2001:db8::2"}
+	m.SetRotationState(other, "steady")
+	for _, st := range []string{"announced", "grace", "grace", "announced"} {
+		m.SetRotationState(p, st)
+	}
+	if n := testutil.CollectAndCount(m.state); n != 2 {
+		t.Errorf("state series = %d, want the present state of each of two peers", n)
+	}
+	if got := testutil.ToFloat64(m.state.WithLabelValues(p.Addr, p.VRF, "announced")); got != 1 {
+		t.Errorf("state announced = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.state.WithLabelValues(other.Addr, other.VRF, "steady")); got != 1 {
+		t.Errorf("other peer's state steady = %v, want 1", got)
 	}
 }
 
