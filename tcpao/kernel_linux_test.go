@@ -61,16 +61,7 @@ func TestNetPackageConnection(t *testing.T) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		return tcpao.New(c).AddKey(key("127.0.0.1/32", 2, 1), tcpao.AddOptions{})
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	lrc, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := tcpao.New(lrc)
+	ln, ls := listenAO(t, lc)
 	for i := 0; i < extra; i++ {
 		k := key(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 32).String(), 2, 1)
 		if err := ls.AddKey(k, tcpao.AddOptions{}); err != nil {
@@ -146,16 +137,7 @@ func TestNetPackageConnection(t *testing.T) {
 // bound Socket refuses use after its batch.
 func TestBatchKeys(t *testing.T) {
 	kerneltest.Require(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	rc, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tcpao.New(rc)
+	_, s := listenAO(t, net.ListenConfig{})
 	b, ok := s.(interface {
 		BatchKeys(func(tcpao.Socket) error) error
 	})
@@ -165,7 +147,7 @@ func TestBatchKeys(t *testing.T) {
 	const peers = 40
 	peer := func(i int) string { return netip.AddrFrom4([4]byte{10, 9, 0, byte(i + 1)}).String() + "/32" }
 	var kept tcpao.Socket
-	err = b.BatchKeys(func(bs tcpao.Socket) error {
+	err := b.BatchKeys(func(bs tcpao.Socket) error {
 		kept = bs
 		for i := range peers {
 			if err := bs.AddKey(key(peer(i), 1, 1), tcpao.AddOptions{}); err != nil {
@@ -205,4 +187,20 @@ func TestBatchKeys(t *testing.T) {
 	if err := kept.AddKey(key(peer(peers), 1, 1), tcpao.AddOptions{}); err == nil {
 		t.Fatal("the bound Socket still worked after its batch")
 	}
+}
+
+// listenAO listens on a loopback port with lc (closed when the test ends)
+// and returns the listener with its TCP-AO surface.
+func listenAO(t *testing.T, lc net.ListenConfig) (net.Listener, tcpao.Socket) {
+	t.Helper()
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, tcpao.New(rc)
 }
