@@ -366,14 +366,15 @@ func cpuTime() (int64, error) {
 // passCPU measures the daemon's CPU time per reconcile pass of one kind
 // (idle or full, by the daemon's own pass counters) over passes passes,
 // calling trigger (if set) to start each one.
-func passCPU(ctx context.Context, run *running, full bool, passes int, trigger func()) (count int, perPass, wall int64, err error) {
-	counter := func() int64 {
+func passCPU(ctx context.Context, run *running, full bool, passes int, trigger func()) (count int, perPass, wall int64, others int, err error) {
+	counters := func() (mine, other int64) {
 		idle, f := run.d.Passes()
 		if full {
-			return int64(f)
+			return int64(f), int64(idle)
 		}
-		return int64(idle)
+		return int64(idle), int64(f)
 	}
+	counter := func() int64 { c, _ := counters(); return c }
 	// one waits for the next pass, starting it with trigger if set.
 	one := func(limit time.Duration) error {
 		c := counter()
@@ -382,37 +383,51 @@ func passCPU(ctx context.Context, run *running, full bool, passes int, trigger f
 		}
 		return waitUntil(ctx, limit, "a reconcile pass", func() (bool, error) { return counter() > c, nil })
 	}
-	// Let the passes after start-up settle.
-	for range 2 {
-		if err := one(time.Minute); err != nil {
-			return 0, 0, 0, err
+	// Let the passes after start-up settle: the take-over's session
+	// events run full passes for a while after the last session is steady;
+	// idle passes are measured once 20 in a row ran without a full one.
+	settled := 0
+	for deadline := time.Now().Add(2 * time.Minute); settled < 2 || (trigger == nil && settled < 20); {
+		if time.Now().After(deadline) {
+			return 0, 0, 0, 0, fmt.Errorf("bench: passes did not settle in 2m")
 		}
+		_, o := counters()
+		if err := one(time.Minute); err != nil {
+			return 0, 0, 0, 0, err
+		}
+		if _, o2 := counters(); o2 != o {
+			settled = 0
+			continue
+		}
+		settled++
 	}
 	c0, err := cpuTime()
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	p0, t0 := counter(), time.Now()
+	p0, o0 := counters()
+	t0 := time.Now()
 	for counter() < p0+int64(passes) {
 		if trigger == nil {
 			// Passes run on their own: look rarely, so that the
 			// bench's own wake-ups stay out of the per-pass figure.
 			if time.Since(t0) > 10*time.Minute {
-				return 0, 0, 0, fmt.Errorf("bench: %d passes in 10m, want %d", counter()-p0, passes)
+				return 0, 0, 0, 0, fmt.Errorf("bench: %d passes in 10m, want %d", counter()-p0, passes)
 			}
 			time.Sleep(250 * time.Millisecond)
 			continue
 		}
 		if err := one(10 * time.Minute); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, err
 		}
 	}
 	c1, err := cpuTime()
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	count = int(counter() - p0)
-	return count, (c1 - c0) / int64(count), int64(time.Since(t0)), nil
+	p1, o1 := counters()
+	count = int(p1 - p0)
+	return count, (c1 - c0) / int64(count), int64(time.Since(t0)), int(o1 - o0), nil
 }
 
 // daemonRun is item 5: RSS with n peers of k keys each (listener and
@@ -491,12 +506,12 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 			return nil, errors.Join(fmt.Errorf("bench: pass profile: %w", err), run.stop())
 		}
 	}
-	res.IdlePasses, res.IdlePassCPU, _, err = passCPU(ctx, run, false, 40*passes, nil)
+	res.IdlePasses, res.IdlePassCPU, _, res.FullDuringIdle, err = passCPU(ctx, run, false, 40*passes, nil)
 	if prof {
 		pprof.StopCPUProfile()
 	}
 	if err == nil {
-		res.ChangePasses, res.ChangePassCPU, _, err = passCPU(ctx, run, true, passes, run.d.Kick)
+		res.ChangePasses, res.ChangePassCPU, _, _, err = passCPU(ctx, run, true, passes, run.d.Kick)
 	}
 	if serr := run.stop(); err == nil {
 		err = serr
@@ -513,7 +528,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if err := run.waitTakeover(ctx, n); err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
-	res.FullPasses, res.FullPassCPU, _, err = passCPU(ctx, run, true, passes, nil)
+	res.FullPasses, res.FullPassCPU, _, _, err = passCPU(ctx, run, true, passes, nil)
 	if serr := run.stop(); err == nil {
 		err = serr
 	}

@@ -216,13 +216,16 @@ type DaemonRun struct {
 	// evaluation, no kernel read), change passes (an input changed: every
 	// peer's desired state recomputed, the listener re-read), full passes
 	// with nothing changed (the drift check every Resync).
-	Passes        int   `json:"passes"`
-	IdlePasses    int   `json:"idle_passes"`
-	IdlePassCPU   int64 `json:"idle_pass_cpu_ns"`
-	ChangePasses  int   `json:"change_passes"`
-	ChangePassCPU int64 `json:"change_pass_cpu_ns"`
-	FullPasses    int   `json:"full_passes"`
-	FullPassCPU   int64 `json:"full_pass_cpu_ns"`
+	Passes      int   `json:"passes"`
+	IdlePasses  int   `json:"idle_passes"`
+	IdlePassCPU int64 `json:"idle_pass_cpu_ns"`
+	// FullDuringIdle counts full passes that ran inside the idle window
+	// (their CPU is in IdlePassCPU; 0 when the window was clean).
+	FullDuringIdle int   `json:"full_during_idle"`
+	ChangePasses   int   `json:"change_passes"`
+	ChangePassCPU  int64 `json:"change_pass_cpu_ns"`
+	FullPasses     int   `json:"full_passes"`
+	FullPassCPU    int64 `json:"full_pass_cpu_ns"`
 }
 
 // Targets of item 5.

@@ -230,8 +230,8 @@ func writeDaemon(t *tw, v *DaemonRun) {
 	t.f("   (the process also holds the bench's %d client and %d accepted sockets: %s with the daemon stopped, so the daemon's share is %s;",
 		v.Peers, v.Peers, bytesText(v.RSSHarness), bytesText(v.DaemonRSS()))
 	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", bytesText(v.HeapDaemon), bytesText(v.HeapHarness), bytesText(v.RSSBefore))
-	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes): %s  %s",
-		v.IdlePasses, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
+	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes, %d full passes in that window): %s  %s",
+		v.IdlePasses, v.FullDuringIdle, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
 	t.f("   CPU per full pass with nothing changed (drift check: the listener's %d keys re-read and compared; every Resync, default 30s): %s [%d passes]",
 		v.ListenerKeys, Dur(v.FullPassCPU), v.FullPasses)
 	t.f("   CPU per change pass (an input changed: every peer's desired state recomputed, listener re-read): %s [%d passes]",
