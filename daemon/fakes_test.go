@@ -421,7 +421,7 @@ peers:
     key_chain: core
 `
 
-func parsePolicy(t *testing.T, text string) *policy.Policy {
+func parsePolicy(t testing.TB, text string) *policy.Policy {
 	t.Helper()
 	p, err := policy.Parse("test-policy.yaml", []byte(text))
 	if err != nil {
@@ -433,7 +433,7 @@ func parsePolicy(t *testing.T, text string) *policy.Policy {
 // env is one daemon over the in-memory kernel: a listener at 192.0.2.1:179
 // and (after connect) a session from 192.0.2.2.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	net    *tcpaotest.Net
 	sp     *fakeSpeaker
 	disc   *fakeDiscoverer
@@ -465,7 +465,7 @@ type envOptions struct {
 	refresh         time.Duration // key source reads (default 30s)
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	if o.policy == "" {
 		o.policy = fmt.Sprintf(basePolicy, "keep")
@@ -595,7 +595,7 @@ func (e *env) waitFor(what string, cond func() bool) {
 }
 
 // keyIDs lists a socket's keys as sorted "send/recv" pairs.
-func keyIDs(t *testing.T, s tcpao.Socket) []string {
+func keyIDs(t testing.TB, s tcpao.Socket) []string {
 	t.Helper()
 	ks, err := s.Keys(tcpao.KeyFilter{})
 	if errors.Is(err, syscall.ENOENT) {
@@ -626,7 +626,7 @@ func (e *env) waitKeys(name string, s tcpao.Socket, want []string) {
 	e.waitFor(fmt.Sprintf("%s keys %v", name, want), func() bool { return slices.Equal(keyIDs(e.t, s), want) })
 }
 
-func info(t *testing.T, s tcpao.Socket) tcpao.Info {
+func info(t testing.TB, s tcpao.Socket) tcpao.Info {
 	t.Helper()
 	i, err := s.Info()
 	if err != nil {

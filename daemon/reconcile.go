@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -180,6 +181,11 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	if !changed && now.Before(d.lastFull.Add(d.o.Resync)) {
 		d.idlePasses.Add(1)
 		return d.due(boundary)
+	}
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		d.log.Debug("full reconcile pass", "first", !d.haveLast, "keys", in.keys != d.last.keys,
+			"revoked", in.revoked != d.last.revoked, "policy", in.pol != d.last.pol, "events", in.events != d.last.events,
+			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.retry, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
 	// not there yet, ...) is retried with each full pass.
