@@ -154,6 +154,20 @@ PASS
 	if len(m) != 1 || m[0].NsPerOp != 50000000 || m[0].Runs != 3 {
 		t.Errorf("MedianBench = %+v, want the 50 ms row of 3", m)
 	}
+	// A benchmark's own metrics (b.ReportMetric) are kept by unit, and
+	// repeated runs are ordered by CPU per pass where one is reported.
+	idle, err := ParseGoBench("guest", strings.NewReader("BenchmarkIdlePass-2 1000 1139919 ns/op 52059 cpu-ns/pass 0 full-passes\n"+
+		"BenchmarkIdlePass-2 1000 1000000 ns/op 90000 cpu-ns/pass 0 full-passes\n"+
+		"BenchmarkIdlePass-2 1000 1200000 ns/op 45000 cpu-ns/pass 1 full-passes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idle) != 3 || idle[0].Extra[UnitCPUPerPass] != 52059 || idle[2].Extra["full-passes"] != 1 {
+		t.Fatalf("idle rows %+v", idle)
+	}
+	if m := MedianBench(idle); len(m) != 1 || m[0].Extra[UnitCPUPerPass] != 52059 {
+		t.Errorf("MedianBench(idle) = %+v, want the 52 µs row", m)
+	}
 	if _, err := ParseGoBench("host", strings.NewReader("BenchmarkX 3 abc ns/op\n")); err == nil {
 		t.Error("bad ns/op accepted")
 	}

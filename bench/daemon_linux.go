@@ -363,6 +363,18 @@ func cpuTime() (int64, error) {
 	return ru.Utime.Nano() + ru.Stime.Nano(), nil
 }
 
+// quiet waits until the daemon has run no full pass for d.
+func quiet(ctx context.Context, run *running, d time.Duration) error {
+	_, last := run.d.Passes()
+	since := time.Now()
+	return waitUntil(ctx, 2*time.Minute, "the take-over's full passes to end", func() (bool, error) {
+		if _, f := run.d.Passes(); f != last {
+			last, since = f, time.Now()
+		}
+		return time.Since(since) >= d, nil
+	})
+}
+
 // passCPU measures the daemon's CPU time per reconcile pass of one kind
 // (idle or full, by the daemon's own pass counters) over passes passes,
 // calling trigger (if set) to start each one.
@@ -458,12 +470,24 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	// re-read once, with jitter), which also holds a full pass and a key
 	// source read; no scrape.
 	const window = 30 * time.Second
+	// Let the take-over's last full passes finish first.
+	if err := quiet(ctx, run, 3*time.Second); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
+	if r.cfg.SteadyProfile != nil {
+		if err := pprof.StartCPUProfile(r.cfg.SteadyProfile); err != nil {
+			return nil, errors.Join(fmt.Errorf("bench: steady profile: %w", err), run.stop())
+		}
+	}
 	c0, err := cpuTime()
 	if err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
 	time.Sleep(window)
 	c1, err := cpuTime()
+	if r.cfg.SteadyProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return nil, errors.Join(err, run.stop())
 	}

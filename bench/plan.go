@@ -98,6 +98,14 @@ func ParseGoBench(where string, r io.Reader) ([]GoBenchRow, error) {
 				row.BytesPerOp, err = strconv.ParseInt(f[i], 10, 64)
 			case "allocs/op":
 				row.AllocsPerOp, err = strconv.ParseInt(f[i], 10, 64)
+			default:
+				var v float64
+				if v, err = strconv.ParseFloat(f[i], 64); err == nil {
+					if row.Extra == nil {
+						row.Extra = map[string]float64{}
+					}
+					row.Extra[f[i+1]] = v
+				}
 			}
 			if err != nil {
 				return nil, fmt.Errorf("go bench output (%s): %q: field %s: %w", where, sc.Text(), f[i+1], err)

@@ -57,9 +57,11 @@ type Config struct {
 	// the largest N.
 	CPUProfile io.Writer
 	// PassProfile, when set, receives a CPU profile of item 5's idle
-	// reconcile passes without metrics.
-	PassProfile io.Writer
-	Logger      *slog.Logger
+	// reconcile passes; SteadyProfile one of its steady window (the daemon
+	// as operators run it).
+	PassProfile   io.Writer
+	SteadyProfile io.Writer
+	Logger        *slog.Logger
 }
 
 func (c *Config) defaults() error {

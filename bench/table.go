@@ -116,13 +116,16 @@ func WriteTable(w io.Writer, r *Results) error {
 	}
 	t.f("")
 	writeRevoke(t, r.Revoke)
-	writeDaemon(t, r.Daemon)
+	writeDaemon(t, r.Daemon, MedianBench(r.PlanBench))
 	for _, s := range r.Skipped {
 		t.f("%s: SKIPPED: %s", s.Item, s.Why)
 	}
 	t.f("")
 	t.f("4. Planner alone (rotator.PlanAll, pure function; 4 keys per peer, mid-roll)")
 	for _, b := range MedianBench(r.PlanBench) {
+		if !strings.HasPrefix(b.Name, "BenchmarkPlan") {
+			continue
+		}
 		verdict := PlanVerdict(b.NsPerOp)
 		if b.Where != "host" {
 			// A pure function on an emulated CPU (QEMU TCG, no KVM):
@@ -220,7 +223,7 @@ func writeRevoke(t *tw, v *RevokeRun) {
 	t.f("")
 }
 
-func writeDaemon(t *tw, v *DaemonRun) {
+func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	if v == nil {
 		return
 	}
@@ -232,6 +235,12 @@ func writeDaemon(t *tw, v *DaemonRun) {
 	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", bytesText(v.HeapDaemon), bytesText(v.HeapHarness), bytesText(v.RSSBefore))
 	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes, %d full passes in that window): %s  %s",
 		v.IdlePasses, v.FullDuringIdle, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
+	for _, b := range goBench {
+		if cpu, ok := b.Extra[UnitCPUPerPass]; ok && strings.HasPrefix(b.Name, "BenchmarkIdlePass") {
+			t.f("   the same on the %s's CPU (daemon %s, in-memory kernel: an idle pass reads no socket) [median of %d]: %s  %s",
+				b.Where, b.Name, b.Runs, Dur(int64(cpu)), PassVerdict(int64(cpu)))
+		}
+	}
 	t.f("   CPU per full pass with nothing changed (drift check: the listener's %d keys re-read and compared; every Resync, default 30s): %s [%d passes]",
 		v.ListenerKeys, Dur(v.FullPassCPU), v.FullPasses)
 	t.f("   CPU per change pass (an input changed: every peer's desired state recomputed, listener re-read): %s [%d passes]",

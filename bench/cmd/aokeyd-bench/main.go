@@ -57,7 +57,7 @@ func measure(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	out := fs.String("out", "", "directory for results.json and cpu.pprof (required)")
 	sizes := fs.String("sizes", "1024,4096,16384", "peer counts N")
-	reps := fs.String("reps", "5,3,1", "repetitions at each N")
+	reps := fs.String("reps", "7,4,2", "repetitions at each N")
 	sample := fs.Int("sample", 256, "peers with synchronous deletes (extrapolated beyond)")
 	batch := fs.Int("batch", 64, "SyncListener peers per batch")
 	planSizes := fs.String("plan-sizes", "2500,5000,10000,20000", "fleet sizes of the planner sweep (empty: none)")
@@ -100,6 +100,12 @@ func measure(args []string, stderr io.Writer) error {
 	}
 	defer pass.Close()
 	cfg.PassProfile = pass
+	steady, err := os.Create(filepath.Join(*out, "steady.pprof"))
+	if err != nil {
+		return err
+	}
+	defer steady.Close()
+	cfg.SteadyProfile = steady
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench.Run(ctx, cfg)
