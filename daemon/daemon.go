@@ -87,6 +87,9 @@ type Daemon struct {
 	// sessions up or down, forgotten peers, rotate-now requests, speaker
 	// (re)syncs. touch bumps it.
 	events atomic.Uint64
+	// sessions counts what needs a full pass but no recompute: a speaker
+	// (re)sync, a session that could not be taken over yet. resync bumps it.
+	sessions atomic.Uint64
 	// Passes run so far: idle (nothing changed, nothing read), full.
 	idlePasses, fullPasses atomic.Uint64
 	// The reconcile goroutine's own (no lock): the inputs of the last
@@ -173,7 +176,7 @@ func New(o Options) (*Daemon, error) {
 		ListenPort:  o.ListenPort,
 		ActiveOpens: o.ActiveOpens,
 		Managed:     d.managed,
-		Synced:      d.touch,
+		Synced:      d.resync,
 		Log:         o.Logger,
 	})
 	return d, nil
@@ -210,6 +213,15 @@ func (d *Daemon) Kick() { d.touch() }
 // reconcile goroutine.
 func (d *Daemon) touch() {
 	d.events.Add(1)
+	d.wake()
+}
+
+// resync asks for a full pass that synchronises the listeners and takes
+// over sessions not yet taken over, without recomputing every peer's
+// desired state: a session event changes nothing for the other peers (a
+// mass take-over must not cost a fleet-wide recompute per session).
+func (d *Daemon) resync() {
+	d.sessions.Add(1)
 	d.wake()
 }
 
@@ -396,24 +408,30 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if snap == nil {
 		// reconcile takes the session over after the first good read.
 		d.log.Warn("no key snapshot yet: not touching the new session until the first good read", "peer", id)
+		d.resync()
 		return
 	}
 	defer snap.Zero()
-	d.takeOver(snap, id)
-	d.Kick()
+	if !d.takeOver(snap, id) {
+		d.resync() // the next pass retries
+	}
 }
 
 // takeOver checks a session's keys against the desired set and starts its
-// rotation machine, unless one already runs for this socket.
-func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
+// rotation machine, unless one already runs for this socket. It reports
+// whether a machine runs on the session's socket now.
+func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	p := d.peer(id)
-	if p == nil || p.handle == nil || p.running {
-		return
+	if p == nil || p.handle == nil {
+		return false
+	}
+	if p.running {
+		return true
 	}
 	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())
 	if err != nil {
 		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
-		return
+		return false
 	}
 	h := p.handle
 	// Claim the session: the session event and a reconcile pass may both
@@ -426,7 +444,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
 	})
 	if !claimed {
 		zeroDesired(desired)
-		return
+		return true // taken over by the other caller
 	}
 	d.ctrl.SetDesired(id, desired)
 	sp, err := d.ctrl.Accepted(id, d.o.SocketOf(h))
@@ -437,6 +455,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) {
 		d.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
 	}
 	d.log.Info("rotation machine started", "peer", id)
+	return true
 }
 
 // OnDown implements bgp.SessionObserver.
@@ -451,5 +470,4 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	}
 	d.mu.Unlock()
 	d.log.Info("session down; its socket is no longer touched", "peer", id)
-	d.touch()
 }

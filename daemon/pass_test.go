@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -46,5 +47,24 @@ func TestIdlePassTouchesNothing(t *testing.T) {
 	}
 	if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
 		t.Errorf("exchange: %v", err)
+	}
+}
+
+// TestSessionEventsRecomputeNothing: a session taken over on its own event
+// and a session going down run no full pass (a mass take-over must not cost
+// a fleet-wide recompute per session).
+func TestSessionEventsRecomputeNothing(t *testing.T) {
+	_, k1, k2, _ := testKeys()
+	e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
+	e.waitKeys("listener", e.lis, ids(k1, k2))
+	e.waitFor("the first full pass", func() bool { _, full := e.d.Passes(); return full >= 1 })
+	_, full0 := e.d.Passes()
+	e.up(ids(k1, k2), k2, k1)
+	down := e.session
+	down.State = bgp.StateIdle
+	e.sp.set(down)
+	e.waitFor("the session down", func() bool { return e.peerStatus().SessionState != "established" })
+	if _, full := e.d.Passes(); full != full0 {
+		t.Errorf("%d full passes for one session up and down, want none", full-full0)
 	}
 }

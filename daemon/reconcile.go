@@ -156,10 +156,13 @@ type passInputs struct {
 	revoked int    // recorded revocations
 	pol     *policy.Policy
 	events  uint64 // Daemon.events
+	// sessions (Daemon.sessions) asks for a full pass, not a recompute.
+	sessions uint64
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load()}
+	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load(),
+		sessions: d.sessions.Load()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -177,15 +180,18 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	d.mu.Lock()
 	boundary, early := d.nextPass, len(d.early) > 0
 	d.mu.Unlock()
-	changed := !d.haveLast || in != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
-	if !changed && now.Before(d.lastFull.Add(d.o.Resync)) {
+	recompute := in
+	recompute.sessions = d.last.sessions
+	changed := !d.haveLast || recompute != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
+	if !changed && in.sessions == d.last.sessions && now.Before(d.lastFull.Add(d.o.Resync)) {
 		d.idlePasses.Add(1)
 		return d.due(boundary)
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.haveLast, "keys", in.keys != d.last.keys,
 			"revoked", in.revoked != d.last.revoked, "policy", in.pol != d.last.pol, "events", in.events != d.last.events,
-			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.retry, "drift_check", !changed)
+			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.retry,
+			"sessions", in.sessions != d.last.sessions, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
 	// not there yet, ...) is retried with each full pass.
