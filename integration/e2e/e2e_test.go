@@ -338,12 +338,20 @@ func TestVaultRotation(t *testing.T) {
 		}
 		cur = l.roll(r, cur, s, hook)
 		if r == 2 {
-			rep, err := l.ctl.Status(context.Background(), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.KeySource.LastError == "" {
-				t.Fatalf("Vault is down but status shows no key source error: %+v", rep.KeySource)
+			// The roll ran on the last good snapshot; the read that finds
+			// Vault down ends after the Vault client's own retries.
+			var rep control.StatusReport
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				var err error
+				if rep, err = l.ctl.Status(context.Background(), ""); err != nil {
+					t.Fatal(err)
+				}
+				if rep.KeySource.LastError != "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Vault is down but status shows no key source error after 15s: %+v", rep.KeySource)
+				}
 			}
 			t.Logf("while Vault is down: key source %q, last error %q; the roll completed on the last good snapshot", rep.KeySource.Name, rep.KeySource.LastError)
 			if err := l.vault.Start(); err != nil {
