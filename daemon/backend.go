@@ -60,8 +60,8 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	d.mu.Unlock()
 	// Stale-source, optmem and not-passive warnings are derived from these
 	// fields (StatusReport.Complete, below).
-	snap := d.snapshot()
-	defer snap.Zero()
+	snap, release := d.shared()
+	defer release()
 
 	infos, err := d.o.Speaker.Peers(ctx)
 	if err != nil {
@@ -201,13 +201,13 @@ func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, sta
 func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	now := d.o.Clock.Now()
 	rep := control.PlanReport{GeneratedAt: now, Observed: true}
-	snap := d.snapshot()
+	snap, release := d.shared()
+	defer release()
 	if snap == nil {
 		return rep, errors.New("no good key snapshot yet")
 	}
-	defer snap.Zero()
 	var in []rotator.Input
-	v4, v6, _ := d.listenerDesired(snap, now)
+	v4, v6, _, _ := d.listenerDesired(snap, now)
 	defer zeroDesired(v4, v6)
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		for _, h := range hs {
@@ -261,11 +261,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 // holds for the peer, ahead of its send time.
 func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
 	var res control.RotateResult
-	snap := d.snapshot()
+	snap, release := d.shared()
+	defer release()
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
-	defer snap.Zero()
 	now := d.o.Clock.Now()
 	var targets []*peerState
 	for _, p := range d.peerList() {

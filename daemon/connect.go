@@ -25,11 +25,11 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if _, err := d.policy().BindingFor(addr, ""); err != nil {
 		return nil, 0, 0, false
 	}
-	snap := d.snapshot()
+	snap, release := d.shared()
+	defer release()
 	if snap == nil {
 		return nil, 0, 0, true
 	}
-	defer snap.Zero()
 	pk, err := d.policy().Desired(snap, addr, "", d.o.Clock.Now())
 	if err != nil || len(pk.Keys) == 0 {
 		return nil, 0, 0, true

@@ -82,6 +82,7 @@ type Daemon struct {
 	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
 
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
+	snaps    snapshots  // the shared read-only key snapshot
 
 	// events counts the inputs of a pass that are not versioned elsewhere:
 	// sessions up or down, forgotten peers, rotate-now requests, speaker
@@ -284,6 +285,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	refresh()
 	lastRefresh := d.o.Clock.Now()
 	defer d.dropListenerWant()
+	defer d.dropShared()
 	for {
 		next := d.reconcile(ctx)
 		wait := d.o.Refresh - d.o.Clock.Now().Sub(lastRefresh)
@@ -404,14 +406,14 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if info.MD5 {
 		d.log.Error("neighbor has a TCP-MD5 password and a TCP-AO binding: the kernel refuses AO next to MD5 (EKEYREJECTED); remove the auth-password", "peer", id)
 	}
-	snap := d.snapshot()
+	snap, release := d.shared()
+	defer release()
 	if snap == nil {
 		// reconcile takes the session over after the first good read.
 		d.log.Warn("no key snapshot yet: not touching the new session until the first good read", "peer", id)
 		d.resync()
 		return
 	}
-	defer snap.Zero()
 	if !d.takeOver(snap, id) {
 		d.resync() // the next pass retries
 	}

@@ -108,8 +108,9 @@ func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix,
 }
 
 // listenerDesired is the key set of the speaker's listening sockets: every
-// binding's desired keys, for the binding's neighbor address or prefix.
-func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time) {
+// binding's desired keys, for the binding's neighbor address or prefix;
+// incomplete when a binding's keys could not be computed.
+func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time, incomplete bool) {
 	v4 = rotator.Desired{Kind: rotator.Listening}
 	v6 = rotator.Desired{Kind: rotator.Listening}
 	pol := d.policy()
@@ -117,7 +118,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
-			d.retry = true
+			incomplete = true
 			continue
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
@@ -126,7 +127,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		idx, err := ifIndex(b.VRF)
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
-			d.retry = true
+			incomplete = true
 			continue
 		}
 		dst := &v6
@@ -137,7 +138,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 	}
-	return v4, v6, next
+	return v4, v6, next, incomplete
 }
 
 func zeroDesired(ds ...rotator.Desired) {
@@ -197,12 +198,12 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	// not there yet, ...) is retried with each full pass.
 	changed = changed || d.retry
 	d.retry = false
-	snap := d.snapshot()
+	snap, release := d.shared()
+	defer release()
 	if snap == nil {
 		d.log.Warn("no good key snapshot yet: touching nothing", "source", d.o.Keys.Status().Source)
 		return time.Time{}
 	}
-	defer snap.Zero()
 	next := boundary
 	if changed || !d.lnWantSet {
 		next = d.listenerWant(snap, now)
@@ -283,7 +284,8 @@ func sameDesired(a, b rotator.Desired) bool {
 // listenerWant recomputes the listeners' desired keys into the cache the
 // full passes sync against, and returns the first policy time boundary.
 func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
-	v4, v6, next := d.listenerDesired(snap, now)
+	v4, v6, next, incomplete := d.listenerDesired(snap, now)
+	d.retry = d.retry || incomplete
 	d.dropListenerWant()
 	d.lnWant, d.lnWantSet = [2]rotator.Desired{v4, v6}, true
 	return next
