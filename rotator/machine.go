@@ -166,13 +166,20 @@ func (m *machine) setDesired(d Desired, now time.Time) {
 	}
 }
 
-// steadyAt is when a steady peer's socket is read next.
+// steadyAt is when a steady peer's socket is read next: Steady ±10%,
+// rounded up to a whole second so that the checks of thousands of peers
+// share their timer wake-ups (each wake-up of its own costs more than the
+// check) while the jitter still spreads them over seconds.
 func (m *machine) steadyAt(now time.Time) time.Time {
 	d := m.cfg.Steady
 	if m.rnd != nil {
 		d = time.Duration(float64(d) * (0.9 + 0.2*m.rnd.Float64()))
 	}
-	return now.Add(d)
+	at := now.Add(d)
+	if t := at.Truncate(time.Second); t.Before(at) {
+		at = t.Add(time.Second)
+	}
+	return at
 }
 
 func (m *machine) guarded(step Step, f func() error) error {

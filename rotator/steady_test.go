@@ -21,13 +21,13 @@ func TestSteadyRereadInterval(t *testing.T) {
 	d := Desired{Socket: "peer", Kind: Established, Keys: []DesiredKey{dk(k1)}, WantCurrent: ID(1), WantRNext: ID(1)}
 	m := newMachine("p", s, d, cfg, nil, rnd, slog.New(slog.DiscardHandler), t0)
 	for i := range 50 {
-		now := t0.Add(time.Duration(i) * time.Hour)
+		now := t0.Add(time.Duration(i)*time.Hour + time.Duration(i)*7*time.Millisecond)
 		next := m.step(now)
 		if m.st.State != StateSteady {
 			t.Fatalf("state %s, want steady", m.st.State)
 		}
-		if w := next.Sub(now); w < 36*time.Second || w > 44*time.Second {
-			t.Fatalf("steady re-read after %s, want Steady 40s ±10%%", w)
+		if w := next.Sub(now); w < 36*time.Second || w > 45*time.Second || next.Nanosecond() != 0 {
+			t.Fatalf("steady re-read after %s (at %s), want Steady 40s ±10%% rounded up to a whole second", w, next)
 		}
 	}
 	// A new key to roll to: installed and announced on the next step, and
