@@ -255,3 +255,22 @@ func TestSkips(t *testing.T) {
 		t.Errorf("both run: %+v", s)
 	}
 }
+
+// TestWriteProfile: pprof's file/time header lines are dropped, its summary
+// lines kept, and the table cut after max rows.
+func TestWriteProfile(t *testing.T) {
+	top := "File: aokeyd-bench\nBuild ID: abc\nType: cpu\nTime: 2026-11-30\nDuration: 4.6s, Total samples = 690ms\n" +
+		"      flat  flat%   sum%        cum   cum%\n" +
+		"         0     0%     0%      480ms 69.57%  a\n" +
+		"         0     0%     0%      300ms 43.48%  b\n" +
+		"         0     0%     0%      100ms 14.49%  c\n"
+	var b strings.Builder
+	writeProfile(&tw{w: &b}, top, 2)
+	want := "   Duration: 4.6s, Total samples = 690ms\n" +
+		"         flat  flat%   sum%        cum   cum%\n" +
+		"            0     0%     0%      480ms 69.57%  a\n" +
+		"            0     0%     0%      300ms 43.48%  b\n"
+	if b.String() != want {
+		t.Errorf("writeProfile:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -35,6 +35,10 @@ type Results struct {
 	// Profile is the top of a CPU profile of aokeyd's rotation at the
 	// largest N (filled in on the host with go tool pprof).
 	Profile string `json:"profile,omitempty"`
+	// PassProfile and SteadyProfile are the tops (go tool pprof -top -cum)
+	// of item 5's idle-pass and steady-window CPU profiles.
+	PassProfile   string `json:"pass_profile,omitempty"`
+	SteadyProfile string `json:"steady_profile,omitempty"`
 }
 
 // Size holds the install and rotation runs at one N.

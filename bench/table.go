@@ -176,11 +176,38 @@ func WriteTable(w io.Writer, r *Results) error {
 	if r.Profile != "" {
 		t.f("")
 		t.f("CPU profile of aokeyd's rotation at N=%d (go tool pprof -top; syscall time is the kernel's work):", om.N)
-		for _, l := range strings.Split(strings.TrimRight(r.Profile, "\n"), "\n") {
-			t.f("   %s", l)
-		}
+		writeProfile(t, r.Profile, 0)
+	}
+	if r.PassProfile != "" {
+		t.f("")
+		t.f("CPU profile of item 5's idle passes (go tool pprof -top -cum): the Go runtime's timer wake-up, not the daemon's code:")
+		writeProfile(t, r.PassProfile, 24)
+	}
+	if r.SteadyProfile != "" {
+		t.f("")
+		t.f("CPU profile of item 5's steady window, the daemon as operators run it (go tool pprof -top -cum):")
+		writeProfile(t, r.SteadyProfile, 30)
 	}
 	return t.err
+}
+
+// writeProfile indents a pprof -top summary, dropping the header lines that
+// name files and times, and keeps at most max rows of its table (0: all).
+func writeProfile(t *tw, top string, max int) {
+	rows, inTable := 0, false
+	for _, l := range strings.Split(strings.TrimRight(top, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "File:"), strings.HasPrefix(l, "Build ID:"), strings.HasPrefix(l, "Type:"), strings.HasPrefix(l, "Time:"):
+			continue
+		case inTable:
+			if rows++; max > 0 && rows > max {
+				continue
+			}
+		case strings.HasPrefix(strings.TrimSpace(l), "flat"):
+			inTable = true
+		}
+		t.f("   %s", l)
+	}
 }
 
 func sizeAt(r *Results, n int) Size {

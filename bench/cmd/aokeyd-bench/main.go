@@ -133,6 +133,8 @@ func render(args []string, stdout io.Writer) error {
 	in := fs.String("in", "", "results.json written by run (required)")
 	out := fs.String("out", "bench-report", "report directory")
 	top := fs.String("profile-top", "", "go tool pprof -top output to include")
+	passTop := fs.String("pass-top", "", "go tool pprof -top -cum output of the idle-pass profile to include")
+	steadyTop := fs.String("steady-top", "", "go tool pprof -top -cum output of the steady-window profile to include")
 	var benches benchFiles
 	fs.Var(&benches, "bench", "WHERE=FILE: `go test -bench -benchmem` output to include (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -168,12 +170,18 @@ func render(args []string, stdout io.Writer) error {
 		}
 		res.PlanBench = append(res.PlanBench, rows...)
 	}
-	if *top != "" {
-		t, err := os.ReadFile(*top)
+	for _, p := range []struct {
+		file string
+		dst  *string
+	}{{*top, &res.Profile}, {*passTop, &res.PassProfile}, {*steadyTop, &res.SteadyProfile}} {
+		if p.file == "" {
+			continue
+		}
+		t, err := os.ReadFile(p.file)
 		if err != nil {
 			return err
 		}
-		res.Profile = string(t)
+		*p.dst = string(t)
 	}
 	res.Skipped = bench.Skips(&res)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
