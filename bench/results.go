@@ -243,8 +243,11 @@ type DaemonRun struct {
 	FullDuringIdle int   `json:"full_during_idle"`
 	ChangePasses   int   `json:"change_passes"`
 	ChangePassCPU  int64 `json:"change_pass_cpu_ns"`
-	FullPasses     int   `json:"full_passes"`
-	FullPassCPU    int64 `json:"full_pass_cpu_ns"`
+	// IdleBetweenChange counts the idle passes that ran between the change
+	// passes (their CPU at IdlePassCPU is not in ChangePassCPU).
+	IdleBetweenChange int   `json:"idle_between_change"`
+	FullPasses        int   `json:"full_passes"`
+	FullPassCPU       int64 `json:"full_pass_cpu_ns"`
 }
 
 // Targets of item 5.

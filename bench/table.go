@@ -270,8 +270,8 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	}
 	t.f("   CPU per full pass with nothing changed (drift check: the listener's %d keys re-read and compared; every Resync, default 30s): %s [%d passes]",
 		v.ListenerKeys, Dur(v.FullPassCPU), v.FullPasses)
-	t.f("   CPU per change pass (an input changed: every peer's desired state recomputed, listener re-read): %s [%d passes]",
-		Dur(v.ChangePassCPU), v.ChangePasses)
+	t.f("   CPU per change pass (an input changed: every peer's desired state recomputed, listener re-read): %s [%d passes; the %d idle passes between them taken out]",
+		Dur(v.ChangePassCPU), v.ChangePasses, v.IdleBetweenChange)
 	t.f("   idle as operators run it (defaults: steady re-reads every 30s per session, full pass every 30s, key source read every 30s; metrics on, not scraped): %s CPU per second (%.2f%% of one CPU, over %s)",
 		Dur(v.SteadyCPUPerSec), float64(v.SteadyCPUPerSec)/1e7, Dur(v.SteadyWindow))
 	t.f("   one metrics scrape (every session's TCP_AO_INFO and TCP_AO_GET_KEYS read on scrape, %d metric families): %s CPU, %s wall",

@@ -69,5 +69,6 @@ cp "$res/results.json" "$out/guest-results.json"
 cp "$work/vm/console.log" "$out/guest-console.log"
 "$work/bin/aokeyd-bench" render -in "$res/results.json" -out "$out" \
 	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
-	-bench "host=$work/host-idle.txt" -bench "guest=$res/guest-idle.txt"
+	-bench "host=$work/host-idle.txt" -bench "guest=$res/guest-idle.txt" \
+	-pass-top "$out/pass-top.txt" -steady-top "$out/steady-top.txt"
 log "report: $out/report.txt, $out/report.png (raw data: $out/results.json, profile: $out/cpu.pprof)"
