@@ -14,10 +14,7 @@ import (
 // not depend on the number of peers (make bench measures it in the guest
 // at 64 and 4,096) and the in-memory kernel here changes nothing.
 func BenchmarkIdlePass(b *testing.B) {
-	_, k1, k2, _ := testKeys()
-	e := newEnv(b, envOptions{keys: []testKey{k1, k2}, refresh: 100 * time.Microsecond})
-	e.waitKeys("listener", e.lis, ids(k1, k2))
-	e.up(ids(k1, k2), k2, k1)
+	e, _, _ := steadyEnv(b, 100*time.Microsecond)
 	// Start once 20 idle passes ran in a row without a full one.
 	for run := 0; run < 20; {
 		idle, full := e.d.Passes()

@@ -13,10 +13,7 @@ import (
 // (here a kick, as for a session event or SIGHUP) runs a full pass, which
 // re-reads the listener and puts back what drifted.
 func TestIdlePassTouchesNothing(t *testing.T) {
-	_, k1, k2, _ := testKeys()
-	e := newEnv(t, envOptions{keys: []testKey{k1, k2}, refresh: 5 * time.Millisecond})
-	e.waitKeys("listener", e.lis, ids(k1, k2))
-	e.up(ids(k1, k2), k2, k1)
+	e, k1, k2 := steadyEnv(t, 5*time.Millisecond)
 
 	// Let start-up's passes finish, then take k2 off the listener behind
 	// the daemon's back: a pass that read the listener would put it back.
@@ -48,6 +45,17 @@ func TestIdlePassTouchesNothing(t *testing.T) {
 	if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
 		t.Errorf("exchange: %v", err)
 	}
+}
+
+// steadyEnv is a daemon reading its key source every refresh, with its
+// listener keyed and its one session up and steady on k1 and k2.
+func steadyEnv(tb testing.TB, refresh time.Duration) (e *env, k1, k2 testKey) {
+	tb.Helper()
+	_, k1, k2, _ = testKeys()
+	e = newEnv(tb, envOptions{keys: []testKey{k1, k2}, refresh: refresh})
+	e.waitKeys("listener", e.lis, ids(k1, k2))
+	e.up(ids(k1, k2), k2, k1)
+	return e, k1, k2
 }
 
 // TestSessionEventsRecomputeNothing: a session taken over on its own event
