@@ -38,11 +38,13 @@ type Options struct {
 	Refresh time.Duration
 	// Resync is the longest time between two full reconcile passes (30s).
 	// A full pass re-reads the listening sockets' keys from the kernel and
-	// puts back whatever drifted. Passes run whenever an input changes
-	// (key snapshot, revocation, policy, a session up or down, rotate-now,
-	// a policy time boundary); a pass with no changed input and no full
-	// pass due touches neither the policy nor the kernel. Established
-	// sessions are re-read by their own rotation machines
+	// puts back whatever drifted. Full passes also run when an input
+	// changes (key snapshot, revocation, policy, Kick, rotate-now, a policy
+	// time boundary: every peer's desired state is recomputed) and after a
+	// speaker (re)sync or a failed take-over (listeners and take-overs
+	// only); a pass with neither touches neither the policy nor the
+	// kernel. A session's own event takes it over without a pass.
+	// Established sessions are re-read by their own rotation machines
 	// (rotator.Config.Steady).
 	Resync time.Duration
 	// StaleAfter is the key source age after which status warns (10m).
@@ -84,9 +86,9 @@ type Daemon struct {
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
 	snaps    snapshots  // the shared read-only key snapshot
 
-	// events counts the inputs of a pass that are not versioned elsewhere:
-	// sessions up or down, forgotten peers, rotate-now requests, speaker
-	// (re)syncs. touch bumps it.
+	// events counts the requests for a full pass with recompute that no
+	// version records: Kick (SIGHUP reload, aoctl rotate and revoke, a key
+	// refresh asked for). touch bumps it.
 	events atomic.Uint64
 	// sessions counts what needs a full pass but no recompute: a speaker
 	// (re)sync, a session that could not be taken over yet. resync bumps it.
