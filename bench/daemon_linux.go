@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -35,7 +36,7 @@ import (
 type fleetEnv struct {
 	f   *fleet
 	src *fleetSource
-	sp  *fleetSpeaker
+	sp  *bgptest.Speaker
 	pol *policy.Policy
 }
 
@@ -70,7 +71,7 @@ func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 	}
 	d, err := daemon.New(daemon.Options{
 		Policy: e.pol, Keys: keystore.NewCache(e.src, keystore.CacheOptions{}), Source: e.src,
-		Speaker: e.sp, Discoverer: fleetDisc{e.f}, ListenPort: e.f.port,
+		Speaker: e.sp, Discoverer: e.f.disc, ListenPort: e.f.port,
 		// Grace short: a freshly accepted socket whose only change is
 		// ao_required goes through a grace period before it is steady.
 		Rotator:   rotator.Config{Poll: o.poll, Steady: o.steady, Grace: time.Second},
@@ -310,7 +311,7 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 		res.KeyGone++
 	}
 	for i := range e.f.n {
-		s := e.f.socks[uint64(i+2)] // inode 1 is the listener
+		s := e.f.disc.Socket(uint64(i + 2)) // inode 1 is the listener
 		if c, err := countKeys(s, 1); err == nil && c == 0 {
 			if info, err := s.Info(); err == nil && info.HaveCurrent && info.CurrentKey == 2 {
 				res.KeyGone++
@@ -463,7 +464,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	res.StartUp, res.Takeover = spans[0], spans[1]
 	res.ListenerKeys, _ = countKeys(e.f.lnSock, -1)
 	for i := range n {
-		c, _ := countKeys(e.f.socks[uint64(i+2)], -1)
+		c, _ := countKeys(e.f.disc.Socket(uint64(i+2)), -1)
 		res.EstablishedKeys += c
 	}
 	if res.RSSDaemon, res.HeapDaemon, err = settled(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -116,69 +115,27 @@ func (s *fleetSource) zero() {
 	}
 }
 
-// fleetSpeaker is a bgp.Speaker reporting the fleet's sessions.
-type fleetSpeaker struct {
-	mu     sync.Mutex
-	peers  []bgp.PeerInfo
-	events chan bgp.Event
-}
-
-func newFleetSpeaker(n int) *fleetSpeaker {
-	s := &fleetSpeaker{events: make(chan bgp.Event, n)}
+// newFleetSpeaker is the speaker of a fleet of n peers, all passive and
+// not yet connected. A reset is not expected: it fails.
+func newFleetSpeaker(n int) *bgptest.Speaker {
+	peers := make([]bgp.PeerInfo, n)
 	for i := range n {
-		s.peers = append(s.peers, bgp.PeerInfo{Neighbor: fleetPeer(i), Local: fleetLocal, State: bgp.StateActive, Passive: true, PeerASN: 65001})
+		peers[i] = fleetPeerInfo(i)
 	}
-	return s
+	sp := bgptest.NewSpeaker("bench-speaker", os.Getpid(), n, peers...)
+	sp.ResetErr = errors.New("bench speaker: no reset expected")
+	return sp
 }
 
-func (s *fleetSpeaker) Name() string { return "bench-speaker" }
-
-func (s *fleetSpeaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.peers), nil
+func fleetPeerInfo(i int) bgp.PeerInfo {
+	return bgp.PeerInfo{Neighbor: fleetPeer(i), Local: fleetLocal, State: bgp.StateActive, Passive: true, PeerASN: 65001}
 }
 
-func (s *fleetSpeaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
-	out := make(chan bgp.Event)
-	peers, _ := s.Peers(ctx)
-	go func() {
-		defer close(out)
-		select {
-		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			select {
-			case ev := <-s.events:
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
-}
-
-func (s *fleetSpeaker) ResetPeer(context.Context, netip.Addr, string) error {
-	return errors.New("bench speaker: no reset expected")
-}
-
-func (s *fleetSpeaker) PID(context.Context) (int, error) { return os.Getpid(), nil }
-
-// established marks peer i up on the given ports and tells the watcher.
-func (s *fleetSpeaker) established(i int, local, remote netip.AddrPort) {
-	s.mu.Lock()
-	p := &s.peers[i]
+// established reports peer i up on the given ports.
+func established(sp *bgptest.Speaker, i int, local, remote netip.AddrPort) {
+	p := fleetPeerInfo(i)
 	p.State, p.LocalPort, p.RemotePort, p.Uptime = bgp.StateEstablished, local.Port(), remote.Port(), time.Now().Truncate(time.Second)
-	ev := bgp.Event{Kind: bgp.EventState, Peer: *p}
-	s.mu.Unlock()
-	s.events <- ev
+	sp.Set(p)
 }
 
 // fleet is the listener, the clients and the accepted sockets, and the
@@ -190,11 +147,9 @@ type fleet struct {
 	port     uint16
 	clients  []*net.TCPConn
 	accepted []*net.TCPConn
-
-	mu    sync.Mutex
-	refs  []sockets.Ref
-	socks map[uint64]tcpao.Socket
-	byTup map[[2]netip.AddrPort]sockets.Ref
+	// disc names the listener (inode 1) and then the accepted sockets
+	// (inode i+2 for peer i) for the daemon.
+	disc *bgptest.Discoverer
 }
 
 func (r *runner) newFleet(ctx context.Context, n int) (*fleet, error) {
@@ -203,21 +158,9 @@ func (r *runner) newFleet(ctx context.Context, n int) (*fleet, error) {
 		return nil, err
 	}
 	f := &fleet{n: n, ln: l.ln, lnSock: l.sock, port: uint16(l.ln.Addr().(*net.TCPAddr).Port),
-		socks: map[uint64]tcpao.Socket{}, byTup: map[[2]netip.AddrPort]sockets.Ref{}}
-	f.register(l.sock, netip.AddrPortFrom(fleetLocal, f.port), netip.AddrPort{}, true)
+		disc: bgptest.NewDiscoverer(os.Getpid(), 1)}
+	f.disc.Add(l.sock, netip.AddrPortFrom(fleetLocal, f.port), netip.AddrPort{}, true)
 	return f, nil
-}
-
-func (f *fleet) register(s tcpao.Socket, local, remote netip.AddrPort, listening bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ino := uint64(len(f.refs) + 1)
-	ref := sockets.Ref{PID: os.Getpid(), Inode: ino, FD: int(ino), Local: local, Remote: remote, Listening: listening}
-	f.refs = append(f.refs, ref)
-	f.socks[ino] = s
-	if !listening {
-		f.byTup[[2]netip.AddrPort{local, remote}] = ref
-	}
 }
 
 func (f *fleet) close() {
@@ -233,7 +176,7 @@ func (f *fleet) close() {
 // connect opens every peer's session: the client gets the mirrors of keys
 // (keys[cur] Current_key and RNext_key) before connect, the accepted socket
 // is registered, and the speaker reports it Established.
-func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *fleetSpeaker) error {
+func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *bgptest.Speaker) error {
 	for i := range f.n {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -281,8 +224,8 @@ func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *f
 		if remote.Addr() != fleetPeer(i) {
 			return fmt.Errorf("bench: accepted %s, want peer %s", remote, fleetPeer(i))
 		}
-		f.register(tcpao.New(rc), local, remote, false)
-		sp.established(i, local, remote)
+		f.disc.Add(tcpao.New(rc), local, remote, false)
+		established(sp, i, local, remote)
 	}
 	return nil
 }
@@ -320,46 +263,6 @@ func (f *fleet) exchange() (int, error) {
 	return ok, errors.Join(errs...)
 }
 
-// Discoverer (bgp.Discoverer) over the fleet.
-type fleetDisc struct{ f *fleet }
-
-func (d fleetDisc) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
-	var out []sockets.Ref
-	for _, r := range d.f.refs {
-		if r.PID == pid && r.Listening && r.Local.Port() == port {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (d fleetDisc) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
-	if r, ok := d.f.byTup[[2]netip.AddrPort{local, remote}]; ok && r.PID == pid {
-		return r, nil
-	}
-	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
-}
-
-func (d fleetDisc) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
-	var out []sockets.Ref
-	for _, r := range d.f.refs {
-		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (d fleetDisc) With(sockets.Ref, func(fd int) error) error {
-	return errors.New("bench discoverer lends no descriptors: the daemon uses Options.SocketOf")
-}
-
 // watched is one daemon instance's view of the fleet: it counts the
 // listener's key reads (one per reconcile pass) and which accepted sockets
 // the daemon has touched (taken over).
@@ -374,9 +277,7 @@ func newWatched(f *fleet) *watched { return &watched{f: f, touched: map[uint64]b
 
 func (w *watched) socketOf(h bgp.SocketHandle) tcpao.Socket {
 	ref := h.Ref()
-	w.f.mu.Lock()
-	s := w.f.socks[ref.Inode]
-	w.f.mu.Unlock()
+	s := w.f.disc.Socket(ref.Inode)
 	if s == nil {
 		return badSock{}
 	}

@@ -312,7 +312,7 @@ func TestRevokeCurrentKeyWithBackup(t *testing.T) {
 	// The speaker's first event waits for the first pass: a session
 	// reported before the daemon has a snapshot is never taken over (the
 	// bug latesnapshot_test.go reproduces).
-	release := e.sp.holdSync()
+	release := e.sp.HoldSync()
 	e.start(file)
 	e.waitKeys("listener after restart", e.lis, ids(k2))
 	release()
@@ -350,7 +350,7 @@ func TestRevokeOnlyKey(t *testing.T) {
 			if i < 0 || res.Sockets[i].Action != tc.action {
 				t.Fatalf("revoke outcomes %+v, want the session's action %q", res.Sockets, tc.action)
 			}
-			resets := e.sp.resetCalls()
+			resets := e.sp.Resets()
 			if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerAddr) {
 				t.Errorf("ResetPeer calls %v, want %d for %s", resets, tc.wantResets, peerAddr)
 			}

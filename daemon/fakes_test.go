@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -40,176 +40,23 @@ const (
 	chainName  = "core"
 )
 
-// fakeSpeaker is a bgp.Speaker whose neighbor list the test sets; every
-// change is delivered to the watcher as an EventState after the initial
-// EventSync.
-type fakeSpeaker struct {
-	mu     sync.Mutex
-	peers  map[netip.Addr]bgp.PeerInfo
-	events chan bgp.Event
-	resets []netip.Addr
-	gate   chan struct{} // non-nil: the next Watch holds its EventSync until closed
-}
-
-func newFakeSpeaker(peers ...bgp.PeerInfo) *fakeSpeaker {
-	s := &fakeSpeaker{peers: map[netip.Addr]bgp.PeerInfo{}, events: make(chan bgp.Event, 16)}
-	for _, p := range peers {
-		s.peers[p.Neighbor] = p
-	}
-	return s
-}
-
-func (s *fakeSpeaker) Name() string { return "fake-speaker" }
-
-func (s *fakeSpeaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]bgp.PeerInfo, 0, len(s.peers))
-	for _, p := range s.peers {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b bgp.PeerInfo) int { return a.Neighbor.Compare(b.Neighbor) })
-	return out, nil
-}
-
-func (s *fakeSpeaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
-	s.mu.Lock()
-	gate := s.gate
-	s.gate = nil
-	s.mu.Unlock()
-	out := make(chan bgp.Event)
-	go func() {
-		defer close(out)
-		if gate != nil {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return
-			}
-		}
-		peers, _ := s.Peers(ctx)
-		select {
-		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			select {
-			case ev := <-s.events:
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
-}
-
-func (s *fakeSpeaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.resets = append(s.resets, neighbor)
-	return nil
-}
-
-func (s *fakeSpeaker) PID(context.Context) (int, error) { return speakerPID, nil }
-
-// holdSync makes the next Watch deliver its EventSync only once release is
-// called.
-func (s *fakeSpeaker) holdSync() (release func()) {
-	g := make(chan struct{})
-	s.mu.Lock()
-	s.gate = g
-	s.mu.Unlock()
-	return sync.OnceFunc(func() { close(g) })
-}
-
-// set changes a neighbor and tells the watcher.
-func (s *fakeSpeaker) set(p bgp.PeerInfo) {
-	s.mu.Lock()
-	s.peers[p.Neighbor] = p
-	s.mu.Unlock()
-	s.events <- bgp.Event{Kind: bgp.EventState, Peer: p}
-}
-
-func (s *fakeSpeaker) resetCalls() []netip.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.resets)
-}
-
-// fakeDiscoverer hands out synthetic socket references; the daemon reaches
-// the in-memory sockets behind them through Options.SocketOf.
-type fakeDiscoverer struct {
-	mu        sync.Mutex
-	nextInode uint64
-	refs      []sockets.Ref
-	socks     map[uint64]*countingSocket
-}
+// fakeDiscoverer names the in-memory sockets for the daemon, each wrapped
+// in a countingSocket; the daemon reaches them through Options.SocketOf.
+type fakeDiscoverer struct{ *bgptest.Discoverer }
 
 func newFakeDiscoverer() *fakeDiscoverer {
-	return &fakeDiscoverer{nextInode: 1000, socks: map[uint64]*countingSocket{}}
+	return &fakeDiscoverer{bgptest.NewDiscoverer(speakerPID, 1001)}
 }
 
 func (f *fakeDiscoverer) add(s *tcpaotest.Sock, local, remote netip.AddrPort, listening bool) *countingSocket {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextInode++
-	ref := sockets.Ref{PID: speakerPID, Inode: f.nextInode, FD: int(f.nextInode), Local: local, Remote: remote, Listening: listening}
-	f.refs = append(f.refs, ref)
 	cs := &countingSocket{Socket: s}
-	f.socks[ref.Inode] = cs
+	f.Add(cs, local, remote, listening)
 	return cs
-}
-
-func (f *fakeDiscoverer) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []sockets.Ref
-	for _, r := range f.refs {
-		if r.PID == pid && r.Listening && r.Local.Port() == port {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeDiscoverer) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, r := range f.refs {
-		if r.PID == pid && !r.Listening && r.Local == local && r.Remote == remote {
-			return r, nil
-		}
-	}
-	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
-}
-
-func (f *fakeDiscoverer) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []sockets.Ref
-	for _, r := range f.refs {
-		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeDiscoverer) With(sockets.Ref, func(fd int) error) error {
-	return errors.New("fake discoverer lends no descriptors: the daemon must use Options.SocketOf")
 }
 
 // socketOf is the daemon's Options.SocketOf.
 func (f *fakeDiscoverer) socketOf(h bgp.SocketHandle) tcpao.Socket {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s := f.socks[h.Ref().Inode]; s != nil {
+	if s := f.Socket(h.Ref().Inode); s != nil {
 		return s
 	}
 	return badSocket{}
@@ -435,7 +282,7 @@ func parsePolicy(t testing.TB, text string) *policy.Policy {
 type env struct {
 	t      testing.TB
 	net    *tcpaotest.Net
-	sp     *fakeSpeaker
+	sp     *bgptest.Speaker
 	disc   *fakeDiscoverer
 	src    *fakeSource
 	cclock *manualNow
@@ -483,7 +330,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.sourceDown != nil {
 		e.src.fail(o.sourceDown)
 	}
-	e.sp = newFakeSpeaker(bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+	e.sp = bgptest.NewSpeaker("fake-speaker", speakerPID, 16, bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
 	var err error
 	if e.lis, err = e.net.Socket(localAddr); err != nil {
 		t.Fatal(err)
@@ -579,7 +426,7 @@ func (e *env) connect(keys ...testKey) {
 func (e *env) established() {
 	e.session = bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, LocalPort: bgpPort, RemotePort: e.client.LocalAddr().Port(),
 		State: bgp.StateEstablished, Uptime: time.Now().Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002}
-	e.sp.set(e.session)
+	e.sp.Set(e.session)
 }
 
 // waitFor polls cond until it holds; it fails the test after a deadline.

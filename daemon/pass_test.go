@@ -70,7 +70,7 @@ func TestSessionEventsRecomputeNothing(t *testing.T) {
 	e.up(ids(k1, k2), k2, k1)
 	down := e.session
 	down.State = bgp.StateIdle
-	e.sp.set(down)
+	e.sp.Set(down)
 	e.waitFor("the session down", func() bool { return e.peerStatus().SessionState != "established" })
 	if _, full := e.d.Passes(); full != full0 {
 		t.Errorf("%d full passes for one session up and down, want none", full-full0)

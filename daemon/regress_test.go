@@ -82,8 +82,8 @@ func TestControlCallsDuringSessionEvents(t *testing.T) {
 	down := e.session
 	down.State = bgp.StateIdle
 	for range 50 {
-		e.sp.set(down)
-		e.sp.set(e.session)
+		e.sp.Set(down)
+		e.sp.Set(e.session)
 	}
 	close(stop)
 	wg.Wait()

@@ -1,0 +1,206 @@
+package bgptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Speaker is a bgp.Speaker whose neighbor table the caller sets: each Watch
+// starts with an EventSync of the table, then relays every Set as an
+// EventState.
+type Speaker struct {
+	name string
+	pid  int
+	// ResetErr, when set, is what ResetPeer returns (the call is recorded
+	// either way).
+	ResetErr error
+
+	mu     sync.Mutex
+	peers  map[netip.Addr]bgp.PeerInfo
+	events chan bgp.Event
+	resets []netip.Addr
+	gate   chan struct{} // non-nil: the next Watch holds its EventSync until closed
+}
+
+// NewSpeaker returns a Speaker called name, whose process is pid, with
+// peers; buffer is how many Set events may wait for a watcher.
+func NewSpeaker(name string, pid, buffer int, peers ...bgp.PeerInfo) *Speaker {
+	s := &Speaker{name: name, pid: pid, peers: map[netip.Addr]bgp.PeerInfo{}, events: make(chan bgp.Event, buffer)}
+	for _, p := range peers {
+		s.peers[p.Neighbor] = p
+	}
+	return s
+}
+
+func (s *Speaker) Name() string { return s.name }
+
+// Peers is the neighbor table, sorted by address.
+func (s *Speaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]bgp.PeerInfo, 0, len(s.peers))
+	for _, p := range s.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b bgp.PeerInfo) int { return a.Neighbor.Compare(b.Neighbor) })
+	return out, nil
+}
+
+func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.gate = nil
+	s.mu.Unlock()
+	out := make(chan bgp.Event)
+	go func() {
+		defer close(out)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		peers, _ := s.Peers(ctx)
+		select {
+		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			select {
+			case ev := <-s.events:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// ResetPeer records the call and returns ResetErr.
+func (s *Speaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resets = append(s.resets, neighbor)
+	return s.ResetErr
+}
+
+func (s *Speaker) PID(context.Context) (int, error) { return s.pid, nil }
+
+// HoldSync makes the next Watch deliver its EventSync only once release is
+// called.
+func (s *Speaker) HoldSync() (release func()) {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+	return sync.OnceFunc(func() { close(g) })
+}
+
+// Set changes a neighbor and tells the watcher.
+func (s *Speaker) Set(p bgp.PeerInfo) {
+	s.mu.Lock()
+	s.peers[p.Neighbor] = p
+	s.mu.Unlock()
+	s.events <- bgp.Event{Kind: bgp.EventState, Peer: p}
+}
+
+// Resets lists the neighbors ResetPeer was called for.
+func (s *Speaker) Resets() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.resets)
+}
+
+// Discoverer is a bgp.Discoverer over the sockets registered with Add, all
+// of process pid.
+type Discoverer struct {
+	pid int
+
+	mu    sync.Mutex
+	next  uint64
+	refs  []sockets.Ref
+	byTup map[[2]netip.AddrPort]sockets.Ref
+	socks map[uint64]tcpao.Socket
+}
+
+// NewDiscoverer returns an empty Discoverer for process pid whose first
+// socket gets inode firstInode.
+func NewDiscoverer(pid int, firstInode uint64) *Discoverer {
+	return &Discoverer{pid: pid, next: firstInode, byTup: map[[2]netip.AddrPort]sockets.Ref{}, socks: map[uint64]tcpao.Socket{}}
+}
+
+// Add registers s (a listener when listening, else a connection local to
+// remote) and returns its reference; its inode and fd are the next number.
+func (d *Discoverer) Add(s tcpao.Socket, local, remote netip.AddrPort, listening bool) sockets.Ref {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ino := d.next
+	d.next++
+	ref := sockets.Ref{PID: d.pid, Inode: ino, FD: int(ino), Local: local, Remote: remote, Listening: listening}
+	d.refs = append(d.refs, ref)
+	d.socks[ino] = s
+	if !listening {
+		d.byTup[[2]netip.AddrPort{local, remote}] = ref
+	}
+	return ref
+}
+
+// Socket is the socket registered under inode, nil when there is none.
+func (d *Discoverer) Socket(inode uint64) tcpao.Socket {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.socks[inode]
+}
+
+func (d *Discoverer) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range d.refs {
+		if r.PID == pid && r.Listening && r.Local.Port() == port {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (d *Discoverer) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.byTup[[2]netip.AddrPort{local, remote}]; ok && r.PID == pid {
+		return r, nil
+	}
+	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
+}
+
+func (d *Discoverer) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []sockets.Ref
+	for _, r := range d.refs {
+		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// With refuses: the sockets are reached through Socket, not descriptors.
+func (d *Discoverer) With(sockets.Ref, func(fd int) error) error {
+	return errors.New("bgptest discoverer lends no descriptors: reach its sockets with Socket (daemon.Options.SocketOf)")
+}
