@@ -88,7 +88,7 @@ type Daemon struct {
 
 	// events counts the requests for a full pass with recompute that no
 	// version records: Kick (SIGHUP reload, aoctl rotate and revoke, a key
-	// refresh asked for). touch bumps it.
+	// refresh asked for). Kick bumps it.
 	events atomic.Uint64
 	// sessions counts what needs a full pass but no recompute: a speaker
 	// (re)sync, a session that could not be taken over yet. resync bumps it.
@@ -98,12 +98,12 @@ type Daemon struct {
 	// The reconcile goroutine's own (no lock): the inputs of the last
 	// full pass, when it ran, and the listeners' desired keys it computed
 	// (owning their secrets).
-	last      passInputs
-	haveLast  bool
-	lastFull  time.Time
-	lnWant    [2]rotator.Desired // v4, v6
-	lnWantSet bool
-	retry     bool // some desired state failed: recompute at the next full pass
+	last         passInputs
+	lastSessions uint64 // Daemon.sessions at the last full pass
+	haveLast     bool
+	lastFull     time.Time
+	lnWant       [2]rotator.Desired // v4, v6
+	retry        bool               // some desired state failed: recompute at the next full pass
 }
 
 // peerState is one managed peer. Published values are never modified:
@@ -210,11 +210,7 @@ func (d *Daemon) SetPolicy(p *policy.Policy) {
 
 // Kick asks for a full reconcile pass now: desired state recomputed and
 // the listeners re-read from the kernel.
-func (d *Daemon) Kick() { d.touch() }
-
-// touch records that an input of the next pass changed and wakes the
-// reconcile goroutine.
-func (d *Daemon) touch() {
+func (d *Daemon) Kick() {
 	d.events.Add(1)
 	d.wake()
 }

@@ -157,13 +157,10 @@ type passInputs struct {
 	revoked int    // recorded revocations
 	pol     *policy.Policy
 	events  uint64 // Daemon.events
-	// sessions (Daemon.sessions) asks for a full pass, not a recompute.
-	sessions uint64
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load(),
-		sessions: d.sessions.Load()}
+	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -177,14 +174,12 @@ func (d *Daemon) inputs() passInputs {
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	now := d.o.Clock.Now()
-	in := d.inputs()
+	in, sessions := d.inputs(), d.sessions.Load()
 	d.mu.Lock()
 	boundary, early := d.nextPass, len(d.early) > 0
 	d.mu.Unlock()
-	recompute := in
-	recompute.sessions = d.last.sessions
-	changed := !d.haveLast || recompute != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
-	if !changed && in.sessions == d.last.sessions && now.Before(d.lastFull.Add(d.o.Resync)) {
+	changed := !d.haveLast || in != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
+	if !changed && sessions == d.lastSessions && now.Before(d.lastFull.Add(d.o.Resync)) {
 		d.idlePasses.Add(1)
 		return d.due(boundary)
 	}
@@ -192,7 +187,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		d.log.Debug("full reconcile pass", "first", !d.haveLast, "keys", in.keys != d.last.keys,
 			"revoked", in.revoked != d.last.revoked, "policy", in.pol != d.last.pol, "events", in.events != d.last.events,
 			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.retry,
-			"sessions", in.sessions != d.last.sessions, "drift_check", !changed)
+			"sessions", sessions != d.lastSessions, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
 	// not there yet, ...) is retried with each full pass.
@@ -205,7 +200,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	next := boundary
-	if changed || !d.lnWantSet {
+	if changed { // always on the first pass
 		next = d.listenerWant(snap, now)
 	}
 	d.syncListeners(ctx)
@@ -245,7 +240,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			next = pk.NextChange
 		}
 	}
-	d.last, d.haveLast, d.lastFull = in, true, now
+	d.last, d.lastSessions, d.haveLast, d.lastFull = in, sessions, true, now
 	d.mu.Lock()
 	d.lastPass, d.nextPass = now, next
 	d.mu.Unlock()
@@ -287,16 +282,14 @@ func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time 
 	v4, v6, next, incomplete := d.listenerDesired(snap, now)
 	d.retry = d.retry || incomplete
 	d.dropListenerWant()
-	d.lnWant, d.lnWantSet = [2]rotator.Desired{v4, v6}, true
+	d.lnWant = [2]rotator.Desired{v4, v6}
 	return next
 }
 
 // dropListenerWant zeroes the cached listener keys.
 func (d *Daemon) dropListenerWant() {
-	if d.lnWantSet {
-		zeroDesired(d.lnWant[0], d.lnWant[1])
-		d.lnWant, d.lnWantSet = [2]rotator.Desired{}, false
-	}
+	zeroDesired(d.lnWant[0], d.lnWant[1])
+	d.lnWant = [2]rotator.Desired{}
 }
 
 // syncListeners brings the speaker's listening sockets to the cached
