@@ -55,9 +55,11 @@ type Options struct {
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
 	Clock     rotator.Clock
-	Rand      rotator.Jitter
-	Logger    *slog.Logger
-	Metrics   *metrics.Metrics // nil: no metrics
+	// Rand jitters the rotation machines' steady re-reads and retry
+	// backoffs; nil is rotator.SystemJitter (tests inject their own).
+	Rand    rotator.Jitter
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: no metrics
 	// SocketOf gives the TCP-AO surface of one of the speaker's sockets
 	// (bgp.AOSocket by default); tests hand in-memory sockets through it.
 	SocketOf func(bgp.SocketHandle) tcpao.Socket

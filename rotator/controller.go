@@ -16,7 +16,9 @@ import (
 var ErrUnknownPeer = errors.New("rotator: unknown peer")
 
 // Options configure a Controller. Zero values get defaults: the system
-// clock, no jitter, slog.DiscardHandler, no session guard.
+// clock, SystemJitter (the ±10% steady-read and ±20% backoff jitter are on
+// unless a test injects its own source), slog.DiscardHandler, no session
+// guard.
 type Options struct {
 	Config Config
 	Clock  Clock
@@ -55,6 +57,9 @@ type runner struct {
 func NewController(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = SystemJitter{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

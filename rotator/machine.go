@@ -3,6 +3,7 @@ package rotator
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -26,11 +27,20 @@ func (SystemClock) Now() time.Time { return time.Now() }
 // After is time.After.
 func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Jitter is the randomness source for retry backoff; *math/rand/v2.Rand
-// satisfies it.
+// Jitter is the randomness source for the steady re-read (±10%) and the
+// retry backoff (±20%). A Controller shares it between its peers' goroutines,
+// so it must be safe for concurrent use (a *math/rand/v2.Rand is not, unless
+// only one machine uses it).
 type Jitter interface {
 	Float64() float64
 }
+
+// SystemJitter is the default Jitter: math/rand/v2's goroutine-safe
+// top-level source, seeded randomly per process. Tests inject their own.
+type SystemJitter struct{}
+
+// Float64 is rand.Float64.
+func (SystemJitter) Float64() float64 { return rand.Float64() }
 
 // Step names one kernel-writing step of a roll, for the SessionGuard.
 type Step string
