@@ -66,6 +66,11 @@ var (
 	// ErrUnsupported is returned on platforms without TCP-AO (every !linux
 	// build). It fails closed: nothing is installed.
 	ErrUnsupported = errors.New("tcpao: TCP-AO is not supported on this platform")
+	// ErrNoKernelSupport is returned by Probe when the running Linux kernel
+	// was built without CONFIG_TCP_AO (every TCP_AO_* socket option then
+	// fails with ENOPROTOOPT). Its text is the operator's one-line fix.
+	ErrNoKernelSupport = errors.New("the running kernel lacks TCP-AO (built without CONFIG_TCP_AO): " +
+		"run aokeyd on Linux 6.7 or later built with CONFIG_TCP_AO=y; see the README section \"Kernel requirements\"")
 	// ErrAlgorithm is returned for an algorithm this package does not offer.
 	ErrAlgorithm = errors.New("tcpao: unknown algorithm")
 	// ErrKeyLength is returned for a secret of 0 or more than MaxKeyLen bytes

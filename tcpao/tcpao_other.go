@@ -18,3 +18,6 @@ func (unsupported) DelKey(DelKey) error               { return ErrUnsupported }
 func (unsupported) Info() (Info, error)               { return Info{}, ErrUnsupported }
 func (unsupported) SetInfo(InfoChange) error          { return ErrUnsupported }
 func (unsupported) Keys(KeyFilter) ([]KeyInfo, error) { return nil, ErrUnsupported }
+
+// Probe fails closed with ErrUnsupported: TCP-AO exists only on Linux.
+func Probe() error { return ErrUnsupported }
