@@ -30,6 +30,7 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -126,7 +127,24 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, o)), nil
 }
 
+// Swapped by tests only: the process hardening and the kernel probe that
+// serve runs before reading anything.
+var (
+	hardenProcess = harden
+	probeKernel   = tcpao.Probe
+)
+
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
+	// Before any key is read: no same-uid reader of our memory, no core.
+	if err := hardenProcess(); err != nil {
+		return err
+	}
+	// A kernel without CONFIG_TCP_AO can hold no key: say so in one line and
+	// exit before READY=1 instead of failing every pass.
+	probeErr := probeKernel()
+	if errors.Is(probeErr, tcpao.ErrNoKernelSupport) || errors.Is(probeErr, tcpao.ErrUnsupported) {
+		return probeErr
+	}
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
 	if checked.Config == nil || checked.Policy == nil {
 		return errors.Join(checked.Problems...)
@@ -138,6 +156,9 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	}
 	for _, p := range checked.Problems {
 		log.Warn("configuration problem", "err", p)
+	}
+	if probeErr != nil {
+		log.Warn("TCP-AO kernel probe could not ask the kernel; starting anyway", "err", probeErr)
 	}
 	src, err := cfg.OpenKeySource(config.SourceOptions{Logger: log})
 	if err != nil {

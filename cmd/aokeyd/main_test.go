@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// aokeydBinary builds this command once per test binary run.
+func aokeydBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "aokeyd-bin-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", buildDir, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v", buildErr)
+	}
+	return filepath.Join(buildDir, "aokeyd")
+}
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(hardenRoleEnv); role != "" {
+		os.Exit(hardenChild(role))
+	}
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// TestNoTCPAOKernelExitsBeforeReady: on a kernel built without
+// CONFIG_TCP_AO (this host's), aokeyd with an otherwise valid configuration
+// exits non-zero with one line naming CONFIG_TCP_AO and the README section,
+// and never tells systemd it is ready.
+func TestNoTCPAOKernelExitsBeforeReady(t *testing.T) {
+	if err := tcpao.Probe(); !errors.Is(err, tcpao.ErrNoKernelSupport) {
+		t.Skipf("needs a kernel without CONFIG_TCP_AO (the host's); this one probes %v", err)
+	}
+	bin := aokeydBinary(t)
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "init", "-dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("aokeyd init: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "aokeyd.yaml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.ReplaceAll(cfg, []byte("/run/aokeyd/control.sock"), []byte(filepath.Join(dir, "control.sock")))
+	cfg = bytes.ReplaceAll(cfg, []byte("127.0.0.1:9179"), []byte("127.0.0.1:0"))
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	notifyPath := filepath.Join(dir, "notify.sock")
+	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var msgs []string
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		buf := make([]byte, 4096)
+		for {
+			n, err := nc.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs = append(msgs, string(buf[:n]))
+		}
+	}()
+
+	cmd := exec.Command(bin, "-config", cfgPath, "-state-dir", dir)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		nc.Close()
+		<-got
+		t.Fatalf("aokeyd still running after 20s on a kernel without CONFIG_TCP_AO; notify messages %q; stderr:\n%s", msgs, stderr.String())
+	}
+	nc.Close()
+	<-got
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Errorf("aokeyd exit: %v, want a non-zero exit status", err)
+	}
+	for _, m := range msgs {
+		if strings.Contains(m, "READY=1") {
+			t.Errorf("aokeyd sent %q to NOTIFY_SOCKET on a kernel without TCP-AO", m)
+		}
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "CONFIG_TCP_AO") || !strings.Contains(lines[0], "Kernel requirements") {
+		t.Errorf("aokeyd stderr %q: want one line naming CONFIG_TCP_AO and the README section", stderr.String())
+	}
+	t.Logf("aokeyd: %v: %s", err, lines[0])
+}
