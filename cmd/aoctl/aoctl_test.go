@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -43,6 +46,12 @@ type result struct {
 // runAoctl runs one aoctl invocation against socket with the test clock.
 func runAoctl(t *testing.T, socket string, args ...string) result {
 	t.Helper()
+	return runAoctlProbe(t, socket, nil, args...)
+}
+
+// runAoctlProbe is runAoctl with probe as the local kernel's TCP-AO probe.
+func runAoctlProbe(t *testing.T, socket string, probe func() error, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	a := &app{stdout: &out, stderr: &errb, now: func() time.Time { return testNow },
 		getenv: func(k string) string {
@@ -50,7 +59,7 @@ func runAoctl(t *testing.T, socket string, args ...string) result {
 				return socket
 			}
 			return ""
-		}}
+		}, probe: probe}
 	code := a.run(context.Background(), args)
 	return result{code, out.String(), errb.String()}
 }
@@ -204,6 +213,41 @@ func TestValidate(t *testing.T) {
 			}
 			if tt.golden != "" {
 				golden(t, tt.golden, r.stdout)
+			}
+		})
+	}
+}
+
+// TestKernelWithoutTCPAO: on a kernel built without CONFIG_TCP_AO, where
+// aokeyd refuses to start, validate fails and status (which cannot reach
+// the daemon) says why, in the daemon's own words.
+func TestKernelWithoutTCPAO(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.sock")
+	noAO := func() error { return fmt.Errorf("%w (%w)", tcpao.ErrNoKernelSupport, syscall.ENOPROTOOPT) }
+	hasAO := func() error { return nil }
+	tests := []struct {
+		name    string
+		probe   func() error
+		args    []string
+		code    int
+		mention bool // the output names CONFIG_TCP_AO
+	}{
+		{"validate", noAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true},
+		{"validate json", noAO, []string{"validate", "--json", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true},
+		{"validate for another machine", noAO, []string{"validate", "--no-kernel", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false},
+		{"validate on a TCP-AO kernel", hasAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false},
+		{"status, daemon not running", noAO, []string{"--socket", none, "status"}, exitUnreachable, true},
+		{"status on a TCP-AO kernel", hasAO, []string{"--socket", none, "status"}, exitUnreachable, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAoctlProbe(t, "", tt.probe, tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s%s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			out := r.stdout + r.stderr
+			if got := strings.Contains(out, "CONFIG_TCP_AO") && strings.Contains(out, "Kernel requirements"); got != tt.mention {
+				t.Errorf("output names CONFIG_TCP_AO and the README section: %v, want %v\n%s", got, tt.mention, out)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // Exit codes.
@@ -29,6 +30,8 @@ type app struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
 	getenv         func(string) string
+	// probe asks the local kernel for TCP-AO (tcpao.Probe); nil skips it.
+	probe func() error
 
 	socket  string
 	json    bool
@@ -180,11 +183,28 @@ func (a *app) fail(name string, err error) int {
 	switch {
 	case errors.Is(err, control.ErrUnreachable):
 		fmt.Fprintf(a.stderr, "(is aokeyd running? the socket is set with --socket or $AOKEYD_SOCKET)\n")
+		// aokeyd exits at start on a kernel without TCP-AO: say why here.
+		if err := a.kernelProblem(); err != nil {
+			fmt.Fprintf(a.stderr, "aoctl %s: %v\n", name, err)
+		}
 		return exitUnreachable
 	case errors.Is(err, control.ErrRefused):
 		return exitRefused
 	}
 	return exitError
+}
+
+// kernelProblem is the local kernel probe's answer when it says the kernel
+// lacks TCP-AO, and nil otherwise (no probe, TCP-AO present, not Linux, or
+// the kernel could not be asked).
+func (a *app) kernelProblem() error {
+	if a.probe == nil {
+		return nil
+	}
+	if err := a.probe(); errors.Is(err, tcpao.ErrNoKernelSupport) {
+		return err
+	}
+	return nil
 }
 
 func (a *app) printJSON(v any) int {

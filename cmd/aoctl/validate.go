@@ -17,7 +17,7 @@ type validateResult struct {
 }
 
 func (a *app) validate(ctx context.Context, args []string) int {
-	var offline bool
+	var offline, noKernel bool
 	var at string
 	var horizon string
 	fs := a.flagSet("validate", "CONFIG [--at TIME] [--horizon DURATION] [--no-keys]", func(w io.Writer) {
@@ -26,10 +26,14 @@ Runs the daemon's start-up checks: the config (strict YAML), the control
 group, the policy, the key source (reads the key file or Vault), and the
 policy against the keys over the horizon (unknown chains or keys, ID
 clashes, gaps in send-key coverage). Prints one problem per line as
-FILE:LINE: FIELD: PROBLEM. Exit status 4 when there is any.
+FILE:LINE: FIELD: PROBLEM. On Linux it also asks this machine's kernel
+whether it has TCP-AO (CONFIG_TCP_AO), without which aokeyd refuses to
+start; --no-kernel skips that when validating for another machine. Exit
+status 4 when there is any problem.
 `)
 	})
 	fs.BoolVar(&offline, "no-keys", false, "skip the key source (config and policy only)")
+	fs.BoolVar(&noKernel, "no-kernel", false, "skip the check that this machine's kernel has TCP-AO")
 	fs.StringVar(&at, "at", "", "validate as of this time (RFC 3339 or date; default now)")
 	fs.StringVar(&horizon, "horizon", "90d", "look this far ahead for gaps")
 	if code, ok := a.parse(fs, args, true); !ok {
@@ -51,6 +55,12 @@ FILE:LINE: FIELD: PROBLEM. Exit status 4 when there is any.
 	res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}}
 	for _, p := range ch.Problems {
 		res.Problems = append(res.Problems, p.Error())
+	}
+	if !noKernel {
+		if err := a.kernelProblem(); err != nil {
+			res.Problems = append(res.Problems, err.Error())
+			res.OK = false
+		}
 	}
 	if a.json {
 		if c := a.printJSON(res); c != exitOK {
