@@ -48,7 +48,9 @@
 //	  format: text                     text | json
 //	  level: info                      debug | info | warn | error
 //	kernel:
-//	  raise_optmem: false              raise net.core.optmem_max when the keys need more
+//	  raise_optmem: false              raise net.core.optmem_max in the speaker's network
+//	                                   namespace to what the listener's keys need, with
+//	                                   headroom (needs root, or CAP_SYS_ADMIN across namespaces)
 //
 // Default returns an embedded configuration for first runs and demos: a key
 // file (seeded with keystore.DefaultKeyFile, public demo keys) and a policy

@@ -54,7 +54,13 @@ type Options struct {
 	RevocationsFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
-	Clock     rotator.Clock
+	// RaiseOptMem (kernel.raise_optmem: tcpao.RaiseOptMemIn) makes
+	// net.core.optmem_max in the network namespace of the speaker process
+	// pid at least want bytes, and returns it before and after. Before each
+	// listener sync the daemon asks for what the listener's keys need, with
+	// headroom (optMemTarget). nil leaves the sysctl alone.
+	RaiseOptMem func(pid, want int) (before, after int, err error)
+	Clock       rotator.Clock
 	// Rand jitters the rotation machines' steady re-reads and retry
 	// backoffs; nil is rotator.SystemJitter (tests inject their own).
 	Rand    rotator.Jitter
@@ -83,6 +89,7 @@ type Daemon struct {
 	lastPass time.Time
 	passErr  error
 	optmem   [2]int                    // limit, needed (listener)
+	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
 	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
 
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes

@@ -297,7 +297,8 @@ type env struct {
 	accC    *countingSocket
 	session bgp.PeerInfo
 
-	refresh time.Duration
+	refresh     time.Duration
+	raiseOptMem func(pid, want int) (before, after int, err error)
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -310,6 +311,8 @@ type envOptions struct {
 	sourceDown      error // the source fails from the start
 	revocationsFile string
 	refresh         time.Duration // key source reads (default 30s)
+	// raiseOptMem is Options.RaiseOptMem (kernel.raise_optmem); nil: off.
+	raiseOptMem func(pid, want int) (before, after int, err error)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -349,6 +352,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 	})
 	e.refresh = o.refresh
+	e.raiseOptMem = o.raiseOptMem
 	e.start(o.revocationsFile)
 	return e
 }
@@ -369,6 +373,7 @@ func (e *env) start(revocationsFile string) {
 		Refresh:         e.refresh,
 		RevocationsFile: revocationsFile,
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
+		RaiseOptMem:     e.raiseOptMem,
 		Logger:          log,
 		SocketOf:        e.disc.socketOf,
 	})

@@ -304,8 +304,9 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 	d.listenMu.Lock()
 	defer d.listenMu.Unlock()
-	needed := 0
-	for _, h := range hs {
+	needed, most := 0, 0
+	wants := make([]rotator.Desired, len(hs))
+	for i, h := range hs {
 		ref := h.Ref()
 		want := v6
 		if ref.Local.Addr().Unmap().Is4() {
@@ -316,10 +317,25 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			want.Revoked = append(slices.Clip(v6.Revoked), v4.Revoked...)
 		}
 		want.Socket = rotator.SocketID("listen " + ref.Local.String())
+		n := 0
 		for _, k := range want.Keys {
-			needed += tcpao.KeyOptMem(k.Algorithm)
+			n += tcpao.KeyOptMem(k.Algorithm)
 		}
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: d.o.OptMemMax})
+		needed += n
+		most = max(most, n)
+		wants[i] = want
+	}
+	optMemMax := d.o.OptMemMax
+	if d.o.RaiseOptMem != nil && len(hs) > 0 {
+		// optmem_max is per socket and per network namespace: the
+		// listener with the most keys, in the speaker's namespace.
+		if limit, ok := d.raiseOptMem(hs[0].Ref().PID, most); ok {
+			optMemMax = func() (int, error) { return limit, nil }
+		}
+	}
+	for i, h := range hs {
+		ref, want := h.Ref(), wants[i]
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax})
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue
@@ -328,7 +344,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops))
 		}
 	}
-	limit, _ := d.o.OptMemMax()
+	limit, _ := optMemMax()
 	d.mu.Lock()
 	d.optmem = [2]int{limit, needed}
 	d.mu.Unlock()

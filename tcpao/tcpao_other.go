@@ -21,3 +21,6 @@ func (unsupported) Keys(KeyFilter) ([]KeyInfo, error) { return nil, ErrUnsupport
 
 // Probe fails closed with ErrUnsupported: TCP-AO exists only on Linux.
 func Probe() error { return ErrUnsupported }
+
+// RaiseOptMemIn fails with ErrUnsupported: TCP-AO exists only on Linux.
+func RaiseOptMemIn(pid, want int) (before, after int, err error) { return 0, 0, ErrUnsupported }

@@ -188,6 +188,10 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	}
 	defer closer.Close()
 
+	var raiseOptMem func(pid, want int) (int, int, error)
+	if cfg.Kernel.RaiseOptmem {
+		raiseOptMem = tcpao.RaiseOptMemIn
+	}
 	d, err := daemon.New(daemon.Options{
 		Policy:          checked.Policy,
 		Keys:            cache,
@@ -200,6 +204,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Resync:          resync,
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
+		RaiseOptMem:     raiseOptMem,
 		Logger:          log,
 		Metrics:         m,
 	})

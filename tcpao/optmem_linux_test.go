@@ -1,0 +1,148 @@
+//go:build linux
+
+package tcpao_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// speakerIn starts a stand-in speaker process inside ns and returns its pid
+// once it runs there.
+func speakerIn(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	cmd := ns.Start(t, t.TempDir()+"/sleep.log", "sleep", "600")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		if strings.TrimSpace(string(b)) == "sleep" {
+			return cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process in %s never became sleep (comm %q)", ns.Name, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func optMemIn(t *testing.T, ns *netns.NS) int {
+	t.Helper()
+	out := ns.MustRun(t, "cat", tcpao.OptMemPath)
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRaiseOptMemIn: the limit is raised in the speaker's network
+// namespace, not aokeyd's, and never lowered.
+func TestRaiseOptMemIn(t *testing.T) {
+	if ok, why := netns.Available(); !ok {
+		t.Skip(why)
+	}
+	ns := netns.New(t, "aooptmem")
+	pid := speakerIn(t, ns)
+	own0, err := tcpao.OptMemMax()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := optMemIn(t, ns)
+	tests := []struct {
+		name       string
+		want       int
+		wantBefore int
+		wantAfter  int
+	}{
+		{"raise", start + 1<<20, start, start + 1<<20},
+		{"never lower", start, start + 1<<20, start + 1<<20},
+		{"raise again", start + 2<<20, start + 1<<20, start + 2<<20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after, err := tcpao.RaiseOptMemIn(pid, tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before != tc.wantBefore || after != tc.wantAfter {
+				t.Errorf("before %d after %d, want %d and %d", before, after, tc.wantBefore, tc.wantAfter)
+			}
+			if got := optMemIn(t, ns); got != tc.wantAfter {
+				t.Errorf("the speaker's namespace has %d, want %d", got, tc.wantAfter)
+			}
+			if own, _ := tcpao.OptMemMax(); own != own0 {
+				t.Errorf("aokeyd's own namespace changed from %d to %d", own0, own)
+			}
+		})
+	}
+	if _, _, err := tcpao.RaiseOptMemIn(1<<30, 1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no such pid: %v, want ErrNotExist", err)
+	}
+}
+
+// TestRaiseOptMemInTakesKeys: on the real kernel a listener in the
+// speaker's namespace is refused the key past the namespace's default
+// optmem_max, and takes them all once RaiseOptMemIn raised it.
+func TestRaiseOptMemInTakesKeys(t *testing.T) {
+	kerneltest.Require(t)
+	if ok, why := netns.Available(); !ok {
+		t.Fatal(why)
+	}
+	ns := netns.New(t, "aooptkeys")
+	pid := speakerIn(t, ns)
+	limit := optMemIn(t, ns)
+	fit := tcpao.OptMemMaxKeys(limit, tcpao.HMACSHA1)
+	n := fit + 200
+	addKeys := func() (added int, err error) {
+		err = ns.Do(func() error {
+			ln, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			rc, err := ln.(*net.TCPListener).SyscallConn()
+			if err != nil {
+				return err
+			}
+			s := tcpao.New(rc)
+			for i := 0; i < n; i++ {
+				k := tcpao.Key{
+					KeyRef:    tcpao.KeyRef{Peer: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), SendID: 1, RecvID: 1},
+					Algorithm: tcpao.HMACSHA1,
+					Secret:    tcpao.NewSecret([]byte("optmem-test-secret")),
+				}
+				if err := s.AddKey(k, tcpao.AddOptions{}); err != nil {
+					return err
+				}
+				added++
+			}
+			return nil
+		})
+		return added, err
+	}
+	added, err := addKeys()
+	if !errors.Is(err, syscall.ENOMEM) || added != fit {
+		t.Fatalf("at the namespace's default %d: %d keys then %v, want %d then ENOMEM", limit, added, err, fit)
+	}
+	want := tcpao.OptMemNeeded(n, tcpao.HMACSHA1) * 2
+	before, after, err := tcpao.RaiseOptMemIn(pid, want)
+	if err != nil || before != limit || after != want {
+		t.Fatalf("RaiseOptMemIn: before %d after %d err %v, want %d, %d", before, after, err, limit, want)
+	}
+	if added, err := addKeys(); err != nil || added != n {
+		t.Fatalf("after raising to %d: %d keys then %v, want all %d", want, added, err, n)
+	}
+	t.Logf("optmem_max %d -> %d in the speaker's namespace: %d hmac(sha1) keys fit, %d before", before, after, n, fit)
+}
