@@ -22,6 +22,17 @@ import (
 //
 // Both are per process and do not survive into the BGP daemon that `aokeyd
 // exec` starts (that path never calls harden).
+//
+// Key buffers are not also put in mmap'd MADV_DONTDUMP+mlock'd pages:
+// tcpao.Secret is a value type whose copies share one slice and which has no
+// free, only Zero, so pages outside the Go heap would need a pointer-held
+// handle with a runtime cleanup, and a caller still holding Bytes() after
+// the last Secret copy dropped would read a slot already reused for another
+// key. Key bytes also pass through heap buffers aokeyd does not own (YAML
+// and base64 decoding, Vault's JSON responses), which such pages would not
+// cover. The two settings above cover the whole process instead: no core
+// dump at all, no same-uid reader. What they leave is swap (mlock's part),
+// for which the host's swap, if any, should be encrypted.
 func harden() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("process hardening: %w", os.NewSyscallError("prctl(PR_SET_DUMPABLE)", err))
