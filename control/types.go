@@ -183,7 +183,9 @@ type RotateOutcome struct {
 }
 
 // RevokeRequest is POST /v1/revoke: remove key Key of chain Chain from every
-// socket (or the sockets of Peer) at once, and mark it revoked in the source.
+// socket at once and mark it revoked in the source; or, with Peer (and
+// VRF, "" for the default VRF), from that peer's sockets only, leaving the
+// shared source alone.
 type RevokeRequest struct {
 	Chain string `json:"chain"`
 	Key   string `json:"key"`
@@ -203,6 +205,10 @@ const (
 type RevokeResult struct {
 	Chain string `json:"chain"`
 	Key   string `json:"key"`
+	// Peer and VRF: the revoke was scoped to this peer; the key source is
+	// then not written (it is shared by every peer).
+	Peer string `json:"peer,omitempty"`
+	VRF  string `json:"vrf,omitempty"`
 	// SourceRevoked: the key is marked revoked in the key source.
 	SourceRevoked bool           `json:"source_revoked"`
 	SourceError   string         `json:"source_error,omitempty"`
@@ -222,7 +228,7 @@ type RevokeSocket struct {
 // Failed reports whether the revoke left the key somewhere or failed on a
 // socket or in the source.
 func (r RevokeResult) Failed() bool {
-	if !r.SourceRevoked || r.SourceError != "" {
+	if r.Peer == "" && (!r.SourceRevoked || r.SourceError != "") {
 		return true
 	}
 	for _, s := range r.Sockets {

@@ -123,7 +123,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	var pk policy.PeerKeys
 	if snap != nil {
 		var err error
-		pk, err = d.policy().Desired(snap, info.Neighbor, info.VRF, now)
+		pk, err = d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, now)
 		if err != nil {
 			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
 		}
@@ -164,7 +164,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		dk, want := desired[ids]
 		state := control.KeyInstalled
 		switch {
-		case known && n.mkt.Revoked:
+		case known && (n.mkt.Revoked || slices.Contains(pk.Revoked, n.mkt.Name)):
 			state = control.KeyRevoked
 		case !want:
 			state = control.KeyRetiring
@@ -279,7 +279,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	for _, p := range targets {
 		id := PeerIDOf(p.info.Neighbor, p.info.VRF)
 		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
-		pk, err := d.policy().Desired(snap, p.info.Neighbor, p.info.VRF, now)
+		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 		switch {
 		case err != nil:
 			out.Error = err.Error()
@@ -301,12 +301,16 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 }
 
 // Revoke implements control.Backend: the key leaves every listener and
-// established socket at once. Where it is Current_key or RNext_key one
+// established socket at once (or, scoped to a peer, that peer's session
+// and its own listener entries). Where it is Current_key or RNext_key one
 // forced TCP_AO_DEL_KEY names the best remaining key (atomic); where no
-// other key exists the policy's on_revoke_only_key runs.
+// other key exists the policy's on_revoke_only_key runs. The revocation is
+// recorded durably before any socket is touched: a revoke that cannot be
+// recorded fails and changes nothing. Only a global revoke is written back
+// to the key source, which every peer shares.
 func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
 	start := time.Now()
-	res := control.RevokeResult{Chain: req.Chain, Key: req.Key}
+	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
 	snap := d.snapshot()
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
@@ -324,19 +328,26 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	if mkt == nil {
 		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
 	}
+	rec := Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
 	var scope netip.Addr
 	if req.Peer != "" {
-		a, err := netip.ParseAddr(req.Peer)
+		a, err := d.revokeScope(req)
 		if err != nil {
-			return res, fmt.Errorf("peer %q: %w", req.Peer, control.ErrInvalid)
+			return res, err
 		}
-		scope = a
+		scope, rec.Peer, rec.VRF = a, a.String(), req.VRF
+		res.Peer = rec.Peer
+	} else if req.VRF != "" {
+		return res, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
 	}
-	// Record first: a crash from here on must not re-install the key.
-	if err := d.revoked.add(Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}); err != nil {
-		return res, fmt.Errorf("recording the revocation: %w", err)
+	// Record first: a crash from here on must not re-install the key, and
+	// a revocation that cannot be recorded must not be applied.
+	if err := d.revoked.add(rec); err != nil {
+		return res, fmt.Errorf("recording the revocation (nothing was revoked): %w", err)
 	}
-	mkt.Revoked = true
+	if rec.Global() {
+		mkt.Revoked = true
+	}
 	ids := [2]uint8{mkt.SendID, mkt.RecvID}
 	var mu sync.Mutex
 	add := func(s control.RevokeSocket) {
@@ -348,11 +359,11 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	wg.Add(1)
 	go func() { // listeners, by this goroutine alone
 		defer wg.Done()
-		d.revokeListeners(ctx, ids, scope, add)
+		d.revokeListeners(ctx, ids, scope, req.VRF, add)
 	}()
 	var ps []*peerState
 	for _, p := range d.peerList() {
-		if p.handle != nil && (!scope.IsValid() || p.info.Neighbor == scope) {
+		if p.handle != nil && (!scope.IsValid() || (p.info.Neighbor == scope && p.info.VRF == req.VRF)) {
 			ps = append(ps, p)
 		}
 	}
@@ -367,13 +378,17 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 			add(d.revokePeer(ctx, snap, p, ids, now))
 		}()
 	}
-	if d.o.Source != nil {
+	switch {
+	case !rec.Global():
+		// The source is shared by every peer: a peer-scoped revoke lives
+		// in aokeyd's record only.
+	case d.o.Source != nil:
 		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
 			res.SourceError = err.Error()
 		} else {
 			res.SourceRevoked = true
 		}
-	} else {
+	default:
 		res.SourceError = "the key source cannot be written"
 	}
 	wg.Wait()
@@ -385,12 +400,42 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 		}
 		d.o.Metrics.RevokeDone(time.Since(start))
 	}
-	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "sockets", len(res.Sockets), "elapsed", time.Since(start))
+	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", rec.Peer, "vrf", rec.VRF,
+		"sockets", len(res.Sockets), "elapsed", time.Since(start))
 	d.Kick()
 	return res, nil
 }
 
-func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.Addr, add func(control.RevokeSocket)) {
+// revokeScope checks a peer-scoped revoke's peer: an address some binding
+// of the policy covers, with the key's chain.
+func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
+	a, err := netip.ParseAddr(req.Peer)
+	if err != nil {
+		return a, fmt.Errorf("peer %q is not an IP address: %w", req.Peer, control.ErrInvalid)
+	}
+	a = a.Unmap().WithZone("")
+	where := ""
+	if req.VRF != "" {
+		where = " in vrf " + req.VRF
+	}
+	pol := d.policy()
+	b, err := pol.BindingFor(a, req.VRF)
+	if err != nil {
+		return a, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address and --vrf): %w", req.Peer, where, control.ErrNotFound)
+	}
+	if kc, ok := pol.Chain(b.KeyChain); ok && kc.SourceChain != req.Chain {
+		return a, fmt.Errorf("peer %s%s uses key chain %s (source chain %s), not %s: %w",
+			req.Peer, where, b.KeyChain, kc.SourceChain, req.Chain, control.ErrInvalid)
+	}
+	return a, nil
+}
+
+// revokeListeners deletes the key with ids from the listening sockets: all
+// of its entries, or with scope only the peer's own (host prefix, vrf's
+// device). An entry of a prefix binding that covers the peer stays: other
+// peers use it; the outcome says so.
+func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) {
+	idx, idxErr := ifIndex(vrf)
 	hs, err := d.tracker.Listeners(ctx)
 	if err != nil {
 		add(control.RevokeSocket{Socket: "listeners", Error: err.Error()})
@@ -410,6 +455,14 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 		}
 		for _, k := range keys {
 			if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
+				continue
+			}
+			if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
+				continue
+			}
+			if scope.IsValid() && k.Peer != hostPrefix(scope) {
+				add(control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionKept,
+					Error: "this listener key for " + k.Peer.String() + " serves other peers too: a peer-scoped revoke leaves it; revoke without --peer to remove it"})
 				continue
 			}
 			rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}

@@ -30,7 +30,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if snap == nil {
 		return nil, 0, 0, true
 	}
-	pk, err := d.policy().Desired(snap, addr, "", d.o.Clock.Now())
+	pk, err := d.peerDesired(d.policy(), snap, addr, "", d.o.Clock.Now())
 	if err != nil || len(pk.Keys) == 0 {
 		return nil, 0, 0, true
 	}

@@ -159,7 +159,7 @@ func New(o Options) (*Daemon, error) {
 	if o.Rotator.SwitchTimeout == 0 {
 		o.Rotator.SwitchTimeout = o.Policy.Safety().SwitchTimeout
 	}
-	rs, err := openRevokeStore(o.RevocationsFile)
+	rs, err := openRevokeStore(o.RevocationsFile, o.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 // rotator's input. The keys carry cloned secrets that the rotator owns.
 func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
 	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
-	pk, err := d.policy().Desired(snap, p.info.Neighbor, p.info.VRF, now)
+	pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
@@ -58,6 +58,16 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 	}
 	out := Desired(pk, snap, hostPrefix(p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
 	return out, pk, nil
+}
+
+// peerDesired is the policy's answer for one peer with the revocations
+// scoped to that peer applied.
+func (d *Daemon) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, peer netip.Addr, vrf string, now time.Time) (policy.PeerKeys, error) {
+	pk, err := pol.Desired(snap, peer, vrf, now)
+	if err == nil {
+		d.revoked.scope(&pk, peer, vrf)
+	}
+	return pk, err
 }
 
 // Desired converts the policy's answer for one socket into the rotator's
@@ -116,6 +126,11 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err == nil && b.Neighbor.IsSingleIP() {
+			// A peer-scoped revocation covers the peer's own listener
+			// entry, not a prefix binding's, which other peers share.
+			d.revoked.scope(&pk, b.Neighbor.Addr(), b.VRF)
+		}
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
 			incomplete = true

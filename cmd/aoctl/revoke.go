@@ -14,12 +14,17 @@ func (a *app) revoke(ctx context.Context, args []string) int {
 	var peer, vrf string
 	fs := a.flagSet("revoke", "CHAIN/KEY [--peer PEER [--vrf VRF]]", func(w io.Writer) {
 		fmt.Fprint(w, `
-Emergency revoke: the daemon marks the key revoked in the key source and
-removes it from every socket (or PEER's) at once. A key that is Current_key
-is force-deleted naming a replacement; if it is a peer's only key the
-policy's on_revoke_only_key decides (kept: alert, reset: the session drops).
-Prints each socket's outcome and the wall time. Exit status 1 unless the key
-is gone everywhere and revoked in the source.
+Emergency revoke: the daemon records the revocation durably (it fails, and
+touches nothing, when it cannot), marks the key revoked in the key source
+and removes it from every socket at once. With --peer only that peer's
+session and its own listener entries lose the key, and the key source
+(shared by every peer) is not written; a peer no binding covers is an
+error. A key that is Current_key is force-deleted naming a replacement; if
+it is a peer's only key the policy's on_revoke_only_key decides (kept:
+alert, reset: the session drops). Prints each socket's outcome and the
+wall time. Exit status 1 unless the key is gone everywhere it was asked to
+go (and, for a global revoke, revoked in the source); 5 when the caller is
+not in the control socket's admin group.
 `)
 	})
 	fs.StringVar(&peer, "peer", "", "only this peer's sockets")
@@ -55,7 +60,15 @@ is gone everywhere and revoked in the source.
 	if res.SourceError != "" {
 		src += " (" + res.SourceError + ")"
 	}
-	fmt.Fprintf(a.stdout, "Revoke %s/%s: %d sockets in %s; key source: %s\n", res.Chain, res.Key, len(res.Sockets),
+	what := res.Chain + "/" + res.Key
+	if res.Peer != "" {
+		what += " for peer " + res.Peer
+		if res.VRF != "" {
+			what += " (vrf " + res.VRF + ")"
+		}
+		src = "not written (a peer-scoped revoke)"
+	}
+	fmt.Fprintf(a.stdout, "Revoke %s: %d sockets in %s; key source: %s\n", what, len(res.Sockets),
 		time.Duration(res.Elapsed), src)
 	if len(res.Sockets) > 0 {
 		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// tempPrefix starts the names of writeDurable's temporary files, which
+// live next to the file they replace.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// writeDurable replaces path with data so that, once it returns nil, the
+// new content survives a crash or power loss: a fresh temporary file with
+// a random name in path's directory (O_EXCL|O_NOFOLLOW: never a file or
+// symlink someone planted), written and fsynced, renamed over path, and
+// the directory fsynced. On error path is unchanged and the temporary file
+// removed.
+func writeDurable(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var f *os.File
+	for range 5 {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		name := filepath.Join(dir, tempPrefix(path)+hex.EncodeToString(rnd[:]))
+		var err error
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	if f == nil {
+		return fmt.Errorf("%s: no free temporary file name", dir)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeStaleTemps removes temporary files a crash left behind by
+// writeDurable for path (regular files only; Remove never follows a
+// symlink, and a planted one is removed as it is).
+func removeStaleTemps(path string) {
+	ents, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tempPrefix(path)) {
+			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
+}

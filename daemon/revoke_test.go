@@ -1,0 +1,185 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// otherAddr is a second neighbor bound to the same chain as peerAddr; it
+// has listener keys but no session in these tests.
+var (
+	otherAddr = netip.MustParseAddr("192.0.2.3")
+	otherHost = netip.PrefixFrom(otherAddr, 32)
+)
+
+const twoPeerPolicy = `version: 1
+safety:
+  switch_timeout: 5m
+  on_revoke_only_key: keep
+key_chains:
+  - name: core
+peers:
+  - neighbor: 192.0.2.2
+    key_chain: core
+  - neighbor: 192.0.2.3
+    key_chain: core
+`
+
+// keysFor lists the keys s holds for peer as sorted "send/recv" pairs.
+func keysFor(t testing.TB, s tcpao.Socket, peer netip.Prefix) []string {
+	t.Helper()
+	ks, err := s.Keys(tcpao.KeyFilter{})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Keys: %v", err)
+	}
+	var out []string
+	for _, k := range ks {
+		if k.Peer == peer {
+			out = append(out, fmt.Sprintf("%d/%d", k.SendID, k.RecvID))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *env) waitPeerKeys(name string, peer netip.Prefix, want []string) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("listener keys of %s %v (%s)", peer, want, name), func() bool {
+		return slices.Equal(keysFor(e.t, e.lis, peer), want)
+	})
+}
+
+// fullPass makes the daemon run a full pass and waits for it: k (which
+// the other peer's listener entry must hold) is taken off it first, and
+// its return proves the pass ran.
+func (e *env) fullPass(k testKey) {
+	e.t.Helper()
+	if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k.mkt().Key(otherHost, 0).KeyRef}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("a full pass to restore the sentinel key", func() bool {
+		return slices.Contains(keysFor(e.t, e.lis, otherHost), k.ids())
+	})
+}
+
+// A revoke scoped to one peer touches that peer's session and listener
+// entry only, never writes to the shared key source, and stays scoped
+// across passes and a restart.
+func TestRevokePeerScoped(t *testing.T) {
+	_, k1, k2, _ := testKeys()
+	file := filepath.Join(t.TempDir(), "revocations.json")
+	e := newEnv(t, envOptions{keys: []testKey{k1, k2}, policy: twoPeerPolicy, revocationsFile: file})
+	e.waitPeerKeys("start", peerHost, ids(k1, k2))
+	e.waitPeerKeys("start", otherHost, ids(k1, k2))
+	e.up(ids(k1, k2), k2, k1)
+
+	res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: peerAddr.String()})
+	if err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	for _, s := range res.Sockets {
+		if s.Peer != peerAddr.String() && s.Peer != peerHost.String() {
+			t.Errorf("peer-scoped revoke touched %+v", s)
+		}
+	}
+	if len(res.Sockets) != 2 {
+		t.Errorf("revoke outcomes %+v, want the session and its listener entry", res.Sockets)
+	}
+	if res.SourceRevoked || len(e.src.revokeCalls()) != 0 {
+		t.Errorf("a peer-scoped revoke wrote to the shared key source: result %t, calls %v", res.SourceRevoked, e.src.revokeCalls())
+	}
+	if res.Failed() {
+		t.Errorf("result %+v counts as failed", res)
+	}
+	check := func(when string) {
+		t.Helper()
+		if got := keysFor(t, e.lis, peerHost); !slices.Equal(got, ids(k2)) {
+			t.Errorf("%s: listener keys of %s %v, want %v", when, peerAddr, got, ids(k2))
+		}
+		if got := keysFor(t, e.lis, otherHost); !slices.Equal(got, ids(k1, k2)) {
+			t.Errorf("%s: listener keys of the unrelated %s %v, want %v", when, otherAddr, got, ids(k1, k2))
+		}
+		if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k2)) {
+			t.Errorf("%s: session keys %v, want %v", when, got, ids(k2))
+		}
+	}
+	check("after revoke")
+	e.fullPass(k2)
+	check("after a full pass")
+
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []daemon.Revocation
+	if err := json.Unmarshal(b, &recs); err != nil {
+		t.Fatalf("revocations file: %v", err)
+	}
+	if len(recs) != 1 || recs[0].Peer != peerAddr.String() {
+		t.Errorf("revocations file %s, want one record scoped to %s", b, peerAddr)
+	}
+
+	e.stop()
+	release := e.sp.HoldSync()
+	e.start(file)
+	release()
+	e.fullPass(k2)
+	e.waitFor("the restarted daemon to take the session over", func() bool { return e.peerStatus().Rotation.State == "steady" })
+	check("after a restart")
+}
+
+// A revoke scoped to a peer no binding covers is refused: nothing is
+// recorded, no socket or source touched.
+func TestRevokeUnknownPeer(t *testing.T) {
+	_, k1, k2, _ := testKeys()
+	file := filepath.Join(t.TempDir(), "revocations.json")
+	e := newEnv(t, envOptions{keys: []testKey{k1, k2}, policy: twoPeerPolicy, revocationsFile: file})
+	e.waitPeerKeys("start", peerHost, ids(k1, k2))
+	for _, tc := range []struct {
+		name, peer, vrf string
+		want            error
+	}{
+		{"no binding", "192.0.2.99", "", control.ErrNotFound},
+		{"other vrf", peerAddr.String(), "blue", control.ErrNotFound},
+		{"not an address", "peer-two", "", control.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: tc.peer, VRF: tc.vrf})
+			if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.peer) {
+				t.Errorf("Revoke: %v, want %v naming %q", err, tc.want, tc.peer)
+			}
+			if len(res.Sockets) != 0 {
+				t.Errorf("refused revoke touched %+v", res.Sockets)
+			}
+		})
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused revokes wrote a record (stat: %v)", err)
+	}
+	if c := e.src.revokeCalls(); len(c) != 0 {
+		t.Errorf("refused revokes wrote to the source: %v", c)
+	}
+	e.fullPass(k2)
+	if got := keysFor(t, e.lis, peerHost); !slices.Equal(got, ids(k1, k2)) {
+		t.Errorf("listener keys of %s %v, want both", peerAddr, got)
+	}
+}
