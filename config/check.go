@@ -63,6 +63,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if _, _, err := c.Control.GroupID(); err != nil {
 		out.Problems = append(out.Problems, &Error{File: path, Field: "control.group", Err: err})
 	}
+	if _, _, err := c.Control.AdminGroupID(); err != nil {
+		out.Problems = append(out.Problems, &Error{File: path, Field: "control.admin_group", Err: err})
+	}
 	pol, err := c.LoadPolicy()
 	if err != nil {
 		out.Problems = append(out.Problems, flatten(err)...)

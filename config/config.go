@@ -18,13 +18,19 @@ const (
 	DefaultPath          = "/etc/aokeyd/aokeyd.yaml"
 	DefaultControlSocket = "/run/aokeyd/control.sock"
 	DefaultControlMode   = fs.FileMode(0o660)
-	DefaultMetricsListen = "127.0.0.1:9179"
-	DefaultGoBGPAddress  = "127.0.0.1:50051"
-	DefaultProcessName   = "gobgpd"
-	DefaultRefresh       = 30 * time.Second
-	DefaultStaleAfter    = 10 * time.Minute
-	DefaultLogFormat     = "text"
-	DefaultLogLevel      = "info"
+	// Control socket limits (control.Default* agree).
+	DefaultControlReadTimeout  = 10 * time.Second
+	DefaultControlIdleTimeout  = 30 * time.Second
+	DefaultControlWriteTimeout = 2 * time.Minute
+	DefaultControlMaxConns     = 32
+	MaxControlMaxConns         = 1024
+	DefaultMetricsListen       = "127.0.0.1:9179"
+	DefaultGoBGPAddress        = "127.0.0.1:50051"
+	DefaultProcessName         = "gobgpd"
+	DefaultRefresh             = 30 * time.Second
+	DefaultStaleAfter          = 10 * time.Minute
+	DefaultLogFormat           = "text"
+	DefaultLogLevel            = "info"
 	// MetricsOff as metrics.listen disables the metrics listener.
 	MetricsOff = "off"
 	// MaxFileSize bounds the size of a config file.
@@ -111,10 +117,23 @@ type GoBGP struct {
 // Control is the control socket aoctl talks to.
 type Control struct {
 	Socket string `yaml:"socket"`
-	// Group is a group name or numeric gid whose members may use the
-	// socket; "" allows root (and the daemon's own uid) only.
-	Group string   `yaml:"group"`
-	Mode  FileMode `yaml:"mode"`
+	// Group is the read group, a group name or numeric gid: its members
+	// may read (status, plan). It is the socket file's group; "" allows
+	// root (and the daemon's own uid) only, unless AdminGroup is set.
+	Group string `yaml:"group"`
+	// AdminGroup's members may also change state (rotate, revoke); "":
+	// root and the daemon's own uid only. When Group is set, admins must
+	// be members of Group too (the socket file's group); without Group
+	// the socket file belongs to AdminGroup.
+	AdminGroup string   `yaml:"admin_group"`
+	Mode       FileMode `yaml:"mode"`
+	// ReadTimeout bounds reading one request, IdleTimeout a connection
+	// between requests, WriteTimeout handling and answering one request.
+	ReadTimeout  Duration `yaml:"read_timeout"`
+	IdleTimeout  Duration `yaml:"idle_timeout"`
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// MaxConnections caps the connections served at once.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Metrics is the Prometheus listener.

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,10 @@ func TestDefaults(t *testing.T) {
 		{"log.format", c.Log.Format, DefaultLogFormat},
 		{"log.level", c.Log.Level, DefaultLogLevel},
 		{"key_source.refresh", c.KeySource.Refresh.String(), Duration(DefaultRefresh).String()},
+		{"control.read_timeout", c.Control.ReadTimeout.String(), Duration(DefaultControlReadTimeout).String()},
+		{"control.idle_timeout", c.Control.IdleTimeout.String(), Duration(DefaultControlIdleTimeout).String()},
+		{"control.write_timeout", c.Control.WriteTimeout.String(), Duration(DefaultControlWriteTimeout).String()},
+		{"control.max_connections", fmt.Sprint(c.Control.MaxConnections), fmt.Sprint(DefaultControlMaxConns)},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -90,6 +95,12 @@ func TestParseErrors(t *testing.T) {
 		{"process path", base + "gobgp:\n  process_name: /usr/sbin/gobgpd\n", 8, "gobgp.process_name", ErrInvalid, "not a path"},
 		{"bad gobgp address", base + "gobgp:\n  address: localhost\n", 8, "gobgp.address", ErrInvalid, "host:port"},
 		{"mode for others", base + "control:\n  mode: \"0666\"\n", 8, "control.mode", ErrInvalid, "others"},
+		{"bad admin group", base + "control:\n  admin_group: \"a b\"\n", 8, "control.admin_group", ErrInvalid, "not a group name"},
+		{"short read timeout", base + "control:\n  read_timeout: 0.5s\n", 8, "control.read_timeout", ErrInvalid, "too short"},
+		{"zero-ish idle timeout", base + "control:\n  idle_timeout: 1ms\n", 8, "control.idle_timeout", ErrInvalid, "too short"},
+		{"too many connections", base + "control:\n  max_connections: 100000\n", 8, "control.max_connections", ErrInvalid, "out of range"},
+		{"negative connections", base + "control:\n  max_connections: -1\n", 8, "control.max_connections", ErrInvalid, "out of range"},
+		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", ErrSyntax, `unknown field "admin_groups" in control`},
 		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", ErrInvalid, "host:port"},
 		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", ErrInvalid, `"xml"`},
 		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", ErrInvalid, `"loud"`},

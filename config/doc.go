@@ -40,8 +40,13 @@
 //	  process_name: gobgpd             a process name (default when neither is set)
 //	control:
 //	  socket: /run/aokeyd/control.sock (default)
-//	  group: ""                        group allowed to use the socket besides root
+//	  group: ""                        read group (status, plan): the socket file's group
+//	  admin_group: ""                  admin group (also rotate, revoke); root and aokeyd's uid always
 //	  mode: "0660"                     socket mode; must not grant access to others
+//	  read_timeout: 10s                reading one request (default)
+//	  idle_timeout: 30s                a connection between requests (default)
+//	  write_timeout: 2m                handling and answering one request (default)
+//	  max_connections: 32              served at once, 1..1024 (default); one more gets 503
 //	metrics:
 //	  listen: 127.0.0.1:9179           host:port (default, localhost only); "off" disables
 //	log:

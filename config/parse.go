@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -249,6 +250,31 @@ func (p *parser) checkControl(c *Control) {
 	}
 	if strings.ContainsAny(c.Group, " :\t") {
 		p.at("control.group", ErrInvalid, "%q is not a group name or gid", c.Group)
+	}
+	if strings.ContainsAny(c.AdminGroup, " :\t") {
+		p.at("control.admin_group", ErrInvalid, "%q is not a group name or gid", c.AdminGroup)
+	}
+	for _, d := range []struct {
+		field string
+		v     *Duration
+		def   time.Duration
+	}{
+		{"control.read_timeout", &c.ReadTimeout, DefaultControlReadTimeout},
+		{"control.idle_timeout", &c.IdleTimeout, DefaultControlIdleTimeout},
+		{"control.write_timeout", &c.WriteTimeout, DefaultControlWriteTimeout},
+	} {
+		switch {
+		case *d.v == 0:
+			*d.v = Duration(d.def)
+		case *d.v < Duration(time.Second):
+			p.at(d.field, ErrInvalid, "%s is too short (at least 1s; default %s)", time.Duration(*d.v), Duration(d.def))
+		}
+	}
+	switch {
+	case c.MaxConnections == 0:
+		c.MaxConnections = DefaultControlMaxConns
+	case c.MaxConnections < 0 || c.MaxConnections > MaxControlMaxConns:
+		p.at("control.max_connections", ErrInvalid, "%d is out of range (1..%d; default %d)", c.MaxConnections, MaxControlMaxConns, DefaultControlMaxConns)
 	}
 }
 

@@ -95,19 +95,28 @@ func (c *Config) LoadPolicy() (*policy.Policy, error) {
 // through the system's group database. ok is false when no group is
 // configured.
 func (c Control) GroupID() (gid int, ok bool, err error) {
-	if c.Group == "" {
+	return lookupGroup("control.group", c.Group)
+}
+
+// AdminGroupID resolves AdminGroup; ok is false when it is unset.
+func (c Control) AdminGroupID() (gid int, ok bool, err error) {
+	return lookupGroup("control.admin_group", c.AdminGroup)
+}
+
+func lookupGroup(field, name string) (gid int, ok bool, err error) {
+	if name == "" {
 		return 0, false, nil
 	}
-	if n, err := strconv.Atoi(c.Group); err == nil && n >= 0 {
+	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
 		return n, true, nil
 	}
-	g, err := user.LookupGroup(c.Group)
+	g, err := user.LookupGroup(name)
 	if err != nil {
-		return 0, false, fmt.Errorf("config: control.group: %w", err)
+		return 0, false, fmt.Errorf("config: %s: %w", field, err)
 	}
 	n, err := strconv.Atoi(g.Gid)
 	if err != nil {
-		return 0, false, fmt.Errorf("config: control.group %q: gid %q: %w", c.Group, g.Gid, err)
+		return 0, false, fmt.Errorf("config: %s %q: gid %q: %w", field, name, g.Gid, err)
 	}
 	return n, true, nil
 }

@@ -1,21 +1,17 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"strconv"
-	"strings"
 )
 
-// Cred is a connected process's credentials (SO_PEERCRED).
+// Cred is a connected process's credentials (SO_PEERCRED) and its
+// supplementary groups (SO_PEERGROUPS), both as of its connect().
 type Cred struct {
-	PID int32
-	UID uint32
-	GID uint32
+	PID    int32
+	UID    uint32
+	GID    uint32
+	Groups []uint32
 }
 
 type credKey struct{}
@@ -23,12 +19,6 @@ type credKey struct{}
 type credResult struct {
 	cred Cred
 	err  error
-}
-
-// connContext stores the connection's peer credentials in its context.
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	cred, err := peerCred(c)
-	return context.WithValue(ctx, credKey{}, credResult{cred, err})
 }
 
 // WithCred returns ctx carrying cred as the peer's credentials, for serving
@@ -47,33 +37,4 @@ func credFrom(ctx context.Context) (Cred, error) {
 		return Cred{UID: ^uint32(0), GID: ^uint32(0)}, r.err
 	}
 	return r.cred, nil
-}
-
-// procGroups reads a process's supplementary groups from /proc/<pid>/status.
-func procGroups(pid int32) ([]uint32, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "Groups:")
-		if !ok {
-			continue
-		}
-		var gs []uint32
-		for _, g := range strings.Fields(rest) {
-			n, err := strconv.ParseUint(g, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("/proc/%d/status: group %q: %w", pid, g, err)
-			}
-			gs = append(gs, uint32(n))
-		}
-		return gs, nil
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("/proc/%d/status: no Groups line", pid)
 }

@@ -17,9 +17,16 @@
 //
 // Access: Listen creates the socket with mode 0660 and owner root:group.
 // On top of the file mode, Server reads every connection's peer credentials
-// (SO_PEERCRED) and refuses, with 403 and a log line, requests from a process
-// that is not root, not the daemon's own uid, not in AllowUIDs, and whose
-// primary or supplementary groups do not include AllowGID.
+// (SO_PEERCRED) and supplementary groups (SO_PEERGROUPS), both as of
+// connect(), and gives it a role: admin (root, the daemon's own uid,
+// AllowUIDs, members of AdminGID) may do everything; read (members of
+// AllowGID) the GET routes only. Anything else is refused with 403 and a
+// log line. Every POST, allowed or refused, logs one "control audit" line:
+// uid, gid, pid, command, arguments (names, never key material), outcome.
+//
+// Limits: ReadTimeout (a request's headers and body), IdleTimeout (between
+// requests), WriteTimeout (handling and answer), MaxConns connections at
+// once (one more is answered 503 and closed), MaxBody per request.
 //
 // Debug with curl: curl --unix-socket /run/aokeyd/control.sock http://aokeyd/v1/status
 //

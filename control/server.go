@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 )
 
@@ -34,10 +33,24 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// AllowUIDs may use the socket besides root and the daemon's own uid.
 	AllowUIDs []uint32
-	// AllowGID, when HaveGID, is the group (primary or supplementary) whose
-	// members may use the socket: the socket's group.
+	// AllowGID, when HaveGID, is the read group: its members (primary or
+	// supplementary group) may read (health, status, plan). It is the
+	// socket file's group.
 	AllowGID uint32
 	HaveGID  bool
+	// AdminGID, when HaveAdminGID, is the admin group: its members may
+	// also change state (rotate, revoke). Root, the daemon's own uid and
+	// AllowUIDs are admins.
+	AdminGID     uint32
+	HaveAdminGID bool
+	// ReadTimeout bounds reading a request, headers and body (default
+	// DefaultReadTimeout); WriteTimeout its handling and answer (default
+	// DefaultWriteTimeout); IdleTimeout a connection between requests
+	// (default DefaultIdleTimeout).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns caps the connections served at once (default
+	// DefaultMaxConns); one more is answered 503 and closed.
+	MaxConns int
 	// Refused is called for every refused request (a metrics hook).
 	Refused func()
 	// Version and Started fill /v1/health.
@@ -45,17 +58,23 @@ type ServerOptions struct {
 	Started time.Time
 	// OwnUID is the daemon's uid; 0 means os.Getuid().
 	OwnUID uint32
-	// Groups returns the supplementary groups of a process; nil reads
-	// /proc/<pid>/status.
-	Groups func(pid int32) ([]uint32, error)
 }
+
+// Defaults of ServerOptions.
+const (
+	DefaultReadTimeout  = 10 * time.Second
+	DefaultWriteTimeout = 2 * time.Minute // covers the handler: a revoke on thousands of sockets
+	DefaultIdleTimeout  = 30 * time.Second
+	DefaultMaxConns     = 32
+)
 
 // Server serves the control API.
 type Server struct {
-	o   ServerOptions
-	log *slog.Logger
-	mux *http.ServeMux
-	hs  *http.Server
+	credOf func(net.Conn) (Cred, error) // SO_PEERCRED and SO_PEERGROUPS; tests replace it
+	o      ServerOptions
+	log    *slog.Logger
+	mux    *http.ServeMux
+	hs     *http.Server
 }
 
 // MaxBody bounds request bodies.
@@ -66,10 +85,19 @@ func NewServer(o ServerOptions) *Server {
 	if o.OwnUID == 0 {
 		o.OwnUID = uint32(os.Getuid())
 	}
-	if o.Groups == nil {
-		o.Groups = procGroups
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
 	}
-	s := &Server{o: o, log: o.Logger}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	s := &Server{o: o, log: o.Logger, credOf: peerCred}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -80,38 +108,62 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.HandleFunc("POST /v1/rotate", s.rotate)
 	s.mux.HandleFunc("POST /v1/revoke", s.revoke)
 	s.hs = &http.Server{
-		Handler:           s.Handler(),
-		ConnContext:       connContext,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.Handler(),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc, ok := c.(*limitedConn); ok {
+				c = lc.Conn
+			}
+			cred, err := s.credOf(c)
+			return context.WithValue(ctx, credKey{}, credResult{cred, err})
+		},
+		ReadHeaderTimeout: o.ReadTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	return s
 }
 
-// Handler is the API with the credential check. Requests must carry the
-// peer credentials that Serve's ConnContext hook stores; others are refused.
+// Handler is the API with the credential and role checks. Requests must
+// carry the peer credentials that Serve's ConnContext hook stores; others
+// are refused. A state-changing request needs the admin role.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred, err := credFrom(r.Context())
+		role := roleNone
 		if err == nil {
-			err = s.permit(cred)
+			role, err = s.roleOf(cred)
+		}
+		need := neededRole(r)
+		if err == nil && role < need {
+			err = errNotAdmin
 		}
 		if err != nil {
 			s.log.Warn("control request refused", "method", r.Method, "path", r.URL.Path,
 				"uid", cred.UID, "gid", cred.GID, "pid", cred.PID, "reason", err.Error())
+			if need == roleAdmin {
+				s.audit(r, cred, commandOf(r), refusedArgs(r), err)
+			}
 			if s.o.Refused != nil {
 				s.o.Refused()
 			}
-			writeErr(w, fmt.Errorf("%w: uid %d may not use the aokeyd control socket", ErrRefused, cred.UID))
+			msg := fmt.Errorf("%w: uid %d may not use the aokeyd control socket", ErrRefused, cred.UID)
+			if role == roleRead {
+				msg = fmt.Errorf("%w: uid %d may read but not %s: not root and not in the admin group (control.admin_group)",
+					ErrRefused, cred.UID, commandOf(r))
+			}
+			writeErr(w, msg)
 			return
 		}
-		s.mux.ServeHTTP(w, r)
+		s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), auditKey{}, cred)))
 	})
 }
 
-// Serve accepts connections on l until Shutdown.
+// Serve accepts connections on l until Shutdown, at most MaxConns at once.
 func (s *Server) Serve(l net.Listener) error {
-	if err := s.hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(newLimitListener(l, s.o.MaxConns, s.log)); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("control: serve: %w", err)
 	}
 	return nil
@@ -119,27 +171,6 @@ func (s *Server) Serve(l net.Listener) error {
 
 // Shutdown stops the server gracefully.
 func (s *Server) Shutdown(ctx context.Context) error { return s.hs.Shutdown(ctx) }
-
-// permit decides whether the peer with cred may use the API.
-func (s *Server) permit(c Cred) error {
-	if c.UID == 0 || c.UID == s.o.OwnUID || slices.Contains(s.o.AllowUIDs, c.UID) {
-		return nil
-	}
-	if !s.o.HaveGID {
-		return errors.New("uid not allowed")
-	}
-	if c.GID == s.o.AllowGID {
-		return nil
-	}
-	groups, err := s.o.Groups(c.PID)
-	if err != nil {
-		return fmt.Errorf("uid not allowed; supplementary groups unknown: %w", err)
-	}
-	if slices.Contains(groups, s.o.AllowGID) {
-		return nil
-	}
-	return fmt.Errorf("uid not allowed and not in group %d", s.o.AllowGID)
-}
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, HealthReport{Status: "ok", Version: s.o.Version, Started: s.o.Started})
@@ -166,16 +197,15 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) rotate(w http.ResponseWriter, r *http.Request) {
 	var req RotateRequest
-	if err := readJSON(r, &req); err != nil {
-		s.fail(w, r, err)
-		return
+	err := readJSON(r, &req)
+	if err == nil && req.All == (req.Peer != "") {
+		err = fmt.Errorf("%w: name a peer or all, not both or neither", ErrInvalid)
 	}
-	if req.All == (req.Peer != "") {
-		s.fail(w, r, fmt.Errorf("%w: name a peer or all, not both or neither", ErrInvalid))
-		return
+	var res RotateResult
+	if err == nil {
+		res, err = s.o.Backend.Rotate(r.Context(), req)
 	}
-	s.log.Info("control rotate", "peer", req.Peer, "vrf", req.VRF, "all", req.All)
-	res, err := s.o.Backend.Rotate(r.Context(), req)
+	s.audit(r, auditCred(r), "rotate", rotateArgs(req), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -185,16 +215,15 @@ func (s *Server) rotate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	var req RevokeRequest
-	if err := readJSON(r, &req); err != nil {
-		s.fail(w, r, err)
-		return
+	err := readJSON(r, &req)
+	if err == nil && (req.Chain == "" || req.Key == "") {
+		err = fmt.Errorf("%w: chain and key are required", ErrInvalid)
 	}
-	if req.Chain == "" || req.Key == "" {
-		s.fail(w, r, fmt.Errorf("%w: chain and key are required", ErrInvalid))
-		return
+	var res RevokeResult
+	if err == nil {
+		res, err = s.o.Backend.Revoke(r.Context(), req)
 	}
-	s.log.Warn("control revoke", "chain", req.Chain, "key", req.Key, "peer", req.Peer, "vrf", req.VRF)
-	res, err := s.o.Backend.Revoke(r.Context(), req)
+	s.audit(r, auditCred(r), "revoke", revokeArgs(req), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

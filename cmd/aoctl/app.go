@@ -21,7 +21,7 @@ const (
 	exitUsage       = 2 // bad command line
 	exitUnreachable = 3 // the daemon's control socket cannot be reached
 	exitInvalid     = 4 // validation found problems
-	exitRefused     = 5 // the daemon refused this uid
+	exitRefused     = 5 // the daemon refused this uid: not in control.group (read) or control.admin_group (rotate, revoke)
 )
 
 // app is one invocation: its output streams, clock and global flags. There
@@ -48,7 +48,7 @@ func commands() []command {
 		{"status", "[PEER]", "TCP-AO state of every peer (or one): sockets, keys, counters, rotation, warnings", (*app).status},
 		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
-		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket at once", (*app).revoke},
+		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 	}
 }
@@ -72,6 +72,7 @@ Global flags (before or after the command):
 
 Exit codes:
   0 ok   1 operation failed   2 usage   3 daemon unreachable   4 validation failed   5 permission denied
+  (5: status and plan need control.group, rotate and revoke control.admin_group, or root)
 `
 
 func (a *app) usage(w io.Writer) {

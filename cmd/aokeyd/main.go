@@ -216,12 +216,25 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: gid, HaveGID: haveGID})
+	adminGID, haveAdminGID, err := cfg.Control.AdminGroupID()
+	if err != nil {
+		return err
+	}
+	// The socket file belongs to the read group; to the admin group when
+	// there is no read group.
+	sockGID, haveSockGID := gid, haveGID
+	if !haveGID {
+		sockGID, haveSockGID = adminGID, haveAdminGID
+	}
+	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: sockGID, HaveGID: haveSockGID})
 	if err != nil {
 		return err
 	}
 	srv := control.NewServer(control.ServerOptions{
 		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
+		AdminGID: uint32(adminGID), HaveAdminGID: haveAdminGID,
+		ReadTimeout: time.Duration(cfg.Control.ReadTimeout), IdleTimeout: time.Duration(cfg.Control.IdleTimeout),
+		WriteTimeout: time.Duration(cfg.Control.WriteTimeout), MaxConns: cfg.Control.MaxConnections,
 		Refused: m.ControlRefused, Version: version, Started: time.Now(),
 	})
 	go func() { _ = srv.Serve(ln) }()

@@ -1,0 +1,173 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// chanListener hands net.Pipe server ends to Serve: inside a synctest
+// bubble the pipes' deadlines run on the fake clock.
+type chanListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "unix"} }
+
+func (l *chanListener) dial() net.Conn {
+	c, s := net.Pipe()
+	l.conns <- s
+	return c
+}
+
+func rootCred(net.Conn) (Cred, error) { return Cred{PID: 1, UID: 0, GID: 0}, nil }
+
+// A client that trickles its request, or sits idle, is dropped after the
+// read or idle timeout: it cannot hold a connection (and an fd) for ever.
+func TestSlowClientDropped(t *testing.T) {
+	const readTO, idleTO, trickle = 5 * time.Second, 7 * time.Second, 3 * time.Second
+	tests := []struct {
+		name    string
+		head    string // sent at once
+		trickle string // then one byte every 3s
+		want    time.Duration
+	}{
+		{name: "silent", want: readTO},
+		{name: "trickled headers", trickle: "GET /v1/status HTTP/1.1\r\nHost: aokeyd\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa\r\n\r\n", want: readTO},
+		{name: "trickled body", head: "POST /v1/revoke HTTP/1.1\r\nHost: aokeyd\r\nContent-Length: 200\r\n\r\n",
+			trickle: strings.Repeat("x", 200), want: readTO},
+		{name: "idle after a request", head: "GET /v1/health HTTP/1.1\r\nHost: aokeyd\r\n\r\n", want: idleTO},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := newChanListener()
+				s := NewServer(ServerOptions{Backend: &fakeBackend{}, ReadTimeout: readTO, IdleTimeout: idleTO, WriteTimeout: readTO})
+				s.credOf = rootCred
+				done := make(chan error, 1)
+				go func() { done <- s.Serve(l) }()
+				c := l.dial()
+				start := time.Now()
+				// A backstop: the test fails rather than hangs when the
+				// server never drops the client.
+				_ = c.SetReadDeadline(start.Add(10 * time.Minute))
+				closed := make(chan time.Duration, 1)
+				go func() {
+					_, _ = io.Copy(io.Discard, c)
+					closed <- time.Since(start)
+				}()
+				stop, wrote := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(wrote)
+					if _, err := io.WriteString(c, tt.head); err != nil {
+						return
+					}
+					for i := range len(tt.trickle) {
+						select {
+						case <-stop:
+							return
+						case <-time.After(trickle):
+						}
+						if _, err := io.WriteString(c, tt.trickle[i:i+1]); err != nil {
+							return
+						}
+					}
+				}()
+				got := <-closed
+				close(stop)
+				<-wrote
+				if got < tt.want || got > tt.want+trickle {
+					t.Errorf("connection dropped after %v, want within [%v, %v]", got, tt.want, tt.want+trickle)
+				}
+				c.Close()
+				_ = s.Shutdown(context.Background())
+				l.Close()
+				<-done
+			})
+		})
+	}
+}
+
+// At most MaxConns connections are served at once; one more is answered
+// 503 and closed, and a freed slot serves again.
+func TestConnectionCap(t *testing.T) {
+	var logs syncBuffer
+	c, path := serve(t, ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var held []net.Conn
+	for range 3 {
+		h, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		held = append(held, h)
+	}
+	// The held connections were accepted first: this one is over the cap.
+	extra, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if _, err := io.WriteString(extra, "GET /v1/health HTTP/1.1\r\nHost: aokeyd\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil {
+		t.Fatalf("over the cap: %v, want a 503 answer", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "too many") {
+		t.Errorf("over the cap: %d %s, want 503 naming the limit", resp.StatusCode, b)
+	}
+	if _, err := extra.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the connection over the cap stays open: read %v", err)
+	}
+	if !strings.Contains(logs.String(), "control connection limit") {
+		t.Errorf("no log line about the limit:\n%s", logs.String())
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.Health(context.Background())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a freed slot does not serve again: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
