@@ -16,6 +16,14 @@ import (
 // live next to the file they replace.
 func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
 
+// tempName names a temporary file for path: in its directory, random (a
+// variable so that a test can plant something at the name).
+var tempName = func(path string) string {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(rnd[:]))
+}
+
 // writeDurable replaces path with data so that, once it returns nil, the
 // new content survives a crash or power loss: a fresh temporary file with
 // a random name in path's directory (O_EXCL|O_NOFOLLOW: never a file or
@@ -29,9 +37,7 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 	}
 	var f *os.File
 	for range 5 {
-		var rnd [8]byte
-		_, _ = rand.Read(rnd[:])
-		name := filepath.Join(dir, tempPrefix(path)+hex.EncodeToString(rnd[:]))
+		name := tempName(path)
 		var err error
 		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 		if err == nil {
