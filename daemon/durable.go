@@ -32,8 +32,14 @@ var tempName = func(path string) string {
 // removed.
 func writeDurable(path string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		// The new directory's entry must survive a crash too.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
 	}
 	var f *os.File
 	for range 5 {

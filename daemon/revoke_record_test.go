@@ -164,6 +164,8 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 		{name: "zero length", record: ptr(""), wantErr: true},
 		{name: "truncated", record: ptr(good[:20]), wantErr: true},
 		{name: "not a list", record: ptr(`{"chain":"core"}`), wantErr: true},
+		{name: "bad peer", record: ptr(`[{"chain":"core","key":"k1","peer":"router-2"}]`), wantErr: true},
+		{name: "vrf without peer", record: ptr(`[{"chain":"core","key":"k1","vrf":"blue"}]`), wantErr: true},
 		{name: "record and backup bad", record: ptr(""), bak: ptr("[{"), wantErr: true},
 		{name: "zero length with backup", record: ptr(""), bak: ptr(good), wantLog: "using its backup"},
 		{name: "missing with backup", bak: ptr(good), wantLog: "using its backup"},

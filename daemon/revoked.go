@@ -142,6 +142,9 @@ func readRecord(path string) ([]Revocation, error) {
 		if r.Chain == "" || r.Key == "" {
 			return nil, fmt.Errorf("%w: entry %d lacks its chain or key", errBadRecord, i+1)
 		}
+		if r.Peer == "" && r.VRF != "" {
+			return nil, fmt.Errorf("%w: entry %d has a vrf but no peer", errBadRecord, i+1)
+		}
 		if r.Peer != "" {
 			a, err := netip.ParseAddr(r.Peer)
 			if err != nil {
