@@ -183,3 +183,29 @@ func TestRevokeUnknownPeer(t *testing.T) {
 		t.Errorf("listener keys of %s %v, want both", peerAddr, got)
 	}
 }
+
+// A peer-scoped revoke leaves a prefix binding's listener key, which other
+// peers of the prefix share, and says so in the result.
+func TestRevokePeerScopedPrefixBinding(t *testing.T) {
+	_, k1, k2, _ := testKeys()
+	pol := strings.Replace(fmt.Sprintf(basePolicy, "keep"), "neighbor: 192.0.2.2", "neighbor: 192.0.2.0/24", 1)
+	e := newEnv(t, envOptions{keys: []testKey{k1, k2}, policy: pol, revocationsFile: filepath.Join(t.TempDir(), "revocations.json")})
+	prefix := netip.MustParsePrefix("192.0.2.0/24")
+	e.waitPeerKeys("start", prefix, ids(k1, k2))
+	res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: peerAddr.String()})
+	if err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	if len(res.Sockets) != 1 || res.Sockets[0].Action != control.ActionKept || !strings.Contains(res.Sockets[0].Error, "other peers") {
+		t.Errorf("outcomes %+v, want the prefix's listener key kept, with the reason", res.Sockets)
+	}
+	if !res.Failed() {
+		t.Errorf("a revoke that left the key on the listener does not count as failed: %+v", res)
+	}
+	if got := keysFor(t, e.lis, prefix); !slices.Equal(got, ids(k1, k2)) {
+		t.Errorf("listener keys of %s %v, want both kept", prefix, got)
+	}
+	if c := e.src.revokeCalls(); len(c) != 0 {
+		t.Errorf("source written: %v", c)
+	}
+}
