@@ -1,0 +1,280 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Revoke implements control.Backend: the key leaves every listener and
+// established socket at once (or, scoped to a peer, that peer's session
+// and its own listener entries). Where it is Current_key or RNext_key one
+// forced TCP_AO_DEL_KEY names the best remaining key (atomic); where no
+// other key exists the policy's on_revoke_only_key runs. The revocation is
+// recorded durably before any socket is touched: a revoke that cannot be
+// recorded fails and changes nothing. Only a global revoke is written back
+// to the key source, which every peer shares.
+func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	start := time.Now()
+	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
+	snap := d.snapshot()
+	if snap == nil {
+		return res, errors.New("no good key snapshot yet")
+	}
+	defer snap.Zero()
+	c := snap.Chains[req.Chain]
+	var mkt *keystore.MKT
+	if c != nil {
+		for i := range c.Keys {
+			if c.Keys[i].Name == req.Key {
+				mkt = &c.Keys[i]
+			}
+		}
+	}
+	if mkt == nil {
+		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
+	}
+	rec := Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
+	var scope netip.Addr
+	if req.Peer != "" {
+		a, err := d.revokeScope(req)
+		if err != nil {
+			return res, err
+		}
+		scope, rec.Peer, rec.VRF = a, a.String(), req.VRF
+		res.Peer = rec.Peer
+	} else if req.VRF != "" {
+		return res, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
+	}
+	// Record first: a crash from here on must not re-install the key, and
+	// a revocation that cannot be recorded must not be applied.
+	if err := d.revoked.add(rec); err != nil {
+		return res, fmt.Errorf("recording the revocation (nothing was revoked): %w", err)
+	}
+	if rec.Global() {
+		mkt.Revoked = true
+	}
+	ids := [2]uint8{mkt.SendID, mkt.RecvID}
+	var mu sync.Mutex
+	add := func(s control.RevokeSocket) {
+		mu.Lock()
+		res.Sockets = append(res.Sockets, s)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // listeners, by this goroutine alone
+		defer wg.Done()
+		d.revokeListeners(ctx, ids, scope, req.VRF, add)
+	}()
+	var ps []*peerState
+	for _, p := range d.peerList() {
+		if p.handle != nil && (!scope.IsValid() || (p.info.Neighbor == scope && p.info.VRF == req.VRF)) {
+			ps = append(ps, p)
+		}
+	}
+	sem := make(chan struct{}, 32)
+	now := d.o.Clock.Now()
+	for _, p := range ps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			add(d.revokePeer(ctx, snap, p, ids, now))
+		}()
+	}
+	switch {
+	case !rec.Global():
+		// The source is shared by every peer: a peer-scoped revoke lives
+		// in aokeyd's record only.
+	case d.o.Source != nil:
+		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
+			res.SourceError = err.Error()
+		} else {
+			res.SourceRevoked = true
+		}
+	default:
+		res.SourceError = "the key source cannot be written"
+	}
+	wg.Wait()
+	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
+	res.Elapsed = control.Duration(time.Since(start))
+	if d.o.Metrics != nil {
+		for _, s := range res.Sockets {
+			d.o.Metrics.Revoked(s.Action)
+		}
+		d.o.Metrics.RevokeDone(time.Since(start))
+	}
+	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", rec.Peer, "vrf", rec.VRF,
+		"sockets", len(res.Sockets), "elapsed", time.Since(start))
+	d.Kick()
+	return res, nil
+}
+
+// revokeScope checks a peer-scoped revoke's peer: an address some binding
+// of the policy covers, with the key's chain.
+func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
+	a, err := netip.ParseAddr(req.Peer)
+	if err != nil {
+		return a, fmt.Errorf("peer %q is not an IP address: %w", req.Peer, control.ErrInvalid)
+	}
+	a = a.Unmap().WithZone("")
+	where := ""
+	if req.VRF != "" {
+		where = " in vrf " + req.VRF
+	}
+	pol := d.policy()
+	b, err := pol.BindingFor(a, req.VRF)
+	if err != nil {
+		return a, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address and --vrf): %w", req.Peer, where, control.ErrNotFound)
+	}
+	if kc, ok := pol.Chain(b.KeyChain); ok && kc.SourceChain != req.Chain {
+		return a, fmt.Errorf("peer %s%s uses key chain %s (source chain %s), not %s: %w",
+			req.Peer, where, b.KeyChain, kc.SourceChain, req.Chain, control.ErrInvalid)
+	}
+	return a, nil
+}
+
+// revokeListeners deletes the key with ids from the listening sockets: all
+// of its entries, or with scope only the peer's own (host prefix, vrf's
+// device). An entry of a prefix binding that covers the peer stays: other
+// peers use it; the outcome says so.
+func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) {
+	idx, idxErr := ifIndex(vrf)
+	hs, err := d.tracker.Listeners(ctx)
+	if err != nil {
+		add(control.RevokeSocket{Socket: "listeners", Error: err.Error()})
+		return
+	}
+	d.listenMu.Lock()
+	defer d.listenMu.Unlock()
+	for _, h := range hs {
+		s := d.o.SocketOf(h)
+		keys, err := s.Keys(tcpao.KeyFilter{})
+		name := "listen " + h.Ref().Local.String()
+		if err != nil {
+			if !isNoAO(err) {
+				add(control.RevokeSocket{Socket: name, Error: err.Error()})
+			}
+			continue
+		}
+		for _, k := range keys {
+			if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
+				continue
+			}
+			if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
+				continue
+			}
+			if scope.IsValid() && k.Peer != hostPrefix(scope) {
+				add(control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionKept,
+					Error: "this listener key for " + k.Peer.String() + " serves other peers too: a peer-scoped revoke leaves it; revoke without --peer to remove it"})
+				continue
+			}
+			rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
+			if err := s.DelKey(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+				rs.Error = err.Error()
+			}
+			add(rs)
+		}
+	}
+}
+
+// revokePeer takes the key off one established session. The peer's rotator
+// goroutine is held off meanwhile so that it stays the socket's only
+// writer, and then resumes with the desired state without the key.
+func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
+	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String()}
+	// The desired state without the revoked key: it picks the replacement
+	// and then resumes the peer's rotation (the controller owns it then).
+	want, pk, werr := d.desiredFor(snap, p, now)
+	var pref *policy.DesiredKey
+	if werr == nil {
+		if k, ok := pk.PreferredKey(); ok {
+			pref = &k
+		}
+		if d.ctrl.Exclusive(id, want, func(sock tcpao.Socket) { d.revokeOn(ctx, sock, p, ids, pref, &rs) }) {
+			d.updatePeer(id, func(p *peerState) { p.desired = want })
+			return rs
+		}
+	}
+	// No rotation machine runs on the session (yet): stop any that
+	// starts, revoke, then start it on the socket.
+	sock := d.o.SocketOf(p.handle)
+	d.ctrl.PeerDown(id)
+	d.revokeOn(ctx, sock, p, ids, pref, &rs)
+	if werr == nil {
+		d.updatePeer(id, func(p *peerState) { p.desired = want })
+		d.ctrl.SetDesired(id, want)
+		if _, err := d.ctrl.Accepted(id, sock); err != nil {
+			d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
+		}
+	}
+	return rs
+}
+
+// revokeOn deletes the key with ids from sock, first moving Current_key
+// and RNext_key to pref (or another key) when the key is one of them.
+func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
+	obs, err := rotator.Observe(sock)
+	if err != nil {
+		rs.Error = err.Error()
+		return
+	}
+	var victim *tcpao.KeyInfo
+	var others []tcpao.KeyInfo
+	for i, k := range obs.Keys {
+		if k.SendID == ids[0] && k.RecvID == ids[1] {
+			victim = &obs.Keys[i]
+		} else {
+			others = append(others, k)
+		}
+	}
+	if victim == nil {
+		rs.Action = "absent"
+		return
+	}
+	if len(others) == 0 {
+		if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
+			rs.Action = control.ActionReset
+			if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
+				rs.Error = err.Error()
+			}
+		} else {
+			rs.Action = control.ActionKept
+			rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
+		}
+		return
+	}
+	repl := others[0]
+	if pref != nil {
+		for _, k := range others {
+			if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
+				repl = k
+			}
+		}
+	}
+	del := tcpao.DelKey{KeyRef: victim.KeyRef}
+	if victim.IsCurrent || victim.IsRNext {
+		del.SetCurrent, del.Current = true, repl.SendID
+		del.SetRNext, del.RNext = true, repl.RecvID
+		rs.Action, rs.Replacement = control.ActionForcedReplaced, fmt.Sprintf("send=%d recv=%d", repl.SendID, repl.RecvID)
+	} else {
+		rs.Action = control.ActionDeleted
+	}
+	if err := sock.DelKey(del); err != nil {
+		rs.Error = err.Error()
+	}
+}
