@@ -204,6 +204,15 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 			if tc.wantLog != "" && !strings.Contains(e.logs.String(), tc.wantLog) {
 				t.Errorf("log %q, want %q", e.logs.String(), tc.wantLog)
 			}
+			if tc.record != nil && tc.wantLog != "" {
+				if b, err := os.ReadFile(file + ".corrupt"); err != nil || string(b) != *tc.record {
+					t.Errorf("the unreadable record is not kept aside: %q %v", b, err)
+				}
+			}
+			// The record is whole again.
+			if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), `"k1"`) {
+				t.Errorf("record after start: %q %v, want it restored", b, err)
+			}
 		})
 	}
 }

@@ -97,7 +97,10 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 	case bakErr == nil && (errors.Is(recErr, fs.ErrNotExist) || errors.Is(recErr, errBadRecord)):
 		why := "is missing"
 		if recErr != nil && !errors.Is(recErr, fs.ErrNotExist) {
-			why = "is unreadable (" + recErr.Error() + ")"
+			why = "is unreadable (" + recErr.Error() + "; kept as " + path + ".corrupt)"
+			if err := os.Rename(path, path+".corrupt"); err != nil {
+				return nil, fmt.Errorf("revocations record %s is unreadable (%v) and cannot be set aside: %w", path, recErr, err)
+			}
 		}
 		log.Error("REVOCATIONS RECORD "+why+": using its backup, which is written before the record and so holds every revocation it did; "+
 			"check the disk, and to clear revocations on purpose remove both files while aokeyd is stopped",
