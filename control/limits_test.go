@@ -158,6 +158,10 @@ func TestConnectionCap(t *testing.T) {
 	if !strings.Contains(logs.String(), "control connection limit") {
 		t.Errorf("no log line about the limit:\n%s", logs.String())
 	}
+	// What aoctl reports then.
+	if _, err := c.Health(context.Background()); !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "too many control connections") {
+		t.Errorf("client over the cap: %v, want the daemon's reason", err)
+	}
 	held[0].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
