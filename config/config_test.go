@@ -188,6 +188,7 @@ func TestCheck(t *testing.T) {
 	badPol := write("badpol.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: bad-policy.yaml}\n")
 	noKeys := write("nokeys.yaml", "key_source: {type: file, file: {path: missing.yaml}}\npolicy: {path: policy.yaml}\n")
 	badGroup := write("badgroup.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: policy.yaml}\ncontrol: {group: no-such-group-aokeyd}\n")
+	badAdmin := write("badadmin.yaml", "key_source: {type: file, file: {path: keys.yaml}}\npolicy: {path: policy.yaml}\ncontrol: {admin_group: no-such-group-aokeyd}\n")
 	tests := []struct {
 		name string
 		path string
@@ -201,6 +202,7 @@ func TestCheck(t *testing.T) {
 		{"unknown source chain, config only", badPol, true, nil},
 		{"unreadable key file", noKeys, false, []string{"missing.yaml"}},
 		{"unknown group", badGroup, false, []string{"control.group"}},
+		{"unknown admin group", badAdmin, false, []string{"control.admin_group"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
