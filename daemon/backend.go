@@ -62,6 +62,10 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	// fields (StatusReport.Complete, below).
 	snap, release := d.shared()
 	defer release()
+	for _, h := range d.holds(snap) {
+		rep.KeySource.Held = append(rep.KeySource.Held, heldKey(h))
+		rep.Warnings = append(rep.Warnings, holdWarning(h))
+	}
 
 	infos, err := d.o.Speaker.Peers(ctx)
 	if err != nil {
@@ -126,6 +130,8 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		pk, err = d.policy().Desired(snap, info.Neighbor, info.VRF, now)
 		if err != nil {
 			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
+		} else if snap.Degraded(pk.SourceChain) {
+			ps.Warnings = append(ps.Warnings, fmt.Sprintf("key chain %s: %v", pk.SourceChain, errFrozen))
 		}
 	}
 	names := mktIndex(snap, pk.SourceChain)
@@ -206,8 +212,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	if snap == nil {
 		return rep, errors.New("no good key snapshot yet")
 	}
+	for _, h := range d.holds(snap) {
+		rep.Plan = append(rep.Plan, holdPlanLine(h))
+	}
 	var in []rotator.Input
-	v4, v6, _, _ := d.listenerDesired(snap, now)
+	v4, v6, _, _, frozen := d.listenerDesired(snap, now)
 	defer zeroDesired(v4, v6)
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		for _, h := range hs {
@@ -216,7 +225,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				want = v4
 			}
 			want.Socket = rotator.SocketID("listen " + h.Ref().Local.String())
-			obs, err := rotator.Observe(d.o.SocketOf(h))
+			obs, err := rotator.Observe(keeping(d.o.SocketOf(h), want, frozen))
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
@@ -523,6 +532,9 @@ func (d *Daemon) observeMetrics() {
 	d.mu.Lock()
 	m.SetOptmem(d.optmem[0], d.optmem[1])
 	d.mu.Unlock()
+	snap, release := d.shared()
+	m.SetHeldBack(metricHolds(d.holds(snap)))
+	release()
 	for _, s := range sts {
 		p := d.peer(s.Peer)
 		if p == nil {
