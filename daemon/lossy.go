@@ -76,6 +76,8 @@ func frozenChain(snap *keystore.Snapshot, chain string) bool {
 type frozenRange struct {
 	prefix  netip.Prefix
 	ifindex int // -1: any
+	binding string
+	why     string
 }
 
 func (f frozenRange) covers(r tcpao.KeyRef) bool {
@@ -119,15 +121,21 @@ func keeping(sock tcpao.Socket, want rotator.Desired, frozen []frozenRange) tcpa
 	}}
 }
 
-// freeze records that binding b keeps its listener keys, and says why.
-func (d *Daemon) freeze(frozen []frozenRange, b policy.Binding, why error) []frozenRange {
+// freeze records that binding b keeps its listener keys, and why.
+func freeze(frozen []frozenRange, b policy.Binding, why error) []frozenRange {
 	idx, err := ifIndex(b.VRF)
 	if err != nil {
 		idx = -1
 	}
-	d.log.Warn("binding's key chain is degraded in the key source: none of its listener keys is deleted", "binding", b.String(),
-		"chain", b.KeyChain, "why", why.Error())
-	return append(frozen, frozenRange{prefix: b.Neighbor, ifindex: idx})
+	return append(frozen, frozenRange{prefix: b.Neighbor, ifindex: idx, binding: b.String(), why: why.Error()})
+}
+
+// logFrozen warns about each frozen binding (once per recompute).
+func (d *Daemon) logFrozen(frozen []frozenRange) {
+	for _, f := range frozen {
+		d.log.Warn("binding's keys cannot be computed or its key chain is degraded in the key source: none of its listener keys is deleted",
+			"binding", f.binding, "why", f.why)
+	}
 }
 
 func heldKey(h keystore.Hold) control.HeldKey {

@@ -124,11 +124,11 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
 			incomplete = true
-			frozen = d.freeze(frozen, b, err)
+			frozen = freeze(frozen, b, err)
 			continue
 		}
 		if snap.Degraded(pk.SourceChain) {
-			frozen = d.freeze(frozen, b, errFrozen)
+			frozen = freeze(frozen, b, errFrozen)
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
 			next = pk.NextChange
@@ -137,7 +137,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
 			incomplete = true
-			frozen = d.freeze(frozen, b, err)
+			frozen = freeze(frozen, b, err)
 			continue
 		}
 		dst := &v6
@@ -291,6 +291,7 @@ func sameDesired(a, b rotator.Desired) bool {
 func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
 	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now)
 	d.retry = d.retry || incomplete || len(frozen) > 0
+	d.logFrozen(frozen)
 	d.dropListenerWant()
 	d.lnWant, d.lnFrozen = [2]rotator.Desired{v4, v6}, frozen
 	return next
