@@ -34,15 +34,15 @@ type lossyFault struct {
 }
 
 // keyMaps are A's keys as chain document entries, to be broken.
-func keyMaps(keys []key) []map[string]any {
+func lossyKeyMaps(keys []key) []map[string]any {
 	var ks []map[string]any
-	if err := json.Unmarshal(chainKeys(keys), &ks); err != nil {
+	if err := json.Unmarshal(lossyChainKeys(keys), &ks); err != nil {
 		panic(err)
 	}
 	return ks
 }
 
-func chainKeys(keys []key) json.RawMessage {
+func lossyChainKeys(keys []key) json.RawMessage {
 	var doc struct {
 		Keys json.RawMessage `json:"keys"`
 	}
@@ -54,7 +54,7 @@ func chainKeys(keys []key) json.RawMessage {
 
 // writeChains replaces A's key file with the given chains, each a list of
 // key entries (valid or not) for B.
-func (l *lab) writeChains(chains map[string][]map[string]any) {
+func (l *lab) writeLossyChains(chains map[string][]map[string]any) {
 	l.t.Helper()
 	out := map[string]any{}
 	for name, ks := range chains {
@@ -80,9 +80,9 @@ func lossyFaults() []lossyFault {
 	long := hex.EncodeToString([]byte(strings.Repeat("x", 81)))
 	breakLast := func(f func(m map[string]any)) func(l *lab, keys []key) {
 		return func(l *lab, keys []key) {
-			ks := keyMaps(keys)
+			ks := lossyKeyMaps(keys)
 			f(ks[len(ks)-1])
-			l.writeChains(map[string][]map[string]any{"core": ks})
+			l.writeLossyChains(map[string][]map[string]any{"core": ks})
 		}
 	}
 	tooLong := breakLast(func(m map[string]any) { m["secret_hex"] = long })
@@ -94,10 +94,10 @@ func lossyFaults() []lossyFault {
 			delete(m, "secret_hex")
 			m["secret_b64"] = "not*base64!"
 		}), warn: []string{"core/k1", "field secret_b64", "kept"}},
-		{name: "chain emptied", apply: func(l *lab, _ []key) { l.writeChains(map[string][]map[string]any{"core": nil}) },
+		{name: "chain emptied", apply: func(l *lab, _ []key) { l.writeLossyChains(map[string][]map[string]any{"core": nil}) },
 			warn: []string{"core", "kept"}},
 		{name: "chain renamed", apply: func(l *lab, keys []key) {
-			l.writeChains(map[string][]map[string]any{"core-renamed": keyMaps(keys)})
+			l.writeLossyChains(map[string][]map[string]any{"core-renamed": lossyKeyMaps(keys)})
 		}, warn: []string{"core", "kept"}},
 		{name: "newest key invalid", newest: true, apply: tooLong, warn: []string{"core/k2", "field secret", "kept"}},
 		{name: "vault chain deleted", vault: true, apply: func(l *lab, _ []key) {
@@ -110,7 +110,7 @@ func lossyFaults() []lossyFault {
 }
 
 // metricsPage reads aokeyd's metrics.
-func (l *lab) metricsPage() (string, error) {
+func (l *lab) lossyMetrics() (string, error) {
 	if l.vault == nil {
 		return l.a.Run("wget", "-qO-", l.metricsURL)
 	}
@@ -124,7 +124,7 @@ func (l *lab) metricsPage() (string, error) {
 }
 
 // try polls cond until it holds or timeout passes.
-func try(timeout time.Duration, cond func() (bool, string)) error {
+func lossyTry(timeout time.Duration, cond func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, detail := cond()
@@ -190,7 +190,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		}
 	}
 	l.waitEstablished(60 * time.Second)
-	if err := try(30*time.Second, func() (bool, string) {
+	if err := lossyTry(30*time.Second, func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -210,7 +210,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 	check := func(when string, lastGood bool) {
 		t.Helper()
 		// A refresh (1s) and a pass: the warning shows.
-		if err := try(20*time.Second, func() (bool, string) {
+		if err := lossyTry(20*time.Second, func() (bool, string) {
 			rep, err := l.ctl.Status(context.Background(), "")
 			if err != nil {
 				return false, err.Error()
@@ -230,8 +230,8 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		}); err != nil {
 			t.Errorf("%s: aoctl status: %v", when, err)
 		}
-		if err := try(20*time.Second, func() (bool, string) {
-			page, err := l.metricsPage()
+		if err := lossyTry(20*time.Second, func() (bool, string) {
+			page, err := l.lossyMetrics()
 			series := fmt.Sprintf(`last_good="%t"`, lastGood)
 			return err == nil && slices.ContainsFunc(strings.Split(page, "\n"), func(s string) bool {
 				return strings.HasPrefix(s, "aokeyd_keys_held_back{") && strings.Contains(s, `chain="core"`) && strings.Contains(s, series)
@@ -263,7 +263,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
 			t.Fatalf("birdc restart: %v", err)
 		}
-		if err := try(60*time.Second, func() (bool, string) {
+		if err := lossyTry(60*time.Second, func() (bool, string) {
 			st, err := l.bird.Protocol()
 			if err != nil {
 				return false, err.Error()
