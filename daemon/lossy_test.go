@@ -272,3 +272,38 @@ func TestLossyKeySourceKeepsKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLossyFreezeEndsWhenSourceFixed: after a restart with a bad source
+// the chain is frozen; once the source is fixed the warning goes and the
+// session is managed again.
+func TestLossyFreezeEndsWhenSourceFixed(t *testing.T) {
+	c := lossyCases()[0]
+	k1 := c.keys[0]
+	src := newFileLossy(t, c)
+	e := newEnv(t, envOptions{keys: c.keys, source: src.source})
+	e.waitKeys("listener", e.lis, ids(k1))
+	e.up(ids(k1), k1)
+	src.apply(t, c.fault)
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	e.stop()
+	e.start("")
+	e.waitFor("the frozen chain's warning", func() bool { return hasWarning(e.warningsOf(), c.warn) })
+	if st := e.peerStatus().Rotation.State; st == "steady" {
+		t.Fatalf("rotation %q while the chain is frozen, want no machine on the session", st)
+	}
+
+	src.apply(t, chainDoc(goodKeyDoc(k1)))
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the session managed again", func() bool { return e.peerStatus().Rotation.State == "steady" })
+	if ws := e.warningsOf(); len(ws) != 0 {
+		t.Errorf("warnings %q after the source was fixed, want none", ws)
+	}
+	if got := keyIDs(t, e.lis); !slices.Equal(got, ids(k1)) {
+		t.Errorf("listener keys %v, want %v", got, ids(k1))
+	}
+}
