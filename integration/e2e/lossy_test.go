@@ -100,6 +100,16 @@ func lossyFaults() []lossyFault {
 			l.writeLossyChains(map[string][]map[string]any{"core-renamed": lossyKeyMaps(keys)})
 		}, warn: []string{"core", "kept"}},
 		{name: "newest key invalid", newest: true, apply: tooLong, warn: []string{"core/k2", "field secret", "kept"}},
+		{name: "vault only key 81-byte secret", vault: true, apply: func(l *lab, keys []key) {
+			// Written behind aokeyd's back (WriteChain refuses it), as
+			// with the vault CLI.
+			ks := lossyKeyMaps(keys)
+			ks[len(ks)-1]["secret_hex"] = long
+			doc := map[string]any{"peers": []string{addrB.String()}, "keys": ks}
+			if _, err := l.vwrite.Client().KVv2("secret").Put(context.Background(), "aokeyd/chains/core", doc); err != nil {
+				l.t.Fatal(err)
+			}
+		}, warn: []string{"core/k1", "field secret", "kept"}},
 		{name: "vault chain deleted", vault: true, apply: func(l *lab, _ []key) {
 			ctx := context.Background()
 			if err := l.vwrite.Client().KVv2("secret").DeleteMetadata(ctx, "aokeyd/chains/core"); err != nil {
@@ -140,8 +150,8 @@ func lossyTry(timeout time.Duration, cond func() (bool, string)) error {
 
 // TestLossyKeySource: while gobgpd and BIRD are up, A's key source is
 // read successfully but loses keys (the only key made invalid three ways,
-// the chain emptied or renamed, the newest key made invalid, a Vault chain
-// deleted while another remains). After a refresh, and again after an
+// the chain emptied or renamed, the newest key made invalid; with Vault the
+// only key made invalid, and the chain deleted while another remains). After a refresh, and again after an
 // aokeyd restart with the source still bad, BIRD's session is restarted
 // and must come back with TCP-AO through gobgpd's listener, which still
 // has the key; status and the metrics show what is held back.
