@@ -61,6 +61,30 @@ type KeySourceStatus struct {
 	Age       Duration  `json:"age"`
 	Stale     bool      `json:"stale"`
 	LastError string    `json:"last_error,omitempty"`
+	// Held lists the chains and keys a successful read lost and aokeyd
+	// holds back (see HeldKey); each also has a warning.
+	Held []HeldKey `json:"held,omitempty"`
+}
+
+// Hold reasons (HeldKey.Reason).
+const (
+	HeldKeyRejected  = "key-rejected"  // the source's entry fails validation
+	HeldChainMissing = "chain-missing" // the source no longer has the chain
+	HeldNoUsableKey  = "no-usable-key" // the chain lists no usable key
+)
+
+// HeldKey is a chain or key of the key source that a read lost: the key
+// was rejected, the chain vanished or was left without a usable key.
+// LastGood: its last good version stays installed; false: no good version
+// is known (aokeyd restarted meanwhile), so nothing the chain's bindings
+// have installed is deleted or switched until the source is fixed.
+type HeldKey struct {
+	Chain    string `json:"chain"`
+	Key      string `json:"key,omitempty"` // "" for the whole chain
+	Reason   string `json:"reason"`
+	Field    string `json:"field,omitempty"`
+	Source   string `json:"source,omitempty"`
+	LastGood bool   `json:"last_good"`
 }
 
 // Optmem compares net.core.optmem_max with what the largest key set of a

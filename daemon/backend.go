@@ -59,6 +59,10 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	// fields (StatusReport.Complete, below).
 	snap, release := d.shared()
 	defer release()
+	for _, h := range d.holds(snap) {
+		rep.KeySource.Held = append(rep.KeySource.Held, heldKey(h))
+		rep.Warnings = append(rep.Warnings, holdWarning(h))
+	}
 
 	infos, err := d.o.Speaker.Peers(ctx)
 	if err != nil {
@@ -123,6 +127,8 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		pk, err = d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, now)
 		if err != nil {
 			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
+		} else if snap.Degraded(pk.SourceChain) {
+			ps.Warnings = append(ps.Warnings, fmt.Sprintf("key chain %s: %v", pk.SourceChain, errFrozen))
 		}
 	}
 	names := mktIndex(snap, pk.SourceChain)
@@ -203,8 +209,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	if snap == nil {
 		return rep, errors.New("no good key snapshot yet")
 	}
+	for _, h := range d.holds(snap) {
+		rep.Plan = append(rep.Plan, holdPlanLine(h))
+	}
 	var in []rotator.Input
-	v4, v6, _, _ := d.listenerDesired(snap, now)
+	v4, v6, _, _, frozen := d.listenerDesired(snap, now)
 	defer zeroDesired(v4, v6)
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		for _, h := range hs {
@@ -213,7 +222,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				want = v4
 			}
 			want.Socket = rotator.SocketID("listen " + h.Ref().Local.String())
-			obs, err := rotator.Observe(d.o.SocketOf(h))
+			obs, err := rotator.Observe(keeping(d.o.SocketOf(h), want, frozen))
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
@@ -254,49 +263,6 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	return rep, nil
 }
 
-// Rotate implements control.Backend: roll now to the newest key the source
-// holds for the peer, ahead of its send time.
-func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
-	var res control.RotateResult
-	snap, release := d.shared()
-	defer release()
-	if snap == nil {
-		return res, errors.New("no good key snapshot yet")
-	}
-	now := d.o.Clock.Now()
-	var targets []*peerState
-	for _, p := range d.peerList() {
-		if req.All || string(p.id) == req.Peer || p.info.Neighbor.String() == req.Peer {
-			targets = append(targets, p)
-		}
-	}
-	if len(targets) == 0 {
-		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
-	}
-	for _, p := range targets {
-		id := PeerIDOf(p.info.Neighbor, p.info.VRF)
-		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
-		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
-		switch {
-		case err != nil:
-			out.Error = err.Error()
-		case p.handle == nil:
-			out.Detail = "session is down"
-		case newest(pk) < 0 || newest(pk) == pk.Preferred:
-			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
-		default:
-			d.mu.Lock()
-			d.early[id] = true
-			d.mu.Unlock()
-			out.Started = true
-			out.Detail = "rolling to " + pk.SourceChain + "/" + pk.Keys[newest(pk)].MKT.Name
-		}
-		res.Peers = append(res.Peers, out)
-	}
-	d.Kick()
-	return res, nil
-}
-
 // observeMetrics publishes per-peer series, reading every session's kernel
 // counters; it runs on each metrics scrape (metrics.OnCollect). Peers that
 // are gone lost theirs when they went (forget).
@@ -311,6 +277,9 @@ func (d *Daemon) observeMetrics() {
 	d.mu.Lock()
 	m.SetOptmem(d.optmem[0], d.optmem[1])
 	d.mu.Unlock()
+	snap, release := d.shared()
+	m.SetHeldBack(metricHolds(d.holds(snap)))
+	release()
 	for _, s := range sts {
 		p := d.peer(s.Peer)
 		if p == nil {

@@ -91,6 +91,8 @@ type Daemon struct {
 	optmem   [2]int                    // limit, needed (listener)
 	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
 	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
+	boundPol *policy.Policy            // the policy bound was computed for
+	bound    map[string]bool           // source chains some binding reads
 
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
 	snaps    snapshots  // the shared read-only key snapshot
@@ -112,6 +114,7 @@ type Daemon struct {
 	haveLast     bool
 	lastFull     time.Time
 	lnWant       [2]rotator.Desired // v4, v6
+	lnFrozen     []frozenRange      // bindings whose listener keys are not deleted
 	retry        bool               // some desired state failed: recompute at the next full pass
 }
 
@@ -172,6 +175,8 @@ func New(o Options) (*Daemon, error) {
 		peers:   map[rotator.PeerID]*peerState{},
 		early:   map[rotator.PeerID]bool{},
 	}
+	// The key cache holds back what a read loses of the chains in use.
+	o.Keys.SetBound(d.boundChain)
 	if o.Metrics != nil {
 		// Per-peer series are read from the kernel when scraped.
 		o.Metrics.OnCollect(d.observeMetrics)

@@ -13,6 +13,11 @@
 //   - Without a good key snapshot nothing is touched: an unreachable or
 //     failing key source never deletes a key (keystore.Cache keeps the last
 //     good snapshot in force).
+//   - A successful read that loses keys changes nothing installed: the
+//     key cache holds back the last good version of what it lost, and a
+//     chain it cannot make up for (missing, or degraded after a restart)
+//     freezes its bindings: nothing of theirs is deleted or switched
+//     (lossy.go).
 //   - On SIGTERM the daemon leaves every installed key in place; a restart
 //     rebuilds its view from the kernel (GET_KEYS/INFO) and resumes.
 //   - The speaker's sockets are borrowed one call at a time through

@@ -20,6 +20,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -299,6 +300,10 @@ type env struct {
 
 	refresh     time.Duration
 	raiseOptMem func(pid, want int) (before, after int, err error)
+	// source, when set, is the key source instead of src (a real file or
+	// Vault source).
+	source  keystore.Source
+	metrics *metrics.Metrics
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -313,6 +318,8 @@ type envOptions struct {
 	refresh         time.Duration // key source reads (default 30s)
 	// raiseOptMem is Options.RaiseOptMem (kernel.raise_optmem); nil: off.
 	raiseOptMem func(pid, want int) (before, after int, err error)
+	source      keystore.Source
+	metrics     *metrics.Metrics
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -353,6 +360,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	})
 	e.refresh = o.refresh
 	e.raiseOptMem = o.raiseOptMem
+	e.source, e.metrics = o.source, o.metrics
 	e.start(o.revocationsFile)
 	return e
 }
@@ -361,11 +369,15 @@ func newEnv(t testing.TB, o envOptions) *env {
 // ends (or stop).
 func (e *env) start(revocationsFile string) {
 	e.t.Helper()
-	cache := keystore.NewCache(e.src, keystore.CacheOptions{Now: e.cclock.Now})
+	var src keystore.Source = e.src
+	if e.source != nil {
+		src = e.source
+	}
+	cache := keystore.NewCache(src, keystore.CacheOptions{Now: e.cclock.Now})
 	e.t.Cleanup(cache.Close)
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := daemon.New(daemon.Options{
-		Policy: e.pol, Keys: cache, Source: e.src, Speaker: e.sp, Discoverer: e.disc,
+		Policy: e.pol, Keys: cache, Source: src, Speaker: e.sp, Discoverer: e.disc,
 		ListenPort: bgpPort,
 		Rotator: rotator.Config{SwitchTimeout: 5 * time.Second, Grace: 20 * time.Millisecond,
 			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
@@ -375,6 +387,7 @@ func (e *env) start(revocationsFile string) {
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		RaiseOptMem:     e.raiseOptMem,
 		Logger:          log,
+		Metrics:         e.metrics,
 		SocketOf:        e.disc.socketOf,
 	})
 	if err != nil {

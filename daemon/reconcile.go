@@ -39,6 +39,9 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
+	if snap.Degraded(pk.SourceChain) {
+		return rotator.Desired{}, pk, fmt.Errorf("peer %s, source chain %q: %w", id, pk.SourceChain, errFrozen)
+	}
 	idx, err := ifIndex(p.info.VRF)
 	if err != nil {
 		return rotator.Desired{}, pk, err
@@ -119,8 +122,10 @@ func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix,
 
 // listenerDesired is the key set of the speaker's listening sockets: every
 // binding's desired keys, for the binding's neighbor address or prefix;
-// incomplete when a binding's keys could not be computed.
-func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time, incomplete bool) {
+// incomplete when a binding's keys could not be computed. frozen are the
+// bindings whose installed keys must stay: their keys could not be
+// computed, or their chain is degraded in the key source (see lossy.go).
+func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time, incomplete bool, frozen []frozenRange) {
 	v4 = rotator.Desired{Kind: rotator.Listening}
 	v6 = rotator.Desired{Kind: rotator.Listening}
 	pol := d.policy()
@@ -134,7 +139,11 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
 			incomplete = true
+			frozen = freeze(frozen, b, err)
 			continue
+		}
+		if snap.Degraded(pk.SourceChain) {
+			frozen = freeze(frozen, b, errFrozen)
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
 			next = pk.NextChange
@@ -143,6 +152,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
 			incomplete = true
+			frozen = freeze(frozen, b, err)
 			continue
 		}
 		dst := &v6
@@ -153,7 +163,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 	}
-	return v4, v6, next, incomplete
+	return v4, v6, next, incomplete, frozen
 }
 
 func zeroDesired(ds ...rotator.Desired) {
@@ -294,17 +304,18 @@ func sameDesired(a, b rotator.Desired) bool {
 // listenerWant recomputes the listeners' desired keys into the cache the
 // full passes sync against, and returns the first policy time boundary.
 func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
-	v4, v6, next, incomplete := d.listenerDesired(snap, now)
-	d.retry = d.retry || incomplete
+	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now)
+	d.retry = d.retry || incomplete || len(frozen) > 0
+	d.logFrozen(frozen)
 	d.dropListenerWant()
-	d.lnWant = [2]rotator.Desired{v4, v6}
+	d.lnWant, d.lnFrozen = [2]rotator.Desired{v4, v6}, frozen
 	return next
 }
 
 // dropListenerWant zeroes the cached listener keys.
 func (d *Daemon) dropListenerWant() {
 	zeroDesired(d.lnWant[0], d.lnWant[1])
-	d.lnWant = [2]rotator.Desired{}
+	d.lnWant, d.lnFrozen = [2]rotator.Desired{}, nil
 }
 
 // syncListeners brings the speaker's listening sockets to the cached
@@ -350,7 +361,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	}
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax})
+		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.lnFrozen), want, rotator.ListenerOptions{OptMemMax: optMemMax})
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue

@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,12 +14,23 @@ type CacheOptions struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Bound reports whether a chain is in use (bound to a peer by the
+	// policy): only bound chains are held at their last good version when
+	// a read loses them (see Refresh). nil treats every chain as bound.
+	// SetBound replaces it.
+	Bound func(chain string) bool
 }
 
 // Cache holds the last good snapshot of a Source. A failed read (Vault down,
 // sealed, 403, timeout, unreadable file) never replaces it: the last good
 // snapshot stays in force, and Status exposes its age and the last error, so
 // nothing downstream deletes a key because a source failed.
+//
+// A read that succeeds but loses something of a bound chain is merged with
+// the last good snapshot per chain and per key: a chain that vanished, a
+// chain left with no usable key and a key that is now rejected keep their
+// last good version, recorded in Snapshot.Held (see merge). A chain or key
+// leaves only when the source removes it in a valid way.
 //
 // The Cache owns the snapshots it holds and zeroes each one when it is
 // replaced or when the Cache is closed; Current hands out clones that the
@@ -35,6 +47,7 @@ type Cache struct {
 	lastErrAt time.Time
 	failures  int
 	gen       uint64 // bumped each time good is replaced
+	bound     func(chain string) bool
 }
 
 // NewCache returns an empty Cache over src.
@@ -45,7 +58,14 @@ func NewCache(src Source, o CacheOptions) *Cache {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Cache{src: src, log: o.Logger, now: o.Now}
+	return &Cache{src: src, log: o.Logger, now: o.Now, bound: o.Bound}
+}
+
+// SetBound replaces CacheOptions.Bound; the next read applies it.
+func (c *Cache) SetBound(f func(chain string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bound = f
 }
 
 // Refresh reads the source once. changed reports whether the new snapshot
@@ -68,12 +88,21 @@ func (c *Cache) Refresh(ctx context.Context) (changed bool, err error) {
 	}
 	c.failures = 0
 	c.goodAt = now
-	if c.good != nil && c.good.SameVersions(s) {
+	if c.good != nil && len(c.good.Held) == 0 && c.good.SameVersions(s) && len(s.Rejected()) == 0 {
+		s.Zero()
+		return false, nil
+	}
+	merge(c.good, s, c.bound)
+	if c.good != nil && c.good.SameVersions(s) && sameHolds(c.good.Held, s.Held) {
 		s.Zero()
 		return false, nil
 	}
 	for _, r := range s.Rejected() {
 		c.log.Warn("key rejected", "source", c.src.Name(), "err", r.Error())
+	}
+	for _, h := range s.Held {
+		c.log.Warn("key source read lost keys: "+h.String(), "source", c.src.Name(), "chain", h.Chain, "key", h.Key,
+			"reason", h.Reason.String(), "field", h.Field, "last_good_kept", h.LastGood)
 	}
 	c.log.Info("key source changed", "source", c.src.Name(), "chains", len(s.Chains))
 	c.good.Zero()
@@ -115,6 +144,9 @@ type CacheStatus struct {
 	Versions map[string]uint64
 	// Rejected counts the MKTs of the held snapshot that failed validation.
 	Rejected int
+	// Held lists what the last read lost and the snapshot holds back (see
+	// Hold).
+	Held []Hold
 	// LastError is the error of the most recent failed read (nil once a
 	// read succeeds again), ConsecutiveFailures how many reads in a row
 	// failed.
@@ -137,6 +169,7 @@ func (c *Cache) Status() CacheStatus {
 		st.Age = c.now().Sub(c.goodAt)
 		st.Versions = c.good.Versions()
 		st.Rejected = len(c.good.Rejected())
+		st.Held = slices.Clone(c.good.Held)
 	}
 	return st
 }

@@ -53,12 +53,12 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 	tests := []struct {
 		name, key, field, want string
 	}{
-		{"secret too long", bad(append(base, fmt.Sprintf("secret_hex: %q", hexs(long)))...), "secret", "90 bytes, want 1..80"},
+		{"secret too long", bad(append(base, fmt.Sprintf("secret_hex: %q", hexs(long)))...), "secret", "want 1..80 bytes"},
 		{"secret not base64", bad(append(base, fmt.Sprintf("secret_b64: %q", sec[1]+"!"))...), "secret_b64", "not standard base64"},
 		{"secret not hex", bad(append(base, fmt.Sprintf("secret_hex: %q", sec[1]))...), "secret_hex", "not hexadecimal"},
 		{"both secrets", bad(append(base, fmt.Sprintf("secret_b64: %q", b64(sec[1])), fmt.Sprintf("secret_hex: %q", hexs(sec[1])))...), "secret", "not both"},
 		{"no secret", bad(base...), "secret", "missing"},
-		{"cmac wrong length", bad("send_id: 10", "recv_id: 20", "algorithm: cmac(aes128)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "secret", "cmac(aes128) wants 16"},
+		{"cmac wrong length", bad("send_id: 10", "recv_id: 20", "algorithm: cmac(aes128)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "secret", "cmac(aes128) wants exactly 16 bytes"},
 		{"unknown algorithm", bad("send_id: 10", "recv_id: 20", "algorithm: hmac(md5)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "algorithm", "want one of"},
 		{"send_id out of range", bad(append([]string{"send_id: 256", "recv_id: 20", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "0..255"},
 		{"recv_id negative", bad(append([]string{"send_id: 1", "recv_id: -1", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "0..255"},
@@ -385,5 +385,44 @@ func TestDuplicateIDsDisjointPeersAllowed(t *testing.T) {
 	defer s.Zero()
 	if c := s.Chains["core"]; len(c.Keys) != 4 || len(c.Rejected) != 0 {
 		t.Fatalf("keys %v rejected %v", c.Keys, c.Rejected)
+	}
+}
+
+// TestSecretLengthNotInErrors: a rejected secret's error names the field,
+// but neither the secret's length nor that of its encoding.
+func TestSecretLengthNotInErrors(t *testing.T) {
+	tests := []struct {
+		name, alg, field, value string
+		lengths                 []int
+	}{
+		{"81-byte secret", "hmac(sha256)", "secret_b64", b64(strings.Repeat("x", 81)), []int{81, 108}},
+		{"90-byte hex secret", "hmac(sha1)", "secret_hex", hexs(strings.Repeat("y", 90)), []int{90, 180}},
+		{"15-byte cmac secret", "cmac(aes128)", "secret_b64", b64(strings.Repeat("z", 15)), []int{15, 20}},
+		{"bad base64", "hmac(sha256)", "secret_b64", strings.Repeat("q", 37) + "!", []int{38, 37}},
+		{"bad hex", "hmac(sha256)", "secret_hex", strings.Repeat("g", 43), []int{43}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := fmt.Sprintf("chains:\n  core:\n    peers: [192.0.2.2]\n    keys:\n      - name: k\n        send_id: 1\n        recv_id: 2\n        algorithm: %s\n        %s: %q\n", tc.alg, tc.field, tc.value)
+			s, err := DecodeFile("keys.yaml", []byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Zero()
+			rej := s.Chains["core"].Rejected
+			if len(rej) != 1 {
+				t.Fatalf("rejected %v, want one", rej)
+			}
+			var fe *FieldError
+			if !errors.As(rej[0], &fe) || fe.Key != "k" || !strings.HasPrefix(fe.Field, "secret") {
+				t.Fatalf("rejection %#v, want a FieldError naming key k and a secret field", rej[0])
+			}
+			msg := rej[0].Error()
+			for _, n := range tc.lengths {
+				if strings.Contains(msg, fmt.Sprint(n)) {
+					t.Errorf("error %q states a length (%d)", msg, n)
+				}
+			}
+		})
 	}
 }

@@ -270,6 +270,9 @@ type Snapshot struct {
 	Source string
 	ReadAt time.Time
 	Chains map[string]*Chain
+	// Held lists what the Cache kept at its last good version, or could
+	// not make up for, because the read lost it (see Hold).
+	Held []Hold
 }
 
 // ChainNames returns the chain names in sorted order.
@@ -320,7 +323,7 @@ func (s *Snapshot) Rejected() []error {
 
 // Clone returns a deep copy with its own secret bytes.
 func (s *Snapshot) Clone() *Snapshot {
-	n := &Snapshot{Source: s.Source, ReadAt: s.ReadAt, Chains: make(map[string]*Chain, len(s.Chains))}
+	n := &Snapshot{Source: s.Source, ReadAt: s.ReadAt, Chains: make(map[string]*Chain, len(s.Chains)), Held: slices.Clone(s.Held)}
 	for name, c := range s.Chains {
 		n.Chains[name] = c.Clone()
 	}

@@ -255,7 +255,7 @@ func runVaultSuite(t *testing.T, newEnv func(t *testing.T) *vaultEnv) {
 		if len(c.Keys) != 1 || c.Keys[0].Name != "ok" || len(c.Rejected) != 2 {
 			t.Fatalf("keys %v rejected %v", c.Keys, c.Rejected)
 		}
-		want := []string{`vault ` + e.mount + `/` + e.prefix + `/chains/core@v1: chain "core" key "long": field secret: 87 bytes, want 1..80`,
+		want := []string{`vault ` + e.mount + `/` + e.prefix + `/chains/core@v1: chain "core" key "long": field secret: want 1..80 bytes`,
 			`key "badpeer": field peers: prefix 192.0.2.1/24 has host bits set`}
 		for i, r := range c.Rejected {
 			noSecret(t, r.Error())

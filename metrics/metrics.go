@@ -46,6 +46,7 @@ type Metrics struct {
 	revokeDuration              prometheus.Histogram
 	optmemLimit, optmemNeeded   prometheus.Gauge
 	refused                     prometheus.Counter
+	heldBack                    *prometheus.GaugeVec
 	kernel                      *kernelCollector
 	perPeer                     *perPeerCollector
 
@@ -122,11 +123,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Socket option memory the largest TCP-AO key set needs."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: NameControlRefused,
 			Help: "Control socket connections refused (peer uid not permitted)."}),
+		heldBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysHeldBack,
+			Help: "1 for each chain or key of the key source held back: its last good version is kept (last_good=true), or nothing of it is deleted (last_good=false)."},
+			[]string{LabelChain, LabelKey, LabelReason, LabelLastGood}),
 		kernel: newKernelCollector(),
 		states: map[Peer]string{},
 	}
+	// heldBack is refreshed by the OnCollect hook too.
 	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state,
-		m.started, m.completed, m.aborted, m.kernel}}
+		m.started, m.completed, m.aborted, m.kernel, m.heldBack}}
 	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
 		m.optmemLimit, m.optmemNeeded, m.refused} {
 		if err := reg.Register(c); err != nil {
@@ -200,6 +205,20 @@ func (m *Metrics) RevokeDone(d time.Duration) { m.revokeDuration.Observe(d.Secon
 func (m *Metrics) SetOptmem(limit, needed int) {
 	m.optmemLimit.Set(float64(limit))
 	m.optmemNeeded.Set(float64(needed))
+}
+
+// HeldBack is one chain or key of the key source held back.
+type HeldBack struct {
+	Chain, Key, Reason string
+	LastGood           bool
+}
+
+// SetHeldBack replaces the held-back series with held.
+func (m *Metrics) SetHeldBack(held []HeldBack) {
+	m.heldBack.Reset()
+	for _, h := range held {
+		m.heldBack.WithLabelValues(h.Chain, h.Key, h.Reason, strconv.FormatBool(h.LastGood)).Set(1)
+	}
 }
 
 // ControlRefused counts a refused control connection.

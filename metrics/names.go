@@ -37,19 +37,28 @@ const (
 	NameOptmemLimit  = "aokeyd_optmem_max_bytes"
 	NameOptmemNeeded = "aokeyd_optmem_needed_bytes"
 
+	// Chains and keys of the key source held back at their last good
+	// version (last_good "true"), or whose loss no good version makes up
+	// for, so that nothing of theirs is deleted (last_good "false"):
+	// labels chain, key ("" for a whole chain), reason (key-rejected,
+	// chain-missing, no-usable-key), last_good. Value 1.
+	NameKeysHeldBack = "aokeyd_keys_held_back"
+
 	// Control socket requests refused by the SO_PEERCRED check.
 	NameControlRefused = "aokeyd_control_refused_total"
 )
 
 // Label names.
 const (
-	LabelPeer   = "peer"
-	LabelVRF    = "vrf"
-	LabelKey    = "key"
-	LabelSendID = "send_id"
-	LabelRecvID = "recv_id"
-	LabelSocket = "socket"
-	LabelState  = "state"
-	LabelReason = "reason"
-	LabelAction = "action"
+	LabelPeer     = "peer"
+	LabelVRF      = "vrf"
+	LabelKey      = "key"
+	LabelSendID   = "send_id"
+	LabelRecvID   = "recv_id"
+	LabelSocket   = "socket"
+	LabelState    = "state"
+	LabelReason   = "reason"
+	LabelAction   = "action"
+	LabelChain    = "chain"
+	LabelLastGood = "last_good"
 )

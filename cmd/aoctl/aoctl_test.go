@@ -333,3 +333,20 @@ func TestJSONHasNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusHeldBack: keys and chains the key source lost are listed in
+// the status table, next to their warnings.
+func TestStatusHeldBack(t *testing.T) {
+	rep := control.StatusReport{
+		GeneratedAt: testNow,
+		KeySource: control.KeySourceStatus{Name: "file /etc/aokeyd/keys.yaml", LastSync: testNow.Add(-time.Second), Age: control.Duration(time.Second),
+			Held: []control.HeldKey{
+				{Chain: "core", Key: "2026-11", Reason: control.HeldKeyRejected, Field: "secret", Source: "file /etc/aokeyd/keys.yaml:14", LastGood: true},
+				{Chain: "edge", Reason: control.HeldChainMissing},
+			}},
+		Warnings: []string{"key core/2026-11 is invalid in the key source (file /etc/aokeyd/keys.yaml:14: field secret: want 1..80 bytes): held back, its last good version is kept"},
+	}
+	var b strings.Builder
+	renderStatus(&b, rep, testNow, false, false)
+	golden(t, "status-held.golden", b.String())
+}

@@ -55,6 +55,18 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)
 	}
+	if len(ks.Held) > 0 {
+		fmt.Fprintln(w, "\nHeld back (the key source lost these; installed keys are kept):")
+		t := newTable(w, "  ", "CHAIN", "KEY", "REASON", "FIELD", "LAST GOOD", "SOURCE")
+		for _, h := range ks.Held {
+			lastGood := "kept"
+			if !h.LastGood {
+				lastGood = "unknown"
+			}
+			t.row(h.Chain, dash(h.Key), h.Reason, dash(h.Field), lastGood, dash(h.Source))
+		}
+		t.flush()
+	}
 	if len(rep.Peers) == 0 {
 		fmt.Fprintln(w, "\nNo peers.")
 		return

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -92,6 +93,10 @@ type lab struct {
 	// automation. aokeyd then runs in the guest's root namespace to reach it.
 	vault  *vaulttest.Server
 	vwrite *keystore.VaultSource
+	// metricsURL is aokeyd's metrics page: in A's namespace (fetched there
+	// with wget) for a file source, in the guest's root namespace (on a
+	// free port, fetched by the test itself) with Vault.
+	metricsURL string
 }
 
 func bin(t *testing.T, name string) string {
@@ -336,8 +341,15 @@ peers:
 	metricsListen := "127.0.0.1:9179" // inside A's namespace: one per lab
 	if l.vault != nil {
 		source = fmt.Sprintf("  type: vault\n  refresh: 1s\n  vault:\n    address: %q\n    auth:\n      method: token\n      token_file: vault-token\n", l.vault.URL())
-		metricsListen = `"off"` // aokeyd runs in the guest's root namespace here
+		// aokeyd runs in the guest's root namespace here: a free port.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsListen = ln.Addr().String()
+		ln.Close()
 	}
+	l.metricsURL = "http://" + metricsListen + "/metrics"
 	cfg := fmt.Sprintf(`key_source:
 %spolicy:
   path: policy.yaml

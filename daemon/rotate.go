@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aokeyd/aokeyd/control"
+)
+
+// Rotate implements control.Backend: roll now to the newest key the source
+// holds for the peer, ahead of its send time.
+func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
+	var res control.RotateResult
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return res, errors.New("no good key snapshot yet")
+	}
+	now := d.o.Clock.Now()
+	var targets []*peerState
+	for _, p := range d.peerList() {
+		if req.All || string(p.id) == req.Peer || p.info.Neighbor.String() == req.Peer {
+			targets = append(targets, p)
+		}
+	}
+	if len(targets) == 0 {
+		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
+	}
+	for _, p := range targets {
+		id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
+		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
+		switch {
+		case err != nil:
+			out.Error = err.Error()
+		case p.handle == nil:
+			out.Detail = "session is down"
+		case newest(pk) < 0 || newest(pk) == pk.Preferred:
+			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
+		default:
+			d.mu.Lock()
+			d.early[id] = true
+			d.mu.Unlock()
+			out.Started = true
+			out.Detail = "rolling to " + pk.SourceChain + "/" + pk.Keys[newest(pk)].MKT.Name
+		}
+		res.Peers = append(res.Peers, out)
+	}
+	d.Kick()
+	return res, nil
+}
