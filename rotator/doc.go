@@ -10,14 +10,23 @@
 //     deletes, deletes on listeners are del_async and synchronous elsewhere,
 //     the Current_key of an established socket is only ever deleted by a
 //     forced delete that names its replacement (revoked keys and in-place
-//     secret changes only), and a stale key that is still current is
-//     deferred rather than deleted. Plans render as stable text (Render).
+//     secret changes only; an in-place change names only a key the peer
+//     was seen to use, pkt_good > 0, so installing a key never switches
+//     to one the peer may lack), and a stale key that is still current is
+//     deferred rather than deleted. On an established socket keys are
+//     matched by IDs, L3 device and material, not by prefix: a session
+//     under a prefix binding carries the listener's keys with the
+//     binding's prefix, and those are its desired keys. Plans render as
+//     stable text (Render).
 //
 //   - The executor (Apply, Observe) runs a plan against a tcpao.Socket.
 //
 //   - The per-peer state machine (Controller) performs the timed part of a
 //     roll on each established session: install the new key, announce it
-//     with RNext, wait until the peer is seen sending with it, make it
+//     with RNext, wait until the peer is seen sending with it (or its
+//     RNext made the kernel switch Current_key to it: a switch aokeyd's
+//     own writes caused is no such proof, and is undone when the peer was
+//     never seen with the key), make it
 //     current, and after a grace period, once the old key's pkt_good has
 //     stopped rising, delete the old key. If the peer never switches it puts
 //     RNext back, records why, and retries later. One goroutine owns each

@@ -148,6 +148,10 @@ type machine struct {
 	oldRNext OptID
 	baseGood uint64
 	oldGood  map[tcpao.KeyRef]uint64
+	// ownCur is the Current_key this roll's own writes left on the socket
+	// (invalid when they did not change it): Current_key equal to it is no
+	// sign that the peer switched.
+	ownCur OptID
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -271,12 +275,17 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	for n < len(sp.Ops) && (sp.Ops[n].Kind == OpAdd || sp.Ops[n].Kind == OpDel && sp.Ops[n].Why == ReasonReplace) {
 		n++
 	}
+	m.ownCur = OptID{}
+	_, m.oldRNext = curOf(obs) // what an abort puts back
 	if n > 0 {
 		if err := m.guarded(StepInstall, func() error { _, err := Apply(m.sock, sp.Ops[:n]); return err }); err != nil {
 			return m.abort(now, fmt.Sprintf("install failed: %v", err))
 		}
 		if o2, err := Observe(m.sock); err == nil {
 			*obs = o2
+		}
+		if reason := m.checkOwnSwitch(cur, obs); reason != "" {
+			return m.abort(now, reason)
 		}
 	}
 	if !d.WantRNext.Valid {
@@ -314,7 +323,11 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 		return now
 	}
 	cur, _ := curOf(obs)
-	if cur == d.WantCurrent || nk.PktGood > m.baseGood {
+	// Proof that the peer holds the new key: it sends with it (pkt_good
+	// rises), or its RNext named it and the kernel switched Current_key
+	// to it. A Current_key that this roll's own writes set is neither.
+	peerSwitched := cur == d.WantCurrent && cur != m.ownCur
+	if peerSwitched || nk.PktGood > m.baseGood {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
 			err := m.guarded(StepSwitch, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &want}) })
@@ -333,6 +346,43 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur))
 	}
 	return now.Add(m.cfg.Poll)
+}
+
+// checkOwnSwitch runs after the install step, which found Current_key at
+// before. Installing a key must not move Current_key (the planner makes a
+// forced delete name only a key the peer was seen to use): if the install
+// moved it to a key the peer was never seen sending with, Current_key goes
+// back to before at once; a move to a key the peer uses is kept but marked
+// as this roll's own (ownCur). It returns a reason to abort, or "".
+func (m *machine) checkOwnSwitch(before OptID, obs *Observed) string {
+	after, _ := curOf(obs)
+	if after == before || !after.Valid {
+		return ""
+	}
+	m.ownCur = after
+	if k := findSend(obs, after.ID); k == nil || k.PktGood > 0 || !before.Valid || findSend(obs, before.ID) == nil {
+		return ""
+	}
+	back := before.ID
+	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
+		"peer", m.peer, "moved_to", after.ID, "back_to", back)
+	if err := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); err != nil {
+		return fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed: %v", after.ID, back, err)
+	}
+	if o2, err := Observe(m.sock); err == nil {
+		*obs = o2
+	}
+	m.ownCur = OptID{}
+	return ""
+}
+
+func findSend(o *Observed, id uint8) *tcpao.KeyInfo {
+	for i := range o.Keys {
+		if o.Keys[i].SendID == id {
+			return &o.Keys[i]
+		}
+	}
+	return nil
 }
 
 func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {

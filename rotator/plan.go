@@ -19,6 +19,10 @@ type entry struct {
 	revoked bool
 	blocker bool // must be deleted before a desired key can be added
 	held    bool // its replacement is blocked: reported once, left in place
+	// seen: segments from the peer verified with it (pkt_good > 0), so
+	// the peer holds it. Only such a key may be made Current_key by a
+	// forced delete that replaces a key.
+	seen bool
 }
 
 type planner struct {
@@ -42,6 +46,17 @@ type planner struct {
 // RNext_key is deleted only by a forced delete naming its replacement, and
 // only when it is revoked or replaced in place; a stale key that is still
 // Current_key is deferred (Deferred) until the roll moves Current_key.
+//
+// Installing a key never switches Current_key to a key the peer has not been
+// seen to hold: a forced delete that replaces Current_key in place names as
+// the new Current_key only a key with pkt_good > 0, else the replacement is
+// blocked (only a revoked Current_key is forced off onto any usable key).
+//
+// On an established socket a key's peer prefix is not compared: the kernel
+// looks keys up there by their IDs alone, and an accepted socket carries the
+// listener's keys as they are, with the prefix of the binding that covers
+// the peer. An observed key with the desired key's IDs, L3 device and
+// material, whose prefix overlaps the desired one, is that desired key.
 func PlanSocket(d Desired, o Observed) SocketPlan {
 	p := planner{d: &d, listen: d.Kind == Listening, cur: -1, rnx: -1}
 	p.sp = SocketPlan{Socket: d.Socket, Kind: d.Kind}
@@ -145,23 +160,30 @@ func (p *planner) load(o Observed) {
 			if i, ok := byRef[keyOf(r)]; ok {
 				return int(i)
 			}
-			return -1
+		} else {
+			for i := range keys {
+				if normRef(keys[i].KeyRef) == r {
+					return i
+				}
+			}
 		}
-		for i := range keys {
-			if normRef(keys[i].KeyRef) == r {
-				return i
+		if !p.listen {
+			for i := range keys {
+				if sameSessionKey(normRef(keys[i].KeyRef), r) {
+					return i
+				}
 			}
 		}
 		return -1
 	}
 	for i := range o.Keys {
 		ki := &o.Keys[i]
-		e := entry{ref: normRef(ki.KeyRef), d: -1, present: true}
+		e := entry{ref: normRef(ki.KeyRef), d: -1, present: true, seen: ki.PktGood > 0}
 		if di := find(e.ref); di >= 0 && sameMaterial(&keys[di].Key, ki) {
 			e.d = di
 		}
 		for _, r := range p.d.Revoked {
-			if normRef(r) == e.ref {
+			if r = normRef(r); r == e.ref || !p.listen && sameSessionKey(r, e.ref) {
 				e.revoked = true
 			}
 		}
@@ -175,6 +197,14 @@ func (p *planner) load(o Observed) {
 		}
 		p.entries = append(p.entries, e)
 	}
+}
+
+// sameSessionKey reports whether a and b (normalised) name the same key on
+// an established socket: the same IDs and L3 device, and overlapping peer
+// prefixes (a key inherited from a listener carries the binding's prefix,
+// a desired one may name the peer's host prefix).
+func sameSessionKey(a, b tcpao.KeyRef) bool {
+	return a.SendID == b.SendID && a.RecvID == b.RecvID && a.IfIndex == b.IfIndex && prefixesOverlap(a.Peer, b.Peer)
 }
 
 func sameMaterial(k *tcpao.Key, ki *tcpao.KeyInfo) bool {
@@ -290,7 +320,7 @@ func (p *planner) emitAdds(jobs []addJob) {
 			p.entries[b].held = true
 		}
 		p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonNoReplace,
-			Detail: "the key it replaces is in use and no other usable key is installed; install a key with other IDs first"})
+			Detail: "the key it replaces is in use and no other key the peer was seen to use is installed; roll to a key with other IDs instead"})
 	}
 }
 
@@ -336,7 +366,9 @@ func (p *planner) del(e int, why Reason, forceOK bool) bool {
 			return false
 		}
 		if e == p.cur {
-			if newCur = p.pickCurrent(e); newCur < 0 {
+			// Replacing Current_key switches to another key: only to one
+			// the peer was seen to hold. A revoked key goes whatever.
+			if newCur = p.pickCurrent(e, why == ReasonReplace); newCur < 0 {
 				return false
 			}
 			dk.SetCurrent, dk.Current = true, p.entries[newCur].ref.SendID
@@ -366,12 +398,13 @@ func (p *planner) sendable(e int) bool {
 
 // pickCurrent chooses a Current_key other than exclude: the wanted one, else
 // the first desired sendable key, else (as a last resort that keeps the
-// session up) any present key that is not revoked.
-func (p *planner) pickCurrent(exclude int) int {
+// session up) any present key that is not revoked. seenOnly restricts the
+// choice to keys the peer was seen to hold.
+func (p *planner) pickCurrent(exclude int, seenOnly bool) int {
 	want := p.d.WantCurrent
 	first, spare := -1, -1
 	for i := range p.entries {
-		if i == exclude || !p.entries[i].present {
+		if i == exclude || !p.entries[i].present || seenOnly && !p.entries[i].seen {
 			continue
 		}
 		if p.sendable(i) {
@@ -437,7 +470,7 @@ func (p *planner) emitInfo(o Observed) {
 		// Current_key: leave a desired sendable key alone, whoever chose
 		// it; a stale one waits for the roll (deferred below).
 		if p.cur < 0 || (p.entries[p.cur].d >= 0 && !p.sendable(p.cur)) {
-			if t := p.pickCurrent(-1); t >= 0 && p.sendable(t) && t != p.cur {
+			if t := p.pickCurrent(-1, false); t >= 0 && p.sendable(t) && t != p.cur {
 				op.Current = ID(p.entries[t].ref.SendID)
 				p.cur = t
 				whys = append(whys, ReasonCurrent)

@@ -19,6 +19,9 @@ func TestPlanSocket(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	a2 := mkKey(peerA, 1, 1, "alpha-new")
 	b2 := mkKey("192.0.2.2/32", 2, 2, "bravo")
+	// a as an accepted socket inherits it from a listener that holds it
+	// for the binding's prefix.
+	a64 := mkKey("192.0.2.0/24", 1, 1, "alpha")
 	cases := []struct {
 		name string
 		sock func() *fakeSock
@@ -76,13 +79,50 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 (revoked)",
 		},
 	}, {
-		name: "established secret change of current key with a spare",
-		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
-		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		name: "established secret change of current key with a spare the peer was seen to use",
+		sock: func() *fakeSock {
+			s := newFakeEstablished(a)
+			_ = s.AddKey(b, tcpao.AddOptions{})
+			s.bySend(2).good = 3 // segments from the peer verified with b: the peer holds it
+			return s
+		},
+		d: Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
 		want: []string{
 			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 force-rnext=2 (replace)",
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
 			"set rnext=1 (rnext)",
+		},
+	}, {
+		name: "established secret change of current key naming a spare the peer was never seen to use is refused",
+		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: []string{"set rnext=2 (rnext)", "blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
+	}, {
+		name: "established key inherited with the binding's prefix is the desired host key",
+		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: nil,
+	}, {
+		name: "established key inherited with the binding's prefix is the desired prefix key",
+		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a64)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: nil,
+	}, {
+		name: "established roll under a prefix binding adds and announces, Current_key left to the peer",
+		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set rnext=2 (rnext)",
+		},
+	}, {
+		name: "established revoked key inherited with the binding's prefix is force-deleted",
+		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"set rnext=2 (rnext)",
+			"del send=1 recv=1 peer=192.0.2.0/24 force-current=2 (revoked)",
 		},
 	}, {
 		name: "established secret change of the only key is refused",
@@ -177,6 +217,7 @@ func fleetInputs(t *testing.T) []Input {
 	revoke := newFakeEstablished(old(pRevoke))
 	leak := newFakeEstablished(old(pLeak))
 	_ = leak.AddKey(nw(pLeak), tcpao.AddOptions{})
+	leak.bySend(2).good = 5 // the peer was seen sending with it: it may become current
 	return []Input{
 		{Desired: lisD, Observed: observe(t, lis)},
 		{Desired: Desired{Socket: SocketID("peer " + pRoll), Keys: []DesiredKey{dk(old(pRoll)), dk(nw(pRoll))}, WantCurrent: ID(2), WantRNext: ID(2)}, Observed: observe(t, roll)},

@@ -44,6 +44,13 @@ func randomCase(r *rand.Rand) (*fakeSock, Desired) {
 		c, n := ks[r.IntN(len(ks))].SendID, ks[r.IntN(len(ks))].RecvID
 		_ = s.SetInfo(tcpao.InfoChange{Current: &c, RNext: &n})
 	}
+	if !listen {
+		for _, k := range s.keys {
+			if r.IntN(2) == 0 {
+				k.good = 1 // the peer was seen sending with it
+			}
+		}
+	}
 	if r.IntN(3) == 0 {
 		req := true
 		_ = s.SetInfo(tcpao.InfoChange{AORequired: &req})
@@ -93,7 +100,8 @@ func randomCase(r *rand.Rand) (*fakeSock, Desired) {
 // TestPlanProperties checks the planner's invariants over random states:
 // adds before deletes, del_async exactly on listeners, in-use keys of an
 // established socket only removed by a forced delete naming the
-// replacement (revoked or replaced keys only), never a moment without a
+// replacement (revoked or replaced keys only; a replacement makes only a
+// key the peer was seen to use current), never a moment without a
 // usable key, the plan applies cleanly and reaches the desired state, and
 // re-planning on the result is empty.
 func TestPlanProperties(t *testing.T) {
@@ -149,6 +157,11 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 				}
 				if isCur && !op.Del.SetCurrent || isRN && !op.Del.SetRNext {
 					return fmt.Errorf("op %d: deletes an in-use key without naming its replacement", i+1)
+				}
+				if isCur && op.Why == ReasonReplace {
+					if k := s.bySend(op.Del.Current); k == nil || k.good == 0 {
+						return fmt.Errorf("op %d: replacing Current_key makes send=%d current, which the peer was never seen to use", i+1, op.Del.Current)
+					}
 				}
 			}
 		}
