@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -302,8 +303,9 @@ type env struct {
 	raiseOptMem func(pid, want int) (before, after int, err error)
 	// source, when set, is the key source instead of src (a real file or
 	// Vault source).
-	source  keystore.Source
-	metrics *metrics.Metrics
+	source        keystore.Source
+	metrics       *metrics.Metrics
+	switchTimeout time.Duration
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -317,9 +319,10 @@ type envOptions struct {
 	revocationsFile string
 	refresh         time.Duration // key source reads (default 30s)
 	// raiseOptMem is Options.RaiseOptMem (kernel.raise_optmem); nil: off.
-	raiseOptMem func(pid, want int) (before, after int, err error)
-	source      keystore.Source
-	metrics     *metrics.Metrics
+	raiseOptMem   func(pid, want int) (before, after int, err error)
+	source        keystore.Source
+	metrics       *metrics.Metrics
+	switchTimeout time.Duration // the roll's wait for the peer (default 5s)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -361,6 +364,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.refresh = o.refresh
 	e.raiseOptMem = o.raiseOptMem
 	e.source, e.metrics = o.source, o.metrics
+	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
 	e.start(o.revocationsFile)
 	return e
 }
@@ -379,7 +383,7 @@ func (e *env) start(revocationsFile string) {
 	d, err := daemon.New(daemon.Options{
 		Policy: e.pol, Keys: cache, Source: src, Speaker: e.sp, Discoverer: e.disc,
 		ListenPort: bgpPort,
-		Rotator: rotator.Config{SwitchTimeout: 5 * time.Second, Grace: 20 * time.Millisecond,
+		Rotator: rotator.Config{SwitchTimeout: e.switchTimeout, Grace: 20 * time.Millisecond,
 			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
 		Resync:          time.Hour, // full passes run on changes and kicks only
 		Refresh:         e.refresh,

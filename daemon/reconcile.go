@@ -59,7 +59,7 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 			d.mu.Unlock()
 		}
 	}
-	out := Desired(pk, snap, hostPrefix(p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	out := Desired(pk, snap, sessionPrefix(pk.Binding, p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
 	return out, pk, nil
 }
 
@@ -71,6 +71,19 @@ func (d *Daemon) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, peer n
 		d.revoked.scope(&pk, peer, vrf)
 	}
 	return pk, err
+}
+
+// sessionPrefix is the peer prefix of an established session's keys: the
+// binding's, as on the listener, which the kernel copies to the accepted
+// socket as they are (a /64 binding's session carries /64 keys). A key
+// the session already holds for another prefix covering the peer (an
+// active open's host keys) is the same key to the planner, which compares
+// an established socket's keys by IDs.
+func sessionPrefix(b policy.Binding, peer netip.Addr) netip.Prefix {
+	if b.Neighbor.IsValid() && b.Neighbor.Contains(peer) {
+		return b.Neighbor.Masked()
+	}
+	return hostPrefix(peer)
 }
 
 // Desired converts the policy's answer for one socket into the rotator's
