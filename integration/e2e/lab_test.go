@@ -54,6 +54,27 @@ var (
 	routesB = []string{"203.0.113.0/26", "203.0.113.64/26", "203.0.113.128/26"}
 )
 
+// The IPv6 lab (labOptions.v6): the routers also have addresses in
+// 2001:db8:ab::/64 on the same link, and the BGP session runs over IPv6
+// with IPv6 routes (as many as the IPv4 lab's, so the route counts the
+// checks expect are the same).
+var (
+	addrA6   = netip.MustParseAddr("2001:db8:ab::1")
+	addrB6   = netip.MustParseAddr("2001:db8:ab::2")
+	routesA6 = []string{"2001:db8:a1::/48", "2001:db8:a2::/48", "2001:db8:a3::/48"}
+	routesB6 = []string{"2001:db8:b1::/48", "2001:db8:b2::/48", "2001:db8:b3::/48"}
+)
+
+// labOptions vary the lab.
+type labOptions struct {
+	vault bool // router A's keys in Vault (KV v2) instead of a YAML file
+	v6    bool // the BGP session over IPv6
+	// binding is the neighbor of aokeyd's policy binding and the peers of
+	// the key chain ("" is router B's address): a prefix makes B's session
+	// a prefix binding's.
+	binding string
+}
+
 // key is round i's MKT. A sends with SendID i and receives RecvID 100+i;
 // BIRD holds the mirror image.
 type key struct {
@@ -88,6 +109,8 @@ type lab struct {
 	ctl      *control.Client
 	bird     *bird.Router
 	keys     []key // A's key file, in order
+	v6       bool
+	binding  string
 	// With a Vault key source: the Vault-compatible server (in this test
 	// process, on 127.0.0.1) and a writer standing in for the operator's
 	// automation. aokeyd then runs in the guest's root namespace to reach it.
@@ -112,20 +135,20 @@ func bin(t *testing.T, name string) string {
 // take A's keys mirrored).
 func newLab(t *testing.T, keys []key, birdKeys []key) *lab {
 	t.Helper()
-	return newLabWith(t, keys, birdKeys, false)
+	return newLabWith(t, keys, birdKeys, labOptions{})
 }
 
 // newLabVault is newLab with router A's keys in Vault (KV v2) instead of a
 // YAML file.
 func newLabVault(t *testing.T, keys []key, birdKeys []key) *lab {
 	t.Helper()
-	return newLabWith(t, keys, birdKeys, true)
+	return newLabWith(t, keys, birdKeys, labOptions{vault: true})
 }
 
-func newLabWith(t *testing.T, keys []key, birdKeys []key, useVault bool) *lab {
+func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *lab {
 	t.Helper()
-	l := &lab{t: t, dir: t.TempDir(), keys: keys}
-	if useVault {
+	l := &lab{t: t, dir: t.TempDir(), keys: keys, v6: o.v6, binding: o.binding}
+	if o.vault {
 		v, err := vaulttest.New(vaulttest.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -159,6 +182,11 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, useVault bool) *lab {
 	l.a = netns.New(t, nsName(t, "a"))
 	l.b = netns.New(t, nsName(t, "b"))
 	netns.Link(t, l.a, "veth-a", addrA.String()+"/30", l.b, "veth-b", addrB.String()+"/30")
+	if l.v6 {
+		// nodad: usable at once (no duplicate address detection wait).
+		l.a.MustRun(t, "ip", "addr", "add", addrA6.String()+"/64", "dev", "veth-a", "nodad")
+		l.b.MustRun(t, "ip", "addr", "add", addrB6.String()+"/64", "dev", "veth-b", "nodad")
+	}
 
 	l.writeKeys(keys)
 	l.startGobgpd()
@@ -170,6 +198,36 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, useVault bool) *lab {
 	return l
 }
 
+// ipA and ipB are the routers' session addresses.
+func (l *lab) ipA() netip.Addr {
+	if l.v6 {
+		return addrA6
+	}
+	return addrA
+}
+
+func (l *lab) ipB() netip.Addr {
+	if l.v6 {
+		return addrB6
+	}
+	return addrB
+}
+
+// neighbor is the policy binding's neighbor and the key chain's peers.
+func (l *lab) neighbor() string {
+	if l.binding != "" {
+		return l.binding
+	}
+	return l.ipB().String()
+}
+
+func (l *lab) routes() (a, b []string) {
+	if l.v6 {
+		return routesA6, routesB6
+	}
+	return routesA, routesB
+}
+
 func (l *lab) writeKeys(keys []key) {
 	l.t.Helper()
 	l.keys = keys
@@ -178,7 +236,7 @@ func (l *lab) writeKeys(keys []key) {
 		return
 	}
 	// JSON is YAML: the key file gets the same chain document Vault does.
-	doc, err := json.Marshal(map[string]any{"chains": map[string]json.RawMessage{"core": chainDoc(keys)}})
+	doc, err := json.Marshal(map[string]any{"chains": map[string]json.RawMessage{"core": chainDocFor(keys, l.neighbor())}})
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -207,14 +265,17 @@ func jsonLifetime(start, end time.Time) any {
 }
 
 // chainDoc is A's chain "core" as a key-source document (docs/keys.md).
-func chainDoc(keys []key) json.RawMessage {
+func chainDoc(keys []key) json.RawMessage { return chainDocFor(keys, addrB.String()) }
+
+// chainDocFor is chainDoc for the peers given (an address or a prefix).
+func chainDocFor(keys []key, peers string) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
 		ks = append(ks, map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
 			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": jsonLifetime(k.sendStart, k.sendEnd),
 			"accept_lifetime": jsonLifetime(k.acceptStart, k.acceptEnd)})
 	}
-	doc, err := json.Marshal(map[string]any{"peers": []string{addrB.String()}, "keys": ks})
+	doc, err := json.Marshal(map[string]any{"peers": []string{peers}, "keys": ks})
 	if err != nil {
 		panic(err) // maps of strings and numbers always marshal
 	}
@@ -224,15 +285,16 @@ func chainDoc(keys []key) json.RawMessage {
 // writeVault puts A's chain into Vault, as the operator's automation would.
 func (l *lab) writeVault(keys []key) {
 	l.t.Helper()
-	if _, err := l.vwrite.WriteChain(context.Background(), "core", chainDoc(keys), -1); err != nil {
+	if _, err := l.vwrite.WriteChain(context.Background(), "core", chainDocFor(keys, l.neighbor()), -1); err != nil {
 		l.t.Fatalf("writing chain core to Vault: %v", err)
 	}
 }
 
 func (l *lab) birdConfig(keys []key) bird.Config {
+	_, rb := l.routes()
 	cfg := bird.Config{
-		RouterID: addrB.String(), LocalAddr: addrB.String(), LocalAS: asB,
-		Neighbor: addrA.String(), PeerAS: asA, Routes: routesB, HoldTime: 3,
+		RouterID: addrB.String(), LocalAddr: l.ipB().String(), LocalAS: asB,
+		Neighbor: l.ipA().String(), PeerAS: asA, Routes: rb, HoldTime: 3, IPv6: l.v6,
 	}
 	for _, k := range keys {
 		cfg.Keys = append(cfg.Keys, bird.Key{SendID: k.recvID(), RecvID: k.sendID(), Secret: secretOf(k.i),
@@ -261,7 +323,7 @@ func (l *lab) startGobgpd() {
     hold-time = 3
     keepalive-interval = 1
     idle-hold-time-after-reset = 1
-`, asA, addrA, addrA, addrB, asB)
+`, asA, addrA, l.ipA(), l.ipB(), asB)
 	cfg := filepath.Join(l.dir, "gobgpd.toml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -291,7 +353,8 @@ func (l *lab) startGobgpd() {
 	}
 	t.Cleanup(func() { closer.Close() })
 	l.speaker = sp
-	for _, r := range routesA {
+	ra, _ := l.routes()
+	for _, r := range ra {
 		l.announce(r)
 	}
 }
@@ -307,17 +370,28 @@ func (l *lab) announce(prefix string) {
 	p := netip.MustParsePrefix(prefix)
 	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
 	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
+	fam := l.family()
 	nh, _ := anypb.New(&api.NextHopAttribute{NextHop: addrA.String()})
+	if l.v6 { // IPv6 unicast carries its next hop in MP_REACH_NLRI
+		nh, _ = anypb.New(&api.MpReachNLRIAttribute{Family: fam, NextHops: []string{addrA6.String()}, Nlris: []*anypb.Any{nlri}})
+	}
 	req := &api.AddPathRequest{
 		TableType: api.TableType_GLOBAL,
-		Path: &api.Path{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
-			Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}},
+		Path:      &api.Path{Family: fam, Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}},
 	}
 	// The API socket appears before gobgpd's server has read its config.
 	waitFor(l.t, 20*time.Second, "gobgpd to take a route ("+prefix+")", func() (bool, string) {
 		_, err := l.gapi.AddPath(context.Background(), req)
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// family is the session's address family at gobgpd.
+func (l *lab) family() *api.Family {
+	if l.v6 {
+		return &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+	}
+	return &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 }
 
 // startAokeyd runs the daemon under test in A's namespace, with the YAML key
@@ -336,7 +410,7 @@ safety:
 peers:
   - neighbor: %s
     key_chain: core
-`, addrB)
+`, l.neighbor())
 	source := "  type: file\n  refresh: 1s\n  file:\n    path: keys.yaml\n"
 	metricsListen := "127.0.0.1:9179" // inside A's namespace: one per lab
 	if l.vault != nil {
@@ -409,17 +483,16 @@ func (l *lab) peerA() bgp.PeerInfo {
 		l.t.Fatalf("gobgpd ListPeer: %v", err)
 	}
 	for _, p := range ps {
-		if p.Neighbor == addrB {
+		if p.Neighbor == l.ipB() {
 			return p
 		}
 	}
-	l.t.Fatalf("gobgpd has no neighbor %s", addrB)
+	l.t.Fatalf("gobgpd has no neighbor %s", l.ipB())
 	return bgp.PeerInfo{}
 }
 
 func (l *lab) routesAtA() int {
-	r, err := l.gapi.GetTable(context.Background(), &api.GetTableRequest{TableType: api.TableType_GLOBAL,
-		Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}})
+	r, err := l.gapi.GetTable(context.Background(), &api.GetTableRequest{TableType: api.TableType_GLOBAL, Family: l.family()})
 	if err != nil {
 		l.t.Fatalf("gobgpd GetTable: %v", err)
 	}
@@ -437,7 +510,7 @@ func (l *lab) status() control.PeerStatus {
 
 // tryStatus is status that tolerates a daemon being restarted.
 func (l *lab) tryStatus() (control.PeerStatus, error) {
-	rep, err := l.ctl.Status(context.Background(), addrB.String())
+	rep, err := l.ctl.Status(context.Background(), l.ipB().String())
 	if err != nil {
 		return control.PeerStatus{}, fmt.Errorf("aoctl status: %w", err)
 	}
