@@ -167,7 +167,9 @@ func TestPrefixBindingV6(t *testing.T) {
 		rep := l.aoctlPlan()
 		peerLine := fmt.Sprintf("peer %s established ok", l.ipB())
 		if !slices.Contains(rep.Plan, peerLine) || slices.ContainsFunc(rep.Plan, func(s string) bool { return !strings.HasSuffix(s, " ok") }) {
-			t.Fatalf("aoctl plan after take-over: %q, want every socket ok (%q)", rep.Plan, peerLine)
+			// Go on: the roll below shows what such a plan does.
+			t.Errorf("aoctl plan after take-over: %q, want every socket ok (%q)", rep.Plan, peerLine)
+			break
 		}
 		time.Sleep(time.Second)
 	}
