@@ -41,7 +41,15 @@ func withKey(t *testing.T, k tcpao.Key) func(string, string, syscall.RawConn) er
 
 func dialSession(t *testing.T, k tcpao.Key) *kernelSession {
 	t.Helper()
-	lc := net.ListenConfig{Control: withKey(t, k)}
+	return dialSessionKeys(t, k, k)
+}
+
+// dialSessionKeys is dialSession with the listener holding lk (e.g. for a
+// prefix) and the dialer ck.
+func dialSessionKeys(t *testing.T, lk, ck tcpao.Key) *kernelSession {
+	t.Helper()
+	k := ck
+	lc := net.ListenConfig{Control: withKey(t, lk)}
 	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
