@@ -209,6 +209,9 @@ func TestPrefixBindingV6(t *testing.T) {
 		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
 	})
 	time.Sleep(time.Second) // a few more samples with k2 current
+	if _, keys, ok, err := l.sessionAO(); !ok || slices.ContainsFunc(keys, func(k tcpao.KeyInfo) bool { return k.Peer.String() != binding6 }) {
+		t.Errorf("session keys after the roll %v (%v), want all for %s", keys, err, binding6)
+	}
 	samples, misses, early, after, firstBad := smp.finish()
 	l.checkNoFlap(s, "after B caught up")
 	fmt.Printf("prefix-v6: samples=%d missed=%d new_key_current_before_peer=%d new_key_current_after=%d\n", samples, misses, early, after)
