@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -51,6 +52,10 @@ func (e *env) planLines() []string {
 // host-prefix keys there and the plan said "blocked (no-replacement)"
 // forever while status said steady.
 func TestPrefixBindingSteadyAfterTakeOver(t *testing.T) {
+	synctest.Test(t, testPrefixBindingSteadyAfterTakeOver)
+}
+
+func testPrefixBindingSteadyAfterTakeOver(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	e := newEnv(t, envOptions{policy: prefixPolicy, keys: []testKey{k1}})
 	e.waitKeys("listener", e.lis, ids(k1))
@@ -86,6 +91,10 @@ func TestPrefixBindingSteadyAfterTakeOver(t *testing.T) {
 // daemon forced the inherited key off naming the new key as Current_key
 // and completed the roll on that switch.
 func TestPrefixBindingLaggingPeer(t *testing.T) {
+	synctest.Test(t, testPrefixBindingLaggingPeer)
+}
+
+func testPrefixBindingLaggingPeer(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	kn := testKey{name: "kn", send: 50, recv: 51, secret: "daemon-test-secret-kn-Pq8", sendStart: time.Now().Add(-time.Minute)}
 	e := newEnv(t, envOptions{policy: prefixPolicy, keys: []testKey{k1, kn}, switchTimeout: 500 * time.Millisecond})
