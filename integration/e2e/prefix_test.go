@@ -41,8 +41,9 @@ func (l *lab) sessionAO() (info tcpao.Info, keys []tcpao.KeyInfo, ok bool, err e
 }
 
 // currentSampler reads the session's Current_key from the kernel every
-// interval until stop, counting the samples in which it is the SendID watched
-// while the peer does not hold that key yet.
+// interval until finish, counting the samples in which it is the SendID
+// watched while the peer does not hold that key yet. It prints its counts
+// in one line when it finishes, also when the test stops early.
 type currentSampler struct {
 	l        *lab
 	watch    uint8
@@ -55,10 +56,12 @@ type currentSampler struct {
 	firstBad string
 	stop     chan struct{}
 	done     chan struct{}
+	once     sync.Once
 }
 
 func (l *lab) sampleCurrent(interval time.Duration, watch uint8) *currentSampler {
 	c := &currentSampler{l: l, watch: watch, stop: make(chan struct{}), done: make(chan struct{})}
+	l.t.Cleanup(func() { c.finish() })
 	go func() {
 		defer close(c.done)
 		tick := time.NewTicker(interval)
@@ -104,8 +107,14 @@ func (c *currentSampler) peerGetsKey() {
 }
 
 func (c *currentSampler) finish() (samples, misses, early, after int, firstBad string) {
-	close(c.stop)
-	<-c.done
+	c.once.Do(func() {
+		close(c.stop)
+		<-c.done
+		fmt.Printf("prefix-v6: samples=%d missed=%d new_key_current_before_peer=%d new_key_current_after=%d\n", c.samples, c.misses, c.early, c.after)
+		if c.firstBad != "" {
+			fmt.Printf("prefix-v6: first sample with the new key current before the peer had it: %s\n", c.firstBad)
+		}
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.samples, c.misses, c.early, c.after, c.firstBad
@@ -173,7 +182,9 @@ func TestPrefixBindingV6(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("after take-over: aoctl plan has nothing to do; session keys %s", listenerIDs(keys))
+	if !t.Failed() {
+		t.Logf("after take-over: aoctl plan has nothing to do; session keys %s", listenerIDs(keys))
+	}
 
 	// BIRD lags: k2 arrives at A only.
 	now := time.Now()
@@ -214,7 +225,6 @@ func TestPrefixBindingV6(t *testing.T) {
 	}
 	samples, misses, early, after, firstBad := smp.finish()
 	l.checkNoFlap(s, "after B caught up")
-	fmt.Printf("prefix-v6: samples=%d missed=%d new_key_current_before_peer=%d new_key_current_after=%d\n", samples, misses, early, after)
 	if early != 0 {
 		t.Fatalf("the new key was Current_key in %d of %d samples before BIRD had it (first: %s)", early, samples, firstBad)
 	}
