@@ -28,7 +28,7 @@ func TestRaiseOptMem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k1 := key{i: 1, birdPreferred: true}
-			l := newLabWith(t, []key{k1}, nil, tc.vault)
+			l := newLabWith(t, []key{k1}, nil, labOptions{vault: tc.vault})
 			l.waitEstablished(60 * time.Second)
 			const low = 4096
 			l.a.MustRun(t, "sysctl", "-q", "-w", "net.core.optmem_max="+strconv.Itoa(low))
