@@ -191,7 +191,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		keys = []key{{i: 1, sendStart: now.Add(-time.Hour)}, {i: 2, sendStart: now.Add(-time.Minute), birdPreferred: true}}
 	}
 	newest := keys[len(keys)-1]
-	l := newLabWith(t, keys, nil, f.vault)
+	l := newLabWith(t, keys, nil, labOptions{vault: f.vault})
 	if f.vault { // another chain stays when core is deleted
 		other := fmt.Sprintf(`{"peers": ["198.51.100.9"], "keys": [{"name": "o1", "send_id": 50, "recv_id": 51, "algorithm": "hmac(sha256)", "secret_b64": %q}]}`,
 			base64.StdEncoding.EncodeToString(secretOf(50)))
