@@ -183,7 +183,7 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 				continue
 			}
 			rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
-			if err := s.DelKey(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+			if err := tcpao.DeleteKey(s, tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
 				rs.Error = err.Error()
 			}
 			add(rs)
@@ -274,7 +274,7 @@ func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, 
 	} else {
 		rs.Action = control.ActionDeleted
 	}
-	if err := sock.DelKey(del); err != nil {
+	if err := tcpao.DeleteKey(sock, del); err != nil {
 		rs.Error = err.Error()
 	}
 }

@@ -63,7 +63,7 @@ func applyOp(s tcpao.Socket, op *Op) error {
 	case OpAdd:
 		return s.AddKey(op.Key, op.Add)
 	case OpDel:
-		return s.DelKey(op.Del)
+		return tcpao.DeleteKey(s, op.Del)
 	case OpSetInfo:
 		return s.SetInfo(op.infoChange())
 	}

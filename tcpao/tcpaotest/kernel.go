@@ -28,6 +28,7 @@ type mkt struct {
 	fp         tcpao.Fingerprint
 	size       int
 	good, bad  uint64
+	freed      bool // BugAsyncDelInUse: freed while still referenced
 }
 
 // aoInfo is struct tcp_ao_info. keys[0] is the hlist head.
@@ -313,12 +314,21 @@ func (s *Sock) delKey(d tcpao.DelKey) error {
 	if addr.Is4() {
 		fam = afINET
 	}
+	l3index := d.IfIndex
+	if s.net.bugs&BugVRFDelete != 0 {
+		l3index = 0 // the bug: the request's ifindex was never used
+	}
 	for _, k := range s.ao.keys {
 		if k.sndid != d.SendID || k.rcvid != d.RecvID || k.family != fam || k.prefix != d.Peer.Bits() ||
-			k.addr != addr || k.ifindexFlg != (d.IfIndex != 0) || k.l3index != d.IfIndex || k == nc || k == nr {
+			k.addr != addr || k.ifindexFlg != (d.IfIndex != 0) || k.l3index != l3index || k == nc || k == nr {
 			continue
 		}
 		s.ao.unlink(k)
+		if d.Async && s.net.bugs&BugAsyncDelInUse != 0 {
+			k.freed = true // freed, but Current_key/RNext_key still point at it
+			s.omem -= k.size
+			return nil
+		}
 		if d.Async {
 			if s.ao.current == k {
 				s.ao.current = nil
@@ -371,9 +381,15 @@ func (s *Sock) info() (tcpao.Info, error) {
 	}
 	if ao.current != nil {
 		in.HaveCurrent, in.CurrentKey = true, ao.current.sndid
+		if ao.current.freed {
+			s.net.uaf++
+		}
 	}
 	if ao.rnext != nil {
 		in.HaveRNext, in.RNextKey = true, ao.rnext.rcvid
+		if ao.rnext.freed {
+			s.net.uaf++
+		}
 	}
 	return in, nil
 }

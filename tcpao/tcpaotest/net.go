@@ -32,6 +32,8 @@ type Net struct {
 	optMemMax int
 	vrfs      map[int]bool
 	nextPort  uint16
+	bugs      Bug
+	uaf       int
 }
 
 // Option configures a Net.
@@ -42,6 +44,37 @@ func WithOptMemMax(n int) Option { return func(nt *Net) { nt.optMemMax = n } }
 
 // WithVRF declares ifindex an L3 master device (a VRF), so keys may name it.
 func WithVRF(ifindex int) Option { return func(nt *Net) { nt.vrfs[ifindex] = true } }
+
+// Bug is a kernel bug, fixed upstream in the stable trees but present on
+// deployed kernels, that the in-memory kernel reproduces on request so that
+// the workarounds (tcpao.DeleteKey) can be tested. Without WithKernelBugs
+// the in-memory kernel behaves like a fixed kernel.
+type Bug uint
+
+const (
+	// BugVRFDelete: tcp_ao_del_cmd() never set its l3index from the
+	// request's ifindex, so TCP_AO_DEL_KEY of a key bound to a VRF
+	// (TCP_AO_KEYF_IFINDEX with a non-zero ifindex) matched nothing and
+	// returned ENOENT: such a key could not be deleted at all.
+	BugVRFDelete Bug = 1 << iota
+	// BugAsyncDelInUse: del_async on a listener freed a key that was still
+	// Current_key or RNext_key (set while the socket was in TCP_CLOSE,
+	// before listen()) and left the pointer in place; the next read of it
+	// used freed memory. Reads of such a dangling key are counted
+	// (UseAfterFree) instead of crashing.
+	BugAsyncDelInUse
+)
+
+// WithKernelBugs makes the network reproduce the given kernel bugs.
+func WithKernelBugs(b Bug) Option { return func(nt *Net) { nt.bugs |= b } }
+
+// UseAfterFree is how many times a dangling key pointer was read (only
+// BugAsyncDelInUse creates one).
+func (n *Net) UseAfterFree() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.uaf
+}
 
 // NewNet returns an empty network.
 func NewNet(opts ...Option) *Net {

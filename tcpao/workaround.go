@@ -1,0 +1,107 @@
+package tcpao
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+)
+
+// Two kernel bugs around TCP_AO_DEL_KEY, fixed upstream in the stable trees
+// but present on deployed kernels, that DeleteKey works around or refuses
+// clearly:
+//
+//   - A key bound to a VRF (TCP_AO_KEYF_IFINDEX, non-zero ifindex) cannot be
+//     deleted: tcp_ao_del_cmd() compared each key's l3index with a local that
+//     was never set from the request (always 0), so the delete matched
+//     nothing and returned ENOENT. No other form of the request matches such
+//     a key on those kernels (a key with the flag and ifindex 0 is a
+//     different key, of the default VRF), so there is nothing to retry.
+//   - A key set Current_key or RNext_key while the socket was in TCP_CLOSE
+//     keeps that role after listen(). A del_async of it on the listener
+//     freed the key but left the pointer, and the next read (TCP_AO_INFO,
+//     for one) used freed memory. Fixed kernels clear the pointers in the
+//     del_async path.
+var (
+	// ErrKernelVRFDelete: the kernel answered ENOENT to the delete of a
+	// VRF-scoped key that GET_KEYS still shows.
+	ErrKernelVRFDelete = errors.New("tcpao: this kernel cannot delete keys bound to a VRF (TCP_AO_DEL_KEY ignores the ifindex and answers ENOENT; " +
+		"fixed upstream in the Linux stable trees): the key stays installed until the socket closes; upgrade the kernel")
+	// ErrListenerKeyInUse: the key is still Current_key or RNext_key of a
+	// listening socket, so DeleteKey did not use del_async, and the kernel
+	// refused the synchronous delete (EBUSY).
+	ErrListenerKeyInUse = errors.New("tcpao: the listening socket still has the key as Current_key or RNext_key (set before listen()): " +
+		"a del_async of it can use freed memory on kernels without the upstream fix, and the kernel refuses a synchronous delete (EBUSY); " +
+		"the key stays until the listening socket is re-created")
+)
+
+// DeleteKey is s.DelKey(d) with the workarounds for the two kernel bugs
+// above. Every caller that deletes a key from a socket it does not own goes
+// through it.
+//
+//   - d.Async is kept only when the key is neither Current_key nor
+//     RNext_key of the socket (one TCP_AO_INFO, and one GET_KEYS when the
+//     socket has either set, which a listener normally has not); otherwise
+//     the delete is synchronous. The kernel refuses del_async on a socket
+//     that is not listening (EINVAL), so no other state is at risk.
+//   - An ENOENT for a VRF-scoped key is checked with GET_KEYS: a key that is
+//     gone is what the delete wanted (nil); one still there is
+//     ErrKernelVRFDelete, wrapped with the kernel's error.
+func DeleteKey(s Socket, d DelKey) error {
+	inUse := false
+	if d.Async && listenerKeyInUse(s, d.KeyRef) {
+		d.Async, inUse = false, true
+	}
+	err := s.DelKey(d)
+	switch {
+	case err == nil:
+		return nil
+	case inUse && errors.Is(err, syscall.EBUSY):
+		return fmt.Errorf("%w: %s: %w", ErrListenerKeyInUse, d.KeyRef, err)
+	case d.IfIndex != 0 && !d.SetCurrent && !d.SetRNext && errors.Is(err, syscall.ENOENT):
+		ks, kerr := s.Keys(KeyFilter{Ref: &d.KeyRef})
+		if kerr != nil {
+			return err
+		}
+		for _, k := range ks {
+			if sameKey(k.KeyRef, d.KeyRef) {
+				return fmt.Errorf("%w: %s: %w", ErrKernelVRFDelete, d.KeyRef, err)
+			}
+		}
+		return nil // gone: what the delete wanted
+	}
+	return err
+}
+
+// listenerKeyInUse reports whether r may be the socket's Current_key or
+// RNext_key. It errs towards true: a synchronous delete is always safe.
+func listenerKeyInUse(s Socket, r KeyRef) bool {
+	in, err := s.Info()
+	if err != nil || !in.HaveCurrent && !in.HaveRNext {
+		return false // no TCP-AO (the delete fails on its own) or nothing set
+	}
+	ks, err := s.Keys(KeyFilter{Current: true, RNext: true})
+	if err != nil {
+		return true
+	}
+	for _, k := range ks {
+		if (k.IsCurrent || k.IsRNext) && k.SendID == r.SendID && k.RecvID == r.RecvID && k.IfIndex == r.IfIndex &&
+			unmapPrefix(k.Peer).Overlaps(unmapPrefix(r.Peer)) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameKey(a, b KeyRef) bool {
+	return a.SendID == b.SendID && a.RecvID == b.RecvID && a.IfIndex == b.IfIndex && unmapPrefix(a.Peer) == unmapPrefix(b.Peer)
+}
+
+// unmapPrefix spells an IPv4-mapped prefix as the IPv4 one, as the kernel
+// stores it.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
