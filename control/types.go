@@ -108,7 +108,10 @@ type PeerStatus struct {
 	Keys     []Key    `json:"keys"`
 	Rotation Rotation `json:"rotation"`
 	Counters Counters `json:"counters"`
-	Warnings []string `json:"warnings,omitempty"`
+	// Listener is what the listening sockets count for the peer's
+	// address: a session that is down is re-established through them.
+	Listener *ListenerCounters `json:"listener,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
 }
 
 // Socket is a managed socket of the BGP daemon.
@@ -128,12 +131,15 @@ type Lifetime struct {
 // Key is one MKT as installed (or to be installed) for the peer. It has no
 // field for key bytes.
 type Key struct {
-	Chain          string   `json:"chain"`
-	Name           string   `json:"name"`
-	SendID         uint8    `json:"send_id"`
-	RecvID         uint8    `json:"recv_id"`
-	Alg            string   `json:"alg"`
-	MACLen         uint8    `json:"maclen"`
+	Chain  string `json:"chain"`
+	Name   string `json:"name"`
+	SendID uint8  `json:"send_id"`
+	RecvID uint8  `json:"recv_id"`
+	Alg    string `json:"alg"`
+	MACLen uint8  `json:"maclen"`
+	// TCPOptions is TCPOptionsInclude or TCPOptionsExclude: whether the
+	// MAC covers TCP options other than TCP-AO. Both ends must agree.
+	TCPOptions     string   `json:"tcp_options"`
 	SendLifetime   Lifetime `json:"send_lifetime"`
 	AcceptLifetime Lifetime `json:"accept_lifetime"`
 	Current        bool     `json:"current"`
@@ -160,6 +166,7 @@ type Counters struct {
 	PktBad         uint64 `json:"pkt_bad"`
 	PktKeyNotFound uint64 `json:"pkt_key_not_found"`
 	PktAORequired  uint64 `json:"pkt_ao_required"`
+	PktDroppedICMP uint64 `json:"pkt_dropped_icmp"`
 }
 
 // PlanReport is GET /v1/plan (and what `aoctl plan` computes offline).

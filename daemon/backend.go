@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -82,6 +83,13 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 			listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
 		}
 	}
+	ls := d.observeListeners(ctx)
+	var addrs []netip.Addr
+	for _, info := range infos {
+		if d.managed(info) {
+			addrs = append(addrs, info.Neighbor)
+		}
+	}
 	found := false
 	for _, info := range infos {
 		id := PeerIDOf(info.Neighbor, info.VRF)
@@ -95,7 +103,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 			continue
 		}
 		found = true
-		rep.Peers = append(rep.Peers, d.peerStatus(snap, info, rot[id], listeners, now))
+		ps := d.peerStatus(snap, info, rot[id], listeners, now)
+		d.verifyView(&ps, info, ls, addrs)
+		rep.Peers = append(rep.Peers, ps)
 	}
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
@@ -160,7 +170,8 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
 		return ps
 	}
-	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound, PktAORequired: obs.Info.PktAORequired}
+	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound,
+		PktAORequired: obs.Info.PktAORequired, PktDroppedICMP: obs.Info.PktDroppedICMP}
 	for _, ki := range obs.Keys {
 		ids := [2]uint8{ki.SendID, ki.RecvID}
 		n, known := names[ids]
@@ -174,7 +185,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		case rs.HavePending && rs.Pending.SendID == ki.SendID && rs.Pending.RecvID == ki.RecvID:
 			state = control.KeyPending
 		}
-		k := control.Key{SendID: ki.SendID, RecvID: ki.RecvID, Alg: string(ki.Algorithm), MACLen: ki.MACLen,
+		k := control.Key{SendID: ki.SendID, RecvID: ki.RecvID, Alg: string(ki.Algorithm), MACLen: ki.MACLen, TCPOptions: control.TCPOptions(ki.ExcludeOptions),
 			Current: ki.IsCurrent, RNext: ki.IsRNext, PktGood: ki.PktGood, PktBad: ki.PktBad, State: state}
 		if known {
 			k.Chain, k.Name = n.chain, n.mkt.Name
@@ -195,6 +206,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 
 func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, state string) control.Key {
 	return control.Key{Chain: chain, Name: m.Name, SendID: m.SendID, RecvID: m.RecvID, Alg: string(m.Algorithm), MACLen: m.MACLen,
+		TCPOptions:   control.TCPOptions(!m.IncludeTCPOptions),
 		SendLifetime: control.Lifetime{Start: send.Start, End: send.End}, AcceptLifetime: control.Lifetime{Start: accept.Start, End: accept.End},
 		State: state}
 }
@@ -280,6 +292,7 @@ func (d *Daemon) observeMetrics() {
 	snap, release := d.shared()
 	m.SetHeldBack(metricHolds(d.holds(snap)))
 	release()
+	d.observeVerify(m)
 	for _, s := range sts {
 		p := d.peer(s.Peer)
 		if p == nil {
@@ -353,6 +366,7 @@ func (d *Daemon) forget(id rotator.PeerID) {
 	p := d.peers[id]
 	delete(d.peers, id)
 	delete(d.rolls, id)
+	d.verify.forget(id)
 	d.mu.Unlock()
 	if p != nil && d.o.Metrics != nil {
 		d.o.Metrics.DeletePeer(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF})

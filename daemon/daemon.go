@@ -94,6 +94,8 @@ type Daemon struct {
 	boundPol *policy.Policy            // the policy bound was computed for
 	bound    map[string]bool           // source chains some binding reads
 
+	verify verifyBase // listener pkt_bad per peer when its session went down
+
 	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
 	snaps    snapshots  // the shared read-only key snapshot
 
@@ -476,6 +478,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := PeerIDOf(info.Neighbor, info.VRF)
 	d.ctrl.PeerDown(id)
+	d.noteDown(ctx, info)
 	d.mu.Lock()
 	if old := d.peers[id]; old != nil {
 		n := *old

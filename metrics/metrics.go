@@ -39,6 +39,7 @@ type SocketCounters struct {
 // Metrics is aokeyd's metric set. Its methods are safe for concurrent use.
 type Metrics struct {
 	current, rnext, keys, state *prometheus.GaugeVec
+	verifyFailing               *prometheus.GaugeVec
 	started, completed, aborted *prometheus.CounterVec
 	lastSync                    prometheus.Gauge
 	syncErrors                  prometheus.Counter
@@ -101,10 +102,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(append([]string(nil), peer...), labels...))
 	}
 	m := &Metrics{
-		current:   gauge(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none)."),
-		rnext:     gauge(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none)."),
-		keys:      gauge(NamePeerKeys, "TCP-AO keys installed on the peer's established socket."),
-		state:     gauge(NameRotationState, "1 for the rotation state the peer is in.", LabelState),
+		current: gauge(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none)."),
+		rnext:   gauge(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none)."),
+		keys:    gauge(NamePeerKeys, "TCP-AO keys installed on the peer's established socket."),
+		state:   gauge(NameRotationState, "1 for the rotation state the peer is in.", LabelState),
+		verifyFailing: gauge(NamePeerVerifyFailing,
+			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ)."),
 		started:   counter(NameRotationsStarted, "Key rotations started."),
 		completed: counter(NameRotationsCompleted, "Key rotations completed (old key retired)."),
 		aborted:   counter(NameRotationsAborted, "Key rotations aborted, by reason.", LabelReason),
@@ -130,7 +133,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		states: map[Peer]string{},
 	}
 	// heldBack is refreshed by the OnCollect hook too.
-	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state,
+	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing,
 		m.started, m.completed, m.aborted, m.kernel, m.heldBack}}
 	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
 		m.optmemLimit, m.optmemNeeded, m.refused} {
@@ -198,6 +201,16 @@ func (m *Metrics) KeySourceFailed() { m.syncErrors.Inc() }
 // reset, kept, error).
 func (m *Metrics) Revoked(action string) { m.revokes.WithLabelValues(action).Inc() }
 
+// SetVerifyFailing records whether the peer's segments fail TCP-AO
+// verification on the listener while its session is down.
+func (m *Metrics) SetVerifyFailing(p Peer, failing bool) {
+	v := 0.0
+	if failing {
+		v = 1
+	}
+	m.verifyFailing.With(p.labels()).Set(v)
+}
+
 // RevokeDone records the wall time of a revoke request.
 func (m *Metrics) RevokeDone(d time.Duration) { m.revokeDuration.Observe(d.Seconds()) }
 
@@ -243,7 +256,7 @@ func (m *Metrics) DeletePeer(p Peer) {
 	delete(m.states, p)
 	m.statesMu.Unlock()
 	l := p.labels()
-	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state} {
+	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state, m.verifyFailing} {
 		v.DeletePartialMatch(l)
 	}
 	for _, v := range []*prometheus.CounterVec{m.started, m.completed, m.aborted} {

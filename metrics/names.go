@@ -7,6 +7,9 @@ const (
 	NamePeerRNextKeyID   = "aokeyd_peer_rnext_key_id"   // RecvID of RNext_key; -1 when none
 	NamePeerKeys         = "aokeyd_peer_keys_installed" // keys on the peer's established socket
 	NameRotationState    = "aokeyd_rotation_state"      // 1 for the peer's state (label state)
+	// 1 while the session is down and the peer's segments fail TCP-AO
+	// verification on the listener (only keys no other peer shares count).
+	NamePeerVerifyFailing = "aokeyd_peer_verify_failing"
 
 	// Per key (labels peer, vrf, key, send_id, recv_id): TCP_AO_GET_KEYS.
 	NameKeyPktGood = "aokeyd_key_pkt_good_total"

@@ -193,12 +193,27 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 				k = control.Key{Name: fmt.Sprintf("unknown(%d/%d)", ki.SendID, ki.RecvID), SendID: ki.SendID, RecvID: ki.RecvID}
 			}
 			k.Current, k.RNext, k.PktGood, k.PktBad = ki.IsCurrent, ki.IsRNext, ki.PktGood, ki.PktBad
+			k.TCPOptions = control.TCPOptions(ki.ExcludeOptions)
 			if k.Name == p.rot.PendingKey {
 				k.State = control.KeyPending
 			}
 			ps.Keys = append(ps.Keys, k)
 		}
 		slices.SortFunc(ps.Keys, func(a, b control.Key) int { return int(a.SendID) - int(b.SendID) })
+		lobs, err := rotator.Observe(d.lis)
+		if err != nil {
+			return rep, err
+		}
+		l := &control.ListenerCounters{Keys: []control.ListenerKey{}, PktBad: lobs.Info.PktBad, PktKeyNotFound: lobs.Info.PktKeyNotFound,
+			PktAORequired: lobs.Info.PktAORequired, PktDroppedICMP: lobs.Info.PktDroppedICMP}
+		for _, ki := range lobs.Keys {
+			if ki.Peer.Contains(p.binding.Neighbor.Addr()) {
+				l.Keys = append(l.Keys, control.ListenerKey{Socket: "listen " + d.lis.LocalAddr().String(), Prefix: ki.Peer.String(),
+					SendID: ki.SendID, RecvID: ki.RecvID, TCPOptions: control.TCPOptions(ki.ExcludeOptions), PktGood: ki.PktGood, PktBad: ki.PktBad})
+			}
+		}
+		slices.SortFunc(l.Keys, func(a, b control.ListenerKey) int { return int(a.SendID) - int(b.SendID) })
+		ps.Listener = l
 		rep.Peers = append(rep.Peers, ps)
 	}
 	if peer != "" && len(rep.Peers) == 0 {

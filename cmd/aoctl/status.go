@@ -16,8 +16,14 @@ func (a *app) status(ctx context.Context, args []string) int {
 		fmt.Fprint(w, `
 Without PEER: a summary line per peer, then each peer's details.
 Keys marked * under CUR are Current_key (we send with it), under RNEXT the
-key we ask the peer to send with. Warnings: peer not passive, optmem_max too
-small, key source stale, no Current_key.
+key we ask the peer to send with; OPTS is the key's tcp_options (include or
+exclude: whether the MAC covers TCP options; both ends must agree).
+Listener: the listening sockets' keys for the peer's address with their
+good/bad segment counts (SHARED: the key's prefix covers other peers too, so
+its counts are theirs as well), and the listeners' own counters, which all
+peers share. Warnings: peer not passive, optmem_max too small, key source
+stale, no Current_key, segments from the peer failing verification on the
+listener while its session is down.
 `)
 	})
 	fs.BoolVar(&brief, "brief", false, "summary table only")
@@ -120,11 +126,11 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	}
 	if len(p.Keys) > 0 {
 		fmt.Fprintln(w, "  Keys:")
-		t := newTable(w, "    ", "CHAIN", "KEY", "SEND", "RECV", "ALG", "MAC", "SEND-LIFETIME", "ACCEPT-LIFETIME",
+		t := newTable(w, "    ", "CHAIN", "KEY", "SEND", "RECV", "ALG", "MAC", "OPTS", "SEND-LIFETIME", "ACCEPT-LIFETIME",
 			"STATE", "CUR", "RNEXT", "GOOD", "BAD")
 		for _, k := range p.Keys {
 			t.row(k.Chain, k.Name, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)), k.Alg, strconv.Itoa(int(k.MACLen)),
-				lifetime(k.SendLifetime), lifetime(k.AcceptLifetime), dash(k.State), mark(k.Current), mark(k.RNext),
+				dash(k.TCPOptions), lifetime(k.SendLifetime), lifetime(k.AcceptLifetime), dash(k.State), mark(k.Current), mark(k.RNext),
 				strconv.FormatUint(k.PktGood, 10), strconv.FormatUint(k.PktBad, 10))
 		}
 		t.flush()
@@ -147,9 +153,30 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 		fmt.Fprintf(w, "  Last abort: %s\n", r.LastAbortReason)
 	}
 	c := p.Counters
-	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d\n",
-		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired)
+	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",
+		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired, c.PktDroppedICMP)
+	renderListener(w, p.Listener)
 	for _, wn := range p.Warnings {
 		fmt.Fprintf(w, "  WARNING: %s\n", wn)
 	}
+}
+
+// renderListener writes the listening sockets' counters for one peer.
+func renderListener(w io.Writer, l *control.ListenerCounters) {
+	if l == nil {
+		return
+	}
+	if len(l.Keys) > 0 {
+		fmt.Fprintln(w, "  Listener keys for the peer:")
+		t := newTable(w, "    ", "SOCKET", "PREFIX", "SEND", "RECV", "OPTS", "GOOD", "BAD", "SHARED")
+		for _, k := range l.Keys {
+			t.row(k.Socket, k.Prefix, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)), dash(k.TCPOptions),
+				strconv.FormatUint(k.PktGood, 10), strconv.FormatUint(k.PktBad, 10), yesno(k.Shared))
+		}
+		t.flush()
+	} else {
+		fmt.Fprintln(w, "  Listener keys for the peer: none")
+	}
+	fmt.Fprintf(w, "  Listener sockets (all peers): bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",
+		l.PktBad, l.PktKeyNotFound, l.PktAORequired, l.PktDroppedICMP)
 }
