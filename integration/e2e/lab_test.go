@@ -85,6 +85,9 @@ type key struct {
 	acceptEnd      time.Time
 	birdPreferred  bool
 	birdDeprecated bool
+	// excludeOpts sets tcp_options: exclude on A's side only (BIRD's keys
+	// always include TCP options).
+	excludeOpts bool
 }
 
 func secretOf(i int) []byte {
@@ -271,9 +274,13 @@ func chainDoc(keys []key) json.RawMessage { return chainDocFor(keys, addrB.Strin
 func chainDocFor(keys []key, peers string) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
-		ks = append(ks, map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
+		m := map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
 			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": jsonLifetime(k.sendStart, k.sendEnd),
-			"accept_lifetime": jsonLifetime(k.acceptStart, k.acceptEnd)})
+			"accept_lifetime": jsonLifetime(k.acceptStart, k.acceptEnd)}
+		if k.excludeOpts {
+			m["tcp_options"] = "exclude"
+		}
+		ks = append(ks, m)
 	}
 	doc, err := json.Marshal(map[string]any{"peers": []string{peers}, "keys": ks})
 	if err != nil {
