@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -83,13 +82,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 			listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
 		}
 	}
-	ls := d.observeListeners(ctx)
-	var addrs []netip.Addr
-	for _, info := range infos {
-		if d.managed(info) {
-			addrs = append(addrs, info.Neighbor)
-		}
-	}
+	verify := d.verifyViewer(ctx, infos)
 	found := false
 	for _, info := range infos {
 		id := PeerIDOf(info.Neighbor, info.VRF)
@@ -103,9 +96,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 			continue
 		}
 		found = true
-		ps := d.peerStatus(snap, info, rot[id], listeners, now)
-		d.verifyView(&ps, info, ls, addrs)
-		rep.Peers = append(rep.Peers, ps)
+		rep.Peers = append(rep.Peers, verify(d.peerStatus(snap, info, rot[id], listeners, now), info))
 	}
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)

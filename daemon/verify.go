@@ -137,15 +137,26 @@ func (d *Daemon) peerAddrs() []netip.Addr {
 	return out
 }
 
-// verifyView fills ps.Listener for one peer and adds the warning when its
-// segments fail verification.
-func (d *Daemon) verifyView(ps *control.PeerStatus, info bgp.PeerInfo, ls []listenerObs, others []netip.Addr) {
-	idx, _ := ifIndex(info.VRF)
-	lc, bad := listenerFor(ls, info.Neighbor, idx, others)
-	lc.VerifyFailing = d.verify.failing(PeerIDOf(info.Neighbor, info.VRF), info.Established(), bad)
-	ps.Listener = &lc
-	if lc.VerifyFailing {
-		ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
+// verifyViewer reads the listeners once for a status report and returns
+// what fills each peer's Listener and adds the warning when its segments
+// fail verification. infos are the speaker's peers.
+func (d *Daemon) verifyViewer(ctx context.Context, infos []bgp.PeerInfo) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
+	ls := d.observeListeners(ctx)
+	var others []netip.Addr
+	for _, info := range infos {
+		if d.managed(info) {
+			others = append(others, info.Neighbor)
+		}
+	}
+	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
+		idx, _ := ifIndex(info.VRF)
+		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
+		lc.VerifyFailing = d.verify.failing(PeerIDOf(info.Neighbor, info.VRF), info.Established(), bad)
+		ps.Listener = &lc
+		if lc.VerifyFailing {
+			ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
+		}
+		return ps
 	}
 }
 
