@@ -178,6 +178,31 @@ func keyCases() []Case {
 			e.wantErr("del_async", l.DelKey(d), nil)
 			e.wantKeys("after", e.keys(l, tcpao.KeyFilter{}), want{k: k2, name: "b"})
 		}},
+		{"listen/current-set-before-listen", func(t *testing.T, e env) {
+			// Current_key/RNext_key set in TCP_CLOSE survive listen(). A
+			// synchronous delete of that key is refused; del_async
+			// deletes it and clears both (kernels without that fix left
+			// the pointers dangling: tcpao.DeleteKey never takes this
+			// path for a key in use, see tcpaotest.BugAsyncDelInUse).
+			s := e.socket(lo4)
+			k1, k2 := mk(host(cli4), 1, 1, "a"), mk(host(oth4), 2, 2, "b")
+			e.add(s, k1, tcpao.AddOptions{SetCurrent: true, SetRNext: true})
+			e.add(s, k2, tcpao.AddOptions{})
+			if err := e.s.Listen(s); err != nil {
+				t.Fatalf("listen: %v", err)
+			}
+			if in := e.info(s); !in.HaveCurrent || in.CurrentKey != 1 || !in.HaveRNext || in.RNextKey != 1 {
+				t.Fatalf("listener Info = %+v, want current 1 rnext 1 kept from TCP_CLOSE", in)
+			}
+			e.wantErr("sync delete of the listener's Current_key", s.DelKey(ref(k1)), eBUSY)
+			d := ref(k1)
+			d.Async = true
+			e.wantErr("del_async of the listener's Current_key", s.DelKey(d), nil)
+			if in := e.info(s); in.HaveCurrent || in.HaveRNext {
+				t.Fatalf("listener Info after del_async = %+v, want no Current/RNext", in)
+			}
+			e.wantKeys("after", e.keys(s, tcpao.KeyFilter{}), want{k: k2, name: "b"})
+		}},
 		{"listen/ipv6-and-v4-mapped", func(t *testing.T, e env) {
 			k1, k2, k3 := mk(host(lo6), 1, 2, "a"), mk(p("2001:db8::/32"), 3, 4, "b"), mk(host(cli4), 5, 6, "c")
 			l := e.listener(lo6, k1, k2, k3)
