@@ -48,9 +48,22 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		})
 		return ok, fmt.Sprintf("A keys %v (%s, %s)", keyIDs(st.Keys), st.Rotation.State, st.Rotation.LastAbortReason)
 	})
+	// The roll completes without a flap: the established session's
+	// segments verify either way (the time bomb), only the next reconnect
+	// fails.
+	rolled := false
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) && !rolled {
+		st, err := l.tryStatus()
+		rolled = err == nil && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current })
+		time.Sleep(500 * time.Millisecond)
+	}
 	st := l.status()
-	t.Logf("before the restart: A keys %v, rotation %s %q, counters %+v", keyIDs(st.Keys), st.Rotation.State,
-		st.Rotation.LastAbortReason, st.Counters)
+	t.Logf("before the restart: roll to k2 completed=%t; A keys %v, session %s, rotation %s %q, counters %+v", rolled, keyIDs(st.Keys),
+		st.SessionState, st.Rotation.State, st.Rotation.LastAbortReason, st.Counters)
+	if !rolled || st.SessionState != "established" {
+		t.Fatalf("the roll to the key with other tcp_options did not complete on an established session")
+	}
 	warn := control.WarnVerifyFailing(addrB.String())
 	if slices.Contains(st.Warnings, warn) {
 		t.Fatalf("verify warning while the session is up: %q", st.Warnings)
