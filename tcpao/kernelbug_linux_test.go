@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -68,6 +70,24 @@ func TestVRFKeyDeleteOnThisKernel(t *testing.T) {
 		default:
 			t.Fatalf("DeleteKey of the VRF key: %v", err)
 		}
+		// aokeyd's own listener path: the planner's del_async, applied
+		// by rotator.SyncListener.
+		k3 := key("192.0.2.4/32", 3, 3)
+		k3.IfIndex = vrf.Index
+		if err := s.AddKey(k3, tcpao.AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = rotator.SyncListener(s, rotator.Desired{Socket: "lis", Keys: []rotator.DesiredKey{{Key: other}}}, rotator.ListenerOptions{})
+		ks, kerr = s.Keys(tcpao.KeyFilter{})
+		switch {
+		case kerr != nil:
+			t.Fatal(kerr)
+		case err == nil && slices.ContainsFunc(ks, func(k tcpao.KeyInfo) bool { return k.IfIndex != 0 && k.SendID == 3 }):
+			t.Fatalf("SyncListener succeeded but the VRF key is still there: %v", ks)
+		case err != nil && !errors.Is(err, tcpao.ErrKernelVRFDelete):
+			t.Fatalf("SyncListener deleting the VRF key: %v", err)
+		}
+		t.Logf("rotator.SyncListener removed the VRF-scoped key: %v (err %v)", err == nil, err)
 		return nil
 	})
 	if err != nil {
@@ -115,6 +135,15 @@ func TestListenerStaleCurrentDelete(t *testing.T) {
 		t.Fatalf("DeleteKey of the listener's Current_key: %v", err)
 	}
 	if _, err := s.Info(); err != nil { // reads Current_key: must be a live key
+		t.Fatal(err)
+	}
+	// aokeyd's own listener path: a plan that retires the in-use key.
+	_, err = rotator.SyncListener(s, rotator.Desired{Socket: "lis", Keys: []rotator.DesiredKey{{Key: b}}}, rotator.ListenerOptions{})
+	if err != nil && !errors.Is(err, tcpao.ErrListenerKeyInUse) {
+		t.Fatalf("SyncListener retiring the listener's Current_key: %v", err)
+	}
+	t.Logf("rotator.SyncListener retiring the in-use key: %v", err)
+	if _, err := s.Info(); err != nil {
 		t.Fatal(err)
 	}
 	if err := tcpao.DeleteKey(s, tcpao.DelKey{KeyRef: b.KeyRef, Async: true}); err != nil {
