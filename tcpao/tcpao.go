@@ -242,10 +242,10 @@ func (k Key) Validate() error {
 		return fmt.Errorf("%w: %q", ErrAlgorithm, k.Algorithm)
 	}
 	if n := k.Secret.Len(); n == 0 || n > MaxKeyLen {
-		return fmt.Errorf("%w: %d bytes (want 1..%d)", ErrKeyLength, n, MaxKeyLen)
+		return fmt.Errorf("%w: want 1..%d bytes", ErrKeyLength, MaxKeyLen)
 	}
 	if k.Algorithm == CMACAES128 && k.Secret.Len() != 16 {
-		return fmt.Errorf("%w: cmac(aes128) needs 16 bytes, have %d", ErrKeyLength, k.Secret.Len())
+		return fmt.Errorf("%w: cmac(aes128) needs exactly 16 bytes", ErrKeyLength)
 	}
 	if !k.Peer.IsValid() {
 		return fmt.Errorf("%w: %v", ErrAddress, k.Peer)
