@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -189,20 +188,7 @@ func TestSameUIDCannotReadKeyMemory(t *testing.T) {
 	if err := copyFile(self, bin); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if code := run([]string{"init", "-dir", dir}, &out, &out); code != 0 {
-		t.Fatalf("aokeyd init: %d\n%s", code, out.String())
-	}
-	cfgPath := filepath.Join(dir, "aokeyd.yaml")
-	cfg, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = bytes.ReplaceAll(cfg, []byte("/run/aokeyd/control.sock"), []byte(filepath.Join(dir, "control.sock")))
-	cfg = bytes.ReplaceAll(cfg, []byte("127.0.0.1:9179"), []byte("127.0.0.1:0"))
-	if err := os.WriteFile(cfgPath, cfg, 0o640); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := initTestConfig(t, dir)
 	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err

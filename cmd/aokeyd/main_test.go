@@ -60,19 +60,7 @@ func TestNoTCPAOKernelExitsBeforeReady(t *testing.T) {
 	}
 	bin := aokeydBinary(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "init", "-dir", dir).CombinedOutput(); err != nil {
-		t.Fatalf("aokeyd init: %v\n%s", err, out)
-	}
-	cfgPath := filepath.Join(dir, "aokeyd.yaml")
-	cfg, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = bytes.ReplaceAll(cfg, []byte("/run/aokeyd/control.sock"), []byte(filepath.Join(dir, "control.sock")))
-	cfg = bytes.ReplaceAll(cfg, []byte("127.0.0.1:9179"), []byte("127.0.0.1:0"))
-	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := initTestConfig(t, dir)
 
 	notifyPath := filepath.Join(dir, "notify.sock")
 	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
@@ -128,4 +116,26 @@ func TestNoTCPAOKernelExitsBeforeReady(t *testing.T) {
 		t.Errorf("aokeyd stderr %q: want one line naming CONFIG_TCP_AO and the README section", stderr.String())
 	}
 	t.Logf("aokeyd: %v: %s", err, lines[0])
+}
+
+// initTestConfig writes `aokeyd init`'s configuration into dir with the
+// control socket in dir and metrics on a free loopback port, so that a test
+// daemon touches nothing of the machine's; it returns the config's path.
+func initTestConfig(t *testing.T, dir string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if code := run([]string{"init", "-dir", dir}, &out, &out); code != 0 {
+		t.Fatalf("aokeyd init: %d\n%s", code, out.String())
+	}
+	cfgPath := filepath.Join(dir, "aokeyd.yaml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.ReplaceAll(cfg, []byte("/run/aokeyd/control.sock"), []byte(filepath.Join(dir, "control.sock")))
+	cfg = bytes.ReplaceAll(cfg, []byte("127.0.0.1:9179"), []byte("127.0.0.1:0"))
+	if err := os.WriteFile(cfgPath, cfg, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
 }
