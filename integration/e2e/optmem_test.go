@@ -19,6 +19,7 @@ import (
 // and once from the guest's root namespace (the Vault lab: setns into A).
 func TestRaiseOptMem(t *testing.T) {
 	kerneltest.Require(t)
+	t.Parallel() // its labs are its own namespaces, like every other scenario's
 	for _, tc := range []struct {
 		name  string
 		vault bool
