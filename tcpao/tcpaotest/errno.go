@@ -2,23 +2,23 @@ package tcpaotest
 
 import (
 	"errors"
-	"syscall"
+
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest/internal/errno"
 )
 
-// Linux errno values, spelled out so that the in-memory kernel builds on
-// every platform and compares equal (errors.Is) with golang.org/x/sys/unix's
-// constants on Linux.
+// The Linux errno values of the model: one list, shared with the
+// conformance table (internal/errno).
 const (
-	eNOENT       = syscall.Errno(2)
-	eBADF        = syscall.Errno(9)
-	eNOMEM       = syscall.Errno(12)
-	eBUSY        = syscall.Errno(16)
-	eEXIST       = syscall.Errno(17)
-	eINVAL       = syscall.Errno(22)
-	eMSGSIZE     = syscall.Errno(90)
-	eAFNOSUPPORT = syscall.Errno(97)
-	eISCONN      = syscall.Errno(106)
-	eKEYREJECTED = syscall.Errno(129)
+	eNOENT       = errno.ENOENT
+	eBADF        = errno.EBADF
+	eNOMEM       = errno.ENOMEM
+	eBUSY        = errno.EBUSY
+	eEXIST       = errno.EEXIST
+	eINVAL       = errno.EINVAL
+	eMSGSIZE     = errno.EMSGSIZE
+	eAFNOSUPPORT = errno.EAFNOSUPPORT
+	eISCONN      = errno.EISCONN
+	eKEYREJECTED = errno.EKEYREJECTED
 )
 
 // ErrTimeout is what Connect and Exchange return when the real kernel would

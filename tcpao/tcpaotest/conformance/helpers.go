@@ -9,19 +9,23 @@ import (
 	"testing"
 
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest/internal/errno"
 )
 
-// Linux errno values the table expects (equal to golang.org/x/sys/unix's).
+// The Linux errno values the table expects: the model's own list
+// (internal/errno), so that the two cannot drift apart.
 const (
-	eNOENT       = syscall.Errno(2)
-	eNOMEM       = syscall.Errno(12)
-	eBUSY        = syscall.Errno(16)
-	eEXIST       = syscall.Errno(17)
-	eINVAL       = syscall.Errno(22)
-	eMSGSIZE     = syscall.Errno(90)
-	eISCONN      = syscall.Errno(106)
-	eKEYREJECTED = syscall.Errno(129)
+	eNOENT       = errno.ENOENT
+	eNOMEM       = errno.ENOMEM
+	eBUSY        = errno.EBUSY
+	eEXIST       = errno.EEXIST
+	eINVAL       = errno.EINVAL
+	eMSGSIZE     = errno.EMSGSIZE
+	eISCONN      = errno.EISCONN
+	eKEYREJECTED = errno.EKEYREJECTED
 )
+
+func errnoName(e syscall.Errno) string { return errno.Name(e) }
 
 // Loopback addresses: a v4 listener, two v4 clients (all of 127/8 is local
 // on Linux) and the v6 loopback.
