@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel fuzz bench demo soak lint vm clean
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint vm clean
 
 all: build
 
@@ -31,6 +31,17 @@ test-unit:
 # Boots the bundled TCP-AO kernel and runs every kernel test inside it.
 test-kernel: deps
 	AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh $(KERNEL_PKGS)
+
+# The differential test of the in-memory kernel against the guest's, longer
+# than in make test (300 sequences): DIFFERENTIAL sequences of 30 operations;
+# DIFFERENTIAL_SEED replays a run (each failure prints its seed and sequence).
+# Prints "differential: sequences=N ops=M diverged=0".
+DIFFERENTIAL ?= 5000
+DIFFERENTIAL_SEED ?=
+differential: deps
+	AOKEYD_GUEST_ENV="AOKEYD_DIFFERENTIAL_SEQUENCES=$(DIFFERENTIAL) AOKEYD_DIFFERENTIAL_SEED=$(DIFFERENTIAL_SEED)" \
+		AOKEYD_TEST_RUN='^TestDifferential$$' AOKEYD_VM_TIMEOUT=$$((600 + $(DIFFERENTIAL) / 2)) \
+		AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh ./tcpao/tcpaotest/conformance
 
 fuzz:
 	bash integration/tools/fuzz.sh $(FUZZTIME)

@@ -99,7 +99,9 @@ func localAddr(fd int) (netip.AddrPort, error) {
 
 // wait polls fd for events until the timeout; ErrTimeout when nothing came.
 func (k *KernelStack) wait(fd int, events int16, what string) error {
+	k.mu.Lock()
 	deadline := time.Now().Add(k.Timeout)
+	k.mu.Unlock()
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -176,7 +178,33 @@ func (k *KernelStack) send(from, to *kernelSock, msg []byte) error {
 		}
 		got += n
 	}
+	// Acknowledge at once (the model has no delayed ACKs): the ACK is
+	// signed with the reader's Current_key of this moment.
+	if err := unix.SetsockoptInt(to.fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1); err != nil {
+		return os.NewSyscallError("setsockopt(TCP_QUICKACK)", err)
+	}
 	return nil
+}
+
+// acked waits until the peers acknowledged everything s sent; ErrTimeout
+// when they did not (the ACK was dropped).
+func (k *KernelStack) acked(s *kernelSock) error {
+	k.mu.Lock()
+	deadline := time.Now().Add(k.Timeout)
+	k.mu.Unlock()
+	for {
+		n, err := unix.IoctlGetInt(s.fd, unix.SIOCOUTQ)
+		if err != nil {
+			return os.NewSyscallError("ioctl(SIOCOUTQ)", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("conformance: %d bytes unacknowledged: %w", n, ErrTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (k *KernelStack) Exchange(a, b tcpao.Socket, n int) error {
@@ -195,11 +223,38 @@ func (k *KernelStack) Exchange(a, b tcpao.Socket, n int) error {
 		if err := k.send(kb, ka, []byte(fmt.Sprintf("pong %d", i))); err != nil {
 			return fmt.Errorf("conformance: exchange round %d: %w", i, err)
 		}
+		if err := k.acked(kb); err != nil {
+			return fmt.Errorf("conformance: exchange round %d: %w", i, err)
+		}
 	}
 	return nil
 }
 
 func (k *KernelStack) OptMemMax() (int, error) { return tcpao.OptMemMax() }
+
+// SetTimeout changes the per-operation timeout of later calls.
+func (k *KernelStack) SetTimeout(d time.Duration) {
+	k.mu.Lock()
+	k.Timeout = d
+	k.mu.Unlock()
+}
+
+// CloseSocket closes one socket of the stack's making.
+func (k *KernelStack) CloseSocket(s tcpao.Socket) error {
+	ks, err := k.sock(s)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, fd := range k.fds {
+		if fd == ks.fd {
+			k.fds = append(k.fds[:i:i], k.fds[i+1:]...)
+			return os.NewSyscallError("close", unix.Close(fd))
+		}
+	}
+	return fmt.Errorf("conformance: socket %d already closed", ks.fd)
+}
 
 func (k *KernelStack) Close() error {
 	k.mu.Lock()

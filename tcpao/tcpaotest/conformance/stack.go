@@ -24,8 +24,9 @@ type Stack interface {
 	// connect(2) error is returned as such (errors.Is with the errno); a
 	// handshake that does not complete yields ErrTimeout, and s stays open.
 	Connect(s, l tcpao.Socket) (tcpao.Socket, error)
-	// Exchange sends n small messages from a to b, each answered by b; it
-	// returns ErrTimeout when one does not arrive.
+	// Exchange sends n small messages from a to b, each answered by b and
+	// the answer acknowledged by a at once; it returns ErrTimeout when a
+	// message does not arrive or an answer stays unacknowledged.
 	Exchange(a, b tcpao.Socket, n int) error
 	// OptMemMax is net.core.optmem_max.
 	OptMemMax() (int, error)
@@ -92,3 +93,12 @@ func (m *MemStack) Exchange(a, b tcpao.Socket, n int) error {
 func (m *MemStack) OptMemMax() (int, error) { return m.Net.OptMemMax(), nil }
 
 func (m *MemStack) Close() error { return nil }
+
+// CloseSocket is close(2) of one socket.
+func (m *MemStack) CloseSocket(s tcpao.Socket) error {
+	ms, err := memSock(s)
+	if err != nil {
+		return err
+	}
+	return ms.Close()
+}
