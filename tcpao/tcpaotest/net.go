@@ -225,8 +225,9 @@ func (s *Sock) receiveEstablished(src netip.Addr, seg *segment) bool {
 // Connect connects c to the listener l the way tcp_v4_connect/tcp_v6_connect
 // and the three-way handshake do, and returns the socket accept(2) gives on
 // l. It fails with EKEYREJECTED (connect(2) itself) when c has TCP-AO keys but
-// none for l's address, and with ErrTimeout when a segment of the handshake
-// would be dropped; c then stays in SYN_SENT.
+// none for l's address (c is closed again, its keys now checked against l's
+// address like a connected socket's), and with ErrTimeout when a segment of
+// the handshake would be dropped; c then stays in SYN_SENT.
 func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -243,9 +244,10 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	src := c.local.Addr()
 	c.peer = dst
 	if c.ao != nil {
-		// tcp_connect: no key for the peer -> EKEYREJECTED.
+		// tcp_connect: no key for the peer -> EKEYREJECTED. The failure
+		// path of tcp_v4_connect/tcp_v6_connect closes the socket again
+		// but keeps the destination address: later keys must match it.
 		if c.ao.lookup(0, dst, 255, -1, -1) == nil {
-			c.peer = netip.Addr{}
 			return nil, fmt.Errorf("tcpaotest: connect %s: %w", l.local, sysErr("connect", eKEYREJECTED))
 		}
 		// tcp_ao_connect_init: drop the keys that do not match the peer.
@@ -327,8 +329,10 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 }
 
 // Exchange sends segments from a to b and back, n rounds, each signed with the
-// sender's Current_key and carrying its RNext_key's RecvID. It returns
-// ErrTimeout at the first segment the receiver drops.
+// sender's Current_key and carrying its RNext_key's RecvID: a message, its
+// answer, and a's ACK of the answer (the real kernel sends it at once when
+// the reader asks for TCP_QUICKACK, as the conformance KernelStack does). It
+// returns ErrTimeout at the first segment the receiver drops.
 func (n *Net) Exchange(a, b *Sock, rounds int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -342,6 +346,12 @@ func (n *Net) Exchange(a, b *Sock, rounds int) error {
 		}
 		if !a.receiveEstablished(b.local.Addr(), b.sign()) {
 			return fmt.Errorf("tcpaotest: exchange round %d: segment %s -> %s dropped: %w", i, b.local, a.local, ErrTimeout)
+		}
+		// a acknowledges the answer with the key it may just have switched
+		// to (the answer's RNextKeyID); a dropped ACK leaves b's data
+		// unacknowledged.
+		if !b.receiveEstablished(a.local.Addr(), a.sign()) {
+			return fmt.Errorf("tcpaotest: exchange round %d: ACK %s -> %s dropped: %w", i, a.local, b.local, ErrTimeout)
 		}
 	}
 	return nil

@@ -32,7 +32,7 @@ var p = netip.MustParsePrefix
 
 // Cases is the conformance table.
 func Cases() []Case {
-	return append(append(keyCases(), connectCases()...), infoCases()...)
+	return append(append(append(keyCases(), connectCases()...), infoCases()...), regressCases()...)
 }
 
 func keyCases() []Case {

@@ -1,0 +1,63 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// regressCases are divergences the differential test (differential.go)
+// found between the in-memory kernel and the real one, one case each.
+func regressCases() []Case {
+	// refused is a closed socket whose connect(2) failed with EKEYREJECTED:
+	// the kernel keeps the destination address (tcp_v4_connect's failure
+	// path resets only the port), so later keys must match that peer.
+	refused := func(e env) tcpao.Socket {
+		e.t.Helper()
+		l := e.listener(lo4)
+		c := e.socket(cli4)
+		e.add(c, mk(p("10.0.0.0/8"), 1, 2, "s"), tcpao.AddOptions{})
+		_, err := e.s.Connect(c, l)
+		e.wantErr("connect", err, eKEYREJECTED)
+		return c
+	}
+	return []Case{
+		{"closed/after-ekeyrejected-add-other-peer-einval", func(t *testing.T, e env) {
+			c := refused(e)
+			e.wantErr("key for another peer", c.AddKey(mk(host(oth4), 3, 4, "x"), tcpao.AddOptions{}), eINVAL)
+			k := mk(host(lo4), 3, 4, "x")
+			e.wantErr("key for the refused peer", c.AddKey(k, tcpao.AddOptions{}), nil)
+			e.wantErr("any address", c.AddKey(mk(p("0.0.0.0/0"), 5, 6, "y"), tcpao.AddOptions{}), nil)
+		}},
+		{"closed/after-ekeyrejected-oversized-add-einval", func(t *testing.T, e env) {
+			c := refused(e)
+			k := mk(host(oth4), 3, 4, "x")
+			k.MACLen = 17
+			e.wantErr("maclen 17 for another peer", c.AddKey(k, tcpao.AddOptions{}), eINVAL)
+			k.Peer = host(lo4)
+			e.wantErr("maclen 17 for the refused peer", c.AddKey(k, tcpao.AddOptions{}), eMSGSIZE)
+		}},
+		{"closed/after-ekeyrejected-duplicate-add-einval", func(t *testing.T, e env) {
+			c := refused(e)
+			// The key for 10/8 survives the refused connect; a key inside it
+			// overlaps, but the address check comes first.
+			e.wantErr("same ids inside the 10/8 key", c.AddKey(mk(p("10.1.0.0/16"), 1, 2, "s"), tcpao.AddOptions{}), eINVAL)
+			e.add(c, mk(host(lo4), 3, 4, "x"), tcpao.AddOptions{})
+			e.wantErr("same SendID for the refused peer", c.AddKey(mk(host(lo4), 3, 9, "x"), tcpao.AddOptions{}), eEXIST)
+		}},
+		{"connect/exchange-final-ack-uses-switched-key", func(t *testing.T, e env) {
+			// The server asks for key "two" in its answer; the client
+			// switches Current_key and acknowledges the answer with it, so
+			// the server's key "two" verifies a segment in the same exchange.
+			pr, _, _ := rotationPair(e)
+			e.wantErr("server rnext two", pr.a.SetInfo(tcpao.InfoChange{RNext: u8(2)}), nil)
+			e.exchange(pr.c, pr.a, 1)
+			if in := e.info(pr.c); in.CurrentKey != 2 {
+				t.Fatalf("client Info = %+v, want Current 2", in)
+			}
+			if g, _ := e.keyCounters(pr.a, 12, 2); g == 0 {
+				t.Fatal("server key two pkt_good = 0: the client's ACK was not signed with it")
+			}
+		}},
+	}
+}
