@@ -22,8 +22,9 @@
 //     re-linking the key at the head), del_async only on listeners.
 //   - TCP_AO_INFO and TCP_AO_GET_KEYS with their filters and counters.
 //   - connect (tcp_connect, tcp_ao_connect_init): EKEYREJECTED without a key
-//     for the peer, non-matching keys dropped, Current/RNext default to the
-//     first (newest) matching key.
+//     for the peer (the socket is closed again but keeps the peer's address,
+//     so later keys for other peers get EINVAL), non-matching keys dropped,
+//     Current/RNext default to the first (newest) matching key.
 //   - the handshake (tcp_inbound_hash, tcp_make_synack,
 //     tcp_ao_copy_all_matching): unsigned SYNs to a listener with a key for the
 //     peer (or ao_required) count ao_required and die, signed SYNs without a
@@ -34,11 +35,17 @@
 //   - established segments (tcp_inbound_ao_hash fast path): lookup by
 //     RecvID, verification (same secret fingerprint, algorithm, MAC length
 //     and option coverage), and the switch of Current_key to the key whose
-//     SendID is the peer's RNextKeyID.
+//     SendID is the peer's RNextKeyID. Each answer of an exchange is
+//     acknowledged at once, with the key the answer may just have switched
+//     to.
 //
 // A connection that the real kernel would never establish returns
 // ErrTimeout from Connect; a segment the real kernel would drop makes
 // Exchange return ErrTimeout.
+//
+// The conformance package holds the model to the real kernel: a table of
+// named cases and a seeded differential test that runs random operation
+// sequences through both in the test VM (make test, make differential).
 //
 // Usage:
 //

@@ -10,6 +10,12 @@
 // and counters compared as zero / non-zero / grown, never as exact packet
 // counts (the real kernel's ACK timing is not part of the contract).
 //
+// The differential test (Differential, TestDifferential in the test VM)
+// goes further than the table: seeded random sequences of operations run
+// through both stacks side by side, every result and every socket's INFO and
+// GET_KEYS compared after each step. A divergence it finds is fixed in the
+// model and becomes a named case of the table (regress_cases.go).
+//
 // Usage from a test:
 //
 //	conformance.Run(t, func(t *testing.T) conformance.Stack { return conformance.NewMemStack() })
