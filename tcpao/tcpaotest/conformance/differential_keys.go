@@ -24,7 +24,10 @@ func (q *seq) randPeer(s *dsock) tcpao.KeyRef {
 	}
 	r := tcpao.KeyRef{Peer: p(ps[q.rng.IntN(len(ps))]), SendID: q.randID(), RecvID: q.randID()}
 	if s.peer != nil && q.rng.IntN(2) == 0 {
-		r.Peer = host(s.peer.local) // the established peer, most of the time
+		r.Peer = hostOf(s.peer.local) // the established peer, most of the time
+		if q.rng.IntN(8) == 0 {
+			r.Peer = host(s.peer.local) // v4-mapped: EINVAL for a /128
+		}
 	}
 	if q.rng.IntN(8) == 0 {
 		r.IfIndex = []int{q.vrf, 1, 4242}[q.rng.IntN(3)]

@@ -49,12 +49,28 @@ var (
 	vrfH = netip.MustParseAddr("127.0.0.4")
 )
 
+// randLocal is a local address: IPv4 loopback, or for v6 the IPv6 loopback
+// or (a third of the time) a v4-mapped IPv4 loopback address.
 func (q *seq) randLocal(v6 bool) netip.Addr {
-	if v6 {
-		return lo6
+	a := lo4s[q.rng.IntN(len(lo4s))]
+	switch {
+	case !v6:
+		return a
+	case q.rng.IntN(3) == 0:
+		return netip.AddrFrom16(a.As16())
 	}
-	return lo4s[q.rng.IntN(len(lo4s))]
+	return lo6
 }
+
+// sameNet says whether c can connect to l: the same family, and for IPv6
+// both v4-mapped or neither.
+func sameNet(c, l *dsock) bool {
+	return c.v6() == l.v6() && c.local.Is4In6() == l.local.Is4In6()
+}
+
+// hostOf is a key's peer for the socket at a: v4-mapped addresses are given
+// as IPv4 (the binding sends them v4-mapped with an IPv4 prefix length).
+func hostOf(a netip.Addr) netip.Prefix { return host(a.Unmap()) }
 
 func (q *seq) any() *dsock { return q.socks[q.rng.IntN(len(q.socks))] }
 
@@ -79,8 +95,8 @@ func (q *seq) pairKey() {
 	b := a.peer
 	snd, rcv, alg := q.randID(), q.randID(), q.randAlg()
 	o := tcpao.AddOptions{SetCurrent: q.rng.IntN(4) == 0, SetRNext: q.rng.IntN(4) == 0}
-	q.add(a, q.key(host(b.local), snd, rcv, alg, "pair"), o)
-	q.add(b, q.key(host(a.local), rcv, snd, alg, "pair"), tcpao.AddOptions{})
+	q.add(a, q.key(hostOf(b.local), snd, rcv, alg, "pair"), o)
+	q.add(b, q.key(hostOf(a.local), rcv, snd, alg, "pair"), tcpao.AddOptions{})
 }
 
 // pick returns a random socket in state st, nil when there is none.
@@ -139,14 +155,23 @@ func (q *seq) pairUp() {
 	if l == nil {
 		return
 	}
-	c := q.newSocket(q.randLocal(v6))
+	cl := q.randLocal(v6)
+	if l.local.Is4In6() != cl.Is4In6() {
+		cl = q.randLocal(v6)
+		if l.local.Is4In6() {
+			cl = netip.AddrFrom16(lo4s[q.rng.IntN(len(lo4s))].As16())
+		} else if v6 {
+			cl = lo6
+		}
+	}
+	c := q.newSocket(cl)
 	if c == nil {
 		return
 	}
 	snd, rcv := uint8(1+q.rng.IntN(3)), uint8(1+q.rng.IntN(3))
 	alg := q.randAlg()
-	kl := q.key(host(c.local), rcv, snd, alg, "pair")
-	kc := q.key(host(l.local), snd, rcv, alg, "pair")
+	kl := q.key(hostOf(c.local), rcv, snd, alg, "pair")
+	kc := q.key(hostOf(l.local), snd, rcv, alg, "pair")
 	if q.rng.IntN(8) == 0 {
 		kc.Secret = q.secret(alg, "other")
 	}
@@ -165,7 +190,7 @@ func (q *seq) randomConnect() {
 	}
 	var cs []*dsock
 	for _, s := range q.socks {
-		if s.st == stClosed && s.v6() == l.v6() {
+		if s.st == stClosed && sameNet(s, l) {
 			cs = append(cs, s)
 		}
 	}
@@ -173,7 +198,13 @@ func (q *seq) randomConnect() {
 		if len(q.socks) >= maxSocks {
 			return
 		}
-		c := q.newSocket(q.randLocal(l.v6()))
+		local := q.randLocal(l.v6())
+		if l.local.Is4In6() {
+			local = netip.AddrFrom16(lo4s[q.rng.IntN(len(lo4s))].As16())
+		} else if l.v6() {
+			local = lo6
+		}
+		c := q.newSocket(local)
 		if c == nil {
 			return
 		}
