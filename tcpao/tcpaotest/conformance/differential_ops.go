@@ -176,8 +176,15 @@ func (q *seq) pairUp() {
 		kc.Secret = q.secret(alg, "other")
 	}
 	q.add(l, kl, tcpao.AddOptions{})
-	q.listen(l)
 	q.add(c, kc, tcpao.AddOptions{})
+	if q.rng.IntN(3) == 0 {
+		// A second MKT, and a client that starts on either.
+		snd2, rcv2 := uint8(4+q.rng.IntN(3)), uint8(4+q.rng.IntN(3))
+		q.add(l, q.key(hostOf(c.local), rcv2, snd2, alg, "pair"), tcpao.AddOptions{})
+		o := tcpao.AddOptions{SetCurrent: q.rng.IntN(2) == 0, SetRNext: q.rng.IntN(2) == 0}
+		q.add(c, q.key(hostOf(l.local), snd2, rcv2, alg, "pair"), o)
+	}
+	q.listen(l)
 	if q.div == nil {
 		q.connect(c, l)
 	}
