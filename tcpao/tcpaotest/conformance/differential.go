@@ -100,6 +100,8 @@ type dsock struct {
 	local netip.Addr
 	st    sockState
 	peer  *dsock // the other end, once established
+	// accepted marks the listener's end of a connection.
+	accepted bool
 }
 
 func (s *dsock) String() string { return fmt.Sprintf("s%d(%s %s)", s.id, s.st, s.local) }

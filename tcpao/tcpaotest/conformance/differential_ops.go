@@ -251,7 +251,7 @@ func (q *seq) connect(c, l *dsock) {
 	if res != "ok" || am == nil || ar == nil {
 		return // connect(2) failed: the socket is closed again
 	}
-	a := &dsock{id: q.next, m: am, r: ar, local: l.local, st: stEstablished, peer: c}
+	a := &dsock{id: q.next, m: am, r: ar, local: l.local, st: stEstablished, peer: c, accepted: true}
 	q.next++
 	c.st, c.peer = stEstablished, a
 	q.socks = append(q.socks, a)
@@ -274,6 +274,11 @@ func (q *seq) exchange() {
 		return errClass(err)
 	})
 	if res != "ok" {
+		// The client end first: the accepted end's RST then finds no
+		// socket, where the client's would reach the listener's port.
+		if a.accepted {
+			a, b = b, a
+		}
 		q.close(a)
 		q.close(b)
 	}

@@ -239,7 +239,7 @@ func (k *KernelStack) SetTimeout(d time.Duration) {
 	k.mu.Unlock()
 }
 
-// CloseSocket closes one socket of the stack's making.
+// CloseSocket aborts one socket of the stack's making.
 func (k *KernelStack) CloseSocket(s tcpao.Socket) error {
 	ks, err := k.sock(s)
 	if err != nil {
@@ -250,7 +250,9 @@ func (k *KernelStack) CloseSocket(s tcpao.Socket) error {
 	for i, fd := range k.fds {
 		if fd == ks.fd {
 			k.fds = append(k.fds[:i:i], k.fds[i+1:]...)
-			return os.NewSyscallError("close", unix.Close(fd))
+			// Abort (RST at once, no FIN or retransmissions later).
+			err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+			return errors.Join(os.NewSyscallError("setsockopt(SO_LINGER)", err), os.NewSyscallError("close", unix.Close(fd)))
 		}
 	}
 	return fmt.Errorf("conformance: socket %d already closed", ks.fd)
