@@ -34,10 +34,11 @@ test-kernel: deps
 
 # The differential test of the in-memory kernel against the guest's, longer
 # than in make test (300 sequences): DIFFERENTIAL sequences of 30 operations;
-# DIFFERENTIAL_SEED replays a run (each failure prints its seed and sequence).
+# a new seed each run, or DIFFERENTIAL_SEED to replay one (each failure prints
+# its seed and sequence). make test runs a fixed seed.
 # Prints "differential: sequences=N ops=M diverged=0".
 DIFFERENTIAL ?= 5000
-DIFFERENTIAL_SEED ?=
+DIFFERENTIAL_SEED ?= $(shell date +%s%N)
 differential: deps
 	AOKEYD_GUEST_ENV="AOKEYD_DIFFERENTIAL_SEQUENCES=$(DIFFERENTIAL) AOKEYD_DIFFERENTIAL_SEED=$(DIFFERENTIAL_SEED)" \
 		AOKEYD_TEST_RUN='^TestDifferential$$' AOKEYD_VM_TIMEOUT=$$((600 + $(DIFFERENTIAL) / 2)) \

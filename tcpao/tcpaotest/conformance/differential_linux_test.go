@@ -53,12 +53,18 @@ func vrfIndex(t *testing.T) int {
 	return ifi.Index
 }
 
+// makeTestSeed is the seed of the sequences make test runs.
+const makeTestSeed = 1
+
 // TestDifferential runs random operation sequences through the in-memory
 // kernel and the real one and fails on the first step where they differ.
 func TestDifferential(t *testing.T) {
 	kerneltest.Require(t)
 	n := int(envInt(t, envSequences, 300))
-	seed := uint64(envInt(t, envSeed, time.Now().UnixNano()))
+	// make test replays one fixed set of sequences, so that its verdict
+	// is the code's and not the draw's; make differential draws a new seed
+	// each run to explore.
+	seed := uint64(envInt(t, envSeed, makeTestSeed))
 	first, last := 0, n
 	if i := envInt(t, envReplay, -1); i >= 0 {
 		first, last = int(i), int(i)+1
