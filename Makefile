@@ -12,8 +12,11 @@ KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xa
 
 all: build
 
+# The version aokeyd reports (main.version), from git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 deps:
 	@bash integration/tools/deps.sh
@@ -21,6 +24,7 @@ deps:
 	@$(GO) mod download
 
 lint:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	GOARCH=386 $(GO) vet ./tcpao/...
 	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
