@@ -203,7 +203,7 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 		return nil, fail(doc.Line, "want a mapping with a chains field")
 	}
 	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
-		return nil, fail(top.lines[bad[0]], "field %s: %v", truncate(bad[0]), ErrUnknownField)
+		return nil, fail(top.lines[bad[0]], "field %s: %v", fieldName(bad[0]), ErrUnknownField)
 	}
 	cv, ok := top.get("chains")
 	if !ok {
@@ -282,7 +282,7 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 				return nil, c.fail(k, "mapping keys must be plain scalars")
 			}
 			if _, dup := o.vals[k.Value]; dup {
-				return nil, c.fail(k, "field %s: %v: defined twice", truncate(k.Value), ErrDuplicate)
+				return nil, c.fail(k, "field %s: %v: defined twice", fieldName(k.Value), ErrDuplicate)
 			}
 			v, err := c.value(vn)
 			if err != nil {

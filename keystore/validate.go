@@ -137,7 +137,7 @@ func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int
 		return nil, chainErr("", 0, bad("chain must be a mapping with keys"))
 	}
 	if bad := unknownFields(o, chainFields); len(bad) > 0 {
-		return nil, chainErr(bad[0], o.lines[bad[0]], ErrUnknownField)
+		return nil, chainErr(fieldName(bad[0]), o.lines[bad[0]], ErrUnknownField)
 	}
 	var def chainDefaults
 	if pv, ok := o.get("peers"); ok {
@@ -220,7 +220,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return fail("name", ErrMissingField)
 	}
 	if bad := unknownFields(o, keyFields); len(bad) > 0 {
-		return fail(bad[0], ErrUnknownField)
+		return fail(fieldName(bad[0]), ErrUnknownField)
 	}
 	m = MKT{Name: keyName, Chain: chain, Source: mktSrc(keyName, o.line), IncludeTCPOptions: true}
 	for _, f := range []struct {
@@ -464,7 +464,7 @@ func parseLifetime(v any) (Lifetime, error) {
 		return Lifetime{}, bad("want \"always\" or {start, end|duration}")
 	}
 	if bad := unknownFields(o, []string{"start", "end", "duration"}); len(bad) > 0 {
-		return Lifetime{}, fmt.Errorf("%w: %s", ErrUnknownField, truncate(bad[0]))
+		return Lifetime{}, fmt.Errorf("%w: %s", ErrUnknownField, fieldName(bad[0]))
 	}
 	var l Lifetime
 	var err error
@@ -545,6 +545,22 @@ func parseDuration(v any) (time.Duration, error) {
 }
 
 // truncate shortens a value quoted in an error.
+// fieldName is an unknown field's name as an error may show it: a name
+// that looks like a field (letters, digits, '_', '-', '.'; at most 64) is
+// shown so that a typo can be found, anything else is not, since a broken
+// line can carry a secret's text in what the parser took for a key.
+func fieldName(s string) string {
+	if s == "" || len(s) > 64 {
+		return "(a key that is not a field name, not shown)"
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return "(a key that is not a field name, not shown)"
+		}
+	}
+	return s
+}
+
 func truncate(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "…"
