@@ -46,7 +46,14 @@ func TestStatusShowsVerifyFailingOnListener(t *testing.T) {
 	// The session drops; the peer reconnects with the same secret and IDs
 	// but tcp_options exclude.
 	e.sp.Set(bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
-	e.waitFor("session down in status", func() bool { return e.peerStatus().SessionState != "established" })
+	// Down as the daemon has taken it in (OnDown recorded the listener's
+	// counters and let go of the socket), not only as the speaker says:
+	// status reads the state from the speaker before the event arrives.
+	e.waitFor("session down in the daemon", func() bool {
+		ps := e.peerStatus()
+		return ps.SessionState != "established" &&
+			!slices.ContainsFunc(ps.Sockets, func(s control.Socket) bool { return s.Kind == control.KindEstablished })
+	})
 	if ps := e.peerStatus(); slices.Contains(ps.Warnings, warn) {
 		t.Fatalf("warning before any failing segment: %v", ps.Warnings)
 	}
