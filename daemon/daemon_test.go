@@ -60,12 +60,7 @@ func TestEstablishedSessionGetsDesiredKeysAndStrayKeyRemoved(t *testing.T) {
 	e.waitKeys("listener", e.lis, ids(k0, k1))
 
 	// The policy stops wanting k0; the listener loses it on the next pass.
-	m := k1.mkt()
-	e.src.setKeys(m)
-	m.Zero()
-	if err := e.d.RefreshKeys(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.refreshWith(k1)
 	e.waitKeys("listener", e.lis, ids(k1))
 
 	// The del_async race: a connection accepted before the listener's
@@ -178,12 +173,7 @@ func TestNoSnapshotTouchesNoSocket(t *testing.T) {
 
 	// The source comes back: now the daemon does install keys (the
 	// counting wrapper sees the daemon's calls).
-	m := k1.mkt()
-	e.src.setKeys(m)
-	m.Zero()
-	if err := e.d.RefreshKeys(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.refreshWith(k1)
 	e.waitKeys("listener", e.lis, ids(k1))
 	if _, w := e.lisC.calls(); w == 0 {
 		t.Errorf("listener: no writes counted after the source recovered")

@@ -332,13 +332,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{}, cclock: &manualNow{},
 		logs: &syncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
-	var mkts []keystore.MKT
-	for _, k := range o.keys {
-		m := k.mkt()
-		mkts = append(mkts, m)
-		defer m.Zero()
-	}
-	e.src.setKeys(mkts...)
+	e.setSourceKeys(o.keys...)
 	t.Cleanup(e.src.close)
 	if o.sourceDown != nil {
 		e.src.fail(o.sourceDown)
@@ -502,4 +496,26 @@ func info(t testing.TB, s tcpao.Socket) tcpao.Info {
 		t.Fatalf("Info: %v", err)
 	}
 	return i
+}
+
+// setSourceKeys makes keys what the fake key source returns from its next
+// read (the secrets handed over are zeroed here).
+func (e *env) setSourceKeys(keys ...testKey) {
+	mkts := make([]keystore.MKT, len(keys))
+	for i, k := range keys {
+		mkts[i] = k.mkt()
+	}
+	e.src.setKeys(mkts...)
+	for i := range mkts {
+		mkts[i].Zero()
+	}
+}
+
+// refreshWith makes keys the source's and has the daemon read it now.
+func (e *env) refreshWith(keys ...testKey) {
+	e.t.Helper()
+	e.setSourceKeys(keys...)
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
 }

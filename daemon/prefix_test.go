@@ -99,12 +99,7 @@ func testPrefixBindingLaggingPeer(t *testing.T) {
 	kn := testKey{name: "kn", send: 50, recv: 51, secret: "daemon-test-secret-kn-Pq8", sendStart: time.Now().Add(-time.Minute)}
 	e := newEnv(t, envOptions{policy: prefixPolicy, keys: []testKey{k1, kn}, switchTimeout: 500 * time.Millisecond})
 	// The session comes up before the source has kn.
-	m := k1.mkt()
-	e.src.setKeys(m)
-	m.Zero()
-	if err := e.d.RefreshKeys(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.refreshWith(k1)
 	e.waitKeys("listener", e.lis, ids(k1))
 	e.up(ids(k1), k1)
 
@@ -136,13 +131,7 @@ func testPrefixBindingLaggingPeer(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	m1, mn := k1.mkt(), kn.mkt()
-	e.src.setKeys(m1, mn)
-	m1.Zero()
-	mn.Zero()
-	if err := e.d.RefreshKeys(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.refreshWith(k1, kn)
 	e.waitKeys("session", e.acc, ids(k1, kn))
 	for _, k := range allKeys(t, e.acc) {
 		if k.Peer.String() != "192.0.2.0/24" {

@@ -41,12 +41,7 @@ func TestSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 	e.waitFor("the session event", func() bool {
 		return strings.Contains(e.logs.String(), "no key snapshot yet: not touching the new session")
 	})
-	m := k1.mkt()
-	e.src.setKeys(m)
-	m.Zero()
-	if err := e.d.RefreshKeys(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.refreshWith(k1)
 	e.waitKeys("listener", e.lis, ids(k1))
 	e.waitKeys("session", e.acc, ids(k1))
 }
