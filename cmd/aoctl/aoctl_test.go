@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -174,7 +174,7 @@ func TestPlanOffline(t *testing.T) {
 		{"table", []string{"plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15"}, exitOK, "plan-offline.golden"},
 		{"json", []string{"plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15", "--json"}, exitOK, "plan-offline.json.golden"},
 		{"rotation schedule", []string{"plan", "--config", "testdata/rotation.yaml", "--at", "2026-01-15"}, exitOK, "plan-rotation.golden"},
-		{"demo config", []string{"plan", "--config", "../../config/testdata/aokeyd.yaml", "--at", "2029-12-01"}, exitOK, "plan-demo.golden"},
+		{"demo config", []string{"plan", "--config", "../../internal/config/testdata/aokeyd.yaml", "--at", "2029-12-01"}, exitOK, "plan-demo.golden"},
 		{"bad config", []string{"plan", "--config", "testdata/bad.yaml"}, exitInvalid, ""},
 		{"missing config", []string{"plan", "--config", "testdata/none.yaml"}, exitInvalid, ""},
 	}

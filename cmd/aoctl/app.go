@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/config"
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"

@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/desired"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/aokeyd/aokeyd/config"
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -186,7 +186,7 @@ func peerName(b policy.Binding) string {
 // desiredOf converts the policy's answer into the planner's input. The
 // VRF's ifindex is unknown offline: keys are planned for ifindex 0.
 func desiredOf(b policy.Binding, pk policy.PeerKeys, snap *keystore.Snapshot, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
-	return daemon.Desired(pk, snap, b.Neighbor, 0, pk.Preferred, sock, kind)
+	return desired.Socket(pk, snap, b.Neighbor, 0, pk.Preferred, sock, kind)
 }
 
 // upcoming lists the binding's next changes of desired keys within the

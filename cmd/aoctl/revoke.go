@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 func (a *app) revoke(ctx context.Context, args []string) int {

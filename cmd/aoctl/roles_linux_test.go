@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 const cliEnv = "AOCTL_TEST_AS_CLI"

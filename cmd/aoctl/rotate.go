@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 func (a *app) rotate(ctx context.Context, args []string) int {

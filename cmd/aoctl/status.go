@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 func (a *app) status(ctx context.Context, args []string) int {

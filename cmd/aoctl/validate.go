@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/aokeyd/aokeyd/config"
+	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/policy"
 )
 

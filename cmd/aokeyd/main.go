@@ -23,12 +23,12 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/config"
-	"github.com/aokeyd/aokeyd/connectguard"
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/connectguard"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )

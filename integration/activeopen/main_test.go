@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/connectguard"
+	"github.com/aokeyd/aokeyd/internal/connectguard"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
 )

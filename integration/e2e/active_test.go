@@ -15,9 +15,9 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	bgpgobgp "github.com/aokeyd/aokeyd/bgp/gobgp"
-	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // router is one gobgpd started through `aokeyd exec`, with its own aokeyd

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // lossyFault is one way a key source read can succeed and still lose keys.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
-	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 )
 
 // TestTCPOptionsMismatch: A rolls to a key whose tcp_options (exclude) differ

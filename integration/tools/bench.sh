@@ -36,20 +36,20 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin"
 
 log "building the guest program, aoctl and the rotator test binary (static)"
-CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./bench/cmd/aokeyd-bench
+CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./internal/bench/cmd/aokeyd-bench
 CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
-CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./daemon
+CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon
 
 log "planner benchmark on the host (rotator BenchmarkPlan)"
 go test -run '^$' -bench '^BenchmarkPlan$' -benchmem -count 3 ./rotator | tee "$work/host-plan.txt" >&2
 log "idle reconcile pass on the host's CPU (daemon BenchmarkIdlePass)"
-go test -run '^$' -bench '^BenchmarkIdlePass$' -count 3 ./daemon | tee "$work/host-idle.txt" >&2
+go test -run '^$' -bench '^BenchmarkIdlePass$' -count 3 ./internal/daemon | tee "$work/host-idle.txt" >&2
 
 log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke over $revoke peers, daemon with $daemon peers x $daemon_keys keys"
 guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
-guest_cmd="$guest_cmd && (cd daemon && daemon.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/guest-idle.txt) && cat /aokeyd/share/bench/guest-idle.txt"
+guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/guest-idle.txt) && cat /aokeyd/share/bench/guest-idle.txt"
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-1500} \
 	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test" \

@@ -42,7 +42,7 @@ func TestWriteTableGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.String() != string(want) {
-		t.Errorf("table differs from %s (run go test ./bench -update):\n%s", golden, b.String())
+		t.Errorf("table differs from %s (run go test ./internal/bench -update):\n%s", golden, b.String())
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -87,7 +87,7 @@ type Daemon struct {
 	early    map[rotator.PeerID]bool // rotate-now requests: roll to the newest key ahead of its send time
 	nextPass time.Time
 	lastPass time.Time
-	passErr  error
+
 	optmem   [2]int                    // limit, needed (listener)
 	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
 	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

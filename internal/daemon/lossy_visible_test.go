@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 )
 
 // TestLossyHoldIsVisible: a held-back key is in status (JSON field and

@@ -210,15 +210,6 @@ func writeProfile(t *tw, top string, max int) {
 	}
 }
 
-func sizeAt(r *Results, n int) Size {
-	for _, s := range r.Sizes {
-		if s.N == n {
-			return s
-		}
-	}
-	return Size{}
-}
-
 func writeRevoke(t *tw, v *RevokeRun) {
 	if v == nil {
 		return

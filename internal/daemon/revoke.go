@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -59,7 +60,7 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 			d.mu.Unlock()
 		}
 	}
-	out := Desired(pk, snap, sessionPrefix(pk.Binding, p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	out := desired.Socket(pk, snap, sessionPrefix(pk.Binding, p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
 	return out, pk, nil
 }
 
@@ -86,25 +87,6 @@ func sessionPrefix(b policy.Binding, peer netip.Addr) netip.Prefix {
 	return hostPrefix(peer)
 }
 
-// Desired converts the policy's answer for one socket into the rotator's
-// input: pk's keys for peer (a host or a prefix) on L3 device ifindex,
-// with pref (an index into pk.Keys, -1 for none) as the key to send with,
-// and pk's revoked MKTs as the keys a forced delete may remove. The keys
-// carry cloned secrets that the caller (or the rotator it hands them to)
-// owns. aokeyd and `aoctl plan` share it so the two cannot drift.
-func Desired(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifindex, pref int, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
-	out := rotator.Desired{Socket: sock, Kind: kind, AORequired: pk.AORequired}
-	for i, k := range pk.Keys {
-		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(peer, ifindex), AcceptOnly: !k.Sendable && i != pref})
-	}
-	if pref >= 0 && pref < len(pk.Keys) {
-		out.WantCurrent = rotator.ID(pk.Keys[pref].MKT.SendID)
-		out.WantRNext = rotator.ID(pk.Keys[pref].MKT.RecvID)
-	}
-	out.Revoked = revokedRefs(snap, pk, peer, ifindex)
-	return out
-}
-
 // newest is the index of the key with the latest send start (the one a
 // rotate-now rolls to ahead of its time), -1 when there are no keys.
 func newest(pk policy.PeerKeys) int {
@@ -115,22 +97,6 @@ func newest(pk policy.PeerKeys) int {
 		}
 	}
 	return best
-}
-
-func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
-	c := snap.Chains[pk.SourceChain]
-	if c == nil {
-		return nil
-	}
-	var out []tcpao.KeyRef
-	for _, name := range pk.Revoked {
-		for _, m := range c.Keys {
-			if m.Name == name {
-				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
-			}
-		}
-	}
-	return out
 }
 
 // listenerDesired is the key set of the speaker's listening sockets: every
@@ -172,7 +138,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if b.Neighbor.Addr().Is4() {
 			dst = &v4
 		}
-		one := Desired(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
+		one := desired.Socket(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 	}

@@ -24,10 +24,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 )

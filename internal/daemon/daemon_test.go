@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

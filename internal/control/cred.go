@@ -21,13 +21,6 @@ type credResult struct {
 	err  error
 }
 
-// WithCred returns ctx carrying cred as the peer's credentials, for serving
-// Handler on something other than Serve's unix listener (tests, in-process
-// callers that are trusted).
-func WithCred(ctx context.Context, cred Cred) context.Context {
-	return context.WithValue(ctx, credKey{}, credResult{cred: cred})
-}
-
 func credFrom(ctx context.Context) (Cred, error) {
 	r, ok := ctx.Value(credKey{}).(credResult)
 	if !ok {

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/metrics"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/rotator"
 )
 

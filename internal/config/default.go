@@ -17,6 +17,3 @@ func DefaultConfig() []byte { return append([]byte(nil), defaultConfig...) }
 // DemoPolicy returns (a copy of) a policy that binds the demo peers of
 // keystore.DefaultKeyFile (192.0.2.2 and 2001:db8::2) to its chain "demo".
 func DemoPolicy() []byte { return append([]byte(nil), demoPolicy...) }
-
-// Default parses DefaultConfig.
-func Default() (*Config, error) { return Parse(DefaultPath, DefaultConfig()) }

@@ -125,7 +125,6 @@ type supervised struct {
 	launcher *exec.Cmd
 	sock     string
 	in       io.WriteCloser
-	out      *bufio.Reader
 	lines    chan string
 }
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
-	"github.com/aokeyd/aokeyd/control"
-	"github.com/aokeyd/aokeyd/daemon"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
 )

@@ -144,7 +144,7 @@ func TestParseReportsAllProblems(t *testing.T) {
 }
 
 func TestDefaultConfigAndDemoPolicy(t *testing.T) {
-	c, err := Default()
+	c, err := Parse(DefaultPath, DefaultConfig())
 	if err != nil {
 		t.Fatalf("Default: %v", err)
 	}

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/aokeyd/aokeyd/control"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/metrics"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -64,12 +64,6 @@ func (d *Daemon) holds(snap *keystore.Snapshot) []keystore.Hold {
 		out = append(out, keystore.Hold{Chain: c.SourceChain, Reason: keystore.HoldChainMissing})
 	}
 	return out
-}
-
-// frozenChain reports whether a binding reading source chain must keep
-// what it has installed: the snapshot lacks the chain or it is degraded.
-func frozenChain(snap *keystore.Snapshot, chain string) bool {
-	return snap.Chains[chain] == nil || snap.Degraded(chain)
 }
 
 // frozenRange is a binding whose keys on the listener are not deleted.

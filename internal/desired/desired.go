@@ -1,0 +1,52 @@
+// Package desired computes one socket's desired TCP-AO state from the
+// policy's answer: the keys, the key to send with and the revoked keys a
+// forced delete may remove. It is the one computation the daemon and
+// `aoctl plan` share, kept apart from the daemon so that the CLI links
+// neither the daemon, the speaker adapters nor the metrics.
+package desired
+
+import (
+	"net/netip"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Socket converts the policy's answer for one socket into the rotator's
+// input: pk's keys for peer (a host or a prefix) on L3 device ifindex,
+// with pref (an index into pk.Keys, -1 for none) as the key to send with,
+// and pk's revoked MKTs as the keys a forced delete may remove. The keys
+// carry cloned secrets that the caller (or the rotator it hands them to)
+// owns. aokeyd and `aoctl plan` share it so the two cannot drift.
+func Socket(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifindex, pref int, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
+	out := rotator.Desired{Socket: sock, Kind: kind, AORequired: pk.AORequired}
+	for i, k := range pk.Keys {
+		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(peer, ifindex), AcceptOnly: !k.Sendable && i != pref})
+	}
+	if pref >= 0 && pref < len(pk.Keys) {
+		out.WantCurrent = rotator.ID(pk.Keys[pref].MKT.SendID)
+		out.WantRNext = rotator.ID(pk.Keys[pref].MKT.RecvID)
+	}
+	out.Revoked = revokedRefs(snap, pk, peer, ifindex)
+	return out
+}
+
+// revokedRefs are pk's revoked MKTs, looked up in the key source's chain,
+// as kernel key references for peer on ifindex idx.
+func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
+	c := snap.Chains[pk.SourceChain]
+	if c == nil {
+		return nil
+	}
+	var out []tcpao.KeyRef
+	for _, name := range pk.Revoked {
+		for _, m := range c.Keys {
+			if m.Name == name {
+				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
+			}
+		}
+	}
+	return out
+}
