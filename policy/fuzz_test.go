@@ -60,8 +60,8 @@ func FuzzParse(f *testing.F) {
 		for _, c := range p.Chains() {
 			if s, ok := p.Schedule(c.Name); ok {
 				peer := addr("192.0.2.1")
-				if nr := s.NextRotation(peer, t0); !nr.After(t0) && s.Interval > 0 {
-					t.Fatalf("NextRotation(%v) = %v", t0, nr)
+				if nr := nextRotation(s, peer, t0); !nr.After(t0) && s.Interval > 0 {
+					t.Fatalf("nextRotation(%v) = %v", t0, nr)
 				}
 			}
 		}

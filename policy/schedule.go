@@ -119,13 +119,6 @@ func (s Schedule) Current(peer netip.Addr, t time.Time) Planned {
 	return s.Plan(peer, s.Index(peer, t))
 }
 
-// NextRotation is the first S(i) after t for peer: when the next key
-// becomes the preferred send key.
-func (s Schedule) NextRotation(peer netip.Addr, t time.Time) time.Time {
-	off := s.Offset(peer)
-	return s.sendStart(off, s.index(off, t)+1)
-}
-
 // NextDue is the first rotation of peer whose key is not due yet at t
 // (accept start after t): the next key the generator has to create, and by
 // when (its AcceptLifetime.Start).

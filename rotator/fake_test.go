@@ -30,10 +30,9 @@ type fakeSock struct {
 }
 
 type fakeKey struct {
-	k          tcpao.Key
-	good, bad  uint64
-	fp         tcpao.Fingerprint
-	secretCopy []byte
+	k         tcpao.Key
+	good, bad uint64
+	fp        tcpao.Fingerprint
 }
 
 func newFakeListener() *fakeSock { return &fakeSock{listen: true} }

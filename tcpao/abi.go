@@ -187,15 +187,6 @@ func algFromKernel(b []byte) Algorithm {
 	return Algorithm(b)
 }
 
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}
-
 // encodeAdd fills the TCP_AO_ADD_KEY request for k on a socket of family
 // sockFamily. The caller zeroes c.Key after the call.
 func encodeAdd(c *aoAdd, k Key, o AddOptions, sockFamily int) error {
@@ -324,14 +315,8 @@ func encodeFilter(c *aoGetsockopt, f KeyFilter, n int) error {
 	return nil
 }
 
-// decodeKey turns one GET_KEYS element into a KeyInfo. It fingerprints the
-// returned key bytes; the caller zeroes the element afterwards.
-func decodeKey(c *aoGetsockopt) (KeyInfo, error) {
-	var h fingerprinter
-	return decodeKeyWith(&h, c)
-}
-
-// decodeKeyWith is decodeKey with the caller's fingerprinter.
+// decodeKeyWith turns one GET_KEYS element into a KeyInfo, fingerprinting
+// the returned key bytes with h; the caller zeroes the element afterwards.
 func decodeKeyWith(h *fingerprinter, c *aoGetsockopt) (KeyInfo, error) {
 	a, err := getSockaddr(&c.Addr)
 	if err != nil {

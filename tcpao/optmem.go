@@ -64,28 +64,3 @@ func OptMemMax() (int, error) {
 	}
 	return n, nil
 }
-
-// OptMemReport compares what nkeys MKTs need with the limit.
-type OptMemReport struct {
-	Limit  int // net.core.optmem_max
-	Needed int // OptMemNeeded(Keys, alg)
-	Keys   int
-}
-
-// Fits reports whether the kernel accepts all Keys: sock_kmalloc needs the
-// running total to stay strictly below the limit.
-func (r OptMemReport) Fits() bool { return r.Needed < r.Limit }
-
-func (r OptMemReport) String() string {
-	return fmt.Sprintf("%d keys need %d bytes of socket option memory, optmem_max is %d", r.Keys, r.Needed, r.Limit)
-}
-
-// CheckOptMem reads net.core.optmem_max and reports whether nkeys MKTs of
-// algorithm a fit on one socket.
-func CheckOptMem(nkeys int, a Algorithm) (OptMemReport, error) {
-	limit, err := OptMemMax()
-	if err != nil {
-		return OptMemReport{}, err
-	}
-	return OptMemReport{Limit: limit, Needed: OptMemNeeded(nkeys, a), Keys: nkeys}, nil
-}
