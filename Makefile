@@ -23,14 +23,28 @@ deps:
 	@bash integration/tools/gobgpd.sh >/dev/null
 	@$(GO) mod download
 
-lint:
+# staticcheck at a pinned version, installed once into the cache.
+STATICCHECK_VERSION = v0.8.2
+TOOLS = $(HOME)/.cache/aokeyd/tools/staticcheck-$(STATICCHECK_VERSION)
+STATICCHECK = $(TOOLS)/staticcheck
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: $(STATICCHECK)
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	GOARCH=386 $(GO) vet ./tcpao/...
 	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(STATICCHECK) ./...
+	@# aoctl is the operator's CLI: it must not link the daemon, a speaker
+	@# adapter or the metrics client (desired state lives in internal/desired).
+	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|prometheus/client_golang' || true); \
+		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
 
+# Every host package under the race detector (a data race fails the run).
 test-unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./...
 
 # Boots the bundled TCP-AO kernel and runs every kernel test inside it.
 test-kernel: deps
