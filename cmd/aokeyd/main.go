@@ -135,31 +135,11 @@ var (
 )
 
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
-	// Before any key is read: no same-uid reader of our memory, no core.
-	if err := hardenProcess(); err != nil {
-		return err
-	}
-	// A kernel without CONFIG_TCP_AO can hold no key: say so in one line and
-	// exit before READY=1 instead of failing every pass.
-	probeErr := probeKernel()
-	if errors.Is(probeErr, tcpao.ErrNoKernelSupport) || errors.Is(probeErr, tcpao.ErrUnsupported) {
-		return probeErr
-	}
-	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
-	if checked.Config == nil || checked.Policy == nil {
-		return errors.Join(checked.Problems...)
-	}
-	cfg := checked.Config
-	log, err := newLogger(cfg.Log, logw)
+	checked, log, err := start(ctx, cfgPath, logw)
 	if err != nil {
 		return err
 	}
-	for _, p := range checked.Problems {
-		log.Warn("configuration problem", "err", p)
-	}
-	if probeErr != nil {
-		log.Warn("TCP-AO kernel probe could not ask the kernel; starting anyway", "err", probeErr)
-	}
+	cfg := checked.Config
 	src, err := cfg.OpenKeySource(config.SourceOptions{Logger: log})
 	if err != nil {
 		return err
@@ -212,47 +192,16 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 
-	gid, haveGID, err := cfg.Control.GroupID()
+	stopControl, err := startControl(cfg, d, m, log)
 	if err != nil {
 		return err
 	}
-	adminGID, haveAdminGID, err := cfg.Control.AdminGroupID()
+	defer stopControl()
+	stopMetrics, err := startMetrics(cfg.Metrics, reg)
 	if err != nil {
 		return err
 	}
-	// The socket file belongs to the read group; to the admin group when
-	// there is no read group.
-	sockGID, haveSockGID := gid, haveGID
-	if !haveGID {
-		sockGID, haveSockGID = adminGID, haveAdminGID
-	}
-	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: sockGID, HaveGID: haveSockGID})
-	if err != nil {
-		return err
-	}
-	srv := control.NewServer(control.ServerOptions{
-		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
-		AdminGID: uint32(adminGID), HaveAdminGID: haveAdminGID,
-		ReadTimeout: time.Duration(cfg.Control.ReadTimeout), IdleTimeout: time.Duration(cfg.Control.IdleTimeout),
-		WriteTimeout: time.Duration(cfg.Control.WriteTimeout), MaxConns: cfg.Control.MaxConnections,
-		Refused: m.ControlRefused, Version: version, Started: time.Now(),
-	})
-	go func() { _ = srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-
-	if cfg.Metrics.Enabled() {
-		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			return fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
-		}
-		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = hs.Serve(mln) }()
-		defer hs.Close()
-	}
+	defer stopMetrics()
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -271,6 +220,91 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	err = d.Run(ctx)
 	notify("STOPPING=1")
 	return err
+}
+
+// start readies the process before any key is read: it hardens the
+// process, probes the kernel for TCP-AO, checks the configuration and
+// policy and opens the log. A kernel without CONFIG_TCP_AO can hold no
+// key: it gets one clear error before READY=1 instead of failing every
+// pass.
+func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
+	// Before any key is read: no same-uid reader of our memory, no core.
+	if err := hardenProcess(); err != nil {
+		return nil, nil, err
+	}
+	// A kernel without CONFIG_TCP_AO can hold no key: say so in one line and
+	// exit before READY=1 instead of failing every pass.
+	probeErr := probeKernel()
+	if errors.Is(probeErr, tcpao.ErrNoKernelSupport) || errors.Is(probeErr, tcpao.ErrUnsupported) {
+		return nil, nil, probeErr
+	}
+	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
+	if checked.Config == nil || checked.Policy == nil {
+		return nil, nil, errors.Join(checked.Problems...)
+	}
+	log, err := newLogger(checked.Config.Log, logw)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range checked.Problems {
+		log.Warn("configuration problem", "err", p)
+	}
+	if probeErr != nil {
+		log.Warn("TCP-AO kernel probe could not ask the kernel; starting anyway", "err", probeErr)
+	}
+	return checked, log, nil
+}
+
+// startControl serves the control API on the configured unix socket, with
+// the read group and the admin group the configuration names. The returned
+// function shuts it down (waiting up to 2s for requests in flight).
+func startControl(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	gid, haveGID, err := cfg.Control.GroupID()
+	if err != nil {
+		return nil, err
+	}
+	adminGID, haveAdminGID, err := cfg.Control.AdminGroupID()
+	if err != nil {
+		return nil, err
+	}
+	// The socket file belongs to the read group; to the admin group when
+	// there is no read group.
+	sockGID, haveSockGID := gid, haveGID
+	if !haveGID {
+		sockGID, haveSockGID = adminGID, haveAdminGID
+	}
+	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: sockGID, HaveGID: haveSockGID})
+	if err != nil {
+		return nil, err
+	}
+	srv := control.NewServer(control.ServerOptions{
+		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
+		AdminGID: uint32(adminGID), HaveAdminGID: haveAdminGID,
+		ReadTimeout: time.Duration(cfg.Control.ReadTimeout), IdleTimeout: time.Duration(cfg.Control.IdleTimeout),
+		WriteTimeout: time.Duration(cfg.Control.WriteTimeout), MaxConns: cfg.Control.MaxConnections,
+		Refused: m.ControlRefused, Version: version, Started: time.Now(),
+	})
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
+// startMetrics serves reg's metrics on the configured address, unless
+// metrics are off. The returned function closes the server.
+func startMetrics(mc config.Metrics, reg *prometheus.Registry) (stop func(), err error) {
+	if !mc.Enabled() {
+		return func() {}, nil
+	}
+	mln, err := net.Listen("tcp", mc.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen %s: %w", mc.Listen, err)
+	}
+	hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(mln) }()
+	return func() { _ = hs.Close() }, nil
 }
 
 // reload validates the configuration and policy again and swaps in the new
