@@ -66,17 +66,10 @@ func Launch(args []string, opts LaunchOptions) error {
 	}
 	defer ln.Close()
 
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	parentEnd, childEnd, err := launchPair()
 	if err != nil {
-		return fmt.Errorf("connectguard: launch: socketpair: %w", err)
+		return err
 	}
-	if err := unix.SetNonblock(pair[0], true); err != nil { // pollable: deadlines work
-		unix.Close(pair[0])
-		unix.Close(pair[1])
-		return fmt.Errorf("connectguard: launch: %w", err)
-	}
-	parentEnd := os.NewFile(uintptr(pair[0]), "connectguard-parent")
-	childEnd := os.NewFile(uintptr(pair[1]), "connectguard-child")
 	defer parentEnd.Close()
 
 	cmd := &exec.Cmd{
@@ -119,6 +112,34 @@ func Launch(args []string, opts LaunchOptions) error {
 	defer cancel()
 	go serve(ctx, ln, listener, pid, log)
 
+	code := relayUntilExit(cmd, sigs)
+	log.Info("program exited", "pid", pid, "code", code)
+	cancel()
+	ln.Close()
+	unix.Close(listener)
+	opts.Exit(code)
+	return nil
+}
+
+// launchPair is the socket pair the child hands its seccomp listener over:
+// the parent's end is non-blocking (pollable, so deadlines work), the
+// child's end is passed to it as fd 3.
+func launchPair() (parentEnd, childEnd *os.File, err error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connectguard: launch: socketpair: %w", err)
+	}
+	if err := unix.SetNonblock(pair[0], true); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return nil, nil, fmt.Errorf("connectguard: launch: %w", err)
+	}
+	return os.NewFile(uintptr(pair[0]), "connectguard-parent"), os.NewFile(uintptr(pair[1]), "connectguard-child"), nil
+}
+
+// relayUntilExit passes every signal from sigs on to the program until it
+// exits, and returns its exit code.
+func relayUntilExit(cmd *exec.Cmd, sigs <-chan os.Signal) int {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
@@ -126,13 +147,7 @@ func Launch(args []string, opts LaunchOptions) error {
 		case s := <-sigs:
 			_ = cmd.Process.Signal(s)
 		case err := <-done:
-			code := exitCode(cmd.ProcessState, err)
-			log.Info("program exited", "pid", pid, "code", code)
-			cancel()
-			ln.Close()
-			unix.Close(listener)
-			opts.Exit(code)
-			return nil
+			return exitCode(cmd.ProcessState, err)
 		}
 	}
 }
