@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 
 	"github.com/aokeyd/aokeyd/internal/control"
 )
@@ -39,16 +40,7 @@ func TestReadAndAdminGroups(t *testing.T) {
 	const readGID, adminGID = 4242, 4343
 	// A copy of the test binary and the socket in a directory everyone
 	// may traverse (t.TempDir and the go build dir are 0700).
-	dir, err := os.MkdirTemp("", "aoctl-roles-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "aoctl.test")
-	copyExe(t, exe)
+	dir, exe := testkit.SharedTestBinary(t, "aoctl-roles-", "aoctl.test")
 	sock := filepath.Join(dir, "control.sock")
 	l, err := control.Listen(sock, control.ListenOptions{Mode: 0o660, GID: readGID, HaveGID: true})
 	if err != nil {
@@ -104,29 +96,6 @@ func TestReadAndAdminGroups(t *testing.T) {
 				t.Errorf("audit lines %q, want one naming %s and the command", audit[before:], tt.audit)
 			}
 		})
-	}
-}
-
-func copyExe(t *testing.T, dst string) {
-	t.Helper()
-	src, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 const helperEnv = "AOKEYD_CONTROL_TEST_HELPER"
@@ -71,16 +72,7 @@ func TestPeerCredentials(t *testing.T) {
 	}
 	// A copy of the test binary that nobody can execute, in a directory
 	// nobody can traverse: t.TempDir and the go build dir are 0700.
-	dir, err := os.MkdirTemp("", "aokeyd-control-cred-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "control.test")
-	copyFile(t, exe)
+	dir, exe := testkit.SharedTestBinary(t, "aokeyd-control-cred-", "control.test")
 	sock := filepath.Join(dir, "control.sock")
 	l, err := Listen(sock, ListenOptions{})
 	if err != nil {
@@ -140,28 +132,5 @@ func TestPeerCredentials(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "control request refused"); n != wantRefused || !strings.Contains(logs.String(), "uid=65534") {
 		t.Errorf("refusal log lines = %d, want %d naming the uid:\n%s", n, wantRefused, logs.String())
-	}
-}
-
-func copyFile(t *testing.T, dst string) {
-	t.Helper()
-	src, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
