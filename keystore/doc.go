@@ -10,7 +10,11 @@
 // Validation: every MKT is validated on its own. A bad MKT becomes a
 // *FieldError in its chain's Rejected list (naming source location, chain,
 // key and field, never key bytes); the valid MKTs of the chain still load. A
-// structural error (YAML/JSON syntax, unreadable chain) fails the whole read.
+// structural error (YAML/JSON syntax, unreadable chain) fails the whole read,
+// also as a *FieldError. FieldError and its sentinels (ErrSyntax,
+// ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownField) are shared by
+// every decoder of operator input: package policy and aokeyd's config
+// report their problems with the same type.
 //
 // Failure handling: Source.Read returns an error on any failure, and Cache
 // keeps the last good snapshot, exposing its age and the last error, so

@@ -127,7 +127,7 @@ func (f *FileSource) readFile() ([]byte, error) {
 		return nil, fmt.Errorf("file %s: not a regular file", f.opts.Path)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 && !f.opts.AllowGroupOtherAccess {
-		return nil, fmt.Errorf("file %s: mode %04o: %w", f.opts.Path, perm, ErrInsecureFile)
+		return nil, &FieldError{Source: "file " + f.opts.Path, Err: fmt.Errorf("mode %04o: %w", perm, ErrInsecureFile)}
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
 	if err != nil {
@@ -178,43 +178,43 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 		}
 		return "file " + path
 	}
-	fail := func(line int, format string, a ...any) error {
-		return fmt.Errorf("%s: %s", srcOf(line), fmt.Sprintf(format, a...))
+	fail := func(line int, field string, err error) error {
+		return &FieldError{Source: srcOf(line), Field: field, Err: err}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fail(0, "empty key file: %v", ErrNoChains)
+			return nil, fail(0, "", fmt.Errorf("empty key file: %w", ErrNoChains))
 		}
-		return nil, fail(0, "%s", yamlErr(err))
+		return nil, fail(0, "", fmt.Errorf("%w: %s", ErrSyntax, yamlErr(err)))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fail(extra.Line, "more than one YAML document")
+		return nil, fail(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
 	}
 	conv := &yamlConv{budget: 1 << 15}
 	v, err := conv.value(&doc)
 	if err != nil {
-		return nil, fail(conv.errLine, "%v", err)
+		return nil, fail(conv.errLine, conv.errField, err)
 	}
 	top, ok := v.(*object)
 	if !ok {
-		return nil, fail(doc.Line, "want a mapping with a chains field")
+		return nil, fail(doc.Line, "", bad("want a mapping with a chains field"))
 	}
 	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
-		return nil, fail(top.lines[bad[0]], "field %s: %v", fieldName(bad[0]), ErrUnknownField)
+		return nil, fail(top.lines[bad[0]], fieldName(bad[0]), ErrUnknownField)
 	}
 	cv, ok := top.get("chains")
 	if !ok {
-		return nil, fail(top.line, "field chains: %v", ErrMissingField)
+		return nil, fail(top.line, "chains", ErrMissingField)
 	}
 	chains, ok := cv.(*object)
 	if !ok {
-		return nil, fail(top.lines["chains"], "field chains: %v: want a mapping of chain name to chain", ErrBadValue)
+		return nil, fail(top.lines["chains"], "chains", bad("want a mapping of chain name to chain"))
 	}
 	if len(chains.keys) == 0 {
-		return nil, fail(top.lines["chains"], "%v", ErrNoChains)
+		return nil, fail(top.lines["chains"], "", ErrNoChains)
 	}
 	s := &Snapshot{Source: "file " + path, Chains: map[string]*Chain{}}
 	for _, name := range chains.keys {
@@ -239,13 +239,15 @@ func yamlErr(err error) string {
 
 // yamlConv converts a yaml.v3 node tree into the generic value tree.
 type yamlConv struct {
-	budget  int // nodes left to visit (bounds alias expansion)
-	errLine int
+	budget   int // nodes left to visit (bounds alias expansion)
+	errLine  int
+	errField string
 }
 
+// fail records where conversion failed and returns a syntax error.
 func (c *yamlConv) fail(n *yaml.Node, format string, a ...any) error {
 	c.errLine = n.Line
-	return fmt.Errorf(format, a...)
+	return fmt.Errorf("%w: %s", ErrSyntax, fmt.Sprintf(format, a...))
 }
 
 func (c *yamlConv) value(n *yaml.Node) (any, error) {
@@ -282,7 +284,8 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 				return nil, c.fail(k, "mapping keys must be plain scalars")
 			}
 			if _, dup := o.vals[k.Value]; dup {
-				return nil, c.fail(k, "field %s: %v: defined twice", fieldName(k.Value), ErrDuplicate)
+				c.errLine, c.errField = k.Line, fieldName(k.Value)
+				return nil, fmt.Errorf("%w: defined twice", ErrDuplicate)
 			}
 			v, err := c.value(vn)
 			if err != nil {

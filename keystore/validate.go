@@ -15,53 +15,15 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// FieldError is a validation error. It names the source location, the chain,
-// the key and the field, and never carries key bytes.
-type FieldError struct {
-	// Source is the location ("file /etc/aokeyd/keys.yaml:12",
-	// "vault secret/aokeyd/chains/core@v3").
-	Source string
-	Chain  string
-	// Key is the MKT's name, or "#N" (1-based position) when it has none;
-	// "" for a chain-level error.
-	Key   string
-	Field string
-	Err   error
-}
+// ErrNoChains: a key source holds no chains at all.
+var ErrNoChains = errors.New("keystore: source holds no chains")
 
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Source)
-	if e.Chain != "" {
-		fmt.Fprintf(&b, ": chain %q", e.Chain)
-	}
-	if e.Key != "" {
-		fmt.Fprintf(&b, " key %q", e.Key)
-	}
-	if e.Field != "" {
-		fmt.Fprintf(&b, ": field %s", e.Field)
-	}
-	fmt.Fprintf(&b, ": %v", e.Err)
-	return b.String()
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// Sentinel errors wrapped by FieldError.
-var (
-	ErrUnknownField = errors.New("unknown field")
-	ErrMissingField = errors.New("missing required field")
-	ErrBadValue     = errors.New("bad value")
-	ErrDuplicate    = errors.New("duplicate")
-	ErrNoChains     = errors.New("keystore: source holds no chains")
-)
-
-// valueError is a bad-value message that wraps ErrBadValue without
+// valueError is an invalid-value message that wraps ErrInvalid without
 // repeating its text.
 type valueError struct{ msg string }
 
 func (e *valueError) Error() string { return e.msg }
-func (e *valueError) Unwrap() error { return ErrBadValue }
+func (e *valueError) Unwrap() error { return ErrInvalid }
 
 func bad(format string, a ...any) error { return &valueError{fmt.Sprintf(format, a...)} }
 

@@ -293,7 +293,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("vault: list %s: %w", p, err)
 	}
 	if sec == nil || sec.Data == nil {
-		return nil, fmt.Errorf("vault: list %s: %w", p, ErrNoChains)
+		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
 	}
 	raw, _ := sec.Data["keys"].([]any)
 	var names []string
@@ -303,7 +303,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		}
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("vault: list %s: %w", p, ErrNoChains)
+		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
 	}
 	return names, nil
 }
@@ -428,14 +428,14 @@ func DecodeVaultChain(src, chain string, doc []byte) (*Chain, error) {
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%s: chain %q: %s", src, chain, jsonErr(err))
+		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: %s", ErrSyntax, jsonErr(err))}
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%s: chain %q: trailing data after the JSON document", src, chain)
+		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: trailing data after the JSON document", ErrSyntax)}
 	}
 	v, err := fromJSON(raw, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: chain %q: %w", src, chain, err)
+		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
 	}
 	return decodeChain(chain, v, func(int) string { return src }, func(key string, _ int) string {
 		return "vault:" + strings.TrimPrefix(src, "vault ") + "#" + key
