@@ -2,21 +2,41 @@ package policy
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/aokeyd/aokeyd/keystore"
+)
+
+// Problems are reported with keystore's positioned-error type, the one every
+// decoder of operator input shares (the key sources, this package and
+// aokeyd's config), so one errors.As and one set of sentinels classify a
+// problem wherever it was found.
+type (
+	// Pos is a position in a policy file. Line and Column are 1-based; 0
+	// means unknown.
+	Pos = keystore.Pos
+	// Problem is one thing wrong with a policy, alone or together with a
+	// key snapshot. It names where: the YAML file, line and field path
+	// ("peers[2].key_chain"), and for problems found in a snapshot the
+	// source chain, key and the key's Source (never key bytes). Err wraps
+	// one of the sentinels below.
+	Problem = keystore.FieldError
+	// Problems is every problem found at once, in file order. It is an
+	// error; errors.Is and errors.As see each Problem.
+	Problems = keystore.FieldErrors
 )
 
 // Sentinel errors. Every Problem wraps exactly one of them, so callers and
-// tests classify problems with errors.Is.
+// tests classify problems with errors.Is. The first three are keystore's
+// shared sentinels under the names this package has always used.
 var (
 	// ErrSyntax: the file is not well-formed YAML, has an unknown field, or a
 	// value of the wrong type or format.
-	ErrSyntax = errors.New("syntax error")
+	ErrSyntax = keystore.ErrSyntax
 	// ErrInvalid: a value is well-formed but not allowed (a negative or zero
 	// interval, an unknown enum value, a missing required field, ...).
-	ErrInvalid = errors.New("invalid value")
+	ErrInvalid = keystore.ErrInvalid
 	// ErrDuplicate: two key chains or two keys of one chain share a name.
-	ErrDuplicate = errors.New("duplicate name")
+	ErrDuplicate = keystore.ErrDuplicate
 	// ErrUnknownChain: a peer names a key chain the policy does not define,
 	// or a key chain names a source chain the snapshot does not have.
 	ErrUnknownChain = errors.New("unknown key chain")
@@ -41,96 +61,3 @@ var (
 	// binding covers.
 	ErrNoBinding = errors.New("no peer binding")
 )
-
-// Pos is a position in a policy file. Line and Column are 1-based; 0 means
-// unknown.
-type Pos struct {
-	File   string
-	Line   int
-	Column int
-}
-
-func (p Pos) String() string {
-	switch {
-	case p.Line == 0:
-		return p.File
-	case p.Column == 0:
-		return fmt.Sprintf("%s:%d", p.File, p.Line)
-	}
-	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
-}
-
-// Problem is one thing wrong with a policy, alone or together with a key
-// snapshot. It names where: the YAML file, line and field path
-// ("peers[2].key_chain"), and for problems found in a snapshot the source
-// chain and key (never key bytes).
-type Problem struct {
-	Pos
-	// Field is the YAML path of the offending value, "" when unknown.
-	Field string
-	// Chain and Key name the source chain and MKT for snapshot problems.
-	Chain string
-	Key   string
-	// Source is the MKT's keystore.MKT.Source when known.
-	Source string
-	// Err wraps one of the sentinel errors above.
-	Err error
-}
-
-func (p *Problem) Error() string {
-	var b strings.Builder
-	b.WriteString(p.Pos.String())
-	if p.Field != "" {
-		if b.Len() > 0 {
-			b.WriteString(": ")
-		}
-		b.WriteString(p.Field)
-	}
-	if p.Chain != "" {
-		if b.Len() > 0 {
-			b.WriteString(": ")
-		}
-		b.WriteString("chain " + p.Chain)
-		if p.Key != "" {
-			b.WriteString(" key " + p.Key)
-		}
-		if p.Source != "" {
-			b.WriteString(" (" + p.Source + ")")
-		}
-	}
-	if b.Len() > 0 {
-		b.WriteString(": ")
-	}
-	b.WriteString(p.Err.Error())
-	return b.String()
-}
-
-func (p *Problem) Unwrap() error { return p.Err }
-
-// Problems is every problem found at once, in file order. It is an error;
-// errors.Is and errors.As see each Problem.
-type Problems []*Problem
-
-func (ps Problems) Error() string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.Error()
-	}
-	return strings.Join(s, "\n")
-}
-
-func (ps Problems) Unwrap() []error {
-	errs := make([]error, len(ps))
-	for i, p := range ps {
-		errs[i] = p
-	}
-	return errs
-}
-
-// Err returns ps as an error, or nil when there are none.
-func (ps Problems) Err() error {
-	if len(ps) == 0 {
-		return nil
-	}
-	return ps
-}

@@ -141,13 +141,13 @@ peers:
 			{10, "key_chains[2].name", ErrUnknownChain, `"gen"`},
 		}},
 		{"backwards MKT lifetime", with("core", mkt("core", "k", 1, 1, always, always), mkt("core", "b", 2, 2, always, life(Day, 0))), 0, []wantProblem{
-			{2, "key_chains[0]", ErrInvalid, "chain core key b (test:core/b): invalid value: accept lifetime 2026-11-02T00:00:00Z..2026-11-01T00:00:00Z ends before it starts"},
+			{2, "key_chains[0]", ErrInvalid, "chain \"core\" key \"b\" (test:core/b): invalid value: accept lifetime 2026-11-02T00:00:00Z..2026-11-01T00:00:00Z ends before it starts"},
 		}},
 		{"kernel limits", with("core", mkt("core", "k", 1, 1, always, always), long, md5, mac, cmac), 0, []wantProblem{
-			{2, "key_chains[0]", ErrKeyLength, "chain core key long"},
-			{2, "key_chains[0]", ErrAlgorithm, "chain core key md5"},
-			{2, "key_chains[0]", ErrMACLength, "chain core key mac"},
-			{2, "key_chains[0]", ErrKeyLength, "chain core key cmac"},
+			{2, "key_chains[0]", ErrKeyLength, `chain "core" key "long"`},
+			{2, "key_chains[0]", ErrAlgorithm, `chain "core" key "md5"`},
+			{2, "key_chains[0]", ErrMACLength, `chain "core" key "mac"`},
+			{2, "key_chains[0]", ErrKeyLength, `chain "core" key "cmac"`},
 		}},
 		{"gap between keys", with("core", mkt("core", "a", 1, 1, life(0, 10*Day), always), mkt("core", "b", 2, 2, from(12*Day), always)), 0, []wantProblem{
 			{14, "peers[0].key_chain", ErrGap, "peer 10.0.0.1/32 (chain core) has no key to send with from 2026-11-11T00:00:00Z until 2026-11-13T00:00:00Z"},
