@@ -61,10 +61,10 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	out.Config = c
 	if _, _, err := c.Control.GroupID(); err != nil {
-		out.Problems = append(out.Problems, &Error{File: path, Field: "control.group", Err: err})
+		out.Problems = append(out.Problems, &keystore.FieldError{Pos: keystore.Pos{File: path}, Field: "control.group", Err: err})
 	}
 	if _, _, err := c.Control.AdminGroupID(); err != nil {
-		out.Problems = append(out.Problems, &Error{File: path, Field: "control.admin_group", Err: err})
+		out.Problems = append(out.Problems, &keystore.FieldError{Pos: keystore.Pos{File: path}, Field: "control.admin_group", Err: err})
 	}
 	pol, err := c.LoadPolicy()
 	if err != nil {
@@ -94,12 +94,13 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	return out
 }
 
-// flatten splits an Errors or policy.Problems into one error per problem.
+// flatten splits a keystore.FieldErrors (what Parse and policy.Parse
+// return) into one error per problem.
 func flatten(err error) []error {
 	if m, ok := err.(interface{ Unwrap() []error }); ok {
 		return m.Unwrap()
 	}
-	var ps policy.Problems
+	var ps keystore.FieldErrors
 	if errors.As(err, &ps) {
 		return ps.Unwrap()
 	}

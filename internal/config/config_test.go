@@ -74,36 +74,36 @@ func TestParseErrors(t *testing.T) {
 		sentinel error
 		msg      string
 	}{
-		{"empty", "", 0, "", ErrSyntax, "empty config"},
-		{"unknown top field", base + "metric:\n  listen: x\n", 7, "", ErrSyntax, `unknown field "metric" in config`},
-		{"unknown nested field", base + "log:\n  format: text\n  colour: true\n", 9, "", ErrSyntax, `unknown field "colour" in log`},
-		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", ErrSyntax, "already defined"},
-		{"wrong type", base + "kernel:\n  raise_optmem: maybe\n", 8, "", ErrSyntax, "`maybe` into bool"},
-		{"two documents", base + "---\nlog: {}\n", 7, "", ErrSyntax, "more than one YAML document"},
-		{"bad duration", "key_source:\n  type: file\n  refresh: soon\n", 3, "", ErrSyntax, `bad duration "soon"`},
-		{"bad mode", base + "control:\n  mode: rw\n", 8, "", ErrSyntax, `bad mode "rw"`},
-		{"no source type", "policy: {path: p}\n", 1, "key_source.type", ErrMissing, "want file or vault"},
-		{"bad source type", "key_source:\n  type: etcd\npolicy: {path: p}\n", 2, "key_source.type", ErrInvalid, `"etcd"`},
-		{"file without path", "key_source:\n  type: file\n  file: {}\npolicy: {path: p}\n", 3, "key_source.file.path", ErrMissing, "key file"},
-		{"vault with file section", "key_source:\n  type: vault\n  file:\n    path: x\npolicy: {path: p}\n", 4, "key_source.file", ErrInvalid, "only with type file"},
-		{"approle without ids", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: approle\npolicy: {path: p}\n", 5, "key_source.vault.auth.role_id_file", ErrMissing, "approle"},
-		{"bad auth method", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: ldap\npolicy: {path: p}\n", 5, "key_source.vault.auth.method", ErrInvalid, `"ldap"`},
-		{"bad vault address", "key_source:\n  type: vault\n  vault:\n    address: vault:8200\npolicy: {path: p}\n", 4, "key_source.vault.address", ErrInvalid, "http(s) URL"},
-		{"stale before refresh", "key_source:\n  type: file\n  refresh: 5m\n  stale_after: 1m\n  file: {path: k}\npolicy: {path: p}\n", 4, "key_source.stale_after", ErrInvalid, "shorter than refresh"},
-		{"no policy", "key_source:\n  type: file\n  file: {path: k}\n", 1, "policy.path", ErrMissing, "policy"},
-		{"pid file and name", base + "gobgp:\n  pid_file: /run/g.pid\n  process_name: gobgpd\n", 9, "gobgp.process_name", ErrInvalid, "not both"},
-		{"process path", base + "gobgp:\n  process_name: /usr/sbin/gobgpd\n", 8, "gobgp.process_name", ErrInvalid, "not a path"},
-		{"bad gobgp address", base + "gobgp:\n  address: localhost\n", 8, "gobgp.address", ErrInvalid, "host:port"},
-		{"mode for others", base + "control:\n  mode: \"0666\"\n", 8, "control.mode", ErrInvalid, "others"},
-		{"bad admin group", base + "control:\n  admin_group: \"a b\"\n", 8, "control.admin_group", ErrInvalid, "not a group name"},
-		{"short read timeout", base + "control:\n  read_timeout: 0.5s\n", 8, "control.read_timeout", ErrInvalid, "too short"},
-		{"zero-ish idle timeout", base + "control:\n  idle_timeout: 1ms\n", 8, "control.idle_timeout", ErrInvalid, "too short"},
-		{"too many connections", base + "control:\n  max_connections: 100000\n", 8, "control.max_connections", ErrInvalid, "out of range"},
-		{"negative connections", base + "control:\n  max_connections: -1\n", 8, "control.max_connections", ErrInvalid, "out of range"},
-		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", ErrSyntax, `unknown field "admin_groups" in control`},
-		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", ErrInvalid, "host:port"},
-		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", ErrInvalid, `"xml"`},
-		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", ErrInvalid, `"loud"`},
+		{"empty", "", 0, "", keystore.ErrSyntax, "empty config"},
+		{"unknown top field", base + "metric:\n  listen: x\n", 7, "", keystore.ErrSyntax, `unknown field "metric" in config`},
+		{"unknown nested field", base + "log:\n  format: text\n  colour: true\n", 9, "", keystore.ErrSyntax, `unknown field "colour" in log`},
+		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", keystore.ErrSyntax, "already defined"},
+		{"wrong type", base + "kernel:\n  raise_optmem: maybe\n", 8, "", keystore.ErrSyntax, "`maybe` into bool"},
+		{"two documents", base + "---\nlog: {}\n", 7, "", keystore.ErrSyntax, "more than one YAML document"},
+		{"bad duration", "key_source:\n  type: file\n  refresh: soon\n", 3, "", keystore.ErrSyntax, `bad duration "soon"`},
+		{"bad mode", base + "control:\n  mode: rw\n", 8, "", keystore.ErrSyntax, `bad mode "rw"`},
+		{"no source type", "policy: {path: p}\n", 1, "key_source.type", keystore.ErrMissingField, "want file or vault"},
+		{"bad source type", "key_source:\n  type: etcd\npolicy: {path: p}\n", 2, "key_source.type", keystore.ErrInvalid, `"etcd"`},
+		{"file without path", "key_source:\n  type: file\n  file: {}\npolicy: {path: p}\n", 3, "key_source.file.path", keystore.ErrMissingField, "key file"},
+		{"vault with file section", "key_source:\n  type: vault\n  file:\n    path: x\npolicy: {path: p}\n", 4, "key_source.file", keystore.ErrInvalid, "only with type file"},
+		{"approle without ids", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: approle\npolicy: {path: p}\n", 5, "key_source.vault.auth.role_id_file", keystore.ErrMissingField, "approle"},
+		{"bad auth method", "key_source:\n  type: vault\n  vault:\n    auth:\n      method: ldap\npolicy: {path: p}\n", 5, "key_source.vault.auth.method", keystore.ErrInvalid, `"ldap"`},
+		{"bad vault address", "key_source:\n  type: vault\n  vault:\n    address: vault:8200\npolicy: {path: p}\n", 4, "key_source.vault.address", keystore.ErrInvalid, "http(s) URL"},
+		{"stale before refresh", "key_source:\n  type: file\n  refresh: 5m\n  stale_after: 1m\n  file: {path: k}\npolicy: {path: p}\n", 4, "key_source.stale_after", keystore.ErrInvalid, "shorter than refresh"},
+		{"no policy", "key_source:\n  type: file\n  file: {path: k}\n", 1, "policy.path", keystore.ErrMissingField, "policy"},
+		{"pid file and name", base + "gobgp:\n  pid_file: /run/g.pid\n  process_name: gobgpd\n", 9, "gobgp.process_name", keystore.ErrInvalid, "not both"},
+		{"process path", base + "gobgp:\n  process_name: /usr/sbin/gobgpd\n", 8, "gobgp.process_name", keystore.ErrInvalid, "not a path"},
+		{"bad gobgp address", base + "gobgp:\n  address: localhost\n", 8, "gobgp.address", keystore.ErrInvalid, "host:port"},
+		{"mode for others", base + "control:\n  mode: \"0666\"\n", 8, "control.mode", keystore.ErrInvalid, "others"},
+		{"bad admin group", base + "control:\n  admin_group: \"a b\"\n", 8, "control.admin_group", keystore.ErrInvalid, "not a group name"},
+		{"short read timeout", base + "control:\n  read_timeout: 0.5s\n", 8, "control.read_timeout", keystore.ErrInvalid, "too short"},
+		{"zero-ish idle timeout", base + "control:\n  idle_timeout: 1ms\n", 8, "control.idle_timeout", keystore.ErrInvalid, "too short"},
+		{"too many connections", base + "control:\n  max_connections: 100000\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
+		{"negative connections", base + "control:\n  max_connections: -1\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
+		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", keystore.ErrSyntax, `unknown field "admin_groups" in control`},
+		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", keystore.ErrInvalid, "host:port"},
+		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", keystore.ErrInvalid, `"xml"`},
+		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", keystore.ErrInvalid, `"loud"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,9 +111,9 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
 			}
-			var es Errors
+			var es keystore.FieldErrors
 			if !errors.As(err, &es) || len(es) == 0 {
-				t.Fatalf("error %v is not Errors", err)
+				t.Fatalf("error %v is not keystore.FieldErrors", err)
 			}
 			e := es[0]
 			if e.Line != tt.line || e.Field != tt.field || !errors.Is(e, tt.sentinel) || !strings.Contains(e.Error(), tt.msg) {
@@ -129,7 +129,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseReportsAllProblems(t *testing.T) {
 	_, err := Parse("c.yaml", []byte("key_source:\n  type: file\n  file: {}\nlog:\n  format: xml\n  level: loud\n"))
-	var es Errors
+	var es keystore.FieldErrors
 	if !errors.As(err, &es) {
 		t.Fatalf("err = %v", err)
 	}

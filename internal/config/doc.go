@@ -7,8 +7,10 @@
 // Decoding is strict: unknown fields, duplicate keys, wrong types and more
 // than one YAML document are errors. Every problem names the file, line and
 // field ("aokeyd.yaml:7: control.group: ..."); Parse reports all of them at
-// once as an Errors value. Relative paths in the file are resolved against
-// the directory of the config file.
+// once as a keystore.FieldErrors, the positioned-error list the key sources
+// and the policy use too, wrapping keystore's shared sentinels (ErrSyntax,
+// ErrMissingField, ErrInvalid). Relative paths in the file are resolved
+// against the directory of the config file.
 //
 // # Schema
 //

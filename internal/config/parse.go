@@ -14,16 +14,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/keystore"
 	"gopkg.in/yaml.v3"
 )
 
 // Parse parses and checks a config. file names the config in errors and
 // anchors relative paths ("" leaves them as they are). On failure the error
-// is an Errors value listing every problem found.
+// is a keystore.FieldErrors listing every problem found.
 func Parse(file string, data []byte) (*Config, error) {
 	p := &parser{file: file}
 	if len(data) > MaxFileSize {
-		p.add(0, "", fmt.Errorf("%w: file is larger than %d bytes", ErrSyntax, MaxFileSize))
+		p.add(0, "", fmt.Errorf("%w: file is larger than %d bytes", keystore.ErrSyntax, MaxFileSize))
 		return nil, p.errs
 	}
 	c, ok := p.decode(data)
@@ -42,11 +43,15 @@ func Parse(file string, data []byte) (*Config, error) {
 type parser struct {
 	file string
 	root *yaml.Node
-	errs Errors
+	errs keystore.FieldErrors
 }
 
 func (p *parser) add(line int, field string, err error) {
-	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Err: err})
+	file := p.file
+	if file == "" {
+		file = "config"
+	}
+	p.errs = append(p.errs, &keystore.FieldError{Pos: keystore.Pos{File: file, Line: line}, Field: field, Err: err})
 }
 
 // at records a problem at the YAML path field.
@@ -59,7 +64,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 	var root yaml.Node
 	switch err := dec.Decode(&root); {
 	case errors.Is(err, io.EOF):
-		p.add(0, "", fmt.Errorf("%w: empty config", ErrSyntax))
+		p.add(0, "", fmt.Errorf("%w: empty config", keystore.ErrSyntax))
 		return nil, false
 	case err != nil:
 		p.yamlErr(err)
@@ -70,7 +75,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 		if err != nil {
 			p.yamlErr(err)
 		} else {
-			p.add(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
+			p.add(extra.Line, "", fmt.Errorf("%w: more than one YAML document", keystore.ErrSyntax))
 		}
 		return nil, false
 	}
@@ -95,7 +100,7 @@ var (
 )
 
 // yamlErr turns yaml.v3's messages ("line 3: field foo not found in type
-// config.Log") into Errors with lines.
+// config.Log") into problems with lines.
 func (p *parser) yamlErr(err error) {
 	var msgs []string
 	var te *yaml.TypeError
@@ -119,14 +124,14 @@ func (p *parser) yamlErr(err error) {
 		if sm := notFoundRE.FindStringSubmatch(m); sm != nil {
 			m = fmt.Sprintf("unknown field %q in %s", sm[1], typeNames.Replace("config."+sm[2]))
 		}
-		p.add(ln, "", fmt.Errorf("%w: %s", ErrSyntax, typeNames.Replace(m)))
+		p.add(ln, "", fmt.Errorf("%w: %s", keystore.ErrSyntax, typeNames.Replace(m)))
 	}
 }
 
 func (p *parser) check(c *Config) {
 	p.checkSource(c)
 	if c.Policy.Path == "" {
-		p.at("policy.path", ErrMissing, "the rotation policy file")
+		p.at("policy.path", keystore.ErrMissingField, "the rotation policy file")
 	}
 	p.checkGoBGP(&c.GoBGP)
 	p.checkControl(&c.Control)
@@ -135,20 +140,20 @@ func (p *parser) check(c *Config) {
 	}
 	if c.Metrics.Listen != MetricsOff {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil || port == "" {
-			p.at("metrics.listen", ErrInvalid, "%q is not host:port (or %q)", c.Metrics.Listen, MetricsOff)
+			p.at("metrics.listen", keystore.ErrInvalid, "%q is not host:port (or %q)", c.Metrics.Listen, MetricsOff)
 		}
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = DefaultLogFormat
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		p.at("log.format", ErrInvalid, "%q (want text or json)", c.Log.Format)
+		p.at("log.format", keystore.ErrInvalid, "%q (want text or json)", c.Log.Format)
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = DefaultLogLevel
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
-		p.at("log.level", ErrInvalid, "%q (want debug, info, warn or error)", c.Log.Level)
+		p.at("log.level", keystore.ErrInvalid, "%q (want debug, info, warn or error)", c.Log.Level)
 	}
 }
 
@@ -161,28 +166,28 @@ func (p *parser) checkSource(c *Config) {
 		ks.StaleAfter = Duration(DefaultStaleAfter)
 	}
 	if ks.StaleAfter < ks.Refresh {
-		p.at("key_source.stale_after", ErrInvalid, "%s is shorter than refresh %s", ks.StaleAfter, ks.Refresh)
+		p.at("key_source.stale_after", keystore.ErrInvalid, "%s is shorter than refresh %s", ks.StaleAfter, ks.Refresh)
 	}
 	switch ks.Type {
 	case "":
-		p.at("key_source.type", ErrMissing, "want %s or %s", SourceFile, SourceVault)
+		p.at("key_source.type", keystore.ErrMissingField, "want %s or %s", SourceFile, SourceVault)
 	case SourceFile:
 		if ks.Vault != nil {
-			p.at("key_source.vault", ErrInvalid, "set only with type %s", SourceVault)
+			p.at("key_source.vault", keystore.ErrInvalid, "set only with type %s", SourceVault)
 		}
 		if ks.File == nil || ks.File.Path == "" {
-			p.at("key_source.file.path", ErrMissing, "the key file (type %s)", SourceFile)
+			p.at("key_source.file.path", keystore.ErrMissingField, "the key file (type %s)", SourceFile)
 		}
 	case SourceVault:
 		if ks.File != nil {
-			p.at("key_source.file", ErrInvalid, "set only with type %s", SourceFile)
+			p.at("key_source.file", keystore.ErrInvalid, "set only with type %s", SourceFile)
 		}
 		if ks.Vault == nil {
 			ks.Vault = &Vault{}
 		}
 		p.checkVault(ks.Vault)
 	default:
-		p.at("key_source.type", ErrInvalid, "%q (want %s or %s)", ks.Type, SourceFile, SourceVault)
+		p.at("key_source.type", keystore.ErrInvalid, "%q (want %s or %s)", ks.Type, SourceFile, SourceVault)
 	}
 }
 
@@ -190,7 +195,7 @@ func (p *parser) checkVault(v *Vault) {
 	if v.Address != "" {
 		u, err := url.Parse(v.Address)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.at("key_source.vault.address", ErrInvalid, "%q is not an http(s) URL", v.Address)
+			p.at("key_source.vault.address", keystore.ErrInvalid, "%q is not an http(s) URL", v.Address)
 		}
 	}
 	a := &v.Auth
@@ -200,20 +205,20 @@ func (p *parser) checkVault(v *Vault) {
 	switch a.Method {
 	case AuthToken:
 		if a.RoleIDFile != "" || a.SecretIDFile != "" {
-			p.at("key_source.vault.auth", ErrInvalid, "role_id_file and secret_id_file need method %s", AuthAppRole)
+			p.at("key_source.vault.auth", keystore.ErrInvalid, "role_id_file and secret_id_file need method %s", AuthAppRole)
 		}
 	case AuthAppRole:
 		if a.RoleIDFile == "" {
-			p.at("key_source.vault.auth.role_id_file", ErrMissing, "method %s needs it", AuthAppRole)
+			p.at("key_source.vault.auth.role_id_file", keystore.ErrMissingField, "method %s needs it", AuthAppRole)
 		}
 		if a.SecretIDFile == "" {
-			p.at("key_source.vault.auth.secret_id_file", ErrMissing, "method %s needs it", AuthAppRole)
+			p.at("key_source.vault.auth.secret_id_file", keystore.ErrMissingField, "method %s needs it", AuthAppRole)
 		}
 		if a.TokenFile != "" {
-			p.at("key_source.vault.auth.token_file", ErrInvalid, "set only with method %s", AuthToken)
+			p.at("key_source.vault.auth.token_file", keystore.ErrInvalid, "set only with method %s", AuthToken)
 		}
 	default:
-		p.at("key_source.vault.auth.method", ErrInvalid, "%q (want %s or %s)", a.Method, AuthToken, AuthAppRole)
+		p.at("key_source.vault.auth.method", keystore.ErrInvalid, "%q (want %s or %s)", a.Method, AuthToken, AuthAppRole)
 	}
 }
 
@@ -222,16 +227,16 @@ func (p *parser) checkGoBGP(g *GoBGP) {
 		g.Address = DefaultGoBGPAddress
 	}
 	if _, port, err := net.SplitHostPort(g.Address); err != nil || port == "" {
-		p.at("gobgp.address", ErrInvalid, "%q is not host:port", g.Address)
+		p.at("gobgp.address", keystore.ErrInvalid, "%q is not host:port", g.Address)
 	}
 	switch {
 	case g.PIDFile != "" && g.ProcessName != "":
-		p.at("gobgp.process_name", ErrInvalid, "set pid_file or process_name, not both")
+		p.at("gobgp.process_name", keystore.ErrInvalid, "set pid_file or process_name, not both")
 	case g.PIDFile == "" && g.ProcessName == "":
 		g.ProcessName = DefaultProcessName
 	}
 	if strings.ContainsRune(g.ProcessName, '/') {
-		p.at("gobgp.process_name", ErrInvalid, "%q: a process name (comm), not a path", g.ProcessName)
+		p.at("gobgp.process_name", keystore.ErrInvalid, "%q: a process name (comm), not a path", g.ProcessName)
 	}
 }
 
@@ -243,16 +248,16 @@ func (p *parser) checkControl(c *Control) {
 		c.Mode = FileMode(DefaultControlMode)
 	}
 	if c.Mode&0o007 != 0 {
-		p.at("control.mode", ErrInvalid, "%04o grants access to others (the socket is root's and its group's)", uint32(c.Mode))
+		p.at("control.mode", keystore.ErrInvalid, "%04o grants access to others (the socket is root's and its group's)", uint32(c.Mode))
 	}
 	if c.Mode&0o600 != 0o600 {
-		p.at("control.mode", ErrInvalid, "%04o: the owner needs read and write", uint32(c.Mode))
+		p.at("control.mode", keystore.ErrInvalid, "%04o: the owner needs read and write", uint32(c.Mode))
 	}
 	if strings.ContainsAny(c.Group, " :\t") {
-		p.at("control.group", ErrInvalid, "%q is not a group name or gid", c.Group)
+		p.at("control.group", keystore.ErrInvalid, "%q is not a group name or gid", c.Group)
 	}
 	if strings.ContainsAny(c.AdminGroup, " :\t") {
-		p.at("control.admin_group", ErrInvalid, "%q is not a group name or gid", c.AdminGroup)
+		p.at("control.admin_group", keystore.ErrInvalid, "%q is not a group name or gid", c.AdminGroup)
 	}
 	for _, d := range []struct {
 		field string
@@ -267,14 +272,14 @@ func (p *parser) checkControl(c *Control) {
 		case *d.v == 0:
 			*d.v = Duration(d.def)
 		case *d.v < Duration(time.Second):
-			p.at(d.field, ErrInvalid, "%s is too short (at least 1s; default %s)", time.Duration(*d.v), Duration(d.def))
+			p.at(d.field, keystore.ErrInvalid, "%s is too short (at least 1s; default %s)", time.Duration(*d.v), Duration(d.def))
 		}
 	}
 	switch {
 	case c.MaxConnections == 0:
 		c.MaxConnections = DefaultControlMaxConns
 	case c.MaxConnections < 0 || c.MaxConnections > MaxControlMaxConns:
-		p.at("control.max_connections", ErrInvalid, "%d is out of range (1..%d; default %d)", c.MaxConnections, MaxControlMaxConns, DefaultControlMaxConns)
+		p.at("control.max_connections", keystore.ErrInvalid, "%d is out of range (1..%d; default %d)", c.MaxConnections, MaxControlMaxConns, DefaultControlMaxConns)
 	}
 }
 

@@ -78,7 +78,7 @@ func (c *Config) OpenKeySource(o SourceOptions) (KeySourceHandle, error) {
 		}
 		return src, nil
 	}
-	return nil, fmt.Errorf("config: key_source.type: %w: %q", ErrInvalid, ks.Type)
+	return nil, fmt.Errorf("config: key_source.type: %w: %q", keystore.ErrInvalid, ks.Type)
 }
 
 // LoadPolicy loads the configured policy file with the configured jitter
