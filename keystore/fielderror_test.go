@@ -1,0 +1,190 @@
+package keystore_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+func TestFieldErrorRendering(t *testing.T) {
+	bad := fmt.Errorf("%w: %q (want debug, info, warn or error)", keystore.ErrInvalid, "loud")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"config: file, line, field",
+			&keystore.FieldError{Pos: keystore.Pos{File: "aokeyd.yaml", Line: 9}, Field: "log.level", Err: bad},
+			`aokeyd.yaml:9: log.level: invalid value: "loud" (want debug, info, warn or error)`},
+		{"policy: line and column",
+			&keystore.FieldError{Pos: keystore.Pos{File: "p.yaml", Line: 23, Column: 16}, Field: "peers[2].key_chain",
+				Err: fmt.Errorf("%w: %q is not defined under key_chains", policy.ErrUnknownChain, "cor")},
+			`p.yaml:23:16: peers[2].key_chain: unknown key chain: "cor" is not defined under key_chains`},
+		{"policy: a snapshot key with its source",
+			&keystore.FieldError{Pos: keystore.Pos{File: "p.yaml", Line: 2, Column: 5}, Field: "key_chains[0]",
+				Chain: "core", Key: "long", Source: "file:/etc/aokeyd/keys.yaml:14", Err: policy.ErrKeyLength},
+			`p.yaml:2:5: key_chains[0]: chain "core" key "long" (file:/etc/aokeyd/keys.yaml:14): bad key length`},
+		{"file only",
+			&keystore.FieldError{Pos: keystore.Pos{File: "aokeyd.yaml"}, Field: "control.group", Err: keystore.ErrInvalid},
+			`aokeyd.yaml: control.group: invalid value`},
+		{"key source: source, chain, key, field",
+			&keystore.FieldError{Source: "file /etc/aokeyd/keys.yaml:14", Chain: "core", Key: "2026-11", Field: "send_id",
+				Err: fmt.Errorf("%w: send_id already used", keystore.ErrDuplicate)},
+			`file /etc/aokeyd/keys.yaml:14: chain "core" key "2026-11": field send_id: duplicate: send_id already used`},
+		{"key source: a name with a space is quoted",
+			&keystore.FieldError{Source: "vault secret/aokeyd/chains/core@v3", Chain: "core", Key: "old key", Field: "maclen", Err: keystore.ErrInvalid},
+			`vault secret/aokeyd/chains/core@v3: chain "core" key "old key": field maclen: invalid value`},
+		{"key source: whole file",
+			&keystore.FieldError{Source: "file k.yaml", Err: fmt.Errorf("empty key file: %w", keystore.ErrNoChains)},
+			`file k.yaml: empty key file: keystore: source holds no chains`},
+		{"key without chain, no source",
+			&keystore.FieldError{Key: "#2", Field: "name", Err: keystore.ErrMissingField},
+			`key "#2": field name: missing required field`},
+		{"no place at all", &keystore.FieldError{Err: keystore.ErrSyntax}, `syntax error`},
+		{"no reason", &keystore.FieldError{Source: "file k.yaml"}, `file k.yaml: unknown problem`},
+		{"a list, one per line",
+			keystore.FieldErrors{
+				{Pos: keystore.Pos{File: "a.yaml", Line: 1}, Err: keystore.ErrSyntax},
+				{Pos: keystore.Pos{File: "a.yaml", Line: 3}, Field: "x", Err: keystore.ErrUnknownField},
+			},
+			"a.yaml:1: syntax error\na.yaml:3: x: unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("Error() =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+	if err := (keystore.FieldErrors{}).Err(); err != nil {
+		t.Errorf("empty FieldErrors.Err() = %v, want nil", err)
+	}
+}
+
+// TestFieldErrorThroughEachDecoder checks what a caller outside the module
+// relies on: every decoder's problems are *keystore.FieldError (policy's
+// Problem is the same type), the shared sentinels classify them under every
+// package's name for them, and the message names the place but never the
+// key bytes or their length.
+func TestFieldErrorThroughEachDecoder(t *testing.T) {
+	// 81 bytes: one more than TCP-AO allows, so the length matters.
+	secret := strings.Repeat("s3cr3t-", 12)[:81]
+	b64 := base64.StdEncoding.EncodeToString([]byte(secret))
+	key := func(fields ...string) []byte {
+		return []byte("chains:\n  core:\n    peers: [192.0.2.1]\n    keys:\n      - name: k1\n        " +
+			strings.Join(fields, "\n        ") + "\n")
+	}
+	// firstProblem is the first problem a decoder reported, whether it
+	// failed the whole input or only rejected a key.
+	keyFile := func(data []byte) func() error {
+		return func() error {
+			s, err := keystore.DecodeFile("/etc/aokeyd/keys.yaml", data)
+			if err != nil {
+				return err
+			}
+			defer s.Zero()
+			if r := s.Rejected(); len(r) > 0 {
+				return r[0]
+			}
+			return nil
+		}
+	}
+	const pol = "version: 1\nkey_chains:\n  - name: core\n    keys: [{name: k1}]\npeers:\n  - neighbor: 192.0.2.1\n    key_chain: core\n"
+	policyErr := func(data string) func() error {
+		return func() error { _, err := policy.Parse("p.yaml", []byte(data)); return err }
+	}
+	const cfg = "key_source:\n  type: file\n  file: {path: k.yaml}\npolicy: {path: p.yaml}\n"
+	configErr := func(data string) func() error {
+		return func() error { _, err := config.Parse("aokeyd.yaml", []byte(data)); return err }
+	}
+	tests := []struct {
+		name      string
+		decode    func() error
+		sentinels []error // all of them must match
+		want      []string
+	}{
+		{"keystore: key too long", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64)),
+			[]error{keystore.ErrInvalid, policy.ErrInvalid},
+			[]string{"file /etc/aokeyd/keys.yaml:5", `chain "core" key "k1"`, "field secret"}},
+		{"keystore: missing field", keyFile(key("recv_id: 1", "algorithm: sha1", "secret_b64: "+b64)),
+			[]error{keystore.ErrMissingField},
+			[]string{"keys.yaml:5", `key "k1"`, "field send_id", "missing required field"}},
+		{"keystore: unknown field", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64, "colour: blue")),
+			[]error{keystore.ErrUnknownField},
+			[]string{"keys.yaml:10", "field colour"}},
+		{"keystore: duplicate field", keyFile(key("send_id: 1", "send_id: 2")),
+			[]error{keystore.ErrDuplicate, policy.ErrDuplicate},
+			[]string{"keys.yaml:7", "field send_id", "duplicate"}},
+		{"keystore: YAML syntax", keyFile([]byte("chains:\n  core: [\n")),
+			[]error{keystore.ErrSyntax, policy.ErrSyntax},
+			[]string{"file /etc/aokeyd/keys.yaml", "syntax error"}},
+		{"keystore: no chains", keyFile([]byte("chains: {}\n")),
+			[]error{keystore.ErrNoChains},
+			[]string{"keys.yaml:1"}},
+		{"keystore: vault JSON", func() error {
+			_, err := keystore.DecodeVaultChain("vault secret/aokeyd/chains/core@v3", "core", []byte(`{"keys": [`))
+			return err
+		}, []error{keystore.ErrSyntax},
+			[]string{"vault secret/aokeyd/chains/core@v3", `chain "core"`}},
+		{"policy: invalid value", policyErr(pol + "safety:\n  on_switch_timeout: give-up\n"),
+			[]error{policy.ErrInvalid, keystore.ErrInvalid},
+			[]string{"p.yaml:9:22", "safety.on_switch_timeout"}},
+		{"policy: duplicate", policyErr(strings.Replace(pol, "[{name: k1}]", "[{name: k1}, {name: k1}]", 1)),
+			[]error{policy.ErrDuplicate, keystore.ErrDuplicate},
+			[]string{"p.yaml:4", "key_chains[0].keys[1].name"}},
+		{"policy: syntax", policyErr(pol + "peer: []\n"),
+			[]error{policy.ErrSyntax, keystore.ErrSyntax},
+			[]string{"p.yaml:8", `unknown field "peer"`}},
+		{"policy: its own reason", policyErr(strings.Replace(pol, "key_chain: core", "key_chain: cor", 1)),
+			[]error{policy.ErrUnknownChain},
+			[]string{"p.yaml:7", "peers[0].key_chain"}},
+		{"config: missing field", configErr("key_source:\n  type: file\n  file: {path: k.yaml}\n"),
+			[]error{keystore.ErrMissingField},
+			[]string{"aokeyd.yaml:1", "policy.path"}},
+		{"config: invalid value", configErr(cfg + "log:\n  level: loud\n"),
+			[]error{keystore.ErrInvalid, policy.ErrInvalid},
+			[]string{"aokeyd.yaml:6", "log.level"}},
+		{"config: syntax", configErr(cfg + "log:\n  colour: true\n"),
+			[]error{keystore.ErrSyntax},
+			[]string{"aokeyd.yaml:6", `unknown field "colour" in log`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.decode()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var fe *keystore.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%q (%T) is not a *keystore.FieldError", err, err)
+			}
+			var pr *policy.Problem
+			if !errors.As(err, &pr) || pr != fe {
+				t.Errorf("errors.As to *policy.Problem gave %v, want the same %v", pr, fe)
+			}
+			msg := fe.Error()
+			for _, s := range tt.sentinels {
+				if !errors.Is(fe, s) {
+					t.Errorf("%q does not wrap %q", msg, s)
+				}
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not name %q", msg, w)
+				}
+			}
+			for _, leak := range []string{secret[:16], b64[:16], strconv.Itoa(len(secret))} {
+				if strings.Contains(err.Error(), leak) {
+					t.Errorf("%q shows the key (%q)", err, leak)
+				}
+			}
+		})
+	}
+}
