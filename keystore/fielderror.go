@@ -12,14 +12,14 @@ import (
 // A decoder's own reasons (ErrNoChains, ErrInsecureFile, policy.ErrGap, …)
 // stay in its package and are wrapped in a FieldError the same way.
 var (
-	// ErrSyntax: the input is not well-formed (YAML or JSON), has a value
-	// of the wrong type, or a duplicate mapping key.
+	// ErrSyntax: the input is not well-formed (YAML or JSON), or a value
+	// has the wrong type or format.
 	ErrSyntax = errors.New("syntax error")
 	// ErrMissingField: a required field is absent.
 	ErrMissingField = errors.New("missing required field")
 	// ErrInvalid: a value is well-formed but not allowed.
 	ErrInvalid = errors.New("invalid value")
-	// ErrDuplicate: a name or ID that must be unique is used twice.
+	// ErrDuplicate: a field, name or ID that must be unique is given twice.
 	ErrDuplicate = errors.New("duplicate")
 	// ErrUnknownField: a field the format does not define.
 	ErrUnknownField = errors.New("unknown field")

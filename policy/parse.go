@@ -144,6 +144,7 @@ var (
 		"policy.lifetime", "lifetime",
 	)
 	notFoundRE = regexp.MustCompile(`^field (\S+) not found in type (.*)$`)
+	dupKeyRE   = regexp.MustCompile(`^mapping key ".*" already defined at line \d+$`)
 )
 
 func (b *builder) yamlErr(err error) {
@@ -161,10 +162,16 @@ func (b *builder) yamlErr(err error) {
 			m = sm[2]
 		}
 		m = strings.TrimPrefix(m, "yaml: ")
-		if sm := notFoundRE.FindStringSubmatch(m); sm != nil {
-			m = fmt.Sprintf("unknown field %q in %s", sm[1], sm[2])
+		var err error
+		switch sm := notFoundRE.FindStringSubmatch(m); {
+		case sm != nil:
+			err = fmt.Errorf("%w %q in %s", ErrUnknownField, sm[1], rawTypes.Replace(sm[2]))
+		case dupKeyRE.MatchString(m):
+			err = fmt.Errorf("%w: %s", ErrDuplicate, m)
+		default:
+			err = fmt.Errorf("%w: %s", ErrSyntax, rawTypes.Replace(m))
 		}
-		b.problem(pos, "", fmt.Errorf("%w: %s", ErrSyntax, rawTypes.Replace(m)))
+		b.problem(pos, "", err)
 	}
 }
 

@@ -136,13 +136,13 @@ peers:
     key_chain: a
     password: hunter2
 `, []wantProblem{
-			{2, "", ErrSyntax, `unknown field "frobnicate" in policy`},
-			{3, "", ErrSyntax, `unknown field "colour" in defaults`},
-			{6, "", ErrSyntax, `unknown field "kes" in key chain`},
-			{7, "", ErrSyntax, `unknown field "spin" in rotation`},
-			{11, "", ErrSyntax, `unknown field "password" in peer`},
+			{2, "", ErrUnknownField, `unknown field "frobnicate" in policy`},
+			{3, "", ErrUnknownField, `unknown field "colour" in defaults`},
+			{6, "", ErrUnknownField, `unknown field "kes" in key chain`},
+			{7, "", ErrUnknownField, `unknown field "spin" in rotation`},
+			{11, "", ErrUnknownField, `unknown field "password" in peer`},
 		}},
-		{"duplicate mapping key", "version: 1\nversion: 1\n", []wantProblem{{2, "", ErrSyntax, "already defined"}}},
+		{"duplicate mapping key", "version: 1\nversion: 1\n", []wantProblem{{2, "", ErrDuplicate, "already defined"}}},
 		{"bad scalars", `
 defaults:
   accept_tolerance: 5

@@ -26,16 +26,19 @@ type (
 )
 
 // Sentinel errors. Every Problem wraps exactly one of them, so callers and
-// tests classify problems with errors.Is. The first three are keystore's
+// tests classify problems with errors.Is. The first four are keystore's
 // shared sentinels under the names this package has always used.
 var (
-	// ErrSyntax: the file is not well-formed YAML, has an unknown field, or a
-	// value of the wrong type or format.
+	// ErrSyntax: the file is not well-formed YAML, or a value has the
+	// wrong type or format.
 	ErrSyntax = keystore.ErrSyntax
+	// ErrUnknownField: a field the policy format does not define.
+	ErrUnknownField = keystore.ErrUnknownField
 	// ErrInvalid: a value is well-formed but not allowed (a negative or zero
 	// interval, an unknown enum value, a missing required field, ...).
 	ErrInvalid = keystore.ErrInvalid
-	// ErrDuplicate: two key chains or two keys of one chain share a name.
+	// ErrDuplicate: two key chains or two keys of one chain share a name,
+	// or a mapping repeats a field.
 	ErrDuplicate = keystore.ErrDuplicate
 	// ErrUnknownChain: a peer names a key chain the policy does not define,
 	// or a key chain names a source chain the snapshot does not have.

@@ -75,9 +75,9 @@ func TestParseErrors(t *testing.T) {
 		msg      string
 	}{
 		{"empty", "", 0, "", keystore.ErrSyntax, "empty config"},
-		{"unknown top field", base + "metric:\n  listen: x\n", 7, "", keystore.ErrSyntax, `unknown field "metric" in config`},
-		{"unknown nested field", base + "log:\n  format: text\n  colour: true\n", 9, "", keystore.ErrSyntax, `unknown field "colour" in log`},
-		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", keystore.ErrSyntax, "already defined"},
+		{"unknown top field", base + "metric:\n  listen: x\n", 7, "", keystore.ErrUnknownField, `unknown field "metric" in config`},
+		{"unknown nested field", base + "log:\n  format: text\n  colour: true\n", 9, "", keystore.ErrUnknownField, `unknown field "colour" in log`},
+		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", keystore.ErrDuplicate, "already defined"},
 		{"wrong type", base + "kernel:\n  raise_optmem: maybe\n", 8, "", keystore.ErrSyntax, "`maybe` into bool"},
 		{"two documents", base + "---\nlog: {}\n", 7, "", keystore.ErrSyntax, "more than one YAML document"},
 		{"bad duration", "key_source:\n  type: file\n  refresh: soon\n", 3, "", keystore.ErrSyntax, `bad duration "soon"`},
@@ -100,7 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"zero-ish idle timeout", base + "control:\n  idle_timeout: 1ms\n", 8, "control.idle_timeout", keystore.ErrInvalid, "too short"},
 		{"too many connections", base + "control:\n  max_connections: 100000\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
 		{"negative connections", base + "control:\n  max_connections: -1\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
-		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", keystore.ErrSyntax, `unknown field "admin_groups" in control`},
+		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", keystore.ErrUnknownField, `unknown field "admin_groups" in control`},
 		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", keystore.ErrInvalid, "host:port"},
 		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", keystore.ErrInvalid, `"xml"`},
 		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", keystore.ErrInvalid, `"loud"`},

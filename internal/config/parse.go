@@ -93,6 +93,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 var (
 	yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	notFoundRE = regexp.MustCompile(`^field (\S+) not found in type config\.(\w+)$`)
+	dupKeyRE   = regexp.MustCompile(`^mapping key ".*" already defined at line \d+$`)
 	typeNames  = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
 		"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
 		"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp",
@@ -121,10 +122,16 @@ func (p *parser) yamlErr(err error) {
 			ln, _ = strconv.Atoi(sm[1])
 			m = sm[2]
 		}
-		if sm := notFoundRE.FindStringSubmatch(m); sm != nil {
-			m = fmt.Sprintf("unknown field %q in %s", sm[1], typeNames.Replace("config."+sm[2]))
+		var err error
+		switch sm := notFoundRE.FindStringSubmatch(m); {
+		case sm != nil:
+			err = fmt.Errorf("%w %q in %s", keystore.ErrUnknownField, sm[1], typeNames.Replace("config."+sm[2]))
+		case dupKeyRE.MatchString(m):
+			err = fmt.Errorf("%w: %s", keystore.ErrDuplicate, m)
+		default:
+			err = fmt.Errorf("%w: %s", keystore.ErrSyntax, typeNames.Replace(m))
 		}
-		p.add(ln, "", fmt.Errorf("%w: %s", keystore.ErrSyntax, typeNames.Replace(m)))
+		p.add(ln, "", err)
 	}
 }
 
