@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(desiredPolicy))
 	f.Add([]byte("key_chains: [{name: a, keys: [{name: k, lifetime: always}]}]\npeers: [{neighbor: 10.0.0.0/8, key_chain: a}]\n"))
 	f.Add([]byte("a: &x [*x]\n"))
-	sentinels := []error{ErrSyntax, ErrUnknownField, ErrInvalid, ErrDuplicate, ErrUnknownChain, ErrOverlap, ErrKeyLength, ErrAlgorithm, ErrMACLength}
+	sentinels := []error{ErrSyntax, ErrUnknownField, ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownChain, ErrOverlap, ErrKeyLength, ErrAlgorithm, ErrMACLength}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -274,7 +274,7 @@ func (b *builder) build() *Policy {
 		chain, known := p.byName[rp.KeyChain]
 		switch {
 		case rp.KeyChain == "":
-			b.addf(field+".key_chain", ErrInvalid, "key_chain is required")
+			b.add(field+".key_chain", ErrMissingField)
 		case !known:
 			b.addf(field+".key_chain", ErrUnknownChain, "%q is not defined under key_chains", rp.KeyChain)
 		}
@@ -364,7 +364,7 @@ func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {
 func (b *builder) chain(r *rawChain, field string, tol time.Duration) *KeyChain {
 	c := &KeyChain{Name: r.Name, SourceChain: r.SourceChain, AcceptTolerance: tol, Pos: b.pos(field), Field: field}
 	if r.Name == "" {
-		b.addf(field+".name", ErrInvalid, "name is required")
+		b.add(field+".name", ErrMissingField)
 	}
 	if c.SourceChain == "" {
 		c.SourceChain = r.Name
@@ -379,7 +379,7 @@ func (b *builder) chain(r *rawChain, field string, tol time.Duration) *KeyChain 
 			kf := fmt.Sprintf("%s.keys[%d]", field, j)
 			k := KeyRef{Name: rk.Name, Pos: b.pos(kf), Field: kf}
 			if rk.Name == "" {
-				b.addf(kf+".name", ErrInvalid, "name is required")
+				b.add(kf+".name", ErrMissingField)
 				continue
 			}
 			if line, dup := seen[rk.Name]; dup {
@@ -418,7 +418,7 @@ func (b *builder) rotation(r *rawRotation, field string) *Rotation {
 	}
 	req := func(d *duration, name string) time.Duration {
 		if d == nil {
-			b.addf(field+"."+name, ErrInvalid, "%s is required", name)
+			b.add(field+"."+name, ErrMissingField)
 			return 0
 		}
 		return timeDur(*d)
@@ -512,7 +512,7 @@ func checkMACLength(a tcpao.Algorithm, n int) error {
 
 func parseNeighbor(s string) (netip.Prefix, error) {
 	if s == "" {
-		return netip.Prefix{}, fmt.Errorf("%w: neighbor is required", ErrInvalid)
+		return netip.Prefix{}, ErrMissingField
 	}
 	var pfx netip.Prefix
 	if strings.Contains(s, "/") {

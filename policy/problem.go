@@ -26,7 +26,7 @@ type (
 )
 
 // Sentinel errors. Every Problem wraps exactly one of them, so callers and
-// tests classify problems with errors.Is. The first four are keystore's
+// tests classify problems with errors.Is. The first five are keystore's
 // shared sentinels under the names this package has always used.
 var (
 	// ErrSyntax: the file is not well-formed YAML, or a value has the
@@ -34,8 +34,10 @@ var (
 	ErrSyntax = keystore.ErrSyntax
 	// ErrUnknownField: a field the policy format does not define.
 	ErrUnknownField = keystore.ErrUnknownField
+	// ErrMissingField: a required field is absent or empty.
+	ErrMissingField = keystore.ErrMissingField
 	// ErrInvalid: a value is well-formed but not allowed (a negative or zero
-	// interval, an unknown enum value, a missing required field, ...).
+	// interval, an unknown enum value, ...).
 	ErrInvalid = keystore.ErrInvalid
 	// ErrDuplicate: two key chains or two keys of one chain share a name,
 	// or a mapping repeats a field.
