@@ -5,15 +5,18 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // FuzzDecode feeds arbitrary bytes to both decoders — the YAML key file and
 // the Vault KV v2 read response — and checks that they never panic and that
-// no error message contains a secret of the input.
+// no error message contains a secret of the input, and that every problem
+// is a *FieldError wrapping one of the sentinels.
 func FuzzDecode(f *testing.F) {
 	sec := loadSecrets(f)
 	f.Add([]byte(chainYAML(sec, "")))
@@ -25,20 +28,33 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"data":{"data":{"keys":[{"name":"a","secret_hex":"` + hexs(sec[4]) + `\u0001"}]},"metadata":{"version":1}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var texts []string
-		if s, err := DecodeFile("fuzz.yaml", data); err != nil {
+		// Every problem is a *FieldError wrapping a known sentinel, so
+		// callers can classify it without reading its text.
+		add := func(err error) {
+			t.Helper()
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("problem %q (%T) is not a *FieldError", err, err)
+			}
+			if !slices.ContainsFunc(sentinels, func(s error) bool { return errors.Is(err, s) }) {
+				t.Fatalf("problem %q wraps no sentinel", err)
+			}
 			texts = append(texts, err.Error())
+		}
+		if s, err := DecodeFile("fuzz.yaml", data); err != nil {
+			add(err)
 		} else {
 			for _, e := range s.Rejected() {
-				texts = append(texts, e.Error())
+				add(e)
 			}
 			_ = fmt.Sprintf("%v %+v %#v", s, s, s)
 			s.Zero()
 		}
 		if c, err := DecodeVaultResponse("vault secret/fuzz", "fuzz", data); err != nil {
-			texts = append(texts, err.Error())
+			add(err)
 		} else {
 			for _, e := range c.Rejected {
-				texts = append(texts, e.Error())
+				add(e)
 			}
 			c.Zero()
 		}
@@ -54,6 +70,9 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// sentinels are what a decoding problem may wrap.
+var sentinels = []error{ErrSyntax, ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownField, ErrNoChains}
 
 var secretFields = []*regexp.Regexp{
 	regexp.MustCompile(`(?m)(?:^|[\s{,])secret_(?:b64|hex):\s+"?([^"\s,}\]]{6,})`),

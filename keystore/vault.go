@@ -406,10 +406,11 @@ type kvEnvelope struct {
 func DecodeVaultResponse(where, chain string, body []byte) (*Chain, error) {
 	var env kvEnvelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("%s: response: %s", where, jsonErr(err))
+		return nil, &FieldError{Source: where, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
 	}
 	if env.Data == nil || len(env.Data.Data) == 0 || bytes.Equal(env.Data.Data, []byte("null")) {
-		return nil, fmt.Errorf("%s: response has no data (version deleted or destroyed?)", where)
+		return nil, &FieldError{Source: where, Field: "data",
+			Err: fmt.Errorf("%w: the response has none (version deleted or destroyed?)", ErrMissingField)}
 	}
 	ver := env.Data.Metadata.Version
 	src := fmt.Sprintf("%s@v%d", where, ver)
