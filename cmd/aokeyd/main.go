@@ -259,11 +259,11 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 // the read group and the admin group the configuration names. The returned
 // function shuts it down (waiting up to 2s for requests in flight).
 func startControl(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
-	gid, haveGID, err := cfg.Control.GroupID()
+	gid, haveGID, err := cfg.ControlGroupID()
 	if err != nil {
 		return nil, err
 	}
-	adminGID, haveAdminGID, err := cfg.Control.AdminGroupID()
+	adminGID, haveAdminGID, err := cfg.ControlAdminGroupID()
 	if err != nil {
 		return nil, err
 	}

@@ -60,11 +60,11 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		return out
 	}
 	out.Config = c
-	if _, _, err := c.Control.GroupID(); err != nil {
-		out.Problems = append(out.Problems, &keystore.FieldError{Pos: keystore.Pos{File: path}, Field: "control.group", Err: err})
+	if _, _, err := c.ControlGroupID(); err != nil {
+		out.Problems = append(out.Problems, err)
 	}
-	if _, _, err := c.Control.AdminGroupID(); err != nil {
-		out.Problems = append(out.Problems, &keystore.FieldError{Pos: keystore.Pos{File: path}, Field: "control.admin_group", Err: err})
+	if _, _, err := c.ControlAdminGroupID(); err != nil {
+		out.Problems = append(out.Problems, err)
 	}
 	pol, err := c.LoadPolicy()
 	if err != nil {

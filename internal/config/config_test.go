@@ -201,8 +201,8 @@ func TestCheck(t *testing.T) {
 		{"unknown source chain", badPol, false, []string{`bad-policy.yaml:4:11: key_chains[1].name: unknown key chain: source chain "gone"`}},
 		{"unknown source chain, config only", badPol, true, nil},
 		{"unreadable key file", noKeys, false, []string{"missing.yaml"}},
-		{"unknown group", badGroup, false, []string{"control.group"}},
-		{"unknown admin group", badAdmin, false, []string{"control.admin_group"}},
+		{"unknown group", badGroup, false, []string{`badgroup.yaml: control.group: invalid value: "no-such-group-aokeyd": `}},
+		{"unknown admin group", badAdmin, false, []string{`badadmin.yaml: control.admin_group: invalid value: "no-such-group-aokeyd": `}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,7 +78,17 @@ func (c *Config) OpenKeySource(o SourceOptions) (KeySourceHandle, error) {
 		}
 		return src, nil
 	}
-	return nil, fmt.Errorf("config: key_source.type: %w: %q", keystore.ErrInvalid, ks.Type)
+	return nil, c.problem("key_source.type", fmt.Errorf("%w: %q", keystore.ErrInvalid, ks.Type))
+}
+
+// problem is a problem with a field of the loaded config, found after
+// parsing (the line is no longer known).
+func (c *Config) problem(field string, err error) *keystore.FieldError {
+	file := c.File
+	if file == "" {
+		file = "config"
+	}
+	return &keystore.FieldError{Pos: keystore.Pos{File: file}, Field: field, Err: err}
 }
 
 // LoadPolicy loads the configured policy file with the configured jitter
@@ -91,32 +101,36 @@ func (c *Config) LoadPolicy() (*policy.Policy, error) {
 	return policy.Load(c.Policy.Path, opts...)
 }
 
-// GroupID resolves control.group to a gid: a numeric gid as is, a name
-// through the system's group database. ok is false when no group is
-// configured.
-func (c Control) GroupID() (gid int, ok bool, err error) {
-	return lookupGroup("control.group", c.Group)
+// ControlGroupID resolves control.group to a gid: a numeric gid as is, a
+// name through the system's group database. ok is false when no group is
+// configured. An error is a *keystore.FieldError naming the file and field.
+func (c *Config) ControlGroupID() (gid int, ok bool, err error) {
+	return c.lookupGroup("control.group", c.Control.Group)
 }
 
-// AdminGroupID resolves AdminGroup; ok is false when it is unset.
-func (c Control) AdminGroupID() (gid int, ok bool, err error) {
-	return lookupGroup("control.admin_group", c.AdminGroup)
+// ControlAdminGroupID resolves control.admin_group; ok is false when it is
+// unset.
+func (c *Config) ControlAdminGroupID() (gid int, ok bool, err error) {
+	return c.lookupGroup("control.admin_group", c.Control.AdminGroup)
 }
 
-func lookupGroup(field, name string) (gid int, ok bool, err error) {
+func (c *Config) lookupGroup(field, name string) (gid int, ok bool, err error) {
 	if name == "" {
 		return 0, false, nil
 	}
 	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
 		return n, true, nil
 	}
+	fail := func(err error) (int, bool, error) {
+		return 0, false, c.problem(field, fmt.Errorf("%w: %q: %w", keystore.ErrInvalid, name, err))
+	}
 	g, err := user.LookupGroup(name)
 	if err != nil {
-		return 0, false, fmt.Errorf("config: %s: %w", field, err)
+		return fail(err)
 	}
 	n, err := strconv.Atoi(g.Gid)
 	if err != nil {
-		return 0, false, fmt.Errorf("config: %s %q: gid %q: %w", field, name, g.Gid, err)
+		return fail(fmt.Errorf("gid %q: %w", g.Gid, err))
 	}
 	return n, true, nil
 }
