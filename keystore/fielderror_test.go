@@ -200,3 +200,17 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 		})
 	}
 }
+
+// A caller classifies a decoding problem with errors.Is and reads its place
+// with errors.As, whichever decoder (key source, policy, config) found it.
+func ExampleFieldError() {
+	_, err := keystore.DecodeFile("/etc/aokeyd/keys.yaml", []byte("chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n"))
+	var fe *keystore.FieldError
+	if errors.As(err, &fe) && errors.Is(err, keystore.ErrUnknownField) {
+		fmt.Printf("chain %s: fix or remove field %s\n", fe.Chain, fe.Field)
+	}
+	fmt.Println(err)
+	// Output:
+	// chain core: fix or remove field peer
+	// file /etc/aokeyd/keys.yaml:4: chain "core": field peer: unknown field
+}
