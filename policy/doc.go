@@ -4,7 +4,11 @@
 // A policy is a YAML file (see Load and Parse). Decoding is strict: an
 // unknown field, a duplicate mapping key or a value of the wrong type is an
 // error, and every problem names the file, line and field. Parse reports all
-// problems at once as a Problems value.
+// problems at once as a Problems value. Problem is keystore.FieldError, the
+// positioned-error type every decoder of operator input shares, and the
+// shared sentinels (ErrSyntax, ErrUnknownField, ErrMissingField, ErrInvalid,
+// ErrDuplicate) are keystore's, so one errors.Is or errors.As classifies a
+// problem in a policy, a key source or aokeyd's config alike.
 //
 // The policy never holds key bytes. Keys (MKTs) come from a key source as a
 // keystore.Snapshot; a policy key chain references a source chain by name.
