@@ -9,8 +9,8 @@
 // field ("aokeyd.yaml:7: control.group: ..."); Parse reports all of them at
 // once as a keystore.FieldErrors, the positioned-error list the key sources
 // and the policy use too, wrapping keystore's shared sentinels (ErrSyntax,
-// ErrMissingField, ErrInvalid). Relative paths in the file are resolved
-// against the directory of the config file.
+// ErrUnknownField, ErrDuplicate, ErrMissingField, ErrInvalid). Relative
+// paths in the file are resolved against the directory of the config file.
 //
 // # Schema
 //
