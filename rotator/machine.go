@@ -124,13 +124,20 @@ type Status struct {
 	Since       time.Time // when State was entered
 	NextAction  string
 	NextAt      time.Time
-	LastAbort   string
-	LastAbortAt time.Time
-	LastError   string
-	Rolls       int // completed rolls
-	Attempts    int // aborted attempts since the last completed roll
-	PktBad      uint64
-	Deferred    int // stale keys waiting for the peer to stop using them
+	// LastAbort says why the last roll was aborted, for people ("": none).
+	LastAbort string
+	// LastAbortReason classifies it, for metrics and status.
+	LastAbortReason AbortReason
+	// LastAbortErr is the *AbortError itself (nil: none): errors.Is and
+	// errors.As reach the SessionGuard's or the socket's error through it.
+	LastAbortErr error
+	LastAbortAt  time.Time
+
+	LastError string
+	Rolls     int // completed rolls
+	Attempts  int // aborted attempts since the last completed roll
+	PktBad    uint64
+	Deferred  int // stale keys waiting for the peer to stop using them
 }
 
 // machine is one peer's roll state machine. It is not safe for concurrent
@@ -196,18 +203,22 @@ func (m *machine) steadyAt(now time.Time) time.Time {
 	return at
 }
 
-func (m *machine) guarded(step Step, f func() error) error {
+// guarded runs one kernel-writing step between the SessionGuard's Before
+// and After. A failure is an *AbortError (its Detail still empty) whose
+// Reason says which of the three failed; nil when the step ran and the
+// session stayed up.
+func (m *machine) guarded(step Step, f func() error) *AbortError {
 	if m.guard != nil {
 		if err := m.guard.Before(m.peer, step); err != nil {
-			return fmt.Errorf("session guard before %s: %w", step, err)
+			return &AbortError{Reason: AbortGuardRefused, Step: step, Err: fmt.Errorf("session guard before %s: %w", step, err)}
 		}
 	}
 	if err := f(); err != nil {
-		return fmt.Errorf("%s: %w", step, err)
+		return &AbortError{Reason: AbortKernelError, Step: step, Err: fmt.Errorf("%s: %w", step, err)}
 	}
 	if m.guard != nil {
 		if err := m.guard.After(m.peer, step); err != nil {
-			return fmt.Errorf("session guard after %s: %w", step, err)
+			return &AbortError{Reason: AbortSessionDropped, Step: step, Err: fmt.Errorf("session guard after %s: %w", step, err)}
 		}
 	}
 	return nil
@@ -278,14 +289,15 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	m.ownCur = OptID{}
 	_, m.oldRNext = curOf(obs) // what an abort puts back
 	if n > 0 {
-		if err := m.guarded(StepInstall, func() error { _, err := Apply(m.sock, sp.Ops[:n]); return err }); err != nil {
-			return m.abort(now, fmt.Sprintf("install failed: %v", err))
+		if ae := m.guarded(StepInstall, func() error { _, err := Apply(m.sock, sp.Ops[:n]); return err }); ae != nil {
+			ae.Detail = "install failed"
+			return m.abort(now, ae)
 		}
 		if o2, err := Observe(m.sock); err == nil {
 			*obs = o2
 		}
-		if reason := m.checkOwnSwitch(cur, obs); reason != "" {
-			return m.abort(now, reason)
+		if ae := m.checkOwnSwitch(cur, obs); ae != nil {
+			return m.abort(now, ae)
 		}
 	}
 	if !d.WantRNext.Valid {
@@ -302,9 +314,9 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	_, m.oldRNext = curOf(obs)
 	if m.oldRNext != d.WantRNext {
 		want := d.WantRNext.ID
-		err := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) })
-		if err != nil {
-			return m.abort(now, fmt.Sprintf("announce failed: %v", err))
+		if ae := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) }); ae != nil {
+			ae.Detail = "announce failed"
+			return m.abort(now, ae)
 		}
 		m.log.Info("rotator: announced new key", "peer", m.peer, "rnext", want)
 	}
@@ -330,9 +342,9 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 	if peerSwitched || nk.PktGood > m.baseGood {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
-			err := m.guarded(StepSwitch, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &want}) })
-			if err != nil {
-				return m.abort(now, fmt.Sprintf("switch failed: %v", err))
+			if ae := m.guarded(StepSwitch, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &want}) }); ae != nil {
+				ae.Detail = "switch failed"
+				return m.abort(now, ae)
 			}
 			if o2, err := Observe(m.sock); err == nil {
 				*obs = o2
@@ -342,8 +354,9 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 		return m.toGrace(now, obs)
 	}
 	if now.Sub(m.st.Since) >= m.cfg.SwitchTimeout {
-		return m.abort(now, fmt.Sprintf("peer did not send with key recv=%d within %s (its pkt_good stayed at %d); kept current send=%s",
-			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur))
+		return m.abort(now, &AbortError{Reason: AbortSwitchTimeout, Detail: fmt.Sprintf(
+			"peer did not send with key recv=%d within %s (its pkt_good stayed at %d); kept current send=%s",
+			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur)})
 	}
 	return now.Add(m.cfg.Poll)
 }
@@ -353,27 +366,28 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 // forced delete name only a key the peer was seen to use): if the install
 // moved it to a key the peer was never seen sending with, Current_key goes
 // back to before at once; a move to a key the peer uses is kept but marked
-// as this roll's own (ownCur). It returns a reason to abort, or "".
-func (m *machine) checkOwnSwitch(before OptID, obs *Observed) string {
+// as this roll's own (ownCur). It returns why to abort, or nil.
+func (m *machine) checkOwnSwitch(before OptID, obs *Observed) *AbortError {
 	after, _ := curOf(obs)
 	if after == before || !after.Valid {
-		return ""
+		return nil
 	}
 	m.ownCur = after
 	if k := findSend(obs, after.ID); k == nil || k.PktGood > 0 || !before.Valid || findSend(obs, before.ID) == nil {
-		return ""
+		return nil
 	}
 	back := before.ID
 	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
 		"peer", m.peer, "moved_to", after.ID, "back_to", back)
-	if err := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); err != nil {
-		return fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed: %v", after.ID, back, err)
+	if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); ae != nil {
+		ae.Detail = fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed", after.ID, back)
+		return ae
 	}
 	if o2, err := Observe(m.sock); err == nil {
 		*obs = o2
 	}
 	m.ownCur = OptID{}
-	return ""
+	return nil
 }
 
 func findSend(o *Observed, id uint8) *tcpao.KeyInfo {
@@ -419,9 +433,9 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		return m.st.NextAt
 	}
 	if !sp.Empty() {
-		err := m.guarded(StepRetire, func() error { _, err := Apply(m.sock, sp.Ops); return err })
-		if err != nil {
-			return m.abort(now, fmt.Sprintf("retire failed: %v", err))
+		if ae := m.guarded(StepRetire, func() error { _, err := Apply(m.sock, sp.Ops); return err }); ae != nil {
+			ae.Detail = "retire failed"
+			return m.abort(now, ae)
 		}
 		if o2, err := Observe(m.sock); err == nil {
 			sp = PlanSocket(m.desired, o2)
@@ -443,12 +457,12 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 }
 
 // abort keeps the session on its old key: RNext goes back to what it was,
-// the reason is recorded and the roll is retried after a jittered backoff.
-func (m *machine) abort(now time.Time, reason string) time.Time {
+// why is recorded and the roll is retried after a jittered backoff.
+func (m *machine) abort(now time.Time, why *AbortError) time.Time {
 	if m.oldRNext.Valid && m.oldRNext != m.desired.WantRNext {
 		old := m.oldRNext.ID
-		if err := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &old}) }); err != nil {
-			reason += fmt.Sprintf("; restoring rnext=%d failed: %v", old, err)
+		if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &old}) }); ae != nil {
+			why.Restore = fmt.Errorf("restoring rnext=%d failed: %w", old, ae)
 		}
 	}
 	m.st.Attempts++
@@ -460,9 +474,9 @@ func (m *machine) abort(now time.Time, reason string) time.Time {
 	if m.rnd != nil {
 		b = time.Duration(float64(b) * (0.8 + 0.4*m.rnd.Float64()))
 	}
-	m.st.LastAbort, m.st.LastAbortAt = reason, now
+	m.st.LastAbort, m.st.LastAbortReason, m.st.LastAbortErr, m.st.LastAbortAt = why.Error(), why.Reason, why, now
 	m.st.HavePending = false
-	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", reason, "retry_in", b)
+	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", why.Reason, "error", why, "retry_in", b)
 	m.enter(StateBackoff, now, "retry the roll", now.Add(b))
 	return m.st.NextAt
 }

@@ -192,7 +192,7 @@ func TestBackoffGrowsWithJitter(t *testing.T) {
 	m := newMachine("p", newFakeEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
 	var prev time.Duration
 	for i := range 8 {
-		at := m.abort(t0, "test")
+		at := m.abort(t0, &AbortError{Detail: "test"})
 		d := at.Sub(t0)
 		base := min(time.Minute<<i, 10*time.Minute)
 		if d < base*8/10 || d > base*12/10 {

@@ -1,0 +1,192 @@
+package rotator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// hook is where a step fails in the abort table: the guard's Before, the
+// socket option itself, or the guard's After.
+type hook int
+
+const (
+	failBefore hook = iota + 1
+	failKernel
+	failAfter
+)
+
+// errNotUp and notUpDrop stand for a SessionGuard's typed errors (bgp's
+// ErrNotEstablished and *DropError): the abort must carry them with %w.
+var errNotUp = errors.New("test: session not established")
+
+type dropErr struct{ step Step }
+
+func (e *dropErr) Error() string { return fmt.Sprintf("test: session dropped during %s", e.step) }
+
+// stepGuard fails the steps named in fail at their hook and records the step
+// that runs, so that stepSock can fail that step's socket option.
+type stepGuard struct {
+	fail map[Step]hook
+	cur  Step
+}
+
+func (g *stepGuard) Before(_ PeerID, s Step) error {
+	g.cur = s
+	if g.fail[s] == failBefore {
+		return fmt.Errorf("neighbor is idle: %w", errNotUp)
+	}
+	return nil
+}
+
+func (g *stepGuard) After(_ PeerID, s Step) error {
+	if g.fail[s] == failAfter {
+		return &dropErr{step: s}
+	}
+	return nil
+}
+
+// stepSock fails every key write with ENOMEM while the guard runs a step
+// that fails at failKernel. With moveCur, an added key becomes Current_key
+// (as the kernel must not do; the machine puts it back).
+type stepSock struct {
+	*fakeSock
+	g       *stepGuard
+	moveCur bool
+}
+
+func (s *stepSock) failing() bool { return s.g.fail[s.g.cur] == failKernel }
+
+func (s *stepSock) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	if s.failing() {
+		return syscall.ENOMEM
+	}
+	if err := s.fakeSock.AddKey(k, o); err != nil || !s.moveCur {
+		return err
+	}
+	s.mu.Lock()
+	s.cur = s.bySend(k.SendID)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *stepSock) DelKey(d tcpao.DelKey) error {
+	if s.failing() {
+		return syscall.ENOMEM
+	}
+	return s.fakeSock.DelKey(d)
+}
+
+func (s *stepSock) SetInfo(c tcpao.InfoChange) error {
+	if s.failing() {
+		return syscall.ENOMEM
+	}
+	return s.fakeSock.SetInfo(c)
+}
+
+// TestAbortReasons drives one roll from key 1 to key 2 into each way it can
+// abort and checks the status's reason, the failed step and that errors.Is
+// and errors.As reach the guard's or the socket's own error.
+func TestAbortReasons(t *testing.T) {
+	cases := []struct {
+		name      string
+		fail      map[Step]hook
+		moveCur   bool
+		peerSends bool // the peer sends with the new key once it is announced
+		reason    AbortReason
+		step      Step
+		is        error // errors.Is(LastAbortErr, is)
+		asDrop    bool  // errors.As(LastAbortErr, **dropErr)
+		text      string
+	}{
+		{name: "switch timeout", reason: AbortSwitchTimeout, text: "did not send with key recv=2"},
+		{name: "install refused", fail: map[Step]hook{StepInstall: failBefore}, reason: AbortGuardRefused, step: StepInstall, is: errNotUp},
+		{name: "install kernel error", fail: map[Step]hook{StepInstall: failKernel}, reason: AbortKernelError, step: StepInstall, is: syscall.ENOMEM},
+		{name: "install dropped", fail: map[Step]hook{StepInstall: failAfter}, reason: AbortSessionDropped, step: StepInstall, asDrop: true},
+		{name: "announce refused", fail: map[Step]hook{StepAnnounce: failBefore}, reason: AbortGuardRefused, step: StepAnnounce, is: errNotUp},
+		{name: "announce kernel error", fail: map[Step]hook{StepAnnounce: failKernel}, reason: AbortKernelError, step: StepAnnounce, is: syscall.ENOMEM},
+		{name: "announce dropped", fail: map[Step]hook{StepAnnounce: failAfter}, reason: AbortSessionDropped, step: StepAnnounce, asDrop: true},
+		{name: "switch refused", peerSends: true, fail: map[Step]hook{StepSwitch: failBefore}, reason: AbortGuardRefused, step: StepSwitch, is: errNotUp},
+		{name: "switch kernel error", peerSends: true, fail: map[Step]hook{StepSwitch: failKernel}, reason: AbortKernelError, step: StepSwitch, is: syscall.ENOMEM},
+		{name: "switch dropped", peerSends: true, fail: map[Step]hook{StepSwitch: failAfter}, reason: AbortSessionDropped, step: StepSwitch, asDrop: true},
+		{name: "retire refused", peerSends: true, fail: map[Step]hook{StepRetire: failBefore}, reason: AbortGuardRefused, step: StepRetire, is: errNotUp},
+		{name: "retire kernel error", peerSends: true, fail: map[Step]hook{StepRetire: failKernel}, reason: AbortKernelError, step: StepRetire, is: syscall.ENOMEM},
+		{name: "retire dropped", peerSends: true, fail: map[Step]hook{StepRetire: failAfter}, reason: AbortSessionDropped, step: StepRetire, asDrop: true},
+		{name: "install moved current, putting it back fails", moveCur: true, fail: map[Step]hook{StepRestore: failKernel},
+			reason: AbortKernelError, step: StepRestore, is: syscall.ENOMEM, text: "putting send=1 back failed"},
+		{name: "dropped, and rnext not put back", peerSends: true, fail: map[Step]hook{StepSwitch: failAfter, StepRestore: failBefore},
+			reason: AbortSessionDropped, step: StepSwitch, asDrop: true, text: "restoring rnext=1 failed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+			g := &stepGuard{fail: c.fail}
+			s := &stepSock{fakeSock: newFakeEstablished(a), g: g, moveCur: c.moveCur}
+			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
+			m.setDesired(want(b), t0)
+			now := t0
+			for range 120 {
+				if m.st.Attempts > 0 || m.st.Rolls > 0 {
+					break
+				}
+				if c.peerSends && m.st.State == StateAnnounced {
+					s.mu.Lock()
+					s.byRecv(2).good++
+					s.mu.Unlock()
+				}
+				m.step(now)
+				now = now.Add(time.Second)
+			}
+			st := m.st
+			if st.Attempts != 1 || st.State != StateBackoff {
+				t.Fatalf("attempts %d state %s rolls %d: want one aborted roll", st.Attempts, st.State, st.Rolls)
+			}
+			if st.LastAbortReason != c.reason {
+				t.Errorf("reason %v, want %v (abort %q)", st.LastAbortReason, c.reason, st.LastAbort)
+			}
+			var ae *AbortError
+			if !errors.As(st.LastAbortErr, &ae) {
+				t.Fatalf("LastAbortErr %#v is not an *AbortError", st.LastAbortErr)
+			}
+			if ae.Reason != c.reason || ae.Step != c.step {
+				t.Errorf("AbortError reason %v step %q, want %v %q", ae.Reason, ae.Step, c.reason, c.step)
+			}
+			if st.LastAbort != st.LastAbortErr.Error() {
+				t.Errorf("LastAbort %q is not the error's text %q", st.LastAbort, st.LastAbortErr)
+			}
+			if c.is != nil && !errors.Is(st.LastAbortErr, c.is) {
+				t.Errorf("errors.Is(%q, %v) false", st.LastAbort, c.is)
+			}
+			var de *dropErr
+			if errors.As(st.LastAbortErr, &de) != c.asDrop {
+				t.Errorf("errors.As(%q, *dropErr) = %t, want %t", st.LastAbort, !c.asDrop, c.asDrop)
+			}
+			if !strings.Contains(st.LastAbort, c.text) {
+				t.Errorf("abort %q does not say %q", st.LastAbort, c.text)
+			}
+		})
+	}
+}
+
+func TestAbortReasonString(t *testing.T) {
+	// The strings are the rotations_aborted_total reason labels that
+	// dashboards select on: a change here is a change for operators.
+	for r, want := range map[AbortReason]string{
+		AbortNone:           "",
+		AbortSwitchTimeout:  "switch-timeout",
+		AbortGuardRefused:   "guard-refused",
+		AbortSessionDropped: "session-down",
+		AbortKernelError:    "kernel-error",
+	} {
+		if got := r.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", r, got, want)
+		}
+	}
+}
