@@ -149,8 +149,8 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	if r.NextAction != "" {
 		fmt.Fprintf(w, "  Next: %s at %s\n", r.NextAction, when(r.NextAt, now))
 	}
-	if r.LastAbortReason != "" {
-		fmt.Fprintf(w, "  Last abort: %s\n", r.LastAbortReason)
+	if r.LastAbortReason != "" || r.LastAbort != "" {
+		fmt.Fprintf(w, "  Last abort: %s: %s\n", dash(r.LastAbortReason), r.LastAbort)
 	}
 	c := p.Counters
 	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",

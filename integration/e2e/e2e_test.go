@@ -441,7 +441,7 @@ func TestLaggingPeer(t *testing.T) {
 			t.Fatalf("aokeyd switched away from k1 although B cannot verify k2: %+v", st.Keys)
 		}
 	}
-	t.Logf("B lags: status says %q", st.Rotation.LastAbortReason)
+	t.Logf("B lags: status says %q", st.Rotation.LastAbort)
 	l.checkNoFlap(s, "while B lags")
 	// B gets the key (preferred): the roll completes.
 	k2b := k2

@@ -46,7 +46,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool {
 			return k.SendID == k2.sendID() && k.TCPOptions == control.TCPOptionsExclude
 		})
-		return ok, fmt.Sprintf("A keys %v (%s, %s)", keyIDs(st.Keys), st.Rotation.State, st.Rotation.LastAbortReason)
+		return ok, fmt.Sprintf("A keys %v (%s, %s)", keyIDs(st.Keys), st.Rotation.State, st.Rotation.LastAbort)
 	})
 	// The roll completes without a flap: the established session's
 	// segments verify either way (the time bomb), only the next reconnect
@@ -60,7 +60,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 	}
 	st := l.status()
 	t.Logf("before the restart: roll to k2 completed=%t; A keys %v, session %s, rotation %s %q, counters %+v", rolled, keyIDs(st.Keys),
-		st.SessionState, st.Rotation.State, st.Rotation.LastAbortReason, st.Counters)
+		st.SessionState, st.Rotation.State, st.Rotation.LastAbort, st.Counters)
 	if !rolled || st.SessionState != "established" {
 		t.Fatalf("the roll to the key with other tcp_options did not complete on an established session")
 	}

@@ -150,6 +150,9 @@ type Key struct {
 }
 
 // Rotation is the peer's rotation state machine (rotator.Status).
+// LastAbortReason classifies the last aborted roll with the words of the
+// rotations_aborted_total reason label (rotator.AbortReason: e.g.
+// "switch-timeout", "session-down"); LastAbort says what happened.
 type Rotation struct {
 	State           string    `json:"state"`
 	PendingKey      string    `json:"pending_key,omitempty"`
@@ -157,6 +160,7 @@ type Rotation struct {
 	NextAction      string    `json:"next_action,omitempty"`
 	NextAt          time.Time `json:"next_at,omitzero"`
 	LastAbortReason string    `json:"last_abort_reason,omitempty"`
+	LastAbort       string    `json:"last_abort,omitempty"`
 }
 
 // Counters are the socket-level TCP_AO_INFO counters of the peer's

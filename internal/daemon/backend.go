@@ -137,7 +137,8 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	for _, k := range pk.Keys {
 		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
 	}
-	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt, LastAbortReason: rs.LastAbort}
+	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
+		LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {
 		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
 			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name
@@ -335,12 +336,9 @@ func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
 		m.RotationCompleted(mp)
 	}
 	if s.Attempts > last[1] {
-		reason := "switch-timeout"
-		if strings.Contains(s.LastAbort, "session") || strings.Contains(s.LastAbort, "dropped") {
-			reason = "session-down"
-		} else if strings.Contains(s.LastAbort, "failed") {
-			reason = "kernel-error"
-		}
+		// Aborts since the last pass are all counted under the last one's
+		// reason: the status keeps only that one.
+		reason := s.LastAbortReason.String()
 		for i := last[1]; i < s.Attempts; i++ {
 			m.RotationStarted(mp)
 			m.RotationAborted(mp, reason)

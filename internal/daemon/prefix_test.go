@@ -141,7 +141,7 @@ func testPrefixBindingLaggingPeer(t *testing.T) {
 	e.waitFor("two aborted attempts", func() bool {
 		return strings.Count(e.logs.String(), "roll aborted; old key kept") >= 2
 	})
-	if ps := e.peerStatus(); !strings.Contains(ps.Rotation.LastAbortReason, fmt.Sprintf("did not send with key recv=%d", kn.recv)) {
+	if ps := e.peerStatus(); !strings.Contains(ps.Rotation.LastAbort, fmt.Sprintf("did not send with key recv=%d", kn.recv)) || ps.Rotation.LastAbortReason != "switch-timeout" {
 		t.Errorf("status rotation %+v, want the abort's reason", ps.Rotation)
 	}
 

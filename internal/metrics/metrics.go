@@ -181,8 +181,9 @@ func (m *Metrics) RotationStarted(p Peer) { m.started.With(p.labels()).Inc() }
 // RotationCompleted counts a rotation that retired the old key.
 func (m *Metrics) RotationCompleted(p Peer) { m.completed.With(p.labels()).Inc() }
 
-// RotationAborted counts an aborted rotation. reason must be one of a few
-// fixed words (e.g. "switch-timeout", "session-down", "kernel-error").
+// RotationAborted counts an aborted rotation. reason is the word of the
+// roll's rotator.AbortReason ("switch-timeout", "guard-refused",
+// "session-down", "kernel-error"), never derived from an error's text.
 func (m *Metrics) RotationAborted(p Peer, reason string) {
 	l := p.labels()
 	l[LabelReason] = reason

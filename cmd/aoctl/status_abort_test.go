@@ -1,0 +1,21 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+)
+
+// aoctl status shows the last abort's reason word (the metric's label) and
+// its text.
+func TestStatusShowsAbortReason(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	renderPeer(&b, control.PeerStatus{Rotation: control.Rotation{State: "backoff",
+		LastAbortReason: "session-down", LastAbort: "announce failed: session guard after announce: bgp session dropped"}}, now)
+	if want := "\n  Last abort: session-down: announce failed: session guard after announce: bgp session dropped\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", b.String(), strings.TrimSpace(want))
+	}
+}
