@@ -21,7 +21,8 @@ exclude: whether the MAC covers TCP options; both ends must agree).
 Listener: the listening sockets' keys for the peer's address with their
 good/bad segment counts (SHARED: the key's prefix covers other peers too, so
 its counts are theirs as well), and the listeners' own counters, which all
-peers share. Warnings: peer not passive, optmem_max too small, key source
+peers share. Warnings: peer not passive while nothing keys the BGP daemon's
+connects to it (aokeyd exec does), optmem_max too small, key source
 stale, no Current_key, segments from the peer failing verification on the
 listener while its session is down.
 `)
@@ -113,7 +114,11 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	if p.VRF != "" {
 		fmt.Fprintf(w, " vrf %s", p.VRF)
 	}
-	fmt.Fprintf(w, ": session %s, up %s, passive %s\n", dash(p.SessionState), human(time.Duration(p.Uptime)), yesno(p.Passive))
+	fmt.Fprintf(w, ": session %s, up %s, passive %s", dash(p.SessionState), human(time.Duration(p.Uptime)), yesno(p.Passive))
+	if p.ActiveOpensKeyed {
+		fmt.Fprint(w, ", active opens keyed")
+	}
+	fmt.Fprintln(w)
 	if len(p.Sockets) > 0 {
 		fmt.Fprintln(w, "  Sockets:")
 		t := newTable(w, "    ", "KIND", "LOCAL", "REMOTE", "INODE")

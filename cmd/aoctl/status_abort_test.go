@@ -19,3 +19,19 @@ func TestStatusShowsAbortReason(t *testing.T) {
 		t.Errorf("status:\n%s\nwant the line %q", b.String(), strings.TrimSpace(want))
 	}
 }
+
+// aoctl status says when the BGP daemon's own connects to a peer carry keys.
+func TestStatusShowsActiveOpensKeyed(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, keyed := range []bool{false, true} {
+		var b strings.Builder
+		renderPeer(&b, control.PeerStatus{Peer: "192.0.2.3", SessionState: "established", ActiveOpensKeyed: keyed}, now)
+		want := "Peer 192.0.2.3: session established, up 0s, passive no\n"
+		if keyed {
+			want = "Peer 192.0.2.3: session established, up 0s, passive no, active opens keyed\n"
+		}
+		if !strings.HasPrefix(b.String(), want) {
+			t.Errorf("keyed %t: status:\n%s\nwant it to start %q", keyed, b.String(), want)
+		}
+	}
+}

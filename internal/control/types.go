@@ -103,7 +103,12 @@ type PeerStatus struct {
 	Uptime Duration `json:"uptime"`
 	// Passive: the BGP daemon does not initiate the session (needed for a
 	// hitless key set change on the listener).
-	Passive  bool     `json:"passive"`
+	Passive bool `json:"passive"`
+	// ActiveOpensKeyed: the BGP daemon's own connects to the neighbor
+	// carry its keys (it runs under aokeyd exec), so a neighbor that is
+	// not passive is managed too.
+	ActiveOpensKeyed bool `json:"active_opens_keyed"`
+
 	Sockets  []Socket `json:"sockets"`
 	Keys     []Key    `json:"keys"`
 	Rotation Rotation `json:"rotation"`

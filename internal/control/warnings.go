@@ -8,7 +8,9 @@ import (
 
 // Warnings the server derives from a report's fields (Complete).
 const (
-	WarnNotPassive = "not passive: the BGP daemon may initiate the session; set the neighbor passive for hitless rotation"
+	// WarnNotPassive: the speaker may connect to the neighbor and nothing
+	// puts keys on those connections (PeerStatus.ActiveOpensKeyed false).
+	WarnNotPassive = "not passive, and nothing keys its active opens: the BGP speaker's outgoing connections to this neighbor carry no TCP-AO key; set the neighbor passive (gobgpd: passive-mode = true) or run the speaker under aokeyd exec"
 	WarnNoCurrent  = "no Current_key on the established socket"
 )
 
@@ -27,7 +29,8 @@ func WarnOptmem(o Optmem) string {
 }
 
 // Complete adds the warnings that follow from the report's fields (stale key
-// source, optmem too small, peers not passive, no Current_key), without
+// source, optmem too small, peers whose outgoing connections carry no keys,
+// no Current_key), without
 // duplicating ones already there. The server calls it on every report, so the
 // Backend need not.
 func (r *StatusReport) Complete() {
@@ -47,7 +50,7 @@ func (r *StatusReport) Complete() {
 	}
 	for i := range r.Peers {
 		p := &r.Peers[i]
-		if !p.Passive {
+		if !p.Passive && !p.ActiveOpensKeyed {
 			add(&p.Warnings, WarnNotPassive)
 		}
 		hasEst, hasCur := false, false

@@ -109,7 +109,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	id := PeerIDOf(info.Neighbor, info.VRF)
 	ps := control.PeerStatus{
 		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
-		Passive: info.Passive, Sockets: slices.Clone(listeners),
+		Passive: info.Passive, ActiveOpensKeyed: d.keysActiveOpens(info), Sockets: slices.Clone(listeners),
 	}
 	if info.Established() && !info.Uptime.IsZero() {
 		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))

@@ -3,8 +3,16 @@ package daemon
 import (
 	"net/netip"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
+
+// keysActiveOpens reports whether the speaker's own connects to the peer
+// carry its keys: the speaker runs under aokeyd exec (Options.ActiveOpens)
+// and the peer is in the default VRF, the only one ConnectKeys answers for.
+func (d *Daemon) keysActiveOpens(info bgp.PeerInfo) bool {
+	return d.o.ActiveOpens && info.VRF == ""
+}
 
 // ConnectKeys answers connectguard's question for one connect() of the
 // speaker (pid) to dst: the keys the peer's socket must carry before the
