@@ -3,14 +3,12 @@ package bgp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/policy"
 )
 
 var (
@@ -102,40 +100,6 @@ func TestGuardNoPeer(t *testing.T) {
 	g := NewGuard(&seqPeers{lists: [][]PeerInfo{{}}}, nil)
 	if err := g.Step(context.Background(), nbr, "s", func(context.Context) error { return nil }); !errors.Is(err, ErrNoPeer) {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-type bindings map[netip.Addr]policy.Binding
-
-func (b bindings) BindingFor(p netip.Addr, vrf string) (policy.Binding, error) {
-	if x, ok := b[p]; ok && x.VRF == vrf {
-		return x, nil
-	}
-	return policy.Binding{}, fmt.Errorf("%w: %s", policy.ErrNoBinding, p)
-}
-
-func TestMap(t *testing.T) {
-	other := netip.MustParseAddr("10.255.0.6")
-	b := bindings{nbr: {Neighbor: netip.PrefixFrom(nbr, 32), KeyChain: "core"}}
-	tests := []struct {
-		name     string
-		peer     PeerInfo
-		managed  bool
-		err      error
-		warnings int
-	}{
-		{name: "AO passive", peer: PeerInfo{Neighbor: nbr, Passive: true}, managed: true},
-		{name: "AO active warns", peer: PeerInfo{Neighbor: nbr}, managed: true, warnings: 1},
-		{name: "MD5 and AO", peer: PeerInfo{Neighbor: nbr, Passive: true, MD5: true}, err: ErrMD5AndAO},
-		{name: "no binding, MD5 is fine", peer: PeerInfo{Neighbor: other, MD5: true}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := Map([]PeerInfo{tt.peer}, b)[0]
-			if e.Managed() != tt.managed || !errors.Is(e.Err, tt.err) || len(e.Warnings) != tt.warnings {
-				t.Fatalf("entry %+v", e)
-			}
-		})
 	}
 }
 

@@ -1,44 +1,51 @@
 // Package bgp is aokeyd's view of the BGP speaker that owns the TCP sockets:
 // its peers and their sessions (Speaker, implemented for GoBGP v3 by
-// bgp/gobgp), the sockets behind them (bgp/sockets), the mapping of
-// neighbors to the policy's peer bindings (Inventory), the wiring of
-// sessions into the rotator (Tracker, SessionObserver) and the session
-// health guard around rotation steps (Guard).
+// bgp/gobgp), the sockets behind them (bgp/sockets), the wiring of sessions
+// to their consumer (Tracker calls a SessionObserver; aokeyd's daemon
+// implements it and runs the rotation) and the session health guard around
+// rotation steps (Guard). Which neighbors carry TCP-AO is the caller's
+// business (TrackerOptions.Managed): the package knows nothing of the
+// policy.
 //
-// # Passive mode: how keys reach the speaker's connections
+// # How keys reach the speaker's connections
 //
 // aokeyd works from outside an unmodified speaker. A TCP-AO key must be on a
 // socket before its SYN is sent or received: aokeyd puts the keys on the
 // speaker's listening sockets, and connections the speaker accepts inherit
 // them. gobgpd v3 offers no hook between socket() and connect() of its
-// outgoing connections, so those cannot carry keys. AO neighbors are
-// therefore configured in gobgpd with
+// outgoing connections, so either AO neighbors are configured in gobgpd with
 //
 //	[neighbors.transport.config]
 //	  passive-mode = true
 //
-// and the remote side opens the connection (active opens are a later issue).
-// Inventory marks an AO neighbor that is not passive with a warning that
-// aokeyd's status shows. A gobgpd neighbor with an auth-password (TCP-MD5)
-// that also has an AO binding is a configuration error (ErrMD5AndAO): the
-// kernel refuses TCP-AO keys next to TCP-MD5 on one socket (EKEYREJECTED).
+// and the remote side opens the connection, or the speaker runs under
+// `aokeyd exec`, whose connect interception puts the keys on each outgoing
+// socket before its SYN (TrackerOptions.ActiveOpens: such sessions are
+// followed like accepted ones). aoctl status warns about a neighbor that is
+// neither passive nor keyed on its active opens. A neighbor with a TCP-MD5
+// auth-password (PeerInfo.MD5) cannot also carry TCP-AO keys: the kernel
+// refuses TCP-AO next to TCP-MD5 on one socket (EKEYREJECTED); the daemon
+// reports it.
 //
-// # Accepted sessions and the del_async race
+// # Established sessions and the del_async race
 //
-// When a peer reaches Established on an accepted connection the Tracker
-// finds that socket (4-tuple lookup in the speaker's process) and calls
-// SessionObserver.OnEstablished with a handle to it. The observer (the
-// rotator) must compare the socket's key set (TCP_AO_GET_KEYS) with the
-// desired one before it starts rotating: a key deleted from the listener
-// with del_async moments before may still have been copied to the accepted
-// socket. When the session drops, OnDown says to stop touching its socket.
+// When a followed peer reaches Established the Tracker finds its socket
+// (4-tuple lookup in the speaker's process) and calls
+// SessionObserver.OnEstablished with a handle to it. The observer must
+// compare the socket's key set (TCP_AO_GET_KEYS) with the desired one
+// before it starts rotating: a key deleted from the listener with del_async
+// moments before may still have been copied to an accepted socket. When the
+// session drops, OnDown says to stop touching its socket.
 //
 // # Session health
 //
 // Guard.Step runs one rotation step on a peer only while it is Established,
 // and checks afterwards that the session stayed up: the same uptime, the
 // same flop count and the same connection (ports). A drop is returned as a
-// *DropError naming the step, so the rotator can record it and back off.
+// *DropError naming the step (errors.Is ErrSessionDropped); a step that
+// Before refuses wraps ErrNotEstablished. The rotator aborts the roll,
+// classifies it by which of the two failed and keeps the error for
+// errors.Is/As, and backs off.
 //
 // # Privileges
 //

@@ -28,12 +28,13 @@ type SocketHandle interface {
 	Do(fn func(fd int) error) error
 }
 
-// SessionObserver is what the rotator implements to follow sessions.
+// SessionObserver follows the managed peers' sessions (aokeyd's daemon
+// implements it and runs each session's rotation).
 type SessionObserver interface {
 	// Both are called from the Tracker's event loop: return quickly.
 	//
-	// OnEstablished: peer's session is up on an accepted connection,
-	// sock. The observer verifies the socket's keys against the desired
+	// OnEstablished: peer's session is up on the connection sock (an
+	// accepted one, or with ActiveOpens one the speaker opened). The observer verifies the socket's keys against the desired
 	// set (the del_async race: a key just deleted from the listener may
 	// have been copied to it) and starts the peer's rotation.
 	OnEstablished(ctx context.Context, peer PeerInfo, sock SocketHandle)
@@ -63,16 +64,15 @@ type TrackerOptions struct {
 }
 
 // Tracker turns the speaker's session events into SessionObserver calls,
-// with the accepted socket of each Established session.
+// with the socket of each Established session.
 type Tracker struct {
 	sp   Speaker
 	disc Discoverer
 	obs  SessionObserver
 	opt  TrackerOptions
 
-	mu  sync.Mutex
-	up  map[netip.Addr]tracked
-	pid int
+	mu sync.Mutex
+	up map[netip.Addr]tracked
 }
 
 type tracked struct {
@@ -124,18 +124,6 @@ func (t *Tracker) Listeners(ctx context.Context) ([]SocketHandle, error) {
 		out[i] = &handle{t: t, ref: r}
 	}
 	return out, nil
-}
-
-// Sockets returns the neighbors whose sessions are handed to the observer,
-// with their socket references (for status).
-func (t *Tracker) Sockets() map[netip.Addr]sockets.Ref {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m := make(map[netip.Addr]sockets.Ref, len(t.up))
-	for a, tr := range t.up {
-		m[a] = tr.ref
-	}
-	return m
 }
 
 func (t *Tracker) managed(p PeerInfo) bool { return t.opt.Managed == nil || t.opt.Managed(p) }

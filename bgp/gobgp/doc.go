@@ -1,5 +1,5 @@
 // Package gobgp implements bgp.Speaker for an unmodified gobgpd v3 through
-// its gRPC API: ListPeer for the inventory, WatchEvent (peer events) for
+// its gRPC API: ListPeer for the peer list (Peers), WatchEvent (peer events) for
 // session state changes with the live ports of each connection, ResetPeer.
 //
 // The API is reached through the API interface, which declares only the
