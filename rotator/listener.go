@@ -23,7 +23,8 @@ var ErrOptMem = errors.New("rotator: listener key set exceeds net.core.optmem_ma
 // adds keys at the head of its list and a delete walks from the head, so
 // retiring the newest first finds each old key behind only the new keys
 // added so far instead of behind every other old key (measured by `make
-// bench`, item 2). Peers that only gain keys come last.
+// bench`: its full rotation against the raw ordering). Peers that only gain
+// keys come last.
 func ListenerBatches(sp SocketPlan, peersPerBatch int) [][]Op {
 	_, batches := listenerBatches(sp.Ops, peersPerBatch)
 	return batches

@@ -11,10 +11,10 @@
 #   AOKEYD_BENCH_REPS        repetitions per N [7,4,2]
 #   AOKEYD_BENCH_SAMPLE      peers with synchronous deletes [256]
 #   AOKEYD_BENCH_PLAN_SIZES  planner sweep fleet sizes [2500,5000,10000,20000]
-#   AOKEYD_BENCH_REVOKE      peers of the emergency-revoke run (item 3) [1000]
-#   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run (item 5) [4096]
-#   AOKEYD_BENCH_DAEMON_KEYS keys per peer in item 5 [4]
-#   AOKEYD_BENCH_PASSES      idle reconcile passes item 5 averages over [5]
+#   AOKEYD_BENCH_REVOKE      peers of the emergency-revoke run [1000]
+#   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run [4096]
+#   AOKEYD_BENCH_DAEMON_KEYS keys per peer in the daemon RSS/idle-pass run [4]
+#   AOKEYD_BENCH_PASSES      idle reconcile passes the daemon run averages over [5]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)

@@ -229,7 +229,7 @@ func localCopy(path, dir string) (string, error) {
 	return dst, nil
 }
 
-// revokeRun is item 3: `aoctl revoke core/k1` against a daemon managing n
+// revokeRun is the emergency revoke: `aoctl revoke core/k1` against a daemon managing n
 // established sessions and the listener, timed from exec to exit.
 func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	aoctl := r.cfg.Aoctl
@@ -446,7 +446,7 @@ func passCPU(ctx context.Context, run *running, full bool, passes int, trigger f
 	return count, (c1 - c0) / int64(count), int64(time.Since(t0)), int(o1 - o0), nil
 }
 
-// daemonRun is item 5: RSS with n peers of k keys each (listener and
+// daemonRun is the daemon's memory and idle pass: RSS with n peers of k keys each (listener and
 // established sockets), and CPU per idle reconcile pass.
 func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, error) {
 	res := &DaemonRun{Peers: n, KeysPerPeer: k, Passes: passes}
@@ -577,7 +577,8 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	return res, nil
 }
 
-// daemonItems runs items 3 and 5 when configured.
+// daemonItems runs the emergency revoke and the daemon memory/idle-pass
+// run when configured.
 func (r *runner) daemonItems(ctx context.Context, res *Results) error {
 	if r.cfg.RevokePeers == 0 && r.cfg.DaemonPeers == 0 {
 		return nil

@@ -30,10 +30,10 @@
 // fake speaker reporting the sessions Established and a fake discoverer
 // naming the accepted sockets, reached through daemon.Options.SocketOf:
 //
-//   - Emergency revoke (item 3): `aoctl revoke core/k1` executed against
+//   - Emergency revoke: `aoctl revoke core/k1` executed against
 //     control.NewServer on a unix socket, timed from exec to exit, then
 //     every socket is read back and every session carries a byte each way.
-//   - Daemon memory and idle pass (item 5): RSS with the daemon running
+//   - Daemon memory and idle pass: RSS with the daemon running
 //     over N peers of K keys (listener and established sockets), and
 //     getrusage CPU per reconcile pass with nothing to change.
 package bench

@@ -22,7 +22,7 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// The daemon benchmarks (items 3 and 5) run the real daemon package over a
+// The daemon benchmarks (emergency revoke, daemon memory and idle pass) run the real daemon package over a
 // fleet of REAL loopback TCP-AO sessions: one listener on 127.0.0.1 and one
 // client per peer bound to its own 127.16.x.y address, each client keyed
 // with the mirrors of the peer's MKTs before connect. A fake speaker reports

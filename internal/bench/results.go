@@ -26,7 +26,8 @@ type Results struct {
 	Skipped   []Skip       `json:"skipped"`
 	// DaemonErrors are daemon items that were started and failed.
 	DaemonErrors []Skip `json:"daemon_errors,omitempty"`
-	// Revoke is item 3 and Daemon item 5 (nil: not run).
+	// Revoke is the emergency revoke run and Daemon the daemon's memory
+	// and idle-pass run (nil: not run).
 	Revoke *RevokeRun `json:"revoke,omitempty"`
 	// SODomainNs is one getsockopt(SO_DOMAIN): what tcpao saved per
 	// AddKey/DelKey by caching the socket family.
@@ -36,7 +37,7 @@ type Results struct {
 	// largest N (filled in on the host with go tool pprof).
 	Profile string `json:"profile,omitempty"`
 	// PassProfile and SteadyProfile are the tops (go tool pprof -top -cum)
-	// of item 5's idle-pass and steady-window CPU profiles.
+	// of the daemon run's idle-pass and steady-window CPU profiles.
 	PassProfile   string `json:"pass_profile,omitempty"`
 	SteadyProfile string `json:"steady_profile,omitempty"`
 }
@@ -148,7 +149,7 @@ func (r GoBenchRow) Sort() float64 {
 // UnitCPUPerPass is BenchmarkIdlePass's metric.
 const UnitCPUPerPass = "cpu-ns/pass"
 
-// RevokeRun is item 3: `aoctl revoke` of one key across Peers established
+// RevokeRun is the emergency revoke: `aoctl revoke` of one key across Peers established
 // sessions and the listener, driven through the real daemon package over
 // real loopback TCP-AO sockets.
 type RevokeRun struct {
@@ -184,7 +185,7 @@ type RevokeRun struct {
 	DataError string `json:"data_error,omitempty"`
 }
 
-// TargetRevoke is item 3's bound on the wall time.
+// TargetRevoke is the emergency revoke's bound on the wall time.
 const TargetRevoke = time.Second
 
 // RevokeVerdict judges the wall time and the afterwards checks.
@@ -200,7 +201,7 @@ func (v RevokeRun) Verdict() string {
 	return fmt.Sprintf("target<%v MISSED by %.0f%%", TargetRevoke, (float64(v.ToDone)/float64(TargetRevoke)-1)*100)
 }
 
-// DaemonRun is item 5: the daemon's memory with Peers sessions of
+// DaemonRun is the daemon's memory with Peers sessions of
 // KeysPerPeer keys (on the listener and on every established socket) and
 // its CPU time per reconcile pass when nothing changes.
 type DaemonRun struct {
@@ -250,7 +251,7 @@ type DaemonRun struct {
 	FullPassCPU       int64 `json:"full_pass_cpu_ns"`
 }
 
-// Targets of item 5.
+// Targets of the daemon's memory and idle pass.
 const (
 	TargetRSS     = 100 << 20
 	TargetPassCPU = time.Millisecond

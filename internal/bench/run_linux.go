@@ -44,10 +44,11 @@ type Config struct {
 	// OptMemPath is net.core.optmem_max (default tcpao.OptMemPath); Run
 	// raises it for the large N and puts the old value back.
 	OptMemPath string
-	// RevokePeers is item 3's fleet size (0: not run); DaemonPeers and
-	// DaemonKeys item 5's (0: not run), IdlePasses how many idle
-	// reconcile passes it averages over (default 100). Aoctl is the aoctl
-	// binary item 3 executes (default: aoctl in PATH).
+	// RevokePeers is the emergency revoke's fleet size (0: not run);
+	// DaemonPeers and DaemonKeys the daemon memory and idle-pass run's (0:
+	// not run), IdlePasses how many idle reconcile passes it averages over
+	// (default 100). Aoctl is the aoctl binary the revoke executes
+	// (default: aoctl in PATH).
 	RevokePeers int
 	DaemonPeers int
 	DaemonKeys  int
@@ -56,7 +57,7 @@ type Config struct {
 	// CPUProfile, when set, receives a CPU profile of aokeyd's rotation at
 	// the largest N.
 	CPUProfile io.Writer
-	// PassProfile, when set, receives a CPU profile of item 5's idle
+	// PassProfile, when set, receives a CPU profile of the daemon run's idle
 	// reconcile passes; SteadyProfile one of its steady window (the daemon
 	// as operators run it).
 	PassProfile   io.Writer

@@ -1,7 +1,7 @@
 package bench
 
-// Skips lists the daemon benchmarks (items 3 and 5) that r does not
-// hold, and why.
+// Skips lists the daemon benchmarks (the emergency revoke, the daemon's
+// memory and idle pass) that r does not hold, and why.
 func Skips(r *Results) []Skip {
 	out := append([]Skip(nil), r.DaemonErrors...)
 	if r.Revoke == nil && len(r.DaemonErrors) == 0 {

@@ -180,12 +180,12 @@ func WriteTable(w io.Writer, r *Results) error {
 	}
 	if r.PassProfile != "" {
 		t.f("")
-		t.f("CPU profile of item 5's idle passes (go tool pprof -top -cum): the Go runtime's timer wake-up, not the daemon's code:")
+		t.f("CPU profile of the daemon's idle reconcile passes (go tool pprof -top -cum): the Go runtime's timer wake-up, not the daemon's code:")
 		writeProfile(t, r.PassProfile, 24)
 	}
 	if r.SteadyProfile != "" {
 		t.f("")
-		t.f("CPU profile of item 5's steady window, the daemon as operators run it (go tool pprof -top -cum):")
+		t.f("CPU profile of the daemon's steady window, as operators run it (go tool pprof -top -cum):")
 		writeProfile(t, r.SteadyProfile, 30)
 	}
 	return t.err

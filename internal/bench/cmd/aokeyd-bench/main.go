@@ -61,11 +61,11 @@ func measure(args []string, stderr io.Writer) error {
 	sample := fs.Int("sample", 256, "peers with synchronous deletes (extrapolated beyond)")
 	batch := fs.Int("batch", 64, "SyncListener peers per batch")
 	planSizes := fs.String("plan-sizes", "2500,5000,10000,20000", "fleet sizes of the planner sweep (empty: none)")
-	revokePeers := fs.Int("revoke-peers", 1000, "item 3: established sessions the revoke spans (0: skip)")
-	daemonPeers := fs.Int("daemon-peers", 4096, "item 5: peers of the daemon memory/idle-pass run (0: skip)")
-	daemonKeys := fs.Int("daemon-keys", 4, "item 5: keys per peer")
-	passes := fs.Int("passes", 100, "item 5: idle reconcile passes to average over")
-	aoctl := fs.String("aoctl", "aoctl", "item 3: the aoctl binary to execute")
+	revokePeers := fs.Int("revoke-peers", 1000, "emergency revoke: established sessions the revoke spans (0: skip)")
+	daemonPeers := fs.Int("daemon-peers", 4096, "daemon memory/idle-pass run: peers (0: skip)")
+	daemonKeys := fs.Int("daemon-keys", 4, "daemon memory/idle-pass run: keys per peer")
+	passes := fs.Int("passes", 100, "daemon memory/idle-pass run: idle reconcile passes to average over")
+	aoctl := fs.String("aoctl", "aoctl", "emergency revoke: the aoctl binary to execute")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
