@@ -1,15 +1,19 @@
 package rotator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -188,5 +192,98 @@ func TestAbortReasonString(t *testing.T) {
 		if got := r.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", r, got, want)
 		}
+	}
+}
+
+// bgpGuard is the daemon's adapter in small: bgp.Guard as the rotator's
+// SessionGuard for one neighbor.
+type bgpGuard struct {
+	g    *bgp.Guard
+	addr netip.Addr
+}
+
+func (b bgpGuard) Before(_ PeerID, s Step) error {
+	return b.g.Before(context.Background(), b.addr, string(s))
+}
+
+func (b bgpGuard) After(_ PeerID, s Step) error {
+	return b.g.After(context.Background(), b.addr, string(s))
+}
+
+// sessionList is the speaker's view of one session; drop takes it down.
+type sessionList struct {
+	mu   sync.Mutex
+	peer bgp.PeerInfo
+}
+
+func (l *sessionList) Peers(context.Context) ([]bgp.PeerInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return []bgp.PeerInfo{l.peer}, nil
+}
+
+func (l *sessionList) drop() {
+	l.mu.Lock()
+	l.peer.State, l.peer.Flops = bgp.StateIdle, l.peer.Flops+1
+	l.mu.Unlock()
+}
+
+// dropOnAnnounce takes the session down while the announce (SetInfo RNext)
+// runs.
+type dropOnAnnounce struct {
+	*fakeSock
+	l *sessionList
+}
+
+func (s dropOnAnnounce) SetInfo(c tcpao.InfoChange) error {
+	err := s.fakeSock.SetInfo(c)
+	if c.RNext != nil && c.Current == nil {
+		s.l.drop()
+	}
+	return err
+}
+
+// With bgp's real Guard, the abort carries its typed errors: errors.Is
+// ErrNotEstablished for a refused step, errors.As *DropError (and Is
+// ErrSessionDropped) for a session that dropped during one.
+func TestAbortCarriesBGPGuardErrors(t *testing.T) {
+	nbr := netip.MustParseAddr("192.0.2.2")
+	up := bgp.PeerInfo{Neighbor: nbr, State: bgp.StateEstablished, Uptime: t0.Add(-time.Hour)}
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	for _, c := range []struct {
+		name   string
+		down   bool // the session is down before the roll
+		reason AbortReason
+		is     error
+		asDrop bool
+	}{
+		{name: "not established", down: true, reason: AbortGuardRefused, is: bgp.ErrNotEstablished},
+		{name: "dropped during announce", reason: AbortSessionDropped, is: bgp.ErrSessionDropped, asDrop: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := &sessionList{peer: up}
+			if c.down {
+				l.drop()
+			}
+			g := bgpGuard{g: bgp.NewGuard(l, nil), addr: nbr}
+			s := dropOnAnnounce{fakeSock: newFakeEstablished(a), l: l}
+			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
+			m.setDesired(want(b), t0)
+			m.step(t0)
+			st := m.st
+			if st.LastAbortReason != c.reason {
+				t.Fatalf("reason %v, want %v (state %s, abort %q)", st.LastAbortReason, c.reason, st.State, st.LastAbort)
+			}
+			if !errors.Is(st.LastAbortErr, c.is) {
+				t.Errorf("errors.Is(%q, %v) false", st.LastAbort, c.is)
+			}
+			var de *bgp.DropError
+			if errors.As(st.LastAbortErr, &de) != c.asDrop {
+				t.Errorf("errors.As(%q, *bgp.DropError) = %t, want %t", st.LastAbort, !c.asDrop, c.asDrop)
+			}
+			if c.asDrop && (de.Step != string(StepAnnounce) || de.Why != "state") {
+				t.Errorf("DropError step %q why %q, want announce, state", de.Step, de.Why)
+			}
+		})
 	}
 }
