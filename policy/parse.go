@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,44 +134,18 @@ func (b *builder) decode(data []byte) bool {
 	return true
 }
 
-var (
-	yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	rawTypes   = strings.NewReplacer(
-		"policy.rawFile", "policy", "policy.rawDefault", "defaults", "policy.rawSafety", "safety",
-		"policy.rawChain", "key chain", "policy.rawKey", "key", "policy.rawRotation", "rotation",
-		"policy.rawPeer", "peer", "policy.duration", "duration", "policy.timestamp", "time",
-		"policy.lifetime", "lifetime",
-	)
-	notFoundRE = regexp.MustCompile(`^field (\S+) not found in type (.*)$`)
-	dupKeyRE   = regexp.MustCompile(`^mapping key ".*" already defined at line \d+$`)
+// rawTypes renders the policy's Go types in yaml.v3's messages by the
+// names the operator knows.
+var rawTypes = strings.NewReplacer(
+	"policy.rawFile", "policy", "policy.rawDefault", "defaults", "policy.rawSafety", "safety",
+	"policy.rawChain", "key chain", "policy.rawKey", "key", "policy.rawRotation", "rotation",
+	"policy.rawPeer", "peer", "policy.duration", "duration", "policy.timestamp", "time",
+	"policy.lifetime", "lifetime",
 )
 
+// yamlErr records yaml.v3's messages as problems with lines.
 func (b *builder) yamlErr(err error) {
-	var msgs []string
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{err.Error()}
-	}
-	for _, m := range msgs {
-		pos := Pos{File: b.file}
-		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
-			pos.Line, _ = strconv.Atoi(sm[1])
-			m = sm[2]
-		}
-		m = strings.TrimPrefix(m, "yaml: ")
-		var err error
-		switch sm := notFoundRE.FindStringSubmatch(m); {
-		case sm != nil:
-			err = fmt.Errorf("%w %q in %s", ErrUnknownField, sm[1], rawTypes.Replace(sm[2]))
-		case dupKeyRE.MatchString(m):
-			err = fmt.Errorf("%w: %s", ErrDuplicate, m)
-		default:
-			err = fmt.Errorf("%w: %s", ErrSyntax, rawTypes.Replace(m))
-		}
-		b.problem(pos, "", err)
-	}
+	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, rawTypes)...)
 }
 
 // find follows a path such as "peers[2].key_chain" from the document root

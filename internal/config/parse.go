@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +45,15 @@ type parser struct {
 }
 
 func (p *parser) add(line int, field string, err error) {
-	file := p.file
-	if file == "" {
-		file = "config"
+	p.errs = append(p.errs, &keystore.FieldError{Pos: keystore.Pos{File: p.name(), Line: line}, Field: field, Err: err})
+}
+
+// name is the config's name in problems: its file, or "config".
+func (p *parser) name() string {
+	if p.file == "" {
+		return "config"
 	}
-	p.errs = append(p.errs, &keystore.FieldError{Pos: keystore.Pos{File: file, Line: line}, Field: field, Err: err})
+	return p.file
 }
 
 // at records a problem at the YAML path field.
@@ -90,49 +92,17 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 	return &c, true
 }
 
-var (
-	yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	notFoundRE = regexp.MustCompile(`^field (\S+) not found in type config\.(\w+)$`)
-	dupKeyRE   = regexp.MustCompile(`^mapping key ".*" already defined at line \d+$`)
-	typeNames  = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
-		"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
-		"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp",
-		"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel")
-)
+// typeNames renders the config's Go types in yaml.v3's messages by the
+// names the operator writes.
+var typeNames = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
+	"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
+	"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp",
+	"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel")
 
-// yamlErr turns yaml.v3's messages ("line 3: field foo not found in type
-// config.Log") into problems with lines.
+// yamlErr records yaml.v3's messages ("line 3: field foo not found in type
+// config.Log") as problems with lines.
 func (p *parser) yamlErr(err error) {
-	var msgs []string
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{err.Error()}
-	}
-	for _, m := range msgs {
-		ln := 0
-		m = strings.TrimPrefix(m, "yaml: ")
-		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
-			ln, _ = strconv.Atoi(sm[1])
-			m = sm[2]
-		}
-		// Our own unmarshalers prefix their line once more.
-		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
-			ln, _ = strconv.Atoi(sm[1])
-			m = sm[2]
-		}
-		var err error
-		switch sm := notFoundRE.FindStringSubmatch(m); {
-		case sm != nil:
-			err = fmt.Errorf("%w %q in %s", keystore.ErrUnknownField, sm[1], typeNames.Replace("config."+sm[2]))
-		case dupKeyRE.MatchString(m):
-			err = fmt.Errorf("%w: %s", keystore.ErrDuplicate, m)
-		default:
-			err = fmt.Errorf("%w: %s", keystore.ErrSyntax, typeNames.Replace(m))
-		}
-		p.add(ln, "", err)
-	}
+	p.errs = append(p.errs, keystore.YAMLErrors(p.name(), err, typeNames)...)
 }
 
 func (p *parser) check(c *Config) {
