@@ -59,6 +59,8 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 		{"both secrets", bad(append(base, fmt.Sprintf("secret_b64: %q", b64(sec[1])), fmt.Sprintf("secret_hex: %q", hexs(sec[1])))...), "secret", "not both"},
 		{"no secret", bad(base...), "secret", "missing"},
 		{"cmac wrong length", bad("send_id: 10", "recv_id: 20", "algorithm: cmac(aes128)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "secret", "cmac(aes128) wants exactly 16 bytes"},
+		{"no algorithm", bad("send_id: 10", "recv_id: 20", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "algorithm", "missing"},
+		{"peers an empty list", bad(withSecret("peers: []")...), "peers", "empty list"},
 		{"unknown algorithm", bad("send_id: 10", "recv_id: 20", "algorithm: hmac(md5)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "algorithm", "want one of"},
 		{"send_id out of range", bad(append([]string{"send_id: 256", "recv_id: 20", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "0..255"},
 		{"recv_id negative", bad(append([]string{"send_id: 1", "recv_id: -1", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "0..255"},

@@ -172,96 +172,138 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	if !ok {
 		return fail("", bad("a key must be a mapping"))
 	}
-	if nv, ok := o.get("name"); ok {
-		s, isStr := scalarText(nv)
-		if !isStr || s == "" || len(s) > 64 || strings.ContainsAny(s, "\x00\n\r\t") {
-			return fail("name", bad("want a name of 1..64 printable characters"))
-		}
-		keyName = s
-	} else {
+	nv, ok := o.get("name")
+	if !ok {
 		return fail("name", ErrMissingField)
 	}
+	s, isStr := scalarText(nv)
+	if !isStr || s == "" || len(s) > 64 || strings.ContainsAny(s, "\x00\n\r\t") {
+		return fail("name", bad("want a name of 1..64 printable characters"))
+	}
+	keyName = s
 	if bad := unknownFields(o, keyFields); len(bad) > 0 {
 		return fail(fieldName(bad[0]), ErrUnknownField)
 	}
 	m = MKT{Name: keyName, Chain: chain, Source: mktSrc(keyName, o.line), IncludeTCPOptions: true}
+	// Each step fills part of m and names the field it failed on; fail
+	// zeroes m, secret included, whichever step failed.
+	if field, err := decodeKeyIDs(o, &m); err != nil {
+		return fail(field, err)
+	}
+	if field, err := decodeKeyCrypto(o, &m); err != nil {
+		return fail(field, err)
+	}
+	if field, err := decodeKeyScope(o, &m, def); err != nil {
+		return fail(field, err)
+	}
+	if field, err := decodeKeyOptions(o, &m); err != nil {
+		return fail(field, err)
+	}
+	return m, nil
+}
+
+// decodeKeyIDs reads the key's send_id and recv_id.
+func decodeKeyIDs(o *object, m *MKT) (string, error) {
 	for _, f := range []struct {
 		name string
 		dst  *uint8
 	}{{"send_id", &m.SendID}, {"recv_id", &m.RecvID}} {
 		fv, ok := o.get(f.name)
 		if !ok {
-			return fail(f.name, ErrMissingField)
+			return f.name, ErrMissingField
 		}
 		n, err := parseInt(fv, 0, 255)
 		if err != nil {
-			return fail(f.name, err)
+			return f.name, err
 		}
 		*f.dst = uint8(n)
 	}
+	return "", nil
+}
+
+// decodeKeyCrypto reads the algorithm, the secret and the MAC length, and
+// checks the secret's length against the algorithm. m.Secret is set as soon
+// as it is decoded, so a later failure zeroes it with m.
+func decodeKeyCrypto(o *object, m *MKT) (string, error) {
 	av, ok := o.get("algorithm")
 	if !ok {
-		return fail("algorithm", ErrMissingField)
+		return "algorithm", ErrMissingField
 	}
 	as, _ := scalarText(av)
 	alg, err := tcpao.ParseAlgorithm(as)
 	if err != nil {
-		return fail("algorithm", bad("want one of hmac(sha1), hmac(sha256), cmac(aes128)"))
+		return "algorithm", bad("want one of hmac(sha1), hmac(sha256), cmac(aes128)")
 	}
 	m.Algorithm = alg
-
-	b64, hasB64 := o.get("secret_b64")
-	hx, hasHex := o.get("secret_hex")
-	switch {
-	case hasB64 && hasHex:
-		return fail("secret", bad("give secret_b64 or secret_hex, not both"))
-	case !hasB64 && !hasHex:
-		return fail("secret", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField))
+	if field, err := decodeKeySecret(o, m); err != nil {
+		return field, err
 	}
-	var raw []byte
-	if hasB64 {
-		raw, err = decodeSecret(b64, false)
-		if err != nil {
-			return fail("secret_b64", err)
-		}
-	} else {
-		raw, err = decodeSecret(hx, true)
-		if err != nil {
-			return fail("secret_hex", err)
-		}
-	}
-	m.Secret = tcpao.NewSecret(raw)
-	clear(raw)
 	if n := m.Secret.Len(); n < 1 || n > tcpao.MaxKeyLen {
-		return fail("secret", bad("want 1..%d bytes", tcpao.MaxKeyLen))
+		return "secret", bad("want 1..%d bytes", tcpao.MaxKeyLen)
 	}
 	if m.Algorithm == tcpao.CMACAES128 && m.Secret.Len() != 16 {
-		return fail("secret", bad("cmac(aes128) wants exactly 16 bytes"))
+		return "secret", bad("cmac(aes128) wants exactly 16 bytes")
 	}
-
 	m.MACLen = tcpao.DefaultMACLen
 	if mv, ok := o.get("maclen"); ok {
 		n, err := parseInt(mv, 1, maxMACLen)
 		if err != nil {
-			return fail("maclen", err)
+			return "maclen", err
 		}
 		m.MACLen = uint8(n)
 	}
+	return "", nil
+}
+
+// decodeKeySecret reads exactly one of secret_b64 and secret_hex into
+// m.Secret, zeroing the decoded bytes it copied from.
+func decodeKeySecret(o *object, m *MKT) (string, error) {
+	b64, hasB64 := o.get("secret_b64")
+	hx, hasHex := o.get("secret_hex")
+	switch {
+	case hasB64 && hasHex:
+		return "secret", bad("give secret_b64 or secret_hex, not both")
+	case !hasB64 && !hasHex:
+		return "secret", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField)
+	}
+	field, v, isHex := "secret_b64", b64, false
+	if hasHex {
+		field, v, isHex = "secret_hex", hx, true
+	}
+	raw, err := decodeSecret(v, isHex)
+	if err != nil {
+		return field, err
+	}
+	m.Secret = tcpao.NewSecret(raw)
+	clear(raw)
+	return "", nil
+}
+
+// decodeKeyScope reads where the key applies: its peers and VRF, each
+// defaulting to the chain's.
+func decodeKeyScope(o *object, m *MKT, def chainDefaults) (string, error) {
+	var err error
 	m.Peers = def.peers
 	if pv, ok := o.get("peers"); ok {
 		if m.Peers, err = parsePeers(pv); err != nil {
-			return fail("peers", err)
+			return "peers", err
 		}
 	}
 	if len(m.Peers) == 0 {
-		return fail("peers", fmt.Errorf("%w: on the key or its chain", ErrMissingField))
+		return "peers", fmt.Errorf("%w: on the key or its chain", ErrMissingField)
 	}
 	m.VRF = def.vrf
 	if vv, ok := o.get("vrf"); ok {
 		if m.VRF, err = parseVRF(vv); err != nil {
-			return fail("vrf", err)
+			return "vrf", err
 		}
 	}
+	return "", nil
+}
+
+// decodeKeyOptions reads the optional tcp_options, lifetimes and revoked.
+func decodeKeyOptions(o *object, m *MKT) (string, error) {
+	var err error
 	if tv, ok := o.get("tcp_options"); ok {
 		s, _ := scalarText(tv)
 		switch s {
@@ -270,27 +312,27 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		case "exclude":
 			m.IncludeTCPOptions = false
 		default:
-			return fail("tcp_options", bad("want include or exclude"))
+			return "tcp_options", bad("want include or exclude")
 		}
 	}
 	if lv, ok := o.get("send_lifetime"); ok {
 		if m.SendLifetime, err = parseLifetime(lv); err != nil {
-			return fail("send_lifetime", err)
+			return "send_lifetime", err
 		}
 	}
 	if lv, ok := o.get("accept_lifetime"); ok {
 		if m.AcceptLifetime, err = parseLifetime(lv); err != nil {
-			return fail("accept_lifetime", err)
+			return "accept_lifetime", err
 		}
 	}
 	if rv, ok := o.get("revoked"); ok {
 		b, isBool := rv.(bool)
 		if !isBool {
-			return fail("revoked", bad("want true or false"))
+			return "revoked", bad("want true or false")
 		}
 		m.Revoked = b
 	}
-	return m, nil
+	return "", nil
 }
 
 // maxMACLen is the largest MAC length the kernel accepts: TCP-AO must fit
