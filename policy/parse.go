@@ -93,13 +93,7 @@ func (b *builder) addf(field string, sentinel error, format string, args ...any)
 	b.add(field, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
 }
 
-func (b *builder) pos(field string) Pos {
-	n := find(b.root, field)
-	if n == nil {
-		return Pos{File: b.file}
-	}
-	return Pos{File: b.file, Line: n.Line, Column: n.Column}
-}
+func (b *builder) pos(field string) Pos { return posOf(b.root, b.file, field) }
 
 // decode reads data twice: into a node tree (for positions) and strictly
 // into rawFile (unknown fields are errors).
@@ -146,6 +140,16 @@ var rawTypes = strings.NewReplacer(
 // yamlErr records yaml.v3's messages as problems with lines.
 func (b *builder) yamlErr(err error) {
 	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, rawTypes)...)
+}
+
+// posOf is the position in file of the node at the YAML path field (see
+// find); only the file when root is nil.
+func posOf(root *yaml.Node, file, field string) Pos {
+	n := find(root, field)
+	if n == nil {
+		return Pos{File: file}
+	}
+	return Pos{File: file, Line: n.Line, Column: n.Column}
 }
 
 // find follows a path such as "peers[2].key_chain" from the document root

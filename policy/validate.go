@@ -27,121 +27,143 @@ import (
 // For a binding of a prefix, an MKT restricted to some peers counts when
 // its peers overlap the prefix.
 func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.Duration) Problems {
-	var probs Problems
-	add := func(pos Pos, field string, cd *candidate, err error) {
-		pr := &Problem{Pos: pos, Field: field, Err: err}
-		if cd != nil {
-			pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
-		}
-		probs = append(probs, pr)
-	}
-	at := func(field string) Pos {
-		n := find(p.root, field)
-		if n == nil {
-			return Pos{File: p.file}
-		}
-		return Pos{File: p.file, Line: n.Line, Column: n.Column}
-	}
-	end := now.Add(horizon)
+	v := &validation{p: p, now: now, end: now.Add(horizon)}
 	if horizon <= 0 {
-		end = now.Add(1)
+		v.end = now.Add(1)
 	}
-
 	resolved := map[string][]candidate{}
 	for _, c := range p.chains {
-		var sc *keystore.Chain
-		if snap != nil {
-			sc = snap.Chains[c.SourceChain]
+		if cands, ok := v.resolve(c, snap); ok {
+			resolved[c.Name] = cands
 		}
-		if sc == nil {
-			field := c.Field + ".name"
-			if child(find(p.root, c.Field), "source_chain") != nil {
-				field = c.Field + ".source_chain"
-			}
-			add(at(field), field, nil,
-				fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
-			continue
-		}
-		cands, missing := candidates(nil, c, sc)
-		for _, ref := range missing {
-			add(at(ref.Field+".name"), ref.Field+".name", nil,
-				fmt.Errorf("%w: source chain %q has no key %q", ErrUnknownKey, c.SourceChain, ref.Name))
-		}
-		var good []candidate
-		for i := range cands {
-			cd := &cands[i]
-			field := c.Field
-			if cd.ref != nil {
-				field = cd.ref.Field
-			}
-			if cd.mkt.Revoked {
-				continue
-			}
-			ok := true
-			if err := checkMKT(cd.mkt); err != nil {
-				add(at(field), field, cd, err)
-				ok = false
-			}
-			for _, l := range []struct {
-				name string
-				l    keystore.Lifetime
-			}{{"send", cd.send}, {"accept", cd.accept}} {
-				if !l.l.Start.IsZero() && !l.l.End.IsZero() && !l.l.End.After(l.l.Start) {
-					add(at(field), field, cd, fmt.Errorf("%w: %s lifetime %s ends before it starts", ErrInvalid, l.name, l.l))
-					ok = false
-				}
-			}
-			if ok {
-				good = append(good, *cd)
-			}
-		}
-		resolved[c.Name] = good
 	}
-
 	for _, b := range p.bindings {
 		c := p.byName[b.KeyChain]
-		cands, ok := resolved[c.Name]
-		if !ok {
-			continue
-		}
-		var mine []candidate
-		for _, cd := range cands {
-			if appliesToPrefix(cd.mkt, b.Neighbor, b.VRF) {
-				mine = append(mine, cd)
-			}
-		}
-		field := b.Field + ".key_chain"
-		pos := at(field)
-		for i := range mine {
-			for j := i + 1; j < len(mine); j++ {
-				x, y := &mine[i], &mine[j]
-				if !peersOverlap(x.mkt, y.mkt) || idClash(x.mkt, y.mkt) == nil {
-					continue
-				}
-				from, both := installedTogether(x, y, c.AcceptTolerance, now, end)
-				if !both {
-					continue
-				}
-				add(pos, field, x, fmt.Errorf("peer %s: %w (both installed from %s)", b, idClash(x.mkt, y.mkt), fmtTime(from)))
-			}
-		}
-		covEnd := end
-		if c.Rotation != nil && c.Rotation.Interval > 0 {
-			s := NewSchedule(*c.Rotation, p.seed)
-			due := now.Add(c.Rotation.Lead) // the earliest any peer's next key can start sending
-			if b.Neighbor.IsSingleIP() {
-				due = s.NextDue(b.Neighbor.Addr(), now).SendStart
-			}
-			if due.Before(covEnd) {
-				covEnd = due
-			}
-		}
-		for _, g := range gaps(mine, now, covEnd) {
-			add(pos, field, nil, fmt.Errorf("%w: peer %s (chain %s) has no key to send with from %s until %s",
-				ErrGap, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
+		if cands, ok := resolved[c.Name]; ok {
+			v.binding(b, c, cands)
 		}
 	}
-	return probs
+	return v.probs
+}
+
+// validation collects the problems Validate finds over [now, end).
+type validation struct {
+	p        *Policy
+	now, end time.Time
+	probs    Problems
+}
+
+// add records a problem at the YAML path field, about candidate cd when it
+// is not nil.
+func (v *validation) add(field string, cd *candidate, err error) {
+	pr := &Problem{Pos: posOf(v.p.root, v.p.file, field), Field: field, Err: err}
+	if cd != nil {
+		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
+	}
+	v.probs = append(v.probs, pr)
+}
+
+// resolve finds chain c's source chain and keys in snap and returns the
+// keys a binding may use: not revoked, and nothing the kernel would reject.
+// It reports false when the snapshot lacks the source chain.
+func (v *validation) resolve(c *KeyChain, snap *keystore.Snapshot) ([]candidate, bool) {
+	var sc *keystore.Chain
+	if snap != nil {
+		sc = snap.Chains[c.SourceChain]
+	}
+	if sc == nil {
+		field := c.Field + ".name"
+		if child(find(v.p.root, c.Field), "source_chain") != nil {
+			field = c.Field + ".source_chain"
+		}
+		v.add(field, nil, fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
+		return nil, false
+	}
+	cands, missing := candidates(nil, c, sc)
+	for _, ref := range missing {
+		v.add(ref.Field+".name", nil, fmt.Errorf("%w: source chain %q has no key %q", ErrUnknownKey, c.SourceChain, ref.Name))
+	}
+	var good []candidate
+	for i := range cands {
+		cd := &cands[i]
+		if !cd.mkt.Revoked && v.usable(c, cd) {
+			good = append(good, *cd)
+		}
+	}
+	return good, true
+}
+
+// usable reports whether the kernel would take cd's MKT and its lifetimes
+// make sense, recording a problem for each thing wrong.
+func (v *validation) usable(c *KeyChain, cd *candidate) bool {
+	field := c.Field
+	if cd.ref != nil {
+		field = cd.ref.Field
+	}
+	ok := true
+	if err := checkMKT(cd.mkt); err != nil {
+		v.add(field, cd, err)
+		ok = false
+	}
+	for _, l := range []struct {
+		name string
+		l    keystore.Lifetime
+	}{{"send", cd.send}, {"accept", cd.accept}} {
+		if !l.l.Start.IsZero() && !l.l.End.IsZero() && !l.l.End.After(l.l.Start) {
+			v.add(field, cd, fmt.Errorf("%w: %s lifetime %s ends before it starts", ErrInvalid, l.name, l.l))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// binding checks binding b of chain c, whose usable keys are cands: no two
+// keys installed together share an ID, and a key may be sent with at every
+// instant until the chain's next due rotation (or the end of the window).
+func (v *validation) binding(b *Binding, c *KeyChain, cands []candidate) {
+	var mine []candidate
+	for _, cd := range cands {
+		if appliesToPrefix(cd.mkt, b.Neighbor, b.VRF) {
+			mine = append(mine, cd)
+		}
+	}
+	field := b.Field + ".key_chain"
+	for i := range mine {
+		for j := i + 1; j < len(mine); j++ {
+			x, y := &mine[i], &mine[j]
+			if !peersOverlap(x.mkt, y.mkt) || idClash(x.mkt, y.mkt) == nil {
+				continue
+			}
+			from, both := installedTogether(x, y, c.AcceptTolerance, v.now, v.end)
+			if !both {
+				continue
+			}
+			v.add(field, x, fmt.Errorf("peer %s: %w (both installed from %s)", b, idClash(x.mkt, y.mkt), fmtTime(from)))
+		}
+	}
+	covEnd := v.coverageEnd(b, c)
+	for _, g := range gaps(mine, v.now, covEnd) {
+		v.add(field, nil, fmt.Errorf("%w: peer %s (chain %s) has no key to send with from %s until %s",
+			ErrGap, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
+	}
+}
+
+// coverageEnd is how far binding b must have a send key: the end of the
+// window, or sooner when chain c's generator is due to create the next key
+// (assumed to come on schedule).
+func (v *validation) coverageEnd(b *Binding, c *KeyChain) time.Time {
+	covEnd := v.end
+	if c.Rotation != nil && c.Rotation.Interval > 0 {
+		s := NewSchedule(*c.Rotation, v.p.seed)
+		due := v.now.Add(c.Rotation.Lead) // the earliest any peer's next key can start sending
+		if b.Neighbor.IsSingleIP() {
+			due = s.NextDue(b.Neighbor.Addr(), v.now).SendStart
+		}
+		if due.Before(covEnd) {
+			covEnd = due
+		}
+	}
+	return covEnd
 }
 
 func appliesToPrefix(m *keystore.MKT, pfx netip.Prefix, vrf string) bool {
