@@ -188,8 +188,25 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 	}
 	var buf [8]candidate
 	cands, _ := candidates(buf[:0], c, sc)
-	// Keep the due candidates in place, then sort them (smaller than
-	// DesiredKey to swap) and allocate Keys once.
+	due := pk.selectDue(cands, sc.Name, c.AcceptTolerance, peer, vrf, t)
+	pk.Keys = desiredKeys(due, b, t)
+	for i := range pk.Keys {
+		for j := i + 1; j < len(pk.Keys); j++ {
+			if err := idClash(&pk.Keys[i].MKT, &pk.Keys[j].MKT); err != nil {
+				return PeerKeys{}, fmt.Errorf("peer %s: %w", b, err)
+			}
+		}
+	}
+	pk.Preferred = preferred(pk.Keys)
+	return pk, nil
+}
+
+// selectDue keeps in place the candidates that apply to peer in vrf and are
+// installed at t (send-valid, or accept-valid within tol), and returns them.
+// On the way it records in pk the revoked keys, the keys the kernel would
+// reject (as problems of source chain source), and the next instant a
+// candidate's lifetimes change the answer.
+func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duration, peer netip.Addr, vrf string, t time.Time) []candidate {
 	due := cands[:0]
 	for _, cd := range cands {
 		m := cd.mkt
@@ -201,10 +218,10 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 			continue
 		}
 		if err := checkMKT(m); err != nil {
-			pk.Ignored = append(pk.Ignored, &Problem{Chain: sc.Name, Key: m.Name, Source: m.Source, Err: err})
+			pk.Ignored = append(pk.Ignored, &Problem{Chain: source, Key: m.Name, Source: m.Source, Err: err})
 			continue
 		}
-		wide := widen(cd.accept, c.AcceptTolerance)
+		wide := widen(cd.accept, tol)
 		for _, at := range []time.Time{cd.send.Start, cd.send.End, wide.Start, wide.End} {
 			if at.After(t) && (pk.NextChange.IsZero() || at.Before(pk.NextChange)) {
 				pk.NextChange = at
@@ -214,39 +231,44 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 			due = append(due, cd)
 		}
 	}
+	return due
+}
+
+// desiredKeys sorts the due candidates (smaller than DesiredKey to swap) by
+// SendID, RecvID and name, and turns them into the keys binding b should
+// have at t, allocating once; nil when none is due.
+func desiredKeys(due []candidate, b *Binding, t time.Time) []DesiredKey {
+	if len(due) == 0 {
+		return nil
+	}
 	slices.SortFunc(due, func(x, y candidate) int {
 		return cmp.Or(cmp.Compare(x.mkt.SendID, y.mkt.SendID), cmp.Compare(x.mkt.RecvID, y.mkt.RecvID),
 			cmp.Compare(x.mkt.Name, y.mkt.Name))
 	})
-	if len(due) > 0 {
-		pk.Keys = make([]DesiredKey, len(due))
-	}
+	keys := make([]DesiredKey, len(due))
 	for i, cd := range due {
 		inc := cd.mkt.IncludeTCPOptions
 		if b.IncludeTCPOptions != nil {
 			inc = *b.IncludeTCPOptions
 		}
-		pk.Keys[i] = DesiredKey{
+		keys[i] = DesiredKey{
 			MKT: *cd.mkt, SendLifetime: cd.send, AcceptLifetime: cd.accept,
 			IncludeTCPOptions: inc, Sendable: cd.send.Contains(t),
 		}
 	}
-	for i := range pk.Keys {
-		for j := i + 1; j < len(pk.Keys); j++ {
-			if err := idClash(&pk.Keys[i].MKT, &pk.Keys[j].MKT); err != nil {
-				return PeerKeys{}, fmt.Errorf("peer %s: %w", b, err)
-			}
+	return keys
+}
+
+// preferred returns the index of the key to send with (see
+// PeerKeys.Preferred), -1 when no key is sendable.
+func preferred(keys []DesiredKey) int {
+	best := -1
+	for i, k := range keys {
+		if k.Sendable && (best < 0 || preferBefore(k, keys[best])) {
+			best = i
 		}
 	}
-	for i, k := range pk.Keys {
-		if !k.Sendable {
-			continue
-		}
-		if pk.Preferred < 0 || preferBefore(k, pk.Keys[pk.Preferred]) {
-			pk.Preferred = i
-		}
-	}
-	return pk, nil
+	return best
 }
 
 func idClash(a, b *keystore.MKT) error {
