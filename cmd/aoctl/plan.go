@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/internal/desired"
 	"io"
 	"slices"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -150,16 +149,11 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon time.D
 		}
 		rep.Upcoming = append(rep.Upcoming, upcoming(pol, snap, b, pk, now, horizon, events)...)
 	}
-	var buf bytes.Buffer
-	if err := rotator.Render(&buf, rotator.PlanAll(inputs)); err != nil {
+	lines, err := desired.PlanLines(inputs)
+	if err != nil {
 		return rep, err
 	}
-	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		if l != "" {
-			rep.Plan = append(rep.Plan, l)
-		}
-	}
-	rep.Plan = append(rep.Plan, errLines...)
+	rep.Plan = append(append(rep.Plan, lines...), errLines...)
 	slices.SortStableFunc(rep.Upcoming, func(x, y control.Event) int { return x.At.Compare(y.At) })
 	return rep, nil
 }

@@ -6,7 +6,9 @@
 package desired
 
 import (
+	"bytes"
 	"net/netip"
+	"strings"
 
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -49,4 +51,21 @@ func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix,
 		}
 	}
 	return out
+}
+
+// PlanLines plans every input and renders the plan (rotator.Render) as
+// lines, the form of control.PlanReport.Plan that aokeyd and `aoctl plan`
+// both report.
+func PlanLines(in []rotator.Input) ([]string, error) {
+	var buf bytes.Buffer
+	if err := rotator.Render(&buf, rotator.PlanAll(in)); err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines, nil
 }
