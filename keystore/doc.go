@@ -14,7 +14,8 @@
 // also as a *FieldError. FieldError and its sentinels (ErrSyntax,
 // ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownField) are shared by
 // every decoder of operator input: package policy and aokeyd's config
-// report their problems with the same type.
+// report their problems with the same type, and turn yaml.v3's decoding
+// errors into positioned FieldErrors with YAMLErrors.
 //
 // Failure handling: Source.Read returns an error on any failure, and Cache
 // keeps the last good snapshot, exposing its age and the last error, so
