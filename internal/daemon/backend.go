@@ -1,16 +1,15 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -248,15 +247,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		}
 		in = append(in, rotator.Input{Desired: want, Observed: obs})
 	}
-	var buf bytes.Buffer
-	if err := rotator.Render(&buf, rotator.PlanAll(in)); err != nil {
+	lines, err := desired.PlanLines(in)
+	if err != nil {
 		return rep, err
 	}
-	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		if l != "" {
-			rep.Plan = append(rep.Plan, l)
-		}
-	}
+	rep.Plan = append(rep.Plan, lines...)
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
