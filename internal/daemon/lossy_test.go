@@ -121,26 +121,18 @@ func newFileLossy(t *testing.T, c lossyCase) lossySource {
 	}}
 }
 
-// newVaultServer starts the fake Vault outside the test's bubble: its
-// goroutines block on real sockets (Accept, reads), which synctest.Wait
-// cannot see through, so inside the bubble it would never return.
-func newVaultServer(t *testing.T) *vaulttest.Server {
-	srv, err := vaulttest.New(vaulttest.Options{RootToken: "hvs.lossy-root"})
+// newVaultLossy is a Vault source over the fake Vault, in memory: server
+// and client run in the test's bubble.
+func newVaultLossy(t *testing.T, c lossyCase) lossySource {
+	srv, err := vaulttest.New(vaulttest.Options{RootToken: "hvs.lossy-root", InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv
-}
-
-// newVaultLossy is a Vault source (in the bubble) over srv (outside it).
-// Its client closes each connection after its request: an idle kept-alive
-// connection's reader would block on a real socket inside the bubble.
-func newVaultLossy(t *testing.T, c lossyCase, srv *vaulttest.Server) lossySource {
 	cfg := vaultapi.DefaultConfig()
 	cfg.Address = srv.URL()
 	cfg.MaxRetries = 0
-	cfg.HttpClient.Transport.(*http.Transport).DisableKeepAlives = true
+	cfg.HttpClient.Transport.(*http.Transport).DialContext = srv.DialContext
 	v, err := keystore.NewVault(keystore.VaultOptions{Config: cfg, Auth: keystore.VaultAuth{Token: srv.RootToken()}})
 	if err != nil {
 		t.Fatal(err)
@@ -229,25 +221,17 @@ func (e *env) reconnect(keys []testKey) error {
 
 func TestLossyKeySourceKeepsKeys(t *testing.T) {
 	for _, c := range lossyCases() {
-		t.Run(c.name, func(t *testing.T) {
-			var srv *vaulttest.Server
-			if c.vault {
-				srv = newVaultServer(t)
-			}
-			synctest.Test(t, func(t *testing.T) { testLossyKeySourceKeepsKeys(t, c, srv) })
-		})
+		t.Run(c.name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testLossyKeySourceKeepsKeys(t, c) }) })
 	}
 }
 
-// testLossyKeySourceKeepsKeys runs one lossy case over a key file, or over
-// srv if it is not nil.
-func testLossyKeySourceKeepsKeys(t *testing.T, c lossyCase, srv *vaulttest.Server) {
-	var src lossySource
-	if srv != nil {
-		src = newVaultLossy(t, c, srv)
-	} else {
-		src = newFileLossy(t, c)
+// testLossyKeySourceKeepsKeys runs one lossy case.
+func testLossyKeySourceKeepsKeys(t *testing.T, c lossyCase) {
+	ls := newFileLossy
+	if c.vault {
+		ls = newVaultLossy
 	}
+	src := ls(t, c)
 	e := newEnv(t, envOptions{keys: c.keys, source: src.source})
 	all := ids(c.keys...)
 	e.waitKeys("listener", e.lis, all)
