@@ -36,7 +36,7 @@ func (s *Server) ttlLeft(t *token) time.Duration {
 	if t.expires.IsZero() {
 		return 0
 	}
-	return t.expires.Sub(time.Now())
+	return time.Until(t.expires)
 }
 
 func (s *Server) authData(t *token) map[string]any {
