@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
@@ -213,21 +214,12 @@ func testVaultRenewalAndRelogin(t *testing.T) {
 }
 
 // waitFor, in a synctest bubble, lets the source's goroutines run until ok
-// holds, and fails the test if it does not within limit of the bubble's
-// clock. ok is checked after synctest.Wait (everything that can happen
-// without time passing has happened); while it does not hold, the clock
-// moves on by 10ms (or to the next timer that fires sooner).
+// holds (testkit.Until); it fails the test if ok does not hold within limit
+// of the bubble's clock.
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
-		synctest.Wait()
-		if ok() {
-			return
-		}
-		if waited >= limit {
-			t.Fatalf("no %s within %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Until(limit, ok) {
+		t.Fatalf("no %s within %v", what, limit)
 	}
 }
 

@@ -4,9 +4,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -55,22 +55,12 @@ func opLines(sp SocketPlan) []string {
 	return out
 }
 
-// waitUntil, in a synctest bubble, lets the controller's machines run until
-// cond holds; it fails the test if cond does not hold within limit of the
-// bubble's clock. cond is checked after synctest.Wait, when every machine
-// has done all it can without time passing; while it does not hold only
-// time can change that, so the clock moves on by a millisecond (or to the
-// next timer that fires sooner).
+// waitUntil, in a synctest bubble, lets the controller's machines run
+// until cond holds (testkit.Until); it fails the test if cond does not hold
+// within limit of the bubble's clock.
 func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for waited := time.Duration(0); ; waited += time.Millisecond {
-		synctest.Wait()
-		if cond() {
-			return
-		}
-		if waited >= limit {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Until(limit, cond) {
+		t.Fatalf("%s: not within %v", what, limit)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -434,26 +435,26 @@ func (e *env) established() {
 	e.sp.Set(e.session)
 }
 
-// waitFor lets the daemon run until cond holds, and fails the test if it
-// does not within 10s of the bubble's clock. Each check follows
-// synctest.Wait: every goroutine of the test has done all it can without
-// time passing. While cond does not hold, only time can change that, so
-// the clock moves on (by 1ms, or to the daemon's next timer if sooner).
-// In a benchmark (no bubble) the same loop runs on real time.
+// waitFor lets the daemon run until cond holds (testkit.Until: cond is
+// checked after synctest.Wait, and the bubble's clock moves on while it
+// does not hold), and fails the test if it does not within 10s of the
+// bubble's clock. A benchmark has no bubble: there the same wait runs on
+// the real clock.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	_, bench := e.t.(*testing.B)
-	for waited := time.Duration(0); ; waited += time.Millisecond {
-		if !bench {
-			synctest.Wait()
+	const limit = 10 * time.Second
+	ok := false
+	if _, bench := e.t.(*testing.B); bench {
+		for waited := time.Duration(0); waited < limit && !ok; waited += time.Millisecond {
+			if ok = cond(); !ok {
+				time.Sleep(time.Millisecond)
+			}
 		}
-		if cond() {
-			return
-		}
-		if waited >= 10*time.Second {
-			e.t.Fatalf("timed out waiting for %s\nlogs:\n%s", what, e.logs.String())
-		}
-		time.Sleep(time.Millisecond)
+	} else {
+		ok = testkit.Until(limit, cond)
+	}
+	if !ok {
+		e.t.Fatalf("timed out waiting for %s\nlogs:\n%s", what, e.logs.String())
 	}
 }
 
