@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -242,7 +243,9 @@ func TestFileSourcePermissions(t *testing.T) {
 	}
 }
 
-func TestFileSourceReloadAndCache(t *testing.T) {
+func TestFileSourceReloadAndCache(t *testing.T) { synctest.Test(t, testFileSourceReloadAndCache) }
+
+func testFileSourceReloadAndCache(t *testing.T) {
 	sec := loadSecrets(t)
 	dir := t.TempDir()
 	two := func(edgeSecret string) string {
@@ -253,13 +256,12 @@ func TestFileSourceReloadAndCache(t *testing.T) {
 `, b64(edgeSecret))
 	}
 	p := writeKeyFile(t, dir, two(sec[1]), 0o600)
-	clk := newClock()
-	f, err := NewFile(FileOptions{Path: p, Logger: logger(t), Now: clk.Now})
+	f, err := NewFile(FileOptions{Path: p, Logger: logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	c := NewCache(f, CacheOptions{Logger: logger(t), Now: clk.Now})
+	c := NewCache(f, CacheOptions{Logger: logger(t)})
 	defer c.Close()
 	ctx := context.Background()
 	var gen uint64
@@ -296,13 +298,13 @@ func TestFileSourceReloadAndCache(t *testing.T) {
 	snap.Zero()
 
 	// A broken file and then an unreadable one keep the last good snapshot.
-	clk.Advance(time.Minute)
+	time.Sleep(time.Minute) // the bubble's clock
 	writeKeyFile(t, dir, "chains: [\n", 0o600)
 	if _, err := c.Refresh(ctx); err == nil {
 		t.Fatal("broken file read without error")
 	}
 	writeKeyFile(t, dir, two(sec[2]), 0o644)
-	clk.Advance(time.Minute)
+	time.Sleep(time.Minute) // the bubble's clock
 	_, err = c.Refresh(ctx)
 	if !errors.Is(err, ErrInsecureFile) {
 		t.Fatalf("Refresh of a 0644 file: %v", err)

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/vault/api"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
@@ -26,7 +28,7 @@ func seeded(t *testing.T, auth func(e *vaultEnv) VaultAuth) (*vaultEnv, *VaultSo
 	e := newFakeEnv(t)
 	mustWrite(t, e.rootSource(t), "core", chainJSON(t, []string{"192.0.2.2"}, key("k1", 1, 2, sec[0])), 0)
 	v := e.source(t, auth(e))
-	c := NewCache(v, CacheOptions{Logger: logger(t), Now: e.clock.Now})
+	c := NewCache(v, CacheOptions{Logger: logger(t)})
 	t.Cleanup(c.Close)
 	if ch, err := c.Refresh(context.Background()); err != nil || !ch {
 		t.Fatalf("first refresh: %t %v", ch, err)
@@ -57,10 +59,12 @@ func keepsSnapshot(t *testing.T, c *Cache, wantErr string) {
 	}
 }
 
-func TestVaultSealedKeepsLastGood(t *testing.T) {
+func TestVaultSealedKeepsLastGood(t *testing.T) { synctest.Test(t, testVaultSealedKeepsLastGood) }
+
+func testVaultSealedKeepsLastGood(t *testing.T) {
 	e, _, c := seeded(t, rootAuth)
 	e.fake.Seal()
-	e.clock.Advance(5 * time.Minute)
+	time.Sleep(5 * time.Minute) // the bubble's clock
 	keepsSnapshot(t, c, "Vault is sealed")
 	if age := c.Status().Age; age != 5*time.Minute {
 		t.Errorf("age %v, want 5m", age)
@@ -96,15 +100,22 @@ func TestVaultDeniedPathKeepsLastGood(t *testing.T) {
 }
 
 func TestVaultStaticTokenExpiryKeepsLastGood(t *testing.T) {
-	e, v, c := seeded(t, func(e *vaultEnv) VaultAuth {
+	synctest.Test(t, testVaultStaticTokenExpiryKeepsLastGood)
+}
+
+func testVaultStaticTokenExpiryKeepsLastGood(t *testing.T) {
+	_, _, c := seeded(t, func(e *vaultEnv) VaultAuth {
 		return VaultAuth{Token: e.fake.IssueToken(vaulttest.TokenOptions{TTL: time.Hour, Renewable: true})}
 	})
-	e.clock.Advance(2 * time.Hour)
+	time.Sleep(2 * time.Hour) // the bubble's clock: past the token's 1h TTL
 	keepsSnapshot(t, c, "permission denied")
-	_ = v
 }
 
 func TestVaultAppRoleReloginAfterExpiry(t *testing.T) {
+	synctest.Test(t, testVaultAppRoleReloginAfterExpiry)
+}
+
+func testVaultAppRoleReloginAfterExpiry(t *testing.T) {
 	e := newFakeEnv(t)
 	rf, sf := e.appRole(t)
 	sec := loadSecrets(t)
@@ -112,7 +123,7 @@ func TestVaultAppRoleReloginAfterExpiry(t *testing.T) {
 	v := e.source(t, VaultAuth{Method: "approle", RoleIDFile: rf, SecretIDFile: sf})
 	mustRead(t, v)
 	first := v.Client().Token()
-	e.clock.Advance(2 * time.Hour) // past the 1h TTL
+	time.Sleep(2 * time.Hour) // the bubble's clock: past the 1h TTL
 	mustRead(t, v)
 	if n := e.fake.Count("PUT", "auth/approle/login") + e.fake.Count("POST", "auth/approle/login"); n != 2 {
 		t.Errorf("%d logins, want 2", n)
@@ -175,17 +186,15 @@ func TestVaultNamespace(t *testing.T) {
 }
 
 // TestVaultRenewalAndRelogin runs the LifetimeWatcher against the fake on
-// the real clock: the token is renewed, and when the fake kills it the
+// the bubble's clock: the token is renewed, and when the fake kills it the
 // source logs in again.
-func TestVaultRenewalAndRelogin(t *testing.T) {
-	srv, err := vaulttest.New(vaulttest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+func TestVaultRenewalAndRelogin(t *testing.T) { synctest.Test(t, testVaultRenewalAndRelogin) }
+
+func testVaultRenewalAndRelogin(t *testing.T) {
+	e := newFakeEnv(t)
+	srv := e.fake
 	srv.AddAppRole("aokeyd", "rid", "sid", vaulttest.TokenOptions{TTL: 4 * time.Second, MaxTTL: time.Hour, Renewable: true})
 	rf, sf := credFiles(t, "rid", "sid")
-	e := &vaultEnv{addr: srv.URL(), mount: "secret", prefix: "aokeyd"}
 	v := e.source(t, VaultAuth{Method: "approle", RoleIDFile: rf, SecretIDFile: sf})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -204,14 +213,13 @@ func TestVaultRenewalAndRelogin(t *testing.T) {
 	})
 }
 
+// waitFor, in a synctest bubble, lets the source's goroutines run until ok
+// holds (testkit.Until); it fails the test if ok does not hold within limit
+// of the bubble's clock.
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Until(limit, ok) {
+		t.Fatalf("no %s within %v", what, limit)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,21 +22,21 @@ import (
 type vaultEnv struct {
 	addr, root, mount, prefix string
 	fake                      *vaulttest.Server // nil for a real Vault
-	clock                     *fakeClock
 	// appRole returns role_id and secret_id files for a role that can read
 	// and write the prefix.
 	appRole func(t *testing.T) (roleFile, secretFile string)
 }
 
+// newFakeEnv is the fake Vault, in memory: in a synctest bubble the server
+// and the sources' clients run on the bubble's clock (token TTLs too).
 func newFakeEnv(t *testing.T) *vaultEnv {
 	t.Helper()
-	clk := newClock()
-	srv, err := vaulttest.New(vaulttest.Options{Now: clk.Now, RootToken: "hvs.fake-root-token"})
+	srv, err := vaulttest.New(vaulttest.Options{RootToken: "hvs.fake-root-token", InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	e := &vaultEnv{addr: srv.URL(), root: srv.RootToken(), mount: "secret", prefix: "aokeyd", fake: srv, clock: clk}
+	e := &vaultEnv{addr: srv.URL(), root: srv.RootToken(), mount: "secret", prefix: "aokeyd", fake: srv}
 	e.appRole = func(t *testing.T) (string, string) {
 		srv.AddAppRole("aokeyd", "role-id-router-a", "secret-id-router-a",
 			vaulttest.TokenOptions{TTL: time.Hour, MaxTTL: 4 * time.Hour, Renewable: true, Policies: []string{"aokeyd"}})
@@ -60,6 +61,9 @@ func (e *vaultEnv) config() *api.Config {
 	cfg.Address = e.addr
 	cfg.MaxRetries = 0
 	cfg.Timeout = 10 * time.Second
+	if e.fake != nil {
+		cfg.HttpClient.Transport.(*http.Transport).DialContext = e.fake.DialContext
+	}
 	return cfg
 }
 
@@ -67,9 +71,6 @@ func (e *vaultEnv) source(t *testing.T, auth VaultAuth, mut ...func(*VaultOption
 	t.Helper()
 	o := VaultOptions{Config: e.config(), Mount: e.mount, Prefix: e.prefix, Auth: auth, Logger: logger(t),
 		RetryInterval: 50 * time.Millisecond}
-	if e.clock != nil {
-		o.Now = e.clock.Now
-	}
 	for _, m := range mut {
 		m(&o)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -84,7 +85,9 @@ func pump(ctx context.Context, wg *sync.WaitGroup, x, y *fakeSock, drops *int, m
 
 // TestControllerPeersIndependent: one peer never installs the new key; the
 // other rolls to completion meanwhile, each on its own goroutine.
-func TestControllerPeersIndependent(t *testing.T) {
+func TestControllerPeersIndependent(t *testing.T) { synctest.Test(t, testControllerPeersIndependent) }
+
+func testControllerPeersIndependent(t *testing.T) {
 	cfg := Config{SwitchTimeout: time.Hour, Grace: 5 * time.Millisecond, Poll: time.Millisecond, Backoff: time.Hour}
 	us := NewController(Options{Config: cfg})
 	them := NewController(Options{Config: cfg})
@@ -119,19 +122,9 @@ func TestControllerPeersIndependent(t *testing.T) {
 	us.SetDesired(ss[0].id, want(ss[0].b))
 	us.SetDesired(ss[1].id, want(ss[1].b))
 	them.SetDesired(ss[1].id, want(ss[1].b))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := us.Status()
-		if st[1].Rolls == 1 {
-			if st[0].State != StateAnnounced || st[0].Rolls != 0 {
-				t.Fatalf("slow peer: %+v", st[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fast peer did not finish while the slow one waits: %+v", st)
-		}
-		time.Sleep(time.Millisecond)
+	waitUntil(t, 20*time.Second, "the fast peer's roll while the slow one waits", func() bool { return us.Status()[1].Rolls == 1 })
+	if st := us.Status(); st[0].State != StateAnnounced || st[0].Rolls != 0 {
+		t.Fatalf("slow peer: %+v", st[0])
 	}
 	cancel()
 	wg.Wait()

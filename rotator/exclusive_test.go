@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -10,7 +11,9 @@ import (
 // TestExclusive: fn gets the running machine's own socket, and the machine
 // then works towards the new desired state; without a running machine fn is
 // not called.
-func TestExclusive(t *testing.T) {
+func TestExclusive(t *testing.T) { synctest.Test(t, testExclusive) }
+
+func testExclusive(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 	defer ctl.Close()
@@ -34,17 +37,10 @@ func TestExclusive(t *testing.T) {
 	if !ok || !called {
 		t.Fatalf("Exclusive ok=%t, fn on the machine's socket=%t", ok, called)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitUntil(t, 5*time.Second, "the machine steady on key 2 after Exclusive", func() bool {
 		st := ctl.Status()
-		if len(st) == 1 && st[0].State == StateSteady && st[0].Current == ID(2) && st[0].LastError == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("machine after Exclusive: %+v, want steady on key 2", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(st) == 1 && st[0].State == StateSteady && st[0].Current == ID(2) && st[0].LastError == ""
+	})
 	ctl.PeerDown("p")
 	if ks, _ := s.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 {
 		t.Fatalf("keys %+v, want b alone", ks)

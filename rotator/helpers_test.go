@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -51,4 +53,14 @@ func opLines(sp SocketPlan) []string {
 		out = append(out, "blocked "+heldRef(h)+" ("+h.Why.String()+")")
 	}
 	return out
+}
+
+// waitUntil, in a synctest bubble, lets the controller's machines run
+// until cond holds (testkit.Until); it fails the test if cond does not hold
+// within limit of the bubble's clock.
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !testkit.Until(limit, cond) {
+		t.Fatalf("%s: not within %v", what, limit)
+	}
 }

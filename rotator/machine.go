@@ -12,13 +12,15 @@ import (
 // PeerID names one BGP peer (usually its address, plus VRF).
 type PeerID string
 
-// Clock is the time source; tests inject a manual one.
+// Clock is the time source. Tests need no fake one: they run the
+// controller in a testing/synctest bubble, where SystemClock is the
+// bubble's clock.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
 
-// SystemClock is the real clock.
+// SystemClock is the real clock (the bubble's, in a synctest bubble).
 type SystemClock struct{}
 
 // Now is time.Now.

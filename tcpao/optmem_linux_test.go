@@ -3,8 +3,8 @@
 package tcpao_test
 
 import (
+	"bufio"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -12,29 +12,34 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// speakerIn starts a stand-in speaker process inside ns and returns its pid
-// once it runs there.
+// speakerIn starts a stand-in speaker process inside ns and returns its
+// pid. Its first line of output comes from inside the namespace (ip netns
+// exec has entered it and exec'd the shell, which keeps the pid), so once
+// it is read the pid's network namespace is ns: no polling of /proc.
 func speakerIn(t *testing.T, ns *netns.NS) int {
 	t.Helper()
-	cmd := ns.Start(t, t.TempDir()+"/sleep.log", "sleep", "600")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
-		if strings.TrimSpace(string(b)) == "sleep" {
-			return cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the process in %s never became sleep (comm %q)", ns.Name, b)
-		}
-		time.Sleep(10 * time.Millisecond)
+	cmd := ns.Command("sh", "-c", "echo ready; exec sleep 600")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the stand-in speaker in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the stand-in speaker in %s said %q (%v), want ready", ns.Name, line, err)
+	}
+	return cmd.Process.Pid
 }
 
 func optMemIn(t *testing.T, ns *netns.NS) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
 	"google.golang.org/grpc"
@@ -18,6 +19,7 @@ type fakeAPI struct {
 	peers    []*api.Peer
 	streams  []chan *api.WatchEventResponse
 	watches  int
+	watchAt  []time.Time // each WatchEvent call, on the bubble's clock
 	lists    int
 	resets   []*api.ResetPeerRequest
 	listErr  error
@@ -44,6 +46,7 @@ func (f *fakeAPI) WatchEvent(ctx context.Context, _ *api.WatchEventRequest, _ ..
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.watches++
+	f.watchAt = append(f.watchAt, time.Now())
 	if f.watchErr != nil {
 		return nil, f.watchErr
 	}
@@ -60,6 +63,19 @@ func (f *fakeAPI) ResetPeer(_ context.Context, r *api.ResetPeerRequest, _ ...grp
 	defer f.mu.Unlock()
 	f.resets = append(f.resets, r)
 	return &emptypb.Empty{}, nil
+}
+
+// backoffs are the times between successive WatchEvent calls: in a
+// synctest bubble, where no time passes while the test runs an attempt,
+// exactly the watch's reconnect delays.
+func (f *fakeAPI) backoffs() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(f.watchAt); i++ {
+		out = append(out, f.watchAt[i].Sub(f.watchAt[i-1]))
+	}
+	return out
 }
 
 type listStream struct {

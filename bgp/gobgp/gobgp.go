@@ -39,8 +39,6 @@ type Options struct {
 	// (defaults 200ms and 30s); it doubles after each failure and resets
 	// after a stream delivered an event.
 	MinBackoff, MaxBackoff time.Duration
-	// After is the clock for backoff (default time.After).
-	After func(time.Duration) <-chan time.Time
 }
 
 // Speaker is gobgpd seen through its gRPC API.
@@ -67,9 +65,6 @@ func New(c API, opt Options) *Speaker {
 	}
 	if opt.MaxBackoff < opt.MinBackoff {
 		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
-	}
-	if opt.After == nil {
-		opt.After = time.After
 	}
 	return &Speaker{c: c, opt: opt}
 }
@@ -150,7 +145,7 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opt.After(delay):
+		case <-time.After(delay):
 		}
 		delay = min(delay*2, s.opt.MaxBackoff)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -84,17 +85,6 @@ func TestPeersNeverLeaksPassword(t *testing.T) {
 	}
 }
 
-// manualClock lets a test release backoff waits one by one and see their
-// durations.
-type manualClock struct{ waits chan time.Duration }
-
-func (c *manualClock) after(d time.Duration) <-chan time.Time {
-	c.waits <- d
-	ch := make(chan time.Time, 1)
-	ch <- time.Time{}
-	return ch
-}
-
 func next(t *testing.T, ch <-chan bgp.Event) bgp.Event {
 	t.Helper()
 	select {
@@ -109,13 +99,17 @@ func next(t *testing.T, ch <-chan bgp.Event) bgp.Event {
 	return bgp.Event{}
 }
 
-func TestWatchReconnectsAndRelists(t *testing.T) {
+// The watch tests run in synctest bubbles: the reconnect backoff runs on
+// the bubble's clock, and the fake records when each attempt came.
+
+func TestWatchReconnectsAndRelists(t *testing.T) { synctest.Test(t, testWatchReconnectsAndRelists) }
+
+func testWatchReconnectsAndRelists(t *testing.T) {
 	s1 := make(chan *api.WatchEventResponse, 4)
 	s2 := make(chan *api.WatchEventResponse, 4)
 	f := &fakeAPI{streams: []chan *api.WatchEventResponse{s1, s2}}
 	f.setPeers(listed("10.255.0.2", api.PeerState_ACTIVE, 0, true, "", 0))
-	clk := &manualClock{waits: make(chan time.Duration, 8)}
-	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second, After: clk.after})
+	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sp.Watch(ctx)
@@ -133,30 +127,30 @@ func TestWatchReconnectsAndRelists(t *testing.T) {
 	// The stream breaks: backoff, reconnect, re-list.
 	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
 	close(s1)
-	if d := <-clk.waits; d != time.Second {
-		t.Fatalf("first backoff %s, want 1s", d)
-	}
 	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle || ev.Peers[0].Flops != 1 {
 		t.Fatalf("after reconnect %+v, want sync with the new state", ev)
+	}
+	if b := f.backoffs(); fmt.Sprint(b) != "[1s]" {
+		t.Fatalf("reconnect after %v, want [1s]", b)
 	}
 	cancel()
 	for range ch {
 	}
 }
 
-func TestWatchBackoffGrows(t *testing.T) {
+func TestWatchBackoffGrows(t *testing.T) { synctest.Test(t, testWatchBackoffGrows) }
+
+func testWatchBackoffGrows(t *testing.T) {
 	f := &fakeAPI{watchErr: errors.New("connection refused")}
-	clk := &manualClock{waits: make(chan time.Duration, 16)}
-	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second, After: clk.after})
+	sp := New(f, Options{MinBackoff: time.Second, MaxBackoff: 4 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, _ := sp.Watch(ctx)
-	var got []time.Duration
-	for range 5 {
-		got = append(got, <-clk.waits)
-	}
+	// Attempts at 0, 1, 3, 7, 11 and 15 s; the next would be at 19 s.
+	time.Sleep(15*time.Second + 500*time.Millisecond)
 	cancel()
 	for range ch {
 	}
+	got := f.backoffs()
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("backoff %v, want %v", got, want)

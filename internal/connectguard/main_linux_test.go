@@ -49,11 +49,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// connector reads commands and answers one line each:
+// connector first says "ready PID" (its own pid: the launcher's child,
+// which exec'd it; the launcher has its socket by then), then reads
+// commands and answers one line each:
 //
 //	connect NET ADDR   -> "ok COOKIE" or "err ERRNO-NAME MESSAGE" (conn kept open)
 //	bench ADDR N       -> "bench NS" (mean ns per connect+close)
 func connector(in io.Reader, out io.Writer) {
+	fmt.Fprintf(out, "ready %d\n", os.Getpid())
 	sc := bufio.NewScanner(in)
 	var keep []net.Conn
 	for sc.Scan() {
@@ -124,6 +127,7 @@ type supervised struct {
 	t        testing.TB
 	launcher *exec.Cmd
 	sock     string
+	prog     int // the program's pid (the connector under Launch)
 	in       io.WriteCloser
 	lines    chan string
 }
@@ -158,14 +162,13 @@ func launchConnector(t testing.TB, env ...string) *supervised {
 		_ = cmd.Process.Signal(unix.SIGTERM)
 		_ = cmd.Wait()
 	})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if i > 500 {
-			t.Fatal("launcher socket did not appear")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The program's first line: it runs, so the launcher's socket exists.
+	ready := p.line(30 * time.Second)
+	if _, err := fmt.Sscanf(ready, "ready %d", &p.prog); err != nil {
+		t.Fatalf("connector's first line %q, want ready PID", ready)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("launcher socket after the program started: %v", err)
 	}
 	return p
 }

@@ -222,8 +222,7 @@ func TestSupervise(t *testing.T) {
 		return testKeys(peer), 3, 2, true
 	}, SupervisorOptions{Ports: []uint16{port}, Socket: rec.socket})
 
-	// The program's pid: the launcher's child, which exec'd the connector.
-	progPID := launcherChild(t, p.launcher.Process.Pid)
+	progPID := p.prog
 
 	t.Run("managed", func(t *testing.T) {
 		cookie := okCookie(t, p.connect("tcp4", managed.Addr().String()))
@@ -283,48 +282,6 @@ func TestSupervise(t *testing.T) {
 	})
 }
 
-// launcherChild is the pid of the launcher's only child (forked by any of
-// its threads).
-func launcherChild(t *testing.T, launcher int) int {
-	t.Helper()
-	// /proc/PID/task/TID/children misses a child whose forking thread has
-	// exited (it was seen empty in CI), so look for the process whose
-	// parent is the launcher, for a few seconds.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var found []int
-		ents, err := os.ReadDir("/proc")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			i := strings.LastIndexByte(s, ')')
-			if i < 0 {
-				continue
-			}
-			if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(launcher) {
-				found = append(found, pid)
-			}
-		}
-		if len(found) == 1 {
-			return found[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("launcher %d children: %v, want exactly one", launcher, found)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestRestartAfterStall: a supervisor that received a connect and hangs is
 // killed; the launcher keeps the listener, so the connect keeps waiting (no
 // ENOSYS), and the next supervisor restarts it (Kick) and answers it.
@@ -382,7 +339,7 @@ func TestRestartAfterStall(t *testing.T) {
 func TestNoHolderENOSYS(t *testing.T) {
 	ln := acceptAll(t, "tcp4", "127.0.0.1:0")
 	p := launchConnector(t)
-	prog := launcherChild(t, p.launcher.Process.Pid)
+	prog := p.prog
 	// Before: continued by a supervisor; the connection stays open.
 	events, stop := startSupervisor(t, p.sock, func(int, netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) {
 		return nil, 0, 0, false

@@ -120,29 +120,41 @@ func TestSlowClientDropped(t *testing.T) {
 }
 
 // At most MaxConns connections are served at once; one more is answered
-// 503 and closed, and a freed slot serves again.
-func TestConnectionCap(t *testing.T) {
+// 503 and closed, and a freed slot serves again. In a synctest bubble over
+// in-memory connections: a server that never answered would leave every
+// goroutine blocked, which fails the test, and synctest.Wait is the point
+// at which the server has seen a closed connection.
+func TestConnectionCap(t *testing.T) { synctest.Test(t, testConnectionCap) }
+
+func testConnectionCap(t *testing.T) {
 	var logs syncBuffer
-	c, path := serve(t, ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	l := newChanListener()
+	s := NewServer(ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s.credOf = rootCred
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	defer func() {
+		_ = s.Shutdown(context.Background())
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	c := &Client{socket: "pipe", hc: &http.Client{Transport: &http.Transport{
+		DialContext:       func(context.Context, string, string) (net.Conn, error) { return l.dial(), nil },
+		DisableKeepAlives: true,
+	}}}
 	var held []net.Conn
 	for range 3 {
-		h, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := l.dial()
 		defer h.Close()
 		held = append(held, h)
 	}
 	// The held connections were accepted first: this one is over the cap.
-	extra, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	extra := l.dial()
 	defer extra.Close()
 	if _, err := io.WriteString(extra, "GET /v1/health HTTP/1.1\r\nHost: aokeyd\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
 	if err != nil {
 		t.Fatalf("over the cap: %v, want a 503 answer", err)
@@ -163,15 +175,8 @@ func TestConnectionCap(t *testing.T) {
 		t.Errorf("client over the cap: %v, want the daemon's reason", err)
 	}
 	held[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := c.Health(context.Background())
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a freed slot does not serve again: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the server has read EOF on it and freed its slot
+	if _, err := c.Health(context.Background()); err != nil {
+		t.Fatalf("a freed slot does not serve again: %v", err)
 	}
 }

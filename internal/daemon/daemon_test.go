@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -55,6 +56,10 @@ func (e *env) up(want []string, keys ...testKey) {
 }
 
 func TestEstablishedSessionGetsDesiredKeysAndStrayKeyRemoved(t *testing.T) {
+	synctest.Test(t, testEstablishedSessionGetsDesiredKeysAndStrayKeyRemoved)
+}
+
+func testEstablishedSessionGetsDesiredKeysAndStrayKeyRemoved(t *testing.T) {
 	k0, k1, _, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k0, k1}})
 	e.waitKeys("listener", e.lis, ids(k0, k1))
@@ -113,13 +118,17 @@ func TestEstablishedSessionGetsDesiredKeysAndStrayKeyRemoved(t *testing.T) {
 }
 
 func TestKeySourceFailureDeletesNothing(t *testing.T) {
+	synctest.Test(t, testKeySourceFailureDeletesNothing)
+}
+
+func testKeySourceFailureDeletesNothing(t *testing.T) {
 	_, k1, k2, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
 	e.waitKeys("listener", e.lis, ids(k1, k2))
 	e.up(ids(k1, k2), k2, k1)
 
 	e.src.fail(errors.New("vault: 503 sealed"))
-	e.cclock.advance(time.Hour)
+	time.Sleep(time.Hour) // the bubble's clock: the source has been down an hour (every read failed)
 	// A sentinel: k2 leaves the listener behind the daemon's back. The
 	// pass after the failed read puts it back from the last good snapshot,
 	// which proves the pass ran; an empty key set would have deleted k1.
@@ -153,7 +162,9 @@ func TestKeySourceFailureDeletesNothing(t *testing.T) {
 	}
 }
 
-func TestNoSnapshotTouchesNoSocket(t *testing.T) {
+func TestNoSnapshotTouchesNoSocket(t *testing.T) { synctest.Test(t, testNoSnapshotTouchesNoSocket) }
+
+func testNoSnapshotTouchesNoSocket(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1}, sourceDown: errors.New("vault unreachable")})
 	e.waitFor("the first pass", func() bool { return strings.Contains(e.logs.String(), "no good key snapshot yet") })
@@ -162,6 +173,8 @@ func TestNoSnapshotTouchesNoSocket(t *testing.T) {
 	e.waitFor("the session event", func() bool {
 		return strings.Contains(e.logs.String(), "no key snapshot yet: not touching the new session")
 	})
+	// A minute more of failing reads, passes and whatever they start.
+	e.quiet(time.Minute)
 	for name, c := range map[string]*countingSocket{"listener": e.lisC, "session": e.accC} {
 		if r, w := c.calls(); r != 0 || w != 0 {
 			t.Errorf("%s: %d reads and %d writes without a key snapshot, want none", name, r, w)
@@ -180,7 +193,9 @@ func TestNoSnapshotTouchesNoSocket(t *testing.T) {
 	}
 }
 
-func TestStopLeavesEveryKeyInPlace(t *testing.T) {
+func TestStopLeavesEveryKeyInPlace(t *testing.T) { synctest.Test(t, testStopLeavesEveryKeyInPlace) }
+
+func testStopLeavesEveryKeyInPlace(t *testing.T) {
 	_, k1, k2, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
 	e.waitKeys("listener", e.lis, ids(k1, k2))
@@ -230,7 +245,9 @@ func sameKeys(a, b []tcpao.KeyInfo) bool {
 	return slices.Equal(norm(a), norm(b))
 }
 
-func TestRevokeCurrentKeyWithBackup(t *testing.T) {
+func TestRevokeCurrentKeyWithBackup(t *testing.T) { synctest.Test(t, testRevokeCurrentKeyWithBackup) }
+
+func testRevokeCurrentKeyWithBackup(t *testing.T) {
 	_, k1, k2, _ := testKeys()
 	file := filepath.Join(t.TempDir(), "state", "revocations.json")
 	e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
@@ -327,56 +344,58 @@ func TestRevokeOnlyKey(t *testing.T) {
 		{onRevoke: "keep", action: control.ActionKept, wantResets: 0},
 	} {
 		t.Run(tc.onRevoke, func(t *testing.T) {
-			_, k1, _, _ := testKeys()
-			e := newEnv(t, envOptions{keys: []testKey{k1}, policy: fmt.Sprintf(basePolicy, tc.onRevoke)})
-			e.waitKeys("listener", e.lis, ids(k1))
-			e.up(ids(k1), k1)
+			synctest.Test(t, func(t *testing.T) {
+				_, k1, _, _ := testKeys()
+				e := newEnv(t, envOptions{keys: []testKey{k1}, policy: fmt.Sprintf(basePolicy, tc.onRevoke)})
+				e.waitKeys("listener", e.lis, ids(k1))
+				e.up(ids(k1), k1)
 
-			res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
-			if err != nil {
-				t.Fatalf("Revoke: %v", err)
-			}
-			i := slices.IndexFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Socket == "peer "+peerAddr.String() })
-			if i < 0 || res.Sockets[i].Action != tc.action {
-				t.Fatalf("revoke outcomes %+v, want the session's action %q", res.Sockets, tc.action)
-			}
-			resets := e.sp.Resets()
-			if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerAddr) {
-				t.Errorf("ResetPeer calls %v, want %d for %s", resets, tc.wantResets, peerAddr)
-			}
-			if tc.action != control.ActionKept {
-				return
-			}
-			if res.Sockets[i].Error == "" {
-				t.Errorf("kept outcome has no explanation: %+v", res.Sockets[i])
-			}
-			// The daemon's next pass and the peer's rotator see the revoked
-			// key too; it still stays, and the session still works.
-			if err := e.d.RefreshKeys(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			e.waitKeys("listener", e.lis, nil)
-			e.waitFor("the rotator to resume", func() bool { return e.peerStatus().Rotation.State != "down" })
-			if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k1)) {
-				t.Errorf("session keys %v, want the only key kept", got)
-			}
-			if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
-				t.Errorf("exchange with the kept key: %v", err)
-			}
-			// Nor will the rotator remove it later: the plan holds it back.
-			pl, err := e.d.Plan(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(pl.Plan, func(l string) bool {
-				return strings.HasPrefix(l, "peer "+peerAddr.String()) && strings.Contains(l, "no-replacement")
-			}) {
-				t.Errorf("plan %q: want the session's only key held back (no-replacement)", pl.Plan)
-			}
-			ps := e.peerStatus()
-			if len(ps.Keys) != 1 || ps.Keys[0].State != control.KeyRevoked {
-				t.Errorf("status keys %+v, want k1 shown revoked", ps.Keys)
-			}
+				res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
+				if err != nil {
+					t.Fatalf("Revoke: %v", err)
+				}
+				i := slices.IndexFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Socket == "peer "+peerAddr.String() })
+				if i < 0 || res.Sockets[i].Action != tc.action {
+					t.Fatalf("revoke outcomes %+v, want the session's action %q", res.Sockets, tc.action)
+				}
+				resets := e.sp.Resets()
+				if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerAddr) {
+					t.Errorf("ResetPeer calls %v, want %d for %s", resets, tc.wantResets, peerAddr)
+				}
+				if tc.action != control.ActionKept {
+					return
+				}
+				if res.Sockets[i].Error == "" {
+					t.Errorf("kept outcome has no explanation: %+v", res.Sockets[i])
+				}
+				// The daemon's next pass and the peer's rotator see the revoked
+				// key too; it still stays, and the session still works.
+				if err := e.d.RefreshKeys(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				e.waitKeys("listener", e.lis, nil)
+				e.waitFor("the rotator to resume", func() bool { return e.peerStatus().Rotation.State != "down" })
+				if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k1)) {
+					t.Errorf("session keys %v, want the only key kept", got)
+				}
+				if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+					t.Errorf("exchange with the kept key: %v", err)
+				}
+				// Nor will the rotator remove it later: the plan holds it back.
+				pl, err := e.d.Plan(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.ContainsFunc(pl.Plan, func(l string) bool {
+					return strings.HasPrefix(l, "peer "+peerAddr.String()) && strings.Contains(l, "no-replacement")
+				}) {
+					t.Errorf("plan %q: want the session's only key held back (no-replacement)", pl.Plan)
+				}
+				ps := e.peerStatus()
+				if len(ps.Keys) != 1 || ps.Keys[0].State != control.KeyRevoked {
+					t.Errorf("status keys %+v, want k1 shown revoked", ps.Keys)
+				}
+			})
 		})
 	}
 }
@@ -392,60 +411,66 @@ func TestRotateNow(t *testing.T) {
 		{name: "no newer key", withNewer: false, started: false, detail: "no newer key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, k1, _, k3 := testKeys()
-			keys := []testKey{k1}
-			if tc.withNewer {
-				keys = append(keys, k3)
-			}
-			e := newEnv(t, envOptions{keys: keys})
-			e.waitKeys("listener", e.lis, ids(keys...))
-			// The remote router holds k3 too; k1 (added last) is its current.
-			rev := slices.Clone(keys)
-			slices.Reverse(rev)
-			e.up(ids(keys...), rev...)
-			if i := info(t, e.acc); i.CurrentKey != k1.send {
-				t.Fatalf("setup: current %d, want k1", i.CurrentKey)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				_, k1, _, k3 := testKeys()
+				keys := []testKey{k1}
+				if tc.withNewer {
+					keys = append(keys, k3)
+				}
+				e := newEnv(t, envOptions{keys: keys})
+				e.waitKeys("listener", e.lis, ids(keys...))
+				// The remote router holds k3 too; k1 (added last) is its current.
+				rev := slices.Clone(keys)
+				slices.Reverse(rev)
+				e.up(ids(keys...), rev...)
+				if i := info(t, e.acc); i.CurrentKey != k1.send {
+					t.Fatalf("setup: current %d, want k1", i.CurrentKey)
+				}
 
-			res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
-			if err != nil {
-				t.Fatalf("Rotate: %v", err)
-			}
-			if len(res.Peers) != 1 || res.Peers[0].Started != tc.started || !strings.Contains(res.Peers[0].Detail, tc.detail) {
-				t.Fatalf("Rotate: %+v, want started=%t with %q", res.Peers, tc.started, tc.detail)
-			}
-			if !tc.withNewer {
-				return
-			}
-			// The remote router rolls to k3 as well: its RNext asks for it
-			// (without that, RFC 5925 has us keep sending with the key the
-			// peer's RNext names). Only the daemon can announce k3 as our
-			// RNext, which moves the peer's sending to k3.
-			r := k3.send
-			if err := e.client.SetInfo(tcpao.InfoChange{RNext: &r}); err != nil {
-				t.Fatal(err)
-			}
-			e.waitFor("the session to send with k3 and announce it", func() bool {
-				if err := e.net.Exchange(e.acc, e.client, 1); err != nil {
-					t.Fatalf("exchange during the roll: %v", err)
+				res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
+				if err != nil {
+					t.Fatalf("Rotate: %v", err)
 				}
-				i, c := info(t, e.acc), info(t, e.client)
-				return i.CurrentKey == k3.send && i.RNextKey == k3.recv && c.CurrentKey == k3.recv
+				if len(res.Peers) != 1 || res.Peers[0].Started != tc.started || !strings.Contains(res.Peers[0].Detail, tc.detail) {
+					t.Fatalf("Rotate: %+v, want started=%t with %q", res.Peers, tc.started, tc.detail)
+				}
+				if !tc.withNewer {
+					return
+				}
+				// The remote router rolls to k3 as well: its RNext asks for it
+				// (without that, RFC 5925 has us keep sending with the key the
+				// peer's RNext names). Only the daemon can announce k3 as our
+				// RNext, which moves the peer's sending to k3.
+				r := k3.send
+				if err := e.client.SetInfo(tcpao.InfoChange{RNext: &r}); err != nil {
+					t.Fatal(err)
+				}
+				e.waitFor("the session to send with k3 and announce it", func() bool {
+					if err := e.net.Exchange(e.acc, e.client, 1); err != nil {
+						t.Fatalf("exchange during the roll: %v", err)
+					}
+					i, c := info(t, e.acc), info(t, e.client)
+					return i.CurrentKey == k3.send && i.RNextKey == k3.recv && c.CurrentKey == k3.recv
+				})
+				if i := info(t, e.acc); i.PktBad != 0 {
+					t.Errorf("pkt_bad %d after the roll", i.PktBad)
+				}
+				ps := e.peerStatus()
+				for _, k := range ps.Keys {
+					if k.Current != (k.Name == k3.name) {
+						t.Errorf("status key %s current=%t, want only k3 current", k.Name, k.Current)
+					}
+				}
 			})
-			if i := info(t, e.acc); i.PktBad != 0 {
-				t.Errorf("pkt_bad %d after the roll", i.PktBad)
-			}
-			ps := e.peerStatus()
-			for _, k := range ps.Keys {
-				if k.Current != (k.Name == k3.name) {
-					t.Errorf("status key %s current=%t, want only k3 current", k.Name, k.Current)
-				}
-			}
 		})
 	}
 }
 
 func TestPeerLeavingPolicyIsForgotten(t *testing.T) {
+	synctest.Test(t, testPeerLeavingPolicyIsForgotten)
+}
+
+func testPeerLeavingPolicyIsForgotten(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1}})
 	e.waitKeys("listener", e.lis, ids(k1))
@@ -473,7 +498,9 @@ func TestPeerLeavingPolicyIsForgotten(t *testing.T) {
 	}
 }
 
-func TestNoKeyBytesInOutput(t *testing.T) {
+func TestNoKeyBytesInOutput(t *testing.T) { synctest.Test(t, testNoKeyBytesInOutput) }
+
+func testNoKeyBytesInOutput(t *testing.T) {
 	_, k1, k2, k3 := testKeys()
 	keys := []testKey{k1, k2, k3}
 	e := newEnv(t, envOptions{keys: keys})

@@ -15,12 +15,14 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -188,25 +190,6 @@ func (s *fakeSource) close() {
 	s.snap.Zero()
 }
 
-// manualNow is the key cache's clock: the real time plus an offset the test
-// moves forward (to age the snapshot).
-type manualNow struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (m *manualNow) Now() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return time.Now().Add(m.off)
-}
-
-func (m *manualNow) advance(d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.off += d
-}
-
 // syncBuffer collects the daemon's log output.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -282,15 +265,14 @@ func parsePolicy(t testing.TB, text string) *policy.Policy {
 // env is one daemon over the in-memory kernel: a listener at 192.0.2.1:179
 // and (after connect) a session from 192.0.2.2.
 type env struct {
-	t      testing.TB
-	net    *tcpaotest.Net
-	sp     *bgptest.Speaker
-	disc   *fakeDiscoverer
-	src    *fakeSource
-	cclock *manualNow
-	logs   *syncBuffer
-	pol    *policy.Policy
-	keys   []testKey
+	t    testing.TB
+	net  *tcpaotest.Net
+	sp   *bgptest.Speaker
+	disc *fakeDiscoverer
+	src  *fakeSource
+	logs *syncBuffer
+	pol  *policy.Policy
+	keys []testKey
 
 	lis     *tcpaotest.Sock
 	lisC    *countingSocket
@@ -325,12 +307,20 @@ type envOptions struct {
 	switchTimeout time.Duration // the roll's wait for the peer (default 5s)
 }
 
+// Tests run it inside a synctest bubble (synctest.Test): the daemon, its
+// key cache and its rotation machines then run on the bubble's clock
+// through rotator.SystemClock and time.Now, and waitFor and quiet use
+// synctest.Wait as their synchronisation point. Only a benchmark, which
+// measures real CPU time, runs it outside a bubble.
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
+	if _, bench := t.(*testing.B); !bench {
+		synctest.Wait() // panics outside a bubble: every test env runs in one
+	}
 	if o.policy == "" {
 		o.policy = fmt.Sprintf(basePolicy, "keep")
 	}
-	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{}, cclock: &manualNow{},
+	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{},
 		logs: &syncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
 	e.setSourceKeys(o.keys...)
 	t.Cleanup(e.src.close)
@@ -371,7 +361,7 @@ func (e *env) start(revocationsFile string) {
 	if e.source != nil {
 		src = e.source
 	}
-	cache := keystore.NewCache(src, keystore.CacheOptions{Now: e.cclock.Now})
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	e.t.Cleanup(cache.Close)
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := daemon.New(daemon.Options{
@@ -445,16 +435,36 @@ func (e *env) established() {
 	e.sp.Set(e.session)
 }
 
-// waitFor polls cond until it holds; it fails the test after a deadline.
+// waitFor lets the daemon run until cond holds (testkit.Until: cond is
+// checked after synctest.Wait, and the bubble's clock moves on while it
+// does not hold), and fails the test if it does not within 10s of the
+// bubble's clock. A benchmark has no bubble: there the same wait runs on
+// the real clock.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s\nlogs:\n%s", what, e.logs.String())
+	const limit = 10 * time.Second
+	ok := false
+	if _, bench := e.t.(*testing.B); bench {
+		for waited := time.Duration(0); waited < limit && !ok; waited += time.Millisecond {
+			if ok = cond(); !ok {
+				time.Sleep(time.Millisecond)
+			}
 		}
-		time.Sleep(5 * time.Millisecond)
+	} else {
+		ok = testkit.Until(limit, cond)
 	}
+	if !ok {
+		e.t.Fatalf("timed out waiting for %s\nlogs:\n%s", what, e.logs.String())
+	}
+}
+
+// quiet lets d of the bubble's time pass and returns once every goroutine
+// has done all it can: a "nothing else happened" check after it sees
+// whatever the daemon started in the background in that time.
+func (e *env) quiet(d time.Duration) {
+	e.t.Helper()
+	time.Sleep(d)
+	synctest.Wait()
 }
 
 // keyIDs lists a socket's keys as sorted "send/recv" pairs.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -12,7 +13,9 @@ import (
 // net.core.optmem_max in the speaker's network namespace (by its pid) to be
 // at least what the listener's keys need, with headroom, before it syncs the
 // listener, and logs the change; the listener then takes its keys.
-func TestRaiseOptMem(t *testing.T) {
+func TestRaiseOptMem(t *testing.T) { synctest.Test(t, testRaiseOptMem) }
+
+func testRaiseOptMem(t *testing.T) {
 	_, k1, k2, _ := testKeys()
 	type call struct{ pid, want int }
 	var mu sync.Mutex

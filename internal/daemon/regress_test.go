@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -25,6 +26,10 @@ import (
 )
 
 func TestSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
+	synctest.Test(t, testSessionUpBeforeFirstSnapshotIsTakenOver)
+}
+
+func testSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 	k0, k1, _, _ := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1}, sourceDown: errors.New("vault unreachable")})
 	e.waitFor("the first pass", func() bool { return strings.Contains(e.logs.String(), "no good key snapshot yet") })
@@ -47,6 +52,10 @@ func TestSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 }
 
 func TestControlCallsDuringSessionEvents(t *testing.T) {
+	synctest.Test(t, testControlCallsDuringSessionEvents)
+}
+
+func testControlCallsDuringSessionEvents(t *testing.T) {
 	_, k1, _, k3 := testKeys()
 	e := newEnv(t, envOptions{keys: []testKey{k1, k3}})
 	e.waitKeys("listener", e.lis, ids(k1, k3))

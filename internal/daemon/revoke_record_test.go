@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -83,48 +84,50 @@ func inFullTmpfs(t *testing.T, body func(dir string)) {
 // force after a restart.
 func TestRevokeRecordWriteFails(t *testing.T) {
 	run := func(t *testing.T, file string, restart bool, breakIt func()) {
-		_, k1, k2, _ := testKeys()
-		e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
-		breakIt()
-		e.waitKeys("listener", e.lis, ids(k1, k2))
-		e.up(ids(k1, k2), k2, k1)
-		_, lisW := e.lisC.calls()
-		_, accW := e.accC.calls()
+		synctest.Test(t, func(t *testing.T) {
+			_, k1, k2, _ := testKeys()
+			e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
+			breakIt()
+			e.waitKeys("listener", e.lis, ids(k1, k2))
+			e.up(ids(k1, k2), k2, k1)
+			_, lisW := e.lisC.calls()
+			_, accW := e.accC.calls()
 
-		res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
-		if err == nil || !strings.Contains(err.Error(), file) {
-			t.Fatalf("Revoke: %v, want an error naming %s", err, file)
-		}
-		if _, w := e.lisC.calls(); w != lisW || len(res.Sockets) != 0 {
-			t.Errorf("the failed revoke wrote to the listener (%d writes, outcomes %+v)", w-lisW, res.Sockets)
-		}
-		if _, w := e.accC.calls(); w != accW {
-			t.Errorf("the failed revoke wrote to the session (%d writes)", w-accW)
-		}
-		if c := e.src.revokeCalls(); len(c) != 0 {
-			t.Errorf("the failed revoke wrote to the key source: %v", c)
-		}
-		// A full pass (k2's return to the listener proves it ran) must
-		// not apply the revocation either.
-		if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k2.mkt().Key(peerHost, 0).KeyRef}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.d.RefreshKeys(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		e.waitKeys("listener after a full pass", e.lis, ids(k1, k2))
-		if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k1, k2)) {
-			t.Errorf("session keys %v after a full pass, want both", got)
-		}
-		if !restart {
-			return
-		}
-		e.stop()
-		if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k2.mkt().Key(peerHost, 0).KeyRef}); err != nil {
-			t.Fatal(err)
-		}
-		e.start(file)
-		e.waitKeys("listener after a restart", e.lis, ids(k1, k2))
+			res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
+			if err == nil || !strings.Contains(err.Error(), file) {
+				t.Fatalf("Revoke: %v, want an error naming %s", err, file)
+			}
+			if _, w := e.lisC.calls(); w != lisW || len(res.Sockets) != 0 {
+				t.Errorf("the failed revoke wrote to the listener (%d writes, outcomes %+v)", w-lisW, res.Sockets)
+			}
+			if _, w := e.accC.calls(); w != accW {
+				t.Errorf("the failed revoke wrote to the session (%d writes)", w-accW)
+			}
+			if c := e.src.revokeCalls(); len(c) != 0 {
+				t.Errorf("the failed revoke wrote to the key source: %v", c)
+			}
+			// A full pass (k2's return to the listener proves it ran) must
+			// not apply the revocation either.
+			if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k2.mkt().Key(peerHost, 0).KeyRef}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.d.RefreshKeys(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e.waitKeys("listener after a full pass", e.lis, ids(k1, k2))
+			if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k1, k2)) {
+				t.Errorf("session keys %v after a full pass, want both", got)
+			}
+			if !restart {
+				return
+			}
+			e.stop()
+			if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k2.mkt().Key(peerHost, 0).KeyRef}); err != nil {
+				t.Fatal(err)
+			}
+			e.start(file)
+			e.waitKeys("listener after a restart", e.lis, ids(k1, k2))
+		})
 	}
 	t.Run("parent is a file", func(t *testing.T) {
 		dir := t.TempDir()
@@ -197,22 +200,24 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 				t.Logf("start-up error: %v", err)
 				return
 			}
-			_, k1, k2, _ := testKeys()
-			e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
-			// k1 stays revoked: it never reaches the listener.
-			e.waitKeys("listener", e.lis, ids(k2))
-			if tc.wantLog != "" && !strings.Contains(e.logs.String(), tc.wantLog) {
-				t.Errorf("log %q, want %q", e.logs.String(), tc.wantLog)
-			}
-			if tc.record != nil && tc.wantLog != "" {
-				if b, err := os.ReadFile(file + ".corrupt"); err != nil || string(b) != *tc.record {
-					t.Errorf("the unreadable record is not kept aside: %q %v", b, err)
+			synctest.Test(t, func(t *testing.T) {
+				_, k1, k2, _ := testKeys()
+				e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
+				// k1 stays revoked: it never reaches the listener.
+				e.waitKeys("listener", e.lis, ids(k2))
+				if tc.wantLog != "" && !strings.Contains(e.logs.String(), tc.wantLog) {
+					t.Errorf("log %q, want %q", e.logs.String(), tc.wantLog)
 				}
-			}
-			// The record is whole again.
-			if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), `"k1"`) {
-				t.Errorf("record after start: %q %v, want it restored", b, err)
-			}
+				if tc.record != nil && tc.wantLog != "" {
+					if b, err := os.ReadFile(file + ".corrupt"); err != nil || string(b) != *tc.record {
+						t.Errorf("the unreadable record is not kept aside: %q %v", b, err)
+					}
+				}
+				// The record is whole again.
+				if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), `"k1"`) {
+					t.Errorf("record after start: %q %v, want it restored", b, err)
+				}
+			})
 		})
 	}
 }
@@ -222,6 +227,10 @@ func ptr[T any](v T) *T { return &v }
 // The temporary file of a record write is never a symlink planted in the
 // state directory: the old fixed name revocations.json.tmp followed one.
 func TestRevocationsTempSymlinkNotFollowed(t *testing.T) {
+	synctest.Test(t, testRevocationsTempSymlinkNotFollowed)
+}
+
+func testRevocationsTempSymlinkNotFollowed(t *testing.T) {
 	_, k1, k2, _ := testKeys()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "revocations.json")

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,10 @@ import (
 // peer, and the warning, as soon as one failing segment is counted. A good
 // reconnect clears it.
 func TestStatusShowsVerifyFailingOnListener(t *testing.T) {
+	synctest.Test(t, testStatusShowsVerifyFailingOnListener)
+}
+
+func testStatusShowsVerifyFailingOnListener(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	reg := prometheus.NewRegistry()
 	mx, err := metrics.New(reg)

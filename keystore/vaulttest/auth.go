@@ -36,7 +36,7 @@ func (s *Server) ttlLeft(t *token) time.Duration {
 	if t.expires.IsZero() {
 		return 0
 	}
-	return t.expires.Sub(s.opts.Now())
+	return time.Until(t.expires)
 }
 
 func (s *Server) authData(t *token) map[string]any {
@@ -106,7 +106,7 @@ func (s *Server) renew(r *http.Request, t *token) reply {
 			inc = d
 		}
 	}
-	now := s.opts.Now()
+	now := time.Now()
 	exp := now.Add(inc)
 	var warnings []string
 	if t.opts.MaxTTL > 0 {

@@ -13,7 +13,9 @@
 //     DELETE /v1/<mount>/metadata/<path>
 //   - AppRole: POST /v1/auth/approle/login with {"role_id","secret_id"}
 //   - Tokens: GET /v1/auth/token/lookup-self, POST /v1/auth/token/renew-self
-//     with optional {"increment"}; TTL and max TTL against an injected clock.
+//     with optional {"increment"}; TTL and max TTL against time.Now (the
+//     bubble's clock when a test runs the server InMemory in a
+//     testing/synctest bubble).
 //   - GET /v1/sys/health (no token needed).
 //
 // Responses use Vault's envelope (request_id, lease_id, renewable,
@@ -26,7 +28,7 @@
 // namespace has its own KV storage, tokens are valid in every namespace.
 //
 // Test controls: Seal/Unseal, Stop/Start (the listener goes away and comes
-// back on the same address), IssueToken, ExpireToken, AddAppRole, Deny, and
+// back on the same address; in memory, DialContext is refused meanwhile), IssueToken, ExpireToken, AddAppRole, Deny, and
 // request counters (Count). The contract test in package keystore runs the
 // same suite against a real Vault to keep this server honest.
 package vaulttest

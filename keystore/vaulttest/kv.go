@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The KV version 2 engine: read, write (with check-and-set), metadata and
@@ -76,7 +77,7 @@ func (s *Server) kvWrite(r *http.Request, key string) reply {
 	if in.Options.CAS != nil && *in.Options.CAS != cur {
 		return errReply(http.StatusBadRequest, "check-and-set parameter did not match the current version")
 	}
-	now := s.opts.Now()
+	now := time.Now()
 	if e == nil {
 		e = &kvEntry{created: now}
 		s.kv[key] = e

@@ -17,8 +17,6 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Now is the clock for token TTLs and timestamps; nil means time.Now.
-	Now func() time.Time
 	// KVMounts are the KV v2 mount paths; nil means ["secret"].
 	KVMounts []string
 	// RootToken is the token that never expires; "" means "root".
@@ -26,6 +24,11 @@ type Options struct {
 	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1 (see
 	// CACertPEM), for tests of VAULT_CACERT and friends.
 	TLS bool
+	// InMemory serves connections made with DialContext (net.Pipe) instead
+	// of a TCP port. Every wait of the server and its client is then on a
+	// channel, so both can run in a testing/synctest bubble, token TTLs
+	// and renewals on the bubble's clock.
+	InMemory bool
 }
 
 // TokenOptions describe a token issued with IssueToken or by an AppRole login.
@@ -92,9 +95,6 @@ type Server struct {
 
 // New starts a Server on 127.0.0.1 with a random port.
 func New(o Options) (*Server, error) {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	if len(o.KVMounts) == 0 {
 		o.KVMounts = []string{"secret"}
 	}
@@ -102,7 +102,7 @@ func New(o Options) (*Server, error) {
 		o.RootToken = "root"
 	}
 	s := &Server{opts: o, tokens: map[string]*token{}, roles: map[string]*appRole{}, kv: map[string]*kvEntry{}}
-	s.tokens[o.RootToken] = &token{id: o.RootToken, accessor: "root-accessor", issued: o.Now(),
+	s.tokens[o.RootToken] = &token{id: o.RootToken, accessor: "root-accessor", issued: time.Now(),
 		opts: TokenOptions{Policies: []string{"root"}}, path: "auth/token/root"}
 	if o.TLS {
 		cert, ca, err := selfSigned(time.Now())
@@ -111,6 +111,14 @@ func New(o Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		s.ca = ca
+	}
+	if o.InMemory {
+		if o.TLS {
+			return nil, errors.New("vaulttest: InMemory serves plain HTTP only")
+		}
+		s.addr = pipeHost
+		s.serve(newPipeListener())
+		return s, nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -167,6 +175,10 @@ func (s *Server) Start() error {
 	defer s.mu.Unlock()
 	if s.srv != nil {
 		return errors.New("vaulttest: already running")
+	}
+	if s.opts.InMemory {
+		s.serve(newPipeListener())
+		return nil
 	}
 	var ln net.Listener
 	var err error
@@ -251,7 +263,7 @@ func (s *Server) Requests() []Request {
 
 func (s *Server) newToken(o TokenOptions, path string, meta map[string]string) *token {
 	s.seq++
-	now := s.opts.Now()
+	now := time.Now()
 	t := &token{id: fmt.Sprintf("hvs.vaulttest-%06d", s.seq), accessor: fmt.Sprintf("accessor-%06d", s.seq),
 		opts: o, issued: now, path: path, meta: meta}
 	if o.TTL > 0 {
@@ -271,7 +283,7 @@ func (s *Server) lookup(r *http.Request) *token {
 	if !ok {
 		return nil
 	}
-	if !t.expires.IsZero() && !s.opts.Now().Before(t.expires) {
+	if !t.expires.IsZero() && !time.Now().Before(t.expires) {
 		delete(s.tokens, id)
 		return nil
 	}
@@ -339,7 +351,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 func (s *Server) route(r *http.Request, method, path, ns string) reply {
 	if path == "sys/health" {
 		return reply{http.StatusOK, map[string]any{"initialized": true, "sealed": s.sealed, "standby": false,
-			"version": "1.21.0-vaulttest", "server_time_utc": s.opts.Now().Unix()}}
+			"version": "1.21.0-vaulttest", "server_time_utc": time.Now().Unix()}}
 	}
 	if s.sealed {
 		return errReply(http.StatusServiceUnavailable, "Vault is sealed")
