@@ -28,6 +28,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -145,9 +146,6 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 	defer src.Close()
-	if v, ok := src.(*keystore.VaultSource); ok {
-		go func() { _ = v.Run(ctx) }() // token renewal and re-login
-	}
 	cache := keystore.NewCache(src, keystore.CacheOptions{Logger: log})
 	defer cache.Close()
 
@@ -192,32 +190,36 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 
-	stopControl, err := startControl(cfg, d, m, log)
+	control, err := controlAPI(cfg, d, m, log)
 	if err != nil {
 		return err
 	}
-	defer stopControl()
-	stopMetrics, err := startMetrics(cfg.Metrics, reg)
+	metricsHTTP, err := metricsListener(cfg.Metrics, reg)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-
+	// Started in this order, stopped in the reverse one: the connect
+	// supervisor and the reload watcher first, then the listeners, then the
+	// reconcile loop (keys stay installed), the key source's renewal last.
+	// SIGHUP is caught from before READY=1: its default action ends the
+	// process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			reload(ctx, cfgPath, d, log)
-		}
-	}()
-
+	pieces := []supervise.Runnable{{Name: "reconcile", Run: d.Run}, control, metricsHTTP,
+		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, d, log); return nil }}}
+	if v, ok := src.(*keystore.VaultSource); ok {
+		pieces = append([]supervise.Runnable{{Name: "vault-token", Run: v.Run}}, pieces...)
+	}
 	if guardSock != "" {
-		go superviseConnects(ctx, guardSock, d, log)
+		pieces = append(pieces, supervise.Runnable{Name: "connect-supervisor", Run: func(ctx context.Context) error {
+			superviseConnects(ctx, guardSock, d, log)
+			return nil
+		}})
 	}
 	log.Info("aokeyd started", "version", version, "key_source", src.Name(), "speaker", sp.Name(), "control", cfg.Control.Socket)
 	notify("READY=1")
-	err = d.Run(ctx)
+	err = supervise.Run(ctx, log, stopTimeout, pieces...)
 	notify("STOPPING=1")
 	return err
 }
@@ -255,17 +257,18 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	return checked, log, nil
 }
 
-// startControl serves the control API on the configured unix socket, with
-// the read group and the admin group the configuration names. The returned
-// function shuts it down (waiting up to 2s for requests in flight).
-func startControl(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+// controlAPI listens on the configured unix socket, with the read group
+// and the admin group the configuration names, and returns the piece that
+// serves the control API on it until stopped (then waiting up to 2s for
+// requests in flight).
+func controlAPI(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *slog.Logger) (supervise.Runnable, error) {
 	gid, haveGID, err := cfg.ControlGroupID()
 	if err != nil {
-		return nil, err
+		return supervise.Runnable{}, err
 	}
 	adminGID, haveAdminGID, err := cfg.ControlAdminGroupID()
 	if err != nil {
-		return nil, err
+		return supervise.Runnable{}, err
 	}
 	// The socket file belongs to the read group; to the admin group when
 	// there is no read group.
@@ -275,7 +278,7 @@ func startControl(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log 
 	}
 	ln, err := control.Listen(cfg.Control.Socket, control.ListenOptions{Mode: fs.FileMode(cfg.Control.Mode), GID: sockGID, HaveGID: haveSockGID})
 	if err != nil {
-		return nil, err
+		return supervise.Runnable{}, err
 	}
 	srv := control.NewServer(control.ServerOptions{
 		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
@@ -284,27 +287,49 @@ func startControl(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log 
 		WriteTimeout: time.Duration(cfg.Control.WriteTimeout), MaxConns: cfg.Control.MaxConnections,
 		Refused: m.ControlRefused, Version: version, Started: time.Now(),
 	})
-	go func() { _ = srv.Serve(ln) }()
-	return func() {
+	return supervise.Runnable{Name: "control", Run: func(ctx context.Context) error {
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		select {
+		case err := <-served:
+			return err
+		case <-ctx.Done():
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}, nil
+		<-served
+		return nil
+	}}, nil
 }
 
-// startMetrics serves reg's metrics on the configured address, unless
-// metrics are off. The returned function closes the server.
-func startMetrics(mc config.Metrics, reg *prometheus.Registry) (stop func(), err error) {
+// metricsListener listens on the configured metrics address and returns
+// the piece that serves reg's metrics there until stopped; a piece that
+// does nothing (until stopped) when metrics are off.
+func metricsListener(mc config.Metrics, reg *prometheus.Registry) (supervise.Runnable, error) {
+	r := supervise.Runnable{Name: "metrics"}
 	if !mc.Enabled() {
-		return func() {}, nil
+		r.Run = func(ctx context.Context) error { <-ctx.Done(); return nil }
+		return r, nil
 	}
 	mln, err := net.Listen("tcp", mc.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("metrics.listen %s: %w", mc.Listen, err)
+		return r, fmt.Errorf("metrics.listen %s: %w", mc.Listen, err)
 	}
 	hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(mln) }()
-	return func() { _ = hs.Close() }, nil
+	r.Run = func(ctx context.Context) error {
+		served := make(chan error, 1)
+		go func() { served <- hs.Serve(mln) }()
+		select {
+		case err := <-served:
+			return err
+		case <-ctx.Done():
+		}
+		_ = hs.Close()
+		<-served
+		return nil
+	}
+	return r, nil
 }
 
 // reload validates the configuration and policy again and swaps in the new
@@ -427,6 +452,24 @@ func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *
 		if err := sup.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("connect supervisor stopped; fetching the listener again", "err", err)
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// stopTimeout bounds an orderly shutdown: every long-lived piece has
+// stopped by then, or aokeyd exits without it (keys stay installed either
+// way).
+const stopTimeout = 10 * time.Second
+
+// watchReload reloads the configuration on every signal from hup until
+// ctx ends.
+func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d *daemon.Daemon, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reload(ctx, cfgPath, d, log)
 		}
 	}
 }
