@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -40,6 +41,20 @@ func (s *seqPeers) Peers(context.Context) ([]PeerInfo, error) {
 		s.lists = s.lists[1:]
 	}
 	return l, nil
+}
+
+// Peer is the guard's question: the neighbor from the next scripted list.
+func (s *seqPeers) Peer(ctx context.Context, neighbor netip.Addr, _ string) (PeerInfo, error) {
+	ps, err := s.Peers(ctx)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	for _, p := range ps {
+		if p.Neighbor == neighbor {
+			return p, nil
+		}
+	}
+	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, neighbor)
 }
 
 func TestGuardStep(t *testing.T) {
@@ -109,8 +124,11 @@ type fakeSpeaker struct {
 	pid int
 }
 
-func (f *fakeSpeaker) Name() string                                { return "fake" }
-func (f *fakeSpeaker) Peers(context.Context) ([]PeerInfo, error)   { return nil, nil }
+func (f *fakeSpeaker) Name() string                              { return "fake" }
+func (f *fakeSpeaker) Peers(context.Context) ([]PeerInfo, error) { return nil, nil }
+func (f *fakeSpeaker) Peer(_ context.Context, n netip.Addr, _ string) (PeerInfo, error) {
+	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, n)
+}
 func (f *fakeSpeaker) Watch(context.Context) (<-chan Event, error) { return f.ch, nil }
 func (f *fakeSpeaker) ResetPeer(context.Context, netip.Addr, string) error {
 	return nil

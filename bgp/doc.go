@@ -39,6 +39,10 @@
 //
 // # Session health
 //
+// The guard asks the speaker about the one neighbor (Speaker.Peer; for
+// GoBGP a ListPeer with the neighbor's address), each question bounded by
+// its own timeout, so that its cost per step does not grow with the number
+// of neighbors and a slow answer about one holds up no other.
 // Guard.Step runs one rotation step on a peer only while it is Established,
 // and checks afterwards that the session stayed up: the same uptime, the
 // same flop count and the same connection (ports). A drop is returned as a

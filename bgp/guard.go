@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"time"
 )
 
 // ErrNotEstablished is returned by Guard.Step (and Snapshot) when the
@@ -47,27 +48,44 @@ func (e *DropError) Is(target error) bool { return target == ErrSessionDropped }
 // Unwrap returns the step's error.
 func (e *DropError) Unwrap() error { return e.StepErr }
 
-// PeerLister is what the guard needs of a Speaker.
-type PeerLister interface {
-	Peers(ctx context.Context) ([]PeerInfo, error)
+// PeerQuerier is what the guard needs of a Speaker: one neighbor's
+// session, asked about that neighbor alone.
+type PeerQuerier interface {
+	Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error)
 }
+
+// DefaultQueryTimeout bounds each of the guard's questions to the speaker.
+const DefaultQueryTimeout = 5 * time.Second
 
 // Guard runs rotation steps only on Established sessions and checks they
 // stay up.
 type Guard struct {
-	peers PeerLister
-	log   *slog.Logger
+	peers   PeerQuerier
+	log     *slog.Logger
+	timeout time.Duration
 
 	mu     sync.Mutex
 	before map[netip.Addr]Snapshot // Before's snapshots, for After
 }
 
 // NewGuard returns a guard reading sessions from peers; log may be nil.
-func NewGuard(peers PeerLister, log *slog.Logger) *Guard {
+// Each question to the speaker is bounded by DefaultQueryTimeout (see
+// SetQueryTimeout).
+func NewGuard(peers PeerQuerier, log *slog.Logger) *Guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{peers: peers, log: log, before: map[netip.Addr]Snapshot{}}
+	return &Guard{peers: peers, log: log, timeout: DefaultQueryTimeout, before: map[netip.Addr]Snapshot{}}
+}
+
+// SetQueryTimeout bounds each question to the speaker by d (on top of the
+// caller's context); d <= 0 leaves the caller's context alone. Call it
+// before the guard is used.
+func (g *Guard) SetQueryTimeout(d time.Duration) { g.timeout = d }
+
+// WaitingFor says what a question about neighbor waits for, for status.
+func WaitingFor(neighbor netip.Addr) string {
+	return "speaker: session state of " + neighbor.String()
 }
 
 // Before is the first half of Step for callers that run the step
@@ -152,16 +170,22 @@ func (g *Guard) Step(ctx context.Context, neighbor netip.Addr, step string, fn f
 }
 
 func (g *Guard) peer(ctx context.Context, neighbor netip.Addr) (PeerInfo, error) {
-	ps, err := g.peers.Peers(ctx)
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	p, err := g.peers.Peer(ctx, neighbor, "")
+	if errors.Is(err, ErrNoPeer) {
+		return PeerInfo{}, err
+	}
 	if err != nil {
 		return PeerInfo{}, fmt.Errorf("session of %s: %w", neighbor, err)
 	}
-	for _, p := range ps {
-		if p.Neighbor == neighbor {
-			return p, nil
-		}
+	if p.Neighbor != neighbor {
+		return PeerInfo{}, fmt.Errorf("session of %s: the speaker answered about %s", neighbor, p.Neighbor)
 	}
-	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, neighbor)
+	return p, nil
 }
 
 func changed(a, b PeerInfo) string {

@@ -130,6 +130,12 @@ type Speaker interface {
 	Name() string
 	// Peers lists the configured neighbors.
 	Peers(ctx context.Context) ([]PeerInfo, error)
+	// Peer reads one neighbor, asking the speaker about it alone (the
+	// session guard calls it around every rotation step, so its cost must
+	// not grow with the number of neighbors). vrf "" matches the neighbor
+	// in any VRF. An error wrapping ErrNoPeer when there is no such
+	// neighbor.
+	Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error)
 	// Watch delivers events until ctx ends, then closes the channel. It
 	// starts with an EventSync and reconnects by itself (with backoff,
 	// then another EventSync) when the speaker's stream breaks.

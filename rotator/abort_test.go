@@ -216,10 +216,10 @@ type sessionList struct {
 	peer bgp.PeerInfo
 }
 
-func (l *sessionList) Peers(context.Context) ([]bgp.PeerInfo, error) {
+func (l *sessionList) Peer(context.Context, netip.Addr, string) (bgp.PeerInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return []bgp.PeerInfo{l.peer}, nil
+	return l.peer, nil
 }
 
 func (l *sessionList) drop() {

@@ -54,6 +54,18 @@ func (s *Speaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
 	return out, nil
 }
 
+// Peer is one neighbor of the table (vrf "" matches any); ErrNoPeer when
+// there is none.
+func (s *Speaker) Peer(_ context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.peers[neighbor]
+	if !ok || (vrf != "" && p.VRF != vrf) {
+		return bgp.PeerInfo{}, fmt.Errorf("%w: %s", bgp.ErrNoPeer, neighbor)
+	}
+	return p, nil
+}
+
 func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
 	s.mu.Lock()
 	gate := s.gate

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -39,12 +40,50 @@ type Options struct {
 	// (defaults 200ms and 30s); it doubles after each failure and resets
 	// after a stream delivered an event.
 	MinBackoff, MaxBackoff time.Duration
+	// OnRPC, when set, is called once for every gRPC call the Speaker
+	// makes, with its method name (ListPeer, WatchEvent, ResetPeer): the
+	// daemon counts them as a metric. It must not block.
+	OnRPC func(method string)
 }
+
+// The gRPC methods the Speaker calls, as OnRPC and RPCs name them.
+const (
+	MethodListPeer   = "ListPeer"
+	MethodWatchEvent = "WatchEvent"
+	MethodResetPeer  = "ResetPeer"
+)
+
+// Indexes into methods (and Speaker.rpcs).
+const (
+	rpcListPeer = iota
+	rpcWatchEvent
+	rpcResetPeer
+)
+
+var methods = [...]string{rpcListPeer: MethodListPeer, rpcWatchEvent: MethodWatchEvent, rpcResetPeer: MethodResetPeer}
 
 // Speaker is gobgpd seen through its gRPC API.
 type Speaker struct {
-	c   API
-	opt Options
+	c    API
+	opt  Options
+	rpcs [len(methods)]atomic.Uint64
+}
+
+// rpc counts one call of methods[i].
+func (s *Speaker) rpc(i int) {
+	s.rpcs[i].Add(1)
+	if s.opt.OnRPC != nil {
+		s.opt.OnRPC(methods[i])
+	}
+}
+
+// RPCs returns how many calls of each gRPC method the Speaker made so far.
+func (s *Speaker) RPCs() map[string]uint64 {
+	out := make(map[string]uint64, len(methods))
+	for i, m := range methods {
+		out[m] = s.rpcs[i].Load()
+	}
+	return out
 }
 
 var _ bgp.Speaker = (*Speaker)(nil)
@@ -91,7 +130,28 @@ func (s *Speaker) PID(ctx context.Context) (int, error) { return s.opt.PID(ctx) 
 
 // Peers implements bgp.Speaker with ListPeer.
 func (s *Speaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
-	st, err := s.c.ListPeer(ctx, &api.ListPeerRequest{})
+	return s.listPeer(ctx, "")
+}
+
+// Peer implements bgp.Speaker with ListPeer for the neighbor's address
+// alone, so that gobgpd sends one peer, not its whole table.
+func (s *Speaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
+	ps, err := s.listPeer(ctx, neighbor.String())
+	if err != nil {
+		return bgp.PeerInfo{}, err
+	}
+	for _, p := range ps {
+		if p.Neighbor == neighbor && (vrf == "" || p.VRF == vrf) {
+			return p, nil
+		}
+	}
+	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, neighbor)
+}
+
+// listPeer calls ListPeer for address ("": every neighbor).
+func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error) {
+	s.rpc(rpcListPeer)
+	st, err := s.c.ListPeer(ctx, &api.ListPeerRequest{Address: address})
 	if err != nil {
 		return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
 	}
@@ -115,6 +175,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
 // ResetPeer implements bgp.Speaker (a hard reset with a Cease
 // communication).
 func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error {
+	s.rpc(rpcResetPeer)
 	_, err := s.c.ResetPeer(ctx, &api.ResetPeerRequest{Address: neighbor.String(), Communication: reason})
 	if err != nil {
 		return fmt.Errorf("%s ResetPeer %s: %w", s.opt.Name, neighbor, err)
@@ -157,6 +218,7 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.rpc(rpcWatchEvent)
 	st, err := s.c.WatchEvent(sctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}})
 	if err != nil {
 		return false, fmt.Errorf("WatchEvent: %w", err)

@@ -160,6 +160,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Log:  log,
 		// A restarted gobgpd must be followed within seconds.
 		MaxBackoff: 3 * time.Second,
+		OnRPC:      m.SpeakerRPC,
 	})
 	if err != nil {
 		return fmt.Errorf("gobgp %s: %w", cfg.GoBGP.Address, err)

@@ -47,6 +47,7 @@ type Metrics struct {
 	revokeDuration              prometheus.Histogram
 	optmemLimit, optmemNeeded   prometheus.Gauge
 	refused                     prometheus.Counter
+	speakerRPCs                 *prometheus.CounterVec
 	heldBack                    *prometheus.GaugeVec
 	kernel                      *kernelCollector
 	perPeer                     *perPeerCollector
@@ -126,6 +127,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Socket option memory the largest TCP-AO key set needs."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: NameControlRefused,
 			Help: "Control socket connections refused (peer uid not permitted)."}),
+		speakerRPCs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameSpeakerRPCs,
+			Help: "Calls made to the BGP speaker's API, by method."}, []string{LabelMethod}),
 		heldBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysHeldBack,
 			Help: "1 for each chain or key of the key source held back: its last good version is kept (last_good=true), or nothing of it is deleted (last_good=false)."},
 			[]string{LabelChain, LabelKey, LabelReason, LabelLastGood}),
@@ -136,13 +139,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing,
 		m.started, m.completed, m.aborted, m.kernel, m.heldBack}}
 	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
-		m.optmemLimit, m.optmemNeeded, m.refused} {
+		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
 	}
 	return m, nil
 }
+
+// SpeakerRPC counts one call to the BGP speaker's API method.
+func (m *Metrics) SpeakerRPC(method string) { m.speakerRPCs.WithLabelValues(method).Inc() }
 
 // SetPeerKeys records the peer's Current_key SendID and RNext_key RecvID
 // (nil: none) and how many keys its established socket holds.

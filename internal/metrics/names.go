@@ -49,11 +49,16 @@ const (
 
 	// Control socket requests refused by the SO_PEERCRED check.
 	NameControlRefused = "aokeyd_control_refused_total"
+
+	// Calls aokeyd made to the BGP speaker's API (label method: the
+	// speaker's own method name, e.g. ListPeer).
+	NameSpeakerRPCs = "aokeyd_speaker_rpcs_total"
 )
 
 // Label names.
 const (
 	LabelPeer     = "peer"
+	LabelMethod   = "method"
 	LabelVRF      = "vrf"
 	LabelKey      = "key"
 	LabelSendID   = "send_id"

@@ -1,0 +1,62 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// slowQuerier answers about ok at once and never about anyone else (it
+// returns only when the caller's context ends, as a gRPC call does).
+type slowQuerier struct {
+	ok    PeerInfo
+	asked []netip.Addr
+}
+
+func (q *slowQuerier) Peer(ctx context.Context, n netip.Addr, _ string) (PeerInfo, error) {
+	q.asked = append(q.asked, n)
+	if n == q.ok.Neighbor {
+		return q.ok, nil
+	}
+	<-ctx.Done()
+	return PeerInfo{}, ctx.Err()
+}
+
+// TestGuardQueryTimeout: the guard asks about the one neighbor, and each
+// question is bounded by the guard's timeout, whatever the caller's
+// context says.
+func TestGuardQueryTimeout(t *testing.T) {
+	slow := netip.MustParseAddr("192.0.2.9")
+	for _, tc := range []struct {
+		name     string
+		timeout  time.Duration
+		neighbor netip.Addr
+		wantErr  error
+		wantTook time.Duration
+	}{
+		{name: "answered", timeout: DefaultQueryTimeout, neighbor: nbr},
+		{name: "default timeout", timeout: DefaultQueryTimeout, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: DefaultQueryTimeout},
+		{name: "own timeout", timeout: 300 * time.Millisecond, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := &slowQuerier{ok: up(0, time.Unix(1700000000, 0), 40000)}
+				g := NewGuard(q, nil)
+				if tc.timeout != DefaultQueryTimeout {
+					g.SetQueryTimeout(tc.timeout)
+				}
+				start := time.Now()
+				err := g.Before(context.Background(), tc.neighbor, "install")
+				if took := time.Since(start); !errors.Is(err, tc.wantErr) || took != tc.wantTook {
+					t.Fatalf("Before = %v after %s, want %v after %s", err, took, tc.wantErr, tc.wantTook)
+				}
+				if len(q.asked) != 1 || q.asked[0] != tc.neighbor {
+					t.Errorf("asked about %v, want %s alone", q.asked, tc.neighbor)
+				}
+			})
+		})
+	}
+}
