@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -45,12 +47,28 @@ type peerSlot struct {
 	run     *runner // nil while the peer is down
 }
 
+// runner is one peer's goroutine and its mailbox. Its machine (m) is the
+// goroutine's alone; producers reach it only through the mailbox, which
+// they never wait on, and readers see the machine's Status only as the
+// immutable snapshot the goroutine publishes (status).
 type runner struct {
-	mu   sync.Mutex // guards m
-	m    *machine
-	wake chan struct{}
-	stop context.CancelFunc
-	done chan struct{}
+	m      *machine // owned by the runner's goroutine (loop) once started
+	wake   chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
+	status atomic.Pointer[Status]
+
+	mu      sync.Mutex // guards the mailbox below; never held across a step
+	desired *Desired   // the latest desired state not yet taken (latest wins)
+	dpos    int        // how many of excl came before desired
+	excl    []*exclusive
+}
+
+// exclusive is an Exclusive call waiting for the runner's goroutine.
+type exclusive struct {
+	desired Desired
+	fn      func(tcpao.Socket)
+	ran     chan struct{} // closed once fn ran and desired was taken
 }
 
 // NewController starts a controller; Close stops its goroutines.
@@ -70,7 +88,9 @@ func NewController(opts Options) *Controller {
 }
 
 // SetDesired sets the keys peer's session should carry (Kind is forced to
-// Established) and wakes its state machine.
+// Established) and wakes its state machine. It never waits for the
+// machine: the value goes to the peer's mailbox (the latest one wins),
+// which the machine empties between two steps.
 func (c *Controller) SetDesired(peer PeerID, d Desired) {
 	d.Kind = Established
 	c.mu.Lock()
@@ -83,17 +103,16 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 	r := s.run
 	c.mu.Unlock()
 	if r != nil {
-		r.mu.Lock()
-		r.m.setDesired(d, c.opts.Clock.Now())
-		r.mu.Unlock()
-		r.poke()
+		r.post(d)
 	}
 }
 
 // Exclusive runs fn on peer's socket between two steps of its state
 // machine, which is held off meanwhile (so it stays the socket's only other
 // writer), then gives the machine d as its desired state and wakes it. It
-// reports false, without calling fn, when no machine runs for peer. An
+// reports false, without calling fn, when no machine runs for peer (or it
+// stops before its next step). Exclusive waits for the step the machine is
+// in, so it waits for this peer alone; SetDesired never waits. An
 // emergency revoke uses it: no machine is stopped and restarted, and the
 // socket is not re-checked (the woken machine reads it anyway).
 func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
@@ -107,12 +126,23 @@ func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket
 	r := s.run
 	s.desired = d
 	c.mu.Unlock()
+	x := &exclusive{desired: d, fn: fn, ran: make(chan struct{})}
 	r.mu.Lock()
-	fn(r.m.sock)
-	r.m.setDesired(d, c.opts.Clock.Now())
+	r.excl = append(r.excl, x)
 	r.mu.Unlock()
 	r.poke()
-	return true
+	select {
+	case <-x.ran:
+		return true
+	case <-r.done:
+		// The machine stopped; it runs every request it took before that.
+		select {
+		case <-x.ran:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // Accepted is the hook for every socket accepted for peer (and for an
@@ -150,12 +180,14 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 	}
+	r.m.pub = &r.status
 	ctx, cancel := context.WithCancel(c.ctx)
 	r.stop = cancel
 	c.mu.Lock()
 	if cur := c.peers[peer]; cur != nil && cur.run == nil {
 		cur.run = r
 		r.m.desired = cur.desired
+		r.m.publish()
 	} else {
 		c.mu.Unlock()
 		cancel()
@@ -206,24 +238,19 @@ func (c *Controller) Forget(peer PeerID) {
 	c.mu.Unlock()
 }
 
-// Status returns every peer's status, sorted by peer.
+// Status returns every peer's status, sorted by peer. It reads the snapshot
+// each machine last published and never waits for a running step.
 func (c *Controller) Status() []Status {
 	c.mu.Lock()
 	out := make([]Status, 0, len(c.peers))
-	var runs []*runner
 	for id, s := range c.peers {
 		if s.run == nil {
 			out = append(out, Status{Peer: id, State: StateDown})
 			continue
 		}
-		runs = append(runs, s.run)
+		out = append(out, *s.run.status.Load())
 	}
 	c.mu.Unlock()
-	for _, r := range runs {
-		r.mu.Lock()
-		out = append(out, r.m.st)
-		r.mu.Unlock()
-	}
 	slices.SortFunc(out, func(a, b Status) int {
 		if a.Peer < b.Peer {
 			return -1
@@ -249,14 +276,44 @@ func (r *runner) poke() {
 	}
 }
 
+// post puts d in the mailbox (replacing what the machine has not taken
+// yet) and wakes the machine.
+func (r *runner) post(d Desired) {
+	r.mu.Lock()
+	r.desired, r.dpos = &d, len(r.excl)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// take empties the mailbox into the machine in the order it was filled:
+// the Exclusive calls (each hands its desired state over after fn) and the
+// latest SetDesired value where it came among them.
+func (r *runner) take(now func() time.Time) {
+	r.mu.Lock()
+	d, dpos, xs := r.desired, r.dpos, r.excl
+	r.desired, r.dpos, r.excl = nil, 0, nil
+	r.mu.Unlock()
+	for i := 0; i <= len(xs); i++ {
+		if d != nil && i == dpos {
+			r.m.setDesired(*d, now())
+		}
+		if i == len(xs) {
+			break
+		}
+		xs[i].fn(r.m.sock)
+		r.m.setDesired(xs[i].desired, now())
+		close(xs[i].ran)
+	}
+}
+
 func (c *Controller) loop(ctx context.Context, r *runner) {
 	defer c.wg.Done()
 	defer close(r.done)
 	clk := c.opts.Clock
 	for {
-		r.mu.Lock()
+		r.take(clk.Now)
 		next := r.m.step(clk.Now())
-		r.mu.Unlock()
+		r.m.publish()
 		wait := next.Sub(clk.Now())
 		if wait <= 0 {
 			wait = 0

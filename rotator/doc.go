@@ -30,7 +30,14 @@
 //     current, and after a grace period, once the old key's pkt_good has
 //     stopped rising, delete the old key. If the peer never switches it puts
 //     RNext back, records why, and retries later. One goroutine owns each
-//     peer socket; clock and randomness are injected.
+//     peer socket; clock and randomness are injected. Producers never
+//     wait for it: SetDesired leaves the new desired state in the peer's
+//     mailbox (the latest value wins) and wakes the goroutine, which takes
+//     it between two steps; Status reads the snapshot each goroutine
+//     publishes (after each step, and before a guard or kernel call that
+//     may block, naming what it waits for in Status.Waiting). A stuck call
+//     for one peer delays that peer alone. Exclusive runs a function on
+//     the socket between two steps and waits for the peer's current step.
 //
 // Listening sockets are synchronised with SyncListener, which batches the
 // work per peer (ListenerBatches) so that a fleet-wide rotation holds twice

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -62,6 +63,12 @@ const (
 type SessionGuard interface {
 	Before(peer PeerID, step Step) error
 	After(peer PeerID, step Step) error
+}
+
+// GuardWaiter is implemented by a SessionGuard that can say what its
+// Before and After wait for (for the peer's Status.Waiting while they run).
+type GuardWaiter interface {
+	WaitingFor(peer PeerID, step Step) string
 }
 
 // State is where a peer's state machine is.
@@ -135,6 +142,11 @@ type Status struct {
 	LastAbortErr error
 	LastAbortAt  time.Time
 
+	// Waiting says what a step that has not returned yet waits for ("":
+	// none), e.g. "speaker: session state of 192.0.2.9" or "kernel:
+	// install on the socket".
+	Waiting string
+
 	LastError string
 	Rolls     int // completed rolls
 	Attempts  int // aborted attempts since the last completed roll
@@ -153,6 +165,10 @@ type machine struct {
 	rnd     Jitter
 	log     *slog.Logger
 	st      Status
+	// pub, when set, receives a copy of st whenever the machine publishes
+	// it (after each step, and before a guard or kernel call that may
+	// block): Status readers load it without waiting for the machine.
+	pub *atomic.Pointer[Status]
 
 	oldRNext OptID
 	baseGood uint64
@@ -166,6 +182,32 @@ type machine struct {
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
 	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
 		st: Status{Peer: peer, State: StateSteady, Since: now}}
+}
+
+// publish hands a copy of the machine's status to its readers.
+func (m *machine) publish() {
+	if m.pub != nil {
+		s := m.st
+		m.pub.Store(&s)
+	}
+}
+
+// waiting records (and publishes) what the machine is about to wait for;
+// "" clears it (published with the step's result).
+func (m *machine) waiting(what string) {
+	m.st.Waiting = what
+	if what != "" {
+		m.publish()
+	}
+}
+
+func (m *machine) guardWait(step Step) string {
+	if w, ok := m.guard.(GuardWaiter); ok {
+		if s := w.WaitingFor(m.peer, step); s != "" {
+			return s
+		}
+	}
+	return fmt.Sprintf("session guard: %s", step)
 }
 
 func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
@@ -210,15 +252,19 @@ func (m *machine) steadyAt(now time.Time) time.Time {
 // Reason says which of the three failed; nil when the step ran and the
 // session stayed up.
 func (m *machine) guarded(step Step, f func() error) *AbortError {
+	defer m.waiting("")
 	if m.guard != nil {
+		m.waiting(m.guardWait(step))
 		if err := m.guard.Before(m.peer, step); err != nil {
 			return &AbortError{Reason: AbortGuardRefused, Step: step, Err: fmt.Errorf("session guard before %s: %w", step, err)}
 		}
 	}
+	m.waiting(fmt.Sprintf("kernel: %s on the socket", step))
 	if err := f(); err != nil {
 		return &AbortError{Reason: AbortKernelError, Step: step, Err: fmt.Errorf("%s: %w", step, err)}
 	}
 	if m.guard != nil {
+		m.waiting(m.guardWait(step))
 		if err := m.guard.After(m.peer, step); err != nil {
 			return &AbortError{Reason: AbortSessionDropped, Step: step, Err: fmt.Errorf("session guard after %s: %w", step, err)}
 		}

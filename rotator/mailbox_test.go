@@ -1,0 +1,108 @@
+package rotator
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// stuckGuard never returns from Before for one peer until released (it
+// heeds nothing else, like a call stuck in the kernel or a speaker that
+// never answers).
+type stuckGuard struct {
+	stuck   PeerID
+	release chan struct{}
+	blocked atomic.Int32
+}
+
+func (g *stuckGuard) Before(p PeerID, _ Step) error {
+	if p == g.stuck {
+		g.blocked.Add(1)
+		defer g.blocked.Add(-1)
+		<-g.release
+	}
+	return nil
+}
+
+func (g *stuckGuard) After(PeerID, Step) error { return nil }
+
+func (g *stuckGuard) WaitingFor(p PeerID, s Step) string {
+	return "test guard: " + string(p) + " " + string(s)
+}
+
+// TestStuckStepHoldsUpNoOther: while one peer's step never returns,
+// SetDesired and Status answer at once for every peer (the stuck one
+// included), the other peers complete their roll on schedule, Exclusive
+// runs on another peer, and the stuck peer's status names what it waits
+// for. Once released, the stuck peer takes the latest desired state.
+func TestStuckStepHoldsUpNoOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		g := &stuckGuard{stuck: "s", release: make(chan struct{})}
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
+		defer ctl.Close()
+		release := sync.OnceFunc(func() { close(g.release) })
+		defer release() // runs before Close
+		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
+		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
+		peers := []PeerID{"p1", "p2", "p3", "s"}
+		socks := map[PeerID]*fakeSock{}
+		for _, p := range peers {
+			ctl.SetDesired(p, both)
+			socks[p] = newFakeEstablished(a, b)
+			if _, err := ctl.Accepted(p, socks[p]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		// Every peer retires b: a guarded step, which never returns for s.
+		start := time.Now()
+		for _, p := range peers {
+			ctl.SetDesired(p, aOnly)
+		}
+		waitUntil := func(what string, within time.Duration, cond func() bool) {
+			t.Helper()
+			for deadline := time.Now().Add(within); !cond(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not within %s: %s; status %+v", within, what, ctl.Status())
+				}
+			}
+		}
+		keysOf := func(p PeerID) int { ks, _ := socks[p].Keys(tcpao.KeyFilter{}); return len(ks) }
+		waitUntil("the other peers' rolls", time.Second, func() bool {
+			return keysOf("p1") == 1 && keysOf("p2") == 1 && keysOf("p3") == 1
+		})
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("the other peers' rolls took %s, want the grace period (20ms) and a few polls", took)
+		}
+		waitUntil("s stuck in its guard", time.Second, func() bool { return g.blocked.Load() == 1 })
+
+		// Producers and readers do not wait for s.
+		ctl.SetDesired("s", both)
+		ctl.SetDesired("s", aOnly)
+		var ran bool
+		if !ctl.Exclusive("p1", aOnly, func(tcpao.Socket) { ran = true }) || !ran {
+			t.Fatal("Exclusive on p1 did not run while s is stuck")
+		}
+		for _, st := range ctl.Status() {
+			switch {
+			case st.Peer == "s":
+				if want := "test guard: s retire"; st.Waiting != want {
+					t.Errorf("s waits for %q, want %q", st.Waiting, want)
+				}
+			case st.State != StateSteady || st.Rolls != 1 || st.Waiting != "":
+				t.Errorf("%s: state %s rolls %d waiting %q, want steady after one roll", st.Peer, st.State, st.Rolls, st.Waiting)
+			}
+		}
+		if keysOf("s") != 2 {
+			t.Errorf("s has %d keys, want both until its step runs", keysOf("s"))
+		}
+
+		release() // s's guard returns, and so does every later call
+		waitUntil("s's roll after release", time.Second, func() bool { return keysOf("s") == 1 })
+	})
+}
