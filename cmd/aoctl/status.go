@@ -151,6 +151,9 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 		fmt.Fprintf(w, ", pending %s", r.PendingKey)
 	}
 	fmt.Fprintln(w)
+	if r.Waiting != "" {
+		fmt.Fprintf(w, "  Waiting for: %s\n", r.Waiting)
+	}
 	if r.NextAction != "" {
 		fmt.Fprintf(w, "  Next: %s at %s\n", r.NextAction, when(r.NextAt, now))
 	}

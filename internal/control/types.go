@@ -159,13 +159,17 @@ type Key struct {
 // rotations_aborted_total reason label (rotator.AbortReason: e.g.
 // "switch-timeout", "session-down"); LastAbort says what happened.
 type Rotation struct {
-	State           string    `json:"state"`
-	PendingKey      string    `json:"pending_key,omitempty"`
-	Since           time.Time `json:"since,omitzero"`
-	NextAction      string    `json:"next_action,omitempty"`
-	NextAt          time.Time `json:"next_at,omitzero"`
-	LastAbortReason string    `json:"last_abort_reason,omitempty"`
-	LastAbort       string    `json:"last_abort,omitempty"`
+	State      string    `json:"state"`
+	PendingKey string    `json:"pending_key,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+	NextAction string    `json:"next_action,omitempty"`
+	NextAt     time.Time `json:"next_at,omitzero"`
+	// Waiting says what a step of the roll that has not returned yet
+	// waits for ("speaker: session state of 192.0.2.9", "kernel: install
+	// on the socket"); empty when none is running.
+	Waiting         string `json:"waiting,omitempty"`
+	LastAbortReason string `json:"last_abort_reason,omitempty"`
+	LastAbort       string `json:"last_abort,omitempty"`
 }
 
 // Counters are the socket-level TCP_AO_INFO counters of the peer's

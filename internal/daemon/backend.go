@@ -63,7 +63,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.Warnings = append(rep.Warnings, holdWarning(h))
 	}
 
-	infos, err := d.o.Speaker.Peers(ctx)
+	infos, err := d.speakerPeers(ctx)
 	if err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", d.o.Speaker.Name(), err))
 		for _, p := range d.peerList() {
@@ -104,6 +104,34 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	return rep, nil
 }
 
+// statusListWait bounds how long status waits for the speaker's neighbor
+// list: a speaker that does not answer (about one of its neighbors, say)
+// makes status fall back to the neighbors the daemon tracks, with a
+// warning, instead of hanging.
+const statusListWait = 2 * time.Second
+
+// speakerPeers is Speaker.Peers, waited for no longer than statusListWait
+// even when the speaker does not heed its context.
+func (d *Daemon) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusListWait)
+	defer cancel()
+	type answer struct {
+		ps  []bgp.PeerInfo
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		ps, err := d.o.Speaker.Peers(ctx)
+		ch <- answer{ps, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.ps, a.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no neighbor list within %s: %w", statusListWait, ctx.Err())
+	}
+}
+
 func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
 	id := PeerIDOf(info.Neighbor, info.VRF)
 	ps := control.PeerStatus{
@@ -137,7 +165,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
 	}
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
-		LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
+		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {
 		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
 			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name

@@ -341,7 +341,8 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 	return s
 }
 
-// guardAdapter lets the bgp session guard watch the rotator's steps.
+// guardAdapter lets the bgp session guard watch the rotator's steps. The
+// guard bounds each of its questions to the speaker (one neighbor each).
 type guardAdapter struct{ d *Daemon }
 
 func (g guardAdapter) Before(peer rotator.PeerID, step rotator.Step) error {
@@ -349,9 +350,7 @@ func (g guardAdapter) Before(peer rotator.PeerID, step rotator.Step) error {
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return g.d.guard.Before(ctx, addr, string(step))
+	return g.d.guard.Before(context.Background(), addr, string(step))
 }
 
 func (g guardAdapter) After(peer rotator.PeerID, step rotator.Step) error {
@@ -359,9 +358,16 @@ func (g guardAdapter) After(peer rotator.PeerID, step rotator.Step) error {
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return g.d.guard.After(ctx, addr, string(step))
+	return g.d.guard.After(context.Background(), addr, string(step))
+}
+
+// WaitingFor implements rotator.GuardWaiter: what the peer's step waits
+// for while the guard asks the speaker.
+func (g guardAdapter) WaitingFor(peer rotator.PeerID, _ rotator.Step) string {
+	if addr, ok := g.d.addrOf(peer); ok {
+		return bgp.WaitingFor(addr)
+	}
+	return ""
 }
 
 func (d *Daemon) addrOf(id rotator.PeerID) (netip.Addr, bool) {
