@@ -22,9 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	bgpgobgp "github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -60,130 +60,33 @@ func keyFile(t *testing.T, dir, name string, peer netip.Addr, send, recv uint8) 
 	return p
 }
 
-func gobgpdConfig(as, peerAS uint32, routerID, peer netip.Addr, passive bool, bmp netip.AddrPort) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n  port = 179\n\n", as, routerID)
-	if bmp.IsValid() {
-		fmt.Fprintf(&b, "[[bmp-servers]]\n  [bmp-servers.config]\n    address = %q\n    port = %d\n\n", bmp.Addr(), bmp.Port())
-	}
-	fmt.Fprintf(&b, "[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n", peer, peerAS)
-	fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = %v\n", passive)
-	b.WriteString("  [neighbors.timers.config]\n    connect-retry = 1\n    hold-time = 9\n    keepalive-interval = 3\n    idle-hold-time-after-reset = 1\n")
-	return b.String()
+// config is one router's gobgpd configuration: one neighbor, and a BMP
+// collector if bmp is valid.
+func config(as, peerAS uint32, routerID, peer netip.Addr, passive bool, bmp netip.AddrPort) lab.GobgpdConfig {
+	return lab.GobgpdConfig{AS: as, RouterID: routerID, BMP: bmp,
+		Neighbors: []lab.Neighbor{{Addr: peer, AS: peerAS, Passive: passive}}}
 }
 
-// router is one gobgpd under the launcher.
+// router is one gobgpd under the connectguard launcher.
 type router struct {
-	name     string
-	launcher *exec.Cmd
-	sock     string // the launcher's listener socket
-	pid      int    // gobgpd
-	speaker  *bgpgobgp.Speaker
-	dir      string
-}
-
-func findGobgpd(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("AOKEYD_GOBGPD"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("gobgpd")
-	if err != nil {
-		t.Fatal("gobgpd v3.37 not in PATH: put it in the guest with AOKEYD_GUEST_BINS (integration/tools/gobgpd.sh)")
-	}
-	return p
-}
-
-func logFile(t *testing.T, path string) *os.File {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(path)
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("%s:\n%s", filepath.Base(path), b)
-		}
-	})
-	return f
+	*lab.Gobgpd
+	sock string // the launcher's listener socket
 }
 
 // launch starts gobgpd through the launcher (in ns) and connects to its API.
-func launch(t *testing.T, ns *netns.NS, name, conf string) *router {
+func launch(t *testing.T, ns *netns.NS, name string, conf lab.GobgpdConfig) *router {
 	t.Helper()
 	dir := t.TempDir()
-	r := &router{name: name, dir: dir, sock: filepath.Join(dir, "guard.sock")}
-	cfg := filepath.Join(dir, "gobgpd.toml")
-	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	api := "unix://" + filepath.Join(dir, "api.sock")
-	log := logFile(t, filepath.Join(dir, name+"-gobgpd.log"))
-	r.launcher = ns.Command(os.Args[0], "ao-launch", r.sock, findGobgpd(t), "-f", cfg, "-t", "toml",
-		"--api-hosts", api, "--pprof-disable", "-l", "debug")
-	r.launcher.Stdout, r.launcher.Stderr = log, log
-	if err := r.launcher.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.stop() })
-	r.pid = waitChild(t, r.launcher.Process.Pid)
-	sp, closer, err := bgpgobgp.Dial(api, bgpgobgp.Options{
-		Name: "gobgpd-" + name,
-		PID:  func(context.Context) (int, error) { return r.pid, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
-	r.speaker = sp
-	return r
-}
-
-func (r *router) stop() {
-	if r.launcher.ProcessState != nil {
-		return
-	}
-	_ = r.launcher.Process.Signal(unix.SIGTERM) // forwarded to gobgpd
-	done := make(chan struct{})
-	go func() { _ = r.launcher.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = r.launcher.Process.Kill()
-		_ = unix.Kill(r.pid, unix.SIGKILL)
-		<-done
-	}
-}
-
-// waitChild returns the pid of the launcher's child once it runs gobgpd.
-func waitChild(t *testing.T, launcher int) int {
-	t.Helper()
-	for i := 0; i < 600; i++ {
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", launcher))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", launcher, task.Name()))
-			for _, f := range strings.Fields(string(b)) {
-				pid, _ := strconv.Atoi(f)
-				if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasSuffix(exe, "gobgpd") {
-					return pid
-				}
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("the launcher did not start gobgpd")
-	return 0
+	sock := filepath.Join(dir, "guard.sock")
+	g := lab.StartGobgpd(t, ns, name, conf, lab.GobgpdOptions{Dir: dir, Debug: true,
+		Launcher: []string{os.Args[0], "ao-launch", sock}})
+	return &router{Gobgpd: g, sock: sock}
 }
 
 // supervisor is one supervisor process (this binary, role ao-supervisor).
 func startSupervisor(t *testing.T, r *router, keys, tag string) *exec.Cmd {
 	t.Helper()
-	log := logFile(t, filepath.Join(r.dir, r.name+"-supervisor-"+tag+".log"))
+	log := lab.LogFile(t, filepath.Join(r.Dir, r.Name+"-supervisor-"+tag+".log"))
 	cmd := exec.Command(os.Args[0], "ao-supervisor", r.sock, keys)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -191,27 +94,6 @@ func startSupervisor(t *testing.T, r *router, keys, tag string) *exec.Cmd {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return cmd
-}
-
-func waitPeer(t *testing.T, r *router, neighbor netip.Addr, timeout time.Duration, ok func(bgp.PeerInfo) bool) bgp.PeerInfo {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last bgp.PeerInfo
-	for time.Now().Before(deadline) {
-		if ps, err := r.speaker.Peers(context.Background()); err == nil {
-			for _, p := range ps {
-				if p.Neighbor == neighbor {
-					last = p
-					if ok(p) {
-						return p
-					}
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: neighbor %s did not reach the wanted state in %s (last %+v)", r.name, neighbor, timeout, last)
-	return last
 }
 
 func aoKey(peer netip.Addr, send, recv uint8) tcpao.Key {
@@ -227,19 +109,7 @@ func aoKey(peer netip.Addr, send, recv uint8) tcpao.Key {
 func keyListener(t *testing.T, r *router, k tcpao.Key) {
 	t.Helper()
 	defer k.Secret.Zero()
-	var v4 sockets.Ref
-	for i := 0; i < 200 && v4.Inode == 0; i++ {
-		ls, _ := (sockets.Finder{PID: r.pid}).Listeners(179)
-		for _, l := range ls {
-			if l.Local.Addr().Is4() {
-				v4 = l
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if v4.Inode == 0 {
-		t.Fatalf("%s: gobgpd's IPv4 listener not found", r.name)
-	}
+	v4 := r.ListenerV4(t)
 	if err := sockets.WithSocket(v4, func(fd int) error { return tcpao.FromFD(fd).AddKey(k, tcpao.AddOptions{}) }); err != nil {
 		t.Fatal(err)
 	}
@@ -250,12 +120,11 @@ func session(t *testing.T, r *router, peer netip.Addr) (sockets.Ref, []tcpao.Key
 	t.Helper()
 	var refs []sockets.Ref
 	var err error
-	for i := 0; i < 50; i++ {
-		if refs, err = (sockets.Finder{PID: r.pid}).Connections(peer); err == nil && len(refs) > 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The connection may still be being accepted.
+	_ = lab.Within(5*time.Second, "a connection to "+peer.String(), func() (bool, string) {
+		refs, err = sockets.Finder{PID: r.PID}.Connections(peer)
+		return err == nil && len(refs) > 0, fmt.Sprint(refs, err)
+	})
 	var bgpRef sockets.Ref
 	for _, ref := range refs {
 		if ref.Local.Port() == 179 || ref.Remote.Port() == 179 {
@@ -263,7 +132,7 @@ func session(t *testing.T, r *router, peer netip.Addr) (sockets.Ref, []tcpao.Key
 		}
 	}
 	if bgpRef.Inode == 0 {
-		t.Fatalf("%s: no BGP connection to %s (%v, %v)", r.name, peer, refs, err)
+		t.Fatalf("%s: no BGP connection to %s (%v, %v)", r.Name, peer, refs, err)
 	}
 	var ks []tcpao.KeyInfo
 	var info tcpao.Info
@@ -276,7 +145,7 @@ func session(t *testing.T, r *router, peer netip.Addr) (sockets.Ref, []tcpao.Key
 		info, err = s.Info()
 		return err
 	}); err != nil {
-		t.Fatalf("%s: TCP-AO state of %s: %v", r.name, bgpRef, err)
+		t.Fatalf("%s: TCP-AO state of %s: %v", r.Name, bgpRef, err)
 	}
 	return bgpRef, ks, info
 }
@@ -295,22 +164,22 @@ func checkAO(t *testing.T, a, b *router, opener *router) {
 	for _, e := range ends {
 		ref, ks, info := session(t, e.r, e.peer)
 		if len(ks) != 1 || ks[0].SendID != e.send || ks[0].RecvID != e.recv || !ks[0].IsCurrent {
-			t.Errorf("%s: keys on %s: %+v", e.r.name, ref, ks)
+			t.Errorf("%s: keys on %s: %+v", e.r.Name, ref, ks)
 		}
 		if info.PktGood == 0 || info.PktBad != 0 || info.PktKeyNotFound != 0 {
-			t.Errorf("%s: counters on %s: %+v", e.r.name, ref, info)
+			t.Errorf("%s: counters on %s: %+v", e.r.Name, ref, info)
 		}
 		if active := ref.Remote.Port() == 179; active != (e.r == opener) {
-			t.Errorf("%s: connection %s: opened actively = %v, want %v", e.r.name, ref, active, e.r == opener)
+			t.Errorf("%s: connection %s: opened actively = %v, want %v", e.r.Name, ref, active, e.r == opener)
 		}
-		before[e.r.name] = info.PktGood
-		t.Logf("%s: %s keys %v pkt_good %d", e.r.name, ref, ks, info.PktGood)
+		before[e.r.Name] = info.PktGood
+		t.Logf("%s: %s keys %v pkt_good %d", e.r.Name, ref, ks, info.PktGood)
 	}
 	time.Sleep(7 * time.Second) // two keepalives
 	for _, e := range ends {
 		_, _, info := session(t, e.r, e.peer)
-		if info.PktGood <= before[e.r.name] {
-			t.Errorf("%s: pkt_good %d -> %d, not rising", e.r.name, before[e.r.name], info.PktGood)
+		if info.PktGood <= before[e.r.Name] {
+			t.Errorf("%s: pkt_good %d -> %d, not rising", e.r.Name, before[e.r.Name], info.PktGood)
 		}
 	}
 }
@@ -331,12 +200,8 @@ func connectWaiting(pid int) bool {
 
 func TestGuestActiveOpen(t *testing.T) {
 	kerneltest.Require(t)
-	if ok, why := netns.Available(); !ok {
-		t.Fatal(why)
-	}
-	nsA := netns.New(t, "aoact-a")
-	nsB := netns.New(t, "aoact-b")
-	netns.Link(t, nsA, "veth-a", addrA.String()+"/30", nsB, "veth-b", addrB.String()+"/30")
+	lab.RequireNetns(t)
+	nsA, nsB := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
 	dir := t.TempDir()
 	keysA := keyFile(t, dir, "a", addrB, 10, 20)
 	keysB := keyFile(t, dir, "b", addrA, 20, 10)
@@ -379,8 +244,8 @@ func TestGuestActiveOpen(t *testing.T) {
 		bmp <- nil
 	}()
 
-	a := launch(t, nsA, "a", gobgpdConfig(65001, 65002, addrA, addrB, false, netip.AddrPortFrom(addrB, bmpPort)))
-	b := launch(t, nsB, "b", gobgpdConfig(65002, 65001, addrB, addrA, false, netip.AddrPort{}))
+	a := launch(t, nsA, "a", config(65001, 65002, addrA, addrB, false, netip.AddrPortFrom(addrB, bmpPort)))
+	b := launch(t, nsB, "b", config(65002, 65001, addrB, addrA, false, netip.AddrPort{}))
 	startSupervisor(t, a, keysA, "1")
 	// Only A's listener has keys: the session can only come from B's
 	// active open, which needs B's supervisor.
@@ -393,22 +258,18 @@ func TestGuestActiveOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = sup.Wait()
-		deadline := time.Now().Add(60 * time.Second)
-		for !connectWaiting(b.pid) {
-			if time.Now().After(deadline) {
-				t.Fatal("gobgpd B has no connect waiting for a supervisor")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if ps, err := a.speaker.Peers(context.Background()); err != nil || len(ps) != 1 || ps[0].Established() {
+		lab.Eventually(t, 60*time.Second, "a connect of gobgpd B waiting for a supervisor", func() (bool, string) {
+			return connectWaiting(b.PID), "none waits"
+		})
+		if ps, err := a.Speaker.Peers(context.Background()); err != nil || len(ps) != 1 || ps[0].Established() {
 			t.Fatalf("session state without B's supervisor: %+v %v", ps, err)
 		}
 		t.Log("gobgpd B's connect waits for a supervisor; starting one")
 		restarted := time.Now()
 		startSupervisor(t, b, keysB, "2")
-		waitPeer(t, a, addrB, 90*time.Second, bgp.PeerInfo.Established)
+		lab.WaitPeer(t, a.Speaker, addrB, 90*time.Second, bgp.PeerInfo.Established)
 		t.Logf("session up %s after the supervisor restart", time.Since(restarted).Round(time.Millisecond))
-		if connectWaiting(b.pid) {
+		if connectWaiting(b.PID) {
 			t.Error("a connect of gobgpd B still waits after the restart")
 		}
 		checkAO(t, a, b, b)
@@ -426,12 +287,11 @@ func TestGuestActiveOpen(t *testing.T) {
 	})
 
 	t.Run("A opens actively", func(t *testing.T) {
-		b.stop()
-		b2 := launch(t, nsB, "b2", gobgpdConfig(65002, 65001, addrB, addrA, true, netip.AddrPort{}))
-		b2.name = "b"
+		b.Stop()
+		b2 := launch(t, nsB, "b2", config(65002, 65001, addrB, addrA, true, netip.AddrPort{}))
 		startSupervisor(t, b2, keysB, "3")
 		keyListener(t, b2, aoKey(addrA, 20, 10))
-		waitPeer(t, a, addrB, 90*time.Second, bgp.PeerInfo.Established)
+		lab.WaitPeer(t, a.Speaker, addrB, 90*time.Second, bgp.PeerInfo.Established)
 		checkAO(t, a, b2, a)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/connectguard"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -50,18 +51,17 @@ func supervise(sock, keyFile string) int {
 		return 1
 	}
 	var l connectguard.Listener
-	for i := 0; ; i++ {
+	// The launcher may not be listening yet.
+	err = lab.Poll{What: "the launcher's listener", Timeout: 30 * time.Second, Every: 100 * time.Millisecond}.Wait(ctx, func() (bool, string, error) {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l, err = connectguard.Fetch(fctx, sock)
-		cancel()
-		if err == nil {
-			break
-		}
-		if i > 100 {
-			log.Error("fetch", "err", err)
-			return 1
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		var ferr error
+		l, ferr = connectguard.Fetch(fctx, sock)
+		return ferr == nil, fmt.Sprint(ferr), nil
+	})
+	if err != nil {
+		log.Error("fetch", "err", err)
+		return 1
 	}
 	fmt.Printf("supervising pid %d\n", l.PID)
 	keys := func(pid int, dst netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) {

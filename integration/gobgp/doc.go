@@ -12,8 +12,9 @@
 //     tcpao.FromFD; a peer with the right key establishes a BGP session, one
 //     without is refused, and the accepted socket carries the keys.
 //
-// gobgpd is found through $AOKEYD_GOBGPD, the cache directory that
-// integration/tools/gobgpd.sh installs into, or $PATH. Without root, `ip`
-// or gobgpd the tests skip and say why (with CI=true a missing gobgpd is
-// installed by running that script).
+// The namespaces, gobgpd and the waits come from integration/lab: gobgpd is
+// found through $AOKEYD_GOBGPD, the cache directory that
+// integration/tools/gobgpd.sh installs into, or $PATH. On the host, without
+// root, `ip` or gobgpd the tests skip and say why (with CI=true a missing
+// gobgpd is installed by running that script); in the guest they fail.
 package gobgp

@@ -11,6 +11,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -26,36 +27,20 @@ func aoKey(peer netip.Addr, send, recv uint8) tcpao.Key {
 
 func TestGuestAO(t *testing.T) {
 	kerneltest.Require(t)
-	requireNetns(t)
-	bin := findGobgpd(t)
-	l := newLab(t)
-	a := startGobgpd(t, bin, l.nsA, "a", gobgpdConfig(65001, addrA, neighborConf{addr: addrB, as: 65002, passive: true}))
+	lab.RequireNetns(t)
+	nsA, nsB := lab.Pair(t, prefixA, prefixB)
+	a := lab.StartGobgpd(t, nsA, "a", lab.GobgpdConfig{AS: 65001, RouterID: addrA,
+		Neighbors: []lab.Neighbor{{Addr: addrB, AS: 65002, Passive: true}}}, lab.GobgpdOptions{Debug: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	p := waitPeer(t, a.speaker, addrB, 60*time.Second, func(bgp.PeerInfo) bool { return true })
+	p := lab.WaitPeer(t, a.Speaker, addrB, 60*time.Second, func(bgp.PeerInfo) bool { return true })
 	if !p.Passive || p.MD5 {
 		t.Fatalf("inventory: %+v", p)
 	}
 
 	// AO keys on gobgpd's IPv4 listener, through the duplicate.
-	var ls []sockets.Ref
-	var err error
-	for i := 0; i < 100; i++ { // the listener appears once gobgpd has read its config
-		if ls, err = (sockets.Finder{PID: a.pid}).Listeners(179); err == nil && len(ls) == 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	var v4 sockets.Ref
-	for _, r := range ls {
-		if r.Local.Addr().Is4() {
-			v4 = r
-		}
-	}
-	if v4.Inode == 0 {
-		t.Fatalf("gobgpd's IPv4 listener not found: %v %v", ls, err)
-	}
+	v4 := a.ListenerV4(t)
 	keyA := aoKey(addrB, 10, 20)
 	defer keyA.Secret.Zero()
 	if err := sockets.WithSocket(v4, func(fd int) error { return tcpao.FromFD(fd).AddKey(keyA, tcpao.AddOptions{}) }); err != nil {
@@ -71,24 +56,23 @@ func TestGuestAO(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	obs := newObserver()
-	tr := bgp.NewTracker(a.speaker, sockets.System{}, obs, bgp.TrackerOptions{})
+	obs := lab.NewObserver()
+	tr := bgp.NewTracker(a.Speaker, sockets.System{}, obs, bgp.TrackerOptions{})
 	go func() { _ = tr.Run(ctx) }()
 
 	dst := netip.AddrPortFrom(addrA, 179)
-	bPid := nsHolder(t, l.nsB)
 	// Without a key: refused (the SYN is dropped, the dial times out).
-	if c, err := dialFrom(bPid, dst, 5*time.Second, nil); err == nil {
+	if c, err := lab.DialFrom(nsB, dst, 5*time.Second, nil); err == nil {
 		c.Close()
 		t.Fatal("connection without TCP-AO was accepted by the keyed listener")
-	} else if !isTimeout(err) {
+	} else if !lab.Unanswered(err) {
 		t.Fatalf("dial without key: %v (want a timeout)", err)
 	}
 
 	// With the mirror key: the BGP session comes up.
 	keyB := aoKey(addrA, 20, 10)
 	defer keyB.Secret.Zero()
-	c, err := dialFrom(bPid, dst, 20*time.Second, func(fd int) error { return tcpao.FromFD(fd).AddKey(keyB, tcpao.AddOptions{}) })
+	c, err := lab.DialFrom(nsB, dst, 20*time.Second, func(fd int) error { return tcpao.FromFD(fd).AddKey(keyB, tcpao.AddOptions{}) })
 	if err != nil {
 		t.Fatalf("dial with the right TCP-AO key: %v", err)
 	}
@@ -98,16 +82,16 @@ func TestGuestAO(t *testing.T) {
 	if err := bgpHandshake(c, 65002, addrB, stop); err != nil {
 		t.Fatalf("BGP handshake over TCP-AO: %v", err)
 	}
-	waitPeer(t, a.speaker, addrB, 60*time.Second, bgp.PeerInfo.Established)
+	lab.WaitPeer(t, a.Speaker, addrB, 60*time.Second, bgp.PeerInfo.Established)
 
 	// The tracker hands over the accepted socket, which carries the key.
-	up := waitUp(t, obs, 60*time.Second)
-	ref := up.sock.Ref()
+	up := obs.WaitUp(t, 60*time.Second)
+	ref := up.Sock.Ref()
 	if ref.Local.Port() != 179 || ref.Remote.Addr().Unmap() != addrB {
 		t.Fatalf("accepted socket %s", ref)
 	}
 	// Through the same bridge the rotator uses (one duplicate per call).
-	s := bgp.AOSocket(up.sock)
+	s := bgp.AOSocket(up.Sock)
 	ks, err := s.Keys(tcpao.KeyFilter{})
 	if err != nil {
 		t.Fatal(err)

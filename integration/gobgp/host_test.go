@@ -13,6 +13,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/lab"
 )
 
 // md5Key is a test-only TCP-MD5 password.
@@ -29,29 +30,30 @@ func setMD5(fd int, peer netip.Addr, key string) error {
 }
 
 func TestHostMD5(t *testing.T) {
-	requireNetns(t)
-	bin := findGobgpd(t)
-	l := newLab(t)
+	lab.RequireNetns(t)
+	nsA, nsB := lab.Pair(t, prefixA, prefixB)
 
 	// A: aokeyd's side, passive for B and no password in its config.
-	a := startGobgpd(t, bin, l.nsA, "a", gobgpdConfig(65001, addrA, neighborConf{addr: addrB, as: 65002, passive: true}))
+	a := lab.StartGobgpd(t, nsA, "a", lab.GobgpdConfig{AS: 65001, RouterID: addrA,
+		Neighbors: []lab.Neighbor{{Addr: addrB, AS: 65002, Passive: true}}}, lab.GobgpdOptions{Debug: true})
 	// B: the remote router, connecting actively with TCP-MD5.
-	b := startGobgpd(t, bin, l.nsB, "b", gobgpdConfig(65002, addrB, neighborConf{addr: addrA, as: 65001, password: md5Key}))
+	b := lab.StartGobgpd(t, nsB, "b", lab.GobgpdConfig{AS: 65002, RouterID: addrB,
+		Neighbors: []lab.Neighbor{{Addr: addrA, AS: 65001, Password: md5Key}}}, lab.GobgpdOptions{Debug: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	// Inventory over gRPC.
-	p := waitPeer(t, a.speaker, addrB, 10*time.Second, func(bgp.PeerInfo) bool { return true })
+	p := lab.WaitPeer(t, a.Speaker, addrB, 10*time.Second, func(bgp.PeerInfo) bool { return true })
 	if !p.Passive || p.MD5 || p.PeerASN != 65002 {
 		t.Fatalf("inventory of A: %+v (want passive, no MD5, AS 65002)", p)
 	}
-	pb := waitPeer(t, b.speaker, addrA, 10*time.Second, func(bgp.PeerInfo) bool { return true })
+	pb := lab.WaitPeer(t, b.Speaker, addrA, 10*time.Second, func(bgp.PeerInfo) bool { return true })
 	if !pb.MD5 || pb.Passive {
 		t.Fatalf("inventory of B: %+v (want MD5, active)", pb)
 	}
 
 	// Discovery: A's listeners on 179 (IPv4 and IPv6), in A's namespace.
-	ls, err := sockets.Finder{PID: a.pid}.Listeners(179)
+	ls, err := sockets.Finder{PID: a.PID}.Listeners(179)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,32 +70,32 @@ func TestHostMD5(t *testing.T) {
 
 	// Without a key on A's listener, B's MD5-signed SYNs are dropped.
 	time.Sleep(4 * time.Second) // several connect-retry rounds of B
-	if ps, err := a.speaker.Peers(ctx); err != nil || ps[0].Established() {
+	if ps, err := a.Speaker.Peers(ctx); err != nil || ps[0].Established() {
 		t.Fatalf("session up before A's listener has the MD5 key: %+v %v", ps, err)
 	}
 
 	// Follow A's sessions as the rotator would.
-	obs := newObserver()
-	tr := bgp.NewTracker(a.speaker, sockets.System{}, obs, bgp.TrackerOptions{})
+	obs := lab.NewObserver()
+	tr := bgp.NewTracker(a.Speaker, sockets.System{}, obs, bgp.TrackerOptions{})
 	go func() { _ = tr.Run(ctx) }()
 
 	// The key, set through the pidfd_getfd duplicate of gobgpd's listener.
 	if err := sockets.WithSocket(*v4, func(fd int) error { return setMD5(fd, addrB, md5Key) }); err != nil {
 		t.Fatal(err)
 	}
-	up := waitUp(t, obs, 60*time.Second)
-	ref := up.sock.Ref()
-	t.Logf("established: %+v on %s", up.peer, ref)
-	if ref.PID != a.pid || ref.Listening || ref.Local.Port() != 179 || ref.Remote.Addr().Unmap() != addrB {
+	up := obs.WaitUp(t, 60*time.Second)
+	ref := up.Sock.Ref()
+	t.Logf("established: %+v on %s", up.Peer, ref)
+	if ref.PID != a.PID || ref.Listening || ref.Local.Port() != 179 || ref.Remote.Addr().Unmap() != addrB {
 		t.Fatalf("tracker handed over %s, want gobgpd A's accepted socket from %s", ref, addrB)
 	}
 	// The exact 4-tuple lookup finds the same socket.
-	est, err := sockets.Finder{PID: a.pid}.Established(ref.Local, ref.Remote)
+	est, err := sockets.Finder{PID: a.PID}.Established(ref.Local, ref.Remote)
 	if err != nil || est.Inode != ref.Inode {
 		t.Fatalf("4-tuple lookup: %s, %v; tracker had inode %d", est, err, ref.Inode)
 	}
 	// The accepted socket is usable through the handle.
-	if err := up.sock.Do(func(fd int) error {
+	if err := up.Sock.Do(func(fd int) error {
 		ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		if err == nil && ti.State != unix.BPF_TCP_ESTABLISHED {
 			return errors.New("accepted socket not in TCP_ESTABLISHED")
@@ -102,30 +104,30 @@ func TestHostMD5(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	est1 := waitPeer(t, a.speaker, addrB, 10*time.Second, bgp.PeerInfo.Established)
+	est1 := lab.WaitPeer(t, a.Speaker, addrB, 10*time.Second, bgp.PeerInfo.Established)
 	if est1.Uptime.IsZero() {
 		t.Errorf("established peer without uptime: %+v", est1)
 	}
 
 	// A peer without the key is refused: its SYN never gets an answer.
-	if c, err := dialFrom(b.pid, netip.AddrPortFrom(addrA, 179), 3*time.Second, nil); err == nil {
+	if c, err := lab.DialFrom(nsB, netip.AddrPortFrom(addrA, 179), 3*time.Second, nil); err == nil {
 		c.Close()
 		t.Fatal("connection without the MD5 key was accepted by gobgpd's keyed listener")
-	} else if !isTimeout(err) {
+	} else if !lab.Unanswered(err) {
 		t.Fatalf("dial without key: %v (want a timeout)", err)
 	}
 
 	// Guard: a step on a healthy session passes; a step during which the
 	// session is reset is reported as a drop against that step.
-	g := bgp.NewGuard(a.speaker, nil)
+	g := bgp.NewGuard(a.Speaker, nil)
 	if err := g.Step(ctx, addrB, "noop", func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("guard on a healthy session: %v", err)
 	}
 	err = g.Step(ctx, addrB, "reset-during-step", func(ctx context.Context) error {
-		if err := a.speaker.ResetPeer(ctx, addrB, "aokeyd test"); err != nil {
+		if err := a.Speaker.ResetPeer(ctx, addrB, "aokeyd test"); err != nil {
 			return err
 		}
-		waitPeer(t, a.speaker, addrB, 10*time.Second, func(p bgp.PeerInfo) bool { return !p.Established() || p.Flops > est1.Flops })
+		lab.WaitPeer(t, a.Speaker, addrB, 10*time.Second, func(p bgp.PeerInfo) bool { return !p.Established() || p.Flops > est1.Flops })
 		return nil
 	})
 	var drop *bgp.DropError
@@ -136,17 +138,12 @@ func TestHostMD5(t *testing.T) {
 
 	// The tracker says the session went down, then hands over the new
 	// accepted socket (re-discovered: another inode).
-	select {
-	case d := <-obs.down:
-		if d.Neighbor != addrB {
-			t.Fatalf("OnDown for %s", d.Neighbor)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("tracker reported no OnDown after the reset")
+	if d := obs.WaitDown(t, 30*time.Second); d.Neighbor != addrB {
+		t.Fatalf("OnDown for %s", d.Neighbor)
 	}
-	up2 := waitUp(t, obs, 60*time.Second)
-	if up2.sock.Ref().Inode == ref.Inode {
+	up2 := obs.WaitUp(t, 60*time.Second)
+	if up2.Sock.Ref().Inode == ref.Inode {
 		t.Fatalf("re-established session handed over with the old socket %s", ref)
 	}
-	t.Logf("re-established on %s", up2.sock.Ref())
+	t.Logf("re-established on %s", up2.Sock.Ref())
 }

@@ -1,0 +1,96 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+)
+
+// Bin finds a program the scenarios run (aokeyd, aoctl, gobgpd, bird) in
+// PATH, where the VM harness puts what AOKEYD_GUEST_BINS names.
+func Bin(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s not in PATH (the VM harness puts it there through AOKEYD_GUEST_BINS, see integration/tools/guest-bins.sh): %w", name, err)
+	}
+	return p, nil
+}
+
+// MustBin is Bin that fails the test.
+func MustBin(t testing.TB, name string) string {
+	t.Helper()
+	p, err := Bin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// GobgpdBin returns the gobgpd v3.37 binary: $AOKEYD_GOBGPD, the cache that
+// integration/tools/gobgpd.sh installs into, or PATH; with CI=true a missing
+// one is installed by that script. Otherwise the test fails inside the
+// guest VM (where the harness must have provided it) and skips elsewhere.
+func GobgpdBin(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("AOKEYD_GOBGPD"); p != "" {
+		return p
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			cache = filepath.Join(home, ".cache")
+		}
+	}
+	if p := filepath.Join(cache, "aokeyd", "bin", "gobgpd"); cache != "" && isExec(p) {
+		return p
+	}
+	if p, err := exec.LookPath("gobgpd"); err == nil {
+		return p
+	}
+	const why = "gobgpd v3.37 not found: run integration/tools/gobgpd.sh (or set AOKEYD_GOBGPD; in the guest, AOKEYD_GUEST_BINS)"
+	if kerneltest.InGuest() {
+		t.Fatal(why)
+	}
+	if os.Getenv("CI") == "true" {
+		script, err := repoFile("integration/tools/gobgpd.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("bash", script).Output()
+		if err != nil {
+			t.Fatalf("installing gobgpd with %s: %v", script, err)
+		}
+		return filepath.Join(strings.TrimSpace(string(out)), "gobgpd")
+	}
+	t.Skip(why)
+	return ""
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// repoFile finds path (relative to the module root) from the working
+// directory, which is a package directory when tests run.
+func repoFile(path string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, path), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%s: no go.mod above the working directory", path)
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,111 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/netns"
+)
+
+// RequireNetns skips the test unless network namespaces can be made here
+// (root and iproute2); inside the guest VM, where they always can, it fails
+// instead.
+func RequireNetns(t testing.TB) {
+	t.Helper()
+	if ok, why := netns.Available(); !ok {
+		if kerneltest.InGuest() {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+}
+
+// NSName names one of a test's namespaces (side "a", "b", ...): unique per
+// test and process, so tests can run in parallel and next to another run
+// (addresses may repeat: each pair of namespaces is its own world).
+func NSName(t testing.TB, side string) string {
+	return fmt.Sprintf("ao%08x-%d-%s", crc32.ChecksumIEEE([]byte(t.Name())), os.Getpid()%100000, side)
+}
+
+// Pair makes the two hosts of a test: namespaces a and b (named by NSName)
+// joined by a veth pair, veth-a in a with address addrA and veth-b in b with
+// addrB (CIDR notation), both up. Both are removed when the test ends.
+func Pair(t testing.TB, addrA, addrB netip.Prefix) (a, b *netns.NS) {
+	t.Helper()
+	a = netns.New(t, NSName(t, "a"))
+	b = netns.New(t, NSName(t, "b"))
+	netns.Link(t, a, "veth-a", addrA.String(), b, "veth-b", addrB.String())
+	return a, b
+}
+
+// DialFrom connects to dst from inside ns within timeout; control, if not
+// nil, runs on the socket before connect (e.g. to set keys).
+func DialFrom(ns *netns.NS, dst netip.AddrPort, timeout time.Duration, control func(fd int) error) (net.Conn, error) {
+	var c net.Conn
+	err := ns.Do(func() error {
+		d := net.Dialer{Timeout: timeout}
+		if control != nil {
+			d.ControlContext = func(_ context.Context, _, _ string, rc syscall.RawConn) error {
+				var cerr error
+				if err := rc.Control(func(fd uintptr) { cerr = control(int(fd)) }); err != nil {
+					return err
+				}
+				return cerr
+			}
+		}
+		var err error
+		c, err = d.Dial("tcp", dst.String())
+		return err
+	})
+	return c, err
+}
+
+// Unanswered reports whether a dial failed the way a SYN that a keyed
+// listener drops does: a timeout (or the connection closed unanswered).
+func Unanswered(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, io.EOF)
+}
+
+// logTail is how much of a log LogFile prints when the test fails.
+const logTail = 256 << 10
+
+// LogFile creates the log file of a process the test starts; when the test
+// fails, its tail is logged at the end of the test.
+func LogFile(t testing.TB, path string) *os.File {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		if t.Failed() {
+			t.Logf("%s (tail):\n%s", filepath.Base(path), Tail(path, logTail))
+		}
+	})
+	return f
+}
+
+// Tail is the last n bytes of the file at path (what could be read).
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		return "..." + string(b[len(b)-n:])
+	}
+	return string(b)
+}

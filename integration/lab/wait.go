@@ -1,0 +1,86 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// DefaultEvery is how often Poll looks when Every is zero.
+const DefaultEvery = 200 * time.Millisecond
+
+// Cond is one look at the awaited state. done reports that it holds; when
+// it does not, detail says what was seen instead (the last detail is kept
+// in the TimeoutError). A non-nil err ends the wait at once with err.
+type Cond func() (done bool, detail string, err error)
+
+// Poll is one bounded wait on real time.
+type Poll struct {
+	What    string        // what is awaited, for the error
+	Timeout time.Duration // how long to wait at most
+	Every   time.Duration // how often to look (DefaultEvery if zero)
+}
+
+// TimeoutError is the error of a Poll that ran out of time.
+type TimeoutError struct {
+	What  string
+	After time.Duration
+	Last  string // the last detail the condition gave
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Last == "" {
+		return fmt.Sprintf("timed out after %v waiting for %s", e.After, e.What)
+	}
+	return fmt.Sprintf("timed out after %v waiting for %s: %s", e.After, e.What, e.Last)
+}
+
+// Wait calls cond, at once and then every p.Every, until it is done (nil),
+// returns an error (that error, wrapped with what was awaited), ctx ends
+// (ctx's error) or p.Timeout passes (a *TimeoutError).
+func (p Poll) Wait(ctx context.Context, cond Cond) error {
+	every := p.Every
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	deadline := time.Now().Add(p.Timeout)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		done, detail, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", p.What, err)
+		}
+		if done {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &TimeoutError{What: p.What, After: p.Timeout, Last: detail}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Eventually waits up to timeout for cond to hold, looking every
+// DefaultEvery, and fails the test with the last detail cond gave if it
+// does not.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, detail string)) {
+	t.Helper()
+	if err := Within(timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within is Eventually that returns the timeout instead of failing the
+// test, for a test that reports or tolerates it itself.
+func Within(timeout time.Duration, what string, cond func() (ok bool, detail string)) error {
+	return Poll{What: what, Timeout: timeout}.Wait(context.Background(), func() (bool, string, error) {
+		ok, detail := cond()
+		return ok, detail, nil
+	})
+}
