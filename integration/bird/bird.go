@@ -18,6 +18,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 )
 
@@ -99,17 +100,14 @@ func Start(t testing.TB, ns *netns.NS, cfg Config) *Router {
 	}
 	// -f: foreground, so the test owns the process; killed at cleanup.
 	ns.Start(t, filepath.Join(dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(dir, "bird.conf"), "-s", r.sock)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := r.Birdc("show", "status"); err == nil {
-			return r
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "stdout.log"))
-			t.Fatalf("bird did not start: %s", log)
-		}
-		time.Sleep(100 * time.Millisecond)
+	err := lab.Within(20*time.Second, "bird to answer birdc", func() (bool, string) {
+		_, err := r.Birdc("show", "status")
+		return err == nil, fmt.Sprint(err)
+	})
+	if err != nil {
+		t.Fatalf("%v\nbird's output: %s", err, lab.Tail(filepath.Join(dir, "stdout.log"), 8000))
 	}
+	return r
 }
 
 func (r *Router) write(cfg Config) error {

@@ -8,14 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	bgpgobgp "github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
@@ -23,16 +22,16 @@ import (
 // router is one gobgpd started through `aokeyd exec`, with its own aokeyd
 // (-connectguard) keying its outgoing connects.
 type router struct {
-	name     string
-	ns       *netns.NS
-	dir      string
-	self     netip.Addr
-	peer     netip.Addr
-	as, pas  uint32
-	launcher *exec.Cmd
-	aokeyd   *exec.Cmd
-	ctl      *control.Client
-	speaker  bgp.Speaker
+	name    string
+	ns      *netns.NS
+	dir     string
+	self    netip.Addr
+	peer    netip.Addr
+	as, pas uint32
+	gobgp   *lab.Gobgpd
+	aokeyd  *exec.Cmd
+	ctl     *control.Client
+	speaker bgp.Speaker
 }
 
 // startRouter writes the router's mirrored key file (send SendID, recv
@@ -45,10 +44,9 @@ func startRouter(t *testing.T, name string, ns *netns.NS, self, peer netip.Addr,
 		"keys.yaml": fmt.Sprintf("chains:\n  core:\n    peers: [%s]\n    keys:\n      - name: k1\n        send_id: %d\n        recv_id: %d\n        algorithm: hmac(sha256)\n        secret_hex: %q\n",
 			peer, send, recv, hex.EncodeToString(secret)),
 		"policy.yaml": fmt.Sprintf("version: 1\nkey_chains:\n  - name: core\npeers:\n  - neighbor: %s\n    key_chain: core\n", peer),
-		"gobgpd.toml": fmt.Sprintf("[global.config]\n  as = %d\n  router-id = %q\n  local-address-list = [%q]\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n  [neighbors.transport.config]\n    passive-mode = false\n  [neighbors.timers.config]\n    connect-retry = 1\n    hold-time = 3\n    keepalive-interval = 1\n    idle-hold-time-after-reset = 1\n",
-			as, self, self, peer, pas),
 		"aokeyd.yaml": fmt.Sprintf("key_source:\n  type: file\n  refresh: 1s\n  file:\n    path: keys.yaml\npolicy:\n  path: policy.yaml\ngobgp:\n  address: %q\n  pid_file: gobgpd.pid\ncontrol:\n  socket: control.sock\nmetrics:\n  listen: \"off\"\nlog:\n  format: json\n  level: debug\n",
-			"unix://"+filepath.Join(r.dir, "gobgpd.sock")),
+			"unix://"+filepath.Join(r.dir, "gobgpd.sock")), // lab.StartGobgpd's API socket
+
 	}
 	for n, data := range files {
 		if err := os.WriteFile(filepath.Join(r.dir, n), []byte(data), 0o600); err != nil {
@@ -57,33 +55,16 @@ func startRouter(t *testing.T, name string, ns *netns.NS, self, peer netip.Addr,
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, f := range []string{"aokeyd.log", "launcher.log"} {
-				b, _ := os.ReadFile(filepath.Join(r.dir, f))
-				if len(b) > 8000 {
-					b = b[len(b)-8000:]
-				}
-				t.Logf("router %s %s (tail):\n%s", name, f, b)
-			}
+			t.Logf("router %s aokeyd.log (tail):\n%s", name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 8000))
 		}
 	})
-	api := "unix://" + filepath.Join(r.dir, "gobgpd.sock")
-	r.launcher = ns.Start(t, filepath.Join(r.dir, "launcher.log"), bin(t, "aokeyd"), "exec", "-socket", filepath.Join(r.dir, "cg.sock"), "--",
-		bin(t, "gobgpd"), "-f", filepath.Join(r.dir, "gobgpd.toml"), "-t", "toml", "--api-hosts", api, "--pprof-disable")
-	// gobgpd is the launcher's child (the launcher stays as a small parent).
-	var pid int
-	waitFor(t, 20*time.Second, "gobgpd under aokeyd exec", func() (bool, string) {
-		pid = childNamed(r.launcher.Process.Pid, "gobgpd")
-		return pid != 0, "not yet"
-	})
-	if err := os.WriteFile(filepath.Join(r.dir, "gobgpd.pid"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sp, closer, err := bgpgobgp.Dial(api, bgpgobgp.Options{Name: "gobgpd-" + name, PID: func(context.Context) (int, error) { return pid, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
-	r.speaker = sp
+	// gobgpd is the child of `aokeyd exec` (which stays as a small parent).
+	r.gobgp = lab.StartGobgpd(t, ns, "gobgpd", lab.GobgpdConfig{
+		AS: as, RouterID: self, LocalAddrs: []netip.Addr{self},
+		Neighbors: []lab.Neighbor{{Addr: peer, AS: pas}},
+		HoldTime:  3, Keepalive: 1,
+	}, lab.GobgpdOptions{Dir: r.dir, Launcher: []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", filepath.Join(r.dir, "cg.sock"), "--"}})
+	r.speaker = r.gobgp.Speaker
 	r.ctl = control.NewClient(filepath.Join(r.dir, "control.sock"), 10*time.Second)
 	r.startAokeyd(t)
 	return r
@@ -91,39 +72,13 @@ func startRouter(t *testing.T, name string, ns *netns.NS, self, peer netip.Addr,
 
 func (r *router) startAokeyd(t *testing.T) {
 	t.Helper()
-	r.aokeyd = r.ns.Start(t, filepath.Join(r.dir, "aokeyd.log"), bin(t, "aokeyd"),
+	r.aokeyd = r.ns.Start(t, filepath.Join(r.dir, "aokeyd.log"), lab.MustBin(t, "aokeyd"),
 		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
-	waitFor(t, 20*time.Second, "aokeyd "+r.name, func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "aokeyd "+r.name, func() (bool, string) {
 		_, err := r.ctl.Health(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
-}
-
-// childNamed finds a child process of ppid by its command name.
-func childNamed(ppid int, comm string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.Contains(s[:i], "("+comm) {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			return pid
-		}
-	}
-	return 0
 }
 
 func (r *router) peerInfo(t *testing.T) bgp.PeerInfo {
@@ -160,16 +115,14 @@ func (r *router) peerStatus() (control.PeerStatus, error) {
 func TestActiveOpensBothSides(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
-	na := netns.New(t, nsName(t, "a"))
-	nb := netns.New(t, nsName(t, "b"))
 	a4, b4 := netip.MustParseAddr("10.255.2.1"), netip.MustParseAddr("10.255.2.2")
-	netns.Link(t, na, "veth-a", a4.String()+"/30", nb, "veth-b", b4.String()+"/30")
+	na, nb := lab.Pair(t, netip.PrefixFrom(a4, 30), netip.PrefixFrom(b4, 30))
 	secret := secretOf(42)
 	ra := startRouter(t, "A", na, a4, b4, asA, asB, 1, 101, secret)
 	rb := startRouter(t, "B", nb, b4, a4, asB, asA, 101, 1, secret)
 
 	up := func(what string) {
-		waitFor(t, 90*time.Second, what, func() (bool, string) {
+		lab.Eventually(t, 90*time.Second, what, func() (bool, string) {
 			var detail []string
 			ok := true
 			for _, r := range []*router{ra, rb} {

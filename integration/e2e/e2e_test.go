@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -54,7 +55,7 @@ func TestSessionUpWithAO(t *testing.T) {
 		t.Logf("gobgpd still reports %s", p.State)
 	}
 	var bad uint64
-	waitFor(t, 20*time.Second, "listener refuses BIRD's wrongly signed SYNs", func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "listener refuses BIRD's wrongly signed SYNs", func() (bool, string) {
 		bad = 0
 		for _, k := range l.listenerKeys() {
 			bad += k.PktBad
@@ -118,7 +119,7 @@ const (
 // key on A's established and listening sockets, current on both ends,
 // pkt_bad 0, no flap since s, routes both ways. hook (may be nil) runs at
 // each phase. It returns the new key as BIRD now holds it.
-func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
+func (l *testbed) roll(r int, cur key, s session, hook func(phase string)) key {
 	t := l.t
 	t.Helper()
 	if hook == nil {
@@ -139,7 +140,7 @@ func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
 	hook(phaseInstall)
 	// 3. aokeyd installs it and announces it with RNext; BIRD's kernel
 	//    follows A's RNext.
-	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {
+	lab.Eventually(t, 40*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -159,7 +160,7 @@ func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
 		t.Fatal(err)
 	}
 	hook(phaseSwitch)
-	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: A sends with k%d", r, next.i), func() (bool, string) {
+	lab.Eventually(t, 40*time.Second, fmt.Sprintf("round %d: A sends with k%d", r, next.i), func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -170,7 +171,7 @@ func (l *lab) roll(r int, cur key, s session, hook func(phase string)) key {
 	hook(phaseRetire)
 	// 5. The roll completes: the old key is deleted from A's established
 	//    and listening sockets.
-	waitFor(t, 40*time.Second, fmt.Sprintf("round %d: only k%d left on A, current on both sides", r, next.i), func() (bool, string) {
+	lab.Eventually(t, 40*time.Second, fmt.Sprintf("round %d: only k%d left on A, current on both sides", r, next.i), func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -232,7 +233,7 @@ func TestSpeakerRestart(t *testing.T) {
 	l.waitEstablished(60 * time.Second)
 	l.restartGobgpd()
 	s := l.waitEstablished(90 * time.Second)
-	waitFor(t, 30*time.Second, "aokeyd follows the new gobgpd's session", func() (bool, string) {
+	lab.Eventually(t, 30*time.Second, "aokeyd follows the new gobgpd's session", func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -277,7 +278,7 @@ func TestClockJump(t *testing.T) {
 	if err := l.bird.Configure(l.birdConfig([]key{k1b, k2b})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "A sends with k2 and k1 is gone after the jump", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "A sends with k2 and k1 is gone after the jump", func() (bool, string) {
 		st := l.status()
 		ok := len(st.Keys) == 1 && st.Keys[0].SendID == k2.sendID() && st.Keys[0].Current
 		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
@@ -341,17 +342,13 @@ func TestVaultRotation(t *testing.T) {
 			// The roll ran on the last good snapshot; the read that finds
 			// Vault down ends after the Vault client's own retries.
 			var rep control.StatusReport
-			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := lab.Poll{What: "a key source error in status while Vault is down", Timeout: 15 * time.Second}.Wait(context.Background(), func() (bool, string, error) {
 				var err error
-				if rep, err = l.ctl.Status(context.Background(), ""); err != nil {
-					t.Fatal(err)
-				}
-				if rep.KeySource.LastError != "" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Vault is down but status shows no key source error after 15s: %+v", rep.KeySource)
-				}
+				rep, err = l.ctl.Status(context.Background(), "")
+				return err == nil && rep.KeySource.LastError != "", fmt.Sprintf("%+v", rep.KeySource), err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("while Vault is down: key source %q, last error %q; the roll completed on the last good snapshot", rep.KeySource.Name, rep.KeySource.LastError)
 			if err := l.vault.Start(); err != nil {
@@ -371,7 +368,7 @@ func TestReloadAndMetrics(t *testing.T) {
 	l := newLab(t, []key{{i: 1, birdPreferred: true}}, nil)
 	s := l.waitEstablished(60 * time.Second)
 	var page string
-	waitFor(t, 20*time.Second, "metrics with the session's key counters", func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "metrics with the session's key counters", func() (bool, string) {
 		out, err := l.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
 		page = out
 		return err == nil && strings.Contains(out, "aokeyd_key_pkt_good_total") && strings.Contains(out, "aokeyd_peer_current_key_id"), fmt.Sprint(err)
@@ -401,7 +398,7 @@ func TestReloadAndMetrics(t *testing.T) {
 	if err := l.aokeyd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the broken reload to be refused", logHas("reload refused"))
+	lab.Eventually(t, 20*time.Second, "the broken reload to be refused", logHas("reload refused"))
 	st := l.status()
 	if len(st.Keys) != 1 || !st.Keys[0].Current {
 		t.Fatalf("after a refused reload A keys %v", keyIDs(st.Keys))
@@ -412,7 +409,7 @@ func TestReloadAndMetrics(t *testing.T) {
 	if err := l.aokeyd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the good reload to be applied", logHas(`"msg":"reloaded"`))
+	lab.Eventually(t, 20*time.Second, "the good reload to be applied", logHas(`"msg":"reloaded"`))
 	l.checkNoFlap(s, "after the reloads")
 }
 
@@ -431,7 +428,7 @@ func TestLaggingPeer(t *testing.T) {
 	k2 := key{i: 2, sendStart: now.Add(-time.Second), acceptStart: now.Add(-time.Second)}
 	l.writeKeys([]key{old, k2})
 	// B never hears of k2: aokeyd must keep sending with k1.
-	waitFor(t, 40*time.Second, "status explains that B does not send with k2", func() (bool, string) {
+	lab.Eventually(t, 40*time.Second, "status explains that B does not send with k2", func() (bool, string) {
 		st := l.status()
 		return st.Rotation.LastAbortReason != "", fmt.Sprintf("rotation %+v", st.Rotation)
 	})
@@ -449,7 +446,7 @@ func TestLaggingPeer(t *testing.T) {
 	if err := l.bird.Configure(l.birdConfig([]key{k1, k2b})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
 		st := l.status()
 		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current && k.PktGood > 0 })
 		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
@@ -471,13 +468,13 @@ func TestRevoke(t *testing.T) {
 	k2 := key{i: 2, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
 	l := newLab(t, []key{k1, k2}, nil)
 	s := l.waitEstablished(60 * time.Second)
-	waitFor(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
 		st := l.status()
 		ok := len(st.Keys) == 2 && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k1.sendID() && k.Current })
 		return ok, fmt.Sprint(keyIDs(st.Keys))
 	})
 	// The operator's command, as run at 3 a.m.
-	out, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "revoke", "core/k1").Output()
+	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "revoke", "core/k1").Output()
 	if err != nil {
 		t.Fatalf("aoctl revoke core/k1: %v: %s", err, out)
 	}
@@ -498,7 +495,7 @@ func TestRevoke(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // keepalives flow, signed with k2
 	l.checkNoFlap(s, "after revoking the current key with a backup")
-	if out, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "status", addrB.String()).CombinedOutput(); err != nil {
+	if out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", l.ctl.Socket(), "status", addrB.String()).CombinedOutput(); err != nil {
 		t.Fatalf("aoctl status: %v: %s", err, out)
 	} else {
 		t.Logf("aoctl status after the revoke:\n%s", out)
@@ -515,7 +512,7 @@ func TestRevoke(t *testing.T) {
 	if !slices.ContainsFunc(res.Sockets, func(s control.RevokeSocket) bool { return s.Action == control.ActionReset }) {
 		t.Fatalf("revoke of the only key: %+v, want a session reset", res.Sockets)
 	}
-	waitFor(t, 20*time.Second, "session reset after revoking the only key", func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "session reset after revoking the only key", func() (bool, string) {
 		p := l.peerA()
 		return !p.Established() || p.Flops > s.flops, p.State.String()
 	})

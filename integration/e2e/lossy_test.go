@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
@@ -28,7 +29,7 @@ type lossyFault struct {
 	newest bool
 	vault  bool
 	// apply puts the fault into the key source.
-	apply func(l *lab, keys []key)
+	apply func(l *testbed, keys []key)
 	// warn are the words the status warning must carry.
 	warn []string
 }
@@ -54,7 +55,7 @@ func lossyChainKeys(keys []key) json.RawMessage {
 
 // writeChains replaces A's key file with the given chains, each a list of
 // key entries (valid or not) for B.
-func (l *lab) writeLossyChains(chains map[string][]map[string]any) {
+func (l *testbed) writeLossyChains(chains map[string][]map[string]any) {
 	l.t.Helper()
 	out := map[string]any{}
 	for name, ks := range chains {
@@ -78,8 +79,8 @@ func (l *lab) writeLossyChains(chains map[string][]map[string]any) {
 
 func lossyFaults() []lossyFault {
 	long := hex.EncodeToString([]byte(strings.Repeat("x", 81)))
-	breakLast := func(f func(m map[string]any)) func(l *lab, keys []key) {
-		return func(l *lab, keys []key) {
+	breakLast := func(f func(m map[string]any)) func(l *testbed, keys []key) {
+		return func(l *testbed, keys []key) {
 			ks := lossyKeyMaps(keys)
 			f(ks[len(ks)-1])
 			l.writeLossyChains(map[string][]map[string]any{"core": ks})
@@ -94,13 +95,13 @@ func lossyFaults() []lossyFault {
 			delete(m, "secret_hex")
 			m["secret_b64"] = "not*base64!"
 		}), warn: []string{"core/k1", "field secret_b64", "kept"}},
-		{name: "chain emptied", apply: func(l *lab, _ []key) { l.writeLossyChains(map[string][]map[string]any{"core": nil}) },
+		{name: "chain emptied", apply: func(l *testbed, _ []key) { l.writeLossyChains(map[string][]map[string]any{"core": nil}) },
 			warn: []string{"core", "kept"}},
-		{name: "chain renamed", apply: func(l *lab, keys []key) {
+		{name: "chain renamed", apply: func(l *testbed, keys []key) {
 			l.writeLossyChains(map[string][]map[string]any{"core-renamed": lossyKeyMaps(keys)})
 		}, warn: []string{"core", "kept"}},
 		{name: "newest key invalid", newest: true, apply: tooLong, warn: []string{"core/k2", "field secret", "kept"}},
-		{name: "vault only key 81-byte secret", vault: true, apply: func(l *lab, keys []key) {
+		{name: "vault only key 81-byte secret", vault: true, apply: func(l *testbed, keys []key) {
 			// Written behind aokeyd's back (WriteChain refuses it), as
 			// with the vault CLI.
 			ks := lossyKeyMaps(keys)
@@ -110,7 +111,7 @@ func lossyFaults() []lossyFault {
 				l.t.Fatal(err)
 			}
 		}, warn: []string{"core/k1", "field secret", "kept"}},
-		{name: "vault chain deleted", vault: true, apply: func(l *lab, _ []key) {
+		{name: "vault chain deleted", vault: true, apply: func(l *testbed, _ []key) {
 			ctx := context.Background()
 			if err := l.vwrite.Client().KVv2("secret").DeleteMetadata(ctx, "aokeyd/chains/core"); err != nil {
 				l.t.Fatal(err)
@@ -120,7 +121,7 @@ func lossyFaults() []lossyFault {
 }
 
 // metricsPage reads aokeyd's metrics.
-func (l *lab) lossyMetrics() (string, error) {
+func (l *testbed) lossyMetrics() (string, error) {
 	if l.vault == nil {
 		return l.a.Run("wget", "-qO-", l.metricsURL)
 	}
@@ -131,21 +132,6 @@ func (l *lab) lossyMetrics() (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
-}
-
-// try polls cond until it holds or timeout passes.
-func lossyTry(timeout time.Duration, cond func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %s", timeout, detail)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // TestLossyKeySource: while gobgpd and BIRD are up, A's key source is
@@ -200,7 +186,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		}
 	}
 	l.waitEstablished(60 * time.Second)
-	if err := lossyTry(30*time.Second, func() (bool, string) {
+	if err := lab.Within(30*time.Second, "A sending with "+newest.name(), func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -220,7 +206,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 	check := func(when string, lastGood bool) {
 		t.Helper()
 		// A refresh (1s) and a pass: the warning shows.
-		if err := lossyTry(20*time.Second, func() (bool, string) {
+		if err := lab.Within(20*time.Second, "the warning in status", func() (bool, string) {
 			rep, err := l.ctl.Status(context.Background(), "")
 			if err != nil {
 				return false, err.Error()
@@ -240,7 +226,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		}); err != nil {
 			t.Errorf("%s: aoctl status: %v", when, err)
 		}
-		if err := lossyTry(20*time.Second, func() (bool, string) {
+		if err := lab.Within(20*time.Second, "the keys_held_back series", func() (bool, string) {
 			page, err := l.lossyMetrics()
 			series := fmt.Sprintf(`last_good="%t"`, lastGood)
 			return err == nil && slices.ContainsFunc(strings.Split(page, "\n"), func(s string) bool {
@@ -273,7 +259,7 @@ func runLossy(t *testing.T, f lossyFault) bool {
 		if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
 			t.Fatalf("birdc restart: %v", err)
 		}
-		if err := lossyTry(60*time.Second, func() (bool, string) {
+		if err := lab.Within(60*time.Second, "BIRD's restarted session up with TCP-AO", func() (bool, string) {
 			st, err := l.bird.Protocol()
 			if err != nil {
 				return false, err.Error()

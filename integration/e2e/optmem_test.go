@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -50,7 +51,7 @@ func TestRaiseOptMem(t *testing.T) {
 			l.restartAokeyd()
 
 			var got int
-			waitFor(t, 30*time.Second, "optmem_max raised in A", func() (bool, string) {
+			lab.Eventually(t, 30*time.Second, "optmem_max raised in A", func() (bool, string) {
 				out, _ := l.a.Run("cat", tcpao.OptMemPath)
 				got, _ = strconv.Atoi(strings.TrimSpace(out))
 				return got > 64<<10, "optmem_max in A: " + strings.TrimSpace(out)

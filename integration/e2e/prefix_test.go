@@ -14,6 +14,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -23,8 +24,8 @@ const binding6 = "2001:db8:ab::/64"
 // sessionAO reads gobgpd's established socket to B straight from the kernel
 // (TCP_AO_INFO and TCP_AO_GET_KEYS through a pidfd_getfd duplicate),
 // independently of aokeyd. ok is false when there is no such socket.
-func (l *lab) sessionAO() (info tcpao.Info, keys []tcpao.KeyInfo, ok bool, err error) {
-	refs, err := sockets.System{}.Connections(l.gobgpPID, l.ipB())
+func (l *testbed) sessionAO() (info tcpao.Info, keys []tcpao.KeyInfo, ok bool, err error) {
+	refs, err := sockets.System{}.Connections(l.gobgp.PID, l.ipB())
 	if err != nil || len(refs) == 0 {
 		return info, nil, false, err
 	}
@@ -45,7 +46,7 @@ func (l *lab) sessionAO() (info tcpao.Info, keys []tcpao.KeyInfo, ok bool, err e
 // watched while the peer does not hold that key yet. It prints its counts
 // in one line when it finishes, also when the test stops early.
 type currentSampler struct {
-	l        *lab
+	l        *testbed
 	watch    uint8
 	mu       sync.Mutex
 	peerHas  bool
@@ -59,7 +60,7 @@ type currentSampler struct {
 	once     sync.Once
 }
 
-func (l *lab) sampleCurrent(interval time.Duration, watch uint8) *currentSampler {
+func (l *testbed) sampleCurrent(interval time.Duration, watch uint8) *currentSampler {
 	c := &currentSampler{l: l, watch: watch, stop: make(chan struct{}), done: make(chan struct{})}
 	l.t.Cleanup(func() { c.finish() })
 	go func() {
@@ -121,9 +122,9 @@ func (c *currentSampler) finish() (samples, misses, early, after int, firstBad s
 }
 
 // aoctlPlan runs `aoctl --json plan` against the lab's daemon.
-func (l *lab) aoctlPlan() control.PlanReport {
+func (l *testbed) aoctlPlan() control.PlanReport {
 	l.t.Helper()
-	out, err := exec.Command(bin(l.t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "plan").Output()
+	out, err := exec.Command(lab.MustBin(l.t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "plan").Output()
 	if err != nil {
 		l.t.Fatalf("aoctl plan: %v: %s", err, out)
 	}
@@ -134,7 +135,7 @@ func (l *lab) aoctlPlan() control.PlanReport {
 	return rep
 }
 
-func (l *lab) aborts() int {
+func (l *testbed) aborts() int {
 	b, _ := os.ReadFile(filepath.Join(l.dir, "aokeyd.log"))
 	return strings.Count(string(b), "roll aborted; old key kept")
 }
@@ -153,7 +154,7 @@ func TestPrefixBindingV6(t *testing.T) {
 	k1 := key{i: 1, birdPreferred: true}
 	l := newLabWith(t, []key{k1}, nil, labOptions{v6: true, binding: binding6})
 	s := l.waitEstablished(60 * time.Second)
-	waitFor(t, 30*time.Second, "aokeyd steady on B's session with k1", func() (bool, string) {
+	lab.Eventually(t, 30*time.Second, "aokeyd steady on B's session with k1", func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -193,7 +194,7 @@ func TestPrefixBindingV6(t *testing.T) {
 	k2 := key{i: 2, sendStart: now.Add(-time.Second), acceptStart: now.Add(-time.Second)}
 	smp := l.sampleCurrent(100*time.Millisecond, k2.sendID())
 	l.writeKeys([]key{old, k2})
-	waitFor(t, 60*time.Second, "aokeyd gives up on k2 twice (abort, retry, abort)", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "aokeyd gives up on k2 twice (abort, retry, abort)", func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -214,7 +215,7 @@ func TestPrefixBindingV6(t *testing.T) {
 	if err := l.bird.Configure(l.birdConfig([]key{k1b, k2b})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
 		st := l.status()
 		ok := st.Rotation.State == "steady" && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current && k.PktGood > 0 })
 		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)

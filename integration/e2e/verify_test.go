@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 )
@@ -38,7 +39,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 	if err := l.bird.Configure(l.birdConfig([]key{k1b, k2b})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "k2 on A's session with tcp_options exclude", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "k2 on A's session with tcp_options exclude", func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -51,13 +52,10 @@ func TestTCPOptionsMismatch(t *testing.T) {
 	// The roll completes without a flap: the established session's
 	// segments verify either way (the time bomb), only the next reconnect
 	// fails.
-	rolled := false
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) && !rolled {
+	rolled := lab.Within(45*time.Second, "the roll to k2", func() (bool, string) {
 		st, err := l.tryStatus()
-		rolled = err == nil && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current })
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err == nil && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current }), fmt.Sprint(err)
+	}) == nil
 	st := l.status()
 	t.Logf("before the restart: roll to k2 completed=%t; A keys %v, session %s, rotation %s %q, counters %+v", rolled, keyIDs(st.Keys),
 		st.SessionState, st.Rotation.State, st.Rotation.LastAbort, st.Counters)
@@ -73,13 +71,13 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		t.Fatalf("birdc restart: %v: %s", err, out)
 	}
 	var down time.Time
-	waitFor(t, 30*time.Second, "A's session down", func() (bool, string) {
+	lab.Eventually(t, 30*time.Second, "A's session down", func() (bool, string) {
 		p := l.peerA()
 		return !p.Established(), p.State.String()
 	})
 	down = time.Now()
 	var failedAt time.Time
-	waitFor(t, 60*time.Second, "a failing SYN counted on the listener", func() (bool, string) {
+	lab.Eventually(t, 60*time.Second, "a failing SYN counted on the listener", func() (bool, string) {
 		for _, k := range l.listenerKeys() {
 			if k.SendID == k2.sendID() && k.PktBad > 0 {
 				failedAt = time.Now()
@@ -89,7 +87,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		return false, "listener k2 pkt_bad 0"
 	})
 	var warnedAt time.Time
-	waitFor(t, 10*time.Second, "the verify warning in status", func() (bool, string) {
+	lab.Eventually(t, 10*time.Second, "the verify warning in status", func() (bool, string) {
 		st, err := l.tryStatus()
 		if err != nil {
 			return false, err.Error()
@@ -107,11 +105,11 @@ func TestTCPOptionsMismatch(t *testing.T) {
 	t.Logf("session down at +0s; first failing SYN seen on the listener at +%v; warning in status at +%v",
 		failedAt.Sub(down).Round(time.Millisecond), warnedAt.Sub(down).Round(time.Millisecond))
 	want := fmt.Sprintf(`%s{peer="%s",vrf=""} 1`, metrics.NamePeerVerifyFailing, addrB)
-	waitFor(t, 10*time.Second, "the verify metric", func() (bool, string) {
+	lab.Eventually(t, 10*time.Second, "the verify metric", func() (bool, string) {
 		out, err := l.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
 		return err == nil && strings.Contains(out, want), fmt.Sprint(err)
 	})
-	b, err := exec.Command(bin(t, "aoctl"), "--socket", l.ctl.Socket(), "status", addrB.String()).CombinedOutput()
+	b, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", l.ctl.Socket(), "status", addrB.String()).CombinedOutput()
 	out := string(b)
 	if err != nil {
 		t.Fatalf("aoctl status: %v: %s", err, out)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,22 +82,29 @@ func Unanswered(err error) bool {
 // logTail is how much of a log LogFile prints when the test fails.
 const logTail = 256 << 10
 
-// LogFile creates the log file of a process the test starts; when the test
-// fails, its tail is logged at the end of the test.
+// LogFile opens the log file of a process the test starts (appending: a
+// restarted process's log follows its predecessor's); when the test fails,
+// its tail is logged once, at the end of the test.
 func LogFile(t testing.TB, path string) *os.File {
 	t.Helper()
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		f.Close()
-		if t.Failed() {
-			t.Logf("%s (tail):\n%s", filepath.Base(path), Tail(path, logTail))
-		}
-	})
+	t.Cleanup(func() { f.Close() })
+	if _, seen := logged.LoadOrStore(path, true); !seen {
+		t.Cleanup(func() {
+			logged.Delete(path)
+			if t.Failed() {
+				t.Logf("%s (tail):\n%s", filepath.Base(path), Tail(path, logTail))
+			}
+		})
+	}
 	return f
 }
+
+// logged holds the paths whose tail LogFile prints on failure.
+var logged sync.Map
 
 // Tail is the last n bytes of the file at path (what could be read).
 func Tail(path string, n int) string {
