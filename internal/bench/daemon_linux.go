@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
@@ -236,7 +237,7 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	if aoctl == "" {
 		aoctl = "aoctl"
 	}
-	path, err := exec.LookPath(aoctl)
+	path, err := lab.Bin(aoctl)
 	if err != nil {
 		return nil, fmt.Errorf("bench: revoke needs the aoctl binary: %w", err)
 	}

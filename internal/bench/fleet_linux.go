@@ -17,6 +17,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -329,26 +330,17 @@ func (badSock) Info() (tcpao.Info, error)                     { return tcpao.Inf
 func (badSock) SetInfo(tcpao.InfoChange) error                { return errBadSock }
 func (badSock) Keys(tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return nil, errBadSock }
 
-// waitUntil polls cond every 20 ms until it holds or the timeout passes.
+// benchPoll is how often the bench looks at what it waits for: often, as
+// it times how long that takes.
+const benchPoll = 20 * time.Millisecond
+
+// waitUntil waits up to timeout for cond (through the lab's Poll, so a
+// timeout is a *lab.TimeoutError); an error from cond ends the wait.
 func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return lab.Poll{What: what, Timeout: timeout, Every: benchPoll}.Wait(ctx, func() (bool, string, error) {
 		ok, err := cond()
-		if err != nil {
-			return fmt.Errorf("bench: waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return ok, "", err
+	})
 }
 
 // countKeys counts the socket's keys with the given SendID (-1: all).
