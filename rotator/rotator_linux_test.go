@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -157,14 +158,15 @@ func loKey(i int) tcpao.Key {
 	return k
 }
 
+// waitFor waits for cond on real time (a real kernel's sockets), looking
+// often: the rolls it waits for take milliseconds.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := lab.Poll{What: what, Timeout: limit, Every: 5 * time.Millisecond}.Wait(context.Background(), func() (bool, string, error) {
+		return cond(), "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
