@@ -137,27 +137,52 @@ func (l *testbed) lossyMetrics() (string, error) {
 // TestLossyKeySource: while gobgpd and BIRD are up, A's key source is
 // read successfully but loses keys (the only key made invalid three ways,
 // the chain emptied or renamed, the newest key made invalid; with Vault the
-// only key made invalid, and the chain deleted while another remains). After a refresh, and again after an
-// aokeyd restart with the source still bad, BIRD's session is restarted
-// and must come back with TCP-AO through gobgpd's listener, which still
-// has the key; status and the metrics show what is held back.
+// only key made invalid, and the chain deleted while another remains).
+// After a refresh, and again after an aokeyd restart with the source still
+// bad, BIRD's session is restarted and must come back with TCP-AO through
+// gobgpd's listener, which still has the key; status and the metrics show
+// what is held back.
+//
+// Faults that start from the same keys and source share one lab, one
+// after another: before each fault but the first, the good keys are
+// written back and aokeyd is restarted, so every fault starts from an
+// aokeyd that has read the good keys (and nothing else) from its source,
+// on an established session, as on a lab of its own.
 func TestLossyKeySource(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
 	var mu sync.Mutex
 	cases, reconnectOK, stranded := 0, 0, 0
 	t.Run("faults", func(t *testing.T) {
-		for _, f := range lossyFaults() {
-			t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
+		for _, g := range lossyGroups(lossyFaults()) {
+			t.Run(g.name, func(t *testing.T) {
 				t.Parallel()
-				ok := runLossy(t, f)
-				mu.Lock()
-				defer mu.Unlock()
-				cases++
-				if ok {
-					reconnectOK++
-				} else {
-					stranded++
+				keys := lossyKeys(g.newest)
+				l := newLabWith(t, keys, nil, labOptions{vault: g.vault})
+				if g.vault { // another chain stays when core is deleted
+					other := fmt.Sprintf(`{"peers": ["198.51.100.9"], "keys": [{"name": "o1", "send_id": 50, "recv_id": 51, "algorithm": "hmac(sha256)", "secret_b64": %q}]}`,
+						base64.StdEncoding.EncodeToString(secretOf(50)))
+					if _, err := l.vwrite.WriteChain(context.Background(), "other", []byte(other), -1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i, f := range g.faults {
+					t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
+						defer l.use(t)()
+						if i > 0 {
+							l.writeKeys(keys)
+							l.restartAokeyd()
+						}
+						ok := runLossy(t, l, keys, f)
+						mu.Lock()
+						defer mu.Unlock()
+						cases++
+						if ok {
+							reconnectOK++
+						} else {
+							stranded++
+						}
+					})
 				}
 			})
 		}
@@ -168,23 +193,53 @@ func TestLossyKeySource(t *testing.T) {
 	}
 }
 
-// runLossy runs one fault; false means the session was stranded (a
-// reconnect failed or the listener lost a key). Other failures fail t.
-func runLossy(t *testing.T, f lossyFault) bool {
-	now := time.Now()
-	keys := []key{{i: 1, birdPreferred: true}}
-	if f.newest {
-		keys = []key{{i: 1, sendStart: now.Add(-time.Hour)}, {i: 2, sendStart: now.Add(-time.Minute), birdPreferred: true}}
-	}
-	newest := keys[len(keys)-1]
-	l := newLabWith(t, keys, nil, labOptions{vault: f.vault})
-	if f.vault { // another chain stays when core is deleted
-		other := fmt.Sprintf(`{"peers": ["198.51.100.9"], "keys": [{"name": "o1", "send_id": 50, "recv_id": 51, "algorithm": "hmac(sha256)", "secret_b64": %q}]}`,
-			base64.StdEncoding.EncodeToString(secretOf(50)))
-		if _, err := l.vwrite.WriteChain(context.Background(), "other", []byte(other), -1); err != nil {
-			t.Fatal(err)
+// lossyGroup is the faults that share a lab: the same keys and source.
+type lossyGroup struct {
+	name          string
+	newest, vault bool
+	faults        []lossyFault
+}
+
+func lossyGroups(faults []lossyFault) []lossyGroup {
+	var gs []lossyGroup
+	for _, f := range faults {
+		i := slices.IndexFunc(gs, func(g lossyGroup) bool { return g.newest == f.newest && g.vault == f.vault })
+		if i < 0 {
+			name := map[bool]string{false: "file", true: "vault"}[f.vault]
+			if f.newest {
+				name += "_two_keys"
+			}
+			gs = append(gs, lossyGroup{name: name, newest: f.newest, vault: f.vault})
+			i = len(gs) - 1
 		}
+		gs[i].faults = append(gs[i].faults, f)
 	}
+	return gs
+}
+
+// lossyKeys is A's chain before a fault: k1 alone, or (newest) an older
+// k1 and the newest k2, which both ends send with.
+func lossyKeys(newest bool) []key {
+	if !newest {
+		return []key{{i: 1, birdPreferred: true}}
+	}
+	now := time.Now()
+	return []key{{i: 1, sendStart: now.Add(-time.Hour)}, {i: 2, sendStart: now.Add(-time.Minute), birdPreferred: true}}
+}
+
+// use makes t the test the testbed's helpers fail (a subtest running on
+// a shared testbed) until the returned function restores the previous one.
+func (l *testbed) use(t *testing.T) (restore func()) {
+	prev := l.t
+	l.t = t
+	return func() { l.t = prev }
+}
+
+// runLossy runs one fault on l, whose key source holds keys; false means
+// the session was stranded (a reconnect failed or the listener lost a key).
+// Other failures fail t.
+func runLossy(t *testing.T, l *testbed, keys []key, f lossyFault) bool {
+	newest := keys[len(keys)-1]
 	l.waitEstablished(60 * time.Second)
 	if err := lab.Within(30*time.Second, "A sending with "+newest.name(), func() (bool, string) {
 		st, err := l.tryStatus()
