@@ -13,7 +13,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -36,9 +36,7 @@ func TestBIRDSpeaksTCPAO(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := netns.New(t, "aokeyd-bt-a")
-			b := netns.New(t, "aokeyd-bt-b")
-			netns.Link(t, a, "veth-a", "10.255.1.1/30", b, "veth-b", "10.255.1.2/30")
+			a, b := lab.Pair(t, netip.MustParsePrefix("10.255.1.1/30"), netip.MustParsePrefix("10.255.1.2/30"))
 
 			var ln net.Listener
 			err := a.Do(func() error {
