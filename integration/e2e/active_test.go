@@ -72,13 +72,9 @@ func startRouter(t *testing.T, name string, ns *netns.NS, self, peer netip.Addr,
 
 func (r *router) startAokeyd(t *testing.T) {
 	t.Helper()
-	r.aokeyd = r.ns.Start(t, filepath.Join(r.dir, "aokeyd.log"), lab.MustBin(t, "aokeyd"),
+	r.aokeyd = lab.StartAokeyd(t, r.ns, filepath.Join(r.dir, "aokeyd.log"), r.ctl,
 		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
-	lab.Eventually(t, 20*time.Second, "aokeyd "+r.name, func() (bool, string) {
-		_, err := r.ctl.Health(context.Background())
-		return err == nil, fmt.Sprint(err)
-	})
 }
 
 func (r *router) peerInfo(t *testing.T) bgp.PeerInfo {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -299,22 +298,11 @@ func (l *testbed) restartAokeyd() {
 	}
 	args := []string{"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
 		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}
+	ns := l.a
 	if l.vault != nil {
 		// The guest's root namespace, where the Vault server listens; gobgpd
 		// is reached through its unix API socket and pidfd, from anywhere.
-		l.aokeyd = netns.StartCmd(t, l.aokeydLog(), exec.Command(lab.MustBin(t, "aokeyd"), args...))
-	} else {
-		l.aokeyd = l.a.Start(t, l.aokeydLog(), lab.MustBin(t, "aokeyd"), args...)
+		ns = nil
 	}
-	proc := l.aokeyd.Process
-	t.Cleanup(func() {
-		if t.Failed() { // goroutine dump into aokeyd.log before it is killed
-			_ = proc.Signal(syscall.SIGQUIT)
-			time.Sleep(time.Second)
-		}
-	})
-	lab.Eventually(t, 20*time.Second, "aokeyd control socket", func() (bool, string) {
-		_, err := l.ctl.Health(context.Background())
-		return err == nil, fmt.Sprint(err)
-	})
+	l.aokeyd = lab.StartAokeyd(t, ns, l.aokeydLog(), l.ctl, args...)
 }
