@@ -5,7 +5,11 @@ package gobgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,8 +72,13 @@ func TestHostMD5(t *testing.T) {
 		t.Fatalf("want gobgpd's IPv4 and IPv6 listeners on port 179, got %v", ls)
 	}
 
-	// Without a key on A's listener, B's MD5-signed SYNs are dropped.
-	time.Sleep(4 * time.Second) // several connect-retry rounds of B
+	// Without a key on A's listener, B's MD5-signed SYNs are dropped: A's
+	// kernel counts them (TCPMD5Unexpected) and the session stays down.
+	unexpected := tcpExt(t, a.PID, "TCPMD5Unexpected")
+	lab.Eventually(t, 20*time.Second, "A's kernel drops two of B's MD5-signed SYNs", func() (bool, string) {
+		n := tcpExt(t, a.PID, "TCPMD5Unexpected")
+		return n >= unexpected+2, fmt.Sprintf("TCPMD5Unexpected=%d, was %d", n, unexpected)
+	})
 	if ps, err := a.Speaker.Peers(ctx); err != nil || ps[0].Established() {
 		t.Fatalf("session up before A's listener has the MD5 key: %+v %v", ps, err)
 	}
@@ -109,12 +118,17 @@ func TestHostMD5(t *testing.T) {
 		t.Errorf("established peer without uptime: %+v", est1)
 	}
 
-	// A peer without the key is refused: its SYN never gets an answer.
-	if c, err := lab.DialFrom(nsB, netip.AddrPortFrom(addrA, 179), 3*time.Second, nil); err == nil {
+	// A peer without the key is refused: A's kernel drops its SYN
+	// (TCPMD5NotFound) and it never gets an answer.
+	notFound := tcpExt(t, a.PID, "TCPMD5NotFound")
+	if c, err := lab.DialFrom(nsB, netip.AddrPortFrom(addrA, 179), 500*time.Millisecond, nil); err == nil {
 		c.Close()
 		t.Fatal("connection without the MD5 key was accepted by gobgpd's keyed listener")
 	} else if !lab.Unanswered(err) {
 		t.Fatalf("dial without key: %v (want a timeout)", err)
+	}
+	if n := tcpExt(t, a.PID, "TCPMD5NotFound"); n <= notFound {
+		t.Fatalf("A's kernel did not count the unsigned SYN as dropped: TCPMD5NotFound %d -> %d", notFound, n)
 	}
 
 	// Guard: a step on a healthy session passes; a step during which the
@@ -146,4 +160,32 @@ func TestHostMD5(t *testing.T) {
 		t.Fatalf("re-established session handed over with the old socket %s", ref)
 	}
 	t.Logf("re-established on %s", up2.Sock.Ref())
+}
+
+// tcpExt is counter name of the TcpExt line in /proc/PID/net/netstat: the
+// kernel's count in pid's network namespace.
+func tcpExt(t *testing.T, pid int, name string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/netstat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(vals) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				v, err := strconv.ParseUint(vals[j], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("no TcpExt counter %s in /proc/%d/net/netstat", name, pid)
+	return 0
 }
