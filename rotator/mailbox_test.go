@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
+
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -66,10 +68,8 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		}
 		waitUntil := func(what string, within time.Duration, cond func() bool) {
 			t.Helper()
-			for deadline := time.Now().Add(within); !cond(); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("not within %s: %s; status %+v", within, what, ctl.Status())
-				}
+			if !testkit.Until(within, cond) {
+				t.Fatalf("not within %s: %s; status %+v", within, what, ctl.Status())
 			}
 		}
 		keysOf := func(p PeerID) int { ks, _ := socks[p].Keys(tcpao.KeyFilter{}); return len(ks) }

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
+
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -128,12 +130,8 @@ func TestOneStuckPeerHoldsUpNoOther(t *testing.T) {
 		}()
 		waitFor := func(what string, within time.Duration, cond func() bool) {
 			t.Helper()
-			deadline := time.Now().Add(within)
-			for !cond() {
-				if time.Now().After(deadline) {
-					t.Fatalf("not within %s: %s\nlogs:\n%s", within, what, logs.String())
-				}
-				time.Sleep(5 * time.Millisecond)
+			if !testkit.Until(within, cond) {
+				t.Fatalf("not within %s: %s\nlogs:\n%s", within, what, logs.String())
 			}
 		}
 		// status calls the control backend's Status and fails the test when
