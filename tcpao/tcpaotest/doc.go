@@ -33,8 +33,9 @@
 //     the listener keys that match the peer (in reverse order, counters
 //     zero), Current by the client's RNextKeyID and RNext by its KeyID.
 //   - established segments (tcp_inbound_ao_hash fast path): lookup by
-//     RecvID, verification (same secret fingerprint, algorithm and MAC
-//     length; the same option coverage only where it changes the hashed
+//     RecvID, verification (same secret fingerprint, algorithm, MAC length
+//     and key family, which picks the traffic-key KDF even on a v4-mapped
+//     connection; the same option coverage only where it changes the hashed
 //     bytes: in a SYN or SYN-ACK, or with a MAC padded by NOPs, since a
 //     TCP-AO connection negotiates no timestamps while SACK is on), and the
 //     switch of Current_key to the key whose SendID is the peer's

@@ -188,11 +188,14 @@ func (s *Sock) aoRequired(src netip.Addr) bool {
 }
 
 // verify is tcp_ao_verify_hash: the MAC matches when both ends hold the same
-// secret with the same algorithm and MAC length, and the same option
-// coverage when that changes what is hashed.
+// secret with the same algorithm and MAC length, the same option coverage
+// when that changes what is hashed, and keys of the same family: a key's
+// traffic keys come from its family's KDF (tcp_ao_calc_key_sk), so on a
+// v4-mapped connection an IPv6 key (::/0) and the peer's IPv4 key differ.
 func (s *Sock) verify(k *mkt, seg *segment) bool {
 	w := seg.key
-	if k.fp != w.fp || k.alg != w.alg || k.maclen != w.maclen || (k.excludeOpt != w.excludeOpt && seg.hashesOptions()) {
+	if k.fp != w.fp || k.alg != w.alg || k.maclen != w.maclen || k.family != w.family ||
+		(k.excludeOpt != w.excludeOpt && seg.hashesOptions()) {
 		s.ao.bad++
 		k.bad++
 		return false

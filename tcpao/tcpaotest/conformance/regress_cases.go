@@ -1,10 +1,21 @@
 package conformance
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
+
+// mappedPair connects a client on ::ffff:127.0.0.2 to a listener on
+// ::ffff:127.0.0.1 (IPv6 sockets, IPv4 packets) with one IPv4 key each.
+func mappedPair(e env) pair {
+	e.t.Helper()
+	l := e.listener(netip.AddrFrom16(lo4.As16()), mk(host(cli4), 2, 1, "s"))
+	c := e.socket(netip.AddrFrom16(cli4.As16()))
+	e.add(c, mk(host(lo4), 1, 2, "s"), tcpao.AddOptions{})
+	return pair{c: c, l: l, a: e.connect(c, l)}
+}
 
 // regressCases are divergences the differential test (differential.go)
 // found between the in-memory kernel and the real one, one case each.
@@ -49,6 +60,27 @@ func regressCases() []Case {
 			e.exchange(pr.c, pr.a, 1)
 			if g, b := e.keyCounters(pr.a, 13, 3); g == 0 || b != 0 {
 				t.Fatalf("server key three pkt_good=%d pkt_bad=%d, want the excluding client's segments verified", g, b)
+			}
+		}},
+		{"connect/v4-mapped-v6-key-against-v4-key-dropped", func(t *testing.T, e env) {
+			// On a v4-mapped connection a key for :: /0 is an AF_INET6
+			// key: its traffic keys come from the IPv6 KDF over the
+			// mapped addresses, the peer's IPv4 key's from the IPv4 KDF.
+			pr := mappedPair(e)
+			e.add(pr.c, mk(p("::/0"), 3, 13, "t"), tcpao.AddOptions{SetCurrent: true})
+			e.add(pr.a, mk(host(cli4), 13, 3, "t"), tcpao.AddOptions{})
+			e.wantErr("exchange", e.s.Exchange(pr.c, pr.a, 1), ErrTimeout)
+			if _, b := e.keyCounters(pr.a, 13, 3); b == 0 {
+				t.Fatal("server IPv4 key pkt_bad = 0, want the client's IPv6-key segment counted bad")
+			}
+		}},
+		{"connect/v4-mapped-v6-keys-on-both-ends-verify", func(t *testing.T, e env) {
+			pr := mappedPair(e)
+			e.add(pr.c, mk(p("::/0"), 3, 13, "t"), tcpao.AddOptions{SetCurrent: true})
+			e.add(pr.a, mk(p("::/0"), 13, 3, "t"), tcpao.AddOptions{})
+			e.exchange(pr.c, pr.a, 1)
+			if g, b := e.keyCounters(pr.a, 13, 3); g == 0 || b != 0 {
+				t.Fatalf("server IPv6 key pkt_good=%d pkt_bad=%d, want the client's segments verified", g, b)
 			}
 		}},
 		{"connect/exclude-options-mismatch-padded-mac-dropped", func(t *testing.T, e env) {
