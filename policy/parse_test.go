@@ -2,7 +2,6 @@ package policy
 
 import (
 	"errors"
-	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/golden"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestParseExample(t *testing.T) {
 	p, err := Load("testdata/example.yaml")
@@ -294,20 +292,7 @@ func TestInvalidGolden(t *testing.T) {
 			if err == nil {
 				t.Fatal("Load succeeded on an invalid policy")
 			}
-			got := err.Error() + "\n"
-			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("problems differ from %s:\ngot:\n%s\nwant:\n%s", golden, got, want)
-			}
+			golden.Check(t, strings.TrimSuffix(f, ".yaml")+".golden", err.Error()+"\n")
 		})
 	}
 }

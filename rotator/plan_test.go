@@ -1,17 +1,14 @@
 package rotator
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aokeyd/aokeyd/internal/golden"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 const peerA = "192.0.2.1/32"
 
@@ -178,19 +175,7 @@ func TestPlanSocket(t *testing.T) {
 func TestPlanGolden(t *testing.T) {
 	in := fleetInputs(t)
 	got := renderString(t, PlanAll(in))
-	path := filepath.Join("testdata", "fleet.plan")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("rendered plan differs from %s (run go test -update to accept):\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "fleet.plan"), got)
 	if strings.Contains(got, "alpha") || strings.Contains(got, "bravo") {
 		t.Fatal("rendered plan leaks key material")
 	}

@@ -3,15 +3,14 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/aokeyd/aokeyd/internal/golden"
+)
 
 func loadFixture(t *testing.T) *Results {
 	t.Helper()
@@ -31,19 +30,7 @@ func TestWriteTableGolden(t *testing.T) {
 	if err := WriteTable(&b, loadFixture(t)); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("table differs from %s (run go test ./internal/bench -update):\n%s", golden, b.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "report.golden"), b.String())
 }
 
 // Every comparison line names its figure the way the issue asks.

@@ -34,10 +34,13 @@
 //     zero), Current by the client's RNextKeyID and RNext by its KeyID.
 //   - established segments (tcp_inbound_ao_hash fast path): lookup by
 //     RecvID, verification (same secret fingerprint, algorithm, MAC length
-//     and option coverage), and the switch of Current_key to the key whose
-//     SendID is the peer's RNextKeyID. Each answer of an exchange is
-//     acknowledged at once, with the key the answer may just have switched
-//     to.
+//     and key family, which picks the traffic-key KDF even on a v4-mapped
+//     connection; the same option coverage only where it changes the hashed
+//     bytes: in a SYN or SYN-ACK, or with a MAC padded by NOPs, since a
+//     TCP-AO connection negotiates no timestamps while SACK is on), and the
+//     switch of Current_key to the key whose SendID is the peer's
+//     RNextKeyID. Each answer of an exchange is acknowledged at once, with
+//     the key the answer may just have switched to.
 //
 // A connection that the real kernel would never establish returns
 // ErrTimeout from Connect; a segment the real kernel would drop makes

@@ -143,6 +143,12 @@ func (s *Sock) LocalAddr() netip.AddrPort { return s.local }
 type segment struct {
 	keyid, rnext uint8
 	key          *mkt
+	// options: the segment carries TCP options besides TCP-AO. A SYN and
+	// a SYN-ACK do (MSS, window scale, SACK-permitted, the SYN's
+	// timestamps); later segments of a TCP-AO connection do not, because
+	// tcp_synack_options turns timestamps off when TCP-AO and SACK are on
+	// (the model sends no SACK blocks: it loses no segment it goes on with).
+	options bool
 }
 
 func (s *Sock) sign() *segment {
@@ -150,6 +156,23 @@ func (s *Sock) sign() *segment {
 		return nil
 	}
 	return &segment{keyid: s.ao.current.sndid, rnext: s.ao.rnext.rcvid, key: s.ao.current}
+}
+
+// signSYN is sign for a SYN, which carries other options.
+func (s *Sock) signSYN() *segment {
+	seg := s.sign()
+	if seg != nil {
+		seg.options = true
+	}
+	return seg
+}
+
+// hashesOptions says whether the exclude-options flag changes the bytes
+// tcp_ao_hash_header hashes for seg: it does when the segment carries other
+// options, or when the MAC length is not a multiple of 4 (the option is then
+// padded with NOPs, which only the covering key hashes).
+func (seg *segment) hashesOptions() bool {
+	return seg.options || seg.key.maclen%4 != 0
 }
 
 // aoRequired is tcp_ao_required(): an unsigned segment from src is dropped.
@@ -165,10 +188,14 @@ func (s *Sock) aoRequired(src netip.Addr) bool {
 }
 
 // verify is tcp_ao_verify_hash: the MAC matches when both ends hold the same
-// secret with the same algorithm, MAC length and option coverage.
+// secret with the same algorithm and MAC length, the same option coverage
+// when that changes what is hashed, and keys of the same family: a key's
+// traffic keys come from its family's KDF (tcp_ao_calc_key_sk), so on a
+// v4-mapped connection an IPv6 key (::/0) and the peer's IPv4 key differ.
 func (s *Sock) verify(k *mkt, seg *segment) bool {
 	w := seg.key
-	if k.fp != w.fp || k.alg != w.alg || k.maclen != w.maclen || k.excludeOpt != w.excludeOpt {
+	if k.fp != w.fp || k.alg != w.alg || k.maclen != w.maclen || k.family != w.family ||
+		(k.excludeOpt != w.excludeOpt && seg.hashesOptions()) {
 		s.ao.bad++
 		k.bad++
 		return false
@@ -277,7 +304,7 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 		return fmt.Errorf("tcpaotest: connect %s -> %s: %s dropped: %w", c.local, l.local, what, ErrTimeout)
 	}
 
-	syn := c.sign()
+	syn := c.signSYN()
 	if !l.receiveUnestablished(src, syn) {
 		return nil, timeout("SYN")
 	}
@@ -289,7 +316,7 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 		if k == nil {
 			return nil, timeout("SYN-ACK (no key with the client's RNextKeyID)")
 		}
-		synack = &segment{keyid: k.sndid, rnext: syn.keyid, key: k}
+		synack = &segment{keyid: k.sndid, rnext: syn.keyid, key: k, options: true}
 	}
 	if !c.receiveUnestablished(dst, synack) {
 		return nil, timeout("SYN-ACK")

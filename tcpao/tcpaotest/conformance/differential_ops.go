@@ -44,10 +44,7 @@ func (q *seq) step() {
 	}
 }
 
-var (
-	lo4s = []netip.Addr{lo4, cli4, oth4}
-	vrfH = netip.MustParseAddr("127.0.0.4")
-)
+var lo4s = []netip.Addr{lo4, cli4, oth4}
 
 // randLocal is a local address: IPv4 loopback, or for v6 the IPv6 loopback
 // or (a third of the time) a v4-mapped IPv4 loopback address.
