@@ -40,6 +40,7 @@ type SocketCounters struct {
 type Metrics struct {
 	current, rnext, keys, state *prometheus.GaugeVec
 	verifyFailing               *prometheus.GaugeVec
+	countersAge                 *prometheus.GaugeVec
 	started, completed, aborted *prometheus.CounterVec
 	lastSync                    prometheus.Gauge
 	syncErrors                  prometheus.Counter
@@ -109,6 +110,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		state:   gauge(NameRotationState, "1 for the rotation state the peer is in.", LabelState),
 		verifyFailing: gauge(NamePeerVerifyFailing,
 			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ)."),
+		countersAge: gauge(NamePeerCountersAge,
+			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods)."),
 		started:   counter(NameRotationsStarted, "Key rotations started."),
 		completed: counter(NameRotationsCompleted, "Key rotations completed (old key retired)."),
 		aborted:   counter(NameRotationsAborted, "Key rotations aborted, by reason.", LabelReason),
@@ -136,7 +139,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		states: map[Peer]string{},
 	}
 	// heldBack is refreshed by the OnCollect hook too.
-	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing,
+	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing, m.countersAge,
 		m.started, m.completed, m.aborted, m.kernel, m.heldBack}}
 	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
 		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs} {
@@ -248,6 +251,12 @@ func (m *Metrics) ControlRefused() { m.refused.Inc() }
 // are gone lose their series).
 func (m *Metrics) ObserveKeys(p Peer, keys []KeyCounters) { m.kernel.setKeys(p, keys) }
 
+// SetCountersAge records how old the peer's kernel counters (ObserveKeys,
+// ObserveSocket) are.
+func (m *Metrics) SetCountersAge(p Peer, age time.Duration) {
+	m.countersAge.With(p.labels()).Set(max(age, 0).Seconds())
+}
+
 // ObserveSocket records one socket's counters for the peer. socket names it
 // as status does ("peer 192.0.2.1", "listen 0.0.0.0:179").
 func (m *Metrics) ObserveSocket(p Peer, socket string, c SocketCounters) {
@@ -263,7 +272,7 @@ func (m *Metrics) DeletePeer(p Peer) {
 	delete(m.states, p)
 	m.statesMu.Unlock()
 	l := p.labels()
-	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state, m.verifyFailing} {
+	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state, m.verifyFailing, m.countersAge} {
 		v.DeletePartialMatch(l)
 	}
 	for _, v := range []*prometheus.CounterVec{m.started, m.completed, m.aborted} {
