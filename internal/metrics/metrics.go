@@ -58,9 +58,9 @@ type Metrics struct {
 }
 
 // perPeerCollector gathers the per-peer series. On each scrape it first
-// runs the refresh hook (OnCollect), which reads the kernel's counters
-// and the rotators' states into the series, then collects them: the
-// counters are read when someone asks, not on every reconcile pass.
+// runs the refresh hook (OnCollect), which puts the kernel's counters (as
+// last read) and the rotators' states into the series, then collects
+// them.
 type perPeerCollector struct {
 	mu         sync.Mutex // one scrape at a time runs the hook and collects
 	hook       func()
@@ -85,8 +85,9 @@ func (c *perPeerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // OnCollect sets the function each scrape runs before the per-peer series
-// are collected (aokeyd: read every managed session's TCP_AO_INFO and
-// TCP_AO_GET_KEYS counters and the rotators' states). It runs on the
+// are collected (aokeyd: publish the counters its rotation machines last
+// read, reading TCP_AO_INFO and TCP_AO_GET_KEYS only where they are stale,
+// and the rotators' states). It runs on the
 // scraping goroutine, one scrape at a time.
 func (m *Metrics) OnCollect(f func()) {
 	m.perPeer.mu.Lock()
