@@ -263,6 +263,9 @@ func (c *Controller) Status() []Status {
 	return out
 }
 
+// Config is the controller's roll timing, defaults filled in.
+func (c *Controller) Config() Config { return c.opts.Config }
+
 // Close stops all state machines and waits for them.
 func (c *Controller) Close() {
 	c.cancel()

@@ -152,6 +152,10 @@ type Status struct {
 	Attempts  int // aborted attempts since the last completed roll
 	PktBad    uint64
 	Deferred  int // stale keys waiting for the peer to stop using them
+
+	// Counters are the socket's counters as the machine last read them
+	// (Counters.At zero: not read yet).
+	Counters Counters
 }
 
 // machine is one peer's roll state machine. It is not safe for concurrent
@@ -291,9 +295,18 @@ func curOf(o *Observed) (cur, rnext OptID) {
 	return cur, rnext
 }
 
+// observe reads the socket and records its counters (for metrics).
+func (m *machine) observe(now time.Time) (Observed, error) {
+	obs, err := Observe(m.sock)
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
+}
+
 // step advances the machine once and returns when it wants to run again.
 func (m *machine) step(now time.Time) time.Time {
-	obs, err := Observe(m.sock)
+	obs, err := m.observe(now)
 	if err != nil {
 		m.st.LastError = err.Error()
 		return now.Add(m.cfg.Poll)
@@ -341,10 +354,10 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 			ae.Detail = "install failed"
 			return m.abort(now, ae)
 		}
-		if o2, err := Observe(m.sock); err == nil {
+		if o2, err := m.observe(now); err == nil {
 			*obs = o2
 		}
-		if ae := m.checkOwnSwitch(cur, obs); ae != nil {
+		if ae := m.checkOwnSwitch(now, cur, obs); ae != nil {
 			return m.abort(now, ae)
 		}
 	}
@@ -394,7 +407,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 				ae.Detail = "switch failed"
 				return m.abort(now, ae)
 			}
-			if o2, err := Observe(m.sock); err == nil {
+			if o2, err := m.observe(now); err == nil {
 				*obs = o2
 			}
 		}
@@ -415,7 +428,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 // moved it to a key the peer was never seen sending with, Current_key goes
 // back to before at once; a move to a key the peer uses is kept but marked
 // as this roll's own (ownCur). It returns why to abort, or nil.
-func (m *machine) checkOwnSwitch(before OptID, obs *Observed) *AbortError {
+func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed) *AbortError {
 	after, _ := curOf(obs)
 	if after == before || !after.Valid {
 		return nil
@@ -431,7 +444,7 @@ func (m *machine) checkOwnSwitch(before OptID, obs *Observed) *AbortError {
 		ae.Detail = fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed", after.ID, back)
 		return ae
 	}
-	if o2, err := Observe(m.sock); err == nil {
+	if o2, err := m.observe(now); err == nil {
 		*obs = o2
 	}
 	m.ownCur = OptID{}
@@ -485,7 +498,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 			ae.Detail = "retire failed"
 			return m.abort(now, ae)
 		}
-		if o2, err := Observe(m.sock); err == nil {
+		if o2, err := m.observe(now); err == nil {
 			sp = PlanSocket(m.desired, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
 		}

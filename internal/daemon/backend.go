@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -290,9 +291,13 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	return rep, nil
 }
 
-// observeMetrics publishes per-peer series, reading every session's kernel
-// counters; it runs on each metrics scrape (metrics.OnCollect). Peers that
-// are gone lost theirs when they went (forget).
+// observeMetrics publishes per-peer series; it runs on each metrics scrape
+// (metrics.OnCollect). A session's kernel counters come from the rotation
+// machine's last read of its socket (every steady re-read and roll poll
+// publishes them with its status); only a session whose counters are stale
+// (older than two steady periods, or never read: a machine stuck in a
+// call, or not started) is read here. Peers that are gone lost their
+// series when they went (forget).
 func (d *Daemon) observeMetrics() {
 	m := d.o.Metrics
 	if m == nil {
@@ -308,6 +313,8 @@ func (d *Daemon) observeMetrics() {
 	m.SetHeldBack(metricHolds(d.holds(snap)))
 	release()
 	d.observeVerify(m)
+	now := d.o.Clock.Now()
+	fresh := 2 * d.ctrl.Config().Steady
 	for _, s := range sts {
 		p := d.peer(s.Peer)
 		if p == nil {
@@ -327,16 +334,29 @@ func (d *Daemon) observeMetrics() {
 		}
 		m.SetPeerKeys(mp, cur, rn, len(p.desired.Keys))
 		d.countRolls(mp, s)
-		if obs, err := rotator.Observe(d.o.SocketOf(p.handle)); err == nil {
-			m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad,
-				PktKeyNotFound: obs.Info.PktKeyNotFound, PktAORequired: obs.Info.PktAORequired})
-			kcs := make([]metrics.KeyCounters, 0, len(obs.Keys))
-			for _, k := range obs.Keys {
-				kcs = append(kcs, metrics.KeyCounters{Key: fmt.Sprintf("%d/%d", k.SendID, k.RecvID), SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
+		c := s.Counters
+		if c.At.IsZero() || now.Sub(c.At) > fresh {
+			obs, err := rotator.Observe(d.o.SocketOf(p.handle))
+			if err != nil {
+				continue
 			}
-			m.ObserveKeys(mp, kcs)
+			c = rotator.CountersOf(obs, now)
 		}
+		publishCounters(m, mp, c, now)
 	}
+}
+
+// publishCounters exports one session's counters and their age.
+func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, now time.Time) {
+	m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: c.PktGood, PktBad: c.PktBad,
+		PktKeyNotFound: c.PktKeyNotFound, PktAORequired: c.PktAORequired})
+	kcs := make([]metrics.KeyCounters, 0, len(c.Keys))
+	for _, k := range c.Keys {
+		kcs = append(kcs, metrics.KeyCounters{Key: strconv.Itoa(int(k.SendID)) + "/" + strconv.Itoa(int(k.RecvID)),
+			SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
+	}
+	m.ObserveKeys(mp, kcs)
+	m.SetCountersAge(mp, now.Sub(c.At))
 }
 
 // countRolls turns the rotator's per-peer roll and abort counts into

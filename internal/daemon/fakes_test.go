@@ -71,6 +71,9 @@ type countingSocket struct {
 	tcpao.Socket
 	mu            sync.Mutex
 	reads, writes int
+	// stall, when set, is taken by the next Info call, which then waits
+	// until it is closed (a kernel call that hangs).
+	stall chan struct{}
 }
 
 func (c *countingSocket) count(write bool) {
@@ -106,6 +109,13 @@ func (c *countingSocket) SetInfo(i tcpao.InfoChange) error {
 
 func (c *countingSocket) Info() (tcpao.Info, error) {
 	c.count(false)
+	c.mu.Lock()
+	st := c.stall
+	c.stall = nil
+	c.mu.Unlock()
+	if st != nil {
+		<-st
+	}
 	return c.Socket.Info()
 }
 

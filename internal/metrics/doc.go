@@ -8,7 +8,10 @@
 // The kernel's TCP-AO counters (per key pkt_good/pkt_bad from
 // TCP_AO_GET_KEYS, per socket pkt_key_not_found/pkt_ao_required from
 // TCP_AO_INFO) are mirrored as counters: ObserveKeys and ObserveSocket store
-// the values last read and the collector reports them at scrape time. A
+// the values last read and the collector reports them at scrape time;
+// SetCountersAge says how old those values are (aokeyd serves the reads its
+// rotation machines made, and reads the kernel on a scrape only when they
+// are stale). A
 // counter that goes down (a re-created socket) is a counter reset to
 // Prometheus, which rate() handles.
 //

@@ -40,6 +40,7 @@ type SocketCounters struct {
 type Metrics struct {
 	current, rnext, keys, state *prometheus.GaugeVec
 	verifyFailing               *prometheus.GaugeVec
+	countersAge                 *prometheus.GaugeVec
 	started, completed, aborted *prometheus.CounterVec
 	lastSync                    prometheus.Gauge
 	syncErrors                  prometheus.Counter
@@ -57,9 +58,9 @@ type Metrics struct {
 }
 
 // perPeerCollector gathers the per-peer series. On each scrape it first
-// runs the refresh hook (OnCollect), which reads the kernel's counters
-// and the rotators' states into the series, then collects them: the
-// counters are read when someone asks, not on every reconcile pass.
+// runs the refresh hook (OnCollect), which puts the kernel's counters (as
+// last read) and the rotators' states into the series, then collects
+// them.
 type perPeerCollector struct {
 	mu         sync.Mutex // one scrape at a time runs the hook and collects
 	hook       func()
@@ -84,8 +85,9 @@ func (c *perPeerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // OnCollect sets the function each scrape runs before the per-peer series
-// are collected (aokeyd: read every managed session's TCP_AO_INFO and
-// TCP_AO_GET_KEYS counters and the rotators' states). It runs on the
+// are collected (aokeyd: publish the counters its rotation machines last
+// read, reading TCP_AO_INFO and TCP_AO_GET_KEYS only where they are stale,
+// and the rotators' states). It runs on the
 // scraping goroutine, one scrape at a time.
 func (m *Metrics) OnCollect(f func()) {
 	m.perPeer.mu.Lock()
@@ -109,6 +111,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		state:   gauge(NameRotationState, "1 for the rotation state the peer is in.", LabelState),
 		verifyFailing: gauge(NamePeerVerifyFailing,
 			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ)."),
+		countersAge: gauge(NamePeerCountersAge,
+			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods)."),
 		started:   counter(NameRotationsStarted, "Key rotations started."),
 		completed: counter(NameRotationsCompleted, "Key rotations completed (old key retired)."),
 		aborted:   counter(NameRotationsAborted, "Key rotations aborted, by reason.", LabelReason),
@@ -136,7 +140,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		states: map[Peer]string{},
 	}
 	// heldBack is refreshed by the OnCollect hook too.
-	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing,
+	m.perPeer = &perPeerCollector{collectors: []prometheus.Collector{m.current, m.rnext, m.keys, m.state, m.verifyFailing, m.countersAge,
 		m.started, m.completed, m.aborted, m.kernel, m.heldBack}}
 	for _, c := range []prometheus.Collector{m.perPeer, m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
 		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs} {
@@ -248,6 +252,12 @@ func (m *Metrics) ControlRefused() { m.refused.Inc() }
 // are gone lose their series).
 func (m *Metrics) ObserveKeys(p Peer, keys []KeyCounters) { m.kernel.setKeys(p, keys) }
 
+// SetCountersAge records how old the peer's kernel counters (ObserveKeys,
+// ObserveSocket) are.
+func (m *Metrics) SetCountersAge(p Peer, age time.Duration) {
+	m.countersAge.With(p.labels()).Set(max(age, 0).Seconds())
+}
+
 // ObserveSocket records one socket's counters for the peer. socket names it
 // as status does ("peer 192.0.2.1", "listen 0.0.0.0:179").
 func (m *Metrics) ObserveSocket(p Peer, socket string, c SocketCounters) {
@@ -263,7 +273,7 @@ func (m *Metrics) DeletePeer(p Peer) {
 	delete(m.states, p)
 	m.statesMu.Unlock()
 	l := p.labels()
-	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state, m.verifyFailing} {
+	for _, v := range []*prometheus.GaugeVec{m.current, m.rnext, m.keys, m.state, m.verifyFailing, m.countersAge} {
 		v.DeletePartialMatch(l)
 	}
 	for _, v := range []*prometheus.CounterVec{m.started, m.completed, m.aborted} {

@@ -10,6 +10,11 @@ const (
 	// 1 while the session is down and the peer's segments fail TCP-AO
 	// verification on the listener (only keys no other peer shares count).
 	NamePeerVerifyFailing = "aokeyd_peer_verify_failing"
+	// Seconds since the peer's socket counters (the per-key and per-socket
+	// series below) were read from the kernel: a scrape serves what the
+	// rotation machine's last poll read, and reads the kernel itself only
+	// when that is older than two steady periods (then the age is 0).
+	NamePeerCountersAge = "aokeyd_peer_counters_age_seconds"
 
 	// Per key (labels peer, vrf, key, send_id, recv_id): TCP_AO_GET_KEYS.
 	NameKeyPktGood = "aokeyd_key_pkt_good_total"
