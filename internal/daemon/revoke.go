@@ -33,30 +33,11 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 		return res, errors.New("no good key snapshot yet")
 	}
 	defer snap.Zero()
-	c := snap.Chains[req.Chain]
-	var mkt *keystore.MKT
-	if c != nil {
-		for i := range c.Keys {
-			if c.Keys[i].Name == req.Key {
-				mkt = &c.Keys[i]
-			}
-		}
+	mkt, rec, scope, err := d.revokeTarget(snap, req)
+	if err != nil {
+		return res, err
 	}
-	if mkt == nil {
-		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
-	}
-	rec := Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
-	var scope netip.Addr
-	if req.Peer != "" {
-		a, err := d.revokeScope(req)
-		if err != nil {
-			return res, err
-		}
-		scope, rec.Peer, rec.VRF = a, a.String(), req.VRF
-		res.Peer = rec.Peer
-	} else if req.VRF != "" {
-		return res, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
-	}
+	res.Peer = rec.Peer
 	// Record first: a crash from here on must not re-install the key, and
 	// a revocation that cannot be recorded must not be applied.
 	if err := d.revoked.add(rec); err != nil {
@@ -72,15 +53,78 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 		res.Sockets = append(res.Sockets, s)
 		mu.Unlock()
 	}
+	wait := d.revokeSockets(ctx, snap, ids, scope, req.VRF, add)
+	switch {
+	case !rec.Global():
+		// The source is shared by every peer: a peer-scoped revoke lives
+		// in aokeyd's record only.
+	case d.o.Source != nil:
+		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
+			res.SourceError = err.Error()
+		} else {
+			res.SourceRevoked = true
+		}
+	default:
+		res.SourceError = "the key source cannot be written"
+	}
+	wait()
+	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
+	res.Elapsed = control.Duration(time.Since(start))
+	if d.o.Metrics != nil {
+		for _, s := range res.Sockets {
+			d.o.Metrics.Revoked(s.Action)
+		}
+		d.o.Metrics.RevokeDone(time.Since(start))
+	}
+	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", rec.Peer, "vrf", rec.VRF,
+		"sockets", len(res.Sockets), "elapsed", time.Since(start))
+	d.Kick()
+	return res, nil
+}
+
+// revokeTarget finds the MKT req names in snap and the revocation to
+// record: global, or scoped to the peer (an address of a known peer) and
+// VRF req names.
+func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, Revocation, netip.Addr, error) {
+	rec := Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
+	var mkt *keystore.MKT
+	if c := snap.Chains[req.Chain]; c != nil {
+		for i := range c.Keys {
+			if c.Keys[i].Name == req.Key {
+				mkt = &c.Keys[i]
+			}
+		}
+	}
+	if mkt == nil {
+		return nil, rec, netip.Addr{}, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
+	}
+	var scope netip.Addr
+	if req.Peer != "" {
+		a, err := d.revokeScope(req)
+		if err != nil {
+			return nil, rec, netip.Addr{}, err
+		}
+		scope, rec.Peer, rec.VRF = a, a.String(), req.VRF
+	} else if req.VRF != "" {
+		return nil, rec, netip.Addr{}, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
+	}
+	return mkt, rec, scope, nil
+}
+
+// revokeSockets deletes the key with ids from the listeners (one
+// goroutine) and from every session in scope (every session when scope is
+// invalid; up to 32 at a time), reporting each socket to add. The
+// returned function waits until all are done.
+func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // listeners, by this goroutine alone
 		defer wg.Done()
-		d.revokeListeners(ctx, ids, scope, req.VRF, add)
+		d.revokeListeners(ctx, ids, scope, vrf, add)
 	}()
 	var ps []*peerState
 	for _, p := range d.peerList() {
-		if p.handle != nil && (!scope.IsValid() || (p.info.Neighbor == scope && p.info.VRF == req.VRF)) {
+		if p.handle != nil && (!scope.IsValid() || (p.info.Neighbor == scope && p.info.VRF == vrf)) {
 			ps = append(ps, p)
 		}
 	}
@@ -95,32 +139,7 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 			add(d.revokePeer(ctx, snap, p, ids, now))
 		}()
 	}
-	switch {
-	case !rec.Global():
-		// The source is shared by every peer: a peer-scoped revoke lives
-		// in aokeyd's record only.
-	case d.o.Source != nil:
-		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
-			res.SourceError = err.Error()
-		} else {
-			res.SourceRevoked = true
-		}
-	default:
-		res.SourceError = "the key source cannot be written"
-	}
-	wg.Wait()
-	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
-	res.Elapsed = control.Duration(time.Since(start))
-	if d.o.Metrics != nil {
-		for _, s := range res.Sockets {
-			d.o.Metrics.Revoked(s.Action)
-		}
-		d.o.Metrics.RevokeDone(time.Since(start))
-	}
-	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", rec.Peer, "vrf", rec.VRF,
-		"sockets", len(res.Sockets), "elapsed", time.Since(start))
-	d.Kick()
-	return res, nil
+	return wg.Wait
 }
 
 // revokeScope checks a peer-scoped revoke's peer: an address some binding
