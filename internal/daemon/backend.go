@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 var _ control.Backend = (*Daemon)(nil)
@@ -192,13 +193,25 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound,
 		PktAORequired: obs.Info.PktAORequired, PktDroppedICMP: obs.Info.PktDroppedICMP}
-	for _, ki := range obs.Keys {
+	ps.Keys = sessionKeys(obs.Keys, names, desired, pk.Revoked, rs)
+	if obs.Info.PktBad > 0 {
+		ps.Warnings = append(ps.Warnings, fmt.Sprintf("%d segments failed TCP-AO verification", obs.Info.PktBad))
+	}
+	return ps
+}
+
+// sessionKeys is the status of each key on a session's socket: named from
+// the key source, with the policy's lifetimes where the policy wants it,
+// and its state (installed, pending, retiring or revoked).
+func sessionKeys(keys []tcpao.KeyInfo, names map[[2]uint8]keyName, desired map[[2]uint8]policy.DesiredKey, revoked []string, rs rotator.Status) []control.Key {
+	var out []control.Key
+	for _, ki := range keys {
 		ids := [2]uint8{ki.SendID, ki.RecvID}
 		n, known := names[ids]
 		dk, want := desired[ids]
 		state := control.KeyInstalled
 		switch {
-		case known && (n.mkt.Revoked || slices.Contains(pk.Revoked, n.mkt.Name)):
+		case known && (n.mkt.Revoked || slices.Contains(revoked, n.mkt.Name)):
 			state = control.KeyRevoked
 		case !want:
 			state = control.KeyRetiring
@@ -216,12 +229,9 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 			k.SendLifetime = control.Lifetime{Start: dk.SendLifetime.Start, End: dk.SendLifetime.End}
 			k.AcceptLifetime = control.Lifetime{Start: dk.AcceptLifetime.Start, End: dk.AcceptLifetime.End}
 		}
-		ps.Keys = append(ps.Keys, k)
+		out = append(out, k)
 	}
-	if obs.Info.PktBad > 0 {
-		ps.Warnings = append(ps.Warnings, fmt.Sprintf("%d segments failed TCP-AO verification", obs.Info.PktBad))
-	}
-	return ps
+	return out
 }
 
 func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, state string) control.Key {
