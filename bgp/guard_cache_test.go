@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -18,6 +19,8 @@ type answerSpeaker struct {
 	mu      sync.Mutex
 	answer  PeerInfo
 	queries int
+	// unmanaged makes the tracker's Managed say no.
+	unmanaged atomic.Bool
 }
 
 func (s *answerSpeaker) Peer(_ context.Context, n netip.Addr, _ string) (PeerInfo, error) {
@@ -74,6 +77,15 @@ func TestGuardAnswersFromTrackedSessions(t *testing.T) {
 			}},
 		{name: "neighbor not tracked: asks the speaker",
 			prepare: func(sp *answerSpeaker) { sp.ch <- Event{Kind: EventSync} }, wantAsked: 2},
+		{name: "event ignored while unmanaged: asks the speaker",
+			prepare: func(sp *answerSpeaker) {
+				sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
+				synctest.Wait()
+				sp.unmanaged.Store(true)
+				sp.ch <- Event{Kind: EventState, Peer: idle}
+				synctest.Wait()
+				sp.unmanaged.Store(false)
+			}, wantAsked: 2},
 		{name: "drop seen through the stream fails the step",
 			prepare: func(sp *answerSpeaker) { sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}} },
 			during: func(sp *answerSpeaker, _ *fakeDisc) {
@@ -97,7 +109,7 @@ func TestGuardAnswersFromTrackedSessions(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sp := &answerSpeaker{fakeSpeaker: fakeSpeaker{ch: make(chan Event, 4), pid: 100}, answer: est}
 				disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000)}}}
-				tr := NewTracker(sp, disc, &nopObs{}, TrackerOptions{})
+				tr := NewTracker(sp, disc, &nopObs{}, TrackerOptions{Managed: func(PeerInfo) bool { return !sp.unmanaged.Load() }})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error)
 				go func() { done <- tr.Run(ctx) }()

@@ -219,6 +219,14 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 
 func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	if !t.managed(p) {
+		// Its events are not followed while it is not managed: what is
+		// held for it cannot be vouched for until a sync confirms it.
+		t.mu.Lock()
+		if tr, ok := t.up[p.Neighbor]; ok {
+			tr.gen = 0
+			t.up[p.Neighbor] = tr
+		}
+		t.mu.Unlock()
 		return
 	}
 	t.mu.Lock()
