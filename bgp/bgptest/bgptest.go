@@ -150,6 +150,10 @@ func (s *Speaker) Queries() int {
 	return s.queries
 }
 
+// Lose tells the watcher its event stream broke (EventLost): until the
+// next Watch's EventSync, nothing known from the stream is vouched for.
+func (s *Speaker) Lose() { s.events <- bgp.Event{Kind: bgp.EventLost} }
+
 // Resets lists the neighbors ResetPeer was called for.
 func (s *Speaker) Resets() []netip.Addr {
 	s.mu.Lock()
