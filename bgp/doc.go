@@ -39,10 +39,18 @@
 //
 // # Session health
 //
-// The guard asks the speaker about the one neighbor (Speaker.Peer; for
-// GoBGP a ListPeer with the neighbor's address), each question bounded by
-// its own timeout, so that its cost per step does not grow with the number
-// of neighbors and a slow answer about one holds up no other.
+// The guard asks a PeerQuerier about the one neighbor of the step, each
+// question bounded by its own timeout. The daemon hands it the Tracker,
+// which answers from the session state it follows on the speaker's event
+// stream when it can vouch for it (stream synced and not lost since
+// (EventLost), every delivered event applied, the session confirmed by the
+// last sync or a later event) and otherwise asks the speaker about that
+// neighbor alone (Speaker.Peer; for GoBGP a ListPeer with its address). A
+// roll thus costs the speaker no RPC while its stream is healthy, its cost
+// never grows with the number of neighbors, and a slow answer about one
+// holds up no other. A drop reaches the guard as the event that takes the
+// session out of the cache (the next question then goes to the speaker),
+// or as a session back on another connection (other ports).
 // Guard.Step runs one rotation step on a peer only while it is Established,
 // and checks afterwards that the session stayed up: the same uptime, the
 // same flop count and the same connection (ports). A drop is returned as a

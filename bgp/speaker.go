@@ -114,6 +114,10 @@ const (
 	// EventState carries one peer whose session state changed, with the
 	// live local and remote ports of its connection.
 	EventState
+	// EventLost says the speaker's event stream broke: events may be
+	// missed until the EventSync that follows its reconnect, so nothing
+	// known from the stream may be vouched for until then.
+	EventLost
 )
 
 // Event is what Speaker.Watch delivers.
@@ -137,8 +141,9 @@ type Speaker interface {
 	// neighbor.
 	Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error)
 	// Watch delivers events until ctx ends, then closes the channel. It
-	// starts with an EventSync and reconnects by itself (with backoff,
-	// then another EventSync) when the speaker's stream breaks.
+	// starts with an EventSync and reconnects by itself when the
+	// speaker's stream breaks: an EventLost at once, then (after backoff)
+	// another EventSync.
 	Watch(ctx context.Context) (<-chan Event, error)
 	// ResetPeer closes the session with neighbor (a hard reset) and says
 	// why in the BGP Cease notification.

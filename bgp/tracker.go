@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
@@ -71,13 +72,26 @@ type Tracker struct {
 	obs  SessionObserver
 	opt  TrackerOptions
 
+	hits, misses atomic.Uint64
+
 	mu sync.Mutex
 	up map[netip.Addr]tracked
+	// live: the event stream is synced and every event it delivered has
+	// been applied, so the sessions in up are the speaker's as of its last
+	// event (see Peer). gen counts the syncs.
+	live bool
+	gen  uint64
+	// busy counts events taken from the stream and not yet applied; ch is
+	// the stream (its buffered, unread events also keep Peer from
+	// answering from up).
+	busy int
+	ch   <-chan Event
 }
 
 type tracked struct {
 	peer PeerInfo
 	ref  sockets.Ref
+	gen  uint64 // the sync this session was last confirmed in
 }
 
 // NewTracker returns a Tracker; call Run.
@@ -97,16 +111,61 @@ func (t *Tracker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", t.sp.Name(), err)
 	}
+	t.mu.Lock()
+	t.ch = ch
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.live, t.ch = false, nil
+		t.mu.Unlock()
+	}()
 	for ev := range ch {
+		t.mu.Lock()
+		t.busy++
+		t.mu.Unlock()
 		switch ev.Kind {
 		case EventSync:
 			t.sync(ctx, ev.Peers)
 		case EventState:
 			t.update(ctx, ev.Peer)
+		case EventLost:
+			t.mu.Lock()
+			t.live = false
+			t.mu.Unlock()
 		}
+		t.mu.Lock()
+		t.busy--
+		t.mu.Unlock()
 	}
 	return ctx.Err()
 }
+
+// Peer implements PeerQuerier for the session guard: neighbor's session
+// as the speaker's event stream last reported it, without asking the
+// speaker, when the tracker can vouch for it -- the stream is synced and
+// has not broken since, every event it delivered has been applied, and the
+// session was confirmed by the stream's last sync or an event after it.
+// Otherwise (a neighbor it does not hold as Established, a stream that is
+// down, resyncing or has events pending) it asks the speaker about that
+// neighbor alone. A session that drops is taken out of the cache by its
+// event, so the guard's next question goes to the speaker and sees it.
+func (t *Tracker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error) {
+	t.mu.Lock()
+	tr, ok := t.up[neighbor]
+	vouch := ok && t.live && t.busy == 0 && t.ch != nil && len(t.ch) == 0 && tr.gen == t.gen &&
+		(vrf == "" || tr.peer.VRF == vrf)
+	t.mu.Unlock()
+	if vouch {
+		t.hits.Add(1)
+		return tr.peer, nil
+	}
+	t.misses.Add(1)
+	return t.sp.Peer(ctx, neighbor, vrf)
+}
+
+// CacheStats reports how many of Peer's answers came from the followed
+// session state (hits) and how many asked the speaker (misses).
+func (t *Tracker) CacheStats() (hits, misses uint64) { return t.hits.Load(), t.misses.Load() }
 
 // Listeners returns handles to the speaker's listening sockets on the BGP
 // port, where the rotator installs the keys accepted connections inherit.
@@ -129,6 +188,10 @@ func (t *Tracker) Listeners(ctx context.Context) ([]SocketHandle, error) {
 func (t *Tracker) managed(p PeerInfo) bool { return t.opt.Managed == nil || t.opt.Managed(p) }
 
 func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
+	t.mu.Lock()
+	t.gen++
+	t.live = false
+	t.mu.Unlock()
 	seen := map[netip.Addr]bool{}
 	for _, p := range peers {
 		seen[p.Neighbor] = true
@@ -146,6 +209,9 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 	for _, p := range gone {
 		t.obs.OnDown(ctx, p)
 	}
+	t.mu.Lock()
+	t.live = true
+	t.mu.Unlock()
 	if t.opt.Synced != nil {
 		t.opt.Synced()
 	}
@@ -153,6 +219,14 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 
 func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	if !t.managed(p) {
+		// Its events are not followed while it is not managed: what is
+		// held for it cannot be vouched for until a sync confirms it.
+		t.mu.Lock()
+		if tr, ok := t.up[p.Neighbor]; ok {
+			tr.gen = 0
+			t.up[p.Neighbor] = tr
+		}
+		t.mu.Unlock()
 		return
 	}
 	t.mu.Lock()
@@ -170,10 +244,26 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	ref, err := t.find(ctx, p)
 	if err != nil {
 		t.opt.Log.Warn("bgp session established but its socket was not found", "peer", p, "err", err)
+		// Whatever connection is held for the neighbor may no longer be
+		// its session: the guard must ask the speaker.
+		t.mu.Lock()
+		if tr, ok := t.up[p.Neighbor]; ok {
+			tr.gen = 0
+			t.up[p.Neighbor] = tr
+		}
+		t.mu.Unlock()
 		return
 	}
 	if isUp && cur.ref.Inode == ref.Inode && cur.ref.PID == ref.PID {
-		return // the same connection, already handed over
+		// The same connection, already handed over: confirmed as of now
+		// (its first report stays what the guard compares with).
+		t.mu.Lock()
+		if tr, ok := t.up[p.Neighbor]; ok && tr.ref.Inode == ref.Inode {
+			tr.gen = t.gen
+			t.up[p.Neighbor] = tr
+		}
+		t.mu.Unlock()
+		return
 	}
 	if isUp {
 		t.obs.OnDown(ctx, cur.peer)
@@ -185,8 +275,14 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		t.mu.Unlock()
 		return
 	}
+	// The connection's ports are the socket's, so that the guard tells
+	// this connection from any later one even when the speaker's report
+	// leaves them out.
+	if p.LocalPort == 0 || p.RemotePort == 0 {
+		p.LocalPort, p.RemotePort = ref.Local.Port(), ref.Remote.Port()
+	}
 	t.mu.Lock()
-	t.up[p.Neighbor] = tracked{peer: p, ref: ref}
+	t.up[p.Neighbor] = tracked{peer: p, ref: ref, gen: t.gen}
 	t.mu.Unlock()
 	t.obs.OnEstablished(ctx, p, &handle{t: t, ref: ref})
 }

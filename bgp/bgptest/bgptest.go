@@ -27,7 +27,10 @@ type Speaker struct {
 	peers  map[netip.Addr]bgp.PeerInfo
 	events chan bgp.Event
 	resets []netip.Addr
-	gate   chan struct{} // non-nil: the next Watch holds its EventSync until closed
+	// queries counts Peers and Peer calls: the questions that cost a real
+	// speaker an RPC each (gobgpd: ListPeer).
+	queries int
+	gate    chan struct{} // non-nil: the next Watch holds its EventSync until closed
 }
 
 // NewSpeaker returns a Speaker called name, whose process is pid, with
@@ -45,6 +48,13 @@ func (s *Speaker) Name() string { return s.name }
 // Peers is the neighbor table, sorted by address.
 func (s *Speaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
 	s.mu.Lock()
+	s.queries++
+	s.mu.Unlock()
+	return s.list()
+}
+
+func (s *Speaker) list() ([]bgp.PeerInfo, error) {
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]bgp.PeerInfo, 0, len(s.peers))
 	for _, p := range s.peers {
@@ -59,6 +69,7 @@ func (s *Speaker) Peers(context.Context) ([]bgp.PeerInfo, error) {
 func (s *Speaker) Peer(_ context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.queries++
 	p, ok := s.peers[neighbor]
 	if !ok || (vrf != "" && p.VRF != vrf) {
 		return bgp.PeerInfo{}, fmt.Errorf("%w: %s", bgp.ErrNoPeer, neighbor)
@@ -81,7 +92,7 @@ func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
 				return
 			}
 		}
-		peers, _ := s.Peers(ctx)
+		peers, _ := s.list()
 		select {
 		case out <- bgp.Event{Kind: bgp.EventSync, Peers: peers}:
 		case <-ctx.Done():
@@ -130,6 +141,18 @@ func (s *Speaker) Set(p bgp.PeerInfo) {
 	s.mu.Unlock()
 	s.events <- bgp.Event{Kind: bgp.EventState, Peer: p}
 }
+
+// Queries counts the Peers and Peer calls so far (each one RPC to a real
+// speaker; the listing a Watch starts with is not counted).
+func (s *Speaker) Queries() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queries
+}
+
+// Lose tells the watcher its event stream broke (EventLost): until the
+// next Watch's EventSync, nothing known from the stream is vouched for.
+func (s *Speaker) Lose() { s.events <- bgp.Event{Kind: bgp.EventLost} }
 
 // Resets lists the neighbors ResetPeer was called for.
 func (s *Speaker) Resets() []netip.Addr {

@@ -201,6 +201,10 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 		}
 		if delivered {
 			delay = s.opt.MinBackoff
+			// Events may be missed until the next sync.
+			if !send(ctx, ch, bgp.Event{Kind: bgp.EventLost}) {
+				return
+			}
 		}
 		s.opt.Log.Warn("gobgpd watch stream ended; reconnecting", "speaker", s.opt.Name, "err", err, "backoff", delay)
 		select {

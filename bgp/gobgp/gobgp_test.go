@@ -127,6 +127,10 @@ func testWatchReconnectsAndRelists(t *testing.T) {
 	// The stream breaks: backoff, reconnect, re-list.
 	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
 	close(s1)
+	// At once: events may be missed until the next sync.
+	if ev := next(t, ch); ev.Kind != bgp.EventLost {
+		t.Fatalf("after the break %+v, want lost", ev)
+	}
 	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle || ev.Peers[0].Flops != 1 {
 		t.Fatalf("after reconnect %+v, want sync with the new state", ev)
 	}

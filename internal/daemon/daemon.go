@@ -183,7 +183,6 @@ func New(o Options) (*Daemon, error) {
 		// Per-peer series are read from the kernel when scraped.
 		o.Metrics.OnCollect(d.observeMetrics)
 	}
-	d.guard = bgp.NewGuard(o.Speaker, o.Logger)
 	d.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,
 		Clock:  o.Clock,
@@ -198,6 +197,10 @@ func New(o Options) (*Daemon, error) {
 		Synced:      d.resync,
 		Log:         o.Logger,
 	})
+	// The guard asks the tracker, which answers from the session state it
+	// follows on the speaker's event stream and asks the speaker (about
+	// that neighbor alone) only when it cannot vouch for it.
+	d.guard = bgp.NewGuard(d.tracker, o.Logger)
 	return d, nil
 }
 

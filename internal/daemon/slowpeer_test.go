@@ -60,7 +60,8 @@ func (s *stuckSpeaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string
 }
 
 // TestOneStuckPeerHoldsUpNoOther: the speaker's answer about 192.0.2.9
-// never comes while every session retires its old key. Every other peer
+// never comes (and its event stream is down, so the guard asks it) while
+// every session retires its old key. Every other peer
 // completes its roll on the roll's own schedule, the reconcile pass that
 // started the rolls finishes, status answers, and the stuck peer's status
 // says what it waits for (and it keeps both keys).
@@ -199,6 +200,11 @@ func TestOneStuckPeerHoldsUpNoOther(t *testing.T) {
 		// From now on the speaker never answers about 192.0.2.9. The source
 		// drops k0: every session retires it (a guarded step).
 		sp.armed.Store(true)
+		// ... and its event stream breaks, so that the session guard,
+		// which answers from the followed session state while the stream
+		// vouches for it, asks the speaker about each peer.
+		sp.Lose()
+		synctest.Wait()
 		_, full0 := d.Passes()
 		setKeys(k1)
 		if err := d.RefreshKeys(context.Background()); err != nil {
