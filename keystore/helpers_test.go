@@ -2,7 +2,6 @@ package keystore
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -11,30 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // suiteLog collects every log line and error text the tests produce; TestMain
 // fails the run if any test secret shows up in it.
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var suiteLog = &syncBuf{}
+var suiteLog = &testkit.SyncBuffer{}
 
 const secretsFile = "testdata/test-secrets.txt"
 

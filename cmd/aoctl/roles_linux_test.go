@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func TestReadAndAdminGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncLog
+	var logs testkit.SyncBuffer
 	s := control.NewServer(control.ServerOptions{Backend: newTestDaemon(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		AllowGID: readGID, HaveGID: true, AdminGID: adminGID, HaveAdminGID: true})
 	go func() { _ = s.Serve(l) }()
@@ -97,22 +96,4 @@ func TestReadAndAdminGroups(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncLog is a log sink safe for the server's goroutines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

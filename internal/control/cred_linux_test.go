@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,24 +45,6 @@ func helper(sock string) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPeerCredentials connects from child processes running as other uids
 // and checks that only permitted ones get an answer.
 func TestPeerCredentials(t *testing.T) {
@@ -82,7 +63,7 @@ func TestPeerCredentials(t *testing.T) {
 	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	refused := 0
 	var mu sync.Mutex
 	s := NewServer(ServerOptions{

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // chanListener hands net.Pipe server ends to Serve: inside a synctest
@@ -127,7 +129,7 @@ func TestSlowClientDropped(t *testing.T) {
 func TestConnectionCap(t *testing.T) { synctest.Test(t, testConnectionCap) }
 
 func testConnectionCap(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	l := newChanListener()
 	s := NewServer(ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s.credOf = rootCred

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // The read group may read; only the admin group (and root, the daemon's
@@ -55,7 +57,7 @@ func TestRolesAndAudit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testkit.SyncBuffer
 			c := serveAs(t, tt.cred, ServerOptions{Backend: &fakeBackend{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 				AllowGID: readGID, HaveGID: true, AdminGID: adminGID, HaveAdminGID: true, OwnUID: 999})
 			err := tt.call(c)

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -200,24 +199,6 @@ func (s *fakeSource) close() {
 	s.snap.Zero()
 }
 
-// syncBuffer collects the daemon's log output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testKey is one MKT of the test chain with its plaintext secret, which
 // tests grep for in logs and output.
 type testKey struct {
@@ -280,7 +261,7 @@ type env struct {
 	sp   *bgptest.Speaker
 	disc *fakeDiscoverer
 	src  *fakeSource
-	logs *syncBuffer
+	logs *testkit.SyncBuffer
 	pol  *policy.Policy
 	keys []testKey
 
@@ -331,7 +312,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		o.policy = fmt.Sprintf(basePolicy, "keep")
 	}
 	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{},
-		logs: &syncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
+		logs: &testkit.SyncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
 	e.setSourceKeys(o.keys...)
 	t.Cleanup(e.src.close)
 	if o.sourceDown != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -144,7 +145,7 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 
 // newDaemon builds (does not run) a daemon over a one-key source with the
 // revocations record at file.
-func newDaemon(t *testing.T, file string, logs *syncBuffer) (*daemon.Daemon, error) {
+func newDaemon(t *testing.T, file string, logs *testkit.SyncBuffer) (*daemon.Daemon, error) {
 	_, k1, _, _ := testKeys()
 	src := &fakeSource{}
 	m := k1.mkt()
@@ -192,7 +193,7 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 				}
 			}
 			if tc.wantErr {
-				var logs syncBuffer
+				var logs testkit.SyncBuffer
 				_, err := newDaemon(t, file, &logs)
 				if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "restore") {
 					t.Fatalf("New: %v, want a clear error naming %s and what to do", err, file)

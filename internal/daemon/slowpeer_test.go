@@ -107,7 +107,7 @@ func TestOneStuckPeerHoldsUpNoOther(t *testing.T) {
 		disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
 		cache := keystore.NewCache(src, keystore.CacheOptions{})
 		defer cache.Close()
-		logs := &syncBuffer{}
+		logs := &testkit.SyncBuffer{}
 		d, err := daemon.New(daemon.Options{
 			Policy: parsePolicy(t, pol), Keys: cache, Source: src, Speaker: sp, Discoverer: disc, ListenPort: bgpPort,
 			Rotator: rotator.Config{SwitchTimeout: 5 * time.Second, Grace: 20 * time.Millisecond,
