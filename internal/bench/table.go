@@ -69,6 +69,26 @@ func WriteTable(w io.Writer, r *Results) error {
 		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
 	}
 	t.f("")
+	writeRotation(t, r, rotate)
+	t.f("")
+	writeDeletes(t, r)
+	t.f("")
+	writeRevoke(t, r.Revoke)
+	writeDaemon(t, r.Daemon, MedianBench(r.PlanBench))
+	for _, s := range r.Skipped {
+		t.f("%s: SKIPPED: %s", s.Item, s.Why)
+	}
+	t.f("")
+	writePlanner(t, r)
+	t.f("")
+	writeOptMem(t, r, install)
+	writeProfiles(t, r)
+	return t.err
+}
+
+// writeRotation is item 2: a full rotation of N peers, aokeyd against the
+// raw loop, with the orderings and the time split when a target is missed.
+func writeRotation(t *tw, r *Results, rotate []Comparison) {
 	t.f("2. Full rotation of N peers (add new IDs, retire old). aokeyd: SyncListener (per peer add, del_async; peers in plan order)")
 	t.f("   raw best ordering: per peer add-new then del_async-old, most recently installed peer first (each delete finds its key near the list head)")
 	for _, c := range rotate {
@@ -100,7 +120,10 @@ func WriteTable(w io.Writer, r *Results) error {
 		t.f("   aokeyd rotation split, N=%d (same steps timed one by one): observe %s, plan %s, batches %s, optmem check %s, %d adds %s, %d del_async %s",
 			p.N, Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.CheckOptMem), p.N, Dur(p.Adds), p.N, Dur(p.Dels))
 	}
-	t.f("")
+}
+
+// writeDeletes is item 2b: del_async against synchronous deletes.
+func writeDeletes(t *tw, r *Results) {
 	t.f("2b. del_async vs synchronous deletes on the same aokeyd plan (per delete; sync on the first S peers of the plan, async at the same positions)")
 	for _, d := range r.Deletes {
 		t.f("   N=%-6d sync %s/del [S=%d]  async %s/del  speedup=%.1f  %s", d.N, Dur(d.SyncDelMean), d.Sample, Dur(d.AsyncSampleMean), d.Speedup(), SpeedupVerdict(d.Speedup()))
@@ -114,13 +137,10 @@ func WriteTable(w io.Writer, r *Results) error {
 	if r.SODomainNs > 0 {
 		t.f("   getsockopt(SO_DOMAIN), which tcpao no longer issues per AddKey/DelKey (family cached per socket): %s per call", Dur(r.SODomainNs))
 	}
-	t.f("")
-	writeRevoke(t, r.Revoke)
-	writeDaemon(t, r.Daemon, MedianBench(r.PlanBench))
-	for _, s := range r.Skipped {
-		t.f("%s: SKIPPED: %s", s.Item, s.Why)
-	}
-	t.f("")
+}
+
+// writePlanner is item 4: the planner alone, on the host and in the guest.
+func writePlanner(t *tw, r *Results) {
 	t.f("4. Planner alone (rotator.PlanAll, pure function; 4 keys per peer, mid-roll)")
 	for _, b := range MedianBench(r.PlanBench) {
 		if !strings.HasPrefix(b.Name, "BenchmarkPlan") {
@@ -147,7 +167,11 @@ func WriteTable(w io.Writer, r *Results) error {
 		}
 		t.f("   allocations linear in peers (per-peer count within 10%%): %s (%.1f..%.1f allocs/peer)", verdict, lo, hi)
 	}
-	t.f("")
+}
+
+// writeOptMem is item 6: start-up with a large key set and socket option
+// memory.
+func writeOptMem(t *tw, r *Results, install []Comparison) {
 	om := r.OptMem
 	t.f("6. Start-up with a large key set (N=%d)", om.N)
 	for i, c := range install {
@@ -173,9 +197,13 @@ func WriteTable(w io.Writer, r *Results) error {
 		t.f("   SyncListener under the default did not refuse")
 	}
 	t.f("   this run raised net.core.optmem_max to %s", bytesText(int64(om.Raised)))
+}
+
+// writeProfiles appends the CPU profiles the run captured.
+func writeProfiles(t *tw, r *Results) {
 	if r.Profile != "" {
 		t.f("")
-		t.f("CPU profile of aokeyd's rotation at N=%d (go tool pprof -top; syscall time is the kernel's work):", om.N)
+		t.f("CPU profile of aokeyd's rotation at N=%d (go tool pprof -top; syscall time is the kernel's work):", r.OptMem.N)
 		writeProfile(t, r.Profile, 0)
 	}
 	if r.PassProfile != "" {
@@ -188,7 +216,6 @@ func WriteTable(w io.Writer, r *Results) error {
 		t.f("CPU profile of the daemon's steady window, as operators run it (go tool pprof -top -cum):")
 		writeProfile(t, r.SteadyProfile, 30)
 	}
-	return t.err
 }
 
 // writeProfile indents a pprof -top summary, dropping the header lines that
