@@ -277,27 +277,7 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 		if c.ao.lookup(0, dst, 255, -1, -1) == nil {
 			return nil, fmt.Errorf("tcpaotest: connect %s: %w", l.local, sysErr("connect", eKEYREJECTED))
 		}
-		// tcp_ao_connect_init: drop the keys that do not match the peer.
-		for _, k := range append([]*mkt(nil), c.ao.keys...) {
-			if k.matches(0, dst, k.prefix, -1, -1) {
-				continue
-			}
-			if c.ao.current == k {
-				c.ao.current = nil
-			}
-			if c.ao.rnext == k {
-				c.ao.rnext = nil
-			}
-			c.ao.unlink(k)
-			c.omem -= k.size
-		}
-		first := c.ao.lookup(0, dst, 255, -1, -1)
-		if c.ao.current == nil {
-			c.ao.current = first
-		}
-		if c.ao.rnext == nil {
-			c.ao.rnext = first
-		}
+		c.ao.connectInit(c, dst)
 	}
 	c.state = stateSynSent
 	timeout := func(what string) error {
@@ -329,30 +309,67 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	n.nextPort++
 	a := &Sock{net: n, family: l.family, local: l.local, peer: src, state: stateEstablished}
 	if l.ao != nil && usedAO {
-		// tcp_ao_copy_all_matching.
-		ao := &aoInfo{aoRequired: l.ao.aoRequired, acceptICMPs: l.ao.acceptICMPs}
-		for _, k := range l.ao.keys {
-			if !k.matches(0, src, k.prefix, -1, -1) {
-				continue
-			}
-			cp := *k
-			cp.good, cp.bad = 0, 0
-			ao.linkHead(&cp)
-			a.omem += cp.size
-		}
-		if len(ao.keys) == 0 {
+		ao := l.ao.copyAllMatching(a, src, syn)
+		if ao == nil {
 			return nil, timeout("accept (EKEYREJECTED: the listener lost the peer's keys)")
-		}
-		first := ao.keys[0]
-		if ao.current = ao.established(int(syn.rnext), -1); ao.current == nil {
-			ao.current = first
-		}
-		if ao.rnext = ao.established(-1, int(syn.keyid)); ao.rnext == nil {
-			ao.rnext = first
 		}
 		a.ao = ao
 	}
 	return a, nil
+}
+
+// connectInit is tcp_ao_connect_init: it drops the keys that do not
+// match the peer dst and picks the first matching key as Current_key and
+// RNext_key where none is set.
+func (ao *aoInfo) connectInit(c *Sock, dst netip.Addr) {
+	for _, k := range append([]*mkt(nil), ao.keys...) {
+		if k.matches(0, dst, k.prefix, -1, -1) {
+			continue
+		}
+		if ao.current == k {
+			ao.current = nil
+		}
+		if ao.rnext == k {
+			ao.rnext = nil
+		}
+		ao.unlink(k)
+		c.omem -= k.size
+	}
+	first := ao.lookup(0, dst, 255, -1, -1)
+	if ao.current == nil {
+		ao.current = first
+	}
+	if ao.rnext == nil {
+		ao.rnext = first
+	}
+}
+
+// copyAllMatching is tcp_ao_copy_all_matching: the accepted socket a gets
+// a copy of every listener key matching the peer src (counters reset), and
+// Current_key/RNext_key as the client's SYN asked; nil when no key
+// matches.
+func (lao *aoInfo) copyAllMatching(a *Sock, src netip.Addr, syn *segment) *aoInfo {
+	ao := &aoInfo{aoRequired: lao.aoRequired, acceptICMPs: lao.acceptICMPs}
+	for _, k := range lao.keys {
+		if !k.matches(0, src, k.prefix, -1, -1) {
+			continue
+		}
+		cp := *k
+		cp.good, cp.bad = 0, 0
+		ao.linkHead(&cp)
+		a.omem += cp.size
+	}
+	if len(ao.keys) == 0 {
+		return nil
+	}
+	first := ao.keys[0]
+	if ao.current = ao.established(int(syn.rnext), -1); ao.current == nil {
+		ao.current = first
+	}
+	if ao.rnext = ao.established(-1, int(syn.keyid)); ao.rnext == nil {
+		ao.rnext = first
+	}
+	return ao
 }
 
 // Exchange sends segments from a to b and back, n rounds, each signed with the
