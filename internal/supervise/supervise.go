@@ -34,8 +34,10 @@ type running struct {
 // returns. Then it cancels them one by one in the reverse order, waiting
 // for each, all within stopTimeout (counted from the first cancel). The
 // error is the first piece's failure (a piece that returns before ctx is
-// cancelled fails, even with a nil error), joined with any piece that did
-// not stop in time; nil after a clean stop.
+// cancelled fails, even with a nil error), joined with the piece that did
+// not stop in time (ErrStopTimeout; the pieces after it in the stop order
+// are then cancelled together and not waited for); nil after a clean
+// stop.
 func Run(ctx context.Context, log *slog.Logger, stopTimeout time.Duration, rs ...Runnable) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -79,16 +81,13 @@ func Run(ctx context.Context, log *slog.Logger, stopTimeout time.Duration, rs ..
 				errs = append(errs, fmt.Errorf("%s: %w", all[i].name, err))
 			}
 		case <-deadline.C:
-			// Past the deadline: the remaining pieces get no more time.
-			for j := i; j >= 0; j-- {
+			// Past the deadline: the pieces not stopped yet are cancelled
+			// together and not waited for; the one that overran is named.
+			for j := i - 1; j >= 0; j-- {
 				all[j].cancel()
-				select {
-				case <-all[j].done:
-				default:
-					log.Error("a long-lived piece did not stop in time", "piece", all[j].name)
-					errs = append(errs, fmt.Errorf("%s: %w", all[j].name, ErrStopTimeout))
-				}
 			}
+			log.Error("a long-lived piece did not stop in time", "piece", all[i].name, "timeout", stopTimeout)
+			errs = append(errs, fmt.Errorf("%s: %w", all[i].name, ErrStopTimeout))
 			return errors.Join(errs...)
 		}
 	}

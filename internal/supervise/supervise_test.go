@@ -78,7 +78,7 @@ func TestRun(t *testing.T) {
 				return []Runnable{piece(r, "a", 0, 0, nil), piece(r, "slow", time.Hour, 0, nil), piece(r, "c", 0, 0, nil)}
 			},
 			cancelAt: time.Minute,
-			want:     []string{"stop c"},
+			want:     []string{"stop c", "stop a"},
 			wantErr:  ErrStopTimeout,
 			wantTook: time.Minute + 10*time.Second,
 		},
@@ -95,6 +95,7 @@ func TestRun(t *testing.T) {
 				start := time.Now()
 				err := Run(ctx, nil, 10*time.Second, tt.pieces(r)...)
 				took := time.Since(start)
+				synctest.Wait() // pieces cancelled without waiting finish what they can
 				if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 					t.Errorf("Run = %v, want %v", err, tt.wantErr)
 				}
