@@ -247,9 +247,6 @@ func TestGuestActiveOpen(t *testing.T) {
 	a := launch(t, nsA, "a", config(65001, 65002, addrA, addrB, false, netip.AddrPortFrom(addrB, bmpPort)))
 	b := launch(t, nsB, "b", config(65002, 65001, addrB, addrA, false, netip.AddrPort{}))
 	startSupervisor(t, a, keysA, "1")
-	// Only A's listener has keys: the session can only come from B's
-	// active open, which needs B's supervisor.
-	keyListener(t, a, aoKey(addrB, 10, 20))
 
 	t.Run("supervisor killed and restarted", func(t *testing.T) {
 		sup := startSupervisor(t, b, keysB, "1")
@@ -264,6 +261,12 @@ func TestGuestActiveOpen(t *testing.T) {
 		if ps, err := a.Speaker.Peers(context.Background()); err != nil || len(ps) != 1 || ps[0].Established() {
 			t.Fatalf("session state without B's supervisor: %+v %v", ps, err)
 		}
+		// Only now A's listener gets its key: the session can only come
+		// from B's active open, which needs B's supervisor. (Keyed
+		// earlier, B's first connect, keyed by the supervisor before it
+		// was killed, could bring the session up and no connect would
+		// wait.)
+		keyListener(t, a, aoKey(addrB, 10, 20))
 		t.Log("gobgpd B's connect waits for a supervisor; starting one")
 		restarted := time.Now()
 		startSupervisor(t, b, keysB, "2")
