@@ -27,7 +27,8 @@ var ErrStopTimeout = errors.New("did not stop in time")
 type running struct {
 	name   string
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run has returned err
+	err    error
 }
 
 // Run starts rs in order and waits until ctx is cancelled or one of them
@@ -42,32 +43,31 @@ func Run(ctx context.Context, log *slog.Logger, stopTimeout time.Duration, rs ..
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	all := make([]running, 0, len(rs))
-	failed := make(chan int, len(rs))
-	for i, r := range rs {
+	all := make([]*running, 0, len(rs))
+	exited := make(chan *running, len(rs))
+	for _, r := range rs {
 		// Not derived from ctx: each piece is cancelled on its own, in
 		// order, when the group stops.
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		one := running{name: r.Name, cancel: cancel, done: make(chan error, 1)}
+		one := &running{name: r.Name, cancel: cancel, done: make(chan struct{})}
 		all = append(all, one)
 		go func() {
-			err := r.Run(pctx)
-			one.done <- err
-			failed <- i
+			one.err = r.Run(pctx)
+			close(one.done)
+			exited <- one
 		}()
 	}
 	var first error
 	select {
 	case <-ctx.Done():
-	case i := <-failed:
-		err := <-all[i].done
-		all[i].done <- err // put back for the stop loop
+	case one := <-exited:
 		if ctx.Err() == nil {
+			err := one.err
 			if err == nil {
 				err = errors.New("stopped on its own")
 			}
-			first = fmt.Errorf("%s: %w", all[i].name, err)
-			log.Error("a long-lived piece failed; stopping the others", "piece", all[i].name, "err", err)
+			first = fmt.Errorf("%s: %w", one.name, err)
+			log.Error("a long-lived piece failed; stopping the others", "piece", one.name, "err", err)
 		}
 	}
 	deadline := time.NewTimer(stopTimeout)
@@ -76,8 +76,8 @@ func Run(ctx context.Context, log *slog.Logger, stopTimeout time.Duration, rs ..
 	for i := len(all) - 1; i >= 0; i-- {
 		all[i].cancel()
 		select {
-		case err := <-all[i].done:
-			if err != nil && !errors.Is(err, context.Canceled) && first == nil {
+		case <-all[i].done:
+			if err := all[i].err; err != nil && !errors.Is(err, context.Canceled) && first == nil {
 				errs = append(errs, fmt.Errorf("%s: %w", all[i].name, err))
 			}
 		case <-deadline.C:
