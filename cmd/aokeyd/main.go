@@ -289,18 +289,11 @@ func controlAPI(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *s
 		Refused: m.ControlRefused, Version: version, Started: time.Now(),
 	})
 	return supervise.Runnable{Name: "control", Run: func(ctx context.Context) error {
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		select {
-		case err := <-served:
-			return err
-		case <-ctx.Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-served
-		return nil
+		return serveUntilDone(ctx, func() error { return srv.Serve(ln) }, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
 	}}, nil
 }
 
@@ -319,18 +312,24 @@ func metricsListener(mc config.Metrics, reg *prometheus.Registry) (supervise.Run
 	}
 	hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	r.Run = func(ctx context.Context) error {
-		served := make(chan error, 1)
-		go func() { served <- hs.Serve(mln) }()
-		select {
-		case err := <-served:
-			return err
-		case <-ctx.Done():
-		}
-		_ = hs.Close()
-		<-served
-		return nil
+		return serveUntilDone(ctx, func() error { return hs.Serve(mln) }, func() { _ = hs.Close() })
 	}
 	return r, nil
+}
+
+// serveUntilDone runs serve until it fails (its error) or ctx ends; then
+// it calls shutdown and waits for serve to return (nil).
+func serveUntilDone(ctx context.Context, serve func() error, shutdown func()) error {
+	served := make(chan error, 1)
+	go func() { served <- serve() }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown()
+	<-served
+	return nil
 }
 
 // reload validates the configuration and policy again and swaps in the new
