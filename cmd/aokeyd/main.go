@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
@@ -195,7 +194,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	metricsHTTP, err := metricsListener(cfg.Metrics, reg)
+	metricsHTTP, err := metricsListener(cfg.Metrics, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -298,9 +297,9 @@ func controlAPI(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *s
 }
 
 // metricsListener listens on the configured metrics address and returns
-// the piece that serves reg's metrics there until stopped; a piece that
+// the piece that serves h (the metrics handler) there until stopped; a piece that
 // does nothing (until stopped) when metrics are off.
-func metricsListener(mc config.Metrics, reg *prometheus.Registry) (supervise.Runnable, error) {
+func metricsListener(mc config.Metrics, h http.Handler) (supervise.Runnable, error) {
 	r := supervise.Runnable{Name: "metrics"}
 	if !mc.Enabled() {
 		r.Run = func(ctx context.Context) error { <-ctx.Done(); return nil }
@@ -310,7 +309,7 @@ func metricsListener(mc config.Metrics, reg *prometheus.Registry) (supervise.Run
 	if err != nil {
 		return r, fmt.Errorf("metrics.listen %s: %w", mc.Listen, err)
 	}
-	hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	r.Run = func(ctx context.Context) error {
 		return serveUntilDone(ctx, func() error { return hs.Serve(mln) }, func() { _ = hs.Close() })
 	}

@@ -41,7 +41,7 @@ func TestAbortMetricLabelFromReason(t *testing.T) {
 # TYPE %[1]s counter
 %[1]s{peer="192.0.2.2",reason=%[2]q,vrf=""} 2
 `, metrics.NameRotationsAborted, c.label)
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), metrics.NameRotationsAborted); err != nil {
+			if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(exp), metrics.NameRotationsAborted); err != nil {
 				t.Error(err)
 			}
 		})

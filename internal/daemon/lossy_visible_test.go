@@ -79,7 +79,7 @@ func TestLossyHoldIsVisible(t *testing.T) {
 # TYPE aokeyd_keys_held_back gauge
 aokeyd_keys_held_back{chain="core",key="k1",last_good="` + lastGood + `",reason="key-rejected"} 1
 `
-				if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), metrics.NameKeysHeldBack); err != nil {
+				if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(exp), metrics.NameKeysHeldBack); err != nil {
 					t.Errorf("metric: %v", err)
 				}
 				plan, err := e.d.Plan(context.Background())

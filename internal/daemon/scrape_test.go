@@ -80,7 +80,7 @@ func TestScrapeServesPolledCounters(t *testing.T) {
 		scrape := func() (reads int, good, keyGood, bad, age float64) {
 			t.Helper()
 			r0, _ := e.accC.calls()
-			mfs, err := reg.Gather()
+			mfs, err := m.Gatherer().Gather()
 			if err != nil {
 				t.Fatal(err)
 			}

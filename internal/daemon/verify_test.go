@@ -34,7 +34,7 @@ func testStatusShowsVerifyFailingOnListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOptions{keys: []testKey{k1}, metrics: mx})
-	verifyGauge := func() float64 { return gauge(t, reg, peerAddr.String()) }
+	verifyGauge := func() float64 { return gauge(t, mx.Gatherer(), peerAddr.String()) }
 	e.waitKeys("listener", e.lis, ids(k1))
 	e.up(ids(k1), k1)
 	warn := control.WarnVerifyFailing(peerAddr.String())
@@ -103,7 +103,7 @@ func testStatusShowsVerifyFailingOnListener(t *testing.T) {
 
 // gauge scrapes reg and returns peer's verify-failing gauge (-1: no
 // series).
-func gauge(t *testing.T, reg *prometheus.Registry, peer string) float64 {
+func gauge(t *testing.T, reg prometheus.Gatherer, peer string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

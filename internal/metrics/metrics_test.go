@@ -22,9 +22,9 @@ func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
 func u8(v uint8) *uint8 { return &v }
 
 // series counts the series of the named metrics that carry label=value.
-func series(t *testing.T, reg *prometheus.Registry, label, value string) int {
+func series(t *testing.T, g prometheus.Gatherer, label, value string) int {
 	t.Helper()
-	mfs, err := reg.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
@@ -42,7 +42,8 @@ func series(t *testing.T, reg *prometheus.Registry, label, value string) int {
 }
 
 func TestDeletePeer(t *testing.T) {
-	m, reg := newTest(t)
+	m, _ := newTest(t)
+	reg := m.Gatherer()
 	a := Peer{Addr: "192.0.2.1"}
 	b := Peer{Addr: "192.0.2.2", VRF: "blue"}
 	for _, p := range []Peer{a, b} {
@@ -72,7 +73,7 @@ func TestDeletePeer(t *testing.T) {
 	if got := series(t, reg, LabelPeer, b.Addr); got != perPeer {
 		t.Errorf("after DeletePeer(a): peer b has %d series, want %d", got, perPeer)
 	}
-	if err := testutil.CollectAndCompare(m.kernel, strings.NewReader(`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP aokeyd_key_pkt_good_total Segments verified with the key (TCP_AO_GET_KEYS pkt_good).
 # TYPE aokeyd_key_pkt_good_total counter
 aokeyd_key_pkt_good_total{key="core/a",peer="192.0.2.2",recv_id="101",send_id="1",vrf="blue"} 5
@@ -86,29 +87,29 @@ func TestPeerGauges(t *testing.T) {
 	m, _ := newTest(t)
 	p := Peer{Addr: "2001:db8::1"}
 	m.SetPeerKeys(p, u8(7), nil, 3)
-	if err := testutil.CollectAndCompare(m.current, strings.NewReader(`
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(`
 # HELP aokeyd_peer_current_key_id SendID of the peer's Current_key (-1: none).
 # TYPE aokeyd_peer_current_key_id gauge
 aokeyd_peer_current_key_id{peer="2001:db8::1",vrf=""} 7
-`)); err != nil {
+# HELP aokeyd_peer_rnext_key_id RecvID of the peer's RNext_key (-1: none).
+# TYPE aokeyd_peer_rnext_key_id gauge
+aokeyd_peer_rnext_key_id{peer="2001:db8::1",vrf=""} -1
+`), NamePeerCurrentKeyID, NamePeerRNextKeyID); err != nil {
 		t.Error(err)
-	}
-	if got := testutil.ToFloat64(m.rnext.With(p.labels())); got != -1 {
-		t.Errorf("rnext = %v, want -1 for none", got)
 	}
 	other := Peer{Addr: "2001:db8::2"}
 	m.SetRotationState(other, "steady")
 	for _, st := range []string{"announced", "grace", "grace", "announced"} {
 		m.SetRotationState(p, st)
 	}
-	if n := testutil.CollectAndCount(m.state); n != 2 {
-		t.Errorf("state series = %d, want the present state of each of two peers", n)
-	}
-	if got := testutil.ToFloat64(m.state.WithLabelValues(p.Addr, p.VRF, "announced")); got != 1 {
-		t.Errorf("state announced = %v, want 1", got)
-	}
-	if got := testutil.ToFloat64(m.state.WithLabelValues(other.Addr, other.VRF, "steady")); got != 1 {
-		t.Errorf("other peer's state steady = %v, want 1", got)
+	// The present state of each of two peers, and no other.
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(`
+# HELP aokeyd_rotation_state 1 for the rotation state the peer is in.
+# TYPE aokeyd_rotation_state gauge
+aokeyd_rotation_state{peer="2001:db8::1",state="announced",vrf=""} 1
+aokeyd_rotation_state{peer="2001:db8::2",state="steady",vrf=""} 1
+`), NameRotationState); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -117,13 +118,13 @@ func TestObserveKeysReplaces(t *testing.T) {
 	p := Peer{Addr: "192.0.2.1"}
 	m.ObserveKeys(p, []KeyCounters{{Key: "c/old", SendID: 1, RecvID: 1}, {Key: "c/new", SendID: 2, RecvID: 2}})
 	m.ObserveKeys(p, []KeyCounters{{Key: "c/new", SendID: 2, RecvID: 2, PktGood: 9}, {Key: "c/new", SendID: 2, RecvID: 2, PktGood: 10}})
-	if n := testutil.CollectAndCount(m.kernel, NameKeyPktGood); n != 1 {
-		t.Errorf("key series = %d, want 1 (old key gone, duplicate merged)", n)
+	if n, err := testutil.GatherAndCount(m.Gatherer(), NameKeyPktGood); err != nil || n != 1 {
+		t.Errorf("key series = %d (%v), want 1 (old key gone, duplicate merged)", n, err)
 	}
 	m.ObserveSocket(p, "listen 0.0.0.0:179", SocketCounters{PktAORequired: 4})
 	m.DeleteSocket(p, "listen 0.0.0.0:179")
-	if n := testutil.CollectAndCount(m.kernel, NameSocketPktAORequired); n != 0 {
-		t.Errorf("socket series after DeleteSocket = %d", n)
+	if n, err := testutil.GatherAndCount(m.Gatherer(), NameSocketPktAORequired); err != nil || n != 0 {
+		t.Errorf("socket series after DeleteSocket = %d (%v)", n, err)
 	}
 }
 
@@ -173,7 +174,8 @@ func TestRegisterTwiceFails(t *testing.T) {
 // TestOnCollect: the hook runs once per scrape, before the per-peer series
 // are collected, so a scrape sees what the hook just set.
 func TestOnCollect(t *testing.T) {
-	m, reg := newTest(t)
+	m, _ := newTest(t)
+	reg := m.Gatherer()
 	calls := 0
 	m.OnCollect(func() {
 		calls++

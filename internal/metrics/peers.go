@@ -1,0 +1,492 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The per-peer series (a few per peer, two per key, four per socket: tens
+// of thousands on a large PE) are not client_golang collectors: a
+// registry's Gather builds each series' protobuf, hashes and checks its
+// labels and sorts every family, on every scrape, which at 4,096 peers cost
+// seconds of CPU on a slow machine. They live in a store that keeps each
+// series' label pairs, built once when the series appears, and its value,
+// updated in place; the series' order is recomputed only when a series
+// comes or goes. A scrape copies values into freshly allocated protobufs
+// that share the stored label pairs (immutable once built), a few
+// allocations per family. Gatherer serves them beside a registry's
+// metrics.
+
+// row is one series.
+type row struct {
+	values []string         // label values in the family's label order
+	labels []*dto.LabelPair // sorted by name, as client_golang orders them; never changed
+	text   []byte           // the labels in the text format: {name="value",...}
+	value  float64
+}
+
+// family is one per-peer metric.
+type family struct {
+	name, help string
+	typ        dto.MetricType
+	labels     []string // label names in the order values are given
+	byName     []int    // indexes into labels, sorted by label name
+	rows       map[string]*row
+	sorted     []*row // nil: a series came or went since the last sort
+}
+
+func newFamily(name, help string, typ dto.MetricType, labels ...string) *family {
+	f := &family{name: name, help: help, typ: typ, labels: labels, rows: map[string]*row{}}
+	f.byName = make([]int, len(labels))
+	for i := range f.byName {
+		f.byName[i] = i
+	}
+	sort.Slice(f.byName, func(a, b int) bool { return labels[f.byName[a]] < labels[f.byName[b]] })
+	return f
+}
+
+// with returns the series with these label values, created at 0.
+func (f *family) with(values ...string) *row {
+	k := strings.Join(values, "\xff")
+	if r := f.rows[k]; r != nil {
+		return r
+	}
+	r := &row{values: slices.Clone(values), labels: make([]*dto.LabelPair, len(values))}
+	r.text = append(r.text, '{')
+	for i, j := range f.byName {
+		r.labels[i] = &dto.LabelPair{Name: &f.labels[j], Value: &r.values[j]}
+		if i > 0 {
+			r.text = append(r.text, ',')
+		}
+		r.text = append(r.text, f.labels[j]...)
+		r.text = append(r.text, '=', '"')
+		r.text = append(r.text, labelEscaper.Replace(r.values[j])...)
+		r.text = append(r.text, '"')
+	}
+	r.text = append(r.text, '}')
+	f.rows[k] = r
+	f.sorted = nil
+	return r
+}
+
+// drop removes the series r (nil: nothing).
+func (f *family) drop(r *row) {
+	if r == nil {
+		return
+	}
+	delete(f.rows, strings.Join(r.values, "\xff"))
+	f.sorted = nil
+}
+
+// sort puts the series in client_golang's order (by their label values in
+// label-name order) if a series came or went since the last sort.
+func (f *family) sort() {
+	if f.sorted != nil {
+		return
+	}
+	f.sorted = make([]*row, 0, len(f.rows))
+	for _, r := range f.rows {
+		f.sorted = append(f.sorted, r)
+	}
+	slices.SortFunc(f.sorted, func(a, b *row) int {
+		for i := range a.labels {
+			if c := strings.Compare(*a.labels[i].Value, *b.labels[i].Value); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+}
+
+// gather returns the family's series as client_golang's registry would
+// (label pairs sorted by name, series by their label values in that
+// order), or nil when it has none.
+func (f *family) gather() *dto.MetricFamily {
+	n := len(f.rows)
+	if n == 0 {
+		return nil
+	}
+	f.sort()
+	ms := make([]dto.Metric, n)
+	ptrs := make([]*dto.Metric, n)
+	vals := make([]float64, n)
+	var gauges []dto.Gauge
+	var counters []dto.Counter
+	if f.typ == dto.MetricType_COUNTER {
+		counters = make([]dto.Counter, n)
+	} else {
+		gauges = make([]dto.Gauge, n)
+	}
+	for i, r := range f.sorted {
+		vals[i] = r.value
+		m := &ms[i]
+		m.Label = r.labels
+		if counters != nil {
+			counters[i].Value = &vals[i]
+			m.Counter = &counters[i]
+		} else {
+			gauges[i].Value = &vals[i]
+			m.Gauge = &gauges[i]
+		}
+		ptrs[i] = m
+	}
+	return &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: &f.typ, Metric: ptrs}
+}
+
+// labelEscaper and helpEscaper escape label values and help text as the
+// text exposition format (and expfmt) does.
+var (
+	labelEscaper = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\"", `\"`)
+	helpEscaper  = strings.NewReplacer("\\", `\\`, "\n", `\n`)
+)
+
+// appendText appends the family in the text exposition format (as
+// expfmt.MetricFamilyToText writes it), nothing when it has no series.
+func (f *family) appendText(b []byte) []byte {
+	if len(f.rows) == 0 {
+		return b
+	}
+	f.sort()
+	b = append(b, "# HELP "...)
+	b = append(b, f.name...)
+	b = append(b, ' ')
+	b = append(b, helpEscaper.Replace(f.help)...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, f.name...)
+	if f.typ == dto.MetricType_COUNTER {
+		b = append(b, " counter\n"...)
+	} else {
+		b = append(b, " gauge\n"...)
+	}
+	for _, r := range f.sorted {
+		b = append(b, f.name...)
+		b = append(b, r.text...)
+		b = append(b, ' ')
+		b = appendFloat(b, r.value)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendFloat formats v as expfmt does.
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(b, '1')
+	case v == 0:
+		return append(b, '0')
+	case v == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// keyRows are one key's two counters.
+type keyRows struct {
+	id        KeyCounters // Key, SendID, RecvID only
+	good, bad *row
+}
+
+// peerRows are one peer's series (nil: none yet).
+type peerRows struct {
+	current, rnext, installed *row
+	state                     *row
+	verify, age               *row
+	started, completed        *row
+	aborted                   map[string]*row
+	keys                      []keyRows
+	sockets                   map[string]*[4]*row
+}
+
+// peerStore holds every per-peer series.
+type peerStore struct {
+	mu    sync.Mutex
+	peers map[Peer]*peerRows
+
+	current, rnext, installed, state, verify, age *family
+	started, completed, aborted                   *family
+	keyGood, keyBad                               *family
+	sockGood, sockBad, sockNotFound, sockReqd     *family
+}
+
+func newPeerStore() *peerStore {
+	g, c := dto.MetricType_GAUGE, dto.MetricType_COUNTER
+	keyL := []string{LabelPeer, LabelVRF, LabelKey, LabelSendID, LabelRecvID}
+	sockL := []string{LabelPeer, LabelVRF, LabelSocket}
+	return &peerStore{
+		peers:     map[Peer]*peerRows{},
+		current:   newFamily(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none).", g, LabelPeer, LabelVRF),
+		rnext:     newFamily(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none).", g, LabelPeer, LabelVRF),
+		installed: newFamily(NamePeerKeys, "TCP-AO keys installed on the peer's established socket.", g, LabelPeer, LabelVRF),
+		state:     newFamily(NameRotationState, "1 for the rotation state the peer is in.", g, LabelPeer, LabelVRF, LabelState),
+		verify: newFamily(NamePeerVerifyFailing,
+			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ).", g, LabelPeer, LabelVRF),
+		age: newFamily(NamePeerCountersAge,
+			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods).", g, LabelPeer, LabelVRF),
+		started:      newFamily(NameRotationsStarted, "Key rotations started.", c, LabelPeer, LabelVRF),
+		completed:    newFamily(NameRotationsCompleted, "Key rotations completed (old key retired).", c, LabelPeer, LabelVRF),
+		aborted:      newFamily(NameRotationsAborted, "Key rotations aborted, by reason.", c, LabelPeer, LabelVRF, LabelReason),
+		keyGood:      newFamily(NameKeyPktGood, "Segments verified with the key (TCP_AO_GET_KEYS pkt_good).", c, keyL...),
+		keyBad:       newFamily(NameKeyPktBad, "Segments with a bad MAC for the key (pkt_bad).", c, keyL...),
+		sockGood:     newFamily(NameSocketPktGood, "Segments verified on the socket (TCP_AO_INFO pkt_good).", c, sockL...),
+		sockBad:      newFamily(NameSocketPktBad, "Segments with a bad MAC on the socket (pkt_bad).", c, sockL...),
+		sockNotFound: newFamily(NameSocketPktKeyNotFound, "Signed segments for which no key matched (pkt_key_not_found).", c, sockL...),
+		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, sockL...),
+	}
+}
+
+// families are the per-peer families, by name (as a registry orders them).
+func (s *peerStore) families() []*family {
+	fs := []*family{s.current, s.rnext, s.installed, s.state, s.verify, s.age, s.started, s.completed, s.aborted,
+		s.keyGood, s.keyBad, s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd}
+	slices.SortFunc(fs, func(a, b *family) int { return strings.Compare(a.name, b.name) })
+	return fs
+}
+
+// peer returns p's rows, created empty; s.mu is held.
+func (s *peerStore) peer(p Peer) *peerRows {
+	r := s.peers[p]
+	if r == nil {
+		r = &peerRows{}
+		s.peers[p] = r
+	}
+	return r
+}
+
+// set sets *r (created in f with the peer's labels and extra on first use)
+// to v; s.mu is held.
+func (s *peerStore) set(f *family, r **row, p Peer, v float64) {
+	if *r == nil {
+		*r = f.with(p.Addr, p.VRF)
+	}
+	(*r).value = v
+}
+
+func (s *peerStore) setPeerKeys(p Peer, current, rnext, installed float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	s.set(s.current, &pr.current, p, current)
+	s.set(s.rnext, &pr.rnext, p, rnext)
+	s.set(s.installed, &pr.installed, p, installed)
+}
+
+func (s *peerStore) setState(p Peer, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	if pr.state != nil && pr.state.values[2] == state {
+		return
+	}
+	s.state.drop(pr.state)
+	pr.state = s.state.with(p.Addr, p.VRF, state)
+	pr.state.value = 1
+}
+
+func (s *peerStore) setVerify(p Peer, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set(s.verify, &s.peer(p).verify, p, v)
+}
+
+func (s *peerStore) setAge(p Peer, seconds float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set(s.age, &s.peer(p).age, p, seconds)
+}
+
+func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, r := which(s.peer(p))
+	if *r == nil {
+		*r = f.with(p.Addr, p.VRF)
+	}
+	(*r).value++
+}
+
+func (s *peerStore) incAborted(p Peer, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	if pr.aborted == nil {
+		pr.aborted = map[string]*row{}
+	}
+	r := pr.aborted[reason]
+	if r == nil {
+		r = s.aborted.with(p.Addr, p.VRF, reason)
+		pr.aborted[reason] = r
+	}
+	r.value++
+}
+
+// setKeys replaces p's key series with keys (the last of two keys with the
+// same labels wins). A key set unchanged since the last call (every poll
+// and scrape in steady state) only updates values.
+func (s *peerStore) setKeys(p Peer, keys []KeyCounters) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	same := len(keys) == len(pr.keys)
+	for i := 0; same && i < len(keys); i++ {
+		same = pr.keys[i].id == KeyCounters{Key: keys[i].Key, SendID: keys[i].SendID, RecvID: keys[i].RecvID}
+	}
+	if !same {
+		old := pr.keys
+		pr.keys = make([]keyRows, 0, len(keys))
+		for _, k := range old {
+			s.keyGood.drop(k.good)
+			s.keyBad.drop(k.bad)
+		}
+		for _, c := range keys {
+			id := KeyCounters{Key: c.Key, SendID: c.SendID, RecvID: c.RecvID}
+			// A duplicate gets the same rows (with returns the existing
+			// series); the last one's values win below.
+			send, recv := strconv.Itoa(int(c.SendID)), strconv.Itoa(int(c.RecvID))
+			name := c.Key
+			if name == "" {
+				name = send + "/" + recv
+			}
+			lv := []string{p.Addr, p.VRF, name, send, recv}
+			pr.keys = append(pr.keys, keyRows{id: id, good: s.keyGood.with(lv...), bad: s.keyBad.with(lv...)})
+		}
+	}
+	for i, c := range keys {
+		pr.keys[i].good.value = float64(c.PktGood)
+		pr.keys[i].bad.value = float64(c.PktBad)
+	}
+}
+
+func (s *peerStore) setSocket(p Peer, socket string, c SocketCounters) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	if pr.sockets == nil {
+		pr.sockets = map[string]*[4]*row{}
+	}
+	rs := pr.sockets[socket]
+	if rs == nil {
+		rs = &[4]*row{}
+		for i, f := range []*family{s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd} {
+			rs[i] = f.with(p.Addr, p.VRF, socket)
+		}
+		pr.sockets[socket] = rs
+	}
+	for i, v := range [4]uint64{c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired} {
+		rs[i].value = float64(v)
+	}
+}
+
+func (s *peerStore) deleteSocket(p Peer, socket string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peers[p]
+	if pr == nil || pr.sockets[socket] == nil {
+		return
+	}
+	s.dropSocket(pr.sockets[socket])
+	delete(pr.sockets, socket)
+}
+
+func (s *peerStore) dropSocket(rs *[4]*row) {
+	for i, f := range []*family{s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd} {
+		f.drop(rs[i])
+	}
+}
+
+func (s *peerStore) deletePeer(p Peer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peers[p]
+	if pr == nil {
+		return
+	}
+	delete(s.peers, p)
+	s.current.drop(pr.current)
+	s.rnext.drop(pr.rnext)
+	s.installed.drop(pr.installed)
+	s.state.drop(pr.state)
+	s.verify.drop(pr.verify)
+	s.age.drop(pr.age)
+	s.started.drop(pr.started)
+	s.completed.drop(pr.completed)
+	for _, r := range pr.aborted {
+		s.aborted.drop(r)
+	}
+	for _, k := range pr.keys {
+		s.keyGood.drop(k.good)
+		s.keyBad.drop(k.bad)
+	}
+	for _, rs := range pr.sockets {
+		s.dropSocket(rs)
+	}
+}
+
+// gather returns every per-peer family that has series.
+func (s *peerStore) gather() []*dto.MetricFamily {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*dto.MetricFamily
+	for _, f := range s.families() {
+		if mf := f.gather(); mf != nil {
+			out = append(out, mf)
+		}
+	}
+	return out
+}
+
+// appendText appends every per-peer family in the text format.
+func (s *peerStore) appendText(b []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.families() {
+		b = f.appendText(b)
+	}
+	return b
+}
+
+// gatherer serves a registry's metrics and the per-peer series.
+type gatherer struct {
+	m   *Metrics
+	reg prometheus.Gatherer
+}
+
+// Gather runs the OnCollect hook, then gathers the registry and the
+// per-peer series, one scrape at a time.
+func (g gatherer) Gather() ([]*dto.MetricFamily, error) {
+	g.m.scrapeMu.Lock()
+	defer g.m.scrapeMu.Unlock()
+	if g.m.hook != nil {
+		g.m.hook()
+	}
+	mfs, err := g.reg.Gather()
+	mfs = append(mfs, g.m.peers.gather()...)
+	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return mfs, err
+}
+
+// peerNames claims the per-peer metric names on the registry (it describes
+// them and collects nothing), so that nothing else registers a metric of
+// the same name that Gatherer would serve twice.
+type peerNames struct{ s *peerStore }
+
+func (n peerNames) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range n.s.families() {
+		ch <- prometheus.NewDesc(f.name, f.help, f.labels, nil)
+	}
+}
+
+func (n peerNames) Collect(chan<- prometheus.Metric) {}
