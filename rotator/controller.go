@@ -263,6 +263,25 @@ func (c *Controller) Status() []Status {
 	return out
 }
 
+// Snapshots returns every peer's status as the machine last published it,
+// in no order and without copying: for readers of every peer on a hot
+// path (a metrics scrape), where Status's sorted copies cost more than the
+// reading. The snapshots are shared and immutable; callers must not change
+// them.
+func (c *Controller) Snapshots() []*Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Status, 0, len(c.peers))
+	for id, s := range c.peers {
+		if s.run == nil {
+			out = append(out, &Status{Peer: id, State: StateDown})
+			continue
+		}
+		out = append(out, s.run.status.Load())
+	}
+	return out
+}
+
 // Config is the controller's roll timing, defaults filled in.
 func (c *Controller) Config() Config { return c.opts.Config }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -39,7 +41,8 @@ type running struct {
 	log    *slog.Logger
 	d      *daemon.Daemon
 	w      *watched
-	reg    *prometheus.Registry // nil: metrics off
+	reg    prometheus.Gatherer // what aokeyd serves to a protobuf scrape; nil: metrics off
+	scrape http.Handler        // aokeyd's metrics handler; nil: metrics off
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -55,13 +58,14 @@ type daemonOpts struct {
 func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 	w := newWatched(e.f)
 	var m *metrics.Metrics
-	var reg *prometheus.Registry
+	var reg prometheus.Gatherer
+	var scrape http.Handler
 	if o.metrics {
 		var err error
-		reg = prometheus.NewRegistry()
-		if m, err = metrics.New(reg); err != nil {
+		if m, err = metrics.New(prometheus.NewRegistry()); err != nil {
 			return nil, fmt.Errorf("bench: metrics: %w", err)
 		}
+		reg, scrape = m.Gatherer(), m.Handler()
 	}
 	d, err := daemon.New(daemon.Options{
 		Policy: e.pol, Keys: keystore.NewCache(e.src, keystore.CacheOptions{}), Source: e.src,
@@ -80,7 +84,7 @@ func (r *runner) startDaemon(e *fleetEnv, o daemonOpts) (*running, error) {
 		return nil, fmt.Errorf("bench: daemon: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{log: r.log, d: d, w: w, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	run := &running{log: r.log, d: d, w: w, reg: reg, scrape: scrape, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- d.Run(ctx) }()
 	return run, nil
 }
@@ -367,15 +371,30 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	}
 	res.SteadyWindow = int64(window)
 	res.SteadyCPUPerSec = int64(float64(c1-c0) / window.Seconds())
-	// One metrics scrape: reads every session's counters.
+	// One metrics scrape as Prometheus gets it (the text format, through
+	// aokeyd's handler), then one gather of what a protobuf scrape gets
+	// (its encoding not included: what this item measured before the text
+	// path).
 	if c0, err = cpuTime(); err == nil {
 		t0 := time.Now()
-		var mfs int
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+		w := &countingWriter{header: http.Header{}}
+		run.scrape.ServeHTTP(w, req)
+		if c1, err = cpuTime(); err == nil {
+			res.ScrapeCPU, res.ScrapeWall, res.ScrapeBytes = c1-c0, int64(time.Since(t0)), w.n
+		}
+	}
+	if c0, err = cpuTime(); err == nil {
+		var mfs, series int
 		if got, gerr := run.reg.Gather(); gerr == nil {
 			mfs = len(got)
+			for _, mf := range got {
+				series += len(mf.GetMetric())
+			}
 		}
 		if c1, err = cpuTime(); err == nil {
-			res.ScrapeCPU, res.ScrapeWall, res.ScrapeFamilies = c1-c0, int64(time.Since(t0)), mfs
+			res.ScrapeGatherCPU, res.ScrapeFamilies, res.ScrapeSeries = c1-c0, mfs, series
 		}
 	}
 	if err := run.stop(); err != nil {
@@ -386,7 +405,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	}
 	r.log.Info("daemon memory", "rss_before", res.RSSBefore, "rss_daemon", res.RSSDaemon, "rss_harness", res.RSSHarness,
 		"heap_daemon", res.HeapDaemon, "heap_harness", res.HeapHarness, "steady_cpu_per_s", time.Duration(res.SteadyCPUPerSec),
-		"scrape_cpu", time.Duration(res.ScrapeCPU))
+		"scrape_cpu", time.Duration(res.ScrapeCPU), "scrape_gather_cpu", time.Duration(res.ScrapeGatherCPU), "scrape_series", res.ScrapeSeries)
 
 	// B: idle passes (key source reads that find nothing new) and change
 	// passes (an input changed: every peer's desired state recomputed),
@@ -489,3 +508,14 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h minLevel) WithGroup(g string) slog.Handler { return minLevel{h.Handler.WithGroup(g), h.min} }
+
+// countingWriter is an http.ResponseWriter that counts the body and keeps
+// nothing.
+type countingWriter struct {
+	header http.Header
+	n      int
+}
+
+func (w *countingWriter) Header() http.Header         { return w.header }
+func (w *countingWriter) WriteHeader(int)             {}
+func (w *countingWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }

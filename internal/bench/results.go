@@ -224,13 +224,20 @@ type DaemonRun struct {
 	// SteadyCPUPerSec is the process's CPU time per second of wall time
 	// over SteadyWindow with the daemon idle as operators run it (default
 	// steady re-reads, full passes and key source reads; metrics on, not
-	// scraped). ScrapeCPU is the CPU of one metrics scrape (ScrapeWall its
-	// wall time, ScrapeFamilies the metric families it returned).
+	// scraped). ScrapeCPU is the CPU of one metrics scrape as Prometheus
+	// gets it, through aokeyd's handler in the text format (ScrapeWall its
+	// wall time, ScrapeBytes its body); ScrapeGatherCPU the CPU of one
+	// gather of what a protobuf scrape gets, its encoding not included
+	// (what this item measured as its scrape before the text path),
+	// ScrapeFamilies and ScrapeSeries what that gather returned.
 	SteadyWindow    int64 `json:"steady_window_ns"`
 	SteadyCPUPerSec int64 `json:"steady_cpu_per_s_ns"`
 	ScrapeCPU       int64 `json:"scrape_cpu_ns"`
 	ScrapeWall      int64 `json:"scrape_wall_ns"`
+	ScrapeBytes     int   `json:"scrape_bytes,omitempty"`
+	ScrapeGatherCPU int64 `json:"scrape_gather_cpu_ns,omitempty"`
 	ScrapeFamilies  int   `json:"scrape_families"`
+	ScrapeSeries    int   `json:"scrape_series,omitempty"`
 	// Passes is the configured count; CPU per pass (getrusage self) of:
 	// idle passes (a key source read finding nothing new: no policy
 	// evaluation, no kernel read), change passes (an input changed: every

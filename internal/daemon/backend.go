@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -315,7 +314,7 @@ func (d *Daemon) observeMetrics() {
 	}
 	// The controller's status first: its goroutines take d.mu (through the
 	// session guard) while they hold their own lock.
-	sts := d.ctrl.Status()
+	sts := d.ctrl.Snapshots()
 	d.mu.Lock()
 	m.SetOptmem(d.optmem[0], d.optmem[1])
 	d.mu.Unlock()
@@ -325,6 +324,7 @@ func (d *Daemon) observeMetrics() {
 	d.observeVerify(m)
 	now := d.o.Clock.Now()
 	fresh := 2 * d.ctrl.Config().Steady
+	var kcs []metrics.KeyCounters // reused: ObserveKeys keeps none of it
 	for _, s := range sts {
 		p := d.peer(s.Peer)
 		if p == nil {
@@ -343,7 +343,7 @@ func (d *Daemon) observeMetrics() {
 			rn = &s.RNext.ID
 		}
 		m.SetPeerKeys(mp, cur, rn, len(p.desired.Keys))
-		d.countRolls(mp, s)
+		d.countRolls(mp, *s)
 		c := s.Counters
 		if c.At.IsZero() || now.Sub(c.At) > fresh {
 			obs, err := rotator.Observe(d.o.SocketOf(p.handle))
@@ -352,21 +352,22 @@ func (d *Daemon) observeMetrics() {
 			}
 			c = rotator.CountersOf(obs, now)
 		}
-		publishCounters(m, mp, c, now)
+		kcs = publishCounters(m, mp, c, now, kcs[:0])
 	}
 }
 
-// publishCounters exports one session's counters and their age.
-func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, now time.Time) {
+// publishCounters exports one session's counters and their age; kcs is
+// scratch space, returned for the next session.
+func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, now time.Time, kcs []metrics.KeyCounters) []metrics.KeyCounters {
 	m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: c.PktGood, PktBad: c.PktBad,
 		PktKeyNotFound: c.PktKeyNotFound, PktAORequired: c.PktAORequired})
-	kcs := make([]metrics.KeyCounters, 0, len(c.Keys))
 	for _, k := range c.Keys {
-		kcs = append(kcs, metrics.KeyCounters{Key: strconv.Itoa(int(k.SendID)) + "/" + strconv.Itoa(int(k.RecvID)),
-			SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
+		// Key left empty: the metrics name the key "SendID/RecvID".
+		kcs = append(kcs, metrics.KeyCounters{SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
 	}
 	m.ObserveKeys(mp, kcs)
 	m.SetCountersAge(mp, now.Sub(c.At))
+	return kcs
 }
 
 // countRolls turns the rotator's per-peer roll and abort counts into
