@@ -45,6 +45,7 @@ type Controller struct {
 type peerSlot struct {
 	desired Desired
 	run     *runner // nil while the peer is down
+	stopped *runner // the last machine stopped (PeerDown), until the next starts
 }
 
 // runner is one peer's goroutine and its mailbox. Its machine (m) is the
@@ -53,6 +54,7 @@ type peerSlot struct {
 // immutable snapshot the goroutine publishes (status).
 type runner struct {
 	m      *machine // owned by the runner's goroutine (loop) once started
+	after  *runner  // the peer's previous machine, in a step: loop waits for it, then cleans the socket
 	wake   chan struct{}
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -69,7 +71,14 @@ type exclusive struct {
 	desired Desired
 	fn      func(tcpao.Socket)
 	ran     chan struct{} // closed once fn ran and desired was taken
+	state   atomic.Int32  // exclQueued, then exclTaken by the runner or exclWithdrawn by the caller
 }
+
+const (
+	exclQueued int32 = iota
+	exclTaken
+	exclWithdrawn
+)
 
 // NewController starts a controller; Close stops its goroutines.
 func NewController(opts Options) *Controller {
@@ -110,12 +119,13 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 // Exclusive runs fn on peer's socket between two steps of its state
 // machine, which is held off meanwhile (so it stays the socket's only other
 // writer), then gives the machine d as its desired state and wakes it. It
-// reports false, without calling fn, when no machine runs for peer (or it
-// stops before its next step). Exclusive waits for the step the machine is
-// in, so it waits for this peer alone; SetDesired never waits. An
-// emergency revoke uses it: no machine is stopped and restarted, and the
-// socket is not re-checked (the woken machine reads it anyway).
-func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
+// reports false, without calling fn or changing the desired state, when no
+// machine runs for peer, it stops before its next step, or ctx ends first
+// (a step that does not return: the caller is not held up by it). Once the
+// machine has taken fn, Exclusive waits for fn alone. An emergency revoke
+// uses it: no machine is stopped and restarted, and the socket is not
+// re-checked (the woken machine reads it anyway).
+func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
 	d.Kind = Established
 	c.mu.Lock()
 	s := c.peers[peer]
@@ -124,25 +134,39 @@ func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket
 		return false
 	}
 	r := s.run
-	s.desired = d
 	c.mu.Unlock()
 	x := &exclusive{desired: d, fn: fn, ran: make(chan struct{})}
 	r.mu.Lock()
 	r.excl = append(r.excl, x)
 	r.mu.Unlock()
 	r.poke()
+	taken := func() bool {
+		if x.state.CompareAndSwap(exclQueued, exclWithdrawn) {
+			return false // the machine will skip it
+		}
+		<-x.ran // the machine took it: fn runs (or ran) now
+		return true
+	}
 	select {
 	case <-x.ran:
-		return true
 	case <-r.done:
 		// The machine stopped; it runs every request it took before that.
-		select {
-		case <-x.ran:
-			return true
-		default:
+		if !taken() {
+			return false
+		}
+	case <-ctx.Done():
+		if !taken() {
 			return false
 		}
 	}
+	// The peer's desired state for its next machine (Accepted) too, as
+	// SetDesired would set it.
+	c.mu.Lock()
+	if s := c.peers[peer]; s != nil && s.run == r {
+		s.desired = d
+	}
+	c.mu.Unlock()
+	return true
 }
 
 // Accepted is the hook for every socket accepted for peer (and for an
@@ -154,6 +178,13 @@ func (c *Controller) Exclusive(peer PeerID, d Desired, fn func(sock tcpao.Socket
 // peer's state machine takes the socket over. The returned plan is what was
 // done. A stale key that is the new socket's Current_key is left to the
 // roll (the peer chose it in its SYN).
+//
+// Accepted never waits for the peer's previous machine: it is stopped, and
+// when it is in a step that has not returned (a kernel call or a speaker
+// query stuck), the new machine waits for that step, so that one machine
+// at a time touches the peer's sockets (the previous one may have run on
+// this very socket); its status says what it waits for. It then cleans the
+// socket and logs what it did, and Accepted returns an empty plan.
 func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error) {
 	c.mu.Lock()
 	s := c.peers[peer]
@@ -163,22 +194,34 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	}
 	d := s.desired
 	old := s.run
-	s.run = nil
+	if old == nil {
+		old = s.stopped
+	}
+	s.run, s.stopped = nil, nil
 	c.mu.Unlock()
+	var busy *runner // the previous machine, still in a step
 	if old != nil {
 		old.stop()
-		<-old.done
+		select {
+		case <-old.done:
+		default:
+			busy = old
+		}
 	}
 
-	sp, err := Clean(sock, d)
-	if err != nil {
-		err = fmt.Errorf("accepted socket for %s: %w", peer, err)
+	var sp SocketPlan
+	var err error
+	if busy == nil {
+		if sp, err = Clean(sock, d); err != nil {
+			err = fmt.Errorf("accepted socket for %s: %w", peer, err)
+		}
 	}
 	now := c.opts.Clock.Now()
 	r := &runner{
-		m:    newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		after: busy,
+		m:     newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
 	r.m.pub = &r.status
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -187,6 +230,13 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	if cur := c.peers[peer]; cur != nil && cur.run == nil {
 		cur.run = r
 		r.m.desired = cur.desired
+		if busy != nil {
+			w := "the previous machine's step"
+			if prev := busy.status.Load(); prev != nil && prev.Waiting != "" {
+				w += " (" + prev.Waiting + ")"
+			}
+			r.m.st.Waiting = w
+		}
 		r.m.publish()
 	} else {
 		c.mu.Unlock()
@@ -215,22 +265,32 @@ func Clean(sock tcpao.Socket, d Desired) (SocketPlan, error) {
 }
 
 // PeerDown stops peer's state machine and forgets its socket (the desired
-// keys are kept for the next Accepted).
-func (c *Controller) PeerDown(peer PeerID) {
+// keys are kept for the next Accepted). It does not wait for the machine:
+// the returned channel is closed once the machine no longer touches the
+// socket (at once when none ran; after its step when one was in a step).
+// A caller that then writes to the socket itself waits for it.
+func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 	c.mu.Lock()
 	s := c.peers[peer]
 	var r *runner
 	if s != nil {
 		r, s.run = s.run, nil
+		if r != nil {
+			s.stopped = r
+		}
 	}
 	c.mu.Unlock()
-	if r != nil {
-		r.stop()
-		<-r.done
+	if r == nil {
+		return closedChan
 	}
+	r.stop()
+	return r.done
 }
 
-// Forget removes a peer entirely.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Forget removes a peer entirely (without waiting for its machine, as
+// PeerDown).
 func (c *Controller) Forget(peer PeerID) {
 	c.PeerDown(peer)
 	c.mu.Lock()
@@ -322,6 +382,9 @@ func (r *runner) take(now func() time.Time) {
 		if i == len(xs) {
 			break
 		}
+		if !xs[i].state.CompareAndSwap(exclQueued, exclTaken) {
+			continue // its caller gave up waiting
+		}
 		xs[i].fn(r.m.sock)
 		r.m.setDesired(xs[i].desired, now())
 		close(xs[i].ran)
@@ -332,6 +395,23 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 	defer c.wg.Done()
 	defer close(r.done)
 	clk := c.opts.Clock
+	if r.after != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.after.done:
+		}
+		r.after = nil
+		r.take(clk.Now)
+		sp, err := Clean(r.m.sock, r.m.desired)
+		if err != nil {
+			r.m.st.LastError = fmt.Sprintf("accepted socket: %v", err)
+			r.m.log.Warn("rotator: checking the accepted socket's keys", "peer", r.m.peer, "err", err)
+		} else if len(sp.Ops) > 0 {
+			r.m.log.Info("rotator: accepted socket corrected", "peer", r.m.peer, "ops", len(sp.Ops))
+		}
+		r.m.st.Waiting = ""
+	}
 	for {
 		r.take(clk.Now)
 		next := r.m.step(clk.Now())

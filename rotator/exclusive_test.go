@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,7 +19,7 @@ func testExclusive(t *testing.T) {
 	ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 	defer ctl.Close()
 	called := false
-	if ctl.Exclusive("p", Desired{}, func(tcpao.Socket) { called = true }) || called {
+	if ctl.Exclusive(context.Background(), "p", Desired{}, func(tcpao.Socket) { called = true }) || called {
 		t.Fatal("Exclusive ran fn for a peer without a machine")
 	}
 	ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
@@ -28,7 +29,7 @@ func testExclusive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Revoke-like: move current to b and delete a, then desire b alone.
-	ok := ctl.Exclusive("p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+	ok := ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
 		called = got == tcpao.Socket(s)
 		if err := got.DelKey(tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2}); err != nil {
 			t.Errorf("DelKey: %v", err)

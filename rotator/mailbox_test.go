@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,7 +86,7 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		ctl.SetDesired("s", both)
 		ctl.SetDesired("s", aOnly)
 		var ran bool
-		if !ctl.Exclusive("p1", aOnly, func(tcpao.Socket) { ran = true }) || !ran {
+		if !ctl.Exclusive(context.Background(), "p1", aOnly, func(tcpao.Socket) { ran = true }) || !ran {
 			t.Fatal("Exclusive on p1 did not run while s is stuck")
 		}
 		for _, st := range ctl.Status() {

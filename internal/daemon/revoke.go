@@ -224,7 +224,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		if k, ok := pk.PreferredKey(); ok {
 			pref = &k
 		}
-		if d.ctrl.Exclusive(id, want, func(sock tcpao.Socket) { d.revokeOn(ctx, sock, p, ids, pref, &rs) }) {
+		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { d.revokeOn(ctx, sock, p, ids, pref, &rs) }) {
 			d.updatePeer(id, func(p *peerState) { p.desired = want })
 			return rs
 		}
@@ -232,7 +232,18 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	// No rotation machine runs on the session (yet): stop any that
 	// starts, revoke, then start it on the socket.
 	sock := d.o.SocketOf(p.handle)
-	d.ctrl.PeerDown(id)
+	select {
+	case <-d.ctrl.PeerDown(id):
+	case <-ctx.Done():
+		// Its machine is in a step that does not return: the socket is
+		// not touched beside it. The machine restarts once it returns.
+		rs.Action, rs.Error = "error", "the peer's rotation machine is in a step that has not returned; not revoked on this socket"
+		if werr == nil {
+			d.ctrl.SetDesired(id, want)
+			_, _ = d.ctrl.Accepted(id, sock)
+		}
+		return rs
+	}
 	d.revokeOn(ctx, sock, p, ids, pref, &rs)
 	if werr == nil {
 		d.updatePeer(id, func(p *peerState) { p.desired = want })
