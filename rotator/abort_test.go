@@ -42,7 +42,7 @@ type stepGuard struct {
 	cur  Step
 }
 
-func (g *stepGuard) Before(_ PeerID, s Step) error {
+func (g *stepGuard) Before(_ context.Context, _ PeerID, s Step) error {
 	g.cur = s
 	if g.fail[s] == failBefore {
 		return fmt.Errorf("neighbor is idle: %w", errNotUp)
@@ -50,7 +50,7 @@ func (g *stepGuard) Before(_ PeerID, s Step) error {
 	return nil
 }
 
-func (g *stepGuard) After(_ PeerID, s Step) error {
+func (g *stepGuard) After(_ context.Context, _ PeerID, s Step) error {
 	if g.fail[s] == failAfter {
 		return &dropErr{step: s}
 	}
@@ -202,12 +202,12 @@ type bgpGuard struct {
 	addr netip.Addr
 }
 
-func (b bgpGuard) Before(_ PeerID, s Step) error {
-	return b.g.Before(context.Background(), b.addr, string(s))
+func (b bgpGuard) Before(ctx context.Context, _ PeerID, s Step) error {
+	return b.g.Before(ctx, b.addr, string(s))
 }
 
-func (b bgpGuard) After(_ PeerID, s Step) error {
-	return b.g.After(context.Background(), b.addr, string(s))
+func (b bgpGuard) After(ctx context.Context, _ PeerID, s Step) error {
+	return b.g.After(ctx, b.addr, string(s))
 }
 
 // sessionList is the speaker's view of one session; drop takes it down.

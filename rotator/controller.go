@@ -395,6 +395,7 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 	defer c.wg.Done()
 	defer close(r.done)
 	clk := c.opts.Clock
+	r.m.ctx = ctx
 	if r.after != nil {
 		select {
 		case <-ctx.Done():

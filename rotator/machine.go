@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -60,9 +61,12 @@ const (
 // SessionGuard is consulted around every step (the bgp package implements
 // it with the session's state): an error from Before skips the step, an
 // error from After (the session dropped) aborts the roll; both back off.
+// ctx is the machine's: it ends when the machine is stopped (PeerDown,
+// Accepted of a new socket, Close), and a guard asking the speaker gives
+// up then.
 type SessionGuard interface {
-	Before(peer PeerID, step Step) error
-	After(peer PeerID, step Step) error
+	Before(ctx context.Context, peer PeerID, step Step) error
+	After(ctx context.Context, peer PeerID, step Step) error
 }
 
 // GuardWaiter is implemented by a SessionGuard that can say what its
@@ -168,6 +172,7 @@ type machine struct {
 	guard   SessionGuard
 	rnd     Jitter
 	log     *slog.Logger
+	ctx     context.Context // the runner's, for the SessionGuard (Background until it runs)
 	st      Status
 	// pub, when set, receives a copy of st whenever the machine publishes
 	// it (after each step, and before a guard or kernel call that may
@@ -185,7 +190,7 @@ type machine struct {
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
 	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
-		st: Status{Peer: peer, State: StateSteady, Since: now}}
+		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}}
 }
 
 // publish hands a copy of the machine's status to its readers.
@@ -259,7 +264,7 @@ func (m *machine) guarded(step Step, f func() error) *AbortError {
 	defer m.waiting("")
 	if m.guard != nil {
 		m.waiting(m.guardWait(step))
-		if err := m.guard.Before(m.peer, step); err != nil {
+		if err := m.guard.Before(m.ctx, m.peer, step); err != nil {
 			return &AbortError{Reason: AbortGuardRefused, Step: step, Err: fmt.Errorf("session guard before %s: %w", step, err)}
 		}
 	}
@@ -269,7 +274,7 @@ func (m *machine) guarded(step Step, f func() error) *AbortError {
 	}
 	if m.guard != nil {
 		m.waiting(m.guardWait(step))
-		if err := m.guard.After(m.peer, step); err != nil {
+		if err := m.guard.After(m.ctx, m.peer, step); err != nil {
 			return &AbortError{Reason: AbortSessionDropped, Step: step, Err: fmt.Errorf("session guard after %s: %w", step, err)}
 		}
 	}

@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -163,8 +164,8 @@ func TestDontFightPeer(t *testing.T) {
 
 type failGuard struct{ step Step }
 
-func (g failGuard) Before(PeerID, Step) error { return nil }
-func (g failGuard) After(_ PeerID, s Step) error {
+func (g failGuard) Before(context.Context, PeerID, Step) error { return nil }
+func (g failGuard) After(_ context.Context, _ PeerID, s Step) error {
 	if s == g.step {
 		return errors.New("session dropped")
 	}

@@ -22,7 +22,7 @@ type stuckGuard struct {
 	blocked atomic.Int32
 }
 
-func (g *stuckGuard) Before(p PeerID, _ Step) error {
+func (g *stuckGuard) Before(_ context.Context, p PeerID, _ Step) error {
 	if p == g.stuck {
 		g.blocked.Add(1)
 		defer g.blocked.Add(-1)
@@ -31,7 +31,7 @@ func (g *stuckGuard) Before(p PeerID, _ Step) error {
 	return nil
 }
 
-func (g *stuckGuard) After(PeerID, Step) error { return nil }
+func (g *stuckGuard) After(context.Context, PeerID, Step) error { return nil }
 
 func (g *stuckGuard) WaitingFor(p PeerID, s Step) string {
 	return "test guard: " + string(p) + " " + string(s)

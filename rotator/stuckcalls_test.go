@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -90,6 +91,55 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 		release()
 		if !testkit.Until(time.Second, func() bool { return keysOf(fresh) == 1 }) {
 			t.Errorf("s's new socket not rolled once the stuck step returned; status %+v", ctl.Status())
+		}
+	})
+}
+
+// ctxGuard's Before waits, like a speaker that does not answer, until the
+// step's context ends, and records why it returned.
+type ctxGuard struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (g *ctxGuard) Before(ctx context.Context, _ PeerID, _ Step) error {
+	<-ctx.Done()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errs = append(g.errs, ctx.Err())
+	return ctx.Err()
+}
+
+func (g *ctxGuard) After(context.Context, PeerID, Step) error { return nil }
+
+// TestStoppedMachineCancelsGuard: the session guard's question for a step
+// carries the machine's context, so stopping the machine (PeerDown here;
+// Accepted and Close alike) cancels a question the speaker does not
+// answer, and the machine ends.
+func TestStoppedMachineCancelsGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		g := &ctxGuard{}
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
+		defer ctl.Close()
+		ctl.SetDesired("s", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		if _, err := ctl.Accepted("s", newFakeEstablished(a, b)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctl.SetDesired("s", Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		time.Sleep(time.Second) // past the grace period: the retire step waits in the guard
+		done := ctl.PeerDown("s")
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the machine still waits in its guard after PeerDown")
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.errs) != 1 || !errors.Is(g.errs[0], context.Canceled) {
+			t.Errorf("guard returned with %v, want one context.Canceled", g.errs)
 		}
 	})
 }

@@ -345,23 +345,25 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 }
 
 // guardAdapter lets the bgp session guard watch the rotator's steps. The
-// guard bounds each of its questions to the speaker (one neighbor each).
+// guard bounds each of its questions to the speaker (one neighbor each);
+// the step's context (the peer's machine) cancels them when the machine
+// stops.
 type guardAdapter struct{ d *Daemon }
 
-func (g guardAdapter) Before(peer rotator.PeerID, step rotator.Step) error {
+func (g guardAdapter) Before(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
 	addr, ok := g.d.addrOf(peer)
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	return g.d.guard.Before(context.Background(), addr, string(step))
+	return g.d.guard.Before(ctx, addr, string(step))
 }
 
-func (g guardAdapter) After(peer rotator.PeerID, step rotator.Step) error {
+func (g guardAdapter) After(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
 	addr, ok := g.d.addrOf(peer)
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	return g.d.guard.After(context.Background(), addr, string(step))
+	return g.d.guard.After(ctx, addr, string(step))
 }
 
 // WaitingFor implements rotator.GuardWaiter: what the peer's step waits
