@@ -197,6 +197,9 @@ func New(o Options) (*Daemon, error) {
 		Synced:      d.resync,
 		Log:         o.Logger,
 	})
+	if o.Metrics != nil {
+		o.Metrics.SessionCacheFrom(d.tracker.CacheStats)
+	}
 	// The guard asks the tracker, which answers from the session state it
 	// follows on the speaker's event stream and asks the speaker (about
 	// that neighbor alone) only when it cannot vouch for it.

@@ -93,6 +93,9 @@ func TestScrapeServesPolledCounters(t *testing.T) {
 			if ok != [3]bool{true, true, true} {
 				t.Errorf("scrape lacks a series (socket pkt_good, key pkt_good, counters age found: %v)", ok)
 			}
+			if _, ok := metricValue(t, mfs, metrics.NameSpeakerSessionCache, map[string]string{"result": "hit"}); !ok {
+				t.Errorf("scrape lacks %s{result=\"hit\"}: the tracker's cache counts are not wired", metrics.NameSpeakerSessionCache)
+			}
 			return r1 - r0, good, keyGood, bad, age
 		}
 

@@ -45,6 +45,7 @@ type Metrics struct {
 	refused                   prometheus.Counter
 	speakerRPCs               *prometheus.CounterVec
 	heldBack                  *prometheus.GaugeVec
+	sessionCache              *sessionCacheCollector
 	peers                     *peerStore
 	reg                       prometheus.Gatherer
 
@@ -94,16 +95,49 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		heldBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysHeldBack,
 			Help: "1 for each chain or key of the key source held back: its last good version is kept (last_good=true), or nothing of it is deleted (last_good=false)."},
 			[]string{LabelChain, LabelKey, LabelReason, LabelLastGood}),
+		sessionCache: &sessionCacheCollector{desc: prometheus.NewDesc(NameSpeakerSessionCache,
+			"The session guard's questions about a peer's session, by result: hit (answered from the session state followed on the speaker's event stream) or miss (asked the speaker about the neighbor).",
+			[]string{LabelResult}, nil)},
 		peers: newPeerStore(),
 		reg:   reg,
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
-		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs, m.heldBack, peerNames{m.peers}} {
+		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs, m.heldBack, m.sessionCache, peerNames{m.peers}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// SessionCacheFrom sets where the session guard's cache counts come from
+// (bgp.Tracker.CacheStats); each scrape reads them.
+func (m *Metrics) SessionCacheFrom(stats func() (hits, misses uint64)) {
+	m.sessionCache.mu.Lock()
+	defer m.sessionCache.mu.Unlock()
+	m.sessionCache.stats = stats
+}
+
+// sessionCacheCollector reports the session guard's cache counts as read
+// at scrape time (nothing until SessionCacheFrom).
+type sessionCacheCollector struct {
+	desc  *prometheus.Desc
+	mu    sync.Mutex
+	stats func() (hits, misses uint64)
+}
+
+func (c *sessionCacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sessionCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	stats := c.stats
+	c.mu.Unlock()
+	if stats == nil {
+		return
+	}
+	hits, misses := stats()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(hits), "hit")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(misses), "miss")
 }
 
 // SpeakerRPC counts one call to the BGP speaker's API method.

@@ -58,6 +58,12 @@ const (
 	// Calls aokeyd made to the BGP speaker's API (label method: the
 	// speaker's own method name, e.g. ListPeer).
 	NameSpeakerRPCs = "aokeyd_speaker_rpcs_total"
+
+	// The session guard's questions about a peer's session, by result:
+	// "hit" answered from the session state aokeyd follows on the
+	// speaker's event stream, "miss" asked the speaker about that one
+	// neighbor (ListPeer with its address).
+	NameSpeakerSessionCache = "aokeyd_speaker_session_cache_total"
 )
 
 // Label names.
@@ -74,4 +80,5 @@ const (
 	LabelAction   = "action"
 	LabelChain    = "chain"
 	LabelLastGood = "last_good"
+	LabelResult   = "result"
 )
