@@ -24,13 +24,18 @@ import (
 // allocations per family. Gatherer serves them beside a registry's
 // metrics.
 
-// row is one series.
+// row is one series. Its value is kept in its family's dense vals (at
+// idx), so that a scrape reads values and text sequentially.
 type row struct {
+	fam    *family
+	idx    int
 	values []string         // label values in the family's label order
 	labels []*dto.LabelPair // sorted by name, as client_golang orders them; never changed
 	text   []byte           // the labels in the text format: {name="value",...}
-	value  float64
 }
+
+func (r *row) set(v float64) { r.fam.vals[r.idx] = v }
+func (r *row) add(v float64) { r.fam.vals[r.idx] += v }
 
 // family is one per-peer metric.
 type family struct {
@@ -39,7 +44,16 @@ type family struct {
 	labels     []string // label names in the order values are given
 	byName     []int    // indexes into labels, sorted by label name
 	rows       map[string]*row
-	sorted     []*row // nil: a series came or went since the last sort
+	vals       []float64 // every row's value, by row.idx
+	free       []int     // indexes in vals of dropped rows
+	head       []byte    // the family's HELP and TYPE lines
+	// sorted are the rows in client_golang's order (nil: a series came or
+	// went since the last sort); blob holds each one's text up to its value
+	// ("name{labels} "), the k-th ending at ends[k], and order its idx.
+	sorted []*row
+	blob   []byte
+	ends   []int
+	order  []int
 }
 
 func newFamily(name, help string, typ dto.MetricType, labels ...string) *family {
@@ -49,6 +63,11 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 		f.byName[i] = i
 	}
 	sort.Slice(f.byName, func(a, b int) bool { return labels[f.byName[a]] < labels[f.byName[b]] })
+	kind := " gauge\n"
+	if f.typ == dto.MetricType_COUNTER {
+		kind = " counter\n"
+	}
+	f.head = []byte("# HELP " + name + " " + helpEscaper.Replace(help) + "\n# TYPE " + name + kind)
 	return f
 }
 
@@ -58,7 +77,14 @@ func (f *family) with(values ...string) *row {
 	if r := f.rows[k]; r != nil {
 		return r
 	}
-	r := &row{values: slices.Clone(values), labels: make([]*dto.LabelPair, len(values))}
+	r := &row{fam: f, values: slices.Clone(values), labels: make([]*dto.LabelPair, len(values))}
+	if n := len(f.free); n > 0 {
+		r.idx, f.free = f.free[n-1], f.free[:n-1]
+		f.vals[r.idx] = 0
+	} else {
+		r.idx = len(f.vals)
+		f.vals = append(f.vals, 0)
+	}
 	r.text = append(r.text, '{')
 	for i, j := range f.byName {
 		r.labels[i] = &dto.LabelPair{Name: &f.labels[j], Value: &r.values[j]}
@@ -81,7 +107,12 @@ func (f *family) drop(r *row) {
 	if r == nil {
 		return
 	}
-	delete(f.rows, strings.Join(r.values, "\xff"))
+	k := strings.Join(r.values, "\xff")
+	if f.rows[k] != r {
+		return // dropped already
+	}
+	delete(f.rows, k)
+	f.free = append(f.free, r.idx)
 	f.sorted = nil
 }
 
@@ -103,6 +134,14 @@ func (f *family) sort() {
 		}
 		return 0
 	})
+	f.blob, f.ends, f.order = f.blob[:0], f.ends[:0], f.order[:0]
+	for _, r := range f.sorted {
+		f.blob = append(f.blob, f.name...)
+		f.blob = append(f.blob, r.text...)
+		f.blob = append(f.blob, ' ')
+		f.ends = append(f.ends, len(f.blob))
+		f.order = append(f.order, r.idx)
+	}
 }
 
 // gather returns the family's series as client_golang's registry would
@@ -125,7 +164,7 @@ func (f *family) gather() *dto.MetricFamily {
 		gauges = make([]dto.Gauge, n)
 	}
 	for i, r := range f.sorted {
-		vals[i] = r.value
+		vals[i] = f.vals[r.idx]
 		m := &ms[i]
 		m.Label = r.labels
 		if counters != nil {
@@ -154,23 +193,13 @@ func (f *family) appendText(b []byte) []byte {
 		return b
 	}
 	f.sort()
-	b = append(b, "# HELP "...)
-	b = append(b, f.name...)
-	b = append(b, ' ')
-	b = append(b, helpEscaper.Replace(f.help)...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, f.name...)
-	if f.typ == dto.MetricType_COUNTER {
-		b = append(b, " counter\n"...)
-	} else {
-		b = append(b, " gauge\n"...)
-	}
-	for _, r := range f.sorted {
-		b = append(b, f.name...)
-		b = append(b, r.text...)
-		b = append(b, ' ')
-		b = appendFloat(b, r.value)
+	b = append(b, f.head...)
+	start := 0
+	for k, idx := range f.order {
+		b = append(b, f.blob[start:f.ends[k]]...)
+		b = appendFloat(b, f.vals[idx])
 		b = append(b, '\n')
+		start = f.ends[k]
 	}
 	return b
 }
@@ -272,7 +301,7 @@ func (s *peerStore) set(f *family, r **row, p Peer, v float64) {
 	if *r == nil {
 		*r = f.with(p.Addr, p.VRF)
 	}
-	(*r).value = v
+	(*r).set(v)
 }
 
 func (s *peerStore) setPeerKeys(p Peer, current, rnext, installed float64) {
@@ -293,7 +322,7 @@ func (s *peerStore) setState(p Peer, state string) {
 	}
 	s.state.drop(pr.state)
 	pr.state = s.state.with(p.Addr, p.VRF, state)
-	pr.state.value = 1
+	pr.state.set(1)
 }
 
 func (s *peerStore) setVerify(p Peer, v float64) {
@@ -315,7 +344,7 @@ func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
 	if *r == nil {
 		*r = f.with(p.Addr, p.VRF)
 	}
-	(*r).value++
+	(*r).add(1)
 }
 
 func (s *peerStore) incAborted(p Peer, reason string) {
@@ -330,7 +359,7 @@ func (s *peerStore) incAborted(p Peer, reason string) {
 		r = s.aborted.with(p.Addr, p.VRF, reason)
 		pr.aborted[reason] = r
 	}
-	r.value++
+	r.add(1)
 }
 
 // setKeys replaces p's key series with keys (the last of two keys with the
@@ -365,8 +394,8 @@ func (s *peerStore) setKeys(p Peer, keys []KeyCounters) {
 		}
 	}
 	for i, c := range keys {
-		pr.keys[i].good.value = float64(c.PktGood)
-		pr.keys[i].bad.value = float64(c.PktBad)
+		pr.keys[i].good.set(float64(c.PktGood))
+		pr.keys[i].bad.set(float64(c.PktBad))
 	}
 }
 
@@ -386,7 +415,7 @@ func (s *peerStore) setSocket(p Peer, socket string, c SocketCounters) {
 		pr.sockets[socket] = rs
 	}
 	for i, v := range [4]uint64{c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired} {
-		rs[i].value = float64(v)
+		rs[i].set(float64(v))
 	}
 }
 
