@@ -305,8 +305,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 // machine's last read of its socket (every steady re-read and roll poll
 // publishes them with its status); only a session whose counters are stale
 // (older than two steady periods, or never read: a machine stuck in a
-// call, or not started) is read here. Peers that are gone lost their
-// series when they went (forget).
+// call, or not started) is read here. A peer whose machine published no
+// new status since the last scrape (and whose session did not change)
+// costs nothing more: its series hold what the last scrape put there, and
+// the metrics serve the counters' age from their read time. Peers that are
+// gone lost their series when they went (forget).
 func (d *Daemon) observeMetrics() {
 	m := d.o.Metrics
 	if m == nil {
@@ -321,6 +324,7 @@ func (d *Daemon) observeMetrics() {
 	snap, release := d.shared()
 	m.SetHeldBack(metricHolds(d.holds(snap)))
 	release()
+	d.scrapes++
 	d.observeVerify(m)
 	now := d.o.Clock.Now()
 	fresh := 2 * d.ctrl.Config().Steady
@@ -330,20 +334,25 @@ func (d *Daemon) observeMetrics() {
 		if p == nil {
 			continue
 		}
-		mp := metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}
-		m.SetRotationState(mp, string(s.State))
+		e := d.scrapedFor(p)
+		if e.status != s {
+			e.status = s
+			m.SetRotationState(e.mp, string(s.State))
+			if p.handle != nil {
+				var cur, rn *uint8
+				if s.Current.Valid {
+					cur = &s.Current.ID
+				}
+				if s.RNext.Valid {
+					rn = &s.RNext.ID
+				}
+				m.SetPeerKeys(e.mp, cur, rn, len(p.desired.Keys))
+				d.countRolls(e.mp, *s)
+			}
+		}
 		if p.handle == nil {
 			continue
 		}
-		var cur, rn *uint8
-		if s.Current.Valid {
-			cur = &s.Current.ID
-		}
-		if s.RNext.Valid {
-			rn = &s.RNext.ID
-		}
-		m.SetPeerKeys(mp, cur, rn, len(p.desired.Keys))
-		d.countRolls(mp, *s)
 		c := s.Counters
 		if c.At.IsZero() || now.Sub(c.At) > fresh {
 			obs, err := rotator.Observe(d.o.SocketOf(p.handle))
@@ -351,14 +360,49 @@ func (d *Daemon) observeMetrics() {
 				continue
 			}
 			c = rotator.CountersOf(obs, now)
+		} else if c.At.Equal(e.countersAt) {
+			continue // published by an earlier scrape
 		}
-		kcs = publishCounters(m, mp, c, now, kcs[:0])
+		e.countersAt = c.At
+		kcs = publishCounters(m, e.mp, c, kcs[:0])
+	}
+	for id, e := range d.scraped {
+		if e.pass != d.scrapes {
+			delete(d.scraped, id)
+		}
 	}
 }
 
-// publishCounters exports one session's counters and their age; kcs is
-// scratch space, returned for the next session.
-func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, now time.Time, kcs []metrics.KeyCounters) []metrics.KeyCounters {
+// scrapedFor returns what the metrics hold of p (new when p's state was
+// replaced since), marked seen by this scrape.
+func (d *Daemon) scrapedFor(p *peerState) *scraped {
+	if d.scraped == nil {
+		d.scraped = map[rotator.PeerID]*scraped{}
+	}
+	e := d.scraped[p.id]
+	if e == nil || e.peer != p {
+		e = &scraped{peer: p, mp: metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}}
+		d.scraped[p.id] = e
+	}
+	e.pass = d.scrapes
+	return e
+}
+
+// scraped is what the metrics hold of one peer, as the last scrape put it
+// there (observeMetrics alone uses it, one scrape at a time).
+type scraped struct {
+	peer       *peerState      // the peer state it was taken from
+	mp         metrics.Peer    // its labels
+	status     *rotator.Status // the machine's snapshot published
+	countersAt time.Time       // the read time of the counters published
+	verify     bool            // the verify-failing value published
+	verifySet  bool
+	pass       uint64 // the last scrape that saw the peer
+}
+
+// publishCounters exports one session's counters and their read time; kcs
+// is scratch space, returned for the next session.
+func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kcs []metrics.KeyCounters) []metrics.KeyCounters {
 	m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: c.PktGood, PktBad: c.PktBad,
 		PktKeyNotFound: c.PktKeyNotFound, PktAORequired: c.PktAORequired})
 	for _, k := range c.Keys {
@@ -366,7 +410,7 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, no
 		kcs = append(kcs, metrics.KeyCounters{SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
 	}
 	m.ObserveKeys(mp, kcs)
-	m.SetCountersAge(mp, now.Sub(c.At))
+	m.SetCountersReadAt(mp, c.At)
 	return kcs
 }
 

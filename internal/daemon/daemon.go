@@ -88,11 +88,13 @@ type Daemon struct {
 	nextPass time.Time
 	lastPass time.Time
 
-	optmem   [2]int                    // limit, needed (listener)
-	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
-	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
-	boundPol *policy.Policy            // the policy bound was computed for
-	bound    map[string]bool           // source chains some binding reads
+	optmem   [2]int                      // limit, needed (listener)
+	raised   raiseState                  // the last RaiseOptMem outcome (reconcile goroutine)
+	rolls    map[rotator.PeerID][2]int   // rolls, aborted attempts at the last pass (metrics)
+	scraped  map[rotator.PeerID]*scraped // what the metrics hold of each peer (observeMetrics alone)
+	scrapes  uint64                      // observeMetrics passes
+	boundPol *policy.Policy              // the policy bound was computed for
+	bound    map[string]bool             // source chains some binding reads
 
 	verify verifyBase // listener pkt_bad per peer when its session went down
 
@@ -182,6 +184,7 @@ func New(o Options) (*Daemon, error) {
 	if o.Metrics != nil {
 		// Per-peer series are read from the kernel when scraped.
 		o.Metrics.OnCollect(d.observeMetrics)
+		o.Metrics.SetClock(o.Clock.Now)
 	}
 	d.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,

@@ -190,6 +190,9 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 			_, bad := listenerFor(ls, p.info.Neighbor, idx, others)
 			failing = d.verify.failing(p.id, false, bad)
 		}
-		m.SetVerifyFailing(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}, failing)
+		if e := d.scrapedFor(p); !e.verifySet || e.verify != failing {
+			m.SetVerifyFailing(e.mp, failing)
+			e.verifySet, e.verify = true, failing
+		}
 	}
 }

@@ -8,12 +8,19 @@
 // The kernel's TCP-AO counters (per key pkt_good/pkt_bad from
 // TCP_AO_GET_KEYS, per socket pkt_key_not_found/pkt_ao_required from
 // TCP_AO_INFO) are mirrored as counters: ObserveKeys and ObserveSocket store
-// the values last read and the collector reports them at scrape time;
-// SetCountersAge says how old those values are (aokeyd serves the reads its
-// rotation machines made, and reads the kernel on a scrape only when they
-// are stale). A
-// counter that goes down (a re-created socket) is a counter reset to
-// Prometheus, which rate() handles.
+// the values last read and a scrape reports them; SetCountersReadAt says
+// when they were read, and a scrape serves their age (aokeyd serves the
+// reads its rotation machines made, and reads the kernel on a scrape only
+// when they are stale). A counter that goes down (a re-created socket) is a
+// counter reset to Prometheus, which rate() handles.
+//
+// The per-peer series (tens of thousands on a large PE) are not
+// client_golang collectors but a store (peers.go) that builds each series'
+// labels once; Handler serves a text scrape straight from it and any other
+// format through promhttp from Gatherer, which also serves the registry's
+// metrics. The setters are cheap (a lock and a map lookup per call), and a
+// scrape's cost is the series' text, not a per-series protobuf, label
+// check and sort.
 //
 // No metric carries key material: keys are named by chain, name and IDs.
 // Label values with unbounded cardinality (error texts) are never used:

@@ -62,5 +62,5 @@ func (m *Metrics) appendText(b []byte, format expfmt.Format) ([]byte, error) {
 			return buf.Bytes(), err
 		}
 	}
-	return m.peers.appendText(buf.Bytes()), nil
+	return m.peers.appendText(buf.Bytes(), unixSeconds(m.now())), nil
 }

@@ -51,6 +51,7 @@ type Metrics struct {
 
 	scrapeMu sync.Mutex // one scrape at a time runs the hook and gathers
 	hook     func()
+	now      func() time.Time
 	textBuf  atomic.Pointer[[]byte] // the text scrapes' buffer, kept between them
 }
 
@@ -100,6 +101,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			[]string{LabelResult}, nil)},
 		peers: newPeerStore(),
 		reg:   reg,
+		now:   time.Now,
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
 		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs, m.heldBack, m.sessionCache, peerNames{m.peers}} {
@@ -227,10 +229,20 @@ func (m *Metrics) ControlRefused() { m.refused.Inc() }
 // are gone lose their series).
 func (m *Metrics) ObserveKeys(p Peer, keys []KeyCounters) { m.peers.setKeys(p, keys) }
 
-// SetCountersAge records how old the peer's kernel counters (ObserveKeys,
-// ObserveSocket) are.
-func (m *Metrics) SetCountersAge(p Peer, age time.Duration) {
-	m.peers.setAge(p, max(age, 0).Seconds())
+// SetCountersReadAt records when the peer's kernel counters (ObserveKeys,
+// ObserveSocket) were read; each scrape serves their age at that time (by
+// the clock SetClock gave), so a peer whose counters did not change needs
+// no call per scrape.
+func (m *Metrics) SetCountersReadAt(p Peer, at time.Time) {
+	m.peers.setReadAt(p, unixSeconds(at))
+}
+
+// SetClock sets the clock scrapes take the counters' age by (default
+// time.Now).
+func (m *Metrics) SetClock(now func() time.Time) {
+	m.scrapeMu.Lock()
+	defer m.scrapeMu.Unlock()
+	m.now = now
 }
 
 // ObserveSocket records one socket's counters for the peer. socket names it

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -41,6 +42,7 @@ func (r *row) add(v float64) { r.fam.vals[r.idx] += v }
 type family struct {
 	name, help string
 	typ        dto.MetricType
+	ages       bool     // vals hold Unix times; a scrape serves the seconds since
 	labels     []string // label names in the order values are given
 	byName     []int    // indexes into labels, sorted by label name
 	rows       map[string]*row
@@ -147,7 +149,7 @@ func (f *family) sort() {
 // gather returns the family's series as client_golang's registry would
 // (label pairs sorted by name, series by their label values in that
 // order), or nil when it has none.
-func (f *family) gather() *dto.MetricFamily {
+func (f *family) gather(now float64) *dto.MetricFamily {
 	n := len(f.rows)
 	if n == 0 {
 		return nil
@@ -164,7 +166,7 @@ func (f *family) gather() *dto.MetricFamily {
 		gauges = make([]dto.Gauge, n)
 	}
 	for i, r := range f.sorted {
-		vals[i] = f.vals[r.idx]
+		vals[i] = f.value(r.idx, now)
 		m := &ms[i]
 		m.Label = r.labels
 		if counters != nil {
@@ -179,6 +181,14 @@ func (f *family) gather() *dto.MetricFamily {
 	return &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: &f.typ, Metric: ptrs}
 }
 
+// value is the series at idx as served at now (Unix seconds).
+func (f *family) value(idx int, now float64) float64 {
+	if f.ages {
+		return max(now-f.vals[idx], 0)
+	}
+	return f.vals[idx]
+}
+
 // labelEscaper and helpEscaper escape label values and help text as the
 // text exposition format (and expfmt) does.
 var (
@@ -188,7 +198,7 @@ var (
 
 // appendText appends the family in the text exposition format (as
 // expfmt.MetricFamilyToText writes it), nothing when it has no series.
-func (f *family) appendText(b []byte) []byte {
+func (f *family) appendText(b []byte, now float64) []byte {
 	if len(f.rows) == 0 {
 		return b
 	}
@@ -197,7 +207,7 @@ func (f *family) appendText(b []byte) []byte {
 	start := 0
 	for k, idx := range f.order {
 		b = append(b, f.blob[start:f.ends[k]]...)
-		b = appendFloat(b, f.vals[idx])
+		b = appendFloat(b, f.value(idx, now))
 		b = append(b, '\n')
 		start = f.ends[k]
 	}
@@ -255,7 +265,7 @@ func newPeerStore() *peerStore {
 	g, c := dto.MetricType_GAUGE, dto.MetricType_COUNTER
 	keyL := []string{LabelPeer, LabelVRF, LabelKey, LabelSendID, LabelRecvID}
 	sockL := []string{LabelPeer, LabelVRF, LabelSocket}
-	return &peerStore{
+	s := &peerStore{
 		peers:     map[Peer]*peerRows{},
 		current:   newFamily(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none).", g, LabelPeer, LabelVRF),
 		rnext:     newFamily(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none).", g, LabelPeer, LabelVRF),
@@ -275,7 +285,11 @@ func newPeerStore() *peerStore {
 		sockNotFound: newFamily(NameSocketPktKeyNotFound, "Signed segments for which no key matched (pkt_key_not_found).", c, sockL...),
 		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, sockL...),
 	}
+	s.age.ages = true
+	return s
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // families are the per-peer families, by name (as a registry orders them).
 func (s *peerStore) families() []*family {
@@ -331,10 +345,12 @@ func (s *peerStore) setVerify(p Peer, v float64) {
 	s.set(s.verify, &s.peer(p).verify, p, v)
 }
 
-func (s *peerStore) setAge(p Peer, seconds float64) {
+// setReadAt records when p's counters were read (Unix seconds): a scrape
+// serves their age then.
+func (s *peerStore) setReadAt(p Peer, at float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.set(s.age, &s.peer(p).age, p, seconds)
+	s.set(s.age, &s.peer(p).age, p, at)
 }
 
 func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
@@ -465,12 +481,12 @@ func (s *peerStore) deletePeer(p Peer) {
 }
 
 // gather returns every per-peer family that has series.
-func (s *peerStore) gather() []*dto.MetricFamily {
+func (s *peerStore) gather(now float64) []*dto.MetricFamily {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*dto.MetricFamily
 	for _, f := range s.families() {
-		if mf := f.gather(); mf != nil {
+		if mf := f.gather(now); mf != nil {
 			out = append(out, mf)
 		}
 	}
@@ -478,11 +494,11 @@ func (s *peerStore) gather() []*dto.MetricFamily {
 }
 
 // appendText appends every per-peer family in the text format.
-func (s *peerStore) appendText(b []byte) []byte {
+func (s *peerStore) appendText(b []byte, now float64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.families() {
-		b = f.appendText(b)
+		b = f.appendText(b, now)
 	}
 	return b
 }
@@ -502,7 +518,7 @@ func (g gatherer) Gather() ([]*dto.MetricFamily, error) {
 		g.m.hook()
 	}
 	mfs, err := g.reg.Gather()
-	mfs = append(mfs, g.m.peers.gather()...)
+	mfs = append(mfs, g.m.peers.gather(unixSeconds(g.m.now()))...)
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, err
 }

@@ -78,6 +78,8 @@ func text(t *testing.T, mfs []*dto.MetricFamily) string {
 // clean; the process-wide metrics are served beside them once each.
 func TestGathererMatchesRegistry(t *testing.T) {
 	m, _ := newTest(t)
+	now := time.Unix(1700000000, 0)
+	m.SetClock(func() time.Time { return now })
 	ref := newReference(t, m.peers)
 	peers := []Peer{{Addr: "192.0.2.10"}, {Addr: "192.0.2.9", VRF: "blue"}, {Addr: "192.0.2.9"}, {Addr: "2001:db8::1", VRF: "red"}}
 	for i, p := range peers {
@@ -93,8 +95,9 @@ func TestGathererMatchesRegistry(t *testing.T) {
 		ref.set(NameRotationState, 1, p.Addr, p.VRF, st)
 		m.SetVerifyFailing(p, i%2 == 0)
 		ref.set(NamePeerVerifyFailing, float64(1-i%2), p.Addr, p.VRF)
-		m.SetCountersAge(p, 0)
-		ref.set(NamePeerCountersAge, 0, p.Addr, p.VRF)
+		// Read 2.5s ago; one peer's read time is after the clock's (0).
+		m.SetCountersReadAt(p, now.Add(-2500*time.Millisecond+time.Duration(i/3)*time.Hour))
+		ref.set(NamePeerCountersAge, []float64{2.5, 0}[i/3], p.Addr, p.VRF)
 		m.RotationStarted(p)
 		m.RotationStarted(p)
 		ref.set(NameRotationsStarted, 2, p.Addr, p.VRF)
@@ -218,7 +221,7 @@ func BenchmarkScrape(b *testing.B) {
 					}
 					m.ObserveKeys(p, keys)
 					m.ObserveSocket(p, "established", SocketCounters{PktGood: v})
-					m.SetCountersAge(p, 0)
+					m.SetCountersReadAt(p, time.Now())
 				}
 			}
 			for i := range ps {
@@ -261,6 +264,8 @@ func BenchmarkScrape(b *testing.B) {
 // hook run once; a protobuf scrape is served too, with the same series.
 func TestHandlerText(t *testing.T) {
 	m, _ := newTest(t)
+	now := time.Unix(1700000000, 0)
+	m.SetClock(func() time.Time { return now })
 	calls := 0
 	m.OnCollect(func() {
 		calls++
@@ -269,7 +274,7 @@ func TestHandlerText(t *testing.T) {
 		m.SetRotationState(p, "steady")
 		m.ObserveKeys(p, []KeyCounters{{Key: "1/2", SendID: 1, RecvID: 2, PktGood: 1 << 60, PktBad: 3}})
 		m.ObserveSocket(p, "established", SocketCounters{PktGood: 123456789})
-		m.SetCountersAge(p, 1500*time.Millisecond)
+		m.SetCountersReadAt(p, now.Add(-1500*time.Millisecond))
 		m.SetOptmem(20480, 30000)
 	})
 	h := m.Handler()
