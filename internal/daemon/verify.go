@@ -173,7 +173,7 @@ func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
 func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	peers := d.peerList()
 	var ls []listenerObs
-	var others []netip.Addr
+	others := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
 		others = append(others, p.info.Neighbor)
 		if !p.info.Established() && ls == nil {
