@@ -225,14 +225,16 @@ type DaemonRun struct {
 	// over SteadyWindow with the daemon idle as operators run it (default
 	// steady re-reads, full passes and key source reads; metrics on, not
 	// scraped). ScrapeCPU is the CPU of one metrics scrape as Prometheus
-	// gets it, through aokeyd's handler in the text format (ScrapeWall its
-	// wall time, ScrapeBytes its body); ScrapeGatherCPU the CPU of one
+	// gets it, through aokeyd's handler in the text format, 15s after the
+	// first (ScrapeWall its wall time, ScrapeBytes its body), and
+	// ScrapeFirstCPU the first one's (every series created); ScrapeGatherCPU the CPU of one
 	// gather of what a protobuf scrape gets, its encoding not included
 	// (what this item measured as its scrape before the text path),
 	// ScrapeFamilies and ScrapeSeries what that gather returned.
 	SteadyWindow    int64 `json:"steady_window_ns"`
 	SteadyCPUPerSec int64 `json:"steady_cpu_per_s_ns"`
 	ScrapeCPU       int64 `json:"scrape_cpu_ns"`
+	ScrapeFirstCPU  int64 `json:"scrape_first_cpu_ns,omitempty"`
 	ScrapeWall      int64 `json:"scrape_wall_ns"`
 	ScrapeBytes     int   `json:"scrape_bytes,omitempty"`
 	ScrapeGatherCPU int64 `json:"scrape_gather_cpu_ns,omitempty"`

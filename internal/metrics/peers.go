@@ -30,8 +30,9 @@ import (
 type row struct {
 	fam    *family
 	idx    int
+	key    string           // the label values in label-name order, NUL-separated: its key in rows, and its order
 	values []string         // label values in the family's label order
-	labels []*dto.LabelPair // sorted by name, as client_golang orders them; never changed
+	labels []*dto.LabelPair // sorted by name, as client_golang orders them; built by the first gather, then never changed
 	text   []byte           // the labels in the text format: {name="value",...}
 }
 
@@ -75,11 +76,20 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 
 // with returns the series with these label values, created at 0.
 func (f *family) with(values ...string) *row {
-	k := strings.Join(values, "\xff")
+	// The key orders series as client_golang does (by their values in
+	// label-name order; NUL sorts before any byte a value has).
+	var kb strings.Builder
+	for i, j := range f.byName {
+		if i > 0 {
+			kb.WriteByte(0)
+		}
+		kb.WriteString(values[j])
+	}
+	k := kb.String()
 	if r := f.rows[k]; r != nil {
 		return r
 	}
-	r := &row{fam: f, values: slices.Clone(values), labels: make([]*dto.LabelPair, len(values))}
+	r := &row{fam: f, key: k, values: slices.Clone(values)}
 	if n := len(f.free); n > 0 {
 		r.idx, f.free = f.free[n-1], f.free[:n-1]
 		f.vals[r.idx] = 0
@@ -87,9 +97,9 @@ func (f *family) with(values ...string) *row {
 		r.idx = len(f.vals)
 		f.vals = append(f.vals, 0)
 	}
+	r.text = make([]byte, 0, len(k)+8*len(values))
 	r.text = append(r.text, '{')
 	for i, j := range f.byName {
-		r.labels[i] = &dto.LabelPair{Name: &f.labels[j], Value: &r.values[j]}
 		if i > 0 {
 			r.text = append(r.text, ',')
 		}
@@ -109,11 +119,10 @@ func (f *family) drop(r *row) {
 	if r == nil {
 		return
 	}
-	k := strings.Join(r.values, "\xff")
-	if f.rows[k] != r {
+	if f.rows[r.key] != r {
 		return // dropped already
 	}
-	delete(f.rows, k)
+	delete(f.rows, r.key)
 	f.free = append(f.free, r.idx)
 	f.sorted = nil
 }
@@ -128,14 +137,18 @@ func (f *family) sort() {
 	for _, r := range f.rows {
 		f.sorted = append(f.sorted, r)
 	}
-	slices.SortFunc(f.sorted, func(a, b *row) int {
-		for i := range a.labels {
-			if c := strings.Compare(*a.labels[i].Value, *b.labels[i].Value); c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
+	slices.SortFunc(f.sorted, func(a, b *row) int { return strings.Compare(a.key, b.key) })
+	size := 0
+	for _, r := range f.sorted {
+		size += len(f.name) + len(r.text) + 1
+	}
+	if cap(f.blob) < size {
+		f.blob = make([]byte, 0, size+size/8)
+	}
+	if cap(f.ends) < len(f.sorted) {
+		f.ends = make([]int, 0, len(f.sorted)+len(f.sorted)/8)
+		f.order = make([]int, 0, cap(f.ends))
+	}
 	f.blob, f.ends, f.order = f.blob[:0], f.ends[:0], f.order[:0]
 	for _, r := range f.sorted {
 		f.blob = append(f.blob, f.name...)
@@ -168,6 +181,12 @@ func (f *family) gather(now float64) *dto.MetricFamily {
 	for i, r := range f.sorted {
 		vals[i] = f.value(r.idx, now)
 		m := &ms[i]
+		if r.labels == nil {
+			r.labels = make([]*dto.LabelPair, len(r.values))
+			for i, j := range f.byName {
+				r.labels[i] = &dto.LabelPair{Name: &f.labels[j], Value: &r.values[j]}
+			}
+		}
 		m.Label = r.labels
 		if counters != nil {
 			counters[i].Value = &vals[i]
