@@ -336,9 +336,15 @@ func (d *Daemon) observeMetrics() {
 		}
 		e := d.scrapedFor(p)
 		if e.status != s {
+			// A new snapshot: most (every steady re-read) change only
+			// the counters.
 			e.status = s
-			m.SetRotationState(e.mp, string(s.State))
-			if p.handle != nil {
+			if !e.stateSet || e.state != s.State {
+				m.SetRotationState(e.mp, string(s.State))
+				e.state, e.stateSet = s.State, true
+			}
+			ids := scrapedIDs{cur: s.Current, rnext: s.RNext, installed: len(p.desired.Keys), rolls: s.Rolls, attempts: s.Attempts}
+			if p.handle != nil && (!e.idsSet || e.ids != ids) {
 				var cur, rn *uint8
 				if s.Current.Valid {
 					cur = &s.Current.ID
@@ -346,8 +352,9 @@ func (d *Daemon) observeMetrics() {
 				if s.RNext.Valid {
 					rn = &s.RNext.ID
 				}
-				m.SetPeerKeys(e.mp, cur, rn, len(p.desired.Keys))
+				m.SetPeerKeys(e.mp, cur, rn, ids.installed)
 				d.countRolls(e.mp, *s)
+				e.ids, e.idsSet = ids, true
 			}
 		}
 		if p.handle == nil {
@@ -373,6 +380,13 @@ func (d *Daemon) observeMetrics() {
 	}
 }
 
+// scrapedIDs are the parts of a status SetPeerKeys and countRolls publish.
+type scrapedIDs struct {
+	cur, rnext      rotator.OptID
+	installed       int
+	rolls, attempts int
+}
+
 // scrapedFor returns what the metrics hold of p (new when p's state was
 // replaced since), marked seen by this scrape.
 func (d *Daemon) scrapedFor(p *peerState) *scraped {
@@ -395,7 +409,11 @@ type scraped struct {
 	mp         metrics.Peer    // its labels
 	status     *rotator.Status // the machine's snapshot published
 	countersAt time.Time       // the read time of the counters published
-	verify     bool            // the verify-failing value published
+	state      rotator.State   // the state published
+	stateSet   bool
+	ids        scrapedIDs // the key IDs and roll counts published
+	idsSet     bool
+	verify     bool // the verify-failing value published
 	verifySet  bool
 	pass       uint64 // the last scrape that saw the peer
 }
@@ -403,14 +421,12 @@ type scraped struct {
 // publishCounters exports one session's counters and their read time; kcs
 // is scratch space, returned for the next session.
 func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kcs []metrics.KeyCounters) []metrics.KeyCounters {
-	m.ObserveSocket(mp, "established", metrics.SocketCounters{PktGood: c.PktGood, PktBad: c.PktBad,
-		PktKeyNotFound: c.PktKeyNotFound, PktAORequired: c.PktAORequired})
 	for _, k := range c.Keys {
 		// Key left empty: the metrics name the key "SendID/RecvID".
 		kcs = append(kcs, metrics.KeyCounters{SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
 	}
-	m.ObserveKeys(mp, kcs)
-	m.SetCountersReadAt(mp, c.At)
+	m.ObserveSession(mp, metrics.SocketCounters{PktGood: c.PktGood, PktBad: c.PktBad,
+		PktKeyNotFound: c.PktKeyNotFound, PktAORequired: c.PktAORequired}, kcs, c.At)
 	return kcs
 }
 

@@ -251,6 +251,13 @@ func (m *Metrics) ObserveSocket(p Peer, socket string, c SocketCounters) {
 	m.peers.setSocket(p, socket, c)
 }
 
+// ObserveSession records one established session's counters in one call:
+// its socket's (as ObserveSocket with socket "established"), its keys' (as
+// ObserveKeys) and when they were read (as SetCountersReadAt).
+func (m *Metrics) ObserveSession(p Peer, sock SocketCounters, keys []KeyCounters, readAt time.Time) {
+	m.peers.observeSession(p, sock, keys, unixSeconds(readAt))
+}
+
 // DeleteSocket drops one socket's counters (the socket closed).
 func (m *Metrics) DeleteSocket(p Peer, socket string) { m.peers.deleteSocket(p, socket) }
 

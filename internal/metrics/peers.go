@@ -403,7 +403,21 @@ func (s *peerStore) incAborted(p Peer, reason string) {
 func (s *peerStore) setKeys(p Peer, keys []KeyCounters) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setKeysLocked(p, s.peer(p), keys)
+}
+
+// observeSession sets a session's socket counters (socket "established"),
+// key counters and their read time under one lock.
+func (s *peerStore) observeSession(p Peer, sock SocketCounters, keys []KeyCounters, at float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	pr := s.peer(p)
+	s.setSocketLocked(p, pr, "established", sock)
+	s.setKeysLocked(p, pr, keys)
+	s.set(s.age, &pr.age, p, at)
+}
+
+func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
 	same := len(keys) == len(pr.keys)
 	for i := 0; same && i < len(keys); i++ {
 		same = pr.keys[i].id == KeyCounters{Key: keys[i].Key, SendID: keys[i].SendID, RecvID: keys[i].RecvID}
@@ -437,7 +451,10 @@ func (s *peerStore) setKeys(p Peer, keys []KeyCounters) {
 func (s *peerStore) setSocket(p Peer, socket string, c SocketCounters) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr := s.peer(p)
+	s.setSocketLocked(p, s.peer(p), socket, c)
+}
+
+func (s *peerStore) setSocketLocked(p Peer, pr *peerRows, socket string, c SocketCounters) {
 	if pr.sockets == nil {
 		pr.sockets = map[string]*[4]*row{}
 	}

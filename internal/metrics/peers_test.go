@@ -363,3 +363,36 @@ func BenchmarkFirstScrape(b *testing.B) {
 		m.Handler().ServeHTTP(discard{}, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	}
 }
+
+// TestObserveSession: one ObserveSession is what ObserveSocket
+// ("established"), ObserveKeys and SetCountersReadAt make of the same
+// counters, the second time too (key set kept, values changed).
+func TestObserveSession(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	p := Peer{Addr: "192.0.2.1", VRF: "blue"}
+	scrape := func(m *Metrics) string {
+		t.Helper()
+		mfs, err := m.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(t, mfs)
+	}
+	one, _ := newTest(t)
+	three, _ := newTest(t)
+	for _, m := range []*Metrics{one, three} {
+		m.SetClock(func() time.Time { return now })
+	}
+	for i := range uint64(2) {
+		sock := SocketCounters{PktGood: 10 + i, PktBad: 1, PktKeyNotFound: 2, PktAORequired: 3}
+		keys := []KeyCounters{{SendID: 1, RecvID: 2, PktGood: 5 + i}, {SendID: 3, RecvID: 4, PktBad: i}}
+		at := now.Add(-time.Duration(i+1) * time.Second)
+		one.ObserveSession(p, sock, keys, at)
+		three.ObserveSocket(p, "established", sock)
+		three.ObserveKeys(p, keys)
+		three.SetCountersReadAt(p, at)
+		if a, b := scrape(one), scrape(three); a != b {
+			t.Fatalf("round %d: ObserveSession gives\n%s\nthe three calls\n%s", i, a, b)
+		}
+	}
+}
