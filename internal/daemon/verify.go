@@ -181,6 +181,12 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 		}
 	}
 	for _, p := range peers {
+		if e := d.scraped[p.id]; e != nil && e.peer == p && e.verifySet && !e.verify && p.info.Established() {
+			// Published not failing for this very state: an established
+			// session stays so (no policy lookup per scrape).
+			e.pass = d.scrapes
+			continue
+		}
 		if !d.managed(p.info) {
 			continue
 		}
