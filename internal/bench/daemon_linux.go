@@ -390,9 +390,13 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 		c1, err := cpuTime()
 		return c1 - c0, int64(time.Since(t0)), w.n, err
 	}
-	if res.ScrapeFirstCPU, _, _, err = scrape(); err == nil {
+	var serr error
+	if res.ScrapeFirstCPU, _, _, serr = scrape(); serr == nil {
 		time.Sleep(15 * time.Second)
-		res.ScrapeCPU, res.ScrapeWall, res.ScrapeBytes, err = scrape()
+		res.ScrapeCPU, res.ScrapeWall, res.ScrapeBytes, serr = scrape()
+	}
+	if serr != nil {
+		r.log.Warn("scrape CPU not measured", "err", serr)
 	}
 	if c0, err = cpuTime(); err == nil {
 		var mfs, series int

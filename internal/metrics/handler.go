@@ -19,7 +19,7 @@ import (
 func (m *Metrics) Handler() http.Handler {
 	slow := promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		format := expfmt.Negotiate(r.Header)
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 		if format.FormatType() != expfmt.TypeTextPlain {
 			slow.ServeHTTP(w, r)
 			return

@@ -52,14 +52,6 @@ func (r *reference) set(name string, v float64, lv ...string) {
 	c.Add(v)
 }
 
-func (r *reference) del(name string, lv ...string) {
-	if g := r.vecs[name]; g != nil {
-		g.DeleteLabelValues(lv...)
-		return
-	}
-	r.cnts[name].DeleteLabelValues(lv...)
-}
-
 func text(t *testing.T, mfs []*dto.MetricFamily) string {
 	t.Helper()
 	var b bytes.Buffer
