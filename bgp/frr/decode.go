@@ -234,10 +234,11 @@ func sessionState(s string) bgp.SessionState {
 	return bgp.StateUnknown
 }
 
-// runningFilter is the vtysh output filter that leaves of `show
-// running-config bgpd` only what Passive needs: no password line (nor any
-// other secret) ever reaches aokeyd.
-const runningFilter = ` | include ^router bgp|^ neighbor [^ ]+ (passive|peer-group)`
+// runningConfig is the command that shows bgpd's configuration: the
+// passive neighbors are read from it. It holds TCP-MD5 passwords in clear
+// text: the answer is parsed as bytes, no part of a password line is kept,
+// and the buffer is zeroed.
+const runningConfig = "show running-config"
 
 // passiveConfig is what the filtered running configuration says: the
 // neighbors (and peer groups) that are passive, and each neighbor's peer
@@ -258,7 +259,7 @@ func (m passiveConfig) has(vrf string, neighbor netip.Addr) bool {
 	return ok && m.passive[cfgKey(vrf, g)]
 }
 
-// parsePassive reads the filtered `show running-config bgpd`: lines
+// parsePassive reads `show running-config`: lines
 // "neighbor X passive" and "neighbor ADDR peer-group NAME" under "router
 // bgp ASN [vrf NAME]".
 func parsePassive(running []byte) passiveConfig {

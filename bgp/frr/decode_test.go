@@ -154,5 +154,3 @@ func FuzzDecodeNeighbors(f *testing.F) {
 		}
 	})
 }
-
-

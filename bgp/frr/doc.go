@@ -1,6 +1,10 @@
 // Package frr implements bgp.Speaker for an unmodified FRR bgpd (FRR 10.x)
-// through vtysh, FRR's own command shell, the interface every FRR install
-// has and FRR keeps stable for its JSON output.
+// through bgpd's vty socket (bgpd.vty in FRR's run directory), the socket
+// FRR's own shell vtysh talks to: the same commands and JSON output as
+// `vtysh -c`, without starting a vtysh per command (VtySocket; any Runner
+// may stand in). FRR's northbound (mgmtd, gRPC) is not used: in FRR 10 it
+// offers no BGP session state notifications either, and needs an extra
+// daemon and module.
 //
 //   - Peers and Peer read `show bgp vrf all neighbors json` (Peer asks for
 //     the one neighbor: `show bgp vrf VRF neighbors ADDR json`, so its cost
@@ -13,10 +17,11 @@
 //     Watch lists every neighbor each Options.PollInterval (default 1s):
 //     the first list is an EventSync, a changed session is an EventState.
 //     A session event reaches aokeyd at most PollInterval plus one vtysh
-//     round trip after bgpd changed state (about 1.1s with the default;
+//     round trip after bgpd changed state (about 1s with the default;
 //     kernel-side safety does not depend on it: keys are on the listener
 //     before any SYN, and the session guard asks bgpd itself around every
-//     step). A failed vtysh call is an EventLost; the next good one an
+//     step). On the guest VM's emulated CPU one command takes a few
+//     milliseconds. A failed call is an EventLost; the next good one an
 //     EventSync.
 //   - ResetPeer is `clear bgp vrf VRF ADDR` (a hard reset; FRR's clear
 //     takes no Cease message, so the reason is only logged).
@@ -35,9 +40,11 @@
 // password): the kernel refuses TCP-AO next to TCP-MD5 on one socket, and
 // aokeyd refuses to manage such a neighbor, naming it and the fix (`no
 // neighbor ADDR password`). PeerInfo.Passive comes from `show
-// running-config bgpd` filtered by vtysh itself (`| include`) to the router
-// and passive/peer-group lines, so no password line reaches aokeyd; each
-// full listing re-reads it, Peer reuses the last one.
+// running-config` (neighbor passive and peer-group lines; bgpd's vty has no
+// output filter, vtysh's `| include` is vtysh's own): that text holds
+// TCP-MD5 passwords, so it is parsed as bytes, nothing of a password line is
+// kept and every buffer that held it is zeroed. Each full listing re-reads
+// it, Peer reuses the last one.
 //
 // Active opens: bgpd connects to neighbors that are not `passive`. Run it
 // under aokeyd's connect interception with FRR's per-daemon wrapper in

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,7 +26,8 @@ type Runner interface {
 type Options struct {
 	// Name describes the speaker in logs ("frr bgpd").
 	Name string
-	// Runner runs vtysh commands (default: Vtysh{}).
+	// Runner runs vtysh commands (default: VtySocket{}, bgpd's own vty
+	// socket).
 	Runner Runner
 	// PID returns bgpd's process id (default: PIDFile, then the one
 	// process named bgpd).
@@ -48,7 +48,7 @@ type Options struct {
 const (
 	CallNeighbors     = "vtysh show neighbors"
 	CallNeighbor      = "vtysh show neighbor"
-	CallRunningConfig = "vtysh show running-config" // filtered: see runningFilter
+	CallRunningConfig = "vtysh show running-config"
 	CallClear         = "vtysh clear bgp"
 )
 
@@ -58,7 +58,6 @@ const (
 	DefaultTimeout      = 10 * time.Second
 	DefaultPIDFile      = "/run/frr/bgpd.pid"
 	DefaultProcessName  = "bgpd"
-	DefaultVtysh        = "/usr/bin/vtysh"
 )
 
 // Speaker is FRR's bgpd seen through vtysh.
@@ -89,7 +88,7 @@ func New(opt Options) *Speaker {
 		opt.Name = "frr bgpd"
 	}
 	if opt.Runner == nil {
-		opt.Runner = Vtysh{}
+		opt.Runner = VtySocket{}
 	}
 	if opt.PID == nil {
 		opt.PID = func(context.Context) (int, error) { return FindPID(DefaultPIDFile, DefaultProcessName) }
@@ -145,11 +144,12 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 	}
 	if prune {
 		// A full listing also re-reads which neighbors are passive.
-		running, err := s.vtysh(ctx, CallRunningConfig, "show running-config bgpd"+runningFilter)
+		running, err := s.vtysh(ctx, CallRunningConfig, runningConfig)
 		if err != nil {
 			return nil, err
 		}
 		pc := parsePassive(running)
+		clear(running) // it holds any TCP-MD5 password in clear text
 		s.mu.Lock()
 		s.passive = pc
 		s.mu.Unlock()
@@ -232,59 +232,6 @@ func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason str
 		return fmt.Errorf("%s: %s: %s", s.opt.Name, cmd, msg)
 	}
 	return nil
-}
-
-// Vtysh runs FRR's vtysh binary.
-type Vtysh struct {
-	// Path of vtysh (default /usr/bin/vtysh).
-	Path string
-	// SocketDir is vtysh's --vty_socket, the directory of the daemons'
-	// vty sockets ("": FRR's default, /run/frr).
-	SocketDir string
-	// Pathspace is vtysh's -N, for an FRR instance started with -N.
-	Pathspace string
-}
-
-// Vtysh implements Runner.
-func (v Vtysh) Vtysh(ctx context.Context, command string) ([]byte, error) {
-	path := v.Path
-	if path == "" {
-		path = DefaultVtysh
-	}
-	var args []string
-	if v.SocketDir != "" {
-		args = append(args, "--vty_socket", v.SocketDir)
-	}
-	if v.Pathspace != "" {
-		args = append(args, "-N", v.Pathspace)
-	}
-	args = append(args, "-c", command)
-	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limited{w: &stdout, n: maxOutput + 1}, &limited{w: &stderr, n: 4096}
-	err := cmd.Run()
-	if err != nil {
-		clear(stdout.Bytes())
-		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
-}
-
-// limited writes at most n bytes to w and drops the rest.
-type limited struct {
-	w interface{ Write([]byte) (int, error) }
-	n int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	k := min(len(p), l.n)
-	if k > 0 {
-		if _, err := l.w.Write(p[:k]); err != nil {
-			return 0, err
-		}
-		l.n -= k
-	}
-	return len(p), nil
 }
 
 // FindPID returns bgpd's pid from pidFile ("" to skip) or, when that file

@@ -15,12 +15,12 @@ import (
 )
 
 // openSpeaker connects to the configured BGP speaker: gobgpd's gRPC API or
-// FRR's bgpd through vtysh. The closer ends the connection.
+// FRR's bgpd through its vty socket. The closer ends the connection.
 func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error) {
 	if f := cfg.Speaker.FRR; cfg.IsFRR() && f != nil {
 		sp := frr.New(frr.Options{
-			Name:         "frr bgpd (vtysh " + f.Vtysh + ")",
-			Runner:       frr.Vtysh{Path: f.Vtysh, SocketDir: f.VtySocket, Pathspace: f.Pathspace},
+			Name:         "frr bgpd " + frr.VtySocketIn(f.VtySocket, f.Pathspace).Path,
+			Runner:       frr.VtySocketIn(f.VtySocket, f.Pathspace),
 			PID:          func(context.Context) (int, error) { return frr.FindPID(f.PIDFile, f.ProcessName) },
 			PollInterval: time.Duration(f.PollInterval),
 			Log:          log,

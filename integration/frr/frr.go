@@ -1,8 +1,8 @@
 // Package frr drives FRR's bgpd (FRR 10.x from the guest's trixie root) as
 // router A of the FRR scenario tests: it writes bgpd's configuration, starts
 // bgpd in a network namespace (directly, or under a launcher such as `aokeyd
-// exec` for active opens) without zebra, and reads its view back through
-// vtysh and bgp/frr, the adapter aokeyd itself uses.
+// exec` for active opens) without zebra, and reads its view back through its
+// vty socket and bgp/frr, the adapter aokeyd itself uses.
 //
 // bgpd runs in the foreground with -Z (no zebra: routes are not installed in
 // the kernel, and nexthops count as reachable), -S (no user change: the
@@ -31,11 +31,8 @@ import (
 	"github.com/aokeyd/aokeyd/integration/netns"
 )
 
-// Paths in the guest root (Debian's frr package).
-const (
-	BgpdPath  = "/usr/lib/frr/bgpd"
-	VtyshPath = "/usr/bin/vtysh"
-)
+// BgpdPath is bgpd in the guest root (Debian's frr package).
+const BgpdPath = "/usr/lib/frr/bgpd"
 
 // Neighbor is one BGP neighbor of the FRR router.
 type Neighbor struct {
@@ -118,7 +115,7 @@ func Start(t testing.TB, ns *netns.NS, dir string, cfg Config, launcher []string
 	}
 	r.Speaker = bgpfrr.New(bgpfrr.Options{
 		Name:   "frr-a",
-		Runner: bgpfrr.Vtysh{Path: VtyshPath, SocketDir: r.VtySocket()},
+		Runner: bgpfrr.VtySocketIn(r.VtySocket(), ""),
 		PID:    func(context.Context) (int, error) { return bgpfrr.FindPID(r.PIDFile(), "") },
 	})
 	r.start()
@@ -194,10 +191,12 @@ func (r *Router) Restart() {
 	r.start()
 }
 
-// Vtysh runs one vtysh command against this bgpd.
+// Vtysh runs one command on bgpd's vty socket, as `vtysh -c` would.
 func (r *Router) Vtysh(cmd string) (string, error) {
-	out, err := r.ns.Run(VtyshPath, "--vty_socket", r.VtySocket(), "-c", cmd)
-	return out, err
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := bgpfrr.VtySocketIn(r.VtySocket(), "").Vtysh(ctx, cmd)
+	return string(out), err
 }
 
 // Peer is bgpd's view of neighbor through bgp/frr.

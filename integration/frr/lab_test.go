@@ -127,8 +127,8 @@ type aokeyd struct {
 
 // speakerFRR and speakerGoBGP are aokeyd.yaml speaker sections.
 func speakerFRR(r *Router) string {
-	return fmt.Sprintf("speaker:\n  type: frr\n  frr:\n    vtysh: %s\n    vty_socket: %q\n    pid_file: %q\n    poll_interval: 250ms\n",
-		VtyshPath, r.VtySocket(), r.PIDFile())
+	return fmt.Sprintf("speaker:\n  type: frr\n  frr:\n    vty_socket: %q\n    pid_file: %q\n    poll_interval: 250ms\n",
+		r.VtySocket(), r.PIDFile())
 }
 
 func speakerGoBGP(api, pidFile string) string {

@@ -1,7 +1,7 @@
 // Package config is aokeyd's daemon configuration: one YAML file that names
 // the key source (a YAML key file or HashiCorp Vault), the rotation policy
 // file, the BGP speaker whose sockets aokeyd manages (gobgpd through its gRPC
-// address, or FRR's bgpd through vtysh, and how to find its process), the control socket, the metrics listener,
+// address, or FRR's bgpd through its vty socket, and how to find its process), the control socket, the metrics listener,
 // logging and kernel knobs.
 //
 // Decoding is strict: unknown fields, duplicate keys, wrong types and more
@@ -39,9 +39,8 @@
 //	speaker:
 //	  type: gobgp                      gobgp (default) | frr
 //	  frr:                             with type frr
-//	    vtysh: /usr/bin/vtysh          FRR's shell (default), an absolute path
-//	    vty_socket: ""                 vtysh --vty_socket (default: FRR's /run/frr)
-//	    pathspace: ""                  vtysh -N, for an FRR started with -N
+//	    vty_socket: ""                 directory of bgpd.vty, FRR's --vty_socket (default /run/frr)
+//	    pathspace: ""                  FRR's -N, for an FRR started with -N
 //	    pid_file: /run/frr/bgpd.pid    how to find bgpd (default); when the file does
 //	    process_name: bgpd             not exist, the one process of this name (default)
 //	    poll_interval: 1s              neighbor listing interval: session event latency

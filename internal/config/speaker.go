@@ -1,7 +1,6 @@
 package config
 
 import (
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ const (
 
 // FRR defaults (bgp/frr's agree).
 const (
-	DefaultFRRVtysh        = "/usr/bin/vtysh"
 	DefaultFRRPIDFile      = "/run/frr/bgpd.pid"
 	DefaultFRRProcessName  = "bgpd"
 	DefaultFRRPollInterval = time.Second
@@ -31,15 +29,14 @@ type Speaker struct {
 	FRR  *FRR   `yaml:"frr"`
 }
 
-// FRR says how to reach FRR's bgpd: through vtysh, and how to find the
-// bgpd process (its pid file; when that file does not exist, the one
-// process named ProcessName).
+// FRR says how to reach FRR's bgpd: its vty socket (bgpd.vty, the socket
+// vtysh talks to), and how to find the bgpd process (its pid file; when
+// that file does not exist, the one process named ProcessName).
 type FRR struct {
-	Vtysh string `yaml:"vtysh"`
-	// VtySocket is vtysh's --vty_socket (the directory of the daemons'
-	// vty sockets); "" is FRR's default.
+	// VtySocket is the directory of the daemons' vty sockets (FRR's
+	// --vty_socket); "" is FRR's default, /run/frr.
 	VtySocket string `yaml:"vty_socket"`
-	// Pathspace is vtysh's -N, for an FRR started with -N.
+	// Pathspace is FRR's -N, for an FRR started with -N.
 	Pathspace   string `yaml:"pathspace"`
 	PIDFile     string `yaml:"pid_file"`
 	ProcessName string `yaml:"process_name"`
@@ -76,12 +73,6 @@ func (p *parser) checkSpeaker(c *Config) {
 }
 
 func (p *parser) checkFRR(f *FRR) {
-	if f.Vtysh == "" {
-		f.Vtysh = DefaultFRRVtysh
-	}
-	if !filepath.IsAbs(f.Vtysh) {
-		p.at("speaker.frr.vtysh", keystore.ErrInvalid, "%q: an absolute path (vtysh is run directly)", f.Vtysh)
-	}
 	if f.PIDFile == "" {
 		f.PIDFile = DefaultFRRPIDFile
 	}
@@ -92,7 +83,7 @@ func (p *parser) checkFRR(f *FRR) {
 		p.at("speaker.frr.process_name", keystore.ErrInvalid, "%q: a process name (comm), not a path", f.ProcessName)
 	}
 	if strings.ContainsAny(f.Pathspace, "/ \t") {
-		p.at("speaker.frr.pathspace", keystore.ErrInvalid, "%q: a name (vtysh -N), not a path", f.Pathspace)
+		p.at("speaker.frr.pathspace", keystore.ErrInvalid, "%q: a name (FRR's -N), not a path", f.Pathspace)
 	}
 	switch d := time.Duration(f.PollInterval); {
 	case d == 0:

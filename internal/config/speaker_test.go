@@ -17,10 +17,10 @@ func TestSpeakerFRR(t *testing.T) {
 		yaml string
 		want FRR
 	}{
-		{"defaults", "speaker:\n  type: frr\n", FRR{Vtysh: DefaultFRRVtysh, PIDFile: DefaultFRRPIDFile,
+		{"defaults", "speaker:\n  type: frr\n", FRR{PIDFile: DefaultFRRPIDFile,
 			ProcessName: DefaultFRRProcessName, PollInterval: Duration(DefaultFRRPollInterval)}},
-		{"all set, relative paths resolved", "speaker:\n  type: frr\n  frr:\n    vtysh: /opt/frr/bin/vtysh\n    vty_socket: run/frr\n    pathspace: red\n    pid_file: bgpd.pid\n    process_name: bgpd\n    poll_interval: 250ms\n",
-			FRR{Vtysh: "/opt/frr/bin/vtysh", VtySocket: "/etc/aokeyd/run/frr", Pathspace: "red", PIDFile: "/etc/aokeyd/bgpd.pid",
+		{"all set, relative paths resolved", "speaker:\n  type: frr\n  frr:\n    vty_socket: run/frr\n    pathspace: red\n    pid_file: bgpd.pid\n    process_name: bgpd\n    poll_interval: 250ms\n",
+			FRR{VtySocket: "/etc/aokeyd/run/frr", Pathspace: "red", PIDFile: "/etc/aokeyd/bgpd.pid",
 				ProcessName: "bgpd", PollInterval: Duration(250 * time.Millisecond)}},
 	}
 	for _, tt := range tests {
@@ -58,9 +58,8 @@ func TestSpeakerErrors(t *testing.T) {
 		msg   string
 	}{
 		{"unknown type", "speaker:\n  type: bird\n", 8, "speaker.type", `"bird" (want gobgp or frr)`},
-		{"frr section with gobgp", "speaker:\n  type: gobgp\n  frr:\n    vtysh: /usr/bin/vtysh\n", 10, "speaker.frr", "only with speaker.type frr"},
+		{"frr section with gobgp", "speaker:\n  type: gobgp\n  frr:\n    pid_file: /run/frr/bgpd.pid\n", 10, "speaker.frr", "only with speaker.type frr"},
 		{"gobgp section with frr", "speaker:\n  type: frr\ngobgp:\n  address: 127.0.0.1:50051\n", 10, "gobgp", "only with speaker.type gobgp"},
-		{"relative vtysh", "speaker:\n  type: frr\n  frr:\n    vtysh: vtysh\n", 10, "speaker.frr.vtysh", "absolute path"},
 		{"process path", "speaker:\n  type: frr\n  frr:\n    process_name: /usr/lib/frr/bgpd\n", 10, "speaker.frr.process_name", "not a path"},
 		{"pathspace path", "speaker:\n  type: frr\n  frr:\n    pathspace: /run/x\n", 10, "speaker.frr.pathspace", "not a path"},
 		{"poll too fast", "speaker:\n  type: frr\n  frr:\n    poll_interval: 10ms\n", 10, "speaker.frr.poll_interval", "out of range"},
