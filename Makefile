@@ -39,7 +39,7 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	@# aoctl is the operator's CLI: it must not link the daemon, a speaker
 	@# adapter or the metrics client (desired state lives in internal/desired).
-	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|prometheus/client_golang' || true); \
+	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
 		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
 
 # Every host package under the race detector (a data race fails the run).
