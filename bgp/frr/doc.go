@@ -48,10 +48,13 @@
 //
 // Active opens: bgpd connects to neighbors that are not `passive`. Run it
 // under aokeyd's connect interception with FRR's per-daemon wrapper in
-// /etc/frr/daemons:
+// /etc/frr/daemons and the wrapper script docs/frr-bgpd-wrap.sh:
 //
-//	bgpd_wrap="/usr/sbin/aokeyd exec -socket /run/aokeyd/connectguard.sock --"
+//	bgpd_wrap="/usr/local/sbin/frr-bgpd-wrap"
 //
-// watchfrr then starts (and restarts) bgpd as `aokeyd exec ... -- bgpd ...`
-// and aokeyd (run with -connectguard) keys every connect before its SYN.
+// FRR's init script and watchfrr start (and restart) bgpd as "$wrap bgpd -d
+// ..." and expect the command to return; `aokeyd exec` must stay bgpd's
+// parent (it holds the connect filter's listener), so the script drops -d
+// and runs `aokeyd exec -- bgpd ...` in the background. aokeyd (run with
+// -connectguard on the same socket) keys every connect before its SYN.
 package frr

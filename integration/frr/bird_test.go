@@ -33,13 +33,13 @@ func newBirdLab(t *testing.T, active bool, keys []key, birdCfg bird.Config) *bir
 	l := &birdLab{t: t, dir: t.TempDir(), active: active}
 	a, b := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
 	writeKeys(t, l.dir, addrB, keys, false)
-	var launcher []string
+	var opt Options
 	cg := ""
 	if active {
 		cg = filepath.Join(l.dir, "cg.sock")
-		launcher = []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", cg, "--"}
+		opt = wrapOptions(t, cg, l.dir)
 	}
-	l.frr = Start(t, a, l.dir, frrConfig(!active), launcher)
+	l.frr = Start(t, a, l.dir, frrConfig(!active), opt)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bgpd logs:\n%s", l.frr.LogTail())

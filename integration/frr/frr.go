@@ -84,14 +84,26 @@ router bgp {{.AS}}
 exit
 `))
 
+// Options say how bgpd is started.
+type Options struct {
+	// Launcher is prepended to bgpd's command line (e.g. aokeyd exec
+	// -socket S --); bgpd runs in the foreground under it.
+	Launcher []string
+	// Wrap is a bgpd_wrap script started the way FRR's init script and
+	// watchfrr start a wrapped daemon: "$wrap $bin -d $options", expected
+	// to return at once. Env is its environment on top of the test's.
+	Wrap string
+	Env  []string
+}
+
 // Router is one running bgpd.
 type Router struct {
-	t        testing.TB
-	ns       *netns.NS
-	Dir      string
-	cfg      Config
-	launcher []string
-	Cmd      *exec.Cmd
+	t   testing.TB
+	ns  *netns.NS
+	Dir string
+	cfg Config
+	opt Options
+	Cmd *exec.Cmd
 	// PID is bgpd's own pid (the launcher's child, with a launcher).
 	PID     int
 	Speaker *bgpfrr.Speaker
@@ -104,12 +116,11 @@ func (r *Router) PIDFile() string { return filepath.Join(r.Dir, "bgpd.pid") }
 // VtySocket is the directory of bgpd's vty socket (speaker.frr.vty_socket).
 func (r *Router) VtySocket() string { return r.Dir }
 
-// Start writes cfg into dir and starts bgpd in ns, under launcher when it
-// is not empty (e.g. aokeyd exec -socket S --). bgpd is killed when the
-// test ends.
-func Start(t testing.TB, ns *netns.NS, dir string, cfg Config, launcher []string) *Router {
+// Start writes cfg into dir and starts bgpd in ns as opt says. bgpd is
+// killed when the test ends.
+func Start(t testing.TB, ns *netns.NS, dir string, cfg Config, opt Options) *Router {
 	t.Helper()
-	r := &Router{t: t, ns: ns, Dir: dir, cfg: cfg, launcher: launcher}
+	r := &Router{t: t, ns: ns, Dir: dir, cfg: cfg, opt: opt}
 	if err := r.write(); err != nil {
 		t.Fatal(err)
 	}
@@ -151,10 +162,15 @@ func (r *Router) start() {
 	_ = os.Remove(r.PIDFile())
 	args := []string{BgpdPath, "-Z", "-S", "-f", filepath.Join(r.Dir, "bgpd.conf"), "-i", r.PIDFile(),
 		"--vty_socket", r.VtySocket(), "-P", "0"}
-	args = append(append([]string(nil), r.launcher...), args...)
+	if r.opt.Wrap != "" {
+		args = append([]string{"sh", r.opt.Wrap, args[0], "-d"}, args[1:]...)
+	} else {
+		args = append(append([]string(nil), r.opt.Launcher...), args...)
+	}
 	log := lab.LogFile(t, filepath.Join(r.Dir, "bgpd.stdout.log"))
 	r.Cmd = r.ns.Command(args[0], args[1:]...)
 	r.Cmd.Stdout, r.Cmd.Stderr = log, log
+	r.Cmd.Env = append(os.Environ(), r.opt.Env...)
 	if err := r.Cmd.Start(); err != nil {
 		t.Fatalf("bgpd: %v", err)
 	}
@@ -176,10 +192,38 @@ func (r *Router) start() {
 
 func (r *Router) kill(cmd *exec.Cmd, done chan struct{}) {
 	_ = cmd.Process.Kill()
-	if r.PID != 0 && r.PID != cmd.Process.Pid {
-		_ = unix.Kill(r.PID, unix.SIGKILL)
+	if pid := r.PID; pid != 0 && pid != cmd.Process.Pid {
+		// A launcher in between (aokeyd exec) exits with bgpd; wait for
+		// both, so that a new one can take the launcher's socket.
+		parent := ppid(pid)
+		_ = unix.Kill(pid, unix.SIGKILL)
+		for _, p := range []int{pid, parent} {
+			if p <= 1 {
+				continue
+			}
+			_ = lab.Within(10*time.Second, fmt.Sprintf("pid %d to exit", p), func() (bool, string) {
+				_, err := os.Stat(fmt.Sprintf("/proc/%d/exe", p))
+				return err != nil, "still running"
+			})
+		}
 	}
 	<-done
+}
+
+// ppid is pid's parent, 0 if unknown.
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so after the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	var p int
+	_, _ = fmt.Sscan(f[1], &p)
+	return p
 }
 
 // Restart kills bgpd (SIGKILL, as a crash) and starts it again: a new

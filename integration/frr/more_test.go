@@ -40,7 +40,7 @@ func TestFRRGobgpd(t *testing.T) {
 	ab := startAokeyd(t, nb, dirB, addrA, speakerGoBGP(g.API, g.PIDFile), "")
 	// A: FRR, opening the connection under aokeyd exec.
 	cg := filepath.Join(dirA, "cg.sock")
-	r := Start(t, na, dirA, frrConfig(false), []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", cg, "--"})
+	r := Start(t, na, dirA, frrConfig(false), wrapOptions(t, cg, dirA))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bgpd logs:\n%s", r.LogTail())
