@@ -81,8 +81,10 @@ soak: deps
 	AOKEYD_GUEST_ENV="AOKEYD_SOAK=$(SOAK)" AOKEYD_TEST_RUN='^TestSoak$$' AOKEYD_VM_TIMEOUT=$$((30*60 + 600)) \
 		AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh ./integration/e2e
 
+# SPEAKER=frr: router A is FRR's bgpd instead of gobgpd.
+SPEAKER ?= gobgp
 demo: deps
-	bash integration/tools/demo.sh
+	SPEAKER=$(SPEAKER) bash integration/tools/demo.sh
 
 clean:
 	rm -rf bin
