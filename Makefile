@@ -39,7 +39,7 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	@# aoctl is the operator's CLI: it must not link the daemon, a speaker
 	@# adapter or the metrics client (desired state lives in internal/desired).
-	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|prometheus/client_golang' || true); \
+	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
 		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
 
 # Every host package under the race detector (a data race fails the run).
@@ -81,8 +81,10 @@ soak: deps
 	AOKEYD_GUEST_ENV="AOKEYD_SOAK=$(SOAK)" AOKEYD_TEST_RUN='^TestSoak$$' AOKEYD_VM_TIMEOUT=$$((30*60 + 600)) \
 		AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" bash integration/vm/run.sh ./integration/e2e
 
+# SPEAKER=frr: router A is FRR's bgpd instead of gobgpd.
+SPEAKER ?= gobgp
 demo: deps
-	bash integration/tools/demo.sh
+	SPEAKER=$(SPEAKER) bash integration/tools/demo.sh
 
 clean:
 	rm -rf bin

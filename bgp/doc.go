@@ -1,6 +1,6 @@
 // Package bgp is aokeyd's view of the BGP speaker that owns the TCP sockets:
 // its peers and their sessions (Speaker, implemented for GoBGP v3 by
-// bgp/gobgp), the sockets behind them (bgp/sockets), the wiring of sessions
+// bgp/gobgp and for FRR 10 by bgp/frr), the sockets behind them (bgp/sockets), the wiring of sessions
 // to their consumer (Tracker calls a SessionObserver; aokeyd's daemon
 // implements it and runs the rotation) and the session health guard around
 // rotation steps (Guard). Which neighbors carry TCP-AO is the caller's
@@ -25,7 +25,9 @@
 // neither passive nor keyed on its active opens. A neighbor with a TCP-MD5
 // auth-password (PeerInfo.MD5) cannot also carry TCP-AO keys: the kernel
 // refuses TCP-AO next to TCP-MD5 on one socket (EKEYREJECTED); the daemon
-// reports it.
+// refuses to manage its session and says how to fix it. Speakers: GoBGP v3
+// (bgp/gobgp, gRPC with an event stream) and FRR 10 (bgp/frr, bgpd's vty
+// socket, polled).
 //
 // # Established sessions and the del_async race
 //

@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/connectguard"
@@ -153,16 +152,9 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	sp, closer, err := gobgp.Dial(cfg.GoBGP.Address, gobgp.Options{
-		Name: "gobgpd " + cfg.GoBGP.Address,
-		PID:  pidFinder(cfg.GoBGP),
-		Log:  log,
-		// A restarted gobgpd must be followed within seconds.
-		MaxBackoff: 3 * time.Second,
-		OnRPC:      m.SpeakerRPC,
-	})
+	sp, closer, err := openSpeaker(cfg, log, m)
 	if err != nil {
-		return fmt.Errorf("gobgp %s: %w", cfg.GoBGP.Address, err)
+		return err
 	}
 	defer closer.Close()
 

@@ -1,6 +1,8 @@
 #!/bin/sh
 # The demo's guest side (run by integration/tools/demo.sh inside the VM).
+# SPEAKER=gobgp (default) or frr: router A's BGP speaker.
 set -eu
+SPEAKER=${SPEAKER:-gobgp}
 D=/tmp/demo
 mkdir -p $D/state
 say() { printf '\n==> %s\n' "$*"; }
@@ -21,6 +23,29 @@ aokeyd init -dir $D/etc
 sed -i 's|^key_source:|key_source:\n  refresh: 1s|; s|/run/aokeyd/control.sock|'$D'/control.sock|; s|listen: 127.0.0.1:9179|listen: "off"|' $D/etc/aokeyd.yaml
 export AOKEYD_SOCKET=$D/control.sock
 
+if [ "$SPEAKER" = frr ]; then
+	# aokeyd talks to bgpd's vty socket, polled every second.
+	sed -i '/^gobgp:/,/^  process_name:/d' $D/etc/aokeyd.yaml
+	printf 'speaker:\n  type: frr\n  frr:\n    vty_socket: %s\n    pid_file: %s/bgpd.pid\n' $D/frr $D >>$D/etc/aokeyd.yaml
+	mkdir -p $D/frr
+	cat >$D/bgpd.conf <<FRR
+frr defaults traditional
+router bgp 65001
+ bgp router-id 192.0.2.1
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ timers bgp 1 3
+ neighbor 192.0.2.2 remote-as 65002
+ neighbor 192.0.2.2 passive
+ neighbor 192.0.2.2 update-source 192.0.2.1
+ address-family ipv4 unicast
+  network 198.51.100.0/24
+ exit-address-family
+exit
+FRR
+	say "router A: FRR $(cat /.frr-version 2>/dev/null) bgpd (passive AO neighbor 192.0.2.2; FRR has no TCP-AO), and aokeyd managing its sockets"
+	ip netns exec demo-a /usr/lib/frr/bgpd -Z -S -f $D/bgpd.conf -i $D/bgpd.pid --vty_socket $D/frr -P 0 >$D/bgpd.log 2>&1 &
+else
 cat >$D/gobgpd.toml <<TOML
 [global.config]
   as = 65001
@@ -36,8 +61,9 @@ cat >$D/gobgpd.toml <<TOML
     hold-time = 3
     keepalive-interval = 1
 TOML
-say "router A: gobgpd v3.37 (passive AO neighbor 192.0.2.2), and aokeyd managing its sockets"
-ip netns exec demo-a gobgpd -f $D/gobgpd.toml -t toml --pprof-disable >$D/gobgpd.log 2>&1 &
+	say "router A: gobgpd v3.37 (passive AO neighbor 192.0.2.2), and aokeyd managing its sockets"
+	ip netns exec demo-a gobgpd -f $D/gobgpd.toml -t toml --pprof-disable >$D/gobgpd.log 2>&1 &
+fi
 sleep 2
 ip netns exec demo-a aokeyd -config $D/etc/aokeyd.yaml -state-dir $D/state -roll-grace 3s -roll-poll 250ms >$D/aokeyd.log 2>&1 &
 
@@ -135,7 +161,11 @@ say "aoctl status, AFTER the roll: only demo-3, current on both sides, no bad pa
 aoctl status 192.0.2.2
 bc show protocols all peer_a | sed -n '/BGP state/p;/TCP-AO/,/Bad packets/p'
 say "routes B announced, as A sees them (a dropped session would have lost them)"
-ip netns exec demo-a gobgp global rib
+if [ "$SPEAKER" = frr ]; then
+	ip netns exec demo-a vtysh --vty_socket $D/frr -c 'show bgp ipv4 unicast'
+else
+	ip netns exec demo-a gobgp global rib
+fi
 say "aoctl plan: nothing left to do"
 aoctl plan
-say "demo finished: gobgpd and BIRD rolled from demo-1 to a freshly generated key with TCP-AO, hitless"
+say "demo finished: $SPEAKER and BIRD rolled from demo-1 to a freshly generated key with TCP-AO, hitless"

@@ -20,5 +20,7 @@ default YAML key file), router B = BIRD 2.17, joined by a veth link.
 TXT
 export AOKEYD_GUEST_BINS
 AOKEYD_GUEST_BINS="$(bash "$repo/integration/tools/guest-bins.sh")"
-AOKEYD_GUEST_CMD="sh integration/tools/demo-guest.sh" AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-900} \
+speaker=${SPEAKER:-gobgp}
+case $speaker in gobgp | frr) ;; *) echo "demo: SPEAKER=$speaker (want gobgp or frr)" >&2; exit 2 ;; esac
+AOKEYD_GUEST_CMD="SPEAKER=$speaker sh integration/tools/demo-guest.sh" AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-900} \
 	exec bash "$repo/integration/vm/run.sh"

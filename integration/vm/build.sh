@@ -4,8 +4,8 @@
 #   kernel  a bzImage from Debian trixie's linux-source-6.12 package, tinyconfig
 #           plus integration/vm/guest.config (CONFIG_TCP_AO=y and friends);
 #   rootfs  a Debian trixie root made by debootstrap --variant=minbase with
-#           bird2 (BIRD 2.17, the independent TCP-AO BGP speaker), iproute2
-#           and busybox.
+#           bird2 (BIRD 2.17, the independent TCP-AO BGP speaker), frr (FRR
+#           10.x, whose bgpd aokeyd keys from outside), iproute2 and busybox.
 #
 # Both live outside the checkout, under $AOKEYD_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd), keyed by a hash of what went into
@@ -23,6 +23,10 @@ cache=${AOKEYD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aokeyd}
 suite=trixie
 kernel_pkg=linux-source-6.12
 rootfs_pkgs=bird2,iproute2,busybox,procps
+# Installed with apt inside the new root after debootstrap: debootstrap's own
+# resolver takes the first alternative of every dependency and cannot order
+# systemd's pre-dependency that frr pulls in (logrotate, cron-daemon-common).
+rootfs_apt_pkgs=frr
 # Bump when the build steps change in a way the inputs below do not capture.
 recipe=3
 
@@ -117,7 +121,7 @@ build_kernel() {
 
 build_rootfs() {
 	local key dir mirror
-	key=$(printf '%s\n%s\n%s\n' "$recipe" "$suite" "$rootfs_pkgs" | sha256sum | cut -c1-16)
+	key=$(printf '%s\n%s\n%s\n%s\n' "$recipe" "$suite" "$rootfs_pkgs" "$rootfs_apt_pkgs" | sha256sum | cut -c1-16)
 	dir=$cache/rootfs-$key
 	if [ -f "$dir/.aokeyd-rootfs-ok" ]; then
 		log "rootfs cached: $dir"
@@ -127,18 +131,24 @@ build_rootfs() {
 	need debootstrap
 	mirror=$(debian_mirror)
 	rm -rf "$dir.tmp"
-	log "building $suite root with $rootfs_pkgs — one-off, about 3 minutes"
+	log "building $suite root with $rootfs_pkgs and $rootfs_apt_pkgs — one-off, about 5 minutes"
 	debootstrap --variant=minbase --include="$rootfs_pkgs" "$suite" "$dir.tmp" "$mirror" >&2
+	cp /etc/resolv.conf "$dir.tmp/etc/resolv.conf" 2>/dev/null || true
+	chroot "$dir.tmp" env DEBIAN_FRONTEND=noninteractive apt-get -qq update >&2
+	chroot "$dir.tmp" env DEBIAN_FRONTEND=noninteractive apt-get -qq -y --no-install-recommends install ${rootfs_apt_pkgs//,/ } >&2
+	chroot "$dir.tmp" apt-get clean >&2
 	# No init system runs in the guest; the harness's own init script does.
 	mkdir -p "$dir.tmp/run/bird" "$dir.tmp/var/run/netns" "$dir.tmp/aokeyd"
 	echo aokeyd-guest >"$dir.tmp/etc/hostname"
 	chroot "$dir.tmp" /bin/busybox --install -s /usr/local/bin >&2 || true
 	chroot "$dir.tmp" bird --version >"$dir.tmp/.bird-version" 2>&1 || true
+	chroot "$dir.tmp" /usr/lib/frr/bgpd --version 2>&1 | head -n 1 >"$dir.tmp/.frr-version" || true
+	mkdir -p "$dir.tmp/run/frr" "$dir.tmp/var/run/frr"
 	rm -rf "$dir.tmp/var/cache/apt/archives"/*.deb
 	touch "$dir.tmp/.aokeyd-rootfs-ok"
 	rm -rf "$dir"
 	mv "$dir.tmp" "$dir"
-	log "rootfs built: $dir ($(cat "$dir/.bird-version"))"
+	log "rootfs built: $dir ($(cat "$dir/.bird-version"); $(cat "$dir/.frr-version"))"
 	echo "ROOTFS=$dir"
 }
 

@@ -56,6 +56,7 @@ type Config struct {
 	File      string    `yaml:"-"`
 	KeySource KeySource `yaml:"key_source"`
 	Policy    Policy    `yaml:"policy"`
+	Speaker   Speaker   `yaml:"speaker"`
 	GoBGP     GoBGP     `yaml:"gobgp"`
 	Control   Control   `yaml:"control"`
 	Metrics   Metrics   `yaml:"metrics"`

@@ -1,7 +1,7 @@
 // Package config is aokeyd's daemon configuration: one YAML file that names
 // the key source (a YAML key file or HashiCorp Vault), the rotation policy
-// file, how to reach GoBGP (gRPC address, and how to find the gobgpd process
-// whose sockets aokeyd manages), the control socket, the metrics listener,
+// file, the BGP speaker whose sockets aokeyd manages (gobgpd through its gRPC
+// address, or FRR's bgpd through its vty socket, and how to find its process), the control socket, the metrics listener,
 // logging and kernel knobs.
 //
 // Decoding is strict: unknown fields, duplicate keys, wrong types and more
@@ -36,7 +36,16 @@
 //	policy:
 //	  path: /etc/aokeyd/policy.yaml    required
 //	  jitter_seed: ""                  seed of the per-peer rotation jitter (policy.WithJitterSeed)
-//	gobgp:
+//	speaker:
+//	  type: gobgp                      gobgp (default) | frr
+//	  frr:                             with type frr
+//	    vty_socket: ""                 directory of bgpd.vty, FRR's --vty_socket (default /run/frr)
+//	    pathspace: ""                  FRR's -N, for an FRR started with -N
+//	    pid_file: /run/frr/bgpd.pid    how to find bgpd (default); when the file does
+//	    process_name: bgpd             not exist, the one process of this name (default)
+//	    poll_interval: 1s              neighbor listing interval: session event latency
+//	                                   (default 1s, 100ms..1m)
+//	gobgp:                             with speaker type gobgp
 //	  address: 127.0.0.1:50051         gobgpd gRPC API (default)
 //	  pid_file: /run/gobgpd.pid        how to find gobgpd: a pid file, or
 //	  process_name: gobgpd             a process name (default when neither is set)

@@ -96,7 +96,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 // names the operator writes.
 var typeNames = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
 	"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
-	"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp",
+	"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp", "config.Speaker", "speaker", "config.FRR", "speaker.frr",
 	"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel")
 
 // yamlErr records yaml.v3's messages ("line 3: field foo not found in type
@@ -110,7 +110,7 @@ func (p *parser) check(c *Config) {
 	if c.Policy.Path == "" {
 		p.at("policy.path", keystore.ErrMissingField, "the rotation policy file")
 	}
-	p.checkGoBGP(&c.GoBGP)
+	p.checkSpeaker(c)
 	p.checkControl(&c.Control)
 	if c.Metrics.Listen == "" {
 		c.Metrics.Listen = DefaultMetricsListen
@@ -289,6 +289,10 @@ func (c *Config) resolve() {
 		abs(&v.Auth.SecretIDFile)
 	}
 	abs(&c.GoBGP.PIDFile)
+	if f := c.Speaker.FRR; f != nil {
+		abs(&f.PIDFile)
+		abs(&f.VtySocket)
+	}
 	abs(&c.Control.Socket)
 }
 

@@ -143,7 +143,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))
 	}
 	if info.MD5 {
-		ps.Warnings = append(ps.Warnings, "neighbor has a TCP-MD5 password: the kernel refuses TCP-AO next to MD5 (EKEYREJECTED)")
+		ps.Warnings = append(ps.Warnings, md5Fix(info.Neighbor))
 	}
 	var h bgp.SocketHandle
 	if p := d.peer(id); p != nil {

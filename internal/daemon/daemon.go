@@ -432,11 +432,15 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if err != nil {
 		return
 	}
+	if info.MD5 {
+		// The kernel refuses TCP-AO next to TCP-MD5 on one socket: the
+		// session is left alone (no handle, so no pass touches it).
+		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle, p.running = info, b, nil, false })
+		d.log.Error("refusing to manage the session: "+md5Fix(info.Neighbor), "peer", id)
+		return
+	}
 	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle, p.running = info, b, h, false })
 	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
-	if info.MD5 {
-		d.log.Error("neighbor has a TCP-MD5 password and a TCP-AO binding: the kernel refuses AO next to MD5 (EKEYREJECTED); remove the auth-password", "peer", id)
-	}
 	snap, release := d.shared()
 	defer release()
 	if snap == nil {
@@ -504,4 +508,11 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	}
 	d.mu.Unlock()
 	d.log.Info("session down; its socket is no longer touched", "peer", id)
+}
+
+// md5Fix says why a neighbor with a TCP-MD5 password cannot carry TCP-AO
+// keys and how to fix it, in each speaker's words.
+func md5Fix(n netip.Addr) string {
+	return fmt.Sprintf("neighbor %s has a TCP-MD5 password and a TCP-AO binding: the kernel refuses TCP-AO next to TCP-MD5 on one socket (EKEYREJECTED); "+
+		"remove the password from the speaker (FRR: `no neighbor %s password`; gobgpd: the neighbor's auth-password) or the neighbor from aokeyd's policy", n, n)
 }

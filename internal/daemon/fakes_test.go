@@ -421,9 +421,14 @@ func (e *env) connect(keys ...testKey) {
 
 // established reports the connected session Established to the daemon.
 func (e *env) established() {
-	e.session = bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, LocalPort: bgpPort, RemotePort: e.client.LocalAddr().Port(),
-		State: bgp.StateEstablished, Uptime: time.Now().Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002}
+	e.session = e.sessionInfo()
 	e.sp.Set(e.session)
+}
+
+// sessionInfo is the speaker's report of the connected session, Established.
+func (e *env) sessionInfo() bgp.PeerInfo {
+	return bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, LocalPort: bgpPort, RemotePort: e.client.LocalAddr().Port(),
+		State: bgp.StateEstablished, Uptime: time.Now().Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002}
 }
 
 // waitFor lets the daemon run until cond holds (testkit.Until: cond is

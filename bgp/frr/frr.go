@@ -1,0 +1,283 @@
+package frr
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+)
+
+// Runner runs one vtysh command and returns its standard output.
+type Runner interface {
+	Vtysh(ctx context.Context, command string) ([]byte, error)
+}
+
+// Options configure a Speaker.
+type Options struct {
+	// Name describes the speaker in logs ("frr bgpd").
+	Name string
+	// Runner runs vtysh commands (default: VtySocket{}, bgpd's own vty
+	// socket).
+	Runner Runner
+	// PID returns bgpd's process id (default: PIDFile, then the one
+	// process named bgpd).
+	PID func(ctx context.Context) (int, error)
+	// PollInterval is Watch's listing interval (default 1s).
+	PollInterval time.Duration
+	// Timeout bounds one vtysh call (default 10s).
+	Timeout time.Duration
+	Log     *slog.Logger
+	// OnCall, when set, is called once for every vtysh command the
+	// Speaker runs, with its kind (CallNeighbors, CallNeighbor,
+	// CallRunningConfig, CallClear): the daemon counts them as a metric.
+	// It must not block.
+	OnCall func(kind string)
+}
+
+// The kinds of vtysh command OnCall names.
+const (
+	CallNeighbors     = "vtysh show neighbors"
+	CallNeighbor      = "vtysh show neighbor"
+	CallRunningConfig = "vtysh show running-config"
+	CallClear         = "vtysh clear bgp"
+)
+
+// Defaults.
+const (
+	DefaultPollInterval = time.Second
+	DefaultTimeout      = 10 * time.Second
+	DefaultPIDFile      = "/run/frr/bgpd.pid"
+	DefaultProcessName  = "bgpd"
+)
+
+// Speaker is FRR's bgpd seen through vtysh.
+type Speaker struct {
+	opt Options
+
+	mu sync.Mutex
+	// uptimes keeps the first Uptime seen for each connection (see doc.go).
+	uptimes map[connKey]time.Time
+	// passive is the last full listing's passive configuration (Peer
+	// reuses it).
+	passive passiveConfig
+}
+
+// connKey identifies one connection of one neighbor: FRR's count of
+// established connections and the ports.
+type connKey struct {
+	vrf, neighbor string
+	conns         uint32
+	lport, rport  uint16
+}
+
+var _ bgp.Speaker = (*Speaker)(nil)
+
+// New returns a Speaker.
+func New(opt Options) *Speaker {
+	if opt.Name == "" {
+		opt.Name = "frr bgpd"
+	}
+	if opt.Runner == nil {
+		opt.Runner = VtySocket{}
+	}
+	if opt.PID == nil {
+		opt.PID = func(context.Context) (int, error) { return FindPID(DefaultPIDFile, DefaultProcessName) }
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = DefaultPollInterval
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Speaker{opt: opt, uptimes: map[connKey]time.Time{}}
+}
+
+// Name implements bgp.Speaker.
+func (s *Speaker) Name() string { return s.opt.Name }
+
+// PID implements bgp.Speaker.
+func (s *Speaker) PID(ctx context.Context) (int, error) { return s.opt.PID(ctx) }
+
+func (s *Speaker) vtysh(ctx context.Context, kind, cmd string) ([]byte, error) {
+	if s.opt.OnCall != nil {
+		s.opt.OnCall(kind)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	out, err := s.opt.Runner.Vtysh(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: vtysh -c %q: %w", s.opt.Name, cmd, err)
+	}
+	return out, nil
+}
+
+// Peers implements bgp.Speaker: `show bgp vrf all neighbors json`.
+func (s *Speaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
+	return s.list(ctx, CallNeighbors, "show bgp vrf all neighbors json", "", true)
+}
+
+// list runs cmd and decodes its neighbors (vrfHint names the VRF of a
+// one-VRF answer); prune marks a full listing: it re-reads the passive
+// configuration and drops the kept uptimes of connections it no longer
+// has.
+func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune bool) ([]bgp.PeerInfo, error) {
+	out, err := s.vtysh(ctx, kind, cmd)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := decodeNeighbors(out, vrfHint)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", s.opt.Name, cmd, err)
+	}
+	if prune {
+		// A full listing also re-reads which neighbors are passive.
+		running, err := s.vtysh(ctx, CallRunningConfig, runningConfig)
+		if err != nil {
+			return nil, err
+		}
+		pc := parsePassive(running)
+		clear(running) // it holds any TCP-MD5 password in clear text
+		s.mu.Lock()
+		s.passive = pc
+		s.mu.Unlock()
+	}
+	infos := make([]bgp.PeerInfo, len(ps))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[connKey]bool{}
+	for i, p := range ps {
+		p.info.Passive = s.passive.has(p.info.VRF, p.info.Neighbor)
+		p.info.Uptime, seen[connOf(p)] = s.uptime(p), true
+		infos[i] = p.info
+	}
+	if prune {
+		for k := range s.uptimes {
+			if !seen[k] {
+				delete(s.uptimes, k)
+			}
+		}
+	}
+	return infos, nil
+}
+
+func connOf(p peer) connKey {
+	return connKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String(), conns: p.conns, lport: p.info.LocalPort, rport: p.info.RemotePort}
+}
+
+// uptime is the connection's first reported start; s.mu held.
+func (s *Speaker) uptime(p peer) time.Time {
+	if !p.info.Established() || p.epoch <= 0 {
+		return time.Time{}
+	}
+	k := connOf(p)
+	if u, ok := s.uptimes[k]; ok {
+		return u
+	}
+	u := time.Unix(p.epoch, 0)
+	s.uptimes[k] = u
+	return u
+}
+
+// Peer implements bgp.Speaker: `show bgp vrf VRF neighbors ADDR json` (vrf
+// all when vrf is "").
+func (s *Speaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
+	v := vrf
+	if v == "" {
+		v = "all"
+	}
+	ps, err := s.list(ctx, CallNeighbor, fmt.Sprintf("show bgp vrf %s neighbors %s json", v, neighbor), vrf, false)
+	if err != nil {
+		return bgp.PeerInfo{}, err
+	}
+	for _, p := range ps {
+		if p.Neighbor == neighbor && (vrf == "" || p.VRF == vrf || (vrf == "default" && p.VRF == "")) {
+			return p, nil
+		}
+	}
+	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, neighbor)
+}
+
+// ResetPeer implements bgp.Speaker with `clear bgp vrf VRF ADDR`, a hard
+// reset (FRR's clear sends a Cease without the reason, which is logged).
+func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error {
+	p, err := s.Peer(ctx, neighbor, "")
+	if err != nil {
+		return err
+	}
+	vrf := p.VRF
+	if vrf == "" {
+		vrf = "default"
+	}
+	cmd := fmt.Sprintf("clear bgp vrf %s %s", vrf, neighbor)
+	s.opt.Log.Info("resetting FRR session", "speaker", s.opt.Name, "neighbor", neighbor, "vrf", vrf, "reason", reason)
+	out, err := s.vtysh(ctx, CallClear, cmd)
+	if err != nil {
+		return err
+	}
+	if msg := strings.TrimSpace(string(out)); msg != "" {
+		// vtysh prints nothing when the clear worked; "% ..." otherwise.
+		return fmt.Errorf("%s: %s: %s", s.opt.Name, cmd, msg)
+	}
+	return nil
+}
+
+// FindPID returns bgpd's pid from pidFile ("" to skip) or, when that file
+// does not exist, the one process whose comm is name.
+func FindPID(pidFile, name string) (int, error) {
+	if pidFile != "" {
+		b, err := os.ReadFile(pidFile)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("pid file %s: %q is not a pid", pidFile, bytes.TrimSpace(b))
+			}
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+				return 0, fmt.Errorf("pid file %s names pid %d, which is not running (stale pid file?)", pidFile, pid)
+			}
+			return pid, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || name == "" {
+			return 0, err
+		}
+	}
+	return findProcess(name)
+}
+
+func findProcess(name string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	found := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(b)) != name {
+			continue
+		}
+		if found != 0 {
+			return 0, fmt.Errorf("more than one %s process (%d, %d): set speaker.frr.pid_file", name, found, pid)
+		}
+		found = pid
+	}
+	if found == 0 {
+		return 0, fmt.Errorf("no %s process found", name)
+	}
+	return found, nil
+}

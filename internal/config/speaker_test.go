@@ -1,0 +1,82 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+)
+
+const speakerBase = "key_source:\n  type: file\n  file:\n    path: k.yaml\npolicy:\n  path: p.yaml\n"
+
+func TestSpeakerFRR(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want FRR
+	}{
+		{"defaults", "speaker:\n  type: frr\n", FRR{PIDFile: DefaultFRRPIDFile,
+			ProcessName: DefaultFRRProcessName, PollInterval: Duration(DefaultFRRPollInterval)}},
+		{"all set, relative paths resolved", "speaker:\n  type: frr\n  frr:\n    vty_socket: run/frr\n    pathspace: red\n    pid_file: bgpd.pid\n    process_name: bgpd\n    poll_interval: 250ms\n",
+			FRR{VtySocket: "/etc/aokeyd/run/frr", Pathspace: "red", PIDFile: "/etc/aokeyd/bgpd.pid",
+				ProcessName: "bgpd", PollInterval: Duration(250 * time.Millisecond)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("/etc/aokeyd/aokeyd.yaml", []byte(speakerBase+tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.IsFRR() || c.Speaker.FRR == nil || *c.Speaker.FRR != tt.want {
+				t.Fatalf("speaker = %+v frr %+v, want frr %+v", c.Speaker, c.Speaker.FRR, tt.want)
+			}
+			if c.GoBGP != (GoBGP{}) {
+				t.Errorf("gobgp = %+v, want untouched with an FRR speaker", c.GoBGP)
+			}
+		})
+	}
+}
+
+func TestSpeakerDefaultIsGoBGP(t *testing.T) {
+	c, err := Parse("aokeyd.yaml", []byte(speakerBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Speaker.Type != SpeakerGoBGP || c.IsFRR() || c.GoBGP.Address != DefaultGoBGPAddress {
+		t.Fatalf("speaker %+v gobgp %+v, want gobgp with its defaults", c.Speaker, c.GoBGP)
+	}
+}
+
+func TestSpeakerErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		line  int
+		field string
+		msg   string
+	}{
+		{"unknown type", "speaker:\n  type: bird\n", 8, "speaker.type", `"bird" (want gobgp or frr)`},
+		{"frr section with gobgp", "speaker:\n  type: gobgp\n  frr:\n    pid_file: /run/frr/bgpd.pid\n", 10, "speaker.frr", "only with speaker.type frr"},
+		{"gobgp section with frr", "speaker:\n  type: frr\ngobgp:\n  address: 127.0.0.1:50051\n", 10, "gobgp", "only with speaker.type gobgp"},
+		{"process path", "speaker:\n  type: frr\n  frr:\n    process_name: /usr/lib/frr/bgpd\n", 10, "speaker.frr.process_name", "not a path"},
+		{"pathspace path", "speaker:\n  type: frr\n  frr:\n    pathspace: /run/x\n", 10, "speaker.frr.pathspace", "not a path"},
+		{"poll too fast", "speaker:\n  type: frr\n  frr:\n    poll_interval: 10ms\n", 10, "speaker.frr.poll_interval", "out of range"},
+		{"poll too slow", "speaker:\n  type: frr\n  frr:\n    poll_interval: 5m\n", 10, "speaker.frr.poll_interval", "out of range"},
+		{"unknown frr field", "speaker:\n  type: frr\n  frr:\n    socket: /run/frr\n", 10, "", `unknown field "socket" in speaker.frr`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("aokeyd.yaml", []byte(speakerBase+tt.yaml))
+			var es keystore.FieldErrors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("Parse error %v, want keystore.FieldErrors", err)
+			}
+			e := es[0]
+			if e.Line != tt.line || e.Field != tt.field || !strings.Contains(e.Error(), tt.msg) {
+				t.Errorf("got %q (line %d, field %q), want line %d field %q containing %q", e.Error(), e.Line, e.Field, tt.line, tt.field, tt.msg)
+			}
+		})
+	}
+}
