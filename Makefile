@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint vm clean
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint vm clean model model-traces
 
 all: build
 
@@ -65,7 +65,21 @@ differential: deps
 fuzz:
 	bash integration/tools/fuzz.sh $(FUZZTIME)
 
-test: deps lint test-unit test-kernel fuzz
+# The roll protocol's Promela model (rotator/model) checked by spin,
+# exhaustively, and each seeded mutant shown to violate a property; then the
+# Go test that runs the mutants (AOKEYD_REQUIRE_SPIN: it fails, not skips,
+# without spin). Prints "model: states=N depth=D errors=0" and one
+# "model: mutant=NAME errors=E" per mutant.
+model: deps
+	bash integration/tools/model.sh
+	AOKEYD_REQUIRE_SPIN=1 $(GO) test -count=1 -run '^TestModel' ./rotator/
+
+# Regenerates the spin random simulations that make test-unit replays
+# against the real roll machine (rotator/testdata/model-traces).
+model-traces:
+	bash integration/tools/model-traces.sh
+
+test: deps lint test-unit model test-kernel fuzz
 
 vm:
 	bash integration/vm/build.sh all

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine, and nothing when it
 # is already there: QEMU and debootstrap for the TCP-AO guest, the kernel
-# build tools, iproute2 for the host network-namespace tests. Needs root (or
+# build tools, iproute2 for the host network-namespace tests, spin for the
+# roll protocol's model (make model). Needs root (or
 # sudo) only when something is missing.
 set -euo pipefail
 pkgs=()
@@ -16,6 +17,7 @@ need cpio cpio
 need ip iproute2
 need make make
 need gcc gcc
+need spin spin # make model: the roll protocol's model checker
 [ -e /usr/include/libelf.h ] || pkgs+=(libelf-dev)
 [ -e /usr/include/openssl/ssl.h ] || pkgs+=(libssl-dev)
 if [ ${#pkgs[@]} -eq 0 ]; then

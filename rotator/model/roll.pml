@@ -1,0 +1,402 @@
+/*
+ * roll.pml: the TCP-AO key roll of rotator/machine.go, two aokeyd-managed
+ * ends of one BGP session and each end's listener, with the kernel's
+ * Current_key/RNext_key rules of tcpao/tcpaotest (net/ipv4/tcp_ao.c).
+ * Checked exhaustively by integration/tools/model.sh (make model); its
+ * random simulations are replayed against the real machine by
+ * rotator/replay_test.go.
+ *
+ * Abstraction:
+ *  - Keys: A (1, the old key) and B (2, the new one), SendID = RecvID = id,
+ *    the same material on both ends. A key set is a bit mask (A=1, B=2).
+ *  - The key source hands each end a phase of its desired state:
+ *      0: keys {A}, want A       (before the roll)
+ *      1: keys {A,B}, want B     (the new key delivered; A still accepted)
+ *      2: keys {B}, want B       (A's accept lifetime over: A stale)
+ *      3: keys {B}, want B, A revoked
+ *    Phase 1 reaches the two ends in any order, or never one of them;
+ *    phases 2 and 3 come to an end only once the other end has phase 1
+ *    (the policy keeps the old key accepted until both ends hold the new
+ *    one). The daemon syncs the end's listener in the same pass.
+ *  - Time: a step of the machine is one call of machine.step. Waiting for a
+ *    poll is an interleaving; the switch timeout and a backoff's end are
+ *    events. The grace period is long enough for a round trip of segments
+ *    and a step of the peer's machine (Grace 1m against a poll of 1s and
+ *    BGP keepalives): retire runs only after both.
+ *  - pkt_good counters are the bits "rose since the machine's snapshot":
+ *    gb (baseGood, read by await) and og (oldGood, read by retire).
+ *  - One segment in flight per direction (a TCP retransmission is signed
+ *    again, so a lost segment is one not sent).
+ *  - Faults, each bounded: aokeyd crashing (between steps or after any
+ *    kernel write of a step) and restarting from the kernel's state,
+ *    segment loss, the switch timeout, a reconnect through a listener.
+ *
+ * The state and step names are rotator.States() and rotator.Steps()
+ * (rotator/model_names_test.go checks them).
+ */
+
+mtype:state = { steady, announced, grace, backoff, down };
+mtype:step = { install, announce, switch, retire, restore };
+
+#define KA 1
+#define KB 2
+#define DK(p) ((p) == 0 -> 1 : ((p) == 1 -> 3 : 2))
+#define WANT(p) ((p) == 0 -> KA : KB)
+#define REVOKED(i) (ph[i] == 3)
+
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#ifndef LOSSES
+#define LOSSES 1
+#endif
+#ifndef TIMEOUTS
+#define TIMEOUTS 1
+#endif
+#ifndef RECONNECTS
+#define RECONNECTS 1
+#endif
+
+byte ph[2];            /* desired phase per end */
+byte sk[2];            /* session socket: installed keys */
+byte cur[2];           /* Current_key (0: none) */
+byte rnx[2];           /* RNext_key (0: none) */
+byte ln[2];            /* listener keys */
+mtype:state st[2];     /* machine state */
+byte oldR[2];          /* machine.oldRNext (0: invalid) */
+byte gb[2];            /* keys whose pkt_good rose since baseGood */
+byte og[2];            /* keys whose pkt_good rose since oldGood */
+byte gst[2];           /* grace clocks: 8 we sent, 1 that reached the peer, 16 the peer sent after, 2 that reached us; 4 the peer's machine stepped */
+chan seg[2] = [1] of { byte, byte };   /* seg[i]: i -> 1-i, (keyid, rnext) */
+
+byte crashes = CRASHES;
+byte losses = LOSSES;
+byte timeouts = TIMEOUTS;
+byte reconnects = RECONNECTS;
+
+#define SHOW printf("ST %e %e %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1])
+
+/* The machine's in-memory state is lost; the new one starts steady and
+ * reads the kernel (Controller starts every machine so). */
+/* Memory the machine reads only in one state is cleared on leaving it
+ * (fewer states, the same behaviour): oldR and gb in announced, og and gst
+ * in grace. */
+inline reset(i) {
+	st[i] = steady; oldR[i] = 0; gb[i] = 0; og[i] = 0; gst[i] = 0
+}
+
+/* A kernel write of a step is done: aokeyd may crash right after it.
+ * w counts the step's writes; the trace names the write it died after. */
+#define wrote(i, L) \
+	w++; \
+	if \
+	:: crashes > 0 -> crashes--; printf("CRASHAT %d %d\n", i, w); reset(i); goto L \
+	:: true \
+	fi
+
+/* Deleting key k on end i's session socket: never a key the peer's
+ * Current_key or RNext_key names while the two are connected. */
+inline deleting(i, k) {
+	assert(cur[1 - i] != k);
+	/* a revoke is the operator's: the peer's RNext may still name the
+	 * revoked key (the kernel then cannot switch to it; harmless while
+	 * the peer's Current_key is another key) */
+	assert(REVOKED(i) || rnx[1 - i] != k)
+}
+
+/* PlanSocket(desired(ph[i]), socket i), for this key universe: adds of
+ * missing desired keys; RNext to want; deletes of stale keys, except a
+ * stale Current_key that is not revoked (deferred). A stale key that is
+ * RNext is deletable: the plan's TCP_AO_INFO moves RNext first. */
+inline plan(i) {
+	padd = DK(ph[i]) & ~sk[i] & 3;
+	pinfo = (rnx[i] != WANT(ph[i]));
+	stale = sk[i] & ~DK(ph[i]) & 3;
+	pdel = 0; pdef = 0;
+	if
+#ifdef MUTANT_RETIRE_IN_USE
+	/* mutant: a stale Current_key is deleted (forced) like a revoked one */
+	:: stale != 0 -> pdel = stale
+#else
+	:: stale != 0 && stale == cur[i] && !REVOKED(i) -> pdef = 1
+	:: stale != 0 && (stale != cur[i] || REVOKED(i)) -> pdel = stale
+#endif
+	:: else -> skip
+	fi
+}
+
+inline cleartmp() {
+	padd = 0; pinfo = 0; stale = 0; pdel = 0; pdef = 0; w = 0; k = 0; wc = 0
+}
+
+/* Apply(plan): adds, the TCP_AO_INFO change, deletes (a revoked Current_key
+ * by a forced delete naming want as the new Current_key). */
+inline apply(i) {
+	k = 1;
+	do
+	:: k <= 2 && (padd & k) -> sk[i] = sk[i] | k; wrote(i, done); k++
+	:: k <= 2 && !(padd & k) -> k++
+	:: k > 2 -> break
+	od;
+	if
+	:: pinfo -> rnx[i] = WANT(ph[i]); wrote(i, done)
+	:: else -> skip
+	fi;
+	k = 1;
+	do
+	:: k <= 2 && (pdel & k) ->
+		deleting(i, k);
+		sk[i] = sk[i] & ~k;
+		if
+		:: cur[i] == k -> cur[i] = WANT(ph[i])
+		:: else -> skip
+		fi;
+		wrote(i, done); k++
+	:: k <= 2 && !(pdel & k) -> k++
+	:: k > 2 -> break
+	od
+}
+
+inline toGrace(i) {
+	reset(i); st[i] = grace
+}
+
+/* abort: RNext back to what it was (when that key is still there), then
+ * backoff. */
+inline abort(i) {
+	if
+	:: oldR[i] != 0 && oldR[i] != WANT(ph[i]) && (sk[i] & oldR[i]) -> rnx[i] = oldR[i]; wrote(i, done2)
+	:: else -> skip
+	fi;
+	reset(i); st[i] = backoff
+}
+
+/* machine.steady */
+inline steady_(i) {
+	plan(i);
+	if
+	:: padd == 0 && !pinfo && pdel == 0 && !pdef && (cur[i] == WANT(ph[i]) || (cur[i] & DK(ph[i]))) ->
+		reset(i)
+	:: else ->
+		wc = (cur[i] == WANT(ph[i]));  /* wantCur, from the step's first read */
+		oldR[i] = rnx[i];
+		if
+		:: padd != 0 ->   /* install: the plan's leading adds */
+			pinfo = 0; pdel = 0; apply(i)
+		:: else -> skip
+		fi;
+		gb[i] = 0;        /* baseGood */
+		if
+		:: rnx[i] != WANT(ph[i]) -> rnx[i] = WANT(ph[i]); wrote(i, done)   /* announce */
+		:: else -> skip
+		fi;
+		if
+		:: wc -> toGrace(i)
+		:: else -> st[i] = announced
+		fi
+	fi
+}
+
+#ifdef MUTANT_SWITCH_UNPROVEN
+#define PROOF(i) true
+#else
+#define PROOF(i) (cur[i] == WANT(ph[i]) || (gb[i] & WANT(ph[i])))
+#endif
+
+/* machine.await: proof that the peer holds the new key is a segment
+ * verified with it, or Current_key switched to it by the peer's RNext. */
+inline await_(i) {
+	if
+	:: !(sk[i] & WANT(ph[i])) -> reset(i)
+	:: (sk[i] & WANT(ph[i])) && PROOF(i) ->
+		if
+		:: cur[i] != WANT(ph[i]) -> cur[i] = WANT(ph[i]); wrote(i, done)   /* switch */
+		:: else -> skip
+		fi;
+		toGrace(i)
+	:: (sk[i] & WANT(ph[i])) && !PROOF(i) -> skip
+	fi
+}
+
+#ifdef MUTANT_RETIRE_EARLY
+/* mutant: retire right after the switch, not waiting for the peer */
+#define GRACE_OVER(i) true
+#define RISING(i) false
+#else
+#define GRACE_OVER(i) !(st[i] == grace && (gst[i] & 7) != 7)
+#define RISING(i) ((pdel & og[i]) != 0)
+#endif
+
+/* machine.retire, after the grace period */
+inline retire_(i) {
+	plan(i);
+	if
+	:: RISING(i) -> og[i] = 0   /* old key's pkt_good still rising */
+	:: else ->
+		og[i] = 0;
+		if
+		:: padd != 0 || pinfo || pdel != 0 -> apply(i); plan(i)
+		:: else -> skip
+		fi;
+		if
+		:: pdef -> skip
+		:: else -> reset(i)
+		fi
+	fi
+}
+
+/* A segment from i verified at j with key kid: counters rise; the peer's
+ * RNext switches Current_key to a key j holds. A segment j has no key for
+ * is dropped: never while the two ends hold a common key. */
+inline receive(i, kid, rn) {
+	if
+	:: sk[1 - i] & kid ->
+		if :: st[1 - i] == announced -> gb[1 - i] = gb[1 - i] | kid :: else -> skip fi;
+		if :: st[1 - i] == grace -> og[1 - i] = og[1 - i] | kid :: else -> skip fi;
+		if
+		:: rn != cur[1 - i] && (sk[1 - i] & rn) -> cur[1 - i] = rn
+		:: else -> skip
+		fi;
+		/* grace clocks: a segment i signed in its grace reached j (j's
+		 * Current_key follows i's RNext now), then one j signed after
+		 * that reached i */
+		if
+		:: st[i] == grace && (gst[i] & 8) -> gst[i] = gst[i] | 1
+		:: else -> skip
+		fi;
+		if
+		:: st[1 - i] == grace && (gst[1 - i] & 16) -> gst[1 - i] = gst[1 - i] | 2
+		:: else -> skip
+		fi
+	:: else ->
+		printf("DROP segment %d->%d key %d\n", i, 1 - i, kid);
+		assert((sk[0] & sk[1]) == 0)
+	fi
+}
+
+proctype link(byte i) {
+	byte kid, rn;
+end:
+	do
+	:: atomic { len(seg[i]) == 0 && cur[i] != 0 && rnx[i] != 0 ->
+		seg[i]!cur[i], rnx[i];
+		if
+		:: st[i] == grace -> gst[i] = gst[i] | 8
+		:: else -> skip
+		fi;
+		if
+		:: st[1 - i] == grace && (gst[1 - i] & 1) -> gst[1 - i] = gst[1 - i] | 16
+		:: else -> skip
+		fi;
+		printf("EV send %d\n", i); SHOW }
+	:: atomic { seg[i]?kid, rn -> printf("EV recv %d\n", i); receive(i, kid, rn); kid = 0; rn = 0; SHOW }
+	:: atomic { losses > 0 && len(seg[i]) > 0 -> losses--; seg[i]?_, _; printf("EV lose %d\n", i); SHOW }
+	od
+}
+
+proctype aokeyd(byte i) {
+	byte padd, pinfo, stale, pdel, pdef, w, k, wc;
+end:
+	do
+	:: atomic {
+		/* one machine.step (a retire only once the grace period is over) */
+		GRACE_OVER(i) ->
+		printf("EV step %d\n", i);
+		if
+		:: st[i] == announced -> await_(i)
+		:: st[i] == grace -> retire_(i)
+		:: else -> steady_(i)   /* steady, or backoff whose time is up */
+		fi;
+done:
+		if
+		:: st[1 - i] == grace -> gst[1 - i] = gst[1 - i] | 4
+		:: else -> skip
+		fi;
+		cleartmp();
+		SHOW
+	}
+	:: atomic { st[i] == announced && timeouts > 0 && (sk[i] & WANT(ph[i])) &&
+		!PROOF(i) ->
+		timeouts--;
+		printf("EV timeout %d\n", i);
+		abort(i);
+done2:
+		cleartmp();
+		SHOW
+	}
+	:: atomic { crashes > 0 -> crashes--; printf("EV crash %d\n", i); reset(i); SHOW }
+	od
+}
+
+/* The key source (and the daemon's listener sync in the same pass), and
+ * reconnects through a listener. */
+inline setDesired(i, p) {
+	/* a roll towards another key starts over */
+	if
+	:: WANT(p) != WANT(ph[i]) && (st[i] == announced || st[i] == grace || st[i] == backoff) -> reset(i)
+	:: else -> skip
+	fi;
+	ph[i] = p;
+	ln[i] = DK(p);
+	printf("EV deliver %d %d\n", i, p);
+	SHOW
+}
+
+/* A session drop and a reconnect: client c connects to the listener of s
+ * with its desired keys, its preferred key as Current_key and RNext_key
+ * (connectguard's ConnectKeys); the accepted socket has the listener's
+ * keys, Current_key by the SYN's RNextKeyID, RNext by its KeyID. */
+inline reconnect(c) {
+	sk[c] = DK(ph[c]); cur[c] = WANT(ph[c]); rnx[c] = WANT(ph[c]);
+	sk[1 - c] = ln[1 - c]; cur[1 - c] = WANT(ph[c]); rnx[1 - c] = WANT(ph[c]);
+	reset(0); reset(1);
+	do
+	:: seg[0]?_, _
+	:: seg[1]?_, _
+	:: empty(seg[0]) && empty(seg[1]) -> break
+	od;
+	printf("EV reconnect %d\n", c);
+	SHOW
+}
+
+proctype env() {
+end:
+	do
+	:: atomic { ph[0] == 0 -> setDesired(0, 1) }
+	:: atomic { ph[1] == 0 -> setDesired(1, 1) }
+	:: atomic { ph[0] == 1 && ph[1] >= 1 -> setDesired(0, 2) }
+	:: atomic { ph[1] == 1 && ph[0] >= 1 -> setDesired(1, 2) }
+	:: atomic { ph[0] == 1 && ph[1] >= 1 -> setDesired(0, 3) }
+	:: atomic { ph[1] == 1 && ph[0] >= 1 -> setDesired(1, 3) }
+	/* the session drops: BGP connects both ways, a SYN with the client's
+	 * preferred key needs that key on the other end's listener */
+	:: atomic { reconnects > 0 -> reconnects--;
+		assert((DK(ph[0]) & ln[1]) != 0 && (DK(ph[1]) & ln[0]) != 0);
+		assert((ln[1] & WANT(ph[0])) || (ln[0] & WANT(ph[1])));
+		if
+		:: ln[1] & WANT(ph[0]) -> reconnect(0)
+		:: ln[0] & WANT(ph[1]) -> reconnect(1)
+		fi }
+	od
+}
+
+init {
+	atomic {
+		ph[0] = 0; ph[1] = 0;
+		sk[0] = KA; cur[0] = KA; rnx[0] = KA; ln[0] = KA;
+		sk[1] = KA; cur[1] = KA; rnx[1] = KA; ln[1] = KA;
+		st[0] = steady; st[1] = steady;
+		printf("EV init\n");
+		SHOW;
+		run env();
+		run link(0); run link(1);
+		run aokeyd(0); run aokeyd(1)
+	}
+}
+
+#define bothNew (ph[0] >= 1 && ph[1] >= 1)
+#define sendNew (cur[0] == KB && cur[1] == KB)
+#define bothOld (ph[0] >= 2 && ph[1] >= 2)
+#define oldGone ((sk[0] & KA) == 0 && (sk[1] & KA) == 0 && (ln[0] & KA) == 0 && (ln[1] & KA) == 0)
+
+ltl live { [] (bothNew -> <> sendNew) && [] (bothOld -> <> oldGone) }
