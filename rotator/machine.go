@@ -186,6 +186,13 @@ type machine struct {
 	// (invalid when they did not change it): Current_key equal to it is no
 	// sign that the peer switched.
 	ownCur OptID
+	// graceSent turns true once the peer is seen sending with the new key
+	// after the grace period: its pkt_good rose above graceGood, read at
+	// the first retire step (graceBase). Until then a key the peer sent
+	// with may still be its Current_key.
+	graceGood uint64
+	graceBase bool
+	graceSent bool
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -470,6 +477,7 @@ func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
 	for _, k := range obs.Keys {
 		m.oldGood[k.KeyRef] = k.PktGood
 	}
+	m.graceGood, m.graceBase, m.graceSent = 0, false, !m.desired.WantRNext.Valid
 	at := now.Add(m.cfg.Grace)
 	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
 	return at
@@ -480,15 +488,38 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		return m.st.Since.Add(m.cfg.Grace)
 	}
 	sp := PlanSocket(m.desired, *obs)
-	rising := false
+	rising, used := false, false
 	for _, op := range sp.Ops {
 		if op.Kind != OpDel {
 			continue
 		}
 		for _, k := range obs.Keys {
-			if k.KeyRef == normRef(op.Del.KeyRef) && k.PktGood > m.oldGood[k.KeyRef] {
-				rising = true
+			if k.KeyRef == normRef(op.Del.KeyRef) {
+				rising = rising || k.PktGood > m.oldGood[k.KeyRef]
+				used = used || k.PktGood > 0
 			}
+		}
+	}
+	// The peer's Current_key follows our RNext only once a segment of
+	// ours reaches it; a segment of ours from before the announce may
+	// even move it back. Before an old key the peer sent with goes, the
+	// peer must be seen sending with the new key after the grace period
+	// (its pkt_good read at the first retire step, then rising), however
+	// long the grace period was: the peer's BGP keepalives may come
+	// further apart. A Current_key switched by the peer's RNext, or a
+	// segment with the new key during the switch, proves only that the
+	// peer holds the new key.
+	if used && !m.graceSent {
+		k := findRecv(obs, m.desired.WantRNext.ID)
+		switch {
+		case k != nil && m.graceBase && k.PktGood > m.graceGood:
+			m.graceSent = true
+		case k != nil && !m.graceBase:
+			m.graceGood, m.graceBase = k.PktGood, true
+		}
+		if !m.graceSent {
+			m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
+			return m.st.NextAt
 		}
 	}
 	for _, k := range obs.Keys {
