@@ -32,8 +32,8 @@ func TestModelTraceReplay(t *testing.T) {
 		for _, ev := range tr.events {
 			r.apply(ev)
 			if got := r.state(); got != ev.after {
-				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases; keys A=1 B=2)",
-					tr.seed, ev.line, ev.kind, ev.end, got, ev.after)
+				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases; keys A=1 B=2)\nthe machines' next actions: %q, %q",
+					tr.seed, ev.line, ev.kind, ev.end, got, ev.after, r.end[0].m.st.NextAction, r.end[1].m.st.NextAction)
 			}
 			events++
 		}
@@ -132,13 +132,12 @@ type replay struct {
 }
 
 func replayCfg() Config {
-	// Grace and Poll shorter than the replay's clock tick (each step
-	// advances the end's clock by a millisecond): the model decides when
-	// the grace period is over. The switch timeout is an event.
-	return Config{SwitchTimeout: time.Hour, Grace: time.Nanosecond, Poll: time.Nanosecond, Steady: time.Second,
+	// Each step advances the end's clock by a millisecond; the model says
+	// when the grace period is over (a "wait" is a step within it) and
+	// when the switch times out (an event), so both are long here.
+	return Config{SwitchTimeout: 10 * time.Hour, Grace: time.Hour, Poll: time.Nanosecond, Steady: time.Second,
 		Backoff: time.Second, MaxBackoff: time.Second}
 }
-
 
 // modelKey is key id (A or B) on end i's sockets, for the other end's
 // address.
@@ -257,10 +256,17 @@ func (r *replay) apply(ev modelEvent) {
 	}
 	e := r.end[i]
 	switch ev.kind {
-	case "step", "timeout":
+	case "step", "timeout", "wait":
 		e.clk = e.clk.Add(time.Millisecond)
-		if ev.kind == "timeout" {
+		switch {
+		case ev.kind == "timeout":
 			e.clk = e.clk.Add(replayCfg().SwitchTimeout)
+		case ev.kind == "wait" && e.m.st.State != StateGrace:
+			r.fail("line %d: the model waits in grace, the machine is %s", ev.line, e.m.st.State)
+		case ev.kind == "step" && e.m.st.State == StateGrace:
+			if over := e.m.st.Since.Add(replayCfg().Grace); e.clk.Before(over) {
+				e.clk = over
+			}
 		}
 		if e.m.st.State == StateBackoff && e.clk.Before(e.m.st.NextAt) {
 			e.clk = e.m.st.NextAt

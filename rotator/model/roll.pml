@@ -20,11 +20,20 @@
  *    one). The daemon syncs the end's listener in the same pass.
  *  - Time: a step of the machine is one call of machine.step. Waiting for a
  *    poll is an interleaving; the switch timeout and a backoff's end are
- *    events. The grace period is long enough for a round trip of segments
- *    and a step of the peer's machine (Grace 1m against a poll of 1s and
- *    BGP keepalives): retire runs only after both.
+ *    events. Three timing assumptions, each a gate on the model's steps:
+ *      (a) the network's delay is shorter than a poll: a segment in flight
+ *          when a machine steps lands before that machine's next step;
+ *      (b) the grace period outlasts a poll: its first step only waits
+ *          ("EV wait");
+ *      (c) the peer sends within the grace period: retire runs only after
+ *          a segment the peer signed after that wait has reached us (BGP
+ *          keepalives; a grace period shorter than the peer's keepalive
+ *          interval breaks it).
+ *    Whether the peer switched to the new key is not assumed: the machine
+ *    waits until it sees it (machine.retire's graceSent).
  *  - pkt_good counters are the bits "rose since the machine's snapshot":
- *    gb (baseGood, read by await) and og (oldGood, read by retire).
+ *    gb (baseGood, read by await) and og (oldGood, read by retire), and ev
+ *    (the old key's pkt_good is above zero: a key the peer sent with).
  *  - One segment in flight per direction (a TCP retransmission is signed
  *    again, so a lost segment is one not sent).
  *  - Faults, each bounded: aokeyd crashing (between steps or after any
@@ -32,7 +41,8 @@
  *    segment loss, the switch timeout, a reconnect through a listener.
  *
  * The state and step names are rotator.States() and rotator.Steps()
- * (rotator/model_names_test.go checks them).
+ * (rotator/model_test.go checks them); down (no socket) is not modelled:
+ * a reconnect replaces both sockets at once.
  */
 
 mtype:state = { steady, announced, grace, backoff, down };
@@ -66,7 +76,9 @@ mtype:state st[2];     /* machine state */
 byte oldR[2];          /* machine.oldRNext (0: invalid) */
 byte gb[2];            /* keys whose pkt_good rose since baseGood */
 byte og[2];            /* keys whose pkt_good rose since oldGood */
-byte gst[2];           /* grace clocks: 8 we sent, 1 that reached the peer, 16 the peer sent after, 2 that reached us; 4 the peer's machine stepped */
+byte gst[2];           /* grace: 1 !graceSent, 2 !graceBase (see machine.go); 8 a poll left in the grace period; after it, 64 then 128 the peer signed a segment and 32 it reached us */
+byte ev[2];            /* 1: the old key's pkt_good is above zero on the session socket */
+byte fl[2];            /* 1<<c: the segment on seg[c] was in flight at machine i's last step */
 chan seg[2] = [1] of { byte, byte };   /* seg[i]: i -> 1-i, (keyid, rnext) */
 
 byte crashes = CRASHES;
@@ -146,7 +158,7 @@ inline apply(i) {
 	do
 	:: k <= 2 && (pdel & k) ->
 		deleting(i, k);
-		sk[i] = sk[i] & ~k;
+		sk[i] = sk[i] & ~k; ev[i] = ev[i] & ~k;
 		if
 		:: cur[i] == k -> cur[i] = WANT(ph[i])
 		:: else -> skip
@@ -158,7 +170,18 @@ inline apply(i) {
 }
 
 inline toGrace(i) {
-	reset(i); st[i] = grace
+	reset(i); st[i] = grace; gst[i] = 3 | 8
+}
+
+/* the segment in flight on seg[c] arrived or was lost */
+inline landed(c) {
+	fl[0] = fl[0] & ~(1 << c); fl[1] = fl[1] & ~(1 << c)
+}
+
+/* after a step of machine i: the segments in flight now land before its
+ * next step (the network's delay is shorter than a poll) */
+inline polled(i) {
+	fl[i] = (len(seg[0]) > 0) | ((len(seg[1]) > 0) << 1)
 }
 
 /* abort: RNext back to what it was (when that key is still there), then
@@ -222,17 +245,21 @@ inline await_(i) {
 /* mutant: retire right after the switch, not waiting for the peer */
 #define GRACE_OVER(i) true
 #define RISING(i) false
+#define UNSENT(i) false
 #else
-#define GRACE_OVER(i) !(st[i] == grace && (gst[i] & 7) != 7)
+#define GRACE_OVER(i) !(st[i] == grace && (gst[i] & 40) != 32)
 #define RISING(i) ((pdel & og[i]) != 0)
+#define UNSENT(i) ((gst[i] & 1) && (pdel & ev[i]))
 #endif
 
 /* machine.retire, after the grace period */
 inline retire_(i) {
 	plan(i);
 	if
-	:: RISING(i) -> og[i] = 0   /* old key's pkt_good still rising */
-	:: else ->
+	:: UNSENT(i) ->   /* wait for the peer to send with the new key */
+		gst[i] = gst[i] & ~2   /* graceBase: pkt_good read now */
+	:: !UNSENT(i) && RISING(i) -> og[i] = 0   /* old key's pkt_good still rising */
+	:: !UNSENT(i) && !RISING(i) ->
 		og[i] = 0;
 		if
 		:: padd != 0 || pinfo || pdel != 0 -> apply(i); plan(i)
@@ -251,21 +278,21 @@ inline retire_(i) {
 inline receive(i, kid, rn) {
 	if
 	:: sk[1 - i] & kid ->
+		ev[1 - i] = ev[1 - i] | (kid & KA);
 		if :: st[1 - i] == announced -> gb[1 - i] = gb[1 - i] | kid :: else -> skip fi;
 		if :: st[1 - i] == grace -> og[1 - i] = og[1 - i] | kid :: else -> skip fi;
 		if
 		:: rn != cur[1 - i] && (sk[1 - i] & rn) -> cur[1 - i] = rn
 		:: else -> skip
 		fi;
-		/* grace clocks: a segment i signed in its grace reached j (j's
-		 * Current_key follows i's RNext now), then one j signed after
-		 * that reached i */
+		/* a segment the peer signed after our grace poll reached us */
 		if
-		:: st[i] == grace && (gst[i] & 8) -> gst[i] = gst[i] | 1
+		:: st[1 - i] == grace && (gst[1 - i] & 128) -> gst[1 - i] = gst[1 - i] | 32
 		:: else -> skip
 		fi;
+		/* graceSent: the peer sends with the new key */
 		if
-		:: st[1 - i] == grace && (gst[1 - i] & 16) -> gst[1 - i] = gst[1 - i] | 2
+		:: st[1 - i] == grace && kid == WANT(ph[1 - i]) && !(gst[1 - i] & 2) -> gst[1 - i] = gst[1 - i] & ~1
 		:: else -> skip
 		fi
 	:: else ->
@@ -281,16 +308,12 @@ end:
 	:: atomic { len(seg[i]) == 0 && cur[i] != 0 && rnx[i] != 0 ->
 		seg[i]!cur[i], rnx[i];
 		if
-		:: st[i] == grace -> gst[i] = gst[i] | 8
-		:: else -> skip
-		fi;
-		if
-		:: st[1 - i] == grace && (gst[1 - i] & 1) -> gst[1 - i] = gst[1 - i] | 16
+		:: st[1 - i] == grace && (gst[1 - i] & 64) -> gst[1 - i] = gst[1 - i] | 128
 		:: else -> skip
 		fi;
 		printf("EV send %d\n", i); SHOW }
-	:: atomic { seg[i]?kid, rn -> printf("EV recv %d\n", i); receive(i, kid, rn); kid = 0; rn = 0; SHOW }
-	:: atomic { losses > 0 && len(seg[i]) > 0 -> losses--; seg[i]?_, _; printf("EV lose %d\n", i); SHOW }
+	:: atomic { seg[i]?kid, rn -> printf("EV recv %d\n", i); landed(i); receive(i, kid, rn); kid = 0; rn = 0; SHOW }
+	:: atomic { losses > 0 && len(seg[i]) > 0 -> losses--; seg[i]?_, _; landed(i); printf("EV lose %d\n", i); SHOW }
 	od
 }
 
@@ -299,8 +322,17 @@ proctype aokeyd(byte i) {
 end:
 	do
 	:: atomic {
+		/* a step within the grace period: the machine waits (the grace
+		 * period outlasts two polls, and so two network delays) */
+		fl[i] == 0 && st[i] == grace && (gst[i] & 8) ->
+		printf("EV wait %d\n", i);
+		gst[i] = (gst[i] - 8) | 64;
+		polled(i);
+		SHOW
+	}
+	:: atomic {
 		/* one machine.step (a retire only once the grace period is over) */
-		GRACE_OVER(i) ->
+		fl[i] == 0 && GRACE_OVER(i) ->
 		printf("EV step %d\n", i);
 		if
 		:: st[i] == announced -> await_(i)
@@ -308,19 +340,17 @@ end:
 		:: else -> steady_(i)   /* steady, or backoff whose time is up */
 		fi;
 done:
-		if
-		:: st[1 - i] == grace -> gst[1 - i] = gst[1 - i] | 4
-		:: else -> skip
-		fi;
+		polled(i);
 		cleartmp();
 		SHOW
 	}
-	:: atomic { st[i] == announced && timeouts > 0 && (sk[i] & WANT(ph[i])) &&
+	:: atomic { fl[i] == 0 && st[i] == announced && timeouts > 0 && (sk[i] & WANT(ph[i])) &&
 		!PROOF(i) ->
 		timeouts--;
 		printf("EV timeout %d\n", i);
 		abort(i);
 done2:
+		polled(i);
 		cleartmp();
 		SHOW
 	}
@@ -349,7 +379,10 @@ inline setDesired(i, p) {
 inline reconnect(c) {
 	sk[c] = DK(ph[c]); cur[c] = WANT(ph[c]); rnx[c] = WANT(ph[c]);
 	sk[1 - c] = ln[1 - c]; cur[1 - c] = WANT(ph[c]); rnx[1 - c] = WANT(ph[c]);
-	reset(0); reset(1);
+	reset(0); reset(1); fl[0] = 0; fl[1] = 0;
+	/* counters: the client verified the SYN-ACK with its preferred key;
+	 * the accepted socket's copies start at zero */
+	ev[c] = WANT(ph[c]) & KA; ev[1 - c] = 0;
 	do
 	:: seg[0]?_, _
 	:: seg[1]?_, _
