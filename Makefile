@@ -75,7 +75,7 @@ model: deps
 	AOKEYD_REQUIRE_SPIN=1 $(GO) test -count=1 -run '^TestModel' ./rotator/
 
 # Regenerates the spin random simulations that make test-unit replays
-# against the real roll machine (rotator/testdata/model-traces).
+# against the real roll machine (rotator/testdata/model-traces.txt.gz).
 model-traces:
 	bash integration/tools/model-traces.sh
 
