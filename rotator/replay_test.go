@@ -233,9 +233,7 @@ func (r *replay) restart(i int) {
 func (r *replay) syncListener(i int) {
 	e := r.end[i]
 	d := Desired{Kind: Listening, Socket: "listener"}
-	for _, k := range r.desired(i, e.phase).Keys {
-		d.Keys = append(d.Keys, k)
-	}
+	d.Keys = append(d.Keys, r.desired(i, e.phase).Keys...)
 	o, err := Observe(e.ln)
 	if err != nil {
 		r.fail("observe listener %d: %v", i, err)
