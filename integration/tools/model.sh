@@ -69,7 +69,7 @@ if [ $# -eq 0 ]; then
 	# Liveness under weak fairness: the LTL (and the assertions again),
 	# with the budgets MODEL_LIVENESS_FLAGS gives (default: no crash and
 	# no segment loss, a switch timeout and a reconnect; "-DCRASHES=1
-	# -DLOSSES=1" is every fault: 11.7M states, 1.9 GB, 200 CPU-s).
+	# -DLOSSES=1" is every fault: 11.1M states, 1.8 GB, 180 CPU-s).
 	search liveness "${MODEL_LIVENESS_FLAGS:--DCRASHES=0 -DLOSSES=0}" "-a -f" ""
 	echo "model: states=$s_states depth=$s_depth errors=$((s_errors + errors))"
 	printf '  safety, exhaustive, every fault: %s states, depth %s, %s MB, %.1f s\n' "$s_states" "$s_depth" "$s_mem" "$s_secs"
