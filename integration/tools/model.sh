@@ -30,8 +30,10 @@ build() {
 
 field() { sed -n "$1" "$2" | head -1; }
 
-# search NAME SPINFLAGS PANFLAGS: one exhaustive search of roll.pml; sets
-# states, depth, errors, mem and secs, and shows the trail of an error.
+# search NAME SPINFLAGS PANFLAGS CCFLAGS: one exhaustive search of roll.pml;
+# writes states, depth, errors, mem and secs to $work/NAME/result (shell
+# assignments) and the trail of an error to $work/NAME/trail. Exits non-zero
+# if the search did not complete.
 search() {
 	local name=$1 out=$work/$1
 	mkdir -p "$out"
@@ -56,21 +58,35 @@ search() {
 		exit 1
 	fi
 	if [ "$errors" != 0 ]; then
-		(cd "$out" && spin -t roll.pml 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|error' | sed 's/^[[:space:]]*/    /') || true
-		rc=1
+		(cd "$out" && spin -t roll.pml 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|error' | sed 's/^[[:space:]]*/    /') >"$out/trail" || true
 	fi
+	printf 'states=%s depth=%s errors=%s mem=%s secs=%s\n' "$states" "$depth" "$errors" "$mem" "$secs" >"$out/result"
 }
 
 rc=0
 if [ $# -eq 0 ]; then
 	# Safety: every fault budget (roll.pml's defaults), assertions only.
-	search safety "" "" "-DNOCLAIM"
-	s_states=$states s_depth=$depth s_errors=$errors s_mem=$mem s_secs=$secs
 	# Liveness under weak fairness: the LTL (and the assertions again),
 	# with the budgets MODEL_LIVENESS_FLAGS gives (default: no crash and
 	# no segment loss, a switch timeout and a reconnect; "-DCRASHES=1
 	# -DLOSSES=1" is every fault: 11.1M states, 1.8 GB, 180 CPU-s).
-	search liveness "${MODEL_LIVENESS_FLAGS:--DCRASHES=0 -DLOSSES=0}" "-a -f" ""
+	# pan is single-threaded: the two searches run side by side.
+	search safety "" "" "-DNOCLAIM" &
+	safety_pid=$!
+	search liveness "${MODEL_LIVENESS_FLAGS:--DCRASHES=0 -DLOSSES=0}" "-a -f" "" &
+	liveness_pid=$!
+	wait "$safety_pid" || exit 1
+	wait "$liveness_pid" || exit 1
+	eval "$(cat "$work/safety/result")"
+	s_states=$states s_depth=$depth s_errors=$errors s_mem=$mem s_secs=$secs
+	eval "$(cat "$work/liveness/result")"
+	for name in safety liveness; do
+		if [ -s "$work/$name/trail" ]; then
+			echo "  $name counterexample:"
+			cat "$work/$name/trail"
+		fi
+	done
+	[ "$((s_errors + errors))" = 0 ] || rc=1
 	echo "model: states=$s_states depth=$s_depth errors=$((s_errors + errors))"
 	printf '  safety, exhaustive, every fault: %s states, depth %s, %s MB, %.1f s\n' "$s_states" "$s_depth" "$s_mem" "$s_secs"
 	printf '  liveness, exhaustive, weak fairness (%s): %s states, depth %s, %s MB, %.1f s\n' \
