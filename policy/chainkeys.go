@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
 )
@@ -48,4 +49,32 @@ func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string)
 		return cmp.Or(x.SendLifetime.Start.Compare(y.SendLifetime.Start), cmp.Compare(x.MKT.Name, y.MKT.Name))
 	})
 	return *b, out, nil
+}
+
+// SendCoverageEnd is the instant from which keys (a peer's ChainKeys)
+// leave it with no key to send with, following their send lifetimes from
+// t: zero when coverage never ends, t itself when no key may be sent with
+// at t. aokeyd exports it so that an alert fires while a successor key can
+// still be added.
+func SendCoverageEnd(keys []DesiredKey, t time.Time) time.Time {
+	for {
+		covered := false
+		reach := t
+		for _, k := range keys {
+			if !k.SendLifetime.Contains(t) {
+				continue
+			}
+			if k.SendLifetime.End.IsZero() {
+				return time.Time{}
+			}
+			covered = true
+			if k.SendLifetime.End.After(reach) {
+				reach = k.SendLifetime.End
+			}
+		}
+		if !covered {
+			return t
+		}
+		t = reach
+	}
 }

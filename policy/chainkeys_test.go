@@ -4,6 +4,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
 )
 
 func TestChainKeys(t *testing.T) {
@@ -45,5 +48,33 @@ func TestChainKeys(t *testing.T) {
 	_, keys, _ := p.ChainKeys(snap, addr("10.0.0.2"), "")
 	if got := keys[0].SendLifetime; !got.End.Equal(at(10 * Day)) {
 		t.Errorf("k1 send lifetime %s, want the policy's (end 2026-11-11)", got)
+	}
+}
+
+func TestSendCoverageEnd(t *testing.T) {
+	const d = Day
+	key := func(l keystore.Lifetime) DesiredKey { return DesiredKey{SendLifetime: l} }
+	never := time.Time{}
+	tests := []struct {
+		name string
+		keys []DesiredKey
+		t    time.Duration
+		want time.Time
+	}{
+		{"no key", nil, 0, at(0)},
+		{"one key forever", []DesiredKey{key(keystore.Always)}, 0, never},
+		{"one key ending", []DesiredKey{key(life(-d, 10*d))}, 0, at(10 * d)},
+		{"successor overlaps", []DesiredKey{key(life(-d, 10*d)), key(life(9*d, 20*d))}, 0, at(20 * d)},
+		{"successor leaves a gap", []DesiredKey{key(life(-d, 10*d)), key(life(11*d, 20*d))}, 0, at(10 * d)},
+		{"successor forever", []DesiredKey{key(from(5 * d)), key(life(-d, 10*d))}, 0, never},
+		{"not yet covered", []DesiredKey{key(from(5 * d))}, 0, at(0)},
+		{"ends exactly at successor start", []DesiredKey{key(life(-d, 10*d)), key(life(10*d, 30*d))}, 0, at(30 * d)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SendCoverageEnd(tt.keys, at(tt.t)); !got.Equal(tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
