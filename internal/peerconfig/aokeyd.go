@@ -71,6 +71,9 @@ func (r *renderer) gobgp() {
 	r.printf("# REFUSED: %s\n", r.refused[0].Reason)
 	r.printf("# --- gobgpd.toml of the far end: the neighbor, passive, without auth-password ---\n")
 	r.printf("[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %s\n    peer-as = <asn>\n", strconv.Quote(r.local()))
-	r.printf("  [neighbors.transport.config]\n    passive-mode = true\n")
+	r.printf("  [neighbors.transport.config]\n")
+	r.printf("    # aokeyd keys only sockets it can reach before connect(): passive, unless this gobgpd\n")
+	r.printf("    # runs under `aokeyd exec`. Two passive ends never connect: one of them opens actively.\n")
+	r.printf("    passive-mode = true\n")
 	r.aokeydFiles()
 }
