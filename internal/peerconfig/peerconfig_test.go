@@ -172,3 +172,54 @@ func TestEOSOneID(t *testing.T) {
 		}
 	}
 }
+
+// TestAokeydRenderingLoads: the --for aokeyd rendering (with secrets) is a
+// key file a second aokeyd loads, whose chain is the mirror image of this
+// one key by key (keystore.CheckMirrorSnapshots), and its policy lines
+// parse as that aokeyd's policy binding aokeyd's router to the chain.
+func TestAokeydRenderingLoads(t *testing.T) {
+	_, l := fixture(t)
+	var out bytes.Buffer
+	if refused, err := Render(&out, Aokeyd, l, Options{At: at, WithSecrets: true}); err != nil || len(refused) > 0 {
+		t.Fatalf("refused %v, err %v", refused, err)
+	}
+	far, err := keystore.DecodeFile("far-keys.yaml", out.Bytes())
+	if err != nil {
+		t.Fatalf("the far end's key file does not load: %v\n%s", err, out.String())
+	}
+	data, err := os.ReadFile("testdata/keys.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := keystore.DecodeFile("testdata/keys.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := keystore.CheckMirrorSnapshots(local, far); len(errs) > 0 {
+		t.Errorf("the far end's keys are not the mirror image: %v", errs)
+	}
+	// The commented policy: uncomment it and parse it.
+	var pol []string
+	in := false
+	for _, line := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "# --- policy.yaml"):
+			in = true
+		case strings.HasPrefix(line, "# ---"):
+			in = false
+		case in:
+			pol = append(pol, strings.TrimPrefix(strings.TrimPrefix(line, "#"), " "))
+		}
+	}
+	p, err := policy.Parse("far-policy.yaml", []byte(strings.Join(pol, "\n")))
+	if err != nil {
+		t.Fatalf("the far end's policy does not parse: %v\n%s", err, strings.Join(pol, "\n"))
+	}
+	b, err := p.BindingFor(netip.MustParseAddr("192.0.2.1"), "")
+	if err != nil || b.KeyChain != "core" {
+		t.Errorf("far end's binding of 192.0.2.1: %+v, %v", b, err)
+	}
+	if probs := p.Validate(far, at, 24*time.Hour); len(probs) > 0 {
+		t.Errorf("far end's policy against its keys: %v", probs)
+	}
+}
