@@ -16,8 +16,9 @@ import (
 	"github.com/aokeyd/aokeyd/integration/lab"
 )
 
-// scrapes are aokeyd's metrics pages read once a second: per series (as
-// the exposition format names it), its value at each scrape ("_": absent).
+// scrapes are aokeyd's metrics pages read once a second: per aokeyd_
+// series (as the exposition format names it), its value at each scrape
+// ("_": absent).
 type scrapes struct {
 	n      int
 	series map[string][]string
@@ -30,7 +31,9 @@ func (s *scrapes) add(page string) {
 	sc := bufio.NewScanner(strings.NewReader(page))
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
+		// aokeyd's own series (not the Go runtime's, whose quantiles may
+		// be NaN).
+		if !strings.HasPrefix(line, "aokeyd_") {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
