@@ -99,7 +99,7 @@ func TestBirdFromPeerConfig(t *testing.T) {
 func keyLines(auth string) string {
 	var out []string
 	for _, line := range strings.Split(auth, "\n") {
-		if strings.Contains(line, "key {") {
+		if strings.HasPrefix(strings.TrimSpace(line), "key {") {
 			i := strings.Index(line, "secret ")
 			j := strings.Index(line, "; algorithm")
 			if i >= 0 && j > i {
