@@ -422,7 +422,7 @@ type scraped struct {
 	covEnd  time.Time
 	covPol  *policy.Policy
 	covSnap *keystore.Snapshot
-	pass       uint64 // the last scrape that saw the peer
+	pass    uint64 // the last scrape that saw the peer
 }
 
 // observeCoverage publishes when p's keys leave it with nothing to send

@@ -10,12 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // TestPromtoolCheckMetrics serves a metric set with every series aokeyd
-// exports over HTTP, as aokeyd's metrics listener does, and pipes the page
+// exports over HTTP with aokeyd's metrics handler, and pipes the page
 // to `promtool check metrics` (Prometheus's linter: names, units, types,
 // help). AOKEYD_PROMTOOL names the promtool (`make rules` sets it from
 // integration/tools/promtool.sh); without it the test is skipped.
@@ -24,12 +22,12 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if promtool == "" {
 		t.Skip("AOKEYD_PROMTOOL not set (make rules sets it)")
 	}
-	m, reg := newTest(t)
+	m, _ := newTest(t)
 	p := Peer{Addr: "192.0.2.2"}
 	m.SetPeerKeys(p, u8(1), u8(101), 2)
 	m.SetRotationState(p, "announced")
 	m.SetVerifyFailing(p, false)
-	m.SetCountersAge(p, 3*time.Second)
+	m.SetCountersReadAt(p, time.Now().Add(-3*time.Second))
 	m.SetRollAttempts(p, 1, "switch-timeout")
 	m.SetSendCoverageEnd(p, time.Unix(1800000000, 0))
 	m.RotationStarted(p)
@@ -46,7 +44,9 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	m.ControlRefused()
 	m.SpeakerRPC("ListPeer")
 
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// aokeyd's own handler: the text format Prometheus scrapes is written
+	// by the per-peer store, not by client_golang.
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
