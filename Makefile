@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint vm clean model model-traces
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint rules vm clean model model-traces
 
 all: build
 
@@ -21,6 +21,7 @@ build:
 deps:
 	@bash integration/tools/deps.sh
 	@bash integration/tools/gobgpd.sh >/dev/null
+	@bash integration/tools/promtool.sh >/dev/null
 	@$(GO) mod download
 
 # staticcheck at a pinned version, installed once into the cache.
@@ -41,6 +42,17 @@ lint: $(STATICCHECK)
 	@# adapter or the metrics client (desired state lives in internal/desired).
 	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
 		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
+
+# The Prometheus alerting rules (deploy/prometheus/aokeyd-rules.yml):
+# promtool check rules, promtool test rules (a firing and a non-firing case
+# for every rule; prints promtool's own SUCCESS), and promtool check metrics
+# on a /metrics page served over HTTP with every series aokeyd exports.
+# promtool comes from Debian's prometheus package, extracted into the cache.
+rules:
+	@set -o pipefail; pt=$$(bash integration/tools/promtool.sh) && \
+		$$pt check rules deploy/prometheus/aokeyd-rules.yml && \
+		(cd deploy/prometheus && $$pt test rules aokeyd-rules.test.yml) && \
+		AOKEYD_PROMTOOL=$$pt $(GO) test -count=1 -run '^TestPromtoolCheckMetrics$$' -v ./internal/metrics/ | grep -E '^(--- |ok|FAIL)|promtool check metrics'
 
 # Every host package under the race detector (a data race fails the run).
 test-unit:
@@ -79,7 +91,7 @@ model: deps
 model-traces:
 	bash integration/tools/model-traces.sh
 
-test: deps lint test-unit model test-kernel fuzz
+test: deps lint rules test-unit model test-kernel fuzz
 
 vm:
 	bash integration/vm/build.sh all

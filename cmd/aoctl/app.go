@@ -50,6 +50,7 @@ func commands() []command {
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
+		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig},
 	}
 }
 
@@ -64,6 +65,8 @@ Examples:
   aoctl rotate --all
   aoctl revoke core/2026-10            remove a compromised key everywhere
   aoctl validate /etc/aokeyd/aokeyd.yaml && systemctl reload aokeyd
+  aoctl peer-config 192.0.2.2 --for junos --local 192.0.2.1
+                                       the far end's key chain, secrets as placeholders
 
 Global flags (before or after the command):
   --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)

@@ -42,6 +42,9 @@ type Config struct {
 	PeerAS    uint32
 	// Keys empty means no authentication at all.
 	Keys []Key
+	// Auth, when set, is the `authentication ao; keys { ... };` block as
+	// `aoctl peer-config --for bird` renders it, used instead of Keys.
+	Auth string
 	// Routes are announced to the neighbor (static blackhole routes).
 	Routes []string
 	// HoldTime in seconds (keepalive is a third of it); default 9.
@@ -76,7 +79,9 @@ protocol bgp peer_a {
 {{- if .Passive}}
 	passive on;
 {{- end}}
-{{- if .Keys}}
+{{- if .Auth}}
+{{.Auth}}
+{{- else if .Keys}}
 	authentication ao;
 	keys {
 {{- range .Keys}}

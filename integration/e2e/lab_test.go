@@ -64,6 +64,9 @@ type labOptions struct {
 	// the key chain ("" is router B's address): a prefix makes B's session
 	// a prefix binding's.
 	binding string
+	// birdFromPeerConfig: BIRD's key block is what `aoctl peer-config
+	// --for bird` renders from A's config (testbed.peerConfigBird).
+	birdFromPeerConfig bool
 }
 
 type testbed struct {
@@ -144,7 +147,12 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *testbed
 	if birdKeys == nil {
 		birdKeys = keys
 	}
-	l.bird = bird.Start(t, l.b, l.birdConfig(birdKeys))
+	bc := l.birdConfig(birdKeys)
+	if o.birdFromPeerConfig {
+		bc = l.birdConfig(nil)
+		bc.Auth = l.peerConfigBird(time.Now())
+	}
+	l.bird = bird.Start(t, l.b, bc)
 	return l
 }
 

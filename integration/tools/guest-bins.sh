@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prints the host binaries the guest tests need in their PATH: gobgpd and
-# gobgp v3.37 (when the install script exists) and aokeyd/aoctl built static.
+# gobgp v3.37 (when the install script exists), aokeyd/aoctl built static, and
+# promtool (Debian's, from the cache: the e2e alert test evaluates the
+# shipped rules against a run's metrics in the guest).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # Per checkout (bin/ is ignored by git): two checkouts testing at once must
@@ -18,4 +20,7 @@ for c in aokeyd aoctl; do
 		bins+=("$out/$c")
 	fi
 done
+if [ -f "$repo/integration/tools/promtool.sh" ]; then
+	bins+=("$(bash "$repo/integration/tools/promtool.sh")")
+fi
 echo "${bins[*]:-}"

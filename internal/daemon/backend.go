@@ -322,11 +322,12 @@ func (d *Daemon) observeMetrics() {
 	m.SetOptmem(d.optmem[0], d.optmem[1])
 	d.mu.Unlock()
 	snap, release := d.shared()
+	defer release()
 	m.SetHeldBack(metricHolds(d.holds(snap)))
-	release()
 	d.scrapes++
 	d.observeVerify(m)
 	now := d.o.Clock.Now()
+	pol := d.policy()
 	fresh := 2 * d.ctrl.Config().Steady
 	var kcs []metrics.KeyCounters // reused: ObserveKeys keeps none of it
 	for _, s := range sts {
@@ -335,6 +336,7 @@ func (d *Daemon) observeMetrics() {
 			continue
 		}
 		e := d.scrapedFor(p)
+		d.observeCoverage(m, e, pol, snap, now)
 		if e.status != s {
 			// A new snapshot: most (every steady re-read) change only
 			// the counters.
@@ -415,7 +417,30 @@ type scraped struct {
 	idsSet     bool
 	verify     bool // the verify-failing value published
 	verifySet  bool
-	pass       uint64 // the last scrape that saw the peer
+	// The send-key coverage end published, and the policy and key
+	// snapshot it was computed from.
+	covEnd  time.Time
+	covPol  *policy.Policy
+	covSnap *keystore.Snapshot
+	pass    uint64 // the last scrape that saw the peer
+}
+
+// observeCoverage publishes when p's keys leave it with nothing to send
+// with (policy.SendCoverageEnd), recomputed only when the policy or the
+// key snapshot changed or that instant has come.
+func (d *Daemon) observeCoverage(m *metrics.Metrics, e *scraped, pol *policy.Policy, snap *keystore.Snapshot, now time.Time) {
+	if pol == nil || snap == nil {
+		return
+	}
+	if e.covPol == pol && e.covSnap == snap && (e.covEnd.IsZero() || now.Before(e.covEnd)) {
+		return
+	}
+	e.covPol, e.covSnap = pol, snap
+	p := e.peer
+	if _, keys, err := pol.ChainKeys(snap, p.info.Neighbor, p.info.VRF); err == nil {
+		e.covEnd = policy.SendCoverageEnd(keys, now)
+		m.SetSendCoverageEnd(e.mp, e.covEnd)
+	}
 }
 
 // publishCounters exports one session's counters and their read time; kcs
@@ -442,6 +467,7 @@ func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
 	last, seen := d.rolls[s.Peer]
 	d.rolls[s.Peer] = [2]int{s.Rolls, s.Attempts}
 	d.mu.Unlock()
+	m.SetRollAttempts(mp, s.Attempts, s.LastAbortReason.String())
 	if !seen {
 		return
 	}

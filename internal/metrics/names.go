@@ -26,6 +26,13 @@ const (
 	NameSocketPktKeyNotFound = "aokeyd_socket_pkt_key_not_found_total"
 	NameSocketPktAORequired  = "aokeyd_socket_pkt_ao_required_total"
 
+	// Aborted attempts of the peer's roll since its last completed roll
+	// (labels peer, vrf, reason: the last abort's); 0 when none.
+	NameRotationFailedAttempts = "aokeyd_rotation_failed_attempts"
+	// The instant from which the peer has no key to send with: the end of
+	// continuous send-lifetime coverage from now (+Inf: never).
+	NameSendCoverageEnd = "aokeyd_peer_send_coverage_end_timestamp_seconds"
+
 	// Rotations (labels peer, vrf; aborted also reason).
 	NameRotationsStarted   = "aokeyd_rotations_started_total"
 	NameRotationsCompleted = "aokeyd_rotations_completed_total"

@@ -263,6 +263,7 @@ type peerRows struct {
 	current, rnext, installed *row
 	state                     *row
 	verify, age               *row
+	attempts, coverage        *row
 	started, completed        *row
 	aborted                   map[string]*row
 	keys                      []keyRows
@@ -275,6 +276,7 @@ type peerStore struct {
 	peers map[Peer]*peerRows
 
 	current, rnext, installed, state, verify, age *family
+	attempts, coverage                            *family
 	started, completed, aborted                   *family
 	keyGood, keyBad                               *family
 	sockGood, sockBad, sockNotFound, sockReqd     *family
@@ -294,6 +296,10 @@ func newPeerStore() *peerStore {
 			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ).", g, LabelPeer, LabelVRF),
 		age: newFamily(NamePeerCountersAge,
 			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods).", g, LabelPeer, LabelVRF),
+		attempts: newFamily(NameRotationFailedAttempts,
+			"Aborted attempts of the peer's roll since its last completed roll (0: none), labelled with the last abort's reason.", g, LabelPeer, LabelVRF, LabelReason),
+		coverage: newFamily(NameSendCoverageEnd,
+			"Unix time from which the peer has no key to send with (the end of continuous send-lifetime coverage from now; +Inf: never).", g, LabelPeer, LabelVRF),
 		started:      newFamily(NameRotationsStarted, "Key rotations started.", c, LabelPeer, LabelVRF),
 		completed:    newFamily(NameRotationsCompleted, "Key rotations completed (old key retired).", c, LabelPeer, LabelVRF),
 		aborted:      newFamily(NameRotationsAborted, "Key rotations aborted, by reason.", c, LabelPeer, LabelVRF, LabelReason),
@@ -312,7 +318,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // families are the per-peer families, by name (as a registry orders them).
 func (s *peerStore) families() []*family {
-	fs := []*family{s.current, s.rnext, s.installed, s.state, s.verify, s.age, s.started, s.completed, s.aborted,
+	fs := []*family{s.current, s.rnext, s.installed, s.state, s.verify, s.age, s.attempts, s.coverage, s.started, s.completed, s.aborted,
 		s.keyGood, s.keyBad, s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd}
 	slices.SortFunc(fs, func(a, b *family) int { return strings.Compare(a.name, b.name) })
 	return fs
@@ -356,6 +362,25 @@ func (s *peerStore) setState(p Peer, state string) {
 	s.state.drop(pr.state)
 	pr.state = s.state.with(p.Addr, p.VRF, state)
 	pr.state.set(1)
+}
+
+// setAttempts sets p's one failed-attempts series, whose reason label
+// follows the latest abort.
+func (s *peerStore) setAttempts(p Peer, n float64, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.peer(p)
+	if pr.attempts == nil || pr.attempts.values[2] != reason {
+		s.attempts.drop(pr.attempts)
+		pr.attempts = s.attempts.with(p.Addr, p.VRF, reason)
+	}
+	pr.attempts.set(n)
+}
+
+func (s *peerStore) setCoverage(p Peer, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set(s.coverage, &s.peer(p).coverage, p, v)
 }
 
 func (s *peerStore) setVerify(p Peer, v float64) {
@@ -502,6 +527,8 @@ func (s *peerStore) deletePeer(p Peer) {
 	s.state.drop(pr.state)
 	s.verify.drop(pr.verify)
 	s.age.drop(pr.age)
+	s.attempts.drop(pr.attempts)
+	s.coverage.drop(pr.coverage)
 	s.started.drop(pr.started)
 	s.completed.drop(pr.completed)
 	for _, r := range pr.aborted {

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/peerconfig"
+)
+
+func (a *app) peerConfig(ctx context.Context, args []string) int {
+	var cfgPath, target, vrf, local, at string
+	var withSecrets bool
+	names := make([]string, len(peerconfig.Targets))
+	for i, t := range peerconfig.Targets {
+		names[i] = string(t)
+	}
+	fs := a.flagSet("peer-config", "PEER --for "+strings.Join(names, "|")+" [--config FILE] [--local ADDR] [--at TIME] [--with-secrets]", func(w io.Writer) {
+		fmt.Fprint(w, `
+Renders the far end's TCP-AO configuration for PEER's key chain, from the
+same config, policy and key source aokeyd uses: send and receive IDs
+swapped, algorithm names, include-TCP-options and lifetimes in the target's
+form. What the target cannot express is refused with the reason (on stderr
+and as comments in the output; exit status 4). BIRD has no time-based
+lifetimes: it gets the keys for --at and what to change at each later
+boundary. Secrets are placeholders naming where the key source keeps them
+(they do not parse, so a placeholder cannot be deployed by accident) unless
+--with-secrets. --for yang prints RFC 9648 (ietf-tcp) / RFC 8177
+(ietf-key-chain) JSON instance data.
+`)
+	})
+	fs.StringVar(&cfgPath, "config", "/etc/aokeyd/aokeyd.yaml", "aokeyd config to read the chain from")
+	fs.StringVar(&target, "for", "", "the far end: "+strings.Join(names, ", "))
+	fs.StringVar(&vrf, "vrf", "", "PEER's VRF (default: the default VRF)")
+	fs.StringVar(&local, "local", "", "this router's address as the far end sees it (default: a placeholder)")
+	fs.StringVar(&at, "at", "", "render for this time (RFC 3339 or date; default now)")
+	fs.BoolVar(&withSecrets, "with-secrets", false, "print the key bytes instead of placeholders")
+	if code, ok := a.parse(fs, args, true); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return a.usageErr("peer-config", "name one PEER (the neighbor address)")
+	}
+	peer, err := netip.ParseAddr(fs.Arg(0))
+	if err != nil {
+		return a.usageErr("peer-config", "PEER %q: want the neighbor's address", fs.Arg(0))
+	}
+	t, err := peerconfig.ParseTarget(target)
+	if err != nil {
+		return a.usageErr("peer-config", "--for: %v", err)
+	}
+	if local != "" {
+		if _, err := netip.ParseAddr(local); err != nil {
+			return a.usageErr("peer-config", "--local %q: want an address", local)
+		}
+	}
+	now, err := a.instant(at)
+	if err != nil {
+		return a.usageErr("peer-config", "--at: %v", err)
+	}
+	if withSecrets {
+		fmt.Fprintln(a.stderr, "aoctl peer-config: WARNING: --with-secrets: the output holds TCP-AO secrets; do not paste it into tickets or chat, and delete it once applied")
+	}
+	refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
+		var ve validationError
+		if errors.As(err, &ve) {
+			return exitInvalid
+		}
+		return exitError
+	}
+	for _, r := range refused {
+		fmt.Fprintf(a.stderr, "aoctl peer-config: refused: %s\n", r)
+	}
+	if len(refused) > 0 {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// renderPeerConfig loads the config, policy and key source as `aoctl plan
+// --config` does and renders peer's chain for target t.
+func renderPeerConfig(ctx context.Context, w io.Writer, path string, peer netip.Addr, vrf, local string, t peerconfig.Target, o peerconfig.Options) ([]peerconfig.Refusal, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, validationError{err}
+	}
+	pol, err := cfg.LoadPolicy()
+	if err != nil {
+		return nil, validationError{err}
+	}
+	src, err := cfg.OpenKeySource(config.SourceOptions{Now: func() time.Time { return o.At }})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	snap, err := src.Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("key source %s: %w", src.Name(), err)
+	}
+	defer snap.Zero()
+	b, keys, err := pol.ChainKeys(snap, peer, vrf)
+	if err != nil {
+		return nil, validationError{err}
+	}
+	if len(keys) == 0 {
+		return nil, validationError{fmt.Errorf("peer %s: chain %s has no usable key for it", peer, b.KeyChain)}
+	}
+	c, _ := pol.Chain(b.KeyChain)
+	l := peerconfig.Mirror(peer.String(), local, b, c.AcceptTolerance, keys, src.Name())
+	return peerconfig.Render(w, t, l, o)
+}

@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPromtoolCheckMetrics serves a metric set with every series aokeyd
+// exports over HTTP with aokeyd's metrics handler, and pipes the page
+// to `promtool check metrics` (Prometheus's linter: names, units, types,
+// help). AOKEYD_PROMTOOL names the promtool (`make rules` sets it from
+// integration/tools/promtool.sh); without it the test is skipped.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool := os.Getenv("AOKEYD_PROMTOOL")
+	if promtool == "" {
+		t.Skip("AOKEYD_PROMTOOL not set (make rules sets it)")
+	}
+	m, _ := newTest(t)
+	p := Peer{Addr: "192.0.2.2"}
+	m.SetPeerKeys(p, u8(1), u8(101), 2)
+	m.SetRotationState(p, "announced")
+	m.SetVerifyFailing(p, false)
+	m.SetCountersReadAt(p, time.Now().Add(-3*time.Second))
+	m.SetRollAttempts(p, 1, "switch-timeout")
+	m.SetSendCoverageEnd(p, time.Unix(1800000000, 0))
+	m.RotationStarted(p)
+	m.RotationCompleted(p)
+	m.RotationAborted(p, "switch-timeout")
+	m.ObserveKeys(p, []KeyCounters{{Key: "1/101", SendID: 1, RecvID: 101, PktGood: 5, PktBad: 1}})
+	m.ObserveSocket(p, "established", SocketCounters{PktGood: 5, PktBad: 1, PktKeyNotFound: 2, PktAORequired: 3})
+	m.KeySourceSynced(time.Unix(1790000000, 0))
+	m.KeySourceFailed()
+	m.Revoked("deleted")
+	m.RevokeDone(20 * time.Millisecond)
+	m.SetOptmem(131072, 4096)
+	m.SetHeldBack([]HeldBack{{Chain: "core", Key: "2026-11", Reason: "key-rejected", LastGood: true}})
+	m.ControlRefused()
+	m.SpeakerRPC("ListPeer")
+
+	// aokeyd's own handler: the text format Prometheus scrapes is written
+	// by the per-peer store, not by client_golang.
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every family the names file lists is on the page.
+	for _, name := range []string{NameRotationFailedAttempts, NameSendCoverageEnd, NameKeysHeldBack, NameSocketPktKeyNotFound, NameRotationState} {
+		if !bytes.Contains(page, []byte("\n"+name)) {
+			t.Errorf("page lacks %s", name)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(page)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+	t.Logf("promtool check metrics: %d bytes, %d lines, no problems", len(page), bytes.Count(page, []byte("\n")))
+}

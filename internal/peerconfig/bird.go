@@ -1,0 +1,139 @@
+package peerconfig
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+const birdDoc = "BIRD 2.17 User's Guide (doc/bird.sgml), BGP options `authentication ao` and `keys { key { send id; recv id; secret; algorithm; preferred; deprecated; }; }`; example: https://routing.denog.de/guides/control_plane_protection/tcp-authentication-option"
+
+// birdAlgorithm is BIRD's name for a TCP-AO algorithm.
+func birdAlgorithm(a tcpao.Algorithm) string {
+	switch a {
+	case tcpao.CMACAES128:
+		return "cmac aes128"
+	}
+	// hmac(sha1) -> hmac sha1, hmac(sha256) -> hmac sha256
+	return strings.NewReplacer("(", " ", ")", "").Replace(string(a))
+}
+
+// birdKey is one entry of BIRD's key list at an instant.
+type birdKey struct {
+	k                     Key
+	preferred, deprecated bool
+}
+
+// birdKeys are the keys BIRD holds at t: the ones installed then, the one
+// sent with preferred, the accept-only ones deprecated (BIRD accepts them
+// but sends with none of them).
+func (r *renderer) birdKeys(t time.Time, usable []bool) []birdKey {
+	p := r.l.preferred(t, usable)
+	var out []birdKey
+	for i, k := range r.l.Keys {
+		in, s := r.l.installed(k, t)
+		if !in || !usable[i] {
+			continue
+		}
+		out = append(out, birdKey{k: k, preferred: i == p, deprecated: !s})
+	}
+	return out
+}
+
+// bird renders the `authentication ao` block of the far end's `protocol
+// bgp` for the instant o.At, and, since BIRD has no time-based lifetimes,
+// what the operator changes at each later lifetime boundary.
+func (r *renderer) bird() {
+	r.header("#", birdDoc)
+	usable := make([]bool, len(r.l.Keys))
+	for i, k := range r.l.Keys {
+		switch {
+		case !k.IncludeTCPOptions:
+			r.refuse(k.Name, "BIRD has no setting to exclude TCP options from the MAC (include-tcp-options false); its keys always include them, so this key would never verify")
+		case k.MACLen != tcpao.DefaultMACLen:
+			r.refuse(k.Name, "BIRD has no MAC length setting and uses the kernel's %d-byte default; this key's MAC is %d bytes", tcpao.DefaultMACLen, k.MACLen)
+		default:
+			usable[i] = true
+		}
+	}
+	for _, f := range r.refused {
+		r.printf("# REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	at := r.o.At
+	r.printf("# BIRD has no time-based key lifetimes: these are the keys for %s\n", fmtTime(at))
+	r.printf("# (RFC 8177 send-lifetime -> preferred; accept-only -> deprecated). Inside `protocol bgp` for neighbor %s:\n", r.local())
+	r.printf("\tauthentication ao;\n\tkeys {\n")
+	cur := r.birdKeys(at, usable)
+	for _, b := range cur {
+		r.printf("\t\tkey { send id %d; recv id %d; secret %s; algorithm %s;", b.k.SendID, b.k.RecvID,
+			r.secret(b.k, func(s []byte) string { return "hex:" + hex.EncodeToString(s) }), birdAlgorithm(b.k.Algorithm))
+		if b.preferred {
+			r.printf(" preferred;")
+		}
+		if b.deprecated {
+			r.printf(" deprecated;")
+		}
+		r.printf(" };\n")
+	}
+	r.printf("\t};\n")
+	if len(cur) == 0 {
+		r.refuse("", "no key is installed at %s: BIRD would run the session without TCP-AO keys", fmtTime(at))
+		r.printf("# REFUSED: no key is installed at %s\n", fmtTime(at))
+	}
+	bs := r.l.boundaries(at)
+	if len(bs) == 0 {
+		r.printf("# No later lifetime boundary: this key list stays right.\n")
+		return
+	}
+	r.printf("# At each lifetime boundary, change the key list and run `birdc configure`\n")
+	r.printf("# (or render it again: aoctl peer-config %s --for bird --at TIME):\n", r.l.Peer)
+	for _, t := range bs {
+		next := r.birdKeys(t, usable)
+		steps := birdSteps(cur, next)
+		if len(steps) == 0 {
+			continue
+		}
+		r.printf("#   %s: %s\n", fmtTime(t), strings.Join(steps, "; "))
+		cur = next
+	}
+}
+
+// birdSteps says what changes from key list a to b.
+func birdSteps(a, b []birdKey) []string {
+	find := func(l []birdKey, name string) (birdKey, bool) {
+		for _, x := range l {
+			if x.k.Name == name {
+				return x, true
+			}
+		}
+		return birdKey{}, false
+	}
+	var steps []string
+	for _, y := range b {
+		x, ok := find(a, y.k.Name)
+		switch {
+		case !ok:
+			s := fmt.Sprintf("add key %s (send id %d, recv id %d)", y.k.Name, y.k.SendID, y.k.RecvID)
+			if y.deprecated {
+				s += " deprecated"
+			}
+			steps = append(steps, s)
+		case y.deprecated && !x.deprecated:
+			steps = append(steps, "mark "+y.k.Name+" deprecated")
+		case !y.deprecated && x.deprecated:
+			steps = append(steps, "un-deprecate "+y.k.Name)
+		}
+		if y.preferred && (!ok || !x.preferred) {
+			steps = append(steps, "make "+y.k.Name+" preferred")
+		}
+	}
+	for _, x := range a {
+		if _, ok := find(b, x.k.Name); !ok {
+			steps = append(steps, "remove key "+x.k.Name)
+		}
+	}
+	return steps
+}

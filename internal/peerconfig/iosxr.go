@@ -1,0 +1,137 @@
+package peerconfig
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+const iosxrDoc = "Cisco IOS XR System Security Configuration Guide, Implementing Keychain Management (key chain: key-string, cryptographic-algorithm, send-lifetime, accept-lifetime, accept-tolerance; tcp ao keychain: key SendID ReceiveID) and BGP `neighbor ... ao KEYCHAIN include-tcp-options`; send-id/recv-id semantics: https://cisco.com/c/en/us/td/docs/routers/ios/config/17-x/ip-routing/b-ip-routing/m-iri-tcp-ao.html"
+
+// iosxrAlgorithm is IOS-XR's cryptographic-algorithm for a with a 12-byte
+// MAC, "" when none is documented for TCP-AO.
+func iosxrAlgorithm(a tcpao.Algorithm) string {
+	switch a {
+	case tcpao.HMACSHA1:
+		return "HMAC-SHA1-12"
+	case tcpao.CMACAES128:
+		return "AES-128-CMAC-96"
+	}
+	return ""
+}
+
+// iosxrTime is IOS-XR's lifetime instant: hh:mm:ss month day year.
+func iosxrTime(t time.Time) string {
+	if t.IsZero() {
+		t = time.Unix(0, 0)
+	}
+	t = t.UTC()
+	return fmt.Sprintf("%s %s %02d %d", t.Format("15:04:05"), strings.ToLower(t.Month().String()), t.Day(), t.Year())
+}
+
+func iosxrLifetime(l keystore.Lifetime) string {
+	end := "infinite"
+	if !l.End.IsZero() {
+		end = iosxrTime(l.End)
+	}
+	return iosxrTime(l.Start) + " " + end
+}
+
+// iosxr renders the key chain, the tcp ao keychain with the IDs and the
+// BGP neighbor's ao statement. IOS-XR wants identical send and accept
+// lifetimes: both are the key's send-lifetime, and the key chain's
+// accept-tolerance covers how much earlier and later aokeyd accepts.
+// include-tcp-options is one setting per neighbor: the key sent with now
+// decides it, keys that differ are refused.
+func (r *renderer) iosxr() {
+	r.header("!", iosxrDoc)
+	l := r.l
+	// Per-key checks first; the neighbor's include-tcp-options then comes
+	// from the usable key sent with at the instant.
+	algs := make([]string, len(l.Keys))
+	usable := make([]bool, len(l.Keys))
+	why := make([]string, len(l.Keys))
+	for i, k := range l.Keys {
+		algs[i] = iosxrAlgorithm(k.Algorithm)
+		switch {
+		case algs[i] == "":
+			why[i] = fmt.Sprintf("IOS-XR documents no %s cryptographic-algorithm with a 12-byte TCP-AO MAC (HMAC-SHA1-12 and AES-128-CMAC-96 are)", k.Algorithm)
+		case k.MACLen != tcpao.DefaultMACLen:
+			why[i] = fmt.Sprintf("IOS-XR's TCP-AO algorithms have 12-byte MACs; this key's MAC is %d bytes", k.MACLen)
+		case !printable(k.Secret.Bytes()):
+			why[i] = "IOS-XR takes key-string as text; this key's bytes are not printable ASCII without spaces or quotes"
+		default:
+			usable[i] = true
+		}
+	}
+	inc := false
+	if s := l.shared(r.o.At, usable); s >= 0 {
+		inc = l.Keys[s].IncludeTCPOptions
+	}
+	var tol time.Duration
+	infinite := false
+	type xrKey struct {
+		k   Key
+		id  int
+		alg string
+	}
+	var keys []xrKey
+	for i, k := range l.Keys {
+		switch {
+		case !usable[i]:
+			r.refuse(k.Name, "%s", why[i])
+			continue
+		case k.IncludeTCPOptions != inc:
+			r.refuse(k.Name, "include-tcp-options is one setting per IOS-XR neighbor (%t, from the key sent with at %s); this key has %t",
+				inc, fmtTime(r.o.At), k.IncludeTCPOptions)
+			continue
+		}
+		// How much wider aokeyd's accept window is than the send window.
+		switch {
+		case k.Accept.Start.IsZero() && !k.Send.Start.IsZero(), k.Accept.End.IsZero() && !k.Send.End.IsZero():
+			infinite = true
+		default:
+			if d := k.Send.Start.Sub(k.Accept.Start); !k.Send.Start.IsZero() && d > tol {
+				tol = d
+			}
+			if d := k.Accept.End.Sub(k.Send.End); !k.Send.End.IsZero() && d > tol {
+				tol = d
+			}
+		}
+		keys = append(keys, xrKey{k, i + 1, algs[i]})
+	}
+	tol += l.AcceptTolerance
+	for _, f := range r.refused {
+		r.printf("! REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	r.printf("! IOS-XR lifetimes are in the router's clock zone: these are UTC (clock timezone UTC, or convert).\n")
+	r.printf("key chain %s\n", l.Chain)
+	switch {
+	case infinite:
+		r.printf(" accept-tolerance infinite\n")
+	case tol > 0:
+		r.printf(" accept-tolerance %d\n", int64((tol+time.Second-1)/time.Second))
+	}
+	for _, x := range keys {
+		r.printf(" key %d\n", x.id)
+		r.printf("  ! aokeyd key %s\n", x.k.Name)
+		r.printf("  key-string clear %s\n", r.secret(x.k, func(b []byte) string { return string(b) }))
+		r.printf("  cryptographic-algorithm %s\n", x.alg)
+		r.printf("  send-lifetime %s\n", iosxrLifetime(x.k.Send))
+		r.printf("  accept-lifetime %s\n", iosxrLifetime(x.k.Send))
+		r.printf(" !\n")
+	}
+	r.printf("!\ntcp ao\n keychain %s\n", l.Chain)
+	for _, x := range keys {
+		r.printf("  key %d SendID %d ReceiveID %d\n", x.id, x.k.SendID, x.k.RecvID)
+	}
+	r.printf(" !\n!\nrouter bgp <asn>\n neighbor %s\n", r.local())
+	opt := "disable"
+	if inc {
+		opt = "enable"
+	}
+	r.printf("  ao %s include-tcp-options %s\n !\n!\n", l.Chain, opt)
+}

@@ -1,0 +1,316 @@
+// Package peerconfig renders the far end's TCP-AO configuration for one
+// peer's key chain: what the router on the other side of a BGP session
+// aokeyd protects must hold so that both ends use the same keys. It is the
+// mirror image of the MKTs aokeyd installs (Mirror): send and receive IDs
+// swapped, algorithm, secret, MAC length and TCP-option coverage equal,
+// the same lifetimes. Each target (BIRD, Junos, IOS-XR, EOS, GoBGP, a
+// second aokeyd, RFC 9648 YANG instance data) spells that in its own
+// vocabulary and form; what a target cannot express is refused with the
+// reason (a Refusal) rather than rendered wrongly, since a mismatch in any
+// of these fields silently drops the segments of the next connection.
+//
+// Secrets are rendered as a placeholder naming where the key source keeps
+// them, written so that the result does not parse (nobody deploys a
+// placeholder by accident), unless Options.WithSecrets is set.
+//
+// Comments use the vocabulary of RFC 8177 (ietf-key-chain: send-lifetime,
+// accept-lifetime, accept-tolerance) and RFC 9648 (ietf-tcp authentication:
+// send-id, recv-id, include-tcp-options, accept-key-mismatch).
+package peerconfig
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Target is a kind of far end.
+type Target string
+
+// Targets.
+const (
+	BIRD   Target = "bird"
+	Junos  Target = "junos"
+	IOSXR  Target = "iosxr"
+	EOS    Target = "eos"
+	GoBGP  Target = "gobgp"
+	Aokeyd Target = "aokeyd"
+	YANG   Target = "yang"
+)
+
+// Targets lists every target in the order `aoctl peer-config --help` shows.
+var Targets = []Target{BIRD, Junos, IOSXR, EOS, GoBGP, Aokeyd, YANG}
+
+// ParseTarget returns the target named s.
+func ParseTarget(s string) (Target, error) {
+	for _, t := range Targets {
+		if string(t) == s {
+			return t, nil
+		}
+	}
+	names := make([]string, len(Targets))
+	for i, t := range Targets {
+		names[i] = string(t)
+	}
+	return "", fmt.Errorf("unknown target %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Key is one MKT as the far end holds it: SendID and RecvID are the far
+// end's (aokeyd's RecvID and SendID).
+type Key struct {
+	Name              string
+	SendID, RecvID    uint8
+	Algorithm         tcpao.Algorithm
+	MACLen            uint8 // effective (the default applied)
+	IncludeTCPOptions bool
+	Send, Accept      keystore.Lifetime
+	// Secret is the key's bytes (shared with the caller's snapshot: never
+	// zeroed here); Source says where the key source keeps it.
+	Secret tcpao.Secret
+	Source string
+}
+
+// Link is one peer's chain, seen from the far end.
+type Link struct {
+	// Peer is the neighbor aokeyd protects: the far end itself. Local is
+	// aokeyd's router as the far end sees it ("" when not known: the
+	// rendering then shows a placeholder).
+	Peer, Local string
+	VRF         string
+	Chain       string
+	// AcceptTolerance widens accept lifetimes on aokeyd's side (RFC 8177
+	// accept-tolerance).
+	AcceptTolerance time.Duration
+	Keys            []Key
+	// KeySource names aokeyd's key source ("file /etc/aokeyd/keys.yaml").
+	KeySource string
+}
+
+// Mirror turns the keys aokeyd holds for a peer (policy.ChainKeys) into
+// the far end's: IDs swapped, everything else equal.
+func Mirror(peer, local string, b policy.Binding, tol time.Duration, keys []policy.DesiredKey, source string) Link {
+	l := Link{Peer: peer, Local: local, VRF: b.VRF, Chain: b.KeyChain, AcceptTolerance: tol, KeySource: source}
+	for _, k := range keys {
+		l.Keys = append(l.Keys, Key{
+			Name: k.MKT.Name, SendID: k.MKT.RecvID, RecvID: k.MKT.SendID,
+			Algorithm: k.MKT.Algorithm, MACLen: k.MKT.EffectiveMACLen(), IncludeTCPOptions: k.IncludeTCPOptions,
+			Send: k.SendLifetime, Accept: k.AcceptLifetime, Secret: k.MKT.Secret, Source: k.MKT.Source,
+		})
+	}
+	return l
+}
+
+// MKT is k as the far end's MKT (for keystore.CheckMirror).
+func (k Key) MKT(chain string) keystore.MKT {
+	return keystore.MKT{Name: k.Name, Chain: chain, SendID: k.SendID, RecvID: k.RecvID, Algorithm: k.Algorithm,
+		Secret: k.Secret, MACLen: k.MACLen, IncludeTCPOptions: k.IncludeTCPOptions,
+		SendLifetime: k.Send, AcceptLifetime: k.Accept, Source: "peer-config"}
+}
+
+// Options control a rendering.
+type Options struct {
+	// At is the instant a target without time-based lifetimes (BIRD) is
+	// rendered for; its later boundaries are listed as instructions.
+	At time.Time
+	// WithSecrets renders the key bytes instead of placeholders.
+	WithSecrets bool
+}
+
+// Refusal is one thing a target cannot express: the key (or "" for the
+// whole chain) is left out or only partly rendered.
+type Refusal struct {
+	Target Target
+	Key    string
+	Reason string
+}
+
+func (r Refusal) String() string {
+	if r.Key == "" {
+		return fmt.Sprintf("%s: %s", r.Target, r.Reason)
+	}
+	return fmt.Sprintf("%s: key %s: %s", r.Target, r.Key, r.Reason)
+}
+
+// Render writes l's far end configuration for target t to w. The refusals
+// say what it could not express (also written into the output as
+// comments); an error means nothing usable was written.
+func Render(w io.Writer, t Target, l Link, o Options) ([]Refusal, error) {
+	if o.At.IsZero() {
+		o.At = time.Now()
+	}
+	r := &renderer{w: w, t: t, l: l, o: o}
+	switch t {
+	case BIRD:
+		r.bird()
+	case Junos:
+		r.junos()
+	case IOSXR:
+		r.iosxr()
+	case EOS:
+		r.eos()
+	case GoBGP:
+		r.gobgp()
+	case Aokeyd:
+		r.aokeyd()
+	case YANG:
+		r.yang()
+	default:
+		return nil, fmt.Errorf("peerconfig: unknown target %q", t)
+	}
+	return r.refused, r.err
+}
+
+// renderer is one rendering: the output, and what was refused.
+type renderer struct {
+	w       io.Writer
+	t       Target
+	l       Link
+	o       Options
+	refused []Refusal
+	err     error
+}
+
+func (r *renderer) printf(format string, a ...any) {
+	if r.err == nil {
+		_, r.err = fmt.Fprintf(r.w, format, a...)
+	}
+}
+
+// refuse records that key (or the chain, key "") cannot be expressed.
+func (r *renderer) refuse(key, format string, a ...any) {
+	r.refused = append(r.refused, Refusal{Target: r.t, Key: key, Reason: fmt.Sprintf(format, a...)})
+}
+
+// header writes the comment block every rendering starts with: what it is,
+// the vendor document its syntax follows, and the ID orientation.
+func (r *renderer) header(c, doc string) {
+	l := r.l
+	r.printf("%s Far end of aokeyd's TCP-AO chain %q for peer %s", c, l.Chain, l.Peer)
+	if l.VRF != "" {
+		r.printf(" (VRF %s)", l.VRF)
+	}
+	r.printf(", rendered by aoctl peer-config --for %s\n", r.t)
+	r.printf("%s Syntax follows: %s\n", c, doc)
+	r.printf("%s RFC 9648 ietf-tcp authentication: send-id/recv-id are the far end's (aokeyd's recv-id/send-id);\n", c)
+	r.printf("%s secret, algorithm, MAC length and include-tcp-options equal on both ends; accept-key-mismatch false.\n", c)
+	r.printf("%s RFC 8177 lifetimes as aokeyd holds them (UTC)", c)
+	if l.AcceptTolerance > 0 {
+		r.printf("; aokeyd's accept-tolerance %s", fmtDur(l.AcceptTolerance))
+	}
+	r.printf(".\n")
+}
+
+// secret renders k's secret with enc, or a placeholder naming its source
+// that does not parse as any target's secret.
+func (r *renderer) secret(k Key, enc func([]byte) string) string {
+	if r.o.WithSecrets {
+		return enc(k.Secret.Bytes())
+	}
+	return "<secret: " + k.Source + ">"
+}
+
+// local is the far end's neighbor (aokeyd's router), or a placeholder.
+func (r *renderer) local() string {
+	if r.l.Local != "" {
+		return r.l.Local
+	}
+	return "<aokeyd-router-address>"
+}
+
+// printable reports whether b is a secret a CLI string can carry: printable
+// ASCII without spaces or quotes.
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c > '~' || c == '"' || c == '\'' || c == '\\' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func fmtDur(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return d.String()
+}
+
+// installed reports whether the far end holds k at t (send-valid, or
+// accept-valid within aokeyd's tolerance), sendable whether it may send
+// with it.
+func (l Link) installed(k Key, t time.Time) (installed, sendable bool) {
+	s := k.Send.Contains(t)
+	return s || widen(k.Accept, l.AcceptTolerance).Contains(t), s
+}
+
+// preferred is the index of the key the far end sends with at t among
+// the usable ones (as aokeyd picks Current_key: the sendable key with the
+// latest send start, then the later send end, then the greater name), -1
+// for none.
+func (l Link) preferred(t time.Time, usable []bool) int {
+	best := -1
+	for i, k := range l.Keys {
+		if _, s := l.installed(k, t); !s || !usable[i] {
+			continue
+		}
+		if best < 0 || later(k, l.Keys[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func later(a, b Key) bool {
+	if c := a.Send.Start.Compare(b.Send.Start); c != 0 {
+		return c > 0
+	}
+	ae, be := a.Send.End, b.Send.End
+	switch {
+	case ae.IsZero() != be.IsZero():
+		return ae.IsZero()
+	case !ae.Equal(be):
+		return ae.After(be)
+	}
+	return a.Name > b.Name
+}
+
+// boundaries are the instants after t at which some key's lifetimes (the
+// accept ends widened by the tolerance) begin or end, sorted.
+func (l Link) boundaries(t time.Time) []time.Time {
+	var out []time.Time
+	add := func(x time.Time) {
+		if !x.IsZero() && x.After(t) && !slices.ContainsFunc(out, x.Equal) {
+			out = append(out, x)
+		}
+	}
+	for _, k := range l.Keys {
+		add(k.Send.Start)
+		add(k.Send.End)
+		if !k.Accept.Start.IsZero() {
+			add(k.Accept.Start.Add(-l.AcceptTolerance))
+		}
+		if !k.Accept.End.IsZero() {
+			add(k.Accept.End.Add(l.AcceptTolerance))
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// shared is the key whose setting decides one that a target has per
+// neighbor, not per key: the usable key sent with at t, else the first
+// usable key; -1 when none is usable.
+func (l Link) shared(t time.Time, usable []bool) int {
+	if p := l.preferred(t, usable); p >= 0 {
+		return p
+	}
+	return slices.Index(usable, true)
+}
