@@ -12,6 +12,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/hashicorp/vault/api"
 )
 
 // Exit codes.
@@ -36,6 +37,10 @@ type app struct {
 	socket  string
 	json    bool
 	timeout time.Duration
+
+	// vault is the operator's Vault client for `aoctl fleet`; nil builds
+	// one from the environment (VAULT_ADDR, VAULT_TOKEN, ...).
+	vault func() (*api.Client, error)
 }
 
 type command struct {
@@ -49,6 +54,7 @@ func commands() []command {
 		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
+		{"fleet", "status | revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 	}
 }
@@ -64,6 +70,9 @@ Examples:
   aoctl rotate --all
   aoctl revoke core/2026-10            remove a compromised key everywhere
   aoctl validate /etc/aokeyd/aokeyd.yaml && systemctl reload aokeyd
+  aoctl fleet status                   every link of the fleet from both ends (Vault, $VAULT_TOKEN)
+  aoctl fleet revoke core/2026-10 --reason "leaked in ticket 4711"
+                                       revoke a key on every router, and wait until all are clean
 
 Global flags (before or after the command):
   --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)
