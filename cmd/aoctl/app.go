@@ -54,7 +54,7 @@ func commands() []command {
 		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
-		{"fleet", "status | revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
+		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 	}
 }

@@ -29,8 +29,14 @@ func (a *app) fleet(ctx context.Context, args []string) int {
 	case "revoke":
 		return a.fleetRevoke(ctx, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprint(a.stdout, "Usage: aoctl fleet status [--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D]\n"+
-			"       aoctl fleet revoke CHAIN/KEY --reason TEXT [--path MOUNT/PREFIX] [--wait D]\n")
+		fmt.Fprint(a.stdout, `Usage: aoctl fleet status [--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D] [--json]
+       aoctl fleet revoke CHAIN/KEY --reason TEXT [--path MOUNT/PREFIX] [--wait D] [--json]
+
+The fleet view through Vault, with your own token (VAULT_ADDR, VAULT_TOKEN):
+every aokeyd with a fleet: section publishes its status under the fleet
+path (default $AOKEYD_FLEET_PATH or `+defaultFleetPath+`). 'aoctl fleet status --help' and
+'aoctl fleet revoke --help' say more.
+`)
 		return exitOK
 	}
 	return a.usageErr("fleet", "unknown subcommand %q: want status or revoke", args[0])
