@@ -9,6 +9,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,11 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 	if err != nil {
 		return supervise.Runnable{}, err
 	}
-	m, err := fleet.NewMetrics(reg)
+	var ops []string
+	for _, op := range fleet.Ops() {
+		ops = append(ops, op.String())
+	}
+	m, err := metrics.NewFleet(reg, ops)
 	if err != nil {
 		return supervise.Runnable{}, err
 	}

@@ -3,11 +3,10 @@ package fleet
 import (
 	"fmt"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Op is what a fleet failure was doing (the op label).
+// Op is what a fleet failure was doing (the op label of
+// aokeyd_fleet_errors_total).
 type Op int
 
 // Fleet operations.
@@ -27,36 +26,13 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", int(o))
 }
 
-// Metric names.
-const (
-	NameErrors      = "aokeyd_fleet_errors_total"
-	NameLastPublish = "aokeyd_fleet_last_publish_timestamp_seconds"
-)
+// Ops lists every Op (for a metric's label values).
+func Ops() []Op { return []Op{OpPublish, OpStatus, OpReadRevocations, OpApplyRevocation} }
 
-// Metrics are the publisher's series.
-type Metrics struct {
-	errors      *prometheus.CounterVec
-	lastPublish prometheus.Gauge
+// Metrics records the publisher's outcomes (metrics.Fleet in aokeyd).
+// Declared here, where it is used, so that aoctl, which shares this
+// package, links no metrics client.
+type Metrics interface {
+	FleetFailed(op string)
+	FleetPublished(at time.Time)
 }
-
-// NewMetrics registers the fleet series on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameErrors,
-			Help: "Failed fleet operations through Vault (publish, status, read-revocations, apply-revocation); aokeyd goes on."}, []string{"op"}),
-		lastPublish: prometheus.NewGauge(prometheus.GaugeOpts{Name: NameLastPublish,
-			Help: "When the router's fleet status document was last published (Unix seconds)."}),
-	}
-	for _, c := range []prometheus.Collector{m.errors, m.lastPublish} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	for op := range opNames {
-		m.errors.WithLabelValues(op.String())
-	}
-	return m, nil
-}
-
-func (m *Metrics) failed(op Op)           { m.errors.WithLabelValues(op.String()).Inc() }
-func (m *Metrics) published(at time.Time) { m.lastPublish.Set(float64(at.UnixNano()) / 1e9) }

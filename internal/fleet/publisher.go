@@ -32,7 +32,7 @@ type Options struct {
 	After  func(time.Duration) <-chan time.Time
 	Logger *slog.Logger
 	// Metrics counts failures; nil: none.
-	Metrics *Metrics
+	Metrics Metrics
 }
 
 // Publisher publishes the router's Document every refresh and applies the
@@ -119,7 +119,7 @@ func (p *Publisher) Round(ctx context.Context) {
 	p.last = doc
 	p.mu.Unlock()
 	if p.o.Metrics != nil {
-		p.o.Metrics.published(doc.PublishedAt)
+		p.o.Metrics.FleetPublished(doc.PublishedAt)
 	}
 }
 
@@ -133,7 +133,7 @@ func (p *Publisher) Last() Document {
 func (p *Publisher) fail(op Op, err error) {
 	p.log.Warn("fleet: "+op.String()+" failed; aokeyd goes on", "path", p.o.Store.Where(), "err", err)
 	if p.o.Metrics != nil {
-		p.o.Metrics.failed(op)
+		p.o.Metrics.FleetFailed(op.String())
 	}
 }
 
