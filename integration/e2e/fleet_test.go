@@ -135,11 +135,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	gobgp := names[:6]
-	for _, n := range gobgp {
-		r := routers[n]
-		writeChain(r, keys)
-		startFleetRouter(t, r, routers, v.URL(), tokenFile)
-	}
+	// BIRD first, while the guest is idle (it answers birdc within 20s).
 	for _, n := range []string{"b1", "b2"} {
 		r := routers[n]
 		far := routers[map[string]string{"b1": "g1", "b2": "g4"}[n]]
@@ -149,9 +145,14 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 			bk = append(bk, bird.Key{SendID: s, RecvID: rc, Secret: secretOf(k.i), Algorithm: "hmac sha256", Preferred: k.name == "k1"})
 		}
 		bird.Start(t, r.ns, bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
-			Neighbor: r.peers[0].String(), PeerAS: far.as, Keys: bk, Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 3})
+			Neighbor: r.peers[0].String(), PeerAS: far.as, Keys: bk, Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9})
 	}
 
+	for _, n := range gobgp {
+		r := routers[n]
+		writeChain(r, keys)
+		startFleetRouter(t, r, routers, v.URL(), tokenFile)
+	}
 	aoctl := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(lab.MustBin(t, "aoctl"), args...)
 		cmd.Env = append(os.Environ(), "VAULT_ADDR="+v.URL(), "VAULT_TOKEN="+v.RootToken(), "AOKEYD_FLEET_PATH=secret/aokeyd/fleet", "USER=fleet-test")
@@ -339,7 +340,7 @@ metrics:
   listen: "off"
 log:
   format: json
-  level: debug
+  level: info
 fleet:
   vault_path: secret/aokeyd/fleet
   router_id: %s
@@ -356,7 +357,7 @@ fleet:
 		}
 	})
 	lab.StartGobgpd(t, r.ns, "gobgpd", lab.GobgpdConfig{
-		AS: r.as, RouterID: r.addrs[0], LocalAddrs: r.addrs, Neighbors: nbrs, HoldTime: 3, Keepalive: 1,
+		AS: r.as, RouterID: r.addrs[0], LocalAddrs: r.addrs, Neighbors: nbrs, HoldTime: 9, Keepalive: 3,
 	}, lab.GobgpdOptions{Dir: r.dir, Launcher: []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", filepath.Join(r.dir, "cg.sock"), "--"}})
 	r.ctl = control.NewClient(filepath.Join(r.dir, "control.sock"), 10*time.Second)
 	lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl,
