@@ -49,6 +49,14 @@ func TestVaultContract(t *testing.T) {
 		e.appRole = func(t *testing.T) (string, string) {
 			return realAppRole(t, admin, e)
 		}
+		e.namedToken = func(t *testing.T, name string) string {
+			s, err := admin.Auth().Token().Create(&api.TokenCreateRequest{DisplayName: name, TTL: "1h"})
+			if err != nil || s == nil || s.Auth == nil {
+				t.Fatalf("token create: %v", err)
+			}
+			t.Cleanup(func() { _ = admin.Auth().Token().RevokeOrphan(s.Auth.ClientToken) })
+			return s.Auth.ClientToken
+		}
 		return e
 	})
 }

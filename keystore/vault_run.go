@@ -255,3 +255,29 @@ func (v *VaultSource) Close() error {
 	v.cache = map[string]*Chain{}
 	return nil
 }
+
+// WithClient runs f with the source's authenticated client, outside the
+// source's lock: a slow request of f (the fleet status publisher's) never
+// holds up a key read. After a 403 it logs in again (when the auth method
+// can) and runs f once more. f must not keep the client.
+func (v *VaultSource) WithClient(ctx context.Context, f func(*api.Client) error) error {
+	v.mu.Lock()
+	err := v.ensureAuth(ctx)
+	v.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	err = f(v.client)
+	if err == nil || !IsPermissionDenied(err) || !v.canRelogin() {
+		return err
+	}
+	v.mu.Lock()
+	v.log.Warn("vault answered 403; logging in again")
+	v.invalidate()
+	err = v.ensureAuth(ctx)
+	v.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f(v.client)
+}

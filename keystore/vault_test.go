@@ -25,6 +25,9 @@ type vaultEnv struct {
 	// appRole returns role_id and secret_id files for a role that can read
 	// and write the prefix.
 	appRole func(t *testing.T) (roleFile, secretFile string)
+	// namedToken issues a token with a display name (vault token create
+	// -display-name), for the fleet's "who".
+	namedToken func(t *testing.T, name string) string
 }
 
 // newFakeEnv is the fake Vault, in memory: in a synctest bubble the server
@@ -41,6 +44,9 @@ func newFakeEnv(t *testing.T) *vaultEnv {
 		srv.AddAppRole("aokeyd", "role-id-router-a", "secret-id-router-a",
 			vaulttest.TokenOptions{TTL: time.Hour, MaxTTL: 4 * time.Hour, Renewable: true, Policies: []string{"aokeyd"}})
 		return credFiles(t, "role-id-router-a", "secret-id-router-a")
+	}
+	e.namedToken = func(t *testing.T, name string) string {
+		return srv.IssueToken(vaulttest.TokenOptions{DisplayName: name, TTL: time.Hour})
 	}
 	return e
 }
@@ -292,6 +298,24 @@ func runVaultSuite(t *testing.T, newEnv func(t *testing.T) *vaultEnv) {
 			t.Fatalf("Read with a bad token: %v", err)
 		}
 		noSecret(t, err.Error())
+	})
+
+	// The fleet records who revoked a key by the token's display name:
+	// Vault prefixes a created token's with "token-".
+	t.Run("TokenDisplayName", func(t *testing.T) {
+		e := newEnv(t)
+		v := e.source(t, VaultAuth{Token: e.namedToken(t, "alice")})
+		var got any
+		err := v.WithClient(ctx, func(c *api.Client) error {
+			s, err := c.Auth().Token().LookupSelfWithContext(ctx)
+			if err == nil && s != nil {
+				got = s.Data["display_name"]
+			}
+			return err
+		})
+		if err != nil || got != "token-alice" {
+			t.Errorf("lookup-self display_name %v (%v), want token-alice", got, err)
+		}
 	})
 }
 

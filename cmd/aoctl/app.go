@@ -12,6 +12,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/hashicorp/vault/api"
 )
 
 // Exit codes.
@@ -36,6 +37,10 @@ type app struct {
 	socket  string
 	json    bool
 	timeout time.Duration
+
+	// vault is the operator's Vault client for `aoctl fleet`; nil builds
+	// one from the environment (VAULT_ADDR, VAULT_TOKEN, ...).
+	vault func() (*api.Client, error)
 }
 
 type command struct {
@@ -49,6 +54,7 @@ func commands() []command {
 		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
+		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig},
 	}
@@ -67,6 +73,9 @@ Examples:
   aoctl validate /etc/aokeyd/aokeyd.yaml && systemctl reload aokeyd
   aoctl peer-config 192.0.2.2 --for junos --local 192.0.2.1
                                        the far end's key chain, secrets as placeholders
+  aoctl fleet status                   every link of the fleet from both ends (Vault, $VAULT_TOKEN)
+  aoctl fleet revoke core/2026-10 --reason "leaked in ticket 4711"
+                                       revoke a key on every router, and wait until all are clean
 
 Global flags (before or after the command):
   --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)
@@ -82,7 +91,7 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: aoctl [--socket PATH] [--json] COMMAND [ARGS]")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %-24s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-11s %-24s %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, usageExamples)
 }

@@ -201,6 +201,13 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	pieces := []supervise.Runnable{{Name: "reconcile", Run: d.Run}, control, metricsHTTP,
 		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, d, log); return nil }}}
 	if v, ok := src.(*keystore.VaultSource); ok {
+		if cfg.Fleet != nil {
+			fp, err := fleetPublisher(cfg, checked.Policy.Safety().SwitchTimeout, v, d, reg, log)
+			if err != nil {
+				return err
+			}
+			pieces = append(pieces, fp)
+		}
 		pieces = append([]supervise.Runnable{{Name: "vault-token", Run: v.Run}}, pieces...)
 	}
 	if guardSock != "" {

@@ -62,6 +62,23 @@ type Config struct {
 	Metrics   Metrics   `yaml:"metrics"`
 	Log       Log       `yaml:"log"`
 	Kernel    Kernel    `yaml:"kernel"`
+	// Fleet, when set, publishes this router's status to Vault and applies
+	// the fleet's revocations (package internal/fleet).
+	Fleet *Fleet `yaml:"fleet"`
+}
+
+// Fleet is the router's place in the fleet view through Vault. It uses
+// the key source's Vault (address, namespace, auth), so it needs
+// key_source.type vault.
+type Fleet struct {
+	// VaultPath is the KV v2 mount and prefix, e.g. secret/aokeyd/fleet.
+	VaultPath string `yaml:"vault_path"`
+	// RouterID names this router's document (letters, digits, . - _).
+	RouterID string `yaml:"router_id"`
+	// Addresses are the router's own addresses, by which other routers
+	// name it as their peer; the local addresses of its sessions are
+	// added.
+	Addresses []string `yaml:"addresses"`
 }
 
 // KeySource selects where MKTs come from.

@@ -97,7 +97,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 var typeNames = strings.NewReplacer("config.Config", "config", "config.KeySource", "key_source",
 	"config.FileSource", "key_source.file", "config.VaultAuth", "key_source.vault.auth",
 	"config.Vault", "key_source.vault", "config.Policy", "policy", "config.GoBGP", "gobgp", "config.Speaker", "speaker", "config.FRR", "speaker.frr",
-	"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel")
+	"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel", "config.Fleet", "fleet")
 
 // yamlErr records yaml.v3's messages ("line 3: field foo not found in type
 // config.Log") as problems with lines.
@@ -132,6 +132,7 @@ func (p *parser) check(c *Config) {
 	if _, err := c.Log.SlogLevel(); err != nil {
 		p.at("log.level", keystore.ErrInvalid, "%q (want debug, info, warn or error)", c.Log.Level)
 	}
+	p.checkFleet(c)
 }
 
 func (p *parser) checkSource(c *Config) {

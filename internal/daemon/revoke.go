@@ -26,6 +26,19 @@ import (
 // recorded fails and changes nothing. Only a global revoke is written back
 // to the key source, which every peer shares.
 func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	return d.revoke(ctx, req, true)
+}
+
+// RevokeFleet applies a fleet revocation (read from the fleet record in
+// Vault): as a global Revoke, recorded durably and taken off every socket
+// at once, but the key source is not written: the fleet record is the
+// fleet's, and a router's token may only read. An unknown key is
+// control.ErrNotFound.
+func (d *Daemon) RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error) {
+	return d.revoke(ctx, control.RevokeRequest{Chain: chain, Key: key}, false)
+}
+
+func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
 	start := time.Now()
 	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
 	snap := d.snapshot()
@@ -58,6 +71,8 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	case !rec.Global():
 		// The source is shared by every peer: a peer-scoped revoke lives
 		// in aokeyd's record only.
+	case !writeBack:
+		// A fleet revocation: the fleet record in Vault holds it.
 	case d.o.Source != nil:
 		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
 			res.SourceError = err.Error()

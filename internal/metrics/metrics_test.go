@@ -200,3 +200,22 @@ func TestOnCollect(t *testing.T) {
 		}
 	}
 }
+
+func TestFleetSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewFleet(reg, []string{"publish", "status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.FleetFailed("publish")
+	m.FleetPublished(time.Unix(1700000000, 0))
+	if n := testutil.ToFloat64(m.errors.WithLabelValues("publish")); n != 1 {
+		t.Errorf("publish errors %v", n)
+	}
+	if n := testutil.ToFloat64(m.errors.WithLabelValues("status")); n != 0 {
+		t.Errorf("status errors %v", n)
+	}
+	if v := testutil.ToFloat64(m.lastPublish); v != 1700000000 {
+		t.Errorf("last publish %v", v)
+	}
+}

@@ -66,7 +66,7 @@ func (s *Server) tokenData(t *token) map[string]any {
 		"accessor":         t.accessor,
 		"creation_time":    t.issued.Unix(),
 		"creation_ttl":     int(t.opts.TTL / time.Second),
-		"display_name":     "token",
+		"display_name":     t.display,
 		"entity_id":        "",
 		"expire_time":      expire,
 		"explicit_max_ttl": int(t.opts.MaxTTL / time.Second),

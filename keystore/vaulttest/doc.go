@@ -13,7 +13,10 @@
 //     DELETE /v1/<mount>/metadata/<path>
 //   - AppRole: POST /v1/auth/approle/login with {"role_id","secret_id"}
 //   - Tokens: GET /v1/auth/token/lookup-self, POST /v1/auth/token/renew-self
-//     with optional {"increment"}; TTL and max TTL against time.Now (the
+//     with optional {"increment"}; lookup-self's display_name is "root"
+//     for the root token, "approle" after an AppRole login, and
+//     "token-<name>" for a token issued with TokenOptions.DisplayName
+//     ("token" without), as Vault names them; TTL and max TTL against time.Now (the
 //     bubble's clock when a test runs the server InMemory in a
 //     testing/synctest bubble).
 //   - GET /v1/sys/health (no token needed).

@@ -39,6 +39,10 @@ type TokenOptions struct {
 	MaxTTL    time.Duration
 	Renewable bool
 	Policies  []string
+	// DisplayName is what `vault token create -display-name` sets: the
+	// token's display_name is then "token-<DisplayName>" ("token" without
+	// one), as Vault reports it.
+	DisplayName string
 }
 
 type token struct {
@@ -48,6 +52,7 @@ type token struct {
 	expires      time.Time // zero: never
 	path         string
 	meta         map[string]string
+	display      string
 }
 
 type appRole struct {
@@ -103,7 +108,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, tokens: map[string]*token{}, roles: map[string]*appRole{}, kv: map[string]*kvEntry{}}
 	s.tokens[o.RootToken] = &token{id: o.RootToken, accessor: "root-accessor", issued: time.Now(),
-		opts: TokenOptions{Policies: []string{"root"}}, path: "auth/token/root"}
+		opts: TokenOptions{Policies: []string{"root"}}, path: "auth/token/root", display: "root"}
 	if o.TLS {
 		cert, ca, err := selfSigned(time.Now())
 		if err != nil {
@@ -268,6 +273,14 @@ func (s *Server) newToken(o TokenOptions, path string, meta map[string]string) *
 		opts: o, issued: now, path: path, meta: meta}
 	if o.TTL > 0 {
 		t.expires = now.Add(o.TTL)
+	}
+	switch {
+	case path == "auth/approle/login":
+		t.display = "approle"
+	case o.DisplayName != "":
+		t.display = "token-" + o.DisplayName
+	default:
+		t.display = "token"
 	}
 	s.tokens[t.id] = t
 	return t

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/user"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/hashicorp/vault/api"
+)
+
+// defaultFleetPath is the fleet path when neither --path nor
+// $AOKEYD_FLEET_PATH names one (aokeyd.yaml fleet.vault_path).
+const defaultFleetPath = "secret/aokeyd/fleet"
+
+func (a *app) fleet(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		return a.usageErr("fleet", "name a subcommand: status or revoke")
+	}
+	switch args[0] {
+	case "status":
+		return a.fleetStatus(ctx, args[1:])
+	case "revoke":
+		return a.fleetRevoke(ctx, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprint(a.stdout, `Usage: aoctl fleet status [--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D] [--json]
+       aoctl fleet revoke CHAIN/KEY --reason TEXT [--path MOUNT/PREFIX] [--wait D] [--json]
+
+The fleet view through Vault, with your own token (VAULT_ADDR, VAULT_TOKEN):
+every aokeyd with a fleet: section publishes its status under the fleet
+path (default $AOKEYD_FLEET_PATH or `+defaultFleetPath+`). 'aoctl fleet status --help' and
+'aoctl fleet revoke --help' say more.
+`)
+		return exitOK
+	}
+	return a.usageErr("fleet", "unknown subcommand %q: want status or revoke", args[0])
+}
+
+// fleetStore is the fleet path in Vault with the operator's own token.
+func (a *app) fleetStore(path string) (fleet.Store, error) {
+	mount, prefix, err := fleet.ParsePath(path)
+	if err != nil {
+		return fleet.Store{}, err
+	}
+	mk := a.vault
+	if mk == nil {
+		mk = func() (*api.Client, error) {
+			cfg := api.DefaultConfig()
+			if cfg.Error != nil {
+				return nil, cfg.Error
+			}
+			cfg.Timeout = a.timeout
+			return api.NewClient(cfg)
+		}
+	}
+	c, err := mk()
+	if err != nil {
+		return fleet.Store{}, fmt.Errorf("vault client: %w", err)
+	}
+	if c.Token() == "" {
+		return fleet.Store{}, errors.New("no Vault token: set VAULT_TOKEN (your own token; aoctl never uses aokeyd's)")
+	}
+	return fleet.Store{V: fleet.Client{C: c}, Mount: mount, Prefix: prefix}, nil
+}
+
+func (a *app) fleetPathFlag() string {
+	if p := a.getenv("AOKEYD_FLEET_PATH"); p != "" {
+		return p
+	}
+	return defaultFleetPath
+}
+
+// durationFlag reads the policy's durations ("30s", "7d").
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return policy.FormatDuration(*f.d)
+}
+
+func (f durationFlag) Set(s string) error {
+	v, err := policy.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = v
+	return nil
+}
+
+func (a *app) fleetStatus(ctx context.Context, args []string) int {
+	path := a.fleetPathFlag()
+	o := fleet.JoinOptions{Horizon: 7 * 24 * time.Hour}
+	fs := a.flagSet("fleet status", "[--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D]", func(w io.Writer) {
+		fmt.Fprint(w, `
+Reads every router's status document from Vault (with your own token:
+VAULT_ADDR, VAULT_TOKEN) and shows each BGP session as a link from both
+ends, flagging: ends sending with different keys for longer than a roll
+takes (current-differs); a key one end announces that the other does not
+hold (announced-not-held); a key whose IDs are not mirrored
+(ids-not-mirrored) or whose include-TCP-options setting differs
+(tcp-options-differ); a current key expiring within the horizon with no
+successor (expiring-no-successor); a router that stopped reporting
+(stale); a far end that publishes nothing, such as a BIRD router
+(far-end-not-reporting). Exit status 1 when any link is flagged.
+`)
+	})
+	fs.StringVar(&path, "path", path, "fleet path in Vault: KV v2 mount and prefix ($AOKEYD_FLEET_PATH)")
+	fs.Var(durationFlag{&o.Horizon}, "horizon", "a current key ending within this needs a successor")
+	fs.Var(durationFlag{&o.StaleAfter}, "stale", "a document older than this is stale (default: 3 refresh intervals of its router)")
+	fs.Var(durationFlag{&o.RollWindow}, "roll-window", "how long ends may send with different keys (default: switch timeout + refreshes)")
+	if code, ok := a.parse(fs, args, true); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return a.usageErr("fleet status", "no arguments expected")
+	}
+	st, err := a.fleetStore(path)
+	if err != nil {
+		return a.fail("fleet status", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	docs, errs, err := st.Statuses(ctx)
+	if err != nil {
+		return a.fail("fleet status", err)
+	}
+	o.Now = a.now()
+	links := fleet.Join(docs, o)
+	code := exitOK
+	for _, l := range links {
+		if len(l.Flags) > 0 {
+			code = exitError
+		}
+	}
+	for _, e := range errs {
+		fmt.Fprintf(a.stderr, "aoctl fleet status: %v\n", e)
+		code = exitError
+	}
+	if a.json {
+		rep := fleetReport{GeneratedAt: o.Now, Path: st.Where(), Routers: len(docs), Links: links}
+		if rep.Links == nil {
+			rep.Links = []fleet.Link{}
+		}
+		if c := a.printJSON(rep); c != exitOK {
+			return c
+		}
+		return code
+	}
+	renderFleet(a.stdout, st.Where(), docs, links, o.Now)
+	return code
+}
+
+// fleetReport is `aoctl fleet status --json`.
+type fleetReport struct {
+	GeneratedAt time.Time    `json:"generated_at"`
+	Path        string       `json:"path"`
+	Routers     int          `json:"routers"`
+	Links       []fleet.Link `json:"links"`
+}
+
+func renderFleet(w io.Writer, where string, docs []fleet.Document, links []fleet.Link, now time.Time) {
+	flagged := 0
+	for _, l := range links {
+		if len(l.Flags) > 0 {
+			flagged++
+		}
+	}
+	fmt.Fprintf(w, "Fleet %s: %d routers reporting, %d links, %d flagged\n", where, len(docs), len(links), flagged)
+	for _, l := range links {
+		fmt.Fprintf(w, "\n%s\n", l.Name())
+		t := newTable(w, "  ", "END", "PEER", "SESSION", "CURRENT", "RNEXT", "KEYS", "ROLL", "PKT_BAD", "KEY_NOT_FOUND", "REPORTED")
+		ends := []fleet.End{l.A}
+		if l.B != nil {
+			ends = append(ends, *l.B)
+		}
+		for _, e := range ends {
+			p := e.Peer
+			var keys []string
+			for _, k := range p.Keys {
+				opt := ""
+				if !k.IncludeTCPOptions {
+					opt = ",no-opts"
+				}
+				keys = append(keys, fmt.Sprintf("%s(%d/%d%s)", k.Ref(), k.SendID, k.RecvID, opt))
+			}
+			t.row(e.Router, p.Address, p.Session, dash(p.Current), dash(p.RNext), dash(strings.Join(keys, " ")),
+				dash(p.Roll.State), fmt.Sprint(p.Counters.PktBad), fmt.Sprint(p.Counters.PktKeyNotFound),
+				human(now.Sub(e.PublishedAt))+" ago")
+		}
+		if l.B == nil {
+			t.row("-", "-", "(far end not reporting)", "", "", "", "", "", "", "")
+		}
+		t.flush()
+		for _, f := range l.Flags {
+			who := ""
+			if f.Router != "" {
+				who = " at " + f.Router
+			}
+			key := ""
+			if f.Key != "" {
+				key = " " + f.Key
+			}
+			fmt.Fprintf(w, "  FLAG %s%s%s: %s\n", f.Kind, key, who, f.Detail)
+		}
+	}
+}
+
+// who names the operator for the revocation record: the token's display
+// name (and entity, when Vault has one), else $USER.
+func (a *app) who(ctx context.Context, st fleet.Store) string {
+	var name string
+	_ = st.V.WithClient(ctx, func(c *api.Client) error {
+		sec, err := c.Auth().Token().LookupSelfWithContext(ctx)
+		if err != nil || sec == nil {
+			return err
+		}
+		if dn, _ := sec.Data["display_name"].(string); dn != "" {
+			name = "vault:" + dn
+		}
+		if id, _ := sec.Data["entity_id"].(string); id != "" && name != "" {
+			name += " (entity " + id + ")"
+		}
+		return nil
+	})
+	if u := a.getenv("USER"); u != "" {
+		if name == "" {
+			return "user:" + u
+		}
+		return name + " as user:" + u
+	}
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			return "user:" + u.Username
+		}
+		return "unknown"
+	}
+	return name
+}
+
+// RouterRevoke is one router's view of a fleet revocation.
+type RouterRevoke struct {
+	Router  string    `json:"router"`
+	Seen    time.Time `json:"seen,omitzero"`
+	Clean   time.Time `json:"clean,omitzero"`
+	CleanMS int64     `json:"clean_ms,omitempty"` // from the Vault write to clean
+	Sockets int       `json:"sockets"`
+	Note    string    `json:"note,omitempty"`
+}
+
+// RevokeReport is `aoctl fleet revoke --json`.
+type RevokeReport struct {
+	Revocation fleet.Revocation `json:"revocation"`
+	Already    bool             `json:"already"`
+	Version    int              `json:"version"`
+	Routers    []RouterRevoke   `json:"routers"`
+	AllClean   bool             `json:"all_clean"`
+	// CleanMS is from the Vault write to the last router clean (when
+	// all are).
+	CleanMS   int64 `json:"clean_ms,omitempty"`
+	RefreshMS int64 `json:"refresh_ms"`
+}
+
+func (a *app) fleetRevoke(ctx context.Context, args []string) int {
+	path := a.fleetPathFlag()
+	var reason string
+	wait := time.Duration(-1)
+	fs := a.flagSet("fleet revoke", "CHAIN/KEY --reason TEXT [--path MOUNT/PREFIX] [--wait D]", func(w io.Writer) {
+		fmt.Fprint(w, `
+Records the revocation in the fleet's record in Vault (check-and-set, with
+who: your token's display name and $USER, why: --reason, and when). Every
+aokeyd reads the record at each refresh, takes the key off all its
+sockets at once (as aoctl revoke does locally) and reports when it saw it
+and when its sockets were clean in its status document. aoctl waits for
+every reporting router (--wait, default two refresh intervals of the
+slowest router plus 5s; 0: do not wait) and prints each. Exit status 1
+unless every reporting router is clean in time. For one router, use aoctl
+revoke.
+`)
+	})
+	fs.StringVar(&path, "path", path, "fleet path in Vault: KV v2 mount and prefix ($AOKEYD_FLEET_PATH)")
+	fs.StringVar(&reason, "reason", "", "why the key is revoked (required; recorded)")
+	fs.Var(durationFlag{&wait}, "wait", "how long to wait for every router to be clean")
+	if code, ok := a.parse(fs, args, true); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return a.usageErr("fleet revoke", "name one key as CHAIN/KEY")
+	}
+	chain, key, ok := strings.Cut(fs.Arg(0), "/")
+	if !ok || chain == "" || key == "" {
+		return a.usageErr("fleet revoke", "%q: name the key as CHAIN/KEY", fs.Arg(0))
+	}
+	if strings.TrimSpace(reason) == "" {
+		return a.usageErr("fleet revoke", "--reason is required: it is recorded with the revocation")
+	}
+	st, err := a.fleetStore(path)
+	if err != nil {
+		return a.fail("fleet revoke", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.timeout)
+	r := fleet.Revocation{Chain: chain, Key: key, By: a.who(wctx, st), Reason: reason, At: a.now().UTC()}
+	rep := RevokeReport{}
+	rep.Revocation, rep.Version, err = st.AddRevocation(wctx, r)
+	cancel()
+	written := a.now()
+	switch {
+	case errors.Is(err, fleet.ErrAlreadyRevoked):
+		rep.Already = true
+		written = rep.Revocation.At
+	case err != nil:
+		return a.fail("fleet revoke", err)
+	}
+	if !rep.Already {
+		// The record's own time is the write's.
+		written = rep.Revocation.At
+	}
+	rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
+	code := exitOK
+	if !rep.AllClean {
+		code = exitError
+	}
+	if a.json {
+		if c := a.printJSON(rep); c != exitOK {
+			return c
+		}
+		return code
+	}
+	what := "recorded"
+	if rep.Already {
+		what = "already recorded"
+	}
+	fmt.Fprintf(a.stdout, "Fleet revoke %s: %s (version %d) by %s at %s: %s\n", rep.Revocation.Ref(), what, rep.Version,
+		rep.Revocation.By, stamp(rep.Revocation.At), rep.Revocation.Reason)
+	t := newTable(a.stdout, "", "ROUTER", "SEEN", "CLEAN", "CLEAN_MS", "SOCKETS", "NOTE")
+	for _, x := range rep.Routers {
+		ms := "-"
+		if !x.Clean.IsZero() {
+			ms = fmt.Sprint(x.CleanMS)
+		}
+		t.row(x.Router, stamp(x.Seen), stamp(x.Clean), ms, fmt.Sprint(x.Sockets), dash(x.Note))
+	}
+	t.flush()
+	if rep.AllClean {
+		fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), rep.CleanMS)
+	} else {
+		fmt.Fprintf(a.stdout, "NOT every reporting router is clean yet\n")
+	}
+	return code
+}
+
+// waitClean polls the routers' documents until each reporting router
+// shows r applied and clean, or wait runs out; it fills rep.Routers.
+func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, written time.Time, wait time.Duration) bool {
+	start := a.now()
+	r := rep.Revocation
+	for {
+		qctx, cancel := context.WithTimeout(ctx, a.timeout)
+		docs, _, err := st.Statuses(qctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(a.stderr, "aoctl fleet revoke: reading the routers' documents: %v\n", err)
+		}
+		var refresh time.Duration
+		all := len(docs) > 0
+		rep.Routers, rep.CleanMS = nil, 0
+		for _, d := range docs {
+			refresh = max(refresh, time.Duration(d.Refresh))
+			x := RouterRevoke{Router: d.RouterID}
+			i := slices.IndexFunc(d.Revocations, func(ap fleet.Applied) bool {
+				return ap.Chain == r.Chain && ap.Key == r.Key && ap.At.Equal(r.At)
+			})
+			if i >= 0 {
+				ap := d.Revocations[i]
+				x.Seen, x.Clean, x.Sockets, x.Note = ap.Seen, ap.Clean, ap.Sockets, ap.Error
+				if ap.NotInSource {
+					x.Note = "key not in this router's source"
+				}
+				if !ap.Clean.IsZero() {
+					x.CleanMS = max(ap.Clean.Sub(written).Milliseconds(), 0)
+					rep.CleanMS = max(rep.CleanMS, x.CleanMS)
+				}
+			}
+			if x.Clean.IsZero() {
+				all = false
+				if x.Note == "" {
+					x.Note = "not seen yet"
+				}
+			}
+			rep.Routers = append(rep.Routers, x)
+		}
+		rep.RefreshMS = refresh.Milliseconds()
+		limit := wait
+		if limit < 0 {
+			limit = 2*refresh + 5*time.Second
+		}
+		if all || a.now().Sub(start) >= limit || ctx.Err() != nil {
+			if !all {
+				rep.CleanMS = 0
+			}
+			return all
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/supervise"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fleetPublisher is the supervised piece that publishes this router's
+// status to the fleet path in Vault every refresh and applies the fleet's
+// revocations. It shares the key source's Vault client and token. Its
+// failures are logged and counted; it never stops aokeyd, and the
+// reconcile loop never waits on it.
+func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore.VaultSource, d *daemon.Daemon, reg prometheus.Registerer, log *slog.Logger) (supervise.Runnable, error) {
+	mount, prefix, err := fleet.ParsePath(cfg.Fleet.VaultPath)
+	if err != nil {
+		return supervise.Runnable{}, err
+	}
+	var ops []string
+	for _, op := range fleet.Ops() {
+		ops = append(ops, op.String())
+	}
+	m, err := metrics.NewFleet(reg, ops)
+	if err != nil {
+		return supervise.Runnable{}, err
+	}
+	p := fleet.NewPublisher(fleet.Options{
+		Store:         fleet.Store{V: v, Mount: mount, Prefix: prefix},
+		RouterID:      cfg.Fleet.RouterID,
+		Addresses:     cfg.Fleet.Addresses,
+		Refresh:       time.Duration(cfg.KeySource.Refresh),
+		SwitchTimeout: switchTimeout,
+		Status:        func(ctx context.Context) (control.StatusReport, error) { return d.Status(ctx, "") },
+		Revoke:        d.RevokeFleet,
+		Logger:        log.With("piece", "fleet"),
+		Metrics:       m,
+	})
+	return supervise.Runnable{Name: "fleet", Run: p.Run}, nil
+}

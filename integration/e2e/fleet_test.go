@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/integration/bird"
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
+)
+
+// The fleet lab: six gobgpd routers, each started through `aokeyd exec`
+// with its own aokeyd (keys from its own prefix in one Vault, fleet status
+// published to secret/aokeyd/fleet), in a ring of sessions both of whose
+// ends connect actively; and two BIRD routers hanging off g1 and g4
+// (passive neighbors there). Eight routers, eight links, every one TCP-AO.
+// BIRD publishes nothing: its links are one-ended in the fleet view.
+
+const fleetRefresh = time.Second
+
+type fleetLink struct {
+	a, b string // router names; b may be a BIRD router
+	n    int    // 10.254.n.0/30: a has .1, b has .2
+}
+
+var fleetLinks = []fleetLink{
+	{"g1", "g2", 1}, {"g2", "g3", 2}, {"g3", "g4", 3}, {"g4", "g5", 4}, {"g5", "g6", 5}, {"g6", "g1", 6},
+	{"g1", "b1", 7}, {"g4", "b2", 8},
+}
+
+func linkAddrs(n int) (netip.Addr, netip.Addr) {
+	return netip.AddrFrom4([4]byte{10, 254, byte(n), 1}), netip.AddrFrom4([4]byte{10, 254, byte(n), 2})
+}
+
+// fleetKey is one key of every router's chain "core"; the odd routers send
+// with ids[0] and receive ids[1], the even ones (and the BIRD ends of odd
+// routers) the mirror image. The ring has six routers, so every link pairs
+// an odd and an even router.
+type fleetKey struct {
+	name  string
+	ids   [2]uint8
+	start time.Duration // send lifetime start, from the lab's start
+	i     int           // secretOf
+}
+
+type fleetRouter struct {
+	name  string
+	odd   bool
+	ns    *netns.NS
+	dir   string
+	as    uint32
+	addrs []netip.Addr
+	peers []netip.Addr // neighbor addresses
+	ctl   *control.Client
+}
+
+func (r *fleetRouter) ids(k fleetKey) (send, recv uint8) {
+	if r.odd {
+		return k.ids[0], k.ids[1]
+	}
+	return k.ids[1], k.ids[0]
+}
+
+func TestFleetStatusAndRevoke(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	start := time.Now()
+	v, err := vaulttest.New(vaulttest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	cfg := vaultapi.DefaultConfig()
+	cfg.Address = v.URL()
+	vc, err := vaultapi.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc.SetToken(v.RootToken())
+
+	t0 := time.Now().UTC()
+	keys := []fleetKey{{"old", [2]uint8{11, 12}, -2 * time.Hour, 201}, {"k1", [2]uint8{1, 2}, -time.Hour, 202}}
+	lagKey := fleetKey{"k2", [2]uint8{21, 22}, 0, 203}
+
+	routers := map[string]*fleetRouter{}
+	names := []string{"g1", "g2", "g3", "g4", "g5", "g6", "b1", "b2"}
+	for i, n := range names {
+		routers[n] = &fleetRouter{name: n, odd: i%2 == 0 && i < 6, ns: netns.New(t, lab.NSName(t, n)), dir: t.TempDir(), as: uint32(65101 + i)}
+	}
+	for _, l := range fleetLinks {
+		a, b := routers[l.a], routers[l.b]
+		aa, ba := linkAddrs(l.n)
+		netns.Link(t, a.ns, fmt.Sprintf("l%d-%s", l.n, l.a), aa.String()+"/30", b.ns, fmt.Sprintf("l%d-%s", l.n, l.b), ba.String()+"/30")
+		a.addrs, a.peers = append(a.addrs, aa), append(a.peers, ba)
+		b.addrs, b.peers = append(b.addrs, ba), append(b.peers, aa)
+	}
+	// The BIRD ends mirror the gobgpd router they hang off.
+	routers["b1"].odd, routers["b2"].odd = !routers["g1"].odd, !routers["g4"].odd
+
+	writeChain := func(r *fleetRouter, ks []fleetKey) {
+		t.Helper()
+		var kd []map[string]any
+		for _, k := range ks {
+			s, rc := r.ids(k)
+			kd = append(kd, map[string]any{"name": k.name, "send_id": s, "recv_id": rc, "algorithm": "hmac(sha256)",
+				"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": map[string]any{"start": t0.Add(k.start).Format(time.RFC3339)}})
+		}
+		var peers []string
+		for _, p := range r.peers {
+			peers = append(peers, p.String())
+		}
+		if _, err := vc.KVv2("secret").Put(context.Background(), "aokeyd/"+r.name+"/chains/core", map[string]any{"peers": peers, "keys": kd}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokenFile := filepath.Join(t.TempDir(), "vault-token")
+	if err := os.WriteFile(tokenFile, []byte(v.RootToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gobgp := names[:6]
+	// BIRD first, while the guest is idle (it answers birdc within 20s).
+	for _, n := range []string{"b1", "b2"} {
+		r := routers[n]
+		far := routers[map[string]string{"b1": "g1", "b2": "g4"}[n]]
+		var bk []bird.Key
+		for _, k := range keys {
+			s, rc := r.ids(k)
+			bk = append(bk, bird.Key{SendID: s, RecvID: rc, Secret: secretOf(k.i), Algorithm: "hmac sha256", Preferred: k.name == "k1"})
+		}
+		bird.Start(t, r.ns, bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
+			Neighbor: r.peers[0].String(), PeerAS: far.as, Keys: bk, Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9})
+	}
+
+	for _, n := range gobgp {
+		r := routers[n]
+		writeChain(r, keys)
+		startFleetRouter(t, r, routers, v.URL(), tokenFile)
+	}
+	aoctl := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(lab.MustBin(t, "aoctl"), args...)
+		cmd.Env = append(os.Environ(), "VAULT_ADDR="+v.URL(), "VAULT_TOKEN="+v.RootToken(), "AOKEYD_FLEET_PATH=secret/aokeyd/fleet", "USER=fleet-test")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil && errb.Len() > 0 {
+			err = fmt.Errorf("%w: %s", err, errb.String())
+		}
+		return out, err
+	}
+	status := func() ([]fleet.Link, error) {
+		out, err := aoctl("fleet", "status", "--json")
+		var rep struct{ Links []fleet.Link }
+		if jerr := json.Unmarshal(out, &rep); jerr != nil {
+			return nil, fmt.Errorf("aoctl fleet status: %v (%v)", jerr, err)
+		}
+		return rep.Links, nil
+	}
+	linkOf := func(links []fleet.Link, a, b string) *fleet.Link {
+		for i, l := range links {
+			if l.B != nil && (l.A.Router == a && l.B.Router == b || l.A.Router == b && l.B.Router == a) {
+				return &links[i]
+			}
+		}
+		return nil
+	}
+
+	// Every link up with TCP-AO, seen from both ends (one end for BIRD's).
+	lab.Eventually(t, 120*time.Second, "every link established with TCP-AO in aoctl fleet status", func() (bool, string) {
+		links, err := status()
+		if err != nil {
+			return false, err.Error()
+		}
+		var bad []string
+		two, one := 0, 0
+		for _, l := range links {
+			ends := []fleet.End{l.A}
+			if l.B != nil {
+				ends = append(ends, *l.B)
+				two++
+			} else {
+				one++
+				if !slices.ContainsFunc(l.Flags, func(f fleet.Flag) bool { return f.Kind == fleet.FarEndNotReporting }) {
+					bad = append(bad, l.Name()+": one-ended but not flagged")
+				}
+			}
+			for _, e := range ends {
+				if e.Peer.Session != "established" || e.Peer.Counters.PktGood == 0 || e.Peer.Current != "core/k1" {
+					bad = append(bad, fmt.Sprintf("%s at %s: %s current %q good %d", l.Name(), e.Router, e.Peer.Session, e.Peer.Current, e.Peer.Counters.PktGood))
+				}
+			}
+		}
+		if two != 6 || one != 2 {
+			bad = append(bad, fmt.Sprintf("%d two-ended and %d one-ended links, want 6 and 2", two, one))
+		}
+		return len(bad) == 0, strings.Join(bad, "; ")
+	})
+	table, _ := aoctl("fleet", "status")
+	t.Logf("aoctl fleet status:\n%s", table)
+
+	// Fleet revoke of core/old: recorded in Vault, applied by every aokeyd.
+	out, err := aoctl("fleet", "revoke", "core/old", "--reason", "fleet guest proof", "--json", "--wait", "15s")
+	var rep struct {
+		Routers []struct {
+			Router  string
+			Seen    time.Time
+			Clean   time.Time
+			CleanMS int64 `json:"clean_ms"`
+			Sockets int
+			Note    string
+		}
+		AllClean  bool  `json:"all_clean"`
+		CleanMS   int64 `json:"clean_ms"`
+		RefreshMS int64 `json:"refresh_ms"`
+	}
+	if jerr := json.Unmarshal(out, &rep); jerr != nil || err != nil || !rep.AllClean {
+		t.Fatalf("aoctl fleet revoke: %v %v\n%s", err, jerr, out)
+	}
+	for _, x := range rep.Routers {
+		t.Logf("fleet revoke at %s: seen %s clean %s (%d ms after the write), %d sockets %s", x.Router,
+			x.Seen.Format("15:04:05.000"), x.Clean.Format("15:04:05.000"), x.CleanMS, x.Sockets, x.Note)
+	}
+	for _, n := range gobgp {
+		st, err := routers[n].ctl.Status(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st.Peers {
+			for _, k := range p.Keys {
+				if k.Name == "old" {
+					t.Errorf("%s peer %s still holds core/old after the fleet revoke: %+v", n, p.Peer, k)
+				}
+			}
+		}
+	}
+	fmt.Printf("fleet-revoke: routers=%d links=%d clean_ms=%d refresh_ms=%d\n", len(rep.Routers), len(fleetLinks), rep.CleanMS, rep.RefreshMS)
+	if limit := rep.RefreshMS + 1000; rep.CleanMS > limit {
+		t.Errorf("fleet revoke clean after %d ms, want within one refresh + 1 s (%d ms)", rep.CleanMS, limit)
+	}
+
+	// g4 lags: every other gobgpd router's source gets k2, g4's never
+	// does. Its links to g3 and g5 are flagged.
+	written := time.Now()
+	for _, n := range gobgp {
+		if n != "g4" {
+			writeChain(routers[n], append(slices.Clone(keys), lagKey))
+		}
+	}
+	var flagged time.Duration
+	lab.Eventually(t, 30*time.Second, "the links to the lagging g4 flagged", func() (bool, string) {
+		links, err := status()
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, far := range []string{"g3", "g5"} {
+			l := linkOf(links, far, "g4")
+			if l == nil {
+				return false, "no link " + far + "-g4"
+			}
+			for _, f := range l.Flags {
+				if f.Kind == fleet.AnnouncedNotHeld && f.Router == "g4" {
+					got = append(got, far)
+				}
+			}
+		}
+		if len(got) < 2 {
+			return false, fmt.Sprintf("flagged: %v", got)
+		}
+		flagged = time.Since(written)
+		return true, ""
+	})
+	table, _ = aoctl("fleet", "status")
+	t.Logf("aoctl fleet status with g4 lagging:\n%s", table)
+	t.Logf("fleet-lag: flagged_ms=%d refresh_ms=%d", flagged.Milliseconds(), fleetRefresh.Milliseconds())
+	if flagged > 2*fleetRefresh+time.Second {
+		t.Errorf("lagging end flagged after %s, want within two refresh intervals (key read + publish) + 1 s", flagged)
+	}
+	t.Logf("fleet lab wall time %s", time.Since(start).Round(time.Millisecond))
+}
+
+// startFleetRouter writes a gobgpd router's policy and config (Vault key
+// source under aokeyd/<name>, fleet status under secret/aokeyd/fleet) and
+// starts `aokeyd exec -- gobgpd` and its aokeyd (-connectguard), in the
+// guest's root namespace, where the Vault server listens.
+func startFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter, vaultURL, tokenFile string) {
+	t.Helper()
+	var pol strings.Builder
+	pol.WriteString("version: 1\nkey_chains:\n  - name: core\nsafety:\n  switch_timeout: 15s\n  on_switch_timeout: retry\n  retry_after: 2s\n  on_revoke_only_key: keep\npeers:\n")
+	var nbrs []lab.Neighbor
+	var addrs []string
+	for _, p := range r.peers {
+		fmt.Fprintf(&pol, "  - neighbor: %s\n    key_chain: core\n", p)
+		var far *fleetRouter
+		for _, o := range all {
+			if slices.Contains(o.addrs, p) {
+				far = o
+			}
+		}
+		// gobgpd ends connect actively on both sides; BIRD connects to a
+		// passive neighbor.
+		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: strings.HasPrefix(far.name, "b")})
+	}
+	for _, a := range r.addrs {
+		addrs = append(addrs, fmt.Sprintf("%q", a.String()))
+	}
+	conf := fmt.Sprintf(`key_source:
+  type: vault
+  refresh: %s
+  vault:
+    address: %q
+    prefix: aokeyd/%s
+    auth:
+      method: token
+      token_file: %s
+policy:
+  path: policy.yaml
+gobgp:
+  address: %q
+  pid_file: gobgpd.pid
+control:
+  socket: control.sock
+metrics:
+  listen: "off"
+log:
+  format: json
+  level: info
+fleet:
+  vault_path: secret/aokeyd/fleet
+  router_id: %s
+  addresses: [%s]
+`, fleetRefresh, vaultURL, r.name, tokenFile, "unix://"+filepath.Join(r.dir, "gobgpd.sock"), r.name, strings.Join(addrs, ", "))
+	for n, data := range map[string]string{"policy.yaml": pol.String(), "aokeyd.yaml": conf} {
+		if err := os.WriteFile(filepath.Join(r.dir, n), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("router %s aokeyd.log (tail):\n%s", r.name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 6000))
+		}
+	})
+	lab.StartGobgpd(t, r.ns, "gobgpd", lab.GobgpdConfig{
+		AS: r.as, RouterID: r.addrs[0], LocalAddrs: r.addrs, Neighbors: nbrs, HoldTime: 9, Keepalive: 3,
+	}, lab.GobgpdOptions{Dir: r.dir, Launcher: []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", filepath.Join(r.dir, "cg.sock"), "--"}})
+	r.ctl = control.NewClient(filepath.Join(r.dir, "control.sock"), 10*time.Second)
+	lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl,
+		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
+		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
+}

@@ -1,0 +1,317 @@
+package fleet
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+func idRef(send, recv uint8) string { return fmt.Sprintf("send=%d recv=%d", send, recv) }
+
+// FlagKind classifies what is wrong with a link.
+type FlagKind int
+
+// Flag kinds.
+const (
+	// FarEndNotReporting: no router's document claims the peer's address
+	// (a BIRD or other non-aokeyd end), or the far router has no peer for
+	// this one. The link is shown from one end only.
+	FarEndNotReporting FlagKind = iota + 1
+	// Stale: an end's document is older than its stale limit: that
+	// router stopped reporting.
+	Stale
+	// CurrentDiffers: the two ends send with different keys, for longer
+	// than a roll takes.
+	CurrentDiffers
+	// AnnouncedNotHeld: one end announces a key (RNext_key, or the key its
+	// roll is moving to) that the other end does not hold.
+	AnnouncedNotHeld
+	// IDsNotMirrored: a key both ends hold whose send ID at one end is not
+	// the receive ID at the other (or the reverse).
+	IDsNotMirrored
+	// TCPOptionsDiffer: a key both ends hold with a different
+	// include-TCP-options setting: it works while the session stays up and
+	// fails on the next reconnect.
+	TCPOptionsDiffer
+	// ExpiringNoSuccessor: an end's current key stops being sendable
+	// within the horizon and no later key is there to take over.
+	ExpiringNoSuccessor
+)
+
+var flagNames = map[FlagKind]string{
+	FarEndNotReporting: "far-end-not-reporting", Stale: "stale", CurrentDiffers: "current-differs",
+	AnnouncedNotHeld: "announced-not-held", IDsNotMirrored: "ids-not-mirrored",
+	TCPOptionsDiffer: "tcp-options-differ", ExpiringNoSuccessor: "expiring-no-successor",
+}
+
+func (k FlagKind) String() string {
+	if s, ok := flagNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("flag(%d)", int(k))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k FlagKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *FlagKind) UnmarshalText(b []byte) error {
+	for kind, s := range flagNames {
+		if s == string(b) {
+			*k = kind
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown flag kind %q", b)
+}
+
+// Flag is one problem of a link.
+type Flag struct {
+	Kind FlagKind `json:"kind"`
+	// Router is the end the flag is about ("" for the link as a whole).
+	Router string `json:"router,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// End is one end of a link: a router and its peer entry for the far end.
+type End struct {
+	Router      string    `json:"router"`
+	PublishedAt time.Time `json:"published_at"`
+	Stale       bool      `json:"stale"`
+	Peer        Peer      `json:"peer"`
+}
+
+// Link is a BGP session's two ends; B is nil when only A reports it.
+type Link struct {
+	A     End    `json:"a"`
+	B     *End   `json:"b,omitempty"`
+	Flags []Flag `json:"flags,omitempty"`
+}
+
+// Name is "A <-> B", with the far address when B does not report.
+func (l Link) Name() string {
+	if l.B == nil {
+		return l.A.Router + " <-> " + l.A.Peer.Address + " (not reporting)"
+	}
+	return l.A.Router + " <-> " + l.B.Router
+}
+
+// JoinOptions tune Join.
+type JoinOptions struct {
+	Now time.Time
+	// Horizon: a current key whose send lifetime ends within it needs a
+	// successor (0: 7 days).
+	Horizon time.Duration
+	// StaleAfter: a document older than this is stale (0: three of its
+	// router's refresh intervals, at least 30s).
+	StaleAfter time.Duration
+	// RollWindow: how long the ends may send with different keys (0: the
+	// larger switch timeout of the two ends plus both refresh intervals).
+	RollWindow time.Duration
+}
+
+// Join pairs the routers' peers into links and flags each. Links are
+// ordered by their first end (router, then peer address).
+func Join(docs []Document, o JoinOptions) []Link {
+	if o.Horizon == 0 {
+		o.Horizon = 7 * 24 * time.Hour
+	}
+	owner := map[netip.Addr]int{}
+	for i, d := range docs {
+		for _, a := range d.Addresses {
+			if x, err := netip.ParseAddr(a); err == nil {
+				owner[x.Unmap().WithZone("")] = i
+			}
+		}
+	}
+	addrOf := func(s string) netip.Addr {
+		x, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}
+		}
+		return x.Unmap().WithZone("")
+	}
+	mine := func(d Document, a netip.Addr) bool {
+		return slices.ContainsFunc(d.Addresses, func(s string) bool { return addrOf(s) == a })
+	}
+	type endID struct {
+		doc  int
+		peer int
+	}
+	done := map[endID]bool{}
+	var links []Link
+	for i, d := range docs {
+		for pi, p := range d.Peers {
+			if done[endID{i, pi}] {
+				continue
+			}
+			done[endID{i, pi}] = true
+			a := end(d, p, o)
+			j, ok := owner[addrOf(p.Address)]
+			if !ok || j == i {
+				links = append(links, oneEnded(a, o, "no router reports address "+p.Address))
+				continue
+			}
+			far := docs[j]
+			qi := -1
+			for k, q := range far.Peers {
+				if done[endID{j, k}] || !mine(d, addrOf(q.Address)) {
+					continue
+				}
+				if qi < 0 || (p.Local != "" && q.Address == p.Local) {
+					qi = k
+				}
+			}
+			if qi < 0 {
+				links = append(links, oneEnded(a, o, fmt.Sprintf("router %s has no peer for %s", far.RouterID, d.RouterID)))
+				continue
+			}
+			done[endID{j, qi}] = true
+			b := end(far, far.Peers[qi], o)
+			if b.Router < a.Router {
+				a, b = b, a
+			}
+			l := Link{A: a, B: &b}
+			l.Flags = twoEnded(a, b, docs[i], far, o)
+			links = append(links, l)
+		}
+	}
+	slices.SortFunc(links, func(x, y Link) int {
+		return cmp.Or(strings.Compare(x.A.Router, y.A.Router), strings.Compare(x.A.Peer.Address, y.A.Peer.Address))
+	})
+	return links
+}
+
+func staleAfter(d Document, o JoinOptions) time.Duration {
+	if o.StaleAfter > 0 {
+		return o.StaleAfter
+	}
+	return max(3*time.Duration(d.Refresh), 30*time.Second)
+}
+
+func end(d Document, p Peer, o JoinOptions) End {
+	return End{Router: d.RouterID, PublishedAt: d.PublishedAt, Peer: p,
+		Stale: o.Now.Sub(d.PublishedAt) > staleAfter(d, o)}
+}
+
+func oneEnded(a End, o JoinOptions, why string) Link {
+	l := Link{A: a}
+	l.Flags = append(l.Flags, Flag{Kind: FarEndNotReporting, Detail: why + ": the link is seen from " + a.Router + " only"})
+	l.Flags = append(l.Flags, endFlags(a, o)...)
+	return l
+}
+
+// endFlags are the flags one end raises on its own.
+func endFlags(e End, o JoinOptions) []Flag {
+	var fs []Flag
+	if e.Stale {
+		fs = append(fs, Flag{Kind: Stale, Router: e.Router,
+			Detail: fmt.Sprintf("last report %s ago", o.Now.Sub(e.PublishedAt).Truncate(time.Second))})
+	}
+	cur, ok := currentKey(e.Peer)
+	if ok && !cur.SendEnd.IsZero() && cur.SendEnd.Sub(o.Now) < o.Horizon {
+		successor := slices.ContainsFunc(e.Peer.Keys, func(k Key) bool {
+			return k.Ref() != cur.Ref() && k.State != "revoked" && k.State != "retiring" &&
+				(k.SendEnd.IsZero() || k.SendEnd.After(cur.SendEnd))
+		})
+		if !successor {
+			fs = append(fs, Flag{Kind: ExpiringNoSuccessor, Router: e.Router, Key: cur.Ref(),
+				Detail: fmt.Sprintf("send lifetime ends %s, no key to take over", cur.SendEnd.UTC().Format(time.RFC3339))})
+		}
+	}
+	return fs
+}
+
+func currentKey(p Peer) (Key, bool) {
+	for _, k := range p.Keys {
+		if k.Current {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// mirror finds the key of p that matches k held at the other end: the same
+// name, or for unnamed keys the swapped IDs.
+func mirror(p Peer, k Key) (Key, bool) {
+	for _, x := range p.Keys {
+		if k.Name != "" && x.Name == k.Name && x.Chain == k.Chain {
+			return x, true
+		}
+		if k.Name == "" && x.SendID == k.RecvID && x.RecvID == k.SendID {
+			return x, true
+		}
+	}
+	return Key{}, false
+}
+
+func twoEnded(a, b End, da, db Document, o JoinOptions) []Flag {
+	var fs []Flag
+	fs = append(fs, endFlags(a, o)...)
+	fs = append(fs, endFlags(b, o)...)
+	// Keys both ends hold: mirrored IDs and the same TCP-options setting.
+	for _, k := range a.Peer.Keys {
+		if k.Name == "" {
+			continue
+		}
+		m, ok := mirror(b.Peer, k)
+		if !ok {
+			continue
+		}
+		if k.SendID != m.RecvID || k.RecvID != m.SendID {
+			fs = append(fs, Flag{Kind: IDsNotMirrored, Key: k.Ref(), Detail: fmt.Sprintf("%s has send=%d recv=%d, %s has send=%d recv=%d",
+				a.Router, k.SendID, k.RecvID, b.Router, m.SendID, m.RecvID)})
+		}
+		if k.IncludeTCPOptions != m.IncludeTCPOptions {
+			fs = append(fs, Flag{Kind: TCPOptionsDiffer, Key: k.Ref(), Detail: fmt.Sprintf("%s include-tcp-options=%t, %s include-tcp-options=%t",
+				a.Router, k.IncludeTCPOptions, b.Router, m.IncludeTCPOptions)})
+		}
+	}
+	// Announced keys the other end does not hold.
+	for _, x := range [][2]End{{a, b}, {b, a}} {
+		from, to := x[0], x[1]
+		seen := map[string]bool{}
+		for _, k := range from.Peer.Keys {
+			if !k.RNext && from.Peer.Roll.PendingKey != k.Ref() {
+				continue
+			}
+			if _, ok := mirror(to.Peer, k); ok || seen[k.Ref()] {
+				continue
+			}
+			seen[k.Ref()] = true
+			what := "announces it as RNext_key"
+			if !k.RNext {
+				what = "is rolling to it"
+			}
+			fs = append(fs, Flag{Kind: AnnouncedNotHeld, Router: to.Router, Key: k.Ref(),
+				Detail: fmt.Sprintf("%s %s; %s does not hold it", from.Router, what, to.Router)})
+		}
+	}
+	// Different current keys for longer than a roll takes.
+	ca, okA := currentKey(a.Peer)
+	cb, okB := currentKey(b.Peer)
+	if okA && okB {
+		m, ok := mirror(b.Peer, ca)
+		same := ok && m.Ref() == cb.Ref()
+		if !same {
+			window := o.RollWindow
+			if window == 0 {
+				window = max(time.Duration(da.SwitchTimeout), time.Duration(db.SwitchTimeout)) + time.Duration(da.Refresh) + time.Duration(db.Refresh)
+			}
+			since := a.Peer.CurrentSince
+			if b.Peer.CurrentSince.After(since) {
+				since = b.Peer.CurrentSince
+			}
+			if d := o.Now.Sub(since); !since.IsZero() && d > window {
+				fs = append(fs, Flag{Kind: CurrentDiffers, Key: ca.Ref() + " / " + cb.Ref(),
+					Detail: fmt.Sprintf("%s sends with %s, %s with %s, for %s (a roll takes up to %s)",
+						a.Router, ca.Ref(), b.Router, cb.Ref(), d.Truncate(time.Second), window)})
+			}
+		}
+	}
+	return fs
+}

@@ -1,0 +1,311 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+)
+
+// Options configure a Publisher.
+type Options struct {
+	Store    Store
+	RouterID string
+	// Addresses are the router's own addresses to publish besides the
+	// local addresses of its sessions.
+	Addresses []string
+	// Refresh is how often to publish and read the revocation record.
+	Refresh       time.Duration
+	SwitchTimeout time.Duration
+	// Status is the daemon's status report (control.Backend's Status).
+	Status func(ctx context.Context) (control.StatusReport, error)
+	// Revoke applies a fleet revocation to the router's sockets without
+	// writing the key source (the record in Vault is the fleet's).
+	// control.ErrNotFound: the router's key source has no such key.
+	Revoke func(ctx context.Context, chain, key string) (control.RevokeResult, error)
+	Now    func() time.Time
+	After  func(time.Duration) <-chan time.Time
+	Logger *slog.Logger
+	// Metrics counts failures; nil: none.
+	Metrics Metrics
+}
+
+// Publisher publishes the router's Document every refresh and applies the
+// fleet's revocations. Run is its goroutine; nothing else waits on it.
+type Publisher struct {
+	o    Options
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu      sync.Mutex
+	since   map[string]sinceRec // peer -> its current key and since when
+	applied map[string]*Applied // chain/key -> how it was applied
+	revVer  int                 // the record version last read
+	revs    []Revocation
+	last    Document
+}
+
+type sinceRec struct {
+	key   string
+	since time.Time
+}
+
+// NewPublisher builds a Publisher; Run starts it.
+func NewPublisher(o Options) *Publisher {
+	if o.Refresh <= 0 {
+		o.Refresh = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{o: o, log: log, wake: make(chan struct{}, 1),
+		since: map[string]sinceRec{}, applied: map[string]*Applied{}}
+}
+
+// Wake asks for a round now. It never blocks: a wake while one is pending
+// is the same wake (the round reads the newest state anyway).
+func (p *Publisher) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes every refresh until ctx ends. Failures are logged and
+// counted; Run returns only when ctx ends.
+func (p *Publisher) Run(ctx context.Context) error {
+	for {
+		p.Round(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake:
+		case <-p.o.After(p.o.Refresh):
+		}
+	}
+}
+
+// Round reads the revocation record, applies what is new, and publishes
+// the router's document, each step bounded by one refresh interval.
+func (p *Publisher) Round(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(p.o.Refresh, 5*time.Second))
+	defer cancel()
+	if err := p.readRevocations(ctx); err != nil {
+		p.fail(OpReadRevocations, err)
+	}
+	p.applyRevocations(ctx)
+	doc, err := p.document(ctx)
+	if err != nil {
+		p.fail(OpStatus, err)
+		return
+	}
+	if err := p.o.Store.PutStatus(ctx, doc); err != nil {
+		p.fail(OpPublish, err)
+		return
+	}
+	p.mu.Lock()
+	p.last = doc
+	p.mu.Unlock()
+	if p.o.Metrics != nil {
+		p.o.Metrics.FleetPublished(doc.PublishedAt)
+	}
+}
+
+// Last is the last document published (for tests and aoctl's view).
+func (p *Publisher) Last() Document {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *Publisher) fail(op Op, err error) {
+	p.log.Warn("fleet: "+op.String()+" failed; aokeyd goes on", "path", p.o.Store.Where(), "err", err)
+	if p.o.Metrics != nil {
+		p.o.Metrics.FleetFailed(op.String())
+	}
+}
+
+func (p *Publisher) readRevocations(ctx context.Context) error {
+	ver, err := p.o.Store.RevocationsVersion(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	same := ver == p.revVer
+	p.mu.Unlock()
+	if same {
+		return nil
+	}
+	l, ver, err := p.o.Store.Revocations(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.revVer, p.revs = ver, l.Revocations
+	p.mu.Unlock()
+	return nil
+}
+
+// applyRevocations applies each revocation not applied cleanly yet: the
+// first time it is seen, and again each round until no socket holds the
+// key (or, for a key this router's source lacks, until it has it and it
+// is recorded).
+func (p *Publisher) applyRevocations(ctx context.Context) {
+	p.mu.Lock()
+	revs := slices.Clone(p.revs)
+	p.mu.Unlock()
+	for _, r := range revs {
+		p.mu.Lock()
+		a := p.applied[r.Ref()]
+		if a == nil || !a.At.Equal(r.At) {
+			a = &Applied{Chain: r.Chain, Key: r.Key, At: r.At, Seen: p.o.Now()}
+			p.applied[r.Ref()] = a
+			p.log.Warn("fleet revocation seen", "chain", r.Chain, "key", r.Key, "by", r.By, "reason", r.Reason)
+		}
+		done := !a.Clean.IsZero() && a.Error == "" && !a.NotInSource
+		p.mu.Unlock()
+		if done || p.o.Revoke == nil {
+			continue
+		}
+		res, err := p.o.Revoke(ctx, r.Chain, r.Key)
+		now := p.o.Now()
+		p.mu.Lock()
+		switch {
+		case errors.Is(err, control.ErrNotFound):
+			// Not in this router's key source: no socket can hold it.
+			// Kept open so that it is applied if the key appears.
+			if a.Clean.IsZero() {
+				a.Clean = now
+			}
+			a.NotInSource, a.Error = true, ""
+		case err != nil:
+			a.Error = err.Error()
+			p.fail(OpApplyRevocation, err)
+		default:
+			a.Sockets, a.Error = countHeld(res), ""
+			if msg := socketsLeft(res); msg != "" {
+				a.Error, a.Clean = msg, time.Time{}
+			} else if a.Clean.IsZero() || a.NotInSource {
+				a.Clean = now
+			}
+			a.NotInSource = false
+		}
+		p.mu.Unlock()
+	}
+}
+
+// countHeld is how many sockets held the key.
+func countHeld(r control.RevokeResult) int {
+	n := 0
+	for _, s := range r.Sockets {
+		if s.Action != "absent" {
+			n++
+		}
+	}
+	return n
+}
+
+// socketsLeft says which sockets still hold the key ("" when none).
+func socketsLeft(r control.RevokeResult) string {
+	for _, s := range r.Sockets {
+		if s.Error != "" {
+			return s.Socket + ": " + s.Error
+		}
+		if s.Action == control.ActionKept {
+			return s.Socket + ": kept (its only key, on_revoke_only_key keep)"
+		}
+	}
+	return ""
+}
+
+func (p *Publisher) document(ctx context.Context) (Document, error) {
+	rep, err := p.o.Status(ctx)
+	if err != nil {
+		return Document{}, err
+	}
+	now := p.o.Now()
+	d := Document{Schema: Schema, RouterID: p.o.RouterID, PublishedAt: now,
+		Refresh: control.Duration(p.o.Refresh), SwitchTimeout: control.Duration(p.o.SwitchTimeout),
+		KeySource: KeySource{LastSync: rep.KeySource.LastSync, Stale: rep.KeySource.Stale},
+		Warnings:  slices.Clone(rep.Warnings), Peers: []Peer{}}
+	addrs := map[string]bool{}
+	for _, a := range p.o.Addresses {
+		addrs[a] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seenPeers := map[string]bool{}
+	for _, ps := range rep.Peers {
+		d.Peers = append(d.Peers, p.peer(ps, now, addrs))
+		seenPeers[ps.Peer+"%"+ps.VRF] = true
+	}
+	for k := range p.since {
+		if !seenPeers[k] {
+			delete(p.since, k)
+		}
+	}
+	for a := range addrs {
+		d.Addresses = append(d.Addresses, a)
+	}
+	slices.Sort(d.Addresses)
+	for _, r := range p.revs {
+		if a := p.applied[r.Ref()]; a != nil {
+			d.Revocations = append(d.Revocations, *a)
+		}
+	}
+	return d, nil
+}
+
+// peer converts one peer's status (p.mu held). Only names, IDs, settings
+// and counters are copied: control.Key has no field for key material.
+func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]bool) Peer {
+	out := Peer{Address: ps.Peer, VRF: ps.VRF, Session: ps.SessionState, Keys: []Key{},
+		Roll:     Roll{State: ps.Rotation.State, Since: ps.Rotation.Since, PendingKey: ps.Rotation.PendingKey, LastAbort: ps.Rotation.LastAbortReason},
+		Counters: Counters{PktGood: ps.Counters.PktGood, PktBad: ps.Counters.PktBad, PktKeyNotFound: ps.Counters.PktKeyNotFound},
+		Warnings: slices.Clone(ps.Warnings)}
+	for _, s := range ps.Sockets {
+		if s.Kind != control.KindEstablished {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(s.Local); err == nil {
+			out.Local = ap.Addr().Unmap().WithZone("").String()
+			addrs[out.Local] = true
+		}
+	}
+	for _, k := range ps.Keys {
+		fk := Key{Chain: k.Chain, Name: k.Name, SendID: k.SendID, RecvID: k.RecvID, Alg: k.Alg,
+			IncludeTCPOptions: k.TCPOptions != control.TCPOptionsExclude,
+			SendEnd:           k.SendLifetime.End, AcceptEnd: k.AcceptLifetime.End,
+			Current: k.Current, RNext: k.RNext, State: k.State}
+		if out.Chain == "" {
+			out.Chain = k.Chain
+		}
+		if k.Current {
+			out.Current = fk.Ref()
+		}
+		if k.RNext {
+			out.RNext = fk.Ref()
+		}
+		out.Keys = append(out.Keys, fk)
+	}
+	id := ps.Peer + "%" + ps.VRF
+	if s, ok := p.since[id]; !ok || s.key != out.Current {
+		p.since[id] = sinceRec{key: out.Current, since: now}
+	}
+	if out.Current != "" {
+		out.CurrentSince = p.since[id].since
+	}
+	return out
+}
