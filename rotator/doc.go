@@ -36,8 +36,14 @@
 //     it between two steps; Status reads the snapshot each goroutine
 //     publishes (after each step, and before a guard or kernel call that
 //     may block, naming what it waits for in Status.Waiting). A stuck call
-//     for one peer delays that peer alone. Exclusive runs a function on
-//     the socket between two steps and waits for the peer's current step.
+//     for one peer delays that peer alone, and no caller: PeerDown
+//     stops the goroutine without waiting for it (its returned channel
+//     closes once the socket is no longer touched), Accepted hands the
+//     wait for a previous goroutine still in a step to the new one, and
+//     Exclusive runs a function on the socket between two steps, giving
+//     up when its context ends before the goroutine took it. The
+//     SessionGuard gets the goroutine's context, which ends when it is
+//     stopped.
 //
 // Listening sockets are synchronised with SyncListener, which batches the
 // work per peer (ListenerBatches) so that a fleet-wide rotation holds twice
