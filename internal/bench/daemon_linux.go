@@ -418,7 +418,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	}
 	r.log.Info("daemon memory", "rss_before", res.RSSBefore, "rss_daemon", res.RSSDaemon, "rss_harness", res.RSSHarness,
 		"heap_daemon", res.HeapDaemon, "heap_harness", res.HeapHarness, "steady_cpu_per_s", time.Duration(res.SteadyCPUPerSec),
-		"scrape_first_cpu", time.Duration(res.ScrapeFirstCPU), "scrape_cpu", time.Duration(res.ScrapeCPU), "scrape_gather_cpu", time.Duration(res.ScrapeGatherCPU), "scrape_series", res.ScrapeSeries)
+		"scrape_first_cpu", time.Duration(res.ScrapeFirstCPU), "scrape_cpu", time.Duration(res.ScrapeCPU), "scrape_wall", time.Duration(res.ScrapeWall), "scrape_bytes", res.ScrapeBytes, "scrape_gather_cpu", time.Duration(res.ScrapeGatherCPU), "scrape_series", res.ScrapeSeries)
 
 	// B: idle passes (key source reads that find nothing new) and change
 	// passes (an input changed: every peer's desired state recomputed),
