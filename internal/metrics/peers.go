@@ -33,7 +33,6 @@ type row struct {
 	key    string           // the label values in label-name order, NUL-separated: its key in rows, and its order
 	values []string         // label values in the family's label order
 	labels []*dto.LabelPair // sorted by name, as client_golang orders them; built by the first gather, then never changed
-	text   []byte           // the labels in the text format: {name="value",...}
 }
 
 func (r *row) set(v float64) { r.fam.vals[r.idx] = v }
@@ -97,18 +96,6 @@ func (f *family) with(values ...string) *row {
 		r.idx = len(f.vals)
 		f.vals = append(f.vals, 0)
 	}
-	r.text = make([]byte, 0, len(k)+8*len(values))
-	r.text = append(r.text, '{')
-	for i, j := range f.byName {
-		if i > 0 {
-			r.text = append(r.text, ',')
-		}
-		r.text = append(r.text, f.labels[j]...)
-		r.text = append(r.text, '=', '"')
-		r.text = append(r.text, labelEscaper.Replace(r.values[j])...)
-		r.text = append(r.text, '"')
-	}
-	r.text = append(r.text, '}')
 	f.rows[k] = r
 	f.sorted = nil
 	return r
@@ -140,7 +127,7 @@ func (f *family) sort() {
 	slices.SortFunc(f.sorted, func(a, b *row) int { return strings.Compare(a.key, b.key) })
 	size := 0
 	for _, r := range f.sorted {
-		size += len(f.name) + len(r.text) + 1
+		size += len(f.name) + len(r.key) + 8*len(r.values)
 	}
 	if cap(f.blob) < size {
 		f.blob = make([]byte, 0, size+size/8)
@@ -152,11 +139,26 @@ func (f *family) sort() {
 	f.blob, f.ends, f.order = f.blob[:0], f.ends[:0], f.order[:0]
 	for _, r := range f.sorted {
 		f.blob = append(f.blob, f.name...)
-		f.blob = append(f.blob, r.text...)
+		f.blob = f.appendLabels(f.blob, r)
 		f.blob = append(f.blob, ' ')
 		f.ends = append(f.ends, len(f.blob))
 		f.order = append(f.order, r.idx)
 	}
+}
+
+// appendLabels appends r's labels in the text format: {name="value",...}.
+func (f *family) appendLabels(b []byte, r *row) []byte {
+	b = append(b, '{')
+	for i, j := range f.byName {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.labels[j]...)
+		b = append(b, '=', '"')
+		b = append(b, labelEscaper.Replace(r.values[j])...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 // gather returns the family's series as client_golang's registry would
@@ -267,7 +269,13 @@ type peerRows struct {
 	started, completed        *row
 	aborted                   map[string]*row
 	keys                      []keyRows
-	sockets                   map[string]*[4]*row
+	sockets                   []socketRows
+}
+
+// socketRows are one socket's four counters.
+type socketRows struct {
+	name string
+	rows [4]*row
 }
 
 // peerStore holds every per-peer series.
@@ -480,16 +488,18 @@ func (s *peerStore) setSocket(p Peer, socket string, c SocketCounters) {
 }
 
 func (s *peerStore) setSocketLocked(p Peer, pr *peerRows, socket string, c SocketCounters) {
-	if pr.sockets == nil {
-		pr.sockets = map[string]*[4]*row{}
+	var rs *[4]*row
+	for i := range pr.sockets {
+		if pr.sockets[i].name == socket {
+			rs = &pr.sockets[i].rows
+		}
 	}
-	rs := pr.sockets[socket]
 	if rs == nil {
-		rs = &[4]*row{}
+		pr.sockets = append(pr.sockets, socketRows{name: socket})
+		rs = &pr.sockets[len(pr.sockets)-1].rows
 		for i, f := range []*family{s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd} {
 			rs[i] = f.with(p.Addr, p.VRF, socket)
 		}
-		pr.sockets[socket] = rs
 	}
 	for i, v := range [4]uint64{c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired} {
 		rs[i].set(float64(v))
@@ -500,11 +510,16 @@ func (s *peerStore) deleteSocket(p Peer, socket string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pr := s.peers[p]
-	if pr == nil || pr.sockets[socket] == nil {
+	if pr == nil {
 		return
 	}
-	s.dropSocket(pr.sockets[socket])
-	delete(pr.sockets, socket)
+	for i := range pr.sockets {
+		if pr.sockets[i].name == socket {
+			s.dropSocket(&pr.sockets[i].rows)
+			pr.sockets = slices.Delete(pr.sockets, i, i+1)
+			return
+		}
+	}
 }
 
 func (s *peerStore) dropSocket(rs *[4]*row) {
@@ -538,8 +553,8 @@ func (s *peerStore) deletePeer(p Peer) {
 		s.keyGood.drop(k.good)
 		s.keyBad.drop(k.bad)
 	}
-	for _, rs := range pr.sockets {
-		s.dropSocket(rs)
+	for i := range pr.sockets {
+		s.dropSocket(&pr.sockets[i].rows)
 	}
 }
 
