@@ -78,6 +78,11 @@ func (f *family) with(values ...string) *row {
 	// The key orders series as client_golang does (by their values in
 	// label-name order; NUL sorts before any byte a value has).
 	var kb strings.Builder
+	n := len(values)
+	for _, v := range values {
+		n += len(v)
+	}
+	kb.Grow(n)
 	for i, j := range f.byName {
 		if i > 0 {
 			kb.WriteByte(0)
