@@ -580,6 +580,16 @@ func (s *peerStore) gather(now float64) []*dto.MetricFamily {
 func (s *peerStore) appendText(b []byte, now float64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Grown once (megabytes at thousands of peers): each series' text
+	// and a value of up to 24 bytes.
+	size := 0
+	for _, f := range s.families() {
+		if len(f.rows) > 0 {
+			f.sort()
+			size += len(f.head) + len(f.blob) + 24*len(f.order)
+		}
+	}
+	b = slices.Grow(b, size)
 	for _, f := range s.families() {
 		b = f.appendText(b, now)
 	}
