@@ -336,7 +336,7 @@ func (d *Daemon) observeMetrics() {
 			continue
 		}
 		e := d.scrapedFor(p)
-		d.observeCoverage(m, e, pol, snap, now)
+		d.observeCoverage(m, p, e, pol, snap, now)
 		if e.status != s {
 			// A new snapshot: most (every steady re-read) change only
 			// the counters.
@@ -375,9 +375,9 @@ func (d *Daemon) observeMetrics() {
 		e.countersAt = c.At
 		kcs = publishCounters(m, e.mp, c, kcs[:0])
 	}
-	for id, e := range d.scraped {
+	for p, e := range d.scraped {
 		if e.pass != d.scrapes {
-			delete(d.scraped, id)
+			delete(d.scraped, p)
 		}
 	}
 }
@@ -389,16 +389,18 @@ type scrapedIDs struct {
 	rolls, attempts int
 }
 
-// scrapedFor returns what the metrics hold of p (new when p's state was
-// replaced since), marked seen by this scrape.
+// scrapedFor returns what the metrics hold of p, marked seen by this
+// scrape. Entries are by peer state: one that was replaced (a new session,
+// new desired keys) starts over, and the old one goes at the end of the
+// scrape.
 func (d *Daemon) scrapedFor(p *peerState) *scraped {
 	if d.scraped == nil {
-		d.scraped = map[rotator.PeerID]*scraped{}
+		d.scraped = map[*peerState]*scraped{}
 	}
-	e := d.scraped[p.id]
-	if e == nil || e.peer != p {
-		e = &scraped{peer: p, mp: metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}}
-		d.scraped[p.id] = e
+	e := d.scraped[p]
+	if e == nil {
+		e = &scraped{mp: metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}}
+		d.scraped[p] = e
 	}
 	e.pass = d.scrapes
 	return e
@@ -407,7 +409,6 @@ func (d *Daemon) scrapedFor(p *peerState) *scraped {
 // scraped is what the metrics hold of one peer, as the last scrape put it
 // there (observeMetrics alone uses it, one scrape at a time).
 type scraped struct {
-	peer       *peerState      // the peer state it was taken from
 	mp         metrics.Peer    // its labels
 	status     *rotator.Status // the machine's snapshot published
 	countersAt time.Time       // the read time of the counters published
@@ -427,8 +428,8 @@ type scraped struct {
 
 // observeCoverage publishes when p's keys leave it with nothing to send
 // with (policy.SendCoverageEnd), recomputed only when the policy or the
-// key snapshot changed or that instant has come.
-func (d *Daemon) observeCoverage(m *metrics.Metrics, e *scraped, pol *policy.Policy, snap *keystore.Snapshot, now time.Time) {
+// key snapshot changed or that instant has come; e is p's record.
+func (d *Daemon) observeCoverage(m *metrics.Metrics, p *peerState, e *scraped, pol *policy.Policy, snap *keystore.Snapshot, now time.Time) {
 	if pol == nil || snap == nil {
 		return
 	}
@@ -436,7 +437,6 @@ func (d *Daemon) observeCoverage(m *metrics.Metrics, e *scraped, pol *policy.Pol
 		return
 	}
 	e.covPol, e.covSnap = pol, snap
-	p := e.peer
 	if _, keys, err := pol.ChainKeys(snap, p.info.Neighbor, p.info.VRF); err == nil {
 		e.covEnd = policy.SendCoverageEnd(keys, now)
 		m.SetSendCoverageEnd(e.mp, e.covEnd)

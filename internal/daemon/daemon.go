@@ -88,13 +88,13 @@ type Daemon struct {
 	nextPass time.Time
 	lastPass time.Time
 
-	optmem   [2]int                      // limit, needed (listener)
-	raised   raiseState                  // the last RaiseOptMem outcome (reconcile goroutine)
-	rolls    map[rotator.PeerID][2]int   // rolls, aborted attempts at the last pass (metrics)
-	scraped  map[rotator.PeerID]*scraped // what the metrics hold of each peer (observeMetrics alone)
-	scrapes  uint64                      // observeMetrics passes
-	boundPol *policy.Policy              // the policy bound was computed for
-	bound    map[string]bool             // source chains some binding reads
+	optmem   [2]int                    // limit, needed (listener)
+	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
+	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
+	scraped  map[*peerState]*scraped   // what the metrics hold of each peer (observeMetrics alone)
+	scrapes  uint64                    // observeMetrics passes
+	boundPol *policy.Policy            // the policy bound was computed for
+	bound    map[string]bool           // source chains some binding reads
 
 	verify verifyBase // listener pkt_bad per peer when its session went down
 

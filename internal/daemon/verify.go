@@ -181,7 +181,7 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 		}
 	}
 	for _, p := range peers {
-		if e := d.scraped[p.id]; e != nil && e.peer == p && e.verifySet && !e.verify && p.info.Established() {
+		if e := d.scraped[p]; e != nil && e.verifySet && !e.verify && p.info.Established() {
 			// Published not failing for this very state: an established
 			// session stays so (no policy lookup per scrape).
 			e.pass = d.scrapes
