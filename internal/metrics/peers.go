@@ -255,6 +255,11 @@ func appendFloat(b []byte, v float64) []byte {
 		return append(b, "+Inf"...)
 	case math.IsInf(v, -1):
 		return append(b, "-Inf"...)
+	case v > -1e6 && v < 1e6 && v == math.Trunc(v):
+		// What 'g' writes for an integer below 1e6 (from 1e6 on it
+		// writes an exponent), without its float formatting: most
+		// values (IDs, counts, counters of steady sessions) are such.
+		return strconv.AppendInt(b, int64(v), 10)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -388,3 +389,27 @@ func TestObserveSession(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFloat: values are written as expfmt writes them
+// (strconv 'g', shortest), the integer fast path included, around its
+// bounds too.
+func TestAppendFloat(t *testing.T) {
+	vals := []float64{0, 1, -1, 2, 7, 42, 999999, 1e6, 1e6 + 1, -999999, -1e6, 123456789, 1 << 60, 0.5, 1.5, 2.5e-7,
+		999999.5, math.Inf(1), math.Inf(-1), math.NaN(), 1e21, 1e300, math.MaxUint32}
+	for i := range 3000 {
+		vals = append(vals, float64(i*i*37), float64(i)/7)
+	}
+	for _, v := range vals {
+		var want bytes.Buffer
+		if _, err := expfmt.MetricFamilyToText(&want, &dto.MetricFamily{Name: strPtr("x"), Type: dto.MetricType_GAUGE.Enum(),
+			Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: &v}}}}); err != nil {
+			t.Fatal(err)
+		}
+		w := strings.TrimSuffix(strings.SplitN(want.String(), "\nx ", 2)[1], "\n")
+		if got := string(appendFloat(nil, v)); got != w {
+			t.Errorf("appendFloat(%v) = %q, expfmt writes %q", v, got, w)
+		}
+	}
+}
+
+func strPtr(s string) *string { return &s }
