@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,12 +17,13 @@ import (
 // registry's Gather builds each series' protobuf, hashes and checks its
 // labels and sorts every family, on every scrape, which at 4,096 peers cost
 // seconds of CPU on a slow machine. They live in a store that keeps each
-// series' label pairs, built once when the series appears, and its value,
-// updated in place; the series' order is recomputed only when a series
-// comes or goes. A scrape copies values into freshly allocated protobufs
-// that share the stored label pairs (immutable once built), a few
-// allocations per family. Gatherer serves them beside a registry's
-// metrics.
+// series' labels, built once when the series appears, and its value,
+// updated in place; a family's order, and its series' text up to the
+// value, are recomputed only when a series comes or goes. A text scrape
+// (peers_text.go) copies that text and formats the values; a protobuf one
+// (Gatherer) copies values into freshly allocated protobufs that share the
+// series' label pairs (built by the first, immutable after), a few
+// allocations per family.
 
 // row is one series. Its value is kept in its family's dense vals (at
 // idx), so that a scrape reads values and text sequentially.
@@ -151,21 +151,6 @@ func (f *family) sort() {
 	}
 }
 
-// appendLabels appends r's labels in the text format: {name="value",...}.
-func (f *family) appendLabels(b []byte, r *row) []byte {
-	b = append(b, '{')
-	for i, j := range f.byName {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, f.labels[j]...)
-		b = append(b, '=', '"')
-		b = append(b, labelEscaper.Replace(r.values[j])...)
-		b = append(b, '"')
-	}
-	return append(b, '}')
-}
-
 // gather returns the family's series as client_golang's registry would
 // (label pairs sorted by name, series by their label values in that
 // order), or nil when it has none.
@@ -213,55 +198,6 @@ func (f *family) value(idx int, now float64) float64 {
 		return max(now-f.vals[idx], 0)
 	}
 	return f.vals[idx]
-}
-
-// labelEscaper and helpEscaper escape label values and help text as the
-// text exposition format (and expfmt) does.
-var (
-	labelEscaper = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\"", `\"`)
-	helpEscaper  = strings.NewReplacer("\\", `\\`, "\n", `\n`)
-)
-
-// appendText appends the family in the text exposition format (as
-// expfmt.MetricFamilyToText writes it), nothing when it has no series.
-func (f *family) appendText(b []byte, now float64) []byte {
-	if len(f.rows) == 0 {
-		return b
-	}
-	f.sort()
-	b = append(b, f.head...)
-	start := 0
-	for k, idx := range f.order {
-		b = append(b, f.blob[start:f.ends[k]]...)
-		b = appendFloat(b, f.value(idx, now))
-		b = append(b, '\n')
-		start = f.ends[k]
-	}
-	return b
-}
-
-// appendFloat formats v as expfmt does.
-func appendFloat(b []byte, v float64) []byte {
-	switch {
-	case v == 1:
-		return append(b, '1')
-	case v == 0:
-		return append(b, '0')
-	case v == -1:
-		return append(b, "-1"...)
-	case math.IsNaN(v):
-		return append(b, "NaN"...)
-	case math.IsInf(v, +1):
-		return append(b, "+Inf"...)
-	case math.IsInf(v, -1):
-		return append(b, "-Inf"...)
-	case v > -1e6 && v < 1e6 && v == math.Trunc(v):
-		// What 'g' writes for an integer below 1e6 (from 1e6 on it
-		// writes an exponent), without its float formatting: most
-		// values (IDs, counts, counters of steady sessions) are such.
-		return strconv.AppendInt(b, int64(v), 10)
-	}
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
 // keyRows are one key's two counters.
@@ -579,26 +515,6 @@ func (s *peerStore) gather(now float64) []*dto.MetricFamily {
 		}
 	}
 	return out
-}
-
-// appendText appends every per-peer family in the text format.
-func (s *peerStore) appendText(b []byte, now float64) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Grown once (megabytes at thousands of peers): each series' text
-	// and a value of up to 24 bytes.
-	size := 0
-	for _, f := range s.families() {
-		if len(f.rows) > 0 {
-			f.sort()
-			size += len(f.head) + len(f.blob) + 24*len(f.order)
-		}
-	}
-	b = slices.Grow(b, size)
-	for _, f := range s.families() {
-		b = f.appendText(b, now)
-	}
-	return b
 }
 
 // gatherer serves a registry's metrics and the per-peer series.

@@ -1,0 +1,96 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The text exposition format of the per-peer series, written as
+// expfmt.MetricFamilyToText writes it, from each family's series text
+// (built when it sorts) and values.
+
+// appendLabels appends r's labels in the text format: {name="value",...}.
+func (f *family) appendLabels(b []byte, r *row) []byte {
+	b = append(b, '{')
+	for i, j := range f.byName {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.labels[j]...)
+		b = append(b, '=', '"')
+		b = append(b, labelEscaper.Replace(r.values[j])...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// labelEscaper and helpEscaper escape label values and help text as the
+// text exposition format (and expfmt) does.
+var (
+	labelEscaper = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\"", `\"`)
+	helpEscaper  = strings.NewReplacer("\\", `\\`, "\n", `\n`)
+)
+
+// appendText appends the family in the text exposition format (as
+// expfmt.MetricFamilyToText writes it), nothing when it has no series.
+func (f *family) appendText(b []byte, now float64) []byte {
+	if len(f.rows) == 0 {
+		return b
+	}
+	f.sort()
+	b = append(b, f.head...)
+	start := 0
+	for k, idx := range f.order {
+		b = append(b, f.blob[start:f.ends[k]]...)
+		b = appendFloat(b, f.value(idx, now))
+		b = append(b, '\n')
+		start = f.ends[k]
+	}
+	return b
+}
+
+// appendFloat formats v as expfmt does.
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(b, '1')
+	case v == 0:
+		return append(b, '0')
+	case v == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	case v > -1e6 && v < 1e6 && v == math.Trunc(v):
+		// What 'g' writes for an integer below 1e6 (from 1e6 on it
+		// writes an exponent), without its float formatting: most
+		// values (IDs, counts, counters of steady sessions) are such.
+		return strconv.AppendInt(b, int64(v), 10)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// appendText appends every per-peer family in the text format.
+func (s *peerStore) appendText(b []byte, now float64) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Grown once (megabytes at thousands of peers): each series' text
+	// and a value of up to 24 bytes.
+	size := 0
+	for _, f := range s.families() {
+		if len(f.rows) > 0 {
+			f.sort()
+			size += len(f.head) + len(f.blob) + 24*len(f.order)
+		}
+	}
+	b = slices.Grow(b, size)
+	for _, f := range s.families() {
+		b = f.appendText(b, now)
+	}
+	return b
+}
