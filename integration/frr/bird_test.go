@@ -46,6 +46,9 @@ func newBirdLab(t *testing.T, active bool, keys []key, birdCfg bird.Config) *bir
 		}
 	})
 	l.aokeyd = startAokeyd(t, a, l.dir, addrB, speakerFRR(l.frr), cg)
+	if opt.Later {
+		l.frr.WaitReady()
+	}
 	l.bird = bird.Start(t, b, birdCfg)
 	return l
 }

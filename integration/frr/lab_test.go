@@ -288,5 +288,5 @@ const wrapScript = "../../docs/frr-bgpd-wrap.sh"
 // cg, the launcher's output in dir.
 func wrapOptions(t *testing.T, cg, dir string) Options {
 	return Options{Wrap: wrapScript, Env: []string{"AOKEYD=" + lab.MustBin(t, "aokeyd"), "AOKEYD_CONNECTGUARD=" + cg,
-		"AOKEYD_WRAP_LOG=" + filepath.Join(dir, "aokeyd-exec.log")}}
+		"AOKEYD_WRAP_LOG=" + filepath.Join(dir, "aokeyd-exec.log")}, Later: true}
 }

@@ -47,6 +47,7 @@ func TestFRRGobgpd(t *testing.T) {
 		}
 	})
 	aa := startAokeyd(t, na, dirA, addrB, speakerFRR(r), cg)
+	r.WaitReady()
 
 	type sess struct {
 		uptimeA, uptimeB time.Time
