@@ -232,7 +232,7 @@ func rotateScenario(t *testing.T, active bool, n int) {
 func TestFRRBirdPassive(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
-	rotateScenario(t, false, rounds(t, 20))
+	rotateScenario(t, false, rounds(t, defaultRounds))
 }
 
 // TestFRRBirdActive: FRR opens the connection under `aokeyd exec` (the
@@ -240,5 +240,5 @@ func TestFRRBirdPassive(t *testing.T) {
 func TestFRRBirdActive(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
-	rotateScenario(t, true, rounds(t, 20))
+	rotateScenario(t, true, rounds(t, defaultRounds))
 }

@@ -20,12 +20,13 @@ import (
 
 // TestFRRGobgpd: FRR (active, under `aokeyd exec`, with its aokeyd) and
 // gobgpd (passive, with its own aokeyd) roll their keys together, each
-// aokeyd from its own key file: 10 rotations without a flap.
+// aokeyd from its own key file: rotations without a flap (10 with
+// AOKEYD_FRR_ROUNDS=10).
 func TestFRRGobgpd(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
 	lab.RequireNetns(t)
-	n := rounds(t, 10)
+	n := rounds(t, defaultGobgpdRounds)
 	na, nb := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
 	dirA, dirB := t.TempDir(), t.TempDir()
 	cur := key{i: 1}
