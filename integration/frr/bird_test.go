@@ -130,7 +130,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 	}
 	now := time.Now()
 	old := cur
-	old.sendEnd, old.acceptEnd = now.Add(time.Second), now.Add(2*time.Second)
+	old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(3*time.Second)
 	next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
 	writeKeys(t, l.dir, addrB, []key{old, next}, false)
 	lab.Eventually(t, 40*time.Second, fmt.Sprintf("round %d: A's session carries k%d and B sends with it", r, next.i), func() (bool, string) {

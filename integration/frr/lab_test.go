@@ -170,7 +170,7 @@ peers:
 	}
 	a := &aokeyd{dir: dir, ns: ns, peer: peer, ctl: control.NewClient(filepath.Join(dir, "control.sock"), 10*time.Second),
 		args: []string{"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"),
-			"-roll-grace", "1s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
+			"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
 	if connectguard != "" {
 		a.args = append(a.args, "-connectguard", connectguard)
 	}

@@ -85,7 +85,7 @@ func TestFRRGobgpd(t *testing.T) {
 		next := key{i: cur.i + 1}
 		now := time.Now()
 		old := cur
-		old.sendEnd, old.acceptEnd = now.Add(time.Second), now.Add(2*time.Second)
+		old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(3*time.Second)
 		next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
 		writeKeys(t, dirA, addrB, []key{old, next}, false)
 		writeKeys(t, dirB, addrA, []key{old, next}, true)
