@@ -57,4 +57,6 @@
 // parent (it holds the connect filter's listener), so the script drops -d
 // and runs `aokeyd exec -- bgpd ...` in the background. aokeyd (run with
 // -connectguard on the same socket) keys every connect before its SYN.
+// Every connect() of bgpd waits for aokeyd's supervisor, its connect to
+// zebra's unix socket at start included (even with -Z): start aokeyd first.
 package frr

@@ -334,3 +334,15 @@ func TestStatusHeldBack(t *testing.T) {
 	renderStatus(&b, rep, testNow, false, false)
 	golden(t, "status-held.golden", b.String())
 }
+
+// TestStatusNamesSpeaker: the status says whose view of the sessions it
+// shows (gobgpd's, FRR bgpd's).
+func TestStatusNamesSpeaker(t *testing.T) {
+	rep := control.StatusReport{GeneratedAt: testNow, Speaker: "frr bgpd /run/frr/bgpd.vty",
+		KeySource: control.KeySourceStatus{Name: "file /etc/aokeyd/keys.yaml", LastSync: testNow}}
+	var b strings.Builder
+	renderStatus(&b, rep, testNow, false, false)
+	if !strings.Contains(b.String(), "Speaker: frr bgpd /run/frr/bgpd.vty (sessions as it reports them)\n") {
+		t.Fatalf("status does not name the speaker:\n%s", b.String())
+	}
+}

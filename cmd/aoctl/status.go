@@ -47,6 +47,9 @@ listener while its session is down.
 
 // renderStatus writes the status tables. single skips the summary.
 func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, single bool) {
+	if rep.Speaker != "" {
+		fmt.Fprintf(w, "Speaker: %s (sessions as it reports them)\n", rep.Speaker)
+	}
 	ks := rep.KeySource
 	fmt.Fprintf(w, "Key source: %s, last sync %s", dash(ks.Name), when(ks.LastSync, now))
 	if ks.Stale {

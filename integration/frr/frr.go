@@ -94,6 +94,11 @@ type Options struct {
 	// to return at once. Env is its environment on top of the test's.
 	Wrap string
 	Env  []string
+	// Later: Start returns without waiting for bgpd; call WaitReady. Under
+	// `aokeyd exec` bgpd's first connect() (to zebra's socket, even with
+	// -Z) waits for aokeyd's connect supervisor, so aokeyd must be started
+	// before bgpd can be ready.
+	Later bool
 }
 
 // Router is one running bgpd.
@@ -130,6 +135,9 @@ func Start(t testing.TB, ns *netns.NS, dir string, cfg Config, opt Options) *Rou
 		PID:    func(context.Context) (int, error) { return bgpfrr.FindPID(r.PIDFile(), "") },
 	})
 	r.start()
+	if !opt.Later {
+		r.WaitReady()
+	}
 	return r
 }
 
@@ -179,7 +187,12 @@ func (r *Router) start() {
 	cmd := r.Cmd
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { r.kill(cmd, done) })
-	lab.Eventually(t, 30*time.Second, "bgpd's pid file and vty", func() (bool, string) {
+}
+
+// WaitReady waits for bgpd's pid file and its vty.
+func (r *Router) WaitReady() {
+	r.t.Helper()
+	lab.Eventually(r.t, 30*time.Second, "bgpd's pid file and vty", func() (bool, string) {
 		pid, err := bgpfrr.FindPID(r.PIDFile(), "")
 		if err != nil {
 			return false, err.Error()
@@ -233,6 +246,7 @@ func (r *Router) Restart() {
 	r.kill(r.Cmd, r.done)
 	r.PID = 0
 	r.start()
+	r.WaitReady()
 }
 
 // Vtysh runs one command on bgpd's vty socket, as `vtysh -c` would.
@@ -271,9 +285,10 @@ func (r *Router) Routes(neighbor netip.Addr) (accepted, sent int, err error) {
 	return accepted, sent, nil
 }
 
-// LogTail is the end of bgpd's logs.
+// LogTail is the end of bgpd's logs (and of aokeyd exec's, with a wrap).
 func (r *Router) LogTail() string {
-	return lab.Tail(filepath.Join(r.Dir, "bgpd.log"), 4000) + "\n" + lab.Tail(filepath.Join(r.Dir, "bgpd.stdout.log"), 2000)
+	return lab.Tail(filepath.Join(r.Dir, "bgpd.log"), 4000) + "\n" + lab.Tail(filepath.Join(r.Dir, "bgpd.stdout.log"), 2000) +
+		"\n" + lab.Tail(filepath.Join(r.Dir, "aokeyd-exec.log"), 2000)
 }
 
 // Version is the FRR version recorded in the guest root by the VM build.

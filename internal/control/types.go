@@ -46,10 +46,14 @@ const (
 
 // StatusReport is GET /v1/status.
 type StatusReport struct {
-	GeneratedAt time.Time       `json:"generated_at"`
-	KeySource   KeySourceStatus `json:"key_source"`
-	Optmem      Optmem          `json:"optmem"`
-	Peers       []PeerStatus    `json:"peers"`
+	GeneratedAt time.Time `json:"generated_at"`
+	// Speaker names the BGP speaker whose view of the sessions the report
+	// shows (session state, uptime), e.g. "gobgpd unix:///run/gobgpd.sock"
+	// or "frr bgpd /run/frr/bgpd.vty".
+	Speaker   string          `json:"speaker,omitempty"`
+	KeySource KeySourceStatus `json:"key_source"`
+	Optmem    Optmem          `json:"optmem"`
+	Peers     []PeerStatus    `json:"peers"`
 	// Warnings concern the whole daemon (stale key source, optmem).
 	Warnings []string `json:"warnings,omitempty"`
 }

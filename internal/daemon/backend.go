@@ -44,6 +44,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	cs := d.o.Keys.Status()
 	rep := control.StatusReport{
 		GeneratedAt: now,
+		Speaker:     d.o.Speaker.Name(),
 		KeySource: control.KeySourceStatus{
 			Name: cs.Source, LastSync: cs.LastGood, Age: control.Duration(cs.Age),
 			Stale: !cs.HaveSnapshot || cs.Age > d.o.StaleAfter,
