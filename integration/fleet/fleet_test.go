@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,17 +182,18 @@ func runFleet(t *testing.T, n int) result {
 	rpc0 := f.rpcs()
 	t.Logf("n=%d: gobgpd RPCs by aokeyd so far: %v", n, rpc0)
 	time.Sleep(time.Until(t0))
-	done, sw, err := f.pollUntil([]netip.Addr{addrSolo}, t0, time.Until(t1)-2*time.Second, "the baseline peer's roll", rolled(1, 2), switched(2))
+	done, marks, err := f.pollUntil([]netip.Addr{addrSolo}, t0, time.Until(t1)-2*time.Second, "the baseline peer's roll", rolled(1, 2), rollMarks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.SoloRollMs, r.SoloSwitchMs = ms(last(done)), ms(last(sw))
+	r.SoloRollMs, r.SoloSwitchMs = ms(last(done)), ms(last(marks["switched"]))
+	solo := timeline(done, marks)
 	rpc1 := f.rpcs()
 	r.SoloRPCs = sum(rpc1) - sum(rpc0)
 
 	time.Sleep(time.Until(t1))
 	c1 := mustCPU(t, pid)
-	done, sw, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), switched(2))
+	done, marks, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
 	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
 	if err != nil {
 		t.Fatal(err)
@@ -206,16 +206,11 @@ func runFleet(t *testing.T, n int) result {
 		}
 	}
 	r.RPCsPerPeer = sum(r.FleetRPCs) / float64(n)
-	r.FleetRollMs, r.FleetSwitchMs = ms(last(done)), ms(last(sw))
-	ds := make([]time.Duration, 0, len(done))
-	for _, d := range done {
-		ds = append(ds, d)
-	}
-	slices.Sort(ds)
-	r.FleetMedianMs = ms(ds[len(ds)/2])
+	r.FleetRollMs, r.FleetSwitchMs = ms(last(done)), ms(last(marks["switched"]))
+	r.FleetMedianMs = ms(quantile(done, 0.5))
 	r.RollRatio = r.FleetRollMs / r.SoloRollMs
-	t.Logf("n=%d: baseline roll %.0f ms (switch %.0f ms, %.0f RPCs); fleet roll %.0f ms (median %.0f, switch %.0f), RPCs %v, aokeyd CPU %.2fs",
-		n, r.SoloRollMs, r.SoloSwitchMs, r.SoloRPCs, r.FleetRollMs, r.FleetMedianMs, r.FleetSwitchMs, r.FleetRPCs, r.RollCPUs)
+	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs; %s", n, r.SoloRollMs, r.SoloRPCs, solo)
+	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v, aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.RollCPUs, timeline(done, marks))
 	time.Sleep(2 * time.Second) // keepalives flow on the new keys
 	check(t, f, before, "after the roll")
 	revoke(t, f, &r, scale)
@@ -228,6 +223,11 @@ func runFleet(t *testing.T, n int) result {
 	t.Logf("n=%d: flaps %d, TCPAOBad %d, TCPAOKeyNotFound %d; steady aokeyd CPU %.4f s/s; RSS aokeyd %d KiB, gobgpd %d KiB",
 		n, r.Flaps, r.PktBad, r.KeyNotFound, r.SteadyCPUPerS, r.AokeydRSSKiB, r.GobgpdRSSKiB)
 	r.complete = true
+	if dir := os.Getenv(envOut); dir != "" { // aokeyd's log, for a look at its timeline
+		if b, err := os.ReadFile(filepath.Join(f.dir, "aokeyd.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d.log", n)), b, 0o644)
+		}
+	}
 	return r
 }
 
@@ -236,8 +236,12 @@ func runFleet(t *testing.T, n int) result {
 // until no fleet socket nor the listener carries k2.
 func revoke(t *testing.T, f *bench, r *result, scale time.Duration) {
 	aoctl := lab.MustBin(t, "aoctl")
-	// aoctl's own cost, for comparison: a status of one peer.
+	// aoctl's own cost, for comparison: its help (no daemon), a status of
+	// one peer.
 	st := time.Now()
+	_ = exec.Command(aoctl, "help").Run()
+	helpMs := ms(time.Since(st))
+	st = time.Now()
 	if out, err := exec.Command(aoctl, "--socket", f.ctl.Socket(), "--json", "status", addrSolo.String()).Output(); err != nil {
 		t.Fatalf("aoctl status: %v: %s", err, out)
 	}
@@ -276,8 +280,23 @@ func revoke(t *testing.T, f *bench, r *result, scale time.Duration) {
 			t.Errorf("revoke: socket %+v", s)
 		}
 	}
-	t.Logf("n=%d: aoctl revoke: last socket seen clean at %.0f ms, aoctl exit at %.0f ms (daemon's elapsed %v; an aoctl status takes %.0f ms), aokeyd CPU %.2fs; actions %v",
-		r.N, r.RevokeMs, r.RevokeAoctlMs, time.Duration(res.Elapsed), statusMs, cpuS, actions)
+	t.Logf("n=%d: aoctl revoke: last socket seen clean at %.0f ms, aoctl exit at %.0f ms (daemon's elapsed %v; aoctl help takes %.0f ms, an aoctl status of one peer %.0f ms), aokeyd CPU %.2fs; actions %v",
+		r.N, r.RevokeMs, r.RevokeAoctlMs, time.Duration(res.Elapsed), helpMs, statusMs, cpuS, actions)
+}
+
+// rollMarks are the steps of a roll timed besides done: the new key
+// current on the session (the kernel switches it when BIRD's RNext asks for
+// it), the old key gone from the session, from the listener.
+var rollMarks = map[string]pred{"switched": switched(2), "socket": socketRolled(1, 2), "listener": listenerRolled(1, 2)}
+
+// timeline renders when the peers reached each step of the roll: first,
+// median and last, since the key change.
+func timeline(done map[netip.Addr]time.Duration, marks map[string]map[netip.Addr]time.Duration) string {
+	q := func(at map[netip.Addr]time.Duration) string {
+		return fmt.Sprintf("%.0f/%.0f/%.0f", ms(quantile(at, 0)), ms(quantile(at, 0.5)), ms(quantile(at, 1)))
+	}
+	return fmt.Sprintf("first/median/last ms: switched %s, socket rolled %s, listener rolled %s, done %s",
+		q(marks["switched"]), q(marks["socket"]), q(marks["listener"]), q(done))
 }
 
 // check counts the sessions that flapped since before (reported, not

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
@@ -115,39 +116,44 @@ func (kv kernelView) holds(peer netip.Addr, est func(sockView) bool, lis func(ma
 	return lis(kv.listener[peer])
 }
 
+// pred is a state of one peer's sockets.
+type pred func(kv kernelView, p netip.Addr) bool
+
 // pollUntil reads the kernel about the peers not yet done until each is,
-// and returns when each was first seen done (since t0), and first seen in
-// the state mid (nil: none; a peer seen done is in it then at the latest).
-// A peer is done the first time ok holds for it; the answer's resolution
-// is one read of the remaining peers' sockets.
+// and returns when each was first seen done (since t0), and when first
+// seen in each state of marks (a peer seen done is in each at the latest).
+// The answers' resolution is one read of the remaining peers' sockets.
 func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duration, what string,
-	ok, mid func(kv kernelView, p netip.Addr) bool) (at, midAt map[netip.Addr]time.Duration, err error) {
+	ok pred, marks map[string]pred) (at map[netip.Addr]time.Duration, markAt map[string]map[netip.Addr]time.Duration, err error) {
 	pending := map[netip.Addr]bool{}
 	for _, p := range peers {
 		pending[p] = true
 	}
-	at, midAt = map[netip.Addr]time.Duration{}, map[netip.Addr]time.Duration{}
+	at, markAt = map[netip.Addr]time.Duration{}, map[string]map[netip.Addr]time.Duration{}
+	for m := range marks {
+		markAt[m] = map[netip.Addr]time.Duration{}
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		kv, err := f.readKernel(pending)
 		now := time.Now()
 		if err != nil {
-			return at, midAt, err
+			return at, markAt, err
 		}
 		for p := range pending {
-			if _, seen := midAt[p]; !seen && mid != nil && mid(kv, p) {
-				midAt[p] = now.Sub(t0)
-			}
-			if ok(kv, p) {
-				if _, seen := midAt[p]; !seen && mid != nil {
-					midAt[p] = now.Sub(t0)
+			done := ok(kv, p)
+			for m, mp := range marks {
+				if _, seen := markAt[m][p]; !seen && (done || mp(kv, p)) {
+					markAt[m][p] = now.Sub(t0)
 				}
+			}
+			if done {
 				at[p] = now.Sub(t0)
 				delete(pending, p)
 			}
 		}
 		if len(pending) == 0 {
-			return at, midAt, nil
+			return at, markAt, nil
 		}
 		if now.After(deadline) {
 			var one netip.Addr
@@ -155,7 +161,7 @@ func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duratio
 				one = p
 				break
 			}
-			return at, midAt, fmt.Errorf("%s: %d of %d peers not done after %v (e.g. %s: sockets %+v, listener ids %v)",
+			return at, markAt, fmt.Errorf("%s: %d of %d peers not done after %v (e.g. %s: sockets %+v, listener ids %v)",
 				what, len(pending), len(peers), timeout, one, kv.est[one], kv.listener[one])
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -164,7 +170,7 @@ func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duratio
 
 // rolled: the old key gone from the peer's sockets and from the listener's
 // keys for it, the new key current.
-func rolled(oldID, newID uint8) func(kernelView, netip.Addr) bool {
+func rolled(oldID, newID uint8) pred {
 	return func(kv kernelView, p netip.Addr) bool {
 		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.ids[newID] && v.haveCur && v.current == newID },
 			func(l map[uint8]bool) bool { return !l[oldID] && l[newID] })
@@ -172,7 +178,7 @@ func rolled(oldID, newID uint8) func(kernelView, netip.Addr) bool {
 }
 
 // switched: the new key current on the peer's socket.
-func switched(newID uint8) func(kernelView, netip.Addr) bool {
+func switched(newID uint8) pred {
 	return func(kv kernelView, p netip.Addr) bool {
 		return kv.holds(p, func(v sockView) bool { return v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
 	}
@@ -180,7 +186,7 @@ func switched(newID uint8) func(kernelView, netip.Addr) bool {
 
 // carries: the peer's sockets and the listener hold exactly the keys ids,
 // the socket sending with current.
-func carries(current uint8, ids ...uint8) func(kernelView, netip.Addr) bool {
+func carries(current uint8, ids ...uint8) pred {
 	same := func(m map[uint8]bool) bool {
 		if len(m) != len(ids) {
 			return false
@@ -198,10 +204,38 @@ func carries(current uint8, ids ...uint8) func(kernelView, netip.Addr) bool {
 }
 
 // clean: the key id gone from the peer's sockets and from the listener.
-func clean(id uint8) func(kernelView, netip.Addr) bool {
+func clean(id uint8) pred {
 	return func(kv kernelView, p netip.Addr) bool {
 		return kv.holds(p, func(v sockView) bool { return !v.ids[id] }, func(l map[uint8]bool) bool { return !l[id] })
 	}
+}
+
+// socketRolled: the established socket alone rolled (old key gone, new
+// current); listenerRolled: the listener's keys for the peer alone.
+func socketRolled(oldID, newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
+	}
+}
+
+func listenerRolled(oldID, newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		l := kv.listener[p]
+		return !l[oldID] && l[newID]
+	}
+}
+
+// quantile is the q-quantile of the times (0: the first, 1: the last).
+func quantile(at map[netip.Addr]time.Duration, q float64) time.Duration {
+	if len(at) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, 0, len(at))
+	for _, d := range at {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds[int(q*float64(len(ds)-1)+0.5)]
 }
 
 // last is the latest of the times.
