@@ -133,6 +133,7 @@ func runFleet(t *testing.T, n int) result {
 	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far))
 	f.startAokeyd()
 	f.bird = startBird(f)
+	t.Cleanup(func() { f.diagnose(t) })
 	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
 	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", n+1), func() (bool, string) {
 		ss, err := f.sessions()
@@ -145,7 +146,7 @@ func runFleet(t *testing.T, n int) result {
 				up++
 			}
 		}
-		return up == n+1, fmt.Sprintf("%d of %d up", up, n+1)
+		return up == n+1, fmt.Sprintf("%d of %d up; BIRD: %s", up, n+1, f.bird.summary())
 	})
 	if _, _, err := f.pollUntil(f.all(), begin, 60*time.Second+scale, "k1 and k3 on every socket, k1 current", carries(1, 1, 3), nil); err != nil {
 		t.Fatal(err)
@@ -223,12 +224,40 @@ func runFleet(t *testing.T, n int) result {
 	t.Logf("n=%d: flaps %d, TCPAOBad %d, TCPAOKeyNotFound %d; steady aokeyd CPU %.4f s/s; RSS aokeyd %d KiB, gobgpd %d KiB",
 		n, r.Flaps, r.PktBad, r.KeyNotFound, r.SteadyCPUPerS, r.AokeydRSSKiB, r.GobgpdRSSKiB)
 	r.complete = true
-	if dir := os.Getenv(envOut); dir != "" { // aokeyd's log, for a look at its timeline
+	return r
+}
+
+// diagnose keeps aokeyd's log with the results (for a look at its
+// timeline) and, when the test failed, prints what each router says.
+func (f *bench) diagnose(t *testing.T) {
+	if dir := os.Getenv(envOut); dir != "" {
 		if b, err := os.ReadFile(filepath.Join(f.dir, "aokeyd.log")); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d.log", n)), b, 0o644)
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d.log", f.n)), b, 0o644)
 		}
 	}
-	return r
+	if !t.Failed() {
+		return
+	}
+	var warn []string
+	for _, l := range strings.Split(lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 4<<20), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			warn = append(warn, l)
+		}
+	}
+	if len(warn) > 40 {
+		warn = append(warn[:20], append([]string{"..."}, warn[len(warn)-20:]...)...)
+	}
+	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
+	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 6000))
+	t.Logf("BIRD: %s\nbird.log (tail):\n%s\nbird's output:\n%s", f.bird.summary(), lab.Tail(filepath.Join(f.bird.dir, "bird.log"), 4000),
+		lab.Tail(filepath.Join(f.bird.dir, "stdout.log"), 4000))
+	a, _ := tcpExt(f.a)
+	b, _ := tcpExt(f.b)
+	for _, c := range []string{"TCPAOGood", "TCPAOBad", "TCPAOKeyNotFound", "TCPAORequired", "TCPAODroppedIcmps"} {
+		t.Logf("%s: A %d, B %d", c, a[c], b[c])
+	}
+	kv, err := f.readKernel(nil)
+	t.Logf("gobgpd's listener: keys for %d peers (%v)", len(kv.listener), err)
 }
 
 // revoke runs `aoctl revoke fleet/k2` (the fleet's current key, k3 the

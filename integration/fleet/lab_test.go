@@ -438,3 +438,27 @@ func (r *birdFleet) protocols() (map[string]protoStatus, error) {
 }
 
 func hexSecret(i int) string { return hex.EncodeToString(secretOf(i)) }
+
+// summary counts BIRD's protocols by state and info, with one last error.
+func (r *birdFleet) summary() string {
+	ps, err := r.protocols()
+	if err != nil {
+		return err.Error()
+	}
+	by := map[string]int{}
+	for _, p := range ps {
+		by[p.state+" "+p.info]++
+	}
+	s := fmt.Sprint(by)
+	for name := range ps {
+		if out, err := r.birdc("show", "protocols", "all", name); err == nil {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "Last error") {
+					s += "; " + name + ": " + strings.TrimSpace(l)
+				}
+			}
+		}
+		break
+	}
+	return s
+}
