@@ -257,7 +257,7 @@ func (f *bench) diagnose(t *testing.T) {
 		t.Logf("%s: A %d, B %d", c, a[c], b[c])
 	}
 	kv, err := f.readKernel(nil)
-	t.Logf("gobgpd's listener: keys for %d peers (%v)", len(kv.listener), err)
+	t.Logf("gobgpd's listener: keys for %d peer prefixes (%v)", len(kv.listener), err)
 }
 
 // revoke runs `aoctl revoke fleet/k2` (the fleet's current key, k3 the

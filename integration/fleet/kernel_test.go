@@ -21,15 +21,28 @@ type sockView struct {
 // kernelView is gobgpd's sockets read straight from the kernel (pidfd_getfd
 // duplicates, TCP_AO_INFO and TCP_AO_GET_KEYS), independently of aokeyd.
 type kernelView struct {
-	est      map[netip.Addr][]sockView     // by the peer's address
-	listener map[netip.Addr]map[uint8]bool // SendIDs of the listener's keys, by peer /32
+	est      map[netip.Addr][]sockView       // by the peer's address
+	listener map[netip.Prefix]map[uint8]bool // SendIDs of the listener's keys, by their peer prefix
+}
+
+// listenerIDs are the SendIDs of the listener's keys that cover peer.
+func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
+	ids := map[uint8]bool{}
+	for p, m := range kv.listener {
+		if p.Contains(peer) {
+			for id := range m {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
 }
 
 // readKernel reads the listeners and the established sockets of the peers
 // in want.
 func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 	pid := f.gobgp.PID
-	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Addr]map[uint8]bool{}}
+	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Prefix]map[uint8]bool{}}
 	d, err := sockets.OpenDiag(pid)
 	if err != nil {
 		return kv, err
@@ -56,7 +69,10 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 		err := sockets.WithSocket(ref, func(fd int) error {
 			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{})
 			for _, k := range ks {
-				a := k.Peer.Addr().Unmap()
+				a := k.Peer
+				if a.Addr().Is4In6() {
+					a = netip.PrefixFrom(a.Addr().Unmap(), a.Bits()-96)
+				}
 				if kv.listener[a] == nil {
 					kv.listener[a] = map[uint8]bool{}
 				}
@@ -113,7 +129,7 @@ func (kv kernelView) holds(peer netip.Addr, est func(sockView) bool, lis func(ma
 			return false
 		}
 	}
-	return lis(kv.listener[peer])
+	return lis(kv.listenerIDs(peer))
 }
 
 // pred is a state of one peer's sockets.
@@ -162,7 +178,7 @@ func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duratio
 				break
 			}
 			return at, markAt, fmt.Errorf("%s: %d of %d peers not done after %v (e.g. %s: sockets %+v, listener ids %v)",
-				what, len(pending), len(peers), timeout, one, kv.est[one], kv.listener[one])
+				what, len(pending), len(peers), timeout, one, kv.est[one], kv.listenerIDs(one))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -220,7 +236,7 @@ func socketRolled(oldID, newID uint8) pred {
 
 func listenerRolled(oldID, newID uint8) pred {
 	return func(kv kernelView, p netip.Addr) bool {
-		l := kv.listener[p]
+		l := kv.listenerIDs(p)
 		return !l[oldID] && l[newID]
 	}
 }

@@ -37,6 +37,10 @@ const (
 	chainFleet, chainSolo = "fleet", "solo"
 )
 
+// fleetPrefix holds every fleet peer: the fleet chain's keys name it (a
+// chain lists at most 64 peers; one key shared by N sessions is a prefix).
+var fleetPrefix = netip.MustParsePrefix("10.1.0.0/16")
+
 func fleetAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
 
 // key is MKT k<i>: A sends with SendID i and receives RecvID 100+i; BIRD
@@ -66,7 +70,7 @@ func lifetime(start, end time.Time) any {
 	return m
 }
 
-func chainDoc(peers []netip.Addr, keys []key) map[string]any {
+func chainDoc(peers []netip.Prefix, keys []key) map[string]any {
 	ps := make([]string, len(peers))
 	for i, p := range peers {
 		ps[i] = p.String()
@@ -125,7 +129,7 @@ func newBench(t *testing.T, n int) *bench {
 func (f *bench) writeKeys(fleet, solo []key) {
 	f.t.Helper()
 	doc, err := json.Marshal(map[string]any{"chains": map[string]any{
-		chainFleet: chainDoc(f.peers, fleet), chainSolo: chainDoc([]netip.Addr{addrSolo}, solo)}})
+		chainFleet: chainDoc([]netip.Prefix{fleetPrefix}, fleet), chainSolo: chainDoc([]netip.Prefix{netip.PrefixFrom(addrSolo, 32)}, solo)}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
