@@ -15,6 +15,10 @@
 #   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run [4096]
 #   AOKEYD_BENCH_DAEMON_KEYS keys per peer in the daemon RSS/idle-pass run [4]
 #   AOKEYD_BENCH_PASSES      idle reconcile passes the daemon run averages over [5]
+#   AOKEYD_BENCH_FLEET_SIZES real-speaker fleet sizes N: gobgpd v3.37 with N
+#                            TCP-AO neighbours, BIRD 2.17 with N protocols,
+#                            the aokeyd binary (integration/fleet); "off"
+#                            skips the item [64,256,512]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,6 +32,7 @@ revoke=${AOKEYD_BENCH_REVOKE:-1000}
 daemon=${AOKEYD_BENCH_DAEMON:-4096}
 daemon_keys=${AOKEYD_BENCH_DAEMON_KEYS:-4}
 passes=${AOKEYD_BENCH_PASSES:-5}
+fleet=${AOKEYD_BENCH_FLEET_SIZES:-64,256,512}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 
@@ -40,6 +45,12 @@ CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./internal/bench/cmd/aokeyd-b
 CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
 CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon
+fleet_bins=""
+if [ "$fleet" != off ]; then
+	log "building the real-speaker item: the fleet test binary, aokeyd, and gobgpd v3.37"
+	CGO_ENABLED=0 go test -c -o "$work/bin/fleet.test" ./integration/fleet
+	fleet_bins="$work/bin/fleet.test $(bash integration/tools/guest-bins.sh)"
+fi
 
 log "planner benchmark on the host (rotator BenchmarkPlan)"
 go test -run '^$' -bench '^BenchmarkPlan$' -benchmem -count 3 ./rotator | tee "$work/host-plan.txt" >&2
@@ -50,9 +61,14 @@ log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke
 guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
 guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/guest-idle.txt) && cat /aokeyd/share/bench/guest-idle.txt"
+if [ "$fleet" != off ]; then
+	# The real-speaker item: its failure (a size the guest does not hold)
+	# is reported, and the sizes measured before it still print.
+	guest_cmd="$guest_cmd && { (cd integration/fleet && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench fleet.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
+fi
 AOKEYD_VM_OUT="$work/vm" \
-	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-1500} \
-	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test" \
+	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-3000} \
+	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test $fleet_bins" \
 	AOKEYD_GUEST_CMD="$guest_cmd" \
 	bash integration/vm/run.sh
 
@@ -71,4 +87,16 @@ cp "$work/vm/console.log" "$out/guest-console.log"
 	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
 	-bench "host=$work/host-idle.txt" -bench "guest=$res/guest-idle.txt" \
 	-pass-top "$out/pass-top.txt" -steady-top "$out/steady-top.txt"
+if [ "$fleet" != off ]; then
+	cp "$res/fleet.log" "$out/fleet.log" 2>/dev/null || log "no fleet.log from the guest"
+	[ -f "$res/fleet.json" ] && cp "$res/fleet.json" "$out/fleet.json"
+	{
+		echo
+		echo "Real speakers (gobgpd v3.37 + BIRD 2.17, N TCP-AO sessions, the aokeyd binary; integration/fleet):"
+		grep -h '^    fleet_test.go:.*n=[0-9]*: ' "$out/fleet.log" 2>/dev/null | sed 's/^    fleet_test.go:[0-9]*: /  /' || true
+		grep -h -- '--- FAIL\|fleet bench stops' "$out/fleet.log" 2>/dev/null | sed 's/^ */  /' || true
+		cat "$res/fleet.txt" 2>/dev/null || echo "  (no size measured)"
+	} >>"$out/report.txt"
+	sed -n '/^Real speakers/,$p' "$out/report.txt"
+fi
 log "report: $out/report.txt, $out/report.png (raw data: $out/results.json, profile: $out/cpu.pprof)"

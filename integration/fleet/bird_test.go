@@ -1,0 +1,42 @@
+package fleet
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBirdConfig renders BIRD's configuration on the host: one protocol per
+// peer from its own source address, armed: k2 preferred, k1 and k3 kept.
+func TestBirdConfig(t *testing.T) {
+	f := &bench{peers: []netip.Addr{fleetAddr(1), fleetAddr(300)}}
+	r := &birdFleet{dir: t.TempDir(), f: f}
+	if err := r.write(true); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, "bird.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	for _, want := range []string{
+		"protocol bgp p1 {\n\tlocal 10.1.0.1 as 65002;",
+		"protocol bgp p300 {\n\tlocal 10.1.1.44 as 65002;",
+		"protocol bgp solo {\n\tlocal 10.2.0.1 as 65002;",
+		"key { send id 101; recv id 1; secret hex:" + hexSecret(1) + "; algorithm hmac sha256; };",
+		"key { send id 102; recv id 2; secret hex:" + hexSecret(2) + "; algorithm hmac sha256; preferred; };",
+		"key { send id 103; recv id 3; secret hex:" + hexSecret(3) + "; algorithm hmac sha256; };",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("bird.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if n := strings.Count(conf, " preferred;"); n != 3 {
+		t.Errorf("%d preferred keys, want one per protocol (3)", n)
+	}
+	if p := protoName(fleetAddr(300)); p != "p300" {
+		t.Errorf("protoName(%s) = %s", fleetAddr(300), p)
+	}
+}

@@ -1,0 +1,33 @@
+// Package fleet is the real-speaker item of `make bench`: gobgpd v3.37 with
+// N passive TCP-AO neighbours plus one baseline neighbour, BIRD 2.17 with
+// N+1 protocols from as many source addresses on the far side, and the
+// aokeyd binary managing gobgpd's sockets, all in the TCP-AO guest.
+//
+// Its one test, TestFleet, runs only when AOKEYD_FLEET_SIZES names the
+// fleet sizes (integration/tools/bench.sh sets it; `make test` does not, so
+// the test skips there). Per N it measures, reading the kernel itself
+// through pidfd_getfd and not aokeyd's account of it:
+//
+//   - a scheduled roll of the baseline peer alone, then of all N peers due
+//     at one instant, each from the instant the key source makes the new
+//     key the one to send with (BIRD is reconfigured to prefer it at the
+//     same instant, as its operator's automation would) until the old key
+//     is gone from the peer's established socket and from gobgpd's
+//     listener, the new key current ("done"; it includes aokeyd's
+//     -roll-grace);
+//   - the gobgpd RPCs aokeyd issued (aokeyd_speaker_rpcs_total scraped
+//     before and after), aokeyd's CPU seconds over the roll (/proc/PID/stat)
+//     and its idle CPU per second;
+//   - flaps (gobgpd's uptime and flop count, BIRD's `since`, per session)
+//     and bad segments (TcpExt TCPAOBad in both namespaces), which must stay
+//     0;
+//   - `aoctl revoke` of the fleet's current key with a backup present, from
+//     the command's start until no fleet socket nor the listener carries it.
+//
+// For each N it prints, on stdout, the line
+//
+//	fleet: n=N roll_ratio=X.XX rpcs_per_peer=Y.Y flaps=F pkt_bad=B revoke_ms=R
+//
+// and, when AOKEYD_FLEET_OUT names a directory, appends the line to
+// fleet.txt there and the full figures to fleet.json.
+package fleet

@@ -1,0 +1,373 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/control"
+)
+
+// Environment: the fleet sizes (unset: the test skips) and where to put
+// fleet.txt and fleet.json.
+const (
+	envSizes = "AOKEYD_FLEET_SIZES"
+	envOut   = "AOKEYD_FLEET_OUT"
+	// steadyWindow is how long aokeyd's idle CPU is measured: one full
+	// -steady-poll and -resync period (both 30 s by default).
+	steadyWindow = 30 * time.Second
+)
+
+// result is one fleet size's figures (fleet.json).
+type result struct {
+	N             int                `json:"n"`
+	SetupS        float64            `json:"setup_s"`                 // routers up, every session established and keyed
+	SoloRollMs    float64            `json:"solo_roll_ms"`            // baseline peer: key change to done
+	SoloSwitchMs  float64            `json:"solo_switch_ms"`          // baseline peer: key change to new key current
+	FleetRollMs   float64            `json:"fleet_roll_ms"`           // key change to the last fleet peer done
+	FleetSwitchMs float64            `json:"fleet_switch_ms"`         // key change to the last fleet peer's new key current
+	FleetMedianMs float64            `json:"fleet_median_ms"`         // median fleet peer done
+	RollRatio     float64            `json:"roll_ratio"`              // FleetRollMs / SoloRollMs
+	BirdSoloMs    float64            `json:"bird_configure_solo_ms"`  // birdc configure at the solo instant
+	BirdFleetMs   float64            `json:"bird_configure_fleet_ms"` // birdc configure at the fleet instant
+	SoloRPCs      float64            `json:"solo_rpcs"`               // gobgpd RPCs aokeyd issued over the baseline roll
+	FleetRPCs     map[string]float64 `json:"fleet_rpcs"`              // ... over the fleet roll, by method
+	RPCsPerPeer   float64            `json:"rpcs_per_peer"`
+	RollCPUs      float64            `json:"roll_cpu_s"`         // aokeyd CPU from the key change to the last peer done
+	SteadyCPUPerS float64            `json:"steady_cpu_s_per_s"` // aokeyd idle CPU seconds per second
+	Flaps         int                `json:"flaps"`
+	PktBad        uint64             `json:"pkt_bad"`         // TCPAOBad, both routers, from established to the end
+	KeyNotFound   uint64             `json:"key_not_found"`   // TCPAOKeyNotFound, both routers, same span
+	RevokeMs      float64            `json:"revoke_ms"`       // aoctl revoke start to the last socket seen clean
+	RevokeAoctlMs float64            `json:"revoke_aoctl_ms"` // aoctl revoke start to its exit
+	AokeydRSSKiB  int                `json:"aokeyd_rss_kib"`
+	complete      bool
+	GobgpdRSSKiB  int `json:"gobgpd_rss_kib"`
+}
+
+func (r result) line() string {
+	return fmt.Sprintf("fleet: n=%d roll_ratio=%.2f rpcs_per_peer=%.1f flaps=%d pkt_bad=%d revoke_ms=%d",
+		r.N, r.RollRatio, r.RPCsPerPeer, r.Flaps, r.PktBad, int64(r.RevokeMs+0.5))
+}
+
+// TestFleet is the real-speaker item of `make bench` (see the package doc).
+func TestFleet(t *testing.T) {
+	spec := os.Getenv(envSizes)
+	if spec == "" {
+		t.Skipf("%s unset: the real-speaker fleet bench runs from `make bench` (e.g. %s=64,256,512)", envSizes, envSizes)
+	}
+	// Not kerneltest's Require: the Makefile takes a package that calls it for
+	// make test-kernel, which runs without AOKEYD_FLEET_SIZES.
+	if !kerneltest.InGuest() {
+		t.Skipf("%s set, but the fleet bench runs in the TCP-AO guest VM (make bench)", envSizes)
+	}
+	lab.RequireNetns(t)
+	var sizes []int
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 4000 {
+			t.Fatalf("%s=%q: want fleet sizes 1..4000 separated by commas", envSizes, spec)
+		}
+		sizes = append(sizes, n)
+	}
+	var results []result
+	for _, n := range sizes {
+		var r result
+		ok := t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { r = runFleet(t, n) })
+		if r.complete { // measured, though a check may have failed (flaps)
+			results = append(results, r)
+			fmt.Println(r.line())
+			record(t, results)
+		}
+		if !ok {
+			t.Logf("the fleet bench stops at N=%d (see the subtest's failure above); larger sizes not tried", n)
+			break
+		}
+	}
+}
+
+// record writes fleet.txt and fleet.json into $AOKEYD_FLEET_OUT.
+func record(t *testing.T, rs []result) {
+	dir := os.Getenv(envOut)
+	if dir == "" {
+		return
+	}
+	var lines strings.Builder
+	for _, r := range rs {
+		lines.WriteString(r.line() + "\n")
+	}
+	js, _ := json.MarshalIndent(rs, "", "  ")
+	for name, data := range map[string][]byte{"fleet.txt": []byte(lines.String()), "fleet.json": js} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// keysRolling is a chain that rolls at `at`: k1 sends until then (and is
+// accepted a second longer), k2 is sent and accepted from then on, so A
+// holds no k2 before (see birdKeys); k3 is the backup, sendable with an
+// older send start, so never chosen while k1 or k2 may send.
+func keysRolling(now, at time.Time) []key {
+	return []key{
+		{i: 1, sendStart: now.Add(-time.Hour), sendEnd: at, acceptEnd: at.Add(time.Second)},
+		{i: 2, sendStart: at, acceptStart: at},
+		{i: 3, sendStart: now.Add(-2 * time.Hour)},
+	}
+}
+
+func runFleet(t *testing.T, n int) result {
+	r := result{N: n}
+	begin := time.Now()
+	f := newBench(t, n)
+	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far))
+	f.startAokeyd()
+	f.bird = startBird(f)
+	t.Cleanup(func() { f.diagnose(t) })
+	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
+	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", n+1), func() (bool, string) {
+		ss, err := f.sessions()
+		if err != nil {
+			return false, err.Error()
+		}
+		up := 0
+		for _, s := range ss {
+			if s.up {
+				up++
+			}
+		}
+		return up == n+1, fmt.Sprintf("%d of %d up; BIRD: %s", up, n+1, f.bird.summary())
+	})
+	if _, _, err := f.pollUntil(f.all(), begin, 60*time.Second+scale, "k1 and k3 on every socket, k1 current", carries(1, 1, 3), nil); err != nil {
+		t.Fatal(err)
+	}
+	// BIRD's operator gives it k2, preferred, ahead of the roll.
+	if err := f.bird.configure(true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, _, err := f.pollUntil(f.all(), begin, 10*time.Second, "k1 current and no k2 on A once BIRD prefers k2", carries(1, 1, 3), nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := f.sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nf, first := flaps(before, before); nf != 0 {
+		t.Fatalf("%d sessions not up before the rolls: %s", nf, first)
+	}
+	r.SetupS = time.Since(begin).Seconds()
+	extA0, extB0 := counters(t, f)
+	pid := f.aokeyd.Process.Pid
+	t.Logf("n=%d: set up in %.0fs; aokeyd RSS %d KiB, gobgpd RSS %d KiB", n, r.SetupS, rssKiB(pid), rssKiB(f.gobgp.PID))
+
+	// Steady state: nothing due.
+	c0 := mustCPU(t, pid)
+	time.Sleep(steadyWindow)
+	r.SteadyCPUPerS = (mustCPU(t, pid) - c0).Seconds() / steadyWindow.Seconds()
+
+	// The schedule: the baseline peer rolls alone at t0, the fleet at t1.
+	t0 := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	t1 := t0.Add(20 * time.Second)
+	f.writeKeys(keysRolling(begin, t1), keysRolling(begin, t0))
+	rpc0 := f.rpcs()
+	t.Logf("n=%d: gobgpd RPCs by aokeyd so far: %v", n, rpc0)
+	time.Sleep(time.Until(t0))
+	done, marks, err := f.pollUntil([]netip.Addr{addrSolo}, t0, time.Until(t1)-2*time.Second, "the baseline peer's roll", rolled(1, 2), rollMarks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SoloRollMs, r.SoloSwitchMs = ms(last(done)), ms(last(marks["switched"]))
+	solo := timeline(done, marks)
+	rpc1 := f.rpcs()
+	r.SoloRPCs = sum(rpc1) - sum(rpc0)
+
+	time.Sleep(time.Until(t1))
+	c1 := mustCPU(t, pid)
+	done, marks, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
+	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc2 := f.rpcs()
+	r.FleetRPCs = map[string]float64{}
+	for m, v := range rpc2 {
+		if d := v - rpc1[m]; d != 0 {
+			r.FleetRPCs[m] = d
+		}
+	}
+	r.RPCsPerPeer = sum(r.FleetRPCs) / float64(n)
+	r.FleetRollMs, r.FleetSwitchMs = ms(last(done)), ms(last(marks["switched"]))
+	r.FleetMedianMs = ms(quantile(done, 0.5))
+	r.RollRatio = r.FleetRollMs / r.SoloRollMs
+	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs; %s", n, r.SoloRollMs, r.SoloRPCs, solo)
+	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v, aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.RollCPUs, timeline(done, marks))
+	time.Sleep(2 * time.Second) // keepalives flow on the new keys
+	check(t, f, before, "after the roll")
+	revoke(t, f, &r, scale)
+	time.Sleep(3 * time.Second) // keepalives flow on k3
+	r.Flaps = check(t, f, before, "after the revoke")
+	extA1, extB1 := counters(t, f)
+	r.PktBad = extA1["TCPAOBad"] - extA0["TCPAOBad"] + extB1["TCPAOBad"] - extB0["TCPAOBad"]
+	r.KeyNotFound = extA1["TCPAOKeyNotFound"] - extA0["TCPAOKeyNotFound"] + extB1["TCPAOKeyNotFound"] - extB0["TCPAOKeyNotFound"]
+	r.AokeydRSSKiB, r.GobgpdRSSKiB = rssKiB(pid), rssKiB(f.gobgp.PID)
+	t.Logf("n=%d: flaps %d, TCPAOBad %d, TCPAOKeyNotFound %d; steady aokeyd CPU %.4f s/s; RSS aokeyd %d KiB, gobgpd %d KiB",
+		n, r.Flaps, r.PktBad, r.KeyNotFound, r.SteadyCPUPerS, r.AokeydRSSKiB, r.GobgpdRSSKiB)
+	r.complete = true
+	return r
+}
+
+// diagnose keeps aokeyd's log with the results (for a look at its
+// timeline) and, when the test failed, prints what each router says.
+func (f *bench) diagnose(t *testing.T) {
+	if dir := os.Getenv(envOut); dir != "" {
+		if b, err := os.ReadFile(filepath.Join(f.dir, "aokeyd.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d.log", f.n)), b, 0o644)
+		}
+	}
+	if !t.Failed() {
+		return
+	}
+	var warn []string
+	for _, l := range strings.Split(lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 4<<20), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			warn = append(warn, l)
+		}
+	}
+	if len(warn) > 40 {
+		warn = append(warn[:20], append([]string{"..."}, warn[len(warn)-20:]...)...)
+	}
+	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
+	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 6000))
+	t.Logf("BIRD: %s\nbird.log (tail):\n%s\nbird's output:\n%s", f.bird.summary(), lab.Tail(filepath.Join(f.bird.dir, "bird.log"), 4000),
+		lab.Tail(filepath.Join(f.bird.dir, "stdout.log"), 4000))
+	a, _ := tcpExt(f.a)
+	b, _ := tcpExt(f.b)
+	for _, c := range []string{"TCPAOGood", "TCPAOBad", "TCPAOKeyNotFound", "TCPAORequired", "TCPAODroppedIcmps"} {
+		t.Logf("%s: A %d, B %d", c, a[c], b[c])
+	}
+	kv, err := f.readKernel(nil)
+	t.Logf("gobgpd's listener: keys for %d peer prefixes (%v)", len(kv.listener), err)
+}
+
+// revoke runs `aoctl revoke fleet/k2` (the fleet's current key, k3 the
+// backup on both sides) while reading the kernel, from the command's start
+// until no fleet socket nor the listener carries k2.
+func revoke(t *testing.T, f *bench, r *result, scale time.Duration) {
+	aoctl := lab.MustBin(t, "aoctl")
+	// aoctl's own cost, for comparison: its help (no daemon), a status of
+	// one peer.
+	st := time.Now()
+	_ = exec.Command(aoctl, "help").Run()
+	helpMs := ms(time.Since(st))
+	st = time.Now()
+	if out, err := exec.Command(aoctl, "--socket", f.ctl.Socket(), "--json", "status", addrSolo.String()).Output(); err != nil {
+		t.Fatalf("aoctl status: %v: %s", err, out)
+	}
+	statusMs := ms(time.Since(st))
+	pid := f.aokeyd.Process.Pid
+	c0 := mustCPU(t, pid)
+	type exit struct {
+		out []byte
+		err error
+		at  time.Duration
+	}
+	exited := make(chan exit, 1)
+	rv := time.Now()
+	go func() {
+		out, err := exec.Command(aoctl, "--socket", f.ctl.Socket(), "--json", "revoke", chainFleet+"/k2").Output()
+		exited <- exit{out, err, time.Since(rv)}
+	}()
+	done, _, perr := f.pollUntil(f.peers, rv, time.Minute+scale, "k2 revoked everywhere", clean(2), nil)
+	e := <-exited
+	cpuS := (mustCPU(t, pid) - c0).Seconds()
+	if e.err != nil {
+		t.Fatalf("aoctl revoke %s/k2: %v: %s", chainFleet, e.err, e.out)
+	}
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	r.RevokeMs, r.RevokeAoctlMs = ms(last(done)), ms(e.at)
+	var res control.RevokeResult
+	if err := json.Unmarshal(e.out, &res); err != nil {
+		t.Fatalf("aoctl revoke --json: %v: %s", err, e.out)
+	}
+	actions := map[string]int{}
+	for _, s := range res.Sockets {
+		actions[fmt.Sprint(s.Action)]++
+		if s.Error != "" {
+			t.Errorf("revoke: socket %+v", s)
+		}
+	}
+	t.Logf("n=%d: aoctl revoke: last socket seen clean at %.0f ms, aoctl exit at %.0f ms (daemon's elapsed %v; aoctl help takes %.0f ms, an aoctl status of one peer %.0f ms), aokeyd CPU %.2fs; actions %v",
+		r.N, r.RevokeMs, r.RevokeAoctlMs, time.Duration(res.Elapsed), helpMs, statusMs, cpuS, actions)
+}
+
+// rollMarks are the steps of a roll timed besides done: the new key
+// current on the session (the kernel switches it when BIRD's RNext asks for
+// it), the old key gone from the session, from the listener.
+var rollMarks = map[string]pred{"switched": switched(2), "socket": socketRolled(1, 2), "listener": listenerRolled(1, 2)}
+
+// timeline renders when the peers reached each step of the roll: first,
+// median and last, since the key change.
+func timeline(done map[netip.Addr]time.Duration, marks map[string]map[netip.Addr]time.Duration) string {
+	q := func(at map[netip.Addr]time.Duration) string {
+		return fmt.Sprintf("%.0f/%.0f/%.0f", ms(quantile(at, 0)), ms(quantile(at, 0.5)), ms(quantile(at, 1)))
+	}
+	return fmt.Sprintf("first/median/last ms: switched %s, socket rolled %s, listener rolled %s, done %s",
+		q(marks["switched"]), q(marks["socket"]), q(marks["listener"]), q(done))
+}
+
+// check counts the sessions that flapped since before (reported, not
+// fatal: the figure is the bench's output).
+func check(t *testing.T, f *bench, before map[netip.Addr]session, when string) int {
+	now, err := f.sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, first := flaps(before, now)
+	if n > 0 {
+		t.Errorf("%s: %d sessions flapped, e.g. %s", when, n, first)
+	}
+	return n
+}
+
+func counters(t *testing.T, f *bench) (a, b map[string]uint64) {
+	a, err := tcpExt(f.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = tcpExt(f.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func mustCPU(t *testing.T, pid int) time.Duration {
+	c, err := cpu(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}

@@ -1,0 +1,264 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// sockView is what the kernel says of one of gobgpd's established sockets.
+type sockView struct {
+	current uint8
+	haveCur bool
+	ids     map[uint8]bool // SendIDs of the keys on it
+}
+
+// kernelView is gobgpd's sockets read straight from the kernel (pidfd_getfd
+// duplicates, TCP_AO_INFO and TCP_AO_GET_KEYS), independently of aokeyd.
+type kernelView struct {
+	est      map[netip.Addr][]sockView       // by the peer's address
+	listener map[netip.Prefix]map[uint8]bool // SendIDs of the listener's keys, by their peer prefix
+}
+
+// listenerIDs are the SendIDs of the listener's keys that cover peer.
+func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
+	ids := map[uint8]bool{}
+	for p, m := range kv.listener {
+		if p.Contains(peer) {
+			for id := range m {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
+}
+
+// readKernel reads the listeners and the established sockets of the peers
+// in want.
+func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
+	pid := f.gobgp.PID
+	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Prefix]map[uint8]bool{}}
+	d, err := sockets.OpenDiag(pid)
+	if err != nil {
+		return kv, err
+	}
+	defer d.Close()
+	est, err := d.EstablishedSockets()
+	if err != nil {
+		return kv, err
+	}
+	ls, err := d.Listeners()
+	if err != nil {
+		return kv, err
+	}
+	fds, err := sockets.FDTable(pid)
+	if err != nil {
+		return kv, err
+	}
+	for _, s := range ls {
+		fd, ok := fds[s.Inode]
+		if !ok || s.Local.Port() != 179 {
+			continue
+		}
+		ref := sockets.Ref{PID: pid, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: true}
+		err := sockets.WithSocket(ref, func(fd int) error {
+			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{})
+			for _, k := range ks {
+				a := k.Peer
+				if a.Addr().Is4In6() {
+					a = netip.PrefixFrom(a.Addr().Unmap(), a.Bits()-96)
+				}
+				if kv.listener[a] == nil {
+					kv.listener[a] = map[uint8]bool{}
+				}
+				kv.listener[a][k.SendID] = true
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, sockets.ErrStale) {
+			return kv, fmt.Errorf("listener %s: %w", ref, err)
+		}
+	}
+	for _, s := range est {
+		peer := s.Remote.Addr().Unmap()
+		fd, ok := fds[s.Inode]
+		if !ok || !want[peer] {
+			continue
+		}
+		ref := sockets.Ref{PID: pid, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote}
+		var v sockView
+		err := sockets.WithSocket(ref, func(fd int) error {
+			sk := tcpao.FromFD(fd)
+			in, err := sk.Info()
+			if err != nil {
+				return err
+			}
+			v.current, v.haveCur = in.CurrentKey, in.HaveCurrent
+			ks, err := sk.Keys(tcpao.KeyFilter{})
+			v.ids = map[uint8]bool{}
+			for _, k := range ks {
+				v.ids[k.SendID] = true
+			}
+			return err
+		})
+		if errors.Is(err, sockets.ErrStale) {
+			continue // closed meanwhile: a flap, which the session checks count
+		}
+		if err != nil {
+			return kv, fmt.Errorf("socket %s: %w", ref, err)
+		}
+		kv.est[peer] = append(kv.est[peer], v)
+	}
+	return kv, nil
+}
+
+// holds reports whether peer's sockets (established and listener) satisfy
+// ok, and that it has an established socket at all.
+func (kv kernelView) holds(peer netip.Addr, est func(sockView) bool, lis func(map[uint8]bool) bool) bool {
+	vs := kv.est[peer]
+	if len(vs) == 0 {
+		return false
+	}
+	for _, v := range vs {
+		if !est(v) {
+			return false
+		}
+	}
+	return lis(kv.listenerIDs(peer))
+}
+
+// pred is a state of one peer's sockets.
+type pred func(kv kernelView, p netip.Addr) bool
+
+// pollUntil reads the kernel about the peers not yet done until each is,
+// and returns when each was first seen done (since t0), and when first
+// seen in each state of marks (a peer seen done is in each at the latest).
+// The answers' resolution is one read of the remaining peers' sockets.
+func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duration, what string,
+	ok pred, marks map[string]pred) (at map[netip.Addr]time.Duration, markAt map[string]map[netip.Addr]time.Duration, err error) {
+	pending := map[netip.Addr]bool{}
+	for _, p := range peers {
+		pending[p] = true
+	}
+	at, markAt = map[netip.Addr]time.Duration{}, map[string]map[netip.Addr]time.Duration{}
+	for m := range marks {
+		markAt[m] = map[netip.Addr]time.Duration{}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		kv, err := f.readKernel(pending)
+		now := time.Now()
+		if err != nil {
+			return at, markAt, err
+		}
+		for p := range pending {
+			done := ok(kv, p)
+			for m, mp := range marks {
+				if _, seen := markAt[m][p]; !seen && (done || mp(kv, p)) {
+					markAt[m][p] = now.Sub(t0)
+				}
+			}
+			if done {
+				at[p] = now.Sub(t0)
+				delete(pending, p)
+			}
+		}
+		if len(pending) == 0 {
+			return at, markAt, nil
+		}
+		if now.After(deadline) {
+			var one netip.Addr
+			for p := range pending {
+				one = p
+				break
+			}
+			return at, markAt, fmt.Errorf("%s: %d of %d peers not done after %v (e.g. %s: sockets %+v, listener ids %v)",
+				what, len(pending), len(peers), timeout, one, kv.est[one], kv.listenerIDs(one))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// rolled: the old key gone from the peer's sockets and from the listener's
+// keys for it, the new key current.
+func rolled(oldID, newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.ids[newID] && v.haveCur && v.current == newID },
+			func(l map[uint8]bool) bool { return !l[oldID] && l[newID] })
+	}
+}
+
+// switched: the new key current on the peer's socket.
+func switched(newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
+	}
+}
+
+// carries: the peer's sockets and the listener hold exactly the keys ids,
+// the socket sending with current.
+func carries(current uint8, ids ...uint8) pred {
+	same := func(m map[uint8]bool) bool {
+		if len(m) != len(ids) {
+			return false
+		}
+		for _, id := range ids {
+			if !m[id] {
+				return false
+			}
+		}
+		return true
+	}
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return same(v.ids) && v.haveCur && v.current == current }, same)
+	}
+}
+
+// clean: the key id gone from the peer's sockets and from the listener.
+func clean(id uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return !v.ids[id] }, func(l map[uint8]bool) bool { return !l[id] })
+	}
+}
+
+// socketRolled: the established socket alone rolled (old key gone, new
+// current); listenerRolled: the listener's keys for the peer alone.
+func socketRolled(oldID, newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
+	}
+}
+
+func listenerRolled(oldID, newID uint8) pred {
+	return func(kv kernelView, p netip.Addr) bool {
+		l := kv.listenerIDs(p)
+		return !l[oldID] && l[newID]
+	}
+}
+
+// quantile is the q-quantile of the times (0: the first, 1: the last).
+func quantile(at map[netip.Addr]time.Duration, q float64) time.Duration {
+	if len(at) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, 0, len(at))
+	for _, d := range at {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds[int(q*float64(len(ds)-1)+0.5)]
+}
+
+// last is the latest of the times.
+func last(at map[netip.Addr]time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range at {
+		m = max(m, d)
+	}
+	return m
+}

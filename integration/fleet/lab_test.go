@@ -1,0 +1,468 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/control"
+)
+
+// Router A (gobgpd + aokeyd) has one address; router B (BIRD) has one
+// source address per protocol: fleet peer i at 10.1.0.0/16 + i, the
+// baseline peer at 10.2.0.1. Both sit on one /8 on the veth.
+var (
+	addrA    = netip.MustParseAddr("10.0.0.1")
+	addrSolo = netip.MustParseAddr("10.2.0.1")
+)
+
+const (
+	asA, asB = 65001, 65002
+	// Key chains in aokeyd's source: the fleet's N peers and the baseline
+	// peer, which rolls alone first.
+	chainFleet, chainSolo = "fleet", "solo"
+)
+
+// fleetPrefix holds every fleet peer: the fleet chain's keys name it (a
+// chain lists at most 64 peers; one key shared by N sessions is a prefix).
+var fleetPrefix = netip.MustParsePrefix("10.1.0.0/16")
+
+func fleetAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
+
+// key is MKT k<i>: A sends with SendID i and receives RecvID 100+i; BIRD
+// holds the mirror image. Zero times are open ends.
+type key struct {
+	i                      int
+	sendStart, sendEnd     time.Time
+	acceptStart, acceptEnd time.Time
+}
+
+func secretOf(i int) []byte {
+	s := sha256.Sum256([]byte("aokeyd fleet bench k" + strconv.Itoa(i)))
+	return s[:20]
+}
+
+func lifetime(start, end time.Time) any {
+	if start.IsZero() && end.IsZero() {
+		return "always"
+	}
+	m := map[string]string{}
+	if !start.IsZero() {
+		m["start"] = start.UTC().Format(time.RFC3339Nano)
+	}
+	if !end.IsZero() {
+		m["end"] = end.UTC().Format(time.RFC3339Nano)
+	}
+	return m
+}
+
+func chainDoc(peers []netip.Prefix, keys []key) map[string]any {
+	ps := make([]string, len(peers))
+	for i, p := range peers {
+		ps[i] = p.String()
+	}
+	var ks []map[string]any
+	for _, k := range keys {
+		ks = append(ks, map[string]any{"name": fmt.Sprintf("k%d", k.i), "send_id": k.i, "recv_id": 100 + k.i,
+			"algorithm": "hmac(sha256)", "secret_hex": hex.EncodeToString(secretOf(k.i)),
+			"send_lifetime": lifetime(k.sendStart, k.sendEnd), "accept_lifetime": lifetime(k.acceptStart, k.acceptEnd)})
+	}
+	return map[string]any{"peers": ps, "keys": ks}
+}
+
+// bench is one fleet of size n: both routers and aokeyd.
+type bench struct {
+	t      *testing.T
+	n      int
+	dir    string
+	a, b   *netns.NS
+	peers  []netip.Addr // the fleet, without the baseline peer
+	gobgp  *lab.Gobgpd
+	aokeyd *exec.Cmd
+	ctl    *control.Client
+	bird   *birdFleet
+}
+
+func (f *bench) all() []netip.Addr { return append(append([]netip.Addr(nil), f.peers...), addrSolo) }
+
+func newBench(t *testing.T, n int) *bench {
+	f := &bench{t: t, n: n, dir: t.TempDir()}
+	for i := 1; i <= n; i++ {
+		f.peers = append(f.peers, fleetAddr(i))
+	}
+	f.a, f.b = lab.Pair(t, netip.PrefixFrom(addrA, 8), netip.PrefixFrom(addrSolo, 8))
+	// B's other source addresses in one `ip -batch` (nodad: no DAD wait).
+	var batch strings.Builder
+	for _, p := range f.peers {
+		fmt.Fprintf(&batch, "addr add %s/8 dev veth-b\n", p)
+	}
+	bf := filepath.Join(f.dir, "addrs.batch")
+	if err := os.WriteFile(bf, []byte(batch.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.b.MustRun(t, "ip", "-batch", bf)
+	var nbrs []lab.Neighbor
+	for _, p := range f.all() {
+		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: asB, Passive: true})
+	}
+	f.gobgp = lab.StartGobgpd(t, f.a, "gobgpd", lab.GobgpdConfig{
+		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{addrA}, Neighbors: nbrs, HoldTime: 9, Keepalive: 1,
+	}, lab.GobgpdOptions{Dir: f.dir})
+	return f
+}
+
+// writeKeys writes aokeyd's key file: both chains, atomically.
+func (f *bench) writeKeys(fleet, solo []key) {
+	f.t.Helper()
+	doc, err := json.Marshal(map[string]any{"chains": map[string]any{
+		chainFleet: chainDoc([]netip.Prefix{fleetPrefix}, fleet), chainSolo: chainDoc([]netip.Prefix{netip.PrefixFrom(addrSolo, 32)}, solo)}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p := filepath.Join(f.dir, "keys.yaml")
+	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// startAokeyd runs aokeyd in A's namespace with the file key source, one
+// policy binding per peer and the lab's roll timers (those of the e2e
+// suite: grace 2 s, counters read every 250 ms).
+func (f *bench) startAokeyd() {
+	t := f.t
+	var pol strings.Builder
+	pol.WriteString("version: 1\nkey_chains:\n  - name: fleet\n  - name: solo\nsafety:\n  switch_timeout: 15s\n  on_switch_timeout: retry\n  retry_after: 2s\n  on_revoke_only_key: reset\npeers:\n")
+	for _, p := range f.peers {
+		fmt.Fprintf(&pol, "  - neighbor: %s\n    key_chain: %s\n", p, chainFleet)
+	}
+	fmt.Fprintf(&pol, "  - neighbor: %s\n    key_chain: %s\n", addrSolo, chainSolo)
+	cfg := fmt.Sprintf(`key_source:
+  type: file
+  refresh: 1s
+  file:
+    path: keys.yaml
+policy:
+  path: policy.yaml
+gobgp:
+  address: %q
+  pid_file: gobgpd.pid
+control:
+  socket: control.sock
+  write_timeout: 5m
+metrics:
+  listen: 127.0.0.1:9179
+log:
+  format: json
+  level: info
+kernel:
+  raise_optmem: true
+`, f.gobgp.API)
+	for name, data := range map[string]string{"policy.yaml": pol.String(), "aokeyd.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.ctl = control.NewClient(filepath.Join(f.dir, "control.sock"), 5*time.Minute)
+	f.aokeyd = lab.StartAokeyd(t, f.a, filepath.Join(f.dir, "aokeyd.log"), f.ctl,
+		"-config", filepath.Join(f.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(f.dir, "state"),
+		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s")
+}
+
+// rpcs scrapes aokeyd's aokeyd_speaker_rpcs_total, by method.
+func (f *bench) rpcs() map[string]float64 {
+	f.t.Helper()
+	out, err := f.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
+	if err != nil {
+		f.t.Fatalf("scraping aokeyd's metrics: %v", err)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "aokeyd_speaker_rpcs_total{") {
+			continue
+		}
+		i := strings.Index(line, `method="`)
+		sp := strings.LastIndexByte(line, ' ')
+		if i < 0 || sp < 0 {
+			continue
+		}
+		method := line[i+len(`method="`):]
+		method = method[:strings.IndexByte(method, '"')]
+		v, _ := strconv.ParseFloat(line[sp+1:], 64)
+		m[method] += v
+	}
+	return m
+}
+
+// cpu is process pid's user+system CPU time.
+func cpu(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
+	ut, _ := strconv.ParseUint(f[11], 10, 64)                // field 14
+	st, _ := strconv.ParseUint(f[12], 10, 64)                // field 15
+	return time.Duration(ut+st) * time.Second / 100, nil     // USER_HZ
+}
+
+// rssKiB is process pid's resident set (VmRSS).
+func rssKiB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// tcpExt reads TcpExt counters in ns (TCPAOBad, TCPAOKeyNotFound, ...).
+func tcpExt(ns *netns.NS) (map[string]uint64, error) {
+	out, err := ns.Run("cat", "/proc/net/netstat")
+	if err != nil {
+		return nil, err
+	}
+	var hdr []string
+	m := map[string]uint64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "TcpExt:" {
+			continue
+		}
+		if hdr == nil {
+			hdr = f
+			continue
+		}
+		for i := 1; i < len(f) && i < len(hdr); i++ {
+			m[hdr[i]], _ = strconv.ParseUint(f[i], 10, 64)
+		}
+	}
+	return m, nil
+}
+
+// session is one peer's session as both routers see it; a change is a flap.
+type session struct {
+	up        bool
+	uptime    time.Time
+	flops     uint32
+	birdState string
+	birdSince string
+}
+
+// sessions reads every peer's session from gobgpd (one ListPeer of the
+// bench's own, not counted in aokeyd's RPCs) and BIRD.
+func (f *bench) sessions() (map[netip.Addr]session, error) {
+	ps, err := f.gobgp.Speaker.Peers(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	protos, err := f.bird.protocols()
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr]session{}
+	for _, p := range ps {
+		bs := protos[protoName(p.Neighbor)]
+		out[p.Neighbor] = session{up: p.Established() && bs.state == "up" && bs.info == "Established",
+			uptime: p.Uptime, flops: p.Flops, birdState: bs.state + " " + bs.info, birdSince: bs.since}
+	}
+	return out, nil
+}
+
+// flaps counts the peers whose session is down or went down since before.
+func flaps(before, now map[netip.Addr]session) (n int, first string) {
+	for a, s := range before {
+		c := now[a]
+		if !c.up || c.uptime != s.uptime || c.flops != s.flops || c.birdSince != s.birdSince {
+			if n == 0 {
+				first = fmt.Sprintf("%s: gobgpd uptime %v flops %d (was %v, %d), BIRD %s since %s (was %s)",
+					a, c.uptime, c.flops, s.uptime, s.flops, c.birdState, c.birdSince, s.birdSince)
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// birdFleet is BIRD with one BGP protocol per peer address of A's.
+type birdFleet struct {
+	ns   *netns.NS
+	dir  string
+	sock string
+	f    *bench
+}
+
+func protoName(a netip.Addr) string {
+	if a == addrSolo {
+		return "solo"
+	}
+	b := a.As4()
+	return fmt.Sprintf("p%d", int(b[2])<<8|int(b[3]))
+}
+
+var birdTmpl = template.Must(template.New("bird").Funcs(template.FuncMap{"hex": hex.EncodeToString, "secret": secretOf, "name": protoName}).Parse(`# generated by integration/fleet
+log "{{.Dir}}/bird.log" { warning, error, fatal, bug };
+router id {{.RouterID}};
+timeformat protocol iso long;
+protocol device {}
+{{- range .Peers}}
+protocol bgp {{name .}} {
+	local {{.}} as {{$.ASB}};
+	neighbor {{$.A}} as {{$.ASA}};
+	strict bind yes;
+	hold time 9;
+	keepalive time 1;
+	connect delay time 1;
+	connect retry time 2;
+	error wait time 1, 4;
+	authentication ao;
+	keys {
+{{- range $.Keys}}
+		key { send id {{.SendID}}; recv id {{.RecvID}}; secret hex:{{hex (secret .I)}}; algorithm hmac sha256;{{if .Preferred}} preferred;{{end}}{{if .Deprecated}} deprecated;{{end}} };
+{{- end}}
+	};
+	ipv4 { import none; export none; };
+}
+{{- end}}
+`))
+
+type birdKey struct {
+	I, SendID, RecvID     int
+	Preferred, Deprecated bool
+}
+
+// birdKeys is BIRD's key list: k1 preferred at first; armed, k2 preferred
+// (k1 kept, k3 the backup throughout). An armed BIRD announces RNext k2
+// before A has k2: A's kernel ignores an RNext it has no key for, so BIRD
+// keeps sending with k1 until A's RNext asks for k2 and A switches as soon
+// as it holds k2, which is the far side's operator giving it the new key
+// ahead of the roll; no BIRD action is then on the roll's path.
+func birdKeys(armed bool) []birdKey {
+	ks := []birdKey{{I: 1, Preferred: !armed}, {I: 2, Preferred: armed}, {I: 3}}
+	for i := range ks {
+		ks[i].SendID, ks[i].RecvID = 100+ks[i].I, ks[i].I
+	}
+	return ks
+}
+
+func (r *birdFleet) write(armed bool) error {
+	fh, err := os.Create(filepath.Join(r.dir, "bird.conf"))
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	return birdTmpl.Execute(fh, map[string]any{"Dir": r.dir, "RouterID": addrSolo, "Peers": r.f.all(),
+		"A": addrA, "ASA": asA, "ASB": asB, "Keys": birdKeys(armed)})
+}
+
+func startBird(f *bench) *birdFleet {
+	t := f.t
+	r := &birdFleet{ns: f.b, dir: filepath.Join(f.dir, "bird"), f: f}
+	r.sock = filepath.Join(r.dir, "bird.ctl")
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.write(false); err != nil {
+		t.Fatal(err)
+	}
+	f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock)
+	if err := lab.Within(60*time.Second, "bird to answer birdc", func() (bool, string) {
+		_, err := r.birdc("show", "status")
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		t.Fatalf("%v\nbird's output: %s", err, lab.Tail(filepath.Join(r.dir, "stdout.log"), 8000))
+	}
+	return r
+}
+
+func (r *birdFleet) birdc(args ...string) (string, error) {
+	return r.ns.Run(append([]string{"birdc", "-s", r.sock}, args...)...)
+}
+
+// configure rewrites BIRD's configuration, armed or not, and applies it
+// with `birdc configure`.
+func (r *birdFleet) configure(armed bool) error {
+	if err := r.write(armed); err != nil {
+		return err
+	}
+	out, err := r.birdc("configure")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "Reconfigured") && !strings.Contains(out, "Reconfiguration in progress") {
+		return fmt.Errorf("birdc configure: %s", out)
+	}
+	return nil
+}
+
+type protoStatus struct{ state, since, info string }
+
+// protocols parses `birdc show protocols`:
+// "p12 BGP --- up 2026-12-01 03:00:00.123 Established".
+func (r *birdFleet) protocols() (map[string]protoStatus, error) {
+	out, err := r.birdc("show", "protocols")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]protoStatus{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || f[1] != "BGP" {
+			continue
+		}
+		ps := protoStatus{state: f[3], since: f[4] + " " + f[5]}
+		if len(f) > 6 {
+			ps.info = strings.Join(f[6:], " ")
+		}
+		m[f[0]] = ps
+	}
+	return m, nil
+}
+
+func hexSecret(i int) string { return hex.EncodeToString(secretOf(i)) }
+
+// summary counts BIRD's protocols by state and info, with one last error.
+func (r *birdFleet) summary() string {
+	ps, err := r.protocols()
+	if err != nil {
+		return err.Error()
+	}
+	by := map[string]int{}
+	for _, p := range ps {
+		by[p.state+" "+p.info]++
+	}
+	s := fmt.Sprint(by)
+	for name := range ps {
+		if out, err := r.birdc("show", "protocols", "all", name); err == nil {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "Last error") {
+					s += "; " + name + ": " + strings.TrimSpace(l)
+				}
+			}
+		}
+		break
+	}
+	return s
+}
