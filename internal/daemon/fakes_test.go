@@ -172,12 +172,19 @@ func (s *fakeSource) setKeys(keys ...keystore.MKT) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.version++
-	c := &keystore.Chain{Name: chainName, Version: s.version}
+	// Chain core is always there (maybe empty); a key of another chain
+	// makes that chain.
+	chains := map[string]*keystore.Chain{chainName: {Name: chainName, Version: s.version}}
 	for _, k := range keys {
+		c := chains[k.Chain]
+		if c == nil {
+			c = &keystore.Chain{Name: k.Chain, Version: s.version}
+			chains[k.Chain] = c
+		}
 		c.Keys = append(c.Keys, k.Clone())
 	}
 	s.snap.Zero()
-	s.snap = &keystore.Snapshot{Source: s.Name(), Chains: map[string]*keystore.Chain{chainName: c}}
+	s.snap = &keystore.Snapshot{Source: s.Name(), Chains: chains}
 	s.err = nil
 }
 
@@ -206,11 +213,16 @@ type testKey struct {
 	send, recv uint8
 	secret     string
 	sendStart  time.Time // zero: since forever
+	chain      string    // empty: chainName
 }
 
 func (k testKey) mkt() keystore.MKT {
+	chain := k.chain
+	if chain == "" {
+		chain = chainName
+	}
 	return keystore.MKT{
-		Name: k.name, Chain: chainName, SendID: k.send, RecvID: k.recv,
+		Name: k.name, Chain: chain, SendID: k.send, RecvID: k.recv,
 		Algorithm: tcpao.HMACSHA256, Secret: tcpao.NewSecret([]byte(k.secret)), MACLen: 12,
 		IncludeTCPOptions: true, SendLifetime: keystore.Lifetime{Start: k.sendStart},
 		Source: "test:" + k.name,

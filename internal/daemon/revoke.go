@@ -66,7 +66,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 		res.Sockets = append(res.Sockets, s)
 		mu.Unlock()
 	}
-	wait := d.revokeSockets(ctx, snap, ids, scope, req.VRF, add)
+	wait := d.revokeSockets(ctx, snap, req.Chain, ids, scope, req.VRF, add)
 	switch {
 	case !rec.Global():
 		// The source is shared by every peer: a peer-scoped revoke lives
@@ -127,21 +127,33 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 }
 
 // revokeSockets deletes the key with ids from the listeners (one
-// goroutine) and from every session in scope (every session when scope is
-// invalid; up to 32 at a time), reporting each socket to add. The
-// returned function waits until all are done.
-func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+// goroutine) and from every session in scope (every session bound to the
+// key's chain when scope is invalid; up to 32 at a time), reporting each
+// socket to add. The returned function waits until all are done.
+//
+// The kernel knows a key by its IDs only, and another chain may hold a key
+// of its own with the same IDs: only the listener entries and sessions of
+// bindings that read chain are touched.
+func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+	pol := d.policy()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // listeners, by this goroutine alone
 		defer wg.Done()
-		d.revokeListeners(ctx, ids, scope, vrf, add)
+		d.revokeListeners(ctx, chainEntries(pol, chain), ids, scope, vrf, add)
 	}()
 	var ps []*peerState
 	for _, p := range d.peerList() {
-		if p.handle != nil && (!scope.IsValid() || (p.info.Neighbor == scope && p.info.VRF == vrf)) {
-			ps = append(ps, p)
+		if p.handle == nil {
+			continue
 		}
+		if scope.IsValid() && (p.info.Neighbor != scope || p.info.VRF != vrf) {
+			continue
+		}
+		if !readsChain(pol, p.info.Neighbor, p.info.VRF, chain) {
+			continue
+		}
+		ps = append(ps, p)
 	}
 	sem := make(chan struct{}, 32)
 	now := d.o.Clock.Now()
@@ -155,6 +167,42 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, ids
 		}()
 	}
 	return wg.Wait
+}
+
+// readsChain reports whether the binding of the peer at addr in vrf reads
+// the key source's chain.
+func readsChain(pol *policy.Policy, addr netip.Addr, vrf, chain string) bool {
+	b, err := pol.BindingFor(addr, vrf)
+	if err != nil {
+		return false
+	}
+	kc, ok := pol.Chain(b.KeyChain)
+	return ok && kc.SourceChain == chain
+}
+
+// listenerEntry is one binding's place on a listening socket: its prefix
+// on its VRF's device (ifindex 0: the default VRF).
+type listenerEntry struct {
+	peer    netip.Prefix
+	ifIndex int
+}
+
+// chainEntries lists the listener entries of the bindings that read the
+// key source's chain. A binding whose VRF device is missing has no entry.
+func chainEntries(pol *policy.Policy, chain string) map[listenerEntry]bool {
+	out := map[listenerEntry]bool{}
+	for _, b := range pol.Bindings() {
+		kc, ok := pol.Chain(b.KeyChain)
+		if !ok || kc.SourceChain != chain {
+			continue
+		}
+		idx, err := ifIndex(b.VRF)
+		if err != nil {
+			continue
+		}
+		out[listenerEntry{b.Neighbor, idx}] = true
+	}
+	return out
 }
 
 // revokeScope checks a peer-scoped revoke's peer: an address some binding
@@ -185,7 +233,7 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 // of its entries, or with scope only the peer's own (host prefix, vrf's
 // device). An entry of a prefix binding that covers the peer stays: other
 // peers use it; the outcome says so.
-func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) {
+func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]bool, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) {
 	idx, idxErr := ifIndex(vrf)
 	hs, err := d.tracker.Listeners(ctx)
 	if err != nil {
@@ -207,6 +255,9 @@ func (d *Daemon) revokeListeners(ctx context.Context, ids [2]uint8, scope netip.
 		for _, k := range keys {
 			if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
 				continue
+			}
+			if !inChain[listenerEntry{k.Peer, k.IfIndex}] {
+				continue // another chain's key with the same IDs
 			}
 			if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
 				continue
