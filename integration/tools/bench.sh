@@ -17,7 +17,7 @@
 #   AOKEYD_BENCH_PASSES      idle reconcile passes the daemon run averages over [5]
 #   AOKEYD_BENCH_FLEET_SIZES real-speaker fleet sizes N: gobgpd v3.37 with N
 #                            TCP-AO neighbours, BIRD 2.17 with N protocols,
-#                            the aokeyd binary (integration/fleet); "off"
+#                            the aokeyd binary (integration/speakerbench); "off"
 #                            skips the item [64,256,512]
 set -euo pipefail
 
@@ -48,8 +48,8 @@ CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon
 fleet_bins=""
 if [ "$fleet" != off ]; then
 	log "building the real-speaker item: the fleet test binary, aokeyd, and gobgpd v3.37"
-	CGO_ENABLED=0 go test -c -o "$work/bin/fleet.test" ./integration/fleet
-	fleet_bins="$work/bin/fleet.test $(bash integration/tools/guest-bins.sh)"
+	CGO_ENABLED=0 go test -c -o "$work/bin/speakerbench.test" ./integration/speakerbench
+	fleet_bins="$work/bin/speakerbench.test $(bash integration/tools/guest-bins.sh)"
 fi
 
 log "planner benchmark on the host (rotator BenchmarkPlan)"
@@ -64,7 +64,7 @@ guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -tes
 if [ "$fleet" != off ]; then
 	# The real-speaker item: its failure (a size the guest does not hold)
 	# is reported, and the sizes measured before it still print.
-	guest_cmd="$guest_cmd && { (cd integration/fleet && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench fleet.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
+	guest_cmd="$guest_cmd && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
 fi
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-3000} \
@@ -92,7 +92,7 @@ if [ "$fleet" != off ]; then
 	[ -f "$res/fleet.json" ] && cp "$res/fleet.json" "$out/fleet.json"
 	{
 		echo
-		echo "Real speakers (gobgpd v3.37 + BIRD 2.17, N TCP-AO sessions, the aokeyd binary; integration/fleet):"
+		echo "Real speakers (gobgpd v3.37 + BIRD 2.17, N TCP-AO sessions, the aokeyd binary; integration/speakerbench):"
 		grep -h '^    fleet_test.go:.*n=[0-9]*: ' "$out/fleet.log" 2>/dev/null | sed 's/^    fleet_test.go:[0-9]*: /  /' || true
 		grep -h -- '--- FAIL\|fleet bench stops' "$out/fleet.log" 2>/dev/null | sed 's/^ */  /' || true
 		cat "$res/fleet.txt" 2>/dev/null || echo "  (no size measured)"

@@ -1,4 +1,4 @@
-// Package fleet is the real-speaker item of `make bench`: gobgpd v3.37 with
+// Package speakerbench is the real-speaker item of `make bench`: gobgpd v3.37 with
 // N passive TCP-AO neighbours plus one baseline neighbour, BIRD 2.17 with
 // N+1 protocols from as many source addresses on the far side, and the
 // aokeyd binary managing gobgpd's sockets, all in the TCP-AO guest.
@@ -30,4 +30,4 @@
 //
 // and, when AOKEYD_FLEET_OUT names a directory, appends the line to
 // fleet.txt there and the full figures to fleet.json.
-package fleet
+package speakerbench
