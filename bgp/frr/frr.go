@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
 // Runner runs one vtysh command and returns its standard output.
@@ -253,31 +253,5 @@ func FindPID(pidFile, name string) (int, error) {
 			return 0, err
 		}
 	}
-	return findProcess(name)
-}
-
-func findProcess(name string) (int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	found := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(b)) != name {
-			continue
-		}
-		if found != 0 {
-			return 0, fmt.Errorf("more than one %s process (%d, %d): set speaker.frr.pid_file", name, found, pid)
-		}
-		found = pid
-	}
-	if found == 0 {
-		return 0, fmt.Errorf("no %s process found", name)
-	}
-	return found, nil
+	return sockets.FindProcess(name, "speaker.frr.pid_file")
 }

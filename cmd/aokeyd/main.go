@@ -358,34 +358,8 @@ func pidFinder(g config.GoBGP) func(context.Context) (int, error) {
 			}
 			return strconv.Atoi(strings.TrimSpace(string(b)))
 		}
-		return findProcess(g.ProcessName)
+		return sockets.FindProcess(g.ProcessName, "gobgp.pid_file")
 	}
-}
-
-func findProcess(name string) (int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	found := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(b)) != name {
-			continue
-		}
-		if found != 0 {
-			return 0, fmt.Errorf("more than one %s process (%d, %d): set gobgp.pid_file", name, found, pid)
-		}
-		found = pid
-	}
-	if found == 0 {
-		return 0, fmt.Errorf("no %s process found", name)
-	}
-	return found, nil
 }
 
 // notify sends a systemd readiness message when started as Type=notify.
