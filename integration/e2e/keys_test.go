@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/bird"
+	"github.com/aokeyd/aokeyd/integration/lab"
 )
 
 // key is round i's MKT. A sends with SendID i and receives RecvID 100+i;
@@ -60,20 +61,6 @@ func (l *testbed) writeKeys(keys []key) {
 	}
 }
 
-func jsonLifetime(start, end time.Time) any {
-	if start.IsZero() && end.IsZero() {
-		return "always"
-	}
-	m := map[string]string{}
-	if !start.IsZero() {
-		m["start"] = start.UTC().Format(time.RFC3339Nano)
-	}
-	if !end.IsZero() {
-		m["end"] = end.UTC().Format(time.RFC3339Nano)
-	}
-	return m
-}
-
 // chainDoc is A's chain "core" as a key-source document (docs/keys.md).
 func chainDoc(keys []key) json.RawMessage { return chainDocFor(keys, addrB.String()) }
 
@@ -82,8 +69,8 @@ func chainDocFor(keys []key, peers string) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
 		m := map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
-			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": jsonLifetime(k.sendStart, k.sendEnd),
-			"accept_lifetime": jsonLifetime(k.acceptStart, k.acceptEnd)}
+			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
+			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)}
 		if k.excludeOpts {
 			m["tcp_options"] = "exclude"
 		}

@@ -82,21 +82,6 @@ func (k key) sendID() uint8 { return uint8(k.i) }
 func (k key) recvID() uint8 { return uint8(100 + k.i) }
 func (k key) name() string  { return fmt.Sprintf("k%d", k.i) }
 
-// mirror is k as the other aokeyd holds it (IDs swapped).
-func lifetime(start, end time.Time) any {
-	if start.IsZero() && end.IsZero() {
-		return "always"
-	}
-	m := map[string]string{}
-	if !start.IsZero() {
-		m["start"] = start.UTC().Format(time.RFC3339Nano)
-	}
-	if !end.IsZero() {
-		m["end"] = end.UTC().Format(time.RFC3339Nano)
-	}
-	return m
-}
-
 // writeKeys writes an aokeyd key file in dir for peer with keys (mirrored:
 // the IDs swapped, for the other end of the link).
 func writeKeys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored bool) {
@@ -108,8 +93,8 @@ func writeKeys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored b
 			send, recv = recv, send
 		}
 		ks = append(ks, map[string]any{"name": k.name(), "send_id": send, "recv_id": recv, "algorithm": "hmac(sha256)",
-			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": lifetime(k.sendStart, k.sendEnd),
-			"accept_lifetime": lifetime(k.acceptStart, k.acceptEnd)})
+			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
+			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)})
 	}
 	doc, err := json.Marshal(map[string]any{"chains": map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": ks}}})
 	if err != nil {

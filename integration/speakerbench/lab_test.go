@@ -56,20 +56,6 @@ func secretOf(i int) []byte {
 	return s[:20]
 }
 
-func lifetime(start, end time.Time) any {
-	if start.IsZero() && end.IsZero() {
-		return "always"
-	}
-	m := map[string]string{}
-	if !start.IsZero() {
-		m["start"] = start.UTC().Format(time.RFC3339Nano)
-	}
-	if !end.IsZero() {
-		m["end"] = end.UTC().Format(time.RFC3339Nano)
-	}
-	return m
-}
-
 func chainDoc(peers []netip.Prefix, keys []key) map[string]any {
 	ps := make([]string, len(peers))
 	for i, p := range peers {
@@ -79,7 +65,7 @@ func chainDoc(peers []netip.Prefix, keys []key) map[string]any {
 	for _, k := range keys {
 		ks = append(ks, map[string]any{"name": fmt.Sprintf("k%d", k.i), "send_id": k.i, "recv_id": 100 + k.i,
 			"algorithm": "hmac(sha256)", "secret_hex": hex.EncodeToString(secretOf(k.i)),
-			"send_lifetime": lifetime(k.sendStart, k.sendEnd), "accept_lifetime": lifetime(k.acceptStart, k.acceptEnd)})
+			"send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd), "accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)})
 	}
 	return map[string]any{"peers": ps, "keys": ks}
 }
