@@ -126,7 +126,7 @@ func TestActiveOpensBothSides(t *testing.T) {
 				st, err := r.peerStatus()
 				good := err == nil && len(st.Keys) == 1 && st.Keys[0].Current && st.Keys[0].PktGood > 0
 				ok = ok && p.Established() && good
-				detail = append(detail, fmt.Sprintf("%s: %s keys %v err %v", r.name, p.State, keyIDs(st.Keys), err))
+				detail = append(detail, fmt.Sprintf("%s: %s keys %v err %v", r.name, p.State, lab.KeyList(st.Keys), err))
 			}
 			return ok, strings.Join(detail, "; ")
 		})
@@ -134,7 +134,7 @@ func TestActiveOpensBothSides(t *testing.T) {
 	up("both sessions established with TCP-AO through active opens")
 	sa, _ := ra.peerStatus()
 	sb, _ := rb.peerStatus()
-	t.Logf("active opens: A sockets %v keys %v; B sockets %v keys %v", sa.Sockets, keyIDs(sa.Keys), sb.Sockets, keyIDs(sb.Keys))
+	t.Logf("active opens: A sockets %v keys %v; B sockets %v keys %v", sa.Sockets, lab.KeyList(sa.Keys), sb.Sockets, lab.KeyList(sb.Keys))
 
 	// Kill B's aokeyd: the established session does not depend on it;
 	// a restarted aokeyd takes the session over again. (A connect made

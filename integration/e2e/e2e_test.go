@@ -147,7 +147,7 @@ func (l *testbed) roll(r int, cur key, s session, hook func(phase string)) key {
 		}
 		bs, _ := l.bird.Protocol()
 		has := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.PktGood > 0 })
-		return has, fmt.Sprintf("A keys %v, BIRD current %d", keyIDs(st.Keys), bs.CurrentKey)
+		return has, fmt.Sprintf("A keys %v, BIRD current %d", lab.KeyList(st.Keys), bs.CurrentKey)
 	})
 	hook(phaseAnnounce)
 	// 4. B prefers it and deprecates the old key, so B's RNext asks A to
@@ -166,7 +166,7 @@ func (l *testbed) roll(r int, cur key, s session, hook func(phase string)) key {
 			return false, err.Error()
 		}
 		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == next.sendID() && k.Current })
-		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+		return ok, fmt.Sprintf("A keys %v (%s)", lab.KeyList(st.Keys), st.Rotation.State)
 	})
 	hook(phaseRetire)
 	// 5. The roll completes: the old key is deleted from A's established
@@ -180,7 +180,7 @@ func (l *testbed) roll(r int, cur key, s session, hook func(phase string)) key {
 		lk := l.listenerKeys()
 		ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current &&
 			bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
-		return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", keyIDs(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)
+		return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", lab.KeyList(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)
 	})
 	// 6. B drops the old key.
 	if err := l.bird.Configure(l.birdConfig([]key{prefNext})); err != nil {
@@ -239,7 +239,7 @@ func TestSpeakerRestart(t *testing.T) {
 			return false, err.Error()
 		}
 		ok := len(st.Keys) == 1 && st.Keys[0].Current && st.Keys[0].PktGood > 0
-		return ok, fmt.Sprintf("A keys %v, sockets %v, warnings %v", keyIDs(st.Keys), st.Sockets, st.Warnings)
+		return ok, fmt.Sprintf("A keys %v, sockets %v, warnings %v", lab.KeyList(st.Keys), st.Sockets, st.Warnings)
 	})
 	l.roll(1, cur, s, nil)
 }
@@ -281,7 +281,7 @@ func TestClockJump(t *testing.T) {
 	lab.Eventually(t, 60*time.Second, "A sends with k2 and k1 is gone after the jump", func() (bool, string) {
 		st := l.status()
 		ok := len(st.Keys) == 1 && st.Keys[0].SendID == k2.sendID() && st.Keys[0].Current
-		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+		return ok, fmt.Sprintf("A keys %v (%s)", lab.KeyList(st.Keys), st.Rotation.State)
 	})
 	l.checkNoFlap(s, "after the clock jump")
 }
@@ -401,7 +401,7 @@ func TestReloadAndMetrics(t *testing.T) {
 	lab.Eventually(t, 20*time.Second, "the broken reload to be refused", logHas("reload refused"))
 	st := l.status()
 	if len(st.Keys) != 1 || !st.Keys[0].Current {
-		t.Fatalf("after a refused reload A keys %v", keyIDs(st.Keys))
+		t.Fatalf("after a refused reload A keys %v", lab.KeyList(st.Keys))
 	}
 	if err := os.WriteFile(policyPath, good, 0o600); err != nil {
 		t.Fatal(err)
@@ -449,7 +449,7 @@ func TestLaggingPeer(t *testing.T) {
 	lab.Eventually(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
 		st := l.status()
 		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current && k.PktGood > 0 })
-		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+		return ok, fmt.Sprintf("A keys %v (%s)", lab.KeyList(st.Keys), st.Rotation.State)
 	})
 	l.checkNoFlap(s, "after B caught up")
 }
@@ -471,7 +471,7 @@ func TestRevoke(t *testing.T) {
 	lab.Eventually(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
 		st := l.status()
 		ok := len(st.Keys) == 2 && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k1.sendID() && k.Current })
-		return ok, fmt.Sprint(keyIDs(st.Keys))
+		return ok, fmt.Sprint(lab.KeyList(st.Keys))
 	})
 	// The operator's command, as run at 3 a.m.
 	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", l.ctl.Socket(), "--json", "revoke", "core/k1").Output()
@@ -488,7 +488,7 @@ func TestRevoke(t *testing.T) {
 	}
 	st := l.status()
 	if len(st.Keys) != 1 || st.Keys[0].SendID != k2.sendID() || !st.Keys[0].Current {
-		t.Fatalf("after revoke A keys %v, want only k2, current", keyIDs(st.Keys))
+		t.Fatalf("after revoke A keys %v, want only k2, current", lab.KeyList(st.Keys))
 	}
 	if slices.ContainsFunc(l.listenerKeys(), func(k tcpao.KeyInfo) bool { return k.SendID == k1.sendID() }) {
 		t.Fatal("revoked k1 still on gobgpd's listener")
@@ -525,23 +525,8 @@ func TestRevoke(t *testing.T) {
 	l.waitEstablished(90 * time.Second)
 	st = l.status()
 	if len(st.Keys) != 1 || st.Keys[0].SendID != k3.sendID() {
-		t.Fatalf("after re-keying A keys %v, want only k3", keyIDs(st.Keys))
+		t.Fatalf("after re-keying A keys %v, want only k3", lab.KeyList(st.Keys))
 	}
-}
-
-func keyIDs(ks []control.Key) string {
-	var s []string
-	for _, k := range ks {
-		f := ""
-		if k.Current {
-			f += "C"
-		}
-		if k.RNext {
-			f += "R"
-		}
-		s = append(s, fmt.Sprintf("%d/%d%s(good=%d)", k.SendID, k.RecvID, f, k.PktGood))
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }
 
 func listenerIDs(ks []tcpao.KeyInfo) string {

@@ -246,7 +246,7 @@ func runLossy(t *testing.T, l *testbed, keys []key, f lossyFault) bool {
 		if err != nil {
 			return false, err.Error()
 		}
-		return slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == newest.sendID() && k.Current }), "A keys " + keyIDs(st.Keys)
+		return slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == newest.sendID() && k.Current }), "A keys " + lab.KeyList(st.Keys)
 	}); err != nil {
 		t.Fatalf("setup: A does not send with %s: %v", newest.name(), err)
 	}

@@ -88,7 +88,7 @@ func TestBirdFromPeerConfig(t *testing.T) {
 	if !done {
 		st := l.status()
 		bs, _ := l.bird.Protocol()
-		t.Fatalf("roll to k2 did not complete: A keys %v (%s, %s), BIRD current %d", keyIDs(st.Keys), st.Rotation.State, st.Rotation.LastAbort, bs.CurrentKey)
+		t.Fatalf("roll to k2 did not complete: A keys %v (%s, %s), BIRD current %d", lab.KeyList(st.Keys), st.Rotation.State, st.Rotation.LastAbort, bs.CurrentKey)
 	}
 	l.checkNoFlap(s, "after the roll BIRD followed from aoctl peer-config")
 	bs, _ := l.bird.Protocol()

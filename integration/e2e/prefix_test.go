@@ -160,7 +160,7 @@ func TestPrefixBindingV6(t *testing.T) {
 			return false, err.Error()
 		}
 		ok := st.Rotation.State == "steady" && len(st.Keys) == 1 && st.Keys[0].Current && st.Keys[0].PktGood > 0
-		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+		return ok, fmt.Sprintf("A keys %v (%s)", lab.KeyList(st.Keys), st.Rotation.State)
 	})
 	_, keys, ok, err := l.sessionAO()
 	if !ok {
@@ -218,7 +218,7 @@ func TestPrefixBindingV6(t *testing.T) {
 	lab.Eventually(t, 60*time.Second, "roll to k2 completes once B has it", func() (bool, string) {
 		st := l.status()
 		ok := st.Rotation.State == "steady" && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current && k.PktGood > 0 })
-		return ok, fmt.Sprintf("A keys %v (%s)", keyIDs(st.Keys), st.Rotation.State)
+		return ok, fmt.Sprintf("A keys %v (%s)", lab.KeyList(st.Keys), st.Rotation.State)
 	})
 	time.Sleep(time.Second) // a few more samples with k2 current
 	if _, keys, ok, err := l.sessionAO(); !ok || slices.ContainsFunc(keys, func(k tcpao.KeyInfo) bool { return k.Peer.String() != binding6 }) {

@@ -47,7 +47,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		ok := slices.ContainsFunc(st.Keys, func(k control.Key) bool {
 			return k.SendID == k2.sendID() && k.TCPOptions == control.TCPOptionsExclude
 		})
-		return ok, fmt.Sprintf("A keys %v (%s, %s)", keyIDs(st.Keys), st.Rotation.State, st.Rotation.LastAbort)
+		return ok, fmt.Sprintf("A keys %v (%s, %s)", lab.KeyList(st.Keys), st.Rotation.State, st.Rotation.LastAbort)
 	})
 	// The roll completes without a flap: the established session's
 	// segments verify either way (the time bomb), only the next reconnect
@@ -57,7 +57,7 @@ func TestTCPOptionsMismatch(t *testing.T) {
 		return err == nil && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k2.sendID() && k.Current }), fmt.Sprint(err)
 	}) == nil
 	st := l.status()
-	t.Logf("before the restart: roll to k2 completed=%t; A keys %v, session %s, rotation %s %q, counters %+v", rolled, keyIDs(st.Keys),
+	t.Logf("before the restart: roll to k2 completed=%t; A keys %v, session %s, rotation %s %q, counters %+v", rolled, lab.KeyList(st.Keys),
 		st.SessionState, st.Rotation.State, st.Rotation.LastAbort, st.Counters)
 	if !rolled || st.SessionState != "established" {
 		t.Fatalf("the roll to the key with other tcp_options did not complete on an established session")

@@ -90,7 +90,7 @@ func (l *birdLab) waitEstablished(timeout time.Duration) session {
 		s = session{uptime: p.Uptime, flops: p.Flops, local: p.LocalPort, birdSince: st.Since}
 		ok := p.Established() && st.BGPState == "Established" && rb == len(routesA) && acc == len(routesB) &&
 			aerr == nil && len(ast.Keys) > 0 && slices.ContainsFunc(ast.Keys, func(k control.Key) bool { return k.PktGood > 0 })
-		return ok, fmt.Sprintf("FRR %s, BIRD %s (%s), routes at B %d, at A %d, A keys %v %v", p.State, st.BGPState, st.LastError, rb, acc, keyIDs(ast.Keys), aerr)
+		return ok, fmt.Sprintf("FRR %s, BIRD %s (%s), routes at B %d, at A %d, A keys %v %v", p.State, st.BGPState, st.LastError, rb, acc, lab.KeyList(ast.Keys), aerr)
 	})
 	return s
 }
@@ -139,7 +139,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 			return false, err.Error()
 		}
 		bs, _ := l.bird.Protocol()
-		return hasSending(st, next.sendID()), fmt.Sprintf("A keys %v, BIRD current %d", keyIDs(st.Keys), bs.CurrentKey)
+		return hasSending(st, next.sendID()), fmt.Sprintf("A keys %v, BIRD current %d", lab.KeyList(st.Keys), bs.CurrentKey)
 	})
 	prefNext := next
 	prefNext.birdPreferred = true
@@ -156,7 +156,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 		bs, _ := l.bird.Protocol()
 		lk := listenerKeys(t, l.frr.PID)
 		ok := hasOnly(st, next.sendID()) && bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
-		return ok, fmt.Sprintf("A keys %v (%s), listener %d keys, BIRD current %d rnext %d", keyIDs(st.Keys), st.Rotation.State, len(lk), bs.CurrentKey, bs.RNextKey)
+		return ok, fmt.Sprintf("A keys %v (%s), listener %d keys, BIRD current %d rnext %d", lab.KeyList(st.Keys), st.Rotation.State, len(lk), bs.CurrentKey, bs.RNextKey)
 	})
 	if err := l.bird.Configure(birdConfig([]key{prefNext}, l.active)); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func rotateScenario(t *testing.T, active bool, n int) {
 	_, _ = l.bird.Birdc("restart", "peer_a")
 	s := l.waitEstablished(60 * time.Second)
 	st := l.aokeyd.mustStatus(t)
-	t.Logf("%s: session up with TCP-AO, A keys %v sockets %v", mode, keyIDs(st.Keys), st.Sockets)
+	t.Logf("%s: session up with TCP-AO, A keys %v sockets %v", mode, lab.KeyList(st.Keys), st.Sockets)
 	start := time.Now()
 	cur := k1
 	for r := 1; r <= n; r++ {

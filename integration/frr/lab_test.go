@@ -210,21 +210,6 @@ func listenerKeys(t *testing.T, pid int) []tcpao.KeyInfo {
 	return out
 }
 
-func keyIDs(ks []control.Key) string {
-	var s []string
-	for _, k := range ks {
-		f := ""
-		if k.Current {
-			f += "C"
-		}
-		if k.RNext {
-			f += "R"
-		}
-		s = append(s, fmt.Sprintf("%d/%d%s(good=%d)", k.SendID, k.RecvID, f, k.PktGood))
-	}
-	return "[" + strings.Join(s, " ") + "]"
-}
-
 // hasOnly reports whether st carries exactly the key with send id, current.
 func hasOnly(st control.PeerStatus, send uint8) bool {
 	return len(st.Keys) == 1 && st.Keys[0].SendID == send && st.Keys[0].Current

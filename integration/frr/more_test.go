@@ -69,7 +69,7 @@ func TestFRRGobgpd(t *testing.T) {
 		_, sent, _ := r.Routes(addrB)
 		s = sess{pa.Uptime, pb.Uptime, pa.Flops, pb.Flops}
 		ok := pa.Established() && pb.Established() && erra == nil && errb == nil && hasSending(sa, cur.sendID()) && hasSending(sb, cur.recvID()) && sent == len(routesA)
-		return ok, fmt.Sprintf("FRR %s gobgpd %s, A keys %v %v, B keys %v %v, FRR sent %d", pa.State, pb.State, keyIDs(sa.Keys), erra, keyIDs(sb.Keys), errb, sent)
+		return ok, fmt.Sprintf("FRR %s gobgpd %s, A keys %v %v, B keys %v %v, FRR sent %d", pa.State, pb.State, lab.KeyList(sa.Keys), erra, lab.KeyList(sb.Keys), errb, sent)
 	})
 	noFlap := func(when string) {
 		pa, erra := r.Peer(addrB)
@@ -93,7 +93,7 @@ func TestFRRGobgpd(t *testing.T) {
 			sa, erra := aa.status()
 			sb, errb := ab.status()
 			ok := erra == nil && errb == nil && hasOnly(sa, next.sendID()) && hasOnly(sb, next.recvID())
-			return ok, fmt.Sprintf("A keys %v (%s) %v, B keys %v (%s) %v", keyIDs(sa.Keys), sa.Rotation.State, erra, keyIDs(sb.Keys), sb.Rotation.State, errb)
+			return ok, fmt.Sprintf("A keys %v (%s) %v, B keys %v (%s) %v", lab.KeyList(sa.Keys), sa.Rotation.State, erra, lab.KeyList(sb.Keys), sb.Rotation.State, errb)
 		})
 		cur = next
 		noFlap(fmt.Sprintf("round %d", i))
@@ -126,7 +126,7 @@ func TestFRRRevoke(t *testing.T) {
 	lab.Eventually(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
 		st := l.aokeyd.mustStatus(t)
 		ok := len(st.Keys) == 2 && slices.ContainsFunc(st.Keys, func(k control.Key) bool { return k.SendID == k1.sendID() && k.Current })
-		return ok, keyIDs(st.Keys)
+		return ok, lab.KeyList(st.Keys)
 	})
 	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", l.aokeyd.ctl.Socket(), "--json", "revoke", "core/k1").Output()
 	if err != nil {
@@ -140,7 +140,7 @@ func TestFRRRevoke(t *testing.T) {
 		t.Fatalf("revoke of the current key with a backup: %+v, want a forced replace", res.Sockets)
 	}
 	if st := l.aokeyd.mustStatus(t); !hasOnly(st, k2.sendID()) {
-		t.Fatalf("after revoke A keys %v, want only k2, current", keyIDs(st.Keys))
+		t.Fatalf("after revoke A keys %v, want only k2, current", lab.KeyList(st.Keys))
 	}
 	if slices.ContainsFunc(listenerKeys(t, l.frr.PID), func(k tcpao.KeyInfo) bool { return k.SendID == k1.sendID() }) {
 		t.Fatal("revoked k1 still on bgpd's listener")
@@ -172,7 +172,7 @@ func TestFRRRevoke(t *testing.T) {
 	}
 	l.waitEstablished(90 * time.Second)
 	if st := l.aokeyd.mustStatus(t); !hasOnly(st, k3.sendID()) {
-		t.Fatalf("after re-keying A keys %v, want only k3", keyIDs(st.Keys))
+		t.Fatalf("after re-keying A keys %v, want only k3", lab.KeyList(st.Keys))
 	}
 	// Flaps and pkt_bad are those of the hitless revoke; the reset that
 	// follows is the one the operator asked for.
@@ -201,7 +201,7 @@ func TestFRRRestart(t *testing.T) {
 		}
 		lk := listenerKeys(t, l.frr.PID)
 		ok := hasOnly(st, k1.sendID()) && st.Keys[0].PktGood > 0 && len(lk) == 1
-		return ok, fmt.Sprintf("A keys %v, sockets %v, new listener keys %d", keyIDs(st.Keys), st.Sockets, len(lk))
+		return ok, fmt.Sprintf("A keys %v, sockets %v, new listener keys %d", lab.KeyList(st.Keys), st.Sockets, len(lk))
 	})
 	l.roll(1, k1, s)
 	frrLine(t, "bird", "passive", 1, int(l.peer().Flops-s.flops), l.pktBad())

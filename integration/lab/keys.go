@@ -1,6 +1,12 @@
 package lab
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+)
 
 // KeyLifetime is a send or accept lifetime as a key-source document has it
 // (docs/keys.md): "always" when both ends are open, else a map with the
@@ -17,4 +23,22 @@ func KeyLifetime(start, end time.Time) any {
 		m["end"] = end.UTC().Format(time.RFC3339Nano)
 	}
 	return m
+}
+
+// KeyList renders a socket's keys from aokeyd's status for a test's log:
+// send/recv IDs, C for Current_key, R for RNext_key, and pkt_good, e.g.
+// "[1/101C(good=12) 2/102R(good=0)]". Never any key material.
+func KeyList(ks []control.Key) string {
+	var s []string
+	for _, k := range ks {
+		f := ""
+		if k.Current {
+			f += "C"
+		}
+		if k.RNext {
+			f += "R"
+		}
+		s = append(s, fmt.Sprintf("%d/%d%s(good=%d)", k.SendID, k.RecvID, f, k.PktGood))
+	}
+	return "[" + strings.Join(s, " ") + "]"
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 func TestKeyLifetime(t *testing.T) {
@@ -22,5 +24,15 @@ func TestKeyLifetime(t *testing.T) {
 		if got := KeyLifetime(tc.start, tc.end); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: KeyLifetime = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestKeyList(t *testing.T) {
+	got := KeyList([]control.Key{{SendID: 1, RecvID: 101, Current: true, PktGood: 12}, {SendID: 2, RecvID: 102, RNext: true}})
+	if want := "[1/101C(good=12) 2/102R(good=0)]"; got != want {
+		t.Errorf("KeyList = %q, want %q", got, want)
+	}
+	if got := KeyList(nil); got != "[]" {
+		t.Errorf("KeyList(nil) = %q, want []", got)
 	}
 }
