@@ -42,7 +42,7 @@ func (o *object) get(k string) (any, bool) {
 // Limits that keep decoding cheap on hostile input.
 const (
 	maxKeysPerChain = 256
-	maxPeers        = 64
+	maxPeers        = 4096 // a route server binds hundreds of neighbors to a chain
 )
 
 // loc is a function that renders the source location of a field of a key.
