@@ -89,7 +89,7 @@ fuzz:
 # "model: mutant=NAME errors=E" per mutant.
 model: deps
 	bash integration/tools/model.sh
-	AOKEYD_REQUIRE_SPIN=1 $(GO) test -count=1 -run '^TestModel' ./rotator/
+	AOKEYD_REQUIRE_SPIN=1 $(GO) test -count=1 ./rotator/model/
 
 # Regenerates the spin random simulations that make test-unit replays
 # against the real roll machine (rotator/testdata/model-traces.txt.gz).

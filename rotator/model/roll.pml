@@ -41,7 +41,7 @@
  *    segment loss, the switch timeout, a reconnect through a listener.
  *
  * The state and step names are rotator.States() and rotator.Steps()
- * (rotator/model_test.go checks them); down (no socket) is not modelled:
+ * (rotator/model/model_test.go checks them); down (no socket) is not modelled:
  * a reconnect replaces both sockets at once.
  */
 

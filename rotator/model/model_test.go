@@ -1,4 +1,4 @@
-package rotator_test
+package model_test
 
 import (
 	"os"
@@ -29,7 +29,7 @@ func modelNames(t *testing.T, src, typ string) []string {
 
 // The model's states and steps are the machine's, by name and order.
 func TestModelNames(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("model", "roll.pml"))
+	b, err := os.ReadFile("roll.pml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +61,11 @@ func TestModelMutants(t *testing.T) {
 		}
 		t.Skip("spin is not installed (make deps installs it; AOKEYD_REQUIRE_SPIN=1 makes this a failure)")
 	}
-	mutants, err := filepath.Glob(filepath.Join("model", "mutant_*.pml"))
+	mutants, err := filepath.Glob("mutant_*.pml")
 	if err != nil || len(mutants) < 2 {
 		t.Fatalf("want at least two mutants beside the model, found %v (%v)", mutants, err)
 	}
-	src, err := filepath.Abs("model")
+	src, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
