@@ -27,6 +27,18 @@ var Always = Lifetime{}
 // IsAlways reports whether l has neither start nor end.
 func (l Lifetime) IsAlways() bool { return l.Start.IsZero() && l.End.IsZero() }
 
+// Widen is l with each bounded end moved out by tol (an accept
+// tolerance); an open end stays open.
+func (l Lifetime) Widen(tol time.Duration) Lifetime {
+	if !l.Start.IsZero() {
+		l.Start = l.Start.Add(-tol)
+	}
+	if !l.End.IsZero() {
+		l.End = l.End.Add(tol)
+	}
+	return l
+}
+
 // Contains reports whether t lies in [Start, End).
 func (l Lifetime) Contains(t time.Time) bool {
 	if !l.Start.IsZero() && t.Before(l.Start) {

@@ -150,17 +150,6 @@ func appliesTo(m *keystore.MKT, peer netip.Addr, vrf string) bool {
 	return slices.ContainsFunc(m.Peers, func(p netip.Prefix) bool { return p.Contains(peer) })
 }
 
-// widen returns l widened by tol on both bounded ends.
-func widen(l keystore.Lifetime, tol time.Duration) keystore.Lifetime {
-	if !l.Start.IsZero() {
-		l.Start = l.Start.Add(-tol)
-	}
-	if !l.End.IsZero() {
-		l.End = l.End.Add(tol)
-	}
-	return l
-}
-
 // Desired returns the keys peer (in vrf, "" for the default VRF) should have
 // at t according to the policy and snap. It is pure: the same arguments
 // give the same answer. Errors wrap ErrNoBinding (no binding covers the
@@ -221,7 +210,7 @@ func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duratio
 			pk.Ignored = append(pk.Ignored, &Problem{Chain: source, Key: m.Name, Source: m.Source, Err: err})
 			continue
 		}
-		wide := widen(cd.accept, tol)
+		wide := cd.accept.Widen(tol)
 		for _, at := range []time.Time{cd.send.Start, cd.send.End, wide.Start, wide.End} {
 			if at.After(t) && (pk.NextChange.IsZero() || at.Before(pk.NextChange)) {
 				pk.NextChange = at

@@ -212,8 +212,8 @@ func installedTogether(x, y *candidate, tol time.Duration, now, end time.Time) (
 	window := span{Start: now, End: end}
 	var first time.Time
 	found := false
-	for _, a := range []span{x.send, widen(x.accept, tol)} {
-		for _, b := range []span{y.send, widen(y.accept, tol)} {
+	for _, a := range []span{x.send, x.accept.Widen(tol)} {
+		for _, b := range []span{y.send, y.accept.Widen(tol)} {
 			ab, ok := intersect(a, b)
 			if !ok {
 				continue

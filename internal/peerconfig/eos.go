@@ -74,7 +74,7 @@ func (r *renderer) eos() {
 			r.refuse(k.Name, "the algorithm is one setting per EOS neighbor (%s, from the key sent with at %s); this key has %s", alg, fmtTime(r.o.At), k.Algorithm)
 		default:
 			lines = append(lines, fmt.Sprintf("      ! aokeyd key %s\n      secret %d 0 %s receive-lifetime %s transmit-lifetime %s",
-				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), eosLifetime(widen(k.Accept, l.AcceptTolerance)), eosLifetime(k.Send)))
+				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), eosLifetime(k.Accept.Widen(l.AcceptTolerance)), eosLifetime(k.Send)))
 		}
 	}
 	for _, f := range r.refused {
@@ -89,15 +89,4 @@ func (r *renderer) eos() {
 	if len(lines) > 0 {
 		r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
 	}
-}
-
-// widen is l with its bounded ends widened by tol.
-func widen(l keystore.Lifetime, tol time.Duration) keystore.Lifetime {
-	if !l.Start.IsZero() {
-		l.Start = l.Start.Add(-tol)
-	}
-	if !l.End.IsZero() {
-		l.End = l.End.Add(tol)
-	}
-	return l
 }

@@ -248,7 +248,7 @@ func fmtDur(d time.Duration) string {
 // with it.
 func (l Link) installed(k Key, t time.Time) (installed, sendable bool) {
 	s := k.Send.Contains(t)
-	return s || widen(k.Accept, l.AcceptTolerance).Contains(t), s
+	return s || k.Accept.Widen(l.AcceptTolerance).Contains(t), s
 }
 
 // preferred is the index of the key the far end sends with at t among
