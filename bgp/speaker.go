@@ -127,6 +127,17 @@ type Event struct {
 	Peers []PeerInfo
 }
 
+// SendEvent delivers ev on ch for a speaker adapter's Watch, or gives up
+// when ctx ends first; it reports whether ev was delivered.
+func SendEvent(ctx context.Context, ch chan<- Event, ev Event) bool {
+	select {
+	case ch <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Speaker is a BGP daemon seen from aokeyd: GoBGP now, FRR could be next.
 // Implementations keep their own types out of it.
 type Speaker interface {

@@ -40,13 +40,13 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 			s.opt.Log.Warn("FRR neighbor poll failed", "speaker", s.opt.Name, "err", err)
 			if last != nil {
 				last = nil
-				if !send(ctx, ch, bgp.Event{Kind: bgp.EventLost}) {
+				if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventLost}) {
 					return
 				}
 			}
 		case last == nil:
 			last = index(ps)
-			if !send(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: ps}) {
+			if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: ps}) {
 				return
 			}
 		default:
@@ -55,7 +55,7 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 				if old, ok := last[keyOf(p)]; ok && !changed(old, p) {
 					continue
 				}
-				if !send(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
+				if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
 					return
 				}
 			}
@@ -64,7 +64,7 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 			for k, old := range last {
 				if _, ok := cur[k]; !ok && old.Established() {
 					old.State = bgp.StateIdle
-					if !send(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: old}) {
+					if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: old}) {
 						return
 					}
 				}
@@ -93,13 +93,4 @@ func index(ps []bgp.PeerInfo) map[peerKey]bgp.PeerInfo {
 func changed(a, b bgp.PeerInfo) bool {
 	return a.State != b.State || !a.Uptime.Equal(b.Uptime) || a.Flops != b.Flops ||
 		a.LocalPort != b.LocalPort || a.RemotePort != b.RemotePort || a.Admin != b.Admin || a.MD5 != b.MD5
-}
-
-func send(ctx context.Context, ch chan<- bgp.Event, ev bgp.Event) bool {
-	select {
-	case ch <- ev:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

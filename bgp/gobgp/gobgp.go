@@ -202,7 +202,7 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 		if delivered {
 			delay = s.opt.MinBackoff
 			// Events may be missed until the next sync.
-			if !send(ctx, ch, bgp.Event{Kind: bgp.EventLost}) {
+			if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventLost}) {
 				return
 			}
 		}
@@ -231,7 +231,7 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 	if err != nil {
 		return false, err
 	}
-	if !send(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: peers}) {
+	if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: peers}) {
 		return true, ctx.Err()
 	}
 	for {
@@ -248,18 +248,9 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 			s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)
 			continue
 		}
-		if !send(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
+		if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
 			return true, ctx.Err()
 		}
-	}
-}
-
-func send(ctx context.Context, ch chan<- bgp.Event, ev bgp.Event) bool {
-	select {
-	case ch <- ev:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
