@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -26,11 +25,7 @@ func fleetVault(t *testing.T) (*vaulttest.Server, func(token string) *api.Client
 	}
 	t.Cleanup(srv.Close)
 	return srv, func(token string) *api.Client {
-		cfg := api.DefaultConfig()
-		cfg.Address = srv.URL()
-		cfg.MaxRetries = 0
-		cfg.HttpClient.Transport.(*http.Transport).DialContext = srv.DialContext
-		c, err := api.NewClient(cfg)
+		c, err := api.NewClient(srv.ClientConfig())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -29,11 +28,7 @@ func fleetVault(t *testing.T) (*vaulttest.Server, *vaultapi.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg := vaultapi.DefaultConfig()
-	cfg.Address = srv.URL()
-	cfg.MaxRetries = 0
-	cfg.HttpClient.Transport.(*http.Transport).DialContext = srv.DialContext
-	c, err := vaultapi.NewClient(cfg)
+	c, err := vaultapi.NewClient(srv.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
@@ -129,11 +126,7 @@ func newVaultLossy(t *testing.T, c lossyCase) lossySource {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg := vaultapi.DefaultConfig()
-	cfg.Address = srv.URL()
-	cfg.MaxRetries = 0
-	cfg.HttpClient.Transport.(*http.Transport).DialContext = srv.DialContext
-	v, err := keystore.NewVault(keystore.VaultOptions{Config: cfg, Auth: keystore.VaultAuth{Token: srv.RootToken()}})
+	v, err := keystore.NewVault(keystore.VaultOptions{Config: srv.ClientConfig(), Auth: keystore.VaultAuth{Token: srv.RootToken()}})
 	if err != nil {
 		t.Fatal(err)
 	}

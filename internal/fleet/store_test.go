@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -28,11 +27,7 @@ func newVault(t *testing.T) (*vaulttest.Server, *api.Client) {
 
 func clientFor(t *testing.T, srv *vaulttest.Server, token string) *api.Client {
 	t.Helper()
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.URL()
-	cfg.MaxRetries = 0
-	cfg.HttpClient.Transport.(*http.Transport).DialContext = srv.DialContext
-	c, err := api.NewClient(cfg)
+	c, err := api.NewClient(srv.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
