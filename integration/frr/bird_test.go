@@ -125,6 +125,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 	t := l.t
 	t.Helper()
 	next := key{i: cur.i + 1}
+	t0 := time.Now()
 	if err := l.bird.Configure(birdConfig([]key{cur, next}, l.active)); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +142,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 		bs, _ := l.bird.Protocol()
 		return hasSending(st, next.sendID()), fmt.Sprintf("A keys %v, BIRD current %d", lab.KeyList(st.Keys), bs.CurrentKey)
 	})
+	t1 := time.Now()
 	prefNext := next
 	prefNext.birdPreferred = true
 	depOld := cur
@@ -158,6 +160,7 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 		ok := hasOnly(st, next.sendID()) && bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
 		return ok, fmt.Sprintf("A keys %v (%s), listener %d keys, BIRD current %d rnext %d", lab.KeyList(st.Keys), st.Rotation.State, len(lk), bs.CurrentKey, bs.RNextKey)
 	})
+	t2 := time.Now()
 	if err := l.bird.Configure(birdConfig([]key{prefNext}, l.active)); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +170,8 @@ func (l *birdLab) roll(r int, cur key, s session) key {
 		t.Fatalf("round %d: pkt_bad A=%d B=%d, want 0", r, st.Counters.PktBad, bs.PktBad)
 	}
 	l.checkNoFlap(s, fmt.Sprintf("round %d", r))
+	t.Logf("round %d: %v (B sends with k%d after %v, only k%d left after %v more)", r, time.Since(t0).Round(10*time.Millisecond),
+		next.i, t1.Sub(t0).Round(10*time.Millisecond), next.i, t2.Sub(t1).Round(10*time.Millisecond))
 	return prefNext
 }
 

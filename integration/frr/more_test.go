@@ -84,6 +84,7 @@ func TestFRRGobgpd(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		next := key{i: cur.i + 1}
 		now := time.Now()
+		t0 := now
 		old := cur
 		old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(3*time.Second)
 		next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
@@ -97,6 +98,7 @@ func TestFRRGobgpd(t *testing.T) {
 		})
 		cur = next
 		noFlap(fmt.Sprintf("round %d", i))
+		t.Logf("round %d: %v", i, time.Since(t0).Round(10*time.Millisecond))
 	}
 	sa, sb := aa.mustStatus(t), ab.mustStatus(t)
 	if bad := sa.Counters.PktBad + sb.Counters.PktBad; bad != 0 {
