@@ -9,6 +9,10 @@
 #   AOKEYD_TEST_RUN      -test.run regex for every package
 #   AOKEYD_TEST_TIMEOUT  -test.timeout of each package in the guest (45m)
 #   AOKEYD_TEST_ARGS     more test flags (e.g. "-test.bench=. -test.benchtime=1x")
+#   AOKEYD_SIDE_BY_SIDE  packages (as given above, e.g. "./integration/e2e
+#                        ./integration/frr") that each run in their own lane,
+#                        side by side with each other and with the rest, which
+#                        run one after another in lane 0
 #   AOKEYD_GUEST_BINS    host binaries to put in the guest's PATH (gobgpd, aokeyd, ...)
 #   AOKEYD_GUEST_ENV     extra "K=V K=V" for the guest's environment
 #   AOKEYD_VM_TIMEOUT    seconds before the guest is killed and the run fails (3600)
@@ -18,8 +22,12 @@
 #
 # The guest sees the checkout read-only at /aokeyd/src, runs each test binary
 # with -test.v from its package directory, and writes exit codes to the
-# share. This script fails when a guest test fails, when any guest test skips
-# (a kernel test must never pass by skipping), or when the guest hangs.
+# share. With one lane the output streams live; with several, each package's
+# output goes to its own file in the share and is printed whole once the
+# package ended (so no line of one package is cut by another's), followed by
+# the package's ok/FAIL line. This script fails when a guest test fails,
+# when any guest test skips (a kernel test must never pass by skipping), or
+# when the guest hangs.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,13 +54,21 @@ mkdir -p "$share/out" "$share/bin" "$share/results"
 
 # Test binaries: static, one per package, run from the package's directory.
 : >"$share/tests.list"
+lanes=1
 if [ $# -gt 0 ]; then
 	cd "$repo"
+	side=" "
+	if [ -n "${AOKEYD_SIDE_BY_SIDE:-}" ]; then
+		# shellcheck disable=SC2086 # a list of packages
+		side=" $(go list $AOKEYD_SIDE_BY_SIDE | tr '\n' ' ')"
+	fi
 	while read -r ip dir; do
 		name=$(echo "$ip" | tr '/.' '__')
 		CGO_ENABLED=0 go test -c -o "$share/out/$name.test" "$ip"
 		if [ -f "$share/out/$name.test" ]; then
-			echo "$name $ip ${dir#"$repo"}" >>"$share/tests.list"
+			lane=0
+			case "$side" in *" $ip "*) lane=$lanes lanes=$((lanes + 1)) ;; esac
+			echo "$name $ip ${dir#"$repo"} $lane" >>"$share/tests.list"
 		fi
 	done < <(go list -f '{{.ImportPath}} {{.Dir}}' "$@")
 fi
@@ -78,14 +94,52 @@ fi
 run_flag=""
 [ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag=$(printf '%q' "-test.run=${AOKEYD_TEST_RUN}")
 cat >>"$share/guest.sh" <<EOF
-while read -r name ip dir; do
+mkdir -p /aokeyd/share/logs
+# run_pkg NAME DIR: one package's test binary, from its directory; its time
+# and exit code go to the share (the exit code last: it marks the end).
+run_pkg() {
 	start=\$(date +%s)
-	(cd "/aokeyd/src\$dir" && "/aokeyd/share/out/\$name.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} $run_flag ${AOKEYD_TEST_ARGS:-}) 2>&1
+	(cd "/aokeyd/src\$2" && "/aokeyd/share/out/\$1.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} $run_flag ${AOKEYD_TEST_ARGS:-}) 2>&1
 	st=\$?
-	echo \$st >"/aokeyd/share/results/\$name"
-	el=\$((\$(date +%s) - start))
-	if [ \$st -eq 0 ]; then printf 'ok  \t%s\t%ds (in guest)\n' "\$ip" "\$el"; else printf 'FAIL\t%s\t%ds (in guest)\n' "\$ip" "\$el"; rc=1; fi
-done </aokeyd/share/tests.list
+	echo \$((\$(date +%s) - start)) >"/aokeyd/share/logs/\$1.time"
+	echo \$st >"/aokeyd/share/results/\$1"
+}
+# verdict NAME IP: the package's ok/FAIL line.
+verdict() {
+	st=\$(cat "/aokeyd/share/results/\$1") el=\$(cat "/aokeyd/share/logs/\$1.time")
+	if [ "\$st" = 0 ]; then printf 'ok  \t%s\t%ds (in guest)\n' "\$2" "\$el"; else printf 'FAIL\t%s\t%ds (in guest)\n' "\$2" "\$el"; rc=1; fi
+}
+if [ $lanes = 1 ]; then
+	while read -r name ip dir lane; do
+		run_pkg "\$name" "\$dir"
+		verdict "\$name" "\$ip"
+	done </aokeyd/share/tests.list
+	exit \$rc
+fi
+# Lanes: lane 0 runs its packages one after another, every other lane one
+# package; all lanes start at once. Each package's output goes to
+# logs/NAME.log.
+lane=0
+while [ \$lane -lt $lanes ]; do
+	(while read -r name ip dir l; do
+		[ "\$l" = \$lane ] || continue
+		run_pkg "\$name" "\$dir" >"/aokeyd/share/logs/\$name.log" 2>&1
+	done </aokeyd/share/tests.list) &
+	lane=\$((lane + 1))
+done
+# Each package printed whole once it ended, in the order they end.
+printed=" " left=\$(wc -l </aokeyd/share/tests.list)
+while [ \$left -gt 0 ]; do
+	while read -r name ip dir lane; do
+		case "\$printed" in *" \$name "*) continue ;; esac
+		[ -f "/aokeyd/share/results/\$name" ] || continue
+		cat "/aokeyd/share/logs/\$name.log"
+		verdict "\$name" "\$ip"
+		printed="\$printed\$name " left=\$((left - 1))
+	done </aokeyd/share/tests.list
+	[ \$left = 0 ] || sleep 1
+done
+wait
 exit \$rc
 EOF
 
@@ -146,11 +200,15 @@ if [ ! -f "$share/results/guest" ]; then
 	log "FAIL: the guest never reported (qemu exit $qrc)"
 	fail=1
 fi
-while read -r name ip dir; do
+while read -r name ip dir lane; do
 	st=$(cat "$share/results/$name" 2>/dev/null || echo missing)
 	if [ "$st" != 0 ]; then
 		log "FAIL: $ip in guest: exit $st"
 		fail=1
+	fi
+	if [ "$st" = missing ] && [ -s "$share/logs/$name.log" ]; then
+		log "$ip did not finish; its output so far:"
+		cat "$share/logs/$name.log"
 	fi
 done <"$share/tests.list"
 if [ -n "${AOKEYD_GUEST_CMD:-}" ]; then
