@@ -3,7 +3,7 @@
 // configuration with an `authentication ao` key list, reconfigures it the way
 // a BIRD operator rolls keys (new key preferred, old key kept, later
 // deprecated, then removed), and reads the session's state, TCP-AO counters
-// and routes back through birdc.
+// and routes back through its control socket (birdc's protocol).
 package bird
 
 import (
@@ -163,9 +163,10 @@ func (r *Router) Configure(cfg Config) error {
 	return nil
 }
 
-// Birdc runs one birdc command against this BIRD.
+// Birdc runs one birdc command against this BIRD and returns what birdc
+// prints for it, speaking birdc's protocol on BIRD's control socket.
 func (r *Router) Birdc(args ...string) (string, error) {
-	return r.ns.Run(append([]string{"birdc", "-s", r.sock}, args...)...)
+	return ctl(r.sock, strings.Join(args, " "))
 }
 
 // Status is the part of `show protocols all peer_a` the tests check.
