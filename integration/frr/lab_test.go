@@ -42,13 +42,12 @@ var (
 	routesB = []string{"203.0.113.0/26", "203.0.113.64/26", "203.0.113.128/26"}
 )
 
-// The rotations each scenario runs in `make test`. One rotation of FRR ↔
-// BIRD took about 14s in the guest (20 in 4m38s), so the issue's counts (20
-// with BIRD, 10 with gobgpd) would take most of make test's budget:
-// AOKEYD_FRR_ROUNDS=20 runs them.
+// The rotations each scenario runs in `make test`: the issue's counts, 20
+// with BIRD (passive and active) and 10 with gobgpd. AOKEYD_FRR_ROUNDS
+// overrides both (a quick run while developing).
 const (
-	defaultRounds       = 4
-	defaultGobgpdRounds = 3
+	defaultRounds       = 20
+	defaultGobgpdRounds = 10
 )
 
 // rounds is the number of rotations of a scenario: def, or
@@ -146,7 +145,7 @@ peers:
   - neighbor: %s
     key_chain: core
 `, peer)
-	cfg := "key_source:\n  type: file\n  refresh: 1s\n  file:\n    path: keys.yaml\npolicy:\n  path: policy.yaml\n" + speaker +
+	cfg := "key_source:\n  type: file\n  refresh: 250ms\n  file:\n    path: keys.yaml\npolicy:\n  path: policy.yaml\n" + speaker +
 		"control:\n  socket: control.sock\nmetrics:\n  listen: \"off\"\nlog:\n  format: json\n  level: debug\n"
 	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
@@ -155,7 +154,7 @@ peers:
 	}
 	a := &aokeyd{dir: dir, ns: ns, peer: peer, ctl: control.NewClient(filepath.Join(dir, "control.sock"), 10*time.Second),
 		args: []string{"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"),
-			"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
+			"-roll-grace", "1s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
 	if connectguard != "" {
 		a.args = append(a.args, "-connectguard", connectguard)
 	}
