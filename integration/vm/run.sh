@@ -62,15 +62,19 @@ if [ $# -gt 0 ]; then
 		# shellcheck disable=SC2086 # a list of packages
 		side=" $(go list $AOKEYD_SIDE_BY_SIDE | tr '\n' ' ')"
 	fi
+	pkgs=$(go list -f '{{.ImportPath}} {{.Dir}}' "$@")
+	# Linking a test binary uses one core: AOKEYD_BUILD_JOBS (default the
+	# host's cores) are built at once. A package without tests has none.
+	cut -d' ' -f1 <<<"$pkgs" | xargs -r -P "${AOKEYD_BUILD_JOBS:-$(nproc)}" -I{} \
+		sh -c 'CGO_ENABLED=0 go test -c -o "$1/out/$(echo "$2" | tr /. __).test" "$2"' sh "$share" {}
 	while read -r ip dir; do
 		name=$(echo "$ip" | tr '/.' '__')
-		CGO_ENABLED=0 go test -c -o "$share/out/$name.test" "$ip"
 		if [ -f "$share/out/$name.test" ]; then
 			lane=0
 			case "$side" in *" $ip "*) lane=$lanes lanes=$((lanes + 1)) ;; esac
 			echo "$name $ip ${dir#"$repo"} $lane" >>"$share/tests.list"
 		fi
-	done < <(go list -f '{{.ImportPath}} {{.Dir}}' "$@")
+	done <<<"$pkgs"
 fi
 for b in ${AOKEYD_GUEST_BINS:-}; do cp "$b" "$share/bin/"; done
 
