@@ -60,11 +60,16 @@ test-unit:
 
 # Boots the bundled TCP-AO kernel and runs every kernel test inside it.
 # The scenario tests (e2e, frr) mostly wait on BGP and rotation timers, not
-# the CPU: four run side by side instead of GOMAXPROCS (the guest's 2 vCPUs).
+# the CPU: four run side by side instead of GOMAXPROCS (the guest's 2 vCPUs),
+# and the scenario packages (GUEST_SIDE_BY_SIDE) each run in their own lane
+# beside the other packages, which run one after another (each package's
+# output is printed whole once it ended).
 GUEST_TEST_PARALLEL ?= 4
+GUEST_SIDE_BY_SIDE ?= ./integration/e2e ./integration/frr
 test-kernel: deps
 	AOKEYD_GUEST_BINS="$$(bash integration/tools/guest-bins.sh)" \
 		AOKEYD_TEST_ARGS="$${AOKEYD_TEST_ARGS:--test.parallel=$(GUEST_TEST_PARALLEL)}" \
+		AOKEYD_SIDE_BY_SIDE="$(GUEST_SIDE_BY_SIDE)" \
 		bash integration/vm/run.sh $(KERNEL_PKGS)
 
 # The differential test of the in-memory kernel against the guest's, longer
