@@ -13,6 +13,11 @@
 #                        ./integration/frr") that each run in their own lane,
 #                        side by side with each other and with the rest, which
 #                        run one after another in lane 0
+#   AOKEYD_ALONE         with several lanes: tests (a -test.run regex, default
+#                        ^TestClockJump$) that move the guest's wall clock,
+#                        which every other test's key lifetimes are read
+#                        against: they run first, while nothing else runs, and
+#                        are left out of their package's lane run
 #   AOKEYD_GUEST_BINS    host binaries to put in the guest's PATH (gobgpd, aokeyd, ...)
 #   AOKEYD_GUEST_ENV     extra "K=V K=V" for the guest's environment
 #   AOKEYD_VM_TIMEOUT    seconds before the guest is killed and the run fails (3600)
@@ -97,13 +102,16 @@ EOF
 fi
 run_flag=""
 [ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag=$(printf '%q' "-test.run=${AOKEYD_TEST_RUN}")
+alone_q=$(printf '%q' "${AOKEYD_ALONE-^TestClockJump\$}")
+list_q=$(printf '%q' "${AOKEYD_TEST_RUN:-.}")
 cat >>"$share/guest.sh" <<EOF
 mkdir -p /aokeyd/share/logs
 # run_pkg NAME DIR: one package's test binary, from its directory; its time
 # and exit code go to the share (the exit code last: it marks the end).
+skip=""
 run_pkg() {
 	start=\$(date +%s)
-	(cd "/aokeyd/src\$2" && "/aokeyd/share/out/\$1.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} $run_flag ${AOKEYD_TEST_ARGS:-}) 2>&1
+	(cd "/aokeyd/src\$2" && "/aokeyd/share/out/\$1.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} $run_flag ${AOKEYD_TEST_ARGS:-} \${skip:+"-test.skip=\$skip"}) 2>&1
 	st=\$?
 	echo \$((\$(date +%s) - start)) >"/aokeyd/share/logs/\$1.time"
 	echo \$st >"/aokeyd/share/results/\$1"
@@ -120,6 +128,20 @@ if [ $lanes = 1 ]; then
 	done </aokeyd/share/tests.list
 	exit \$rc
 fi
+# The tests that move the wall clock first, alone (streamed live); the
+# lanes leave them out.
+skip=$alone_q
+while read -r name ip dir lane; do
+	[ -n "\$skip" ] || break
+	names=\$(cd "/aokeyd/src\$dir" && "/aokeyd/share/out/\$name.test" -test.list $list_q | grep -E "\$skip" | tr '\n' '|')
+	[ -n "\$names" ] || continue
+	start=\$(date +%s)
+	(cd "/aokeyd/src\$dir" && "/aokeyd/share/out/\$name.test" -test.v -test.timeout=${AOKEYD_TEST_TIMEOUT:-45m} -test.run="^(\${names%|})\$" ${AOKEYD_TEST_ARGS:-}) 2>&1
+	st=\$?
+	echo \$st >"/aokeyd/share/results/\$name.alone"
+	el=\$((\$(date +%s) - start))
+	if [ \$st = 0 ]; then printf 'ok  \t%s (alone: %s)\t%ds (in guest)\n' "\$ip" "\${names%|}" "\$el"; else printf 'FAIL\t%s (alone: %s)\t%ds (in guest)\n' "\$ip" "\${names%|}" "\$el"; rc=1; fi
+done </aokeyd/share/tests.list
 # Lanes: lane 0 runs its packages one after another, every other lane one
 # package; all lanes start at once. Each package's output goes to
 # logs/NAME.log.
@@ -208,6 +230,10 @@ while read -r name ip dir lane; do
 	st=$(cat "$share/results/$name" 2>/dev/null || echo missing)
 	if [ "$st" != 0 ]; then
 		log "FAIL: $ip in guest: exit $st"
+		fail=1
+	fi
+	if [ -f "$share/results/$name.alone" ] && [ "$(cat "$share/results/$name.alone")" != 0 ]; then
+		log "FAIL: $ip in guest: the tests that run alone: exit $(cat "$share/results/$name.alone")"
 		fail=1
 	fi
 	if [ "$st" = missing ] && [ -s "$share/logs/$name.log" ]; then
