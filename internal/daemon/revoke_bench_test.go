@@ -1,0 +1,255 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
+)
+
+// BenchmarkRevoke is one global revoke of the fleet's Current_key (a backup
+// present on every session: every socket gets a forced replace) across N
+// established, steady sessions on the in-memory kernel (N:
+// $AOKEYD_REVOKE_PEERS, default 256), timed from the Revoke call until it
+// returns (every socket done), as revoke-ms, with the daemon's CPU time
+// as cpu-ms. A synchronous TCP_AO_DEL_KEY on an established socket waits
+// for an RCU grace period in the kernel (12 ms in the emulated guest, see
+// the reference figures): the in-memory sockets sleep
+// $AOKEYD_REVOKE_DEL_DELAY (default 12ms) in one, so the figure shows how
+// the revoke overlaps them. Each iteration builds a fresh fleet (not
+// timed).
+func BenchmarkRevoke(b *testing.B) {
+	n := 256
+	if s := os.Getenv("AOKEYD_REVOKE_PEERS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 || n > 60000 {
+			b.Fatalf("AOKEYD_REVOKE_PEERS=%q: want a count of peers in 1..60000", s)
+		}
+	}
+	delay := 12 * time.Millisecond
+	if s := os.Getenv("AOKEYD_REVOKE_DEL_DELAY"); s != "" {
+		var err error
+		if delay, err = time.ParseDuration(s); err != nil || delay < 0 {
+			b.Fatalf("AOKEYD_REVOKE_DEL_DELAY=%q: want a duration", s)
+		}
+	}
+	var total, cpu time.Duration
+	for range b.N {
+		b.StopTimer()
+		f := newRevokeFleet(b, fleetOptions{n: n, delay: delay})
+		c0 := cpuNow(b)
+		b.StartTimer()
+		t0 := time.Now()
+		res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
+		el := time.Since(t0)
+		b.StopTimer()
+		cpu += time.Duration(cpuNow(b) - c0)
+		total += el
+		if err != nil {
+			b.Fatalf("Revoke: %v", err)
+		}
+		forced := 0
+		for _, s := range res.Sockets {
+			if s.Error != "" {
+				b.Fatalf("revoke: socket %+v", s)
+			}
+			if s.Action == control.ActionForcedReplaced {
+				forced++
+			}
+		}
+		if forced != n {
+			b.Fatalf("revoke: %d forced replaces, want %d: %+v", forced, n, res.Sockets)
+		}
+		for i, s := range f.socks {
+			for _, k := range keyIDs(b, s) {
+				if k == f.k1.ids() {
+					b.Fatalf("peer %d still holds the revoked key after Revoke returned", i)
+				}
+			}
+		}
+		f.stop()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "revoke-ms")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// revokeFleet is n steady sessions carrying k1 (Current_key) and k2 (the
+// backup) under a running daemon.
+type revokeFleet struct {
+	d      *daemon.Daemon
+	k1, k2 testKey
+	socks  []*countingSocket
+	addr   func(i int) netip.Addr // peer i's address
+	stop   func()
+}
+
+// slowDelSocket sleeps delay in every synchronous TCP_AO_DEL_KEY (the
+// kernel's RCU grace period), as an established socket's does.
+type slowDelSocket struct {
+	tcpao.Socket
+	delay time.Duration
+}
+
+func (s slowDelSocket) DelKey(d tcpao.DelKey) error {
+	if !d.Async {
+		time.Sleep(s.delay)
+	}
+	return s.Socket.DelKey(d)
+}
+
+// fleetOptions shape newRevokeFleet's fleet.
+type fleetOptions struct {
+	n     int
+	delay time.Duration // slowDelSocket's
+	// speaker, when set, wraps the scripted speaker the daemon is given
+	// (a counting fake).
+	speaker func(bgp.Speaker) bgp.Speaker
+}
+
+// newRevokeFleet builds the fleet; a test runs it in a synctest bubble,
+// a benchmark outside one. b.Cleanup stops it where the caller does not.
+func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
+	b.Helper()
+	n, delay := o.n, o.delay
+	now := time.Now()
+	f := &revokeFleet{
+		k1: testKey{name: "k1", send: 20, recv: 21, secret: "revoke-bench-secret-k1-Qe3", sendStart: now.Add(-time.Hour)},
+		k2: testKey{name: "k2", send: 30, recv: 31, secret: "revoke-bench-secret-k2-Tn8", sendStart: now.Add(-2 * time.Hour)},
+	}
+	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
+	var infos []bgp.PeerInfo
+	for i := range n {
+		infos = append(infos, bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+	}
+	pol := "version: 1\nsafety:\n  switch_timeout: 5m\n  on_revoke_only_key: keep\nkey_chains:\n  - name: core\npeers:\n  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
+	src := &fakeSource{}
+	m1, m2 := f.k1.mkt(), f.k2.mkt()
+	src.setKeys(m1, m2)
+	m1.Zero()
+	m2.Zero()
+	sp := bgptest.NewSpeaker("revoke-speaker", speakerPID, n, infos...)
+	var speaker bgp.Speaker = sp
+	if o.speaker != nil {
+		speaker = o.speaker(sp)
+	}
+	net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
+	lis, err := net.Socket(localAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := lis.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
+	var estMu sync.Mutex
+	established := map[uint64]bool{}
+	socketOf := func(h bgp.SocketHandle) tcpao.Socket {
+		s := disc.socketOf(h)
+		estMu.Lock()
+		est := established[h.Ref().Inode]
+		estMu.Unlock()
+		if est {
+			return slowDelSocket{s, delay}
+		}
+		return s
+	}
+	d, err := daemon.New(daemon.Options{
+		Policy: parsePolicy(b, pol), Keys: cache, Source: src, Speaker: speaker, Discoverer: disc, ListenPort: bgpPort,
+		Rotator: rotator.Config{Grace: 20 * time.Millisecond, Poll: 10 * time.Millisecond},
+		Resync:  time.Hour, OptMemMax: func() (int, error) { return 1 << 30, nil },
+		Logger: slog.New(slog.DiscardHandler), SocketOf: socketOf,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	f.d, f.addr = d, peer
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Errorf("Run: %v", err)
+			}
+			cache.Close()
+			src.close()
+		})
+	}
+	b.Cleanup(f.stop)
+	waitFor := func(what string, cond func() bool) {
+		b.Helper()
+		for deadline := time.Now().Add(5 * time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("not within 5m: %s", what)
+			}
+		}
+	}
+	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == 2 })
+	f.socks = make([]*countingSocket, n)
+	for i := range n {
+		client, err := net.Socket(peer(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range []testKey{f.k2, f.k1} { // k1 last: the client's current key
+			mk := k.mirror()
+			if err := client.AddKey(mk, tcpao.AddOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			mk.Secret.Zero()
+		}
+		acc, err := net.Connect(client, lis)
+		if err != nil {
+			b.Fatalf("connect %s: %v", peer(i), err)
+		}
+		f.socks[i] = disc.add(acc, netip.AddrPortFrom(localAddr, bgpPort), client.LocalAddr(), false)
+		ref, err := disc.Established(speakerPID, netip.AddrPortFrom(localAddr, bgpPort), client.LocalAddr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		estMu.Lock()
+		established[ref.Inode] = true
+		estMu.Unlock()
+		sp.Set(bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, LocalPort: bgpPort, RemotePort: client.LocalAddr().Port(),
+			State: bgp.StateEstablished, Uptime: now.Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002})
+	}
+	want := fmt.Sprint([]string{f.k1.ids(), f.k2.ids()})
+	waitFor(fmt.Sprintf("%d sessions steady with both keys, k1 current", n), func() bool {
+		rep, err := d.Status(context.Background(), "")
+		if err != nil || len(rep.Peers) != n {
+			return false
+		}
+		for _, p := range rep.Peers {
+			if p.Rotation.State != string(rotator.StateSteady) {
+				return false
+			}
+		}
+		for _, s := range f.socks {
+			in, err := s.Info()
+			if err != nil || fmt.Sprint(keyIDs(b, s)) != want || in.CurrentKey != f.k1.send {
+				return false
+			}
+		}
+		return true
+	})
+	return f
+}
