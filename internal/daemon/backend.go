@@ -65,17 +65,21 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.Warnings = append(rep.Warnings, holdWarning(h))
 	}
 
-	infos, err := d.speakerPeers(ctx)
+	var infos []bgp.PeerInfo
+	var err error
+	if peer == "" {
+		infos, err = d.speakerPeers(ctx)
+	} else {
+		infos, err = d.speakerPeer(ctx, peer)
+	}
 	if err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", d.o.Speaker.Name(), err))
+		infos = infos[:0]
 		for _, p := range d.peerList() {
 			infos = append(infos, p.info)
 		}
 	}
-	rot := map[rotator.PeerID]rotator.Status{}
-	for _, s := range d.ctrl.Status() {
-		rot[s.Peer] = s
-	}
+	rot := d.rotationStatus(peer, infos)
 	var listeners []control.Socket
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		for _, h := range hs {
@@ -83,7 +87,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 			listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
 		}
 	}
-	verify := d.verifyViewer(ctx, infos)
+	verify := d.verifyViewer(ctx, infos, peer != "")
 	found := false
 	for _, info := range infos {
 		id := PeerIDOf(info.Neighbor, info.VRF)

@@ -139,10 +139,19 @@ func (d *Daemon) peerAddrs() []netip.Addr {
 
 // verifyViewer reads the listeners once for a status report and returns
 // what fills each peer's Listener and adds the warning when its segments
-// fail verification. infos are the speaker's peers.
-func (d *Daemon) verifyViewer(ctx context.Context, infos []bgp.PeerInfo) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
+// fail verification. infos are the speaker's peers; with one (a status of
+// one peer: infos hold it alone) the other peers are the ones the daemon
+// tracks, so that no other peer is asked about.
+func (d *Daemon) verifyViewer(ctx context.Context, infos []bgp.PeerInfo, one bool) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
 	ls := d.observeListeners(ctx)
 	var others []netip.Addr
+	if one {
+		for _, p := range d.peerList() {
+			if d.managed(p.info) {
+				others = append(others, p.info.Neighbor)
+			}
+		}
+	}
 	for _, info := range infos {
 		if d.managed(info) {
 			others = append(others, info.Neighbor)

@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+// speakerPeer is the speaker's view of the one peer a status asks about
+// (an address, or a peer ID: address%vrf), each asked about alone and
+// waited for no longer than statusListWait: `aoctl status PEER` must not
+// cost a listing of every neighbor (gobgpd answers one for hundreds of
+// neighbors slowly). Without a VRF it asks once per VRF the daemon tracks
+// the address in (any VRF when it tracks it in none). A peer the speaker
+// does not have is left out (the caller reports it not found); an error is
+// a speaker that did not answer.
+func (d *Daemon) speakerPeer(ctx context.Context, peer string) ([]bgp.PeerInfo, error) {
+	addrText, vrf, qualified := strings.Cut(peer, "%")
+	addr, err := netip.ParseAddr(addrText)
+	if err != nil {
+		return nil, nil // no such peer: every peer's address parses
+	}
+	addr = addr.Unmap()
+	var vrfs []string
+	if qualified {
+		vrfs = []string{vrf}
+	} else {
+		for _, p := range d.peerList() {
+			if p.info.Neighbor == addr {
+				vrfs = append(vrfs, p.info.VRF)
+			}
+		}
+		if len(vrfs) == 0 {
+			vrfs = []string{""} // the neighbor in any VRF
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusListWait)
+	defer cancel()
+	var out []bgp.PeerInfo
+	for _, v := range vrfs {
+		type answer struct {
+			p   bgp.PeerInfo
+			err error
+		}
+		ch := make(chan answer, 1)
+		go func() {
+			p, err := d.o.Speaker.Peer(ctx, addr, v)
+			ch <- answer{p, err}
+		}()
+		var a answer
+		select {
+		case a = <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer about neighbor %s within %s: %w", addr, statusListWait, ctx.Err())
+		}
+		switch {
+		case errors.Is(a.err, bgp.ErrNoPeer):
+		case a.err != nil:
+			return nil, a.err
+		default:
+			out = append(out, a.p)
+		}
+	}
+	return out, nil
+}
+
+// rotationStatus is the rotation machines' status of the peers in infos:
+// of every peer when peer is "" (one sorted copy of all), else of these
+// alone, read one by one.
+func (d *Daemon) rotationStatus(peer string, infos []bgp.PeerInfo) map[rotator.PeerID]rotator.Status {
+	rot := map[rotator.PeerID]rotator.Status{}
+	if peer == "" {
+		for _, s := range d.ctrl.Status() {
+			rot[s.Peer] = s
+		}
+		return rot
+	}
+	for _, info := range infos {
+		id := PeerIDOf(info.Neighbor, info.VRF)
+		if s, ok := d.ctrl.StatusOf(id); ok {
+			rot[id] = s
+		}
+	}
+	return rot
+}
