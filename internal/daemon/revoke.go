@@ -13,7 +13,6 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
-	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -128,7 +127,7 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 
 // revokeSockets deletes the key with ids from the listeners (one
 // goroutine) and from every session in scope (every session bound to the
-// key's chain when scope is invalid; up to 32 at a time), reporting each
+// key's chain when scope is invalid; up to revokeParallel at a time), reporting each
 // socket to add. The returned function waits until all are done.
 //
 // The kernel knows a key by its IDs only, and another chain may hold a key
@@ -155,7 +154,7 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 		}
 		ps = append(ps, p)
 	}
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, revokeParallel)
 	now := d.o.Clock.Now()
 	for _, p := range ps {
 		wg.Add(1)
@@ -168,6 +167,13 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 	}
 	return wg.Wait
 }
+
+// revokeParallel bounds the sessions a revoke works on at once. Each
+// forced delete waits in the kernel for an RCU grace period (synchronize_rcu,
+// ~12 ms in the emulated guest) with the CPU idle: concurrent ones share
+// grace periods, so the bound is what overlaps them; the CPU work per
+// session is one borrow of its descriptor.
+const revokeParallel = 64
 
 // readsChain reports whether the binding of the peer at addr in vrf reads
 // the key source's chain.
@@ -243,37 +249,59 @@ func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]
 	d.listenMu.Lock()
 	defer d.listenMu.Unlock()
 	for _, h := range hs {
-		s := d.o.SocketOf(h)
-		keys, err := s.Keys(tcpao.KeyFilter{})
 		name := "listen " + h.Ref().Local.String()
+		// One borrow of the listener's descriptor for its read and all
+		// its deletes (a borrow is a pidfd_getfd round trip).
+		err := batchKeys(d.o.SocketOf(h), func(s tcpao.Socket) error {
+			keys, err := s.Keys(tcpao.KeyFilter{})
+			if err != nil {
+				if !isNoAO(err) {
+					add(control.RevokeSocket{Socket: name, Error: err.Error()})
+				}
+				return nil
+			}
+			for _, k := range keys {
+				if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
+					continue
+				}
+				if !inChain[listenerEntry{k.Peer, k.IfIndex}] {
+					continue // another chain's key with the same IDs
+				}
+				if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
+					continue
+				}
+				if scope.IsValid() && k.Peer != hostPrefix(scope) {
+					add(control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionKept,
+						Error: "this listener key for " + k.Peer.String() + " serves other peers too: a peer-scoped revoke leaves it; revoke without --peer to remove it"})
+					continue
+				}
+				rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
+				if err := tcpao.DeleteKey(s, tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+					rs.Error = err.Error()
+				}
+				add(rs)
+			}
+			return nil
+		})
 		if err != nil {
-			if !isNoAO(err) {
-				add(control.RevokeSocket{Socket: name, Error: err.Error()})
-			}
-			continue
-		}
-		for _, k := range keys {
-			if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
-				continue
-			}
-			if !inChain[listenerEntry{k.Peer, k.IfIndex}] {
-				continue // another chain's key with the same IDs
-			}
-			if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
-				continue
-			}
-			if scope.IsValid() && k.Peer != hostPrefix(scope) {
-				add(control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionKept,
-					Error: "this listener key for " + k.Peer.String() + " serves other peers too: a peer-scoped revoke leaves it; revoke without --peer to remove it"})
-				continue
-			}
-			rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
-			if err := tcpao.DeleteKey(s, tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
-				rs.Error = err.Error()
-			}
-			add(rs)
+			add(control.RevokeSocket{Socket: name, Error: err.Error()})
 		}
 	}
+}
+
+// keyBatcher is a socket that runs several calls in one borrow of its
+// descriptor (bgp.AOSocket: one pidfd_getfd for all of them).
+type keyBatcher interface {
+	BatchKeys(f func(tcpao.Socket) error) error
+}
+
+// batchKeys runs f on s in one borrow when s offers it, else on s itself.
+// The socket f gets must not be kept after f returns.
+func batchKeys(s tcpao.Socket, f func(tcpao.Socket) error) error {
+	if b, ok := s.(keyBatcher); ok {
+		return b.BatchKeys(f)
+	}
+	return f(s)
 }
 
 // revokePeer takes the key off one established session. The peer's rotator
@@ -322,55 +350,74 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 }
 
 // revokeOn deletes the key with ids from sock, first moving Current_key
-// and RNext_key to pref (or another key) when the key is one of them.
+// and RNext_key to pref (or another key) when the key is one of them: one
+// forced TCP_AO_DEL_KEY naming the replacement, atomic. The read (one
+// GET_KEYS: it carries each key's Current/RNext flags) and the delete
+// share one borrow of the descriptor. Where the key is the only one, the
+// policy's on_revoke_only_key runs after it (a reset asks the speaker).
 func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
-	obs, err := rotator.Observe(sock)
+	only := false
+	err := batchKeys(sock, func(s tcpao.Socket) error {
+		keys, err := s.Keys(tcpao.KeyFilter{})
+		if isNoAO(err) {
+			rs.Action = "absent"
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var victim *tcpao.KeyInfo
+		var others []tcpao.KeyInfo
+		for i, k := range keys {
+			if k.SendID == ids[0] && k.RecvID == ids[1] {
+				victim = &keys[i]
+			} else {
+				others = append(others, k)
+			}
+		}
+		if victim == nil {
+			rs.Action = "absent"
+			return nil
+		}
+		if len(others) == 0 {
+			only = true
+			return nil
+		}
+		repl := others[0]
+		if pref != nil {
+			for _, k := range others {
+				if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
+					repl = k
+				}
+			}
+		}
+		del := tcpao.DelKey{KeyRef: victim.KeyRef}
+		if victim.IsCurrent || victim.IsRNext {
+			del.SetCurrent, del.Current = true, repl.SendID
+			del.SetRNext, del.RNext = true, repl.RecvID
+			rs.Action, rs.Replacement = control.ActionForcedReplaced, fmt.Sprintf("send=%d recv=%d", repl.SendID, repl.RecvID)
+		} else {
+			rs.Action = control.ActionDeleted
+		}
+		if err := tcpao.DeleteKey(s, del); err != nil {
+			rs.Error = err.Error()
+		}
+		return nil
+	})
 	if err != nil {
 		rs.Error = err.Error()
 		return
 	}
-	var victim *tcpao.KeyInfo
-	var others []tcpao.KeyInfo
-	for i, k := range obs.Keys {
-		if k.SendID == ids[0] && k.RecvID == ids[1] {
-			victim = &obs.Keys[i]
-		} else {
-			others = append(others, k)
-		}
-	}
-	if victim == nil {
-		rs.Action = "absent"
+	if !only {
 		return
 	}
-	if len(others) == 0 {
-		if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
-			rs.Action = control.ActionReset
-			if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
-				rs.Error = err.Error()
-			}
-		} else {
-			rs.Action = control.ActionKept
-			rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
+	if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
+		rs.Action = control.ActionReset
+		if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
+			rs.Error = err.Error()
 		}
 		return
 	}
-	repl := others[0]
-	if pref != nil {
-		for _, k := range others {
-			if k.SendID == pref.MKT.SendID && k.RecvID == pref.MKT.RecvID {
-				repl = k
-			}
-		}
-	}
-	del := tcpao.DelKey{KeyRef: victim.KeyRef}
-	if victim.IsCurrent || victim.IsRNext {
-		del.SetCurrent, del.Current = true, repl.SendID
-		del.SetRNext, del.RNext = true, repl.RecvID
-		rs.Action, rs.Replacement = control.ActionForcedReplaced, fmt.Sprintf("send=%d recv=%d", repl.SendID, repl.RecvID)
-	} else {
-		rs.Action = control.ActionDeleted
-	}
-	if err := tcpao.DeleteKey(sock, del); err != nil {
-		rs.Error = err.Error()
-	}
+	rs.Action = control.ActionKept
+	rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
 }

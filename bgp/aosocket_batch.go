@@ -1,0 +1,19 @@
+package bgp
+
+import "github.com/aokeyd/aokeyd/tcpao"
+
+// BatchKeys runs f with the socket's descriptor borrowed once (one
+// pidfd_getfd and its checks) for every call f makes, where each call on
+// the socket itself borrows it anew: a read and a delete, or a plan's
+// operations (rotator.Apply), cost one borrow. The Socket f gets must not
+// be used after f returns.
+func (s aoSocket) BatchKeys(f func(tcpao.Socket) error) error {
+	return s.h.Do(func(fd int) error {
+		if b, ok := tcpao.FromFD(fd).(interface {
+			BatchKeys(func(tcpao.Socket) error) error
+		}); ok {
+			return b.BatchKeys(f)
+		}
+		return f(tcpao.FromFD(fd))
+	})
+}
