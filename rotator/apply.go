@@ -12,6 +12,20 @@ import (
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
 // HaveAO false and no error.
 func Observe(s tcpao.Socket) (Observed, error) {
+	if b, ok := s.(keyBatcher); ok {
+		// One borrow of the descriptor for both reads (bgp.AOSocket
+		// borrows it from the speaker with pidfd_getfd per call).
+		var o Observed
+		var oerr error
+		if err := b.BatchKeys(func(bs tcpao.Socket) error { o, oerr = observeOn(bs); return nil }); err != nil {
+			return Observed{}, fmt.Errorf("observe: %w", err)
+		}
+		return o, oerr
+	}
+	return observeOn(s)
+}
+
+func observeOn(s tcpao.Socket) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
