@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,10 @@ import (
 // for an RCU grace period in the kernel (12 ms in the emulated guest, see
 // the reference figures): the in-memory sockets sleep
 // $AOKEYD_REVOKE_DEL_DELAY (default 12ms) in one, so the figure shows how
-// the revoke overlaps them. Each iteration builds a fresh fleet (not
-// timed).
+// the revoke overlaps them. borrows counts the borrows of the sockets'
+// descriptors meanwhile (each a pidfd_getfd round trip in production; see
+// slowDelSocket), the revoke's and the rotation machines' steps after it.
+// Each iteration builds a fresh fleet (not timed).
 func BenchmarkRevoke(b *testing.B) {
 	n := 256
 	if s := os.Getenv("AOKEYD_REVOKE_PEERS"); s != "" {
@@ -48,16 +51,18 @@ func BenchmarkRevoke(b *testing.B) {
 		}
 	}
 	var total, cpu time.Duration
+	var borrows int64
 	for range b.N {
 		b.StopTimer()
 		f := newRevokeFleet(b, fleetOptions{n: n, delay: delay})
-		c0 := cpuNow(b)
+		c0, b0 := cpuNow(b), f.borrows.Load()
 		b.StartTimer()
 		t0 := time.Now()
 		res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
 		el := time.Since(t0)
 		b.StopTimer()
 		cpu += time.Duration(cpuNow(b) - c0)
+		borrows += f.borrows.Load() - b0
 		total += el
 		if err != nil {
 			b.Fatalf("Revoke: %v", err)
@@ -86,6 +91,7 @@ func BenchmarkRevoke(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "revoke-ms")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms")
+	b.ReportMetric(float64(borrows)/float64(b.N), "borrows")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -96,22 +102,68 @@ type revokeFleet struct {
 	k1, k2 testKey
 	socks  []*countingSocket
 	addr   func(i int) netip.Addr // peer i's address
-	stop   func()
+	// borrows counts the daemon's borrows of every socket's descriptor
+	// (see slowDelSocket).
+	borrows atomic.Int64
+	stop    func()
 }
 
 // slowDelSocket sleeps delay in every synchronous TCP_AO_DEL_KEY (the
-// kernel's RCU grace period), as an established socket's does.
+// kernel's RCU grace period), as an established socket's does, and counts
+// the borrows of the descriptor the daemon makes: each call on the socket
+// is one, a BatchKeys call (bgp.AOSocket offers it) is one for all the
+// calls it makes, as with the speaker's sockets in production, where a
+// borrow is a pidfd_getfd round trip.
 type slowDelSocket struct {
+	tcpao.Socket
+	delay   time.Duration
+	borrows *atomic.Int64
+}
+
+func (s slowDelSocket) DelKey(d tcpao.DelKey) error {
+	s.borrows.Add(1)
+	return delSlow(s.Socket, d, s.delay)
+}
+
+func delSlow(s tcpao.Socket, d tcpao.DelKey, delay time.Duration) error {
+	if !d.Async {
+		time.Sleep(delay)
+	}
+	return s.DelKey(d)
+}
+
+func (s slowDelSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	s.borrows.Add(1)
+	return s.Socket.AddKey(k, o)
+}
+
+func (s slowDelSocket) SetInfo(c tcpao.InfoChange) error {
+	s.borrows.Add(1)
+	return s.Socket.SetInfo(c)
+}
+
+func (s slowDelSocket) Info() (tcpao.Info, error) {
+	s.borrows.Add(1)
+	return s.Socket.Info()
+}
+
+func (s slowDelSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	s.borrows.Add(1)
+	return s.Socket.Keys(f)
+}
+
+func (s slowDelSocket) BatchKeys(f func(tcpao.Socket) error) error {
+	s.borrows.Add(1)
+	return f(borrowed{s.Socket, s.delay})
+}
+
+// borrowed is the socket a BatchKeys call lends: its calls cost no borrow.
+type borrowed struct {
 	tcpao.Socket
 	delay time.Duration
 }
 
-func (s slowDelSocket) DelKey(d tcpao.DelKey) error {
-	if !d.Async {
-		time.Sleep(s.delay)
-	}
-	return s.Socket.DelKey(d)
-}
+func (b borrowed) DelKey(d tcpao.DelKey) error { return delSlow(b.Socket, d, b.delay) }
 
 // fleetOptions shape newRevokeFleet's fleet.
 type fleetOptions struct {
@@ -166,9 +218,9 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		est := established[h.Ref().Inode]
 		estMu.Unlock()
 		if est {
-			return slowDelSocket{s, delay}
+			return slowDelSocket{s, delay, &f.borrows}
 		}
-		return s
+		return slowDelSocket{s, 0, &f.borrows} // the listener
 	}
 	d, err := daemon.New(daemon.Options{
 		Policy: parsePolicy(b, pol), Keys: cache, Source: src, Speaker: speaker, Discoverer: disc, ListenPort: bgpPort,
