@@ -20,8 +20,10 @@
 # Environment: AOKEYD (default /usr/sbin/aokeyd), AOKEYD_CONNECTGUARD
 # (default /run/aokeyd/connectguard.sock), AOKEYD_WRAP_LOG (default
 # /dev/null: bgpd logs through its own configuration), AOKEYD_WRAP_WAIT
-# (seconds to wait for bgpd's vty socket, default 60; bgpd keeps running
-# after a timeout, the wrapper exits 1).
+# (seconds to wait for bgpd's vty socket, default 60; after that the
+# wrapper stops the launcher, and bgpd with it, and exits 1). While an
+# `aokeyd exec` holds the socket, no second bgpd is started: the wrapper
+# waits for the running one, as a second bgpd would fail on its pid file.
 set -eu
 aokeyd=${AOKEYD:-/usr/sbin/aokeyd}
 sock=${AOKEYD_CONNECTGUARD:-/run/aokeyd/connectguard.sock}
@@ -53,18 +55,31 @@ while [ "$i" -lt "$n" ]; do
 	i=$((i + 1))
 done
 vty=$vtydir${pathspace:+/$pathspace}/$(basename "$bin").vty
-setsid "$aokeyd" exec -socket "$sock" -- "$bin" "$@" </dev/null >>"$log" 2>&1 &
-launcher=$!
+listening() { ss -Hxl src "$1" 2>/dev/null | grep -q .; }
+launcher=
+if listening "$sock"; then
+	# An `aokeyd exec` holds the socket: a bgpd is running or starting
+	# (watchfrr may start one again while the first is still coming up). A
+	# second launcher would take the socket path from the first, whose bgpd
+	# would then wait for a supervisor forever; bgpd itself refuses a second
+	# instance. Wait for the running one instead.
+	echo "$0: $sock is held by a running aokeyd exec; not starting another bgpd" >&2
+else
+	setsid "$aokeyd" exec -socket "$sock" -- "$bin" "$@" </dev/null >>"$log" 2>&1 &
+	launcher=$!
+fi
 # Up when a socket listens on the vty path (a stale file of a killed bgpd
-# does not count); failed when the launcher exits first.
+# does not count); failed when the launcher exits first, or after wait_s
+# (the launcher, and bgpd with it, is stopped: no orphan is left waiting).
 t=0
-while ! ss -Hxl src "$vty" 2>/dev/null | grep -q .; do
-	if ! kill -0 "$launcher" 2>/dev/null; then
+while ! listening "$vty"; do
+	if [ -n "$launcher" ] && ! kill -0 "$launcher" 2>/dev/null; then
 		echo "$0: bgpd under aokeyd exec exited before its vty socket $vty listened" >&2
 		exit 1
 	fi
 	if [ "$t" -ge $((wait_s * 5)) ]; then
 		echo "$0: bgpd's vty socket $vty not listening after ${wait_s}s (is aokeyd -connectguard $sock running? bgpd's connects wait for it)" >&2
+		[ -z "$launcher" ] || kill "$launcher" 2>/dev/null || true
 		exit 1
 	fi
 	sleep 0.2
