@@ -132,6 +132,21 @@ func watchfrrRouter(t *testing.T, ns *netns.NS, dir, pathspace string, cfg Confi
 	return r
 }
 
+// waitUp waits for bgpd's pid file and its vty (Router.WaitReady asks for
+// the default VRF's summary, which fails with a VRF instance only).
+func waitUp(t *testing.T, r *Router) {
+	t.Helper()
+	lab.Eventually(t, 60*time.Second, "bgpd's pid file and vty", func() (bool, string) {
+		pid, err := bgpfrr.FindPID(r.PIDFile(), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		r.PID = pid
+		_, err = r.Vtysh("show bgp vrf all summary json")
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
 // watchfrrShow is watchfrr's own view of its daemons (`show watchfrr` on
 // its vty socket).
 func watchfrrShow(run string) (string, error) {
@@ -249,7 +264,7 @@ func TestFRRWatchfrr(t *testing.T) {
 	// aokeyd's connect supervisor.
 	a := startAokeyd(t, na, dir, addrB, fmt.Sprintf("speaker:\n  type: frr\n  frr:\n    pathspace: %q\n    poll_interval: 250ms\n", pathspace), cg)
 	r := watchfrrRouter(t, na, dir, pathspace, frrConfig(false), cg)
-	r.WaitReady()
+	waitUp(t, r)
 	l := &birdLab{t: t, dir: dir, frr: r, aokeyd: a, bird: bird.Start(t, nb, birdConfig([]key{k1}, true)), active: true}
 	l.waitEstablished(90 * time.Second)
 	check := func(when string, pid int) {
@@ -287,7 +302,7 @@ func TestFRRWatchfrr(t *testing.T) {
 		return true, ""
 	})
 	lab.Eventually(t, 60*time.Second, "the new bgpd's vty", func() (bool, string) {
-		_, err := r.Vtysh("show bgp summary json")
+		_, err := r.Vtysh("show bgp vrf all summary json")
 		restarted = time.Since(killed)
 		return err == nil, fmt.Sprint(err)
 	})
