@@ -23,7 +23,9 @@
 # (seconds to wait for bgpd's vty socket, default 60; after that the
 # wrapper stops the launcher, and bgpd with it, and exits 1). While an
 # `aokeyd exec` holds the socket, no second bgpd is started: the wrapper
-# waits for the running one, as a second bgpd would fail on its pid file.
+# waits for the running one, as a second bgpd would fail on its pid file
+# (the check and the launch hold a lock, SOCKET.lock, so two wrappers
+# started at once start one bgpd).
 set -eu
 aokeyd=${AOKEYD:-/usr/sbin/aokeyd}
 sock=${AOKEYD_CONNECTGUARD:-/run/aokeyd/connectguard.sock}
@@ -57,6 +59,10 @@ done
 vty=$vtydir${pathspace:+/$pathspace}/$(basename "$bin").vty
 listening() { ss -Hxl src "$1" 2>/dev/null | grep -q .; }
 launcher=
+# One wrapper at a time decides (watchfrr's start-up may run two start jobs
+# for bgpd at once), and holds the lock until its launcher listens.
+exec 9>>"$sock.lock"
+flock 9
 if listening "$sock"; then
 	# An `aokeyd exec` holds the socket: a bgpd is running or starting
 	# (watchfrr may start one again while the first is still coming up). A
@@ -65,9 +71,15 @@ if listening "$sock"; then
 	# instance. Wait for the running one instead.
 	echo "$0: $sock is held by a running aokeyd exec; not starting another bgpd" >&2
 else
-	setsid "$aokeyd" exec -socket "$sock" -- "$bin" "$@" </dev/null >>"$log" 2>&1 &
+	setsid "$aokeyd" exec -socket "$sock" -- "$bin" "$@" </dev/null >>"$log" 2>&1 9>&- &
 	launcher=$!
+	t=0
+	while ! listening "$sock" && kill -0 "$launcher" 2>/dev/null && [ "$t" -lt $((wait_s * 10)) ]; do
+		sleep 0.1
+		t=$((t + 1))
+	done
 fi
+exec 9>&-
 # Up when a socket listens on the vty path (a stale file of a killed bgpd
 # does not count); failed when the launcher exits first, or after wait_s
 # (the launcher, and bgpd with it, is stopped: no orphan is left waiting).
