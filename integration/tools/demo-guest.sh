@@ -43,7 +43,7 @@ router bgp 65001
  exit-address-family
 exit
 FRR
-	say "router A: FRR $(cat /.frr-version 2>/dev/null) bgpd (passive AO neighbor 192.0.2.2; FRR has no TCP-AO), and aokeyd managing its sockets"
+	say "router A: FRR $(sed "s/.*version //" /.frr-version 2>/dev/null) bgpd (passive AO neighbor 192.0.2.2; FRR has no TCP-AO), and aokeyd managing its sockets"
 	ip netns exec demo-a /usr/lib/frr/bgpd -Z -S -f $D/bgpd.conf -i $D/bgpd.pid --vty_socket $D/frr -P 0 >$D/bgpd.log 2>&1 &
 else
 cat >$D/gobgpd.toml <<TOML
