@@ -53,10 +53,16 @@
 //	bgpd_wrap="/usr/local/sbin/frr-bgpd-wrap"
 //
 // FRR's init script and watchfrr start (and restart) bgpd as "$wrap bgpd -d
-// ..." and expect the command to return; `aokeyd exec` must stay bgpd's
-// parent (it holds the connect filter's listener), so the script drops -d
-// and runs `aokeyd exec -- bgpd ...` in the background. aokeyd (run with
-// -connectguard on the same socket) keys every connect before its SYN.
-// Every connect() of bgpd waits for aokeyd's supervisor, its connect to
-// zebra's unix socket at start included (even with -Z): start aokeyd first.
+// ..." and expect the command to return once bgpd is up; `aokeyd exec` must
+// stay bgpd's parent (it holds the connect filter's listener), so the script
+// drops -d, runs `aokeyd exec -- bgpd ...` in the background and returns
+// when bgpd's vty socket listens. A wrapper that returned at once made
+// watchfrr count a bgpd that was still starting as a failed restart and
+// stop it. aokeyd (run with -connectguard on the same socket) keys every
+// connect before its SYN. Every connect() of bgpd waits for aokeyd's
+// supervisor, its connect to zebra's unix socket at start included (even
+// with -Z): start aokeyd first. When bgpd dies, watchfrr restarts it through
+// the same wrapper; aokeyd finds the new process by its pid file
+// (/run/frr/NAME/bgpd.pid for a pathspace NAME), keys its new listener and
+// fetches the new launcher's filter (integration/frr TestFRRWatchfrr).
 package frr

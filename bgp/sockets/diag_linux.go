@@ -97,7 +97,36 @@ func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
 			break
 		}
 	}
+	if errors.Is(err, ErrNotFound) {
+		// The exact lookup matches the request's interface (0) against
+		// the socket's bound device: a socket bound to a device, as bgpd
+		// binds a VRF's sockets to the VRF, is not found by it. A dump
+		// lists it.
+		var s Socket
+		if s, err = d.scan(fams, local, remote); err == nil {
+			return s, nil
+		}
+	}
 	return Socket{}, fmt.Errorf("sock_diag lookup %s<->%s: %w", local, remote, err)
+}
+
+// scan dumps the TCP sockets of fams in every state and returns the one
+// with exactly local and remote (IPv4-mapped addresses compared unmapped).
+func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) {
+	unmap := func(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+	local, remote = unmap(local), unmap(remote)
+	for _, fam := range fams {
+		all, err := d.query(encodeRequest(d.next(), fam, true, ^uint32(0), netip.AddrPort{}, netip.AddrPort{}), true)
+		if err != nil {
+			return Socket{}, err
+		}
+		for _, s := range all {
+			if unmap(s.Local) == local && unmap(s.Remote) == remote {
+				return s, nil
+			}
+		}
+	}
+	return Socket{}, ErrNotFound
 }
 
 func (d *Diag) next() uint32 { d.seq++; return d.seq }

@@ -41,8 +41,9 @@
 //	  frr:                             with type frr
 //	    vty_socket: ""                 directory of bgpd.vty, FRR's --vty_socket (default /run/frr)
 //	    pathspace: ""                  FRR's -N, for an FRR started with -N
-//	    pid_file: /run/frr/bgpd.pid    how to find bgpd (default); when the file does
-//	    process_name: bgpd             not exist, the one process of this name (default)
+//	    pid_file: /run/frr/bgpd.pid    how to find bgpd (default; /run/frr/NAME/bgpd.pid with
+//	                                   a pathspace); when the file does not exist,
+//	    process_name: bgpd             the one process of this name (default)
 //	    poll_interval: 1s              neighbor listing interval: session event latency
 //	                                   (default 1s, 100ms..1m)
 //	gobgp:                             with speaker type gobgp

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path"
 	"strings"
 	"time"
 
@@ -75,6 +76,11 @@ func (p *parser) checkSpeaker(c *Config) {
 func (p *parser) checkFRR(f *FRR) {
 	if f.PIDFile == "" {
 		f.PIDFile = DefaultFRRPIDFile
+		if f.Pathspace != "" && !strings.ContainsAny(f.Pathspace, "/ \t") {
+			// FRR under -N keeps its pid files in /run/frr/NAME (its
+			// --vty_socket moves only the vty sockets).
+			f.PIDFile = path.Join(path.Dir(DefaultFRRPIDFile), f.Pathspace, path.Base(DefaultFRRPIDFile))
+		}
 	}
 	if f.ProcessName == "" {
 		f.ProcessName = DefaultFRRProcessName

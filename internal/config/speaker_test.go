@@ -19,6 +19,10 @@ func TestSpeakerFRR(t *testing.T) {
 	}{
 		{"defaults", "speaker:\n  type: frr\n", FRR{PIDFile: DefaultFRRPIDFile,
 			ProcessName: DefaultFRRProcessName, PollInterval: Duration(DefaultFRRPollInterval)}},
+		// FRR started with -N red (frrinit.sh start red, watchfrr -N red)
+		// writes its pid files in /run/frr/red, whatever --vty_socket says.
+		{"pathspace: FRR's pid file of that pathspace", "speaker:\n  type: frr\n  frr:\n    pathspace: red\n", FRR{Pathspace: "red",
+			PIDFile: "/run/frr/red/bgpd.pid", ProcessName: DefaultFRRProcessName, PollInterval: Duration(DefaultFRRPollInterval)}},
 		{"all set, relative paths resolved", "speaker:\n  type: frr\n  frr:\n    vty_socket: run/frr\n    pathspace: red\n    pid_file: bgpd.pid\n    process_name: bgpd\n    poll_interval: 250ms\n",
 			FRR{VtySocket: "/etc/aokeyd/run/frr", Pathspace: "red", PIDFile: "/etc/aokeyd/bgpd.pid",
 				ProcessName: "bgpd", PollInterval: Duration(250 * time.Millisecond)}},

@@ -1,0 +1,66 @@
+//go:build linux
+
+package sockets
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLookupDeviceBound: a socket bound to a device (SO_BINDTODEVICE, as
+// bgpd binds the sockets of a VRF to the VRF's device) is found by its
+// addresses. The kernel's exact sock_diag lookup matches the request's
+// interface against the socket's bound device, so with none given it does
+// not find such a socket (FRR's VRF sessions in the guest: "socket not
+// found").
+func TestLookupDeviceBound(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SO_BINDTODEVICE needs root")
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no IPv4 loopback: %v", err)
+	}
+	defer l.Close()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = unix.BindToDevice(int(fd), "lo") })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.DialContext(context.Background(), "tcp4", l.Addr().String())
+	if err != nil {
+		t.Skipf("dial bound to lo: %v", err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	local := netip.MustParseAddrPort(c.LocalAddr().String())
+	remote := netip.MustParseAddrPort(c.RemoteAddr().String())
+	f := Finder{PID: os.Getpid()}
+	for _, tc := range []struct {
+		name          string
+		local, remote netip.AddrPort
+	}{{"bound client end", local, remote}, {"unbound server end", remote, local}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref, err := f.Established(tc.local, tc.remote)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref.Local != tc.local || ref.Remote != tc.remote {
+				t.Fatalf("found %+v, want %s<->%s", ref, tc.local, tc.remote)
+			}
+		})
+	}
+}
