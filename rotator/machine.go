@@ -193,6 +193,23 @@ type machine struct {
 	graceGood uint64
 	graceBase bool
 	graceSent bool
+	// writes counts the kernel writes on the socket (guarded steps and
+	// Exclusive calls), failed ones too: the key list may have changed.
+	writes uint64
+}
+
+// keyView is what a machine's status shows of the session's keys; the
+// controller reports a step that changed it (Options.Changed).
+type keyView struct {
+	state       State
+	cur, rnext  OptID
+	pending     tcpao.KeyRef
+	havePending bool
+	writes      uint64
+}
+
+func (m *machine) keyView() keyView {
+	return keyView{state: m.st.State, cur: m.st.Current, rnext: m.st.RNext, pending: m.st.Pending, havePending: m.st.HavePending, writes: m.writes}
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -276,6 +293,7 @@ func (m *machine) guarded(step Step, f func() error) *AbortError {
 		}
 	}
 	m.waiting(fmt.Sprintf("kernel: %s on the socket", step))
+	m.writes++
 	if err := f(); err != nil {
 		return &AbortError{Reason: AbortKernelError, Step: step, Err: fmt.Errorf("%s: %w", step, err)}
 	}
