@@ -198,20 +198,6 @@ type machine struct {
 	writes uint64
 }
 
-// keyView is what a machine's status shows of the session's keys; the
-// controller reports a step that changed it (Options.Changed).
-type keyView struct {
-	state       State
-	cur, rnext  OptID
-	pending     tcpao.KeyRef
-	havePending bool
-	writes      uint64
-}
-
-func (m *machine) keyView() keyView {
-	return keyView{state: m.st.State, cur: m.st.Current, rnext: m.st.RNext, pending: m.st.Pending, havePending: m.st.HavePending, writes: m.writes}
-}
-
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
 	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
 		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}}
