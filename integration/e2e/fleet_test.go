@@ -172,14 +172,6 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		}
 		return rep.Links, nil
 	}
-	linkOf := func(links []fleet.Link, a, b string) *fleet.Link {
-		for i, l := range links {
-			if l.B != nil && (l.A.Router == a && l.B.Router == b || l.A.Router == b && l.B.Router == a) {
-				return &links[i]
-			}
-		}
-		return nil
-	}
 
 	// Every link up with TCP-AO, seen from both ends (one end for BIRD's).
 	lab.Eventually(t, 120*time.Second, "every link established with TCP-AO in aoctl fleet status", func() (bool, string) {
@@ -262,45 +254,10 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 			writeChain(routers[n], append(slices.Clone(keys), lagKey))
 		}
 	}
-	var flagged time.Duration
-	lab.Eventually(t, 30*time.Second, "the links to the lagging g4 flagged", func() (bool, string) {
-		links, err := status()
-		if err != nil {
-			return false, err.Error()
-		}
-		var got []string
-		for _, far := range []string{"g3", "g5"} {
-			l := linkOf(links, far, "g4")
-			if l == nil {
-				return false, "no link " + far + "-g4"
-			}
-			for _, f := range l.Flags {
-				if f.Kind == fleet.AnnouncedNotHeld && f.Router == "g4" {
-					got = append(got, far)
-				}
-			}
-		}
-		if len(got) < 2 {
-			return false, fmt.Sprintf("flagged: %v", got)
-		}
-		flagged = time.Since(written)
-		return true, ""
-	})
+	fleetLagFlagged(t, fleet.Store{V: fleet.Client{C: vc}, Mount: "secret", Prefix: "aokeyd/fleet"}, written, lagKey)
+	aoctlStart := time.Now()
 	table, _ = aoctl("fleet", "status")
-	t.Logf("aoctl fleet status with g4 lagging:\n%s", table)
-	t.Logf("fleet-lag: flagged_ms=%d refresh_ms=%d", flagged.Milliseconds(), fleetRefresh.Milliseconds())
-	// The figure runs from the Vault write to the end of the aoctl run
-	// that showed the flag: the far ends' key read and announce (up to one
-	// refresh), their next publish (up to one more; the publisher is not
-	// woken by a roll step), the poll, and aoctl's own start-up and Vault
-	// reads (about 2 s of it in the TCG guest with three other scenarios
-	// beside it). Measured: 2.0 s with the lab alone, 4.8 s beside three
-	// other scenarios, 5.8 s in another such run. The target, one
-	// refresh, is not met; this bound only catches a flag that never comes
-	// or comes many rounds late.
-	if limit := 5*fleetRefresh + 5*time.Second; flagged > limit {
-		t.Errorf("lagging end flagged after %s, want within %s (key read, announce and publish, the poll and aoctl's own run)", flagged, limit)
-	}
+	t.Logf("aoctl fleet status with g4 lagging (the aoctl run took %s):\n%s", time.Since(aoctlStart).Round(time.Millisecond), table)
 	t.Logf("fleet lab wall time %s", time.Since(start).Round(time.Millisecond))
 }
 
