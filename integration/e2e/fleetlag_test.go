@@ -95,4 +95,3 @@ func fleetLinkOf(links []fleet.Link, a, b string) *fleet.Link {
 	}
 	return nil
 }
-
