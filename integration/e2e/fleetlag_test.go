@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 	t.Helper()
 	ref := "core/" + lagKey.name
 	var announced, flagged time.Time
-	var last string
+	var last, detail string
 	deadline := written.Add(30 * time.Second)
 	for flagged.IsZero() {
 		if time.Now().After(deadline) {
@@ -45,7 +46,7 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		}
 		now := time.Now()
 		links := fleet.Join(docs, fleet.JoinOptions{Now: now, Horizon: 7 * 24 * time.Hour})
-		var got []string
+		var got, parts []string
 		var at []time.Time
 		for _, far := range []string{"g3", "g5"} {
 			l := fleetLinkOf(links, far, "g4")
@@ -63,16 +64,20 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 			}
 			if e.Peer.Roll.PendingKey == ref && e.Peer.Roll.State == "announced" {
 				at = append(at, e.Peer.Roll.Since)
+				parts = append(parts, fmt.Sprintf("%s announced %s, published %s", far,
+					e.Peer.Roll.Since.Format("15:04:05.000"), e.PublishedAt.Format("15:04:05.000")))
 			}
 		}
 		last = fmt.Sprintf("flagged at %v", got)
 		if len(got) == 2 && len(at) == 2 {
 			flagged, announced = now, at[0]
+			detail = strings.Join(parts, "; ")
 			if at[1].After(announced) {
 				announced = at[1]
 			}
 		}
 	}
+	t.Logf("fleet-lag: %s; flag read %s (write %s)", detail, flagged.Format("15:04:05.000"), written.Format("15:04:05.000"))
 	toFlag := flagged.Sub(announced)
 	fmt.Printf("fleet-lag: announce_to_flag_ms=%d write_to_announce_ms=%d write_to_flag_ms=%d refresh_ms=%d\n",
 		toFlag.Milliseconds(), announced.Sub(written).Milliseconds(), flagged.Sub(written).Milliseconds(), fleetRefresh.Milliseconds())
