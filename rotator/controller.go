@@ -27,6 +27,12 @@ type Options struct {
 	Rand   Jitter
 	Logger *slog.Logger
 	Guard  SessionGuard
+	// Changed, when set, is called from a peer's goroutine after a step
+	// that changed what its status shows of the session's keys: the roll
+	// state, Current_key, RNext_key, the key rolled to, or the socket's
+	// key list (any kernel write); and when a machine starts on a new
+	// socket. It must not block (a fleet publisher's Wake).
+	Changed func(PeerID)
 }
 
 // Controller runs one state machine per peer, each in its own goroutine
@@ -351,6 +357,12 @@ func (c *Controller) Close() {
 	c.wg.Wait()
 }
 
+func (c *Controller) changed(peer PeerID) {
+	if c.opts.Changed != nil {
+		c.opts.Changed(peer)
+	}
+}
+
 func (r *runner) poke() {
 	select {
 	case r.wake <- struct{}{}:
@@ -386,6 +398,7 @@ func (r *runner) take(now func() time.Time) {
 			continue // its caller gave up waiting
 		}
 		xs[i].fn(r.m.sock)
+		r.m.writes++
 		r.m.setDesired(xs[i].desired, now())
 		close(xs[i].ran)
 	}
@@ -413,10 +426,15 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 		}
 		r.m.st.Waiting = ""
 	}
+	c.changed(r.m.peer) // a new socket: its keys are news
 	for {
+		before := r.m.keyView()
 		r.take(clk.Now)
 		next := r.m.step(clk.Now())
 		r.m.publish()
+		if r.m.keyView() != before {
+			c.changed(r.m.peer)
+		}
 		wait := next.Sub(clk.Now())
 		if wait <= 0 {
 			wait = 0

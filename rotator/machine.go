@@ -193,6 +193,9 @@ type machine struct {
 	graceGood uint64
 	graceBase bool
 	graceSent bool
+	// writes counts the kernel writes on the socket (guarded steps and
+	// Exclusive calls), failed ones too: the key list may have changed.
+	writes uint64
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -276,6 +279,7 @@ func (m *machine) guarded(step Step, f func() error) *AbortError {
 		}
 	}
 	m.waiting(fmt.Sprintf("kernel: %s on the socket", step))
+	m.writes++
 	if err := f(); err != nil {
 		return &AbortError{Reason: AbortKernelError, Step: step, Err: fmt.Errorf("%s: %w", step, err)}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/config"
@@ -15,12 +16,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// fleetWaker hands the daemon's Changed to the fleet publisher, built
+// after the daemon; until then (or with no fleet configured) a change
+// wakes nobody.
+type fleetWaker struct {
+	p atomic.Pointer[fleet.Publisher]
+}
+
+// Wake wakes the publisher, if any; it never blocks.
+func (w *fleetWaker) Wake() {
+	if p := w.p.Load(); p != nil {
+		p.Wake()
+	}
+}
+
 // fleetPublisher is the supervised piece that publishes this router's
 // status to the fleet path in Vault every refresh and applies the fleet's
 // revocations. It shares the key source's Vault client and token. Its
 // failures are logged and counted; it never stops aokeyd, and the
-// reconcile loop never waits on it.
-func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore.VaultSource, d *daemon.Daemon, reg prometheus.Registerer, log *slog.Logger) (supervise.Runnable, error) {
+// reconcile loop never waits on it. The daemon wakes it (through w) when
+// a session's keys or roll state change, so a roll is published within
+// a quarter of the refresh, not at the next one.
+func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore.VaultSource, d *daemon.Daemon, w *fleetWaker, reg prometheus.Registerer, log *slog.Logger) (supervise.Runnable, error) {
 	mount, prefix, err := fleet.ParsePath(cfg.Fleet.VaultPath)
 	if err != nil {
 		return supervise.Runnable{}, err
@@ -44,5 +61,6 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 		Logger:        log.With("piece", "fleet"),
 		Metrics:       m,
 	})
+	w.p.Store(p)
 	return supervise.Runnable{Name: "fleet", Run: p.Run}, nil
 }

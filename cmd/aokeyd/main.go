@@ -162,6 +162,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if cfg.Kernel.RaiseOptmem {
 		raiseOptMem = tcpao.RaiseOptMemIn
 	}
+	fw := &fleetWaker{}
 	d, err := daemon.New(daemon.Options{
 		Policy:          checked.Policy,
 		Keys:            cache,
@@ -177,6 +178,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		RaiseOptMem:     raiseOptMem,
 		Logger:          log,
 		Metrics:         m,
+		Changed:         fw.Wake,
 	})
 	if err != nil {
 		return err
@@ -202,7 +204,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, d, log); return nil }}}
 	if v, ok := src.(*keystore.VaultSource); ok {
 		if cfg.Fleet != nil {
-			fp, err := fleetPublisher(cfg, checked.Policy.Safety().SwitchTimeout, v, d, reg, log)
+			fp, err := fleetPublisher(cfg, checked.Policy.Safety().SwitchTimeout, v, d, fw, reg, log)
 			if err != nil {
 				return err
 			}

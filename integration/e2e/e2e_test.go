@@ -40,7 +40,7 @@ func TestSessionUpWithAO(t *testing.T) {
 	t.Parallel()
 	k1 := key{i: 1, birdPreferred: true}
 	wrong := key{i: 99, birdPreferred: true}
-	l := newLab(t, []key{k1}, []key{{i: 1, birdPreferred: true}})
+	l := newLab(t, []key{k1}, nil)
 	// Reconfigure BIRD with a key of the same IDs but another secret.
 	cfg := l.birdConfig([]key{k1})
 	cfg.Keys[0].Secret = secretOf(wrong.i)
@@ -65,7 +65,8 @@ func TestSessionUpWithAO(t *testing.T) {
 	})
 	t.Logf("wrong key refused: listener key pkt_bad=%d", bad)
 
-	if err := l.bird.Configure(l.birdConfig([]key{k1})); err != nil {
+	// The right key again: A's, as aoctl peer-config renders it.
+	if err := l.bird.Configure(l.birdFromA()); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = l.bird.Birdc("restart", "peer_a")

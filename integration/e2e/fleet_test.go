@@ -135,23 +135,23 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	gobgp := names[:6]
-	// BIRD first, while the guest is idle (it answers birdc within 20s).
+	nbrs := map[string][]lab.Neighbor{}
+	for _, n := range gobgp {
+		writeChain(routers[n], keys)
+		nbrs[n] = writeFleetRouter(t, routers[n], routers, v.URL(), tokenFile)
+	}
+	// BIRD first, while the guest is idle (it answers birdc within 20s),
+	// with the key block `aoctl peer-config --for bird` renders from the
+	// config of the gobgpd router it hangs off.
 	for _, n := range []string{"b1", "b2"} {
 		r := routers[n]
 		far := routers[map[string]string{"b1": "g1", "b2": "g4"}[n]]
-		var bk []bird.Key
-		for _, k := range keys {
-			s, rc := r.ids(k)
-			bk = append(bk, bird.Key{SendID: s, RecvID: rc, Secret: secretOf(k.i), Algorithm: "hmac sha256", Preferred: k.name == "k1"})
-		}
 		bird.Start(t, r.ns, bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
-			Neighbor: r.peers[0].String(), PeerAS: far.as, Keys: bk, Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9})
+			Neighbor: r.peers[0].String(), PeerAS: far.as, Auth: fleetPeerConfigBird(t, far, r),
+			Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9})
 	}
-
 	for _, n := range gobgp {
-		r := routers[n]
-		writeChain(r, keys)
-		startFleetRouter(t, r, routers, v.URL(), tokenFile)
+		startFleetRouter(t, routers[n], nbrs[n])
 	}
 	aoctl := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(lab.MustBin(t, "aoctl"), args...)
@@ -171,14 +171,6 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 			return nil, fmt.Errorf("aoctl fleet status: %v (%v)", jerr, err)
 		}
 		return rep.Links, nil
-	}
-	linkOf := func(links []fleet.Link, a, b string) *fleet.Link {
-		for i, l := range links {
-			if l.B != nil && (l.A.Router == a && l.B.Router == b || l.A.Router == b && l.B.Router == a) {
-				return &links[i]
-			}
-		}
-		return nil
 	}
 
 	// Every link up with TCP-AO, seen from both ends (one end for BIRD's).
@@ -262,53 +254,17 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 			writeChain(routers[n], append(slices.Clone(keys), lagKey))
 		}
 	}
-	var flagged time.Duration
-	lab.Eventually(t, 30*time.Second, "the links to the lagging g4 flagged", func() (bool, string) {
-		links, err := status()
-		if err != nil {
-			return false, err.Error()
-		}
-		var got []string
-		for _, far := range []string{"g3", "g5"} {
-			l := linkOf(links, far, "g4")
-			if l == nil {
-				return false, "no link " + far + "-g4"
-			}
-			for _, f := range l.Flags {
-				if f.Kind == fleet.AnnouncedNotHeld && f.Router == "g4" {
-					got = append(got, far)
-				}
-			}
-		}
-		if len(got) < 2 {
-			return false, fmt.Sprintf("flagged: %v", got)
-		}
-		flagged = time.Since(written)
-		return true, ""
-	})
+	fleetLagFlagged(t, fleet.Store{V: fleet.Client{C: vc}, Mount: "secret", Prefix: "aokeyd/fleet"}, written, lagKey)
+	aoctlStart := time.Now()
 	table, _ = aoctl("fleet", "status")
-	t.Logf("aoctl fleet status with g4 lagging:\n%s", table)
-	t.Logf("fleet-lag: flagged_ms=%d refresh_ms=%d", flagged.Milliseconds(), fleetRefresh.Milliseconds())
-	// The figure runs from the Vault write to the end of the aoctl run
-	// that showed the flag: the far ends' key read and announce (up to one
-	// refresh), their next publish (up to one more; the publisher is not
-	// woken by a roll step), the poll, and aoctl's own start-up and Vault
-	// reads (about 2 s of it in the TCG guest with three other scenarios
-	// beside it). Measured: 2.0 s with the lab alone, 4.8 s beside three
-	// other scenarios, 5.8 s in another such run. The issue's target, one
-	// refresh, is not met; this bound only catches a flag that never comes
-	// or comes many rounds late.
-	if limit := 5*fleetRefresh + 5*time.Second; flagged > limit {
-		t.Errorf("lagging end flagged after %s, want within %s (key read, announce and publish, the poll and aoctl's own run)", flagged, limit)
-	}
+	t.Logf("aoctl fleet status with g4 lagging (the aoctl run took %s):\n%s", time.Since(aoctlStart).Round(time.Millisecond), table)
 	t.Logf("fleet lab wall time %s", time.Since(start).Round(time.Millisecond))
 }
 
-// startFleetRouter writes a gobgpd router's policy and config (Vault key
+// writeFleetRouter writes a gobgpd router's policy and config (Vault key
 // source under aokeyd/<name>, fleet status under secret/aokeyd/fleet) and
-// starts `aokeyd exec -- gobgpd` and its aokeyd (-connectguard), in the
-// guest's root namespace, where the Vault server listens.
-func startFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter, vaultURL, tokenFile string) {
+// returns its gobgpd neighbors.
+func writeFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter, vaultURL, tokenFile string) []lab.Neighbor {
 	t.Helper()
 	var pol strings.Builder
 	pol.WriteString("version: 1\nkey_chains:\n  - name: core\nsafety:\n  switch_timeout: 15s\n  on_switch_timeout: retry\n  retry_after: 2s\n  on_revoke_only_key: keep\npeers:\n")
@@ -360,6 +316,14 @@ fleet:
 			t.Fatal(err)
 		}
 	}
+	return nbrs
+}
+
+// startFleetRouter starts `aokeyd exec -- gobgpd` and its aokeyd
+// (-connectguard) with the files writeFleetRouter wrote, in the guest's
+// root namespace, where the Vault server listens.
+func startFleetRouter(t *testing.T, r *fleetRouter, nbrs []lab.Neighbor) {
+	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("router %s aokeyd.log (tail):\n%s", r.name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 6000))
@@ -372,4 +336,18 @@ fleet:
 	lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl,
 		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
+}
+
+// fleetPeerConfigBird is BIRD router b's key block, as `aoctl peer-config
+// --for bird --with-secrets` renders it from gobgpd router g's config.
+func fleetPeerConfigBird(t *testing.T, g, b *fleetRouter) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(lab.MustBin(t, "aoctl"), "peer-config", b.addrs[0].String(), "--for", "bird",
+		"--config", filepath.Join(g.dir, "aokeyd.yaml"), "--local", b.peers[0].String(), "--with-secrets")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("aoctl peer-config %s --for bird (%s's config): %v\n%s", b.addrs[0], g.name, err, errb.String())
+	}
+	return out.String()
 }

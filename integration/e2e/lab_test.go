@@ -64,9 +64,6 @@ type labOptions struct {
 	// the key chain ("" is router B's address): a prefix makes B's session
 	// a prefix binding's.
 	binding string
-	// birdFromPeerConfig: BIRD's key block is what `aoctl peer-config
-	// --for bird` renders from A's config (testbed.peerConfigBird).
-	birdFromPeerConfig bool
 }
 
 type testbed struct {
@@ -94,7 +91,7 @@ type testbed struct {
 }
 
 // newLab starts both routers. birdKeys is BIRD's initial key list (nil:
-// take A's keys mirrored).
+// A's keys as `aoctl peer-config --for bird` renders them).
 func newLab(t *testing.T, keys []key, birdKeys []key) *testbed {
 	t.Helper()
 	return newLabWith(t, keys, birdKeys, labOptions{})
@@ -144,13 +141,12 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *testbed
 	l.writeKeys(keys)
 	l.startGobgpd()
 	l.startAokeyd()
-	if birdKeys == nil {
-		birdKeys = keys
-	}
+	// BIRD holding A's keys is what `aoctl peer-config --for bird`
+	// renders from A's config; a test that gives BIRD other keys (a
+	// mismatch, a far end behind) writes them itself.
 	bc := l.birdConfig(birdKeys)
-	if o.birdFromPeerConfig {
-		bc = l.birdConfig(nil)
-		bc.Auth = l.peerConfigBird(time.Now())
+	if birdKeys == nil {
+		bc = l.birdFromA()
 	}
 	l.bird = bird.Start(t, l.b, bc)
 	return l

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 )
@@ -41,7 +42,7 @@ func TestBirdFromPeerConfig(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	k1 := key{i: 1, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
-	l := newLabWith(t, []key{k1}, nil, labOptions{birdFromPeerConfig: true})
+	l := newLabWith(t, []key{k1}, nil, labOptions{})
 	s := l.waitEstablished(60 * time.Second)
 	conf, err := os.ReadFile(filepath.Join(l.bird.Dir, "bird.conf"))
 	if err != nil {
@@ -69,7 +70,7 @@ func TestBirdFromPeerConfig(t *testing.T) {
 		auth := l.peerConfigBird(time.Now())
 		if auth != last {
 			cfg := l.birdConfig(nil)
-			cfg.Auth = auth
+			cfg.Auth = auth // rendered at the top of this round
 			if err := l.bird.Configure(cfg); err != nil {
 				t.Fatalf("birdc configure with the rendering: %v\n%s", err, auth)
 			}
@@ -93,6 +94,15 @@ func TestBirdFromPeerConfig(t *testing.T) {
 	l.checkNoFlap(s, "after the roll BIRD followed from aoctl peer-config")
 	bs, _ := l.bird.Protocol()
 	fmt.Printf("peer-config-bird: reconfigs=%d bird_current=%d pkt_bad=%d\n", reconfigs, bs.CurrentKey, bs.PktBad)
+}
+
+// birdFromA is BIRD's configuration with the key block `aoctl
+// peer-config --for bird` renders from A's config now.
+func (l *testbed) birdFromA() bird.Config {
+	l.t.Helper()
+	cfg := l.birdConfig(nil)
+	cfg.Auth = l.peerConfigBird(time.Now())
+	return cfg
 }
 
 // keyLines are the key lines of a rendering, for the log.

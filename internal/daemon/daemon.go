@@ -66,6 +66,12 @@ type Options struct {
 	Rand    rotator.Jitter
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // nil: no metrics
+	// Changed, when set, is called when what status shows of a session's
+	// keys changes: a key installed or removed, Current_key or RNext_key,
+	// the roll's state, a new session socket. It is called from the
+	// sessions' goroutines and must not block (the fleet publisher's
+	// Wake, which rate-limits what it publishes).
+	Changed func()
 	// SocketOf gives the TCP-AO surface of one of the speaker's sockets
 	// (bgp.AOSocket by default); tests hand in-memory sockets through it.
 	SocketOf func(bgp.SocketHandle) tcpao.Socket
@@ -192,6 +198,11 @@ func New(o Options) (*Daemon, error) {
 		Rand:   o.Rand,
 		Logger: o.Logger,
 		Guard:  guardAdapter{d},
+		Changed: func(rotator.PeerID) {
+			if o.Changed != nil {
+				o.Changed()
+			}
+		},
 	})
 	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
 		ListenPort:  o.ListenPort,

@@ -291,6 +291,7 @@ type env struct {
 	source        keystore.Source
 	metrics       *metrics.Metrics
 	switchTimeout time.Duration
+	changed       func()
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -308,6 +309,7 @@ type envOptions struct {
 	source        keystore.Source
 	metrics       *metrics.Metrics
 	switchTimeout time.Duration // the roll's wait for the peer (default 5s)
+	changed       func()        // Options.Changed
 }
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
@@ -352,6 +354,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.raiseOptMem = o.raiseOptMem
 	e.source, e.metrics = o.source, o.metrics
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
+	e.changed = o.changed
 	e.start(o.revocationsFile)
 	return e
 }
@@ -380,6 +383,7 @@ func (e *env) start(revocationsFile string) {
 		Logger:          log,
 		Metrics:         e.metrics,
 		SocketOf:        e.disc.socketOf,
+		Changed:         e.changed,
 	})
 	if err != nil {
 		e.t.Fatal(err)

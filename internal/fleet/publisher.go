@@ -20,7 +20,13 @@ type Options struct {
 	// local addresses of its sessions.
 	Addresses []string
 	// Refresh is how often to publish and read the revocation record.
-	Refresh       time.Duration
+	Refresh time.Duration
+	// WakeGap is the least time between the starts of two rounds when
+	// Wake asks for one (0: a quarter of Refresh): a change is published
+	// within WakeGap of it, and a fleet-wide roll that changes every
+	// session at once costs each router at most one extra round per
+	// WakeGap, however many wakes it makes.
+	WakeGap       time.Duration
 	SwitchTimeout time.Duration
 	// Status is the daemon's status report (control.Backend's Status).
 	Status func(ctx context.Context) (control.StatusReport, error)
@@ -60,6 +66,9 @@ func NewPublisher(o Options) *Publisher {
 	if o.Refresh <= 0 {
 		o.Refresh = 30 * time.Second
 	}
+	if o.WakeGap <= 0 {
+		o.WakeGap = o.Refresh / 4
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -74,8 +83,12 @@ func NewPublisher(o Options) *Publisher {
 		since: map[string]sinceRec{}, applied: map[string]*Applied{}}
 }
 
-// Wake asks for a round now. It never blocks: a wake while one is pending
-// is the same wake (the round reads the newest state anyway).
+// Wake asks for a round soon: at once when the last one started WakeGap
+// ago or more, else WakeGap after it. It never blocks: a wake while one
+// is pending is the same wake (the round reads the newest state anyway).
+// The daemon calls it when a session's keys, Current_key, RNext_key or
+// roll state change, so that the far end's view of a roll is published
+// within WakeGap rather than at the next refresh.
 func (p *Publisher) Wake() {
 	select {
 	case p.wake <- struct{}{}:
@@ -83,16 +96,32 @@ func (p *Publisher) Wake() {
 	}
 }
 
-// Run publishes every refresh until ctx ends. Failures are logged and
+// Run publishes every refresh, and after a Wake no sooner than WakeGap
+// after the last round started, until ctx ends. Failures are logged and
 // counted; Run returns only when ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
 	for {
+		// A wake pending now is answered by this round: it reads the
+		// newest state. Only a wake during or after it asks for another.
+		select {
+		case <-p.wake:
+		default:
+		}
+		started := p.o.Now()
 		p.Round(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-p.wake:
 		case <-p.o.After(p.o.Refresh):
+			continue
+		case <-p.wake:
+		}
+		if wait := p.o.WakeGap - p.o.Now().Sub(started); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.o.After(wait):
+			}
 		}
 	}
 }
