@@ -44,3 +44,11 @@ func (s aoSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	})
 	return ks, err
 }
+
+// BatchKeys runs f with the socket borrowed once: every call f makes on
+// its Socket is a bare socket option on the one duplicate (the rotator
+// reads INFO and GET_KEYS, and applies a plan's ops, this way). The Socket
+// must not be used after f returns.
+func (s aoSocket) BatchKeys(f func(tcpao.Socket) error) error {
+	return s.h.Do(func(fd int) error { return f(tcpao.FromFD(fd)) })
+}

@@ -10,8 +10,22 @@ import (
 
 // Observe reads a socket's TCP-AO state with TCP_AO_INFO and
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
-// HaveAO false and no error.
+// HaveAO false and no error. A socket that offers BatchKeys is read in one
+// borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
 func Observe(s tcpao.Socket) (Observed, error) {
+	if b, ok := s.(keyBatcher); ok {
+		var o Observed
+		err := b.BatchKeys(func(bs tcpao.Socket) error {
+			var err error
+			o, err = observeEach(bs)
+			return err
+		})
+		return o, err
+	}
+	return observeEach(s)
+}
+
+func observeEach(s tcpao.Socket) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
