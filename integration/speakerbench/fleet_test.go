@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,6 +132,10 @@ func runFleet(t *testing.T, n int) result {
 	f := newBench(t, n)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far))
+	if dir := os.Getenv(envOut); dir != "" {
+		// aokeyd profiles the fleet roll (SIGUSR2 opens and closes the window).
+		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-roll.pprof", n)))
+	}
 	f.startAokeyd()
 	f.bird = startBird(f)
 	t.Cleanup(func() { f.diagnose(t) })
@@ -193,9 +198,14 @@ func runFleet(t *testing.T, n int) result {
 	r.SoloRPCs = sum(rpc1) - sum(rpc0)
 
 	time.Sleep(time.Until(t1))
-	c1 := mustCPU(t, pid)
+	_ = syscall.Kill(pid, syscall.SIGUSR2) // aokeyd's profile window, when AOKEYD_CPUPROFILE is set
+	c1, own1, reads1, readTime1 := mustCPU(t, pid), mustCPU(t, os.Getpid()), f.reads, f.readTime
 	done, marks, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
 	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
+	_ = syscall.Kill(pid, syscall.SIGUSR2)
+	ownCPU, reads := mustCPU(t, os.Getpid())-own1, f.reads-reads1
+	t.Logf("n=%d: the bench's own reads of the kernel over the fleet roll: %d, %.0f ms each on average, bench CPU %.2fs",
+		n, reads, ms(f.readTime-readTime1)/float64(max(reads, 1)), ownCPU.Seconds())
 	if err != nil {
 		t.Fatal(err)
 	}

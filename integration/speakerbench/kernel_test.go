@@ -151,8 +151,11 @@ func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duratio
 	}
 	deadline := time.Now().Add(timeout)
 	for {
+		st := time.Now()
 		kv, err := f.readKernel(pending)
 		now := time.Now()
+		f.reads++
+		f.readTime += now.Sub(st)
 		if err != nil {
 			return at, markAt, err
 		}

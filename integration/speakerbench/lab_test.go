@@ -81,6 +81,10 @@ type bench struct {
 	aokeyd *exec.Cmd
 	ctl    *control.Client
 	bird   *birdFleet
+	// reads and readTime count the bench's own reads of the kernel
+	// (pollUntil), to tell its share of the guest's CPU.
+	reads    int
+	readTime time.Duration
 }
 
 func (f *bench) all() []netip.Addr { return append(append([]netip.Addr(nil), f.peers...), addrSolo) }
