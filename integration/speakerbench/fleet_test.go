@@ -152,6 +152,7 @@ func runFleet(t *testing.T, n int) result {
 	f.bird = startBird(f)
 	t.Cleanup(func() { f.diagnose(t) })
 	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
+	lastLog := time.Now()
 	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", n+1), func() (bool, string) {
 		ss, err := f.sessions()
 		if err != nil {
@@ -162,6 +163,14 @@ func runFleet(t *testing.T, n int) result {
 			if s.up {
 				up++
 			}
+		}
+		if time.Since(lastLog) >= 20*time.Second {
+			// Where a large fleet's set-up stands, and who has the CPU.
+			lastLog = time.Now()
+			load, _ := os.ReadFile("/proc/loadavg")
+			t.Logf("n=%d: set-up at %.0fs: %d of %d sessions up; CPU so far: aokeyd %v, gobgpd %v, BIRD %v; RSS KiB: gobgpd %d, BIRD %d; loadavg %s",
+				n, time.Since(begin).Seconds(), up, n+1, cpuOr(f.aokeyd.Process.Pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid),
+				rssKiB(f.gobgp.PID), rssKiB(f.bird.pid), strings.TrimSpace(string(load)))
 		}
 		return up == n+1, fmt.Sprintf("%d of %d up; BIRD: %s", up, n+1, f.bird.summary())
 	})
@@ -439,4 +448,9 @@ func (f *bench) toggleProfile() {
 	if f.profiling {
 		_ = f.aokeyd.Process.Signal(syscall.SIGUSR2)
 	}
+}
+
+func cpuOr(pid int) time.Duration {
+	c, _ := cpu(pid)
+	return c
 }

@@ -322,6 +322,7 @@ func flaps(before, now map[netip.Addr]session) (n int, first string) {
 
 // birdFleet is BIRD with one BGP protocol per peer address of A's.
 type birdFleet struct {
+	pid  int
 	ns   *netns.NS
 	dir  string
 	sock string
@@ -401,7 +402,7 @@ func startBird(f *bench) *birdFleet {
 	if err := r.write(false); err != nil {
 		t.Fatal(err)
 	}
-	f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock)
+	r.pid = f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock).Process.Pid
 	if err := lab.Within(60*time.Second, "bird to answer birdc", func() (bool, string) {
 		_, err := r.birdc("show", "status")
 		return err == nil, fmt.Sprint(err)
