@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -65,4 +66,91 @@ func listenerWith(t *testing.T, k tcpao.Key) *fakeSock {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// borrowLog is batchCounter with a record of what each borrow did: "a" an
+// add, "d" a delete, "s" a set info, "r" a read (info, keys).
+type borrowLog struct {
+	*fakeSock
+	borrows [][]string
+	inBatch bool
+}
+
+func (b *borrowLog) note(what string) {
+	if !b.inBatch {
+		b.borrows = append(b.borrows, nil)
+	}
+	b.borrows[len(b.borrows)-1] = append(b.borrows[len(b.borrows)-1], what)
+}
+
+func (b *borrowLog) BatchKeys(f func(tcpao.Socket) error) error {
+	b.borrows = append(b.borrows, nil)
+	b.inBatch = true
+	defer func() { b.inBatch = false }()
+	return f(loggedIn{b})
+}
+
+// loggedIn is the Socket a batch hands out: its calls are noted in the
+// batch's borrow.
+type loggedIn struct{ b *borrowLog }
+
+func (s loggedIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	s.b.note("a")
+	return s.b.fakeSock.AddKey(k, o)
+}
+func (s loggedIn) DelKey(d tcpao.DelKey) error { s.b.note("d"); return s.b.fakeSock.DelKey(d) }
+func (s loggedIn) SetInfo(c tcpao.InfoChange) error {
+	s.b.note("s")
+	return s.b.fakeSock.SetInfo(c)
+}
+func (s loggedIn) Info() (tcpao.Info, error) { s.b.note("r"); return s.b.fakeSock.Info() }
+func (s loggedIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	s.b.note("r")
+	return s.b.fakeSock.Keys(f)
+}
+
+func (b *borrowLog) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return loggedIn{b}.AddKey(k, o) }
+func (b *borrowLog) DelKey(d tcpao.DelKey) error                  { return loggedIn{b}.DelKey(d) }
+func (b *borrowLog) SetInfo(c tcpao.InfoChange) error             { return loggedIn{b}.SetInfo(c) }
+func (b *borrowLog) Info() (tcpao.Info, error)                    { return loggedIn{b}.Info() }
+func (b *borrowLog) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	return loggedIn{b}.Keys(f)
+}
+
+// TestRollKeyWritesReadBackInTheirBorrow: a roll's install and retire steps
+// read the socket back in the same borrow of the descriptor as their key
+// writes (the machine reads it after each of them anyway), so a roll
+// borrows the socket once per step, not twice. It failed before (the
+// install's add and the retire's delete were borrows of their own, the read
+// after each another).
+func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	lx := &borrowLog{fakeSock: l.x}
+	l.mx.sock = lx
+	l.mx.setDesired(want(b), l.now)
+	l.my.setDesired(want(b), l.now)
+	for range 2000 {
+		l.tick()
+		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
+			break
+		}
+	}
+	if l.mx.st.Rolls != 1 {
+		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
+	}
+	keyWrites := 0
+	for i, bw := range lx.borrows {
+		w := strings.Join(bw, "")
+		if !strings.ContainsAny(w, "ad") {
+			continue
+		}
+		keyWrites++
+		if !strings.HasSuffix(w, "rr") {
+			t.Errorf("borrow %d did %q: a key write not read back in its borrow", i, w)
+		}
+	}
+	if keyWrites < 2 {
+		t.Errorf("borrows %v: want the install's and the retire's key writes among them", lx.borrows)
+	}
 }
