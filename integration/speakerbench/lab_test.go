@@ -412,8 +412,11 @@ func startBird(f *bench) *birdFleet {
 	return r
 }
 
+// birdc runs one BIRD CLI command, given up after 30 s: at N=512 in the
+// emulated guest BIRD stopped answering its CLI (a `show protocols` waited
+// 10 minutes), and the set-up's wait, which asks BIRD, then never ended.
 func (r *birdFleet) birdc(args ...string) (string, error) {
-	return r.ns.Run(append([]string{"birdc", "-s", r.sock}, args...)...)
+	return r.ns.Run(append([]string{"timeout", "30", "birdc", "-s", r.sock}, args...)...)
 }
 
 // configure rewrites BIRD's configuration, armed or not, and applies it
