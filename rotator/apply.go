@@ -4,28 +4,29 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // Observe reads a socket's TCP-AO state with TCP_AO_INFO and
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
-// HaveAO false and no error.
+// HaveAO false and no error. A socket that offers BatchKeys is read in one
+// borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
 func Observe(s tcpao.Socket) (Observed, error) {
 	if b, ok := s.(keyBatcher); ok {
-		// One borrow of the descriptor for both reads (bgp.AOSocket
-		// borrows it from the speaker with pidfd_getfd per call).
 		var o Observed
-		var oerr error
-		if err := b.BatchKeys(func(bs tcpao.Socket) error { o, oerr = observeOn(bs); return nil }); err != nil {
-			return Observed{}, fmt.Errorf("observe: %w", err)
-		}
-		return o, oerr
+		err := b.BatchKeys(func(bs tcpao.Socket) error {
+			var err error
+			o, err = observeEach(bs)
+			return err
+		})
+		return o, err
 	}
-	return observeOn(s)
+	return observeEach(s)
 }
 
-func observeOn(s tcpao.Socket) (Observed, error) {
+func observeEach(s tcpao.Socket) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
@@ -38,6 +39,42 @@ func observeOn(s tcpao.Socket) (Observed, error) {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_GET_KEYS: %w", err)
 	}
 	return Observed{HaveAO: true, Info: info, Keys: keys}, nil
+}
+
+// writeRead runs write on s and reads s back (Observe), in one borrow of
+// its descriptor when s offers BatchKeys: a roll step reads the socket
+// after each of its writes. err is write's (or the borrow's), and then
+// nothing was read; readErr is the read's.
+func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
+	if b, ok := s.(keyBatcher); ok {
+		err = b.BatchKeys(func(bs tcpao.Socket) error {
+			if err := write(bs); err != nil {
+				return err
+			}
+			obs, readErr = observeEach(bs)
+			return nil
+		})
+		return obs, readErr, err
+	}
+	if err = write(s); err != nil {
+		return Observed{}, nil, err
+	}
+	obs, readErr = observeEach(s)
+	return obs, readErr, nil
+}
+
+// guardedRead is guarded for a step that writes to the socket and then
+// reads it back: both in one borrow of the descriptor (writeRead). obs
+// becomes what was read (left as it was when the read failed).
+func (m *machine) guardedRead(step Step, now time.Time, obs *Observed, write func(tcpao.Socket) error) *AbortError {
+	return m.guarded(step, func() error {
+		o2, rerr, err := writeRead(m.sock, write)
+		if err == nil && rerr == nil {
+			m.st.Counters = CountersOf(o2, now)
+			*obs = o2
+		}
+		return err
+	})
 }
 
 // keyBatcher is a socket that can run many key operations in one borrow of

@@ -366,12 +366,9 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	m.ownCur = OptID{}
 	_, m.oldRNext = curOf(obs) // what an abort puts back
 	if n > 0 {
-		if ae := m.guarded(StepInstall, func() error { _, err := Apply(m.sock, sp.Ops[:n]); return err }); ae != nil {
+		if ae := m.guardedRead(StepInstall, now, obs, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops[:n]); return err }); ae != nil {
 			ae.Detail = "install failed"
 			return m.abort(now, ae)
-		}
-		if o2, err := m.observe(now); err == nil {
-			*obs = o2
 		}
 		if ae := m.checkOwnSwitch(now, cur, obs); ae != nil {
 			return m.abort(now, ae)
@@ -419,12 +416,9 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 	if peerSwitched || nk.PktGood > m.baseGood {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
-			if ae := m.guarded(StepSwitch, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &want}) }); ae != nil {
+			if ae := m.guardedRead(StepSwitch, now, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &want}) }); ae != nil {
 				ae.Detail = "switch failed"
 				return m.abort(now, ae)
-			}
-			if o2, err := m.observe(now); err == nil {
-				*obs = o2
 			}
 		}
 		m.log.Info("rotator: peer sends with new key; switched", "peer", m.peer, "current", d.WantCurrent.ID)
@@ -534,11 +528,20 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		return m.st.NextAt
 	}
 	if !sp.Empty() {
-		if ae := m.guarded(StepRetire, func() error { _, err := Apply(m.sock, sp.Ops); return err }); ae != nil {
+		o2 := Observed{}
+		read := false
+		ae := m.guarded(StepRetire, func() error {
+			var rerr, err error
+			o2, rerr, err = writeRead(m.sock, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops); return err })
+			read = err == nil && rerr == nil
+			return err
+		})
+		if ae != nil {
 			ae.Detail = "retire failed"
 			return m.abort(now, ae)
 		}
-		if o2, err := m.observe(now); err == nil {
+		if read {
+			m.st.Counters = CountersOf(o2, now)
 			sp = PlanSocket(m.desired, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
 		}

@@ -377,9 +377,10 @@ func bit16(v uint16, i int) bool { return v&(1<<bitPos(i, 16)) != 0 }
 // decodeKeys decodes the elements of a GET_KEYS answer.
 func decodeKeys(buf []aoGetsockopt) ([]KeyInfo, error) {
 	out := make([]KeyInfo, 0, len(buf))
-	var h fingerprinter
+	h := getFingerprinter()
+	defer h.release()
 	for i := range buf {
-		ki, err := decodeKeyWith(&h, &buf[i])
+		ki, err := decodeKeyWith(h, &buf[i])
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", i, err)
 		}

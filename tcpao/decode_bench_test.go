@@ -28,3 +28,26 @@ func BenchmarkDecodeKeys(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeSessionKeys decodes a GET_KEYS answer of 3 keys (an
+// established session's: old, new and backup key), fingerprints included:
+// what every roll step of every peer pays per read.
+func BenchmarkDecodeSessionKeys(b *testing.B) {
+	buf := make([]aoGetsockopt, 3)
+	for i := range buf {
+		c := &buf[i]
+		putSockaddr(&c.Addr, netip.AddrFrom4([4]byte{10, 1, 0, 1}), afINET)
+		copy(c.AlgName[:], HMACSHA256)
+		c.Prefix, c.SndID, c.RcvID, c.MACLen, c.KeyLen = 32, uint8(i+1), uint8(101+i), 12, 20
+		for j := range 20 {
+			c.Key[j] = byte(i + j)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := decodeKeys(buf)
+		if err != nil || len(out) != 3 {
+			b.Fatalf("decoded %d keys: %v", len(out), err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"log/slog"
 	"net/netip"
+	"sync"
 )
 
 // Algorithm is a TCP-AO MAC algorithm name as the kernel's crypto API spells
@@ -152,8 +153,26 @@ var fpKey = func() []byte {
 }()
 
 func fingerprint(b []byte) Fingerprint {
-	var h fingerprinter
+	h := getFingerprinter()
+	defer h.release()
 	return h.sum(b)
+}
+
+// fingerprinters keeps keyed hashers from one GET_KEYS answer to the next:
+// every read of a session's keys (each step of each peer's roll) paid for
+// crypto/hmac's set-up, more than its 3 keys' own hashing.
+var fingerprinters = sync.Pool{New: func() any { return new(fingerprinter) }}
+
+func getFingerprinter() *fingerprinter { return fingerprinters.Get().(*fingerprinter) }
+
+// release resets the hasher, which overwrites the last secret's bytes in
+// its buffer with the saved keyed state, and returns it to the pool.
+func (h *fingerprinter) release() {
+	if h.m != nil {
+		h.m.Reset()
+	}
+	clear(h.out[:])
+	fingerprinters.Put(h)
 }
 
 // fingerprinter computes fingerprints with one keyed hasher, so that

@@ -89,6 +89,10 @@ type GobgpdOptions struct {
 	// connectguard launcher or `aokeyd exec ... --`. Stop signals the
 	// launcher, which forwards the signal to gobgpd.
 	Launcher []string
+	// MetricsHost, if set, is where gobgpd serves pprof and its
+	// Prometheus metrics (--pprof-host; /metrics), e.g. its own count of
+	// gRPC calls by method (grpc_server_started_total); unset, both are off.
+	MetricsHost string
 }
 
 // Gobgpd is one running gobgpd in a namespace.
@@ -122,6 +126,9 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	_ = os.Remove(sock)
 	g.API = "unix://" + sock
 	args := []string{GobgpdBin(t), "-f", cfg, "-t", "toml", "--api-hosts", g.API, "--pprof-disable"}
+	if o.MetricsHost != "" {
+		args[len(args)-1] = "--pprof-host=" + o.MetricsHost
+	}
 	if o.Debug {
 		args = append(args, "-l", "debug")
 	}

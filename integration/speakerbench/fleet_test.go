@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,12 @@ import (
 const (
 	envSizes = "AOKEYD_FLEET_SIZES"
 	envOut   = "AOKEYD_FLEET_OUT"
+	// envAokeyd and envAoctl name other aokeyd and aoctl binaries (in PATH
+	// or a path) to measure instead, e.g. an older main's for the
+	// before/after table. Such an aokeyd is not profiled (it may not know
+	// SIGUSR2) and its RPCs are gobgpd's count (it may not count its own).
+	envAokeyd = "AOKEYD_FLEET_AOKEYD"
+	envAoctl  = "AOKEYD_FLEET_AOCTL"
 	// steadyWindow is how long aokeyd's idle CPU is measured: one full
 	// -steady-poll and -resync period (both 30 s by default).
 	steadyWindow = 30 * time.Second
@@ -41,17 +48,21 @@ type result struct {
 	BirdFleetMs   float64            `json:"bird_configure_fleet_ms"` // birdc configure at the fleet instant
 	SoloRPCs      float64            `json:"solo_rpcs"`               // gobgpd RPCs aokeyd issued over the baseline roll
 	FleetRPCs     map[string]float64 `json:"fleet_rpcs"`              // ... over the fleet roll, by method
-	RPCsPerPeer   float64            `json:"rpcs_per_peer"`
-	RollCPUs      float64            `json:"roll_cpu_s"`         // aokeyd CPU from the key change to the last peer done
-	SteadyCPUPerS float64            `json:"steady_cpu_s_per_s"` // aokeyd idle CPU seconds per second
-	Flaps         int                `json:"flaps"`
-	PktBad        uint64             `json:"pkt_bad"`         // TCPAOBad, both routers, from established to the end
-	KeyNotFound   uint64             `json:"key_not_found"`   // TCPAOKeyNotFound, both routers, same span
-	RevokeMs      float64            `json:"revoke_ms"`       // aoctl revoke start to the last socket seen clean
-	RevokeAoctlMs float64            `json:"revoke_aoctl_ms"` // aoctl revoke start to its exit
-	AokeydRSSKiB  int                `json:"aokeyd_rss_kib"`
-	complete      bool
-	GobgpdRSSKiB  int `json:"gobgpd_rss_kib"`
+	RPCsPerPeer   float64            `json:"rpcs_per_peer"`           // aokeyd's count (gobgpd's with AOKEYD_FLEET_AOKEYD)
+	// gobgpd's own count of the gRPC calls it served (grpc_server_started_total)
+	SoloGobgpdRPCs    float64            `json:"solo_gobgpd_rpcs"`
+	FleetGobgpdRPCs   map[string]float64 `json:"fleet_gobgpd_rpcs"`
+	GobgpdRPCsPerPeer float64            `json:"gobgpd_rpcs_per_peer"`
+	RollCPUs          float64            `json:"roll_cpu_s"`         // aokeyd CPU from the key change to the last peer done
+	SteadyCPUPerS     float64            `json:"steady_cpu_s_per_s"` // aokeyd idle CPU seconds per second
+	Flaps             int                `json:"flaps"`
+	PktBad            uint64             `json:"pkt_bad"`         // TCPAOBad, both routers, from established to the end
+	KeyNotFound       uint64             `json:"key_not_found"`   // TCPAOKeyNotFound, both routers, same span
+	RevokeMs          float64            `json:"revoke_ms"`       // aoctl revoke start to the last socket seen clean
+	RevokeAoctlMs     float64            `json:"revoke_aoctl_ms"` // aoctl revoke start to its exit
+	AokeydRSSKiB      int                `json:"aokeyd_rss_kib"`
+	complete          bool
+	GobgpdRSSKiB      int `json:"gobgpd_rss_kib"`
 }
 
 func (r result) line() string {
@@ -71,6 +82,7 @@ func TestFleet(t *testing.T) {
 		t.Skipf("%s set, but the fleet bench runs in the TCP-AO guest VM (make bench)", envSizes)
 	}
 	lab.RequireNetns(t)
+	useBinaries(t)
 	var sizes []int
 	for _, s := range strings.Split(spec, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -131,10 +143,16 @@ func runFleet(t *testing.T, n int) result {
 	f := newBench(t, n)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far))
+	if dir := os.Getenv(envOut); dir != "" && os.Getenv(envAokeyd) == "" {
+		// aokeyd profiles the fleet roll (SIGUSR2 opens and closes the window).
+		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-roll.pprof", n)))
+		f.profiling = true
+	}
 	f.startAokeyd()
 	f.bird = startBird(f)
 	t.Cleanup(func() { f.diagnose(t) })
 	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
+	lastLog := time.Now()
 	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", n+1), func() (bool, string) {
 		ss, err := f.sessions()
 		if err != nil {
@@ -145,6 +163,14 @@ func runFleet(t *testing.T, n int) result {
 			if s.up {
 				up++
 			}
+		}
+		if time.Since(lastLog) >= 20*time.Second {
+			// Where a large fleet's set-up stands, and who has the CPU.
+			lastLog = time.Now()
+			load, _ := os.ReadFile("/proc/loadavg")
+			t.Logf("n=%d: set-up at %.0fs: %d of %d sessions up; CPU so far: aokeyd %v, gobgpd %v, BIRD %v; RSS KiB: gobgpd %d, BIRD %d; loadavg %s",
+				n, time.Since(begin).Seconds(), up, n+1, cpuOr(f.aokeyd.Process.Pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid),
+				rssKiB(f.gobgp.PID), rssKiB(f.bird.pid), strings.TrimSpace(string(load)))
 		}
 		return up == n+1, fmt.Sprintf("%d of %d up; BIRD: %s", up, n+1, f.bird.summary())
 	})
@@ -180,7 +206,7 @@ func runFleet(t *testing.T, n int) result {
 	t0 := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	t1 := t0.Add(20 * time.Second)
 	f.writeKeys(keysRolling(begin, t1), keysRolling(begin, t0))
-	rpc0 := f.rpcs()
+	rpc0, g0 := f.rpcs(), f.gobgpdRPCs()
 	t.Logf("n=%d: gobgpd RPCs by aokeyd so far: %v", n, rpc0)
 	time.Sleep(time.Until(t0))
 	done, marks, err := f.pollUntil([]netip.Addr{addrSolo}, t0, time.Until(t1)-2*time.Second, "the baseline peer's roll", rolled(1, 2), rollMarks)
@@ -189,29 +215,34 @@ func runFleet(t *testing.T, n int) result {
 	}
 	r.SoloRollMs, r.SoloSwitchMs = ms(last(done)), ms(last(marks["switched"]))
 	solo := timeline(done, marks)
-	rpc1 := f.rpcs()
+	rpc1, g1 := f.rpcs(), f.gobgpdRPCs()
 	r.SoloRPCs = sum(rpc1) - sum(rpc0)
+	r.SoloGobgpdRPCs = sum(g1) - sum(g0)
 
 	time.Sleep(time.Until(t1))
-	c1 := mustCPU(t, pid)
+	f.toggleProfile() // aokeyd's profile window opens
+	c1, own1, reads1, readTime1 := mustCPU(t, pid), mustCPU(t, os.Getpid()), f.reads, f.readTime
 	done, marks, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
 	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
+	f.toggleProfile()
+	ownCPU, reads := mustCPU(t, os.Getpid())-own1, f.reads-reads1
+	t.Logf("n=%d: the bench's own reads of the kernel over the fleet roll: %d, %.0f ms each on average, bench CPU %.2fs",
+		n, reads, ms(f.readTime-readTime1)/float64(max(reads, 1)), ownCPU.Seconds())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rpc2 := f.rpcs()
-	r.FleetRPCs = map[string]float64{}
-	for m, v := range rpc2 {
-		if d := v - rpc1[m]; d != 0 {
-			r.FleetRPCs[m] = d
-		}
-	}
+	rpc2, g2 := f.rpcs(), f.gobgpdRPCs()
+	r.FleetRPCs, r.FleetGobgpdRPCs = diff(rpc2, rpc1), diff(g2, g1)
 	r.RPCsPerPeer = sum(r.FleetRPCs) / float64(n)
+	r.GobgpdRPCsPerPeer = sum(r.FleetGobgpdRPCs) / float64(n)
+	if os.Getenv(envAokeyd) != "" {
+		r.RPCsPerPeer = r.GobgpdRPCsPerPeer
+	}
 	r.FleetRollMs, r.FleetSwitchMs = ms(last(done)), ms(last(marks["switched"]))
 	r.FleetMedianMs = ms(quantile(done, 0.5))
 	r.RollRatio = r.FleetRollMs / r.SoloRollMs
-	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs; %s", n, r.SoloRollMs, r.SoloRPCs, solo)
-	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v, aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.RollCPUs, timeline(done, marks))
+	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs (gobgpd counted %.0f); %s", n, r.SoloRollMs, r.SoloRPCs, r.SoloGobgpdRPCs, solo)
+	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v (gobgpd counted %v), aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.FleetGobgpdRPCs, r.RollCPUs, timeline(done, marks))
 	time.Sleep(2 * time.Second) // keepalives flow on the new keys
 	check(t, f, before, "after the roll")
 	revoke(t, f, &r, scale)
@@ -370,4 +401,56 @@ func sum(m map[string]float64) float64 {
 		s += v
 	}
 	return s
+}
+
+func diff(after, before map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for m, v := range after {
+		if x := v - before[m]; x != 0 {
+			d[m] = x
+		}
+	}
+	return d
+}
+
+// useBinaries puts the aokeyd and aoctl of $AOKEYD_FLEET_AOKEYD and
+// $AOKEYD_FLEET_AOCTL first in PATH under their usual names.
+func useBinaries(t *testing.T) {
+	dir := ""
+	for name, env := range map[string]string{"aokeyd": envAokeyd, "aoctl": envAoctl} {
+		v := os.Getenv(env)
+		if v == "" {
+			continue
+		}
+		p, err := exec.LookPath(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", env, v, err)
+		}
+		if p, err = filepath.Abs(p); err != nil {
+			t.Fatal(err)
+		}
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		if err := os.Symlink(p, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("measuring %s %s (%s)", name, p, env)
+	}
+	if dir != "" {
+		t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+}
+
+// toggleProfile opens or closes aokeyd's CPU profile window (SIGUSR2), when
+// the bench set AOKEYD_CPUPROFILE for it.
+func (f *bench) toggleProfile() {
+	if f.profiling {
+		_ = f.aokeyd.Process.Signal(syscall.SIGUSR2)
+	}
+}
+
+func cpuOr(pid int) time.Duration {
+	c, _ := cpu(pid)
+	return c
 }

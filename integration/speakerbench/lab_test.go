@@ -17,6 +17,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -81,6 +82,14 @@ type bench struct {
 	aokeyd *exec.Cmd
 	ctl    *control.Client
 	bird   *birdFleet
+	// reads and readTime count the bench's own reads of the kernel
+	// (pollUntil), to tell its share of the guest's CPU.
+	reads    int
+	readTime time.Duration
+	diag     *sockets.Diag  // kept open from read to read (readKernel)
+	fds      map[uint64]int // gobgpd's descriptors by socket inode, as last read
+	// profiling: aokeyd profiles between two SIGUSR2 (toggleProfile).
+	profiling bool
 }
 
 func (f *bench) all() []netip.Addr { return append(append([]netip.Addr(nil), f.peers...), addrSolo) }
@@ -107,7 +116,7 @@ func newBench(t *testing.T, n int) *bench {
 	}
 	f.gobgp = lab.StartGobgpd(t, f.a, "gobgpd", lab.GobgpdConfig{
 		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{addrA}, Neighbors: nbrs, HoldTime: 9, Keepalive: 1,
-	}, lab.GobgpdOptions{Dir: f.dir})
+	}, lab.GobgpdOptions{Dir: f.dir, MetricsHost: gobgpdMetrics})
 	return f
 }
 
@@ -171,27 +180,46 @@ kernel:
 		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s")
 }
 
+// gobgpdMetrics is where gobgpd serves its metrics in A's namespace.
+const gobgpdMetrics = "127.0.0.1:6061"
+
 // rpcs scrapes aokeyd's aokeyd_speaker_rpcs_total, by method.
 func (f *bench) rpcs() map[string]float64 {
 	f.t.Helper()
-	out, err := f.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
+	return f.scrape("http://127.0.0.1:9179/metrics", "aokeyd_speaker_rpcs_total{", `method="`)
+}
+
+// gobgpdRPCs scrapes gobgpd's own count of the gRPC calls it served, by
+// method (grpc_server_started_total): every client's, aokeyd's alone while
+// the bench itself asks gobgpd nothing (the rolls; it reads the kernel).
+// An aokeyd without its own count (before aokeyd_speaker_rpcs_total) is
+// measured with it.
+func (f *bench) gobgpdRPCs() map[string]float64 {
+	f.t.Helper()
+	return f.scrape("http://"+gobgpdMetrics+"/metrics", "grpc_server_started_total{", `grpc_method="`)
+}
+
+// scrape sums a counter's series by one label.
+func (f *bench) scrape(url, prefix, label string) map[string]float64 {
+	f.t.Helper()
+	out, err := f.a.Run("wget", "-qO-", url)
 	if err != nil {
-		f.t.Fatalf("scraping aokeyd's metrics: %v", err)
+		f.t.Fatalf("scraping %s: %v", url, err)
 	}
 	m := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "aokeyd_speaker_rpcs_total{") {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
-		i := strings.Index(line, `method="`)
+		i := strings.Index(line, label)
 		sp := strings.LastIndexByte(line, ' ')
 		if i < 0 || sp < 0 {
 			continue
 		}
-		method := line[i+len(`method="`):]
+		method := line[i+len(label):]
 		method = method[:strings.IndexByte(method, '"')]
 		v, _ := strconv.ParseFloat(line[sp+1:], 64)
 		m[method] += v
@@ -294,6 +322,7 @@ func flaps(before, now map[netip.Addr]session) (n int, first string) {
 
 // birdFleet is BIRD with one BGP protocol per peer address of A's.
 type birdFleet struct {
+	pid  int
 	ns   *netns.NS
 	dir  string
 	sock string
@@ -373,7 +402,7 @@ func startBird(f *bench) *birdFleet {
 	if err := r.write(false); err != nil {
 		t.Fatal(err)
 	}
-	f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock)
+	r.pid = f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock).Process.Pid
 	if err := lab.Within(60*time.Second, "bird to answer birdc", func() (bool, string) {
 		_, err := r.birdc("show", "status")
 		return err == nil, fmt.Sprint(err)
@@ -383,8 +412,11 @@ func startBird(f *bench) *birdFleet {
 	return r
 }
 
+// birdc runs one BIRD CLI command, given up after 30 s: at N=512 in the
+// emulated guest BIRD stopped answering its CLI (a `show protocols` waited
+// 10 minutes), and the set-up's wait, which asks BIRD, then never ended.
 func (r *birdFleet) birdc(args ...string) (string, error) {
-	return r.ns.Run(append([]string{"birdc", "-s", r.sock}, args...)...)
+	return r.ns.Run(append([]string{"timeout", "30", "birdc", "-s", r.sock}, args...)...)
 }
 
 // configure rewrites BIRD's configuration, armed or not, and applies it

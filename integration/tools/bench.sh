@@ -19,6 +19,11 @@
 #                            TCP-AO neighbours, BIRD 2.17 with N protocols,
 #                            the aokeyd binary (integration/speakerbench); "off"
 #                            skips the item [64,256,512]
+#   AOKEYD_BENCH_FLEET_BEFORE a directory with an older aokeyd and aoctl
+#                            (e.g. the main before a change): the
+#                            real-speaker item runs once more with them, at
+#                            AOKEYD_BENCH_FLEET_BEFORE_SIZES [64], and the
+#                            report shows both sets of fleet: lines
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,6 +55,11 @@ if [ "$fleet" != off ]; then
 	log "building the real-speaker item: the fleet test binary, aokeyd, and gobgpd v3.37"
 	CGO_ENABLED=0 go test -c -o "$work/bin/speakerbench.test" ./integration/speakerbench
 	fleet_bins="$work/bin/speakerbench.test $(bash integration/tools/guest-bins.sh)"
+	if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
+		cp "$AOKEYD_BENCH_FLEET_BEFORE/aokeyd" "$work/bin/aokeyd-before"
+		cp "$AOKEYD_BENCH_FLEET_BEFORE/aoctl" "$work/bin/aoctl-before"
+		fleet_bins="$fleet_bins $work/bin/aokeyd-before $work/bin/aoctl-before"
+	fi
 fi
 
 log "planner benchmark on the host (rotator BenchmarkPlan)"
@@ -65,6 +75,9 @@ if [ "$fleet" != off ]; then
 	# The real-speaker item: its failure (a size the guest does not hold)
 	# is reported, and the sizes measured before it still print.
 	guest_cmd="$guest_cmd && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
+	if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
+		guest_cmd="$guest_cmd && mkdir -p /aokeyd/share/bench/before && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=${AOKEYD_BENCH_FLEET_BEFORE_SIZES:-64} AOKEYD_FLEET_OUT=/aokeyd/share/bench/before AOKEYD_FLEET_AOKEYD=aokeyd-before AOKEYD_FLEET_AOCTL=aoctl-before speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 30m >/aokeyd/share/bench/before/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item (before) failed, see before/fleet.log'; true; }"
+	fi
 fi
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-3000} \
@@ -96,6 +109,13 @@ if [ "$fleet" != off ]; then
 		grep -h '^    fleet_test.go:.*n=[0-9]*: ' "$out/fleet.log" 2>/dev/null | sed 's/^    fleet_test.go:[0-9]*: /  /' || true
 		grep -h -- '--- FAIL\|fleet bench stops' "$out/fleet.log" 2>/dev/null | sed 's/^ */  /' || true
 		cat "$res/fleet.txt" 2>/dev/null || echo "  (no size measured)"
+		if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
+			mkdir -p "$out/before"
+			cp "$res/before/"* "$out/before/" 2>/dev/null || true
+			echo "The same with $AOKEYD_BENCH_FLEET_BEFORE's aokeyd and aoctl (before):"
+			grep -h -- '--- FAIL\|fleet bench stops' "$out/before/fleet.log" 2>/dev/null | sed 's/^ */  /' || true
+			cat "$res/before/fleet.txt" 2>/dev/null || echo "  (no size measured)"
+		fi
 	} >>"$out/report.txt"
 	sed -n '/^Real speakers/,$p' "$out/report.txt"
 fi

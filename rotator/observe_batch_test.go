@@ -1,0 +1,156 @@
+package rotator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// batchCounter is a socket whose calls cost one borrow of the descriptor
+// each, unless they run inside BatchKeys (one borrow for the batch), like
+// bgp's AOSocket over pidfd_getfd.
+type batchCounter struct {
+	*fakeSock
+	borrows int
+	inBatch bool
+}
+
+func (b *batchCounter) borrow() {
+	if !b.inBatch {
+		b.borrows++
+	}
+}
+
+func (b *batchCounter) BatchKeys(f func(tcpao.Socket) error) error {
+	b.borrows++
+	b.inBatch = true
+	defer func() { b.inBatch = false }()
+	return f(b.fakeSock)
+}
+
+func (b *batchCounter) Info() (tcpao.Info, error) { b.borrow(); return b.fakeSock.Info() }
+func (b *batchCounter) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	b.borrow()
+	return b.fakeSock.Keys(f)
+}
+
+// TestObserveBorrowsOnce: reading a socket (TCP_AO_INFO and GET_KEYS) is
+// one borrow of the speaker's descriptor, not one per socket option: every
+// step of every peer's roll reads its socket, and on a real kernel each
+// borrow is pidfd_open, pidfd_getfd, fstat, SO_COOKIE and two closes.
+// It failed before Observe used BatchKeys (2 borrows).
+func TestObserveBorrowsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sock *fakeSock
+	}{
+		{"established", newFakeEstablished(mkKey("192.0.2.2/32", 1, 101, "a"))},
+		{"listener", listenerWith(t, mkKey("192.0.2.0/24", 1, 101, "a"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &batchCounter{fakeSock: tc.sock}
+			if _, err := Observe(b); err != nil {
+				t.Fatal(err)
+			}
+			if b.borrows != 1 {
+				t.Errorf("Observe borrowed the socket %d times, want 1", b.borrows)
+			}
+		})
+	}
+}
+
+func listenerWith(t *testing.T, k tcpao.Key) *fakeSock {
+	s := newFakeListener()
+	if err := s.AddKey(k, tcpao.AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// borrowLog is batchCounter with a record of what each borrow did: "a" an
+// add, "d" a delete, "s" a set info, "r" a read (info, keys).
+type borrowLog struct {
+	*fakeSock
+	borrows [][]string
+	inBatch bool
+}
+
+func (b *borrowLog) note(what string) {
+	if !b.inBatch {
+		b.borrows = append(b.borrows, nil)
+	}
+	b.borrows[len(b.borrows)-1] = append(b.borrows[len(b.borrows)-1], what)
+}
+
+func (b *borrowLog) BatchKeys(f func(tcpao.Socket) error) error {
+	b.borrows = append(b.borrows, nil)
+	b.inBatch = true
+	defer func() { b.inBatch = false }()
+	return f(loggedIn{b})
+}
+
+// loggedIn is the Socket a batch hands out: its calls are noted in the
+// batch's borrow.
+type loggedIn struct{ b *borrowLog }
+
+func (s loggedIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	s.b.note("a")
+	return s.b.fakeSock.AddKey(k, o)
+}
+func (s loggedIn) DelKey(d tcpao.DelKey) error { s.b.note("d"); return s.b.fakeSock.DelKey(d) }
+func (s loggedIn) SetInfo(c tcpao.InfoChange) error {
+	s.b.note("s")
+	return s.b.fakeSock.SetInfo(c)
+}
+func (s loggedIn) Info() (tcpao.Info, error) { s.b.note("r"); return s.b.fakeSock.Info() }
+func (s loggedIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	s.b.note("r")
+	return s.b.fakeSock.Keys(f)
+}
+
+func (b *borrowLog) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return loggedIn{b}.AddKey(k, o) }
+func (b *borrowLog) DelKey(d tcpao.DelKey) error                  { return loggedIn{b}.DelKey(d) }
+func (b *borrowLog) SetInfo(c tcpao.InfoChange) error             { return loggedIn{b}.SetInfo(c) }
+func (b *borrowLog) Info() (tcpao.Info, error)                    { return loggedIn{b}.Info() }
+func (b *borrowLog) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	return loggedIn{b}.Keys(f)
+}
+
+// TestRollKeyWritesReadBackInTheirBorrow: a roll's install and retire steps
+// read the socket back in the same borrow of the descriptor as their key
+// writes (the machine reads it after each of them anyway), so a roll
+// borrows the socket once per step, not twice. It failed before (the
+// install's add and the retire's delete were borrows of their own, the read
+// after each another).
+func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	lx := &borrowLog{fakeSock: l.x}
+	l.mx.sock = lx
+	l.mx.setDesired(want(b), l.now)
+	l.my.setDesired(want(b), l.now)
+	for range 2000 {
+		l.tick()
+		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
+			break
+		}
+	}
+	if l.mx.st.Rolls != 1 {
+		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
+	}
+	keyWrites := 0
+	for i, bw := range lx.borrows {
+		w := strings.Join(bw, "")
+		if !strings.ContainsAny(w, "ad") {
+			continue
+		}
+		keyWrites++
+		if !strings.HasSuffix(w, "rr") {
+			t.Errorf("borrow %d did %q: a key write not read back in its borrow", i, w)
+		}
+	}
+	if keyWrites < 2 {
+		t.Errorf("borrows %v: want the install's and the retire's key writes among them", lx.borrows)
+	}
+}
