@@ -333,14 +333,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		e.src.fail(o.sourceDown)
 	}
 	e.sp = bgptest.NewSpeaker("fake-speaker", speakerPID, 16, bgp.PeerInfo{Neighbor: peerAddr, Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
-	var err error
-	if e.lis, err = e.net.Socket(localAddr); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.lis.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	e.lisC = e.disc.add(e.lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	e.lis, e.lisC = listenOn(t, e.net, e.disc)
 	t.Cleanup(func() {
 		for _, k := range e.keys {
 			for _, f := range secretForms(k.secret) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -57,13 +56,7 @@ func threadCPU(b *testing.B) int64 {
 // BatchKeys where it offers that). $AOKEYD_ROLL_PROFILE names a CPU profile file of
 // the roll span.
 func BenchmarkFleetRoll(b *testing.B) {
-	n := 256
-	if s := os.Getenv("AOKEYD_ROLL_PEERS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 || n > 60000 {
-			b.Fatalf("AOKEYD_ROLL_PEERS=%q: want a count of peers in 1..60000", s)
-		}
-	}
+	n := envPeers(b, "AOKEYD_ROLL_PEERS", 256)
 	for range b.N {
 		r := fleetRoll(b, n)
 		b.ReportMetric(r.cpu, "cpu-ms")
@@ -132,7 +125,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	b.StopTimer()
 	now := time.Now()
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
-	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
+	peer := fleetPeer
 	keyAt := func(i int, sendStart, sendEnd, acceptStart, acceptEnd time.Time) keystore.MKT {
 		k := testKey{name: fmt.Sprintf("k%d", i), send: uint8(i), recv: uint8(100 + i), secret: fmt.Sprintf("fleet-roll-bench-secret-k%d", i)}
 		m := k.mkt()
@@ -155,7 +148,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	var infos []bgp.PeerInfo
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&pol, "  - neighbor: %s\n    key_chain: core\n", peer(i))
-		infos = append(infos, bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+		infos = append(infos, passivePeer(i))
 	}
 	src := &fakeSource{}
 	b.Cleanup(src.close)
@@ -169,14 +162,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	sp := bgptest.NewSpeaker("roll-speaker", speakerPID, n, infos...)
 	// optmem_max as aokeyd's kernel.raise_optmem leaves it for the listener.
 	net, disc := tcpaotest.NewNet(tcpaotest.WithOptMemMax(1<<30)), newFakeDiscoverer()
-	lis, err := net.Socket(localAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := lis.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	lisC := disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	lis, lisC := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	b.Cleanup(cache.Close)
 	var borrows atomic.Int64

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,13 +35,7 @@ import (
 // slowDelSocket), the revoke's and the rotation machines' steps after it.
 // Each iteration builds a fresh fleet (not timed).
 func BenchmarkRevoke(b *testing.B) {
-	n := 256
-	if s := os.Getenv("AOKEYD_REVOKE_PEERS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 || n > 60000 {
-			b.Fatalf("AOKEYD_REVOKE_PEERS=%q: want a count of peers in 1..60000", s)
-		}
-	}
+	n := envPeers(b, "AOKEYD_REVOKE_PEERS", 256)
 	delay := 12 * time.Millisecond
 	if s := os.Getenv("AOKEYD_REVOKE_DEL_DELAY"); s != "" {
 		var err error
@@ -184,10 +177,9 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		k1: testKey{name: "k1", send: 20, recv: 21, secret: "revoke-bench-secret-k1-Qe3", sendStart: now.Add(-time.Hour)},
 		k2: testKey{name: "k2", send: 30, recv: 31, secret: "revoke-bench-secret-k2-Tn8", sendStart: now.Add(-2 * time.Hour)},
 	}
-	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
 	var infos []bgp.PeerInfo
 	for i := range n {
-		infos = append(infos, bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+		infos = append(infos, passivePeer(i))
 	}
 	pol := "version: 1\nsafety:\n  switch_timeout: 5m\n  on_revoke_only_key: keep\nkey_chains:\n  - name: core\npeers:\n  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
 	src := &fakeSource{}
@@ -201,14 +193,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		speaker = o.speaker(sp)
 	}
 	net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
-	lis, err := net.Socket(localAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := lis.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	lis, _ := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	var estMu sync.Mutex
 	established := map[uint64]bool{}
@@ -234,7 +219,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	f.d, f.addr = d, peer
+	f.d, f.addr = d, fleetPeer
 	var once sync.Once
 	f.stop = func() {
 		once.Do(func() {
@@ -258,7 +243,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == 2 })
 	f.socks = make([]*countingSocket, n)
 	for i := range n {
-		client, err := net.Socket(peer(i))
+		client, err := net.Socket(fleetPeer(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -271,7 +256,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		}
 		acc, err := net.Connect(client, lis)
 		if err != nil {
-			b.Fatalf("connect %s: %v", peer(i), err)
+			b.Fatalf("connect %s: %v", fleetPeer(i), err)
 		}
 		f.socks[i] = disc.add(acc, netip.AddrPortFrom(localAddr, bgpPort), client.LocalAddr(), false)
 		ref, err := disc.Established(speakerPID, netip.AddrPortFrom(localAddr, bgpPort), client.LocalAddr())
@@ -281,7 +266,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		estMu.Lock()
 		established[ref.Inode] = true
 		estMu.Unlock()
-		sp.Set(bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, LocalPort: bgpPort, RemotePort: client.LocalAddr().Port(),
+		sp.Set(bgp.PeerInfo{Neighbor: fleetPeer(i), Local: localAddr, LocalPort: bgpPort, RemotePort: client.LocalAddr().Port(),
 			State: bgp.StateEstablished, Uptime: now.Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002})
 	}
 	want := fmt.Sprint([]string{f.k1.ids(), f.k2.ids()})

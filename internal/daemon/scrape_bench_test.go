@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -31,19 +29,12 @@ import (
 // real one's (no syscalls, no HMAC fingerprints): make bench measures the
 // guest's figure; this one shows how much of a scrape is reads.
 func BenchmarkScrape(b *testing.B) {
-	n := 4096
-	if s := os.Getenv("AOKEYD_SCRAPE_PEERS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 || n > 60000 {
-			b.Fatalf("AOKEYD_SCRAPE_PEERS=%q: want a count of peers in 1..60000", s)
-		}
-	}
+	n := envPeers(b, "AOKEYD_SCRAPE_PEERS", 4096)
 	now := time.Now()
 	k1 := testKey{name: "k1", send: 20, recv: 21, secret: "scrape-bench-secret-k1-Hy6", sendStart: now.Add(-time.Hour)}
-	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
 	var infos []bgp.PeerInfo
 	for i := range n {
-		infos = append(infos, bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, State: bgp.StateActive, Passive: true, PeerASN: 65002})
+		infos = append(infos, passivePeer(i))
 	}
 	pol := "version: 1\nsafety:\n  switch_timeout: 5m\nkey_chains:\n  - name: core\npeers:\n  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
 	src := &fakeSource{}
@@ -53,14 +44,7 @@ func BenchmarkScrape(b *testing.B) {
 	m.Zero()
 	sp := bgptest.NewSpeaker("scrape-speaker", speakerPID, n, infos...)
 	net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
-	lis, err := net.Socket(localAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := lis.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+	lis, _ := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	b.Cleanup(cache.Close)
 	mt, err := metrics.New(prometheus.NewRegistry()) // as aokeyd and make bench register them
@@ -97,7 +81,7 @@ func BenchmarkScrape(b *testing.B) {
 	waitFor("the listener's key", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == 1 })
 	socks := make([]*countingSocket, n)
 	for i := range n {
-		client, err := net.Socket(peer(i))
+		client, err := net.Socket(fleetPeer(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,10 +92,10 @@ func BenchmarkScrape(b *testing.B) {
 		mk.Secret.Zero()
 		acc, err := net.Connect(client, lis)
 		if err != nil {
-			b.Fatalf("connect %s: %v", peer(i), err)
+			b.Fatalf("connect %s: %v", fleetPeer(i), err)
 		}
 		socks[i] = disc.add(acc, netip.AddrPortFrom(localAddr, bgpPort), client.LocalAddr(), false)
-		sp.Set(bgp.PeerInfo{Neighbor: peer(i), Local: localAddr, LocalPort: bgpPort, RemotePort: client.LocalAddr().Port(),
+		sp.Set(bgp.PeerInfo{Neighbor: fleetPeer(i), Local: localAddr, LocalPort: bgpPort, RemotePort: client.LocalAddr().Port(),
 			State: bgp.StateEstablished, Uptime: now.Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002})
 	}
 	b.Logf("connected %d after %s", n, time.Since(now))

@@ -97,14 +97,7 @@ func TestOneStuckPeerHoldsUpNoOther(t *testing.T) {
 		sp := &stuckSpeaker{Speaker: bgptest.NewSpeaker("stuck-speaker", speakerPID, 16, infos...), stuck: stuck, release: make(chan struct{})}
 		defer sp.unblock() // before the daemon stops (deferred later, so run earlier)
 		net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
-		lis, err := net.Socket(localAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lis.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		disc.add(lis, netip.AddrPortFrom(localAddr, bgpPort), netip.AddrPort{}, true)
+		lis, _ := listenOn(t, net, disc)
 		cache := keystore.NewCache(src, keystore.CacheOptions{})
 		defer cache.Close()
 		logs := &testkit.SyncBuffer{}
