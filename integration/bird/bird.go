@@ -153,7 +153,13 @@ func (r *Router) Configure(cfg Config) error {
 	if err := r.write(cfg); err != nil {
 		return err
 	}
-	out, err := r.Birdc("configure")
+	return Reconfigured(r.Birdc("configure"))
+}
+
+// Reconfigured is the outcome of `birdc configure` from what birdc printed
+// and its error: nil once BIRD took the new configuration (or is taking
+// it), an error with birdc's answer otherwise.
+func Reconfigured(out string, err error) error {
 	if err != nil {
 		return err
 	}

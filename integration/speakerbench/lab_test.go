@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -425,14 +426,7 @@ func (r *birdFleet) configure(armed bool) error {
 	if err := r.write(armed); err != nil {
 		return err
 	}
-	out, err := r.birdc("configure")
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(out, "Reconfigured") && !strings.Contains(out, "Reconfiguration in progress") {
-		return fmt.Errorf("birdc configure: %s", out)
-	}
-	return nil
+	return bird.Reconfigured(r.birdc("configure"))
 }
 
 type protoStatus struct{ state, since, info string }
