@@ -8,12 +8,5 @@ import "github.com/aokeyd/aokeyd/tcpao"
 // operations (rotator.Apply), cost one borrow. The Socket f gets must not
 // be used after f returns.
 func (s aoSocket) BatchKeys(f func(tcpao.Socket) error) error {
-	return s.h.Do(func(fd int) error {
-		if b, ok := tcpao.FromFD(fd).(interface {
-			BatchKeys(func(tcpao.Socket) error) error
-		}); ok {
-			return b.BatchKeys(f)
-		}
-		return f(tcpao.FromFD(fd))
-	})
+	return s.h.Do(func(fd int) error { return tcpao.Batch(tcpao.FromFD(fd), f) })
 }

@@ -14,16 +14,13 @@ import (
 // HaveAO false and no error. A socket that offers BatchKeys is read in one
 // borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
 func Observe(s tcpao.Socket) (Observed, error) {
-	if b, ok := s.(keyBatcher); ok {
-		var o Observed
-		err := b.BatchKeys(func(bs tcpao.Socket) error {
-			var err error
-			o, err = observeEach(bs)
-			return err
-		})
-		return o, err
-	}
-	return observeEach(s)
+	var o Observed
+	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
+		var err error
+		o, err = observeEach(bs)
+		return err
+	})
+	return o, err
 }
 
 func observeEach(s tcpao.Socket) (Observed, error) {
@@ -46,21 +43,14 @@ func observeEach(s tcpao.Socket) (Observed, error) {
 // after each of its writes. err is write's (or the borrow's), and then
 // nothing was read; readErr is the read's.
 func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
-	if b, ok := s.(keyBatcher); ok {
-		err = b.BatchKeys(func(bs tcpao.Socket) error {
-			if err := write(bs); err != nil {
-				return err
-			}
-			obs, readErr = observeEach(bs)
-			return nil
-		})
-		return obs, readErr, err
-	}
-	if err = write(s); err != nil {
-		return Observed{}, nil, err
-	}
-	obs, readErr = observeEach(s)
-	return obs, readErr, nil
+	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
+		if err := write(bs); err != nil {
+			return err
+		}
+		obs, readErr = observeEach(bs)
+		return nil
+	})
+	return obs, readErr, err
 }
 
 // guardedRead is guarded for a step that writes to the socket and then
@@ -77,27 +67,21 @@ func (m *machine) guardedRead(step Step, now time.Time, obs *Observed, write fun
 	})
 }
 
-// keyBatcher is a socket that can run many key operations in one borrow of
-// its descriptor (tcpao's Linux sockets: BatchKeys).
-type keyBatcher interface {
-	BatchKeys(f func(tcpao.Socket) error) error
-}
-
 // Apply runs ops in order on s and stops at the first error. It returns how
 // many ops succeeded; the error names the op that failed. A socket that
 // offers BatchKeys runs them all in one borrow of the descriptor, as a bare
 // setsockopt loop would.
 func Apply(s tcpao.Socket, ops []Op) (int, error) {
-	if b, ok := s.(keyBatcher); ok && len(ops) > 1 {
-		var n int
-		err := b.BatchKeys(func(bs tcpao.Socket) error {
-			var err error
-			n, err = applyOps(bs, ops)
-			return err
-		})
-		return n, err
+	if len(ops) <= 1 {
+		return applyOps(s, ops)
 	}
-	return applyOps(s, ops)
+	var n int
+	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
+		var err error
+		n, err = applyOps(bs, ops)
+		return err
+	})
+	return n, err
 }
 
 func applyOps(s tcpao.Socket, ops []Op) (int, error) {

@@ -363,3 +363,19 @@ type Socket interface {
 	// Keys is TCP_AO_GET_KEYS.
 	Keys(f KeyFilter) ([]KeyInfo, error)
 }
+
+// Batcher is a Socket that runs several calls in one borrow of its
+// descriptor: the Linux sockets (one RawConn.Control) and sockets borrowed
+// from another process (one pidfd_getfd).
+type Batcher interface {
+	BatchKeys(f func(Socket) error) error
+}
+
+// Batch runs f with s's batched Socket when s is a Batcher, else with s
+// itself. The Socket f gets must not be kept after f returns.
+func Batch(s Socket, f func(Socket) error) error {
+	if b, ok := s.(Batcher); ok {
+		return b.BatchKeys(f)
+	}
+	return f(s)
+}

@@ -252,7 +252,7 @@ func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]
 		name := "listen " + h.Ref().Local.String()
 		// One borrow of the listener's descriptor for its read and all
 		// its deletes (a borrow is a pidfd_getfd round trip).
-		err := batchKeys(d.o.SocketOf(h), func(s tcpao.Socket) error {
+		err := tcpao.Batch(d.o.SocketOf(h), func(s tcpao.Socket) error {
 			keys, err := s.Keys(tcpao.KeyFilter{})
 			if err != nil {
 				if !isNoAO(err) {
@@ -287,21 +287,6 @@ func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]
 			add(control.RevokeSocket{Socket: name, Error: err.Error()})
 		}
 	}
-}
-
-// keyBatcher is a socket that runs several calls in one borrow of its
-// descriptor (bgp.AOSocket: one pidfd_getfd for all of them).
-type keyBatcher interface {
-	BatchKeys(f func(tcpao.Socket) error) error
-}
-
-// batchKeys runs f on s in one borrow when s offers it, else on s itself.
-// The socket f gets must not be kept after f returns.
-func batchKeys(s tcpao.Socket, f func(tcpao.Socket) error) error {
-	if b, ok := s.(keyBatcher); ok {
-		return b.BatchKeys(f)
-	}
-	return f(s)
 }
 
 // revokePeer takes the key off one established session. The peer's rotator
@@ -357,7 +342,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 // policy's on_revoke_only_key runs after it (a reset asks the speaker).
 func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
 	only := false
-	err := batchKeys(sock, func(s tcpao.Socket) error {
+	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
 		keys, err := s.Keys(tcpao.KeyFilter{})
 		if isNoAO(err) {
 			rs.Action = "absent"
