@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/vault/api"
 )
@@ -175,22 +176,43 @@ func (s Store) Statuses(ctx context.Context) (docs []Document, errs []error, err
 		return nil, nil, err
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		var d Document
-		ver, err := s.get(ctx, "routers/"+id, &d)
+	// The documents are read readsAtOnce at a time: a fleet of dozens of
+	// routers is read in a few round trips, not one per router.
+	type read struct {
+		d   Document
+		ver int
+		err error
+	}
+	reads := make([]read, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, readsAtOnce)
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			reads[i].ver, reads[i].err = s.get(ctx, "routers/"+id, &reads[i].d)
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		r := reads[i]
 		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case ver == 0:
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.ver == 0:
 			// deleted meanwhile
-		case d.RouterID != id:
-			errs = append(errs, fmt.Errorf("%s: router_id %q does not match its path", s.dataPath("routers/"+id), d.RouterID))
+		case r.d.RouterID != id:
+			errs = append(errs, fmt.Errorf("%s: router_id %q does not match its path", s.dataPath("routers/"+id), r.d.RouterID))
 		default:
-			docs = append(docs, d)
+			docs = append(docs, r.d)
 		}
 	}
 	return docs, errs, nil
 }
+
+// readsAtOnce bounds the documents Statuses reads at once.
+const readsAtOnce = 8
 
 // Revocations reads the fleet's revocation record and its version (0: no
 // record yet).

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,66 @@ func TestStatusesSkipsABadDocument(t *testing.T) {
 		}
 		if len(docs) != 2 || docs[0].RouterID != "r1" || docs[1].RouterID != "r2" || len(errs) != 1 {
 			t.Errorf("docs %+v errs %v; want r1, r2 and one error for r3", docs, errs)
+		}
+	})
+}
+
+// overlapVault holds each use of the client after the first free ones
+// until want of them are in flight at once, or a second passes: it
+// records the most it saw.
+type overlapVault struct {
+	Vault
+	free, want int32
+	calls, cur atomic.Int32
+	most       atomic.Int32
+}
+
+func (o *overlapVault) WithClient(ctx context.Context, f func(*api.Client) error) error {
+	if o.calls.Add(1) <= o.free {
+		return o.Vault.WithClient(ctx, f)
+	}
+	n := o.cur.Add(1)
+	defer o.cur.Add(-1)
+	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
+	}
+	for deadline := time.Now().Add(time.Second); o.most.Load() < o.want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return o.Vault.WithClient(ctx, f)
+}
+
+// Statuses reads the documents of a fleet at once, not one after the
+// other: an operator's view of dozens of routers costs a few round trips
+// to Vault, and so does the flag of a lagging link.
+func TestStatusesReadsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, c := newVault(t)
+		ctx := context.Background()
+		st := Store{V: Client{c}, Mount: "secret", Prefix: "fleet"}
+		for i := range 12 {
+			id := fmt.Sprintf("r%02d", i)
+			if err := st.PutStatus(ctx, Document{Schema: Schema, RouterID: id, PublishedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ov := &overlapVault{Vault: Client{c}, free: 1, want: readsAtOnce} // the list is free
+		st.V = ov
+		start := time.Now()
+		docs, errs, err := st.Statuses(ctx)
+		if err != nil || len(errs) != 0 || len(docs) != 12 {
+			t.Fatalf("Statuses: %d docs, %v, %v; want 12", len(docs), errs, err)
+		}
+		for i, d := range docs {
+			if want := fmt.Sprintf("r%02d", i); d.RouterID != want {
+				t.Errorf("docs[%d] is %s, want %s (sorted by router)", i, d.RouterID, want)
+			}
+		}
+		if m := ov.most.Load(); m != readsAtOnce {
+			t.Errorf("at most %d reads in flight, want %d", m, readsAtOnce)
+		}
+		// One list, then the 12 reads in two waves that do not wait.
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("Statuses took %v of waiting for reads to overlap, want none", took)
 		}
 	})
 }
