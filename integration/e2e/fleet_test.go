@@ -254,7 +254,8 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 			writeChain(routers[n], append(slices.Clone(keys), lagKey))
 		}
 	}
-	fleetLagFlagged(t, fleet.Store{V: fleet.Client{C: vc}, Mount: "secret", Prefix: "aokeyd/fleet"}, written, lagKey)
+	fleetLagFlagged(t, fleet.Store{V: fleet.Client{C: vc}, Mount: "secret", Prefix: "aokeyd/fleet"}, written, lagKey,
+		func(r string) string { return filepath.Join(routers[r].dir, "aokeyd.log") })
 	aoctlStart := time.Now()
 	table, _ = aoctl("fleet", "status")
 	t.Logf("aoctl fleet status with g4 lagging (the aoctl run took %s):\n%s", time.Since(aoctlStart).Round(time.Millisecond), table)
@@ -305,7 +306,7 @@ metrics:
   listen: "off"
 log:
   format: json
-  level: info
+  level: debug
 fleet:
   vault_path: secret/aokeyd/fleet
   router_id: %s

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/fleet"
 )
 
@@ -26,7 +27,7 @@ import (
 //
 // aoctl's own start-up (about 2 s in the TCG guest) is left out of both:
 // the test runs `aoctl fleet status` once afterwards for the table.
-func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fleetKey) {
+func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fleetKey, logOf func(router string) string) {
 	t.Helper()
 	ref := "core/" + lagKey.name
 	var announced, flagged time.Time
@@ -78,6 +79,18 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		}
 	}
 	t.Logf("fleet-lag: %s; flag read %s (write %s)", detail, flagged.Format("15:04:05.000"), written.Format("15:04:05.000"))
+	for _, far := range []string{"g3", "g5"} {
+		// Where the far ends' time went: their announce and the
+		// publisher's rounds around it (debug log).
+		var lines []string
+		for _, l := range strings.Split(lab.Tail(logOf(far), 256<<10), "\n") {
+			if strings.Contains(l, `"fleet: round"`) || strings.Contains(l, "announced new key") {
+				lines = append(lines, l)
+			}
+		}
+		lines = lines[max(0, len(lines)-12):]
+		t.Logf("fleet-lag: %s's announce and publisher rounds (last %d):\n%s", far, len(lines), strings.Join(lines, "\n"))
+	}
 	toFlag := flagged.Sub(announced)
 	fmt.Printf("fleet-lag: announce_to_flag_ms=%d write_to_announce_ms=%d write_to_flag_ms=%d refresh_ms=%d\n",
 		toFlag.Milliseconds(), announced.Sub(written).Milliseconds(), flagged.Sub(written).Milliseconds(), fleetRefresh.Milliseconds())
