@@ -316,7 +316,8 @@ func encodeFilter(c *aoGetsockopt, f KeyFilter, n int) error {
 }
 
 // decodeKeyWith turns one GET_KEYS element into a KeyInfo, fingerprinting
-// the returned key bytes with h; the caller zeroes the element afterwards.
+// the returned key bytes with h (nil: no fingerprint); the caller zeroes
+// the element afterwards.
 func decodeKeyWith(h *fingerprinter, c *aoGetsockopt) (KeyInfo, error) {
 	a, err := getSockaddr(&c.Addr)
 	if err != nil {
@@ -338,11 +339,13 @@ func decodeKeyWith(h *fingerprinter, c *aoGetsockopt) (KeyInfo, error) {
 		Algorithm:      alg,
 		MACLen:         c.MACLen,
 		ExcludeOptions: c.KeyFlags&keyfExcludeOpt != 0,
-		Fingerprint:    h.sum(c.Key[:c.KeyLen]),
 		IsCurrent:      bit16(c.Bits, getIsCurrent),
 		IsRNext:        bit16(c.Bits, getIsRNext),
 		PktGood:        c.PktGood,
 		PktBad:         c.PktBad,
+	}
+	if h != nil {
+		ki.Fingerprint = h.sum(c.Key[:c.KeyLen])
 	}
 	if c.KeyFlags&keyfIfIndex != 0 {
 		ki.IfIndex = int(c.IfIndex)
@@ -375,10 +378,13 @@ func bit32(v uint32, i int) bool { return v&(1<<bitPos(i, 32)) != 0 }
 func bit16(v uint16, i int) bool { return v&(1<<bitPos(i, 16)) != 0 }
 
 // decodeKeys decodes the elements of a GET_KEYS answer.
-func decodeKeys(buf []aoGetsockopt) ([]KeyInfo, error) {
+func decodeKeys(buf []aoGetsockopt, fingerprints bool) ([]KeyInfo, error) {
 	out := make([]KeyInfo, 0, len(buf))
-	h := getFingerprinter()
-	defer h.release()
+	var h *fingerprinter
+	if fingerprints {
+		h = getFingerprinter()
+		defer h.release()
+	}
 	for i := range buf {
 		ki, err := decodeKeyWith(h, &buf[i])
 		if err != nil {

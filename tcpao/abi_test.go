@@ -301,7 +301,7 @@ func FuzzDecodeKeys(f *testing.F) {
 		n := len(b) / sizeofAOGetsockt
 		buf := make([]aoGetsockopt, n)
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), n*sizeofAOGetsockt), b)
-		out, err := decodeKeys(buf)
+		out, err := decodeKeys(buf, true)
 		if err != nil {
 			return
 		}

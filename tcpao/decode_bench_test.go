@@ -22,7 +22,7 @@ func BenchmarkDecodeKeys(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := decodeKeys(buf)
+		out, err := decodeKeys(buf, true)
 		if err != nil || len(out) != n {
 			b.Fatalf("decoded %d keys: %v", len(out), err)
 		}
@@ -45,7 +45,7 @@ func BenchmarkDecodeSessionKeys(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := decodeKeys(buf)
+		out, err := decodeKeys(buf, true)
 		if err != nil || len(out) != 3 {
 			b.Fatalf("decoded %d keys: %v", len(out), err)
 		}

@@ -341,6 +341,11 @@ type KeyFilter struct {
 	Current bool
 	RNext   bool
 	Ref     *KeyRef
+	// SkipFingerprint leaves KeyInfo.Fingerprint zero: for a reader of
+	// IDs, flags and counters only (a roll waiting for the peer's
+	// switch, a monitor), which then pays no keyed hash per key. The key
+	// bytes the kernel returns are zeroed all the same.
+	SkipFingerprint bool
 }
 
 // Socket is the TCP-AO control surface of one TCP socket. The Linux

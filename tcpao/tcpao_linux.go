@@ -351,7 +351,7 @@ func keys(fd int, f KeyFilter, n int) ([]KeyInfo, error) {
 			n = matched + matched/4 + 1
 			continue
 		}
-		out, err := decodeKeys(buf[:min(matched, n)])
+		out, err := decodeKeys(buf[:min(matched, n)], !f.SkipFingerprint)
 		zeroKeys(buf)
 		runtime.KeepAlive(buf)
 		return out, err

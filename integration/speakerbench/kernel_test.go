@@ -91,7 +91,9 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 		}
 		ref := sockets.Ref{PID: pid, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: true}
 		err = sockets.WithSocket(ref, func(fd int) error {
-			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{})
+			// IDs only: a fingerprint is a keyed hash per key, and the
+			// listener holds three keys per peer.
+			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			for _, k := range ks {
 				a := k.Peer
 				if a.Addr().Is4In6() {
@@ -129,7 +131,7 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 				return err
 			}
 			v.current, v.haveCur = in.CurrentKey, in.HaveCurrent
-			ks, err := sk.Keys(tcpao.KeyFilter{})
+			ks, err := sk.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			v.ids = map[uint8]bool{}
 			for _, k := range ks {
 				v.ids[k.SendID] = true

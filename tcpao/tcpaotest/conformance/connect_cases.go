@@ -85,6 +85,26 @@ func connectCases() []Case {
 				t.Fatalf("accepted keys = %+v", ks)
 			}
 		}},
+		{"connect/get-keys-skip-fingerprint", func(t *testing.T, e env) {
+			// SkipFingerprint: the same keys, IDs, flags and counters,
+			// with no fingerprint.
+			p, _, _ := rotationPair(e)
+			e.exchange(p.c, p.a, 2)
+			full := e.keys(p.a, tcpao.KeyFilter{})
+			bare := e.keys(p.a, tcpao.KeyFilter{SkipFingerprint: true})
+			if len(full) != 2 || len(bare) != len(full) {
+				t.Fatalf("keys = %+v, without fingerprints %+v; want the two on both", full, bare)
+			}
+			for i := range full {
+				if full[i].Fingerprint == (tcpao.Fingerprint{}) || bare[i].Fingerprint != (tcpao.Fingerprint{}) {
+					t.Fatalf("key %d: fingerprint %x, skipped %x; want one, then none", i, full[i].Fingerprint[:4], bare[i].Fingerprint[:4])
+				}
+				full[i].Fingerprint = tcpao.Fingerprint{}
+				if full[i] != bare[i] {
+					t.Fatalf("key %d: %+v, without its fingerprint %+v; want the same", i, full[i], bare[i])
+				}
+			}
+		}},
 		{"connect/defaults-to-newest-matching-key", func(t *testing.T, e env) {
 			cl := []tcpao.Key{mk(host(lo4), 1, 1, "one"), mk(host(lo4), 2, 2, "two")}
 			sv := []tcpao.Key{mk(host(cli4), 1, 1, "one"), mk(host(cli4), 2, 2, "two")}
