@@ -10,21 +10,19 @@ import (
 )
 
 // WithSocket duplicates the socket named by ref out of process ref.PID with
-// pidfd_open + pidfd_getfd, checks that the duplicate is that socket (inode,
+// pidfd_getfd (on the process's pidfd, opened once: pidfds), checks that the duplicate is that socket (inode,
 // and SO_COOKIE for an established socket), runs fn on it and closes it before
 // returning. fn must not keep fd. ErrStale: the process or socket is gone or
 // was replaced.
 func WithSocket(ref Ref, fn func(fd int) error) error {
-	pidfd, err := unix.PidfdOpen(ref.PID, 0)
+	pp, err := acquirePidfd(ref.PID)
 	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("pidfd_open pid %d: %w (%w)", ref.PID, ErrStale, err)
-		}
-		return fmt.Errorf("pidfd_open pid %d: %w", ref.PID, err)
+		return err
 	}
-	defer unix.Close(pidfd)
-
+	pidfd := pp.fd
 	fd, err := getfd(pidfd, ref)
+	exited := errors.Is(err, unix.ESRCH)
+	defer func() { releasePidfd(ref.PID, pp, exited) }()
 	if errors.Is(err, ErrStale) {
 		// The descriptor number may have changed (dup2, close+reopen):
 		// look the inode up again once.
@@ -34,6 +32,7 @@ func WithSocket(ref Ref, fn func(fd int) error) error {
 		}
 		ref.FD = n
 		fd, err = getfd(pidfd, ref)
+		exited = exited || errors.Is(err, unix.ESRCH)
 	}
 	if err != nil {
 		return err
