@@ -392,7 +392,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 			ae.Detail = "announce failed"
 			return m.abort(now, ae)
 		}
-		m.log.Info("rotator: announced new key", "peer", m.peer, "rnext", want)
+		m.log.Debug("rotator: announced new key", "peer", m.peer, "rnext", want)
 	}
 	if wantCur {
 		return m.toGrace(now, obs)
@@ -421,7 +421,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 				return m.abort(now, ae)
 			}
 		}
-		m.log.Info("rotator: peer sends with new key; switched", "peer", m.peer, "current", d.WantCurrent.ID)
+		m.log.Debug("rotator: peer sends with new key; switched", "peer", m.peer, "current", d.WantCurrent.ID)
 		return m.toGrace(now, obs)
 	}
 	if now.Sub(m.st.Since) >= m.cfg.SwitchTimeout {
