@@ -207,9 +207,11 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	if changed { // always on the first pass
 		next = d.listenerWant(snap, now)
 	}
-	d.syncListeners(ctx)
-
 	d.dropStale(ctx)
+	// The sessions get their desired state first, the listeners after: a
+	// machine's roll starts at once on its own goroutine, and a listener
+	// with thousands of keys (256 writes at a fleet-wide key change) holds
+	// up no session's.
 	for _, p := range d.peerList() {
 		id := p.id
 		if !d.managed(p.info) {
@@ -244,6 +246,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			next = pk.NextChange
 		}
 	}
+	d.syncListeners(ctx)
 	d.last, d.lastSessions, d.haveLast, d.lastFull = in, sessions, true, now
 	d.mu.Lock()
 	d.lastPass, d.nextPass = now, next

@@ -99,6 +99,7 @@ type revokeFleet struct {
 	// (see slowDelSocket).
 	borrows atomic.Int64
 	stop    func()
+	src     *fakeSource
 }
 
 // slowDelSocket sleeps delay in every synchronous TCP_AO_DEL_KEY (the
@@ -165,6 +166,8 @@ type fleetOptions struct {
 	// speaker, when set, wraps the scripted speaker the daemon is given
 	// (a counting fake).
 	speaker func(bgp.Speaker) bgp.Speaker
+	// listener, when set, wraps the listening socket the daemon is given.
+	listener func(tcpao.Socket) tcpao.Socket
 }
 
 // newRevokeFleet builds the fleet; a test runs it in a synctest bubble,
@@ -205,7 +208,11 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		if est {
 			return slowDelSocket{s, delay, &f.borrows}
 		}
-		return slowDelSocket{s, 0, &f.borrows} // the listener
+		var ls tcpao.Socket = slowDelSocket{s, 0, &f.borrows} // the listener
+		if o.listener != nil {
+			ls = o.listener(ls)
+		}
+		return ls
 	}
 	d, err := daemon.New(daemon.Options{
 		Policy: parsePolicy(b, pol), Keys: cache, Source: src, Speaker: speaker, Discoverer: disc, ListenPort: bgpPort,
@@ -219,7 +226,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	f.d, f.addr = d, fleetPeer
+	f.d, f.addr, f.src = d, fleetPeer, src
 	var once sync.Once
 	f.stop = func() {
 		once.Do(func() {
