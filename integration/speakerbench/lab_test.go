@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -403,6 +404,7 @@ func startBird(f *bench) *birdFleet {
 	if err := r.write(false); err != nil {
 		t.Fatal(err)
 	}
+	raiseNoFile(t)
 	r.pid = f.b.Start(t, filepath.Join(r.dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(r.dir, "bird.conf"), "-s", r.sock).Process.Pid
 	if err := lab.Within(60*time.Second, "bird to answer birdc", func() (bool, string) {
 		_, err := r.birdc("show", "status")
@@ -413,9 +415,30 @@ func startBird(f *bench) *birdFleet {
 	return r
 }
 
-// birdc runs one BIRD CLI command, given up after 30 s: at N=512 in the
-// emulated guest BIRD stopped answering its CLI (a `show protocols` waited
-// 10 minutes), and the set-up's wait, which asks BIRD, then never ended.
+// raiseNoFile raises this process's descriptor limit, which the processes
+// it starts inherit (a Setrlimit of RLIMIT_NOFILE stops os/exec from
+// giving them back the default soft limit of 1024). BIRD holds about two
+// descriptors per BGP protocol: at N=512 it passed 1024 with 463 sessions
+// up ("Socket error: socket: Too many open files" in its log), the accept
+// on its control socket failed too, and birdc hung.
+func raiseNoFile(t *testing.T) {
+	t.Helper()
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	want := max(rl.Max, 1<<16)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}); err != nil {
+		// Not root: the hard limit is as far as it goes.
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: rl.Max, Max: rl.Max}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// birdc runs one BIRD CLI command, given up after 30 s: a BIRD out of
+// descriptors (see raiseNoFile) accepts no CLI connection, and the
+// set-up's wait, which asks BIRD, would never end.
 func (r *birdFleet) birdc(args ...string) (string, error) {
 	return r.ns.Run(append([]string{"timeout", "30", "birdc", "-s", r.sock}, args...)...)
 }
