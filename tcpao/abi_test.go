@@ -313,6 +313,19 @@ func FuzzDecodeKeys(f *testing.F) {
 				t.Fatalf("invalid prefix %v", k.Peer)
 			}
 		}
+		// Without fingerprints (KeyFilter.SkipFingerprint): the same keys
+		// but for the fingerprint, which stays zero.
+		bare, err := decodeKeys(buf, false)
+		if err != nil || len(bare) != len(out) {
+			t.Fatalf("without fingerprints: %d keys, %v; with: %d", len(bare), err, len(out))
+		}
+		for i := range bare {
+			k := out[i]
+			k.Fingerprint = Fingerprint{}
+			if bare[i] != k {
+				t.Fatalf("key %d without its fingerprint: %+v, want %+v", i, bare[i], k)
+			}
+		}
 		zeroKeys(buf)
 		for i := range buf {
 			if buf[i].Key != [MaxKeyLen]byte{} {
