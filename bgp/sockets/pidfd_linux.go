@@ -10,17 +10,16 @@ import (
 )
 
 // WithSocket duplicates the socket named by ref out of process ref.PID with
-// pidfd_getfd (on the process's pidfd, opened once: pidfds), checks that the duplicate is that socket (inode,
-// and SO_COOKIE for an established socket), runs fn on it and closes it before
-// returning. fn must not keep fd. ErrStale: the process or socket is gone or
+// pidfd_getfd (on the process's pidfd, opened once: pidfds), checks that
+// the duplicate is that socket (inode, and SO_COOKIE for an established
+// socket), runs fn on it and closes it before returning. fn must not keep fd. ErrStale: the process or socket is gone or
 // was replaced.
 func WithSocket(ref Ref, fn func(fd int) error) error {
 	pp, err := acquirePidfd(ref.PID)
 	if err != nil {
 		return err
 	}
-	pidfd := pp.fd
-	fd, err := getfd(pidfd, ref)
+	fd, err := getfd(pp.fd, ref)
 	exited := errors.Is(err, unix.ESRCH)
 	defer func() { releasePidfd(ref.PID, pp, exited) }()
 	if errors.Is(err, ErrStale) {
@@ -31,7 +30,7 @@ func WithSocket(ref Ref, fn func(fd int) error) error {
 			return errors.Join(err, ferr)
 		}
 		ref.FD = n
-		fd, err = getfd(pidfd, ref)
+		fd, err = getfd(pp.fd, ref)
 		exited = exited || errors.Is(err, unix.ESRCH)
 	}
 	if err != nil {

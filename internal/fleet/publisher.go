@@ -52,7 +52,7 @@ type Publisher struct {
 	since   map[string]sinceRec // peer -> its current key and since when
 	applied map[string]*Applied // chain/key -> how it was applied
 	revVer  int                 // the record version last read
-	revRead time.Time           // when the record was last read (Run's goroutine only)
+	revRead time.Time           // when the record was last read (by the rounds, which never overlap)
 	revs    []Revocation
 	last    Document
 }
@@ -131,7 +131,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // Round reads the revocation record, applies what is new, and publishes
-// the router's document, each step bounded by one refresh interval.
+// the router's document, each step bounded by one refresh interval. It is
+// Run's round, for a caller that does not Run the publisher.
 func (p *Publisher) Round(ctx context.Context) { p.round(ctx, false) }
 
 // round is Round; a round a Wake asked for (woken) publishes without

@@ -37,6 +37,19 @@ func (l *publishLog) since(t time.Time) []time.Duration {
 	return out
 }
 
+// runPublisher runs p until the returned stop is called.
+func runPublisher(t *testing.T, p *Publisher) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // TestPublisherWakeRateLimited: a wake after a quiet spell publishes at
 // once; wakes in a burst (a fleet-wide roll changing every session) are
 // coalesced into one round per WakeGap; the refresh goes on after them.
@@ -58,15 +71,7 @@ func TestPublisherWakeRateLimited(t *testing.T) {
 				var pl publishLog
 				const refresh = 10 * time.Second
 				p := NewPublisher(Options{Store: st, RouterID: "r1", Refresh: refresh, WakeGap: tc.gap, Status: fd.status, Revoke: fd.revoke, Metrics: &pl})
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- p.Run(ctx) }()
-				defer func() {
-					cancel()
-					if err := <-done; err != nil {
-						t.Error(err)
-					}
-				}()
+				defer runPublisher(t, p)()
 				synctest.Wait() // the first round
 
 				// Quiet for longer than the gap: a wake publishes at once.
@@ -156,15 +161,8 @@ func TestWokenRoundsReadTheRecordOncePerRefresh(t *testing.T) {
 		var pl publishLog
 		const refresh, gap = 10 * time.Second, 2500 * time.Millisecond
 		p := NewPublisher(Options{Store: st, RouterID: "r1", Refresh: refresh, Status: fd.status, Revoke: fd.revoke, Metrics: &pl})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		ctx := context.Background()
+		defer runPublisher(t, p)()
 		synctest.Wait() // the first round reads the record
 		t0 := time.Now()
 		var written time.Time
