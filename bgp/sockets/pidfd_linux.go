@@ -12,8 +12,8 @@ import (
 // WithSocket duplicates the socket named by ref out of process ref.PID with
 // pidfd_getfd (on the process's pidfd, opened once: pidfds), checks that
 // the duplicate is that socket (inode, and SO_COOKIE for an established
-// socket), runs fn on it and closes it before returning. fn must not keep fd. ErrStale: the process or socket is gone or
-// was replaced.
+// socket), runs fn on it and closes it before returning. fn must not keep
+// fd. ErrStale: the process or socket is gone or was replaced.
 func WithSocket(ref Ref, fn func(fd int) error) error {
 	pp, err := acquirePidfd(ref.PID)
 	if err != nil {
