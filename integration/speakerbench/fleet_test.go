@@ -194,6 +194,16 @@ func runFleet(t *testing.T, n int) result {
 	}
 	r.SetupS = time.Since(begin).Seconds()
 	extA0, extB0 := counters(t, f)
+	// Where bad segments (TCPAOBad) and unknown keys come from: the
+	// counters' rise over each phase, logged.
+	prevA, prevB := extA0, extB0
+	phase := func(name string) {
+		a, b := counters(t, f)
+		t.Logf("n=%d: %s: TCPAOBad +%d/+%d, TCPAOKeyNotFound +%d/+%d (A/B)", n, name,
+			a["TCPAOBad"]-prevA["TCPAOBad"], b["TCPAOBad"]-prevB["TCPAOBad"],
+			a["TCPAOKeyNotFound"]-prevA["TCPAOKeyNotFound"], b["TCPAOKeyNotFound"]-prevB["TCPAOKeyNotFound"])
+		prevA, prevB = a, b
+	}
 	pid := f.aokeyd.Process.Pid
 	t.Logf("n=%d: set up in %.0fs; aokeyd RSS %d KiB, gobgpd RSS %d KiB", n, r.SetupS, rssKiB(pid), rssKiB(f.gobgp.PID))
 
@@ -201,6 +211,7 @@ func runFleet(t *testing.T, n int) result {
 	c0 := mustCPU(t, pid)
 	time.Sleep(steadyWindow)
 	r.SteadyCPUPerS = (mustCPU(t, pid) - c0).Seconds() / steadyWindow.Seconds()
+	phase("steady window")
 
 	// The schedule: the baseline peer rolls alone at t0, the fleet at t1.
 	t0 := time.Now().Add(5 * time.Second).Truncate(time.Second)
@@ -217,6 +228,7 @@ func runFleet(t *testing.T, n int) result {
 	solo := timeline(done, marks)
 	rpc1, g1 := f.rpcs(), f.gobgpdRPCs()
 	r.SoloRPCs = sum(rpc1) - sum(rpc0)
+	phase("the baseline peer's roll")
 	r.SoloGobgpdRPCs = sum(g1) - sum(g0)
 
 	time.Sleep(time.Until(t1))
@@ -244,9 +256,11 @@ func runFleet(t *testing.T, n int) result {
 	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs (gobgpd counted %.0f); %s", n, r.SoloRollMs, r.SoloRPCs, r.SoloGobgpdRPCs, solo)
 	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v (gobgpd counted %v), aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.FleetGobgpdRPCs, r.RollCPUs, timeline(done, marks))
 	time.Sleep(2 * time.Second) // keepalives flow on the new keys
+	phase("the fleet's roll")
 	check(t, f, before, "after the roll")
 	revoke(t, f, &r, scale)
 	time.Sleep(3 * time.Second) // keepalives flow on k3
+	phase("the revoke")
 	r.Flaps = check(t, f, before, "after the revoke")
 	extA1, extB1 := counters(t, f)
 	r.PktBad = extA1["TCPAOBad"] - extA0["TCPAOBad"] + extB1["TCPAOBad"] - extB0["TCPAOBad"]
