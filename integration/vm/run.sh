@@ -191,6 +191,12 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
+# FRR keeps per-process directories under /var/tmp/frr (DAEMON.PID, with
+# mmap'd log buffers, which the 9p root cannot map): on the cached root
+# they piled up from run to run, and a daemon whose PID matched a
+# leftover one from an earlier boot failed to start (bgpd never wrote its
+# pid file; "watchfrr failed to start"). A tmpfs per boot, as /tmp.
+mount -t tmpfs tmpfs /var/tmp
 mkdir -p /run/netns /run/bird /aokeyd/share /aokeyd/src
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 share /aokeyd/share
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro src /aokeyd/src
