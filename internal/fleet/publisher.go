@@ -52,7 +52,6 @@ type Publisher struct {
 	since   map[string]sinceRec // peer -> its current key and since when
 	applied map[string]*Applied // chain/key -> how it was applied
 	revVer  int                 // the record version last read
-	revRead time.Time           // when the record was last read (by the rounds, which never overlap)
 	revs    []Revocation
 	last    Document
 }
@@ -101,7 +100,6 @@ func (p *Publisher) Wake() {
 // after the last round started, until ctx ends. Failures are logged and
 // counted; Run returns only when ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
-	woken := false
 	for {
 		// A wake pending now is answered by this round: it reads the
 		// newest state. Only a wake during or after it asks for another.
@@ -110,8 +108,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		default:
 		}
 		started := p.o.Now()
-		p.round(ctx, woken)
-		woken = false
+		p.Round(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -119,7 +116,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 			continue
 		case <-p.wake:
 		}
-		woken = true
 		if wait := p.o.WakeGap - p.o.Now().Sub(started); wait > 0 {
 			select {
 			case <-ctx.Done():
@@ -133,14 +129,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 // Round reads the revocation record, applies what is new, and publishes
 // the router's document, each step bounded by one refresh interval. It is
 // Run's round, for a caller that does not Run the publisher.
-func (p *Publisher) Round(ctx context.Context) { p.round(ctx, false) }
-
-// round is Round; a round a Wake asked for (woken) publishes without
-// reading the revocation record again when it was read less than a
-// refresh ago: the wake is for the document, and a read before it would
-// delay the far ends' view of a roll by a Vault round trip. The record is
-// still read at least once per refresh, however often wakes come.
-func (p *Publisher) round(ctx context.Context, woken bool) {
+func (p *Publisher) Round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.o.Refresh, 5*time.Second))
 	defer cancel()
 	// Each step's time, for the debug log: where a slow round (a far
@@ -155,11 +144,8 @@ func (p *Publisher) round(ctx context.Context, woken bool) {
 		p.log.Debug("fleet: round", "revocations_ms", took[0].Milliseconds(), "apply_ms", took[1].Milliseconds(),
 			"status_ms", took[2].Milliseconds(), "publish_ms", took[3].Milliseconds())
 	}()
-	if !woken || p.o.Now().Sub(p.revRead) >= p.o.Refresh {
-		p.revRead = p.o.Now()
-		if err := p.readRevocations(ctx); err != nil {
-			p.fail(OpReadRevocations, err)
-		}
+	if err := p.readRevocations(ctx); err != nil {
+		p.fail(OpReadRevocations, err)
 	}
 	lap(0)
 	p.applyRevocations(ctx)

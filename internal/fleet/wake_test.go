@@ -2,14 +2,10 @@ package fleet
 
 import (
 	"context"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/hashicorp/vault/api"
 )
 
 // publishLog records when each document was published.
@@ -124,76 +120,4 @@ func TestPublisherWakeRateLimited(t *testing.T) {
 			})
 		})
 	}
-}
-
-// countingTransport counts the requests for one path.
-type countingTransport struct {
-	http.RoundTripper
-	path string
-	n    atomic.Int32
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Path == c.path {
-		c.n.Add(1)
-	}
-	return c.RoundTripper.RoundTrip(r)
-}
-
-// A round that a wake asked for publishes without reading the revocation
-// record when the last read was less than a refresh ago: the far ends'
-// view of a roll waits for no extra Vault round trip. The record is still
-// read once per refresh while wakes keep coming, so a revocation written
-// meanwhile is applied within a refresh.
-func TestWokenRoundsReadTheRecordOncePerRefresh(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv, c := newVault(t)
-		cfg := srv.ClientConfig()
-		ct := &countingTransport{RoundTripper: cfg.HttpClient.Transport, path: "/v1/secret/metadata/f/revocations"}
-		cfg.HttpClient.Transport = ct
-		pc, err := api.NewClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc.SetToken(srv.RootToken())
-		st := Store{V: Client{pc}, Mount: "secret", Prefix: "f"}
-		fd := &fakeDaemon{}
-		var pl publishLog
-		const refresh, gap = 10 * time.Second, 2500 * time.Millisecond
-		p := NewPublisher(Options{Store: st, RouterID: "r1", Refresh: refresh, Status: fd.status, Revoke: fd.revoke, Metrics: &pl})
-		ctx := context.Background()
-		defer runPublisher(t, p)()
-		synctest.Wait() // the first round reads the record
-		t0 := time.Now()
-		var written time.Time
-		for i := range 16 { // a wake every gap for 40 s: 16 woken rounds
-			time.Sleep(gap)
-			if i == 5 {
-				written = time.Now()
-				if _, _, err := (Store{V: Client{c}, Mount: "secret", Prefix: "f"}).AddRevocation(ctx,
-					Revocation{Chain: "core", Key: "k1", By: "test", Reason: "woken rounds", At: written}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p.Wake()
-			synctest.Wait()
-		}
-		rounds := len(pl.since(t0))
-		if rounds < 15 {
-			t.Fatalf("%d rounds over 16 wakes a gap apart, want one per wake", rounds)
-		}
-		// The first round's read, then one per refresh over 40 s: 5, not 17.
-		if got := ct.n.Load(); got < 4 || got > 6 {
-			t.Errorf("the revocation record was read %d times in the first round and %d woken rounds over 40 s, want once per refresh (5)", got, rounds)
-		}
-		var seen time.Time
-		for _, a := range p.Last().Revocations {
-			if a.Chain == "core" && a.Key == "k1" {
-				seen = a.Seen
-			}
-		}
-		if seen.IsZero() || seen.Sub(written) > refresh {
-			t.Errorf("a revocation written while wakes kept coming: seen at %v after the write, want within a refresh (%v)", seen.Sub(written), refresh)
-		}
-	})
 }
