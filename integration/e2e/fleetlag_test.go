@@ -24,7 +24,7 @@ import (
 //     Statuses and fleet.Join) every 50 ms: the publisher's wake (at most
 //     a quarter refresh after its last round), its status build and the
 //     Vault write, and the read. This is the issue's "flagged within one
-//     refresh" and is bounded by it.
+//     refresh": the target, reported on; the hard bound is two (below).
 //
 // aoctl's own start-up (about 2 s in the TCG guest) is left out of both:
 // the test runs `aoctl fleet status` once afterwards for the table.

@@ -127,8 +127,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // Round reads the revocation record, applies what is new, and publishes
-// the router's document, each step bounded by one refresh interval. It is
-// Run's round, for a caller that does not Run the publisher.
+// the router's document, each step bounded by one refresh interval.
 func (p *Publisher) Round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.o.Refresh, 5*time.Second))
 	defer cancel()
