@@ -22,6 +22,14 @@ func up(flops uint32, uptime time.Time, rport uint16) PeerInfo {
 	return PeerInfo{Neighbor: nbr, Local: local, LocalPort: 179, RemotePort: rport, State: StateEstablished, Flops: flops, Uptime: uptime, Passive: true}
 }
 
+// event is an Established session as GoBGP's peer-state event reports it:
+// no uptime, no flop count.
+func event(rport uint16) PeerInfo {
+	p := up(0, time.Time{}, rport)
+	p.Partial = true
+	return p
+}
+
 // seqPeers returns the scripted peer lists one call at a time (the last
 // one repeats).
 type seqPeers struct {
@@ -76,6 +84,13 @@ func TestGuardStep(t *testing.T) {
 		{name: "flapped within the uptime second", before: up(0, t0, 40000), after: up(1, t0, 40000), ran: true, wantErr: ErrSessionDropped, why: "flops"},
 		{name: "came back later", before: up(0, t0, 40000), after: up(1, t0.Add(5*time.Second), 40001), ran: true, wantErr: ErrSessionDropped, why: "uptime"},
 		{name: "other connection", before: up(0, t0, 40000), after: up(0, t0, 40001), ran: true, wantErr: ErrSessionDropped, why: "connection"},
+		// GoBGP's events give no uptime or flops, its listing does: the
+		// same connection reported one way and then the other is the
+		// same session (a DropError "uptime changed" before).
+		{name: "event's report, then the listing's", before: event(40000), after: up(3, t0, 40000), ran: true},
+		{name: "listing's report, then an event's", before: up(3, t0, 40000), after: event(40000), ran: true},
+		{name: "event's report, then another connection", before: event(40000), after: up(3, t0, 40001), ran: true, wantErr: ErrSessionDropped, why: "connection"},
+		{name: "event's report, then down", before: event(40000), after: down, ran: true, wantErr: ErrSessionDropped, why: "state"},
 		{name: "drop and step error", before: up(0, t0, 40000), after: down, stepErr: errors.New("EBUSY"), ran: true, wantErr: ErrSessionDropped, why: "state"},
 	}
 	for _, tt := range tests {

@@ -74,6 +74,12 @@ type PeerInfo struct {
 	Uptime time.Time
 	// Flops counts how often the session went down from Established.
 	Flops uint32
+	// Partial marks a report that does not give Uptime and Flops (they
+	// are zero whatever the session's are): GoBGP's peer-state events
+	// carry the state, addresses and ports only, its ListPeer all of
+	// them. The session guard compares Uptime and Flops only between
+	// reports that give them.
+	Partial bool
 	// Passive: the speaker never opens the connection itself.
 	Passive bool
 	// MD5 is set when the neighbor is configured with a TCP-MD5 password.

@@ -248,6 +248,9 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 			s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)
 			continue
 		}
+		// An event gives no timers or flop count (GoBGP's WatchEvent
+		// fills Conf, State's session fields and Transport only).
+		p.Partial = true
 		if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventState, Peer: p}) {
 			return true, ctx.Err()
 		}

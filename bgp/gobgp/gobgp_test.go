@@ -124,6 +124,12 @@ func testWatchReconnectsAndRelists(t *testing.T) {
 	if ev.Kind != bgp.EventState || !ev.Peer.Established() || ev.Peer.LocalPort != 179 || ev.Peer.RemotePort != 40000 {
 		t.Fatalf("state event %+v", ev)
 	}
+	// GoBGP's events carry no uptime or flop count: the guard must not
+	// compare them with a listing's.
+	if !ev.Peer.Partial {
+		t.Fatalf("state event %+v not marked Partial", ev.Peer)
+	}
+
 	// The stream breaks: backoff, reconnect, re-list.
 	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
 	close(s1)
@@ -131,7 +137,7 @@ func testWatchReconnectsAndRelists(t *testing.T) {
 	if ev := next(t, ch); ev.Kind != bgp.EventLost {
 		t.Fatalf("after the break %+v, want lost", ev)
 	}
-	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle || ev.Peers[0].Flops != 1 {
+	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle || ev.Peers[0].Flops != 1 || ev.Peers[0].Partial {
 		t.Fatalf("after reconnect %+v, want sync with the new state", ev)
 	}
 	if b := f.backoffs(); fmt.Sprint(b) != "[1s]" {
