@@ -13,17 +13,28 @@ import (
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
 // HaveAO false and no error. A socket that offers BatchKeys is read in one
 // borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
-func Observe(s tcpao.Socket) (Observed, error) {
+func Observe(s tcpao.Socket) (Observed, error) { return observeAs(s, false) }
+
+// ObserveBare is Observe without the keys' fingerprints (an HMAC of each
+// key's secret, which costs more than the read in an emulated guest): IDs,
+// flags, settings and counters for a reader that plans nothing from them
+// (status, counters, a roll waiting for the peer's switch). The result is
+// marked Bare, and PlanSocket plans nothing from it.
+func ObserveBare(s tcpao.Socket) (Observed, error) { return observeAs(s, true) }
+
+func observeAs(s tcpao.Socket, bare bool) (Observed, error) {
 	var o Observed
 	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
 		var err error
-		o, err = observeEach(bs)
+		o, err = observeWith(bs, bare)
 		return err
 	})
 	return o, err
 }
 
-func observeEach(s tcpao.Socket) (Observed, error) {
+func observeEach(s tcpao.Socket) (Observed, error) { return observeWith(s, false) }
+
+func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
@@ -31,11 +42,11 @@ func observeEach(s tcpao.Socket) (Observed, error) {
 	if err != nil {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_INFO: %w", err)
 	}
-	keys, err := s.Keys(tcpao.KeyFilter{})
+	keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: bare})
 	if err != nil {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_GET_KEYS: %w", err)
 	}
-	return Observed{HaveAO: true, Info: info, Keys: keys}, nil
+	return Observed{HaveAO: true, Info: info, Keys: keys, Bare: bare}, nil
 }
 
 // writeRead runs write on s and reads s back (Observe), in one borrow of

@@ -27,6 +27,9 @@ type fakeSock struct {
 	optmem   int // 0: unlimited
 	used     int
 	ops      int
+	// reads and fpReads count GET_KEYS calls, and those that asked for
+	// the keys' fingerprints.
+	reads, fpReads int
 }
 
 type fakeKey struct {
@@ -221,6 +224,10 @@ func (s *fakeSock) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	if !s.ao {
 		return nil, syscall.ENOENT
 	}
+	s.reads++
+	if !f.SkipFingerprint {
+		s.fpReads++
+	}
 	var out []tcpao.KeyInfo
 	for _, k := range s.keys {
 		isCur := !s.listen && k == s.cur
@@ -231,6 +238,9 @@ func (s *fakeSock) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 		out = append(out, tcpao.KeyInfo{KeyRef: k.k.KeyRef, Algorithm: k.k.Algorithm, MACLen: macLen(k.k.MACLen),
 			ExcludeOptions: k.k.ExcludeOptions, Fingerprint: k.fp, IsCurrent: isCur, IsRNext: isRN,
 			PktGood: k.good, PktBad: k.bad})
+		if f.SkipFingerprint {
+			out[len(out)-1].Fingerprint = tcpao.Fingerprint{}
+		}
 	}
 	return out, nil
 }

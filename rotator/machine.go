@@ -312,8 +312,12 @@ func curOf(o *Observed) (cur, rnext OptID) {
 }
 
 // observe reads the socket and records its counters (for metrics).
-func (m *machine) observe(now time.Time) (Observed, error) {
-	obs, err := Observe(m.sock)
+func (m *machine) observe(now time.Time) (Observed, error) { return m.observeAs(now, false) }
+
+// observeAs is observe, without the keys' fingerprints when bare (the
+// read of a step that plans nothing: see step).
+func (m *machine) observeAs(now time.Time, bare bool) (Observed, error) {
+	obs, err := observeAs(m.sock, bare)
 	if err == nil {
 		m.st.Counters = CountersOf(obs, now)
 	}
@@ -322,7 +326,14 @@ func (m *machine) observe(now time.Time) (Observed, error) {
 
 // step advances the machine once and returns when it wants to run again.
 func (m *machine) step(now time.Time) time.Time {
-	obs, err := m.observe(now)
+	// A roll waiting for the peer's switch, or in its grace period, plans
+	// nothing from this read (await compares IDs and counters; retire
+	// returns before the grace period ends): it is read without the keys'
+	// fingerprints, an HMAC of each secret on every poll of every peer in
+	// a fleet-wide roll. Each write of a step reads the socket back in
+	// full, and a step that plans reads in full.
+	bare := m.st.State == StateAnnounced || m.st.State == StateGrace && now.Before(m.st.Since.Add(m.cfg.Grace))
+	obs, err := m.observeAs(now, bare)
 	if err != nil {
 		m.st.LastError = err.Error()
 		return now.Add(m.cfg.Poll)

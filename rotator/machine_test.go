@@ -135,6 +135,46 @@ func TestRollPeerNeverGetsKey(t *testing.T) {
 	}
 }
 
+// TestAnnouncedPollsReadBare: a roll waiting for the peer's switch polls
+// the socket without the keys' fingerprints (nothing is planned from the
+// read; an HMAC of every key on every poll of every peer was a fifth of a
+// fleet-wide roll's CPU), and the machine still sees the switch when the
+// peer makes it. Before, every poll asked for them.
+func TestAnnouncedPollsReadBare(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	l.mx.setDesired(want(b), l.now)
+	for i := 0; l.mx.st.State != StateAnnounced; i++ {
+		if i > 100 {
+			t.Fatalf("x never announced: %+v", l.mx.st)
+		}
+		l.tick()
+	}
+	reads0, fp0 := l.x.reads, l.x.fpReads
+	for range 40 { // ten seconds of polls, the peer never holding b
+		l.tick()
+	}
+	if l.mx.st.State != StateAnnounced {
+		t.Fatalf("state %s, want still announced", l.mx.st.State)
+	}
+	if l.x.reads-reads0 < 5 {
+		t.Fatalf("%d reads in ten seconds of polls, want one a second", l.x.reads-reads0)
+	}
+	if l.x.fpReads != fp0 {
+		t.Errorf("%d of %d polls while announced asked for fingerprints, want none", l.x.fpReads-fp0, l.x.reads-reads0)
+	}
+	l.my.setDesired(want(b), l.now)
+	for i := 0; l.mx.st.Rolls == 0 || l.my.st.Rolls == 0; i++ {
+		if i > 2000 {
+			t.Fatalf("the roll did not complete once y had b: x=%+v y=%+v", l.mx.st, l.my.st)
+		}
+		l.tick()
+	}
+	if ks, _ := l.x.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 || !ks[0].IsCurrent {
+		t.Fatalf("x after the roll: %s", dump(l.x))
+	}
+}
+
 // TestDontFightPeer: the peer's RNext moves our current to another key that
 // is still valid for sending; the machine leaves it there.
 func TestDontFightPeer(t *testing.T) {

@@ -64,6 +64,11 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid, Detail: err.Error()})
 		return p.sp
 	}
+	if o.Bare {
+		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid,
+			Detail: "observed without fingerprints (ObserveBare): read the socket with Observe to plan"})
+		return p.sp
+	}
 	if !p.listen && !o.HaveAO {
 		if len(d.Keys) == 0 && !d.AORequired {
 			return p.sp

@@ -211,3 +211,31 @@ func fleetInputs(t *testing.T) []Input {
 		{Desired: Desired{Socket: SocketID("peer " + pLeak), Keys: []DesiredKey{dk(mkKey(pLeak, 1, 1, "alpha-rotated")), dk(nw(pLeak))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, leak)},
 	}
 }
+
+// TestPlanRefusesBareObserved: a read without fingerprints cannot tell a
+// key whose secret changed from the desired one, so the planner plans
+// nothing from it (here it would have kept alpha where alpha-new is
+// wanted) and says why.
+func TestPlanRefusesBareObserved(t *testing.T) {
+	a, a2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 1, 1, "alpha-new")
+	s := newFakeListener()
+	if err := s.AddKey(a, tcpao.AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}}
+	full, err := Observe(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := PlanSocket(d, full); len(sp.Ops) == 0 {
+		t.Fatalf("full read: no ops, want the replacement of alpha")
+	}
+	bare, err := ObserveBare(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := PlanSocket(d, bare)
+	if len(sp.Ops) != 0 || len(sp.Blocked) != 1 || sp.Blocked[0].Why != ReasonInvalid {
+		t.Fatalf("bare read planned %v (blocked %v), want nothing and one invalid hold", sp.Ops, sp.Blocked)
+	}
+}

@@ -87,6 +87,10 @@ type Observed struct {
 	HaveAO bool
 	Info   tcpao.Info
 	Keys   []tcpao.KeyInfo
+	// Bare: read without the keys' fingerprints (ObserveBare), so a key
+	// whose secret changed cannot be told from the one desired. PlanSocket
+	// plans nothing from it (Blocked).
+	Bare bool
 }
 
 // OpKind is the kind of one planned operation.

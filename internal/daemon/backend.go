@@ -80,14 +80,15 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		}
 	}
 	rot := d.rotationStatus(peer, infos)
+	// The listeners are found once (a sock_diag dump and a scan of the
+	// speaker's descriptors) for the sockets list and the verify view.
 	var listeners []control.Socket
-	if hs, err := d.tracker.Listeners(ctx); err == nil {
-		for _, h := range hs {
-			r := h.Ref()
-			listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
-		}
+	hs, _ := d.tracker.Listeners(ctx)
+	for _, h := range hs {
+		r := h.Ref()
+		listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
 	}
-	verify := d.verifyViewer(ctx, infos, peer != "")
+	verify := d.verifyViewer(hs, infos, peer != "")
 	found := false
 	for _, info := range infos {
 		id := PeerIDOf(info.Neighbor, info.VRF)
@@ -190,7 +191,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	r := h.Ref()
 	ps.Sockets = append(ps.Sockets, control.Socket{Kind: control.KindEstablished, Local: r.Local.String(), Remote: r.Remote.String(), Inode: r.Inode})
-	obs, err := rotator.Observe(d.o.SocketOf(h))
+	obs, err := rotator.ObserveBare(d.o.SocketOf(h))
 	if err != nil {
 		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
 		return ps
@@ -369,7 +370,7 @@ func (d *Daemon) observeMetrics() {
 		}
 		c := s.Counters
 		if c.At.IsZero() || now.Sub(c.At) > fresh {
-			obs, err := rotator.Observe(d.o.SocketOf(p.handle))
+			obs, err := rotator.ObserveBare(d.o.SocketOf(p.handle))
 			if err != nil {
 				continue
 			}

@@ -70,6 +70,9 @@ type countingSocket struct {
 	tcpao.Socket
 	mu            sync.Mutex
 	reads, writes int
+	// fingerprinted counts the GET_KEYS reads that asked for the keys'
+	// fingerprints (an HMAC of each secret).
+	fingerprinted int
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
@@ -120,7 +123,19 @@ func (c *countingSocket) Info() (tcpao.Info, error) {
 
 func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	c.count(false)
+	if !f.SkipFingerprint {
+		c.mu.Lock()
+		c.fingerprinted++
+		c.mu.Unlock()
+	}
 	return c.Socket.Keys(f)
+}
+
+// reads and fingerprinted reads so far.
+func (c *countingSocket) keyReads() (reads, fingerprinted int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads, c.fingerprinted
 }
 
 type badSocket struct{}

@@ -32,9 +32,14 @@ func (d *Daemon) observeListeners(ctx context.Context) []listenerObs {
 	if err != nil {
 		return nil
 	}
+	return d.observeListenersOf(hs)
+}
+
+// observeListenersOf reads the listeners hs (found by the caller).
+func (d *Daemon) observeListenersOf(hs []bgp.SocketHandle) []listenerObs {
 	var out []listenerObs
 	for _, h := range hs {
-		o, err := rotator.Observe(d.o.SocketOf(h))
+		o, err := rotator.ObserveBare(d.o.SocketOf(h))
 		if err != nil || !o.HaveAO {
 			continue
 		}
@@ -142,8 +147,8 @@ func (d *Daemon) peerAddrs() []netip.Addr {
 // fail verification. infos are the speaker's peers; with one (a status of
 // one peer: infos hold it alone) the other peers are the ones the daemon
 // tracks, so that no other peer is asked about.
-func (d *Daemon) verifyViewer(ctx context.Context, infos []bgp.PeerInfo, one bool) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
-	ls := d.observeListeners(ctx)
+func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one bool) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
+	ls := d.observeListenersOf(hs)
 	var others []netip.Addr
 	if one {
 		for _, p := range d.peerList() {
