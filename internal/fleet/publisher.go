@@ -126,40 +126,64 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
-// Round reads the revocation record, applies what is new, and publishes
-// the router's document, each step bounded by one refresh interval.
+// Round publishes the router's document and, beside it, reads the
+// revocation record and applies what is new; when that changed what the
+// document says of a revocation, it publishes again. Each step is
+// bounded by one refresh interval.
+//
+// The two run side by side so that neither waits on the other: the
+// document written for a wake (a roll's announce, which the far end's
+// view waits for) does not wait for the record's read, and a new
+// revocation is read as soon as a round starts, not after the status
+// build and the write. One after the other, an announce made during a
+// round waited for that round, then for the next one's record read,
+// status and write: 1,170 ms in the guest beside other scenarios, over
+// the one-refresh target.
 func (p *Publisher) Round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.o.Refresh, 5*time.Second))
 	defer cancel()
 	// Each step's time, for the debug log: where a slow round (a far
 	// end's view lagging) spends it.
-	start := p.o.Now()
-	var took [4]time.Duration
-	lap := func(i int) {
-		now := p.o.Now()
-		took[i], start = now.Sub(start), now
-	}
+	var revMS, applyMS, statusMS, publishMS, againMS int64
 	defer func() {
-		p.log.Debug("fleet: round", "revocations_ms", took[0].Milliseconds(), "apply_ms", took[1].Milliseconds(),
-			"status_ms", took[2].Milliseconds(), "publish_ms", took[3].Milliseconds())
+		p.log.Debug("fleet: round", "revocations_ms", revMS, "apply_ms", applyMS,
+			"status_ms", statusMS, "publish_ms", publishMS, "republish_ms", againMS)
 	}()
-	if err := p.readRevocations(ctx); err != nil {
-		p.fail(OpReadRevocations, err)
+	var changed bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start := p.o.Now()
+		if err := p.readRevocations(ctx); err != nil {
+			p.fail(OpReadRevocations, err)
+		}
+		mid := p.o.Now()
+		changed = p.applyRevocations(ctx)
+		revMS, applyMS = mid.Sub(start).Milliseconds(), p.o.Now().Sub(mid).Milliseconds()
+	})
+	statusMS, publishMS = p.publish(ctx)
+	wg.Wait()
+	if changed {
+		s, w := p.publish(ctx)
+		againMS = s + w
 	}
-	lap(0)
-	p.applyRevocations(ctx)
-	lap(1)
+}
+
+// publish builds the document and writes it, and says how long each took
+// (ms).
+func (p *Publisher) publish(ctx context.Context) (statusMS, writeMS int64) {
+	start := p.o.Now()
 	doc, err := p.document(ctx)
-	lap(2)
+	mid := p.o.Now()
+	statusMS = mid.Sub(start).Milliseconds()
 	if err != nil {
 		p.fail(OpStatus, err)
-		return
+		return statusMS, 0
 	}
 	err = p.o.Store.PutStatus(ctx, doc)
-	lap(3)
+	writeMS = p.o.Now().Sub(mid).Milliseconds()
 	if err != nil {
 		p.fail(OpPublish, err)
-		return
+		return statusMS, writeMS
 	}
 	p.mu.Lock()
 	p.last = doc
@@ -167,6 +191,7 @@ func (p *Publisher) Round(ctx context.Context) {
 	if p.o.Metrics != nil {
 		p.o.Metrics.FleetPublished(doc.PublishedAt)
 	}
+	return statusMS, writeMS
 }
 
 // Last is the last document published (for tests and aoctl's view).
@@ -207,8 +232,9 @@ func (p *Publisher) readRevocations(ctx context.Context) error {
 // applyRevocations applies each revocation not applied cleanly yet: the
 // first time it is seen, and again each round until no socket holds the
 // key (or, for a key this router's source lacks, until it has it and it
-// is recorded).
-func (p *Publisher) applyRevocations(ctx context.Context) {
+// is recorded). It reports whether what the document says of the
+// revocations changed.
+func (p *Publisher) applyRevocations(ctx context.Context) (changed bool) {
 	p.mu.Lock()
 	revs := slices.Clone(p.revs)
 	p.mu.Unlock()
@@ -218,9 +244,11 @@ func (p *Publisher) applyRevocations(ctx context.Context) {
 		if a == nil || !a.At.Equal(r.At) {
 			a = &Applied{Chain: r.Chain, Key: r.Key, At: r.At, Seen: p.o.Now()}
 			p.applied[r.Ref()] = a
+			changed = true
 			p.log.Warn("fleet revocation seen", "chain", r.Chain, "key", r.Key, "by", r.By, "reason", r.Reason)
 		}
 		done := !a.Clean.IsZero() && a.Error == "" && !a.NotInSource
+		before := *a
 		p.mu.Unlock()
 		if done || p.o.Revoke == nil {
 			continue
@@ -248,8 +276,10 @@ func (p *Publisher) applyRevocations(ctx context.Context) {
 			}
 			a.NotInSource = false
 		}
+		changed = changed || *a != before
 		p.mu.Unlock()
 	}
+	return changed
 }
 
 // countHeld is how many sockets held the key.

@@ -184,3 +184,49 @@ func TestPublisherSurvivesVaultDown(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishWaitsForNoRevocationRead: a round writes the document while
+// it reads the revocation record, not after: a slow record read (3 s
+// here) does not hold up the document a wake asked for (a roll's announce,
+// which the far end's view waits on). A revocation the read finds is still
+// applied in the same round, and the document published again with it.
+// Before, the round read the record first and wrote the document after.
+func TestPublishWaitsForNoRevocationRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, c := newVault(t)
+		st := Store{V: Client{c}, Mount: "secret", Prefix: "f"}
+		fd := &fakeDaemon{}
+		p := NewPublisher(Options{Store: st, RouterID: "r1", Refresh: 10 * time.Second, Status: fd.status, Revoke: fd.revoke})
+		ctx := context.Background()
+		if _, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		srv.Delay("secret/metadata/f/revocations", 3*time.Second)
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { p.Round(ctx); close(done) }()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		docs, _, err := st.Statuses(ctx)
+		if err != nil || len(docs) != 1 {
+			t.Fatalf("100 ms into a round whose record read takes 3 s: docs %+v (%v), want the document written", docs, err)
+		}
+		if len(docs[0].Revocations) != 0 {
+			t.Fatalf("the first document holds revocations %+v before the record was read", docs[0].Revocations)
+		}
+		<-done
+		if took := time.Since(start); took < 3*time.Second {
+			t.Fatalf("the round took %s, want it to wait for the record read (3 s)", took)
+		}
+		docs, _, err = st.Statuses(ctx)
+		if err != nil || len(docs) != 1 || len(docs[0].Revocations) != 1 || docs[0].Revocations[0].Clean.IsZero() {
+			t.Fatalf("after the round: docs %+v (%v), want the revocation applied and published", docs, err)
+		}
+		if fd.calls() != 1 {
+			t.Fatalf("revoke applied %d times, want once", fd.calls())
+		}
+		if got := p.Last().Revocations; len(got) != 1 {
+			t.Fatalf("Last() revocations %+v, want the one applied", got)
+		}
+	})
+}

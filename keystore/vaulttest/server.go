@@ -94,6 +94,7 @@ type Server struct {
 	roles    map[string]*appRole // by role_id
 	kv       map[string]*kvEntry // namespace + "\x00" + mount + "/" + path
 	deny     []string
+	delays   map[string]time.Duration // path prefix -> how long it takes
 	requests []Request
 	seq      int
 }
@@ -209,6 +210,22 @@ func (s *Server) Unseal() { s.mu.Lock(); s.sealed = false; s.mu.Unlock() }
 // Deny makes requests whose path (without /v1/) starts with prefix fail with
 // 403 "permission denied", as a policy without that path would.
 func (s *Server) Deny(prefix string) { s.mu.Lock(); s.deny = append(s.deny, prefix); s.mu.Unlock() }
+
+// Delay makes requests whose path (without /v1/) starts with prefix take
+// d before they are answered (0 removes it): a slow path, as a loaded or
+// distant Vault answers. Other requests are not held up.
+func (s *Server) Delay(prefix string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delays == nil {
+		s.delays = map[string]time.Duration{}
+	}
+	if d <= 0 {
+		delete(s.delays, prefix)
+	} else {
+		s.delays[prefix] = d
+	}
+}
 
 // AllowAll removes every Deny.
 func (s *Server) AllowAll() { s.mu.Lock(); s.deny = nil; s.mu.Unlock() }
@@ -341,6 +358,20 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		method = "LIST"
 	}
 	ns := strings.Trim(r.Header.Get("X-Vault-Namespace"), "/")
+	s.mu.Lock()
+	var wait time.Duration
+	for p, d := range s.delays {
+		if strings.HasPrefix(path, p) {
+			wait = max(wait, d)
+		}
+	}
+	s.mu.Unlock()
+	if wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+		}
+	}
 	s.mu.Lock()
 	var rep reply
 	if !ok {
