@@ -54,11 +54,17 @@ func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 // after each of its writes. err is write's (or the borrow's), and then
 // nothing was read; readErr is the read's.
 func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
+	return writeReadAs(s, write, false)
+}
+
+// writeReadAs is writeRead, reading back without the keys' fingerprints
+// when bare.
+func writeReadAs(s tcpao.Socket, write func(tcpao.Socket) error, bare bool) (obs Observed, readErr, err error) {
 	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
 		if err := write(bs); err != nil {
 			return err
 		}
-		obs, readErr = observeEach(bs)
+		obs, readErr = observeWith(bs, bare)
 		return nil
 	})
 	return obs, readErr, err
@@ -66,10 +72,13 @@ func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, re
 
 // guardedRead is guarded for a step that writes to the socket and then
 // reads it back: both in one borrow of the descriptor (writeRead). obs
-// becomes what was read (left as it was when the read failed).
+// becomes what was read (left as it was when the read failed). The read is
+// bare (no fingerprints): its callers, the install and the switch, plan
+// nothing from it; the retire step, which plans from its read-back, uses
+// writeRead.
 func (m *machine) guardedRead(step Step, now time.Time, obs *Observed, write func(tcpao.Socket) error) *AbortError {
 	return m.guarded(step, func() error {
-		o2, rerr, err := writeRead(m.sock, write)
+		o2, rerr, err := writeReadAs(m.sock, write, true)
 		if err == nil && rerr == nil {
 			m.st.Counters = CountersOf(o2, now)
 			*obs = o2

@@ -138,8 +138,9 @@ func TestRollPeerNeverGetsKey(t *testing.T) {
 // TestAnnouncedPollsReadBare: a roll waiting for the peer's switch polls
 // the socket without the keys' fingerprints (nothing is planned from the
 // read; an HMAC of every key on every poll of every peer was a fifth of a
-// fleet-wide roll's CPU), and the machine still sees the switch when the
-// peer makes it. Before, every poll asked for them.
+// fleet-wide roll's CPU), nor does the install's read-back, and the
+// machine still sees the switch when the peer makes it. Before, every
+// read asked for them.
 func TestAnnouncedPollsReadBare(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	l := newLink(t, a, want(a), want(a), nil)
@@ -163,12 +164,36 @@ func TestAnnouncedPollsReadBare(t *testing.T) {
 	if l.x.fpReads != fp0 {
 		t.Errorf("%d of %d polls while announced asked for fingerprints, want none", l.x.fpReads-fp0, l.x.reads-reads0)
 	}
+	// A roll both ends make (as in TestRollTwentyTimes): from the key
+	// change to the roll's end, no step of x that starts
+	// announced (its polls and the switch with its read-back) or in the
+	// grace period asks for fingerprints; the retire step, which plans,
+	// does.
+	l = newLink(t, a, want(a), want(a), nil)
+	l.mx.setDesired(want(b), l.now)
 	l.my.setDesired(want(b), l.now)
+	switched := false
 	for i := 0; l.mx.st.Rolls == 0 || l.my.st.Rolls == 0; i++ {
 		if i > 2000 {
 			t.Fatalf("the roll did not complete once y had b: x=%+v y=%+v", l.mx.st, l.my.st)
 		}
+		st, fp := l.mx.st, l.x.fpReads
 		l.tick()
+		inGrace := st.State == StateGrace && l.now.Before(st.Since.Add(testCfg().Grace))
+		if (st.State == StateAnnounced || inGrace) && l.x.fpReads != fp {
+			t.Errorf("%s: a step that started %s asked for fingerprints %d times", l.now, st.State, l.x.fpReads-fp)
+		}
+		if st.State != l.mx.st.State {
+			t.Logf("%s: %s -> %s (%d fingerprinted reads)", l.now, st.State, l.mx.st.State, l.x.fpReads-fp)
+		}
+		// The install: the plan's read has them, its read-back not.
+		if st.State == StateSteady && l.mx.st.State == StateAnnounced && l.x.fpReads-fp != 1 {
+			t.Errorf("the install step made %d fingerprinted reads, want 1 (the plan's)", l.x.fpReads-fp)
+		}
+		switched = switched || st.State == StateAnnounced && l.mx.st.State == StateGrace
+	}
+	if !switched {
+		t.Errorf("x never went from announced to grace")
 	}
 	if ks, _ := l.x.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 || !ks[0].IsCurrent {
 		t.Fatalf("x after the roll: %s", dump(l.x))
