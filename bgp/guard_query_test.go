@@ -60,3 +60,48 @@ func TestGuardQueryTimeout(t *testing.T) {
 		})
 	}
 }
+
+// cachedQuerier is a PeerQuerier with a PeerCache that holds one session.
+type cachedQuerier struct {
+	held  PeerInfo
+	asked int
+}
+
+func (q *cachedQuerier) Peer(context.Context, netip.Addr, string) (PeerInfo, error) {
+	q.asked++
+	return q.held, nil
+}
+
+func (q *cachedQuerier) CachedPeer(n netip.Addr, _ string) (PeerInfo, bool) {
+	return q.held, n == q.held.Neighbor
+}
+
+// TestGuardAsksTheCacheFirst: a querier's cache answers the guard without
+// a bounded question (no timeout context, no Peer call) for a session it
+// holds, and a miss asks Peer. A guarded step on a cache hit costs the
+// snapshot map's entry alone: before, every lookup set up a timeout
+// context first (a timer and its context), a tenth of aokeyd's CPU at a
+// fleet-wide roll in the emulated guest.
+func TestGuardAsksTheCacheFirst(t *testing.T) {
+	q := &cachedQuerier{held: up(0, t0, 40000)}
+	g := NewGuard(q, nil)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := g.Before(ctx, nbr, "install"); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.After(ctx, nbr, "install"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if q.asked != 0 {
+		t.Errorf("Peer asked %d times for a session the cache holds", q.asked)
+	}
+	if allocs > 1 {
+		t.Errorf("a guarded step on a cache hit allocates %.0f times, want at most 1", allocs)
+	}
+	other := netip.MustParseAddr("192.0.2.99")
+	if _, err := g.Snapshot(ctx, other); err == nil || q.asked != 1 {
+		t.Errorf("a neighbor the cache lacks: err %v after %d questions, want Peer asked once (and its answer, about %s, refused)", err, q.asked, nbr)
+	}
+}

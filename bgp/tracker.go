@@ -150,17 +150,26 @@ func (t *Tracker) Run(ctx context.Context) error {
 // neighbor alone. A session that drops is taken out of the cache by its
 // event, so the guard's next question goes to the speaker and sees it.
 func (t *Tracker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error) {
+	if p, ok := t.CachedPeer(neighbor, vrf); ok {
+		return p, nil
+	}
+	t.misses.Add(1)
+	return t.sp.Peer(ctx, neighbor, vrf)
+}
+
+// CachedPeer implements PeerCache: Peer's answer when it comes from the
+// followed session state (ok false: Peer would ask the speaker).
+func (t *Tracker) CachedPeer(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
 	t.mu.Lock()
 	tr, ok := t.up[neighbor]
 	vouch := ok && t.live && t.busy == 0 && t.ch != nil && len(t.ch) == 0 && tr.gen == t.gen &&
 		(vrf == "" || tr.peer.VRF == vrf)
 	t.mu.Unlock()
-	if vouch {
-		t.hits.Add(1)
-		return tr.peer, nil
+	if !vouch {
+		return PeerInfo{}, false
 	}
-	t.misses.Add(1)
-	return t.sp.Peer(ctx, neighbor, vrf)
+	t.hits.Add(1)
+	return tr.peer, true
 }
 
 // CacheStats reports how many of Peer's answers came from the followed
