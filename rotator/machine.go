@@ -193,6 +193,10 @@ type machine struct {
 	graceGood uint64
 	graceBase bool
 	graceSent bool
+	// graceWait: the last retire step found an old key the peer sent
+	// with and waits for the peer's segment with the new key (graceSent):
+	// its polls read without fingerprints (see retire).
+	graceWait bool
 	// writes counts the kernel writes on the socket (guarded steps and
 	// Exclusive calls), failed ones too: the key list may have changed.
 	writes uint64
@@ -332,7 +336,8 @@ func (m *machine) step(now time.Time) time.Time {
 	// fingerprints, an HMAC of each secret on every poll of every peer in
 	// a fleet-wide roll. Each write of a step reads the socket back in
 	// full, and a step that plans reads in full.
-	bare := m.st.State == StateAnnounced || m.st.State == StateGrace && now.Before(m.st.Since.Add(m.cfg.Grace))
+	bare := m.st.State == StateAnnounced ||
+		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.graceWait)
 	obs, err := m.observeAs(now, bare)
 	if err != nil {
 		m.st.LastError = err.Error()
@@ -481,12 +486,33 @@ func findSend(o *Observed, id uint8) *tcpao.KeyInfo {
 	return nil
 }
 
+// sawNewKey reads the new key's pkt_good for the retire step's proof that
+// the peer sends with it after the grace period: the first read sets the
+// base (graceBase), a later one above it sets graceSent.
+func (m *machine) sawNewKey(obs *Observed) bool {
+	k := findRecv(obs, m.desired.WantRNext.ID)
+	switch {
+	case k != nil && m.graceBase && k.PktGood > m.graceGood:
+		m.graceSent = true
+	case k != nil && !m.graceBase:
+		m.graceGood, m.graceBase = k.PktGood, true
+	}
+	return m.graceSent
+}
+
+// awaitNewKey polls again for sawNewKey, reading without fingerprints.
+func (m *machine) awaitNewKey(now time.Time) time.Time {
+	m.graceWait = true
+	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
+	return m.st.NextAt
+}
+
 func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
 	m.oldGood = make(map[tcpao.KeyRef]uint64, len(obs.Keys))
 	for _, k := range obs.Keys {
 		m.oldGood[k.KeyRef] = k.PktGood
 	}
-	m.graceGood, m.graceBase, m.graceSent = 0, false, !m.desired.WantRNext.Valid
+	m.graceGood, m.graceBase, m.graceSent, m.graceWait = 0, false, !m.desired.WantRNext.Valid, false
 	at := now.Add(m.cfg.Grace)
 	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
 	return at
@@ -495,6 +521,21 @@ func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
 func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	if now.Before(m.st.Since.Add(m.cfg.Grace)) {
 		return m.st.Since.Add(m.cfg.Grace)
+	}
+	if obs.Bare {
+		// A poll of the wait below (graceWait). Once the peer sent with
+		// the new key, the socket is read again in full and the step
+		// goes on from that read, as one step (the model's retire).
+		if !m.sawNewKey(obs) {
+			return m.awaitNewKey(now)
+		}
+		m.graceWait = false
+		full, err := m.observe(now)
+		if err != nil {
+			m.st.LastError = err.Error()
+			return now.Add(m.cfg.Poll)
+		}
+		*obs = full
 	}
 	sp := PlanSocket(m.desired, *obs)
 	rising, used := false, false
@@ -518,18 +559,8 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	// further apart. A Current_key switched by the peer's RNext, or a
 	// segment with the new key during the switch, proves only that the
 	// peer holds the new key.
-	if used && !m.graceSent {
-		k := findRecv(obs, m.desired.WantRNext.ID)
-		switch {
-		case k != nil && m.graceBase && k.PktGood > m.graceGood:
-			m.graceSent = true
-		case k != nil && !m.graceBase:
-			m.graceGood, m.graceBase = k.PktGood, true
-		}
-		if !m.graceSent {
-			m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
-			return m.st.NextAt
-		}
+	if used && !m.graceSent && !m.sawNewKey(obs) {
+		return m.awaitNewKey(now)
 	}
 	for _, k := range obs.Keys {
 		m.oldGood[k.KeyRef] = k.PktGood

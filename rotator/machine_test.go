@@ -270,3 +270,53 @@ func TestBackoffGrowsWithJitter(t *testing.T) {
 		prev = d
 	}
 }
+
+// TestRetireWaitReadsBare: after the grace period, a machine that waits
+// for the peer's segment with the new key (before it deletes an old key
+// the peer sent with) polls without fingerprints, however long the peer
+// stays silent, and the roll completes once the peer sends. Before, each
+// of those polls planned from a fingerprinted read.
+func TestRetireWaitReadsBare(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	l.mx.setDesired(want(b), l.now)
+	l.my.setDesired(want(b), l.now)
+	waiting := func() bool {
+		return l.mx.st.State == StateGrace && strings.HasPrefix(l.mx.st.NextAction, "wait for the peer to send with key")
+	}
+	for i := 0; !waiting(); i++ {
+		if i > 400 {
+			t.Fatalf("x never waited for y's segment after the grace period: %+v", l.mx.st)
+		}
+		if l.mx.st.Rolls > 0 {
+			t.Fatalf("x retired without waiting for y's segment: nothing tested")
+		}
+		l.tick()
+	}
+	// y sends nothing for ten seconds: x polls.
+	reads0, fp0 := l.x.reads, l.x.fpReads
+	for range 40 {
+		l.now = l.now.Add(250 * time.Millisecond)
+		if !l.now.Before(l.nextX) {
+			l.nextX = l.mx.step(l.now)
+		}
+	}
+	if !waiting() {
+		t.Fatalf("x after ten silent seconds: %+v, want still waiting", l.mx.st)
+	}
+	if l.x.reads-reads0 < 8 {
+		t.Fatalf("%d polls in ten seconds, want one each poll period (1 s)", l.x.reads-reads0)
+	}
+	if l.x.fpReads != fp0 {
+		t.Errorf("%d of %d polls while waiting asked for fingerprints, want none", l.x.fpReads-fp0, l.x.reads-reads0)
+	}
+	for i := 0; l.mx.st.Rolls == 0; i++ {
+		if i > 400 {
+			t.Fatalf("the roll did not complete once y sent again: %+v", l.mx.st)
+		}
+		l.tick()
+	}
+	if ks, _ := l.x.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 || !ks[0].IsCurrent {
+		t.Fatalf("x after the roll: %s", dump(l.x))
+	}
+}
