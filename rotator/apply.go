@@ -32,8 +32,6 @@ func observeAs(s tcpao.Socket, bare bool) (Observed, error) {
 	return o, err
 }
 
-func observeEach(s tcpao.Socket) (Observed, error) { return observeWith(s, false) }
-
 func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
