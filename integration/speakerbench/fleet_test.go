@@ -202,6 +202,10 @@ func runFleet(t *testing.T, n int) result {
 		t.Logf("n=%d: %s: TCPAOBad +%d/+%d, TCPAOKeyNotFound +%d/+%d (A/B)", n, name,
 			a["TCPAOBad"]-prevA["TCPAOBad"], b["TCPAOBad"]-prevB["TCPAOBad"],
 			a["TCPAOKeyNotFound"]-prevA["TCPAOKeyNotFound"], b["TCPAOKeyNotFound"]-prevB["TCPAOKeyNotFound"])
+		if a["TCPAOBad"] > prevA["TCPAOBad"] {
+			// Which sessions: their own counters, cumulative.
+			t.Logf("n=%d: %s: A's %s", n, name, f.badSockets(8))
+		}
 		prevA, prevB = a, b
 	}
 	pid := f.aokeyd.Process.Pid

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
@@ -16,6 +17,10 @@ type sockView struct {
 	current uint8
 	haveCur bool
 	ids     map[uint8]bool // SendIDs of the keys on it
+	// pktBad is the socket's TCP-AO bad-MAC count, keyBad the keys' (by
+	// SendID) that have one.
+	pktBad uint64
+	keyBad map[uint8]uint64
 }
 
 // kernelView is gobgpd's sockets read straight from the kernel (pidfd_getfd
@@ -130,11 +135,17 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 			if err != nil {
 				return err
 			}
-			v.current, v.haveCur = in.CurrentKey, in.HaveCurrent
+			v.current, v.haveCur, v.pktBad = in.CurrentKey, in.HaveCurrent, in.PktBad
 			ks, err := sk.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			v.ids = map[uint8]bool{}
 			for _, k := range ks {
 				v.ids[k.SendID] = true
+				if k.PktBad > 0 {
+					if v.keyBad == nil {
+						v.keyBad = map[uint8]uint64{}
+					}
+					v.keyBad[k.SendID] = k.PktBad
+				}
 			}
 			return err
 		})
@@ -147,6 +158,34 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 		kv.est[peer] = append(kv.est[peer], v)
 	}
 	return kv, nil
+}
+
+// badSockets says which of gobgpd's sessions counted segments that failed
+// TCP-AO verification (their pkt_bad, cumulative, and their keys'), for
+// the log of a phase where TcpExt TCPAOBad rose: at most max of them.
+func (f *bench) badSockets(max int) string {
+	want := map[netip.Addr]bool{}
+	for _, p := range f.all() {
+		want[p] = true
+	}
+	kv, err := f.readKernel(want)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	n := 0
+	for _, p := range f.all() {
+		for _, v := range kv.est[p] {
+			if v.pktBad == 0 {
+				continue
+			}
+			n++
+			if len(out) < max {
+				out = append(out, fmt.Sprintf("%s pkt_bad=%d keys(send id: pkt_bad)=%v current=%d", p, v.pktBad, v.keyBad, v.current))
+			}
+		}
+	}
+	return fmt.Sprintf("%d sessions with pkt_bad > 0: %s", n, strings.Join(out, "; "))
 }
 
 // holds reports whether peer's sockets (established and listener) satisfy
