@@ -253,7 +253,9 @@ func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]
 		// One borrow of the listener's descriptor for its read and all
 		// its deletes (a borrow is a pidfd_getfd round trip).
 		err := tcpao.Batch(d.o.SocketOf(h), func(s tcpao.Socket) error {
-			keys, err := s.Keys(tcpao.KeyFilter{})
+			// IDs and prefixes are all it matches on: no fingerprints
+			// (an HMAC per key, three keys per peer on a fleet's listener).
+			keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			if err != nil {
 				if !isNoAO(err) {
 					add(control.RevokeSocket{Socket: name, Error: err.Error()})
@@ -343,7 +345,8 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
 	only := false
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
-		keys, err := s.Keys(tcpao.KeyFilter{})
+		// IDs and the Current/RNext flags: no fingerprints.
+		keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 		if isNoAO(err) {
 			rs.Action = "absent"
 			return nil

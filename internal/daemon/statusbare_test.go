@@ -2,9 +2,12 @@ package daemon_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // TestStatusReadsNoFingerprints: status (aoctl status, and the fleet
@@ -34,5 +37,32 @@ func testStatusReadsNoFingerprints(t *testing.T) {
 	}
 	if accF1 != accF0 || lisF1 != lisF0 {
 		t.Errorf("status asked for fingerprints on %d session and %d listener reads, want none", accF1-accF0, lisF1-lisF0)
+	}
+}
+
+// TestRevokeReadsNoFingerprints: a revoke finds the key on the listener by
+// its IDs and prefix alone, so it reads the listener (a fleet's, with
+// three keys per peer) without the keys' fingerprints, an HMAC of each
+// secret, in the revoke's own time. Before, it asked for them.
+func TestRevokeReadsNoFingerprints(t *testing.T) { synctest.Test(t, testRevokeReadsNoFingerprints) }
+
+func testRevokeReadsNoFingerprints(t *testing.T) {
+	e, k1, _ := steadyEnv(t, time.Hour)
+	synctest.Wait()
+	r0, f0 := e.lisC.keyReads()
+	res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, f1 := e.lisC.keyReads()
+	deleted := false
+	for _, s := range res.Sockets {
+		deleted = deleted || strings.HasPrefix(s.Socket, "listen ") && s.Action == control.ActionDeleted
+	}
+	if !deleted || r1 == r0 {
+		t.Fatalf("revoke %+v read the listener %d times: want it read and k1 deleted from it", res.Sockets, r1-r0)
+	}
+	if f1 != f0 {
+		t.Errorf("the revoke asked for fingerprints on %d of its %d listener reads, want none", f1-f0, r1-r0)
 	}
 }
