@@ -1,6 +1,6 @@
 // Package speakerbench is the real-speaker item of `make bench`: gobgpd v3.37 with
-// N passive TCP-AO neighbours plus one baseline neighbour, BIRD 2.17 with
-// N+1 protocols from as many source addresses on the far side, and the
+// N passive TCP-AO neighbours plus three baseline neighbours, BIRD 2.17 with
+// N+3 protocols from as many source addresses on the far side, and the
 // aokeyd binary managing gobgpd's sockets, all in the TCP-AO guest.
 //
 // Its one test, TestFleet, runs only when AOKEYD_FLEET_SIZES names the
@@ -8,8 +8,10 @@
 // the test skips there). Per N it measures, reading the kernel itself
 // through pidfd_getfd and not aokeyd's account of it:
 //
-//   - a scheduled roll of the baseline peer alone, then of all N peers due
-//     at one instant, each from the instant the key source makes the new
+//   - a scheduled roll of each baseline peer alone, one after the other
+//     (the single-peer roll time is their median: one sample varied from
+//     2.5 to 3.9 s between runs, as it waits twice for the peer's next
+//     keepalive), then of all N peers due at one instant, each from the instant the key source makes the new
 //     key the one to send with (BIRD is reconfigured to prefer it at the
 //     same instant, as its operator's automation would) until the old key
 //     is gone from the peer's established socket and from gobgpd's

@@ -38,8 +38,9 @@ const (
 type result struct {
 	N             int                `json:"n"`
 	SetupS        float64            `json:"setup_s"`                 // routers up, every session established and keyed
-	SoloRollMs    float64            `json:"solo_roll_ms"`            // baseline peer: key change to done
-	SoloSwitchMs  float64            `json:"solo_switch_ms"`          // baseline peer: key change to new key current
+	SoloRollMs    float64            `json:"solo_roll_ms"`            // baseline peers: key change to done, the median
+	SoloRollsMs   []float64          `json:"solo_rolls_ms"`           // ... each baseline peer's, in turn
+	SoloSwitchMs  float64            `json:"solo_switch_ms"`          // baseline peers: key change to new key current, the median
 	FleetRollMs   float64            `json:"fleet_roll_ms"`           // key change to the last fleet peer done
 	FleetSwitchMs float64            `json:"fleet_switch_ms"`         // key change to the last fleet peer's new key current
 	FleetMedianMs float64            `json:"fleet_median_ms"`         // median fleet peer done
@@ -142,7 +143,7 @@ func runFleet(t *testing.T, n int) result {
 	begin := time.Now()
 	f := newBench(t, n)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
-	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far))
+	f.writeKeys(keysRolling(begin, far), keysRolling(begin, far), keysRolling(begin, far), keysRolling(begin, far))
 	if dir := os.Getenv(envOut); dir != "" && os.Getenv(envAokeyd) == "" {
 		// aokeyd profiles the fleet roll (SIGUSR2 opens and closes the window).
 		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-roll.pprof", n)))
@@ -153,7 +154,7 @@ func runFleet(t *testing.T, n int) result {
 	t.Cleanup(func() { f.diagnose(t) })
 	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
 	lastLog := time.Now()
-	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", n+1), func() (bool, string) {
+	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", len(f.all())), func() (bool, string) {
 		ss, err := f.sessions()
 		if err != nil {
 			return false, err.Error()
@@ -169,10 +170,10 @@ func runFleet(t *testing.T, n int) result {
 			lastLog = time.Now()
 			load, _ := os.ReadFile("/proc/loadavg")
 			t.Logf("n=%d: set-up at %.0fs: %d of %d sessions up; CPU so far: aokeyd %v, gobgpd %v, BIRD %v; RSS KiB: gobgpd %d, BIRD %d; loadavg %s",
-				n, time.Since(begin).Seconds(), up, n+1, cpuOr(f.aokeyd.Process.Pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid),
+				n, time.Since(begin).Seconds(), up, len(f.all()), cpuOr(f.aokeyd.Process.Pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid),
 				rssKiB(f.gobgp.PID), rssKiB(f.bird.pid), strings.TrimSpace(string(load)))
 		}
-		return up == n+1, fmt.Sprintf("%d of %d up; BIRD: %s", up, n+1, f.bird.summary())
+		return up == len(f.all()), fmt.Sprintf("%d of %d up; BIRD: %s", up, len(f.all()), f.bird.summary())
 	})
 	if _, _, err := f.pollUntil(f.all(), begin, 60*time.Second+scale, "k1 and k3 on every socket, k1 current", carries(1, 1, 3), nil); err != nil {
 		t.Fatal(err)
@@ -217,28 +218,42 @@ func runFleet(t *testing.T, n int) result {
 	r.SteadyCPUPerS = (mustCPU(t, pid) - c0).Seconds() / steadyWindow.Seconds()
 	phase("steady window")
 
-	// The schedule: the baseline peer rolls alone at t0, the fleet at t1.
+	// The schedule: each baseline peer rolls alone in turn, solos[i] at
+	// t0 + i*soloGap, then the fleet at t1. The single-peer roll time is
+	// the baseline peers' median.
+	const soloGap = 8 * time.Second
 	t0 := time.Now().Add(5 * time.Second).Truncate(time.Second)
-	t1 := t0.Add(20 * time.Second)
-	f.writeKeys(keysRolling(begin, t1), keysRolling(begin, t0))
+	t1 := t0.Add(time.Duration(len(solos))*soloGap + 4*time.Second)
+	var soloKeys [][]key
+	for i := range solos {
+		soloKeys = append(soloKeys, keysRolling(begin, t0.Add(time.Duration(i)*soloGap)))
+	}
+	f.writeKeys(keysRolling(begin, t1), soloKeys...)
 	rpc0, g0 := f.rpcs(), f.gobgpdRPCs()
 	t.Logf("n=%d: gobgpd RPCs by aokeyd so far: %v", n, rpc0)
-	time.Sleep(time.Until(t0))
-	done, marks, err := f.pollUntil([]netip.Addr{addrSolo}, t0, time.Until(t1)-2*time.Second, "the baseline peer's roll", rolled(1, 2), rollMarks)
-	if err != nil {
-		t.Fatal(err)
+	var soloSwitch []float64
+	var solo []string
+	for i, a := range solos {
+		ti := t0.Add(time.Duration(i) * soloGap)
+		time.Sleep(time.Until(ti))
+		done, marks, err := f.pollUntil([]netip.Addr{a}, ti, soloGap-time.Second, fmt.Sprintf("baseline peer %s's roll", a), rolled(1, 2), rollMarks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SoloRollsMs = append(r.SoloRollsMs, ms(last(done)))
+		soloSwitch = append(soloSwitch, ms(last(marks["switched"])))
+		solo = append(solo, fmt.Sprintf("%s: %s", a, timeline(done, marks)))
 	}
-	r.SoloRollMs, r.SoloSwitchMs = ms(last(done)), ms(last(marks["switched"]))
-	solo := timeline(done, marks)
+	r.SoloRollMs, r.SoloSwitchMs = median(r.SoloRollsMs), median(soloSwitch)
 	rpc1, g1 := f.rpcs(), f.gobgpdRPCs()
-	r.SoloRPCs = sum(rpc1) - sum(rpc0)
-	phase("the baseline peer's roll")
-	r.SoloGobgpdRPCs = sum(g1) - sum(g0)
+	r.SoloRPCs = (sum(rpc1) - sum(rpc0)) / float64(len(solos))
+	phase("the baseline peers' rolls")
+	r.SoloGobgpdRPCs = (sum(g1) - sum(g0)) / float64(len(solos))
 
 	time.Sleep(time.Until(t1))
 	f.toggleProfile() // aokeyd's profile window opens
 	c1, own1, reads1, readTime1 := mustCPU(t, pid), mustCPU(t, os.Getpid()), f.reads, f.readTime
-	done, marks, err = f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
+	done, marks, err := f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
 	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
 	f.toggleProfile()
 	ownCPU, reads := mustCPU(t, os.Getpid())-own1, f.reads-reads1
@@ -257,7 +272,7 @@ func runFleet(t *testing.T, n int) result {
 	r.FleetRollMs, r.FleetSwitchMs = ms(last(done)), ms(last(marks["switched"]))
 	r.FleetMedianMs = ms(quantile(done, 0.5))
 	r.RollRatio = r.FleetRollMs / r.SoloRollMs
-	t.Logf("n=%d: baseline peer: done at %.0f ms, %.0f RPCs (gobgpd counted %.0f); %s", n, r.SoloRollMs, r.SoloRPCs, r.SoloGobgpdRPCs, solo)
+	t.Logf("n=%d: baseline peers, each alone: done at %v ms (median %.0f), %.1f RPCs each (gobgpd counted %.1f); %s", n, r.SoloRollsMs, r.SoloRollMs, r.SoloRPCs, r.SoloGobgpdRPCs, strings.Join(solo, "; "))
 	t.Logf("n=%d: fleet: last done at %.0f ms, RPCs %v (gobgpd counted %v), aokeyd CPU %.2fs over the roll; %s", n, r.FleetRollMs, r.FleetRPCs, r.FleetGobgpdRPCs, r.RollCPUs, timeline(done, marks))
 	time.Sleep(2 * time.Second) // keepalives flow on the new keys
 	phase("the fleet's roll")

@@ -336,3 +336,16 @@ func last(at map[netip.Addr]time.Duration) time.Duration {
 	}
 	return m
 }
+
+// median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
