@@ -28,6 +28,10 @@ type sockView struct {
 type kernelView struct {
 	est      map[netip.Addr][]sockView       // by the peer's address
 	listener map[netip.Prefix]map[uint8]bool // SendIDs of the listener's keys, by their peer prefix
+	// listenerBad and listenerKeyNotFound are the listeners' TCP-AO
+	// counters (segments to the listening socket: SYNs, and what reaches
+	// no established socket).
+	listenerBad, listenerKeyNotFound uint64
 }
 
 // listenerIDs are the SendIDs of the listener's keys that cover peer.
@@ -98,7 +102,12 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 		err = sockets.WithSocket(ref, func(fd int) error {
 			// IDs only: a fingerprint is a keyed hash per key, and the
 			// listener holds three keys per peer.
-			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+			sk := tcpao.FromFD(fd)
+			if in, err := sk.Info(); err == nil {
+				kv.listenerBad += in.PktBad
+				kv.listenerKeyNotFound += in.PktKeyNotFound
+			}
+			ks, err := sk.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			for _, k := range ks {
 				a := k.Peer
 				if a.Addr().Is4In6() {
@@ -185,7 +194,8 @@ func (f *bench) badSockets(max int) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d sessions with pkt_bad > 0: %s", n, strings.Join(out, "; "))
+	return fmt.Sprintf("listener pkt_bad=%d key_not_found=%d; %d sessions with pkt_bad > 0: %s",
+		kv.listenerBad, kv.listenerKeyNotFound, n, strings.Join(out, "; "))
 }
 
 // holds reports whether peer's sockets (established and listener) satisfy
