@@ -193,10 +193,6 @@ type machine struct {
 	graceGood uint64
 	graceBase bool
 	graceSent bool
-	// graceWait: the last retire step found an old key the peer sent
-	// with and waits for the peer's segment with the new key (graceSent):
-	// its polls read without fingerprints (see retire).
-	graceWait bool
 	// writes counts the kernel writes on the socket (guarded steps and
 	// Exclusive calls), failed ones too: the key list may have changed.
 	writes uint64
@@ -337,7 +333,7 @@ func (m *machine) step(now time.Time) time.Time {
 	// a fleet-wide roll. Each write of a step reads the socket back in
 	// full, and a step that plans reads in full.
 	bare := m.st.State == StateAnnounced ||
-		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.graceWait)
+		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.awaitingNewKey())
 	obs, err := m.observeAs(now, bare)
 	if err != nil {
 		m.st.LastError = err.Error()
@@ -500,9 +496,13 @@ func (m *machine) sawNewKey(obs *Observed) bool {
 	return m.graceSent
 }
 
-// awaitNewKey polls again for sawNewKey, reading without fingerprints.
+// awaitingNewKey: a retire step read the new key's base count and waits
+// for the peer's segment with it (sawNewKey); its polls read without
+// fingerprints (see retire).
+func (m *machine) awaitingNewKey() bool { return m.graceBase && !m.graceSent }
+
+// awaitNewKey polls again for sawNewKey.
 func (m *machine) awaitNewKey(now time.Time) time.Time {
-	m.graceWait = true
 	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
 	return m.st.NextAt
 }
@@ -512,7 +512,7 @@ func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
 	for _, k := range obs.Keys {
 		m.oldGood[k.KeyRef] = k.PktGood
 	}
-	m.graceGood, m.graceBase, m.graceSent, m.graceWait = 0, false, !m.desired.WantRNext.Valid, false
+	m.graceGood, m.graceBase, m.graceSent = 0, false, !m.desired.WantRNext.Valid
 	at := now.Add(m.cfg.Grace)
 	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
 	return at
@@ -523,13 +523,12 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		return m.st.Since.Add(m.cfg.Grace)
 	}
 	if obs.Bare {
-		// A poll of the wait below (graceWait). Once the peer sent with
+		// A poll of the wait below (awaitingNewKey). Once the peer sent with
 		// the new key, the socket is read again in full and the step
 		// goes on from that read, as one step (the model's retire).
 		if !m.sawNewKey(obs) {
 			return m.awaitNewKey(now)
 		}
-		m.graceWait = false
 		full, err := m.observe(now)
 		if err != nil {
 			m.st.LastError = err.Error()
