@@ -82,11 +82,11 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	kerneltest.Require(t)
 	// Not parallel: it measures latencies against the refresh interval
 	// (the revoke clean within one refresh plus 1 s, the lagging link
-	// flagged within one refresh) with fourteen processes of
-	// its own, and beside three other scenarios in the two emulated vCPUs
-	// it measured their CPU, not its own (1.3 s of flag lag against 0.1 s
-	// alone). It runs first in the e2e lane, which has time to spare
-	// beside the other packages' lane.
+	// flagged within one refresh) with fourteen processes of its own, and
+	// beside three other scenarios in the two emulated vCPUs it measured
+	// their CPU, not its own (1.3 s of flag lag against 0.1 s alone). It
+	// runs first in the e2e lane, which has time to spare beside the
+	// other packages' lane.
 	start := time.Now()
 	v, err := vaulttest.New(vaulttest.Options{})
 	if err != nil {

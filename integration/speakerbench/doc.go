@@ -11,12 +11,12 @@
 //   - a scheduled roll of each baseline peer alone, one after the other
 //     (the single-peer roll time is their median: one sample varied from
 //     2.5 to 3.9 s between runs, as it waits twice for the peer's next
-//     keepalive), then of all N peers due at one instant, each from the instant the key source makes the new
-//     key the one to send with (BIRD is reconfigured to prefer it at the
-//     same instant, as its operator's automation would) until the old key
-//     is gone from the peer's established socket and from gobgpd's
-//     listener, the new key current ("done"; it includes aokeyd's
-//     -roll-grace);
+//     keepalive), then of all N peers due at one instant, each from the
+//     instant the key source makes the new key the one to send with (BIRD
+//     is given the new key, preferred, ahead of the rolls, as its
+//     operator would) until the old key is gone from the peer's
+//     established socket and from gobgpd's listener, the new key current
+//     ("done"; it includes aokeyd's -roll-grace);
 //   - the gobgpd RPCs aokeyd issued (aokeyd_speaker_rpcs_total scraped
 //     before and after), aokeyd's CPU seconds over the roll (/proc/PID/stat)
 //     and its idle CPU per second;

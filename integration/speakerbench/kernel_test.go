@@ -171,8 +171,8 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 
 // badSockets says which of gobgpd's sessions counted segments that failed
 // TCP-AO verification (their pkt_bad, cumulative, and their keys'), for
-// the log of a phase where TcpExt TCPAOBad rose: at most max of them.
-func (f *bench) badSockets(max int) string {
+// the log of a phase where TcpExt TCPAOBad rose: at most limit of them.
+func (f *bench) badSockets(limit int) string {
 	want := map[netip.Addr]bool{}
 	for _, p := range f.all() {
 		want[p] = true
@@ -189,7 +189,7 @@ func (f *bench) badSockets(max int) string {
 				continue
 			}
 			n++
-			if len(out) < max {
+			if len(out) < limit {
 				out = append(out, fmt.Sprintf("%s pkt_bad=%d keys(send id: pkt_bad)=%v current=%d", p, v.pktBad, v.keyBad, v.current))
 			}
 		}

@@ -21,6 +21,7 @@ other=${FUZZTIME_OTHER:-10s}
 minimize=${FUZZMINIMIZETIME:-1s}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
+fuzz_one() { go test -run='^$' -fuzz="^$1\$" -fuzztime="$2" -fuzzminimizetime="$minimize" "$3"; }
 n=0
 while read -r dir; do
 	pkg=./${dir#./}
@@ -29,10 +30,10 @@ while read -r dir; do
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //' | sort -u); do
 		echo "fuzz: $pkg $f for $t"
 		log=$(mktemp)
-		if ! go test -run='^$' -fuzz="^$f\$" -fuzztime="$t" -fuzzminimizetime="$minimize" "$pkg" 2>&1 | tee "$log"; then
+		if ! fuzz_one "$f" "$t" "$pkg" 2>&1 | tee "$log"; then
 			if grep -q 'context deadline exceeded' "$log" && ! grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:' "$log"; then
 				echo "fuzz: $pkg $f stopped at the -fuzztime boundary with no failing input (golang/go#75804, fixed in Go 1.27): once more"
-				go test -run='^$' -fuzz="^$f\$" -fuzztime="$t" -fuzzminimizetime="$minimize" "$pkg" || { rm -f "$log"; exit 1; }
+				fuzz_one "$f" "$t" "$pkg" || { rm -f "$log"; exit 1; }
 			else
 				rm -f "$log"
 				exit 1
