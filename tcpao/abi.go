@@ -327,7 +327,7 @@ func decodeKeyWith(h *fingerprinter, c *aoGetsockopt) (KeyInfo, error) {
 		return KeyInfo{}, fmt.Errorf("%w: prefix /%d for %s in kernel answer", ErrAddress, c.Prefix, a)
 	}
 	if c.KeyLen > MaxKeyLen {
-		return KeyInfo{}, fmt.Errorf("%w: %d bytes in kernel answer", ErrKeyLength, c.KeyLen)
+		return KeyInfo{}, fmt.Errorf("%w: longer than %d bytes in kernel answer", ErrKeyLength, MaxKeyLen)
 	}
 	alg := algFromKernel(c.AlgName[:])
 	ki := KeyInfo{

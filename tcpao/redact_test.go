@@ -52,9 +52,54 @@ func TestNoRenderingShowsTheSecret(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(fmt.Sprint(s), "redacted 24 bytes") {
+	if !strings.Contains(fmt.Sprint(s), "redacted") {
 		t.Errorf("Secret prints %q, want a redaction marker", fmt.Sprint(s))
 	}
+}
+
+// Not even a secret's length is shown: secrets of 16 and 24 bytes render
+// the same in every form, alone and inside a Key.
+func TestRenderingsHideTheLength(t *testing.T) {
+	a, b := NewSecret(bytes.Repeat([]byte{0x5a}, 16)), NewSecret(bytes.Repeat([]byte{0x5a}, 24))
+	ref := KeyRef{Peer: netip.MustParsePrefix("192.0.2.1/32"), SendID: 1, RecvID: 2}
+	ka, kb := Key{KeyRef: ref, Algorithm: HMACSHA256, Secret: a}, Key{KeyRef: ref, Algorithm: HMACSHA256, Secret: b}
+	render := map[string]func(v any) string{
+		"json": func(v any) string { j, _ := json.Marshal(v); return string(j) },
+		"slog json": func(v any) string {
+			var buf bytes.Buffer
+			slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime})).Info("m", "v", v)
+			return buf.String()
+		},
+		"slog text": func(v any) string {
+			var buf bytes.Buffer
+			slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime})).Info("m", "v", v)
+			return buf.String()
+		},
+		"MarshalText": func(v any) string {
+			if m, ok := v.(interface{ MarshalText() ([]byte, error) }); ok {
+				out, _ := m.MarshalText()
+				return string(out)
+			}
+			return ""
+		},
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+		render[verb] = func(v any) string { return fmt.Sprintf(verb, v) }
+	}
+	for name, f := range render {
+		for _, pair := range [][2]any{{a, b}, {ka, kb}, {&ka, &kb}} {
+			if x, y := f(pair[0]), f(pair[1]); x != y {
+				t.Errorf("%s of a %T shows the secret's length: %q for 16 bytes, %q for 24", name, pair[0], x, y)
+			}
+		}
+	}
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 func TestSecretZero(t *testing.T) {

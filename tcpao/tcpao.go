@@ -132,14 +132,15 @@ func (s Secret) Fingerprint() Fingerprint {
 	return s.fp
 }
 
-func (s Secret) String() string                { return redacted(len(s.b)) }
-func (s Secret) GoString() string              { return "tcpao.Secret{" + redacted(len(s.b)) + "}" }
-func (s Secret) LogValue() slog.Value          { return slog.StringValue(redacted(len(s.b))) }
-func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted(len(s.b)) + `"`), nil }
-func (s Secret) MarshalText() ([]byte, error)  { return []byte(redacted(len(s.b))), nil }
-func (s Secret) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(redacted(len(s.b)))) }
+func (s Secret) String() string                { return redacted }
+func (s Secret) GoString() string              { return "tcpao.Secret{" + redacted + "}" }
+func (s Secret) LogValue() slog.Value          { return slog.StringValue(redacted) }
+func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted + `"`), nil }
+func (s Secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
+func (s Secret) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(redacted)) }
 
-func redacted(n int) string { return fmt.Sprintf("[redacted %d bytes]", n) }
+// redacted is what every rendering of a Secret shows: not even its length.
+const redacted = "[redacted]"
 
 // Fingerprint identifies a secret within this process; see Secret.Fingerprint.
 type Fingerprint [16]byte
