@@ -427,11 +427,14 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 		r.m.st.Waiting = ""
 	}
 	c.changed(r.m.peer) // a new socket: its keys are news
-	for {
+	var next time.Time
+	for first := true; ; first = false {
 		before := r.m.keyView()
 		r.take(clk.Now)
-		next := r.m.step(clk.Now())
-		r.m.publish()
+		if now := clk.Now(); first || !r.m.idleUntil(before, next, now) {
+			next = r.m.step(now)
+			r.m.publish()
+		}
 		if r.m.keyView() != before {
 			c.changed(r.m.peer)
 		}

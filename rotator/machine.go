@@ -237,6 +237,26 @@ func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
 	m.st.NextAction, m.st.NextAt = action, at
 }
 
+// idleUntil reports whether a wake-up before next (the time the last step
+// asked for) leaves nothing to do until then: the machine waits for the
+// peer's switch, in its grace period, or backs off, and what the wake-up
+// brought (before is the machine before it took its mailbox) changed
+// neither its state nor the socket. A new desired state that keeps the
+// roll's target is planned from when the roll next steps (the grace
+// period's end, the next poll, the retry): a step now would only read the
+// socket, and a fleet-wide change of desired keys (the old key's accept
+// end) woke every rolling peer for a read at once. A desired state with
+// another target puts the machine back to steady (setDesired), and an
+// Exclusive call wrote the socket: both step at once.
+func (m *machine) idleUntil(before keyView, next, now time.Time) bool {
+	switch m.st.State {
+	case StateAnnounced, StateGrace, StateBackoff:
+	default:
+		return false
+	}
+	return m.keyView() == before && now.Before(next)
+}
+
 // setDesired changes the target; a roll towards another key starts over.
 func (m *machine) setDesired(d Desired, now time.Time) {
 	changed := d.WantRNext != m.desired.WantRNext || d.WantCurrent != m.desired.WantCurrent

@@ -107,3 +107,54 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		waitUntil("s's roll after release", time.Second, func() bool { return keysOf("s") == 1 })
 	})
 }
+
+// TestWakeWithTheSameTargetReadsNothing: a new desired state that keeps a
+// rolling peer's target (the old key's accept end, reached by the whole
+// fleet at once) does not make the peer read its socket before the step
+// it waits for; one with another target, or an Exclusive call, steps at
+// once.
+func TestWakeWithTheSameTargetReadsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Hour, Steady: 24 * time.Hour}})
+		defer ctl.Close()
+		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
+		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
+		sock := newFakeEstablished(a, b)
+		ctl.SetDesired("p", both)
+		if _, err := ctl.Accepted("p", sock); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctl.SetDesired("p", aOnly) // b is to go: after the grace period
+		synctest.Wait()
+		state := func() State { return ctl.Status()[0].State }
+		reads := func() int { sock.mu.Lock(); defer sock.mu.Unlock(); return sock.reads }
+		if state() != StateGrace {
+			t.Fatalf("state %s, want %s", state(), StateGrace)
+		}
+		r0 := reads()
+		for range 3 {
+			ctl.SetDesired("p", aOnly)
+			synctest.Wait()
+		}
+		if got := reads() - r0; got != 0 || state() != StateGrace {
+			t.Errorf("three wake-ups with the same target in the grace period: %d reads, state %s; want 0 reads, %s", got, state(), StateGrace)
+		}
+		// An Exclusive call steps at once (its write is news).
+		if !ctl.Exclusive(context.Background(), "p", aOnly, func(tcpao.Socket) {}) {
+			t.Fatal("Exclusive did not run")
+		}
+		synctest.Wait()
+		if reads() == r0 {
+			t.Error("no read after an Exclusive call")
+		}
+		// Another target re-plans at once: b back as the one to send with.
+		r1 := reads()
+		ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
+		synctest.Wait()
+		if reads() == r1 || state() == StateGrace {
+			t.Errorf("a new target: %d reads, state %s; want a step at once", reads()-r1, state())
+		}
+	})
+}
