@@ -44,6 +44,14 @@
 //
 // The bench's own reads of the kernel share the guest's two vCPUs with
 // aokeyd: it keeps one sock_diag socket and gobgpd's descriptor table from
-// read to read, and logs how many reads it made over the fleet roll, their
-// mean time and its CPU.
+// read to read, reads each session with one TCP_AO_GET_KEYS (its keys
+// carry the Current_key flag; TCP_AO_INFO only where it reports counters),
+// and logs how many reads it made over the fleet roll, their mean time and
+// its CPU.
+//
+// When TCPAOBad rises in a phase it logs which of gobgpd's sockets counted
+// the bad segments (sessions and listener) and, from ss, the connections on
+// port 179 in either namespace that are neither established nor listening:
+// segments of a connection one side no longer has reach gobgpd's listener,
+// which cannot verify them (it does not know their ISNs).
 package speakerbench

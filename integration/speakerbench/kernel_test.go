@@ -48,8 +48,11 @@ func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
 }
 
 // readKernel reads the listeners and the established sockets of the peers
-// in want.
-func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
+// in want; with counters, their TCP_AO_INFO counters too (each session's
+// pkt_bad). Without, a session costs one TCP_AO_GET_KEYS besides its
+// borrow: the bench's reads of hundreds of sessions during a roll share
+// the guest's two vCPUs with aokeyd.
+func (f *bench) readKernel(want map[netip.Addr]bool, counters bool) (kernelView, error) {
 	pid := f.gobgp.PID
 	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Prefix]map[uint8]bool{}}
 	// One sock_diag socket and gobgpd's descriptor table, kept from read to
@@ -103,9 +106,11 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 			// IDs only: a fingerprint is a keyed hash per key, and the
 			// listener holds three keys per peer.
 			sk := tcpao.FromFD(fd)
-			if in, err := sk.Info(); err == nil {
-				kv.listenerBad += in.PktBad
-				kv.listenerKeyNotFound += in.PktKeyNotFound
+			if counters {
+				if in, err := sk.Info(); err == nil {
+					kv.listenerBad += in.PktBad
+					kv.listenerKeyNotFound += in.PktKeyNotFound
+				}
 			}
 			ks, err := sk.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			for _, k := range ks {
@@ -140,15 +145,21 @@ func (f *bench) readKernel(want map[netip.Addr]bool) (kernelView, error) {
 		var v sockView
 		err = sockets.WithSocket(ref, func(fd int) error {
 			sk := tcpao.FromFD(fd)
-			in, err := sk.Info()
-			if err != nil {
-				return err
+			if counters {
+				in, err := sk.Info()
+				if err != nil {
+					return err
+				}
+				v.pktBad = in.PktBad
 			}
-			v.current, v.haveCur, v.pktBad = in.CurrentKey, in.HaveCurrent, in.PktBad
+			// One TCP_AO_GET_KEYS: its keys carry the Current_key flag.
 			ks, err := sk.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 			v.ids = map[uint8]bool{}
 			for _, k := range ks {
 				v.ids[k.SendID] = true
+				if k.IsCurrent {
+					v.current, v.haveCur = k.SendID, true
+				}
 				if k.PktBad > 0 {
 					if v.keyBad == nil {
 						v.keyBad = map[uint8]uint64{}
@@ -177,7 +188,7 @@ func (f *bench) badSockets(limit int) string {
 	for _, p := range f.all() {
 		want[p] = true
 	}
-	kv, err := f.readKernel(want)
+	kv, err := f.readKernel(want, true)
 	if err != nil {
 		return err.Error()
 	}
@@ -196,6 +207,32 @@ func (f *bench) badSockets(limit int) string {
 	}
 	return fmt.Sprintf("listener pkt_bad=%d key_not_found=%d; %d sessions with pkt_bad > 0: %s",
 		kv.listenerBad, kv.listenerKeyNotFound, n, strings.Join(out, "; "))
+}
+
+// strayConnections lists, from ss, the TCP sockets to or from port 179 in
+// either namespace that are neither established nor listening (at most
+// limit lines of each): a connection one side closed while the other
+// still sends on it, whose segments reach A's listener and fail TCP-AO
+// verification there (the listener cannot know the connection's ISNs).
+func (f *bench) strayConnections(limit int) string {
+	var out []string
+	for _, side := range []struct {
+		name string
+		run  func(...string) (string, error)
+	}{{"A", f.a.Run}, {"B", f.b.Run}} {
+		text, err := side.run("ss", "-tanoH", "exclude", "established", "exclude", "listening", "( sport = :179 or dport = :179 )")
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: ss: %v", side.name, err))
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		if len(lines) == 1 && lines[0] == "" {
+			lines = nil
+		}
+		shown := lines[:min(len(lines), limit)]
+		out = append(out, fmt.Sprintf("%s: %d sockets on port 179 neither established nor listening:\n\t%s", side.name, len(lines), strings.Join(shown, "\n\t")))
+	}
+	return strings.Join(out, "\n")
 }
 
 // holds reports whether peer's sockets (established and listener) satisfy
@@ -233,7 +270,7 @@ func (f *bench) pollUntil(peers []netip.Addr, t0 time.Time, timeout time.Duratio
 	deadline := time.Now().Add(timeout)
 	for {
 		st := time.Now()
-		kv, err := f.readKernel(pending)
+		kv, err := f.readKernel(pending, false)
 		now := time.Now()
 		f.reads++
 		f.readTime += now.Sub(st)

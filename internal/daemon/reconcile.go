@@ -211,7 +211,12 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	// The sessions get their desired state first, the listeners after: a
 	// machine's roll starts at once on its own goroutine, and a listener
 	// with thousands of keys (256 writes at a fleet-wide key change) holds
-	// up no session's.
+	// up no session's. Each peer gets its state as soon as it is computed:
+	// computing them all first and then waking every machine at once was
+	// measured slower in the 512-peer bench (three runs each in the same
+	// boots: the last peer done at 6.5-7.1 s with 4.3-4.6 s of aokeyd CPU,
+	// against 4.3-6.7 s with 2.2-4.2 s), though this loop then finishes
+	// later.
 	for _, p := range d.peerList() {
 		id := p.id
 		if !d.managed(p.info) {
@@ -343,13 +348,14 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	}
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
+		start := time.Now()
 		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.lnFrozen), want, rotator.ListenerOptions{OptMemMax: optMemMax})
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue
 		}
 		if len(sp.Ops) > 0 {
-			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops))
+			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
 	limit, _ := optMemMax()
