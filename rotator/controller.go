@@ -130,7 +130,9 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 // (a step that does not return: the caller is not held up by it). Once the
 // machine has taken fn, Exclusive waits for fn alone. An emergency revoke
 // uses it: no machine is stopped and restarted, and the socket is not
-// re-checked (the woken machine reads it anyway).
+// re-checked by the caller. fn runs in one borrow of the socket's
+// descriptor (a Socket that offers BatchKeys) in which the machine then
+// reads the socket back in full and steps from that read.
 func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
 	d.Kind = Established
 	c.mu.Lock()
@@ -397,11 +399,38 @@ func (r *runner) take(now func() time.Time) {
 		if !xs[i].state.CompareAndSwap(exclQueued, exclTaken) {
 			continue // its caller gave up waiting
 		}
-		xs[i].fn(r.m.sock)
+		r.m.pre = r.exclusive(xs[i])
 		r.m.writes++
 		r.m.setDesired(xs[i].desired, now())
-		close(xs[i].ran)
 	}
+}
+
+// exclusive runs x's fn on the socket and reads the socket back in full in
+// the same borrow of its descriptor (one pidfd_getfd on bgp's sockets),
+// returning the read for the machine's next step (nil when the read, or
+// the borrow, failed: the step then reads again). The caller is released
+// once fn returned, before the read. Where the socket cannot be borrowed,
+// fn still runs on it and meets the error itself.
+func (r *runner) exclusive(x *exclusive) *Observed {
+	ran := false
+	var obs Observed
+	var oerr error
+	err := tcpao.Batch(r.m.sock, func(bs tcpao.Socket) error {
+		x.fn(bs)
+		ran = true
+		close(x.ran)
+		obs, oerr = observeWith(bs, false)
+		return nil
+	})
+	if !ran {
+		x.fn(r.m.sock)
+		close(x.ran)
+		return nil
+	}
+	if err != nil || oerr != nil {
+		return nil
+	}
+	return &obs
 }
 
 func (c *Controller) loop(ctx context.Context, r *runner) {
@@ -430,6 +459,7 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 	var next time.Time
 	for first := true; ; first = false {
 		before := r.m.keyView()
+		r.m.pre = nil // a read of an earlier Exclusive call is stale now
 		r.take(clk.Now)
 		if now := clk.Now(); first || !r.m.idleUntil(before, next, now) {
 			next = r.m.step(now)

@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -46,4 +47,46 @@ func testExclusive(t *testing.T) {
 	if ks, _ := s.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 {
 		t.Fatalf("keys %+v, want b alone", ks)
 	}
+}
+
+// TestExclusiveReadsInItsBorrow: the machine reads the socket back in the
+// borrow Exclusive's fn ran in, and steps from that read: an emergency
+// revoke across hundreds of sessions borrowed each one twice (the revoke's
+// delete, then the woken machine's read), with the second borrows competing
+// with the revoke's own for the CPU. It failed before (borrows [d] [r r]).
+func TestExclusiveReadsInItsBorrow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
+		defer ctl.Close()
+		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
+		ctl.SetDesired("p", both)
+		fs := newFakeEstablished(a)
+		_ = fs.AddKey(b, tcpao.AddOptions{})
+		s := &borrowLog{fakeSock: fs}
+		if _, err := ctl.Accepted("p", s); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if st := ctl.Status(); len(st) != 1 || st[0].State != StateSteady {
+			t.Fatalf("status %+v, want steady", st)
+		}
+		before := len(s.borrows)
+		ok := ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+			if err := tcpao.DeleteKey(got, tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2}); err != nil {
+				t.Errorf("DelKey: %v", err)
+			}
+		})
+		if !ok {
+			t.Fatal("Exclusive did not run")
+		}
+		synctest.Wait()
+		got := s.borrows[before:]
+		if len(got) != 1 || strings.Join(got[0], " ") != "d r r" {
+			t.Errorf("borrows after Exclusive: %v, want one: [d r r] (the delete, then the read the machine steps from)", got)
+		}
+		if st := ctl.Status(); len(st) != 1 || st[0].State != StateSteady || st[0].Current != ID(2) || st[0].LastError != "" {
+			t.Errorf("status %+v, want steady on key 2", st)
+		}
+	})
 }

@@ -196,6 +196,10 @@ type machine struct {
 	// writes counts the kernel writes on the socket (guarded steps and
 	// Exclusive calls), failed ones too: the key list may have changed.
 	writes uint64
+	// pre is the socket as read (in full) in the borrow of the last
+	// Exclusive call the machine took, for the step that follows it at
+	// once; nil when there is none, or the loop moved on without that step.
+	pre *Observed
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -354,7 +358,15 @@ func (m *machine) step(now time.Time) time.Time {
 	// full, and a step that plans reads in full.
 	bare := m.st.State == StateAnnounced ||
 		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.awaitingNewKey())
-	obs, err := m.observeAs(now, bare)
+	var obs Observed
+	var err error
+	if m.pre != nil {
+		// Read in full in the borrow of the Exclusive call just taken.
+		obs, m.pre = *m.pre, nil
+		m.st.Counters = CountersOf(obs, now)
+	} else {
+		obs, err = m.observeAs(now, bare)
+	}
 	if err != nil {
 		m.st.LastError = err.Error()
 		return now.Add(m.cfg.Poll)
