@@ -22,6 +22,9 @@ type Speaker struct {
 	// ResetErr, when set, is what ResetPeer returns (the call is recorded
 	// either way).
 	ResetErr error
+	// OnReset, when set, runs at the start of every ResetPeer call (set it
+	// before the speaker is in use), e.g. to check what the caller holds.
+	OnReset func(neighbor netip.Addr)
 
 	mu     sync.Mutex
 	peers  map[netip.Addr]bgp.PeerInfo
@@ -116,6 +119,9 @@ func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
 
 // ResetPeer records the call and returns ResetErr.
 func (s *Speaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string) error {
+	if s.OnReset != nil {
+		s.OnReset(neighbor)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resets = append(s.resets, neighbor)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -347,6 +349,13 @@ func TestRevokeOnlyKey(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, k1, _, _ := testKeys()
 				e := newEnv(t, envOptions{keys: []testKey{k1}, policy: fmt.Sprintf(basePolicy, tc.onRevoke)})
+				// The speaker is asked to reset with no descriptor of its
+				// borrowed: the session it closes must not stay open on
+				// aokeyd's duplicate. It failed when the revoke's delete
+				// and the machine's read-back shared one borrow that the
+				// reset ran in.
+				var heldAtReset atomic.Int32
+				e.sp.OnReset = func(netip.Addr) { heldAtReset.Store(borrowsHeld.Load()) }
 				e.waitKeys("listener", e.lis, ids(k1))
 				e.up(ids(k1), k1)
 
@@ -361,6 +370,9 @@ func TestRevokeOnlyKey(t *testing.T) {
 				resets := e.sp.Resets()
 				if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerAddr) {
 					t.Errorf("ResetPeer calls %v, want %d for %s", resets, tc.wantResets, peerAddr)
+				}
+				if n := heldAtReset.Load(); n != 0 {
+					t.Errorf("ResetPeer ran while aokeyd held %d borrowed descriptors", n)
 				}
 				if tc.action != control.ActionKept {
 					return

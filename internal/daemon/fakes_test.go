@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -63,6 +64,19 @@ func (f *fakeDiscoverer) socketOf(h bgp.SocketHandle) tcpao.Socket {
 		return s
 	}
 	return badSocket{}
+}
+
+// borrowsHeld is how many countingSockets are inside BatchKeys now: on
+// bgp's sockets, how many of the speaker's descriptors aokeyd holds a
+// duplicate of.
+var borrowsHeld atomic.Int32
+
+// BatchKeys is one borrow of the socket's descriptor, as bgp's AOSocket
+// offers it: the calls f makes are counted as on the socket.
+func (c *countingSocket) BatchKeys(f func(tcpao.Socket) error) error {
+	borrowsHeld.Add(1)
+	defer borrowsHeld.Add(-1)
+	return f(c)
 }
 
 // countingSocket counts the calls the daemon makes on one socket.

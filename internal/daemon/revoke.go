@@ -305,8 +305,12 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		if k, ok := pk.PreferredKey(); ok {
 			pref = &k
 		}
-		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { d.revokeOn(ctx, sock, p, ids, pref, &rs) }) {
+		only := false
+		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = d.revokeOn(sock, ids, pref, &rs) }) {
 			d.updatePeer(id, func(p *peerState) { p.desired = want })
+			if only {
+				d.revokeOnly(ctx, p, &rs)
+			}
 			return rs
 		}
 	}
@@ -325,7 +329,9 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		}
 		return rs
 	}
-	d.revokeOn(ctx, sock, p, ids, pref, &rs)
+	if d.revokeOn(sock, ids, pref, &rs) {
+		d.revokeOnly(ctx, p, &rs)
+	}
 	if werr == nil {
 		d.updatePeer(id, func(p *peerState) { p.desired = want })
 		d.ctrl.SetDesired(id, want)
@@ -340,10 +346,11 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 // and RNext_key to pref (or another key) when the key is one of them: one
 // forced TCP_AO_DEL_KEY naming the replacement, atomic. The read (one
 // GET_KEYS: it carries each key's Current/RNext flags) and the delete
-// share one borrow of the descriptor. Where the key is the only one, the
-// policy's on_revoke_only_key runs after it (a reset asks the speaker).
-func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) {
-	only := false
+// share one borrow of the descriptor. It reports whether the key is the
+// session's only one: the caller then runs the policy's on_revoke_only_key
+// (revokeOnly), outside the borrow (a reset asks the speaker, which must not
+// wait on a descriptor aokeyd holds).
+func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) (only bool) {
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
 		// IDs and the Current/RNext flags: no fingerprints.
 		keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
@@ -394,11 +401,14 @@ func (d *Daemon) revokeOn(ctx context.Context, sock tcpao.Socket, p *peerState, 
 	})
 	if err != nil {
 		rs.Error = err.Error()
-		return
+		return false
 	}
-	if !only {
-		return
-	}
+	return only
+}
+
+// revokeOnly runs the policy's on_revoke_only_key for a session whose only
+// key was the revoked one.
+func (d *Daemon) revokeOnly(ctx context.Context, p *peerState, rs *control.RevokeSocket) {
 	if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
 		rs.Action = control.ActionReset
 		if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
