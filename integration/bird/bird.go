@@ -175,11 +175,32 @@ func (r *Router) Birdc(args ...string) (string, error) {
 	return ctl(r.sock, strings.Join(args, " "))
 }
 
+// SameSince compares two readings of a BIRD protocol's `since` (Status.Since). BIRD
+// keeps the state change's time on its monotonic clock and prints it as
+// the wall clock now less the time since, to the second ("iso long"), so
+// two readings of the same instant may differ by a second (seen at N=256:
+// 22:51:42, then 22:51:41, with gobgpd's uptime and flop count unchanged).
+// A session that went down and up again moves it by far more, and gobgpd
+// counts a flop.
+func SameSince(a, b string) bool {
+	if a == b {
+		return true
+	}
+	const layout = "2006-01-02 15:04:05"
+	ta, errA := time.Parse(layout, a)
+	tb, errB := time.Parse(layout, b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return ta.Sub(tb).Abs() <= time.Second
+}
+
 // Status is the part of `show protocols all peer_a` the tests check.
 type Status struct {
 	State string // BIRD's protocol state: "up", "start", ...
 	// Since is when the protocol entered State; a change while State stays
-	// "up" means the session went down and came back (a flap).
+	// "up" means the session went down and came back (a flap). Compare
+	// readings with SameSince: the same instant may read a second apart.
 	Since      string
 	BGPState   string // "Established", "Active", ...
 	CurrentKey int    // TCP-AO Current key (SendID), -1 when not shown

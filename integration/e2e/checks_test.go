@@ -10,6 +10,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -116,7 +117,7 @@ func (l *testbed) checkNoFlap(s session, when string) {
 	if !p.Established() || p.Uptime != s.uptime || p.Flops != s.flops {
 		l.t.Fatalf("%s: gobgpd session flapped: state %s uptime %v (was %v) flops %d (was %d)", when, p.State, p.Uptime, s.uptime, p.Flops, s.flops)
 	}
-	if st.BGPState != "Established" || st.Since != s.birdSince {
+	if st.BGPState != "Established" || !bird.SameSince(st.Since, s.birdSince) {
 		l.t.Fatalf("%s: BIRD session flapped: %s since %s (was %s)", when, st.BGPState, st.Since, s.birdSince)
 	}
 	rb, err := l.bird.Routes()

@@ -107,7 +107,7 @@ func (l *birdLab) checkNoFlap(s session, when string) {
 		l.t.Fatalf("%s: FRR session flapped: %s uptime %v (was %v) flops %d (was %d) local port %d (was %d)",
 			when, p.State, p.Uptime, s.uptime, p.Flops, s.flops, p.LocalPort, s.local)
 	}
-	if st.BGPState != "Established" || st.Since != s.birdSince {
+	if st.BGPState != "Established" || !bird.SameSince(st.Since, s.birdSince) {
 		l.t.Fatalf("%s: BIRD session flapped: %s since %s (was %s)", when, st.BGPState, st.Since, s.birdSince)
 	}
 	rb, err := l.bird.Routes()

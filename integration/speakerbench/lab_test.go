@@ -330,7 +330,7 @@ func (f *bench) sessions() (map[netip.Addr]session, error) {
 func flaps(before, now map[netip.Addr]session) (n int, first string) {
 	for a, s := range before {
 		c := now[a]
-		if !c.up || c.uptime != s.uptime || c.flops != s.flops || !sameBirdSince(c.birdSince, s.birdSince) {
+		if !c.up || c.uptime != s.uptime || c.flops != s.flops || !bird.SameSince(c.birdSince, s.birdSince) {
 			if n == 0 {
 				first = fmt.Sprintf("%s: gobgpd uptime %v flops %d (was %v, %d), BIRD %s since %s (was %s)",
 					a, c.uptime, c.flops, s.uptime, s.flops, c.birdState, c.birdSince, s.birdSince)
@@ -339,26 +339,6 @@ func flaps(before, now map[netip.Addr]session) (n int, first string) {
 		}
 	}
 	return n, first
-}
-
-// sameBirdSince compares two readings of a BIRD protocol's `since`. BIRD
-// keeps the state change's time on its monotonic clock and prints it as
-// the wall clock now less the time since, to the second ("iso long"), so
-// two readings of the same instant may differ by a second (seen at N=256:
-// 22:51:42, then 22:51:41, with gobgpd's uptime and flop count unchanged).
-// A session that went down and up again moves it by far more, and gobgpd
-// counts a flop.
-func sameBirdSince(a, b string) bool {
-	if a == b {
-		return true
-	}
-	const layout = "2006-01-02 15:04:05"
-	ta, errA := time.Parse(layout, a)
-	tb, errB := time.Parse(layout, b)
-	if errA != nil || errB != nil {
-		return false
-	}
-	return ta.Sub(tb).Abs() <= time.Second
 }
 
 // birdFleet is BIRD with one BGP protocol per peer address of A's.
