@@ -456,12 +456,12 @@ func (c *Controller) loop(ctx context.Context, r *runner) {
 		r.m.st.Waiting = ""
 	}
 	c.changed(r.m.peer) // a new socket: its keys are news
-	var next time.Time
-	for first := true; ; first = false {
+	var next time.Time  // zero until the first step: nothing is before it, so that step runs
+	for {
 		before := r.m.keyView()
 		r.m.pre = nil // a read of an earlier Exclusive call is stale now
 		r.take(clk.Now)
-		if now := clk.Now(); first || !r.m.idleUntil(before, next, now) {
+		if now := clk.Now(); !r.m.idleUntil(before, next, now) {
 			next = r.m.step(now)
 			r.m.publish()
 		}
