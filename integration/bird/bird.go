@@ -175,13 +175,13 @@ func (r *Router) Birdc(args ...string) (string, error) {
 	return ctl(r.sock, strings.Join(args, " "))
 }
 
-// SameSince compares two readings of a BIRD protocol's `since` (Status.Since). BIRD
-// keeps the state change's time on its monotonic clock and prints it as
-// the wall clock now less the time since, to the second ("iso long"), so
-// two readings of the same instant may differ by a second (seen at N=256:
-// 22:51:42, then 22:51:41, with gobgpd's uptime and flop count unchanged).
-// A session that went down and up again moves it by far more, and gobgpd
-// counts a flop.
+// SameSince compares two readings of a BIRD protocol's `since`
+// (Status.Since). BIRD keeps the state change's time on its monotonic
+// clock and prints it as the wall clock now less the time since, to the
+// second ("iso long"), so two readings of the same instant may differ by a
+// second (seen at N=256: 22:51:42, then 22:51:41, with gobgpd's uptime and
+// flop count unchanged). A session that went down and up again moves it by
+// far more, and the speaker on the other end counts a flop.
 func SameSince(a, b string) bool {
 	if a == b {
 		return true
