@@ -410,12 +410,17 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	m.ownCur = OptID{}
 	_, m.oldRNext = curOf(obs) // what an abort puts back
 	if n > 0 {
+		good := obs.Info.PktGood
 		if ae := m.guardedRead(StepInstall, now, obs, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops[:n]); return err }); ae != nil {
 			ae.Detail = "install failed"
 			return m.abort(now, ae)
 		}
-		if ae := m.checkOwnSwitch(now, cur, obs); ae != nil {
+		peerMoved := !opsMoveCurrent(sp.Ops[:n]) && obs.Info.PktGood > good
+		if ae := m.checkOwnSwitch(now, cur, obs, peerMoved); ae != nil {
 			return m.abort(now, ae)
+		}
+		if after, _ := curOf(obs); peerMoved && after == d.WantCurrent {
+			wantCur = true // the peer's switch: await's proof, had it come a poll later
 		}
 	}
 	if !d.WantRNext.Valid {
@@ -482,9 +487,23 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 // moved it to a key the peer was never seen sending with, Current_key goes
 // back to before at once; a move to a key the peer uses is kept but marked
 // as this roll's own (ownCur). It returns why to abort, or nil.
-func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed) *AbortError {
+//
+// peerMoved says that the peer moved it: no write of the install named a
+// Current_key (opsMoveCurrent) and a segment of the peer's was verified
+// between the step's read and the install's read-back. The kernel moves
+// Current_key by itself to the key a peer's segment names as its RNext
+// when it holds that key (RFC 5925 7.5.2; tcp_inbound_ao_hash): a far end
+// that asks for the new key ahead of the roll does so with its first
+// segment after the add. That switch proves the peer holds the key (await)
+// and stays; put back, it cost the peer's next segment and a write, and
+// was logged as aokeyd's own (ten peers of the 512-peer bench's roll).
+func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, peerMoved bool) *AbortError {
 	after, _ := curOf(obs)
 	if after == before || !after.Valid {
+		return nil
+	}
+	if peerMoved {
+		m.log.Debug("rotator: the peer's RNext moved Current_key during the install", "peer", m.peer, "from", before, "to", after)
 		return nil
 	}
 	m.ownCur = after
@@ -503,6 +522,18 @@ func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed) *Ab
 	}
 	m.ownCur = OptID{}
 	return nil
+}
+
+// opsMoveCurrent reports whether any of ops names a Current_key: the only
+// writes of aokeyd's that move it.
+func opsMoveCurrent(ops []Op) bool {
+	for i := range ops {
+		if ops[i].Kind == OpAdd && ops[i].Add.SetCurrent || ops[i].Kind == OpDel && ops[i].Del.SetCurrent ||
+			ops[i].Kind == OpSetInfo && ops[i].Current.Valid {
+			return true
+		}
+	}
+	return false
 }
 
 func findSend(o *Observed, id uint8) *tcpao.KeyInfo {

@@ -129,3 +129,52 @@ func TestOwnSwitchDoesNotCompleteRoll(t *testing.T) {
 		t.Fatalf("current moved off the old key: %s", dump(l.x))
 	}
 }
+
+// segmentOnAdd is a session socket whose peer's segment arrives right after
+// the install's add, before the install reads the socket back: the peer
+// asks for the new key (RNext) ahead of the roll, so the kernel switches
+// Current_key to it the moment it holds it.
+type segmentOnAdd struct {
+	*fakeSock
+	peer *fakeSock
+}
+
+func (s segmentOnAdd) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	if err := s.fakeSock.AddKey(k, o); err != nil {
+		return err
+	}
+	s.peer.send(s.fakeSock)
+	return nil
+}
+
+// TestPeerSwitchDuringInstallIsKept: a Current_key switch the peer's RNext
+// made between the install's add and its read-back is the peer's, not
+// aokeyd's: it is kept (no write puts the old key back, and no warning
+// says aokeyd moved it) and proves that the peer holds the new key, so the
+// roll enters its grace period in the install's own step. Before, the
+// machine put the old key back and waited for the peer's next segment to
+// switch again (ten peers of the 512-peer bench's roll, each a warning).
+func TestPeerSwitchDuringInstallIsKept(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	y := newFakeEstablished(a)
+	must(t, y.AddKey(b, tcpao.AddOptions{SetRNext: true})) // the far end asks for b ahead of the roll
+	x := newFakeEstablished(a)
+	var log strings.Builder
+	m := newMachine("x", segmentOnAdd{x, y}, want(a), testCfg(), nil, rand.New(rand.NewPCG(1, 2)),
+		slog.New(slog.NewTextHandler(&log, nil)), t0)
+	m.setDesired(Desired{Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, t0)
+	ops := x.ops
+	m.step(t0)
+	if cur, _ := x.state(); cur == nil || cur.k.SendID != 2 {
+		t.Fatalf("Current_key after the install: %s; want the peer's switch to key 2 kept", dump(x))
+	}
+	if m.st.State != StateGrace {
+		t.Errorf("state %s after the install step, want %s: the peer's switch proves it holds the key", m.st.State, StateGrace)
+	}
+	if w := x.ops - ops; w != 2 {
+		t.Errorf("%d writes in the install step, want 2 (the add, the announce)", w)
+	}
+	if strings.Contains(log.String(), "putting it back") {
+		t.Errorf("the peer's switch was logged as aokeyd's own:\n%s", log.String())
+	}
+}
