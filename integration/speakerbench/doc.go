@@ -46,8 +46,10 @@
 // aokeyd: it keeps one sock_diag socket and gobgpd's descriptor table from
 // read to read, reads each session with one TCP_AO_GET_KEYS (its keys
 // carry the Current_key flag; TCP_AO_INFO only where it reports counters),
-// and logs how many reads it made over the fleet roll, their mean time and
-// its CPU.
+// runs its reads on a thread of their own at nice 19 (they take the CPU
+// the routers and aokeyd leave, so a busy guest delays when a peer is seen
+// done, never advances it), and logs how many reads it made over the fleet
+// roll, their mean time and its CPU, beside gobgpd's and BIRD's.
 //
 // When TCPAOBad rises in a phase it logs which of gobgpd's sockets counted
 // the bad segments (sessions and listener) and, from ss, the connections on

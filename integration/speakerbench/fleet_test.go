@@ -217,9 +217,11 @@ func runFleet(t *testing.T, n int) result {
 	t.Logf("n=%d: set up in %.0fs; aokeyd RSS %d KiB, gobgpd RSS %d KiB", n, r.SetupS, rssKiB(pid), rssKiB(f.gobgp.PID))
 
 	// Steady state: nothing due.
-	c0 := mustCPU(t, pid)
+	c0, gobgpd0, bird0 := mustCPU(t, pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid)
 	time.Sleep(steadyWindow)
 	r.SteadyCPUPerS = (mustCPU(t, pid) - c0).Seconds() / steadyWindow.Seconds()
+	t.Logf("n=%d: steady CPU per second: aokeyd %.4f, gobgpd %.3f, BIRD %.3f", n, r.SteadyCPUPerS,
+		(cpuOr(f.gobgp.PID)-gobgpd0).Seconds()/steadyWindow.Seconds(), (cpuOr(f.bird.pid)-bird0).Seconds()/steadyWindow.Seconds())
 	phase("steady window")
 
 	// The schedule: each baseline peer rolls alone in turn, solos[i] at
@@ -249,20 +251,36 @@ func runFleet(t *testing.T, n int) result {
 		solo = append(solo, fmt.Sprintf("%s: %s", a, timeline(done, marks)))
 	}
 	r.SoloRollMs, r.SoloSwitchMs = median(r.SoloRollsMs), median(soloSwitch)
-	rpc1, g1 := f.rpcs(), f.gobgpdRPCs()
+	st := time.Now()
+	rpc1 := f.rpcs()
+	scrapeA := time.Since(st)
+	g1 := f.gobgpdRPCs()
+	scrapeG := time.Since(st) - scrapeA
 	r.SoloRPCs = (sum(rpc1) - sum(rpc0)) / float64(len(solos))
 	phase("the baseline peers' rolls")
 	r.SoloGobgpdRPCs = (sum(g1) - sum(g0)) / float64(len(solos))
-
-	time.Sleep(time.Until(t1))
+	// The fleet's key change is in the key file already: a bench that
+	// reaches it late would start its reads (and aokeyd's CPU count) after
+	// the roll began, or ended, and report that as the roll (a 512-peer
+	// run once read every peer done at its first read, 6.6 s late).
+	lead := time.Until(t1)
+	t.Logf("n=%d: the fleet's key change in %v (aokeyd's metrics scrape took %v, gobgpd's %v)", n, lead.Round(time.Millisecond),
+		scrapeA.Round(time.Millisecond), scrapeG.Round(time.Millisecond))
+	if lead < 500*time.Millisecond {
+		t.Fatalf("the bench reached the fleet's key change %v late: its reads would miss the roll's start", -lead.Round(time.Millisecond))
+	}
+	time.Sleep(lead)
 	f.toggleProfile() // aokeyd's profile window opens
 	c1, own1, reads1, readTime1 := mustCPU(t, pid), mustCPU(t, os.Getpid()), f.reads, f.readTime
+	gcpu1, bcpu1, sw1 := cpuOr(f.gobgp.PID), cpuOr(f.bird.pid), switches(pid)
 	done, marks, err := f.pollUntil(f.peers, t1, 2*time.Minute+scale, "the fleet's roll", rolled(1, 2), rollMarks)
 	r.RollCPUs = (mustCPU(t, pid) - c1).Seconds()
 	f.toggleProfile()
 	ownCPU, reads := mustCPU(t, os.Getpid())-own1, f.reads-reads1
-	t.Logf("n=%d: the bench's own reads of the kernel over the fleet roll: %d, %.0f ms each on average, bench CPU %.2fs",
-		n, reads, ms(f.readTime-readTime1)/float64(max(reads, 1)), ownCPU.Seconds())
+	sw2 := switches(pid)
+	t.Logf("n=%d: the bench's own reads of the kernel over the fleet roll: %d, %.0f ms each on average, bench CPU %.2fs; gobgpd CPU %.2fs, BIRD CPU %.2fs; aokeyd threads %d (were %d), context switches +%d voluntary, +%d involuntary",
+		n, reads, ms(f.readTime-readTime1)/float64(max(reads, 1)), ownCPU.Seconds(), (cpuOr(f.gobgp.PID) - gcpu1).Seconds(), (cpuOr(f.bird.pid) - bcpu1).Seconds(),
+		sw2.threads, sw1.threads, sw2.vol-sw1.vol, sw2.invol-sw1.invol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,5 +507,30 @@ func (f *bench) toggleProfile() {
 
 func cpuOr(pid int) time.Duration {
 	c, _ := cpu(pid)
+	return c
+}
+
+// ctxSwitches are a process's thread count and its threads' context
+// switches (each thread's /proc/PID/task/TID/status), for the fleet roll's
+// log: how many OS threads aokeyd ran its peers' steps on, and how often
+// they were switched.
+type ctxSwitches struct{ threads, vol, invol int }
+
+func switches(pid int) ctxSwitches {
+	var c ctxSwitches
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	c.threads = len(tasks)
+	for _, p := range tasks {
+		b, _ := os.ReadFile(p)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				c.vol += n
+			} else if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				c.invol += n
+			}
+		}
+	}
 	return c
 }
