@@ -128,11 +128,12 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 // reports false, without calling fn or changing the desired state, when no
 // machine runs for peer, it stops before its next step, or ctx ends first
 // (a step that does not return: the caller is not held up by it). Once the
-// machine has taken fn, Exclusive waits for fn alone. An emergency revoke
-// uses it: no machine is stopped and restarted, and the socket is not
-// re-checked by the caller. fn runs in one borrow of the socket's
-// descriptor (a Socket that offers BatchKeys) in which the machine then
-// reads the socket back in full and steps from that read.
+// machine has taken fn, Exclusive waits for fn and the borrow it runs in.
+// An emergency revoke uses it: no machine is stopped and restarted, and
+// the socket is not re-checked by the caller. fn runs in one borrow of the
+// socket's descriptor (a Socket that offers BatchKeys) in which the
+// machine then reads the socket back in full (and steps from that read);
+// Exclusive returns once that borrow ended.
 func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn func(sock tcpao.Socket)) bool {
 	d.Kind = Established
 	c.mu.Lock()
@@ -409,8 +410,10 @@ func (r *runner) take(now func() time.Time) {
 // the same borrow of its descriptor (one pidfd_getfd on bgp's sockets),
 // returning the read for the machine's next step (nil when the read, or
 // the borrow, failed: the step then reads again). The caller is released
-// once fn returned, before the read. Where the socket cannot be borrowed,
-// fn still runs on it and meets the error itself.
+// once the borrow ended, read included: a caller that then has the
+// speaker reset the session (a revoke of its only key) must not do so
+// while aokeyd holds a duplicate of its descriptor. Where the socket
+// cannot be borrowed, fn still runs on it and meets the error itself.
 func (r *runner) exclusive(x *exclusive) *Observed {
 	ran := false
 	var obs Observed
@@ -418,13 +421,14 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 	err := tcpao.Batch(r.m.sock, func(bs tcpao.Socket) error {
 		x.fn(bs)
 		ran = true
-		close(x.ran)
 		obs, oerr = observeWith(bs, false)
 		return nil
 	})
 	if !ran {
 		x.fn(r.m.sock)
-		close(x.ran)
+	}
+	close(x.ran)
+	if !ran {
 		return nil
 	}
 	if err != nil || oerr != nil {

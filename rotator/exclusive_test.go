@@ -3,6 +3,8 @@ package rotator
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -87,6 +89,77 @@ func TestExclusiveReadsInItsBorrow(t *testing.T) {
 		}
 		if st := ctl.Status(); len(st) != 1 || st[0].State != StateSteady || st[0].Current != ID(2) || st[0].LastError != "" {
 			t.Errorf("status %+v, want steady on key 2", st)
+		}
+	})
+}
+
+// heldBatch is a socket whose borrows (BatchKeys) it counts while they are
+// held; a read in a borrow waits for readOK once armed.
+type heldBatch struct {
+	*fakeSock
+	held   atomic.Int32
+	armed  atomic.Bool
+	readOK chan struct{}
+}
+
+func (h *heldBatch) BatchKeys(f func(tcpao.Socket) error) error {
+	h.held.Add(1)
+	defer h.held.Add(-1)
+	return f(heldIn{h})
+}
+
+type heldIn struct{ h *heldBatch }
+
+func (s heldIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return s.h.fakeSock.AddKey(k, o) }
+func (s heldIn) DelKey(d tcpao.DelKey) error                  { return s.h.fakeSock.DelKey(d) }
+func (s heldIn) SetInfo(c tcpao.InfoChange) error             { return s.h.fakeSock.SetInfo(c) }
+func (s heldIn) Info() (tcpao.Info, error) {
+	if s.h.armed.Load() {
+		<-s.h.readOK
+	}
+	return s.h.fakeSock.Info()
+}
+func (s heldIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return s.h.fakeSock.Keys(f) }
+
+// TestExclusiveReturnsOnceTheBorrowEnds: Exclusive returns only once the
+// borrow its fn ran in has ended, the machine's read-back in it included:
+// a revoke that then asks the speaker to reset the session (its only key
+// revoked) must not do so while aokeyd holds a duplicate of the session's
+// descriptor, which keeps the connection open after the speaker closed it.
+// It failed before (Exclusive returned during the read-back, and
+// TestRevokeOnlyKey/reset failed now and then).
+func TestExclusiveReturnsOnceTheBorrowEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
+		defer ctl.Close()
+		ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		fs := newFakeEstablished(a)
+		_ = fs.AddKey(b, tcpao.AddOptions{})
+		s := &heldBatch{fakeSock: fs, readOK: make(chan struct{})}
+		release := sync.OnceFunc(func() { s.armed.Store(false); close(s.readOK) })
+		defer release() // before Close
+		if _, err := ctl.Accepted("p", s); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s.armed.Store(true)
+		returned := make(chan int32, 1)
+		go func() {
+			ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+				_ = tcpao.DeleteKey(got, tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2})
+			})
+			returned <- s.held.Load()
+		}()
+		synctest.Wait() // the read-back waits in the borrow
+		select {
+		case n := <-returned:
+			t.Fatalf("Exclusive returned while %d borrows were held (the read-back's)", n)
+		default:
+		}
+		release()
+		if n := <-returned; n != 0 {
+			t.Errorf("Exclusive returned while %d borrows were held", n)
 		}
 	})
 }
