@@ -36,14 +36,18 @@ type kernelView struct {
 	listenerBad, listenerKeyNotFound uint64
 }
 
-// listenerIDs are the SendIDs of the listener's keys that cover peer.
+// listenerIDs are the SendIDs of the listener's keys that cover peer: the
+// keys of each of its prefixes, looked up by prefix (a scan of every
+// prefix for every peer made a read of 512 peers quadratic).
 func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
 	ids := map[uint8]bool{}
-	for p, m := range kv.listener {
-		if p.Contains(peer) {
-			for id := range m {
-				ids[id] = true
-			}
+	for bits := peer.BitLen(); bits >= 0; bits-- {
+		p, err := peer.Prefix(bits)
+		if err != nil {
+			continue
+		}
+		for id := range kv.listener[p] {
+			ids[id] = true
 		}
 	}
 	return ids
@@ -54,7 +58,7 @@ func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
 // pkt_bad). Without, a session costs one TCP_AO_GET_KEYS besides its
 // borrow: the bench's reads of hundreds of sessions during a roll share
 // the guest's two vCPUs with aokeyd.
-func (f *bench) readKernel(want map[netip.Addr]bool, counters bool) (kernelView, error) {
+func (f *bench) readKernel(want map[netip.Addr]bool, counters, listener bool) (kernelView, error) {
 	pid := f.gobgp.PID
 	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Prefix]map[uint8]bool{}}
 	// One sock_diag socket and gobgpd's descriptor table, kept from read to
@@ -95,6 +99,10 @@ func (f *bench) readKernel(want map[netip.Addr]bool, counters bool) (kernelView,
 		fd, ok := f.fds[inode]
 		return fd, ok, nil
 	}
+	lst := time.Now()
+	if !listener {
+		ls = nil
+	}
 	for _, s := range ls {
 		fd, ok, err := fdOf(s.Inode)
 		if err != nil {
@@ -120,6 +128,7 @@ func (f *bench) readKernel(want map[netip.Addr]bool, counters bool) (kernelView,
 				if a.Addr().Is4In6() {
 					a = netip.PrefixFrom(a.Addr().Unmap(), a.Bits()-96)
 				}
+				a = a.Masked() // as listenerIDs looks it up
 				if kv.listener[a] == nil {
 					kv.listener[a] = map[uint8]bool{}
 				}
@@ -131,6 +140,8 @@ func (f *bench) readKernel(want map[netip.Addr]bool, counters bool) (kernelView,
 			return kv, fmt.Errorf("listener %s: %w", ref, err)
 		}
 	}
+	f.listenerTime += time.Since(lst)
+	lst = time.Now() // the sessions' reads are not the listener's
 	for _, s := range est {
 		peer := s.Remote.Addr().Unmap()
 		if !want[peer] {
@@ -190,7 +201,7 @@ func (f *bench) badSockets(limit int) string {
 	for _, p := range f.all() {
 		want[p] = true
 	}
-	kv, err := f.readKernel(want, true)
+	kv, err := f.readKernel(want, true, true)
 	if err != nil {
 		return err.Error()
 	}
@@ -237,23 +248,35 @@ func (f *bench) strayConnections(limit int) string {
 	return strings.Join(out, "\n")
 }
 
-// holds reports whether peer's sockets (established and listener) satisfy
-// ok, and that it has an established socket at all.
-func (kv kernelView) holds(peer netip.Addr, est func(sockView) bool, lis func(map[uint8]bool) bool) bool {
-	vs := kv.est[peer]
-	if len(vs) == 0 {
-		return false
-	}
-	for _, v := range vs {
-		if !est(v) {
-			return false
-		}
-	}
-	return lis(kv.listenerIDs(peer))
+// pred is a state of one peer's sockets: of each of its established
+// sockets (est; nil: none needed) and of the listener's keys for it (lis;
+// nil: any).
+type pred struct {
+	est func(sockView) bool
+	lis func(map[uint8]bool) bool
 }
 
-// pred is a state of one peer's sockets.
-type pred func(kv kernelView, p netip.Addr) bool
+// holds reports whether peer's sockets satisfy p (with est, that it has an
+// established socket at all).
+func (kv kernelView) holds(peer netip.Addr, p pred) bool {
+	if p.est != nil {
+		vs := kv.est[peer]
+		if len(vs) == 0 {
+			return false
+		}
+		for _, v := range vs {
+			if !p.est(v) {
+				return false
+			}
+		}
+	}
+	return kv.listenerHolds(peer, p)
+}
+
+// listenerHolds reports whether the listener's keys for peer satisfy p.
+func (kv kernelView) listenerHolds(peer netip.Addr, p pred) bool {
+	return p.lis == nil || p.lis(kv.listenerIDs(peer))
+}
 
 // pollUntil reads the kernel about the peers not yet done until each is,
 // and returns when each was first seen done (since t0), and when first
@@ -299,25 +322,45 @@ func (f *bench) poll(peers []netip.Addr, t0 time.Time, timeout time.Duration, wh
 		markAt[m] = map[netip.Addr]time.Duration{}
 	}
 	deadline := time.Now().Add(timeout)
+	// The listener is read while a pending peer's listener part (of ok, or
+	// of a mark not seen yet) does not hold; after that its last reading
+	// stands in (the rolls only ever take a key off it, or put one on, for
+	// good). At N=256 the listener, three keys per peer, was 115 of the
+	// 144 ms a read of the kernel took.
+	readListener := true
+	var listener map[netip.Prefix]map[uint8]bool
 	for {
 		st := time.Now()
-		kv, err := f.readKernel(pending, false)
+		kv, err := f.readKernel(pending, false, readListener)
 		now := time.Now()
 		f.reads++
 		f.readTime += now.Sub(st)
 		if err != nil {
 			return at, markAt, err
 		}
+		if readListener {
+			listener = kv.listener
+		} else {
+			kv.listener = listener
+		}
+		readListener = false
 		for p := range pending {
-			done := ok(kv, p)
+			done := kv.holds(p, ok)
 			for m, mp := range marks {
-				if _, seen := markAt[m][p]; !seen && (done || mp(kv, p)) {
+				if _, seen := markAt[m][p]; !seen && (done || kv.holds(p, mp)) {
 					markAt[m][p] = now.Sub(t0)
 				}
 			}
 			if done {
 				at[p] = now.Sub(t0)
 				delete(pending, p)
+				continue
+			}
+			readListener = readListener || !kv.listenerHolds(p, ok)
+			for m, mp := range marks {
+				if _, seen := markAt[m][p]; !seen && !kv.listenerHolds(p, mp) {
+					readListener = true
+				}
 			}
 		}
 		if len(pending) == 0 {
@@ -339,17 +382,13 @@ func (f *bench) poll(peers []netip.Addr, t0 time.Time, timeout time.Duration, wh
 // rolled: the old key gone from the peer's sockets and from the listener's
 // keys for it, the new key current.
 func rolled(oldID, newID uint8) pred {
-	return func(kv kernelView, p netip.Addr) bool {
-		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.ids[newID] && v.haveCur && v.current == newID },
-			func(l map[uint8]bool) bool { return !l[oldID] && l[newID] })
-	}
+	return pred{est: func(v sockView) bool { return !v.ids[oldID] && v.ids[newID] && v.haveCur && v.current == newID },
+		lis: func(l map[uint8]bool) bool { return !l[oldID] && l[newID] }}
 }
 
 // switched: the new key current on the peer's socket.
 func switched(newID uint8) pred {
-	return func(kv kernelView, p netip.Addr) bool {
-		return kv.holds(p, func(v sockView) bool { return v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
-	}
+	return pred{est: func(v sockView) bool { return v.haveCur && v.current == newID }}
 }
 
 // carries: the peer's sockets and the listener hold exactly the keys ids,
@@ -366,31 +405,22 @@ func carries(current uint8, ids ...uint8) pred {
 		}
 		return true
 	}
-	return func(kv kernelView, p netip.Addr) bool {
-		return kv.holds(p, func(v sockView) bool { return same(v.ids) && v.haveCur && v.current == current }, same)
-	}
+	return pred{est: func(v sockView) bool { return same(v.ids) && v.haveCur && v.current == current }, lis: same}
 }
 
 // clean: the key id gone from the peer's sockets and from the listener.
 func clean(id uint8) pred {
-	return func(kv kernelView, p netip.Addr) bool {
-		return kv.holds(p, func(v sockView) bool { return !v.ids[id] }, func(l map[uint8]bool) bool { return !l[id] })
-	}
+	return pred{est: func(v sockView) bool { return !v.ids[id] }, lis: func(l map[uint8]bool) bool { return !l[id] }}
 }
 
 // socketRolled: the established socket alone rolled (old key gone, new
 // current); listenerRolled: the listener's keys for the peer alone.
 func socketRolled(oldID, newID uint8) pred {
-	return func(kv kernelView, p netip.Addr) bool {
-		return kv.holds(p, func(v sockView) bool { return !v.ids[oldID] && v.haveCur && v.current == newID }, func(map[uint8]bool) bool { return true })
-	}
+	return pred{est: func(v sockView) bool { return !v.ids[oldID] && v.haveCur && v.current == newID }}
 }
 
 func listenerRolled(oldID, newID uint8) pred {
-	return func(kv kernelView, p netip.Addr) bool {
-		l := kv.listenerIDs(p)
-		return !l[oldID] && l[newID]
-	}
+	return pred{lis: func(l map[uint8]bool) bool { return !l[oldID] && l[newID] }}
 }
 
 // quantile is the q-quantile of the times (0: the first, 1: the last).
