@@ -128,6 +128,16 @@ func TestWithSocketStale(t *testing.T) {
 	wrongCookie.Cookie++
 	wrongFD := ls[0]
 	wrongFD.FD = est.FD // names another socket: re-resolved by inode
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	pipeFD := est
+	pipeFD.FD = int(pr.Fd()) // names no socket (ENOTSOCK for its cookie): re-resolved by inode
+	otherEst := est
+	otherEst.FD = ls[0].FD // names the listener, whose cookie is not est's: re-resolved by inode
 	tests := []struct {
 		name    string
 		ref     Ref
@@ -136,6 +146,8 @@ func TestWithSocketStale(t *testing.T) {
 	}{
 		{name: "cookie changed", ref: wrongCookie, wantErr: ErrStale},
 		{name: "fd number moved is re-resolved", ref: wrongFD},
+		{name: "established fd now a pipe is re-resolved", ref: pipeFD},
+		{name: "established fd now another socket is re-resolved", ref: otherEst},
 		{name: "no such process", ref: Ref{PID: 1 << 30, Inode: 1, FD: 3}, wantErr: ErrStale},
 		{name: "socket closed", ref: est, prep: func() { s.Close() }, wantErr: ErrStale},
 	}

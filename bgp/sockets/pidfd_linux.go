@@ -61,6 +61,23 @@ func getfd(pidfd int, ref Ref) (int, error) {
 }
 
 func verify(fd int, ref Ref) error {
+	if ref.Cookie != 0 && !ref.Listening {
+		// An established socket: its SO_COOKIE names it (a socket's
+		// cookie is unique for the kernel's life), so the inode check
+		// below adds nothing and costs a syscall per borrow, eight of
+		// which a session's roll makes. Not a socket at all: ENOTSOCK.
+		c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+		if errors.Is(err, unix.ENOTSOCK) {
+			return fmt.Errorf("pid %d fd %d is not a socket, want socket inode %d: %w", ref.PID, ref.FD, ref.Inode, ErrStale)
+		}
+		if err != nil {
+			return fmt.Errorf("SO_COOKIE of pid %d fd %d: %w", ref.PID, ref.FD, err)
+		}
+		if c != ref.Cookie {
+			return fmt.Errorf("pid %d fd %d has cookie %d, want %d: %w", ref.PID, ref.FD, c, ref.Cookie, ErrStale)
+		}
+		return nil
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("fstat duplicate of pid %d fd %d: %w", ref.PID, ref.FD, err)
@@ -70,15 +87,5 @@ func verify(fd int, ref Ref) error {
 	}
 	// A listener's cookie in a sock_diag dump does not always equal its
 	// SO_COOKIE (seen on Linux 6.18); the inode alone names a live socket.
-	if ref.Cookie == 0 || ref.Listening {
-		return nil
-	}
-	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		return fmt.Errorf("SO_COOKIE of pid %d fd %d: %w", ref.PID, ref.FD, err)
-	}
-	if c != ref.Cookie {
-		return fmt.Errorf("pid %d fd %d has cookie %d, want %d: %w", ref.PID, ref.FD, c, ref.Cookie, ErrStale)
-	}
 	return nil
 }
