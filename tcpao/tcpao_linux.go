@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -334,26 +335,54 @@ func (s *sock) keysFD(fd int, f KeyFilter) ([]KeyInfo, error) {
 	return out, err
 }
 
+// keyBufs recycles the GET_KEYS buffers of sessions (up to pooledKeys
+// entries): a fleet-wide roll reads each session a dozen times, and each
+// read allocated one. A buffer goes back with its key bytes zeroed, and
+// only the entries the kernel reports in a read are decoded.
+var keyBufs = sync.Pool{New: func() any { b := make([]aoGetsockopt, pooledKeys); return &b }}
+
+const pooledKeys = 16
+
 func keys(fd int, f KeyFilter, n int) ([]KeyInfo, error) {
 	for attempt := 0; ; attempt++ {
-		buf := make([]aoGetsockopt, n)
-		if err := encodeFilter(&buf[0], f, n); err != nil {
-			return nil, err
+		var bp *[]aoGetsockopt
+		var buf []aoGetsockopt
+		if n <= pooledKeys {
+			bp = keyBufs.Get().(*[]aoGetsockopt)
+			buf = (*bp)[:n]
+		} else {
+			buf = make([]aoGetsockopt, n)
 		}
-		size := uint32(unsafe.Sizeof(buf[0]))
-		err := getsockopt(fd, optGetKeys, unsafe.Pointer(&buf[0]), &size)
-		if err != nil {
-			return nil, os.NewSyscallError("getsockopt(TCP_AO_GET_KEYS)", err)
+		out, matched, err := keysInto(fd, f, buf, attempt >= 8)
+		zeroKeys(buf)
+		runtime.KeepAlive(buf)
+		if bp != nil {
+			keyBufs.Put(bp)
 		}
-		matched := int(buf[0].NKeys)
-		if matched > n && attempt < 8 {
-			zeroKeys(buf)
+		if err == nil && matched > n && attempt < 8 {
 			n = matched + matched/4 + 1
 			continue
 		}
-		out, err := decodeKeys(buf[:min(matched, n)], !f.SkipFingerprint)
-		zeroKeys(buf)
-		runtime.KeepAlive(buf)
 		return out, err
 	}
+}
+
+// keysInto is one GET_KEYS into buf (len(buf) entries): how many keys
+// matched, and the keys decoded when they all fit (or, last, those that
+// did).
+func keysInto(fd int, f KeyFilter, buf []aoGetsockopt, last bool) ([]KeyInfo, int, error) {
+	n := len(buf)
+	if err := encodeFilter(&buf[0], f, n); err != nil {
+		return nil, 0, err
+	}
+	size := uint32(unsafe.Sizeof(buf[0]))
+	if err := getsockopt(fd, optGetKeys, unsafe.Pointer(&buf[0]), &size); err != nil {
+		return nil, 0, os.NewSyscallError("getsockopt(TCP_AO_GET_KEYS)", err)
+	}
+	matched := int(buf[0].NKeys)
+	if matched > n && !last {
+		return nil, matched, nil
+	}
+	out, err := decodeKeys(buf[:min(matched, n)], !f.SkipFingerprint)
+	return out, matched, err
 }
