@@ -428,10 +428,7 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 		x.fn(r.m.sock)
 	}
 	close(x.ran)
-	if !ran {
-		return nil
-	}
-	if err != nil || oerr != nil {
+	if !ran || err != nil || oerr != nil {
 		return nil
 	}
 	return &obs

@@ -1,0 +1,127 @@
+package rotator
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// sawNewKey reads the new key's pkt_good for the retire step's proof that
+// the peer sends with it after the grace period: the first read sets the
+// base (graceBase), a later one above it sets graceSent.
+func (m *machine) sawNewKey(obs *Observed) bool {
+	k := findRecv(obs, m.desired.WantRNext.ID)
+	switch {
+	case k != nil && m.graceBase && k.PktGood > m.graceGood:
+		m.graceSent = true
+	case k != nil && !m.graceBase:
+		m.graceGood, m.graceBase = k.PktGood, true
+	}
+	return m.graceSent
+}
+
+// awaitingNewKey: a retire step read the new key's base count and waits
+// for the peer's segment with it (sawNewKey); its polls read without
+// fingerprints (see retire).
+func (m *machine) awaitingNewKey() bool { return m.graceBase && !m.graceSent }
+
+// awaitNewKey polls again for sawNewKey.
+func (m *machine) awaitNewKey(now time.Time) time.Time {
+	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
+	return m.st.NextAt
+}
+
+func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
+	m.oldGood = make(map[tcpao.KeyRef]uint64, len(obs.Keys))
+	for _, k := range obs.Keys {
+		m.oldGood[k.KeyRef] = k.PktGood
+	}
+	m.graceGood, m.graceBase, m.graceSent = 0, false, !m.desired.WantRNext.Valid
+	at := now.Add(m.cfg.Grace)
+	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
+	return at
+}
+
+func (m *machine) retire(now time.Time, obs *Observed) time.Time {
+	if now.Before(m.st.Since.Add(m.cfg.Grace)) {
+		return m.st.Since.Add(m.cfg.Grace)
+	}
+	if obs.Bare {
+		// A poll of the wait below (awaitingNewKey). Once the peer sent with
+		// the new key, the socket is read again in full and the step
+		// goes on from that read, as one step (the model's retire).
+		if !m.sawNewKey(obs) {
+			return m.awaitNewKey(now)
+		}
+		full, err := m.observe(now)
+		if err != nil {
+			m.st.LastError = err.Error()
+			return now.Add(m.cfg.Poll)
+		}
+		*obs = full
+	}
+	sp := PlanSocket(m.desired, *obs)
+	rising, used := false, false
+	for _, op := range sp.Ops {
+		if op.Kind != OpDel {
+			continue
+		}
+		for _, k := range obs.Keys {
+			if k.KeyRef == normRef(op.Del.KeyRef) {
+				rising = rising || k.PktGood > m.oldGood[k.KeyRef]
+				used = used || k.PktGood > 0
+			}
+		}
+	}
+	// The peer's Current_key follows our RNext only once a segment of
+	// ours reaches it; a segment of ours from before the announce may
+	// even move it back. Before an old key the peer sent with goes, the
+	// peer must be seen sending with the new key after the grace period
+	// (its pkt_good read at the first retire step, then rising), however
+	// long the grace period was: the peer's BGP keepalives may come
+	// further apart. A Current_key switched by the peer's RNext, or a
+	// segment with the new key during the switch, proves only that the
+	// peer holds the new key.
+	if used && !m.graceSent && !m.sawNewKey(obs) {
+		return m.awaitNewKey(now)
+	}
+	for _, k := range obs.Keys {
+		m.oldGood[k.KeyRef] = k.PktGood
+	}
+	if rising {
+		m.st.NextAction, m.st.NextAt = "old key's pkt_good still rising: wait", now.Add(m.cfg.Poll)
+		return m.st.NextAt
+	}
+	if !sp.Empty() {
+		o2 := Observed{}
+		read := false
+		ae := m.guarded(StepRetire, func() error {
+			var rerr, err error
+			o2, rerr, err = writeRead(m.sock, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops); return err })
+			read = err == nil && rerr == nil
+			return err
+		})
+		if ae != nil {
+			ae.Detail = "retire failed"
+			return m.abort(now, ae)
+		}
+		if read {
+			m.st.Counters = CountersOf(o2, now)
+			sp = PlanSocket(m.desired, o2)
+			m.st.Current, m.st.RNext = curOf(&o2)
+		}
+	}
+	m.st.Deferred = len(sp.Deferred)
+	if len(sp.Deferred) > 0 {
+		m.st.NextAction, m.st.NextAt = "peer still uses an old key (its RNext keeps it current): wait", now.Add(m.cfg.Poll)
+		return m.st.NextAt
+	}
+	m.st.Rolls++
+	m.st.Attempts = 0
+	m.st.HavePending = false
+	m.st.LastError = ""
+	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
+	m.enter(StateSteady, now, "watch", m.steadyAt(now))
+	return m.st.NextAt
+}
