@@ -141,7 +141,6 @@ func (f *bench) readKernel(want map[netip.Addr]bool, counters, listener bool) (k
 		}
 	}
 	f.listenerTime += time.Since(lst)
-	lst = time.Now() // the sessions' reads are not the listener's
 	for _, s := range est {
 		peer := s.Remote.Addr().Unmap()
 		if !want[peer] {

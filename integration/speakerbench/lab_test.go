@@ -117,6 +117,11 @@ func newBench(t *testing.T, n int) *bench {
 		f.peers = append(f.peers, fleetAddr(i))
 	}
 	f.a, f.b = lab.Pair(t, netip.PrefixFrom(addrA, 8), netip.PrefixFrom(addrSolo, 8))
+	for _, ns := range []*netns.NS{f.a, f.b} {
+		// Sockets the routers closed in the set-up give up after one
+		// retransmission (see settle).
+		ns.MustRun(t, "sysctl", "-qw", "net.ipv4.tcp_orphan_retries=1")
+	}
 	// B's other source addresses in one `ip -batch` (nodad: no DAD wait).
 	var batch strings.Builder
 	for _, p := range append(append([]netip.Addr(nil), f.peers...), solos[1:]...) {
