@@ -603,13 +603,11 @@ func (f *bench) settle() {
 	lab.Eventually(t, time.Minute, "no closing socket on port 179", func() (bool, string) {
 		n := 0
 		for _, ns := range []*netns.NS{f.a, f.b} {
-			out, err := ns.Run("ss", "-tanH", "exclude", "established", "exclude", "listening", "exclude", "time-wait", "( sport = :179 or dport = :179 )")
+			lines, err := port179(ns, true)
 			if err != nil {
 				return false, err.Error()
 			}
-			if out = strings.TrimSpace(out); out != "" {
-				n += strings.Count(out, "\n") + 1
-			}
+			n += len(lines)
 		}
 		return n == 0, fmt.Sprintf("%d closing sockets", n)
 	})

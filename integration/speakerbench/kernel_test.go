@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 	"golang.org/x/sys/unix"
 )
@@ -230,21 +231,35 @@ func (f *bench) strayConnections(limit int) string {
 	var out []string
 	for _, side := range []struct {
 		name string
-		run  func(...string) (string, error)
-	}{{"A", f.a.Run}, {"B", f.b.Run}} {
-		text, err := side.run("ss", "-tanoH", "exclude", "established", "exclude", "listening", "( sport = :179 or dport = :179 )")
+		ns   *netns.NS
+	}{{"A", f.a}, {"B", f.b}} {
+		lines, err := port179(side.ns, false)
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s: ss: %v", side.name, err))
 			continue
-		}
-		lines := strings.Split(strings.TrimSpace(text), "\n")
-		if len(lines) == 1 && lines[0] == "" {
-			lines = nil
 		}
 		shown := lines[:min(len(lines), limit)]
 		out = append(out, fmt.Sprintf("%s: %d sockets on port 179 neither established nor listening:\n\t%s", side.name, len(lines), strings.Join(shown, "\n\t")))
 	}
 	return strings.Join(out, "\n")
+}
+
+// port179 lists, from ss in ns, the TCP sockets to or from port 179 that
+// are neither established nor listening; closing leaves out TIME-WAIT
+// ones too (they send nothing of their own).
+func port179(ns *netns.NS, closing bool) ([]string, error) {
+	args := []string{"ss", "-tanoH", "exclude", "established", "exclude", "listening"}
+	if closing {
+		args = append(args, "exclude", "time-wait")
+	}
+	text, err := ns.Run(append(args, "( sport = :179 or dport = :179 )")...)
+	if err != nil {
+		return nil, err
+	}
+	if text = strings.TrimSpace(text); text == "" {
+		return nil, nil
+	}
+	return strings.Split(text, "\n"), nil
 }
 
 // pred is a state of one peer's sockets: of each of its established
