@@ -59,15 +59,22 @@ func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool
 	if err != nil {
 		return nil, err
 	}
-	fds, err := FDTable(f.PID)
+	var kept []Socket
+	var inodes []uint64
+	for _, s := range socks {
+		if keep(s) {
+			kept = append(kept, s)
+			inodes = append(inodes, s.Inode)
+		}
+	}
+	// A speaker opens its listeners first (low descriptor numbers) and
+	// its sessions after them.
+	fds, _, err := findFDs(f.PID, inodes, !listening)
 	if err != nil {
 		return nil, err
 	}
 	var out []Ref
-	for _, s := range socks {
-		if !keep(s) {
-			continue
-		}
+	for _, s := range kept {
 		if fd, ok := fds[s.Inode]; ok {
 			out = append(out, Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: listening})
 		}

@@ -250,3 +250,62 @@ func TestConnectionsAndListenerOwner(t *testing.T) {
 		t.Fatalf("ListenerOwner(%d) = %d, %v; want %d", port, pid, err, os.Getpid())
 	}
 }
+
+// TestFindFDsStopsAtTheMatch: a speaker with hundreds of sessions holds as
+// many descriptors, and a lookup read every one's link (taking N sessions
+// over cost N² readlinks). The listener is found among the lowest numbers,
+// a session just accepted among the highest, and both lookups stop there.
+func TestFindFDsStopsAtTheMatch(t *testing.T) {
+	l, _, _ := pair(t, "tcp4", "127.0.0.1:0")
+	// Descriptors opened between the listener and the newest session.
+	for range 200 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close(); w.Close() })
+	}
+	_, _, s := pair(t, "tcp4", "127.0.0.1:0")
+	f := Finder{PID: os.Getpid()}
+	lport := netip.MustParseAddrPort(l.Addr().String()).Port()
+	ls, err := f.Listeners(lport)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("listeners on %d: %v, %v", lport, ls, err)
+	}
+	local := netip.MustParseAddrPort(s.LocalAddr().String())
+	remote := netip.MustParseAddrPort(s.RemoteAddr().String())
+	est, err := f.Established(local, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := FDTable(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		inode       uint64
+		newestFirst bool
+	}{{"listener, lowest first", ls[0].Inode, false}, {"newest session, highest first", est.Inode, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, read, err := findFDs(os.Getpid(), []uint64{tc.inode}, tc.newestFirst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[tc.inode] != all[tc.inode] || len(got) != 1 {
+				t.Fatalf("found %v, want fd %d (the full table's)", got, all[tc.inode])
+			}
+			if read > 30 {
+				t.Errorf("read %d links of %d descriptors to find one socket", read, len(all))
+			}
+		})
+	}
+	// An inode the process does not hold: every link is read, none found.
+	got, read, err := findFDs(os.Getpid(), []uint64{1}, true)
+	if err != nil || len(got) != 0 || read < 200 {
+		t.Fatalf("absent inode: found %v after %d links, err %v", got, read, err)
+	}
+	if _, err := FindFD(os.Getpid(), 1); !errors.Is(err, ErrStale) {
+		t.Fatalf("FindFD of an absent inode: %v, want ErrStale", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,9 +39,11 @@ func FDTable(pid int) (map[uint64]int, error) {
 }
 
 // FindFD returns the descriptor number of the socket with this inode in
-// process pid, or ErrStale if the process has no such descriptor.
+// process pid, or ErrStale if the process has no such descriptor. The
+// newest descriptors are looked at first (a socket looked up by inode is
+// most often a session just accepted), and the search stops at the match.
 func FindFD(pid int, inode uint64) (int, error) {
-	t, err := FDTable(pid)
+	t, _, err := findFDs(pid, []uint64{inode}, true)
 	if err != nil {
 		return -1, err
 	}
@@ -49,6 +52,62 @@ func FindFD(pid int, inode uint64) (int, error) {
 		return -1, fmt.Errorf("pid %d has no descriptor for socket inode %d: %w", pid, inode, ErrStale)
 	}
 	return fd, nil
+}
+
+// findFDs is FDTable for the sockets in want alone: it reads the links of
+// pid's descriptors in number order (from the highest with newestFirst)
+// and stops once every inode in want was found. A speaker with hundreds of
+// sessions holds as many descriptors: reading every link for each lookup
+// made taking over N sessions N² readlinks, and each pass's listener lookup
+// N (its listeners are among the lowest numbers, its newest sessions the
+// highest). read is how many links were read, for the tests.
+func findFDs(pid int, want []uint64, newestFirst bool) (found map[uint64]int, read int, err error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	names, err := readDirNames(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("read %s: %w (%w)", dir, ErrStale, err)
+		}
+		return nil, 0, fmt.Errorf("read %s (same uid or CAP_SYS_PTRACE needed): %w", dir, err)
+	}
+	fds := make([]int, 0, len(names))
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	slices.Sort(fds)
+	if newestFirst {
+		slices.Reverse(fds)
+	}
+	left := make(map[uint64]bool, len(want))
+	for _, ino := range want {
+		left[ino] = true
+	}
+	found = make(map[uint64]int, len(want))
+	for _, fd := range fds {
+		if len(left) == 0 {
+			break
+		}
+		read++
+		ino, ok := socketInode(dir + "/" + strconv.Itoa(fd))
+		if ok && left[ino] {
+			found[ino] = fd
+			delete(left, ino)
+		}
+	}
+	return found, read, nil
+}
+
+// readDirNames lists a directory's names without stat-ing them (os.ReadDir
+// sorts them as strings; findFDs sorts by number).
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // FindOwner scans /proc for the process holding the socket with this inode
