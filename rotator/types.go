@@ -2,7 +2,9 @@ package rotator
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strconv"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -47,7 +49,18 @@ func (o OptID) String() string {
 	if !o.Valid {
 		return "-"
 	}
-	return fmt.Sprintf("%d", o.ID)
+	return strconv.Itoa(int(o.ID))
+}
+
+// LogValue logs an OptID as its key ID ("-" when not set), as String
+// shows it. Without it slog's JSON handler marshalled the struct through
+// encoding/json (`{"ID":2,"Valid":true}`) for every "roll complete" line,
+// a sixth of the retire step's CPU in the 512-peer bench's roll.
+func (o OptID) LogValue() slog.Value {
+	if !o.Valid {
+		return slog.StringValue("-")
+	}
+	return slog.IntValue(int(o.ID))
 }
 
 // DesiredKey is one MKT a socket should carry.
