@@ -89,7 +89,10 @@ func (s *stepSock) DelKey(d tcpao.DelKey) error {
 }
 
 func (s *stepSock) SetInfo(c tcpao.InfoChange) error {
-	if s.failing() {
+	// The announce made in the install's borrow runs between the
+	// install's Before and After.
+	inInstall := s.g.cur == StepInstall && c.RNext != nil && c.Current == nil && s.g.fail[StepAnnounce] == failKernel
+	if s.failing() || inInstall {
 		return syscall.ENOMEM
 	}
 	return s.fakeSock.SetInfo(c)
@@ -104,19 +107,26 @@ func TestAbortReasons(t *testing.T) {
 		fail      map[Step]hook
 		moveCur   bool
 		peerSends bool // the peer sends with the new key once it is announced
-		reason    AbortReason
-		step      Step
-		is        error // errors.Is(LastAbortErr, is)
-		asDrop    bool  // errors.As(LastAbortErr, **dropErr)
-		text      string
+		// pre: the new key is on the socket before the roll (its announce
+		// is a step of its own); noRNext: the roll installs the new key
+		// without announcing it (desired names no RNext_key). Otherwise
+		// the install announces in its own borrow and guard calls.
+		pre, noRNext bool
+		reason       AbortReason
+		step         Step
+		is           error // errors.Is(LastAbortErr, is)
+		asDrop       bool  // errors.As(LastAbortErr, **dropErr)
+		text         string
 	}{
 		{name: "switch timeout", reason: AbortSwitchTimeout, text: "did not send with key recv=2"},
 		{name: "install refused", fail: map[Step]hook{StepInstall: failBefore}, reason: AbortGuardRefused, step: StepInstall, is: errNotUp},
 		{name: "install kernel error", fail: map[Step]hook{StepInstall: failKernel}, reason: AbortKernelError, step: StepInstall, is: syscall.ENOMEM},
-		{name: "install dropped", fail: map[Step]hook{StepInstall: failAfter}, reason: AbortSessionDropped, step: StepInstall, asDrop: true},
-		{name: "announce refused", fail: map[Step]hook{StepAnnounce: failBefore}, reason: AbortGuardRefused, step: StepAnnounce, is: errNotUp},
-		{name: "announce kernel error", fail: map[Step]hook{StepAnnounce: failKernel}, reason: AbortKernelError, step: StepAnnounce, is: syscall.ENOMEM},
-		{name: "announce dropped", fail: map[Step]hook{StepAnnounce: failAfter}, reason: AbortSessionDropped, step: StepAnnounce, asDrop: true},
+		{name: "install dropped", noRNext: true, fail: map[Step]hook{StepInstall: failAfter}, reason: AbortSessionDropped, step: StepInstall, asDrop: true},
+		{name: "announce refused", pre: true, fail: map[Step]hook{StepAnnounce: failBefore}, reason: AbortGuardRefused, step: StepAnnounce, is: errNotUp},
+		{name: "announce kernel error", pre: true, fail: map[Step]hook{StepAnnounce: failKernel}, reason: AbortKernelError, step: StepAnnounce, is: syscall.ENOMEM},
+		{name: "announce dropped", pre: true, fail: map[Step]hook{StepAnnounce: failAfter}, reason: AbortSessionDropped, step: StepAnnounce, asDrop: true},
+		{name: "install's announce kernel error", fail: map[Step]hook{StepAnnounce: failKernel}, reason: AbortKernelError, step: StepAnnounce, is: syscall.ENOMEM},
+		{name: "install's announce dropped", fail: map[Step]hook{StepAnnounce: failAfter}, reason: AbortSessionDropped, step: StepAnnounce, asDrop: true},
 		{name: "switch refused", peerSends: true, fail: map[Step]hook{StepSwitch: failBefore}, reason: AbortGuardRefused, step: StepSwitch, is: errNotUp},
 		{name: "switch kernel error", peerSends: true, fail: map[Step]hook{StepSwitch: failKernel}, reason: AbortKernelError, step: StepSwitch, is: syscall.ENOMEM},
 		{name: "switch dropped", peerSends: true, fail: map[Step]hook{StepSwitch: failAfter}, reason: AbortSessionDropped, step: StepSwitch, asDrop: true},
@@ -132,9 +142,17 @@ func TestAbortReasons(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 			g := &stepGuard{fail: c.fail}
-			s := &stepSock{fakeSock: newFakeEstablished(a), g: g, moveCur: c.moveCur}
+			fs := newFakeEstablished(a)
+			if c.pre {
+				fs = newFakeEstablished(a, b)
+			}
+			s := &stepSock{fakeSock: fs, g: g, moveCur: c.moveCur}
 			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
-			m.setDesired(want(b), t0)
+			d := want(b)
+			if c.noRNext {
+				d = Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1)}
+			}
+			m.setDesired(d, t0)
 			now := t0
 			for range 120 {
 				if m.st.Attempts > 0 || m.st.Rolls > 0 {

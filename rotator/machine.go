@@ -409,10 +409,11 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	}
 	m.ownCur = OptID{}
 	_, m.oldRNext = curOf(obs) // what an abort puts back
+	announced := false
 	if n > 0 {
 		good := obs.Info.PktGood
-		if ae := m.guardedRead(StepInstall, now, obs, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops[:n]); return err }); ae != nil {
-			ae.Detail = "install failed"
+		var ae *AbortError
+		if announced, ae = m.install(now, obs, sp.Ops[:n], cur); ae != nil {
 			return m.abort(now, ae)
 		}
 		peerMoved := !opsMoveCurrent(sp.Ops[:n]) && obs.Info.PktGood > good
@@ -435,7 +436,9 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	m.st.Pending, m.st.HavePending = nk.KeyRef, true
 	m.baseGood = nk.PktGood
 	_, m.oldRNext = curOf(obs)
-	if m.oldRNext != d.WantRNext {
+	if announced {
+		m.log.Debug("rotator: announced new key with its install", "peer", m.peer, "rnext", d.WantRNext.ID)
+	} else if m.oldRNext != d.WantRNext {
 		want := d.WantRNext.ID
 		if ae := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) }); ae != nil {
 			ae.Detail = "announce failed"
@@ -479,61 +482,6 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur)})
 	}
 	return now.Add(m.cfg.Poll)
-}
-
-// checkOwnSwitch runs after the install step, which found Current_key at
-// before. Installing a key must not move Current_key (the planner makes a
-// forced delete name only a key the peer was seen to use): if the install
-// moved it to a key the peer was never seen sending with, Current_key goes
-// back to before at once; a move to a key the peer uses is kept but marked
-// as this roll's own (ownCur). It returns why to abort, or nil.
-//
-// peerMoved says that the peer moved it: no write of the install named a
-// Current_key (opsMoveCurrent) and a segment of the peer's was verified
-// between the step's read and the install's read-back. The kernel moves
-// Current_key by itself to the key a peer's segment names as its RNext
-// when it holds that key (RFC 5925 7.5.2; tcp_inbound_ao_hash): a far end
-// that asks for the new key ahead of the roll does so with its first
-// segment after the add. That switch proves the peer holds the key (await)
-// and stays; put back, it cost the peer's next segment and a write, and
-// was logged as aokeyd's own (ten peers of the 512-peer bench's roll).
-func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, peerMoved bool) *AbortError {
-	after, _ := curOf(obs)
-	if after == before || !after.Valid {
-		return nil
-	}
-	if peerMoved {
-		m.log.Debug("rotator: the peer's RNext moved Current_key during the install", "peer", m.peer, "from", before, "to", after)
-		return nil
-	}
-	m.ownCur = after
-	if k := findSend(obs, after.ID); k == nil || k.PktGood > 0 || !before.Valid || findSend(obs, before.ID) == nil {
-		return nil
-	}
-	back := before.ID
-	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
-		"peer", m.peer, "moved_to", after.ID, "back_to", back)
-	if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); ae != nil {
-		ae.Detail = fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed", after.ID, back)
-		return ae
-	}
-	if o2, err := m.observe(now); err == nil {
-		*obs = o2
-	}
-	m.ownCur = OptID{}
-	return nil
-}
-
-// opsMoveCurrent reports whether any of ops names a Current_key: the only
-// writes of aokeyd's that move it.
-func opsMoveCurrent(ops []Op) bool {
-	for i := range ops {
-		if ops[i].Kind == OpAdd && ops[i].Add.SetCurrent || ops[i].Kind == OpDel && ops[i].Del.SetCurrent ||
-			ops[i].Kind == OpSetInfo && ops[i].Current.Valid {
-			return true
-		}
-	}
-	return false
 }
 
 func findSend(o *Observed, id uint8) *tcpao.KeyInfo {

@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -146,11 +147,50 @@ func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
 			continue
 		}
 		keyWrites++
-		if !strings.HasSuffix(w, "rr") {
+		// The install's read-back may be followed by its announce ("s").
+		if after := w[strings.LastIndexAny(w, "ad")+1:]; after != "rr" && after != "rrs" {
 			t.Errorf("borrow %d did %q: a key write not read back in its borrow", i, w)
 		}
 	}
 	if keyWrites < 2 {
 		t.Errorf("borrows %v: want the install's and the retire's key writes among them", lx.borrows)
+	}
+}
+
+func (b *batchCounter) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	b.borrow()
+	return b.fakeSock.AddKey(k, o)
+}
+
+func (b *batchCounter) DelKey(d tcpao.DelKey) error { b.borrow(); return b.fakeSock.DelKey(d) }
+
+func (b *batchCounter) SetInfo(c tcpao.InfoChange) error {
+	b.borrow()
+	return b.fakeSock.SetInfo(c)
+}
+
+// TestInstallAnnouncesInItsBorrow: the step that starts a roll reads the
+// socket, installs the new key, reads it back and announces it in two
+// borrows of the descriptor, not three: at a fleet-wide key change every
+// peer makes this step at once. It failed before the announce rode in the
+// install's borrow (3).
+func TestInstallAnnouncesInItsBorrow(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	s := &batchCounter{fakeSock: newFakeEstablished(a)}
+	g := &stepGuard{}
+	m := newMachine("p", s, want(a), testCfg(), g, nil, slog.New(slog.DiscardHandler), t0)
+	m.setDesired(want(b), t0)
+	m.step(t0)
+	if m.st.State != StateAnnounced {
+		t.Fatalf("state %s (%s), want announced", m.st.State, m.st.LastAbort)
+	}
+	if rn, _ := s.fakeSock.Keys(tcpao.KeyFilter{RNext: true}); len(rn) != 1 || rn[0].RecvID != 2 {
+		t.Fatalf("rnext after the step: %v, want key 2", rn)
+	}
+	if s.borrows != 2 {
+		t.Errorf("the install step borrowed the socket %d times, want 2 (its read; install, read-back and announce)", s.borrows)
+	}
+	if m.writes != 2 {
+		t.Errorf("%d writes counted, want 2 (the add and the announce)", m.writes)
 	}
 }

@@ -1,0 +1,149 @@
+package rotator
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// install runs the steady step's install, the plan's leading adds (ops),
+// between the SessionGuard's Before and After, and reads the socket back
+// (bare) into obs in the same borrow of its descriptor. When the step
+// announces the new key next and nothing has to be written between the two
+// (see announceWithInstall), the announce is made in that borrow too, and
+// announced is true: one borrow (on bgp's sockets a pidfd_getfd, SO_COOKIE
+// and close) and one pair of guard calls fewer per peer, at the moment a
+// fleet-wide key change makes every peer's install at once. The guard's
+// After then names the announce, the step's last write; the model makes
+// the install and the announce in one step (roll.pml steady_). before is
+// Current_key as the step's read found it.
+func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) (announced bool, _ *AbortError) {
+	defer m.waiting("")
+	want := m.desired.WantRNext
+	maybe := want.Valid && m.oldRNext != want // the step announces after the install
+	good := obs.Info.PktGood
+	if m.guard != nil {
+		m.waiting(m.guardWait(StepInstall))
+		if err := m.guard.Before(m.ctx, m.peer, StepInstall); err != nil {
+			return false, &AbortError{Reason: AbortGuardRefused, Step: StepInstall, Detail: "install failed",
+				Err: fmt.Errorf("session guard before %s: %w", StepInstall, err)}
+		}
+	}
+	m.waiting(fmt.Sprintf("kernel: %s on the socket", StepInstall))
+	m.writes++
+	step := StepInstall
+	var announceErr error
+	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+		if _, err := applyOps(bs, ops); err != nil {
+			return err
+		}
+		o2, rerr := observeWith(bs, true)
+		if rerr != nil {
+			return nil // obs stays as it was: the step sees no new key and polls
+		}
+		m.st.Counters = CountersOf(o2, now)
+		*obs = o2
+		if !maybe || !announceWithInstall(obs, ops, before, good, want) {
+			return nil
+		}
+		step = StepAnnounce
+		m.writes++
+		id := want.ID
+		if announceErr = bs.SetInfo(tcpao.InfoChange{RNext: &id}); announceErr == nil {
+			announced = true
+		}
+		return nil
+	})
+	if err != nil {
+		return false, &AbortError{Reason: AbortKernelError, Step: StepInstall, Detail: "install failed", Err: fmt.Errorf("%s: %w", StepInstall, err)}
+	}
+	if announceErr != nil {
+		return false, &AbortError{Reason: AbortKernelError, Step: StepAnnounce, Detail: "announce failed", Err: fmt.Errorf("%s: %w", StepAnnounce, announceErr)}
+	}
+	if m.guard != nil {
+		m.waiting(m.guardWait(step))
+		if err := m.guard.After(m.ctx, m.peer, step); err != nil {
+			return announced, &AbortError{Reason: AbortSessionDropped, Step: step, Detail: string(step) + " failed",
+				Err: fmt.Errorf("session guard after %s: %w", step, err)}
+		}
+	}
+	return announced, nil
+}
+
+// announceWithInstall reports whether the steady step, from the install's
+// read-back obs, goes on to announce want with no other write first: the
+// new key is there, RNext_key is not it yet, and checkOwnSwitch will not
+// put Current_key back (ownMoveToUnused). good is the socket's pkt_good
+// before the install, before its Current_key.
+func announceWithInstall(obs *Observed, ops []Op, before OptID, good uint64, want OptID) bool {
+	after, rnext := curOf(obs)
+	peerMoved := !opsMoveCurrent(ops) && obs.Info.PktGood > good
+	if after != before && after.Valid && !peerMoved && ownMoveToUnused(obs, before, after) {
+		return false
+	}
+	return findRecv(obs, want.ID) != nil && rnext != want
+}
+
+// ownMoveToUnused: the install moved Current_key from before to after, a
+// key the peer was never seen sending with, while before is still there:
+// checkOwnSwitch puts before back.
+func ownMoveToUnused(obs *Observed, before, after OptID) bool {
+	k := findSend(obs, after.ID)
+	return k != nil && k.PktGood == 0 && before.Valid && findSend(obs, before.ID) != nil
+}
+
+// checkOwnSwitch runs after the install step, which found Current_key at
+// before. Installing a key must not move Current_key (the planner makes a
+// forced delete name only a key the peer was seen to use): if the install
+// moved it to a key the peer was never seen sending with, Current_key goes
+// back to before at once; a move to a key the peer uses is kept but marked
+// as this roll's own (ownCur). It returns why to abort, or nil.
+//
+// peerMoved says that the peer moved it: no write of the install named a
+// Current_key (opsMoveCurrent) and a segment of the peer's was verified
+// between the step's read and the install's read-back. The kernel moves
+// Current_key by itself to the key a peer's segment names as its RNext
+// when it holds that key (RFC 5925 7.5.2; tcp_inbound_ao_hash): a far end
+// that asks for the new key ahead of the roll does so with its first
+// segment after the add. That switch proves the peer holds the key (await)
+// and stays; put back, it cost the peer's next segment and a write, and
+// was logged as aokeyd's own (ten peers of the 512-peer bench's roll).
+func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, peerMoved bool) *AbortError {
+	after, _ := curOf(obs)
+	if after == before || !after.Valid {
+		return nil
+	}
+	if peerMoved {
+		m.log.Debug("rotator: the peer's RNext moved Current_key during the install", "peer", m.peer, "from", before, "to", after)
+		return nil
+	}
+	m.ownCur = after
+	if !ownMoveToUnused(obs, before, after) {
+		return nil
+	}
+	back := before.ID
+	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
+		"peer", m.peer, "moved_to", after.ID, "back_to", back)
+	if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); ae != nil {
+		ae.Detail = fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed", after.ID, back)
+		return ae
+	}
+	if o2, err := m.observe(now); err == nil {
+		*obs = o2
+	}
+	m.ownCur = OptID{}
+	return nil
+}
+
+// opsMoveCurrent reports whether any of ops names a Current_key: the only
+// writes of aokeyd's that move it.
+func opsMoveCurrent(ops []Op) bool {
+	for i := range ops {
+		if ops[i].Kind == OpAdd && ops[i].Add.SetCurrent || ops[i].Kind == OpDel && ops[i].Del.SetCurrent ||
+			ops[i].Kind == OpSetInfo && ops[i].Current.Valid {
+			return true
+		}
+	}
+	return false
+}
