@@ -24,6 +24,10 @@ type sockView struct {
 	// SendID) that have one.
 	pktBad uint64
 	keyBad map[uint8]uint64
+	// at is when this socket's read returned: a peer is seen in a state at
+	// the read of its own sockets, not at the end of a read of every
+	// pending peer's (a second at N=512, where the guest is busy).
+	at time.Time
 }
 
 // kernelView is gobgpd's sockets read straight from the kernel (pidfd_getfd
@@ -188,6 +192,7 @@ func (f *bench) readKernel(want map[netip.Addr]bool, counters, listener bool) (k
 		if err != nil {
 			return kv, fmt.Errorf("socket %s: %w", ref, err)
 		}
+		v.at = time.Now()
 		kv.est[peer] = append(kv.est[peer], v)
 	}
 	return kv, nil
@@ -287,6 +292,24 @@ func (kv kernelView) holds(peer netip.Addr, p pred) bool {
 	return kv.listenerHolds(peer, p)
 }
 
+// seenAt is when peer's state in kv was read: the latest read of its
+// sockets, which follows the read of the listener in the same kernel read
+// (when the listener was not read again, its last reading stands: the
+// rolls and the revoke change its keys for a peer once, for good); end
+// when kv holds no socket of peer's (the read's end).
+func (kv kernelView) seenAt(peer netip.Addr, end time.Time) time.Time {
+	var at time.Time
+	for _, v := range kv.est[peer] {
+		if v.at.After(at) {
+			at = v.at
+		}
+	}
+	if at.IsZero() {
+		return end
+	}
+	return at
+}
+
 // listenerHolds reports whether the listener's keys for peer satisfy p.
 func (kv kernelView) listenerHolds(peer netip.Addr, p pred) bool {
 	return p.lis == nil || p.lis(kv.listenerIDs(peer))
@@ -295,7 +318,9 @@ func (kv kernelView) listenerHolds(peer netip.Addr, p pred) bool {
 // pollUntil reads the kernel about the peers not yet done until each is,
 // and returns when each was first seen done (since t0), and when first
 // seen in each state of marks (a peer seen done is in each at the latest).
-// The answers' resolution is one read of the remaining peers' sockets.
+// A peer is seen done (or in a mark's state) when its own sockets were
+// read (seenAt), not when the read of every remaining peer's ended; the
+// answers' resolution is the time between two reads of a peer's sockets.
 //
 // The reads run on an OS thread of their own at nice 19 (lowPriority): a
 // read of every fleet session, back to back through a roll, took half of
@@ -360,13 +385,14 @@ func (f *bench) poll(peers []netip.Addr, t0 time.Time, timeout time.Duration, wh
 		readListener = false
 		for p := range pending {
 			done := kv.holds(p, ok)
+			seen := kv.seenAt(p, now).Sub(t0)
 			for m, mp := range marks {
-				if _, seen := markAt[m][p]; !seen && (done || kv.holds(p, mp)) {
-					markAt[m][p] = now.Sub(t0)
+				if _, was := markAt[m][p]; !was && (done || kv.holds(p, mp)) {
+					markAt[m][p] = seen
 				}
 			}
 			if done {
-				at[p] = now.Sub(t0)
+				at[p] = seen
 				delete(pending, p)
 				continue
 			}

@@ -3,6 +3,7 @@ package speakerbench
 import (
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // TestKernelViewPredicates: the listener's keys for a peer are those of
@@ -44,6 +45,27 @@ func TestKernelViewPredicates(t *testing.T) {
 	for _, c := range cases {
 		if got := kv.holds(c.peer, c.p); got != c.want {
 			t.Errorf("%s: holds = %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// A peer is seen in a state when its own sockets were read, the last of
+// them: not when the read of every pending peer's ended, which at N=512
+// came up to a second later and put every fleet peer at the end of it.
+func TestKernelViewSeenAt(t *testing.T) {
+	base := time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)
+	end := base.Add(time.Second)
+	a, b, c := netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("10.1.0.3")
+	kv := kernelView{est: map[netip.Addr][]sockView{
+		a: {{at: base.Add(10 * time.Millisecond)}},
+		b: {{at: base.Add(30 * time.Millisecond)}, {at: base.Add(20 * time.Millisecond)}},
+	}}
+	for _, tc := range []struct {
+		peer netip.Addr
+		want time.Time
+	}{{a, base.Add(10 * time.Millisecond)}, {b, base.Add(30 * time.Millisecond)}, {c, end}} {
+		if got := kv.seenAt(tc.peer, end); !got.Equal(tc.want) {
+			t.Errorf("seenAt(%s) = %s, want %s", tc.peer, got.Sub(base), tc.want.Sub(base))
 		}
 	}
 }
