@@ -28,6 +28,7 @@ func TestBirdConfig(t *testing.T) {
 		"protocol bgp solo2 {\n\tlocal 10.2.0.2 as 65002;",
 		"protocol bgp solo3 {\n\tlocal 10.2.0.3 as 65002;",
 		"protocol bgp solo5 {\n\tlocal 10.2.0.5 as 65002;",
+		"protocol bgp solo9 {\n\tlocal 10.2.0.9 as 65002;",
 		"key { send id 101; recv id 1; secret hex:" + hexSecret(1) + "; algorithm hmac sha256; };",
 		"key { send id 102; recv id 2; secret hex:" + hexSecret(2) + "; algorithm hmac sha256; preferred; };",
 		"key { send id 103; recv id 3; secret hex:" + hexSecret(3) + "; algorithm hmac sha256; };",
@@ -36,8 +37,8 @@ func TestBirdConfig(t *testing.T) {
 			t.Errorf("bird.conf lacks %q:\n%s", want, conf)
 		}
 	}
-	if n := strings.Count(conf, " preferred;"); n != 7 {
-		t.Errorf("%d preferred keys, want one per protocol (2 fleet peers and 5 baseline peers)", n)
+	if n := strings.Count(conf, " preferred;"); n != 2+len(solos) {
+		t.Errorf("%d preferred keys, want one per protocol (2 fleet peers and %d baseline peers)", n, len(solos))
 	}
 	if p := protoName(fleetAddr(300)); p != "p300" {
 		t.Errorf("protoName(%s) = %s", fleetAddr(300), p)

@@ -1,6 +1,6 @@
 // Package speakerbench is the real-speaker item of `make bench`: gobgpd v3.37 with
-// N passive TCP-AO neighbours plus five baseline neighbours, BIRD 2.17 with
-// N+5 protocols from as many source addresses on the far side, and the
+// N passive TCP-AO neighbours plus nine baseline neighbours, BIRD 2.17 with
+// N+9 protocols from as many source addresses on the far side, and the
 // aokeyd binary managing gobgpd's sockets, all in the TCP-AO guest.
 //
 // Its one test, TestFleet, runs only when AOKEYD_FLEET_SIZES names the
