@@ -31,15 +31,16 @@
 //	fleet: n=N roll_ratio=X.XX rpcs_per_peer=Y.Y flaps=F pkt_bad=B revoke_ms=R
 //
 // and, when AOKEYD_FLEET_OUT names a directory, appends the line to
-// fleet.txt there and the full figures to fleet.json, keeps aokeyd's log,
-// and has aokeyd write a CPU profile of the fleet roll
-// (fleet-aokeyd-nN-roll.pprof; AOKEYD_CPUPROFILE, opened and closed by
-// SIGUSR2).
+// fleet.txt there and the full figures to fleet.json and keeps aokeyd's
+// log; with AOKEYD_FLEET_PROFILE=1 too, aokeyd writes a CPU profile of the
+// fleet roll (fleet-aokeyd-nN-roll.pprof; AOKEYD_CPUPROFILE, opened and
+// closed by SIGUSR2). The profiler then runs in the measured daemon, and
+// in one binary of a before/after pair only: figures are taken without it.
 //
 // gobgpd's own count of the gRPC calls it served (grpc_server_started_total
 // on its metrics port) is reported beside aokeyd's. AOKEYD_FLEET_AOKEYD and
 // AOKEYD_FLEET_AOCTL name other binaries to measure (an older main's, for
-// the before/after table): that aokeyd is not profiled, and its
+// the before/after table): that aokeyd is never profiled, and its
 // rpcs_per_peer is gobgpd's count.
 //
 // The bench's own reads of the kernel share the guest's two vCPUs with
