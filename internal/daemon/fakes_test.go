@@ -66,16 +66,11 @@ func (f *fakeDiscoverer) socketOf(h bgp.SocketHandle) tcpao.Socket {
 	return badSocket{}
 }
 
-// borrowsHeld is how many countingSockets are inside BatchKeys now: on
-// bgp's sockets, how many of the speaker's descriptors aokeyd holds a
-// duplicate of.
-var borrowsHeld atomic.Int32
-
 // BatchKeys is one borrow of the socket's descriptor, as bgp's AOSocket
 // offers it: the calls f makes are counted as on the socket.
 func (c *countingSocket) BatchKeys(f func(tcpao.Socket) error) error {
-	borrowsHeld.Add(1)
-	defer borrowsHeld.Add(-1)
+	c.held.Add(1)
+	defer c.held.Add(-1)
 	return f(c)
 }
 
@@ -90,6 +85,10 @@ type countingSocket struct {
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
+	// held is how many borrows of this socket's descriptor are open now:
+	// on bgp's sockets, how many duplicates of the speaker's descriptor
+	// aokeyd holds.
+	held atomic.Int32
 }
 
 func (c *countingSocket) count(write bool) {
