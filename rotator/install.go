@@ -19,54 +19,41 @@ import (
 // the install and the announce in one step (roll.pml steady_). before is
 // Current_key as the step's read found it.
 func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) (announced bool, _ *AbortError) {
-	defer m.waiting("")
 	want := m.desired.WantRNext
 	maybe := want.Valid && m.oldRNext != want // the step announces after the install
 	good := obs.Info.PktGood
-	if m.guard != nil {
-		m.waiting(m.guardWait(StepInstall))
-		if err := m.guard.Before(m.ctx, m.peer, StepInstall); err != nil {
-			return false, &AbortError{Reason: AbortGuardRefused, Step: StepInstall, Detail: "install failed",
-				Err: fmt.Errorf("session guard before %s: %w", StepInstall, err)}
-		}
-	}
-	m.waiting(fmt.Sprintf("kernel: %s on the socket", StepInstall))
-	m.writes++
-	step := StepInstall
-	var announceErr error
-	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
-		if _, err := applyOps(bs, ops); err != nil {
-			return err
-		}
-		o2, rerr := observeWith(bs, true)
-		if rerr != nil {
-			return nil // obs stays as it was: the step sees no new key and polls
-		}
-		m.st.Counters = CountersOf(o2, now)
-		*obs = o2
-		if !maybe || !announceWithInstall(obs, ops, before, good, want) {
+	ae := m.guardedSteps(StepInstall, func() (Step, error) {
+		step := StepInstall
+		var announceErr error
+		err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+			if _, err := applyOps(bs, ops); err != nil {
+				return err
+			}
+			o2, rerr := observeWith(bs, true)
+			if rerr != nil {
+				return nil // obs stays as it was: the step sees no new key and polls
+			}
+			m.st.Counters = CountersOf(o2, now)
+			*obs = o2
+			if !maybe || !announceWithInstall(obs, ops, before, good, want) {
+				return nil
+			}
+			step = StepAnnounce
+			m.writes++
+			id := want.ID
+			if announceErr = bs.SetInfo(tcpao.InfoChange{RNext: &id}); announceErr == nil {
+				announced = true
+			}
 			return nil
+		})
+		if err != nil {
+			return StepInstall, err
 		}
-		step = StepAnnounce
-		m.writes++
-		id := want.ID
-		if announceErr = bs.SetInfo(tcpao.InfoChange{RNext: &id}); announceErr == nil {
-			announced = true
-		}
-		return nil
+		return step, announceErr
 	})
-	if err != nil {
-		return false, &AbortError{Reason: AbortKernelError, Step: StepInstall, Detail: "install failed", Err: fmt.Errorf("%s: %w", StepInstall, err)}
-	}
-	if announceErr != nil {
-		return false, &AbortError{Reason: AbortKernelError, Step: StepAnnounce, Detail: "announce failed", Err: fmt.Errorf("%s: %w", StepAnnounce, announceErr)}
-	}
-	if m.guard != nil {
-		m.waiting(m.guardWait(step))
-		if err := m.guard.After(m.ctx, m.peer, step); err != nil {
-			return announced, &AbortError{Reason: AbortSessionDropped, Step: step, Detail: string(step) + " failed",
-				Err: fmt.Errorf("session guard after %s: %w", step, err)}
-		}
+	if ae != nil {
+		ae.Detail = string(ae.Step) + " failed"
+		return false, ae
 	}
 	return announced, nil
 }

@@ -295,6 +295,14 @@ func (m *machine) steadyAt(now time.Time) time.Time {
 // Reason says which of the three failed; nil when the step ran and the
 // session stayed up.
 func (m *machine) guarded(step Step, f func() error) *AbortError {
+	return m.guardedSteps(step, func() (Step, error) { return step, f() })
+}
+
+// guardedSteps is guarded for writes that may end in a later step than
+// the one they start (the install that announces, see install): f returns
+// the step its last write made, which a kernel error and the guard's After
+// name.
+func (m *machine) guardedSteps(step Step, f func() (Step, error)) *AbortError {
 	defer m.waiting("")
 	if m.guard != nil {
 		m.waiting(m.guardWait(step))
@@ -304,13 +312,14 @@ func (m *machine) guarded(step Step, f func() error) *AbortError {
 	}
 	m.waiting(fmt.Sprintf("kernel: %s on the socket", step))
 	m.writes++
-	if err := f(); err != nil {
-		return &AbortError{Reason: AbortKernelError, Step: step, Err: fmt.Errorf("%s: %w", step, err)}
+	last, err := f()
+	if err != nil {
+		return &AbortError{Reason: AbortKernelError, Step: last, Err: fmt.Errorf("%s: %w", last, err)}
 	}
 	if m.guard != nil {
-		m.waiting(m.guardWait(step))
-		if err := m.guard.After(m.ctx, m.peer, step); err != nil {
-			return &AbortError{Reason: AbortSessionDropped, Step: step, Err: fmt.Errorf("session guard after %s: %w", step, err)}
+		m.waiting(m.guardWait(last))
+		if err := m.guard.After(m.ctx, m.peer, last); err != nil {
+			return &AbortError{Reason: AbortSessionDropped, Step: last, Err: fmt.Errorf("session guard after %s: %w", last, err)}
 		}
 	}
 	return nil
