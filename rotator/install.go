@@ -65,11 +65,18 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 // before the install, before its Current_key.
 func announceWithInstall(obs *Observed, ops []Op, before OptID, good uint64, want OptID) bool {
 	after, rnext := curOf(obs)
-	peerMoved := !opsMoveCurrent(ops) && obs.Info.PktGood > good
-	if after != before && after.Valid && !peerMoved && ownMoveToUnused(obs, before, after) {
+	if after != before && after.Valid && !peerMovedCurrent(obs, ops, good) && ownMoveToUnused(obs, before, after) {
 		return false
 	}
 	return findRecv(obs, want.ID) != nil && rnext != want
+}
+
+// peerMovedCurrent: a move of Current_key seen in the install's read-back
+// obs is the peer's (see checkOwnSwitch) when no write of ops names a
+// Current_key and a segment of the peer's was verified since the step's
+// read, whose pkt_good was good.
+func peerMovedCurrent(obs *Observed, ops []Op, good uint64) bool {
+	return !opsMoveCurrent(ops) && obs.Info.PktGood > good
 }
 
 // ownMoveToUnused: the install moved Current_key from before to after, a

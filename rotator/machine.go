@@ -425,7 +425,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 		if announced, ae = m.install(now, obs, sp.Ops[:n], cur); ae != nil {
 			return m.abort(now, ae)
 		}
-		peerMoved := !opsMoveCurrent(sp.Ops[:n]) && obs.Info.PktGood > good
+		peerMoved := peerMovedCurrent(obs, sp.Ops[:n], good)
 		if ae := m.checkOwnSwitch(now, cur, obs, peerMoved); ae != nil {
 			return m.abort(now, ae)
 		}

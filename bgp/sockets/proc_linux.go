@@ -15,27 +15,38 @@ import (
 // FDTable maps socket inode -> descriptor number for process pid, read from
 // /proc/<pid>/fd (readlink "socket:[inode]").
 func FDTable(pid int) (map[uint64]int, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, err := os.ReadDir(dir)
+	dir, fds, err := fdNumbers(pid)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("read %s: %w (%w)", dir, ErrStale, err)
-		}
-		return nil, fmt.Errorf("read %s (same uid or CAP_SYS_PTRACE needed): %w", dir, err)
+		return nil, err
 	}
-	m := make(map[uint64]int, len(ents))
-	for _, e := range ents {
-		ino, ok := socketInode(dir + "/" + e.Name())
-		if !ok {
-			continue
+	m := make(map[uint64]int, len(fds))
+	for _, fd := range fds {
+		if ino, ok := socketInode(dir + "/" + strconv.Itoa(fd)); ok {
+			m[ino] = fd
 		}
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		m[ino] = fd
 	}
 	return m, nil
+}
+
+// fdNumbers lists process pid's descriptor numbers, lowest first, and the
+// /proc directory they are links in. ErrStale: the process is gone.
+func fdNumbers(pid int) (dir string, fds []int, err error) {
+	dir = "/proc/" + strconv.Itoa(pid) + "/fd"
+	names, err := readDirNames(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return dir, nil, fmt.Errorf("read %s: %w (%w)", dir, ErrStale, err)
+		}
+		return dir, nil, fmt.Errorf("read %s (same uid or CAP_SYS_PTRACE needed): %w", dir, err)
+	}
+	fds = make([]int, 0, len(names))
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	slices.Sort(fds)
+	return dir, fds, nil
 }
 
 // FindFD returns the descriptor number of the socket with this inode in
@@ -62,21 +73,10 @@ func FindFD(pid int, inode uint64) (int, error) {
 // N (its listeners are among the lowest numbers, its newest sessions the
 // highest). read is how many links were read, for the tests.
 func findFDs(pid int, want []uint64, newestFirst bool) (found map[uint64]int, read int, err error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	names, err := readDirNames(dir)
+	dir, fds, err := fdNumbers(pid)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, fmt.Errorf("read %s: %w (%w)", dir, ErrStale, err)
-		}
-		return nil, 0, fmt.Errorf("read %s (same uid or CAP_SYS_PTRACE needed): %w", dir, err)
+		return nil, 0, err
 	}
-	fds := make([]int, 0, len(names))
-	for _, n := range names {
-		if fd, err := strconv.Atoi(n); err == nil {
-			fds = append(fds, fd)
-		}
-	}
-	slices.Sort(fds)
 	if newestFirst {
 		slices.Reverse(fds)
 	}
@@ -100,7 +100,7 @@ func findFDs(pid int, want []uint64, newestFirst bool) (found map[uint64]int, re
 }
 
 // readDirNames lists a directory's names without stat-ing them (os.ReadDir
-// sorts them as strings; findFDs sorts by number).
+// sorts them as strings; fdNumbers sorts by number).
 func readDirNames(dir string) ([]string, error) {
 	f, err := os.Open(dir)
 	if err != nil {
