@@ -17,7 +17,6 @@ import (
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
-	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // Environment: the fleet sizes (unset: the test skips) and where to put
@@ -67,6 +66,11 @@ type result struct {
 	GobgpdRPCsPerPeer float64            `json:"gobgpd_rpcs_per_peer"`
 	RollCPUs          float64            `json:"roll_cpu_s"`         // aokeyd CPU from the key change to the last peer done
 	SteadyCPUPerS     float64            `json:"steady_cpu_s_per_s"` // aokeyd idle CPU seconds per second
+	SteadyGobgpdPerS  float64            `json:"steady_gobgpd_cpu_s_per_s"`
+	SteadyBirdPerS    float64            `json:"steady_bird_cpu_s_per_s"`
+	GuestCPUs         int                `json:"guest_cpus"`
+	SteadyIdleCPUs    float64            `json:"steady_idle_cpus"`   // the guest's CPUs idle on average, steady window
+	NotHeld           string             `json:"not_held,omitempty"` // why the guest does not hold the size (see holds)
 	Flaps             int                `json:"flaps"`
 	PktBad            uint64             `json:"pkt_bad"`         // TCPAOBad, both routers, from established to the end
 	KeyNotFound       uint64             `json:"key_not_found"`   // TCPAOKeyNotFound, both routers, same span
@@ -103,14 +107,23 @@ func TestFleet(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
+	force := forced(t)
 	var results []result
+	var prev *result // the last size measured
 	for _, n := range sizes {
 		var r result
-		ok := t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { r = runFleet(t, n) })
+		ok := t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { r = runFleet(t, n, prev, force) })
 		if r.complete { // measured, though a check may have failed (flaps)
 			results = append(results, r)
 			fmt.Println(r.line())
 			record(t, results)
+			prev = &results[len(results)-1]
+		} else if ok && r.NotHeld != "" {
+			results = append(results, r)
+			fmt.Println(r.notHeldLine())
+			record(t, results)
+			t.Logf("the fleet bench stops at N=%d: the guest does not hold it; larger sizes not tried (%s=1 rolls them anyway)", n, envForce)
+			break
 		}
 		if !ok {
 			t.Logf("the fleet bench stops at N=%d (see the subtest's failure above); larger sizes not tried", n)
@@ -127,7 +140,11 @@ func record(t *testing.T, rs []result) {
 	}
 	var lines strings.Builder
 	for _, r := range rs {
-		lines.WriteString(r.line() + "\n")
+		if r.complete {
+			lines.WriteString(r.line() + "\n")
+		} else {
+			lines.WriteString(r.notHeldLine() + "\n")
+		}
 	}
 	js, _ := json.MarshalIndent(rs, "", "  ")
 	for name, data := range map[string][]byte{"fleet.txt": []byte(lines.String()), "fleet.json": js} {
@@ -149,7 +166,10 @@ func keysRolling(now, at time.Time) []key {
 	}
 }
 
-func runFleet(t *testing.T, n int) result {
+// runFleet measures a fleet of n; prev is the last size measured (nil for
+// the first), for the check that the guest holds n (see holds), which
+// force overrides.
+func runFleet(t *testing.T, n int, prev *result, force bool) result {
 	r := result{N: n}
 	begin := time.Now()
 	f := newBench(t, n)
@@ -159,10 +179,17 @@ func runFleet(t *testing.T, n int) result {
 		unrolled[i] = keysRolling(begin, far)
 	}
 	f.writeKeys(keysRolling(begin, far), unrolled...)
-	if dir := os.Getenv(envOut); dir != "" && os.Getenv(envAokeyd) == "" && os.Getenv(envProfile) == "1" {
-		// aokeyd profiles the fleet roll (SIGUSR2 opens and closes the window).
-		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-roll.pprof", n)))
-		f.profiling = true
+	if dir := os.Getenv(envOut); dir != "" && os.Getenv(envAokeyd) == "" {
+		// aokeyd profiles the fleet roll (window 1) and the revoke (window
+		// 2): SIGUSR2 opens and closes each.
+		switch os.Getenv(envProfile) {
+		case "1", "cpu":
+			t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-w%%d.pprof", n)))
+			f.profiling = true
+		case "trace":
+			t.Setenv("AOKEYD_EXECTRACE", filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d-w%%d.trace", n)))
+			f.profiling = true
+		}
 	}
 	f.startAokeyd()
 	f.bird = startBird(f)
@@ -242,11 +269,30 @@ func runFleet(t *testing.T, n int) result {
 
 	// Steady state: nothing due.
 	c0, gobgpd0, bird0 := mustCPU(t, pid), cpuOr(f.gobgp.PID), cpuOr(f.bird.pid)
+	guest0, err := readGuestCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(steadyWindow)
+	guest1, err := readGuestCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.SteadyCPUPerS = (mustCPU(t, pid) - c0).Seconds() / steadyWindow.Seconds()
-	t.Logf("n=%d: steady CPU per second: aokeyd %.4f, gobgpd %.3f, BIRD %.3f", n, r.SteadyCPUPerS,
-		(cpuOr(f.gobgp.PID)-gobgpd0).Seconds()/steadyWindow.Seconds(), (cpuOr(f.bird.pid)-bird0).Seconds()/steadyWindow.Seconds())
+	r.SteadyGobgpdPerS = (cpuOr(f.gobgp.PID) - gobgpd0).Seconds() / steadyWindow.Seconds()
+	r.SteadyBirdPerS = (cpuOr(f.bird.pid) - bird0).Seconds() / steadyWindow.Seconds()
+	r.GuestCPUs, r.SteadyIdleCPUs = guest1.cpus, idleCPUs(guest0, guest1)
+	t.Logf("n=%d: steady CPU per second: aokeyd %.4f, gobgpd %.3f, BIRD %.3f; the guest's %d CPUs %.2f idle", n, r.SteadyCPUPerS,
+		r.SteadyGobgpdPerS, r.SteadyBirdPerS, r.GuestCPUs, r.SteadyIdleCPUs)
 	phase("steady window")
+	if why, ok := holds(r, prev); !ok {
+		r.NotHeld = why
+		if !force && n > alwaysRolled {
+			t.Logf("n=%d: the guest does not hold it, not rolled: %s", n, why)
+			return r
+		}
+		t.Logf("n=%d: the guest does not hold it, rolled anyway (%s=1, or n <= %d): %s", n, envForce, alwaysRolled, why)
+	}
 
 	// The schedule: each baseline peer rolls alone in turn, solos[i] at
 	// t0 + i*soloGap, then the fleet at t1. The single-peer roll time is
@@ -381,59 +427,6 @@ func (f *bench) diagnose(t *testing.T) {
 	t.Logf("gobgpd's listener: keys for %d peer prefixes (%v)", len(kv.listener), err)
 }
 
-// revoke runs `aoctl revoke fleet/k2` (the fleet's current key, k3 the
-// backup on both sides) while reading the kernel, from the command's start
-// until no fleet socket nor the listener carries k2.
-func revoke(t *testing.T, f *bench, r *result, scale time.Duration) {
-	aoctl := lab.MustBin(t, "aoctl")
-	// aoctl's own cost, for comparison: its help (no daemon), a status of
-	// one peer.
-	st := time.Now()
-	_ = exec.Command(aoctl, "help").Run()
-	helpMs := ms(time.Since(st))
-	st = time.Now()
-	if out, err := exec.Command(aoctl, "--socket", f.ctl.Socket(), "--json", "status", addrSolo.String()).Output(); err != nil {
-		t.Fatalf("aoctl status: %v: %s", err, out)
-	}
-	statusMs := ms(time.Since(st))
-	pid := f.aokeyd.Process.Pid
-	c0 := mustCPU(t, pid)
-	type exit struct {
-		out []byte
-		err error
-		at  time.Duration
-	}
-	exited := make(chan exit, 1)
-	rv := time.Now()
-	go func() {
-		out, err := exec.Command(aoctl, "--socket", f.ctl.Socket(), "--json", "revoke", chainFleet+"/k2").Output()
-		exited <- exit{out, err, time.Since(rv)}
-	}()
-	done, _, perr := f.pollUntil(f.peers, rv, time.Minute+scale, "k2 revoked everywhere", clean(2), nil)
-	e := <-exited
-	cpuS := (mustCPU(t, pid) - c0).Seconds()
-	if e.err != nil {
-		t.Fatalf("aoctl revoke %s/k2: %v: %s", chainFleet, e.err, e.out)
-	}
-	if perr != nil {
-		t.Fatal(perr)
-	}
-	r.RevokeMs, r.RevokeAoctlMs = ms(last(done)), ms(e.at)
-	var res control.RevokeResult
-	if err := json.Unmarshal(e.out, &res); err != nil {
-		t.Fatalf("aoctl revoke --json: %v: %s", err, e.out)
-	}
-	actions := map[string]int{}
-	for _, s := range res.Sockets {
-		actions[fmt.Sprint(s.Action)]++
-		if s.Error != "" {
-			t.Errorf("revoke: socket %+v", s)
-		}
-	}
-	t.Logf("n=%d: aoctl revoke: last socket seen clean at %.0f ms, aoctl exit at %.0f ms (daemon's elapsed %v; aoctl help takes %.0f ms, an aoctl status of one peer %.0f ms), aokeyd CPU %.2fs; actions %v",
-		r.N, r.RevokeMs, r.RevokeAoctlMs, time.Duration(res.Elapsed), helpMs, statusMs, cpuS, actions)
-}
-
 // rollMarks are the steps of a roll timed besides done: the new key
 // current on the session (the kernel switches it when BIRD's RNext asks for
 // it), the old key gone from the session, from the listener.
@@ -473,14 +466,6 @@ func counters(t *testing.T, f *bench) (a, b map[string]uint64) {
 		t.Fatal(err)
 	}
 	return a, b
-}
-
-func mustCPU(t *testing.T, pid int) time.Duration {
-	c, err := cpu(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -538,36 +523,6 @@ func (f *bench) toggleProfile() {
 	if f.profiling {
 		_ = f.aokeyd.Process.Signal(syscall.SIGUSR2)
 	}
-}
-
-func cpuOr(pid int) time.Duration {
-	c, _ := cpu(pid)
-	return c
-}
-
-// ctxSwitches are a process's thread count and its threads' context
-// switches (each thread's /proc/PID/task/TID/status), for the fleet roll's
-// log: how many OS threads aokeyd ran its peers' steps on, and how often
-// they were switched.
-type ctxSwitches struct{ threads, vol, invol int }
-
-func switches(pid int) ctxSwitches {
-	var c ctxSwitches
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	c.threads = len(tasks)
-	for _, p := range tasks {
-		b, _ := os.ReadFile(p)
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
-				n, _ := strconv.Atoi(strings.TrimSpace(v))
-				c.vol += n
-			} else if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
-				n, _ := strconv.Atoi(strings.TrimSpace(v))
-				c.invol += n
-			}
-		}
-	}
-	return c
 }
 
 // rollsLogged reads, from aokeyd's JSON log, when it logged each fleet

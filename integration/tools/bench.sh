@@ -19,10 +19,15 @@
 #                            TCP-AO neighbours, BIRD 2.17 with N protocols,
 #                            the aokeyd binary (integration/speakerbench); "off"
 #                            skips the item [64,256,512]
-#   AOKEYD_BENCH_FLEET_PROFILE 1: the real-speaker item's aokeyd writes a CPU
-#                            profile of each fleet roll (the profiler's work
-#                            is then in its figures, and only in this
-#                            binary's, not the before binary's) [0]
+#   AOKEYD_BENCH_FLEET_FORCE 1: roll every fleet size, also one above 256
+#                            the guest does not hold (see
+#                            integration/speakerbench's doc) [0]
+#   AOKEYD_BENCH_FLEET_PROFILE 1 (or cpu): the real-speaker item's aokeyd
+#                            writes a CPU profile of each fleet roll and
+#                            revoke; trace: an execution trace of each (the
+#                            recorder's work is then in its figures, and
+#                            only in this binary's, not the before
+#                            binary's) [0]
 #   AOKEYD_BENCH_FLEET_BEFORE a directory with an older aokeyd and aoctl
 #                            (e.g. the main before a change): the
 #                            real-speaker item runs once more with them, at
@@ -78,9 +83,9 @@ guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -tes
 if [ "$fleet" != off ]; then
 	# The real-speaker item: its failure (a size the guest does not hold)
 	# is reported, and the sizes measured before it still print.
-	guest_cmd="$guest_cmd && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench AOKEYD_FLEET_PROFILE=${AOKEYD_BENCH_FLEET_PROFILE:-0} speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
+	guest_cmd="$guest_cmd && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=$fleet AOKEYD_FLEET_OUT=/aokeyd/share/bench AOKEYD_FLEET_FORCE=${AOKEYD_BENCH_FLEET_FORCE:-0} AOKEYD_FLEET_PROFILE=${AOKEYD_BENCH_FLEET_PROFILE:-0} speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item failed, see fleet.log'; true; }"
 	if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
-		guest_cmd="$guest_cmd && mkdir -p /aokeyd/share/bench/before && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=${AOKEYD_BENCH_FLEET_BEFORE_SIZES:-64} AOKEYD_FLEET_OUT=/aokeyd/share/bench/before AOKEYD_FLEET_AOKEYD=aokeyd-before AOKEYD_FLEET_AOCTL=aoctl-before speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 30m >/aokeyd/share/bench/before/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item (before) failed, see before/fleet.log'; true; }"
+		guest_cmd="$guest_cmd && mkdir -p /aokeyd/share/bench/before && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=${AOKEYD_BENCH_FLEET_BEFORE_SIZES:-64} AOKEYD_FLEET_OUT=/aokeyd/share/bench/before AOKEYD_FLEET_FORCE=${AOKEYD_BENCH_FLEET_FORCE:-0} AOKEYD_FLEET_AOKEYD=aokeyd-before AOKEYD_FLEET_AOCTL=aoctl-before speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 30m >/aokeyd/share/bench/before/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item (before) failed, see before/fleet.log'; true; }"
 	fi
 fi
 AOKEYD_VM_OUT="$work/vm" \
