@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
@@ -61,8 +62,17 @@ type TrackerOptions struct {
 	// restarted speaker whose new listening socket needs its keys before
 	// any session can come up).
 	Synced func()
-	Log    *slog.Logger
+	// PendingWait bounds how long Peer waits, when it cannot vouch for a
+	// session only because events are being applied, for the events
+	// pending when it was asked before it asks the speaker
+	// (DefaultPendingWait when 0; negative: never wait).
+	PendingWait time.Duration
+	Log         *slog.Logger
 }
+
+// DefaultPendingWait is TrackerOptions.PendingWait's default: the guard's
+// question then still has most of its DefaultQueryTimeout for the speaker.
+const DefaultPendingWait = time.Second
 
 // Tracker turns the speaker's session events into SessionObserver calls,
 // with the socket of each Established session.
@@ -86,6 +96,11 @@ type Tracker struct {
 	// answering from up).
 	busy int
 	ch   <-chan Event
+	// recv and applied count the events taken from the stream and those
+	// applied (recv-applied == busy); appliedCh is closed, and replaced,
+	// when one more was applied.
+	recv, applied uint64
+	appliedCh     chan struct{}
 }
 
 type tracked struct {
@@ -102,7 +117,10 @@ func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOpt
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[netip.Addr]tracked{}}
+	if opt.PendingWait == 0 {
+		opt.PendingWait = DefaultPendingWait
+	}
+	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[netip.Addr]tracked{}, appliedCh: make(chan struct{})}
 }
 
 // Run follows the speaker until ctx ends.
@@ -122,6 +140,7 @@ func (t *Tracker) Run(ctx context.Context) error {
 	for ev := range ch {
 		t.mu.Lock()
 		t.busy++
+		t.recv++
 		t.mu.Unlock()
 		switch ev.Kind {
 		case EventSync:
@@ -135,6 +154,9 @@ func (t *Tracker) Run(ctx context.Context) error {
 		}
 		t.mu.Lock()
 		t.busy--
+		t.applied++
+		close(t.appliedCh)
+		t.appliedCh = make(chan struct{})
 		t.mu.Unlock()
 	}
 	return ctx.Err()
@@ -149,12 +171,66 @@ func (t *Tracker) Run(ctx context.Context) error {
 // down, resyncing or has events pending) it asks the speaker about that
 // neighbor alone. A session that drops is taken out of the cache by its
 // event, so the guard's next question goes to the speaker and sees it.
+//
+// When it cannot vouch only because events are pending (the stream is
+// live and holds the session, but the loop is applying events or has
+// some queued), Peer first waits, up to PendingWait, until the events
+// pending when it was asked are applied, and answers from the sessions
+// then held: what the stream said up to the question, as a quiet stream's
+// cache would. Under load the loop lags behind the stream, and every
+// peer's guard asking the speaker at once is what overloads it.
 func (t *Tracker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error) {
 	if p, ok := t.CachedPeer(neighbor, vrf); ok {
 		return p, nil
 	}
+	if p, ok := t.afterPending(ctx, neighbor, vrf); ok {
+		t.hits.Add(1)
+		return p, nil
+	}
 	t.misses.Add(1)
 	return t.sp.Peer(ctx, neighbor, vrf)
+}
+
+// afterPending waits until the events pending now are applied (at most
+// PendingWait, and not past ctx) and then answers for neighbor from the
+// sessions held, if the stream is live and holds it. ok false: ask the
+// speaker.
+func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, bool) {
+	if t.opt.PendingWait < 0 {
+		return PeerInfo{}, false
+	}
+	t.mu.Lock()
+	if t.ch == nil || !t.live || t.busy == 0 && len(t.ch) == 0 {
+		// Nothing pending: a miss for another reason.
+		t.mu.Unlock()
+		return PeerInfo{}, false
+	}
+	if _, ok := t.up[neighbor]; !ok {
+		t.mu.Unlock()
+		return PeerInfo{}, false
+	}
+	target := t.recv + uint64(len(t.ch))
+	t.mu.Unlock()
+	timer := time.NewTimer(t.opt.PendingWait)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		if t.applied >= target {
+			tr, ok := t.up[neighbor]
+			vouch := ok && t.live && t.ch != nil && tr.gen == t.gen && (vrf == "" || tr.peer.VRF == vrf)
+			t.mu.Unlock()
+			return tr.peer, vouch
+		}
+		wake := t.appliedCh
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer.C:
+			return PeerInfo{}, false
+		case <-ctx.Done():
+			return PeerInfo{}, false
+		}
+	}
 }
 
 // CachedPeer implements PeerCache: Peer's answer when it comes from the

@@ -1,0 +1,101 @@
+package bgp
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+)
+
+// gateObs holds the tracker's event loop in OnEstablished of other (the
+// speaker's event for another session being applied) until open closes.
+type gateObs struct {
+	other netip.Addr
+	open  chan struct{}
+}
+
+func (o *gateObs) OnEstablished(_ context.Context, p PeerInfo, _ SocketHandle) {
+	if p.Neighbor == o.other {
+		<-o.open
+	}
+}
+func (o *gateObs) OnDown(context.Context, PeerInfo) {}
+
+// TestTrackerWaitsForPendingEvents: a question the cache cannot answer
+// only because events are being applied (under load the tracker's loop
+// lags behind the stream, and every peer's guard then asked the speaker at
+// once: a 512-peer roll had 40 rolls abort on ListPeer timeouts) waits,
+// boundedly, for the events pending when it was asked, and then answers
+// from the tracked sessions -- or asks the speaker, when those events
+// took the session out, or when they are not applied within PendingWait.
+func TestTrackerWaitsForPendingEvents(t *testing.T) {
+	other := netip.MustParseAddr("10.255.0.9")
+	est := up(0, t0, 40000)
+	otherUp := PeerInfo{Neighbor: other, Local: local, LocalPort: 179, RemotePort: 40009, State: StateEstablished, Passive: true}
+	idle := PeerInfo{Neighbor: nbr, State: StateIdle}
+	for _, tc := range []struct {
+		name string
+		// pending is sent after the event that holds the loop.
+		pending   []Event
+		hold      time.Duration // how long the loop is held (0: until the end)
+		want      SessionState
+		wantAsked int
+		wantWait  time.Duration
+	}{
+		{name: "another session's event: from the cache once applied", hold: 300 * time.Millisecond,
+			want: StateEstablished, wantWait: 300 * time.Millisecond},
+		{name: "the session dropped in a pending event: asks the speaker", hold: 300 * time.Millisecond,
+			pending: []Event{{Kind: EventState, Peer: idle}}, want: StateIdle, wantAsked: 1, wantWait: 300 * time.Millisecond},
+		{name: "not applied within PendingWait: asks the speaker",
+			want: StateEstablished, wantAsked: 1, wantWait: time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sp := &answerSpeaker{fakeSpeaker: fakeSpeaker{ch: make(chan Event, 4), pid: 100}, answer: est}
+				disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000),
+					{PID: 100, Inode: 9, FD: 9, Local: netip.AddrPortFrom(local, 179), Remote: netip.AddrPortFrom(other, 40009)}}}}
+				obs := &gateObs{other: other, open: make(chan struct{})}
+				tr := NewTracker(sp, disc, obs, TrackerOptions{PendingWait: time.Second})
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				go func() { done <- tr.Run(ctx) }()
+				defer func() { cancel(); close(sp.ch); <-done }()
+				sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
+				synctest.Wait()
+				if _, ok := tr.CachedPeer(nbr, ""); !ok {
+					t.Fatal("synced and quiet, the tracker does not vouch for the session")
+				}
+				sp.ch <- Event{Kind: EventState, Peer: otherUp}
+				for _, e := range tc.pending {
+					sp.ch <- e
+				}
+				synctest.Wait() // the loop is held applying otherUp
+				if tc.pending != nil {
+					sp.set(idle)
+				}
+				if tc.hold > 0 {
+					go func() { time.Sleep(tc.hold); close(obs.open) }()
+				} else {
+					defer close(obs.open)
+				}
+				start := time.Now()
+				p, err := tr.Peer(ctx, nbr, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.State != tc.want {
+					t.Errorf("Peer: %s, want %s", p.State, tc.want)
+				}
+				if got := time.Since(start); got != tc.wantWait {
+					t.Errorf("Peer answered after %v, want %v", got, tc.wantWait)
+				}
+				if got := sp.asked(); got != tc.wantAsked {
+					t.Errorf("the speaker was asked %d times, want %d", got, tc.wantAsked)
+				}
+			})
+		})
+	}
+}
