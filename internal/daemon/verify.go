@@ -186,12 +186,19 @@ func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
 // metrics scrape). The listeners are read only when a session is down.
 func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	peers := d.peerList()
+	// The listeners and the other peers' addresses matter only for a
+	// session that is down: with every one up (a steady fleet) a scrape
+	// reads no listener and lists no address.
 	var ls []listenerObs
-	others := make([]netip.Addr, 0, len(peers))
+	var others []netip.Addr
 	for _, p := range peers {
-		others = append(others, p.info.Neighbor)
-		if !p.info.Established() && ls == nil {
+		if !p.info.Established() {
 			ls = d.observeListeners(context.Background())
+			others = make([]netip.Addr, 0, len(peers))
+			for _, o := range peers {
+				others = append(others, o.info.Neighbor)
+			}
+			break
 		}
 	}
 	for _, p := range peers {
