@@ -186,19 +186,12 @@ func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
 // metrics scrape). The listeners are read only when a session is down.
 func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	peers := d.peerList()
-	// The listeners and the other peers' addresses matter only for a
-	// session that is down: with every one up (a steady fleet) a scrape
-	// reads no listener and lists no address.
 	var ls []listenerObs
-	var others []netip.Addr
+	others := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
-		if !p.info.Established() {
+		others = append(others, p.info.Neighbor)
+		if !p.info.Established() && ls == nil {
 			ls = d.observeListeners(context.Background())
-			others = make([]netip.Addr, 0, len(peers))
-			for _, o := range peers {
-				others = append(others, o.info.Neighbor)
-			}
-			break
 		}
 	}
 	for _, p := range peers {

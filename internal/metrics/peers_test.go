@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -414,26 +413,3 @@ func TestAppendFloat(t *testing.T) {
 }
 
 func strPtr(s string) *string { return &s }
-
-// TestAppendAge: an age is written as appendFloat (expfmt) writes it
-// rounded to the millisecond.
-func TestAppendAge(t *testing.T) {
-	check := func(v float64) {
-		t.Helper()
-		want := string(appendFloat(nil, math.Round(v*1000)/1000))
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			want = string(appendFloat(nil, v))
-		}
-		if got := string(appendAge(nil, v)); got != want {
-			t.Fatalf("appendAge(%v) = %q, want %q", v, got, want)
-		}
-	}
-	for _, v := range []float64{0, 0.0004, 0.0005, 0.001, 0.01, 0.1, 0.12, 0.123, 0.1234, 1, 1.5, 12.3456,
-		29.9995, 999999.9994, 999999.9995, 1e6, 1.5e6, 3e9, -1, math.NaN(), math.Inf(1)} {
-		check(v)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 200000 {
-		check(r.Float64() * math.Pow(10, float64(r.IntN(8)-2)))
-	}
-}

@@ -42,13 +42,9 @@ func (f *family) appendText(b []byte, now float64) []byte {
 	f.sort()
 	b = append(b, f.head...)
 	start := 0
-	format := appendFloat
-	if f.ages {
-		format = appendAge
-	}
 	for k, idx := range f.order {
 		b = append(b, f.blob[start:f.ends[k]]...)
-		b = format(b, f.value(idx, now))
+		b = appendFloat(b, f.value(idx, now))
 		b = append(b, '\n')
 		start = f.ends[k]
 	}
@@ -77,33 +73,6 @@ func appendFloat(b []byte, v float64) []byte {
 		return strconv.AppendInt(b, int64(v), 10)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
-}
-
-// appendAge appends an age in seconds rounded to the millisecond, as
-// appendFloat writes that rounded value, without the shortest-float
-// search: every peer's counters age changes with each scrape, and
-// strconv's 'g' formatting of 4,096 fractional values was a tenth of a
-// scrape's CPU.
-func appendAge(b []byte, v float64) []byte {
-	if !(v >= 0 && v < 1e6) {
-		return appendFloat(b, v) // NaN, negative, or in 'g's exponent form
-	}
-	ms := int64(math.Round(v * 1000))
-	if ms >= 1e9 {
-		return appendFloat(b, float64(ms)/1000)
-	}
-	b = strconv.AppendInt(b, ms/1000, 10)
-	frac := ms % 1000
-	if frac == 0 {
-		return b
-	}
-	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
-	n := 3
-	for digits[n-1] == '0' {
-		n--
-	}
-	b = append(b, '.')
-	return append(b, digits[:n]...)
 }
 
 // appendText appends every per-peer family in the text format.
