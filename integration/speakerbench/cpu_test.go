@@ -1,5 +1,7 @@
 package speakerbench
 
+// The guest's and the processes' CPU, and whether the guest holds a size.
+
 import (
 	"fmt"
 	"os"
