@@ -52,37 +52,45 @@ func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 // after each of its writes. err is write's (or the borrow's), and then
 // nothing was read; readErr is the read's.
 func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
-	return writeReadAs(s, write, false)
-}
-
-// writeReadAs is writeRead, reading back without the keys' fingerprints
-// when bare.
-func writeReadAs(s tcpao.Socket, write func(tcpao.Socket) error, bare bool) (obs Observed, readErr, err error) {
 	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
 		if err := write(bs); err != nil {
 			return err
 		}
-		obs, readErr = observeWith(bs, bare)
+		obs, readErr = observeWith(bs, false)
 		return nil
 	})
 	return obs, readErr, err
 }
 
 // guardedRead is guarded for a step that writes to the socket and then
-// reads it back: both in one borrow of the descriptor (writeRead). obs
-// becomes what was read (left as it was when the read failed). The read is
-// bare (no fingerprints): its callers, the install and the switch, plan
-// nothing from it; the retire step, which plans from its read-back, uses
-// writeRead.
+// reads it back: both in one borrow of the descriptor, the read with
+// readBack. The switch uses it; the install reads back the same way in a
+// borrow of its own (install); the retire step, which plans from its
+// read-back, uses writeRead.
 func (m *machine) guardedRead(step Step, now time.Time, obs *Observed, write func(tcpao.Socket) error) *AbortError {
 	return m.guarded(step, func() error {
-		o2, rerr, err := writeReadAs(m.sock, write, true)
-		if err == nil && rerr == nil {
-			m.st.Counters = CountersOf(o2, now)
-			*obs = o2
-		}
-		return err
+		return tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+			if err := write(bs); err != nil {
+				return err
+			}
+			m.readBack(bs, now, obs)
+			return nil
+		})
 	})
+}
+
+// readBack reads bs after a write, bare (no fingerprints: the steps that
+// use it plan nothing from the read), into obs and the status's counters.
+// It reports whether the read succeeded; when it failed obs is left as it
+// was.
+func (m *machine) readBack(bs tcpao.Socket, now time.Time, obs *Observed) bool {
+	o2, err := observeWith(bs, true)
+	if err != nil {
+		return false
+	}
+	m.st.Counters = CountersOf(o2, now)
+	*obs = o2
+	return true
 }
 
 // Apply runs ops in order on s and stops at the first error. It returns how

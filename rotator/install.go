@@ -29,12 +29,9 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 			if _, err := applyOps(bs, ops); err != nil {
 				return err
 			}
-			o2, rerr := observeWith(bs, true)
-			if rerr != nil {
+			if !m.readBack(bs, now, obs) {
 				return nil // obs stays as it was: the step sees no new key and polls
 			}
-			m.st.Counters = CountersOf(o2, now)
-			*obs = o2
 			if !maybe || !announceWithInstall(obs, ops, before, good, want) {
 				return nil
 			}
