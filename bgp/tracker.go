@@ -216,10 +216,9 @@ func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf str
 	for {
 		t.mu.Lock()
 		if t.applied >= target {
-			tr, ok := t.up[neighbor]
-			vouch := ok && t.live && t.ch != nil && tr.gen == t.gen && (vrf == "" || tr.peer.VRF == vrf)
+			p, held := t.heldLocked(neighbor, vrf)
 			t.mu.Unlock()
-			return tr.peer, vouch
+			return p, held
 		}
 		wake := t.appliedCh
 		t.mu.Unlock()
@@ -237,15 +236,22 @@ func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf str
 // followed session state (ok false: Peer would ask the speaker).
 func (t *Tracker) CachedPeer(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
 	t.mu.Lock()
-	tr, ok := t.up[neighbor]
-	vouch := ok && t.live && t.busy == 0 && t.ch != nil && len(t.ch) == 0 && tr.gen == t.gen &&
-		(vrf == "" || tr.peer.VRF == vrf)
+	p, held := t.heldLocked(neighbor, vrf)
+	vouch := held && t.busy == 0 && len(t.ch) == 0
 	t.mu.Unlock()
 	if !vouch {
 		return PeerInfo{}, false
 	}
 	t.hits.Add(1)
-	return tr.peer, true
+	return p, true
+}
+
+// heldLocked is neighbor's session as the events applied so far hold it,
+// ok when the stream is live and its last sync, or an event after it,
+// confirmed the session (in vrf, unless vrf is ""). t.mu is held.
+func (t *Tracker) heldLocked(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
+	tr, ok := t.up[neighbor]
+	return tr.peer, ok && t.live && t.ch != nil && tr.gen == t.gen && (vrf == "" || tr.peer.VRF == vrf)
 }
 
 // CacheStats reports how many of Peer's answers came from the followed
