@@ -517,8 +517,9 @@ func useBinaries(t *testing.T) {
 	}
 }
 
-// toggleProfile opens or closes aokeyd's CPU profile window (SIGUSR2), when
-// the bench set AOKEYD_CPUPROFILE for it.
+// toggleProfile opens or closes aokeyd's profile window (SIGUSR2: a CPU
+// profile or an execution trace), when the bench set AOKEYD_CPUPROFILE or
+// AOKEYD_EXECTRACE for it.
 func (f *bench) toggleProfile() {
 	if f.profiling {
 		_ = f.aokeyd.Process.Signal(syscall.SIGUSR2)
