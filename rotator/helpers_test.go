@@ -52,6 +52,9 @@ func opLines(sp SocketPlan) []string {
 	for _, h := range sp.Blocked {
 		out = append(out, "blocked "+heldRef(h)+" ("+h.Why.String()+")")
 	}
+	for _, h := range sp.Kept {
+		out = append(out, "kept "+heldRef(h)+" ("+h.Why.String()+")")
+	}
 	return out
 }
 

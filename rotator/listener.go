@@ -195,6 +195,9 @@ type ListenerOptions struct {
 	PeersPerBatch int
 	// OptMemMax returns net.core.optmem_max (default tcpao.OptMemMax).
 	OptMemMax func() (int, error)
+	// Carried are the keys the sessions accepted from the listener carry
+	// (Observed.Carried): the planner keeps every listener key they name.
+	Carried []tcpao.KeyRef
 }
 
 // SyncListener converges a listening socket to d in batches, after checking
@@ -213,9 +216,15 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 	if err != nil {
 		return SocketPlan{}, fmt.Errorf("listener %s: %w", d.Socket, err)
 	}
+	obs.Carried = o.Carried
 	sp := PlanSocket(d, obs)
-	if len(sp.Blocked) > 0 {
-		return sp, fmt.Errorf("listener %s: %s", d.Socket, sp.Blocked[0].Detail)
+	// An invalid desired state plans nothing; a change the never-strand
+	// rule blocks (a replacement whose key in the way carries a session)
+	// holds up only itself.
+	for _, h := range sp.Blocked {
+		if h.Why == ReasonInvalid {
+			return sp, fmt.Errorf("listener %s: %s", d.Socket, h.Detail)
+		}
 	}
 	ordered, batches := listenerBatches(sp.Ops, o.PeersPerBatch)
 	limit, err := o.OptMemMax()

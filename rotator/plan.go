@@ -23,6 +23,12 @@ type entry struct {
 	// the peer holds it. Only such a key may be made Current_key by a
 	// forced delete that replaces a key.
 	seen bool
+	// inUse: the key carries a session (see mayRemove); retire and
+	// approved are the permissions that let such a key go.
+	inUse    bool
+	retire   bool
+	approved bool
+	oi       int // index into Observed.Keys, -1 for an added key
 }
 
 type planner struct {
@@ -37,6 +43,19 @@ type planner struct {
 // PlanSocket plans one socket: the ordered operations that take the observed
 // state to the desired one without ever stranding the session. It is pure:
 // it reads its arguments and returns a new plan.
+//
+// The never-strand rule holds whatever the desired state says (a key past
+// its lifetime, edited in place, missing from the source): a key in use —
+// on an established socket Current_key, RNext_key or a key the peer sent
+// with (pkt_good > 0); on a listener a key that Observed.Carried names — is
+// deleted only when it is revoked, listed in Desired.Replace (an operator
+// approved its new material) or, on an established socket, listed in
+// Desired.Retire (the roll proved the peer moved off it). Otherwise it
+// stays: Deferred when a roll on the socket can move the peer off it, else
+// Kept (ReasonCarried). New material under the IDs of an installed key is
+// never applied unless Desired.Replace approves it: the installed key
+// stays and the desired one is Kept (ReasonEdited), on every socket alike.
+// mayRemove is the one check; every delete the planner emits passes it.
 //
 // Order: plain adds; then in-place replacements (delete the conflicting key,
 // add its successor); then one TCP_AO_INFO change (RNext, Current_key if the
@@ -79,6 +98,7 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	}
 	p.load(o)
 	adds := p.classify()
+	adds = p.holdEdited(adds, &o)
 	// Room for every op the plan can hold (each add, each delete of a key
 	// not desired as is, one TCP_AO_INFO), so that appending never copies
 	// the ops (192 bytes each) of a plan of thousands.
@@ -183,16 +203,17 @@ func (p *planner) load(o Observed) {
 	}
 	for i := range o.Keys {
 		ki := &o.Keys[i]
-		e := entry{ref: normRef(ki.KeyRef), d: -1, present: true, seen: ki.PktGood > 0}
+		e := entry{ref: normRef(ki.KeyRef), d: -1, present: true, seen: ki.PktGood > 0, oi: i}
 		if di := find(e.ref); di >= 0 && sameMaterial(&keys[di].Key, ki) {
 			e.d = di
 		}
-		for _, r := range p.d.Revoked {
-			if r = normRef(r); r == e.ref || !p.listen && sameSessionKey(r, e.ref) {
-				e.revoked = true
-			}
-		}
-		if !p.listen {
+		e.revoked = p.names(p.d.Revoked, e.ref)
+		e.approved = p.names(p.d.Replace, e.ref)
+		if p.listen {
+			e.inUse = p.carried(o.Carried, e.ref)
+		} else {
+			e.inUse = ki.PktGood > 0 // Current_key and RNext_key: see del
+			e.retire = p.names(p.d.Retire, e.ref)
 			if ki.IsCurrent {
 				p.cur = len(p.entries)
 			}
@@ -202,6 +223,71 @@ func (p *planner) load(o Observed) {
 		}
 		p.entries = append(p.entries, e)
 	}
+}
+
+// names reports whether list names the observed key r (normalised): the
+// same reference, or on an established socket the same session key.
+func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
+	for _, x := range list {
+		if x = normRef(x); x == r || !p.listen && sameSessionKey(x, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// carried reports whether a listener key r (normalised) is one a session
+// carries: a carried session key with its IDs and L3 device whose peer
+// prefix overlaps r's.
+func (p *planner) carried(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
+	for _, x := range list {
+		if sameSessionKey(normRef(x), r) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayRemove is the never-strand rule, the one check every delete the
+// planner emits passes: a key that carries a session leaves the socket
+// only by an explicit operator action (revoked, or new material approved
+// with Desired.Replace) or, on an established socket, once the roll proved
+// the peer moved off it (Desired.Retire). On an established socket a key
+// carries the session when the peer sent with it, or while it is
+// Current_key or RNext_key (as the plan has left them so far): those two
+// go only by a forced delete, which del allows for revoked and approved
+// keys alone, so a retire never removes them. A key that new material
+// held back (holdEdited) would replace stays for any other change too.
+func (p *planner) mayRemove(e int) bool {
+	en := &p.entries[e]
+	switch {
+	case en.revoked:
+		return true
+	case en.held:
+		return false // an edit held back keeps the installed key it would replace
+	case !en.inUse || en.approved:
+		return true
+	}
+	return !p.listen && en.retire
+}
+
+// edited reports whether job j's key is new material under the IDs of an
+// installed key: a blocker with both its IDs and an overlapping peer
+// prefix whose material differs. Such a key is held back unless an
+// operator approved it (Desired.Replace).
+func (p *planner) edited(j addJob, o *Observed) bool {
+	dk := &p.d.Keys[j.d]
+	r := normRef(dk.KeyRef)
+	for _, b := range j.blockers {
+		en := &p.entries[b]
+		if en.oi < 0 || en.approved || en.ref.SendID != r.SendID || en.ref.RecvID != r.RecvID {
+			continue
+		}
+		if !sameMaterial(&dk.Key, &o.Keys[en.oi]) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameSessionKey reports whether a and b (normalised) name the same key on
@@ -292,6 +378,33 @@ func (p *planner) classify() []addJob {
 	return jobs
 }
 
+// holdEdited takes out of jobs the keys that are new material under an
+// installed key's IDs and not approved: their blockers stay (held) and the
+// desired key is Kept with ReasonEdited.
+func (p *planner) holdEdited(jobs []addJob, o *Observed) []addJob {
+	out := jobs[:0]
+	for _, j := range jobs {
+		if !p.edited(j, o) {
+			out = append(out, j)
+			continue
+		}
+		r := normRef(p.d.Keys[j.d].KeyRef)
+		for _, b := range j.blockers {
+			en := &p.entries[b]
+			en.held = true
+			if en.ref.SendID == r.SendID && en.ref.RecvID == r.RecvID {
+				// The installed key stands in for its edit: Current_key and
+				// RNext_key treat it as the desired key, so that no plan
+				// moves them off it while the edit is held back.
+				en.d = j.d
+			}
+		}
+		p.sp.Kept = append(p.sp.Kept, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonEdited,
+			Detail: "new material (secret, algorithm, MAC length or tcp_options) under the IDs of an installed key: the installed key stays and the new material is not applied to any socket; give the new material new IDs and roll to it, or approve it with aoctl replace (which resets the session)"})
+	}
+	return out
+}
+
 func (p *planner) emitAdds(jobs []addJob) {
 	// Plain adds first: they cannot fail on a conflict and give forced
 	// deletes their replacements.
@@ -356,13 +469,16 @@ func (p *planner) replace(j addJob) bool {
 
 func (p *planner) add(di int, why Reason) {
 	p.sp.Ops = append(p.sp.Ops, Op{Kind: OpAdd, Why: why, Key: p.d.Keys[di].Key})
-	p.entries = append(p.entries, entry{ref: normRef(p.d.Keys[di].KeyRef), d: di, present: true})
+	p.entries = append(p.entries, entry{ref: normRef(p.d.Keys[di].KeyRef), d: di, present: true, oi: -1})
 }
 
 // del emits the delete of entry e. forceOK allows a forced delete when e is
 // in use on an established socket. It reports whether the delete was
 // emitted.
 func (p *planner) del(e int, why Reason, forceOK bool) bool {
+	if !p.mayRemove(e) {
+		return false
+	}
 	en := &p.entries[e]
 	dk := tcpao.DelKey{KeyRef: en.ref, Async: p.listen}
 	newCur, newRNext := -1, -1
@@ -507,13 +623,17 @@ func (p *planner) emitDeletes() {
 		if p.del(e, why, en.revoked) {
 			continue
 		}
-		if en.revoked {
+		switch {
+		case en.revoked:
 			p.sp.Blocked = append(p.sp.Blocked, Held{Ref: en.ref, Why: ReasonNoReplace,
 				Detail: "revoked key is in use and no other usable key is installed"})
-			continue
+		case !p.listen && p.d.WantRNext.Valid:
+			p.sp.Deferred = append(p.sp.Deferred, Held{Ref: en.ref, Why: ReasonInUse,
+				Detail: "stale key is still in use (current, rnext, or the peer sent with it): removed after the roll"})
+		default:
+			p.sp.Kept = append(p.sp.Kept, Held{Ref: en.ref, Why: ReasonCarried,
+				Detail: "no longer desired (lifetime ended, or gone from the key source) but it carries a session: kept until a successor key takes over or an operator revokes it"})
 		}
-		p.sp.Deferred = append(p.sp.Deferred, Held{Ref: en.ref, Why: ReasonInUse,
-			Detail: "stale key is still in use (current or rnext): removed after the roll"})
 	}
 }
 

@@ -23,6 +23,7 @@ func TestPlanSocket(t *testing.T) {
 		name string
 		sock func() *fakeSock
 		d    Desired
+		carr []tcpao.KeyRef // Observed.Carried
 		want []string
 	}{{
 		name: "listener first keys",
@@ -42,13 +43,67 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.1/32 async (stale)",
 		},
 	}, {
-		name: "listener secret change is delete then add",
+		name: "listener secret edited in place is held back",
 		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}},
+		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
+	}, {
+		name: "listener secret change an operator approved is delete then add",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{
 			"del send=1 recv=1 peer=192.0.2.1/32 async (replace)",
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
 		},
+	}, {
+		name: "listener key a session carries stays after its lifetime ends",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a64, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}},
+		carr: []tcpao.KeyRef{a.KeyRef},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"kept send=1 recv=1 peer=192.0.2.0/24 (carried)",
+		},
+	}, {
+		name: "listener key a session carries goes when revoked",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		carr: []tcpao.KeyRef{a.KeyRef},
+		want: []string{
+			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
+			"del send=1 recv=1 peer=192.0.2.1/32 async (revoked)",
+		},
+	}, {
+		name: "listener key of another VRF's session is not carried",
+		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening},
+		carr: []tcpao.KeyRef{{Peer: a.Peer, IfIndex: 7, SendID: 1, RecvID: 1}},
+		want: []string{"del send=1 recv=1 peer=192.0.2.1/32 async (stale)"},
+	}, {
+		name: "established stale key the peer sent with is deferred, not deleted",
+		sock: func() *fakeSock {
+			s := newFakeEstablished(b)
+			_ = s.AddKey(a, tcpao.AddOptions{})
+			s.bySend(1).good = 4 // the peer's last segments came with a
+			return s
+		},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
+		want: []string{"defer send=1 recv=1 peer=192.0.2.1/32 (in-use)"},
+	}, {
+		name: "established stale key the roll proved unused is retired",
+		sock: func() *fakeSock {
+			s := newFakeEstablished(b)
+			_ = s.AddKey(a, tcpao.AddOptions{})
+			s.bySend(1).good = 4
+			return s
+		},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2), Retire: []tcpao.KeyRef{a.KeyRef}},
+		want: []string{"del send=1 recv=1 peer=192.0.2.1/32 (stale)"},
+	}, {
+		name: "established only key past its lifetime carries the session: kept",
+		sock: func() *fakeSock { s := newFakeEstablished(a); s.bySend(1).good = 9; return s },
+		d:    Desired{Kind: Established},
+		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (carried)"},
 	}, {
 		name: "established install and announce, current left to the peer",
 		sock: func() *fakeSock { return newFakeEstablished(a) },
@@ -76,24 +131,34 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 (revoked)",
 		},
 	}, {
-		name: "established secret change of current key with a spare the peer was seen to use",
+		name: "established approved secret change of current key with a spare the peer was seen to use",
 		sock: func() *fakeSock {
 			s := newFakeEstablished(a)
 			_ = s.AddKey(b, tcpao.AddOptions{})
 			s.bySend(2).good = 3 // segments from the peer verified with b: the peer holds it
 			return s
 		},
-		d: Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		d: Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1), Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{
 			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 force-rnext=2 (replace)",
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
 			"set rnext=1 (rnext)",
 		},
 	}, {
-		name: "established secret change of current key naming a spare the peer was never seen to use is refused",
+		name: "established approved secret change of current key naming a spare the peer was never seen to use is refused",
 		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
-		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1), Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{"set rnext=2 (rnext)", "blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
+	}, {
+		name: "established secret edited in place is held back, the spare notwithstanding",
+		sock: func() *fakeSock {
+			s := newFakeEstablished(a)
+			_ = s.AddKey(b, tcpao.AddOptions{})
+			s.bySend(2).good = 3
+			return s
+		},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
+		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established key inherited with the binding's prefix is the desired host key",
 		sock: func() *fakeSock { return newFakeEstablished(a64) },
@@ -122,10 +187,15 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.0/24 force-current=2 (revoked)",
 		},
 	}, {
-		name: "established secret change of the only key is refused",
+		name: "established approved secret change of the only key is refused",
+		sock: func() *fakeSock { return newFakeEstablished(a) },
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}},
+		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
+	}, {
+		name: "established secret of the only key edited in place is held back",
 		sock: func() *fakeSock { return newFakeEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}},
-		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
+		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established without TCP-AO",
 		sock: func() *fakeSock { return newFakeEstablished() },
@@ -156,14 +226,18 @@ func TestPlanSocket(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.sock()
-			sp := PlanSocket(c.d, observe(t, s))
+			obs := observe(t, s)
+			obs.Carried = c.carr
+			sp := PlanSocket(c.d, obs)
 			if got := opLines(sp); !slices.Equal(got, c.want) {
 				t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
 			if _, err := Apply(s, sp.Ops); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
-			if again := PlanSocket(c.d, observe(t, s)); !again.Empty() {
+			obs = observe(t, s)
+			obs.Carried = c.carr
+			if again := PlanSocket(c.d, obs); !again.Empty() {
 				t.Fatalf("replan not empty:\n%s", strings.Join(opLines(again), "\n"))
 			}
 		})
@@ -222,7 +296,7 @@ func TestPlanRefusesBareObserved(t *testing.T) {
 	if err := s.AddKey(a, tcpao.AddOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}}
+	d := Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}}
 	full, err := Observe(s)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 
 // randomCase builds a random socket (through the fake kernel, so it is a
 // state the kernel can be in) and a random valid desired state for it.
-func randomCase(r *rand.Rand) (*fakeSock, Desired) {
+func randomCase(r *rand.Rand) (_ *fakeSock, _ Desired, carried []tcpao.KeyRef) {
 	listen := r.IntN(2) == 0
 	peers := []string{"192.0.2.1/32"}
 	if listen {
@@ -93,8 +94,26 @@ func randomCase(r *rand.Rand) (*fakeSock, Desired) {
 		if !desired && r.IntN(3) == 0 {
 			d.Revoked = append(d.Revoked, o.KeyRef)
 		}
+		// The never-strand rule's inputs: keys a listener's sessions
+		// carry, keys a roll proved the peer moved off (Retire) and
+		// edits an operator approved (Replace), at random, for keys that
+		// are desired, edited in place, past their lifetime (no longer
+		// desired) or revoked alike.
+		switch {
+		case listen && r.IntN(3) == 0:
+			c := o.KeyRef
+			if r.IntN(2) == 0 && c.Peer.Bits() < c.Peer.Addr().BitLen() {
+				c.Peer = netip.PrefixFrom(c.Peer.Addr().Next(), c.Peer.Addr().BitLen()) // a session under a prefix binding
+			}
+			carried = append(carried, c)
+		case !listen && r.IntN(4) == 0:
+			d.Retire = append(d.Retire, o.KeyRef)
+		}
+		if r.IntN(6) == 0 {
+			d.Replace = append(d.Replace, o.KeyRef)
+		}
 	}
-	return s, d
+	return s, d, carried
 }
 
 // TestPlanProperties checks the planner's invariants over random states:
@@ -108,8 +127,9 @@ func TestPlanProperties(t *testing.T) {
 	const n = 5000
 	for seed := range uint64(n) {
 		r := rand.New(rand.NewPCG(seed, 0x5eed))
-		s, d := randomCase(r)
+		s, d, carried := randomCase(r)
 		before := observe(t, s)
+		before.Carried = carried
 		sp := PlanSocket(d, before)
 		if err := checkPlan(s, d, before, sp); err != nil {
 			var b strings.Builder
@@ -121,6 +141,9 @@ func TestPlanProperties(t *testing.T) {
 
 func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 	listen := d.Kind == Listening
+	if err := checkNeverStrand(d, before, sp); err != nil {
+		return err
+	}
 	lastAdd := -1
 	for i, op := range sp.Ops {
 		if op.Kind == OpAdd {
@@ -188,6 +211,7 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 	if err := checkReached(d, before, after, sp); err != nil {
 		return err
 	}
+	after.Carried = before.Carried
 	again := PlanSocket(d, after)
 	if !again.Empty() {
 		return fmt.Errorf("not idempotent: replan has %d ops: %v", len(again.Ops), opLines(again))
@@ -201,7 +225,7 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 // key unless a stale in-use key holds it.
 func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 	held := func(r tcpao.KeyRef) bool {
-		for _, h := range append(slices.Clone(sp.Deferred), sp.Blocked...) {
+		for _, h := range slices.Concat(sp.Deferred, sp.Blocked, sp.Kept) {
 			if normRef(h.Ref) == r || !h.Ref.Peer.IsValid() || conflicts(r, normRef(h.Ref)) {
 				return true
 			}
@@ -212,7 +236,7 @@ func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 	for _, k := range after.Keys {
 		have[k.KeyRef] = k
 	}
-	blocked := len(sp.Blocked) > 0
+	blocked := len(sp.Blocked) > 0 || len(sp.Kept) > 0
 	for _, k := range d.Keys {
 		ki, ok := have[normRef(k.KeyRef)]
 		if !ok || !sameMaterial(&k.Key, &ki) {
@@ -236,7 +260,10 @@ func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 	}
 	if d.Kind == Established && cur != nil && !held(cur.KeyRef) {
 		di := slices.IndexFunc(d.Keys, func(x DesiredKey) bool { return normRef(x.KeyRef) == cur.KeyRef })
-		anySendable := slices.ContainsFunc(d.Keys, func(x DesiredKey) bool { _, ok := have[normRef(x.KeyRef)]; return ok && !x.AcceptOnly })
+		anySendable := slices.ContainsFunc(d.Keys, func(x DesiredKey) bool {
+			k, ok := have[normRef(x.KeyRef)]
+			return ok && sameMaterial(&x.Key, &k) && !x.AcceptOnly // an edit held back is not the desired key
+		})
 		if di < 0 || d.Keys[di].AcceptOnly && anySendable {
 			return fmt.Errorf("current %s is not a desired sendable key", cur.KeyRef)
 		}
@@ -253,6 +280,60 @@ func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 	}
 	if !blocked && d.AORequired != (after.HaveAO && after.Info.AORequired) && !(len(d.Keys) == 0 && !after.HaveAO) {
 		return fmt.Errorf("ao_required %t, want %t", after.Info.AORequired, d.AORequired)
+	}
+	return nil
+}
+
+// checkNeverStrand is the never-strand rule, checked against the plan
+// itself rather than the planner's code: no delete removes a key in use
+// (an established socket's Current_key, RNext_key or a key the peer sent
+// with; a listener key that a session carries) unless it is revoked,
+// approved for replacement or, on an established socket and neither
+// current nor rnext, retired; no add puts new material under the IDs of
+// an installed key unless approved; and every key in use that is no
+// longer desired is reported (deferred, blocked or kept).
+func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
+	listen := d.Kind == Listening
+	lists := func(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
+		return slices.ContainsFunc(list, func(x tcpao.KeyRef) bool {
+			x = normRef(x)
+			return x == r || !listen && sameSessionKey(x, r)
+		})
+	}
+	inUse := func(k tcpao.KeyInfo) bool {
+		if listen {
+			return slices.ContainsFunc(before.Carried, func(c tcpao.KeyRef) bool { return sameSessionKey(normRef(c), k.KeyRef) })
+		}
+		return k.PktGood > 0 // Current_key and RNext_key: checkPlan's forced-delete checks
+	}
+	for i, op := range sp.Ops {
+		for _, k := range before.Keys {
+			switch {
+			case op.Kind == OpDel && normRef(op.Del.KeyRef) == k.KeyRef && inUse(k):
+				ok := lists(d.Revoked, k.KeyRef) || lists(d.Replace, k.KeyRef) || !listen && lists(d.Retire, k.KeyRef)
+				if !ok {
+					return fmt.Errorf("op %d (%s): removes key %s in use without an operator action or a proven retire", i+1, op.Line(), k.KeyRef)
+				}
+			case op.Kind == OpAdd:
+				r := normRef(op.Key.KeyRef)
+				if r.SendID == k.SendID && r.RecvID == k.RecvID && conflicts(k.KeyRef, r) &&
+					!sameMaterial(&op.Key, &k) && !lists(d.Replace, k.KeyRef) {
+					return fmt.Errorf("op %d (%s): new material under the IDs of installed key %s, not approved", i+1, op.Line(), k.KeyRef)
+				}
+			}
+		}
+	}
+	reported := func(r tcpao.KeyRef) bool {
+		return slices.ContainsFunc(slices.Concat(sp.Deferred, sp.Blocked, sp.Kept), func(h Held) bool {
+			return !h.Ref.Peer.IsValid() || conflicts(r, normRef(h.Ref))
+		})
+	}
+	for _, k := range before.Keys {
+		gone := slices.ContainsFunc(sp.Ops, func(op Op) bool { return op.Kind == OpDel && normRef(op.Del.KeyRef) == k.KeyRef })
+		desired := slices.ContainsFunc(d.Keys, func(x DesiredKey) bool { return normRef(x.KeyRef) == k.KeyRef && sameMaterial(&x.Key, &k) })
+		if (inUse(k) || k.IsCurrent || k.IsRNext) && !gone && !desired && !reported(k.KeyRef) {
+			return fmt.Errorf("key %s in use and no longer desired is kept without a word", k.KeyRef)
+		}
 	}
 	return nil
 }

@@ -74,6 +74,7 @@ func refText(r tcpao.KeyRef) string {
 //	<socket> <kind> <n>. <op line>
 //	<socket> <kind> defer <key> (<reason>): <detail>
 //	<socket> <kind> blocked <key> (<reason>): <detail>
+//	<socket> <kind> kept <key> (<reason>): <detail>
 //
 // Sockets with nothing to do print "<socket> <kind> ok". The output is the
 // golden-file format and what `aoctl plan` shows.
@@ -81,7 +82,7 @@ func Render(w io.Writer, p Plan) error {
 	var b strings.Builder
 	for _, sp := range p {
 		head := fmt.Sprintf("%s %s", sp.Socket, sp.Kind)
-		if len(sp.Ops) == 0 && len(sp.Deferred) == 0 && len(sp.Blocked) == 0 {
+		if len(sp.Ops) == 0 && len(sp.Deferred) == 0 && len(sp.Blocked) == 0 && len(sp.Kept) == 0 {
 			fmt.Fprintf(&b, "%s ok\n", head)
 		}
 		for i, op := range sp.Ops {
@@ -92,6 +93,9 @@ func Render(w io.Writer, p Plan) error {
 		}
 		for _, h := range sp.Blocked {
 			fmt.Fprintf(&b, "%s blocked %s (%s): %s\n", head, heldRef(h), h.Why, h.Detail)
+		}
+		for _, h := range sp.Kept {
+			fmt.Fprintf(&b, "%s kept %s (%s): %s\n", head, heldRef(h), h.Why, h.Detail)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

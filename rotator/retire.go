@@ -62,17 +62,33 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		*obs = full
 	}
 	sp := PlanSocket(m.desired, *obs)
+	// The old keys the peer sent with are in use by the never-strand
+	// rule: the plan defers them (those that are neither Current_key nor
+	// RNext_key are the ones to retire), and they go only once this step
+	// proves the peer moved off them, by a plan that names them in
+	// Desired.Retire. Stale keys the peer never sent with go in any plan.
+	// A revoked key the peer sent with goes the same way: the plan
+	// deletes it, and this step waits for the same proof first.
+	var retire []tcpao.KeyRef
 	rising, used := false, false
-	for _, op := range sp.Ops {
-		if op.Kind != OpDel {
-			continue
-		}
+	gone := func(r tcpao.KeyRef, in bool) {
 		for _, k := range obs.Keys {
-			if k.KeyRef == normRef(op.Del.KeyRef) {
+			if k.KeyRef == normRef(r) && (!in || !k.IsCurrent && !k.IsRNext) {
+				if in {
+					retire = append(retire, k.KeyRef)
+				}
 				rising = rising || k.PktGood > m.oldGood[k.KeyRef]
 				used = used || k.PktGood > 0
 			}
 		}
+	}
+	for _, op := range sp.Ops {
+		if op.Kind == OpDel {
+			gone(op.Del.KeyRef, false)
+		}
+	}
+	for _, h := range sp.Deferred {
+		gone(h.Ref, true)
 	}
 	// The peer's Current_key follows our RNext only once a segment of
 	// ours reaches it; a segment of ours from before the announce may
@@ -93,6 +109,11 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		m.st.NextAction, m.st.NextAt = "old key's pkt_good still rising: wait", now.Add(m.cfg.Poll)
 		return m.st.NextAt
 	}
+	d := m.desired
+	if len(retire) > 0 {
+		d.Retire = retire
+		sp = PlanSocket(d, *obs)
+	}
 	if !sp.Empty() {
 		o2 := Observed{}
 		read := false
@@ -108,7 +129,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		}
 		if read {
 			m.st.Counters = CountersOf(o2, now)
-			sp = PlanSocket(m.desired, o2)
+			sp = PlanSocket(d, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
 		}
 	}

@@ -88,10 +88,22 @@ type Desired struct {
 	WantRNext   OptID
 	// AORequired is the socket's ao_required flag.
 	AORequired bool
-	// Revoked lists keys that must go even if they are in use: the only
-	// keys (besides in-place secret changes) that a forced delete may remove
-	// from an established socket while they are Current_key.
+	// Revoked lists keys that must go even if they are in use: with
+	// Replace, the only keys a forced delete may remove from an
+	// established socket while they are Current_key, and with Retire the
+	// only keys in use (see PlanSocket's never-strand rule) that may go at
+	// all.
 	Revoked []tcpao.KeyRef
+	// Retire lists keys of an established socket that the roll proved the
+	// peer has stopped sending with (the retire step: the new key's
+	// pkt_good rose after the grace period and theirs did not): in use by
+	// the never-strand rule only through their pkt_good, they may go.
+	Retire []tcpao.KeyRef
+	// Replace lists keys whose new material, under the IDs of an installed
+	// key, an operator approved (aoctl replace): the installed key may be
+	// deleted and the new one added in its place. Without it, new material
+	// under installed IDs is held back on every socket (ReasonEdited).
+	Replace []tcpao.KeyRef
 }
 
 // Observed is what the kernel reports for one socket.
@@ -104,6 +116,13 @@ type Observed struct {
 	// whose secret changed cannot be told from the one desired. PlanSocket
 	// plans nothing from it (Blocked).
 	Bare bool
+	// Carried, for a listening socket, are the keys the established
+	// sessions accepted from it carry, as last read from their sockets
+	// (CarriedKeys), and those a session that went down carried last: the
+	// keys its peer sends with or last authenticated with. A listener key
+	// that one of them names (same IDs and L3 device, overlapping peer
+	// prefix) is in use by the never-strand rule.
+	Carried []tcpao.KeyRef
 }
 
 // OpKind is the kind of one planned operation.
@@ -143,6 +162,8 @@ const (
 	ReasonInUse                       // stale key is Current_key: waits for the roll
 	ReasonNoReplace                   // in-use key cannot be replaced: no other usable key
 	ReasonInvalid                     // desired state is invalid
+	ReasonCarried                     // key no longer desired carries a session: kept
+	ReasonEdited                      // new material under an installed key's IDs: held back
 )
 
 var reasonNames = [...]string{
@@ -156,6 +177,8 @@ var reasonNames = [...]string{
 	ReasonInUse:     "in-use",
 	ReasonNoReplace: "no-replacement",
 	ReasonInvalid:   "invalid",
+	ReasonCarried:   "carried",
+	ReasonEdited:    "edited-in-place",
 }
 
 func (r Reason) String() string {
@@ -213,6 +236,13 @@ type SocketPlan struct {
 	// Blocked are changes the planner refuses; the socket keeps working
 	// with its present keys.
 	Blocked []Held
+	// Kept are what the never-strand rule held back while the rest of the
+	// plan goes ahead: keys no longer desired that carry a session
+	// (ReasonCarried: kept until an operator action removes them), and
+	// desired keys whose new material would replace an installed key under
+	// the same IDs (ReasonEdited: the installed key stays, the new
+	// material is not applied on any socket).
+	Kept []Held
 }
 
 // Empty reports whether the plan has no operations.
