@@ -3,8 +3,8 @@ package rotator
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
