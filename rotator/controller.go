@@ -52,6 +52,10 @@ type peerSlot struct {
 	desired Desired
 	run     *runner // nil while the peer is down
 	stopped *runner // the last machine stopped (PeerDown), until the next starts
+	// carried are the keys the last stopped machine's session carried
+	// when last read: the keys the peer last authenticated with, which a
+	// listener keeps until the peer's next session has been read.
+	carried []tcpao.KeyRef
 }
 
 // runner is one peer's goroutine and its mailbox. Its machine (m) is the
@@ -286,6 +290,9 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 		r, s.run = s.run, nil
 		if r != nil {
 			s.stopped = r
+			if st := r.status.Load(); st != nil && !st.Counters.At.IsZero() {
+				s.carried = st.Counters.Carried
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -294,6 +301,27 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 	}
 	r.stop()
 	return r.done
+}
+
+// Carried are the keys every peer's session carries, as its machine last
+// read them (Counters.Carried), and for a peer that is down, or whose new
+// session was not read yet, the keys its last session carried: the keys a
+// listener must keep (Observed.Carried). Memory only: after a restart a
+// peer that is down has none until its next session.
+func (c *Controller) Carried() []tcpao.KeyRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []tcpao.KeyRef
+	for _, s := range c.peers {
+		if s.run != nil {
+			if st := s.run.status.Load(); st != nil && !st.Counters.At.IsZero() {
+				out = append(out, st.Counters.Carried...)
+				continue
+			}
+		}
+		out = append(out, s.carried...)
+	}
+	return out
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

@@ -1,6 +1,10 @@
 package rotator
 
-import "time"
+import (
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
 
 // Counters are one socket's TCP-AO counters as read at At (TCP_AO_INFO and
 // TCP_AO_GET_KEYS): the machine records them on every read of its socket
@@ -13,6 +17,9 @@ type Counters struct {
 
 	PktGood, PktBad, PktKeyNotFound, PktAORequired uint64
 	Keys                                           []KeyCounters
+	// Carried are the keys that carry the session (CarriedKeys): a
+	// listener keeps every key they name (Observed.Carried).
+	Carried []tcpao.KeyRef
 }
 
 // KeyCounters are one key's TCP_AO_GET_KEYS counters.
@@ -30,6 +37,21 @@ func CountersOf(o Observed, at time.Time) Counters {
 		for i, k := range o.Keys {
 			c.Keys[i] = KeyCounters{SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad}
 		}
+		c.Carried = CarriedKeys(o)
 	}
 	return c
+}
+
+// CarriedKeys are the keys of an established socket that carry its
+// session, by the never-strand rule: Current_key, RNext_key, and every key
+// the peer sent with (pkt_good > 0), the one it last authenticated with
+// among them. nil when there are none.
+func CarriedKeys(o Observed) []tcpao.KeyRef {
+	var out []tcpao.KeyRef
+	for i := range o.Keys {
+		if k := &o.Keys[i]; k.IsCurrent || k.IsRNext || k.PktGood > 0 {
+			out = append(out, k.KeyRef)
+		}
+	}
+	return out
 }

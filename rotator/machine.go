@@ -156,6 +156,12 @@ type Status struct {
 	Attempts  int // aborted attempts since the last completed roll
 	PktBad    uint64
 	Deferred  int // stale keys waiting for the peer to stop using them
+	// Kept are what the never-strand rule keeps on the socket that the
+	// desired state would remove: keys that carry the session but are no
+	// longer desired (ReasonCarried, from every read of the socket), and
+	// installed keys whose new material is held back (ReasonEdited, from
+	// the last plan). Immutable once published.
+	Kept []Held
 
 	// Counters are the socket's counters as the machine last read them
 	// (Counters.At zero: not read yet).
@@ -200,6 +206,10 @@ type machine struct {
 	// Exclusive call the machine took, for the step that follows it at
 	// once; nil when there is none, or the loop moved on without that step.
 	pre *Observed
+	// carried are the keys the last read found carrying the session but
+	// not desired, edits the ReasonEdited holds of the last full plan:
+	// Status.Kept (setKept).
+	carried, edits []Held
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
@@ -382,6 +392,7 @@ func (m *machine) step(now time.Time) time.Time {
 	}
 	m.st.Current, m.st.RNext = curOf(&obs)
 	m.st.PktBad = obs.Info.PktBad
+	m.keptFrom(&obs)
 	switch m.st.State {
 	case StateBackoff:
 		if now.Before(m.st.NextAt) {
@@ -398,6 +409,7 @@ func (m *machine) step(now time.Time) time.Time {
 func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	d := &m.desired
 	sp := PlanSocket(*d, *obs)
+	m.editsFrom(sp)
 	m.st.Deferred = len(sp.Deferred)
 	cur, _ := curOf(obs)
 	if len(sp.Blocked) > 0 {

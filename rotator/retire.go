@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -62,6 +63,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		*obs = full
 	}
 	sp := PlanSocket(m.desired, *obs)
+	m.editsFrom(sp)
 	// The old keys the peer sent with are in use by the never-strand
 	// rule: the plan defers them (those that are neither Current_key nor
 	// RNext_key are the ones to retire), and they go only once this step
@@ -145,4 +147,47 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
 	m.enter(StateSteady, now, "watch", m.steadyAt(now))
 	return m.st.NextAt
+}
+
+// keptFrom records in the status the keys of obs that carry the session
+// but are not desired (nor revoked: those go).
+func (m *machine) keptFrom(obs *Observed) {
+	var kept []Held
+	for _, r := range CarriedKeys(*obs) {
+		if m.desires(r) || slices.ContainsFunc(m.desired.Revoked, func(x tcpao.KeyRef) bool { return sameSessionKey(normRef(x), normRef(r)) }) {
+			continue
+		}
+		kept = append(kept, Held{Ref: r, Why: ReasonCarried,
+			Detail: "no longer desired (lifetime ended, or gone from the key source) but it carries the session: kept"})
+	}
+	m.carried = kept
+	m.setKept()
+}
+
+// desires reports whether the desired state lists r (by IDs, L3 device
+// and overlapping prefix, as on an established socket).
+func (m *machine) desires(r tcpao.KeyRef) bool {
+	r = normRef(r)
+	return slices.ContainsFunc(m.desired.Keys, func(k DesiredKey) bool { return sameSessionKey(normRef(k.KeyRef), r) })
+}
+
+// editsFrom records in the status a full plan's edits held back.
+func (m *machine) editsFrom(sp SocketPlan) {
+	var e []Held
+	for _, h := range sp.Kept {
+		if h.Why == ReasonEdited {
+			e = append(e, h)
+		}
+	}
+	m.edits = e
+	m.setKept()
+}
+
+// setKept publishes carried and edits as Status.Kept; a status that says
+// the same keeps its slice (published slices are never modified).
+func (m *machine) setKept() {
+	kept := slices.Concat(m.carried, m.edits)
+	if !slices.EqualFunc(kept, m.st.Kept, func(a, b Held) bool { return a.Ref == b.Ref && a.Why == b.Why }) {
+		m.st.Kept = kept
+	}
 }

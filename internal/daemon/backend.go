@@ -171,6 +171,9 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	for _, k := range pk.Keys {
 		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
 	}
+	if p := d.peer(id); p != nil {
+		ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), p), names, now)...)
+	}
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {
@@ -273,6 +276,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
+			obs.Carried = d.ctrl.Carried()
 			in = append(in, rotator.Input{Desired: want, Observed: obs})
 		}
 	}
@@ -330,6 +334,7 @@ func (d *Daemon) observeMetrics() {
 	snap, release := d.shared()
 	defer release()
 	m.SetHeldBack(metricHolds(d.holds(snap)))
+	m.SetKept(metricKept(sts, d.peer, d.listenerKept()))
 	d.scrapes++
 	d.observeVerify(m)
 	now := d.o.Clock.Now()

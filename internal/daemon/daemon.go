@@ -125,6 +125,7 @@ type Daemon struct {
 	lastFull     time.Time
 	lnWant       [2]rotator.Desired // v4, v6
 	lnFrozen     []frozenRange      // bindings whose listener keys are not deleted
+	lnKept       []rotator.Held     // what the last listener sync kept (d.mu; written by the reconcile goroutine)
 	retry        bool               // some desired state failed: recompute at the next full pass
 }
 

@@ -241,7 +241,9 @@ type testKey struct {
 	send, recv uint8
 	secret     string
 	sendStart  time.Time // zero: since forever
-	chain      string    // empty: chainName
+	// end, when set, ends both lifetimes (send and accept) at that instant.
+	end   time.Time
+	chain string // empty: chainName
 }
 
 func (k testKey) mkt() keystore.MKT {
@@ -252,8 +254,9 @@ func (k testKey) mkt() keystore.MKT {
 	return keystore.MKT{
 		Name: k.name, Chain: chain, SendID: k.send, RecvID: k.recv,
 		Algorithm: tcpao.HMACSHA256, Secret: tcpao.NewSecret([]byte(k.secret)), MACLen: 12,
-		IncludeTCPOptions: true, SendLifetime: keystore.Lifetime{Start: k.sendStart},
-		Source: "test:" + k.name,
+		IncludeTCPOptions: true, SendLifetime: keystore.Lifetime{Start: k.sendStart, End: k.end},
+		AcceptLifetime: keystore.Lifetime{End: k.end},
+		Source:         "test:" + k.name,
 	}
 }
 

@@ -346,10 +346,15 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			optMemMax = func() (int, error) { return limit, nil }
 		}
 	}
+	// The keys the sessions carry, and those peers that are down last
+	// authenticated with: the planner keeps every listener key they name.
+	carried := d.ctrl.Carried()
+	var kept []rotator.Held
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.lnFrozen), want, rotator.ListenerOptions{OptMemMax: optMemMax})
+		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.lnFrozen), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
+		kept = append(kept, sp.Kept...)
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue
@@ -357,7 +362,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		if len(sp.Ops) > 0 {
 			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))
 		}
+		for _, h := range sp.Blocked {
+			d.log.Warn("listener change blocked", "socket", ref.String(), "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
+		}
 	}
+	d.noteListenerKept(kept)
 	limit, _ := optMemMax()
 	d.mu.Lock()
 	d.optmem = [2]int{limit, needed}

@@ -45,6 +45,7 @@ type Metrics struct {
 	refused                   prometheus.Counter
 	speakerRPCs               *prometheus.CounterVec
 	heldBack                  *prometheus.GaugeVec
+	kept                      *prometheus.GaugeVec
 	sessionCache              *sessionCacheCollector
 	peers                     *peerStore
 	reg                       prometheus.Gatherer
@@ -96,6 +97,9 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		heldBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysHeldBack,
 			Help: "1 for each chain or key of the key source held back: its last good version is kept (last_good=true), or nothing of it is deleted (last_good=false)."},
 			[]string{LabelChain, LabelKey, LabelReason, LabelLastGood}),
+		kept: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysKept,
+			Help: "1 for each key the never-strand rule keeps on a socket against the desired state: reason carried (no longer desired, but it carries the session or the peer last authenticated with it) or edited-in-place (new material under its IDs held back)."},
+			[]string{LabelPeer, LabelVRF, LabelSocket, LabelSendID, LabelRecvID, LabelReason}),
 		sessionCache: &sessionCacheCollector{desc: prometheus.NewDesc(NameSpeakerSessionCache,
 			"The session guard's questions about a peer's session, by result: hit (answered from the session state followed on the speaker's event stream) or miss (asked the speaker about the neighbor).",
 			[]string{LabelResult}, nil)},
@@ -104,7 +108,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		now:   time.Now,
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncErrors, m.revokes, m.revokeDuration,
-		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs, m.heldBack, m.sessionCache, peerNames{m.peers}} {
+		m.optmemLimit, m.optmemNeeded, m.refused, m.speakerRPCs, m.heldBack, m.kept, m.sessionCache, peerNames{m.peers}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -219,6 +223,21 @@ func (m *Metrics) SetHeldBack(held []HeldBack) {
 	m.heldBack.Reset()
 	for _, h := range held {
 		m.heldBack.WithLabelValues(h.Chain, h.Key, h.Reason, strconv.FormatBool(h.LastGood)).Set(1)
+	}
+}
+
+// Kept is one key the never-strand rule keeps on a socket (NameKeysKept).
+type Kept struct {
+	Peer, VRF, Socket string
+	SendID, RecvID    uint8
+	Reason            string
+}
+
+// SetKept replaces the kept-key series with kept.
+func (m *Metrics) SetKept(kept []Kept) {
+	m.kept.Reset()
+	for _, k := range kept {
+		m.kept.WithLabelValues(k.Peer, k.VRF, k.Socket, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)), k.Reason).Set(1)
 	}
 }
 

@@ -59,6 +59,14 @@ const (
 	// chain-missing, no-usable-key), last_good. Value 1.
 	NameKeysHeldBack = "aokeyd_keys_held_back"
 
+	// Keys the never-strand rule keeps on a socket although the desired
+	// state would remove them (labels peer, vrf, socket: established or
+	// listening, send_id, recv_id, reason: carried — no longer desired,
+	// its lifetime ended or it left the key source, but it carries the
+	// peer's session or is the key the peer last authenticated with —
+	// or edited-in-place — new material under its IDs, held back). Value 1.
+	NameKeysKept = "aokeyd_keys_kept"
+
 	// Control socket requests refused by the SO_PEERCRED check.
 	NameControlRefused = "aokeyd_control_refused_total"
 

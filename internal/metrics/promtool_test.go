@@ -41,6 +41,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	m.RevokeDone(20 * time.Millisecond)
 	m.SetOptmem(131072, 4096)
 	m.SetHeldBack([]HeldBack{{Chain: "core", Key: "2026-11", Reason: "key-rejected", LastGood: true}})
+	m.SetKept([]Kept{{Peer: "192.0.2.2", Socket: "established", SendID: 1, RecvID: 1, Reason: "carried"}})
 	m.ControlRefused()
 	m.SpeakerRPC("ListPeer")
 

@@ -1,0 +1,124 @@
+package daemon_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestNeverStrand: what the desired state says never takes a key a
+// session uses, or that its peer last authenticated with, off the session
+// or the listener: not a lifetime's end (with the session up, or down; a
+// lagging peer mid-roll), not an edit in place. Each case ends with the
+// peer's reconnect through the listener, and a warning and the
+// aokeyd_keys_kept series naming the kept key.
+func TestNeverStrand(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		run    func(t *testing.T, e *env, k1, k2 testKey) []testKey // returns the keys the peer reconnects with
+		reason string
+	}{
+		{"only key's lifetime ends", func(t *testing.T, e *env, k1, _ testKey) []testKey {
+			time.Sleep(time.Until(k1.end) + time.Second)
+			e.settle()
+			return []testKey{k1}
+		}, "carried"},
+		{"only key's lifetime ends while the session is down", func(t *testing.T, e *env, k1, _ testKey) []testKey {
+			down := e.sessionInfo()
+			down.State = bgp.StateIdle
+			e.sp.Set(down)
+			e.waitFor("the session down in status", func() bool { return e.peerStatus().Rotation.State == "down" })
+			time.Sleep(time.Until(k1.end) + time.Second)
+			e.settle()
+			return []testKey{k1}
+		}, "carried"},
+		{"lagging peer: the old key's lifetime ends mid-roll", func(t *testing.T, e *env, k1, k2 testKey) []testKey {
+			e.refreshWith(k1, k2) // the peer never gets k2
+			e.waitFor("the roll to k2 announced", func() bool { return e.peerStatus().Rotation.State == "announced" })
+			time.Sleep(time.Until(k1.end) + time.Second)
+			e.settle()
+			if cur := info(t, e.acc).CurrentKey; cur != k1.send {
+				t.Errorf("the session sends with %d, want k1 (%d): the peer never got k2", cur, k1.send)
+			}
+			return []testKey{k1}
+		}, "carried"},
+		{"secret edited in place", func(t *testing.T, e *env, k1, _ testKey) []testKey {
+			before := fingerprints(t, e.lis, e.acc)
+			edited := k1
+			edited.secret = "daemon-test-secret-k1-edited-Qw3"
+			edited.end = time.Time{}
+			e.refreshWith(edited)
+			e.settle()
+			if after := fingerprints(t, e.lis, e.acc); !slices.Equal(before, after) {
+				t.Errorf("an edit in place changed the sockets' keys: %v, then %v", before, after)
+			}
+			return []testKey{k1} // the peer still has the old secret
+		}, "edited-in-place"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				now := time.Now()
+				k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour), end: now.Add(time.Minute)}
+				k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
+				if c.reason == "edited-in-place" {
+					k1.end = time.Time{}
+				}
+				reg := prometheus.NewPedanticRegistry()
+				m, err := metrics.New(reg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := newEnv(t, envOptions{keys: []testKey{k1}, metrics: m, switchTimeout: time.Hour})
+				e.waitKeys("listener", e.lis, ids(k1))
+				e.up(ids(k1), k1)
+				if err := e.net.Exchange(e.client, e.acc, 2); err != nil { // the peer sends with k1
+					t.Fatal(err)
+				}
+				again := c.run(t, e, k1, k2)
+
+				if got := keyIDs(t, e.lis); !slices.Contains(got, k1.ids()) {
+					t.Errorf("listener keys %v: k1 (%s), which the peer last authenticated with, is gone", got, k1.ids())
+				}
+				if !hasWarning(e.warningsOf(), []string{"core/k1", "listener"}) {
+					t.Errorf("no warning names the kept key core/k1: %q", e.warningsOf())
+				}
+				if n, err := testutil.GatherAndCount(m.Gatherer(), metrics.NameKeysKept); err != nil || n == 0 {
+					t.Errorf("%s: %d series (%v), want k1's", metrics.NameKeysKept, n, err)
+				}
+				if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(""), metrics.NameKeysKept); err == nil ||
+					!strings.Contains(err.Error(), `reason="`+c.reason+`"`) {
+					t.Errorf("%s lacks reason %q: %v", metrics.NameKeysKept, c.reason, err)
+				}
+				if err := e.reconnect(again); err != nil {
+					t.Errorf("the peer's reconnect failed: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// fingerprints lists each socket's keys with their material's fingerprint.
+func fingerprints(t *testing.T, socks ...tcpao.Socket) []string {
+	t.Helper()
+	var out []string
+	for _, s := range socks {
+		ks, err := s.Keys(tcpao.KeyFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ks {
+			out = append(out, fmt.Sprintf("%s %s %x", k.KeyRef, k.Algorithm, k.Fingerprint))
+		}
+	}
+	return out
+}
