@@ -28,11 +28,22 @@ type key struct {
 	// excludeOpts sets tcp_options: exclude on A's side only (BIRD's keys
 	// always include TCP options).
 	excludeOpts bool
+	// edited gives A's key file another secret under the same IDs (an
+	// edit in place); BIRD keeps round i's.
+	edited bool
 }
 
 func secretOf(i int) []byte {
 	s := sha256.Sum256([]byte("aokeyd e2e round " + strconv.Itoa(i)))
 	return s[:20]
+}
+
+// secretA is the secret A's key file holds for k.
+func (k key) secretA() []byte {
+	if k.edited {
+		return secretOf(1000 + k.i)
+	}
+	return secretOf(k.i)
 }
 
 func (k key) sendID() uint8 { return uint8(k.i) }
@@ -69,7 +80,7 @@ func chainDocFor(keys []key, peers string) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
 		m := map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
-			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
+			"secret_hex": hex.EncodeToString(k.secretA()), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
 			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)}
 		if k.excludeOpts {
 			m["tcp_options"] = "exclude"

@@ -14,7 +14,7 @@
 #                        side by side with each other and with the rest, which
 #                        run one after another in lane 0
 #   AOKEYD_ALONE         with several lanes: tests (a -test.run regex, default
-#                        ^TestClockJump$) that move the guest's wall clock,
+#                        ^(TestClockJump|TestLifetimeEnd)$) that move the guest's wall clock,
 #                        which every other test's key lifetimes are read
 #                        against: they run first, while nothing else runs, and
 #                        are left out of their package's lane run
@@ -113,7 +113,7 @@ EOF
 fi
 run_flag=""
 [ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag=$(printf '%q' "-test.run=${AOKEYD_TEST_RUN}")
-alone_q=$(printf '%q' "${AOKEYD_ALONE-^TestClockJump\$}")
+alone_q=$(printf '%q' "${AOKEYD_ALONE-^(TestClockJump|TestLifetimeEnd)\$}")
 list_q=$(printf '%q' "${AOKEYD_TEST_RUN:-.}")
 cat >>"$share/guest.sh" <<EOF
 mkdir -p /aokeyd/share/logs
