@@ -241,13 +241,40 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeErr(w, err)
 }
 
+// Causes of readJSON's errors, each wrapped with ErrInvalid (400).
+var (
+	errTrailingData = errors.New("more follows the JSON object (send one object per request)")
+	errBodyTooLarge = fmt.Errorf("larger than %d bytes", MaxBody)
+)
+
+// readJSON decodes r's body into v. The body must be exactly one JSON
+// value with no unknown fields, optionally followed by white space, and
+// at most MaxBody bytes; anything else is an error wrapping ErrInvalid,
+// and v must then not be acted on (it may hold the first object of a
+// body that carries two).
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	err := dec.Decode(v)
+	if err == nil {
+		// Past the value, only white space and then the end may follow.
+		off := dec.InputOffset()
+		if _, err = dec.Token(); err == io.EOF {
+			return nil
+		}
+		if err == nil || !isTooLarge(err) {
+			return fmt.Errorf("%w: request body: %w (at byte %d)", ErrInvalid, errTrailingData, off)
+		}
 	}
-	return nil
+	if isTooLarge(err) {
+		return fmt.Errorf("%w: request body: %w", ErrInvalid, errBodyTooLarge)
+	}
+	return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+}
+
+func isTooLarge(err error) bool {
+	var mb *http.MaxBytesError
+	return errors.As(err, &mb)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
