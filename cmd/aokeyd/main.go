@@ -286,7 +286,8 @@ func controlAPI(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *s
 		Backend: d, Logger: log, AllowGID: uint32(gid), HaveGID: haveGID,
 		AdminGID: uint32(adminGID), HaveAdminGID: haveAdminGID,
 		ReadTimeout: time.Duration(cfg.Control.ReadTimeout), IdleTimeout: time.Duration(cfg.Control.IdleTimeout),
-		WriteTimeout: time.Duration(cfg.Control.WriteTimeout), MaxConns: cfg.Control.MaxConnections,
+		WriteTimeout: time.Duration(cfg.Control.WriteTimeout),
+		MaxConns:     cfg.Control.MaxConnections, AdminConns: cfg.Control.AdminConnections,
 		Refused: m.ControlRefused, Version: version, Started: time.Now(),
 	})
 	return supervise.Runnable{Name: "control", Run: func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/policy"
 	"gopkg.in/yaml.v3"
 )
@@ -18,12 +19,13 @@ const (
 	DefaultPath          = "/etc/aokeyd/aokeyd.yaml"
 	DefaultControlSocket = "/run/aokeyd/control.sock"
 	DefaultControlMode   = fs.FileMode(0o660)
-	// Control socket limits (control.Default* agree).
-	DefaultControlReadTimeout  = 10 * time.Second
-	DefaultControlIdleTimeout  = 30 * time.Second
-	DefaultControlWriteTimeout = 2 * time.Minute
-	DefaultControlMaxConns     = 32
-	MaxControlMaxConns         = 1024
+	// Control socket limits: control's defaults, defined there.
+	DefaultControlReadTimeout  = control.DefaultReadTimeout
+	DefaultControlIdleTimeout  = control.DefaultIdleTimeout
+	DefaultControlWriteTimeout = control.DefaultWriteTimeout
+	DefaultControlMaxConns     = control.DefaultMaxConns
+	DefaultControlAdminConns   = control.DefaultAdminConns
+	MaxControlMaxConns         = 1024 // bounds max_connections and admin_connections
 	DefaultMetricsListen       = "127.0.0.1:9179"
 	DefaultGoBGPAddress        = "127.0.0.1:50051"
 	DefaultProcessName         = "gobgpd"
@@ -150,8 +152,11 @@ type Control struct {
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	IdleTimeout  Duration `yaml:"idle_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
-	// MaxConnections caps the connections served at once.
-	MaxConnections int `yaml:"max_connections"`
+	// MaxConnections caps the connections served at once;
+	// AdminConnections is how many more only admins may have, so that
+	// other users' connections never keep an admin out.
+	MaxConnections   int `yaml:"max_connections"`
+	AdminConnections int `yaml:"admin_connections"`
 }
 
 // Metrics is the Prometheus listener.

@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		{"control.idle_timeout", c.Control.IdleTimeout.String(), Duration(DefaultControlIdleTimeout).String()},
 		{"control.write_timeout", c.Control.WriteTimeout.String(), Duration(DefaultControlWriteTimeout).String()},
 		{"control.max_connections", fmt.Sprint(c.Control.MaxConnections), fmt.Sprint(DefaultControlMaxConns)},
+		{"control.admin_connections", fmt.Sprint(c.Control.AdminConnections), fmt.Sprint(DefaultControlAdminConns)},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -100,6 +101,8 @@ func TestParseErrors(t *testing.T) {
 		{"zero-ish idle timeout", base + "control:\n  idle_timeout: 1ms\n", 8, "control.idle_timeout", keystore.ErrInvalid, "too short"},
 		{"too many connections", base + "control:\n  max_connections: 100000\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
 		{"negative connections", base + "control:\n  max_connections: -1\n", 8, "control.max_connections", keystore.ErrInvalid, "out of range"},
+		{"too many admin connections", base + "control:\n  admin_connections: 1025\n", 8, "control.admin_connections", keystore.ErrInvalid, "out of range"},
+		{"negative admin connections", base + "control:\n  admin_connections: -1\n", 8, "control.admin_connections", keystore.ErrInvalid, "out of range"},
 		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "", keystore.ErrUnknownField, `unknown field "admin_groups" in control`},
 		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", keystore.ErrInvalid, "host:port"},
 		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", keystore.ErrInvalid, `"xml"`},

@@ -59,6 +59,8 @@
 //	  idle_timeout: 30s                a connection between requests (default)
 //	  write_timeout: 2m                handling and answering one request (default)
 //	  max_connections: 32              served at once, 1..1024 (default); one more gets 503
+//	  admin_connections: 4             served at once beyond max_connections, for admins
+//	                                   only (root, aokeyd's uid, admin_group), 1..1024 (default)
 //	metrics:
 //	  listen: 127.0.0.1:9179           host:port (default, localhost only); "off" disables
 //	log:

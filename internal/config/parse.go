@@ -253,11 +253,20 @@ func (p *parser) checkControl(c *Control) {
 			p.at(d.field, keystore.ErrInvalid, "%s is too short (at least 1s; default %s)", time.Duration(*d.v), Duration(d.def))
 		}
 	}
-	switch {
-	case c.MaxConnections == 0:
-		c.MaxConnections = DefaultControlMaxConns
-	case c.MaxConnections < 0 || c.MaxConnections > MaxControlMaxConns:
-		p.at("control.max_connections", keystore.ErrInvalid, "%d is out of range (1..%d; default %d)", c.MaxConnections, MaxControlMaxConns, DefaultControlMaxConns)
+	for _, n := range []struct {
+		field string
+		v     *int
+		def   int
+	}{
+		{"control.max_connections", &c.MaxConnections, DefaultControlMaxConns},
+		{"control.admin_connections", &c.AdminConnections, DefaultControlAdminConns},
+	} {
+		switch {
+		case *n.v == 0:
+			*n.v = n.def
+		case *n.v < 0 || *n.v > MaxControlMaxConns:
+			p.at(n.field, keystore.ErrInvalid, "%d is out of range (1..%d; default %d)", *n.v, MaxControlMaxConns, n.def)
+		}
 	}
 }
 

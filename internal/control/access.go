@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -52,6 +53,18 @@ func (s *Server) roleOf(c Cred) (role, error) {
 		return roleNone, errors.New("uid not allowed")
 	}
 	return roleNone, fmt.Errorf("uid not allowed and not in the read or admin group")
+}
+
+// admit reads c's peer credentials when it is accepted and tells whether
+// it is an admin's, so that a slot is chosen by role. The credentials go
+// with the connection to Handler, which checks each request's role.
+func (s *Server) admit(c net.Conn) (credResult, bool) {
+	cred, err := s.credOf(c)
+	if err != nil {
+		return credResult{cred, err}, false
+	}
+	r, _ := s.roleOf(cred)
+	return credResult{cred, nil}, r == roleAdmin
 }
 
 type auditKey struct{}

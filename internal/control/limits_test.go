@@ -121,8 +121,8 @@ func TestSlowClientDropped(t *testing.T) {
 	}
 }
 
-// At most MaxConns connections are served at once; one more is answered
-// 503 and closed, and a freed slot serves again. In a synctest bubble over
+// At most MaxConns connections of non-admins are served at once; one more
+// is answered 503 and closed, and a freed slot serves again. In a synctest bubble over
 // in-memory connections: a server that never answered would leave every
 // goroutine blocked, which fails the test, and synctest.Wait is the point
 // at which the server has seen a closed connection.
@@ -131,8 +131,9 @@ func TestConnectionCap(t *testing.T) { synctest.Test(t, testConnectionCap) }
 func testConnectionCap(t *testing.T) {
 	var logs testkit.SyncBuffer
 	l := newChanListener()
-	s := NewServer(ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	s.credOf = rootCred
+	s := NewServer(ServerOptions{Backend: &fakeBackend{}, MaxConns: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		AllowGID: 4242, HaveGID: true})
+	s.credOf = func(net.Conn) (Cred, error) { return Cred{PID: 501, UID: 4005, GID: 4242}, nil }
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
 	defer func() {
@@ -180,5 +181,98 @@ func testConnectionCap(t *testing.T) {
 	synctest.Wait() // the server has read EOF on it and freed its slot
 	if _, err := c.Health(context.Background()); err != nil {
 		t.Fatalf("a freed slot does not serve again: %v", err)
+	}
+}
+
+// credPipe is the server end of an in-memory connection with the
+// credentials SO_PEERCRED and SO_PEERGROUPS would report for its peer.
+type credPipe struct {
+	net.Conn
+	cred Cred
+}
+
+// pipeCred is Server.credOf for connections from dialAs.
+func pipeCred(c net.Conn) (Cred, error) {
+	if p, ok := c.(credPipe); ok {
+		return p.cred, nil
+	}
+	return Cred{}, errors.New("not a credPipe")
+}
+
+// dialAs connects as a process with cred.
+func (l *chanListener) dialAs(cred Cred) net.Conn {
+	c, s := net.Pipe()
+	l.conns <- credPipe{s, cred}
+	return c
+}
+
+// clientAs is a Client whose every connection presents cred.
+func (l *chanListener) clientAs(cred Cred) *Client {
+	return &Client{socket: "pipe", hc: &http.Client{Transport: &http.Transport{
+		DialContext:       func(context.Context, string, string) (net.Conn, error) { return l.dialAs(cred), nil },
+		DisableKeepAlives: true,
+	}}}
+}
+
+// A reader holding every connection a non-admin may have does not keep an
+// admin out: the admin's revoke is served at once. The role is read from
+// the connection's credentials at accept, before a slot is taken, and
+// admins have slots of their own.
+func TestAdminSlotsReserved(t *testing.T) {
+	const readGID, adminGID, maxConns = 4242, 4343, 3
+	reader := Cred{PID: 501, UID: 4005, GID: readGID}
+	tests := []struct {
+		name  string
+		admin Cred
+	}{
+		{"root", Cred{PID: 1}},
+		{"admin group", Cred{PID: 503, UID: 4007, GID: 100, Groups: []uint32{readGID, adminGID}}},
+		{"daemon's uid", Cred{PID: 504, UID: 999, GID: 999}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := newChanListener()
+				fb := &fakeBackend{}
+				s := NewServer(ServerOptions{Backend: fb, MaxConns: maxConns, OwnUID: 999,
+					AllowGID: readGID, HaveGID: true, AdminGID: adminGID, HaveAdminGID: true})
+				s.credOf = pipeCred
+				done := make(chan error, 1)
+				go func() { done <- s.Serve(l) }()
+				defer func() {
+					_ = s.Shutdown(context.Background())
+					if err := <-done; err != nil {
+						t.Errorf("Serve: %v", err)
+					}
+				}()
+				// The reader holds every shared slot with idle connections...
+				for range maxConns {
+					h := l.dialAs(reader)
+					defer h.Close()
+				}
+				// ... and is refused one more,
+				if _, err := l.clientAs(reader).Status(context.Background(), ""); !errors.Is(err, ErrServer) {
+					t.Errorf("reader over the cap: %v, want a 503", err)
+				}
+				// but the admin's revoke goes through at once.
+				start := time.Now()
+				if _, err := l.clientAs(tt.admin).Revoke(context.Background(), RevokeRequest{Chain: "core", Key: "a"}); err != nil {
+					t.Fatalf("admin revoke with the shared slots held: %v", err)
+				}
+				if d := time.Since(start); d > time.Second || len(fb.revokes) != 1 {
+					t.Errorf("revoke took %v, backend saw %d revokes", d, len(fb.revokes))
+				}
+				// Admins are bounded too: past the reserved slots, 503.
+				synctest.Wait() // the server has closed the revoke's connection
+				for range DefaultAdminConns {
+					h := l.dialAs(tt.admin)
+					defer h.Close()
+				}
+				if _, err := l.clientAs(tt.admin).Health(context.Background()); !errors.Is(err, ErrServer) ||
+					!strings.Contains(err.Error(), "admin_connections") {
+					t.Errorf("admin past the reserved slots: %v, want a 503 naming control.admin_connections", err)
+				}
+			})
+		})
 	}
 }

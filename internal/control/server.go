@@ -49,8 +49,10 @@ type ServerOptions struct {
 	// (default DefaultIdleTimeout).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxConns caps the connections served at once (default
-	// DefaultMaxConns); one more is answered 503 and closed.
-	MaxConns int
+	// DefaultMaxConns), and AdminConns (default DefaultAdminConns) is
+	// how many more admins may have: however many connections others
+	// hold, an admin's is served. One more is answered 503 and closed.
+	MaxConns, AdminConns int
 	// Refused is called for every refused request (a metrics hook).
 	Refused func()
 	// Version and Started fill /v1/health.
@@ -66,6 +68,7 @@ const (
 	DefaultWriteTimeout = 2 * time.Minute // covers the handler: a revoke on thousands of sockets
 	DefaultIdleTimeout  = 30 * time.Second
 	DefaultMaxConns     = 32
+	DefaultAdminConns   = 4
 )
 
 // Server serves the control API.
@@ -97,6 +100,9 @@ func NewServer(o ServerOptions) *Server {
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	if o.AdminConns <= 0 {
+		o.AdminConns = DefaultAdminConns
+	}
 	s := &Server{o: o, log: o.Logger, credOf: peerCred}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -110,11 +116,12 @@ func NewServer(o ServerOptions) *Server {
 	s.hs = &http.Server{
 		Handler: s.Handler(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if lc, ok := c.(*limitedConn); ok {
-				c = lc.Conn
+			lc, ok := c.(*limitedConn)
+			if !ok { // Serve wraps every connection; this is a backstop
+				cred, err := s.credOf(c)
+				return context.WithValue(ctx, credKey{}, credResult{cred, err})
 			}
-			cred, err := s.credOf(c)
-			return context.WithValue(ctx, credKey{}, credResult{cred, err})
+			return context.WithValue(ctx, credKey{}, lc.cred)
 		},
 		ReadHeaderTimeout: o.ReadTimeout,
 		ReadTimeout:       o.ReadTimeout,
@@ -161,9 +168,10 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// Serve accepts connections on l until Shutdown, at most MaxConns at once.
+// Serve accepts connections on l until Shutdown, at most MaxConns at once
+// and AdminConns more from admins.
 func (s *Server) Serve(l net.Listener) error {
-	if err := s.hs.Serve(newLimitListener(l, s.o.MaxConns, s.log)); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(newLimitListener(l, s.admit, s.o.MaxConns, s.o.AdminConns, s.log)); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("control: serve: %w", err)
 	}
 	return nil
