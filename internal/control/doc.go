@@ -27,9 +27,10 @@
 // Limits: ReadTimeout (a request's headers and body), IdleTimeout (between
 // requests), WriteTimeout (handling and answer), MaxConns connections at
 // once and AdminConns more for admins only (the role is read at accept,
-// before a slot is taken; one more is answered 503 and closed), MaxBody
-// per request. A request body is exactly one JSON object: trailing data
-// other than white space is refused (400) before anything is done.
+// before a slot is taken; one more is answered 503 and closed, or closed
+// unanswered while a few others are being refused), MaxBody per request.
+// A request body is exactly one JSON object: trailing data other than
+// white space is refused (400) before anything is done.
 //
 // Debug with curl: curl --unix-socket /run/aokeyd/control.sock http://aokeyd/v1/status
 //

@@ -11,6 +11,12 @@ import (
 	"time"
 )
 
+// Refusals of connections over the limits.
+const (
+	maxRefusals   = 8           // answered 503 at once; more are closed unanswered
+	refuseTimeout = time.Second // for reading the request and writing the 503
+)
+
 // limitListener admits connections by role. Invariants:
 //   - a connection's peer credentials, and so its role, are read when it
 //     is accepted, before it takes a slot;
@@ -21,14 +27,18 @@ import (
 //   - a served connection holds exactly one slot and gives it back once,
 //     when it is closed.
 //
-// A connection over its limit is not left waiting in the backlog: it is
-// read for a moment, answered 503 and closed, so that the client gets a
-// clear error and the daemon spends no fd on it beyond that.
+// A connection over its limit is not left waiting in the backlog. While
+// fewer than maxRefusals are being refused, it is read for at most
+// refuseTimeout, answered 503 and closed, so that the client gets a clear
+// error; beyond that it is closed at once. A flood of connections thus
+// costs at most maxRefusals descriptors and goroutines, for at most
+// refuseTimeout after it stops.
 type limitListener struct {
 	net.Listener
 	admit            func(net.Conn) (credResult, bool) // its credentials, and whether it is an admin's
 	shared, reserved int
 	log              *slog.Logger
+	refusing         chan struct{} // one token per refusal being answered
 
 	mu                 sync.Mutex
 	nShared, nReserved int       // slots taken
@@ -36,7 +46,8 @@ type limitListener struct {
 }
 
 func newLimitListener(l net.Listener, admit func(net.Conn) (credResult, bool), shared, reserved int, log *slog.Logger) *limitListener {
-	return &limitListener{Listener: l, admit: admit, shared: shared, reserved: reserved, log: log}
+	return &limitListener{Listener: l, admit: admit, shared: shared, reserved: reserved, log: log,
+		refusing: make(chan struct{}, maxRefusals)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -50,7 +61,15 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return lc, nil
 		}
 		l.logRefusal(admin)
-		go refuseConn(c, l.shared, l.reserved, admin)
+		select {
+		case l.refusing <- struct{}{}:
+			go func() {
+				defer func() { <-l.refusing }()
+				refuseConn(c, l.shared, l.reserved, admin)
+			}()
+		default:
+			c.Close()
+		}
 	}
 }
 
@@ -86,7 +105,7 @@ func (l *limitListener) logRefusal(admin bool) {
 	defer l.mu.Unlock()
 	if now := time.Now(); now.Sub(l.logged) >= time.Second {
 		l.logged = now
-		l.log.Warn("control connection limit reached: refusing connections",
+		l.log.Warn("control connection limit reached: refusing connections (answered 503, or closed at once in a flood)",
 			"max_connections", l.shared, "admin_connections", l.reserved, "admin", admin)
 	}
 }
@@ -95,7 +114,7 @@ func (l *limitListener) logRefusal(admin bool) {
 // the client reads the answer), answers 503 and closes.
 func refuseConn(c net.Conn, shared, reserved int, admin bool) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
+	_ = c.SetDeadline(time.Now().Add(refuseTimeout))
 	if req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, MaxBody))); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, MaxBody))
 	}

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,6 +24,7 @@ import (
 type chanListener struct {
 	conns chan net.Conn
 	done  chan struct{}
+	open  atomic.Int64 // dialAs's server ends not closed yet
 }
 
 func newChanListener() *chanListener {
@@ -185,15 +189,24 @@ func testConnectionCap(t *testing.T) {
 }
 
 // credPipe is the server end of an in-memory connection with the
-// credentials SO_PEERCRED and SO_PEERGROUPS would report for its peer.
+// credentials SO_PEERCRED and SO_PEERGROUPS would report for its peer. It
+// counts in open while the server has not closed it: the descriptor a
+// socket would cost.
 type credPipe struct {
 	net.Conn
 	cred Cred
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (p *credPipe) Close() error {
+	p.once.Do(func() { p.open.Add(-1) })
+	return p.Conn.Close()
 }
 
 // pipeCred is Server.credOf for connections from dialAs.
 func pipeCred(c net.Conn) (Cred, error) {
-	if p, ok := c.(credPipe); ok {
+	if p, ok := c.(*credPipe); ok {
 		return p.cred, nil
 	}
 	return Cred{}, errors.New("not a credPipe")
@@ -202,7 +215,8 @@ func pipeCred(c net.Conn) (Cred, error) {
 // dialAs connects as a process with cred.
 func (l *chanListener) dialAs(cred Cred) net.Conn {
 	c, s := net.Pipe()
-	l.conns <- credPipe{s, cred}
+	l.open.Add(1)
+	l.conns <- &credPipe{Conn: s, cred: cred, open: &l.open}
 	return c
 }
 
@@ -274,5 +288,56 @@ func TestAdminSlotsReserved(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A connect flood over the cap costs the daemon nothing lasting: at most a
+// few refusals are answered at a time (each holds a descriptor and a
+// goroutine for up to a second), the rest are closed at once, and once the
+// flood stops the daemon holds only the connections it serves.
+func TestRefusedConnectionsBounded(t *testing.T) { synctest.Test(t, testRefusedConnectionsBounded) }
+
+func testRefusedConnectionsBounded(t *testing.T) {
+	const readGID, maxConns, flood = 4242, 3, 200
+	reader := Cred{PID: 501, UID: 4005, GID: readGID}
+	l := newChanListener()
+	s := NewServer(ServerOptions{Backend: &fakeBackend{}, MaxConns: maxConns, AllowGID: readGID, HaveGID: true})
+	s.credOf = pipeCred
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	defer func() {
+		_ = s.Shutdown(context.Background())
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxConns {
+		held = append(held, l.dialAs(reader))
+	}
+	synctest.Wait()
+	goroutines := runtime.NumGoroutine()
+	// The flood: connections that send nothing and stay open.
+	for range flood {
+		held = append(held, l.dialAs(reader))
+	}
+	synctest.Wait()
+	// Bound: the slots, plus the refusals answered at once.
+	bound := int64(maxConns + DefaultAdminConns + maxRefusals)
+	if n := l.open.Load(); n > bound {
+		t.Errorf("during a flood of %d: the server holds %d connections, want at most %d", flood, n, bound)
+	}
+	if n := runtime.NumGoroutine() - goroutines; n > maxRefusals+4 {
+		t.Errorf("during a flood of %d: %d more goroutines, want at most %d", flood, n, maxRefusals+4)
+	}
+	time.Sleep(refuseTimeout)
+	synctest.Wait()
+	if n := l.open.Load(); n != maxConns {
+		t.Errorf("%v after the flood: the server holds %d connections, want the %d it serves", refuseTimeout, n, maxConns)
 	}
 }
