@@ -29,6 +29,8 @@
 // once and AdminConns more for admins only (the role is read at accept,
 // before a slot is taken; one more is answered 503 and closed, or closed
 // unanswered while a few others are being refused), MaxBody per request.
+// Out of descriptors, the accept loop retries with a backoff (at most
+// 100ms) and logs the spell, not each retry.
 // A request body is exactly one JSON object: trailing data other than
 // white space is refused (400) before anything is done.
 //

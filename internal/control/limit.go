@@ -2,12 +2,14 @@ package control
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -15,6 +17,13 @@ import (
 const (
 	maxRefusals   = 8           // answered 503 at once; more are closed unanswered
 	refuseTimeout = time.Second // for reading the request and writing the 503
+)
+
+// Accepting while the process (or the system) is out of descriptors.
+const (
+	acceptBackoffMin  = 5 * time.Millisecond
+	acceptBackoffMax  = 100 * time.Millisecond // so a freed descriptor serves an admin at once
+	exhaustedLogEvery = time.Minute
 )
 
 // limitListener admits connections by role. Invariants:
@@ -33,12 +42,19 @@ const (
 // error; beyond that it is closed at once. A flood of connections thus
 // costs at most maxRefusals descriptors and goroutines, for at most
 // refuseTimeout after it stops.
+//
+// While accept fails for want of descriptors or memory, Accept retries
+// with a backoff from acceptBackoffMin doubling to acceptBackoffMax, logs
+// once when that starts (again every exhaustedLogEvery while it lasts) and
+// once when it ends, and returns at once when the listener is closed.
 type limitListener struct {
 	net.Listener
 	admit            func(net.Conn) (credResult, bool) // its credentials, and whether it is an admin's
 	shared, reserved int
 	log              *slog.Logger
 	refusing         chan struct{} // one token per refusal being answered
+	done             chan struct{} // closed by Close
+	closeOnce        sync.Once
 
 	mu                 sync.Mutex
 	nShared, nReserved int       // slots taken
@@ -47,15 +63,29 @@ type limitListener struct {
 
 func newLimitListener(l net.Listener, admit func(net.Conn) (credResult, bool), shared, reserved int, log *slog.Logger) *limitListener {
 	return &limitListener{Listener: l, admit: admit, shared: shared, reserved: reserved, log: log,
-		refusing: make(chan struct{}, maxRefusals)}
+		refusing: make(chan struct{}, maxRefusals), done: make(chan struct{})}
+}
+
+// Close closes the listener and ends a backoff in Accept.
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
+	var out outOfResources
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !exhausted(err) {
+				return nil, err
+			}
+			if !out.wait(l, err) {
+				return nil, net.ErrClosed
+			}
+			continue
 		}
+		out.end(l)
 		cred, admin := l.admit(c)
 		if lc := l.take(c, cred, admin); lc != nil {
 			return lc, nil
@@ -71,6 +101,56 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 		}
 	}
+}
+
+// exhausted tells whether accept failed for want of descriptors (EMFILE,
+// ENFILE) or kernel memory (ENOBUFS, ENOMEM): the listener is fine and a
+// later accept may succeed.
+func exhausted(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// outOfResources is one Accept's spell of exhausted accepts.
+type outOfResources struct {
+	since, logged time.Time
+	failed        int
+	delay         time.Duration
+}
+
+// wait logs the spell (when it starts, then every exhaustedLogEvery) and
+// sleeps the next backoff delay; false when l is closed meanwhile.
+func (o *outOfResources) wait(l *limitListener, err error) bool {
+	now := time.Now()
+	if o.failed == 0 {
+		o.since = now
+	}
+	o.failed++
+	if o.logged.IsZero() || now.Sub(o.logged) >= exhaustedLogEvery {
+		attrs := []any{"err", err, "retry_every", acceptBackoffMax}
+		if !o.logged.IsZero() {
+			attrs = append(attrs, "for", now.Sub(o.since))
+		}
+		o.logged = now
+		l.log.Warn("control socket: cannot accept connections, out of descriptors or memory; retrying", attrs...)
+	}
+	o.delay = min(max(2*o.delay, acceptBackoffMin), acceptBackoffMax)
+	t := time.NewTimer(o.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// end logs the end of a spell, if there was one, and resets o.
+func (o *outOfResources) end(l *limitListener) {
+	if o.failed > 0 {
+		l.log.Info("control socket: accepting connections again", "after", time.Since(o.since), "failed_accepts", o.failed)
+	}
+	*o = outOfResources{}
 }
 
 // take gives c a slot: a shared one, or for an admin a reserved one when

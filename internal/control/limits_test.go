@@ -216,7 +216,13 @@ func pipeCred(c net.Conn) (Cred, error) {
 func (l *chanListener) dialAs(cred Cred) net.Conn {
 	c, s := net.Pipe()
 	l.open.Add(1)
-	l.conns <- &credPipe{Conn: s, cred: cred, open: &l.open}
+	select {
+	case l.conns <- &credPipe{Conn: s, cred: cred, open: &l.open}:
+	case <-l.done: // closed: the connection is refused
+		l.open.Add(-1)
+		s.Close()
+		c.Close()
+	}
 	return c
 }
 
