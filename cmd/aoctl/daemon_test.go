@@ -304,6 +304,26 @@ func (d *testDaemon) Revoke(_ context.Context, req control.RevokeRequest) (contr
 	return res, nil
 }
 
+// Replace approves nothing on the in-memory kernel: aoctl only prints the
+// outcome, one reset per session of the key's chain.
+func (d *testDaemon) Replace(_ context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := d.snap.Chains[req.Chain]
+	if !ok {
+		return control.ReplaceResult{}, fmt.Errorf("chain %q: %w", req.Chain, control.ErrNotFound)
+	}
+	if _, ok := ch.Key(req.Key); !ok {
+		return control.ReplaceResult{}, fmt.Errorf("key %s/%s: %w", req.Chain, req.Key, control.ErrNotFound)
+	}
+	res := control.ReplaceResult{Chain: req.Chain, Key: req.Key, Sockets: []control.RevokeSocket{}}
+	for _, p := range d.peers {
+		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "peer " + peerName(p.binding), Peer: peerName(p.binding), Action: control.ActionReset})
+	}
+	res.Elapsed = control.Duration(time.Duration(len(res.Sockets)+1) * time.Millisecond)
+	return res, nil
+}
+
 // delListener deletes ref from the listener (del_async).
 func delListener(lis *tcpaotest.Sock, ref tcpao.KeyRef) error {
 	return lis.DelKey(tcpao.DelKey{KeyRef: ref, Async: true})

@@ -16,7 +16,7 @@ type role int
 const (
 	roleNone  role = iota
 	roleRead       // health, status, plan
-	roleAdmin      // also rotate and revoke
+	roleAdmin      // also rotate, revoke and replace
 )
 
 var errNotAdmin = errors.New("not in the admin group")
@@ -103,12 +103,21 @@ func refusedArgs(r *http.Request) []any {
 		if readJSON(r, &req) == nil {
 			return rotateArgs(req)
 		}
+	case "replace":
+		var req ReplaceRequest
+		if readJSON(r, &req) == nil {
+			return replaceArgs(req)
+		}
 	}
 	return nil
 }
 
 func revokeArgs(req RevokeRequest) []any {
 	return []any{"chain", req.Chain, "key", req.Key, "peer", req.Peer, "vrf", req.VRF}
+}
+
+func replaceArgs(req ReplaceRequest) []any {
+	return []any{"chain", req.Chain, "key", req.Key}
 }
 
 func rotateArgs(req RotateRequest) []any {

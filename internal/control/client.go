@@ -71,6 +71,12 @@ func (c *Client) Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, e
 	return r, c.do(ctx, http.MethodPost, "/v1/revoke", req, &r)
 }
 
+// Replace is POST /v1/replace.
+func (c *Client) Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult, error) {
+	var r ReplaceResult
+	return r, c.do(ctx, http.MethodPost, "/v1/replace", req, &r)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {

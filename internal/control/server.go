@@ -24,6 +24,9 @@ type Backend interface {
 	Rotate(ctx context.Context, req RotateRequest) (RotateResult, error)
 	// Revoke removes a key everywhere at once.
 	Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error)
+	// Replace applies new material held back under an installed key's
+	// IDs (an edit in place), resetting sessions that cannot take it.
+	Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult, error)
 }
 
 // ServerOptions configure a Server.
@@ -113,6 +116,7 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.HandleFunc("GET /v1/plan", s.plan)
 	s.mux.HandleFunc("POST /v1/rotate", s.rotate)
 	s.mux.HandleFunc("POST /v1/revoke", s.revoke)
+	s.mux.HandleFunc("POST /v1/replace", s.replace)
 	s.hs = &http.Server{
 		Handler: s.Handler(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -232,6 +236,24 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		res, err = s.o.Backend.Revoke(r.Context(), req)
 	}
 	s.audit(r, auditCred(r), "revoke", revokeArgs(req), err)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
+	var req ReplaceRequest
+	err := readJSON(r, &req)
+	if err == nil && (req.Chain == "" || req.Key == "") {
+		err = fmt.Errorf("%w: chain and key are required", ErrInvalid)
+	}
+	var res ReplaceResult
+	if err == nil {
+		res, err = s.o.Backend.Replace(r.Context(), req)
+	}
+	s.audit(r, auditCred(r), "replace", replaceArgs(req), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -19,11 +19,12 @@ import (
 
 // fakeBackend answers from fixed reports and records requests.
 type fakeBackend struct {
-	mu      sync.Mutex
-	status  StatusReport
-	rotates []RotateRequest
-	revokes []RevokeRequest
-	failAll error
+	mu       sync.Mutex
+	status   StatusReport
+	rotates  []RotateRequest
+	revokes  []RevokeRequest
+	replaces []ReplaceRequest
+	failAll  error
 }
 
 func (f *fakeBackend) Status(_ context.Context, peer string) (StatusReport, error) {
@@ -67,6 +68,13 @@ func (f *fakeBackend) Revoke(_ context.Context, req RevokeRequest) (RevokeResult
 	return RevokeResult{Chain: req.Chain, Key: req.Key, SourceRevoked: true,
 		Sockets: []RevokeSocket{{Socket: "peer 192.0.2.2", Action: ActionForcedReplaced, Replacement: "core/b"}},
 		Elapsed: Duration(3 * time.Millisecond)}, nil
+}
+
+func (f *fakeBackend) Replace(_ context.Context, req ReplaceRequest) (ReplaceResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replaces = append(f.replaces, req)
+	return ReplaceResult{Chain: req.Chain, Key: req.Key, Sockets: []RevokeSocket{{Socket: "peer 192.0.2.2", Action: ActionReset}}}, nil
 }
 
 // serve starts a Server on a fresh socket and returns a client for it.

@@ -287,6 +287,39 @@ func (r RevokeResult) Failed() bool {
 	return false
 }
 
+// ReplaceRequest is POST /v1/replace: apply the new material the key
+// source has under the IDs of installed key Key of chain Chain (an edit in
+// place, which aokeyd otherwise holds back) on every socket, resetting the
+// sessions that have no other key the peer was seen to use.
+type ReplaceRequest struct {
+	Chain string `json:"chain"`
+	Key   string `json:"key"`
+}
+
+// ActionReplaced is a replace's outcome on a socket that took the new
+// material in place (a session: by one forced delete naming a key the peer
+// was seen to use, then the add).
+const ActionReplaced = "replaced"
+
+// ReplaceResult is the answer to a ReplaceRequest: each socket's outcome
+// (ActionReplaced, ActionReset, "absent", or an error).
+type ReplaceResult struct {
+	Chain   string         `json:"chain"`
+	Key     string         `json:"key"`
+	Sockets []RevokeSocket `json:"sockets"`
+	Elapsed Duration       `json:"elapsed"`
+}
+
+// Failed reports whether a socket's replace failed.
+func (r ReplaceResult) Failed() bool {
+	for _, s := range r.Sockets {
+		if s.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // HealthReport is GET /v1/health.
 type HealthReport struct {
 	Status  string    `json:"status"`

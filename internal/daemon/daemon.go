@@ -123,10 +123,11 @@ type Daemon struct {
 	lastSessions uint64 // Daemon.sessions at the last full pass
 	haveLast     bool
 	lastFull     time.Time
-	lnWant       [2]rotator.Desired // v4, v6
-	lnFrozen     []frozenRange      // bindings whose listener keys are not deleted
-	lnKept       []rotator.Held     // what the last listener sync kept (d.mu; written by the reconcile goroutine)
-	retry        bool               // some desired state failed: recompute at the next full pass
+	lnWant       [2]rotator.Desired  // v4, v6
+	lnFrozen     []frozenRange       // bindings whose listener keys are not deleted
+	lnKept       []rotator.Held      // what the last listener sync kept (d.mu; written by the reconcile goroutine)
+	approved     map[string]material // edits in place approved by aoctl replace, by chain/key (d.mu)
+	retry        bool                // some desired state failed: recompute at the next full pass
 }
 
 // peerState is one managed peer. Published values are never modified:

@@ -60,7 +60,9 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 			d.mu.Unlock()
 		}
 	}
-	out := desired.Socket(pk, snap, sessionPrefix(pk.Binding, p.info.Neighbor), idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
+	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	out.Replace = d.approvedRefs(pk, prefix, idx)
 	return out, pk, nil
 }
 
@@ -141,6 +143,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		one := desired.Socket(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
+		dst.Replace = append(dst.Replace, d.approvedRefs(pk, b.Neighbor, idx)...)
 	}
 	return v4, v6, next, incomplete, frozen
 }
@@ -274,7 +277,8 @@ func (d *Daemon) due(boundary time.Time) time.Time {
 // other than through fingerprints.
 func sameDesired(a, b rotator.Desired) bool {
 	if a.Socket != b.Socket || a.WantCurrent != b.WantCurrent || a.WantRNext != b.WantRNext ||
-		a.AORequired != b.AORequired || len(a.Keys) != len(b.Keys) || !slices.Equal(a.Revoked, b.Revoked) {
+		a.AORequired != b.AORequired || len(a.Keys) != len(b.Keys) || !slices.Equal(a.Revoked, b.Revoked) ||
+		!slices.Equal(a.Replace, b.Replace) {
 		return false
 	}
 	for i := range a.Keys {
@@ -328,6 +332,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			// A dual-stack listener takes the IPv4 peers too.
 			want.Keys = append(slices.Clip(v6.Keys), v4.Keys...)
 			want.Revoked = append(slices.Clip(v6.Revoked), v4.Revoked...)
+			want.Replace = append(slices.Clip(v6.Replace), v4.Replace...)
 		}
 		want.Socket = rotator.SocketID("listen " + ref.Local.String())
 		n := 0
