@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -163,24 +166,54 @@ func newDaemon(t *testing.T, file string, logs *testkit.SyncBuffer) (*daemon.Dae
 }
 
 // An unreadable record stops the start with an error naming the file and
-// what to do, unless its backup (written before it, so never behind it)
-// is good: then the daemon starts with the backup and says so loudly.
+// what to do, unless its backup is good: then the daemon starts with the
+// backup and says so loudly. The record is read only as a regular file of
+// bounded size: a symlink (dangling or not), a FIFO or a device is as
+// unreadable as a truncated file, and so is `null`, which is no list.
 func TestRevocationsRecordUnreadable(t *testing.T) {
 	good := `[{"chain":"core","key":"k1","at":"2026-11-30T12:00:00Z"}]`
+	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
+	symlinkTo := func(target string) func(string) error {
+		return func(p string) error { return os.Symlink(target, p) }
+	}
+	// oversized is a valid list, padded with spaces past the size cap.
+	oversized := func(p string) error {
+		return os.WriteFile(p, append([]byte(good), bytes.Repeat([]byte(" "), daemon.MaxRecordBytes)...), 0o600)
+	}
 	for _, tc := range []struct {
 		name        string
-		record, bak *string // nil: no such file
+		record, bak *string // nil: no such file (unless a plant below)
+		plant       func(path string) error
+		plantBak    func(path string) error
 		wantErr     bool
 		wantLog     string
 	}{
 		{name: "zero length", record: ptr(""), wantErr: true},
 		{name: "truncated", record: ptr(good[:20]), wantErr: true},
 		{name: "not a list", record: ptr(`{"chain":"core"}`), wantErr: true},
+		{name: "null", record: ptr("null"), wantErr: true},
+		{name: "null with spaces", record: ptr(" null\n"), wantErr: true},
 		{name: "bad peer", record: ptr(`[{"chain":"core","key":"k1","peer":"router-2"}]`), wantErr: true},
 		{name: "vrf without peer", record: ptr(`[{"chain":"core","key":"k1","vrf":"blue"}]`), wantErr: true},
+		{name: "fifo", plant: fifo, wantErr: true},
+		{name: "symlink to /dev/zero", plant: symlinkTo("/dev/zero"), wantErr: true},
+		{name: "symlink to a regular file", plant: func(p string) error {
+			if err := os.WriteFile(p+".real", []byte(good), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(p+".real", p)
+		}, wantErr: true},
+		{name: "dangling symlink", plant: symlinkTo("/nonexistent/revocations.json"), wantErr: true},
+		{name: "oversized", plant: oversized, wantErr: true},
 		{name: "record and backup bad", record: ptr(""), bak: ptr("[{"), wantErr: true},
+		{name: "missing, backup null", bak: ptr("null"), wantErr: true},
+		{name: "missing, backup a fifo", plantBak: fifo, wantErr: true},
+		{name: "missing, backup a dangling symlink", plantBak: symlinkTo("/nonexistent"), wantErr: true},
 		{name: "zero length with backup", record: ptr(""), bak: ptr(good), wantLog: "using its backup"},
 		{name: "missing with backup", bak: ptr(good), wantLog: "using its backup"},
+		{name: "null with backup", record: ptr("null"), bak: ptr(good), wantLog: "using its backup"},
+		{name: "fifo with backup", plant: fifo, bak: ptr(good), wantLog: "using its backup"},
+		{name: "dangling symlink with backup", plant: symlinkTo("/nonexistent"), bak: ptr(good), wantLog: "using its backup"},
 		{name: "old format", record: ptr(good)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,34 +225,109 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 					}
 				}
 			}
+			for p, plant := range map[string]func(string) error{file: tc.plant, file + ".bak": tc.plantBak} {
+				if plant != nil {
+					if err := plant(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			planted, _ := os.Lstat(file)
+			var logs testkit.SyncBuffer
+			_, err := newDaemonWithin(t, file, &logs)
 			if tc.wantErr {
-				var logs testkit.SyncBuffer
-				_, err := newDaemon(t, file, &logs)
 				if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "restore") {
 					t.Fatalf("New: %v, want a clear error naming %s and what to do", err, file)
 				}
 				t.Logf("start-up error: %v", err)
 				return
 			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if tc.wantLog != "" && !strings.Contains(logs.String(), tc.wantLog) {
+				t.Errorf("log %q, want %q", logs.String(), tc.wantLog)
+			}
+			if planted != nil && tc.wantLog != "" {
+				// The unreadable record is kept aside as it was (a
+				// FIFO is not read: that would block).
+				fi, err := os.Lstat(file + ".corrupt")
+				if err != nil || fi.Mode().Type() != planted.Mode().Type() {
+					t.Errorf("the unreadable record is not kept aside: %v %v, want a %v", fi, err, planted.Mode().Type())
+				} else if tc.record != nil {
+					if b, err := os.ReadFile(file + ".corrupt"); err != nil || string(b) != *tc.record {
+						t.Errorf("the record kept aside holds %q %v, want %q", b, err, *tc.record)
+					}
+				}
+			}
 			synctest.Test(t, func(t *testing.T) {
 				_, k1, k2, _ := testKeys()
 				e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
 				// k1 stays revoked: it never reaches the listener.
 				e.waitKeys("listener", e.lis, ids(k2))
-				if tc.wantLog != "" && !strings.Contains(e.logs.String(), tc.wantLog) {
-					t.Errorf("log %q, want %q", e.logs.String(), tc.wantLog)
-				}
-				if tc.record != nil && tc.wantLog != "" {
-					if b, err := os.ReadFile(file + ".corrupt"); err != nil || string(b) != *tc.record {
-						t.Errorf("the unreadable record is not kept aside: %q %v", b, err)
-					}
-				}
-				// The record is whole again.
-				if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), `"k1"`) {
+				// The record is whole again, and a regular file.
+				if fi, err := os.Lstat(file); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("record after start: %v %v, want a regular file", fi, err)
+				} else if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), `"k1"`) {
 					t.Errorf("record after start: %q %v, want it restored", b, err)
 				}
 			})
 		})
+	}
+}
+
+// newDaemonWithin is newDaemon under guard: a start-up that blocks (a
+// FIFO opened for reading waits for a writer) fails the test after a
+// deadline instead of hanging it, and one whose memory runs away (reading
+// /dev/zero) stops the test binary before it hurts the machine. The
+// deadline is real time: a goroutine blocked in open(2) or read(2) is not
+// durably blocked, so a synctest bubble's clock would not move.
+func newDaemonWithin(t *testing.T, file string, logs *testkit.SyncBuffer) (*daemon.Daemon, error) {
+	t.Helper()
+	type result struct {
+		d   *daemon.Daemon
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := newDaemon(t, file, logs)
+		done <- result{d, err}
+	}()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.d, r.err
+		case <-tick.C:
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > base.HeapAlloc+1<<30 {
+				panic(fmt.Sprintf("start-up with the revocations record %s has taken %d MiB and grows: it reads without a size limit",
+					file, (m.HeapAlloc-base.HeapAlloc)>>20))
+			}
+		case <-deadline.C:
+			// Let the blocked reader go (a writer that opens and closes
+			// the FIFO gives it EOF) before failing.
+			for range 100 {
+				for _, p := range []string{file, file + ".bak"} {
+					if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+						f.Close()
+					}
+				}
+				select {
+				case <-done:
+				case <-time.After(10 * time.Millisecond):
+					continue
+				}
+				break
+			}
+			t.Fatalf("start-up with the revocations record %s still blocked after 10s: it waits on a FIFO", file)
+		}
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
@@ -64,7 +66,7 @@ type revokeStore struct {
 
 // recordHelp says what an operator can do about an unreadable record.
 const recordHelp = "aokeyd will not start without it, so that no revoked key is re-installed: " +
-	"restore the file from a backup; or, only if you know which keys are revoked, " +
+	"restore it, as a regular file, from a backup; or, only if you know which keys are revoked, " +
 	`write them as a JSON list ([{"chain":"CHAIN","key":"KEY","at":"2026-01-02T15:04:05Z"}], or [] for none) and start again`
 
 func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
@@ -124,12 +126,46 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 
 var errBadRecord = errors.New("not a revocations record")
 
+// maxRecordBytes caps what readRecord reads. A record holds names only,
+// about 100 bytes a revocation, so this is over 100,000 revocations: a
+// larger file is not one aokeyd wrote, and reading it whole could exhaust
+// memory (a symlink to /dev/zero once did).
+const maxRecordBytes = 16 << 20
+
 // readRecord reads one record file: nil, fs.ErrNotExist when there is
-// none, an error wrapping errBadRecord when it is empty or corrupt.
+// none, an error wrapping errBadRecord when it is not a regular file (a
+// symlink, dangling or not, a FIFO, a device), is larger than
+// maxRecordBytes, empty, null or corrupt.
 func readRecord(path string) ([]Revocation, error) {
-	b, err := os.ReadFile(path)
+	// O_NOFOLLOW: a symlink fails with ELOOP, never read through.
+	// O_NONBLOCK: a FIFO opens at once instead of waiting for a writer,
+	// and is refused below without being read.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		target, _ := os.Readlink(path)
+		return nil, fmt.Errorf("%w: a symlink (to %q); the record is read only as a regular file", errBadRecord, target)
+	}
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s, not a regular file", errBadRecord, fileKind(fi.Mode()))
+	}
+	tooBig := fmt.Errorf("%w: larger than %d MiB, more than any record aokeyd writes", errBadRecord, maxRecordBytes>>20)
+	if fi.Size() > maxRecordBytes {
+		return nil, tooBig
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecordBytes { // it grew since the Stat
+		return nil, tooBig
 	}
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: zero-length file", errBadRecord)
@@ -138,8 +174,8 @@ func readRecord(path string) ([]Revocation, error) {
 	if err := json.Unmarshal(b, &list); err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
 	}
-	if list == nil {
-		list = []Revocation{}
+	if list == nil { // `null`: no list, not an empty one
+		return nil, fmt.Errorf("%w: null, not a list", errBadRecord)
 	}
 	for i, r := range list {
 		if r.Chain == "" || r.Key == "" {
@@ -171,6 +207,21 @@ func (s *revokeStore) write(list []Revocation) error {
 		}
 	}
 	return nil
+}
+
+// fileKind names a file type that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // index rebuilds the by-peer view (s.mu held, or s not shared yet).

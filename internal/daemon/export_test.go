@@ -1,0 +1,4 @@
+package daemon
+
+// MaxRecordBytes is the largest revocations record (or backup) read.
+const MaxRecordBytes = maxRecordBytes
