@@ -123,6 +123,25 @@ func TestRotateThenStatus(t *testing.T) {
 	}
 }
 
+// recordDegraded answers every revoke as done, with its record degraded.
+type recordDegraded struct{ *testDaemon }
+
+func (d recordDegraded) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	res, err := d.testDaemon.Revoke(ctx, req)
+	res.RecordError = "revocations backup /var/lib/aokeyd/revocations.json.bak: input/output error; putting the record back failed too"
+	return res, err
+}
+
+// A revoke that is done but left its record degraded (the backup behind)
+// says so and exits 1: the operator has a disk to check.
+func TestRevokeRecordDegraded(t *testing.T) {
+	sock := serveBackend(t, recordDegraded{newTestDaemon(t)})
+	r := runAoctl(t, sock, "revoke", "core/2026-10")
+	if r.code != exitError || !strings.Contains(r.stdout, "Record: in force, but revocations backup /var/lib/aokeyd/revocations.json.bak") {
+		t.Errorf("revoke with a degraded record: exit %d, want %d and the record error\n%s%s", r.code, exitError, r.stdout, r.stderr)
+	}
+}
+
 // TestRevokeThenStatus checks that the revoked key left the kernel's
 // sockets: status no longer lists it, and the sessions kept working.
 func TestRevokeThenStatus(t *testing.T) {

@@ -70,6 +70,9 @@ not in the control socket's admin group.
 	}
 	fmt.Fprintf(a.stdout, "Revoke %s: %d sockets in %s; key source: %s\n", what, len(res.Sockets),
 		time.Duration(res.Elapsed), src)
+	if res.RecordError != "" {
+		fmt.Fprintf(a.stdout, "Record: in force, but %s\n", res.RecordError)
+	}
 	if len(res.Sockets) > 0 {
 		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
 		for _, s := range res.Sockets {

@@ -258,10 +258,15 @@ type RevokeResult struct {
 	Peer string `json:"peer,omitempty"`
 	VRF  string `json:"vrf,omitempty"`
 	// SourceRevoked: the key is marked revoked in the key source.
-	SourceRevoked bool           `json:"source_revoked"`
-	SourceError   string         `json:"source_error,omitempty"`
-	Sockets       []RevokeSocket `json:"sockets"`
-	Elapsed       Duration       `json:"elapsed"`
+	SourceRevoked bool   `json:"source_revoked"`
+	SourceError   string `json:"source_error,omitempty"`
+	// RecordError: the revocation is recorded and in force, but a write
+	// failed that could not be undone: its record's backup is behind, or
+	// the record may not survive a crash. (A revoke that could not be
+	// recorded fails instead, and changes nothing.)
+	RecordError string         `json:"record_error,omitempty"`
+	Sockets     []RevokeSocket `json:"sockets"`
+	Elapsed     Duration       `json:"elapsed"`
 }
 
 // RevokeSocket is one socket's revoke outcome.
@@ -273,9 +278,12 @@ type RevokeSocket struct {
 	Error       string `json:"error,omitempty"`
 }
 
-// Failed reports whether the revoke left the key somewhere or failed on a
-// socket or in the source.
+// Failed reports whether the revoke left the key somewhere, failed on a
+// socket or in the source, or left its record degraded.
 func (r RevokeResult) Failed() bool {
+	if r.RecordError != "" {
+		return true
+	}
 	if r.Peer == "" && (!r.SourceRevoked || r.SourceError != "") {
 		return true
 	}

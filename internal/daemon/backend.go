@@ -64,6 +64,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.KeySource.Held = append(rep.KeySource.Held, heldKey(h))
 		rep.Warnings = append(rep.Warnings, holdWarning(h))
 	}
+	if w := d.revoked.warning(); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 
 	var infos []bgp.PeerInfo
 	var err error

@@ -24,13 +24,35 @@ var tempName = func(path string) string {
 	return filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(rnd[:]))
 }
 
+// The steps of writeDurable, named for writeFault.
+const (
+	stepCreate  = "create" // the temporary file
+	stepWrite   = "write"
+	stepSync    = "fsync"
+	stepRename  = "rename" // over path
+	stepSyncDir = "fsync-dir"
+)
+
+// writeFault, set by tests only, is asked before each step of writeDurable
+// with the path being written and the step, and fails the step with the
+// error it returns (nil: the step runs).
+var writeFault func(path, step string) error
+
 // writeDurable replaces path with data so that, once it returns nil, the
 // new content survives a crash or power loss: a fresh temporary file with
 // a random name in path's directory (O_EXCL|O_NOFOLLOW: never a file or
 // symlink someone planted), written and fsynced, renamed over path, and
-// the directory fsynced. On error path is unchanged and the temporary file
-// removed.
+// the directory fsynced. On an error before the rename path is unchanged
+// and the temporary file removed; after it (the directory fsync failed)
+// the error is a *notDurableError: path holds data, but a crash may undo
+// that.
 func writeDurable(path string, data []byte, perm fs.FileMode) error {
+	fault := func(step string) error {
+		if writeFault == nil {
+			return nil
+		}
+		return writeFault(path, step)
+	}
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -40,6 +62,9 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		if err := syncDir(filepath.Dir(dir)); err != nil {
 			return err
 		}
+	}
+	if err := fault(stepCreate); err != nil {
+		return err
 	}
 	var f *os.File
 	for range 5 {
@@ -62,7 +87,13 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
+	if err := fault(stepWrite); err != nil {
+		return fail(err)
+	}
 	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := fault(stepSync); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -72,11 +103,39 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
+	if err := fault(stepRename); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
+	if err := fault(stepSyncDir); err != nil {
+		return &notDurableError{fmt.Errorf("fsync %s: %w", dir, err)}
+	}
+	if err := syncDir(dir); err != nil {
+		return &notDurableError{err}
+	}
+	return nil
+}
+
+// notDurableError is writeDurable's error once the rename is done: the
+// file holds the new content, but its directory could not be fsynced, so
+// a crash may bring the old content back.
+type notDurableError struct{ err error }
+
+func (e *notDurableError) Error() string {
+	return e.err.Error() + " (the file was replaced, but a crash may undo that)"
+}
+
+func (e *notDurableError) Unwrap() error { return e.err }
+
+// replaced reports whether err, from writeDurable, came after the rename:
+// the file holds the new content.
+func replaced(err error) bool {
+	var nd *notDurableError
+	return errors.As(err, &nd)
 }
 
 // syncDir makes a rename in dir durable.

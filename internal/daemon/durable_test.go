@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -67,5 +69,44 @@ func TestWriteDurable(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v (%v), want 0600", fi.Mode(), err)
+	}
+}
+
+// A step that fails before the rename leaves the file as it was and no
+// temporary file; a failed directory fsync after it is a notDurableError,
+// and the file holds the new content.
+func TestWriteDurableFaults(t *testing.T) {
+	for _, step := range []string{stepCreate, stepWrite, stepSync, stepRename, stepSyncDir} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "revocations.json")
+			if err := writeDurable(path, []byte("[1]"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			writeFault = func(p, s string) error {
+				if p == path && s == step {
+					return syscall.EIO
+				}
+				return nil
+			}
+			t.Cleanup(func() { writeFault = nil })
+			err := writeDurable(path, []byte("[1,2]"), 0o600)
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("writeDurable: %v, want the injected EIO", err)
+			}
+			want := "[1]"
+			if step == stepSyncDir {
+				want = "[1,2]"
+			}
+			if replaced(err) != (step == stepSyncDir) {
+				t.Errorf("replaced(%v) = %v, want %v", err, replaced(err), step == stepSyncDir)
+			}
+			if b, err := os.ReadFile(path); err != nil || string(b) != want {
+				t.Errorf("file holds %q (%v), want %q", b, err, want)
+			}
+			if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+				t.Errorf("directory holds %v (%v), want the file alone", ents, err)
+			}
+		})
 	}
 }

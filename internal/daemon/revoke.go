@@ -22,7 +22,9 @@ import (
 // forced TCP_AO_DEL_KEY names the best remaining key (atomic); where no
 // other key exists the policy's on_revoke_only_key runs. The revocation is
 // recorded durably before any socket is touched: a revoke that cannot be
-// recorded fails and changes nothing. Only a global revoke is written back
+// recorded fails and changes nothing (not even after a restart); one that
+// is recorded but whose record is left degraded (its backup behind) is
+// done, with RecordError saying so. Only a global revoke is written back
 // to the key source, which every peer shares.
 func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
 	return d.revoke(ctx, req, true)
@@ -52,8 +54,15 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	res.Peer = rec.Peer
 	// Record first: a crash from here on must not re-install the key, and
 	// a revocation that cannot be recorded must not be applied.
-	if err := d.revoked.add(rec); err != nil {
+	inForce, err := d.revoked.add(rec)
+	if !inForce {
 		return res, fmt.Errorf("recording the revocation (nothing was revoked): %w", err)
+	}
+	if err != nil {
+		// Recorded, so in force (and after a restart): revoke it now too,
+		// and say what is amiss with the record.
+		res.RecordError = err.Error()
+		d.log.Error("REVOCATION RECORDED, BUT ITS RECORD IS DEGRADED: revoking the key anyway", "chain", req.Chain, "key", req.Key, "err", err)
 	}
 	if rec.Global() {
 		mkt.Revoked = true

@@ -85,13 +85,13 @@ func inFullTmpfs(t *testing.T, body func(dir string)) {
 
 // A revoke whose record cannot be written fails before it touches any
 // socket or the key source, is not applied by a later pass, and is not in
-// force after a restart.
+// force after a restart (its backup, never written, does not revive it).
 func TestRevokeRecordWriteFails(t *testing.T) {
-	run := func(t *testing.T, file string, restart bool, breakIt func()) {
+	run := func(t *testing.T, file string, restart bool, breakIt func() (repair func())) {
 		synctest.Test(t, func(t *testing.T) {
 			_, k1, k2, _ := testKeys()
 			e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
-			breakIt()
+			repair := breakIt()
 			e.waitKeys("listener", e.lis, ids(k1, k2))
 			e.up(ids(k1, k2), k2, k1)
 			_, lisW := e.lisC.calls()
@@ -125,6 +125,9 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 			if !restart {
 				return
 			}
+			if repair != nil {
+				repair()
+			}
 			e.stop()
 			if err := e.lis.DelKey(tcpao.DelKey{KeyRef: k2.mkt().Key(peerHost, 0).KeyRef}); err != nil {
 				t.Fatal(err)
@@ -135,14 +138,94 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 	}
 	t.Run("parent is a file", func(t *testing.T) {
 		dir := t.TempDir()
-		run(t, filepath.Join(dir, "state", "revocations.json"), false, func() {
+		run(t, filepath.Join(dir, "state", "revocations.json"), false, func() func() {
 			if err := os.WriteFile(filepath.Join(dir, "state"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			return nil
 		})
 	})
 	t.Run("disk full", func(t *testing.T) {
-		inFullTmpfs(t, func(dir string) { run(t, filepath.Join(dir, "revocations.json"), true, func() {}) })
+		inFullTmpfs(t, func(dir string) { run(t, filepath.Join(dir, "revocations.json"), true, func() func() { return nil }) })
+	})
+	// Each step of the record's write failing (injected), the record's
+	// directory fsync too, after which the record holds the revocation
+	// until it is put back.
+	for _, step := range []string{"create", "write", "fsync", "rename", "fsync-dir"} {
+		t.Run("record "+step+" fails", func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "revocations.json")
+			run(t, file, true, func() func() {
+				failed := false
+				daemon.InjectWriteFault(t, func(path, s string) error {
+					if path == file && s == step && !failed {
+						failed = true
+						return syscall.EIO
+					}
+					return nil
+				})
+				return func() { daemon.InjectWriteFault(t, nil) }
+			})
+		})
+	}
+}
+
+// A revoke whose backup write fails and whose record cannot be put back
+// is recorded, so it is in force at once as after a restart: the revoke
+// succeeds, with the record error in its result (Failed, so aoctl exits
+// non-zero) and in status until the backup is written again (here by a
+// second revoke of the same key); the next start finds the record whole.
+func TestRevokeRecordDegraded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, k1, k2, _ := testKeys()
+		file := filepath.Join(t.TempDir(), "revocations.json")
+		e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
+		e.waitKeys("listener", e.lis, ids(k1, k2))
+		writes := map[string]int{}
+		daemon.InjectWriteFault(t, func(path, step string) error {
+			if step == "create" {
+				writes[path]++
+			}
+			if (path == file+".bak" && step == "write") || (path == file && writes[path] == 2 && step == "write") {
+				return syscall.EIO
+			}
+			return nil
+		})
+		res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
+		if err != nil {
+			t.Fatalf("Revoke: %v, want it done: the record holds it", err)
+		}
+		if !strings.Contains(res.RecordError, file+".bak") || !res.Failed() {
+			t.Errorf("result record error %q (failed %v), want one naming the backup, and the revoke marked failed", res.RecordError, res.Failed())
+		}
+		t.Logf("record error: %s", res.RecordError)
+		e.waitKeys("listener", e.lis, ids(k2))
+		warned := func() bool {
+			rep, err := e.d.Status(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, file+".bak") })
+		}
+		if !warned() {
+			t.Errorf("status warnings lack the backup left behind")
+		}
+		if b, err := os.ReadFile(file + ".bak"); err == nil && strings.Contains(string(b), `"k1"`) {
+			t.Errorf("backup %q holds k1, want it behind", b)
+		}
+
+		daemon.InjectWriteFault(t, nil)
+		if res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name}); err != nil || res.RecordError != "" {
+			t.Fatalf("revoking again: %v (record error %q), want the backup written", err, res.RecordError)
+		}
+		if warned() {
+			t.Errorf("status still warns after the backup was written")
+		}
+		if b, err := os.ReadFile(file + ".bak"); err != nil || !strings.Contains(string(b), `"k1"`) {
+			t.Errorf("backup %q %v, want it to hold k1", b, err)
+		}
+		e.stop()
+		e.start(file)
+		e.waitKeys("listener after a restart", e.lis, ids(k2))
 	})
 }
 

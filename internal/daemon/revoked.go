@@ -52,16 +52,27 @@ func (r Revocation) String() string {
 // restarted daemon does not re-install a revoked key even when the key
 // source could not be told, or has not caught up.
 //
-// The record is a JSON list at path, with a copy at path.bak. Every change
-// writes the backup first, then the record, each durably (writeDurable):
-// the backup is therefore never behind the record, and a record found
-// unreadable at start can be replaced by its backup without losing a
-// revocation. The in-memory list changes only after both writes.
+// The record is a JSON list at path, the truth; path.bak is a copy that
+// exists to restore a record found unreadable at start. Each revoke has
+// one outcome, the same now and after a restart: it is recorded and in
+// force, or neither. add writes the record, then the backup, each
+// durably (writeDurable), and is done when both are. If the record write
+// fails, nothing changed. If a write fails after the record was
+// replaced (its backup's, or its own directory fsync), the record is put
+// back to its previous content, and the backup too if it was replaced:
+// nothing changed. Only if the record cannot be put back does it hold the
+// revocation: then it is in force, and add says what failed (the backup
+// is behind until the next revoke or start rewrites it). At start a
+// readable record wins over its backup, which is rewritten to match.
 type revokeStore struct {
 	path string
+	log  *slog.Logger
 	mu   sync.Mutex
 	list []Revocation
 	peer map[netip.Addr][]Revocation // the peer-scoped ones, by peer
+	// degraded: the last write left the backup behind the record (or the
+	// record not durable); nil once a write or a start has put it right.
+	degraded error
 }
 
 // recordHelp says what an operator can do about an unreadable record.
@@ -70,7 +81,7 @@ const recordHelp = "aokeyd will not start without it, so that no revoked key is 
 	`write them as a JSON list ([{"chain":"CHAIN","key":"KEY","at":"2026-01-02T15:04:05Z"}], or [] for none) and start again`
 
 func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
-	s := &revokeStore{path: path}
+	s := &revokeStore{path: path, log: log}
 	if path == "" {
 		return s, nil
 	}
@@ -79,21 +90,9 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 	rec, recErr := readRecord(path)
 	bak, bakErr := readRecord(path + ".bak")
 	switch {
-	case recErr == nil && rec != nil:
+	case recErr == nil:
 		s.list = rec
-		var extra []Revocation
-		for _, r := range bak {
-			if !slices.ContainsFunc(rec, r.same) {
-				extra = append(extra, r)
-			}
-		}
-		if len(extra) > 0 {
-			// A revoke interrupted between the two writes: it was not
-			// confirmed, but keeping it is the safe side.
-			log.Warn("the revocations backup holds revocations its record lacks (a revoke interrupted by a crash): keeping them",
-				"file", path, "backup", path+".bak", "extra", fmt.Sprint(extra))
-			s.list = append(s.list, extra...)
-		}
+		s.matchBackup(bak, bakErr)
 	case errors.Is(recErr, fs.ErrNotExist) && errors.Is(bakErr, fs.ErrNotExist):
 		// No revocation ever recorded.
 	case bakErr == nil && (errors.Is(recErr, fs.ErrNotExist) || errors.Is(recErr, errBadRecord)):
@@ -104,12 +103,12 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 				return nil, fmt.Errorf("revocations record %s is unreadable (%v) and cannot be set aside: %w", path, recErr, err)
 			}
 		}
-		log.Error("REVOCATIONS RECORD "+why+": using its backup, which is written before the record and so holds every revocation it did; "+
-			"check the disk, and to clear revocations on purpose remove both files while aokeyd is stopped",
+		log.Error("REVOCATIONS RECORD "+why+": using its backup, which holds every revocation that was reported done "+
+			"(a revoke's backup write is part of it); check the disk, and to clear revocations on purpose remove both files while aokeyd is stopped",
 			"file", path, "backup", path+".bak", "revocations", len(bak))
 		s.list = bak
-		if err := s.write(bak); err != nil {
-			return nil, fmt.Errorf("revocations %s: restoring it from its backup: %w", path, err)
+		if err := writeDurable(path, encodeRecord(bak), 0o600); err != nil {
+			return nil, fmt.Errorf("revocations record %s: restoring it from its backup: %w", path, err)
 		}
 	case recErr != nil && !errors.Is(recErr, fs.ErrNotExist):
 		bakState := "is missing"
@@ -124,13 +123,66 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 	return s, nil
 }
 
+// matchBackup rewrites the backup from the record (s.list) at start when
+// it differs: missing, unreadable, behind (a revoke whose backup write
+// failed and whose record could not be put back, or a crash between the
+// two writes) or ahead (a revoke reported as failed whose backup could
+// not be put back, or one an older aokeyd, which wrote the backup first,
+// was writing when it crashed). The record wins: what the backup holds
+// beyond it was never reported done, and is not in force. A failure to
+// rewrite it is logged and shown in status; the record is good, so the
+// start goes on.
+func (s *revokeStore) matchBackup(bak []Revocation, bakErr error) {
+	if bakErr == nil && equalRevocations(bak, s.list) {
+		return
+	}
+	args := []any{"file", s.path, "backup", s.path + ".bak"}
+	switch {
+	case errors.Is(bakErr, fs.ErrNotExist):
+		s.log.Info("the revocations record has no backup: writing it", args...)
+	case bakErr != nil:
+		s.log.Warn("the revocations backup is unreadable: rewriting it from the record", append(args, "err", bakErr)...)
+	default:
+		if extra := missingFrom(s.list, bak); len(extra) > 0 {
+			s.log.Warn("the revocations backup holds revocations its record lacks, which were never reported done "+
+				"(a revoke that failed, or was cut short by a crash): the record is the truth, they are not in force",
+				append(args, "not_in_force", fmt.Sprint(extra))...)
+		}
+		if behind := missingFrom(bak, s.list); len(behind) > 0 {
+			s.log.Warn("the revocations backup lacks revocations its record holds (a revoke whose backup write failed, "+
+				"or was cut short by a crash): rewriting it", append(args, "missing", fmt.Sprint(behind))...)
+		}
+	}
+	if err := writeDurable(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+		s.degraded = fmt.Errorf("revocations backup %s.bak cannot be rewritten from its record: %w", s.path, err)
+		s.log.Error("REVOCATIONS BACKUP cannot be written: starting with the record, which is good; "+
+			"check the disk (until the backup is written, a record that became unreadable could not be restored from it)",
+			append(args, "err", err)...)
+	}
+}
+
+// missingFrom is what of list b lacks.
+func missingFrom(b, list []Revocation) []Revocation {
+	var out []Revocation
+	for _, r := range list {
+		if !slices.ContainsFunc(b, r.same) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func equalRevocations(a, b []Revocation) bool {
+	return slices.EqualFunc(a, b, func(x, y Revocation) bool { return x.same(y) && x.At.Equal(y.At) })
+}
+
 var errBadRecord = errors.New("not a revocations record")
 
 // maxRecordBytes caps what readRecord reads. A record holds names only,
 // about 100 bytes a revocation, so this is over 100,000 revocations: a
 // larger file is not one aokeyd wrote, and reading it whole could exhaust
 // memory (a symlink to /dev/zero once did).
-const maxRecordBytes = 16 << 20
+var maxRecordBytes int64 = 16 << 20 // a variable so that a test can lower it
 
 // readRecord reads one record file: nil, fs.ErrNotExist when there is
 // none, an error wrapping errBadRecord when it is not a regular file (a
@@ -164,7 +216,7 @@ func readRecord(path string) ([]Revocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxRecordBytes { // it grew since the Stat
+	if int64(len(b)) > maxRecordBytes { // it grew since the Stat
 		return nil, tooBig
 	}
 	if len(b) == 0 {
@@ -195,18 +247,82 @@ func readRecord(path string) ([]Revocation, error) {
 	return list, nil
 }
 
-// write records list durably: the backup, then the record.
-func (s *revokeStore) write(list []Revocation) error {
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return err
+// encodeRecord is list as a record file: a JSON list, [] when empty,
+// never null (which reads as corrupt).
+func encodeRecord(list []Revocation) []byte {
+	if list == nil {
+		list = []Revocation{}
 	}
-	for _, p := range []string{s.path + ".bak", s.path} {
-		if err := writeDurable(p, b, 0o600); err != nil {
-			return fmt.Errorf("revocations record %s: %w", s.path, err)
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil { // a Revocation is strings and a time
+		panic(err)
+	}
+	return b
+}
+
+// commit records next (the list was prev) with one outcome, which it
+// returns: recorded reports whether the record holds next once it returns.
+// A nil error means both files hold next; with recorded false, that
+// neither does (the backup may, when it could not be put back: harmless,
+// see matchBackup); with recorded true, the error says what is amiss (the
+// backup is behind, or the record may not survive a crash).
+func (s *revokeStore) commit(prev, next []byte) (recorded bool, err error) {
+	rec, bak := s.path, s.path+".bak"
+	if int64(len(next)) > maxRecordBytes {
+		return false, fmt.Errorf("revocations record %s would be %d bytes, more than the %d a start reads back: nothing was written; "+
+			"with aokeyd stopped, remove the revocations of keys no key source holds any more from it and its backup", rec, len(next), maxRecordBytes)
+	}
+	err = writeDurable(rec, next, 0o600)
+	if err != nil && !replaced(err) {
+		return false, fmt.Errorf("revocations record %s: %w (the record and its backup are as they were)", rec, err)
+	}
+	bakNext := false
+	if err != nil {
+		err = fmt.Errorf("revocations record %s: %w", rec, err)
+	} else if berr := writeDurable(bak, next, 0o600); berr != nil {
+		bakNext = replaced(berr)
+		err = fmt.Errorf("revocations backup %s: %w", bak, berr)
+	} else {
+		s.degraded = nil
+		return true, nil
+	}
+	// The record holds next, but the write as a whole failed: put it back.
+	if uerr := writeDurable(rec, prev, 0o600); uerr != nil && !replaced(uerr) {
+		err = fmt.Errorf("%w; putting the record back failed too (%w), so it holds the revocation, "+
+			"which is in force; its backup %s is rewritten at the next revoke or start: check the disk", err, uerr, bak)
+		s.degraded = err
+		return true, err
+	}
+	if bakNext {
+		if uerr := writeDurable(bak, prev, 0o600); uerr != nil && !replaced(uerr) {
+			// Ahead of the record: the next start rewrites it.
+			s.log.Warn("the revocations backup holds a revocation that failed and cannot be put back; "+
+				"the record does not hold it, and wins at the next start", "backup", bak, "err", uerr)
 		}
 	}
+	return false, fmt.Errorf("%w; the record was put back, so nothing was recorded", err)
+}
+
+// healBackup rewrites a backup a failed write left behind its record.
+func (s *revokeStore) healBackup() error {
+	if s.degraded == nil || s.path == "" {
+		return nil
+	}
+	if err := writeDurable(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+		return fmt.Errorf("revocations backup %s.bak is still behind its record: %w", s.path, err)
+	}
+	s.degraded = nil
 	return nil
+}
+
+// warning is the status warning while the backup is behind, or "".
+func (s *revokeStore) warning() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.degraded == nil {
+		return ""
+	}
+	return s.degraded.Error()
 }
 
 // fileKind names a file type that is not a regular file.
@@ -234,23 +350,25 @@ func (s *revokeStore) index() {
 	}
 }
 
-// add records r durably and only then puts it in force. An error means
-// nothing changed, on disk or in memory.
-func (s *revokeStore) add(r Revocation) error {
+// add records r durably and only then puts it in force, or does neither.
+// inForce false: nothing changed, on disk or in memory, and err says why.
+// inForce true with an error: r is recorded and in force, but its backup
+// is behind (or the record may not survive a crash), as err says.
+func (s *revokeStore) add(r Revocation) (inForce bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.ContainsFunc(s.list, r.same) {
-		return nil
+		return true, s.healBackup()
 	}
 	next := append(slices.Clone(s.list), r)
 	if s.path != "" {
-		if err := s.write(next); err != nil {
-			return err
+		if inForce, err = s.commit(encodeRecord(s.list), encodeRecord(next)); !inForce {
+			return false, err
 		}
 	}
 	s.list = next
 	s.index()
-	return nil
+	return true, err
 }
 
 // count is the number of recorded revocations (it only grows).

@@ -77,8 +77,8 @@ func TestSharedSnapshot(t *testing.T) {
 	}
 
 	// A revocation: a new clone with the key marked revoked.
-	if err := d.revoked.add(Revocation{Chain: "core", Key: "k1"}); err != nil {
-		t.Fatal(err)
+	if inForce, err := d.revoked.add(Revocation{Chain: "core", Key: "k1"}); !inForce || err != nil {
+		t.Fatal(inForce, err)
 	}
 	e, releaseE := d.shared()
 	if e == c || !e.Chains["core"].Keys[0].Revoked {

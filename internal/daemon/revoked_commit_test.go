@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fault fails the step of the nth durable write (from 1) of path.
+type fault struct {
+	bak  bool // the backup, not the record
+	step string
+	nth  int
+}
+
+// injectFaults fails the steps faults name, counting the writes of each
+// file from now on.
+func injectFaults(t *testing.T, path string, faults ...fault) {
+	writes := map[string]int{}
+	old := writeFault
+	t.Cleanup(func() { writeFault = old })
+	writeFault = func(p, step string) error {
+		if step == stepCreate {
+			writes[p]++
+		}
+		for _, f := range faults {
+			want := path
+			if f.bak {
+				want += ".bak"
+			}
+			if p == want && step == f.step && writes[p] == f.nth {
+				return syscall.EIO
+			}
+		}
+		return nil
+	}
+}
+
+// addOutcome adds r and says whether it is in force, and what failed.
+func addOutcome(s *revokeStore, r Revocation) (inForce bool, err error) {
+	return s.add(r)
+}
+
+// One outcome per revoke: whatever fails while a revocation is recorded,
+// either add reports it in force (and it is in memory, in the record, and
+// so after a restart), or add reports that nothing changed (and it is in
+// none of them: not even the backup revives it at the next start). A
+// record write that fails leaves the backup alone; a backup write that
+// fails puts the record back; only when that too fails is the revocation
+// in force (the record holds it), with an error saying the backup is
+// behind.
+func TestRevocationOneOutcome(t *testing.T) {
+	prior := Revocation{Chain: "core", Key: "k0", At: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	r := Revocation{Chain: "core", Key: "k1", At: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name    string
+		faults  []fault
+		inForce bool
+		wantErr bool
+	}{
+		{name: "no fault", inForce: true},
+		{name: "record create fails", faults: []fault{{false, stepCreate, 1}}, wantErr: true},
+		{name: "record write fails", faults: []fault{{false, stepWrite, 1}}, wantErr: true},
+		{name: "record fsync fails", faults: []fault{{false, stepSync, 1}}, wantErr: true},
+		{name: "record rename fails", faults: []fault{{false, stepRename, 1}}, wantErr: true},
+		{name: "record replaced, its directory fsync fails", faults: []fault{{false, stepSyncDir, 1}}, wantErr: true},
+		{name: "backup write fails", faults: []fault{{true, stepWrite, 1}}, wantErr: true},
+		{name: "backup replaced, its directory fsync fails", faults: []fault{{true, stepSyncDir, 1}}, wantErr: true},
+		{name: "backup replaced and cannot be put back",
+			faults: []fault{{true, stepSyncDir, 1}, {true, stepWrite, 2}}, wantErr: true},
+		{name: "backup write fails, record cannot be put back",
+			faults: []fault{{true, stepWrite, 1}, {false, stepWrite, 2}}, inForce: true, wantErr: true},
+		{name: "record not durable, cannot be put back",
+			faults: []fault{{false, stepSyncDir, 1}, {false, stepWrite, 2}}, inForce: true, wantErr: true},
+	} {
+		for _, first := range []bool{false, true} {
+			name := tc.name + "/with a prior revocation"
+			if first {
+				name = tc.name + "/first revocation"
+			}
+			t.Run(name, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "revocations.json")
+				var logs bytes.Buffer
+				log := slog.New(slog.NewTextHandler(&logs, nil))
+				s, err := openRevokeStore(path, log)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var before []Revocation
+				if !first {
+					if ok, err := addOutcome(s, prior); !ok || err != nil {
+						t.Fatalf("recording the prior revocation: %v %v", ok, err)
+					}
+					before = []Revocation{prior}
+				}
+				injectFaults(t, path, tc.faults...)
+				inForce, err := addOutcome(s, r)
+				writeFault = nil
+				if inForce != tc.inForce || (err != nil) != tc.wantErr {
+					t.Fatalf("add: in force %v, %v; want in force %v, an error %v", inForce, err, tc.inForce, tc.wantErr)
+				}
+				if err != nil {
+					t.Logf("add: %v", err)
+				}
+				if err != nil && !strings.Contains(err.Error(), path) {
+					t.Errorf("add: %v, want the error to name %s", err, path)
+				}
+				want := before
+				if tc.inForce {
+					want = append(slices.Clone(before), r)
+				}
+				if got := s.snapshotList(); !equalRevocations(got, want) {
+					t.Errorf("in force now %v, want %v", got, want)
+				}
+				// The record on disk agrees...
+				if got, err := readRecord(path); err != nil && !(first && !tc.inForce && errors.Is(err, os.ErrNotExist)) {
+					t.Errorf("record after add: %v", err)
+				} else if !equalRevocations(got, want) {
+					t.Errorf("record after add holds %v, want %v", got, want)
+				}
+				// ... and so does the next start, whatever the backup holds.
+				s2, err := openRevokeStore(path, log)
+				if err != nil {
+					t.Fatalf("the next start: %v", err)
+				}
+				if got := s2.snapshotList(); !equalRevocations(got, want) {
+					t.Errorf("in force after a restart %v, want %v\n%s", got, want, logs.String())
+				}
+				// That start left the backup equal to the record.
+				if rec, err := os.ReadFile(path); err == nil {
+					if bak, err := os.ReadFile(path + ".bak"); err != nil || !bytes.Equal(bak, rec) {
+						t.Errorf("backup after the restart %q %v, want the record %q", bak, err, rec)
+					}
+				}
+			})
+		}
+	}
+}
+
+func (s *revokeStore) snapshotList() []Revocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.list)
+}
+
+// A revoke that would make the record larger than a start reads back
+// fails and changes nothing, rather than write a record that would stop
+// the next start.
+func TestRevocationRecordFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "revocations.json")
+	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	s, err := openRevokeStore(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prior := Revocation{Chain: "core", Key: "k0"}
+	if ok, err := s.add(prior); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	old := maxRecordBytes
+	maxRecordBytes = int64(len(encodeRecord(s.list))) + 10
+	t.Cleanup(func() { maxRecordBytes = old })
+	inForce, err := s.add(Revocation{Chain: "core", Key: "k1"})
+	if inForce || err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("add past the size cap: in force %v, %v; want an error naming %s", inForce, err, path)
+	}
+	t.Logf("add: %v", err)
+	s2, err := openRevokeStore(path, log)
+	if err != nil {
+		t.Fatalf("the next start: %v", err)
+	}
+	if got := s2.snapshotList(); !equalRevocations(got, []Revocation{prior}) {
+		t.Errorf("after a restart %v, want the prior revocation alone", got)
+	}
+}
