@@ -81,6 +81,24 @@ var (
 	ErrAddress = errors.New("tcpao: bad peer address")
 )
 
+// ProbeError is Probe's error when the kernel could not be asked whether it
+// has TCP-AO: the scratch socket or its TCP_AO_INFO read failed with
+// something other than ENOPROTOOPT, most likely a seccomp filter or an LSM
+// denying the call. That is no answer, and aokeyd does not start on one.
+// Its text is one line: the failed call and its error, and what to check.
+type ProbeError struct {
+	Err error // the failed call (an *os.SyscallError) and its errno
+}
+
+func (e *ProbeError) Error() string {
+	return "the kernel could not be asked whether it has TCP-AO (" + e.Err.Error() + "), and aokeyd will not run without an answer: " +
+		"check what confines the process that asked: a seccomp filter (systemd SystemCallFilter=, or RestrictAddressFamilies= " +
+		"without AF_INET and AF_INET6), an LSM profile (AppArmor, SELinux) denying it TCP sockets, and the user and " +
+		"capabilities it runs with (compare docs/aokeyd.service); see the README section \"Kernel requirements\""
+}
+
+func (e *ProbeError) Unwrap() error { return e.Err }
+
 // Secret holds MKT key bytes. It never prints them: String, GoString,
 // LogValue, Format and MarshalJSON all redact. Zero wipes the bytes; callers
 // zero a Secret once it is no longer needed.

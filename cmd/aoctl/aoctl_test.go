@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -228,19 +229,30 @@ func TestKernelWithoutTCPAO(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "none.sock")
 	noAO := func() error { return fmt.Errorf("%w (%w)", tcpao.ErrNoKernelSupport, syscall.ENOPROTOOPT) }
 	hasAO := func() error { return nil }
+	// A probe a seccomp filter denied: no answer, so validate fails (as
+	// aokeyd would not start); status, which explains an unreachable
+	// daemon, does not guess from aoctl's own confinement.
+	denied := func() error {
+		return &tcpao.ProbeError{Err: os.NewSyscallError("getsockopt(TCP_AO_INFO)", syscall.EPERM)}
+	}
 	tests := []struct {
 		name    string
 		probe   func() error
 		args    []string
 		code    int
-		mention bool // the output names CONFIG_TCP_AO
+		mention bool   // the output names CONFIG_TCP_AO
+		want    string // and this
 	}{
-		{"validate", noAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true},
-		{"validate json", noAO, []string{"validate", "--json", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true},
-		{"validate for another machine", noAO, []string{"validate", "--no-kernel", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false},
-		{"validate on a TCP-AO kernel", hasAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false},
-		{"status, daemon not running", noAO, []string{"--socket", none, "status"}, exitUnreachable, true},
-		{"status on a TCP-AO kernel", hasAO, []string{"--socket", none, "status"}, exitUnreachable, false},
+		{"validate, probe denied", denied, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, false, "seccomp"},
+		{"validate json, probe denied", denied, []string{"validate", "--json", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, false, "seccomp"},
+		{"validate for another machine, probe denied", denied, []string{"validate", "--no-kernel", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false, ""},
+		{"status, probe denied", denied, []string{"--socket", none, "status"}, exitUnreachable, false, ""},
+		{"validate", noAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true, ""},
+		{"validate json", noAO, []string{"validate", "--json", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitInvalid, true, ""},
+		{"validate for another machine", noAO, []string{"validate", "--no-kernel", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false, ""},
+		{"validate on a TCP-AO kernel", hasAO, []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, false, ""},
+		{"status, daemon not running", noAO, []string{"--socket", none, "status"}, exitUnreachable, true, ""},
+		{"status on a TCP-AO kernel", hasAO, []string{"--socket", none, "status"}, exitUnreachable, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,6 +263,12 @@ func TestKernelWithoutTCPAO(t *testing.T) {
 			out := r.stdout + r.stderr
 			if got := strings.Contains(out, "CONFIG_TCP_AO") && strings.Contains(out, "Kernel requirements"); got != tt.mention {
 				t.Errorf("output names CONFIG_TCP_AO and the README section: %v, want %v\n%s", got, tt.mention, out)
+			}
+			if tt.want != "" && !strings.Contains(out, tt.want) {
+				t.Errorf("output lacks %q\n%s", tt.want, out)
+			}
+			if tt.want == "" && strings.Contains(out, "seccomp") {
+				t.Errorf("output blames a seccomp filter\n%s", out)
 			}
 		})
 	}

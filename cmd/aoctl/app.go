@@ -211,15 +211,23 @@ func (a *app) fail(name string, err error) int {
 
 // kernelProblem is the local kernel probe's answer when it says the kernel
 // lacks TCP-AO, and nil otherwise (no probe, TCP-AO present, not Linux, or
-// the kernel could not be asked).
+// the kernel could not be asked: aoctl's confinement is not aokeyd's, so a
+// denied probe here says nothing about why the daemon is not running).
 func (a *app) kernelProblem() error {
-	if a.probe == nil {
-		return nil
-	}
-	if err := a.probe(); errors.Is(err, tcpao.ErrNoKernelSupport) {
+	if err := a.kernelCheck(); errors.Is(err, tcpao.ErrNoKernelSupport) {
 		return err
 	}
 	return nil
+}
+
+// kernelCheck is validate's kernel check: any probe error, as aokeyd
+// refuses to start on any (a kernel without TCP-AO, or one that could not
+// be asked); nil without a probe.
+func (a *app) kernelCheck() error {
+	if a.probe == nil {
+		return nil
+	}
+	return a.probe()
 }
 
 func (a *app) printJSON(v any) int {

@@ -27,9 +27,10 @@ group, the policy, the key source (reads the key file or Vault), and the
 policy against the keys over the horizon (unknown chains or keys, ID
 clashes, gaps in send-key coverage). Prints one problem per line as
 FILE:LINE: FIELD: PROBLEM. On Linux it also asks this machine's kernel
-whether it has TCP-AO (CONFIG_TCP_AO), without which aokeyd refuses to
-start; --no-kernel skips that when validating for another machine. Exit
-status 4 when there is any problem.
+whether it has TCP-AO (CONFIG_TCP_AO), as aokeyd does at start: it refuses
+to start without TCP-AO, and when the kernel cannot be asked (a seccomp
+filter or an LSM denying the probe); --no-kernel skips that when
+validating for another machine. Exit status 4 when there is any problem.
 `)
 	})
 	fs.BoolVar(&offline, "no-keys", false, "skip the key source (config and policy only)")
@@ -57,7 +58,7 @@ status 4 when there is any problem.
 		res.Problems = append(res.Problems, p.Error())
 	}
 	if !noKernel {
-		if err := a.kernelProblem(); err != nil {
+		if err := a.kernelCheck(); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 			res.OK = false
 		}

@@ -229,18 +229,18 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 // start readies the process before any key is read: it hardens the
 // process, probes the kernel for TCP-AO, checks the configuration and
 // policy and opens the log. A kernel without CONFIG_TCP_AO can hold no
-// key: it gets one clear error before READY=1 instead of failing every
-// pass.
+// key, and a probe that fails for any other reason (a seccomp filter or an
+// LSM denying it) is no answer: either gets one clear error before
+// READY=1 instead of failing every pass.
 func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
 	// Before any key is read: no same-uid reader of our memory, no core.
 	if err := hardenProcess(); err != nil {
 		return nil, nil, err
 	}
-	// A kernel without CONFIG_TCP_AO can hold no key: say so in one line and
-	// exit before READY=1 instead of failing every pass.
-	probeErr := probeKernel()
-	if errors.Is(probeErr, tcpao.ErrNoKernelSupport) || errors.Is(probeErr, tcpao.ErrUnsupported) {
-		return nil, nil, probeErr
+	// Fail closed on any probe error: each names its cause and fix in one
+	// line (ErrNoKernelSupport, *tcpao.ProbeError, ErrUnsupported).
+	if err := probeKernel(); err != nil {
+		return nil, nil, err
 	}
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
 	if checked.Config == nil || checked.Policy == nil {
@@ -252,9 +252,6 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	}
 	for _, p := range checked.Problems {
 		log.Warn("configuration problem", "err", p)
-	}
-	if probeErr != nil {
-		log.Warn("TCP-AO kernel probe could not ask the kernel; starting anyway", "err", probeErr)
 	}
 	return checked, log, nil
 }

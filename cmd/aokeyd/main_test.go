@@ -39,9 +39,18 @@ func aokeydBinary(t *testing.T) string {
 	return filepath.Join(buildDir, "aokeyd")
 }
 
+// testChildren are the roles this test binary runs as a child process,
+// chosen by $AOKEYD_TEST_CHILD.
+var testChildren = map[string]func() int{}
+
+const testChildEnv = "AOKEYD_TEST_CHILD"
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv(hardenRoleEnv); role != "" {
 		os.Exit(hardenChild(role))
+	}
+	if role := os.Getenv(testChildEnv); role != "" {
+		os.Exit(testChildren[role]())
 	}
 	code := m.Run()
 	if buildDir != "" {
@@ -61,47 +70,7 @@ func TestNoTCPAOKernelExitsBeforeReady(t *testing.T) {
 	bin := aokeydBinary(t)
 	dir := t.TempDir()
 	cfgPath := initTestConfig(t, dir)
-
-	notifyPath := filepath.Join(dir, "notify.sock")
-	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	var msgs []string
-	got := make(chan struct{})
-	go func() {
-		defer close(got)
-		buf := make([]byte, 4096)
-		for {
-			n, err := nc.Read(buf)
-			if err != nil {
-				return
-			}
-			msgs = append(msgs, string(buf[:n]))
-		}
-	}()
-
-	cmd := exec.Command(bin, "-config", cfgPath, "-state-dir", dir)
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		nc.Close()
-		<-got
-		t.Fatalf("aokeyd still running after 20s on a kernel without CONFIG_TCP_AO; notify messages %q; stderr:\n%s", msgs, stderr.String())
-	}
-	nc.Close()
-	<-got
+	stderr, msgs, err := runUntilExit(t, exec.Command(bin, "-config", cfgPath, "-state-dir", dir))
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 		t.Errorf("aokeyd exit: %v, want a non-zero exit status", err)
@@ -111,11 +80,70 @@ func TestNoTCPAOKernelExitsBeforeReady(t *testing.T) {
 			t.Errorf("aokeyd sent %q to NOTIFY_SOCKET on a kernel without TCP-AO", m)
 		}
 	}
-	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "CONFIG_TCP_AO") || !strings.Contains(lines[0], "Kernel requirements") {
-		t.Errorf("aokeyd stderr %q: want one line naming CONFIG_TCP_AO and the README section", stderr.String())
+		t.Errorf("aokeyd stderr %q: want one line naming CONFIG_TCP_AO and the README section", stderr)
 	}
 	t.Logf("aokeyd: %v: %s", err, lines[0])
+}
+
+// runUntilExit runs cmd (an aokeyd) with a NOTIFY_SOCKET of its own until
+// it exits, or until it says READY=1 (then it is killed: every caller
+// wants it to exit before that), and fails the test if it does neither
+// within 20s. It returns its stderr, what it sent to NOTIFY_SOCKET and how
+// it ended.
+func runUntilExit(t *testing.T, cmd *exec.Cmd) (stderr string, msgs []string, err error) {
+	t.Helper()
+	notifyPath := filepath.Join(t.TempDir(), "notify.sock")
+	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	got, ready := make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(got)
+		buf := make([]byte, 4096)
+		for {
+			n, err := nc.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs = append(msgs, string(buf[:n]))
+			if strings.Contains(string(buf[:n]), "READY=1") {
+				select {
+				case ready <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+notifyPath)
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ready:
+		_ = cmd.Process.Kill()
+		err = <-done
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		nc.Close()
+		<-got
+		t.Fatalf("aokeyd still running after 20s, not ready; notify messages %q; stderr:\n%s", msgs, errBuf.String())
+	}
+	nc.Close()
+	<-got
+	return errBuf.String(), msgs, err
 }
 
 // initTestConfig writes `aokeyd init`'s configuration into dir with the
