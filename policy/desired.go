@@ -63,6 +63,11 @@ type PeerKeys struct {
 	// are never desired, and must be removed if installed (see
 	// Safety.OnRevokeOnlyKey when nothing else is left).
 	Revoked []string
+	// Expired names the MKTs that apply to the peer whose lifetimes have
+	// ended (send and accept), when Safety.OnKeyExpiry is remove: like
+	// Revoked, they must be removed if installed, even in use. Empty
+	// with keep: the never-strand rule keeps what a session uses.
+	Expired []string
 	// Ignored lists MKTs the kernel would reject (bad algorithm, key or MAC
 	// length); they are not desired. Validate reports them too.
 	Ignored []error
@@ -177,7 +182,7 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 	}
 	var buf [8]candidate
 	cands, _ := candidates(buf[:0], c, sc)
-	due := pk.selectDue(cands, sc.Name, c.AcceptTolerance, peer, vrf, t)
+	due := pk.selectDue(cands, sc.Name, c.AcceptTolerance, peer, vrf, t, b.Safety.OnKeyExpiry == ExpiryRemove)
 	pk.Keys = desiredKeys(due, b, t)
 	for i := range pk.Keys {
 		for j := i + 1; j < len(pk.Keys); j++ {
@@ -192,10 +197,10 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 
 // selectDue keeps in place the candidates that apply to peer in vrf and are
 // installed at t (send-valid, or accept-valid within tol), and returns them.
-// On the way it records in pk the revoked keys, the keys the kernel would
+// On the way it records in pk the revoked keys, with expire the expired ones (OnKeyExpiry remove), the keys the kernel would
 // reject (as problems of source chain source), and the next instant a
 // candidate's lifetimes change the answer.
-func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duration, peer netip.Addr, vrf string, t time.Time) []candidate {
+func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duration, peer netip.Addr, vrf string, t time.Time, expire bool) []candidate {
 	due := cands[:0]
 	for _, cd := range cands {
 		m := cd.mkt
@@ -216,12 +221,18 @@ func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duratio
 				pk.NextChange = at
 			}
 		}
-		if cd.send.Contains(t) || wide.Contains(t) {
+		switch {
+		case cd.send.Contains(t) || wide.Contains(t):
 			due = append(due, cd)
+		case expire && ended(cd.send, t) && ended(wide, t):
+			pk.Expired = append(pk.Expired, m.Name)
 		}
 	}
 	return due
 }
+
+// ended reports whether l has an end and t is at or past it.
+func ended(l keystore.Lifetime, t time.Time) bool { return !l.End.IsZero() && !t.Before(l.End) }
 
 // desiredKeys sorts the due candidates (smaller than DesiredKey to swap) by
 // SendID, RecvID and name, and turns them into the keys binding b should

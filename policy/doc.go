@@ -91,6 +91,16 @@
 //	on_switch_timeout: retry      retry (announce again every retry_after) | alert
 //	retry_after: 1m
 //	on_revoke_only_key: keep      keep (leave installed, alert) | reset (remove: session resets)
+//	on_key_expiry: keep           keep (a key past its lifetime that a session uses stays, alert) | remove
+//
+// on_key_expiry is the trade-off at a key's lifetime end when no successor
+// took over: keep (the default) keeps a key that a session uses, or that
+// its peer last authenticated with, on the session and the listener, so
+// that the session and its next reconnect survive, and warns at once
+// (status, aokeyd_keys_kept, the AokeydExpiredKeyInUse alert); remove
+// treats the key as revoked at its end: it leaves the listener, and each
+// session where another key can take over, even while in use, and a session
+// whose only key it is keeps it until it drops and then cannot come back.
 //
 // switch_timeout must not exceed the grace of a rotated chain, or the old
 // key would expire while aokeyd still waits for the peer.

@@ -335,6 +335,14 @@ func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {
 			b.addf(field+".on_revoke_only_key", ErrInvalid, "%q (want reset or keep)", *r.OnRevokeOnlyKey)
 		}
 	}
+	if r.OnKeyExpiry != nil {
+		switch a := ExpiryAction(*r.OnKeyExpiry); a {
+		case ExpiryKeep, ExpiryRemove:
+			s.OnKeyExpiry = a
+		default:
+			b.addf(field+".on_key_expiry", ErrInvalid, "%q (want keep or remove)", *r.OnKeyExpiry)
+		}
+	}
 	return s
 }
 

@@ -36,12 +36,31 @@ const (
 	RevokeKeep RevokeAction = "keep"
 )
 
+// ExpiryAction is what happens to a key whose lifetime ended while a
+// session still uses it (or its peer last authenticated with it).
+type ExpiryAction string
+
+const (
+	// ExpiryKeep keeps such a key on the session and the listener (the
+	// never-strand rule), with a warning and an alert that fires at once:
+	// the session and its next reconnect survive until the operator adds
+	// a successor or revokes the key.
+	ExpiryKeep ExpiryAction = "keep"
+	// ExpiryRemove treats a key past its lifetime as revoked: it leaves
+	// the listener at its end and each session where another key can
+	// take over; a session whose only key it is keeps it until it drops,
+	// and cannot come back with it. For operators who prefer a dropped
+	// session to a key past its lifetime.
+	ExpiryRemove ExpiryAction = "remove"
+)
+
 // Defaults of the optional settings.
 const (
 	DefaultSwitchTimeout   = 5 * time.Minute
 	DefaultRetryAfter      = time.Minute
 	DefaultOnSwitchTimeout = SwitchRetry
 	DefaultOnRevokeOnlyKey = RevokeKeep
+	DefaultOnKeyExpiry     = ExpiryKeep
 	// DefaultAcceptTolerance is RFC 8177's accept-tolerance default.
 	DefaultAcceptTolerance = time.Duration(0)
 	// DefaultAORequired: managed peers reject segments without TCP-AO.
@@ -65,6 +84,8 @@ type Safety struct {
 	// RetryAfter is the pause between announcements with SwitchRetry.
 	RetryAfter      time.Duration
 	OnRevokeOnlyKey RevokeAction
+	// OnKeyExpiry: what a key's lifetime end does to a key still in use.
+	OnKeyExpiry ExpiryAction
 }
 
 // DefaultSafety is the Safety of a policy that sets none.
@@ -74,6 +95,7 @@ func DefaultSafety() Safety {
 		OnSwitchTimeout: DefaultOnSwitchTimeout,
 		RetryAfter:      DefaultRetryAfter,
 		OnRevokeOnlyKey: DefaultOnRevokeOnlyKey,
+		OnKeyExpiry:     DefaultOnKeyExpiry,
 	}
 }
 

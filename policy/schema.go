@@ -28,6 +28,7 @@ type rawSafety struct {
 	OnSwitchTimeout *string   `yaml:"on_switch_timeout"`
 	RetryAfter      *duration `yaml:"retry_after"`
 	OnRevokeOnlyKey *string   `yaml:"on_revoke_only_key"`
+	OnKeyExpiry     *string   `yaml:"on_key_expiry"`
 }
 
 type rawChain struct {

@@ -122,3 +122,60 @@ func fingerprints(t *testing.T, socks ...tcpao.Socket) []string {
 	}
 	return out
 }
+
+// TestStrictExpiry: with safety.on_key_expiry: remove the operator
+// prefers a dropped session to a key past its lifetime: at k1's end it
+// leaves the listener although the session uses it (so the peer's next
+// reconnect with it fails), and where a successor the peer was seen to use
+// is installed, the session too, by a forced delete naming it.
+func TestStrictExpiry(t *testing.T) {
+	for _, spare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spare=%t", spare), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				now := time.Now()
+				k0 := testKey{name: "k0", send: 10, recv: 11, secret: "daemon-test-secret-k0-Xq7", sendStart: now.Add(-3 * time.Hour)}
+				k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour), end: now.Add(time.Minute)}
+				keys := []testKey{k1}
+				if spare {
+					keys = []testKey{k0, k1}
+				}
+				pol := strings.Replace(fmt.Sprintf(basePolicy, "keep"), "safety:\n", "safety:\n  on_key_expiry: remove\n", 1)
+				e := newEnv(t, envOptions{policy: pol, keys: keys, switchTimeout: time.Hour})
+				e.waitKeys("listener", e.lis, ids(keys...))
+				e.up(ids(keys...), keys...)
+				if spare {
+					zero := k0.recv // the peer sends with k0 for a while, then k1
+					if err := e.client.SetInfo(tcpao.InfoChange{Current: &zero}); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Until(k1.end) + time.Second)
+				e.settle()
+				if got := keyIDs(t, e.lis); slices.Contains(got, k1.ids()) {
+					t.Errorf("listener keys %v: k1 past its lifetime stays with on_key_expiry: remove", got)
+				}
+				if err := e.reconnect([]testKey{k1}); err == nil {
+					t.Errorf("a reconnect with k1 past its lifetime succeeded with on_key_expiry: remove")
+				}
+				want := []string{k1.ids()} // the session's only key stays until it drops
+				if spare {
+					want = []string{k0.ids()}
+				}
+				// The roll to k0 runs on the peer's segments; k1 goes with
+				// its retire step, as a revoked key does.
+				e.waitFor(fmt.Sprintf("session keys %v", want), func() bool {
+					if err := e.net.Exchange(e.client, e.acc, 1); err != nil {
+						t.Fatal(err)
+					}
+					return slices.Equal(keyIDs(t, e.acc), want)
+				})
+			})
+		})
+	}
+}

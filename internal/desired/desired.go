@@ -8,6 +8,7 @@ package desired
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/aokeyd/aokeyd/keystore"
@@ -35,20 +36,29 @@ func Socket(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifin
 	return out
 }
 
-// revokedRefs are pk's revoked MKTs, looked up in the key source's chain,
-// as kernel key references for peer on ifindex idx.
+// revokedRefs are pk's revoked MKTs, and its expired ones (the policy's
+// on_key_expiry: remove), looked up in the key source's chain, as kernel
+// key references for peer on ifindex idx. An expired key whose IDs a
+// desired key has is not listed: the desired key is what those IDs name.
 func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
 	c := snap.Chains[pk.SourceChain]
 	if c == nil {
 		return nil
 	}
 	var out []tcpao.KeyRef
-	for _, name := range pk.Revoked {
+	ref := func(name string, expired bool) {
 		for _, m := range c.Keys {
-			if m.Name == name {
+			desiredIDs := slices.ContainsFunc(pk.Keys, func(k policy.DesiredKey) bool { return k.MKT.SendID == m.SendID && k.MKT.RecvID == m.RecvID })
+			if m.Name == name && !(expired && desiredIDs) {
 				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
 			}
 		}
+	}
+	for _, name := range pk.Revoked {
+		ref(name, false)
+	}
+	for _, name := range pk.Expired {
+		ref(name, true)
 	}
 	return out
 }
