@@ -291,12 +291,9 @@ revoke.
 	if code, ok := a.parse(fs, args, true); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return a.usageErr("fleet revoke", "name one key as CHAIN/KEY")
-	}
-	chain, key, ok := strings.Cut(fs.Arg(0), "/")
-	if !ok || chain == "" || key == "" {
-		return a.usageErr("fleet revoke", "%q: name the key as CHAIN/KEY", fs.Arg(0))
+	chain, key, code, ok := a.keyArg("fleet revoke", fs)
+	if !ok {
+		return code
 	}
 	if strings.TrimSpace(reason) == "" {
 		return a.usageErr("fleet revoke", "--reason is required: it is recorded with the revocation")
@@ -323,7 +320,7 @@ revoke.
 		written = rep.Revocation.At
 	}
 	rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
-	code := exitOK
+	code = exitOK
 	if !rep.AllClean {
 		code = exitError
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -30,18 +29,15 @@ in the control socket's admin group.
 	if code, ok := a.parse(fs, args, true); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return a.usageErr("replace", "name one key as CHAIN/KEY")
-	}
-	chain, key, ok := strings.Cut(fs.Arg(0), "/")
-	if !ok || chain == "" || key == "" {
-		return a.usageErr("replace", "%q: name the key as CHAIN/KEY", fs.Arg(0))
+	chain, key, code, ok := a.keyArg("replace", fs)
+	if !ok {
+		return code
 	}
 	res, err := a.client().Replace(ctx, control.ReplaceRequest{Chain: chain, Key: key})
 	if err != nil {
 		return a.fail("replace", err)
 	}
-	code := exitOK
+	code = exitOK
 	if res.Failed() {
 		code = exitError
 	}

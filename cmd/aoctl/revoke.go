@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -32,18 +33,15 @@ not in the control socket's admin group.
 	if code, ok := a.parse(fs, args, true); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return a.usageErr("revoke", "name one key as CHAIN/KEY")
-	}
-	chain, key, ok := strings.Cut(fs.Arg(0), "/")
-	if !ok || chain == "" || key == "" {
-		return a.usageErr("revoke", "%q: name the key as CHAIN/KEY", fs.Arg(0))
+	chain, key, code, ok := a.keyArg("revoke", fs)
+	if !ok {
+		return code
 	}
 	res, err := a.client().Revoke(ctx, control.RevokeRequest{Chain: chain, Key: key, Peer: peer, VRF: vrf})
 	if err != nil {
 		return a.fail("revoke", err)
 	}
-	code := exitOK
+	code = exitOK
 	if res.Failed() {
 		code = exitError
 	}
@@ -81,4 +79,17 @@ not in the control socket's admin group.
 		t.flush()
 	}
 	return code
+}
+
+// keyArg is the one CHAIN/KEY argument of command cmd (revoke, replace,
+// fleet revoke); !ok with the usage error's exit code otherwise.
+func (a *app) keyArg(cmd string, fs *flag.FlagSet) (chain, key string, code int, ok bool) {
+	if fs.NArg() != 1 {
+		return "", "", a.usageErr(cmd, "name one key as CHAIN/KEY"), false
+	}
+	chain, key, ok = strings.Cut(fs.Arg(0), "/")
+	if !ok || chain == "" || key == "" {
+		return "", "", a.usageErr(cmd, "%q: name the key as CHAIN/KEY", fs.Arg(0)), false
+	}
+	return chain, key, 0, true
 }

@@ -177,23 +177,7 @@ func runLifetimeEnd(t *testing.T, warn string, fault func(l *testbed, k1 key, s 
 	if !slices.ContainsFunc(l.listenerKeys(), func(k tcpao.KeyInfo) bool { return k.SendID == k1.sendID() && k.RecvID == k1.recvID() }) {
 		t.Errorf("gobgpd's listener lost k1: %s", listenerIDs(l.listenerKeys()))
 	}
-	before, err := l.bird.Protocol()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
-		t.Fatalf("birdc restart: %v", err)
-	}
-	err = lab.Within(60*time.Second, "BIRD's restarted session up with TCP-AO", func() (bool, string) {
-		st, err := l.bird.Protocol()
-		if err != nil {
-			return false, err.Error()
-		}
-		p := l.peerA()
-		ok := st.BGPState == "Established" && st.Since != before.Since && st.CurrentKey >= 0 && st.PktGood > 0 && p.Established()
-		return ok, fmt.Sprintf("BIRD %s since %s (was %s), current %d, pkt_good %d (%s); gobgpd %s",
-			st.BGPState, st.Since, before.Since, st.CurrentKey, st.PktGood, st.LastError, p.State)
-	})
+	err := l.reconnectBIRD()
 	if err != nil {
 		t.Errorf("BIRD's restarted session did not come back with TCP-AO: %v", err)
 	}

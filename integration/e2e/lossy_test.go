@@ -235,6 +235,30 @@ func (l *testbed) use(t *testing.T) (restore func()) {
 	return func() { l.t = prev }
 }
 
+// reconnectBIRD restarts BIRD's session (birdc restart) and waits until
+// it is back with TCP-AO through gobgpd's listener: an error when it does
+// not come back within a minute.
+func (l *testbed) reconnectBIRD() error {
+	l.t.Helper()
+	before, err := l.bird.Protocol()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
+		l.t.Fatalf("birdc restart: %v", err)
+	}
+	return lab.Within(60*time.Second, "BIRD's restarted session up with TCP-AO", func() (bool, string) {
+		st, err := l.bird.Protocol()
+		if err != nil {
+			return false, err.Error()
+		}
+		p := l.peerA()
+		ok := st.BGPState == "Established" && st.Since != before.Since && st.CurrentKey >= 0 && st.PktGood > 0 && p.Established()
+		return ok, fmt.Sprintf("BIRD %s since %s (was %s), current %d, pkt_good %d (%s); gobgpd %s",
+			st.BGPState, st.Since, before.Since, st.CurrentKey, st.PktGood, st.LastError, p.State)
+	})
+}
+
 // runLossy runs one fault on l, whose key source holds keys; false means
 // the session was stranded (a reconnect failed or the listener lost a key).
 // Other failures fail t.
@@ -307,23 +331,7 @@ func runLossy(t *testing.T, l *testbed, keys []key, f lossyFault) bool {
 			t.Errorf("%s: %s", when, detail)
 			stranded = true
 		}
-		before, err := l.bird.Protocol()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
-			t.Fatalf("birdc restart: %v", err)
-		}
-		if err := lab.Within(60*time.Second, "BIRD's restarted session up with TCP-AO", func() (bool, string) {
-			st, err := l.bird.Protocol()
-			if err != nil {
-				return false, err.Error()
-			}
-			p := l.peerA()
-			ok := st.BGPState == "Established" && st.Since != before.Since && st.CurrentKey >= 0 && st.PktGood > 0 && p.Established()
-			return ok, fmt.Sprintf("BIRD %s since %s (was %s), current %d, pkt_good %d (%s); gobgpd %s",
-				st.BGPState, st.Since, before.Since, st.CurrentKey, st.PktGood, st.LastError, p.State)
-		}); err != nil {
+		if err := l.reconnectBIRD(); err != nil {
 			t.Errorf("%s: BIRD's restarted session did not come back with TCP-AO: %v", when, err)
 			stranded = true
 			return
