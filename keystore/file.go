@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -200,7 +201,7 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	}
 	top, ok := v.(*object)
 	if !ok {
-		return nil, fail(doc.Line, "", bad("want a mapping with a chains field"))
+		return nil, fail(doc.Line, "", refuse("want a mapping with a chains field"))
 	}
 	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
 		return nil, fail(top.lines[bad[0]], fieldName(bad[0]), ErrUnknownField)
@@ -211,14 +212,14 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	}
 	chains, ok := cv.(*object)
 	if !ok {
-		return nil, fail(top.lines["chains"], "chains", bad("want a mapping of chain name to chain"))
+		return nil, fail(top.lines["chains"], "chains", refuse("want a mapping of chain name to chain"))
 	}
 	if len(chains.keys) == 0 {
 		return nil, fail(top.lines["chains"], "", ErrNoChains)
 	}
 	s := &Snapshot{Source: "file " + path, Chains: map[string]*Chain{}}
 	for _, name := range chains.keys {
-		c, err := decodeChain(name, chains.vals[name], srcOf, func(key string, line int) string {
+		c, err := decodeChain(name, chains.lines[name], chains.vals[name], srcOf, func(key string, line int) string {
 			return fmt.Sprintf("file:%s:%d", path, line)
 		})
 		if err != nil {
@@ -231,10 +232,14 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	return s, nil
 }
 
+// yamlQuoted is text yaml.v3 quotes from its input in a message (an
+// anchor's name: "unknown anchor 'x' referenced").
+var yamlQuoted = regexp.MustCompile("'[^']*'|`[^`]*`")
+
 // yamlErr renders a yaml.v3 error. yaml.v3 syntax errors name a line and
-// the problem, not the offending text.
+// the problem; the little of the input some quote is left out.
 func yamlErr(err error) string {
-	return "YAML: " + err.Error()
+	return "YAML: " + yamlQuoted.ReplaceAllLiteralString(err.Error(), "(not shown)")
 }
 
 // yamlConv converts a yaml.v3 node tree into the generic value tree.
@@ -244,10 +249,11 @@ type yamlConv struct {
 	errField string
 }
 
-// fail records where conversion failed and returns a syntax error.
-func (c *yamlConv) fail(n *yaml.Node, format string, a ...any) error {
+// fail records where conversion failed and returns a syntax error; msg
+// is a string literal, never the input's text.
+func (c *yamlConv) fail(n *yaml.Node, msg string) error {
 	c.errLine = n.Line
-	return fmt.Errorf("%w: %s", ErrSyntax, fmt.Sprintf(format, a...))
+	return fmt.Errorf("%w: %s", ErrSyntax, msg)
 }
 
 func (c *yamlConv) value(n *yaml.Node) (any, error) {

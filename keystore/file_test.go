@@ -195,7 +195,7 @@ func TestDecodeFileStructureErrors(t *testing.T) {
 		{"syntax", "chains:\n  core: [\n", "YAML"},
 		{"chain unknown field", "chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n", `k.yaml:4: chain "core": field peer: unknown field`},
 		{"chain without keys", "chains:\n  core:\n    peers: [192.0.2.1]\n", "field keys: missing"},
-		{"bad chain name", "chains:\n  \"a/b\":\n    keys: []\n", "chain name must match"},
+		{"bad chain name", "chains:\n  \"a/b\":\n    keys: []\n", "chain name (not shown) must be"},
 		{"duplicate field", fmt.Sprintf("chains:\n  core:\n    keys:\n      - name: x\n        secret_b64: %q\n        secret_b64: %q\n", b64(sec[0]), b64(sec[1])), "k.yaml:6: field secret_b64: duplicate"},
 		{"two documents", "chains: {}\n---\nchains: {}\n", "more than one YAML document"},
 	}

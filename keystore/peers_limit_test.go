@@ -26,7 +26,7 @@ func TestChainPeerListLimit(t *testing.T) {
 		{1, ""},
 		{512, ""},
 		{maxPeers, ""},
-		{maxPeers + 1, fmt.Sprintf("%d peers, at most %d", maxPeers+1, maxPeers)},
+		{maxPeers + 1, fmt.Sprintf("more than %d peers", maxPeers)},
 	} {
 		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
 			s, err := DecodeFile("keys.yaml", doc(tc.n))

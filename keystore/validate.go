@@ -14,15 +14,6 @@ import (
 // ErrNoChains: a key source holds no chains at all.
 var ErrNoChains = errors.New("keystore: source holds no chains")
 
-// valueError is an invalid-value message that wraps ErrInvalid without
-// repeating its text.
-type valueError struct{ msg string }
-
-func (e *valueError) Error() string { return e.msg }
-func (e *valueError) Unwrap() error { return ErrInvalid }
-
-func bad(format string, a ...any) error { return &valueError{fmt.Sprintf(format, a...)} }
-
 // The generic value tree both decoders produce: string, bool, number (the
 // literal text), nil, []any and *object.
 type number string
@@ -83,25 +74,29 @@ type chainDefaults struct {
 // err (the chain cannot be trusted); per-key problems go into Chain.Rejected.
 // srcOf renders the location of a line (0 = unknown); mktSrc names an MKT for
 // MKT.Source.
-func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int) string) (*Chain, error) {
+//
+// line is the line of the chain's name (0 = unknown). A name that is not a
+// chain name is not shown: it is a value of the key source like any other.
+func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string, line int) string) (*Chain, error) {
 	chainErr := func(field string, line int, err error) error {
 		return &FieldError{Source: srcOf(line), Chain: name, Field: field, Err: err}
 	}
 	if !chainName.MatchString(name) {
-		return nil, chainErr("", 0, bad("chain name must match %s", chainName))
+		return nil, &FieldError{Source: srcOf(line),
+			Err: refuse("chain name (not shown) must be 1..64 of A-Za-z0-9._-, starting with a letter or digit")}
 	}
 	o, ok := v.(*object)
 	if !ok {
-		return nil, chainErr("", 0, bad("chain must be a mapping with keys"))
+		return nil, chainErr("", line, refuse("chain must be a mapping with keys"))
 	}
 	if bad := unknownFields(o, chainFields); len(bad) > 0 {
 		return nil, chainErr(fieldName(bad[0]), o.lines[bad[0]], ErrUnknownField)
 	}
 	var def chainDefaults
 	if pv, ok := o.get("peers"); ok {
-		p, err := parsePeers(pv)
+		p, item, err := parsePeers(pv)
 		if err != nil {
-			return nil, chainErr("peers", o.lines["peers"], err)
+			return nil, chainErr(peersField(item), o.lines["peers"], err)
 		}
 		def.peers = p
 	}
@@ -118,10 +113,10 @@ func decodeChain(name string, v any, srcOf loc, mktSrc func(key string, line int
 	}
 	list, ok := kv.([]any)
 	if !ok {
-		return nil, chainErr("keys", o.lines["keys"], bad("want a list of keys"))
+		return nil, chainErr("keys", o.lines["keys"], refuse("want a list of keys"))
 	}
 	if len(list) > maxKeysPerChain {
-		return nil, chainErr("keys", o.lines["keys"], bad("%d keys, at most %d per chain", len(list), maxKeysPerChain))
+		return nil, chainErr("keys", o.lines["keys"], refuse("more than 256 keys (at most 256 per chain)"))
 	}
 	c := &Chain{Name: name}
 	seen := map[string]bool{}
@@ -166,7 +161,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return MKT{}, &FieldError{Source: srcOf(line), Chain: chain, Key: keyName, Field: field, Err: e}
 	}
 	if !ok {
-		return fail("", bad("a key must be a mapping"))
+		return fail("", refuse("a key must be a mapping"))
 	}
 	nv, ok := o.get("name")
 	if !ok {
@@ -174,7 +169,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	}
 	s, isStr := scalarText(nv)
 	if !isStr || s == "" || len(s) > 64 || strings.ContainsAny(s, "\x00\n\r\t") {
-		return fail("name", bad("want a name of 1..64 printable characters"))
+		return fail("name", refuse("want a name of 1..64 printable characters"))
 	}
 	keyName = s
 	if bad := unknownFields(o, keyFields); len(bad) > 0 {
@@ -208,7 +203,7 @@ func decodeKeyIDs(o *object, m *MKT) (string, error) {
 		if !ok {
 			return f.name, ErrMissingField
 		}
-		n, err := parseInt(fv, 0, 255)
+		n, err := parseInt(fv, 0, 255, errKeyID)
 		if err != nil {
 			return f.name, err
 		}
@@ -228,21 +223,21 @@ func decodeKeyCrypto(o *object, m *MKT) (string, error) {
 	as, _ := scalarText(av)
 	alg, err := tcpao.ParseAlgorithm(as)
 	if err != nil {
-		return "algorithm", bad("want one of hmac(sha1), hmac(sha256), cmac(aes128)")
+		return "algorithm", refuse("want one of hmac(sha1), hmac(sha256), cmac(aes128)")
 	}
 	m.Algorithm = alg
 	if field, err := decodeKeySecret(o, m); err != nil {
 		return field, err
 	}
 	if n := m.Secret.Len(); n < 1 || n > tcpao.MaxKeyLen {
-		return "secret", bad("want 1..%d bytes", tcpao.MaxKeyLen)
+		return "secret", refuse("want 1..80 bytes")
 	}
 	if m.Algorithm == tcpao.CMACAES128 && m.Secret.Len() != 16 {
-		return "secret", bad("cmac(aes128) wants exactly 16 bytes")
+		return "secret", refuse("cmac(aes128) wants exactly 16 bytes")
 	}
 	m.MACLen = tcpao.DefaultMACLen
 	if mv, ok := o.get("maclen"); ok {
-		n, err := parseInt(mv, 1, maxMACLen)
+		n, err := parseInt(mv, 1, maxMACLen, errMACLen)
 		if err != nil {
 			return "maclen", err
 		}
@@ -258,7 +253,7 @@ func decodeKeySecret(o *object, m *MKT) (string, error) {
 	hx, hasHex := o.get("secret_hex")
 	switch {
 	case hasB64 && hasHex:
-		return "secret", bad("give secret_b64 or secret_hex, not both")
+		return "secret", refuse("give secret_b64 or secret_hex, not both")
 	case !hasB64 && !hasHex:
 		return "secret", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField)
 	}
@@ -281,8 +276,9 @@ func decodeKeyScope(o *object, m *MKT, def chainDefaults) (string, error) {
 	var err error
 	m.Peers = def.peers
 	if pv, ok := o.get("peers"); ok {
-		if m.Peers, err = parsePeers(pv); err != nil {
-			return "peers", err
+		var item int
+		if m.Peers, item, err = parsePeers(pv); err != nil {
+			return peersField(item), err
 		}
 	}
 	if len(m.Peers) == 0 {
@@ -299,7 +295,6 @@ func decodeKeyScope(o *object, m *MKT, def chainDefaults) (string, error) {
 
 // decodeKeyOptions reads the optional tcp_options, lifetimes and revoked.
 func decodeKeyOptions(o *object, m *MKT) (string, error) {
-	var err error
 	if tv, ok := o.get("tcp_options"); ok {
 		s, _ := scalarText(tv)
 		switch s {
@@ -308,23 +303,30 @@ func decodeKeyOptions(o *object, m *MKT) (string, error) {
 		case "exclude":
 			m.IncludeTCPOptions = false
 		default:
-			return "tcp_options", bad("want include or exclude")
+			return "tcp_options", refuse("want include or exclude")
 		}
 	}
-	if lv, ok := o.get("send_lifetime"); ok {
-		if m.SendLifetime, err = parseLifetime(lv); err != nil {
-			return "send_lifetime", err
+	for _, f := range []struct {
+		name string
+		dst  *Lifetime
+	}{{"send_lifetime", &m.SendLifetime}, {"accept_lifetime", &m.AcceptLifetime}} {
+		lv, ok := o.get(f.name)
+		if !ok {
+			continue
 		}
-	}
-	if lv, ok := o.get("accept_lifetime"); ok {
-		if m.AcceptLifetime, err = parseLifetime(lv); err != nil {
-			return "accept_lifetime", err
+		l, sub, err := parseLifetime(lv)
+		if err != nil {
+			if sub != "" {
+				return f.name + "." + sub, err
+			}
+			return f.name, err
 		}
+		*f.dst = l
 	}
 	if rv, ok := o.get("revoked"); ok {
 		b, isBool := rv.(bool)
 		if !isBool {
-			return "revoked", bad("want true or false")
+			return "revoked", refuse("want true or false")
 		}
 		m.Revoked = b
 	}
@@ -343,14 +345,6 @@ func fieldName(s string) string {
 		if !(r == '_' || r == '-' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
 			return "(a key that is not a field name, not shown)"
 		}
-	}
-	return s
-}
-
-// truncate shortens a value quoted in an error.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
 	}
 	return s
 }

@@ -438,7 +438,7 @@ func DecodeVaultChain(src, chain string, doc []byte) (*Chain, error) {
 	if err != nil {
 		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
 	}
-	return decodeChain(chain, v, func(int) string { return src }, func(key string, _ int) string {
+	return decodeChain(chain, 0, v, func(int) string { return src }, func(key string, _ int) string {
 		return "vault:" + strings.TrimPrefix(src, "vault ") + "#" + key
 	})
 }
