@@ -9,6 +9,7 @@ import (
 	"hash"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"sync"
 )
 
@@ -113,9 +114,26 @@ type Secret struct {
 
 // NewSecret copies b into a new Secret. The caller may (and should) zero b.
 func NewSecret(b []byte) Secret {
-	c := make([]byte, len(b))
+	c := secretBuf(len(b))
 	copy(c, b)
 	return Secret{b: c, fp: fingerprint(c)}
+}
+
+// secretBuf returns n bytes for a secret's copy, which are wiped once
+// nothing refers to them any more, should their owners drop them without
+// Zero. A copy of a key is handed on (a peer's desired keys go to its
+// state machine, which may still be installing them when a newer desired
+// state replaces them), so the one who drops it cannot always know that
+// nobody else still reads it; the garbage collector can. Until the
+// collection that finds it unreachable, the copy stays in memory: Zero is
+// still the way to wipe a copy one owns at once.
+func secretBuf(n int) []byte {
+	if n == 0 || n > MaxKeyLen {
+		return make([]byte, n) // not a key the kernel takes: its decoder zeroes it
+	}
+	p := new([MaxKeyLen]byte)
+	runtime.SetFinalizer(p, func(p *[MaxKeyLen]byte) { clear(p[:]) })
+	return p[:n:n]
 }
 
 // Len is the key length in bytes.
@@ -127,7 +145,7 @@ func (s Secret) Bytes() []byte { return s.b }
 
 // Clone returns an independent copy.
 func (s Secret) Clone() Secret {
-	c := make([]byte, len(s.b))
+	c := secretBuf(len(s.b))
 	copy(c, s.b)
 	return Secret{b: c, fp: s.fp}
 }
@@ -194,6 +212,9 @@ func (h *fingerprinter) release() {
 	fingerprinters.Put(h)
 }
 
+// zeroBlock follows each secret into its fingerprint's hash (see sum).
+var zeroBlock [sha256.BlockSize]byte
+
 // fingerprinter computes fingerprints with one keyed hasher, so that
 // decoding a GET_KEYS answer of thousands of keys pays for the HMAC set-up
 // (two allocations, two SHA-256 blocks for the padded key) once instead of
@@ -215,6 +236,12 @@ func (h *fingerprinter) sum(b []byte) Fingerprint {
 		h.m.Reset()
 	}
 	h.m.Write(b)
+	// A block of zeros after the secret pushes its last bytes out of
+	// SHA-256's block buffer, which Sum copies (to the stack) and Reset
+	// only later overwrites: no copy of the secret is left behind. (A
+	// fingerprint is of this process only; equal secrets still have equal
+	// fingerprints, different ones different.)
+	h.m.Write(zeroBlock[:])
 	var f Fingerprint
 	copy(f[:], h.m.Sum(h.out[:0]))
 	clear(h.out[:])
