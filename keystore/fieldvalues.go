@@ -1,8 +1,6 @@
 package keystore
 
 import (
-	"encoding/base64"
-	"encoding/hex"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -50,26 +48,20 @@ var (
 	errMACLen = refuse("not an integer 1..16 (the MAC length in bytes)")
 )
 
-// decodeSecret decodes a secret field. Errors never quote the value.
+// decodeSecret decodes a secret field's value into a new buffer that the
+// caller wipes. The value is the input's own text (secretText), or a string
+// when the decoder could not keep the text out of its strings (then its
+// copy here is wiped).
 func decodeSecret(v any, isHex bool) ([]byte, error) {
-	s, ok := v.(string)
-	if !ok {
-		return nil, refuse("want a string")
+	switch x := v.(type) {
+	case secretText:
+		return decodeSecretText(x, isHex)
+	case string:
+		text := heapBytes(x)
+		defer clear(text)
+		return decodeSecretText(text, isHex)
 	}
-	s = strings.TrimSpace(s)
-	if isHex {
-		s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
-		b, err := hex.DecodeString(s)
-		if err != nil {
-			return nil, refuse("not hexadecimal")
-		}
-		return b, nil
-	}
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, refuse("not standard base64 (RFC 4648 section 4, with padding)")
-	}
-	return b, nil
+	return nil, refuse("want a string")
 }
 
 // parsePeers parses a list of peer addresses or prefixes (or a single one).

@@ -130,7 +130,7 @@ func (f *FileSource) readFile() ([]byte, error) {
 	if perm := st.Mode().Perm(); perm&0o077 != 0 && !f.opts.AllowGroupOtherAccess {
 		return nil, &FieldError{Source: "file " + f.opts.Path, Err: fmt.Errorf("mode %04o: %w", perm, ErrInsecureFile)}
 	}
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
+	data, err := readAllWiping(fh, int(min(st.Size()+1, maxFileSize+1)), maxFileSize)
 	if err != nil {
 		clear(data)
 		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
@@ -172,7 +172,15 @@ func chainDigest(c *Chain) [32]byte {
 // source in errors. The result has Version 0 on every chain (FileSource
 // numbers them). A syntax or structure error fails the whole file; a bad
 // MKT only lands in its chain's Rejected list.
-func DecodeFile(path string, data []byte) (*Snapshot, error) {
+//
+// The secrets' text is read from data itself, which the caller wipes:
+// the YAML decoder sees it masked (see secretText), unless the file writes
+// a secret in a way the masking does not recognise for certain.
+func DecodeFile(path string, data []byte) (*Snapshot, error) { return decodeFile(path, data, true) }
+
+// decodeFile is DecodeFile; without mask, the secrets' text goes through
+// the YAML decoder (as it does when the masking does not recognise it).
+func decodeFile(path string, data []byte, mask bool) (*Snapshot, error) {
 	srcOf := func(line int) string {
 		if line > 0 {
 			return fmt.Sprintf("file %s:%d", path, line)
@@ -182,27 +190,11 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	fail := func(line int, field string, err error) error {
 		return &FieldError{Source: srcOf(line), Field: field, Err: err}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fail(0, "", fmt.Errorf("empty key file: %w", ErrNoChains))
-		}
-		return nil, fail(0, "", fmt.Errorf("%w: %s", ErrSyntax, yamlErr(err)))
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fail(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
-	}
-	conv := &yamlConv{budget: 1 << 15}
-	v, err := conv.value(&doc)
+	v, err := parseKeyFile(data, mask, fail)
 	if err != nil {
-		return nil, fail(conv.errLine, conv.errField, err)
+		return nil, err
 	}
-	top, ok := v.(*object)
-	if !ok {
-		return nil, fail(doc.Line, "", refuse("want a mapping with a chains field"))
-	}
+	top := v.(*object)
 	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
 		return nil, fail(top.lines[bad[0]], fieldName(bad[0]), ErrUnknownField)
 	}
@@ -232,6 +224,47 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) {
 	return s, nil
 }
 
+// parseKeyFile parses a key file into the generic value tree, the
+// secrets' text masked when it can.
+func parseKeyFile(data []byte, mask bool, fail func(line int, field string, err error) error) (any, error) {
+	if mask {
+		if spans := yamlSpans(data); len(spans) > 0 {
+			work := masked(data, spans)
+			defer clear(work)
+			conv := &yamlConv{budget: 1 << 15, input: data, secrets: spans, used: map[[2]int]bool{}}
+			v, err := conv.parse(work, fail)
+			if err != nil || !conv.mismatch && len(conv.used) == len(spans) {
+				return v, err // the masked file has the same structure
+			}
+		}
+	}
+	return (&yamlConv{budget: 1 << 15}).parse(data, fail)
+}
+
+// parse decodes one YAML document and converts it.
+func (c *yamlConv) parse(text []byte, fail func(line int, field string, err error) error) (any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fail(0, "", fmt.Errorf("empty key file: %w", ErrNoChains))
+		}
+		return nil, fail(0, "", fmt.Errorf("%w: %s", ErrSyntax, yamlErr(err)))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fail(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
+	}
+	v, err := c.value(&doc)
+	if err != nil {
+		return nil, fail(c.errLine, c.errField, err)
+	}
+	if _, ok := v.(*object); !ok {
+		return nil, fail(doc.Line, "", refuse("want a mapping with a chains field"))
+	}
+	return v, nil
+}
+
 // yamlQuoted is text yaml.v3 quotes from its input in a message (an
 // anchor's name: "unknown anchor 'x' referenced").
 var yamlQuoted = regexp.MustCompile("'[^']*'|`[^`]*`")
@@ -247,6 +280,33 @@ type yamlConv struct {
 	budget   int // nodes left to visit (bounds alias expansion)
 	errLine  int
 	errField string
+	// With secrets, the tree is of a masked copy of input: the value of a
+	// secret field found at one of the positions is the input's text
+	// there (a secretText). used records the positions found so;
+	// mismatch, that a masked position held something else.
+	input    []byte
+	secrets  map[[2]int]span
+	used     map[[2]int]bool
+	mismatch bool
+}
+
+// secretAt returns the input's text of the value vn of the field k, if k
+// is a secret field and vn one of the masked spans.
+func (c *yamlConv) secretAt(k, vn *yaml.Node) (secretText, bool) {
+	if c.secrets == nil || !isSecretField(k.Value) || vn.Kind != yaml.ScalarNode {
+		return nil, false
+	}
+	pos := [2]int{vn.Line, vn.Column}
+	sp, ok := c.secrets[pos]
+	if !ok {
+		return nil, false
+	}
+	if vn.ShortTag() != "!!str" || !isMask(vn.Value, sp.n) {
+		c.mismatch = true
+		return nil, false
+	}
+	c.used[pos] = true
+	return secretText(c.input[sp.off : sp.off+sp.n]), true
 }
 
 // fail records where conversion failed and returns a syntax error; msg
@@ -293,9 +353,15 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 				c.errLine, c.errField = k.Line, fieldName(k.Value)
 				return nil, fmt.Errorf("%w: defined twice", ErrDuplicate)
 			}
-			v, err := c.value(vn)
-			if err != nil {
-				return nil, err
+			var v any
+			if st, ok := c.secretAt(k, vn); ok {
+				c.budget--
+				v = st
+			} else {
+				var err error
+				if v, err = c.value(vn); err != nil {
+					return nil, err
+				}
 			}
 			o.keys = append(o.keys, k.Value)
 			o.vals[k.Value] = v

@@ -367,7 +367,15 @@ func (v *VaultSource) readRaw(ctx context.Context, path string, q map[string][]s
 	if err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxFileSize))
+	body, err := readAllWiping(resp.Body, int(min(resp.ContentLength+1, maxFileSize+1)), maxFileSize)
+	if err == nil && len(body) > maxFileSize {
+		err = fmt.Errorf("response larger than %d bytes", maxFileSize)
+	}
+	if err != nil {
+		clear(body)
+		return nil, err
+	}
+	return body, nil
 }
 
 func (v *VaultSource) readChain(ctx context.Context, name string, ver int) (*Chain, error) {
@@ -405,7 +413,11 @@ type kvEnvelope struct {
 // where names the path in errors. Chain.Version is the KV version.
 func DecodeVaultResponse(where, chain string, body []byte) (*Chain, error) {
 	var env kvEnvelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	err := json.Unmarshal(body, &env)
+	if env.Data != nil {
+		defer clear(env.Data.Data) // json.RawMessage is a copy of the chain document
+	}
+	if err != nil {
 		return nil, &FieldError{Source: where, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
 	}
 	if env.Data == nil || len(env.Data.Data) == 0 || bytes.Equal(env.Data.Data, []byte("null")) {
@@ -423,24 +435,82 @@ func DecodeVaultResponse(where, chain string, body []byte) (*Chain, error) {
 }
 
 // DecodeVaultChain decodes and validates one chain document (the data of
-// the chain's KV secret, see docs/keys.md). src names it in errors.
+// the chain's KV secret, see docs/keys.md). src names it in errors. The
+// secrets' text is read from doc itself, which the caller wipes: the JSON
+// decoder sees it masked (see secretText) when it is a plain string value
+// of a key's secret field.
 func DecodeVaultChain(src, chain string, doc []byte) (*Chain, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
-		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: %s", ErrSyntax, jsonErr(err))}
-	}
-	if dec.More() {
-		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: trailing data after the JSON document", ErrSyntax)}
-	}
-	v, err := fromJSON(raw, 0)
+	return decodeVaultChain(src, chain, doc, true)
+}
+
+// decodeVaultChain is DecodeVaultChain; without mask, the secrets' text
+// goes through the JSON decoder.
+func decodeVaultChain(src, chain string, doc []byte, mask bool) (*Chain, error) {
+	v, err := parseChainJSON(doc, mask)
 	if err != nil {
-		return nil, &FieldError{Source: src, Chain: chain, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+		return nil, &FieldError{Source: src, Chain: chain, Err: err}
 	}
 	return decodeChain(chain, 0, v, func(int) string { return src }, func(key string, _ int) string {
 		return "vault:" + strings.TrimPrefix(src, "vault ") + "#" + key
 	})
+}
+
+// parseChainJSON parses a chain document into the generic value tree, the
+// secrets' text masked when it can.
+func parseChainJSON(doc []byte, mask bool) (any, error) {
+	if mask {
+		if spans := jsonSpans(doc); len(spans) > 0 {
+			work := masked(doc, spans)
+			defer clear(work)
+			v, err := parseJSON(work)
+			if err != nil || unmaskJSON(v, spans, doc) {
+				return v, err // the masked document has the same structure
+			}
+		}
+	}
+	return parseJSON(doc)
+}
+
+func parseJSON(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrSyntax, jsonErr(err))
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrSyntax)
+	}
+	v, err := fromJSON(raw, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSyntax, err)
+	}
+	return v, nil
+}
+
+// unmaskJSON puts the input's text of each masked secret (a secretText of
+// doc) in its place in the tree of the masked document, and reports
+// whether each span was found where jsonSpans placed it, masked.
+func unmaskJSON(v any, spans map[jsonSlot]span, doc []byte) bool {
+	top, _ := v.(*object)
+	if top == nil {
+		return false
+	}
+	keys, _ := top.vals["keys"].([]any)
+	for slot, sp := range spans {
+		if slot.key >= len(keys) {
+			return false
+		}
+		k, _ := keys[slot.key].(*object)
+		if k == nil {
+			return false
+		}
+		if s, ok := k.vals[slot.field].(string); !ok || !isMask(s, sp.n) {
+			return false
+		}
+		k.vals[slot.field] = secretText(doc[sp.off : sp.off+sp.n])
+	}
+	return true
 }
 
 // jsonErr renders a JSON error without quoting input (a syntax error would

@@ -159,7 +159,11 @@ func (v *VaultSource) revokeOnce(ctx context.Context, chain, key string) error {
 		return fmt.Errorf("vault: read %s version %d: %w", p, ver, err)
 	}
 	var env kvEnvelope
-	if err := json.Unmarshal(body, &env); err != nil || env.Data == nil {
+	err = json.Unmarshal(body, &env)
+	if env.Data != nil {
+		defer clear(env.Data.Data)
+	}
+	if err != nil || env.Data == nil {
 		return fmt.Errorf("%s: response: bad KV v2 envelope", v.where(chain))
 	}
 	dec := json.NewDecoder(bytes.NewReader(env.Data.Data))

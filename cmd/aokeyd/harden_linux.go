@@ -28,11 +28,13 @@ import (
 // free, only Zero, so pages outside the Go heap would need a pointer-held
 // handle with a runtime cleanup, and a caller still holding Bytes() after
 // the last Secret copy dropped would read a slot already reused for another
-// key. Key bytes also pass through heap buffers aokeyd does not own (YAML
-// and base64 decoding, Vault's JSON responses), which such pages would not
-// cover. The two settings above cover the whole process instead: no core
-// dump at all, no same-uid reader. What they leave is swap (mlock's part),
-// for which the host's swap, if any, should be encrypted.
+// key. Within the heap, a Secret's buffer is wiped once nothing refers to it
+// (tcpao.NewSecret), and the key decoders keep a secret's text out of the
+// YAML and JSON decoders' strings and buffers (keystore's secretText); the
+// HTTP and TLS buffers of a Vault response remain, which such pages would
+// not cover either. The two settings above cover the whole process instead:
+// no core dump at all, no same-uid reader. What they leave is swap (mlock's
+// part), for which the host's swap, if any, should be encrypted.
 func harden() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("process hardening: %w", os.NewSyscallError("prctl(PR_SET_DUMPABLE)", err))
