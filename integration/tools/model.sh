@@ -107,7 +107,7 @@ for m in "$@"; do
 		rc=1
 		continue
 	fi
-	echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1; keys A=1 B=2, a mask):"
+	echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1 edited0 edited1; keys A=1 B=2 A'=4 (A's IDs, edited material), a mask):"
 	(cd "$out" && spin -t "mutant_$m.pml" 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|violated|error' |
 		sed 's/^[[:space:]]*/    /' | tail -n "${MODEL_TRAIL_LINES:-40}") || true
 done

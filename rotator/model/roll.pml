@@ -8,16 +8,29 @@
  *
  * Abstraction:
  *  - Keys: A (1, the old key) and B (2, the new one), SendID = RecvID = id,
- *    the same material on both ends. A key set is a bit mask (A=1, B=2).
+ *    the same material on both ends. A key set is a bit mask (A=1, B=2);
+ *    A' (4) is new material under A's IDs (an edit in place): the planner
+ *    holds it back, so only a mutant's listener ever holds it.
  *  - The key source hands each end a phase of its desired state:
  *      0: keys {A}, want A       (before the roll)
  *      1: keys {A,B}, want B     (the new key delivered; A still accepted)
- *      2: keys {B}, want B       (A's accept lifetime over: A stale)
+ *      2: keys {B}, want B       (A's lifetime over: A stale)
  *      3: keys {B}, want B, A revoked
- *    Phase 1 reaches the two ends in any order, or never one of them;
- *    phases 2 and 3 come to an end only once the other end has phase 1
- *    (the policy keeps the old key accepted until both ends hold the new
- *    one). The daemon syncs the end's listener in the same pass.
+ *      4: keys {}, no key wanted (A's lifetime over with no successor)
+ *    Phase 1 reaches the two ends in any order, or never one of them.
+ *    A's lifetime ends at one end whatever the other holds ("EV expire":
+ *    0 -> 4, 1 -> 2), also while its roll still waits for a lagging peer
+ *    that never gets B. A revoke (3) comes only once the other end has
+ *    phase 1 (the operator's action, not a clock's). An edit ("EV edit",
+ *    ed[i]) makes end i's desired A new material A' in phases 0 and 1;
+ *    the planner holds it back (ReasonEdited): the installed A stays and
+ *    stands in for it on every socket. The daemon syncs the end's
+ *    listener in the same pass, and again in any later pass ("EV lsync",
+ *    its periodic full pass; only a sync that changes the listener is an
+ *    event): the listener gets the desired keys and keeps every other key
+ *    the end's session carries (rotator.Controller.Carried, here read
+ *    from the session socket as it is: Current_key, RNext_key, a key the
+ *    peer sent with), unless revoked.
  *  - Time: a step of the machine is one call of machine.step. Waiting for a
  *    poll is an interleaving; the switch timeout and a backoff's end are
  *    events. Three timing assumptions, each a gate on the model's steps:
@@ -38,7 +51,20 @@
  *    again, so a lost segment is one not sent).
  *  - Faults, each bounded: aokeyd crashing (between steps or after any
  *    kernel write of a step) and restarting from the kernel's state,
- *    segment loss, the switch timeout, a reconnect through a listener.
+ *    segment loss, the switch timeout, a reconnect through a listener;
+ *    and at most one edit in place per end (EDITS=0: none).
+ *  - Reconnects: the session drops and BGP connects both ways; a client
+ *    signs its SYN with its preferred desired key (connectguard's
+ *    ConnectKeys), so an end whose desired state has no key (phase 4) or
+ *    whose A is edited (its SYN would carry A', which no listener holds;
+ *    with want B its socket would hold A' unused, not modelled) opens no
+ *    connection. One of the two connects must get through while both
+ *    ends open connections; when one does not, the other's must get
+ *    through wherever the key it signs with still carries the session
+ *    (the listener's never-strand rule). Beyond that rule the model does
+ *    not require a way back: ConnectKeys offers desired keys only, so an
+ *    end past its only key's lifetime, or with an edit held back, waits
+ *    for its peer's connect, which carries the peer's preferred key.
  *
  * The state and step names are rotator.States() and rotator.Steps()
  * (rotator/model/model_test.go checks them); down (no socket) is not modelled:
@@ -50,9 +76,19 @@ mtype:step = { install, announce, switch, retire, restore };
 
 #define KA 1
 #define KB 2
-#define DK(p) ((p) == 0 -> 1 : ((p) == 1 -> 3 : 2))
-#define WANT(p) ((p) == 0 -> KA : KB)
+#define KE 4   /* A': new material under A's IDs */
+#define DK(p) ((p) == 0 -> 1 : ((p) == 1 -> 3 : ((p) == 4 -> 0 : 2)))
+#define WANT(p) ((p) == 0 -> KA : ((p) == 4 -> 0 : KB))
+#define HASB(p) ((p) >= 1 && (p) <= 3)
 #define REVOKED(i) (ph[i] == 3)
+#define REVMASK(i) (REVOKED(i) -> KA : 0)
+/* the keys end i's session carries (rotator.CarriedKeys): Current_key,
+ * RNext_key, and A when the peer sent with it (B, once there, is desired
+ * for good) */
+#define CARRIED(i) (cur[i] | rnx[i] | ev[i])
+/* end c opens connections: its SYN key (0: none) */
+#define CANOPEN(c) (!ed[c] && ph[c] != 4)
+#define SYNKEY(c) (CANOPEN(c) -> WANT(ph[c]) : 0)
 
 #ifndef CRASHES
 #define CRASHES 1
@@ -66,12 +102,16 @@ mtype:step = { install, announce, switch, retire, restore };
 #ifndef RECONNECTS
 #define RECONNECTS 1
 #endif
+#ifndef EDITS
+#define EDITS 1
+#endif
 
 byte ph[2];            /* desired phase per end */
 byte sk[2];            /* session socket: installed keys */
 byte cur[2];           /* Current_key (0: none) */
 byte rnx[2];           /* RNext_key (0: none) */
 byte ln[2];            /* listener keys */
+byte ed[2];            /* 1: the desired A is new material (A'), held back */
 mtype:state st[2];     /* machine state */
 byte oldR[2];          /* machine.oldRNext (0: invalid) */
 byte gb[2];            /* keys whose pkt_good rose since baseGood */
@@ -86,7 +126,7 @@ byte losses = LOSSES;
 byte timeouts = TIMEOUTS;
 byte reconnects = RECONNECTS;
 
-#define SHOW printf("ST %e %e %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1])
+#define SHOW printf("ST %e %e %d %d %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1], ed[0], ed[1])
 
 /* The machine's in-memory state is lost; the new one starts steady and
  * reads the kernel (Controller starts every machine so). */
@@ -119,19 +159,26 @@ inline deleting(i, k) {
 /* PlanSocket(desired(ph[i]), socket i), for this key universe: adds of
  * missing desired keys; RNext to want; deletes of stale keys, except a
  * stale Current_key that is not revoked (deferred). A stale key that is
- * RNext is deletable: the plan's TCP_AO_INFO moves RNext first. */
+ * RNext is deletable: the plan's TCP_AO_INFO moves RNext first. A stale
+ * key the peer sent with is deferred too (never-strand) until the retire
+ * step proves the peer moved off it (Desired.Retire): here the plan's
+ * deletes are applied only by retire_, after that proof. With nothing to
+ * roll to (phase 4), the session's keys are Kept (ReasonCarried): its A
+ * is Current_key. An edit is held back: the installed A stands in for A',
+ * so plans read the desired A as A. */
 inline plan(i) {
 	padd = DK(ph[i]) & ~sk[i] & 3;
-	pinfo = (rnx[i] != WANT(ph[i]));
+	pinfo = (WANT(ph[i]) != 0 && rnx[i] != WANT(ph[i]));
 	stale = sk[i] & ~DK(ph[i]) & 3;
 	pdel = 0; pdef = 0;
 	if
+	:: WANT(ph[i]) == 0 -> assert(stale == cur[i])
 #ifdef MUTANT_RETIRE_IN_USE
 	/* mutant: a stale Current_key is deleted (forced) like a revoked one */
-	:: stale != 0 -> pdel = stale
+	:: WANT(ph[i]) != 0 && stale != 0 -> pdel = stale
 #else
-	:: stale != 0 && stale == cur[i] && !REVOKED(i) -> pdef = 1
-	:: stale != 0 && (stale != cur[i] || REVOKED(i)) -> pdel = stale
+	:: WANT(ph[i]) != 0 && stale != 0 && stale == cur[i] && !REVOKED(i) -> pdef = 1
+	:: WANT(ph[i]) != 0 && stale != 0 && (stale != cur[i] || REVOKED(i)) -> pdel = stale
 #endif
 	:: else -> skip
 	fi
@@ -198,7 +245,7 @@ inline abort(i) {
 inline steady_(i) {
 	plan(i);
 	if
-	:: padd == 0 && !pinfo && pdel == 0 && !pdef && (cur[i] == WANT(ph[i]) || (cur[i] & DK(ph[i]))) ->
+	:: padd == 0 && !pinfo && pdel == 0 && !pdef && (WANT(ph[i]) == 0 || cur[i] == WANT(ph[i]) || (cur[i] & DK(ph[i]))) ->
 		reset(i)
 	:: else ->
 		wc = (cur[i] == WANT(ph[i]));  /* wantCur, from the step's first read */
@@ -358,6 +405,37 @@ done2:
 	od
 }
 
+/* The daemon's listener sync of end i (rotator.SyncListener with
+ * Observed.Carried): the desired keys are added; a key no longer desired
+ * goes unless the end's session carries it; a revoked key goes whatever.
+ * New material under A's IDs is held back: the installed A stays (and
+ * phases 0 and 1 desire A, so the listener holds it then). */
+#ifdef MUTANT_LIFETIME_DROPS_LISTENER
+/* mutant: the listener holds the desired keys only (a key past its
+ * lifetime goes although a session carries it) */
+#define LNKEEP(i) 0
+#else
+#define LNKEEP(i) (ln[i] & CARRIED(i) & ~REVMASK(i))
+#endif
+#ifdef MUTANT_EDIT_APPLIED
+/* mutant: an edit replaces A by A' on the listener at once (the session's
+ * socket cannot take A' beside A and keeps A) */
+#define LNT(i) (ed[i] -> (((DK(ph[i]) | LNKEEP(i)) & ~KA) | KE) : (DK(ph[i]) | LNKEEP(i)))
+#else
+#define LNT(i) (DK(ph[i]) | LNKEEP(i))
+#endif
+
+inline syncListener(i) {
+	/* never strand: a key the session carries stays on the listener
+	 * until a revoke removes it (phases 0 and 1 desire A, and its edit
+	 * is held back) */
+	assert((ln[i] & CARRIED(i) & ~REVMASK(i) & ~LNT(i)) == 0);
+	ln[i] = LNT(i);
+	/* an edit is never half applied: new material on the listener while
+	 * the session holds the old */
+	assert(!(ln[i] & KE) || !(sk[i] & KA))
+}
+
 /* The key source (and the daemon's listener sync in the same pass), and
  * reconnects through a listener. */
 inline setDesired(i, p) {
@@ -367,9 +445,11 @@ inline setDesired(i, p) {
 	:: else -> skip
 	fi;
 	ph[i] = p;
-	ln[i] = DK(p);
-	printf("EV deliver %d %d\n", i, p);
-	SHOW
+	if
+	:: p > 1 -> ed[i] = 0   /* A no longer desired: no edit of it either */
+	:: else -> skip
+	fi;
+	syncListener(i)
 }
 
 /* A session drop and a reconnect: client c connects to the listener of s
@@ -392,23 +472,47 @@ inline reconnect(c) {
 	SHOW
 }
 
+/* the listener of s takes the SYN of its peer when it holds the key the
+ * peer signs it with */
+#define ACCEPTS(s) (ln[s] & SYNKEY(1 - s))
+
 proctype env() {
 end:
 	do
-	:: atomic { ph[0] == 0 -> setDesired(0, 1) }
-	:: atomic { ph[1] == 0 -> setDesired(1, 1) }
-	:: atomic { ph[0] == 1 && ph[1] >= 1 -> setDesired(0, 2) }
-	:: atomic { ph[1] == 1 && ph[0] >= 1 -> setDesired(1, 2) }
-	:: atomic { ph[0] == 1 && ph[1] >= 1 -> setDesired(0, 3) }
-	:: atomic { ph[1] == 1 && ph[0] >= 1 -> setDesired(1, 3) }
+	:: atomic { ph[0] == 0 -> setDesired(0, 1); printf("EV deliver 0 1\n"); SHOW }
+	:: atomic { ph[1] == 0 -> setDesired(1, 1); printf("EV deliver 1 1\n"); SHOW }
+	/* A's lifetime ends, whatever the other end holds (a lagging peer) */
+	:: atomic { ph[0] == 1 -> setDesired(0, 2); printf("EV expire 0 2\n"); SHOW }
+	:: atomic { ph[1] == 1 -> setDesired(1, 2); printf("EV expire 1 2\n"); SHOW }
+	/* ... with no successor */
+	:: atomic { ph[0] == 0 -> setDesired(0, 4); printf("EV expire 0 4\n"); SHOW }
+	:: atomic { ph[1] == 0 -> setDesired(1, 4); printf("EV expire 1 4\n"); SHOW }
+	/* ... and the successor comes late */
+	:: atomic { ph[0] == 4 -> setDesired(0, 2); printf("EV deliver 0 2\n"); SHOW }
+	:: atomic { ph[1] == 4 -> setDesired(1, 2); printf("EV deliver 1 2\n"); SHOW }
+	:: atomic { ph[0] == 1 && HASB(ph[1]) -> setDesired(0, 3); printf("EV deliver 0 3\n"); SHOW }
+	:: atomic { ph[1] == 1 && HASB(ph[0]) -> setDesired(1, 3); printf("EV deliver 1 3\n"); SHOW }
+	/* A edited in place in end i's key source */
+	:: atomic { EDITS && ph[0] <= 1 && !ed[0] -> ed[0] = 1; syncListener(0); printf("EV edit 0\n"); SHOW }
+	:: atomic { EDITS && ph[1] <= 1 && !ed[1] -> ed[1] = 1; syncListener(1); printf("EV edit 1\n"); SHOW }
+	/* the daemon's periodic pass syncs a listener that is out of date */
+	:: atomic { LNT(0) != ln[0] -> syncListener(0); printf("EV lsync 0\n"); SHOW }
+	:: atomic { LNT(1) != ln[1] -> syncListener(1); printf("EV lsync 1\n"); SHOW }
 	/* the session drops: BGP connects both ways, a SYN with the client's
 	 * preferred key needs that key on the other end's listener */
 	:: atomic { reconnects > 0 -> reconnects--;
-		assert((DK(ph[0]) & ln[1]) != 0 && (DK(ph[1]) & ln[0]) != 0);
-		assert((ln[1] & WANT(ph[0])) || (ln[0] & WANT(ph[1])));
+		/* never strand: a listener takes its peer's SYN when the key
+		 * it is signed with still carries the end's session */
+		assert(ACCEPTS(0) || !(CARRIED(0) & SYNKEY(1)));
+		assert(ACCEPTS(1) || !(CARRIED(1) & SYNKEY(0)));
 		if
-		:: ln[1] & WANT(ph[0]) -> reconnect(0)
-		:: ln[0] & WANT(ph[1]) -> reconnect(1)
+		:: ACCEPTS(1) -> reconnect(0)
+		:: ACCEPTS(0) -> reconnect(1)
+		:: else ->
+			/* neither connect gets through: only while an end opens
+			 * none (see the header); the session is left as it was */
+			assert(!CANOPEN(0) || !CANOPEN(1));
+			reconnects++
 		fi }
 	od
 }
@@ -427,9 +531,9 @@ init {
 	}
 }
 
-#define bothNew (ph[0] >= 1 && ph[1] >= 1)
+#define bothNew (HASB(ph[0]) && HASB(ph[1]))
 #define sendNew (cur[0] == KB && cur[1] == KB)
-#define bothOld (ph[0] >= 2 && ph[1] >= 2)
+#define bothOld ((ph[0] == 2 || ph[0] == 3) && (ph[1] == 2 || ph[1] == 3))
 #define oldGone ((sk[0] & KA) == 0 && (sk[1] & KA) == 0 && (ln[0] & KA) == 0 && (ln[1] & KA) == 0)
 
 ltl live { [] (bothNew -> <> sendNew) && [] (bothOld -> <> oldGone) }
