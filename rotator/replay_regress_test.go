@@ -5,8 +5,10 @@ import (
 	"testing"
 )
 
-// Traces the model found, replayed on the real machine without the model's
-// states: each must run without a dropped segment and end as said.
+// Traces the model found, and the never-strand cases in the model's events
+// (a lifetime's end, an edit in place), replayed on the real machine
+// without the model's states: each must run without a dropped segment or a
+// refused reconnect and end as said.
 func TestModelRegressions(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -54,12 +56,98 @@ EV step 0`,
 				t.Errorf("after the roll: %s, want only B, current, on both ends", s)
 			}
 		},
+	}, {
+		// A's lifetime ends at end 0 while its roll waits for end 1, which
+		// never gets B: end 0's listener keeps A, which its session
+		// carries, and end 1 reconnects through it with A (the replay
+		// fails on a refused connect). Before the never-strand rule the
+		// listener dropped A at once.
+		name: "lagging peer: the old key's lifetime ends mid-roll",
+		trace: `EV deliver 0 1
+EV step 0
+EV expire 0 2
+EV step 0
+EV reconnect 1
+EV step 0
+EV lsync 0`,
+		after: func(t *testing.T, r *replay) {
+			s := r.state()
+			if s.ln[0] != modelA|modelB || s.cur != [2]int{modelA, modelA} {
+				t.Errorf("after the reconnect: %s, want A on end 0's listener beside B and A current on both ends", s)
+			}
+		},
+	}, {
+		// The only key's lifetime ends at end 0, no successor: the
+		// session and the listener keep A, end 1 reconnects with it.
+		name: "the only key's lifetime ends",
+		trace: `EV expire 0 4
+EV step 0
+EV reconnect 1
+EV step 0
+EV step 1`,
+		after: func(t *testing.T, r *replay) {
+			s := r.state()
+			if s.keys != [2]int{modelA, modelA} || s.ln[0] != modelA || s.st != [2]State{StateSteady, StateSteady} {
+				t.Errorf("after the reconnect: %s, want A alone on both sessions and end 0's listener, both steady", s)
+			}
+		},
+	}, {
+		// A's secret is edited in place at end 0 before its roll: no
+		// socket of end 0 takes the new material, end 1 reconnects with
+		// the old A.
+		name: "the old key edited in place before the roll",
+		trace: `EV edit 0
+EV step 0
+EV reconnect 1
+EV deliver 0 1
+EV step 0
+EV send 0
+EV recv 0
+EV lsync 0`,
+		after: func(t *testing.T, r *replay) {
+			s := r.state()
+			if s.keys[0] != modelA|modelB || s.ln[0] != modelA|modelB || s.keys[1] != modelA || s.edited[0] != 1 {
+				t.Errorf("after the edit and a reconnect: %s, want the installed A (not A') on end 0's session and listener", s)
+			}
+		},
+	}, {
+		// The same edit once both ends send with B and a reconnect left
+		// A unused on end 0's session (pkt_good 0, neither Current_key
+		// nor RNext_key): only holding the edit back keeps A' off end
+		// 0's session and listener, while end 1 holds the old A.
+		name: "the old key edited in place after the roll",
+		trace: `EV deliver 0 1
+EV deliver 1 1
+EV step 0
+EV step 1
+EV send 1
+EV recv 1
+EV step 0
+EV send 0
+EV recv 0
+EV step 1
+EV step 0
+EV step 1
+EV reconnect 1
+EV step 0
+EV step 1
+EV edit 0
+EV step 0
+EV send 1
+EV recv 1
+EV step 0`,
+		after: func(t *testing.T, r *replay) {
+			s := r.state()
+			if s.keys != [2]int{modelA | modelB, modelA | modelB} || s.ln[0] != modelA|modelB || s.cur != [2]int{modelB, modelB} {
+				t.Errorf("after the edit: %s, want the installed A (not A') beside B on end 0's session and listener", s)
+			}
+		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			var b strings.Builder
-			b.WriteString("TRACE 0\nEV init\nST steady steady 1 1 1 1 1 1 1 1 0 0\n")
+			b.WriteString("TRACE 0\nEV init\nST steady steady 1 1 1 1 1 1 1 1 0 0 0 0\n")
 			for _, l := range strings.Split(c.trace, "\n") {
-				b.WriteString(l + "\nST steady steady 0 0 0 0 0 0 0 0 0 0\n")
+				b.WriteString(l + "\nST steady steady 0 0 0 0 0 0 0 0 0 0 0 0\n")
 			}
 			traces, err := parseModelTraces(strings.NewReader(b.String()))
 			if err != nil {

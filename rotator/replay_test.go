@@ -32,7 +32,7 @@ func TestModelTraceReplay(t *testing.T) {
 		for _, ev := range tr.events {
 			r.apply(ev)
 			if got := r.state(); got != ev.after {
-				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases; keys A=1 B=2)\nthe machines' next actions: %q, %q",
+				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases, edits; keys A=1 B=2, A's IDs with edited material 4)\nthe machines' next actions: %q, %q",
 					tr.seed, ev.line, ev.kind, ev.end, got, ev.after, r.end[0].m.st.NextAction, r.end[1].m.st.NextAction)
 			}
 			events++
@@ -48,10 +48,12 @@ func TestModelTraceReplay(t *testing.T) {
 }
 
 // Model keys: A (the old key) and B, SendID = RecvID = the number; the
-// model writes key sets as masks (A=1, B=2, which are also their IDs).
+// model writes key sets as masks (A=1, B=2, which are also their IDs, and
+// 4 for A's IDs with the edited material, A').
 const (
-	modelA = 1
-	modelB = 2
+	modelA       = 1
+	modelB       = 2
+	modelAEdited = 4
 )
 
 // modelKeys is the desired key set of a phase (see roll.pml) as a mask.
@@ -61,13 +63,19 @@ func modelKeys(phase int) int {
 		return modelA
 	case 1:
 		return modelA | modelB
+	case 4:
+		return 0
 	}
 	return modelB
 }
 
+// modelWant is the phase's wanted key (0: none).
 func modelWant(phase int) uint8 {
-	if phase == 0 {
+	switch phase {
+	case 0:
 		return modelA
+	case 4:
+		return 0
 	}
 	return modelB
 }
@@ -121,6 +129,7 @@ type replayEnd struct {
 	m      *machine
 	clk    time.Time
 	phase  int
+	edited bool               // the desired A has new material (phases 0 and 1)
 	flight *tcpaotest.Segment // the segment in flight from this end
 }
 
@@ -146,13 +155,29 @@ func (r *replay) modelKey(i int, id uint8) tcpao.Key {
 	return mkKey(netip.PrefixFrom(peer, 32).String(), id, id, fmt.Sprintf("model-key-%d", id))
 }
 
+// editedA is A' on end i's sockets: A's IDs, new material.
+func (r *replay) editedA(i int) tcpao.Key {
+	k := r.modelKey(i, modelA)
+	k.Secret = secret("model-key-1-edit")
+	return k
+}
+
+// desired is end i's desired state in its phase: A is A' when its desired
+// A is edited.
 func (r *replay) desired(i, phase int) Desired {
-	d := Desired{Socket: SocketID(fmt.Sprintf("end %d", i)), Kind: Established,
-		WantCurrent: ID(modelWant(phase)), WantRNext: ID(modelWant(phase))}
+	d := Desired{Socket: SocketID(fmt.Sprintf("end %d", i)), Kind: Established}
+	if w := modelWant(phase); w != 0 {
+		d.WantCurrent, d.WantRNext = ID(w), ID(w)
+	}
 	for _, id := range []uint8{modelA, modelB} {
-		if modelKeys(phase)&int(id) != 0 {
-			d.Keys = append(d.Keys, dk(r.modelKey(i, id)))
+		if modelKeys(phase)&int(id) == 0 {
+			continue
 		}
+		k := r.modelKey(i, id)
+		if id == modelA && r.end[i].edited {
+			k = r.editedA(i)
+		}
+		d.Keys = append(d.Keys, dk(k))
 	}
 	if phase == 3 {
 		d.Revoked = []tcpao.KeyRef{r.modelKey(i, modelA).KeyRef}
@@ -194,11 +219,15 @@ func (r *replay) fail(format string, a ...any) {
 func (r *replay) connect(c int) {
 	r.t.Helper()
 	e := r.end[c]
+	want := modelWant(e.phase)
+	if want == 0 || e.edited {
+		// ConnectKeys: no desired key, or A' that no listener holds.
+		r.fail("end %d opens a connection in phase %d (edited %v): the model's ends open none then", c, e.phase, e.edited)
+	}
 	cs, err := r.net.Socket(e.addr)
 	if err != nil {
 		r.fail("socket: %v", err)
 	}
-	want := modelWant(e.phase)
 	for _, id := range []uint8{modelA, modelB} {
 		if modelKeys(e.phase)&int(id) == 0 {
 			continue
@@ -230,15 +259,20 @@ func (r *replay) restart(i int) {
 		slog.New(slog.DiscardHandler), e.clk)
 }
 
+// syncListener is the daemon's listener sync of end i (its pass after a
+// new desired state, or a periodic one): the end's desired keys and
+// revocations, keeping the keys its session carries (the daemon's
+// Controller.Carried, here read from the session socket as it is).
 func (r *replay) syncListener(i int) {
 	e := r.end[i]
-	d := Desired{Kind: Listening, Socket: "listener"}
-	d.Keys = append(d.Keys, r.desired(i, e.phase).Keys...)
-	o, err := Observe(e.ln)
+	d := r.desired(i, e.phase)
+	d.Kind, d.Socket, d.WantCurrent, d.WantRNext = Listening, "listener", OptID{}, OptID{}
+	o, err := Observe(e.sock)
 	if err != nil {
-		r.fail("observe listener %d: %v", i, err)
+		r.fail("observe end %d: %v", i, err)
 	}
-	if _, err := Apply(e.ln, PlanSocket(d, o).Ops); err != nil {
+	opt := ListenerOptions{Carried: CarriedKeys(o), OptMemMax: func() (int, error) { return 0, nil }}
+	if _, err := SyncListener(e.ln, d, opt); err != nil {
 		r.fail("sync listener %d: %v", i, err)
 	}
 }
@@ -302,9 +336,19 @@ func (r *replay) apply(ev modelEvent) {
 				r.fail("line %d: segment %d->%d: %v (the model delivered it)", ev.line, i, 1-i, err)
 			}
 		}
-	case "deliver":
-		e.phase = ev.phase
+	case "deliver", "expire", "edit":
+		// A new desired state: a phase (expire: A's lifetime ended), or
+		// new material for A. The end's machine gets it and the daemon
+		// syncs the end's listener in the same pass.
+		if ev.kind == "edit" {
+			e.edited = true
+		} else {
+			e.phase = ev.phase
+			e.edited = e.edited && modelKeys(e.phase)&modelA != 0
+		}
 		e.m.setDesired(r.desired(i, e.phase), e.clk)
+		r.syncListener(i)
+	case "lsync":
 		r.syncListener(i)
 	case "reconnect":
 		r.connect(i)
@@ -317,19 +361,27 @@ func (r *replay) apply(ev modelEvent) {
 func (r *replay) state() modelState {
 	r.t.Helper()
 	var s modelState
-	mask := func(ks []tcpao.KeyInfo) int {
-		m := 0
-		for _, k := range ks {
-			if k.SendID != k.RecvID || k.SendID != modelA && k.SendID != modelB {
-				r.fail("unexpected key %s", k.KeyRef)
-			}
-			m |= int(k.SendID)
-		}
-		return m
-	}
 	for i, e := range r.end {
+		original := r.modelKey(i, modelA).Secret.Fingerprint()
+		mask := func(ks []tcpao.KeyInfo) int {
+			m := 0
+			for _, k := range ks {
+				if k.SendID != k.RecvID || k.SendID != modelA && k.SendID != modelB {
+					r.fail("unexpected key %s", k.KeyRef)
+				}
+				if k.SendID == modelA && k.Fingerprint != original {
+					m |= modelAEdited
+					continue
+				}
+				m |= int(k.SendID)
+			}
+			return m
+		}
 		s.st[i] = e.m.st.State
 		s.phase[i] = e.phase
+		if e.edited {
+			s.edited[i] = 1
+		}
 		o, err := Observe(e.sock)
 		if err != nil {
 			r.fail("observe end %d: %v", i, err)

@@ -12,13 +12,13 @@ import (
 
 // modelEvent is one event of a spin random simulation of
 // rotator/model/roll.pml (make model-traces): what happened ("step",
-// "timeout", "crash", "send", "recv", "lose", "deliver", "reconnect") at
-// which end, and the model's state after it.
+// "timeout", "crash", "send", "recv", "lose", "deliver", "expire", "edit",
+// "lsync", "reconnect") at which end, and the model's state after it.
 type modelEvent struct {
 	line  int
 	kind  string
 	end   int
-	phase int // deliver: the phase delivered
+	phase int // deliver, expire: the end's new phase
 	// crashAfter: the end's aokeyd died after this many kernel writes of
 	// the step (0: it did not).
 	crashAfter int
@@ -26,19 +26,21 @@ type modelEvent struct {
 }
 
 // modelState is one ST line: each end's machine state, session keys (mask,
-// A=1 B=2), Current_key and RNext_key, listener keys and desired phase.
+// A=1 B=2, A's IDs with edited material 4), Current_key and RNext_key,
+// listener keys, desired phase and whether its desired A is edited.
 type modelState struct {
-	st    [2]State
-	keys  [2]int
-	cur   [2]int
-	rnext [2]int
-	ln    [2]int
-	phase [2]int
+	st     [2]State
+	keys   [2]int
+	cur    [2]int
+	rnext  [2]int
+	ln     [2]int
+	phase  [2]int
+	edited [2]int
 }
 
 func (s modelState) String() string {
-	return fmt.Sprintf("%s %s %d %d %d %d %d %d %d %d %d %d", s.st[0], s.st[1], s.keys[0], s.cur[0], s.rnext[0],
-		s.keys[1], s.cur[1], s.rnext[1], s.ln[0], s.ln[1], s.phase[0], s.phase[1])
+	return fmt.Sprintf("%s %s %d %d %d %d %d %d %d %d %d %d %d %d", s.st[0], s.st[1], s.keys[0], s.cur[0], s.rnext[0],
+		s.keys[1], s.cur[1], s.rnext[1], s.ln[0], s.ln[1], s.phase[0], s.phase[1], s.edited[0], s.edited[1])
 }
 
 type modelTrace struct {
@@ -110,7 +112,7 @@ func parseModelTraces(r io.Reader) ([]modelTrace, error) {
 			switch f[1] {
 			case "init":
 				want = 0
-			case "deliver":
+			case "deliver", "expire":
 				want = 2
 			}
 			if len(v) != want {
@@ -133,12 +135,12 @@ func parseModelTraces(r io.Reader) ([]modelTrace, error) {
 			ev.crashAfter = v[1]
 		case "ST":
 			v, err := nums(3)
-			if err != nil || len(v) != 10 || ev == nil {
-				return nil, bad("want ST state state and 10 numbers after an event: %q", sc.Text())
+			if err != nil || len(v) != 12 || ev == nil {
+				return nil, bad("want ST state state and 12 numbers after an event: %q", sc.Text())
 			}
 			ev.after = modelState{st: [2]State{State(f[1]), State(f[2])},
 				keys: [2]int{v[0], v[3]}, cur: [2]int{v[1], v[4]}, rnext: [2]int{v[2], v[5]},
-				ln: [2]int{v[6], v[7]}, phase: [2]int{v[8], v[9]}}
+				ln: [2]int{v[6], v[7]}, phase: [2]int{v[8], v[9]}, edited: [2]int{v[10], v[11]}}
 			ev = nil
 		default:
 			return nil, bad("unknown line %q", sc.Text())
