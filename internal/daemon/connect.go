@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"net/netip"
+	"slices"
+	"sync"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -16,14 +20,26 @@ func (d *Daemon) keysActiveOpens(info bgp.PeerInfo) bool {
 
 // ConnectKeys answers connectguard's question for one connect() of the
 // speaker (pid) to dst: the keys the peer's socket must carry before the
-// SYN leaves, with the preferred key as Current_key and RNext_key. ok is
-// false for a destination that is not a managed TCP-AO peer on the BGP
-// port: such connects proceed untouched. For a managed peer without keys
-// yet (no good key read since aokeyd started) it answers ok with no keys,
-// which makes connectguard fail the connect at once (EKEYREJECTED): an
-// unsigned SYN would only be dropped by the peer and leave the speaker
-// waiting out TCP's connect timeout, while a failed connect is retried
-// after its connect-retry time. The keys are copies: the caller zeroes them.
+// SYN leaves, with the key to sign it with as Current_key and RNext_key.
+// ok is false for a destination that is not a managed TCP-AO peer on the
+// BGP port: such connects proceed untouched. For a managed peer without
+// keys (no good key read since aokeyd started, or none desired or kept)
+// it answers ok with no keys, which makes connectguard fail the connect at
+// once (EKEYREJECTED): an unsigned SYN would only be dropped by the peer
+// and leave the speaker waiting out TCP's connect timeout, while a failed
+// connect is retried after its connect-retry time. The keys are copies:
+// the caller zeroes them.
+//
+// Never strand (rotator.PlanSocket's rule, for the connects aokeyd keys):
+// besides the desired keys it offers the keys the peer's last session
+// carried that are no longer desired (past their lifetime) but still in
+// the key source, and when the peer was never seen sending with the
+// preferred key but was with another one it offers, connects alternate
+// between signing with that one and with the preferred key: a lagging peer
+// that lacks the new key, and one that dropped the old key, each get a SYN
+// they can verify. A key whose new material is held back (an edit in
+// place) is not offered: aokeyd no longer has the installed material, and
+// the new one would sign SYNs the peer may not verify (aoctl replace).
 func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool) {
 	if dst.Port() != d.o.ListenPort {
 		return nil, 0, 0, false
@@ -39,15 +55,90 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 		return nil, 0, 0, true
 	}
 	pk, err := d.peerDesired(d.policy(), snap, addr, "", d.o.Clock.Now())
-	if err != nil || len(pk.Keys) == 0 {
+	if err != nil {
 		return nil, 0, 0, true
 	}
-	pref := pk.Preferred
-	if pref < 0 {
-		pref = 0
+	last, _ := d.ctrl.LastRead(PeerIDOf(addr, ""))
+	edited := func(send, recv uint8) bool {
+		return slices.ContainsFunc(last.Kept, func(h rotator.Held) bool {
+			return h.Why == rotator.ReasonEdited && h.Ref.SendID == send && h.Ref.RecvID == recv
+		})
 	}
+	cands := make([]policy.DesiredKey, 0, len(pk.Keys)+1)
 	for _, k := range pk.Keys {
+		if !edited(k.MKT.SendID, k.MKT.RecvID) {
+			cands = append(cands, k)
+		}
+	}
+	have := func(send, recv uint8) bool {
+		return slices.ContainsFunc(cands, func(k policy.DesiredKey) bool { return k.MKT.SendID == send && k.MKT.RecvID == recv })
+	}
+	// The keys the last session carried, kept past their lifetime.
+	if c := snap.Chains[pk.SourceChain]; c != nil {
+		for _, r := range last.Counters.Carried {
+			if have(r.SendID, r.RecvID) || edited(r.SendID, r.RecvID) {
+				continue
+			}
+			for _, m := range c.Keys {
+				if m.SendID == r.SendID && m.RecvID == r.RecvID && !m.Revoked && !slices.Contains(pk.Revoked, m.Name) {
+					inc := m.IncludeTCPOptions
+					if pk.Binding.IncludeTCPOptions != nil {
+						inc = *pk.Binding.IncludeTCPOptions
+					}
+					cands = append(cands, policy.DesiredKey{MKT: m, IncludeTCPOptions: inc})
+					break
+				}
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil, 0, 0, true
+	}
+	sign := 0
+	if pref, ok := pk.PreferredKey(); ok && have(pref.MKT.SendID, pref.MKT.RecvID) {
+		sign = slices.IndexFunc(cands, func(k policy.DesiredKey) bool { return k.MKT.Name == pref.MKT.Name })
+	}
+	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.connects.alternate(addr) {
+		sign = seen
+	}
+	for _, k := range cands {
 		keys = append(keys, k.TCPAOKey(hostPrefix(addr), 0))
 	}
-	return keys, pk.Keys[pref].MKT.SendID, pk.Keys[pref].MKT.RecvID, true
+	return keys, cands[sign].MKT.SendID, cands[sign].MKT.RecvID, true
+}
+
+// sentWith reports whether the last read of the session found the peer
+// sending with k (its pkt_good above zero).
+func sentWith(c rotator.Counters, k policy.DesiredKey) bool {
+	return slices.ContainsFunc(c.Keys, func(kc rotator.KeyCounters) bool {
+		return kc.SendID == k.MKT.SendID && kc.RecvID == k.MKT.RecvID && kc.PktGood > 0
+	})
+}
+
+// seenKey is the index in cands of a key the last read found the peer
+// sending with, -1 when none.
+func seenKey(c rotator.Counters, cands []policy.DesiredKey) int {
+	return slices.IndexFunc(cands, func(k policy.DesiredKey) bool { return sentWith(c, k) })
+}
+
+// connectTries alternates, per peer, the key a connect is signed with
+// (ConnectKeys) between the one the peer last authenticated with and the
+// preferred one, when they differ.
+type connectTries struct {
+	mu sync.Mutex
+	n  map[netip.Addr]uint64
+}
+
+// alternate reports whether this connect to addr signs with the key the
+// peer last authenticated with: the first, third, ... since the peer was
+// first asked about.
+func (c *connectTries) alternate(addr netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[netip.Addr]uint64{}
+	}
+	n := c.n[addr]
+	c.n[addr] = n + 1
+	return n%2 == 0
 }

@@ -127,6 +127,7 @@ type Daemon struct {
 	lnFrozen     []frozenRange       // bindings whose listener keys are not deleted
 	lnKept       []rotator.Held      // what the last listener sync kept (d.mu; written by the reconcile goroutine)
 	approved     map[string]material // edits in place approved by aoctl replace, by chain/key (d.mu)
+	connects     connectTries        // ConnectKeys' alternation per peer
 	retry        bool                // some desired state failed: recompute at the next full pass
 }
 
