@@ -28,6 +28,6 @@
 //
 // The import graph points one way: lab uses netns, kerneltest and the
 // production packages (bgp, bgp/gobgp, bgp/sockets, internal/control);
-// integration/bird, internal/bench and the test packages use lab; lab uses
+// integration/bird, integration/bench and the test packages use lab; lab uses
 // none of them.
 package lab

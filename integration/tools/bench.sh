@@ -55,7 +55,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin"
 
 log "building the guest program, aoctl and the rotator test binary (static)"
-CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./internal/bench/cmd/aokeyd-bench
+CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./integration/bench/cmd/aokeyd-bench
 CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
 CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aokeyd/aokeyd/internal/bench"
+	"github.com/aokeyd/aokeyd/integration/bench"
 )
 
 func main() {

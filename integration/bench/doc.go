@@ -5,7 +5,13 @@
 //
 // The measuring half (Run, Linux only) needs the real TCP-AO kernel and runs
 // inside the integration VM; it writes Results as JSON. The rendering half
-// (Results.Evaluate, WriteTable, WritePNG) is portable and runs on the host.
+// (Results.Comparisons, WriteTable, WritePNG) is portable and runs on the host.
+//
+// The package sits under integration/ because it is a harness, not part of
+// aokeyd: it stands its daemon fleets up with integration/lab (binaries,
+// waits on real time) and drives the production packages from outside.
+// Nothing under internal/ imports integration/ (make lint checks), so the
+// import graph points from the harness to the machinery, never back.
 //
 // What is compared, for N peers (one /32 MKT each) on one listener:
 //
