@@ -42,6 +42,14 @@ lint: $(STATICCHECK)
 	@# adapter or the metrics client (desired state lives in internal/desired).
 	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
 		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
+	@# The harness depends on the machinery, never the other way: no package
+	@# under internal/, nor its tests, nor anything they link, imports a
+	@# package under integration/. Prints each import that crosses into
+	@# integration/ (not the imports inside it).
+	@mod=$$($(GO) list -m) || exit 1; \
+		edges=$$($(GO) list -deps -test -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' ./internal/...) || exit 1; \
+		bad=$$(grep -F " imports $$mod/integration/" <<<"$$edges" | grep -v "^$$mod/integration/" | sort -u); \
+		if [ -n "$$bad" ]; then echo "internal/ links packages under integration/:"; echo "$$bad"; exit 1; fi
 
 # The Prometheus alerting rules (deploy/prometheus/aokeyd-rules.yml):
 # promtool check rules, promtool test rules (a firing and a non-firing case
