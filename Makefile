@@ -42,6 +42,11 @@ lint: $(STATICCHECK)
 	@# adapter or the metrics client (desired state lives in internal/desired).
 	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
 		if [ -n "$$bad" ]; then echo "aoctl links what it must not:"; echo "$$bad"; exit 1; fi
+	@# aokeyd-bench runs in the guest and measures its own RSS: it must not
+	@# link the report's plotting library, which parses fonts at start-up.
+	@deps=$$($(GO) list -deps ./integration/bench/cmd/aokeyd-bench) || exit 1; \
+		bad=$$(grep '^gonum\.org/v1/plot' <<<"$$deps"); \
+		if [ -n "$$bad" ]; then echo "aokeyd-bench links the plotting library:"; echo "$$bad"; exit 1; fi
 	@# The harness depends on the machinery, never the other way: no package
 	@# under internal/, nor its tests, nor anything they link, imports a
 	@# package under integration/. Prints each import that crosses into

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,46 +174,6 @@ func TestAllocsLinear(t *testing.T) {
 		if got, _, _ := r.AllocsLinear(); got != tc.want {
 			t.Errorf("%s: AllocsLinear = %v, want %v", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestWritePNG(t *testing.T) {
-	r := loadFixture(t)
-	var b bytes.Buffer
-	if err := WritePNG(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sz := img.Bounds().Size(); sz.X != chartW || sz.Y != chartH {
-		t.Fatalf("size %v", sz)
-	}
-	count := map[[3]uint32]int{}
-	for y := 0; y < chartH; y++ {
-		for x := 0; x < chartW; x++ {
-			r, g, b, _ := img.At(x, y).RGBA()
-			count[[3]uint32{r >> 8, g >> 8, b >> 8}]++
-		}
-	}
-	for name, c := range map[string][3]uint32{"raw": {150, 150, 150}, "aokeyd": {40, 110, 200}, "sync": {210, 60, 50}, "async": {40, 160, 80}} {
-		// Legend swatches are 14x14; bars make it far more.
-		if count[c] < 2000 {
-			t.Errorf("%s bars: %d pixels of %v", name, count[c], c)
-		}
-	}
-}
-
-func TestGlyphs(t *testing.T) {
-	unknown := glyph('~')
-	for _, r := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcxyz0123456789.,:=-+_/()[]%<>*" {
-		if glyph(r) == unknown {
-			t.Errorf("no glyph for %q", r)
-		}
-	}
-	if glyph('a') != glyph('A') {
-		t.Error("lower case does not print as upper case")
 	}
 }
 

@@ -1,11 +1,14 @@
 // Package bench measures aokeyd's cost of managing TCP-AO keys on one
 // listening socket at scale, next to the cost of the leanest possible raw
 // setsockopt loop measured in the same process and the same kernel, and
-// renders the results as a text table and a PNG chart (`make bench`).
+// renders the results as a text table and a data file (`make bench`).
 //
 // The measuring half (Run, Linux only) needs the real TCP-AO kernel and runs
-// inside the integration VM; it writes Results as JSON. The rendering half
-// (Results.Comparisons, WriteTable, WritePNG) is portable and runs on the host.
+// inside the integration VM; it writes Results as JSON (WriteResults). The
+// rendering half is portable and runs on the host: WriteTable writes the
+// table (report.txt), WriteData every figure as tab-separated values
+// (report.tsv, one Point a row), and package chart draws the chart
+// (report.png) from the same Results.
 //
 // The package sits under integration/ because it is a harness, not part of
 // aokeyd: it stands its daemon fleets up with integration/lab (binaries,

@@ -275,9 +275,9 @@ func (d DaemonRun) DaemonRSS() int64 { return d.RSSDaemon - d.RSSHarness }
 // daemon's).
 func (d DaemonRun) RSSVerdict() string {
 	if d.RSSDaemon < TargetRSS {
-		return fmt.Sprintf("target<%s met", bytesText(TargetRSS))
+		return fmt.Sprintf("target<%s met", Bytes(TargetRSS))
 	}
-	return fmt.Sprintf("target<%s MISSED by %.0f%%", bytesText(TargetRSS), (float64(d.RSSDaemon)/TargetRSS-1)*100)
+	return fmt.Sprintf("target<%s MISSED by %.0f%%", Bytes(TargetRSS), (float64(d.RSSDaemon)/TargetRSS-1)*100)
 }
 
 // PassVerdict judges one CPU-per-pass figure.

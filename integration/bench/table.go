@@ -9,9 +9,7 @@ import (
 )
 
 // Dur formats nanoseconds with three significant digits ("12.3 ms").
-func Dur(ns int64) string { return durUnit(ns, "µs") }
-
-func durUnit(ns int64, micro string) string {
+func Dur(ns int64) string {
 	d := float64(ns)
 	switch {
 	case d >= 1e9:
@@ -19,7 +17,7 @@ func durUnit(ns int64, micro string) string {
 	case d >= 1e6:
 		return sig(d/1e6) + " ms"
 	case d >= 1e3:
-		return sig(d/1e3) + " " + micro
+		return sig(d/1e3) + " µs"
 	}
 	return fmt.Sprintf("%.0f ns", d)
 }
@@ -34,7 +32,8 @@ func sig(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func bytesText(b int64) string {
+// Bytes formats a byte count in B, KiB or MiB ("93.4 MiB").
+func Bytes(b int64) string {
 	switch {
 	case b >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
@@ -152,7 +151,7 @@ func writePlanner(t *tw, r *Results) {
 			// shown for scale, judged on the host row.
 			verdict = "(emulated CPU; the target is judged on the host row)"
 		}
-		t.f("   rotator %s [%s, median of %d]: %s/op  %s/op  %d allocs/op  %s", b.Name, b.Where, b.Runs, Dur(int64(b.NsPerOp)), bytesText(b.BytesPerOp), b.AllocsPerOp, verdict)
+		t.f("   rotator %s [%s, median of %d]: %s/op  %s/op  %d allocs/op  %s", b.Name, b.Where, b.Runs, Dur(int64(b.NsPerOp)), Bytes(b.BytesPerOp), b.AllocsPerOp, verdict)
 	}
 	if len(r.Planner) > 0 {
 		parts := make([]string, 0, len(r.Planner))
@@ -180,7 +179,7 @@ func writeOptMem(t *tw, r *Results, install []Comparison) {
 		}
 	}
 	t.f("   optmem: %d keys x %d B = %s needed (tcpao.OptMemNeeded); rotation peak %s (rotator.CheckOptMem); default net.core.optmem_max %s",
-		om.N, om.KeyBytes, bytesText(int64(om.Needed)), bytesText(int64(om.RotationPeak)), bytesText(int64(om.Default)))
+		om.N, om.KeyBytes, Bytes(int64(om.Needed)), Bytes(int64(om.RotationPeak)), Bytes(int64(om.Default)))
 	fit := "does NOT fit"
 	if om.Needed < om.Default {
 		fit = "fits"
@@ -196,7 +195,7 @@ func writeOptMem(t *tw, r *Results, install []Comparison) {
 	} else {
 		t.f("   SyncListener under the default did not refuse")
 	}
-	t.f("   this run raised net.core.optmem_max to %s", bytesText(int64(om.Raised)))
+	t.f("   this run raised net.core.optmem_max to %s", Bytes(int64(om.Raised)))
 }
 
 // writeProfiles appends the CPU profiles the run captured.
@@ -274,10 +273,10 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	}
 	t.f("5. Daemon memory and idle reconcile pass: %d peers x %d keys = %d keys on the listener, %d on the %d established sockets (real sockets)",
 		v.Peers, v.KeysPerPeer, v.ListenerKeys, v.EstablishedKeys, v.Peers)
-	t.f("   RSS of the process with the daemon running %s  %s", bytesText(v.RSSDaemon), v.RSSVerdict())
+	t.f("   RSS of the process with the daemon running %s  %s", Bytes(v.RSSDaemon), v.RSSVerdict())
 	t.f("   (the process also holds the bench's %d client and %d accepted sockets: %s with the daemon stopped, so the daemon's share is %s;",
-		v.Peers, v.Peers, bytesText(v.RSSHarness), bytesText(v.DaemonRSS()))
-	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", bytesText(v.HeapDaemon), bytesText(v.HeapHarness), bytesText(v.RSSBefore))
+		v.Peers, v.Peers, Bytes(v.RSSHarness), Bytes(v.DaemonRSS()))
+	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", Bytes(v.HeapDaemon), Bytes(v.HeapHarness), Bytes(v.RSSBefore))
 	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes, %d full passes in that window): %s  %s",
 		v.IdlePasses, v.FullDuringIdle, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
 	for _, b := range goBench {

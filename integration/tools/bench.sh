@@ -2,8 +2,11 @@
 # `make bench`: aokeyd's scale benchmarks in the real TCP-AO kernel (QEMU
 # guest), next to a bare setsockopt loop measured in the same run, plus the
 # planner's own benchmark on host and guest. Writes report.txt (the table),
-# report.png (the chart), results.json, cpu.pprof and the guest console log
-# to $AOKEYD_BENCH_OUT (default ./bench-report) and prints the table.
+# report.png (the chart), report.tsv (every figure of the table and the
+# chart, tab-separated: item, n, series, value, unit, runs), results.json,
+# cpu.pprof and the guest console log to $AOKEYD_BENCH_OUT (default
+# ./bench-report) and prints the table. The guest program (aokeyd-bench)
+# measures; the host's aokeyd-bench-report draws the report.
 #
 # Environment (defaults in brackets):
 #   AOKEYD_BENCH_OUT         report directory [./bench-report]
@@ -54,8 +57,9 @@ work=$(mktemp -d /tmp/aokeyd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin"
 
-log "building the guest program, aoctl and the rotator test binary (static)"
+log "building the guest program, aoctl and the rotator test binary (static), and the host's report program"
 CGO_ENABLED=0 go build -o "$work/bin/aokeyd-bench" ./integration/bench/cmd/aokeyd-bench
+go build -o "$work/aokeyd-bench-report" ./integration/bench/cmd/aokeyd-bench-report
 CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
 CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon
@@ -105,7 +109,7 @@ cp "$res/steady.pprof" "$out/steady.pprof"
 go tool pprof -top -cum -nodecount=40 "$work/bin/aokeyd-bench" "$res/steady.pprof" >"$out/steady-top.txt" 2>/dev/null || log "no steady-window profile summary"
 cp "$res/results.json" "$out/guest-results.json"
 cp "$work/vm/console.log" "$out/guest-console.log"
-"$work/bin/aokeyd-bench" render -in "$res/results.json" -out "$out" \
+"$work/aokeyd-bench-report" -in "$res/results.json" -out "$out" \
 	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
 	-bench "host=$work/host-idle.txt" -bench "guest=$res/guest-idle.txt" \
 	-pass-top "$out/pass-top.txt" -steady-top "$out/steady-top.txt"
@@ -128,4 +132,4 @@ if [ "$fleet" != off ]; then
 	} >>"$out/report.txt"
 	sed -n '/^Real speakers/,$p' "$out/report.txt"
 fi
-log "report: $out/report.txt, $out/report.png (raw data: $out/results.json, profile: $out/cpu.pprof)"
+log "report: $out/report.txt, $out/report.png, $out/report.tsv (raw data: $out/results.json, profile: $out/cpu.pprof)"
