@@ -2,10 +2,10 @@
 # `make bench`: aokeyd's scale benchmarks in the real TCP-AO kernel (QEMU
 # guest), next to a bare setsockopt loop measured in the same run, plus the
 # planner's own benchmark on host and guest. Writes report.txt (the table),
-# report.png (the chart), report.tsv (every figure of the table and the
-# chart, tab-separated: item, n, series, value, unit, runs), results.json,
-# cpu.pprof and the guest console log to $AOKEYD_BENCH_OUT (default
-# ./bench-report) and prints the table. The guest program (aokeyd-bench)
+# report.png (the chart), report.tsv (the chart's figures and the memory
+# and drain figures, tab-separated: item, n, series, value, unit, runs),
+# results.json, cpu.pprof and the guest console log to $AOKEYD_BENCH_OUT
+# (default ./bench-report) and prints the table. The guest program (aokeyd-bench)
 # measures; the host's aokeyd-bench-report draws the report.
 #
 # Environment (defaults in brackets):
