@@ -223,9 +223,10 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	}
 
 	var sp SocketPlan
+	var obs Observed
 	var err error
 	if busy == nil {
-		if sp, err = Clean(sock, d); err != nil {
+		if sp, obs, err = clean(sock, d); err != nil {
 			err = fmt.Errorf("accepted socket for %s: %w", peer, err)
 		}
 	}
@@ -235,6 +236,11 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		m:     newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
+	}
+	if obs.HaveAO {
+		// What the check read: the keys the new session carries are known
+		// (Carried) before the machine's first step reads the socket.
+		r.m.st.Counters = CountersOf(obs, now)
 	}
 	r.m.pub = &r.status
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -266,15 +272,22 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 // current/rnext changes, which belong to the roll) of the plan for d. It is
 // the del_async check for accepted sockets.
 func Clean(sock tcpao.Socket, d Desired) (SocketPlan, error) {
+	sp, _, err := clean(sock, d)
+	return sp, err
+}
+
+// clean is Clean, also returning what it read before its writes (which
+// delete only keys that carry nothing).
+func clean(sock tcpao.Socket, d Desired) (SocketPlan, Observed, error) {
 	obs, err := Observe(sock)
 	if err != nil {
-		return SocketPlan{}, err
+		return SocketPlan{}, obs, err
 	}
 	sp := PlanSocket(d, obs)
 	sp.Ops = slices.DeleteFunc(sp.Ops, func(o Op) bool { return o.Kind == OpSetInfo })
 	n, err := Apply(sock, sp.Ops)
 	sp.Ops = sp.Ops[:n]
-	return sp, err
+	return sp, obs, err
 }
 
 // PeerDown stops peer's state machine and forgets its socket (the desired

@@ -205,6 +205,13 @@ func New(o Options) (*Daemon, error) {
 			if o.Changed != nil {
 				o.Changed()
 			}
+			// A session's keys changed: when the listener keeps keys only
+			// because sessions carry them, the keys carried may have
+			// changed too (a roll retired the old key), and the next
+			// listener sync, not the next resync, lets them go.
+			if d.listenerCarries() {
+				d.resync()
+			}
 		},
 	})
 	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{

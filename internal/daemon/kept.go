@@ -32,6 +32,14 @@ func (d *Daemon) noteListenerKept(kept []rotator.Held) {
 	}
 }
 
+// listenerCarries reports whether the last listener sync kept a key only
+// because a session carries it.
+func (d *Daemon) listenerCarries() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(d.lnKept, func(h rotator.Held) bool { return h.Why == rotator.ReasonCarried })
+}
+
 // listenerKept is what the last listener sync kept.
 func (d *Daemon) listenerKept() []rotator.Held {
 	d.mu.Lock()

@@ -179,3 +179,36 @@ func TestStrictExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestCarriedKeyLeavesListenerAfterRoll: a key the listener keeps only
+// because the session carries it goes once the roll retired it from the
+// session, at the listener sync that step's change asks for, not at the
+// next resync (an hour in these tests; 30s by default, which every roll
+// whose old key left the key source waited for).
+func TestCarriedKeyLeavesListenerAfterRoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour)}
+		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
+		e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
+		e.waitKeys("listener", e.lis, ids(k1, k2))
+		e.connect(k2, k1) // the peer holds both and sends with k1
+		e.established()
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the session managed", func() bool { return e.peerStatus().Rotation.State != "down" })
+		e.refreshWith(k2) // k1 leaves the key source mid-session
+		// The peer moves to k2 as a far end that has it does.
+		cur, rn := k2.recv, k2.send
+		if err := e.client.SetInfo(tcpao.InfoChange{Current: &cur, RNext: &rn}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the roll to k2 done and k1 gone from the session and the listener", func() bool {
+			if err := e.net.Exchange(e.client, e.acc, 1); err != nil {
+				t.Fatal(err)
+			}
+			return slices.Equal(keyIDs(t, e.acc), ids(k2)) && slices.Equal(keyIDs(t, e.lis), ids(k2))
+		})
+	})
+}
