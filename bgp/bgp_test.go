@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
 var (
-	nbr   = netip.MustParseAddr("10.255.0.2")
-	local = netip.MustParseAddr("10.255.0.1")
-	t0    = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	nbr    = netip.MustParseAddr("10.255.0.2")
+	nbrKey = peer.KeyOf(nbr, "")
+	local  = netip.MustParseAddr("10.255.0.1")
+	t0     = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 )
 
 func up(flops uint32, uptime time.Time, rport uint16) PeerInfo {
@@ -52,17 +54,17 @@ func (s *seqPeers) Peers(context.Context) ([]PeerInfo, error) {
 }
 
 // Peer is the guard's question: the neighbor from the next scripted list.
-func (s *seqPeers) Peer(ctx context.Context, neighbor netip.Addr, _ string) (PeerInfo, error) {
+func (s *seqPeers) Peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
 	ps, err := s.Peers(ctx)
 	if err != nil {
 		return PeerInfo{}, err
 	}
 	for _, p := range ps {
-		if p.Neighbor == neighbor {
+		if p.Key() == k {
 			return p, nil
 		}
 	}
-	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, neighbor)
+	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, k)
 }
 
 func TestGuardStep(t *testing.T) {
@@ -97,7 +99,7 @@ func TestGuardStep(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewGuard(&seqPeers{lists: [][]PeerInfo{{tt.before}, {tt.after}}}, nil)
 			ran := false
-			err := g.Step(context.Background(), nbr, "step-1", func(context.Context) error { ran = true; return tt.stepErr })
+			err := step(context.Background(), g, nbrKey, "step-1", func(context.Context) error { ran = true; return tt.stepErr })
 			if ran != tt.ran {
 				t.Fatalf("step ran = %v, want %v", ran, tt.ran)
 			}
@@ -128,7 +130,7 @@ func TestGuardStep(t *testing.T) {
 
 func TestGuardNoPeer(t *testing.T) {
 	g := NewGuard(&seqPeers{lists: [][]PeerInfo{{}}}, nil)
-	if err := g.Step(context.Background(), nbr, "s", func(context.Context) error { return nil }); !errors.Is(err, ErrNoPeer) {
+	if err := step(context.Background(), g, nbrKey, "s", func(context.Context) error { return nil }); !errors.Is(err, ErrNoPeer) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -141,11 +143,11 @@ type fakeSpeaker struct {
 
 func (f *fakeSpeaker) Name() string                              { return "fake" }
 func (f *fakeSpeaker) Peers(context.Context) ([]PeerInfo, error) { return nil, nil }
-func (f *fakeSpeaker) Peer(_ context.Context, n netip.Addr, _ string) (PeerInfo, error) {
+func (f *fakeSpeaker) Peer(_ context.Context, n peer.Key) (PeerInfo, error) {
 	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, n)
 }
 func (f *fakeSpeaker) Watch(context.Context) (<-chan Event, error) { return f.ch, nil }
-func (f *fakeSpeaker) ResetPeer(context.Context, netip.Addr, string) error {
+func (f *fakeSpeaker) ResetPeer(context.Context, peer.Key, string) error {
 	return nil
 }
 func (f *fakeSpeaker) PID(context.Context) (int, error) { return f.pid, nil }
@@ -320,20 +322,38 @@ func TestGuardBeforeAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewGuard(&seqPeers{lists: tt.lists}, nil)
-			err := g.Before(context.Background(), nbr, "switch")
+			err := g.Before(context.Background(), nbrKey, "switch")
 			if !errors.Is(err, tt.before) || (tt.before == nil && err != nil) {
 				t.Fatalf("Before: %v, want %v", err, tt.before)
 			}
 			if tt.before != nil {
 				return
 			}
-			err = g.After(context.Background(), nbr, "switch")
+			err = g.After(context.Background(), nbrKey, "switch")
 			if !errors.Is(err, tt.after) || (tt.after == nil && err != nil) {
 				t.Fatalf("After: %v, want %v", err, tt.after)
 			}
 		})
 	}
-	if err := NewGuard(&seqPeers{lists: [][]PeerInfo{{up(0, t0, 1)}}}, nil).After(context.Background(), nbr, "x"); err == nil {
+	if err := NewGuard(&seqPeers{lists: [][]PeerInfo{{up(0, t0, 1)}}}, nil).After(context.Background(), nbrKey, "x"); err == nil {
 		t.Fatal("After without Before passed")
 	}
+}
+
+// step runs fn between g's Before and After, as the rotator's machine runs
+// a step: ErrNotEstablished without running fn, a *DropError (carrying
+// fn's error) when the session dropped, else fn's error.
+func step(ctx context.Context, g *Guard, k peer.Key, name string, fn func(context.Context) error) error {
+	if err := g.Before(ctx, k, name); err != nil {
+		return err
+	}
+	ferr := fn(ctx)
+	if err := g.After(ctx, k, name); err != nil {
+		var d *DropError
+		if errors.As(err, &d) {
+			d.StepErr = ferr
+		}
+		return err
+	}
+	return ferr
 }

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // ErrNotEstablished is returned by Guard.Step (and Snapshot) when the
@@ -23,7 +24,7 @@ var ErrNoPeer = errors.New("no such bgp neighbor")
 // DropError says that a session went down, or came back on another
 // connection, while a rotation step ran on it.
 type DropError struct {
-	Neighbor netip.Addr
+	Peer peer.Key
 	// Step names the rotation step the drop is recorded against.
 	Step          string
 	Before, After PeerInfo
@@ -35,7 +36,7 @@ type DropError struct {
 
 func (e *DropError) Error() string {
 	s := fmt.Sprintf("bgp session with %s dropped during step %q (%s changed: state %s->%s, flops %d->%d)",
-		e.Neighbor, e.Step, e.Why, e.Before.State, e.After.State, e.Before.Flops, e.After.Flops)
+		e.Peer, e.Step, e.Why, e.Before.State, e.After.State, e.Before.Flops, e.After.Flops)
 	if e.StepErr != nil {
 		s += ": step error: " + e.StepErr.Error()
 	}
@@ -48,10 +49,10 @@ func (e *DropError) Is(target error) bool { return target == ErrSessionDropped }
 // Unwrap returns the step's error.
 func (e *DropError) Unwrap() error { return e.StepErr }
 
-// PeerQuerier is what the guard needs of a Speaker: one neighbor's
-// session, asked about that neighbor alone.
+// PeerQuerier is what the guard needs of a Speaker: one peer's session,
+// asked about that peer alone.
 type PeerQuerier interface {
-	Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error)
+	Peer(ctx context.Context, k peer.Key) (PeerInfo, error)
 }
 
 // PeerCache is what a PeerQuerier may offer besides: neighbor's session
@@ -61,7 +62,7 @@ type PeerQuerier interface {
 // lookups per peer, nearly all answered from the cache, and a timeout
 // context for each cost a tenth of aokeyd's CPU in the emulated guest.
 type PeerCache interface {
-	CachedPeer(neighbor netip.Addr, vrf string) (PeerInfo, bool)
+	CachedPeer(k peer.Key) (PeerInfo, bool)
 }
 
 // DefaultQueryTimeout bounds each of the guard's questions to the speaker.
@@ -75,7 +76,7 @@ type Guard struct {
 	timeout time.Duration
 
 	mu     sync.Mutex
-	before map[netip.Addr]Snapshot // Before's snapshots, for After
+	before map[peer.Key]snapshot // Before's snapshots, for After
 }
 
 // NewGuard returns a guard reading sessions from peers; log may be nil.
@@ -85,7 +86,7 @@ func NewGuard(peers PeerQuerier, log *slog.Logger) *Guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{peers: peers, log: log, timeout: DefaultQueryTimeout, before: map[netip.Addr]Snapshot{}}
+	return &Guard{peers: peers, log: log, timeout: DefaultQueryTimeout, before: map[peer.Key]snapshot{}}
 }
 
 // SetQueryTimeout bounds each question to the speaker by d (on top of the
@@ -93,36 +94,36 @@ func NewGuard(peers PeerQuerier, log *slog.Logger) *Guard {
 // before the guard is used.
 func (g *Guard) SetQueryTimeout(d time.Duration) { g.timeout = d }
 
-// WaitingFor says what a question about neighbor waits for, for status.
-func WaitingFor(neighbor netip.Addr) string {
-	return "speaker: session state of " + neighbor.String()
+// WaitingFor says what a question about k waits for, for status.
+func WaitingFor(k peer.Key) string {
+	return "speaker: session state of " + k.String()
 }
 
 // Before is the first half of Step for callers that run the step
 // themselves (the rotator's SessionGuard hook): ErrNotEstablished means do
 // not run the step; otherwise the session is remembered for After.
-func (g *Guard) Before(ctx context.Context, neighbor netip.Addr, step string) error {
-	s, err := g.Snapshot(ctx, neighbor)
+func (g *Guard) Before(ctx context.Context, k peer.Key, step string) error {
+	s, err := g.snapshot(ctx, k)
 	if err != nil {
 		return fmt.Errorf("step %q: %w", step, err)
 	}
 	g.mu.Lock()
-	g.before[neighbor] = s
+	g.before[k] = s
 	g.mu.Unlock()
 	return nil
 }
 
 // After checks the session against the one Before saw: a *DropError when
 // it dropped during step.
-func (g *Guard) After(ctx context.Context, neighbor netip.Addr, step string) error {
+func (g *Guard) After(ctx context.Context, k peer.Key, step string) error {
 	g.mu.Lock()
-	s, ok := g.before[neighbor]
-	delete(g.before, neighbor)
+	s, ok := g.before[k]
+	delete(g.before, k)
 	g.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("guard: After(%s, %q) without Before", neighbor, step)
+		return fmt.Errorf("guard: After(%s, %q) without Before", k, step)
 	}
-	err := g.Check(ctx, s, step)
+	err := g.check(ctx, s, step)
 	var d *DropError
 	if errors.As(err, &d) {
 		g.log.Warn("bgp session dropped during rotation step", "peer", d.After, "step", step, "changed", d.Why)
@@ -130,59 +131,39 @@ func (g *Guard) After(ctx context.Context, neighbor netip.Addr, step string) err
 	return err
 }
 
-// Snapshot is a session's health before a step.
-type Snapshot struct{ Peer PeerInfo }
+// snapshot is a session's health before a step.
+type snapshot struct{ peer PeerInfo }
 
-// Snapshot reads the session of neighbor; ErrNotEstablished if it is down.
-func (g *Guard) Snapshot(ctx context.Context, neighbor netip.Addr) (Snapshot, error) {
-	p, err := g.peer(ctx, neighbor)
+// snapshot reads k's session; ErrNotEstablished if it is down.
+func (g *Guard) snapshot(ctx context.Context, k peer.Key) (snapshot, error) {
+	p, err := g.peer(ctx, k)
 	if err != nil {
-		return Snapshot{}, err
+		return snapshot{}, err
 	}
 	if !p.Established() {
-		return Snapshot{Peer: p}, fmt.Errorf("neighbor %s is %s: %w", neighbor, p.State, ErrNotEstablished)
+		return snapshot{peer: p}, fmt.Errorf("neighbor %s is %s: %w", k, p.State, ErrNotEstablished)
 	}
-	return Snapshot{Peer: p}, nil
+	return snapshot{peer: p}, nil
 }
 
-// Check compares the session now with s; a *DropError when it went down or
+// check compares the session now with s; a *DropError when it went down or
 // was re-established (other uptime, flop count or ports) in between.
-func (g *Guard) Check(ctx context.Context, s Snapshot, step string) error {
-	p, err := g.peer(ctx, s.Peer.Neighbor)
+func (g *Guard) check(ctx context.Context, s snapshot, step string) error {
+	k := s.peer.Key()
+	p, err := g.peer(ctx, k)
 	if err != nil {
 		return err
 	}
-	if why := changed(s.Peer, p); why != "" {
-		return &DropError{Neighbor: p.Neighbor, Step: step, Before: s.Peer, After: p, Why: why}
+	if why := changed(s.peer, p); why != "" {
+		return &DropError{Peer: k, Step: step, Before: s.peer, After: p, Why: why}
 	}
 	return nil
 }
 
-// Step runs fn on neighbor's session if it is Established and checks
-// afterwards that it stayed up. It returns ErrNotEstablished without running
-// fn, a *DropError (wrapping fn's error, if any) when the session dropped,
-// or fn's error.
-func (g *Guard) Step(ctx context.Context, neighbor netip.Addr, step string, fn func(ctx context.Context) error) error {
-	s, err := g.Snapshot(ctx, neighbor)
-	if err != nil {
-		return fmt.Errorf("step %q: %w", step, err)
-	}
-	ferr := fn(ctx)
-	if err := g.Check(ctx, s, step); err != nil {
-		var d *DropError
-		if errors.As(err, &d) {
-			d.StepErr = ferr
-			g.log.Warn("bgp session dropped during rotation step", "peer", d.After, "step", step, "changed", d.Why)
-		}
-		return err
-	}
-	return ferr
-}
-
-func (g *Guard) peer(ctx context.Context, neighbor netip.Addr) (PeerInfo, error) {
+func (g *Guard) peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
 	if c, ok := g.peers.(PeerCache); ok {
-		if p, ok := c.CachedPeer(neighbor, ""); ok {
-			return g.answer(neighbor, p, nil)
+		if p, ok := c.CachedPeer(k); ok {
+			return g.answer(k, p, nil)
 		}
 	}
 	if g.timeout > 0 {
@@ -190,20 +171,21 @@ func (g *Guard) peer(ctx context.Context, neighbor netip.Addr) (PeerInfo, error)
 		ctx, cancel = context.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
-	p, err := g.peers.Peer(ctx, neighbor, "")
-	return g.answer(neighbor, p, err)
+	p, err := g.peers.Peer(ctx, k)
+	return g.answer(k, p, err)
 }
 
-// answer checks the speaker's (or the cache's) answer about neighbor.
-func (g *Guard) answer(neighbor netip.Addr, p PeerInfo, err error) (PeerInfo, error) {
+// answer checks the speaker's (or the cache's) answer about k: it must be
+// about k, address and VRF.
+func (g *Guard) answer(k peer.Key, p PeerInfo, err error) (PeerInfo, error) {
 	if errors.Is(err, ErrNoPeer) {
 		return PeerInfo{}, err
 	}
 	if err != nil {
-		return PeerInfo{}, fmt.Errorf("session of %s: %w", neighbor, err)
+		return PeerInfo{}, fmt.Errorf("session of %s: %w", k, err)
 	}
-	if p.Neighbor != neighbor {
-		return PeerInfo{}, fmt.Errorf("session of %s: the speaker answered about %s", neighbor, p.Neighbor)
+	if p.Key() != k {
+		return PeerInfo{}, fmt.Errorf("session of %s: the speaker answered about %s", k, p.Key())
 	}
 	return p, nil
 }

@@ -3,7 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
-	"net/netip"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +23,7 @@ type answerSpeaker struct {
 	unmanaged atomic.Bool
 }
 
-func (s *answerSpeaker) Peer(_ context.Context, n netip.Addr, _ string) (PeerInfo, error) {
+func (s *answerSpeaker) Peer(context.Context, peer.Key) (PeerInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queries++
@@ -119,7 +119,7 @@ func TestGuardAnswersFromTrackedSessions(t *testing.T) {
 				synctest.Wait()
 				g := NewGuard(tr, nil)
 				ran := false
-				err := g.Step(ctx, nbr, "switch", func(context.Context) error {
+				err := step(ctx, g, nbrKey, "switch", func(context.Context) error {
 					ran = true
 					if tc.during != nil {
 						tc.during(sp, disc)

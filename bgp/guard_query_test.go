@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"net/netip"
 	"testing"
 	"testing/synctest"
@@ -13,12 +14,12 @@ import (
 // returns only when the caller's context ends, as a gRPC call does).
 type slowQuerier struct {
 	ok    PeerInfo
-	asked []netip.Addr
+	asked []peer.Key
 }
 
-func (q *slowQuerier) Peer(ctx context.Context, n netip.Addr, _ string) (PeerInfo, error) {
-	q.asked = append(q.asked, n)
-	if n == q.ok.Neighbor {
+func (q *slowQuerier) Peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
+	q.asked = append(q.asked, k)
+	if k == q.ok.Key() {
 		return q.ok, nil
 	}
 	<-ctx.Done()
@@ -29,15 +30,15 @@ func (q *slowQuerier) Peer(ctx context.Context, n netip.Addr, _ string) (PeerInf
 // question is bounded by the guard's timeout, whatever the caller's
 // context says.
 func TestGuardQueryTimeout(t *testing.T) {
-	slow := netip.MustParseAddr("192.0.2.9")
+	slow := peer.KeyOf(netip.MustParseAddr("192.0.2.9"), "")
 	for _, tc := range []struct {
 		name     string
 		timeout  time.Duration
-		neighbor netip.Addr
+		neighbor peer.Key
 		wantErr  error
 		wantTook time.Duration
 	}{
-		{name: "answered", timeout: DefaultQueryTimeout, neighbor: nbr},
+		{name: "answered", timeout: DefaultQueryTimeout, neighbor: nbrKey},
 		{name: "default timeout", timeout: DefaultQueryTimeout, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: DefaultQueryTimeout},
 		{name: "own timeout", timeout: 300 * time.Millisecond, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: 300 * time.Millisecond},
 	} {
@@ -67,13 +68,13 @@ type cachedQuerier struct {
 	asked int
 }
 
-func (q *cachedQuerier) Peer(context.Context, netip.Addr, string) (PeerInfo, error) {
+func (q *cachedQuerier) Peer(context.Context, peer.Key) (PeerInfo, error) {
 	q.asked++
 	return q.held, nil
 }
 
-func (q *cachedQuerier) CachedPeer(n netip.Addr, _ string) (PeerInfo, bool) {
-	return q.held, n == q.held.Neighbor
+func (q *cachedQuerier) CachedPeer(k peer.Key) (PeerInfo, bool) {
+	return q.held, k == q.held.Key()
 }
 
 // TestGuardAsksTheCacheFirst: a querier's cache answers the guard without
@@ -87,10 +88,10 @@ func TestGuardAsksTheCacheFirst(t *testing.T) {
 	g := NewGuard(q, nil)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := g.Before(ctx, nbr, "install"); err != nil {
+		if err := g.Before(ctx, nbrKey, "install"); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.After(ctx, nbr, "install"); err != nil {
+		if err := g.After(ctx, nbrKey, "install"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -100,8 +101,8 @@ func TestGuardAsksTheCacheFirst(t *testing.T) {
 	if allocs > 1 {
 		t.Errorf("a guarded step on a cache hit allocates %.0f times, want at most 1", allocs)
 	}
-	other := netip.MustParseAddr("192.0.2.99")
-	if _, err := g.Snapshot(ctx, other); err == nil || q.asked != 1 {
+	other := peer.KeyOf(netip.MustParseAddr("192.0.2.99"), "")
+	if _, err := g.snapshot(ctx, other); err == nil || q.asked != 1 {
 		t.Errorf("a neighbor the cache lacks: err %v after %d questions, want Peer asked once (and its answer, about %s, refused)", err, q.asked, nbr)
 	}
 }

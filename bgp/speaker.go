@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // SessionState is the BGP FSM state of a peer (RFC 4271 section 8).
@@ -88,6 +90,9 @@ type PeerInfo struct {
 	PeerASN uint32
 }
 
+// Key is the peer's identity: its address and VRF.
+func (p PeerInfo) Key() peer.Key { return peer.KeyOf(p.Neighbor, p.VRF) }
+
 // Established reports whether the session is up.
 func (p PeerInfo) Established() bool { return p.State == StateEstablished }
 
@@ -103,6 +108,7 @@ func (p PeerInfo) RemoteAddrPort() netip.AddrPort {
 func (p PeerInfo) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("neighbor", p.Neighbor.String()),
+		slog.String("vrf", p.VRF),
 		slog.String("state", p.State.String()),
 		slog.Uint64("flops", uint64(p.Flops)),
 	)
@@ -144,8 +150,19 @@ func SendEvent(ctx context.Context, ch chan<- Event, ev Event) bool {
 	}
 }
 
-// Speaker is a BGP daemon seen from aokeyd: GoBGP now, FRR could be next.
-// Implementations keep their own types out of it.
+// VRFSeparator is implemented by a Speaker that says whether it tells
+// the same neighbor address in two VRFs apart (two neighbors). One that
+// does not (gobgpd: one neighbor per address) cannot serve two policy
+// bindings of one address in two VRFs, and aokeyd refuses such a policy
+// for it (CheckVRFTwins). A Speaker without the method is taken to
+// separate them.
+type VRFSeparator interface {
+	SeparatesVRFs() bool
+}
+
+// Speaker is a BGP daemon seen from aokeyd (bgp/gobgp, bgp/frr).
+// Implementations keep their own types out of it; a peer is a peer.Key
+// (address and VRF) in both directions.
 type Speaker interface {
 	// Name describes the speaker for logs and status.
 	Name() string
@@ -153,18 +170,18 @@ type Speaker interface {
 	Peers(ctx context.Context) ([]PeerInfo, error)
 	// Peer reads one neighbor, asking the speaker about it alone (the
 	// session guard calls it around every rotation step, so its cost must
-	// not grow with the number of neighbors). vrf "" matches the neighbor
-	// in any VRF. An error wrapping ErrNoPeer when there is no such
-	// neighbor.
-	Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error)
+	// not grow with the number of neighbors): the neighbor at k.Addr in
+	// VRF k.VRF ("" the default one), nothing else. An error wrapping
+	// ErrNoPeer when there is no such neighbor.
+	Peer(ctx context.Context, k peer.Key) (PeerInfo, error)
 	// Watch delivers events until ctx ends, then closes the channel. It
 	// starts with an EventSync and reconnects by itself when the
 	// speaker's stream breaks: an EventLost at once, then (after backoff)
 	// another EventSync.
 	Watch(ctx context.Context) (<-chan Event, error)
-	// ResetPeer closes the session with neighbor (a hard reset) and says
-	// why in the BGP Cease notification.
-	ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error
+	// ResetPeer closes the session with the peer k (a hard reset) and
+	// says why in the BGP Cease notification.
+	ResetPeer(ctx context.Context, k peer.Key, reason string) error
 	// PID is the process id of the speaker, whose sockets are discovered.
 	PID(ctx context.Context) (int, error)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
@@ -85,7 +86,7 @@ type Tracker struct {
 	hits, misses atomic.Uint64
 
 	mu sync.Mutex
-	up map[netip.Addr]tracked
+	up map[peer.Key]tracked // by the session's peer: the same address in two VRFs is two
 	// live: the event stream is synced and every event it delivered has
 	// been applied, so the sessions in up are the speaker's as of its last
 	// event (see Peer). gen counts the syncs.
@@ -120,7 +121,7 @@ func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOpt
 	if opt.PendingWait == 0 {
 		opt.PendingWait = DefaultPendingWait
 	}
-	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[netip.Addr]tracked{}, appliedCh: make(chan struct{})}
+	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[peer.Key]tracked{}, appliedCh: make(chan struct{})}
 }
 
 // Run follows the speaker until ctx ends.
@@ -162,7 +163,7 @@ func (t *Tracker) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Peer implements PeerQuerier for the session guard: neighbor's session
+// Peer implements PeerQuerier for the session guard: k's session
 // as the speaker's event stream last reported it, without asking the
 // speaker, when the tracker can vouch for it -- the stream is synced and
 // has not broken since, every event it delivered has been applied, and the
@@ -179,23 +180,23 @@ func (t *Tracker) Run(ctx context.Context) error {
 // then held: what the stream said up to the question, as a quiet stream's
 // cache would. Under load the loop lags behind the stream, and every
 // peer's guard asking the speaker at once is what overloads it.
-func (t *Tracker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, error) {
-	if p, ok := t.CachedPeer(neighbor, vrf); ok {
+func (t *Tracker) Peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
+	if p, ok := t.CachedPeer(k); ok {
 		return p, nil
 	}
-	if p, ok := t.afterPending(ctx, neighbor, vrf); ok {
+	if p, ok := t.afterPending(ctx, k); ok {
 		t.hits.Add(1)
 		return p, nil
 	}
 	t.misses.Add(1)
-	return t.sp.Peer(ctx, neighbor, vrf)
+	return t.sp.Peer(ctx, k)
 }
 
 // afterPending waits until the events pending now are applied (at most
-// PendingWait, and not past ctx) and then answers for neighbor from the
+// PendingWait, and not past ctx) and then answers for k from the
 // sessions held, if the stream is live and holds it. ok false: ask the
 // speaker.
-func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf string) (PeerInfo, bool) {
+func (t *Tracker) afterPending(ctx context.Context, k peer.Key) (PeerInfo, bool) {
 	if t.opt.PendingWait < 0 {
 		return PeerInfo{}, false
 	}
@@ -205,7 +206,7 @@ func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf str
 		t.mu.Unlock()
 		return PeerInfo{}, false
 	}
-	if _, ok := t.up[neighbor]; !ok {
+	if _, ok := t.up[k]; !ok {
 		t.mu.Unlock()
 		return PeerInfo{}, false
 	}
@@ -216,7 +217,7 @@ func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf str
 	for {
 		t.mu.Lock()
 		if t.applied >= target {
-			p, held := t.heldLocked(neighbor, vrf)
+			p, held := t.heldLocked(k)
 			t.mu.Unlock()
 			return p, held
 		}
@@ -234,9 +235,9 @@ func (t *Tracker) afterPending(ctx context.Context, neighbor netip.Addr, vrf str
 
 // CachedPeer implements PeerCache: Peer's answer when it comes from the
 // followed session state (ok false: Peer would ask the speaker).
-func (t *Tracker) CachedPeer(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
+func (t *Tracker) CachedPeer(k peer.Key) (PeerInfo, bool) {
 	t.mu.Lock()
-	p, held := t.heldLocked(neighbor, vrf)
+	p, held := t.heldLocked(k)
 	vouch := held && t.busy == 0 && len(t.ch) == 0
 	t.mu.Unlock()
 	if !vouch {
@@ -246,12 +247,12 @@ func (t *Tracker) CachedPeer(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
 	return p, true
 }
 
-// heldLocked is neighbor's session as the events applied so far hold it,
-// ok when the stream is live and its last sync, or an event after it,
-// confirmed the session (in vrf, unless vrf is ""). t.mu is held.
-func (t *Tracker) heldLocked(neighbor netip.Addr, vrf string) (PeerInfo, bool) {
-	tr, ok := t.up[neighbor]
-	return tr.peer, ok && t.live && t.ch != nil && tr.gen == t.gen && (vrf == "" || tr.peer.VRF == vrf)
+// heldLocked is k's session as the events applied so far hold it, ok
+// when the stream is live and its last sync, or an event after it,
+// confirmed the session. t.mu is held.
+func (t *Tracker) heldLocked(k peer.Key) (PeerInfo, bool) {
+	tr, ok := t.up[k]
+	return tr.peer, ok && t.live && t.ch != nil && tr.gen == t.gen
 }
 
 // CacheStats reports how many of Peer's answers came from the followed
@@ -283,9 +284,9 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 	t.gen++
 	t.live = false
 	t.mu.Unlock()
-	seen := map[netip.Addr]bool{}
+	seen := map[peer.Key]bool{}
 	for _, p := range peers {
-		seen[p.Neighbor] = true
+		seen[p.Key()] = true
 		t.update(ctx, p)
 	}
 	t.mu.Lock()
@@ -309,24 +310,25 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 }
 
 func (t *Tracker) update(ctx context.Context, p PeerInfo) {
+	k := p.Key()
 	if !t.managed(p) {
 		// Its events are not followed while it is not managed: what is
 		// held for it cannot be vouched for until a sync confirms it.
 		t.mu.Lock()
-		if tr, ok := t.up[p.Neighbor]; ok {
+		if tr, ok := t.up[k]; ok {
 			tr.gen = 0
-			t.up[p.Neighbor] = tr
+			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
 	}
 	t.mu.Lock()
-	cur, isUp := t.up[p.Neighbor]
+	cur, isUp := t.up[k]
 	t.mu.Unlock()
 	if !p.Established() {
 		if isUp {
 			t.mu.Lock()
-			delete(t.up, p.Neighbor)
+			delete(t.up, k)
 			t.mu.Unlock()
 			t.obs.OnDown(ctx, p)
 		}
@@ -338,9 +340,9 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		// Whatever connection is held for the neighbor may no longer be
 		// its session: the guard must ask the speaker.
 		t.mu.Lock()
-		if tr, ok := t.up[p.Neighbor]; ok {
+		if tr, ok := t.up[k]; ok {
 			tr.gen = 0
-			t.up[p.Neighbor] = tr
+			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
@@ -349,9 +351,9 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		// The same connection, already handed over: confirmed as of now
 		// (its first report stays what the guard compares with).
 		t.mu.Lock()
-		if tr, ok := t.up[p.Neighbor]; ok && tr.ref.Inode == ref.Inode {
+		if tr, ok := t.up[k]; ok && tr.ref.Inode == ref.Inode {
 			tr.gen = t.gen
-			t.up[p.Neighbor] = tr
+			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
@@ -362,7 +364,7 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	if ref.Local.Port() != t.opt.ListenPort && !t.opt.ActiveOpens {
 		t.opt.Log.Warn("bgp session was opened by the speaker (not passive): no TCP-AO keys on it", "peer", p, "local", ref.Local)
 		t.mu.Lock()
-		delete(t.up, p.Neighbor)
+		delete(t.up, k)
 		t.mu.Unlock()
 		return
 	}
@@ -373,7 +375,7 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		p.LocalPort, p.RemotePort = ref.Local.Port(), ref.Remote.Port()
 	}
 	t.mu.Lock()
-	t.up[p.Neighbor] = tracked{peer: p, ref: ref, gen: t.gen}
+	t.up[k] = tracked{peer: p, ref: ref, gen: t.gen}
 	t.mu.Unlock()
 	t.obs.OnEstablished(ctx, p, &handle{t: t, ref: ref})
 }

@@ -65,7 +65,7 @@ func TestTrackerWaitsForPendingEvents(t *testing.T) {
 				defer func() { cancel(); close(sp.ch); <-done }()
 				sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
 				synctest.Wait()
-				if _, ok := tr.CachedPeer(nbr, ""); !ok {
+				if _, ok := tr.CachedPeer(nbrKey); !ok {
 					t.Fatal("synced and quiet, the tracker does not vouch for the session")
 				}
 				sp.ch <- Event{Kind: EventState, Peer: otherUp}
@@ -82,7 +82,7 @@ func TestTrackerWaitsForPendingEvents(t *testing.T) {
 					defer close(obs.open)
 				}
 				start := time.Now()
-				p, err := tr.Peer(ctx, nbr, "")
+				p, err := tr.Peer(ctx, nbrKey)
 				if err != nil {
 					t.Fatal(err)
 				}

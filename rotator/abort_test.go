@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -217,15 +218,15 @@ func TestAbortReasonString(t *testing.T) {
 // SessionGuard for one neighbor.
 type bgpGuard struct {
 	g    *bgp.Guard
-	addr netip.Addr
+	peer peer.Key
 }
 
 func (b bgpGuard) Before(ctx context.Context, _ PeerID, s Step) error {
-	return b.g.Before(ctx, b.addr, string(s))
+	return b.g.Before(ctx, b.peer, string(s))
 }
 
 func (b bgpGuard) After(ctx context.Context, _ PeerID, s Step) error {
-	return b.g.After(ctx, b.addr, string(s))
+	return b.g.After(ctx, b.peer, string(s))
 }
 
 // sessionList is the speaker's view of one session; drop takes it down.
@@ -234,7 +235,7 @@ type sessionList struct {
 	peer bgp.PeerInfo
 }
 
-func (l *sessionList) Peer(context.Context, netip.Addr, string) (bgp.PeerInfo, error) {
+func (l *sessionList) Peer(context.Context, peer.Key) (bgp.PeerInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.peer, nil
@@ -283,7 +284,7 @@ func TestAbortCarriesBGPGuardErrors(t *testing.T) {
 			if c.down {
 				l.drop()
 			}
-			g := bgpGuard{g: bgp.NewGuard(l, nil), addr: nbr}
+			g := bgpGuard{g: bgp.NewGuard(l, nil), peer: peer.KeyOf(nbr, "")}
 			s := dropOnAnnounce{fakeSock: newFakeEstablished(a), l: l}
 			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			m.setDesired(want(b), t0)

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -24,12 +25,12 @@ type Speaker struct {
 	ResetErr error
 	// OnReset, when set, runs at the start of every ResetPeer call (set it
 	// before the speaker is in use), e.g. to check what the caller holds.
-	OnReset func(neighbor netip.Addr)
+	OnReset func(k peer.Key)
 
 	mu     sync.Mutex
-	peers  map[netip.Addr]bgp.PeerInfo
+	peers  map[peer.Key]bgp.PeerInfo
 	events chan bgp.Event
-	resets []netip.Addr
+	resets []peer.Key
 	// queries counts Peers and Peer calls: the questions that cost a real
 	// speaker an RPC each (gobgpd: ListPeer).
 	queries int
@@ -39,9 +40,9 @@ type Speaker struct {
 // NewSpeaker returns a Speaker called name, whose process is pid, with
 // peers; buffer is how many Set events may wait for a watcher.
 func NewSpeaker(name string, pid, buffer int, peers ...bgp.PeerInfo) *Speaker {
-	s := &Speaker{name: name, pid: pid, peers: map[netip.Addr]bgp.PeerInfo{}, events: make(chan bgp.Event, buffer)}
+	s := &Speaker{name: name, pid: pid, peers: map[peer.Key]bgp.PeerInfo{}, events: make(chan bgp.Event, buffer)}
 	for _, p := range peers {
-		s.peers[p.Neighbor] = p
+		s.peers[p.Key()] = p
 	}
 	return s
 }
@@ -63,19 +64,18 @@ func (s *Speaker) list() ([]bgp.PeerInfo, error) {
 	for _, p := range s.peers {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b bgp.PeerInfo) int { return a.Neighbor.Compare(b.Neighbor) })
+	slices.SortFunc(out, func(a, b bgp.PeerInfo) int { return a.Key().Compare(b.Key()) })
 	return out, nil
 }
 
-// Peer is one neighbor of the table (vrf "" matches any); ErrNoPeer when
-// there is none.
-func (s *Speaker) Peer(_ context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
+// Peer is one neighbor of the table; ErrNoPeer when there is none.
+func (s *Speaker) Peer(_ context.Context, k peer.Key) (bgp.PeerInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queries++
-	p, ok := s.peers[neighbor]
-	if !ok || (vrf != "" && p.VRF != vrf) {
-		return bgp.PeerInfo{}, fmt.Errorf("%w: %s", bgp.ErrNoPeer, neighbor)
+	p, ok := s.peers[k]
+	if !ok {
+		return bgp.PeerInfo{}, fmt.Errorf("%w: %s", bgp.ErrNoPeer, k)
 	}
 	return p, nil
 }
@@ -118,13 +118,13 @@ func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
 }
 
 // ResetPeer records the call and returns ResetErr.
-func (s *Speaker) ResetPeer(_ context.Context, neighbor netip.Addr, _ string) error {
+func (s *Speaker) ResetPeer(_ context.Context, k peer.Key, _ string) error {
 	if s.OnReset != nil {
-		s.OnReset(neighbor)
+		s.OnReset(k)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.resets = append(s.resets, neighbor)
+	s.resets = append(s.resets, k)
 	return s.ResetErr
 }
 
@@ -143,7 +143,7 @@ func (s *Speaker) HoldSync() (release func()) {
 // Set changes a neighbor and tells the watcher.
 func (s *Speaker) Set(p bgp.PeerInfo) {
 	s.mu.Lock()
-	s.peers[p.Neighbor] = p
+	s.peers[p.Key()] = p
 	s.mu.Unlock()
 	s.events <- bgp.Event{Kind: bgp.EventState, Peer: p}
 }
@@ -160,8 +160,8 @@ func (s *Speaker) Queries() int {
 // next Watch's EventSync, nothing known from the stream is vouched for.
 func (s *Speaker) Lose() { s.events <- bgp.Event{Kind: bgp.EventLost} }
 
-// Resets lists the neighbors ResetPeer was called for.
-func (s *Speaker) Resets() []netip.Addr {
+// Resets lists the peers ResetPeer was called for.
+func (s *Speaker) Resets() []peer.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.resets)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
@@ -191,38 +191,39 @@ func (s *Speaker) uptime(p peer) time.Time {
 	return u
 }
 
-// Peer implements bgp.Speaker: `show bgp vrf VRF neighbors ADDR json` (vrf
-// all when vrf is "").
-func (s *Speaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
-	v := vrf
-	if v == "" {
-		v = "all"
-	}
-	ps, err := s.list(ctx, CallNeighbor, fmt.Sprintf("show bgp vrf %s neighbors %s json", v, neighbor), vrf, false)
+// Peer implements bgp.Speaker: `show bgp vrf VRF neighbors ADDR json`,
+// VRF "default" for the default one.
+func (s *Speaker) Peer(ctx context.Context, k peerkey.Key) (bgp.PeerInfo, error) {
+	ps, err := s.list(ctx, CallNeighbor, fmt.Sprintf("show bgp vrf %s neighbors %s json", frrVRF(k.VRF), k.Addr), k.VRF, false)
 	if err != nil {
 		return bgp.PeerInfo{}, err
 	}
 	for _, p := range ps {
-		if p.Neighbor == neighbor && (vrf == "" || p.VRF == vrf || (vrf == "default" && p.VRF == "")) {
+		if p.Key() == k {
 			return p, nil
 		}
 	}
-	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, neighbor)
+	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, k)
+}
+
+// SeparatesVRFs implements bgp.VRFSeparator: FRR keeps a neighbor per
+// VRF (router bgp AS vrf NAME), the same address in several.
+func (s *Speaker) SeparatesVRFs() bool { return true }
+
+// frrVRF is FRR's name of a VRF: "default" for the default one ("").
+func frrVRF(vrf string) string {
+	if vrf == "" {
+		return "default"
+	}
+	return vrf
 }
 
 // ResetPeer implements bgp.Speaker with `clear bgp vrf VRF ADDR`, a hard
 // reset (FRR's clear sends a Cease without the reason, which is logged).
-func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error {
-	p, err := s.Peer(ctx, neighbor, "")
-	if err != nil {
-		return err
-	}
-	vrf := p.VRF
-	if vrf == "" {
-		vrf = "default"
-	}
-	cmd := fmt.Sprintf("clear bgp vrf %s %s", vrf, neighbor)
-	s.opt.Log.Info("resetting FRR session", "speaker", s.opt.Name, "neighbor", neighbor, "vrf", vrf, "reason", reason)
+func (s *Speaker) ResetPeer(ctx context.Context, k peerkey.Key, reason string) error {
+	vrf := frrVRF(k.VRF)
+	cmd := fmt.Sprintf("clear bgp vrf %s %s", vrf, k.Addr)
+	s.opt.Log.Info("resetting FRR session", "speaker", s.opt.Name, "neighbor", k.Addr, "vrf", vrf, "reason", reason)
 	out, err := s.vtysh(ctx, CallClear, cmd)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // fakeVtysh answers vtysh commands from a table; the listing answer can be
@@ -96,18 +97,19 @@ func TestPeersAndPeer(t *testing.T) {
 	}
 	// The same session, read again a second later: FRR's epoch moved by
 	// one (see doc.go); Uptime must not.
-	f.set("show bgp vrf all neighbors 10.255.9.2 ", []byte(strings.Replace(string(fixture(t, "vrf-all-neighbor.json")), "1796094350", "1796094351", 1)))
-	p, err := s.Peer(context.Background(), nbrB, "")
+	f.set("show bgp vrf default neighbors 10.255.9.2 ", []byte(strings.Replace(string(fixture(t, "vrf-default-neighbor.json")), "1796094350", "1796094351", 1)))
+	p, err := s.Peer(context.Background(), peerkey.KeyOf(nbrB, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Uptime.Unix() != 1796094350 || !p.Passive {
 		t.Fatalf("Peer = %+v, want the first uptime (1796094350) kept and passive from the listing", p)
 	}
-	if p, err = s.Peer(context.Background(), nbrB, "default"); err != nil || p.Neighbor != nbrB {
-		t.Fatalf("Peer vrf default = %+v, %v", p, err)
+	f.set("show bgp vrf red neighbors 10.255.9.2 ", fixture(t, "vrf-all-no-neighbor.json"))
+	if _, err = s.Peer(context.Background(), peerkey.KeyOf(nbrB, "red")); !errors.Is(err, bgp.ErrNoPeer) {
+		t.Fatalf("Peer of the neighbor in a VRF it is not in: %v, want ErrNoPeer", err)
 	}
-	if _, err := s.Peer(context.Background(), nbrB.Next().Next().Next().Next().Next().Next().Next(), ""); !errors.Is(err, bgp.ErrNoPeer) {
+	if _, err := s.Peer(context.Background(), peerkey.KeyOf(nbrB.Next().Next().Next().Next().Next().Next().Next(), "")); !errors.Is(err, bgp.ErrNoPeer) {
 		t.Fatalf("Peer of an unknown neighbor: %v, want ErrNoPeer", err)
 	}
 	want := []string{CallNeighbors, CallRunningConfig, CallNeighbor, CallNeighbor, CallNeighbor}
@@ -119,18 +121,18 @@ func TestPeersAndPeer(t *testing.T) {
 func TestResetPeer(t *testing.T) {
 	f := newFake(t)
 	s := New(Options{Runner: f})
-	if err := s.ResetPeer(context.Background(), nbrB, "revoked"); err != nil {
+	if err := s.ResetPeer(context.Background(), peerkey.KeyOf(nbrB, ""), "revoked"); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.calls[len(f.calls)-1]; got != "clear bgp vrf default 10.255.9.2" {
 		t.Fatalf("last command %q", got)
 	}
 	f.set("clear bgp vrf default 10.255.9.2", []byte("% BGP: Unknown neighbor - \"10.255.9.2\"\n"))
-	if err := s.ResetPeer(context.Background(), nbrB, "revoked"); err == nil || !strings.Contains(err.Error(), "Unknown neighbor") {
+	if err := s.ResetPeer(context.Background(), peerkey.KeyOf(nbrB, ""), "revoked"); err == nil || !strings.Contains(err.Error(), "Unknown neighbor") {
 		t.Fatalf("a refused clear: %v, want FRR's message", err)
 	}
 	f.setFail(errors.New("vtysh: connection refused"))
-	if err := s.ResetPeer(context.Background(), nbrB, "revoked"); err == nil {
+	if err := s.ResetPeer(context.Background(), peerkey.KeyOf(nbrB, ""), "revoked"); err == nil {
 		t.Fatal("ResetPeer with vtysh failing succeeded")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
@@ -135,18 +136,23 @@ func (s *Speaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
 
 // Peer implements bgp.Speaker with ListPeer for the neighbor's address
 // alone, so that gobgpd sends one peer, not its whole table.
-func (s *Speaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
-	ps, err := s.listPeer(ctx, neighbor.String())
+func (s *Speaker) Peer(ctx context.Context, k peer.Key) (bgp.PeerInfo, error) {
+	ps, err := s.listPeer(ctx, k.Addr.String())
 	if err != nil {
 		return bgp.PeerInfo{}, err
 	}
 	for _, p := range ps {
-		if p.Neighbor == neighbor && (vrf == "" || p.VRF == vrf) {
+		if p.Key() == k {
 			return p, nil
 		}
 	}
-	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, neighbor)
+	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, k)
 }
+
+// SeparatesVRFs implements bgp.VRFSeparator: gobgpd keys its neighbors by
+// address alone (one neighbor per address, whatever its VRF), so the same
+// address in two VRFs cannot be configured there.
+func (s *Speaker) SeparatesVRFs() bool { return false }
 
 // listPeer calls ListPeer for address ("": every neighbor).
 func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error) {
@@ -174,11 +180,12 @@ func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo,
 
 // ResetPeer implements bgp.Speaker (a hard reset with a Cease
 // communication).
-func (s *Speaker) ResetPeer(ctx context.Context, neighbor netip.Addr, reason string) error {
+// (gobgpd's neighbors are unique by address: see SeparatesVRFs).
+func (s *Speaker) ResetPeer(ctx context.Context, k peer.Key, reason string) error {
 	s.rpc(rpcResetPeer)
-	_, err := s.c.ResetPeer(ctx, &api.ResetPeerRequest{Address: neighbor.String(), Communication: reason})
+	_, err := s.c.ResetPeer(ctx, &api.ResetPeerRequest{Address: k.Addr.String(), Communication: reason})
 	if err != nil {
-		return fmt.Errorf("%s ResetPeer %s: %w", s.opt.Name, neighbor, err)
+		return fmt.Errorf("%s ResetPeer %s: %w", s.opt.Name, k, err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 func listed(addr string, st api.PeerState_SessionState, flops uint32, passive bool, password string, uptime int64) *api.Peer {
@@ -169,7 +170,7 @@ func testWatchBackoffGrows(t *testing.T) {
 
 func TestResetPeer(t *testing.T) {
 	f := &fakeAPI{}
-	if err := New(f, Options{}).ResetPeer(context.Background(), netip.MustParseAddr("10.255.0.2"), "rotation"); err != nil {
+	if err := New(f, Options{}).ResetPeer(context.Background(), peer.KeyOf(netip.MustParseAddr("10.255.0.2"), ""), "rotation"); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.resets) != 1 || f.resets[0].Address != "10.255.0.2" || f.resets[0].Communication != "rotation" || f.resets[0].Soft {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // addrAPI answers ListPeer as gobgpd does: a request with an address gets
@@ -64,7 +65,7 @@ func TestPeerAsksForOneNeighbor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := netip.MustParseAddr(tt.neighbor)
-			p, err := s.Peer(context.Background(), n, tt.vrf)
+			p, err := s.Peer(context.Background(), peer.KeyOf(n, tt.vrf))
 			if tt.noPeer {
 				if !errors.Is(err, bgp.ErrNoPeer) {
 					t.Fatalf("Peer(%s) = %+v, %v; want ErrNoPeer", n, p, err)
@@ -83,7 +84,7 @@ func TestPeerAsksForOneNeighbor(t *testing.T) {
 	if _, err := s.Peers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ResetPeer(context.Background(), netip.MustParseAddr("10.255.0.2"), "test"); err != nil {
+	if err := s.ResetPeer(context.Background(), peer.KeyOf(netip.MustParseAddr("10.255.0.2"), ""), "test"); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]uint64{MethodListPeer: 4, MethodWatchEvent: 0, MethodResetPeer: 1}

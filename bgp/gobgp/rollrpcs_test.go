@@ -9,6 +9,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	api "github.com/osrg/gobgp/v3/api"
 )
 
@@ -25,7 +26,7 @@ func (nopObserver) OnDown(context.Context, bgp.PeerInfo)                        
 // during a step still fails it.
 func TestGuardedRollRPCs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nb := netip.MustParseAddr("10.255.0.2")
+		nb := peer.KeyOf(netip.MustParseAddr("10.255.0.2"), "")
 		s1 := make(chan *api.WatchEventResponse, 4)
 		f := &fakeAPI{streams: []chan *api.WatchEventResponse{s1}}
 		est := listed("10.255.0.2", api.PeerState_ESTABLISHED, 0, true, "", 1_700_000_000)
@@ -43,7 +44,7 @@ func TestGuardedRollRPCs(t *testing.T) {
 		g := bgp.NewGuard(tr, nil)
 		roll := func() error {
 			for _, step := range []string{"install", "announce", "switch", "retire"} {
-				if err := g.Step(ctx, nb, step, func(context.Context) error { return nil }); err != nil {
+				if err := guarded(ctx, g, nb, step, func(context.Context) error { return nil }); err != nil {
 					return err
 				}
 			}
@@ -62,7 +63,7 @@ func TestGuardedRollRPCs(t *testing.T) {
 		}
 
 		// A drop on the stream during a step fails it.
-		err := g.Step(ctx, nb, "switch", func(context.Context) error {
+		err := guarded(ctx, g, nb, "switch", func(context.Context) error {
 			f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
 			s1 <- stateEvent("10.255.0.2", api.PeerState_IDLE, 0, 0)
 			synctest.Wait()
@@ -85,4 +86,16 @@ func TestGuardedRollRPCs(t *testing.T) {
 			t.Errorf("a roll with the stream down cost %d ListPeer RPCs, want 8 (one per question)", got)
 		}
 	})
+}
+
+// guarded runs fn between g's Before and After, as the rotator runs a step.
+func guarded(ctx context.Context, g *bgp.Guard, k peer.Key, step string, fn func(context.Context) error) error {
+	if err := g.Before(ctx, k, step); err != nil {
+		return err
+	}
+	ferr := fn(ctx)
+	if err := g.After(ctx, k, step); err != nil {
+		return err
+	}
+	return ferr
 }

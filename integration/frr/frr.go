@@ -28,6 +28,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	bgpfrr "github.com/aokeyd/aokeyd/bgp/frr"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 )
@@ -264,7 +265,7 @@ func (r *Router) Vtysh(cmd string) (string, error) {
 
 // Peer is bgpd's view of neighbor through bgp/frr.
 func (r *Router) Peer(neighbor netip.Addr) (bgp.PeerInfo, error) {
-	return r.Speaker.Peer(context.Background(), neighbor, r.cfg.VRF)
+	return r.Speaker.Peer(context.Background(), peer.KeyOf(neighbor, r.cfg.VRF))
 }
 
 // Routes returns how many prefixes bgpd accepted from neighbor and sent to

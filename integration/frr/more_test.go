@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -111,7 +112,7 @@ func TestFRRGobgpd(t *testing.T) {
 }
 
 func gobgpPeer(g *lab.Gobgpd, n netip.Addr) (bgp.PeerInfo, error) {
-	return g.Speaker.Peer(context.Background(), n, "")
+	return g.Speaker.Peer(context.Background(), peer.KeyOf(n, ""))
 }
 
 // TestFRRRevoke: revoking the current key with a backup is hitless;

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/lab"
 )
@@ -134,16 +135,21 @@ func TestHostMD5(t *testing.T) {
 	// Guard: a step on a healthy session passes; a step during which the
 	// session is reset is reported as a drop against that step.
 	g := bgp.NewGuard(a.Speaker, nil)
-	if err := g.Step(ctx, addrB, "noop", func(context.Context) error { return nil }); err != nil {
+	keyB := peer.KeyOf(addrB, "")
+	if err := g.Before(ctx, keyB, "noop"); err != nil {
 		t.Fatalf("guard on a healthy session: %v", err)
 	}
-	err = g.Step(ctx, addrB, "reset-during-step", func(ctx context.Context) error {
-		if err := a.Speaker.ResetPeer(ctx, addrB, "aokeyd test"); err != nil {
-			return err
-		}
-		lab.WaitPeer(t, a.Speaker, addrB, 10*time.Second, func(p bgp.PeerInfo) bool { return !p.Established() || p.Flops > est1.Flops })
-		return nil
-	})
+	if err := g.After(ctx, keyB, "noop"); err != nil {
+		t.Fatalf("guard on a healthy session: %v", err)
+	}
+	if err := g.Before(ctx, keyB, "reset-during-step"); err != nil {
+		t.Fatalf("guard before the reset: %v", err)
+	}
+	if err := a.Speaker.ResetPeer(ctx, keyB, "aokeyd test"); err != nil {
+		t.Fatal(err)
+	}
+	lab.WaitPeer(t, a.Speaker, addrB, 10*time.Second, func(p bgp.PeerInfo) bool { return !p.Established() || p.Flops > est1.Flops })
+	err = g.After(ctx, keyB, "reset-during-step")
 	var drop *bgp.DropError
 	if !errors.As(err, &drop) || drop.Step != "reset-during-step" {
 		t.Fatalf("guard after a reset: %v, want a DropError for the step", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -378,35 +379,35 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 type guardAdapter struct{ d *Daemon }
 
 func (g guardAdapter) Before(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
-	addr, ok := g.d.addrOf(peer)
+	k, ok := g.d.keyOf(peer)
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	return g.d.guard.Before(ctx, addr, string(step))
+	return g.d.guard.Before(ctx, k, string(step))
 }
 
 func (g guardAdapter) After(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
-	addr, ok := g.d.addrOf(peer)
+	k, ok := g.d.keyOf(peer)
 	if !ok {
 		return fmt.Errorf("unknown peer %s", peer)
 	}
-	return g.d.guard.After(ctx, addr, string(step))
+	return g.d.guard.After(ctx, k, string(step))
 }
 
 // WaitingFor implements rotator.GuardWaiter: what the peer's step waits
 // for while the guard asks the speaker.
 func (g guardAdapter) WaitingFor(peer rotator.PeerID, _ rotator.Step) string {
-	if addr, ok := g.d.addrOf(peer); ok {
-		return bgp.WaitingFor(addr)
+	if k, ok := g.d.keyOf(peer); ok {
+		return bgp.WaitingFor(k)
 	}
 	return ""
 }
 
-func (d *Daemon) addrOf(id rotator.PeerID) (netip.Addr, bool) {
+func (d *Daemon) keyOf(id rotator.PeerID) (peer.Key, bool) {
 	if p := d.peer(id); p != nil {
-		return p.info.Neighbor, true
+		return p.info.Key(), true
 	}
-	return netip.Addr{}, false
+	return peer.Key{}, false
 }
 
 // peer returns the peer's current state. A *peerState is never modified

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -361,7 +361,7 @@ func TestRevokeOnlyKey(t *testing.T) {
 				e.waitKeys("listener", e.lis, ids(k1))
 				e.up(ids(k1), k1)
 				sess := e.accC
-				e.sp.OnReset = func(netip.Addr) { heldAtReset.Store(sess.held.Load()) }
+				e.sp.OnReset = func(peer.Key) { heldAtReset.Store(sess.held.Load()) }
 
 				res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name})
 				if err != nil {
@@ -372,7 +372,7 @@ func TestRevokeOnlyKey(t *testing.T) {
 					t.Fatalf("revoke outcomes %+v, want the session's action %q", res.Sockets, tc.action)
 				}
 				resets := e.sp.Resets()
-				if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerAddr) {
+				if len(resets) != tc.wantResets || (tc.wantResets > 0 && resets[0] != peerKey) {
 					t.Errorf("ResetPeer calls %v, want %d for %s", resets, tc.wantResets, peerAddr)
 				}
 				if n := heldAtReset.Load(); n != 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/testkit"
@@ -36,6 +37,7 @@ var (
 	localAddr = netip.MustParseAddr("192.0.2.1")
 	peerAddr  = netip.MustParseAddr("192.0.2.2")
 	peerHost  = netip.PrefixFrom(peerAddr, 32)
+	peerKey   = peer.KeyOf(peerAddr, "")
 )
 
 const (

@@ -192,7 +192,7 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 	d.updatePeer(id, func(p *peerState) { p.desired = want })
 	if reset {
 		rs.Action = control.ActionReset
-		if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key replaced in place (aoctl replace)"); err != nil {
+		if err := d.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key replaced in place (aoctl replace)"); err != nil {
 			rs.Error = err.Error()
 		}
 	}

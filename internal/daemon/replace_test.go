@@ -64,7 +64,7 @@ func TestReplaceAppliesAnApprovedEdit(t *testing.T) {
 					t.Fatalf("replace outcome %+v, want the session %s", res.Sockets, c.want)
 				}
 				resets := e.sp.Resets()
-				if c.want == control.ActionReset && !slices.Contains(resets, peerAddr) || c.want != control.ActionReset && len(resets) > 0 {
+				if c.want == control.ActionReset && !slices.Contains(resets, peerKey) || c.want != control.ActionReset && len(resets) > 0 {
 					t.Errorf("speaker resets %v for %s", resets, c.want)
 				}
 				e.settle()

@@ -420,7 +420,7 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.DesiredK
 func (d *Daemon) revokeOnly(ctx context.Context, p *peerState, rs *control.RevokeSocket) {
 	if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
 		rs.Action = control.ActionReset
-		if err := d.o.Speaker.ResetPeer(ctx, p.info.Neighbor, "TCP-AO key revoked"); err != nil {
+		if err := d.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key revoked"); err != nil {
 			rs.Error = err.Error()
 		}
 		return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -52,11 +53,11 @@ func (s *stuckSpeaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
 	return s.Speaker.Peers(ctx)
 }
 
-func (s *stuckSpeaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
-	if s.armed.Load() && neighbor == s.stuck {
+func (s *stuckSpeaker) Peer(ctx context.Context, k peer.Key) (bgp.PeerInfo, error) {
+	if s.armed.Load() && k.Addr == s.stuck {
 		s.block()
 	}
-	return s.Speaker.Peer(ctx, neighbor, vrf)
+	return s.Speaker.Peer(ctx, k)
 }
 
 // TestOneStuckPeerHoldsUpNoOther: the speaker's answer about 192.0.2.9

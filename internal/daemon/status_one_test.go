@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // listingSpeaker counts the speaker's full neighbor listings (Peers) and
@@ -26,11 +27,11 @@ func (s *listingSpeaker) Peers(ctx context.Context) ([]bgp.PeerInfo, error) {
 	return s.Speaker.Peers(ctx)
 }
 
-func (s *listingSpeaker) Peer(ctx context.Context, neighbor netip.Addr, vrf string) (bgp.PeerInfo, error) {
+func (s *listingSpeaker) Peer(ctx context.Context, k peer.Key) (bgp.PeerInfo, error) {
 	s.mu.Lock()
-	s.asked[neighbor]++
+	s.asked[k.Addr]++
 	s.mu.Unlock()
-	return s.Speaker.Peer(ctx, neighbor, vrf)
+	return s.Speaker.Peer(ctx, k)
 }
 
 func (s *listingSpeaker) counts() (listings int, asked map[netip.Addr]int) {

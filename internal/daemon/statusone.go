@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
@@ -19,8 +20,8 @@ import (
 // the address in (any VRF when it tracks it in none). A peer the speaker
 // does not have is left out (the caller reports it not found); an error is
 // a speaker that did not answer.
-func (d *Daemon) speakerPeer(ctx context.Context, peer string) ([]bgp.PeerInfo, error) {
-	addrText, vrf, qualified := strings.Cut(peer, "%")
+func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo, error) {
+	addrText, vrf, qualified := strings.Cut(which, "%")
 	addr, err := netip.ParseAddr(addrText)
 	if err != nil {
 		return nil, nil // no such peer: every peer's address parses
@@ -49,7 +50,7 @@ func (d *Daemon) speakerPeer(ctx context.Context, peer string) ([]bgp.PeerInfo, 
 		}
 		ch := make(chan answer, 1)
 		go func() {
-			p, err := d.o.Speaker.Peer(ctx, addr, v)
+			p, err := d.o.Speaker.Peer(ctx, peer.KeyOf(addr, v))
 			ch <- answer{p, err}
 		}()
 		var a answer

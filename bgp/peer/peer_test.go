@@ -1,0 +1,54 @@
+package peer
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestKeyText(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Key
+		text string
+		err  bool
+	}{
+		{"192.0.2.2", Key{Addr: netip.MustParseAddr("192.0.2.2")}, "192.0.2.2", false},
+		{"10.0.0.2 vrf red", Key{Addr: netip.MustParseAddr("10.0.0.2"), VRF: "red"}, "10.0.0.2 vrf red", false},
+		{"2001:db8::2 vrf blue", Key{Addr: netip.MustParseAddr("2001:db8::2"), VRF: "blue"}, "2001:db8::2 vrf blue", false},
+		{"::ffff:192.0.2.2", Key{Addr: netip.MustParseAddr("192.0.2.2")}, "192.0.2.2", false},
+		{"fe80::1%eth0", Key{}, "", true}, // a zone is not a VRF
+		{"10.0.0.2 vrf ", Key{}, "", true},
+		{"bogus", Key{}, "", true},
+	} {
+		k, err := Parse(c.in)
+		if (err != nil) != c.err || k != c.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v (error %t)", c.in, k, err, c.want, c.err)
+			continue
+		}
+		if !c.err && k.String() != c.text {
+			t.Errorf("%+v.String() = %q, want %q", k, k.String(), c.text)
+		}
+	}
+	if a, b := KeyOf(netip.MustParseAddr("10.0.0.2"), "red"), KeyOf(netip.MustParseAddr("10.0.0.2"), "blue"); a == b || a.Compare(b) <= 0 {
+		t.Errorf("the same address in two VRFs: %v and %v are one key, or out of order", a, b)
+	}
+	if KeyOf(netip.MustParseAddr("fe80::1%eth0"), "") != KeyOf(netip.MustParseAddr("fe80::1"), "") {
+		t.Error("a zone makes another key")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"192.0.2.2", "10.0.0.2 vrf red", "fe80::1%eth0", "2001:db8::1 vrf x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := Parse(s)
+		if err != nil {
+			return
+		}
+		back, err := Parse(k.String())
+		if err != nil || back != k {
+			t.Fatalf("Parse(%q) = %+v, whose text %q reads back as %+v, %v", s, k, k.String(), back, err)
+		}
+	})
+}
