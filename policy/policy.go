@@ -249,3 +249,23 @@ func (p *Policy) Schedule(chain string) (Schedule, bool) {
 	}
 	return NewSchedule(*c.Rotation, p.seed), true
 }
+
+// CheckVRFTwins reports, for a speaker that keys its neighbors by address
+// alone (bgp.VRFSeparator false: gobgpd), each binding whose neighbor
+// address another binding also binds in another VRF: such a speaker has
+// one neighbor for both and aokeyd could not tell their sessions apart.
+// One Problem per such binding after the first, naming both and the fix.
+func (p *Policy) CheckVRFTwins(speaker string) []error {
+	var out []error
+	for i, b := range p.bindings {
+		for _, o := range p.bindings[:i] {
+			if o.VRF != b.VRF && o.Neighbor.Overlaps(b.Neighbor) {
+				out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".vrf", Err: fmt.Errorf(
+					"%w: %s is bound in vrf %q and, at line %d, in vrf %q: %s keys its neighbors by address alone and cannot tell the two sessions apart; bind the address in one VRF, or run a speaker that separates VRFs (FRR)",
+					ErrInvalid, b.Neighbor, b.VRF, o.Pos.Line, o.VRF, speaker)})
+				break
+			}
+		}
+	}
+	return out
+}

@@ -72,6 +72,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		return out
 	}
 	out.Policy = pol
+	if !c.SeparatesVRFs() {
+		out.Problems = append(out.Problems, pol.CheckVRFTwins(c.Speaker.Type)...)
+	}
 	if o.SkipKeySource {
 		return out
 	}

@@ -49,6 +49,11 @@ type FRR struct {
 // IsFRR reports whether the speaker is FRR.
 func (c *Config) IsFRR() bool { return c.Speaker.Type == SpeakerFRR }
 
+// SeparatesVRFs reports whether the configured speaker tells the same
+// neighbor address in two VRFs apart (bgp.VRFSeparator): FRR does, gobgpd
+// keys its neighbors by address alone.
+func (c *Config) SeparatesVRFs() bool { return c.IsFRR() }
+
 func (p *parser) checkSpeaker(c *Config) {
 	s := &c.Speaker
 	switch s.Type {
