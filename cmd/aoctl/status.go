@@ -4,17 +4,22 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 func (a *app) status(ctx context.Context, args []string) int {
 	var brief bool
-	fs := a.flagSet("status", "[PEER] [--brief] [--json]", func(w io.Writer) {
+	var vrf string
+	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief] [--json]", func(w io.Writer) {
 		fmt.Fprint(w, `
-Without PEER: a summary line per peer, then each peer's details.
+Without PEER: a summary line per peer, then each peer's details. PEER is an
+address: the peer in every VRF that has it, or with --vrf in that one (the
+same address in two VRFs is two peers).
 Keys marked * under CUR are Current_key (we send with it), under RNEXT the
 key we ask the peer to send with; OPTS is the key's tcp_options (include or
 exclude: whether the MAC covers TCP options; both ends must agree).
@@ -28,13 +33,22 @@ listener while its session is down.
 `)
 	})
 	fs.BoolVar(&brief, "brief", false, "summary table only")
+	fs.StringVar(&vrf, "vrf", "", "the peer's VRF (with PEER)")
 	if code, ok := a.parse(fs, args, true); !ok {
 		return code
 	}
 	if fs.NArg() > 1 {
 		return a.usageErr("status", "at most one PEER")
 	}
-	rep, err := a.client().Status(ctx, fs.Arg(0))
+	which := fs.Arg(0)
+	if vrf != "" {
+		addr, err := netip.ParseAddr(which)
+		if err != nil {
+			return a.usageErr("status", "--vrf needs PEER as an address: %v", err)
+		}
+		which = peer.KeyOf(addr, vrf).String()
+	}
+	rep, err := a.client().Status(ctx, which)
 	if err != nil {
 		return a.fail("status", err)
 	}

@@ -95,7 +95,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	found := false
 	for _, info := range infos {
 		id := PeerIDOf(info.Neighbor, info.VRF)
-		if peer != "" && peer != string(id) && peer != info.Neighbor.String() {
+		if peer != "" && peer != info.Key().String() && peer != info.Neighbor.String() {
 			continue
 		}
 		if !d.managed(info) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -13,31 +12,29 @@ import (
 )
 
 // speakerPeer is the speaker's view of the one peer a status asks about
-// (an address, or a peer ID: address%vrf), each asked about alone and
-// waited for no longer than statusListWait: `aoctl status PEER` must not
-// cost a listing of every neighbor (gobgpd answers one for hundreds of
+// ("ADDR" or "ADDR vrf NAME", peer.Key's text), each asked about alone
+// and waited for no longer than statusListWait: `aoctl status PEER` must
+// not cost a listing of every neighbor (gobgpd answers one for hundreds of
 // neighbors slowly). Without a VRF it asks once per VRF the daemon tracks
-// the address in (any VRF when it tracks it in none). A peer the speaker
-// does not have is left out (the caller reports it not found); an error is
-// a speaker that did not answer.
+// the address in (the default VRF when it tracks it in none). A peer the
+// speaker does not have is left out (the caller reports it not found); an
+// error is a speaker that did not answer.
 func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo, error) {
-	addrText, vrf, qualified := strings.Cut(which, "%")
-	addr, err := netip.ParseAddr(addrText)
+	k, err := peer.Parse(which)
 	if err != nil {
-		return nil, nil // no such peer: every peer's address parses
+		return nil, nil // no such peer: every peer's key parses
 	}
-	addr = addr.Unmap()
-	var vrfs []string
-	if qualified {
-		vrfs = []string{vrf}
-	} else {
+	addr := k.Addr
+	vrfs := []string{k.VRF}
+	if !strings.Contains(which, " vrf ") {
+		vrfs = vrfs[:0]
 		for _, p := range d.peerList() {
 			if p.info.Neighbor == addr {
 				vrfs = append(vrfs, p.info.VRF)
 			}
 		}
 		if len(vrfs) == 0 {
-			vrfs = []string{""} // the neighbor in any VRF
+			vrfs = []string{""}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusListWait)

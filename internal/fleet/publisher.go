@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
@@ -49,9 +50,9 @@ type Publisher struct {
 	wake chan struct{}
 
 	mu      sync.Mutex
-	since   map[string]sinceRec // peer -> its current key and since when
-	applied map[string]*Applied // chain/key -> how it was applied
-	revVer  int                 // the record version last read
+	since   map[peerkey.Key]sinceRec // peer -> its current key and since when
+	applied map[string]*Applied      // chain/key -> how it was applied
+	revVer  int                      // the record version last read
 	revs    []Revocation
 	last    Document
 }
@@ -80,7 +81,7 @@ func NewPublisher(o Options) *Publisher {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Publisher{o: o, log: log, wake: make(chan struct{}, 1),
-		since: map[string]sinceRec{}, applied: map[string]*Applied{}}
+		since: map[peerkey.Key]sinceRec{}, applied: map[string]*Applied{}}
 }
 
 // Wake asks for a round soon: at once when the last one started WakeGap
@@ -322,10 +323,10 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	seenPeers := map[string]bool{}
+	seenPeers := map[peerkey.Key]bool{}
 	for _, ps := range rep.Peers {
 		d.Peers = append(d.Peers, p.peer(ps, now, addrs))
-		seenPeers[ps.Peer+"%"+ps.VRF] = true
+		seenPeers[keyOf(ps)] = true
 	}
 	for k := range p.since {
 		if !seenPeers[k] {
@@ -342,6 +343,13 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 		}
 	}
 	return d, nil
+}
+
+// keyOf is the identity of the peer a status reports (its address and
+// VRF, as the daemon wrote them).
+func keyOf(ps control.PeerStatus) peerkey.Key {
+	a, _ := netip.ParseAddr(ps.Peer)
+	return peerkey.KeyOf(a, ps.VRF)
 }
 
 // peer converts one peer's status (p.mu held). Only names, IDs, settings
@@ -376,7 +384,7 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 		}
 		out.Keys = append(out.Keys, fk)
 	}
-	id := ps.Peer + "%" + ps.VRF
+	id := keyOf(ps)
 	if s, ok := p.since[id]; !ok || s.key != out.Current {
 		p.since[id] = sinceRec{key: out.Current, since: now}
 	}
