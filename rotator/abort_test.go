@@ -148,7 +148,7 @@ func TestAbortReasons(t *testing.T) {
 				fs = newFakeEstablished(a, b)
 			}
 			s := &stepSock{fakeSock: fs, g: g, moveCur: c.moveCur}
-			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
+			m := newMachine(pid("p"), s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			d := want(b)
 			if c.noRNext {
 				d = Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1)}
@@ -286,7 +286,7 @@ func TestAbortCarriesBGPGuardErrors(t *testing.T) {
 			}
 			g := bgpGuard{g: bgp.NewGuard(l, nil), peer: peer.KeyOf(nbr, "")}
 			s := dropOnAnnounce{fakeSock: newFakeEstablished(a), l: l}
-			m := newMachine("p", s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
+			m := newMachine(pid("p"), s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			m.setDesired(want(b), t0)
 			m.step(t0)
 			st := m.st

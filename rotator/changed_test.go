@@ -38,8 +38,9 @@ func TestControllerChanged(t *testing.T) {
 		them := NewController(Options{Config: cfg})
 		defer us.Close()
 		defer them.Close()
-		const p = PeerID("192.0.2.1/32")
-		a, b := mkKey(string(p), 1, 1, "a"), mkKey(string(p), 2, 2, "b")
+		const pfx = "192.0.2.1/32"
+		p := pid(pfx)
+		a, b := mkKey(pfx, 1, 1, "a"), mkKey(pfx, 2, 2, "b")
 		x, y := newFakeEstablished(a), newFakeEstablished(a)
 		us.SetDesired(p, want(a))
 		them.SetDesired(p, want(a))

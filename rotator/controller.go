@@ -361,15 +361,7 @@ func (c *Controller) Status() []Status {
 		out = append(out, *s.run.status.Load())
 	}
 	c.mu.Unlock()
-	slices.SortFunc(out, func(a, b Status) int {
-		if a.Peer < b.Peer {
-			return -1
-		}
-		if a.Peer > b.Peer {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Status) int { return a.Peer.Compare(b.Peer) })
 	return out
 }
 

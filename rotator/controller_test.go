@@ -41,16 +41,16 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctl := NewController(Options{Config: Config{Poll: time.Hour}})
 			defer ctl.Close()
-			ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(b), dk(c)}, WantCurrent: ID(2), WantRNext: ID(2)})
+			ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(b), dk(c)}, WantCurrent: ID(2), WantRNext: ID(2)})
 			s := tc.sock()
-			sp, err := ctl.Accepted("p", s)
+			sp, err := ctl.Accepted(pid("p"), s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(sp.Deferred) != tc.deferred {
 				t.Fatalf("deferred %d, want %d", len(sp.Deferred), tc.deferred)
 			}
-			ctl.PeerDown("p") // stop the machine before reading the socket
+			ctl.PeerDown(pid("p")) // stop the machine before reading the socket
 			ks, _ := s.Keys(tcpao.KeyFilter{})
 			var got []uint8
 			for _, k := range ks {
@@ -63,7 +63,7 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 	}
 	ctl := NewController(Options{})
 	defer ctl.Close()
-	if _, err := ctl.Accepted("nobody", newFakeEstablished(a)); !errors.Is(err, ErrUnknownPeer) {
+	if _, err := ctl.Accepted(pid("nobody"), newFakeEstablished(a)); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("err %v, want ErrUnknownPeer", err)
 	}
 }
@@ -104,7 +104,7 @@ func testControllerPeersIndependent(t *testing.T) {
 	}
 	var ss []*sess
 	for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
-		s := &sess{id: PeerID(p), a: mkKey(p, 1, 1, "a"), b: mkKey(p, 2, 2, fmt.Sprint("b", i))}
+		s := &sess{id: pid(p), a: mkKey(p, 1, 1, "a"), b: mkKey(p, 2, 2, fmt.Sprint("b", i))}
 		s.x, s.y = newFakeEstablished(s.a), newFakeEstablished(s.a)
 		us.SetDesired(s.id, want(s.a))
 		them.SetDesired(s.id, want(s.a))

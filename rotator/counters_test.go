@@ -15,13 +15,13 @@ func TestStatusCarriesPolledCounters(t *testing.T) {
 		a := mkKey(peerA, 1, 1, "alpha")
 		ctl := NewController(Options{Config: Config{Steady: 10 * time.Second}, Rand: fixedJitter(0.5)})
 		defer ctl.Close()
-		ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
 		s := newFakeEstablished(a)
 		s.mu.Lock()
 		s.good, s.bad = 7, 2
 		s.mu.Unlock()
 		start := time.Now()
-		if _, err := ctl.Accepted("p", s); err != nil {
+		if _, err := ctl.Accepted(pid("p"), s); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

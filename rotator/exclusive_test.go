@@ -22,17 +22,17 @@ func testExclusive(t *testing.T) {
 	ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 	defer ctl.Close()
 	called := false
-	if ctl.Exclusive(context.Background(), "p", Desired{}, func(tcpao.Socket) { called = true }) || called {
+	if ctl.Exclusive(context.Background(), pid("p"), Desired{}, func(tcpao.Socket) { called = true }) || called {
 		t.Fatal("Exclusive ran fn for a peer without a machine")
 	}
-	ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+	ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
 	s := newFakeEstablished(a)
 	_ = s.AddKey(b, tcpao.AddOptions{})
-	if _, err := ctl.Accepted("p", s); err != nil {
+	if _, err := ctl.Accepted(pid("p"), s); err != nil {
 		t.Fatal(err)
 	}
 	// Revoke-like: move current to b and delete a, then desire b alone.
-	ok := ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+	ok := ctl.Exclusive(context.Background(), pid("p"), Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
 		called = got == tcpao.Socket(s)
 		if err := got.DelKey(tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2}); err != nil {
 			t.Errorf("DelKey: %v", err)
@@ -45,7 +45,7 @@ func testExclusive(t *testing.T) {
 		st := ctl.Status()
 		return len(st) == 1 && st[0].State == StateSteady && st[0].Current == ID(2) && st[0].LastError == ""
 	})
-	ctl.PeerDown("p")
+	ctl.PeerDown(pid("p"))
 	if ks, _ := s.Keys(tcpao.KeyFilter{}); len(ks) != 1 || ks[0].SendID != 2 {
 		t.Fatalf("keys %+v, want b alone", ks)
 	}
@@ -62,11 +62,11 @@ func TestExclusiveReadsInItsBorrow(t *testing.T) {
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 		defer ctl.Close()
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
-		ctl.SetDesired("p", both)
+		ctl.SetDesired(pid("p"), both)
 		fs := newFakeEstablished(a)
 		_ = fs.AddKey(b, tcpao.AddOptions{})
 		s := &borrowLog{fakeSock: fs}
-		if _, err := ctl.Accepted("p", s); err != nil {
+		if _, err := ctl.Accepted(pid("p"), s); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -74,7 +74,7 @@ func TestExclusiveReadsInItsBorrow(t *testing.T) {
 			t.Fatalf("status %+v, want steady", st)
 		}
 		before := len(s.borrows)
-		ok := ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+		ok := ctl.Exclusive(context.Background(), pid("p"), Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
 			if err := tcpao.DeleteKey(got, tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2}); err != nil {
 				t.Errorf("DelKey: %v", err)
 			}
@@ -133,20 +133,20 @@ func TestExclusiveReturnsOnceTheBorrowEnds(t *testing.T) {
 		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 		defer ctl.Close()
-		ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
 		fs := newFakeEstablished(a)
 		_ = fs.AddKey(b, tcpao.AddOptions{})
 		s := &heldBatch{fakeSock: fs, readOK: make(chan struct{})}
 		release := sync.OnceFunc(func() { s.armed.Store(false); close(s.readOK) })
 		defer release() // before Close
-		if _, err := ctl.Accepted("p", s); err != nil {
+		if _, err := ctl.Accepted(pid("p"), s); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		s.armed.Store(true)
 		returned := make(chan int32, 1)
 		go func() {
-			ctl.Exclusive(context.Background(), "p", Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
+			ctl.Exclusive(context.Background(), pid("p"), Desired{Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, func(got tcpao.Socket) {
 				_ = tcpao.DeleteKey(got, tcpao.DelKey{KeyRef: a.KeyRef, SetCurrent: true, Current: 2, SetRNext: true, RNext: 2})
 			})
 			returned <- s.held.Load()

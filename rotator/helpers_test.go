@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -67,3 +68,7 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 		t.Fatalf("%s: not within %v", what, limit)
 	}
 }
+
+// pid is the test peer named name: each name is its own peer (its VRF
+// field carries the name; the address is one for all).
+func pid(name string) PeerID { return peer.Key{Addr: netip.MustParseAddr("192.0.2.1"), VRF: name} }

@@ -50,7 +50,7 @@ func TestDefaultControllerJittersSteadyPolls(t *testing.T) {
 		var recs []*pollRecorder
 		for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
 			a := mkKey(p, 1, 1, fmt.Sprint("a", i))
-			id := PeerID(p)
+			id := pid(p)
 			r := &pollRecorder{Socket: newFakeEstablished(a)}
 			recs = append(recs, r)
 			ctl.SetDesired(id, want(a))

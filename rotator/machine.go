@@ -8,11 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// PeerID names one BGP peer (usually its address, plus VRF).
-type PeerID string
+// PeerID names one BGP peer: its address and VRF (bgp/peer.Key, the one
+// identity of a peer in aokeyd), the key of every per-peer map.
+type PeerID = peer.Key
 
 // Clock is the time source. Tests need no fake one: they run the
 // controller in a testing/synctest bubble, where SystemClock is the

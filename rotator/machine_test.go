@@ -36,8 +36,8 @@ func newLink(t *testing.T, k tcpao.Key, dx, dy Desired, g SessionGuard) *link {
 	l := &link{t: t, x: newFakeEstablished(k), y: newFakeEstablished(k), now: t0}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	log := slog.New(slog.DiscardHandler)
-	l.mx = newMachine("x", l.x, dx, testCfg(), g, rnd, log, t0)
-	l.my = newMachine("y", l.y, dy, testCfg(), g, rnd, log, t0)
+	l.mx = newMachine(pid("x"), l.x, dx, testCfg(), g, rnd, log, t0)
+	l.my = newMachine(pid("y"), l.y, dy, testCfg(), g, rnd, log, t0)
 	l.nextX, l.nextY = t0, t0.Add(500*time.Millisecond)
 	return l
 }
@@ -255,7 +255,7 @@ func TestGuardAbortsRoll(t *testing.T) {
 }
 
 func TestBackoffGrowsWithJitter(t *testing.T) {
-	m := newMachine("p", newFakeEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
+	m := newMachine(pid("p"), newFakeEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
 	var prev time.Duration
 	for i := range 8 {
 		at := m.abort(t0, &AbortError{Detail: "test"})

@@ -34,7 +34,7 @@ func (g *stuckGuard) Before(_ context.Context, p PeerID, _ Step) error {
 func (g *stuckGuard) After(context.Context, PeerID, Step) error { return nil }
 
 func (g *stuckGuard) WaitingFor(p PeerID, s Step) string {
-	return "test guard: " + string(p) + " " + string(s)
+	return "test guard: " + p.VRF + " " + string(s)
 }
 
 // TestStuckStepHoldsUpNoOther: while one peer's step never returns,
@@ -45,14 +45,14 @@ func (g *stuckGuard) WaitingFor(p PeerID, s Step) string {
 func TestStuckStepHoldsUpNoOther(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-		g := &stuckGuard{stuck: "s", release: make(chan struct{})}
+		g := &stuckGuard{stuck: pid("s"), release: make(chan struct{})}
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
 		defer ctl.Close()
 		release := sync.OnceFunc(func() { close(g.release) })
 		defer release() // runs before Close
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
-		peers := []PeerID{"p1", "p2", "p3", "s"}
+		peers := []PeerID{pid("p1"), pid("p2"), pid("p3"), pid("s")}
 		socks := map[PeerID]*fakeSock{}
 		for _, p := range peers {
 			ctl.SetDesired(p, both)
@@ -75,7 +75,7 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		}
 		keysOf := func(p PeerID) int { ks, _ := socks[p].Keys(tcpao.KeyFilter{}); return len(ks) }
 		waitUntil("the other peers' rolls", time.Second, func() bool {
-			return keysOf("p1") == 1 && keysOf("p2") == 1 && keysOf("p3") == 1
+			return keysOf(pid("p1")) == 1 && keysOf(pid("p2")) == 1 && keysOf(pid("p3")) == 1
 		})
 		if took := time.Since(start); took > 100*time.Millisecond {
 			t.Errorf("the other peers' rolls took %s, want the grace period (20ms) and a few polls", took)
@@ -83,15 +83,15 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		waitUntil("s stuck in its guard", time.Second, func() bool { return g.blocked.Load() == 1 })
 
 		// Producers and readers do not wait for s.
-		ctl.SetDesired("s", both)
-		ctl.SetDesired("s", aOnly)
+		ctl.SetDesired(pid("s"), both)
+		ctl.SetDesired(pid("s"), aOnly)
 		var ran bool
-		if !ctl.Exclusive(context.Background(), "p1", aOnly, func(tcpao.Socket) { ran = true }) || !ran {
+		if !ctl.Exclusive(context.Background(), pid("p1"), aOnly, func(tcpao.Socket) { ran = true }) || !ran {
 			t.Fatal("Exclusive on p1 did not run while s is stuck")
 		}
 		for _, st := range ctl.Status() {
 			switch {
-			case st.Peer == "s":
+			case st.Peer == pid("s"):
 				if want := "test guard: s retire"; st.Waiting != want {
 					t.Errorf("s waits for %q, want %q", st.Waiting, want)
 				}
@@ -99,12 +99,12 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 				t.Errorf("%s: state %s rolls %d waiting %q, want steady after one roll", st.Peer, st.State, st.Rolls, st.Waiting)
 			}
 		}
-		if keysOf("s") != 2 {
-			t.Errorf("s has %d keys, want both until its step runs", keysOf("s"))
+		if keysOf(pid("s")) != 2 {
+			t.Errorf("s has %d keys, want both until its step runs", keysOf(pid("s")))
 		}
 
 		release() // s's guard returns, and so does every later call
-		waitUntil("s's roll after release", time.Second, func() bool { return keysOf("s") == 1 })
+		waitUntil("s's roll after release", time.Second, func() bool { return keysOf(pid("s")) == 1 })
 	})
 }
 
@@ -121,12 +121,12 @@ func TestWakeWithTheSameTargetReadsNothing(t *testing.T) {
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		sock := newFakeEstablished(a, b)
-		ctl.SetDesired("p", both)
-		if _, err := ctl.Accepted("p", sock); err != nil {
+		ctl.SetDesired(pid("p"), both)
+		if _, err := ctl.Accepted(pid("p"), sock); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		ctl.SetDesired("p", aOnly) // b is to go: after the grace period
+		ctl.SetDesired(pid("p"), aOnly) // b is to go: after the grace period
 		synctest.Wait()
 		state := func() State { return ctl.Status()[0].State }
 		reads := func() int { sock.mu.Lock(); defer sock.mu.Unlock(); return sock.reads }
@@ -135,14 +135,14 @@ func TestWakeWithTheSameTargetReadsNothing(t *testing.T) {
 		}
 		r0 := reads()
 		for range 3 {
-			ctl.SetDesired("p", aOnly)
+			ctl.SetDesired(pid("p"), aOnly)
 			synctest.Wait()
 		}
 		if got := reads() - r0; got != 0 || state() != StateGrace {
 			t.Errorf("three wake-ups with the same target in the grace period: %d reads, state %s; want 0 reads, %s", got, state(), StateGrace)
 		}
 		// An Exclusive call steps at once (its write is news).
-		if !ctl.Exclusive(context.Background(), "p", aOnly, func(tcpao.Socket) {}) {
+		if !ctl.Exclusive(context.Background(), pid("p"), aOnly, func(tcpao.Socket) {}) {
 			t.Fatal("Exclusive did not run")
 		}
 		synctest.Wait()
@@ -151,7 +151,7 @@ func TestWakeWithTheSameTargetReadsNothing(t *testing.T) {
 		}
 		// Another target re-plans at once: b back as the one to send with.
 		r1 := reads()
-		ctl.SetDesired("p", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
+		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
 		synctest.Wait()
 		if reads() == r1 || state() == StateGrace {
 			t.Errorf("a new target: %d reads, state %s; want a step at once", reads()-r1, state())

@@ -178,7 +178,7 @@ func TestInstallAnnouncesInItsBorrow(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	s := &batchCounter{fakeSock: newFakeEstablished(a)}
 	g := &stepGuard{}
-	m := newMachine("p", s, want(a), testCfg(), g, nil, slog.New(slog.DiscardHandler), t0)
+	m := newMachine(pid("p"), s, want(a), testCfg(), g, nil, slog.New(slog.DiscardHandler), t0)
 	m.setDesired(want(b), t0)
 	m.step(t0)
 	if m.st.State != StateAnnounced {

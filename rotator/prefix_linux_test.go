@@ -38,8 +38,8 @@ func TestKernelPrefixSessionLaggingPeer(t *testing.T) {
 			cfg := Config{SwitchTimeout: time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 300 * time.Millisecond, MaxBackoff: time.Second}
 			us := NewController(Options{Config: cfg})
 			defer us.Close()
-			us.SetDesired("client", d)
-			if sp, err := us.Accepted("client", s.srvS); err != nil || len(sp.Ops) > 0 {
+			us.SetDesired(pid("client"), d)
+			if sp, err := us.Accepted(pid("client"), s.srvS); err != nil || len(sp.Ops) > 0 {
 				t.Fatalf("take-over wrote %v (%v), want nothing", opLines(sp), err)
 			}
 
@@ -67,9 +67,9 @@ func TestKernelPrefixSessionLaggingPeer(t *testing.T) {
 			}()
 			defer func() { close(stop); wg.Wait() }()
 
-			us.SetDesired("client", Desired{Kind: Established, Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
-			waitFor(t, "two aborted attempts", time.Minute, func() bool { s.check(t); return statusOf(us, "client").Attempts >= 2 })
-			if st := statusOf(us, "client"); !strings.Contains(st.LastAbort, fmt.Sprintf("did not send with key recv=%d", b.RecvID)) || st.Rolls != 0 {
+			us.SetDesired(pid("client"), Desired{Kind: Established, Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
+			waitFor(t, "two aborted attempts", time.Minute, func() bool { s.check(t); return statusOf(us, pid("client")).Attempts >= 2 })
+			if st := statusOf(us, pid("client")); !strings.Contains(st.LastAbort, fmt.Sprintf("did not send with key recv=%d", b.RecvID)) || st.Rolls != 0 {
 				t.Fatalf("status %+v, want aborts saying why and no roll", st)
 			}
 
@@ -78,7 +78,7 @@ func TestKernelPrefixSessionLaggingPeer(t *testing.T) {
 			if err := s.cliS.AddKey(mkKey("127.0.0.1/32", 2, 2, "prefix-b"), tcpao.AddOptions{SetRNext: true}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the roll to b", 30*time.Second, func() bool { s.check(t); return statusOf(us, "client").Rolls == 1 })
+			waitFor(t, "the roll to b", 30*time.Second, func() bool { s.check(t); return statusOf(us, pid("client")).Rolls == 1 })
 			if cur, err := s.srvS.Keys(tcpao.KeyFilter{Current: true}); err != nil || len(cur) != 1 || cur[0].SendID != b.SendID {
 				t.Fatalf("server current %+v (%v), want b", cur, err)
 			}

@@ -30,8 +30,8 @@ func prefixLink(t *testing.T, peer string) (l *link, a, b tcpao.Key, dx func(...
 	l = &link{t: t, x: newFakeEstablished(inherited), y: newFakeEstablished(mkKey("192.0.2.9/32", 1, 1, "alpha")), now: t0}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	log := slog.New(slog.DiscardHandler)
-	l.mx = newMachine("x", l.x, dx(dk(a)), testCfg(), nil, rnd, log, t0)
-	l.my = newMachine("y", l.y, want(mkKey("192.0.2.9/32", 1, 1, "alpha")), testCfg(), nil, rnd, log, t0)
+	l.mx = newMachine(pid("x"), l.x, dx(dk(a)), testCfg(), nil, rnd, log, t0)
+	l.my = newMachine(pid("y"), l.y, want(mkKey("192.0.2.9/32", 1, 1, "alpha")), testCfg(), nil, rnd, log, t0)
 	l.nextX, l.nextY = t0, t0.Add(500*time.Millisecond)
 	return l, a, b, dx
 }
@@ -160,7 +160,7 @@ func TestPeerSwitchDuringInstallIsKept(t *testing.T) {
 	must(t, y.AddKey(b, tcpao.AddOptions{SetRNext: true})) // the far end asks for b ahead of the roll
 	x := newFakeEstablished(a)
 	var log strings.Builder
-	m := newMachine("x", segmentOnAdd{x, y}, want(a), testCfg(), nil, rand.New(rand.NewPCG(1, 2)),
+	m := newMachine(pid("x"), segmentOnAdd{x, y}, want(a), testCfg(), nil, rand.New(rand.NewPCG(1, 2)),
 		slog.New(slog.NewTextHandler(&log, nil)), t0)
 	m.setDesired(Desired{Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, t0)
 	ops := x.ops

@@ -255,7 +255,7 @@ func (r *replay) connect(c int) {
 func (r *replay) restart(i int) {
 	e := r.end[i]
 	e.gate = &gateSock{Socket: e.sock, allow: -1}
-	e.m = newMachine(PeerID(fmt.Sprintf("end %d", i)), e.gate, r.desired(i, e.phase), replayCfg(), nil, nil,
+	e.m = newMachine(pid(fmt.Sprintf("end %d", i)), e.gate, r.desired(i, e.phase), replayCfg(), nil, nil,
 		slog.New(slog.DiscardHandler), e.clk)
 }
 

@@ -190,21 +190,21 @@ func TestKernelRollTwentyTimes(t *testing.T) {
 	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
 	defer us.Close()
 	defer them.Close()
-	us.SetDesired("client", want(loKey(0)))
-	them.SetDesired("server", want(loKey(0)))
-	if _, err := us.Accepted("client", s.srvS); err != nil {
+	us.SetDesired(pid("client"), want(loKey(0)))
+	them.SetDesired(pid("server"), want(loKey(0)))
+	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := them.Accepted("server", s.cliS); err != nil {
+	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 20; i++ {
 		nk := loKey(i)
-		us.SetDesired("client", want(nk))
-		them.SetDesired("server", want(nk))
+		us.SetDesired(pid("client"), want(nk))
+		them.SetDesired(pid("server"), want(nk))
 		waitFor(t, fmt.Sprintf("roll %d", i), 2*time.Minute, func() bool {
 			s.check(t)
-			return statusOf(us, "client").Rolls == i && statusOf(them, "server").Rolls == i
+			return statusOf(us, pid("client")).Rolls == i && statusOf(them, pid("server")).Rolls == i
 		})
 		before := s.received()
 		waitFor(t, "data after the roll", 30*time.Second, func() bool { s.check(t); return s.received() > before+4096 })
@@ -227,7 +227,7 @@ func TestKernelRollTwentyTimes(t *testing.T) {
 				t.Fatalf("roll %d: %s pkt_bad=%d key_not_found=%d", i, side, in.PktBad, in.PktKeyNotFound)
 			}
 		}
-		if a, b := statusOf(us, "client").LastAbort, statusOf(them, "server").LastAbort; a != "" || b != "" {
+		if a, b := statusOf(us, pid("client")).LastAbort, statusOf(them, pid("server")).LastAbort; a != "" || b != "" {
 			t.Fatalf("roll %d aborted: %q / %q", i, a, b)
 		}
 		t.Logf("roll %d done: send=%d alg=%s, %d bytes echoed so far", i, nk.SendID, nk.Algorithm, s.received())
@@ -245,17 +245,17 @@ func TestKernelPeerNeverGetsKey(t *testing.T) {
 	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
 	defer us.Close()
 	defer them.Close()
-	us.SetDesired("client", want(a))
-	them.SetDesired("server", want(a))
-	if _, err := us.Accepted("client", s.srvS); err != nil {
+	us.SetDesired(pid("client"), want(a))
+	them.SetDesired(pid("server"), want(a))
+	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := them.Accepted("server", s.cliS); err != nil {
+	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
 		t.Fatal(err)
 	}
-	us.SetDesired("client", want(b)) // the other side never gets b
-	waitFor(t, "two aborted attempts", 2*time.Minute, func() bool { s.check(t); return statusOf(us, "client").Attempts >= 2 })
-	st := statusOf(us, "client")
+	us.SetDesired(pid("client"), want(b)) // the other side never gets b
+	waitFor(t, "two aborted attempts", 2*time.Minute, func() bool { s.check(t); return statusOf(us, pid("client")).Attempts >= 2 })
+	st := statusOf(us, pid("client"))
 	if !strings.Contains(st.LastAbort, fmt.Sprintf("did not send with key recv=%d", b.RecvID)) || st.Rolls != 0 {
 		t.Fatalf("status does not say why: %+v", st)
 	}

@@ -20,7 +20,7 @@ func BenchmarkSteadyStep(b *testing.B) {
 		}
 	}
 	d := Desired{Socket: "peer", Kind: Established, Keys: keys, WantCurrent: ID(1), WantRNext: ID(1)}
-	m := newMachine("p", s, d, testCfg(), nil, nil, slog.New(slog.DiscardHandler), t0)
+	m := newMachine(pid("p"), s, d, testCfg(), nil, nil, slog.New(slog.DiscardHandler), t0)
 	m.step(t0)
 	if m.st.State != StateSteady {
 		b.Fatalf("state %s, want steady", m.st.State)

@@ -19,7 +19,7 @@ func TestSteadyRereadInterval(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	s := newFakeEstablished(k1)
 	d := Desired{Socket: "peer", Kind: Established, Keys: []DesiredKey{dk(k1)}, WantCurrent: ID(1), WantRNext: ID(1)}
-	m := newMachine("p", s, d, cfg, nil, rnd, slog.New(slog.DiscardHandler), t0)
+	m := newMachine(pid("p"), s, d, cfg, nil, rnd, slog.New(slog.DiscardHandler), t0)
 	for i := range 50 {
 		now := t0.Add(time.Duration(i)*time.Hour + time.Duration(i)*7*time.Millisecond)
 		next := m.step(now)

@@ -21,7 +21,7 @@ import (
 func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-		g := &stuckGuard{stuck: "s", release: make(chan struct{})}
+		g := &stuckGuard{stuck: pid("s"), release: make(chan struct{})}
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
 		defer ctl.Close()
 		release := sync.OnceFunc(func() { close(g.release) })
@@ -29,7 +29,7 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		socks := map[PeerID]*fakeSock{}
-		for _, p := range []PeerID{"p1", "p2", "s"} {
+		for _, p := range []PeerID{pid("p1"), pid("p2"), pid("s")} {
 			ctl.SetDesired(p, both)
 			socks[p] = newFakeEstablished(a, b)
 			if _, err := ctl.Accepted(p, socks[p]); err != nil {
@@ -37,7 +37,7 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		ctl.SetDesired("s", aOnly) // s's retire step sticks in its guard
+		ctl.SetDesired(pid("s"), aOnly) // s's retire step sticks in its guard
 		if !testkit.Until(time.Second, func() bool { return g.blocked.Load() == 1 }) {
 			t.Fatal("s not stuck in its guard")
 		}
@@ -61,24 +61,24 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 		returns("Exclusive(s) past its context's deadline", time.Second, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			if ctl.Exclusive(ctx, "s", aOnly, func(tcpao.Socket) { ran = true }) {
+			if ctl.Exclusive(ctx, pid("s"), aOnly, func(tcpao.Socket) { ran = true }) {
 				t.Error("Exclusive(s) reported its function ran")
 			}
 		})
-		returns("PeerDown(s)", 0, func() { ctl.PeerDown("s") })
+		returns("PeerDown(s)", 0, func() { ctl.PeerDown(pid("s")) })
 		fresh := newFakeEstablished(a, b)
 		returns("Accepted(s)", 0, func() {
-			if _, err := ctl.Accepted("s", fresh); err != nil {
+			if _, err := ctl.Accepted(pid("s"), fresh); err != nil {
 				t.Errorf("Accepted(s): %v", err)
 			}
 		})
 		// The other peers roll meanwhile.
-		ctl.SetDesired("p1", aOnly)
-		if !testkit.Until(time.Second, func() bool { return keysOf(socks["p1"]) == 1 }) {
+		ctl.SetDesired(pid("p1"), aOnly)
+		if !testkit.Until(time.Second, func() bool { return keysOf(socks[pid("p1")]) == 1 }) {
 			t.Errorf("p1 did not roll while s is stuck; status %+v", ctl.Status())
 		}
 		for _, st := range ctl.Status() {
-			if want := "the previous machine's step (test guard: s retire)"; st.Peer == "s" && st.Waiting != want {
+			if want := "the previous machine's step (test guard: s retire)"; st.Peer == pid("s") && st.Waiting != want {
 				t.Errorf("s's new machine waits for %q, want %q", st.Waiting, want)
 			}
 		}
@@ -122,14 +122,14 @@ func TestStoppedMachineCancelsGuard(t *testing.T) {
 		g := &ctxGuard{}
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
 		defer ctl.Close()
-		ctl.SetDesired("s", Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
-		if _, err := ctl.Accepted("s", newFakeEstablished(a, b)); err != nil {
+		ctl.SetDesired(pid("s"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		if _, err := ctl.Accepted(pid("s"), newFakeEstablished(a, b)); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		ctl.SetDesired("s", Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
+		ctl.SetDesired(pid("s"), Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
 		time.Sleep(time.Second) // past the grace period: the retire step waits in the guard
-		done := ctl.PeerDown("s")
+		done := ctl.PeerDown(pid("s"))
 		synctest.Wait()
 		select {
 		case <-done:

@@ -8,6 +8,7 @@ package peer
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 )
@@ -60,3 +61,6 @@ func (k Key) Compare(o Key) int {
 	}
 	return strings.Compare(k.VRF, o.VRF)
 }
+
+// LogValue logs a key as its text.
+func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }

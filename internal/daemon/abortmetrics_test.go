@@ -35,8 +35,8 @@ func TestAbortMetricLabelFromReason(t *testing.T) {
 			}
 			d := &Daemon{o: Options{Metrics: m}}
 			mp := metrics.Peer{Addr: "192.0.2.2"}
-			d.countRolls(mp, rotator.Status{Peer: "p"}) // the first pass only records
-			d.countRolls(mp, rotator.Status{Peer: "p", Attempts: 2, LastAbortReason: c.reason, LastAbort: c.text})
+			d.countRolls(mp, rotator.Status{Peer: testPeer}) // the first pass only records
+			d.countRolls(mp, rotator.Status{Peer: testPeer, Attempts: 2, LastAbortReason: c.reason, LastAbort: c.text})
 			exp := fmt.Sprintf(`# HELP %[1]s Key rotations aborted, by reason.
 # TYPE %[1]s counter
 %[1]s{peer="192.0.2.2",reason=%[2]q,vrf=""} 2

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +35,13 @@ func TestRollAttemptsGauge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	d.countRolls(mp, rotator.Status{Peer: "p", Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.countRolls(mp, rotator.Status{Peer: testPeer, Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 1)
-	d.countRolls(mp, rotator.Status{Peer: "p", Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.countRolls(mp, rotator.Status{Peer: testPeer, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 3)
-	d.countRolls(mp, rotator.Status{Peer: "p", Rolls: 1})
+	d.countRolls(mp, rotator.Status{Peer: testPeer, Rolls: 1})
 	want("", 0)
 }
+
+// testPeer is the peer of the metrics tests' statuses.
+var testPeer = peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")

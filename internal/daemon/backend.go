@@ -94,7 +94,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	verify := d.verifyViewer(hs, infos, peer != "")
 	found := false
 	for _, info := range infos {
-		id := PeerIDOf(info.Neighbor, info.VRF)
+		id := info.Key()
 		if peer != "" && peer != info.Key().String() && peer != info.Neighbor.String() {
 			continue
 		}
@@ -143,7 +143,7 @@ func (d *Daemon) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
 }
 
 func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
-	id := PeerIDOf(info.Neighbor, info.VRF)
+	id := info.Key()
 	ps := control.PeerStatus{
 		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
 		Passive: info.Passive, ActiveOpensKeyed: d.keysActiveOpens(info), Sockets: slices.Clone(listeners),

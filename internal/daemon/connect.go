@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -58,7 +59,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if err != nil {
 		return nil, 0, 0, true
 	}
-	last, _ := d.ctrl.LastRead(PeerIDOf(addr, ""))
+	last, _ := d.ctrl.LastRead(peer.KeyOf(addr, ""))
 	edited := func(send, recv uint8) bool {
 		return slices.ContainsFunc(last.Kept, func(h rotator.Held) bool {
 			return h.Why == rotator.ReasonEdited && h.Ref.SendID == send && h.Ref.RecvID == recv

@@ -232,14 +232,6 @@ func New(o Options) (*Daemon, error) {
 	return d, nil
 }
 
-// PeerIDOf names a neighbor for the rotator and the control API.
-func PeerIDOf(addr netip.Addr, vrf string) rotator.PeerID {
-	if vrf == "" {
-		return rotator.PeerID(addr.String())
-	}
-	return rotator.PeerID(addr.String() + "%" + vrf)
-}
-
 func (d *Daemon) policy() *policy.Policy {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -449,7 +441,7 @@ func (d *Daemon) updatePeer(id rotator.PeerID, fn func(p *peerState)) *peerState
 // up on an accepted connection. Its keys are checked against the desired
 // set at once (the del_async race) and its rotation machine starts.
 func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
-	id := PeerIDOf(info.Neighbor, info.VRF)
+	id := info.Key()
 	b, err := d.policy().BindingFor(info.Neighbor, info.VRF)
 	if err != nil {
 		return
@@ -519,7 +511,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 
 // OnDown implements bgp.SessionObserver.
 func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
-	id := PeerIDOf(info.Neighbor, info.VRF)
+	id := info.Key()
 	d.ctrl.PeerDown(id)
 	d.noteDown(ctx, info)
 	d.mu.Lock()

@@ -35,7 +35,7 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 // desiredFor turns the policy's answer for one established peer into the
 // rotator's input. The keys carry cloned secrets that the rotator owns.
 func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
-	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+	id := p.info.Key()
 	pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 	if err != nil {
 		return rotator.Desired{}, pk, err
@@ -61,7 +61,7 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 		}
 	}
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
-	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+string(id)), rotator.Established)
+	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+id.String()), rotator.Established)
 	out.Replace = d.approvedRefs(pk, prefix, idx)
 	return out, pk, nil
 }
@@ -393,7 +393,7 @@ func (d *Daemon) dropStale(ctx context.Context) {
 		}
 	}
 	for _, info := range stale {
-		d.log.Info("speaker process changed; dropping the old session's socket", "peer", PeerIDOf(info.Neighbor, info.VRF), "pid", pid)
+		d.log.Info("speaker process changed; dropping the old session's socket", "peer", info.Key(), "pid", pid)
 		d.OnDown(ctx, info)
 	}
 }

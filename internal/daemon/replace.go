@@ -145,8 +145,8 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 // naming a key the peer was seen to use, then the add), or, when the
 // planner finds no such key, a reset of the session through the speaker.
 func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
-	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
-	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String(), Action: "absent"}
+	id := p.info.Key()
+	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String(), Action: "absent"}
 	want, _, err := d.desiredFor(snap, p, now)
 	if err != nil {
 		rs.Action, rs.Error = "error", err.Error()

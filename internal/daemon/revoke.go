@@ -304,8 +304,8 @@ func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]
 // goroutine is held off meanwhile so that it stays the socket's only
 // writer, and then resumes with the desired state without the key.
 func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
-	id := PeerIDOf(p.info.Neighbor, p.info.VRF)
-	rs := control.RevokeSocket{Socket: "peer " + string(id), Peer: p.info.Neighbor.String()}
+	id := p.info.Key()
+	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String()}
 	// The desired state without the revoked key: it picks the replacement
 	// and then resumes the peer's rotation (the controller owns it then).
 	want, pk, werr := d.desiredFor(snap, p, now)

@@ -20,7 +20,10 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	now := d.o.Clock.Now()
 	var targets []*peerState
 	for _, p := range d.peerList() {
-		if req.All || string(p.id) == req.Peer || p.info.Neighbor.String() == req.Peer {
+		// One peer by address, in the VRF named (without one: every VRF
+		// that has the address), or by peer.Key's text.
+		if req.All || p.id.String() == req.Peer ||
+			p.info.Neighbor.String() == req.Peer && (req.VRF == "" || req.VRF == p.info.VRF) {
 			targets = append(targets, p)
 		}
 	}
@@ -28,7 +31,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
 	for _, p := range targets {
-		id := PeerIDOf(p.info.Neighbor, p.info.VRF)
+		id := p.info.Key()
 		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
 		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 		switch {

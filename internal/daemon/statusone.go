@@ -79,7 +79,7 @@ func (d *Daemon) rotationStatus(peer string, infos []bgp.PeerInfo) map[rotator.P
 		return rot
 	}
 	for _, info := range infos {
-		id := PeerIDOf(info.Neighbor, info.VRF)
+		id := info.Key()
 		if s, ok := d.ctrl.StatusOf(id); ok {
 			rot[id] = s
 		}

@@ -165,7 +165,7 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
 		idx, _ := ifIndex(info.VRF)
 		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
-		lc.VerifyFailing = d.verify.failing(PeerIDOf(info.Neighbor, info.VRF), info.Established(), bad)
+		lc.VerifyFailing = d.verify.failing(info.Key(), info.Established(), bad)
 		ps.Listener = &lc
 		if lc.VerifyFailing {
 			ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
@@ -179,7 +179,7 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
 	idx, _ := ifIndex(info.VRF)
 	_, bad := listenerFor(d.observeListeners(ctx), info.Neighbor, idx, d.peerAddrs())
-	d.verify.noteDown(PeerIDOf(info.Neighbor, info.VRF), bad)
+	d.verify.noteDown(info.Key(), bad)
 }
 
 // observeVerify publishes each managed peer's verify-failing gauge (a
