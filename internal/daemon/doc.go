@@ -9,7 +9,18 @@
 // sockets are written only by the reconcile goroutine; each established
 // session only by its own rotator goroutine.
 //
+// A peer is a bgp/peer.Key (address and VRF) everywhere: the tracker, the
+// guard, the rotation controller (rotator.PeerID is that key) and every
+// per-peer map here; it becomes text only in logs, socket names, the
+// control API's JSON and metric labels.
+//
 // Safety rules the daemon keeps:
+//   - Never strand a session: rotator.PlanSocket's one rule (mayRemove)
+//     keeps every key a session uses, or its peer last authenticated with,
+//     on the session and on the listener until an operator removes it; the
+//     listener syncs pass the planner the keys the sessions carry
+//     (rotator.Controller.Carried), ConnectKeys offers them to the
+//     speaker's own connects, and what the rule keeps is warned (kept.go).
 //   - Without a good key snapshot nothing is touched: an unreachable or
 //     failing key source never deletes a key (keystore.Cache keeps the last
 //     good snapshot in force).
