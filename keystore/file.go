@@ -232,9 +232,10 @@ func parseKeyFile(data []byte, mask bool, fail func(line int, field string, err 
 			work := masked(data, spans)
 			defer clear(work)
 			conv := &yamlConv{budget: 1 << 15, input: data, secrets: spans, used: map[[2]int]bool{}}
-			v, err := conv.parse(work, fail)
-			if err != nil || !conv.mismatch && len(conv.used) == len(spans) {
-				return v, err // the masked file has the same structure
+			// A file that does not parse masked is parsed as it is, for
+			// its own error: masking may have changed what is wrong.
+			if v, err := conv.parse(work, fail); err == nil && !conv.mismatch && len(conv.used) == len(spans) {
+				return v, nil // the masked file has the same structure
 			}
 		}
 	}

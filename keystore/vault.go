@@ -462,9 +462,11 @@ func parseChainJSON(doc []byte, mask bool) (any, error) {
 		if spans := jsonSpans(doc); len(spans) > 0 {
 			work := masked(doc, spans)
 			defer clear(work)
-			v, err := parseJSON(work)
-			if err != nil || unmaskJSON(v, spans, doc) {
-				return v, err // the masked document has the same structure
+			// A document that does not parse masked is parsed as it is,
+			// for its own error: masking may have changed what is wrong
+			// (a control character in a secret's string).
+			if v, err := parseJSON(work); err == nil && unmaskJSON(v, spans, doc) {
+				return v, nil // the masked document has the same structure
 			}
 		}
 	}
