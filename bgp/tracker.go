@@ -438,7 +438,9 @@ func (h *handle) Do(fn func(fd int) error) error {
 	if h.ref.Listening {
 		refs, lerr := h.t.disc.Listeners(pid, h.ref.Local.Port())
 		for _, r := range refs {
-			if r.Local == h.ref.Local {
+			// Per-VRF listeners share address and port: the bound
+			// device tells them apart.
+			if r.Local == h.ref.Local && r.BoundDev == h.ref.BoundDev {
 				ref = r
 			}
 		}

@@ -213,12 +213,25 @@ type Ref struct {
 	FD            int
 	Local, Remote netip.AddrPort
 	Listening     bool
+	// BoundDev is the ifindex of the device the socket is bound to
+	// (SO_BINDTODEVICE; a VRF's l3mdev for a speaker's per-VRF listener
+	// and the sessions it accepts), 0 when unbound. Two VRFs may hold
+	// listeners on the same address and port: this tells them apart.
+	BoundDev int
+}
+
+// refOf is the Ref of socket s, found at descriptor fd of process pid.
+func refOf(pid, fd int, s Socket, listening bool) Ref {
+	return Ref{PID: pid, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: listening, BoundDev: int(s.IfIndex)}
 }
 
 func (r Ref) String() string {
 	kind := "established " + r.Local.String() + "<->" + r.Remote.String()
 	if r.Listening {
 		kind = "listener " + r.Local.String()
+	}
+	if r.BoundDev != 0 {
+		kind += fmt.Sprintf(" dev %d", r.BoundDev)
 	}
 	return fmt.Sprintf("pid %d fd %d inode %d cookie %d %s", r.PID, r.FD, r.Inode, r.Cookie, kind)
 }

@@ -36,7 +36,7 @@ func (f Finder) Established(local, remote netip.AddrPort) (Ref, error) {
 	if err != nil {
 		return Ref{}, fmt.Errorf("socket %s<->%s: %w", local, remote, err)
 	}
-	return Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote}, nil
+	return refOf(f.PID, fd, s, false), nil
 }
 
 // Connections returns the process's established sockets whose remote
@@ -76,7 +76,7 @@ func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool
 	var out []Ref
 	for _, s := range kept {
 		if fd, ok := fds[s.Inode]; ok {
-			out = append(out, Ref{PID: f.PID, Inode: s.Inode, Cookie: s.Cookie, FD: fd, Local: s.Local, Remote: s.Remote, Listening: listening})
+			out = append(out, refOf(f.PID, fd, s, listening))
 		}
 	}
 	return out, nil

@@ -85,6 +85,12 @@ func (k key) name() string  { return fmt.Sprintf("k%d", k.i) }
 // the IDs swapped, for the other end of the link).
 func writeKeys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored bool) {
 	t.Helper()
+	writeKeyFile(t, dir, map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored)}})
+}
+
+// mktEntries are keys as a chain's key list of the key file (mirrored: the
+// IDs swapped).
+func mktEntries(keys []key, mirrored bool) []map[string]any {
 	var ks []map[string]any
 	for _, k := range keys {
 		send, recv := k.sendID(), k.recvID()
@@ -95,7 +101,14 @@ func writeKeys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored b
 			"secret_hex": hex.EncodeToString(secretOf(k.i)), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
 			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)})
 	}
-	doc, err := json.Marshal(map[string]any{"chains": map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": ks}}})
+	return ks
+}
+
+// writeKeyFile replaces dir's keys.yaml (atomically, as an operator's
+// automation does) with chains.
+func writeKeyFile(t *testing.T, dir string, chains map[string]any) {
+	t.Helper()
+	doc, err := json.Marshal(map[string]any{"chains": chains})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +149,24 @@ func startAokeyd(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, speake
 	policy := fmt.Sprintf(`version: 1
 key_chains:
   - name: core
-safety:
+%speers:
+  - neighbor: %s
+    key_chain: core
+`, safetyPolicy, peer)
+	return startAokeydPolicy(t, ns, dir, peer, policy, speaker, connectguard)
+}
+
+// safetyPolicy is the safety section of the labs' policies.
+const safetyPolicy = `safety:
   switch_timeout: 15s
   on_switch_timeout: retry
   retry_after: 2s
   on_revoke_only_key: reset
-peers:
-  - neighbor: %s
-    key_chain: core
-`, peer)
+`
+
+// startAokeydPolicy is startAokeyd with the policy document given.
+func startAokeydPolicy(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, policy, speaker, connectguard string) *aokeyd {
+	t.Helper()
 	cfg := "key_source:\n  type: file\n  refresh: 250ms\n  file:\n    path: keys.yaml\npolicy:\n  path: policy.yaml\n" + speaker +
 		"control:\n  socket: control.sock\nmetrics:\n  listen: \"off\"\nlog:\n  format: json\n  level: debug\n"
 	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -324,17 +325,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
-		ref := h.Ref()
-		want := v6
-		if ref.Local.Addr().Unmap().Is4() {
-			want = v4
-		} else if !have4 {
-			// A dual-stack listener takes the IPv4 peers too.
-			want.Keys = append(slices.Clip(v6.Keys), v4.Keys...)
-			want.Revoked = append(slices.Clip(v6.Revoked), v4.Revoked...)
-			want.Replace = append(slices.Clip(v6.Replace), v4.Replace...)
-		}
-		want.Socket = rotator.SocketID("listen " + ref.Local.String())
+		want := listenerWantOf(h.Ref(), v4, v6, have4)
 		n := 0
 		for _, k := range want.Keys {
 			n += tcpao.KeyOptMem(k.Algorithm)
@@ -376,6 +367,38 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	d.mu.Lock()
 	d.optmem = [2]int{limit, needed}
 	d.mu.Unlock()
+}
+
+// listenerWantOf is the desired state of one listening socket: the
+// bindings' keys of its address family (a dual-stack listener, when the
+// speaker has no IPv4 one, takes the IPv4 peers too), and of a listener
+// bound to a device (a speaker's per-VRF listener) only the keys of that
+// VRF: a VRF's keys never reach another VRF's listener, nor the sessions
+// the kernel copies its keys to. An unbound listener takes every key, as
+// with net.ipv4.tcp_l3mdev_accept it accepts the VRFs' connections too.
+// The slices are fresh: the planner may reorder them.
+func listenerWantOf(ref sockets.Ref, v4, v6 rotator.Desired, have4 bool) rotator.Desired {
+	var want rotator.Desired
+	switch {
+	case ref.Local.Addr().Unmap().Is4():
+		want = v4
+	case have4:
+		want = v6
+	default:
+		want = v6
+		want.Keys = append(slices.Clip(v6.Keys), v4.Keys...)
+		want.Revoked = append(slices.Clip(v6.Revoked), v4.Revoked...)
+		want.Replace = append(slices.Clip(v6.Replace), v4.Replace...)
+	}
+	dev := func(r tcpao.KeyRef) bool { return ref.BoundDev != 0 && r.IfIndex != ref.BoundDev }
+	want.Keys = slices.DeleteFunc(slices.Clone(want.Keys), func(k rotator.DesiredKey) bool { return dev(k.KeyRef) })
+	want.Revoked = slices.DeleteFunc(slices.Clone(want.Revoked), dev)
+	want.Replace = slices.DeleteFunc(slices.Clone(want.Replace), dev)
+	want.Socket = rotator.SocketID("listen " + ref.Local.String())
+	if ref.BoundDev != 0 {
+		want.Socket += rotator.SocketID(fmt.Sprintf(" dev %d", ref.BoundDev))
+	}
+	return want
 }
 
 // dropStale stops touching sessions of a speaker process that is gone (a
