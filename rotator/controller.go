@@ -48,8 +48,16 @@ type Controller struct {
 	peers map[PeerID]*peerSlot
 }
 
+// peerSlot is one peer's entry. desired is the peer's desired state, the
+// one copy of it outside the running machine: only SetDesired, Adopt and
+// an Exclusive call that ran write it, and a machine takes its copy from
+// here (through its mailbox) and from nowhere else.
 type peerSlot struct {
 	desired Desired
+	// on names the socket a machine was adopted on (Adopt's on), until
+	// the peer goes down: the controller alone knows whether a machine
+	// runs on a session.
+	on      any
 	run     *runner // nil while the peer is down
 	stopped *runner // the last machine stopped (PeerDown), until the next starts
 	// carried are the keys the last stopped machine's session carried
@@ -110,13 +118,20 @@ func NewController(opts Options) *Controller {
 // Established) and wakes its state machine. It never waits for the
 // machine: the value goes to the peer's mailbox (the latest one wins),
 // which the machine empties between two steps.
-func (c *Controller) SetDesired(peer PeerID, d Desired) {
+//
+// It reports whether d differs from the peer's desired state (Same). When
+// it does not, nothing changes and nothing is woken: d stays the caller's
+// (its secrets the caller's to zero). Otherwise the controller owns d.
+func (c *Controller) SetDesired(peer PeerID, d Desired) bool {
 	d.Kind = Established
 	c.mu.Lock()
 	s := c.peers[peer]
 	if s == nil {
 		s = &peerSlot{}
 		c.peers[peer] = s
+	} else if s.desired.Same(d) {
+		c.mu.Unlock()
+		return false
 	}
 	s.desired = d
 	r := s.run
@@ -124,6 +139,41 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) {
 	if r != nil {
 		r.post(d)
 	}
+	return true
+}
+
+// Adopt starts peer's machine on a session's socket with d as its desired
+// state, unless a machine was already adopted on the same session: on
+// names it (any comparable value that stays the same for one session, as
+// the speaker's socket handle does). Two callers that see one new session
+// (its event and a reconcile pass) start one machine; the other gets
+// started false, and d stays its own. It runs Accepted's check of the
+// socket's keys (the del_async race).
+func (c *Controller) Adopt(peer PeerID, on any, sock tcpao.Socket, d Desired) (started bool, sp SocketPlan, err error) {
+	d.Kind = Established
+	c.mu.Lock()
+	s := c.peers[peer]
+	if s == nil {
+		s = &peerSlot{}
+		c.peers[peer] = s
+	}
+	if s.on != nil && s.on == on {
+		c.mu.Unlock()
+		return false, SocketPlan{}, nil
+	}
+	s.on, s.desired = on, d
+	c.mu.Unlock()
+	sp, err = c.Accepted(peer, sock)
+	return true, sp, err
+}
+
+// Runs reports whether a machine was adopted on the session on names and
+// the peer has not gone down since.
+func (c *Controller) Runs(peer PeerID, on any) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.peers[peer]
+	return s != nil && s.on != nil && s.on == on
 }
 
 // Exclusive runs fn on peer's socket between two steps of its state
@@ -300,6 +350,7 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 	s := c.peers[peer]
 	var r *runner
 	if s != nil {
+		s.on = nil
 		r, s.run = s.run, nil
 		if r != nil {
 			s.stopped = r

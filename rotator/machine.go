@@ -158,6 +158,7 @@ type Status struct {
 	Attempts  int // aborted attempts since the last completed roll
 	PktBad    uint64
 	Deferred  int // stale keys waiting for the peer to stop using them
+	Desired   int // keys in the machine's desired state
 	// Kept are what the never-strand rule keeps on the socket that the
 	// desired state would remove: keys that carry the session but are no
 	// longer desired (ReasonCarried, from every read of the socket), and
@@ -223,6 +224,7 @@ func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g Session
 func (m *machine) publish() {
 	if m.pub != nil {
 		s := m.st
+		s.Desired = len(m.desired.Keys)
 		m.pub.Store(&s)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -332,4 +333,24 @@ func prefixesOverlap(a, b netip.Prefix) bool {
 		return true
 	}
 	return a.Overlaps(b)
+}
+
+// Same reports whether d and o are the same desired state, comparing key
+// material through fingerprints only. Retire is the machine's own (its
+// retire step) and is not compared.
+func (d Desired) Same(o Desired) bool {
+	if d.Socket != o.Socket || d.Kind != o.Kind || d.WantCurrent != o.WantCurrent || d.WantRNext != o.WantRNext ||
+		d.AORequired != o.AORequired || len(d.Keys) != len(o.Keys) || !slices.Equal(d.Revoked, o.Revoked) ||
+		!slices.Equal(d.Replace, o.Replace) {
+		return false
+	}
+	for i := range d.Keys {
+		x, y := d.Keys[i], o.Keys[i]
+		if x.KeyRef != y.KeyRef || x.Algorithm != y.Algorithm || x.MACLen != y.MACLen ||
+			x.ExcludeOptions != y.ExcludeOptions || x.AcceptOnly != y.AcceptOnly ||
+			x.Secret.Fingerprint() != y.Secret.Fingerprint() {
+			return false
+		}
+	}
+	return true
 }

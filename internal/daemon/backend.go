@@ -359,7 +359,7 @@ func (d *Daemon) observeMetrics() {
 				m.SetRotationState(e.mp, string(s.State))
 				e.state, e.stateSet = s.State, true
 			}
-			ids := scrapedIDs{cur: s.Current, rnext: s.RNext, installed: len(p.desired.Keys), rolls: s.Rolls, attempts: s.Attempts}
+			ids := scrapedIDs{cur: s.Current, rnext: s.RNext, installed: s.Desired, rolls: s.Rolls, attempts: s.Attempts}
 			if p.handle != nil && (!e.idsSet || e.ids != ids) {
 				var cur, rn *uint8
 				if s.Current.Valid {

@@ -132,16 +132,16 @@ type Daemon struct {
 	retry        bool                // some desired state failed: recompute at the next full pass
 }
 
-// peerState is one managed peer. Published values are never modified:
-// updatePeer replaces them, so readers need no lock once they hold one.
+// peerState is what the speaker reported of one managed peer: its session
+// and the socket handle. Its desired keys, and whether a machine runs on
+// the session, are the rotation controller's (SetDesired, Runs). Published
+// values are never modified: updatePeer replaces them, so readers need no
+// lock once they hold one.
 type peerState struct {
 	id      rotator.PeerID
-	running bool // its rotation machine runs on handle
 	info    bgp.PeerInfo
 	binding policy.Binding
 	handle  bgp.SocketHandle // nil while the session is down
-	desired rotator.Desired
-	chain   string
 }
 
 // New builds a Daemon; Run starts it.
@@ -449,11 +449,11 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if info.MD5 {
 		// The kernel refuses TCP-AO next to TCP-MD5 on one socket: the
 		// session is left alone (no handle, so no pass touches it).
-		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle, p.running = info, b, nil, false })
+		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
 		d.log.Error("refusing to manage the session: "+md5Fix(info.Neighbor), "peer", id)
 		return
 	}
-	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle, p.running = info, b, h, false })
+	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, h })
 	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
 	snap, release := d.shared()
 	defer release()
@@ -476,7 +476,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	if p == nil || p.handle == nil {
 		return false
 	}
-	if p.running {
+	if d.ctrl.Runs(id, p.handle) {
 		return true
 	}
 	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())
@@ -484,21 +484,13 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
 		return false
 	}
-	h := p.handle
-	// Claim the session: the session event and a reconcile pass may both
-	// get here for the same new session; only one takes it over.
-	claimed := false
-	d.updatePeer(id, func(p *peerState) {
-		if p.handle == h && !p.running {
-			p.running, p.desired, claimed = true, desired, true
-		}
-	})
-	if !claimed {
+	// The session event and a reconcile pass may both get here for the
+	// same new session: the controller starts one machine.
+	started, sp, err := d.ctrl.Adopt(id, p.handle, d.o.SocketOf(p.handle), desired)
+	if !started {
 		zeroDesired(desired)
 		return true // taken over by the other caller
 	}
-	d.ctrl.SetDesired(id, desired)
-	sp, err := d.ctrl.Accepted(id, d.o.SocketOf(h))
 	if err != nil {
 		d.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
 	}
@@ -517,7 +509,7 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	d.mu.Lock()
 	if old := d.peers[id]; old != nil {
 		n := *old
-		n.handle, n.info, n.running = nil, info, false
+		n.handle, n.info = nil, info
 		d.peers[id] = &n
 	}
 	d.mu.Unlock()

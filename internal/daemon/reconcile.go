@@ -230,7 +230,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		if p.handle == nil {
 			continue
 		}
-		if !p.running {
+		if !d.ctrl.Runs(id, p.handle) {
 			// A session reported before the first good key read, or
 			// whose take-over failed: take it over now.
 			d.takeOver(snap, id)
@@ -245,11 +245,8 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			d.retry = true
 			continue
 		}
-		if sameDesired(p.desired, desired) {
+		if !d.ctrl.SetDesired(id, desired) {
 			zeroDesired(desired) // the controller keeps the equal one it has
-		} else {
-			d.updatePeer(id, func(p *peerState) { p.desired, p.chain = desired, pk.SourceChain })
-			d.ctrl.SetDesired(id, desired)
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
 			next = pk.NextChange
@@ -272,25 +269,6 @@ func (d *Daemon) due(boundary time.Time) time.Time {
 		return full
 	}
 	return boundary
-}
-
-// sameDesired compares two desired states without looking at key bytes
-// other than through fingerprints.
-func sameDesired(a, b rotator.Desired) bool {
-	if a.Socket != b.Socket || a.WantCurrent != b.WantCurrent || a.WantRNext != b.WantRNext ||
-		a.AORequired != b.AORequired || len(a.Keys) != len(b.Keys) || !slices.Equal(a.Revoked, b.Revoked) ||
-		!slices.Equal(a.Replace, b.Replace) {
-		return false
-	}
-	for i := range a.Keys {
-		x, y := a.Keys[i], b.Keys[i]
-		if x.KeyRef != y.KeyRef || x.Algorithm != y.Algorithm || x.MACLen != y.MACLen ||
-			x.ExcludeOptions != y.ExcludeOptions || x.AcceptOnly != y.AcceptOnly ||
-			x.Secret.Fingerprint() != y.Secret.Fingerprint() {
-			return false
-		}
-	}
-	return true
 }
 
 // listenerWant recomputes the listeners' desired keys into the cache the

@@ -189,7 +189,6 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 		rs.Action, rs.Error = "error", "the peer's rotation machine did not take the request (it is in a step that has not returned, or the session went)"
 		return rs
 	}
-	d.updatePeer(id, func(p *peerState) { p.desired = want })
 	if reset {
 		rs.Action = control.ActionReset
 		if err := d.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key replaced in place (aoctl replace)"); err != nil {

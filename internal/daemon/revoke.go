@@ -316,7 +316,6 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		}
 		only := false
 		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = d.revokeOn(sock, ids, pref, &rs) }) {
-			d.updatePeer(id, func(p *peerState) { p.desired = want })
 			if only {
 				d.revokeOnly(ctx, p, &rs)
 			}
@@ -333,8 +332,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		// not touched beside it. The machine restarts once it returns.
 		rs.Action, rs.Error = "error", "the peer's rotation machine is in a step that has not returned; not revoked on this socket"
 		if werr == nil {
-			d.ctrl.SetDesired(id, want)
-			_, _ = d.ctrl.Accepted(id, sock)
+			_, _, _ = d.ctrl.Adopt(id, p.handle, sock, want)
 		}
 		return rs
 	}
@@ -342,9 +340,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		d.revokeOnly(ctx, p, &rs)
 	}
 	if werr == nil {
-		d.updatePeer(id, func(p *peerState) { p.desired = want })
-		d.ctrl.SetDesired(id, want)
-		if _, err := d.ctrl.Accepted(id, sock); err != nil {
+		if _, _, err := d.ctrl.Adopt(id, p.handle, sock, want); err != nil {
 			d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
 		}
 	}
