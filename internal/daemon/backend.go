@@ -53,9 +53,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if cs.LastError != nil {
 		rep.KeySource.LastError = cs.LastError.Error()
 	}
-	d.mu.Lock()
-	rep.Optmem = control.Optmem{Limit: d.optmem[0], Needed: d.optmem[1]}
-	d.mu.Unlock()
+	d.rec.mu.Lock()
+	rep.Optmem = control.Optmem{Limit: d.rec.optmem.limit, Needed: d.rec.optmem.needed}
+	d.rec.mu.Unlock()
 	// Stale-source, optmem and not-passive warnings are derived from these
 	// fields (StatusReport.Complete, below).
 	snap, release := d.shared()
@@ -331,14 +331,14 @@ func (d *Daemon) observeMetrics() {
 	// The controller's status first: its goroutines take d.mu (through the
 	// session guard) while they hold their own lock.
 	sts := d.ctrl.Snapshots()
-	d.mu.Lock()
-	m.SetOptmem(d.optmem[0], d.optmem[1])
-	d.mu.Unlock()
+	d.rec.mu.Lock()
+	m.SetOptmem(d.rec.optmem.limit, d.rec.optmem.needed)
+	d.rec.mu.Unlock()
 	snap, release := d.shared()
 	defer release()
 	m.SetHeldBack(metricHolds(d.holds(snap)))
 	m.SetKept(metricKept(sts, d.peer, d.listenerKept()))
-	d.scrapes++
+	d.view.scrapes++
 	d.observeVerify(m)
 	now := d.o.Clock.Now()
 	pol := d.policy()
@@ -389,9 +389,9 @@ func (d *Daemon) observeMetrics() {
 		e.countersAt = c.At
 		kcs = publishCounters(m, e.mp, c, kcs[:0])
 	}
-	for p, e := range d.scraped {
-		if e.pass != d.scrapes {
-			delete(d.scraped, p)
+	for p, e := range d.view.scraped {
+		if e.pass != d.view.scrapes {
+			delete(d.view.scraped, p)
 		}
 	}
 }
@@ -408,15 +408,15 @@ type scrapedIDs struct {
 // new desired keys) starts over, and the old one goes at the end of the
 // scrape.
 func (d *Daemon) scrapedFor(p *peerState) *scraped {
-	if d.scraped == nil {
-		d.scraped = map[*peerState]*scraped{}
+	if d.view.scraped == nil {
+		d.view.scraped = map[*peerState]*scraped{}
 	}
-	e := d.scraped[p]
+	e := d.view.scraped[p]
 	if e == nil {
 		e = &scraped{mp: metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}}
-		d.scraped[p] = e
+		d.view.scraped[p] = e
 	}
-	e.pass = d.scrapes
+	e.pass = d.view.scrapes
 	return e
 }
 
@@ -474,13 +474,13 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // pass.
 func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
 	m := d.o.Metrics
-	d.mu.Lock()
-	if d.rolls == nil {
-		d.rolls = map[rotator.PeerID][2]int{}
+	d.view.mu.Lock()
+	if d.view.rolls == nil {
+		d.view.rolls = map[rotator.PeerID][2]int{}
 	}
-	last, seen := d.rolls[s.Peer]
-	d.rolls[s.Peer] = [2]int{s.Rolls, s.Attempts}
-	d.mu.Unlock()
+	last, seen := d.view.rolls[s.Peer]
+	d.view.rolls[s.Peer] = [2]int{s.Rolls, s.Attempts}
+	d.view.mu.Unlock()
 	m.SetRollAttempts(mp, s.Attempts, s.LastAbortReason.String())
 	if !seen {
 		return
@@ -505,12 +505,14 @@ func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
 func (d *Daemon) forget(id rotator.PeerID) {
 	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
-	d.mu.Lock()
-	p := d.peers[id]
-	delete(d.peers, id)
-	delete(d.rolls, id)
-	d.verify.forget(id)
-	d.mu.Unlock()
+	d.peers.mu.Lock()
+	p := d.peers.m[id]
+	delete(d.peers.m, id)
+	d.peers.mu.Unlock()
+	d.view.mu.Lock()
+	delete(d.view.rolls, id)
+	d.view.mu.Unlock()
+	d.view.verify.forget(id)
 	if p != nil && d.o.Metrics != nil {
 		d.o.Metrics.DeletePeer(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF})
 	}

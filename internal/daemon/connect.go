@@ -99,7 +99,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if pref, ok := pk.PreferredKey(); ok && have(pref.MKT.SendID, pref.MKT.RecvID) {
 		sign = slices.IndexFunc(cands, func(k policy.DesiredKey) bool { return k.MKT.Name == pref.MKT.Name })
 	}
-	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.connects.alternate(addr) {
+	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.peers.connects.alternate(addr) {
 		sign = seen
 	}
 	for _, k := range cands {

@@ -82,54 +82,16 @@ type Options struct {
 type Daemon struct {
 	o       Options
 	log     *slog.Logger
-	ctrl    *rotator.Controller
-	tracker *bgp.Tracker
-	guard   *bgp.Guard
-	revoked *revokeStore
-	kick    chan struct{}
-
-	mu       sync.Mutex
-	pol      *policy.Policy
-	peers    map[rotator.PeerID]*peerState
-	early    map[rotator.PeerID]bool // rotate-now requests: roll to the newest key ahead of its send time
-	nextPass time.Time
-	lastPass time.Time
-
-	optmem   [2]int                    // limit, needed (listener)
-	raised   raiseState                // the last RaiseOptMem outcome (reconcile goroutine)
-	rolls    map[rotator.PeerID][2]int // rolls, aborted attempts at the last pass (metrics)
-	scraped  map[*peerState]*scraped   // what the metrics hold of each peer (observeMetrics alone)
-	scrapes  uint64                    // observeMetrics passes
-	boundPol *policy.Policy            // the policy bound was computed for
-	bound    map[string]bool           // source chains some binding reads
-
-	verify verifyBase // listener pkt_bad per peer when its session went down
-
-	listenMu sync.Mutex // the reconcile goroutine's lock on listener writes
-	snaps    snapshots  // the shared read-only key snapshot
-
-	// events counts the requests for a full pass with recompute that no
-	// version records: Kick (SIGHUP reload, aoctl rotate and revoke, a key
-	// refresh asked for). Kick bumps it.
-	events atomic.Uint64
-	// sessions counts what needs a full pass but no recompute: a speaker
-	// (re)sync, a session that could not be taken over yet. resync bumps it.
-	sessions atomic.Uint64
-	// Passes run so far: idle (nothing changed, nothing read), full.
-	idlePasses, fullPasses atomic.Uint64
-	// The reconcile goroutine's own (no lock): the inputs of the last
-	// full pass, when it ran, and the listeners' desired keys it computed
-	// (owning their secrets).
-	last         passInputs
-	lastSessions uint64 // Daemon.sessions at the last full pass
-	haveLast     bool
-	lastFull     time.Time
-	lnWant       [2]rotator.Desired  // v4, v6
-	lnFrozen     []frozenRange       // bindings whose listener keys are not deleted
-	lnKept       []rotator.Held      // what the last listener sync kept (d.mu; written by the reconcile goroutine)
-	approved     map[string]material // edits in place approved by aoctl replace, by chain/key (d.mu)
-	connects     connectTries        // ConnectKeys' alternation per peer
-	retry        bool                // some desired state failed: recompute at the next full pass
+	ctrl    *rotator.Controller // each peer's desired keys and rotation machine
+	tracker *bgp.Tracker        // the speaker's sessions and sockets
+	guard   *bgp.Guard          // a roll step's before/after session check
+	revoked *revokeStore        // recorded revocations
+	pol     atomic.Pointer[policyState]
+	peers   peerTable    // what the speaker reported, per peer
+	ops     operatorAsks // rotate-now and replace approvals
+	rec     reconciler   // the reconcile goroutine's; it alone writes the listeners
+	view    scrapeView   // what the metrics hold
+	snaps   snapshots    // the shared read-only key snapshot
 }
 
 // peerState is what the speaker reported of one managed peer: its session
@@ -184,11 +146,11 @@ func New(o Options) (*Daemon, error) {
 		o:       o,
 		log:     o.Logger,
 		revoked: rs,
-		kick:    make(chan struct{}, 1),
-		pol:     o.Policy,
-		peers:   map[rotator.PeerID]*peerState{},
-		early:   map[rotator.PeerID]bool{},
+		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
+		ops:     operatorAsks{early: map[rotator.PeerID]bool{}},
+		rec:     newReconciler(),
 	}
+	d.pol.Store(newPolicyState(o.Policy))
 	// The key cache holds back what a read loses of the chains in use.
 	o.Keys.SetBound(d.boundChain)
 	if o.Metrics != nil {
@@ -232,25 +194,19 @@ func New(o Options) (*Daemon, error) {
 	return d, nil
 }
 
-func (d *Daemon) policy() *policy.Policy {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.pol
-}
+func (d *Daemon) policy() *policy.Policy { return d.pol.Load().pol }
 
 // SetPolicy swaps in a new, already validated policy (SIGHUP reload) and
 // reconciles at once.
 func (d *Daemon) SetPolicy(p *policy.Policy) {
-	d.mu.Lock()
-	d.pol = p
-	d.mu.Unlock()
+	d.pol.Store(newPolicyState(p))
 	d.Kick()
 }
 
 // Kick asks for a full reconcile pass now: desired state recomputed and
 // the listeners re-read from the kernel.
 func (d *Daemon) Kick() {
-	d.events.Add(1)
+	d.rec.events.Add(1)
 	d.wake()
 }
 
@@ -259,7 +215,7 @@ func (d *Daemon) Kick() {
 // desired state: a session event changes nothing for the other peers (a
 // mass take-over must not cost a fleet-wide recompute per session).
 func (d *Daemon) resync() {
-	d.sessions.Add(1)
+	d.rec.sessions.Add(1)
 	d.wake()
 }
 
@@ -267,7 +223,7 @@ func (d *Daemon) resync() {
 // is due.
 func (d *Daemon) wake() {
 	select {
-	case d.kick <- struct{}{}:
+	case d.rec.kick <- struct{}{}:
 	default:
 	}
 }
@@ -275,7 +231,7 @@ func (d *Daemon) wake() {
 // Passes reports how many reconcile passes have run: idle ones (no input
 // changed and no full pass due: nothing computed, nothing read from the
 // kernel) and full ones.
-func (d *Daemon) Passes() (idle, full uint64) { return d.idlePasses.Load(), d.fullPasses.Load() }
+func (d *Daemon) Passes() (idle, full uint64) { return d.rec.idlePasses.Load(), d.rec.fullPasses.Load() }
 
 func (d *Daemon) managed(p bgp.PeerInfo) bool {
 	_, err := d.policy().BindingFor(p.Neighbor, p.VRF)
@@ -284,10 +240,19 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 
 // Run reconciles until ctx ends. It returns leaving every installed key in
 // place: stopping aokeyd must not drop a session.
+//
+// Its goroutines: this one is the reconcile goroutine (the passes, and the
+// listener part of each revoke between them: the listeners' one writer);
+// one follows the speaker (bgp.Tracker, whose events take sessions over);
+// one reads the key source every Refresh and wakes a pass after each read
+// (a read that finds nothing new makes it an idle pass). The controller's
+// per-peer machines stop last.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.ctrl.Close()
+	defer close(d.rec.done)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	defer wg.Wait()
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
@@ -300,47 +265,59 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	defer wg.Wait()
-
-	refresh := func() {
-		changed, err := d.o.Keys.Refresh(ctx)
-		switch {
-		case err != nil:
-			d.log.Warn("key source read failed; last good snapshot stays in force", "source", d.o.Keys.Status().Source, "err", err)
-			if d.o.Metrics != nil {
-				d.o.Metrics.KeySourceFailed()
+	d.refresh(ctx)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.o.Clock.After(d.o.Refresh):
 			}
-		default:
-			if d.o.Metrics != nil {
-				d.o.Metrics.KeySourceSynced(d.o.Clock.Now())
-			}
-			if changed {
-				d.log.Info("key source changed", "source", d.o.Keys.Status().Source)
-			}
+			d.refresh(ctx)
+			d.wake()
 		}
-	}
-	refresh()
-	lastRefresh := d.o.Clock.Now()
+	}()
 	defer d.dropListenerWant()
 	defer d.dropShared()
 	for {
 		next := d.reconcile(ctx)
-		wait := d.o.Refresh - d.o.Clock.Now().Sub(lastRefresh)
+		var timer <-chan time.Time // nil: no pass due until woken
 		if !next.IsZero() {
-			if w := next.Sub(d.o.Clock.Now()); w < wait {
-				wait = max(w, 100*time.Millisecond)
+			timer = d.o.Clock.After(max(next.Sub(d.o.Clock.Now()), 100*time.Millisecond))
+		}
+		for served := true; served; {
+			select {
+			case <-ctx.Done():
+				d.log.Info("stopping; installed keys stay in place")
+				return nil
+			case r := <-d.rec.revokes:
+				d.revokeListeners(r)
+				close(r.done)
+				continue // the pass the revoke kicks comes after it
+			case <-d.rec.kick:
+			case <-timer:
 			}
+			served = false
 		}
-		select {
-		case <-ctx.Done():
-			d.log.Info("stopping; installed keys stay in place")
-			return nil
-		case <-d.kick:
-		case <-d.o.Clock.After(max(wait, 0)):
+	}
+}
+
+// refresh reads the key source once.
+func (d *Daemon) refresh(ctx context.Context) {
+	changed, err := d.o.Keys.Refresh(ctx)
+	switch {
+	case err != nil:
+		d.log.Warn("key source read failed; last good snapshot stays in force", "source", d.o.Keys.Status().Source, "err", err)
+		if d.o.Metrics != nil {
+			d.o.Metrics.KeySourceFailed()
 		}
-		if d.o.Clock.Now().Sub(lastRefresh) >= d.o.Refresh {
-			refresh()
-			lastRefresh = d.o.Clock.Now()
+	default:
+		if d.o.Metrics != nil {
+			d.o.Metrics.KeySourceSynced(d.o.Clock.Now())
+		}
+		if changed {
+			d.log.Info("key source changed", "source", d.o.Keys.Status().Source)
 		}
 	}
 }
@@ -404,19 +381,19 @@ func (d *Daemon) keyOf(id rotator.PeerID) (peer.Key, bool) {
 
 // peer returns the peer's current state. A *peerState is never modified
 // once published (updatePeer replaces it), so the caller may read it
-// without holding d.mu.
+// without holding d.peers.mu.
 func (d *Daemon) peer(id rotator.PeerID) *peerState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.peers[id]
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
+	return d.peers.m[id]
 }
 
 // peerList returns every peer's current state (read-only, see peer).
 func (d *Daemon) peerList() []*peerState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*peerState, 0, len(d.peers))
-	for _, p := range d.peers {
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
+	out := make([]*peerState, 0, len(d.peers.m))
+	for _, p := range d.peers.m {
 		out = append(out, p)
 	}
 	return out
@@ -425,15 +402,15 @@ func (d *Daemon) peerList() []*peerState {
 // updatePeer replaces the peer's state by a modified copy (creating it when
 // missing) and returns the new one.
 func (d *Daemon) updatePeer(id rotator.PeerID, fn func(p *peerState)) *peerState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
 	var n peerState
-	if old := d.peers[id]; old != nil {
+	if old := d.peers.m[id]; old != nil {
 		n = *old
 	}
 	n.id = id
 	fn(&n)
-	d.peers[id] = &n
+	d.peers.m[id] = &n
 	return &n
 }
 
@@ -506,13 +483,13 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := info.Key()
 	d.ctrl.PeerDown(id)
 	d.noteDown(ctx, info)
-	d.mu.Lock()
-	if old := d.peers[id]; old != nil {
+	d.peers.mu.Lock()
+	if old := d.peers.m[id]; old != nil {
 		n := *old
 		n.handle, n.info = nil, info
-		d.peers[id] = &n
+		d.peers.m[id] = &n
 	}
-	d.mu.Unlock()
+	d.peers.mu.Unlock()
 	d.log.Info("session down; its socket is no longer touched", "peer", id)
 }
 

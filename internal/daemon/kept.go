@@ -20,10 +20,10 @@ import (
 // noteListenerKept records what the last listener sync kept, logging each
 // kept key once when it appears. The reconcile goroutine calls it.
 func (d *Daemon) noteListenerKept(kept []rotator.Held) {
-	d.mu.Lock()
-	old := d.lnKept
-	d.lnKept = kept
-	d.mu.Unlock()
+	d.rec.mu.Lock()
+	old := d.rec.kept
+	d.rec.kept = kept
+	d.rec.mu.Unlock()
 	for _, h := range kept {
 		if slices.ContainsFunc(old, func(o rotator.Held) bool { return o.Ref == h.Ref && o.Why == h.Why }) {
 			continue
@@ -35,16 +35,16 @@ func (d *Daemon) noteListenerKept(kept []rotator.Held) {
 // listenerCarries reports whether the last listener sync kept a key only
 // because a session carries it.
 func (d *Daemon) listenerCarries() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.ContainsFunc(d.lnKept, func(h rotator.Held) bool { return h.Why == rotator.ReasonCarried })
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
+	return slices.ContainsFunc(d.rec.kept, func(h rotator.Held) bool { return h.Why == rotator.ReasonCarried })
 }
 
 // listenerKept is what the last listener sync kept.
 func (d *Daemon) listenerKept() []rotator.Held {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.lnKept
+	d.rec.mu.Lock()
+	defer d.rec.mu.Unlock()
+	return d.rec.kept
 }
 
 // keptWarning is the status warning for a key kept on a socket of peer

@@ -30,21 +30,7 @@ var errFrozen = errors.New("key chain degraded in the key source: the session's 
 
 // boundChain reports whether a source chain is read by a key chain that
 // some binding uses (the key cache holds only those back).
-func (d *Daemon) boundChain(chain string) bool {
-	pol := d.policy()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.boundPol != pol {
-		set := map[string]bool{}
-		for _, b := range pol.Bindings() {
-			if c, ok := pol.Chain(b.KeyChain); ok {
-				set[c.SourceChain] = true
-			}
-		}
-		d.boundPol, d.bound = pol, set
-	}
-	return d.bound[chain]
-}
+func (d *Daemon) boundChain(chain string) bool { return d.pol.Load().bound[chain] }
 
 // holds is what the snapshot holds back (keystore.Snapshot.Held) plus the
 // bound source chains it does not have at all, in a stable order.

@@ -25,8 +25,8 @@ func (d *Daemon) raiseOptMem(pid, need int) (int, bool) {
 	if err != nil {
 		st.err = err.Error()
 	}
-	last := d.raised
-	d.raised = st
+	last := d.rec.raised
+	d.rec.raised = st
 	switch {
 	case err != nil:
 		if st != last {

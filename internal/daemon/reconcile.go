@@ -49,16 +49,16 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 		return rotator.Desired{}, pk, err
 	}
 	pref := pk.Preferred
-	d.mu.Lock()
-	early := d.early[id]
-	d.mu.Unlock()
+	d.ops.mu.Lock()
+	early := d.ops.early[id]
+	d.ops.mu.Unlock()
 	if early {
 		if n := newest(pk); n >= 0 && n != pref {
 			pref = n
 		} else {
-			d.mu.Lock()
-			delete(d.early, id) // reached (or nothing newer): done
-			d.mu.Unlock()
+			d.ops.mu.Lock()
+			delete(d.ops.early, id) // reached (or nothing newer): done
+			d.ops.mu.Unlock()
 		}
 	}
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
@@ -168,7 +168,7 @@ type passInputs struct {
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.events.Load()}
+	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -182,25 +182,29 @@ func (d *Daemon) inputs() passInputs {
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	now := d.o.Clock.Now()
-	in, sessions := d.inputs(), d.sessions.Load()
-	d.mu.Lock()
-	boundary, early := d.nextPass, len(d.early) > 0
-	d.mu.Unlock()
-	changed := !d.haveLast || in != d.last || early || (!boundary.IsZero() && !now.Before(boundary))
-	if !changed && sessions == d.lastSessions && now.Before(d.lastFull.Add(d.o.Resync)) {
-		d.idlePasses.Add(1)
+	in, sessions := d.inputs(), d.rec.sessions.Load()
+	r := &d.rec
+	r.mu.Lock()
+	boundary := r.nextPass
+	r.mu.Unlock()
+	d.ops.mu.Lock()
+	early := len(d.ops.early) > 0
+	d.ops.mu.Unlock()
+	changed := !d.rec.haveLast || in != d.rec.last || early || (!boundary.IsZero() && !now.Before(boundary))
+	if !changed && sessions == d.rec.lastSessions && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
+		r.idlePasses.Add(1)
 		return d.due(boundary)
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
-		d.log.Debug("full reconcile pass", "first", !d.haveLast, "keys", in.keys != d.last.keys,
-			"revoked", in.revoked != d.last.revoked, "policy", in.pol != d.last.pol, "events", in.events != d.last.events,
-			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.retry,
-			"sessions", sessions != d.lastSessions, "drift_check", !changed)
+		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
+			"revoked", in.revoked != d.rec.last.revoked, "policy", in.pol != d.rec.last.pol, "events", in.events != d.rec.last.events,
+			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.rec.retry,
+			"sessions", sessions != d.rec.lastSessions, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
 	// not there yet, ...) is retried with each full pass.
-	changed = changed || d.retry
-	d.retry = false
+	changed = changed || d.rec.retry
+	d.rec.retry = false
 	snap, release := d.shared()
 	defer release()
 	if snap == nil {
@@ -242,7 +246,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		desired, pk, err := d.desiredFor(snap, p, now)
 		if err != nil {
 			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
-			d.retry = true
+			d.rec.retry = true
 			continue
 		}
 		if !d.ctrl.SetDesired(id, desired) {
@@ -253,18 +257,18 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		}
 	}
 	d.syncListeners(ctx)
-	d.last, d.lastSessions, d.haveLast, d.lastFull = in, sessions, true, now
-	d.mu.Lock()
-	d.lastPass, d.nextPass = now, next
-	d.mu.Unlock()
-	d.fullPasses.Add(1)
+	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
+	r.mu.Lock()
+	r.nextPass = next
+	r.mu.Unlock()
+	r.fullPasses.Add(1)
 	return d.due(next)
 }
 
 // due is when the next pass must run: the policy's next time boundary or
 // the next full pass, whichever is first.
 func (d *Daemon) due(boundary time.Time) time.Time {
-	full := d.lastFull.Add(d.o.Resync)
+	full := d.rec.lastFull.Add(d.o.Resync)
 	if boundary.IsZero() || full.Before(boundary) {
 		return full
 	}
@@ -275,31 +279,29 @@ func (d *Daemon) due(boundary time.Time) time.Time {
 // full passes sync against, and returns the first policy time boundary.
 func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
 	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now)
-	d.retry = d.retry || incomplete || len(frozen) > 0
+	d.rec.retry = d.rec.retry || incomplete || len(frozen) > 0
 	d.logFrozen(frozen)
 	d.dropListenerWant()
-	d.lnWant, d.lnFrozen = [2]rotator.Desired{v4, v6}, frozen
+	d.rec.want, d.rec.frozen = listenerWant{v4, v6}, frozen
 	return next
 }
 
 // dropListenerWant zeroes the cached listener keys.
 func (d *Daemon) dropListenerWant() {
-	zeroDesired(d.lnWant[0], d.lnWant[1])
-	d.lnWant, d.lnFrozen = [2]rotator.Desired{}, nil
+	zeroDesired(d.rec.want.v4, d.rec.want.v6)
+	d.rec.want, d.rec.frozen = listenerWant{}, nil
 }
 
 // syncListeners brings the speaker's listening sockets to the cached
 // desired keys, reading each one's keys from the kernel first.
 func (d *Daemon) syncListeners(ctx context.Context) {
-	v4, v6 := d.lnWant[0], d.lnWant[1]
+	v4, v6 := d.rec.want.v4, d.rec.want.v6
 	hs, err := d.tracker.Listeners(ctx)
 	if err != nil {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
 		return
 	}
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
-	d.listenMu.Lock()
-	defer d.listenMu.Unlock()
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
@@ -327,7 +329,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.lnFrozen), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
+		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.rec.frozen), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
 		kept = append(kept, sp.Kept...)
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
@@ -342,9 +344,9 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	}
 	d.noteListenerKept(kept)
 	limit, _ := optMemMax()
-	d.mu.Lock()
-	d.optmem = [2]int{limit, needed}
-	d.mu.Unlock()
+	d.rec.mu.Lock()
+	d.rec.optmem = optMemUse{limit, needed}
+	d.rec.mu.Unlock()
 }
 
 // listenerWantOf is the desired state of one listening socket: the

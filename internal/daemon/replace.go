@@ -43,15 +43,15 @@ func materialOf(m *keystore.MKT) material {
 // approvedRefs are pk's keys whose material an operator approved (aoctl
 // replace), as kernel key references for peer on ifindex idx.
 func (d *Daemon) approvedRefs(pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.approved) == 0 {
+	d.ops.mu.Lock()
+	defer d.ops.mu.Unlock()
+	if len(d.ops.approved) == 0 {
 		return nil
 	}
 	var out []tcpao.KeyRef
 	for i := range pk.Keys {
 		m := &pk.Keys[i].MKT
-		if a, ok := d.approved[pk.SourceChain+"/"+m.Name]; ok && a == materialOf(m) {
+		if a, ok := d.ops.approved[pk.SourceChain+"/"+m.Name]; ok && a == materialOf(m) {
 			out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
 		}
 	}
@@ -96,12 +96,12 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 	if mkt == nil {
 		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
 	}
-	d.mu.Lock()
-	if d.approved == nil {
-		d.approved = map[string]material{}
+	d.ops.mu.Lock()
+	if d.ops.approved == nil {
+		d.ops.approved = map[string]material{}
 	}
-	d.approved[req.Chain+"/"+req.Key] = materialOf(mkt)
-	d.mu.Unlock()
+	d.ops.approved[req.Chain+"/"+req.Key] = materialOf(mkt)
+	d.ops.mu.Unlock()
 	d.log.Warn("edit in place approved: new material replaces the installed key", "chain", req.Chain, "key", req.Key)
 
 	// The listeners first, so that a session reset below comes back with

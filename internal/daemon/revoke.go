@@ -146,9 +146,9 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 	pol := d.policy()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // listeners, by this goroutine alone
+	go func() { // listeners, by their owner, the reconcile goroutine
 		defer wg.Done()
-		d.revokeListeners(ctx, chainEntries(pol, chain), ids, scope, vrf, add)
+		d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), ids: ids, scope: scope, vrf: vrf, add: add})
 	}()
 	var ps []*peerState
 	for _, p := range d.peerList() {
@@ -244,19 +244,48 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 	return a, nil
 }
 
-// revokeListeners deletes the key with ids from the listening sockets: all
-// of its entries, or with scope only the peer's own (host prefix, vrf's
-// device). An entry of a prefix binding that covers the peer stays: other
-// peers use it; the outcome says so.
-func (d *Daemon) revokeListeners(ctx context.Context, inChain map[listenerEntry]bool, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) {
-	idx, idxErr := ifIndex(vrf)
-	hs, err := d.tracker.Listeners(ctx)
+// listenerRevoke is a revoke's listener part: the key with ids goes from
+// the listening sockets, all of its entries of the chain's bindings
+// (inChain), or with scope only the peer's own (host prefix, vrf's
+// device). The reconcile goroutine, the listeners' one writer, applies it
+// between two passes (Run) and closes done.
+type listenerRevoke struct {
+	ctx     context.Context
+	inChain map[listenerEntry]bool
+	ids     [2]uint8
+	scope   netip.Addr
+	vrf     string
+	add     func(control.RevokeSocket)
+	done    chan struct{}
+}
+
+// askListenerRevoke hands r to the reconcile goroutine and waits until it
+// is applied. A daemon that is not running (or stops first) applies
+// nothing: the revocation is recorded, and the next pass's listener sync
+// deletes the key (a revoked key is never kept).
+func (d *Daemon) askListenerRevoke(ctx context.Context, r *listenerRevoke) {
+	r.done = make(chan struct{})
+	select {
+	case d.rec.revokes <- r:
+		<-r.done
+	case <-ctx.Done():
+		r.add(control.RevokeSocket{Socket: "listeners", Error: "the revoke ended before the reconcile loop took it: " + ctx.Err().Error()})
+	case <-d.rec.done:
+		r.add(control.RevokeSocket{Socket: "listeners", Error: "aokeyd is stopping: the listeners keep the key until the next start's first pass"})
+	}
+}
+
+// revokeListeners applies r (the reconcile goroutine's). An entry of a
+// prefix binding that covers the scoped peer stays: other peers use it;
+// the outcome says so.
+func (d *Daemon) revokeListeners(r *listenerRevoke) {
+	inChain, ids, scope, add := r.inChain, r.ids, r.scope, r.add
+	idx, idxErr := ifIndex(r.vrf)
+	hs, err := d.tracker.Listeners(r.ctx)
 	if err != nil {
 		add(control.RevokeSocket{Socket: "listeners", Error: err.Error()})
 		return
 	}
-	d.listenMu.Lock()
-	defer d.listenMu.Unlock()
 	for _, h := range hs {
 		name := "listen " + h.Ref().Local.String()
 		// One borrow of the listener's descriptor for its read and all

@@ -42,9 +42,9 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		case newest(pk) < 0 || newest(pk) == pk.Preferred:
 			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
 		default:
-			d.mu.Lock()
-			d.early[id] = true
-			d.mu.Unlock()
+			d.ops.mu.Lock()
+			d.ops.early[id] = true
+			d.ops.mu.Unlock()
 			out.Started = true
 			out.Detail = "rolling to " + pk.SourceChain + "/" + pk.Keys[newest(pk)].MKT.Name
 		}

@@ -165,7 +165,7 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
 		idx, _ := ifIndex(info.VRF)
 		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
-		lc.VerifyFailing = d.verify.failing(info.Key(), info.Established(), bad)
+		lc.VerifyFailing = d.view.verify.failing(info.Key(), info.Established(), bad)
 		ps.Listener = &lc
 		if lc.VerifyFailing {
 			ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
@@ -179,7 +179,7 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
 	idx, _ := ifIndex(info.VRF)
 	_, bad := listenerFor(d.observeListeners(ctx), info.Neighbor, idx, d.peerAddrs())
-	d.verify.noteDown(info.Key(), bad)
+	d.view.verify.noteDown(info.Key(), bad)
 }
 
 // observeVerify publishes each managed peer's verify-failing gauge (a
@@ -195,10 +195,10 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 		}
 	}
 	for _, p := range peers {
-		if e := d.scraped[p]; e != nil && e.verifySet && !e.verify && p.info.Established() {
+		if e := d.view.scraped[p]; e != nil && e.verifySet && !e.verify && p.info.Established() {
 			// Published not failing for this very state: an established
 			// session stays so (no policy lookup per scrape).
-			e.pass = d.scrapes
+			e.pass = d.view.scrapes
 			continue
 		}
 		if !d.managed(p.info) {
@@ -208,7 +208,7 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 		if !p.info.Established() {
 			idx, _ := ifIndex(p.info.VRF)
 			_, bad := listenerFor(ls, p.info.Neighbor, idx, others)
-			failing = d.verify.failing(p.id, false, bad)
+			failing = d.view.verify.failing(p.id, false, bad)
 		}
 		if e := d.scrapedFor(p); !e.verifySet || e.verify != failing {
 			m.SetVerifyFailing(e.mp, failing)

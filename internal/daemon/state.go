@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+// The Daemon's state, one owner for each piece (see doc.go):
+//
+//   - rotator.Controller: each peer's desired keys and whether a rotation
+//     machine runs on its session (SetDesired, Adopt, Runs); each
+//     session's socket is written by its machine alone.
+//   - reconciler: the pass inputs, the listeners' desired keys and the
+//     listening sockets, which only the reconcile goroutine (Run) writes;
+//     a revoke asks it to take a key off them (listenerRevoke).
+//   - peerTable: what the speaker reported of each peer (session, binding,
+//     socket handle), written by the session events and the pass's
+//     take-overs and forgets.
+//   - operatorAsks: what operators asked for that the next pass applies
+//     (aoctl rotate's early rolls, aoctl replace's approvals).
+//   - policyState: the policy in force, swapped whole by SetPolicy.
+//   - scrapeView: what the metrics already hold, the scrape's alone.
+
+// reconciler is the reconcile goroutine's state. The fields above mu are
+// that goroutine's alone (no lock); the counters are atomic; mu guards
+// what other goroutines read.
+type reconciler struct {
+	kick    chan struct{}        // wake: a pass now
+	revokes chan *listenerRevoke // a revoke's listener part, applied between passes
+	done    chan struct{}        // closed when Run returns
+
+	// events counts the requests for a full pass with recompute that no
+	// version records: Kick (SIGHUP reload, aoctl rotate and revoke, a key
+	// refresh asked for). sessions counts what needs a full pass but no
+	// recompute: a speaker (re)sync, a session not taken over yet.
+	events, sessions       atomic.Uint64
+	idlePasses, fullPasses atomic.Uint64
+
+	// The inputs of the last full pass, when it ran, and the listeners'
+	// desired keys it computed (owning their secrets).
+	last         passInputs
+	lastSessions uint64 // sessions at the last full pass
+	haveLast     bool
+	lastFull     time.Time
+	want         listenerWant
+	frozen       []frozenRange // bindings whose listener keys are not deleted
+	retry        bool          // some desired state failed: recompute at the next full pass
+	raised       raiseState    // the last RaiseOptMem outcome
+
+	mu       sync.Mutex
+	nextPass time.Time     // the policy's next time boundary
+	optmem   optMemUse     // the listeners' optmem need at the last sync
+	kept     []rotator.Held // what the last listener sync kept
+}
+
+func newReconciler() reconciler {
+	return reconciler{kick: make(chan struct{}, 1), revokes: make(chan *listenerRevoke), done: make(chan struct{})}
+}
+
+// listenerWant is the listeners' desired state per address family.
+type listenerWant struct{ v4, v6 rotator.Desired }
+
+// optMemUse is net.core.optmem_max as the listener sync saw it and what
+// the listener with the most keys needs.
+type optMemUse struct{ limit, needed int }
+
+// peerTable holds what the speaker reported of each peer. A *peerState is
+// never modified once published (update replaces it).
+type peerTable struct {
+	mu       sync.Mutex
+	m        map[rotator.PeerID]*peerState
+	connects connectTries // ConnectKeys' alternation per peer
+}
+
+// operatorAsks are operator requests the passes apply.
+type operatorAsks struct {
+	mu       sync.Mutex
+	early    map[rotator.PeerID]bool // aoctl rotate: roll to the newest key ahead of its send time
+	approved map[string]material     // aoctl replace: edits in place approved, by chain/key
+}
+
+// policyState is the policy in force and the source chains its bindings
+// read (the key cache holds back only those), computed together.
+type policyState struct {
+	pol   *policy.Policy
+	bound map[string]bool
+}
+
+func newPolicyState(p *policy.Policy) *policyState {
+	set := map[string]bool{}
+	for _, b := range p.Bindings() {
+		if c, ok := p.Chain(b.KeyChain); ok {
+			set[c.SourceChain] = true
+		}
+	}
+	return &policyState{pol: p, bound: set}
+}
+
+// scrapeView is what the metrics hold of each peer, so that a scrape
+// updates only what changed: observeMetrics's alone, but for verify
+// (session events note bases) and rolls (forget).
+type scrapeView struct {
+	scraped map[*peerState]*scraped
+	scrapes uint64 // observeMetrics passes
+	verify  verifyBase
+
+	mu    sync.Mutex
+	rolls map[rotator.PeerID][2]int // rolls, aborted attempts at the last scrape
+}
