@@ -231,7 +231,9 @@ func (d *Daemon) wake() {
 // Passes reports how many reconcile passes have run: idle ones (no input
 // changed and no full pass due: nothing computed, nothing read from the
 // kernel) and full ones.
-func (d *Daemon) Passes() (idle, full uint64) { return d.rec.idlePasses.Load(), d.rec.fullPasses.Load() }
+func (d *Daemon) Passes() (idle, full uint64) {
+	return d.rec.idlePasses.Load(), d.rec.fullPasses.Load()
+}
 
 func (d *Daemon) managed(p bgp.PeerInfo) bool {
 	_, err := d.policy().BindingFor(p.Neighbor, p.VRF)

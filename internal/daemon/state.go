@@ -52,8 +52,8 @@ type reconciler struct {
 	raised       raiseState    // the last RaiseOptMem outcome
 
 	mu       sync.Mutex
-	nextPass time.Time     // the policy's next time boundary
-	optmem   optMemUse     // the listeners' optmem need at the last sync
+	nextPass time.Time      // the policy's next time boundary
+	optmem   optMemUse      // the listeners' optmem need at the last sync
 	kept     []rotator.Held // what the last listener sync kept
 }
 
