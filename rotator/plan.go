@@ -28,7 +28,8 @@ type entry struct {
 	inUse    bool
 	retire   bool
 	approved bool
-	oi       int // index into Observed.Keys, -1 for an added key
+	frozen   bool // covered by Desired.Frozen, not desired under its reference, not revoked: stays
+	oi       int  // index into Observed.Keys, -1 for an added key
 }
 
 type planner struct {
@@ -209,6 +210,7 @@ func (p *planner) load(o Observed) {
 		}
 		e.revoked = p.names(p.d.Revoked, e.ref)
 		e.approved = p.names(p.d.Replace, e.ref)
+		e.frozen = !e.revoked && len(p.d.Frozen) > 0 && p.frozen(e.ref) && find(e.ref) < 0
 		if p.listen {
 			e.inUse = p.carried(o.Carried, e.ref)
 		} else {
@@ -236,6 +238,16 @@ func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 	return false
 }
 
+// frozen reports whether a Desired.Frozen range covers the observed key r.
+func (p *planner) frozen(r tcpao.KeyRef) bool {
+	for _, k := range p.d.Frozen {
+		if k.Covers(r) {
+			return true
+		}
+	}
+	return false
+}
+
 // carried reports whether a listener key r (normalised) is one a session
 // carries: a carried session key with its IDs and L3 device whose peer
 // prefix overlaps r's.
@@ -252,7 +264,8 @@ func (p *planner) carried(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 // planner emits passes: a key that carries a session leaves the socket
 // only by an explicit operator action (revoked, or new material approved
 // with Desired.Replace) or, on an established socket, once the roll proved
-// the peer moved off it (Desired.Retire). On an established socket a key
+// the peer moved off it (Desired.Retire). A key of a frozen binding
+// (Desired.Frozen) stays unless revoked. On an established socket a key
 // carries the session when the peer sent with it, or while it is
 // Current_key or RNext_key (as the plan has left them so far): those two
 // go only by a forced delete, which del allows for revoked and approved
@@ -263,8 +276,10 @@ func (p *planner) mayRemove(e int) bool {
 	switch {
 	case en.revoked:
 		return true
-	case en.held:
-		return false // an edit held back keeps the installed key it would replace
+	case en.frozen, en.held:
+		// A frozen binding's key stays; an edit held back keeps the
+		// installed key it would replace.
+		return false
 	case !en.inUse || en.approved:
 		return true
 	}
@@ -613,7 +628,7 @@ func (p *planner) emitInfo(o Observed) {
 func (p *planner) emitDeletes() {
 	for e := range p.entries {
 		en := &p.entries[e]
-		if !en.present || en.d >= 0 || en.held {
+		if !en.present || en.d >= 0 || en.held || en.frozen {
 			continue
 		}
 		why := ReasonStale

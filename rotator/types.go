@@ -105,6 +105,27 @@ type Desired struct {
 	// deleted and the new one added in its place. Without it, new material
 	// under installed IDs is held back on every socket (ReasonEdited).
 	Replace []tcpao.KeyRef
+	// Frozen are ranges of installed keys that must stay whatever else
+	// the desired state says (a binding whose keys cannot be computed, or
+	// whose chain is degraded in the key source): a key they cover that is
+	// neither desired under its reference nor revoked is never deleted.
+	// The planner still sees such keys (the optmem check counts them).
+	Frozen []KeyRange
+}
+
+// KeyRange covers the keys of one binding on a listener: a peer prefix
+// and the prefixes inside it, on one L3 device (IfIndex, or any device
+// with AnyDevice).
+type KeyRange struct {
+	Prefix    netip.Prefix
+	IfIndex   int
+	AnyDevice bool
+}
+
+// Covers reports whether r is one of the range's keys.
+func (k KeyRange) Covers(r tcpao.KeyRef) bool {
+	return (k.AnyDevice || k.IfIndex == r.IfIndex) && r.Peer.Addr().Is4() == k.Prefix.Addr().Is4() &&
+		r.Peer.Bits() >= k.Prefix.Bits() && k.Prefix.Contains(r.Peer.Addr())
 }
 
 // Observed is what the kernel reports for one socket.
@@ -341,7 +362,7 @@ func prefixesOverlap(a, b netip.Prefix) bool {
 func (d Desired) Same(o Desired) bool {
 	if d.Socket != o.Socket || d.Kind != o.Kind || d.WantCurrent != o.WantCurrent || d.WantRNext != o.WantRNext ||
 		d.AORequired != o.AORequired || len(d.Keys) != len(o.Keys) || !slices.Equal(d.Revoked, o.Revoked) ||
-		!slices.Equal(d.Replace, o.Replace) {
+		!slices.Equal(d.Replace, o.Replace) || !slices.Equal(d.Frozen, o.Frozen) {
 		return false
 	}
 	for i := range d.Keys {

@@ -269,13 +269,12 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	v4, v6, _, _, frozen := d.listenerDesired(snap, now)
 	defer zeroDesired(v4, v6)
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
+		have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 		for _, h := range hs {
-			want := v6
-			if h.Ref().Local.Addr().Unmap().Is4() {
-				want = v4
-			}
-			want.Socket = rotator.SocketID("listen " + h.Ref().Local.String())
-			obs, err := rotator.Observe(keeping(d.o.SocketOf(h), want, frozen))
+			// As the listener sync plans it.
+			want := listenerWantOf(h.Ref(), v4, v6, have4)
+			want.Frozen = frozenKeys(frozen)
+			obs, err := rotator.Observe(d.o.SocketOf(h))
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -11,7 +10,6 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // A key source read that succeeds but loses keys must not change what is
@@ -54,60 +52,33 @@ func (d *Daemon) holds(snap *keystore.Snapshot) []keystore.Hold {
 
 // frozenRange is a binding whose keys on the listener are not deleted.
 type frozenRange struct {
-	prefix  netip.Prefix
-	ifindex int // -1: any
+	keys    rotator.KeyRange
 	binding string
 	why     string
 }
 
-func (f frozenRange) covers(r tcpao.KeyRef) bool {
-	return (f.ifindex < 0 || f.ifindex == r.IfIndex) && r.Peer.Addr().Is4() == f.prefix.Addr().Is4() &&
-		r.Peer.Bits() >= f.prefix.Bits() && f.prefix.Contains(r.Peer.Addr())
-}
-
-// keepSocket hides from the planner the keys of frozen bindings that are
-// not desired (nor revoked), so that a listener sync deletes none of them.
-type keepSocket struct {
-	tcpao.Socket
-	keep func(tcpao.KeyRef) bool
-}
-
-func (k keepSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
-	ks, err := k.Socket.Keys(f)
-	if err != nil {
-		return ks, err
-	}
-	return slices.DeleteFunc(ks, func(ki tcpao.KeyInfo) bool { return k.keep(ki.KeyRef) }), nil
-}
-
-// keeping wraps a listener for want when bindings are frozen.
-func keeping(sock tcpao.Socket, want rotator.Desired, frozen []frozenRange) tcpao.Socket {
+// frozenKeys are the frozen bindings' key ranges, for Desired.Frozen: the
+// planner sees their keys and deletes none of them.
+func frozenKeys(frozen []frozenRange) []rotator.KeyRange {
 	if len(frozen) == 0 {
-		return sock
+		return nil
 	}
-	norm := func(r tcpao.KeyRef) tcpao.KeyRef { r.Peer = r.Peer.Masked(); return r }
-	listed := make(map[tcpao.KeyRef]bool, len(want.Keys)+len(want.Revoked))
-	for _, k := range want.Keys {
-		listed[norm(k.KeyRef)] = true
+	out := make([]rotator.KeyRange, len(frozen))
+	for i, f := range frozen {
+		out[i] = f.keys
 	}
-	for _, r := range want.Revoked {
-		listed[norm(r)] = true
-	}
-	return keepSocket{Socket: sock, keep: func(r tcpao.KeyRef) bool {
-		if listed[norm(r)] {
-			return false
-		}
-		return slices.ContainsFunc(frozen, func(f frozenRange) bool { return f.covers(r) })
-	}}
+	return out
 }
 
 // freeze records that binding b keeps its listener keys, and why.
 func freeze(frozen []frozenRange, b policy.Binding, why error) []frozenRange {
-	idx, err := ifIndex(b.VRF)
-	if err != nil {
-		idx = -1
+	r := rotator.KeyRange{Prefix: b.Neighbor}
+	if idx, err := ifIndex(b.VRF); err != nil {
+		r.AnyDevice = true
+	} else {
+		r.IfIndex = idx
 	}
-	return append(frozen, frozenRange{prefix: b.Neighbor, ifindex: idx, binding: b.String(), why: why.Error()})
+	return append(frozen, frozenRange{keys: r, binding: b.String(), why: why.Error()})
 }
 
 // logFrozen warns about each frozen binding (once per recompute).

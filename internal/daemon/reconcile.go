@@ -306,6 +306,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
 		want := listenerWantOf(h.Ref(), v4, v6, have4)
+		want.Frozen = frozenKeys(d.rec.frozen)
 		n := 0
 		for _, k := range want.Keys {
 			n += tcpao.KeyOptMem(k.Algorithm)
@@ -329,7 +330,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(keeping(d.o.SocketOf(h), want, d.rec.frozen), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
 		kept = append(kept, sp.Kept...)
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
