@@ -4,10 +4,63 @@
 // together, and serves the control API (control.Backend).
 //
 // Reconciliation follows the controller pattern: every pass re-reads the
-// kernel's state of each managed socket, a pure planner turns (desired,
-// observed) into an ordered plan, and one writer applies it. The listening
-// sockets are written only by the reconcile goroutine; each established
-// session only by its own rotator goroutine.
+// kernel's state of each managed socket, a pure planner
+// (rotator.PlanSocket) turns (desired, observed) into an ordered plan, and
+// one writer applies it.
+//
+// # Where a roll starts
+//
+// A roll starts here, not in rotator: the reconcile pass computes each
+// peer's desired keys from the policy and hands them to the controller,
+// whose per-peer machine rolls to them. A scheduled roll:
+//
+//   - daemon.go Run: the key-source goroutine reads the source (refresh)
+//     and wakes a pass; or the policy's next time boundary (a key's send
+//     lifetime starting) fires the pass's timer.
+//   - reconcile.go reconcile: inputs or boundary changed, so a full pass;
+//     for each established peer desiredFor (policy.Policy.Desired picks
+//     the preferred key at now; internal/desired.Socket builds the
+//     rotator.Desired) and rotator.Controller.SetDesired, which posts it
+//     to the peer's mailbox (latest wins) when it changed.
+//   - rotator/controller.go loop: the peer's goroutine takes the mailbox
+//     (runner.take, machine.setDesired) and steps: machine.go step and
+//     steady (PlanSocket), install.go install (the new key, RNext to it),
+//     machine.go await (the peer's Current_key moves), retire.go toGrace
+//     and retire (the old key goes once the peer sends with the new one).
+//     Each step is bracketed by the SessionGuard: daemon.go guardAdapter
+//     → bgp/guard.go Guard.Before/After → bgp/tracker.go (the session is
+//     still up, asked of the speaker only when the tracker cannot vouch).
+//   - The listeners: the same pass's listenerWant (listenerDesired) and
+//     syncListeners (listenerWantOf per listener, rotator.SyncListener),
+//     after the sessions'.
+//
+// An `aoctl revoke`: cmd/aoctl revoke.go → control POST /v1/revoke
+// (internal/control server.go revoke) → revoke.go Daemon.Revoke and
+// revoke: revokeTarget; revokeStore.add records it first (revoked.go);
+// revokeSockets asks the reconcile goroutine for the listener part
+// (askListenerRevoke; Run serves it with revokeListeners between two
+// passes) and takes the key off each session through its own machine
+// (revokePeer → rotator.Controller.Exclusive, which runs revokeOn between
+// two steps: one forced TCP_AO_DEL_KEY naming the replacement); the key
+// source is marked; Kick runs a full pass that recomputes every desired
+// state without the key.
+//
+// # One owner for each piece of state (state.go)
+//
+//   - Each peer's desired keys and whether a machine runs on its session:
+//     the rotator.Controller (SetDesired, Adopt, Exclusive are its only
+//     writers; its machines take their copy from it). The daemon keeps no
+//     copy.
+//   - Each session's socket: its machine's goroutine alone (an Exclusive
+//     call runs inside it).
+//   - The pass inputs, the listeners' desired keys and the listening
+//     sockets: the reconcile goroutine (reconciler; Run). A revoke asks it
+//     (listenerRevoke); nothing else writes a listener.
+//   - What the speaker reported of each peer: peerTable, written by the
+//     session events (OnEstablished, OnDown) and the pass's forget.
+//   - Operator asks the passes apply (aoctl rotate, aoctl replace):
+//     operatorAsks. The policy: policyState, swapped whole (SetPolicy).
+//   - What the metrics hold: scrapeView (the scrape's).
 //
 // A peer is a bgp/peer.Key (address and VRF) everywhere: the tracker, the
 // guard, the rotation controller (rotator.PeerID is that key) and every
