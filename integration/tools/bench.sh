@@ -36,6 +36,12 @@
 #                            real-speaker item runs once more with them, at
 #                            AOKEYD_BENCH_FLEET_BEFORE_SIZES [64], and the
 #                            report shows both sets of fleet: lines
+#   AOKEYD_BENCH_BEFORE      a directory with an older aokeyd-bench and
+#                            daemon.test (built static from the main before a
+#                            change): in the same guest boot, right after the
+#                            current ones, they run with the same parameters,
+#                            and the report prints their table below this
+#                            one's (before-prog/report.txt)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -84,6 +90,14 @@ log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke
 guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
 guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/guest-idle.txt) && cat /aokeyd/share/bench/guest-idle.txt"
+before_bins=""
+if [ -n "${AOKEYD_BENCH_BEFORE:-}" ]; then
+	cp "$AOKEYD_BENCH_BEFORE/aokeyd-bench" "$work/bin/aokeyd-bench-before"
+	cp "$AOKEYD_BENCH_BEFORE/daemon.test" "$work/bin/daemon-before.test"
+	before_bins="$work/bin/aokeyd-bench-before $work/bin/daemon-before.test"
+	guest_cmd="$guest_cmd && mkdir -p /aokeyd/share/bench/before-prog && aokeyd-bench-before run -out /aokeyd/share/bench/before-prog -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
+	guest_cmd="$guest_cmd && (cd internal/daemon && daemon-before.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/before-prog/guest-idle.txt)"
+fi
 if [ "$fleet" != off ]; then
 	# The real-speaker item: its failure (a size the guest does not hold)
 	# is reported, and the sizes measured before it still print.
@@ -94,7 +108,7 @@ if [ "$fleet" != off ]; then
 fi
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-3000} \
-	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test $fleet_bins" \
+	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test $before_bins $fleet_bins" \
 	AOKEYD_GUEST_CMD="$guest_cmd" \
 	bash integration/vm/run.sh
 
@@ -113,6 +127,19 @@ cp "$work/vm/console.log" "$out/guest-console.log"
 	-profile-top "$work/top.txt" -bench "host=$work/host-plan.txt" -bench "guest=$res/guest-plan.txt" \
 	-bench "host=$work/host-idle.txt" -bench "guest=$res/guest-idle.txt" \
 	-pass-top "$out/pass-top.txt" -steady-top "$out/steady-top.txt"
+if [ -n "${AOKEYD_BENCH_BEFORE:-}" ]; then
+	mkdir -p "$out/before-prog"
+	if "$work/aokeyd-bench-report" -in "$res/before-prog/results.json" -out "$out/before-prog" \
+		-bench "guest=$res/before-prog/guest-idle.txt" >/dev/null; then
+		{
+			echo
+			echo "The same items with $AOKEYD_BENCH_BEFORE's aokeyd-bench and daemon.test (before), in the same boot:"
+			cat "$out/before-prog/report.txt"
+		} >>"$out/report.txt"
+	else
+		log "no before report (see $res/before-prog)"
+	fi
+fi
 if [ "$fleet" != off ]; then
 	cp "$res/fleet.log" "$out/fleet.log" 2>/dev/null || log "no fleet.log from the guest"
 	[ -f "$res/fleet.json" ] && cp "$res/fleet.json" "$out/fleet.json"
