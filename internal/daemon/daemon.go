@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -84,7 +83,6 @@ type Daemon struct {
 	log     *slog.Logger
 	ctrl    *rotator.Controller // each peer's desired keys and rotation machine
 	tracker *bgp.Tracker        // the speaker's sessions and sockets
-	guard   *bgp.Guard          // a roll step's before/after session check
 	revoked *revokeStore        // recorded revocations
 	pol     atomic.Pointer[policyState]
 	peers   peerTable    // what the speaker reported, per peer
@@ -158,12 +156,26 @@ func New(o Options) (*Daemon, error) {
 		o.Metrics.OnCollect(d.observeMetrics)
 		o.Metrics.SetClock(o.Clock.Now)
 	}
+	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
+		ListenPort:  o.ListenPort,
+		ActiveOpens: o.ActiveOpens,
+		Managed:     d.managed,
+		Synced:      d.resync,
+		Log:         o.Logger,
+	})
+	if o.Metrics != nil {
+		o.Metrics.SessionCacheFrom(d.tracker.CacheStats)
+	}
 	d.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,
 		Clock:  o.Clock,
 		Rand:   o.Rand,
 		Logger: o.Logger,
-		Guard:  guardAdapter{d},
+		// The guard asks the tracker, which answers from the session
+		// state it follows on the speaker's event stream and asks the
+		// speaker (about that neighbor alone) only when it cannot vouch
+		// for it.
+		Guard: stepGuard{bgp.NewGuard(d.tracker, o.Logger)},
 		Changed: func(rotator.PeerID) {
 			if o.Changed != nil {
 				o.Changed()
@@ -177,20 +189,6 @@ func New(o Options) (*Daemon, error) {
 			}
 		},
 	})
-	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
-		ListenPort:  o.ListenPort,
-		ActiveOpens: o.ActiveOpens,
-		Managed:     d.managed,
-		Synced:      d.resync,
-		Log:         o.Logger,
-	})
-	if o.Metrics != nil {
-		o.Metrics.SessionCacheFrom(d.tracker.CacheStats)
-	}
-	// The guard asks the tracker, which answers from the session state it
-	// follows on the speaker's event stream and asks the speaker (about
-	// that neighbor alone) only when it cannot vouch for it.
-	d.guard = bgp.NewGuard(d.tracker, o.Logger)
 	return d, nil
 }
 
@@ -343,43 +341,25 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 	return s
 }
 
-// guardAdapter lets the bgp session guard watch the rotator's steps. The
+// stepGuard lets the bgp session guard watch the rotator's steps; the
+// peer's key is the guard's and the tracker's identity too, so a step's
+// check goes machine → bgp.Guard → bgp.Tracker with no lookup here. The
 // guard bounds each of its questions to the speaker (one neighbor each);
 // the step's context (the peer's machine) cancels them when the machine
 // stops.
-type guardAdapter struct{ d *Daemon }
+type stepGuard struct{ g *bgp.Guard }
 
-func (g guardAdapter) Before(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
-	k, ok := g.d.keyOf(peer)
-	if !ok {
-		return fmt.Errorf("unknown peer %s", peer)
-	}
-	return g.d.guard.Before(ctx, k, string(step))
+func (s stepGuard) Before(ctx context.Context, k rotator.PeerID, step rotator.Step) error {
+	return s.g.Before(ctx, k, string(step))
 }
 
-func (g guardAdapter) After(ctx context.Context, peer rotator.PeerID, step rotator.Step) error {
-	k, ok := g.d.keyOf(peer)
-	if !ok {
-		return fmt.Errorf("unknown peer %s", peer)
-	}
-	return g.d.guard.After(ctx, k, string(step))
+func (s stepGuard) After(ctx context.Context, k rotator.PeerID, step rotator.Step) error {
+	return s.g.After(ctx, k, string(step))
 }
 
 // WaitingFor implements rotator.GuardWaiter: what the peer's step waits
 // for while the guard asks the speaker.
-func (g guardAdapter) WaitingFor(peer rotator.PeerID, _ rotator.Step) string {
-	if k, ok := g.d.keyOf(peer); ok {
-		return bgp.WaitingFor(k)
-	}
-	return ""
-}
-
-func (d *Daemon) keyOf(id rotator.PeerID) (peer.Key, bool) {
-	if p := d.peer(id); p != nil {
-		return p.info.Key(), true
-	}
-	return peer.Key{}, false
-}
+func (stepGuard) WaitingFor(k rotator.PeerID, _ rotator.Step) string { return bgp.WaitingFor(k) }
 
 // peer returns the peer's current state. A *peerState is never modified
 // once published (updatePeer replaces it), so the caller may read it

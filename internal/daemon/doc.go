@@ -27,7 +27,7 @@
 //     steady (PlanSocket), install.go install (the new key, RNext to it),
 //     machine.go await (the peer's Current_key moves), retire.go toGrace
 //     and retire (the old key goes once the peer sends with the new one).
-//     Each step is bracketed by the SessionGuard: daemon.go guardAdapter
+//     Each step is bracketed by the SessionGuard: daemon.go stepGuard
 //     → bgp/guard.go Guard.Before/After → bgp/tracker.go (the session is
 //     still up, asked of the speaker only when the tracker cannot vouch).
 //   - The listeners: the same pass's listenerWant (listenerDesired) and
