@@ -2,7 +2,6 @@ package rotator
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -650,68 +649,4 @@ func (p *planner) emitDeletes() {
 				Detail: "no longer desired (lifetime ended, or gone from the key source) but it carries a session: kept until a successor key takes over or an operator revokes it"})
 		}
 	}
-}
-
-// refIndex finds keys by peer prefix without comparing every pair: exact
-// prefixes go to a map, and the few wider ones (subnets, any-address) are
-// compared with everything. The keys of one prefix are chained through next
-// (in the order they were added) instead of a slice per prefix, so that an
-// index of thousands of peers costs a few allocations, not one per peer.
-type refIndex struct {
-	byPrefix map[refKey]chain
-	item     []int32 // slot -> key index, in the order added
-	next     []int32 // slot -> next slot with the same host prefix, -1 none
-	wide     []int
-}
-
-// chain is the first and last slot of one host prefix's keys.
-type chain struct{ first, last int32 }
-
-func newRefIndex(n int) *refIndex {
-	return &refIndex{byPrefix: make(map[refKey]chain, n), item: make([]int32, 0, n), next: make([]int32, 0, n)}
-}
-
-func isHost(p netip.Prefix) bool { return p.Bits() == p.Addr().BitLen() }
-
-func (x *refIndex) add(p netip.Prefix, i int) {
-	slot := int32(len(x.item))
-	x.item = append(x.item, int32(i))
-	x.next = append(x.next, -1)
-	if !isHost(p) {
-		x.wide = append(x.wide, i)
-		return
-	}
-	k := prefixKey(p)
-	if c, ok := x.byPrefix[k]; ok {
-		x.next[c.last] = slot
-		x.byPrefix[k] = chain{c.first, slot}
-		return
-	}
-	x.byPrefix[k] = chain{slot, slot}
-}
-
-// find calls match for every indexed key that may overlap r.Peer until
-// match returns true, and returns that key or -1.
-func (x *refIndex) find(r tcpao.KeyRef, match func(int) bool) int {
-	if !isHost(r.Peer) {
-		for _, i := range x.item {
-			if match(int(i)) {
-				return int(i)
-			}
-		}
-		return -1
-	}
-	if c, ok := x.byPrefix[prefixKey(r.Peer)]; ok {
-		for slot := c.first; slot >= 0; slot = x.next[slot] {
-			if i := int(x.item[slot]); match(i) {
-				return i
-			}
-		}
-	}
-	for _, i := range x.wide {
-		if match(i) {
-			return i
-		}
-	}
-	return -1
 }
