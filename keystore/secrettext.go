@@ -211,7 +211,8 @@ func plainString(b []byte) bool {
 // jsonSpans finds, in a Vault chain document (JSON), the string values
 // of secret_b64 and secret_hex in the objects of the top-level "keys"
 // array, by the key's index and field. A value with an escape is left
-// out: its text is not the secret's text.
+// out: its text is not the secret's text; so is one with a byte outside
+// the secret's alphabet (see jsonPlainText).
 func jsonSpans(doc []byte) map[jsonSlot]span {
 	var out map[jsonSlot]span
 	type frame struct {
@@ -265,7 +266,7 @@ func jsonSpans(doc []byte) map[jsonSlot]span {
 				default:
 					stack[n-1].key = "?"
 				}
-			case n == 3 && !escaped && key(0) == "keys" && !stack[1].obj && isSecretField(key(2)):
+			case n == 3 && !escaped && key(0) == "keys" && !stack[1].obj && isSecretField(key(2)) && jsonPlainText(doc[i+1:end]):
 				if out == nil {
 					out = map[jsonSlot]span{}
 				}
@@ -275,6 +276,20 @@ func jsonSpans(doc []byte) map[jsonSlot]span {
 		}
 	}
 	return out
+}
+
+// jsonPlainText reports whether masking text cannot change whether the
+// document parses: every byte is one the masking recognises (a secret's
+// alphabet, or a space, which decoding trims). A control character is
+// invalid in a JSON string and 'x' is not, so a tab in a secret would make
+// a document that is not JSON parse once masked.
+func jsonPlainText(text []byte) bool {
+	for _, c := range text {
+		if !secretChar(c) && c != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonSlot is a secret field of the n-th key of a chain document.
