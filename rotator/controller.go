@@ -33,6 +33,9 @@ type Options struct {
 	// key list (any kernel write); and when a machine starts on a new
 	// socket. It must not block (a fleet publisher's Wake).
 	Changed func(PeerID)
+	// Events, when set, receives every peer's roll events (Event), each
+	// peer's in order, from that peer's goroutine. It must not block.
+	Events func(Event)
 }
 
 // Controller runs one state machine per peer, each in its own goroutine
@@ -293,6 +296,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		r.m.st.Counters = CountersOf(obs, now)
 	}
 	r.m.pub = &r.status
+	r.m.events = c.opts.Events
 	ctx, cancel := context.WithCancel(c.ctx)
 	r.stop = cancel
 	c.mu.Lock()
@@ -313,6 +317,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		return sp, errors.Join(err, fmt.Errorf("accepted socket for %s: superseded", peer))
 	}
 	c.mu.Unlock()
+	r.m.emit(EventState, now, r.m.st.State, AbortNone) // before its goroutine: events stay in order
 	c.wg.Add(1)
 	go c.loop(ctx, r)
 	return sp, err

@@ -187,6 +187,10 @@ type machine struct {
 	// it (after each step, and before a guard or kernel call that may
 	// block): Status readers load it without waiting for the machine.
 	pub *atomic.Pointer[Status]
+	// events, when set, receives the roll's events (Options.Events);
+	// attempting is true from an attempt's EventRollStarted until its end.
+	events     func(Event)
+	attempting bool
 
 	oldRNext OptID
 	baseGood uint64
@@ -248,9 +252,10 @@ func (m *machine) guardWait(step Step) string {
 }
 
 func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
-	if m.st.State != s {
-		m.log.Debug("rotator: state", "peer", m.peer, "from", m.st.State, "to", s, "next", action)
+	if from := m.st.State; from != s {
+		m.log.Debug("rotator: state", "peer", m.peer, "from", from, "to", s, "next", action)
 		m.st.State, m.st.Since = s, now
+		m.emit(EventState, now, from, AbortNone)
 	}
 	m.st.NextAction, m.st.NextAt = action, at
 }
@@ -424,9 +429,11 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	// is not WantCurrent: the peer's RNext chose it (don't fight the peer).
 	if sp.Empty() && len(sp.Deferred) == 0 && (wantCur || desiredSendable(d, cur)) {
 		m.st.HavePending = false
+		m.attempting = false // a new desired state left nothing to roll
 		m.enter(StateSteady, now, "watch", m.steadyAt(now))
 		return m.st.NextAt
 	}
+	m.attemptStarts(now)
 	// Install: the plan's leading adds and in-place replacements.
 	n := 0
 	for n < len(sp.Ops) && (sp.Ops[n].Kind == OpAdd || sp.Ops[n].Kind == OpDel && sp.Ops[n].Why == ReasonReplace) {
@@ -539,6 +546,9 @@ func (m *machine) abort(now time.Time, why *AbortError) time.Time {
 	m.st.LastAbort, m.st.LastAbortReason, m.st.LastAbortErr, m.st.LastAbortAt = why.Error(), why.Reason, why, now
 	m.st.HavePending = false
 	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", why.Reason, "error", why, "retry_in", b)
+	m.attemptStarts(now) // an attempt that aborts has started
+	m.attempting = false
+	m.emit(EventRollAborted, now, m.st.State, why.Reason)
 	m.enter(StateBackoff, now, "retry the roll", now.Add(b))
 	return m.st.NextAt
 }

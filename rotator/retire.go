@@ -145,6 +145,9 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	m.st.HavePending = false
 	m.st.LastError = ""
 	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
+	m.attemptStarts(now)
+	m.attempting = false
+	m.emit(EventRollCompleted, now, m.st.State, AbortNone)
 	m.enter(StateSteady, now, "watch", m.steadyAt(now))
 	return m.st.NextAt
 }

@@ -14,17 +14,15 @@ import (
 )
 
 // TestRollAttemptsGauge: the failed-attempts gauge the stalled-roll alert
-// reads follows the roll status at once (the first pass too, unlike the
-// abort counters, which count the change between passes), and drops to 0
-// with no reason when the roll completes.
+// reads follows each abort event at once, labelled with the latest abort's
+// reason, and drops to 0 with no reason when the roll completes.
 func TestRollAttemptsGauge(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m, err := metrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{o: Options{Metrics: m}}
-	mp := metrics.Peer{Addr: "192.0.2.2"}
+	d := eventDaemon(t, m)
 	want := func(reason string, n int) {
 		t.Helper()
 		exp := fmt.Sprintf(`# HELP %[1]s Aborted attempts of the peer's roll since its last completed roll (0: none), labelled with the last abort's reason.
@@ -35,11 +33,13 @@ func TestRollAttemptsGauge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	d.countRolls(mp, rotator.Status{Peer: testPeer, Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 1)
-	d.countRolls(mp, rotator.Status{Peer: testPeer, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortGuardRefused, Attempts: 2, LastAbortReason: rotator.AbortGuardRefused})
+	want("guard-refused", 2)
+	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 3)
-	d.countRolls(mp, rotator.Status{Peer: testPeer, Rolls: 1})
+	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollCompleted})
 	want("", 0)
 }
 

@@ -352,13 +352,10 @@ func (d *Daemon) observeMetrics() {
 		d.observeCoverage(m, p, e, pol, snap, now)
 		if e.status != s {
 			// A new snapshot: most (every steady re-read) change only
-			// the counters.
+			// the counters. The roll's state and counts come as events
+			// (rollEvent), not from here.
 			e.status = s
-			if !e.stateSet || e.state != s.State {
-				m.SetRotationState(e.mp, string(s.State))
-				e.state, e.stateSet = s.State, true
-			}
-			ids := scrapedIDs{cur: s.Current, rnext: s.RNext, installed: s.Desired, rolls: s.Rolls, attempts: s.Attempts}
+			ids := scrapedIDs{cur: s.Current, rnext: s.RNext, installed: s.Desired}
 			if p.handle != nil && (!e.idsSet || e.ids != ids) {
 				var cur, rn *uint8
 				if s.Current.Valid {
@@ -368,7 +365,6 @@ func (d *Daemon) observeMetrics() {
 					rn = &s.RNext.ID
 				}
 				m.SetPeerKeys(e.mp, cur, rn, ids.installed)
-				d.countRolls(e.mp, *s)
 				e.ids, e.idsSet = ids, true
 			}
 		}
@@ -395,11 +391,10 @@ func (d *Daemon) observeMetrics() {
 	}
 }
 
-// scrapedIDs are the parts of a status SetPeerKeys and countRolls publish.
+// scrapedIDs are the parts of a status SetPeerKeys publishes.
 type scrapedIDs struct {
-	cur, rnext      rotator.OptID
-	installed       int
-	rolls, attempts int
+	cur, rnext rotator.OptID
+	installed  int
 }
 
 // scrapedFor returns what the metrics hold of p, marked seen by this
@@ -412,7 +407,7 @@ func (d *Daemon) scrapedFor(p *peerState) *scraped {
 	}
 	e := d.view.scraped[p]
 	if e == nil {
-		e = &scraped{mp: metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF}}
+		e = &scraped{mp: metricPeer(p.id)}
 		d.view.scraped[p] = e
 	}
 	e.pass = d.view.scrapes
@@ -425,9 +420,7 @@ type scraped struct {
 	mp         metrics.Peer    // its labels
 	status     *rotator.Status // the machine's snapshot published
 	countersAt time.Time       // the read time of the counters published
-	state      rotator.State   // the state published
-	stateSet   bool
-	ids        scrapedIDs // the key IDs and roll counts published
+	ids        scrapedIDs      // the key IDs published
 	idsSet     bool
 	verify     bool // the verify-failing value published
 	verifySet  bool
@@ -468,35 +461,39 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 	return kcs
 }
 
-// countRolls turns the rotator's per-peer roll and abort counts into
-// rotation started/completed/aborted counters, by the change since the last
-// pass.
-func (d *Daemon) countRolls(mp metrics.Peer, s rotator.Status) {
+// rollEvent publishes one roll event of the rotator's to the metrics,
+// as it happens: the attempts, their outcomes (an abort under its own
+// reason), the state and the failed-attempts gauge. A peer forgotten is
+// left alone: its series went with it (forget deletes them after taking
+// it out of the table, and this holds the table's lock while it
+// publishes).
+func (d *Daemon) rollEvent(e rotator.Event) {
 	m := d.o.Metrics
-	d.view.mu.Lock()
-	if d.view.rolls == nil {
-		d.view.rolls = map[rotator.PeerID][2]int{}
-	}
-	last, seen := d.view.rolls[s.Peer]
-	d.view.rolls[s.Peer] = [2]int{s.Rolls, s.Attempts}
-	d.view.mu.Unlock()
-	m.SetRollAttempts(mp, s.Attempts, s.LastAbortReason.String())
-	if !seen {
+	if m == nil {
 		return
 	}
-	for i := last[0]; i < s.Rolls; i++ {
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
+	if d.peers.m[e.Peer] == nil {
+		return
+	}
+	mp := metricPeer(e.Peer)
+	switch e.Kind {
+	case rotator.EventState:
+		m.SetRotationState(mp, string(e.State))
+	case rotator.EventRollStarted:
 		m.RotationStarted(mp)
+	case rotator.EventRollAborted:
+		m.RotationAborted(mp, e.Reason.String())
+	case rotator.EventRollCompleted:
 		m.RotationCompleted(mp)
 	}
-	if s.Attempts > last[1] {
-		// Aborts since the last pass are all counted under the last one's
-		// reason: the status keeps only that one.
-		reason := s.LastAbortReason.String()
-		for i := last[1]; i < s.Attempts; i++ {
-			m.RotationStarted(mp)
-			m.RotationAborted(mp, reason)
-		}
-	}
+	m.SetRollAttempts(mp, e.Attempts, e.LastAbortReason.String())
+}
+
+// metricPeer is a peer's metric labels: its identity as text, at the edge.
+func metricPeer(id rotator.PeerID) metrics.Peer {
+	return metrics.Peer{Addr: id.Addr.String(), VRF: id.VRF}
 }
 
 // forget drops a peer that left the speaker's configuration, with its
@@ -508,12 +505,9 @@ func (d *Daemon) forget(id rotator.PeerID) {
 	p := d.peers.m[id]
 	delete(d.peers.m, id)
 	d.peers.mu.Unlock()
-	d.view.mu.Lock()
-	delete(d.view.rolls, id)
-	d.view.mu.Unlock()
 	d.view.verify.forget(id)
 	if p != nil && d.o.Metrics != nil {
-		d.o.Metrics.DeletePeer(metrics.Peer{Addr: p.info.Neighbor.String(), VRF: p.info.VRF})
+		d.o.Metrics.DeletePeer(metricPeer(id))
 	}
 }
 

@@ -176,6 +176,8 @@ func New(o Options) (*Daemon, error) {
 		// speaker (about that neighbor alone) only when it cannot vouch
 		// for it.
 		Guard: stepGuard{bgp.NewGuard(d.tracker, o.Logger)},
+		// Roll events go to the metrics as they happen (rollEvent).
+		Events: d.rollEvent,
 		Changed: func(rotator.PeerID) {
 			if o.Changed != nil {
 				o.Changed()

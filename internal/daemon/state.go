@@ -102,12 +102,10 @@ func newPolicyState(p *policy.Policy) *policyState {
 
 // scrapeView is what the metrics hold of each peer, so that a scrape
 // updates only what changed: observeMetrics's alone, but for verify
-// (session events note bases) and rolls (forget).
+// (session events note bases). The roll's state and counts are not here:
+// the rotator's events publish them (rollEvent).
 type scrapeView struct {
 	scraped map[*peerState]*scraped
 	scrapes uint64 // observeMetrics passes
 	verify  verifyBase
-
-	mu    sync.Mutex
-	rolls map[rotator.PeerID][2]int // rolls, aborted attempts at the last scrape
 }
