@@ -9,30 +9,52 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
+// ReadMode says what a read of a socket returns.
+type ReadMode uint8
+
+const (
+	// ReadFull reads every key with its fingerprint (an HMAC of its
+	// secret): what PlanSocket plans from.
+	ReadFull ReadMode = iota
+	// ReadBare leaves the fingerprints out, which cost more than the read
+	// itself in an emulated guest: IDs, flags, settings and counters, for
+	// a reader that plans nothing from them (status, counters, a roll
+	// waiting for the peer's switch). The result is marked Bare and
+	// PlanSocket plans nothing from it.
+	ReadBare
+)
+
 // Observe reads a socket's TCP-AO state with TCP_AO_INFO and
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
 // HaveAO false and no error. A socket that offers BatchKeys is read in one
 // borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
-func Observe(s tcpao.Socket) (Observed, error) { return observeAs(s, false) }
-
-// ObserveBare is Observe without the keys' fingerprints (an HMAC of each
-// key's secret, which costs more than the read in an emulated guest): IDs,
-// flags, settings and counters for a reader that plans nothing from them
-// (status, counters, a roll waiting for the peer's switch). The result is
-// marked Bare, and PlanSocket plans nothing from it.
-func ObserveBare(s tcpao.Socket) (Observed, error) { return observeAs(s, true) }
-
-func observeAs(s tcpao.Socket, bare bool) (Observed, error) {
+func Observe(s tcpao.Socket, mode ReadMode) (Observed, error) {
 	var o Observed
 	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
 		var err error
-		o, err = observeWith(bs, bare)
+		o, err = readIn(bs, mode)
 		return err
 	})
 	return o, err
 }
 
-func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
+// writeRead runs write on s and reads s back, in one borrow of its
+// descriptor when s offers BatchKeys: the one way a write is followed by
+// its read-back. err is write's (or the borrow's), and then nothing was
+// read; readErr is the read's.
+func writeRead(s tcpao.Socket, mode ReadMode, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
+	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
+		if err := write(bs); err != nil {
+			return err
+		}
+		obs, readErr = readIn(bs, mode)
+		return nil
+	})
+	return obs, readErr, err
+}
+
+// readIn reads bs, a socket already borrowed (or one that needs no borrow).
+func readIn(s tcpao.Socket, mode ReadMode) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
@@ -40,6 +62,7 @@ func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 	if err != nil {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_INFO: %w", err)
 	}
+	bare := mode == ReadBare
 	keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: bare})
 	if err != nil {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_GET_KEYS: %w", err)
@@ -47,50 +70,39 @@ func observeWith(s tcpao.Socket, bare bool) (Observed, error) {
 	return Observed{HaveAO: true, Info: info, Keys: keys, Bare: bare}, nil
 }
 
-// writeRead runs write on s and reads s back (Observe), in one borrow of
-// its descriptor when s offers BatchKeys: a roll step reads the socket
-// after each of its writes. err is write's (or the borrow's), and then
-// nothing was read; readErr is the read's.
-func writeRead(s tcpao.Socket, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
-	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
+// read reads the machine's socket in a borrow of its own and records its
+// counters in the status.
+func (m *machine) read(now time.Time, mode ReadMode) (Observed, error) {
+	obs, err := Observe(m.sock, mode)
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
+}
+
+// writeRead runs write on the machine's socket and reads it back, in one
+// borrow, into obs and the status's counters; then, when not nil, runs
+// in the same borrow after a read-back that succeeded (the install's
+// announce, which its read-back decides). read reports whether the
+// read-back succeeded; when it did not, obs is left as it was. err is
+// write's, or the borrow's.
+func (m *machine) writeRead(now time.Time, mode ReadMode, obs *Observed, write func(tcpao.Socket) error, then func(tcpao.Socket)) (read bool, err error) {
+	err = tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
 		if err := write(bs); err != nil {
 			return err
 		}
-		obs, readErr = observeWith(bs, false)
+		o2, err := readIn(bs, mode)
+		if err != nil {
+			return nil
+		}
+		m.st.Counters = CountersOf(o2, now)
+		*obs, read = o2, true
+		if then != nil {
+			then(bs)
+		}
 		return nil
 	})
-	return obs, readErr, err
-}
-
-// guardedRead is guarded for a step that writes to the socket and then
-// reads it back: both in one borrow of the descriptor, the read with
-// readBack. The switch uses it; the install reads back the same way in a
-// borrow of its own (install); the retire step, which plans from its
-// read-back, uses writeRead.
-func (m *machine) guardedRead(step Step, now time.Time, obs *Observed, write func(tcpao.Socket) error) *AbortError {
-	return m.guarded(step, func() error {
-		return tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
-			if err := write(bs); err != nil {
-				return err
-			}
-			m.readBack(bs, now, obs)
-			return nil
-		})
-	})
-}
-
-// readBack reads bs after a write, bare (no fingerprints: the steps that
-// use it plan nothing from the read), into obs and the status's counters.
-// It reports whether the read succeeded; when it failed obs is left as it
-// was.
-func (m *machine) readBack(bs tcpao.Socket, now time.Time, obs *Observed) bool {
-	o2, err := observeWith(bs, true)
-	if err != nil {
-		return false
-	}
-	m.st.Counters = CountersOf(o2, now)
-	*obs = o2
-	return true
+	return read, err
 }
 
 // Apply runs ops in order on s and stops at the first error. It returns how

@@ -334,7 +334,7 @@ func Clean(sock tcpao.Socket, d Desired) (SocketPlan, error) {
 // clean is Clean, also returning what it read before its writes (which
 // delete only keys that carry nothing).
 func clean(sock tcpao.Socket, d Desired) (SocketPlan, Observed, error) {
-	obs, err := Observe(sock)
+	obs, err := Observe(sock, ReadFull)
 	if err != nil {
 		return SocketPlan{}, obs, err
 	}
@@ -505,12 +505,9 @@ func (r *runner) take(now func() time.Time) {
 // cannot be borrowed, fn still runs on it and meets the error itself.
 func (r *runner) exclusive(x *exclusive) *Observed {
 	ran := false
-	var obs Observed
-	var oerr error
-	err := tcpao.Batch(r.m.sock, func(bs tcpao.Socket) error {
+	obs, oerr, err := writeRead(r.m.sock, ReadFull, func(bs tcpao.Socket) error {
 		x.fn(bs)
 		ran = true
-		obs, oerr = observeWith(bs, false)
 		return nil
 	})
 	if !ran {

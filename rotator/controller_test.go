@@ -186,7 +186,7 @@ func TestListenerBatches(t *testing.T) {
 }
 
 func TestObserveWithoutAO(t *testing.T) {
-	o, err := Observe(newFakeEstablished())
+	o, err := Observe(newFakeEstablished(), ReadFull)
 	if err != nil || o.HaveAO {
 		t.Fatalf("observe: %+v %v", o, err)
 	}

@@ -26,7 +26,7 @@ func dk(k tcpao.Key) DesiredKey { return DesiredKey{Key: k} }
 
 func observe(t testing.TB, s tcpao.Socket) Observed {
 	t.Helper()
-	o, err := Observe(s)
+	o, err := Observe(s, ReadFull)
 	if err != nil {
 		t.Fatalf("observe: %v", err)
 	}

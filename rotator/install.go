@@ -25,15 +25,16 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 	ae := m.guardedSteps(StepInstall, func() (Step, error) {
 		step := StepInstall
 		var announceErr error
-		err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
-			if _, err := applyOps(bs, ops); err != nil {
-				return err
-			}
-			if !m.readBack(bs, now, obs) {
-				return nil // obs stays as it was: the step sees no new key and polls
-			}
+		// The install and its bare read-back (the step plans nothing
+		// from it); the announce in the same borrow when the read-back
+		// allows it. A failed read-back leaves obs as it was: the step
+		// sees no new key and polls.
+		_, err := m.writeRead(now, ReadBare, obs, func(bs tcpao.Socket) error {
+			_, err := applyOps(bs, ops)
+			return err
+		}, func(bs tcpao.Socket) {
 			if !maybe || !announceWithInstall(obs, ops, before, good, want) {
-				return nil
+				return
 			}
 			step = StepAnnounce
 			m.writes++
@@ -41,7 +42,6 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 			if announceErr = bs.SetInfo(tcpao.InfoChange{RNext: &id}); announceErr == nil {
 				announced = true
 			}
-			return nil
 		})
 		if err != nil {
 			return StepInstall, err
@@ -116,12 +116,12 @@ func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, pee
 	back := before.ID
 	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
 		"peer", m.peer, "moved_to", after.ID, "back_to", back)
-	if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{Current: &back}) }); ae != nil {
+	if ae := m.guarded(StepRestore, func() error {
+		_, err := m.writeRead(now, ReadFull, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &back}) }, nil)
+		return err
+	}); ae != nil {
 		ae.Detail = fmt.Sprintf("installing moved Current_key to send=%d, which the peer was never seen to use; putting send=%d back failed", after.ID, back)
 		return ae
-	}
-	if o2, err := m.observe(now); err == nil {
-		*obs = o2
 	}
 	m.ownCur = OptID{}
 	return nil

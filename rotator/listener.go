@@ -212,7 +212,7 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 	if o.OptMemMax == nil {
 		o.OptMemMax = tcpao.OptMemMax
 	}
-	obs, err := Observe(sock)
+	obs, err := Observe(sock, ReadFull)
 	if err != nil {
 		return SocketPlan{}, fmt.Errorf("listener %s: %w", d.Socket, err)
 	}

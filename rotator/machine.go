@@ -363,19 +363,6 @@ func curOf(o *Observed) (cur, rnext OptID) {
 	return cur, rnext
 }
 
-// observe reads the socket and records its counters (for metrics).
-func (m *machine) observe(now time.Time) (Observed, error) { return m.observeAs(now, false) }
-
-// observeAs is observe, without the keys' fingerprints when bare (the
-// read of a step that plans nothing: see step).
-func (m *machine) observeAs(now time.Time, bare bool) (Observed, error) {
-	obs, err := observeAs(m.sock, bare)
-	if err == nil {
-		m.st.Counters = CountersOf(obs, now)
-	}
-	return obs, err
-}
-
 // step advances the machine once and returns when it wants to run again.
 func (m *machine) step(now time.Time) time.Time {
 	// A roll waiting for the peer's switch, or in its grace period, plans
@@ -393,7 +380,11 @@ func (m *machine) step(now time.Time) time.Time {
 		obs, m.pre = *m.pre, nil
 		m.st.Counters = CountersOf(obs, now)
 	} else {
-		obs, err = m.observeAs(now, bare)
+		mode := ReadFull
+		if bare {
+			mode = ReadBare
+		}
+		obs, err = m.read(now, mode)
 	}
 	if err != nil {
 		m.st.LastError = err.Error()
@@ -500,7 +491,11 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 	if peerSwitched || nk.PktGood > m.baseGood {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
-			if ae := m.guardedRead(StepSwitch, now, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &want}) }); ae != nil {
+			// The switch's read-back is bare: this step plans nothing from it.
+			if ae := m.guarded(StepSwitch, func() error {
+				_, err := m.writeRead(now, ReadBare, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &want}) }, nil)
+				return err
+			}); ae != nil {
 				ae.Detail = "switch failed"
 				return m.abort(now, ae)
 			}

@@ -51,7 +51,7 @@ func TestObserveBorrowsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &batchCounter{fakeSock: tc.sock}
-			if _, err := Observe(b); err != nil {
+			if _, err := Observe(b, ReadFull); err != nil {
 				t.Fatal(err)
 			}
 			if b.borrows != 1 {

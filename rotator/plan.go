@@ -85,7 +85,7 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	}
 	if o.Bare {
 		p.sp.Blocked = append(p.sp.Blocked, Held{Why: ReasonInvalid,
-			Detail: "observed without fingerprints (ObserveBare): read the socket with Observe to plan"})
+			Detail: "read without fingerprints (ReadBare): read the socket with ReadFull to plan"})
 		return p.sp
 	}
 	if !p.listen && !o.HaveAO {

@@ -297,14 +297,14 @@ func TestPlanRefusesBareObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}}
-	full, err := Observe(s)
+	full, err := Observe(s, ReadFull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sp := PlanSocket(d, full); len(sp.Ops) == 0 {
 		t.Fatalf("full read: no ops, want the replacement of alpha")
 	}
-	bare, err := ObserveBare(s)
+	bare, err := Observe(s, ReadBare)
 	if err != nil {
 		t.Fatal(err)
 	}

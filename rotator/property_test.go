@@ -204,7 +204,7 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 			}
 		}
 	}
-	after, err := Observe(s)
+	after, err := Observe(s, ReadFull)
 	if err != nil {
 		return err
 	}

@@ -267,7 +267,7 @@ func (r *replay) syncListener(i int) {
 	e := r.end[i]
 	d := r.desired(i, e.phase)
 	d.Kind, d.Socket, d.WantCurrent, d.WantRNext = Listening, "listener", OptID{}, OptID{}
-	o, err := Observe(e.sock)
+	o, err := Observe(e.sock, ReadFull)
 	if err != nil {
 		r.fail("observe end %d: %v", i, err)
 	}
@@ -382,7 +382,7 @@ func (r *replay) state() modelState {
 		if e.edited {
 			s.edited[i] = 1
 		}
-		o, err := Observe(e.sock)
+		o, err := Observe(e.sock, ReadFull)
 		if err != nil {
 			r.fail("observe end %d: %v", i, err)
 		}
@@ -393,7 +393,7 @@ func (r *replay) state() modelState {
 		if o.Info.HaveRNext {
 			s.rnext[i] = int(o.Info.RNextKey)
 		}
-		lo, err := Observe(e.ln)
+		lo, err := Observe(e.ln, ReadFull)
 		if err != nil {
 			r.fail("observe listener %d: %v", i, err)
 		}

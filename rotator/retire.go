@@ -55,7 +55,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		if !m.sawNewKey(obs) {
 			return m.awaitNewKey(now)
 		}
-		full, err := m.observe(now)
+		full, err := m.read(now, ReadFull)
 		if err != nil {
 			m.st.LastError = err.Error()
 			return now.Add(m.cfg.Poll)
@@ -117,12 +117,11 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		sp = PlanSocket(d, *obs)
 	}
 	if !sp.Empty() {
-		o2 := Observed{}
+		var o2 Observed
 		read := false
 		ae := m.guarded(StepRetire, func() error {
-			var rerr, err error
-			o2, rerr, err = writeRead(m.sock, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops); return err })
-			read = err == nil && rerr == nil
+			var err error
+			read, err = m.writeRead(now, ReadFull, &o2, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops); return err }, nil)
 			return err
 		})
 		if ae != nil {
@@ -130,7 +129,6 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 			return m.abort(now, ae)
 		}
 		if read {
-			m.st.Counters = CountersOf(o2, now)
 			sp = PlanSocket(d, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
 		}

@@ -307,7 +307,7 @@ func TestKernelListenerSync(t *testing.T) {
 	if len(sp.Ops) != 100 {
 		t.Fatalf("%d ops, want 100", len(sp.Ops))
 	}
-	obs, err := Observe(sock)
+	obs, err := Observe(sock, ReadFull)
 	if err != nil {
 		t.Fatal(err)
 	}

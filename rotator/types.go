@@ -134,7 +134,7 @@ type Observed struct {
 	HaveAO bool
 	Info   tcpao.Info
 	Keys   []tcpao.KeyInfo
-	// Bare: read without the keys' fingerprints (ObserveBare), so a key
+	// Bare: read without the keys' fingerprints (ReadBare), so a key
 	// whose secret changed cannot be told from the one desired. PlanSocket
 	// plans nothing from it (Blocked).
 	Bare bool

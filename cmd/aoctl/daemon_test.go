@@ -158,7 +158,7 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 		if peer != "" && peer != name {
 			continue
 		}
-		obs, err := rotator.Observe(p.accepted)
+		obs, err := rotator.Observe(p.accepted, rotator.ReadFull)
 		if err != nil {
 			return rep, err
 		}
@@ -184,7 +184,7 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 			ps.Keys = append(ps.Keys, k)
 		}
 		slices.SortFunc(ps.Keys, func(a, b control.Key) int { return int(a.SendID) - int(b.SendID) })
-		lobs, err := rotator.Observe(d.lis)
+		lobs, err := rotator.Observe(d.lis, rotator.ReadFull)
 		if err != nil {
 			return rep, err
 		}
@@ -215,7 +215,7 @@ func (d *testDaemon) Plan(context.Context) (control.PlanReport, error) {
 		if err != nil {
 			return control.PlanReport{}, err
 		}
-		obs, err := rotator.Observe(p.accepted)
+		obs, err := rotator.Observe(p.accepted, rotator.ReadFull)
 		if err != nil {
 			return control.PlanReport{}, err
 		}

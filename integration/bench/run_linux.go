@@ -447,7 +447,7 @@ func (r *runner) aokeydOldestFirst(l *listener, n int, s *Size) error {
 	}
 	defer zeroDesired(d)
 	t0 := r.cfg.Now()
-	obs, err := rotator.Observe(l.sock)
+	obs, err := rotator.Observe(l.sock, rotator.ReadFull)
 	if err != nil {
 		return fmt.Errorf("bench: observe: %w", err)
 	}
@@ -492,7 +492,7 @@ func reversePeers(one [][]rotator.Op, per int) [][]rotator.Op {
 // plan runs SyncListener's steps one by one and returns the batches.
 func (r *runner) plan(l *listener, d rotator.Desired, ph *Phases) ([][]rotator.Op, int, error) {
 	t0 := r.cfg.Now()
-	obs, err := rotator.Observe(l.sock)
+	obs, err := rotator.Observe(l.sock, rotator.ReadFull)
 	t1 := r.cfg.Now()
 	if err != nil {
 		return nil, 0, fmt.Errorf("bench: observe: %w", err)

@@ -197,7 +197,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	r := h.Ref()
 	ps.Sockets = append(ps.Sockets, control.Socket{Kind: control.KindEstablished, Local: r.Local.String(), Remote: r.Remote.String(), Inode: r.Inode})
-	obs, err := rotator.ObserveBare(d.o.SocketOf(h))
+	obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadBare)
 	if err != nil {
 		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
 		return ps
@@ -274,7 +274,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			// As the listener sync plans it.
 			want := listenerWantOf(h.Ref(), v4, v6, have4)
 			want.Frozen = frozenKeys(frozen)
-			obs, err := rotator.Observe(d.o.SocketOf(h))
+			obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadFull)
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
@@ -291,7 +291,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			continue
 		}
 		defer zeroDesired(want)
-		obs, err := rotator.Observe(d.o.SocketOf(p.handle))
+		obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadFull)
 		if err != nil {
 			continue
 		}
@@ -373,7 +373,7 @@ func (d *Daemon) observeMetrics() {
 		}
 		c := s.Counters
 		if c.At.IsZero() || now.Sub(c.At) > fresh {
-			obs, err := rotator.ObserveBare(d.o.SocketOf(p.handle))
+			obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadBare)
 			if err != nil {
 				continue
 			}

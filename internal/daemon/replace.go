@@ -154,7 +154,7 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 	}
 	reset := false
 	ran := d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) {
-		obs, err := rotator.Observe(sock)
+		obs, err := rotator.Observe(sock, rotator.ReadFull)
 		if err != nil {
 			rs.Error = err.Error()
 			return

@@ -39,7 +39,7 @@ func (d *Daemon) observeListeners(ctx context.Context) []listenerObs {
 func (d *Daemon) observeListenersOf(hs []bgp.SocketHandle) []listenerObs {
 	var out []listenerObs
 	for _, h := range hs {
-		o, err := rotator.ObserveBare(d.o.SocketOf(h))
+		o, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadBare)
 		if err != nil || !o.HaveAO {
 			continue
 		}
