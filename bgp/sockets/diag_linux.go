@@ -7,9 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
 
+	"github.com/aokeyd/aokeyd/internal/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +25,7 @@ type Diag struct {
 // created in, so the thread goes back to its own namespace at once.
 func OpenDiag(pid int) (*Diag, error) {
 	var fd int
-	err := InNetNS(pid, func() error {
+	err := netns.Do(pid, func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 		if err != nil {
@@ -155,71 +154,6 @@ func (d *Diag) query(req []byte, dump bool) ([]Socket, error) {
 			return out, nil
 		}
 	}
-}
-
-// InNetNS runs fn on an OS thread that is in the network namespace of
-// process pid (pid 0, or a pid in the caller's namespace: fn runs directly).
-// The thread returns to its namespace afterwards; if that fails the thread
-// is left locked and Go retires it.
-func InNetNS(pid int, fn func() error) error {
-	if pid == 0 {
-		return fn()
-	}
-	target := fmt.Sprintf("/proc/%d/ns/net", pid)
-	same, err := sameFile(target, "/proc/thread-self/ns/net")
-	if err != nil {
-		return fmt.Errorf("network namespace of pid %d: %w", pid, err)
-	}
-	if same {
-		return fn()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			restored = true
-			errc <- fmt.Errorf("open own netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		tns, err := os.Open(target)
-		if err != nil {
-			restored = true
-			errc <- fmt.Errorf("open netns of pid %d: %w", pid, err)
-			return
-		}
-		defer tns.Close()
-		if err := unix.Setns(int(tns.Fd()), unix.CLONE_NEWNET); err != nil {
-			restored = true
-			errc <- fmt.Errorf("setns into %s (needs CAP_SYS_ADMIN): %w", target, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err == nil {
-			restored = true
-		}
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 func nativeSeq(req []byte) uint32 { return binary.NativeEndian.Uint32(req[8:]) }
