@@ -231,7 +231,7 @@ func parseKeyFile(data []byte, mask bool, fail func(line int, field string, err 
 		if spans := yamlSpans(data); len(spans) > 0 {
 			work := masked(data, spans)
 			defer clear(work)
-			conv := &yamlConv{budget: 1 << 15, input: data, secrets: spans, used: map[[2]int]bool{}}
+			conv := &yamlConv{budget: 1 << 15, input: data, secrets: spans, used: map[nodePos]bool{}}
 			// A file that does not parse masked is parsed as it is, for
 			// its own error: masking may have changed what is wrong.
 			if v, err := conv.parse(work, fail); err == nil && !conv.mismatch && len(conv.used) == len(spans) {
@@ -286,8 +286,8 @@ type yamlConv struct {
 	// there (a secretText). used records the positions found so;
 	// mismatch, that a masked position held something else.
 	input    []byte
-	secrets  map[[2]int]span
-	used     map[[2]int]bool
+	secrets  map[nodePos]span
+	used     map[nodePos]bool
 	mismatch bool
 }
 
@@ -297,7 +297,7 @@ func (c *yamlConv) secretAt(k, vn *yaml.Node) (secretText, bool) {
 	if c.secrets == nil || !isSecretField(k.Value) || vn.Kind != yaml.ScalarNode {
 		return nil, false
 	}
-	pos := [2]int{vn.Line, vn.Column}
+	pos := nodePos{vn.Line, vn.Column}
 	sp, ok := c.secrets[pos]
 	if !ok {
 		return nil, false

@@ -71,7 +71,7 @@ func isMask(s string, n int) bool {
 // It returns each value's text by the position yaml.v3 gives its node
 // (line and column of the value's first character, quote included, both
 // 1-based, the column in characters).
-func yamlSpans(data []byte) map[[2]int]span {
+func yamlSpans(data []byte) map[nodePos]span {
 	type found struct {
 		at int
 		sp span
@@ -95,7 +95,7 @@ func yamlSpans(data []byte) map[[2]int]span {
 	}
 	// One pass over the text for the positions, in text order.
 	slices.SortFunc(all, func(a, b found) int { return a.at - b.at })
-	out := make(map[[2]int]span, len(all))
+	out := make(map[nodePos]span, len(all))
 	line, start, pos := 1, 0, 0
 	for _, f := range all {
 		for ; pos < f.at; pos++ {
@@ -103,7 +103,7 @@ func yamlSpans(data []byte) map[[2]int]span {
 				line, start = line+1, pos+1
 			}
 		}
-		out[[2]int{line, 1 + utf8.RuneCount(data[start:f.at])}] = f.sp
+		out[nodePos{line, 1 + utf8.RuneCount(data[start:f.at])}] = f.sp
 	}
 	return out
 }
@@ -291,6 +291,10 @@ func jsonPlainText(text []byte) bool {
 	}
 	return true
 }
+
+// nodePos is where yaml.v3 places a node: its line and column, 1-based,
+// the column in characters.
+type nodePos struct{ line, col int }
 
 // jsonSlot is a secret field of the n-th key of a chain document.
 type jsonSlot struct {

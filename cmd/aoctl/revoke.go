@@ -74,7 +74,7 @@ not in the control socket's admin group.
 	if len(res.Sockets) > 0 {
 		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
 		for _, s := range res.Sockets {
-			t.row(s.Socket, dash(s.Peer), s.Action, dash(s.Replacement), dash(s.Error))
+			t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Replacement), dash(s.Error))
 		}
 		t.flush()
 	}

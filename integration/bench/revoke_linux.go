@@ -113,7 +113,7 @@ func (r *runner) revokeRun(ctx context.Context, n int) (*RevokeRun, error) {
 	res.SourceRevoked = rr.SourceRevoked
 	res.Actions = map[string]int{}
 	for _, s := range rr.Sockets {
-		res.Actions[s.Action]++
+		res.Actions[string(s.Action)]++
 		if s.Error != "" {
 			res.Errors++
 			if res.FirstError == "" {

@@ -241,12 +241,19 @@ type RevokeRequest struct {
 	VRF   string `json:"vrf,omitempty"`
 }
 
-// Revoke outcomes per socket.
+// SocketAction is what a revoke or a replace did on one socket; its text
+// is the word aoctl prints and the revoke metric's label.
+type SocketAction string
+
+// Revoke and replace outcomes per socket.
 const (
-	ActionDeleted        = "deleted"         // deleted (del_async on listeners)
-	ActionForcedReplaced = "forced-replaced" // was current/rnext: forced delete naming Replacement
-	ActionReset          = "reset"           // it was the only key: removed, the session resets
-	ActionKept           = "kept"            // it was the only key and policy says keep
+	ActionDeleted        SocketAction = "deleted"         // deleted (del_async on listeners)
+	ActionForcedReplaced SocketAction = "forced-replaced" // was current/rnext: forced delete naming Replacement
+	ActionReset          SocketAction = "reset"           // it was the only key: removed, the session resets
+	ActionKept           SocketAction = "kept"            // it was the only key and policy says keep
+	ActionAbsent         SocketAction = "absent"          // the socket did not carry the key
+	ActionUnchanged      SocketAction = "unchanged"       // replace: the socket already had the new material
+	ActionError          SocketAction = "error"           // the socket was not changed: see Error
 )
 
 // RevokeResult is the answer to a RevokeRequest.
@@ -271,11 +278,11 @@ type RevokeResult struct {
 
 // RevokeSocket is one socket's revoke outcome.
 type RevokeSocket struct {
-	Socket      string `json:"socket"`
-	Peer        string `json:"peer,omitempty"`
-	Action      string `json:"action"`
-	Replacement string `json:"replacement,omitempty"`
-	Error       string `json:"error,omitempty"`
+	Socket      string       `json:"socket"`
+	Peer        string       `json:"peer,omitempty"`
+	Action      SocketAction `json:"action"`
+	Replacement string       `json:"replacement,omitempty"`
+	Error       string       `json:"error,omitempty"`
 }
 
 // Failed reports whether the revoke left the key somewhere, failed on a
@@ -307,10 +314,11 @@ type ReplaceRequest struct {
 // ActionReplaced is a replace's outcome on a socket that took the new
 // material in place (a session: by one forced delete naming a key the peer
 // was seen to use, then the add).
-const ActionReplaced = "replaced"
+const ActionReplaced SocketAction = "replaced"
 
 // ReplaceResult is the answer to a ReplaceRequest: each socket's outcome
-// (ActionReplaced, ActionReset, "absent", or an error).
+// (ActionReplaced, ActionReset, ActionUnchanged, ActionAbsent or
+// ActionError).
 type ReplaceResult struct {
 	Chain   string         `json:"chain"`
 	Key     string         `json:"key"`

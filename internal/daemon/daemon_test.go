@@ -339,7 +339,7 @@ func testRevokeCurrentKeyWithBackup(t *testing.T) {
 func TestRevokeOnlyKey(t *testing.T) {
 	for _, tc := range []struct {
 		onRevoke   string
-		action     string
+		action     control.SocketAction
 		wantResets int
 	}{
 		{onRevoke: "reset", action: control.ActionReset, wantResets: 1},

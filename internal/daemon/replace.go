@@ -146,10 +146,10 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 // planner finds no such key, a reset of the session through the speaker.
 func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
 	id := p.info.Key()
-	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String(), Action: "absent"}
+	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String(), Action: control.ActionAbsent}
 	want, _, err := d.desiredFor(snap, p, now)
 	if err != nil {
-		rs.Action, rs.Error = "error", err.Error()
+		rs.Action, rs.Error = control.ActionError, err.Error()
 		return rs
 	}
 	reset := false
@@ -174,7 +174,7 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 			// Nothing to replace: the session's machine took the new
 			// material already (it has the approval from the last pass),
 			// or it is not what the session should have.
-			rs.Action = "unchanged"
+			rs.Action = control.ActionUnchanged
 			if hasMaterial(obs, want, ids) {
 				rs.Action = control.ActionReplaced
 			}
@@ -186,7 +186,7 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 		}
 	})
 	if !ran {
-		rs.Action, rs.Error = "error", "the peer's rotation machine did not take the request (it is in a step that has not returned, or the session went)"
+		rs.Action, rs.Error = control.ActionError, "the peer's rotation machine did not take the request (it is in a step that has not returned, or the session went)"
 		return rs
 	}
 	if reset {

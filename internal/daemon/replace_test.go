@@ -20,7 +20,7 @@ func TestReplaceAppliesAnApprovedEdit(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		spare bool // the session also has k0, which its peer sent with
-		want  string
+		want  control.SocketAction
 	}{
 		{"only key: planned reset", false, control.ActionReset},
 		{"spare the peer used: in place", true, control.ActionReplaced},

@@ -95,7 +95,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	res.Elapsed = control.Duration(time.Since(start))
 	if d.o.Metrics != nil {
 		for _, s := range res.Sockets {
-			d.o.Metrics.Revoked(s.Action)
+			d.o.Metrics.Revoked(string(s.Action))
 		}
 		d.o.Metrics.RevokeDone(time.Since(start))
 	}
@@ -359,7 +359,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	case <-ctx.Done():
 		// Its machine is in a step that does not return: the socket is
 		// not touched beside it. The machine restarts once it returns.
-		rs.Action, rs.Error = "error", "the peer's rotation machine is in a step that has not returned; not revoked on this socket"
+		rs.Action, rs.Error = control.ActionError, "the peer's rotation machine is in a step that has not returned; not revoked on this socket"
 		if werr == nil {
 			_, _, _ = d.ctrl.Adopt(id, p.handle, sock, want)
 		}
@@ -389,7 +389,7 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.DesiredK
 		// IDs and the Current/RNext flags: no fingerprints.
 		keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
 		if isNoAO(err) {
-			rs.Action = "absent"
+			rs.Action = control.ActionAbsent
 			return nil
 		}
 		if err != nil {
@@ -405,7 +405,7 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.DesiredK
 			}
 		}
 		if victim == nil {
-			rs.Action = "absent"
+			rs.Action = control.ActionAbsent
 			return nil
 		}
 		if len(others) == 0 {

@@ -287,7 +287,7 @@ func (p *Publisher) applyRevocations(ctx context.Context) (changed bool) {
 func countHeld(r control.RevokeResult) int {
 	n := 0
 	for _, s := range r.Sockets {
-		if s.Action != "absent" {
+		if s.Action != control.ActionAbsent {
 			n++
 		}
 	}
