@@ -17,7 +17,7 @@ import (
 // Defaults of the optional settings.
 const (
 	DefaultPath          = "/etc/aokeyd/aokeyd.yaml"
-	DefaultControlSocket = "/run/aokeyd/control.sock"
+	DefaultControlSocket = control.DefaultSocket
 	DefaultControlMode   = fs.FileMode(0o660)
 	// Control socket limits: control's defaults, defined there.
 	DefaultControlReadTimeout  = control.DefaultReadTimeout
@@ -31,6 +31,8 @@ const (
 	DefaultProcessName         = "gobgpd"
 	DefaultRefresh             = 30 * time.Second
 	DefaultStaleAfter          = 10 * time.Minute
+	DefaultResync              = 30 * time.Second // not a setting: the longest time between two full reconcile passes
+	DefaultBGPPort             = 179              // not a setting: the port whose connects aokeyd exec keys
 	DefaultLogFormat           = "text"
 	DefaultLogLevel            = "info"
 	// MetricsOff as metrics.listen disables the metrics listener.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -109,17 +110,18 @@ func New(o Options) (*Daemon, error) {
 	if o.Policy == nil || o.Keys == nil || o.Speaker == nil || o.Discoverer == nil {
 		return nil, errors.New("daemon: Policy, Keys, Speaker and Discoverer are required")
 	}
+	// The defaults are config's, the one place they are written.
 	if o.ListenPort == 0 {
-		o.ListenPort = 179
+		o.ListenPort = config.DefaultBGPPort
 	}
 	if o.Resync == 0 {
-		o.Resync = 30 * time.Second
+		o.Resync = config.DefaultResync
 	}
 	if o.Refresh == 0 {
-		o.Refresh = 30 * time.Second
+		o.Refresh = config.DefaultRefresh
 	}
 	if o.StaleAfter == 0 {
-		o.StaleAfter = 10 * time.Minute
+		o.StaleAfter = config.DefaultStaleAfter
 	}
 	if o.OptMemMax == nil {
 		o.OptMemMax = tcpao.OptMemMax
