@@ -195,9 +195,8 @@ func (g *Guard) answer(k peer.Key, p PeerInfo, err error) (PeerInfo, error) {
 // the speaker's event stream (Partial) has no uptime or flop count, and
 // one from a listing has; between the two only the state and the
 // connection's ports can differ. Compared as given, a session reported
-// first by an event and then by a listing read as dropped ("uptime
-// changed", established->established, flops 0->0): 126 false aborts in
-// the set-up of a 512-peer fleet bench.
+// first by an event and then by a listing would read as dropped ("uptime
+// changed", established->established, flops 0->0): a false abort.
 func changed(a, b PeerInfo) string {
 	complete := !a.Partial && !b.Partial
 	switch {

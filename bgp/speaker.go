@@ -169,8 +169,9 @@ type Speaker interface {
 	// Peers lists the configured neighbors.
 	Peers(ctx context.Context) ([]PeerInfo, error)
 	// Peer reads one neighbor, asking the speaker about it alone (the
-	// session guard calls it around every rotation step, so its cost must
-	// not grow with the number of neighbors): the neighbor at k.Addr in
+	// session tracker asks when it cannot vouch for a session around a
+	// rotation step, so its cost must not grow with the number of
+	// neighbors): the neighbor at k.Addr in
 	// VRF k.VRF ("" the default one), nothing else. An error wrapping
 	// ErrNoPeer when there is no such neighbor.
 	Peer(ctx context.Context, k peer.Key) (PeerInfo, error)

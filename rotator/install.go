@@ -98,8 +98,8 @@ func ownMoveToUnused(obs *Observed, before, after OptID) bool {
 // when it holds that key (RFC 5925 7.5.2; tcp_inbound_ao_hash): a far end
 // that asks for the new key ahead of the roll does so with its first
 // segment after the add. That switch proves the peer holds the key (await)
-// and stays; put back, it cost the peer's next segment and a write, and
-// was logged as aokeyd's own (ten peers of the 512-peer bench's roll).
+// and stays: putting it back would cost the peer's next segment and a
+// write, and would be reported as aokeyd's own move.
 func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, peerMoved bool) *AbortError {
 	after, _ := curOf(obs)
 	if after == before || !after.Valid {

@@ -22,8 +22,7 @@ var ErrOptMem = errors.New("rotator: listener key set exceeds net.core.optmem_ma
 // order the kernel listed the keys in: newest installed first. The kernel
 // adds keys at the head of its list and a delete walks from the head, so
 // retiring the newest first finds each old key behind only the new keys
-// added so far instead of behind every other old key (measured by `make
-// bench`: its full rotation against the raw ordering). Peers that only gain
+// added so far instead of behind every other old key. Peers that only gain
 // keys come last.
 func ListenerBatches(sp SocketPlan, peersPerBatch int) [][]Op {
 	_, batches := listenerBatches(sp.Ops, peersPerBatch)

@@ -54,9 +54,8 @@ func (o OptID) String() string {
 }
 
 // LogValue logs an OptID as its key ID ("-" when not set), as String
-// shows it. Without it slog's JSON handler marshalled the struct through
-// encoding/json (`{"ID":2,"Valid":true}`) for every "roll complete" line,
-// a sixth of the retire step's CPU in the 512-peer bench's roll.
+// shows it, so that no log handler marshals the struct (slog's JSON
+// handler would run encoding/json on it for every line that names a key).
 func (o OptID) LogValue() slog.Value {
 	if !o.Valid {
 		return slog.StringValue("-")

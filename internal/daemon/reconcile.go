@@ -219,12 +219,9 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	// The sessions get their desired state first, the listeners after: a
 	// machine's roll starts at once on its own goroutine, and a listener
 	// with thousands of keys (256 writes at a fleet-wide key change) holds
-	// up no session's. Each peer gets its state as soon as it is computed:
-	// computing them all first and then waking every machine at once was
-	// measured slower in the 512-peer bench (three runs of each, two of
-	// them side by side in one boot: the last peer done at 6.5-7.1 s with
-	// 4.3-4.6 s of aokeyd CPU, against 4.3-6.7 s with 2.2-4.2 s), though
-	// this loop then finishes later.
+	// up no session's. Each peer gets its state as soon as it is computed,
+	// so its machine's roll overlaps the rest of this loop (no wave of
+	// machines woken at once at the end; docs/performance.md).
 	for _, p := range d.peerList() {
 		id := p.id
 		if !d.managed(p.info) {

@@ -178,8 +178,8 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 }
 
 // revokeParallel bounds the sessions a revoke works on at once. Each
-// forced delete waits in the kernel for an RCU grace period (synchronize_rcu,
-// ~12 ms in the emulated guest) with the CPU idle: concurrent ones share
+// forced delete waits in the kernel for an RCU grace period (synchronize_rcu)
+// with the CPU idle: concurrent ones share
 // grace periods, so the bound is what overlaps them; the CPU work per
 // session is one borrow of its descriptor.
 const revokeParallel = 64

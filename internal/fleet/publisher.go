@@ -138,8 +138,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 // revocation is read as soon as a round starts, not after the status
 // build and the write. One after the other, an announce made during a
 // round waited for that round, then for the next one's record read,
-// status and write: 1,170 ms in the guest beside other scenarios, over
-// the one-refresh target.
+// status and write: over the one-refresh target.
 func (p *Publisher) Round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.o.Refresh, 5*time.Second))
 	defer cancel()
