@@ -17,7 +17,7 @@ import (
 // binding's, else the MKT's); Sendable is false. Revoked keys and keys the
 // kernel would reject are left out. The MKTs' secrets share snap's bytes.
 // Sorted by send start, then name.
-func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string) (Binding, []DesiredKey, error) {
+func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string) (Binding, []ScheduledKey, error) {
 	peer = peer.Unmap().WithZone("")
 	b, err := p.bindingFor(peer, vrf)
 	if err != nil {
@@ -33,7 +33,7 @@ func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string)
 			ErrUnknownChain, c.Name, c.SourceChain)
 	}
 	cands, _ := candidates(nil, c, sc)
-	var out []DesiredKey
+	var out []ScheduledKey
 	for _, cd := range cands {
 		m := cd.mkt
 		if !appliesTo(m, peer, vrf) || m.Revoked || checkMKT(m) != nil {
@@ -43,9 +43,9 @@ func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string)
 		if b.IncludeTCPOptions != nil {
 			inc = *b.IncludeTCPOptions
 		}
-		out = append(out, DesiredKey{MKT: *m, SendLifetime: cd.send, AcceptLifetime: cd.accept, IncludeTCPOptions: inc})
+		out = append(out, ScheduledKey{MKT: *m, SendLifetime: cd.send, AcceptLifetime: cd.accept, IncludeTCPOptions: inc})
 	}
-	slices.SortFunc(out, func(x, y DesiredKey) int {
+	slices.SortFunc(out, func(x, y ScheduledKey) int {
 		return cmp.Or(x.SendLifetime.Start.Compare(y.SendLifetime.Start), cmp.Compare(x.MKT.Name, y.MKT.Name))
 	})
 	return *b, out, nil
@@ -56,7 +56,7 @@ func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string)
 // t: zero when coverage never ends, t itself when no key may be sent with
 // at t. aokeyd exports it so that an alert fires while a successor key can
 // still be added.
-func SendCoverageEnd(keys []DesiredKey, t time.Time) time.Time {
+func SendCoverageEnd(keys []ScheduledKey, t time.Time) time.Time {
 	for {
 		covered := false
 		reach := t

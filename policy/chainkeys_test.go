@@ -53,22 +53,22 @@ func TestChainKeys(t *testing.T) {
 
 func TestSendCoverageEnd(t *testing.T) {
 	const d = Day
-	key := func(l keystore.Lifetime) DesiredKey { return DesiredKey{SendLifetime: l} }
+	key := func(l keystore.Lifetime) ScheduledKey { return ScheduledKey{SendLifetime: l} }
 	never := time.Time{}
 	tests := []struct {
 		name string
-		keys []DesiredKey
+		keys []ScheduledKey
 		t    time.Duration
 		want time.Time
 	}{
 		{"no key", nil, 0, at(0)},
-		{"one key forever", []DesiredKey{key(keystore.Always)}, 0, never},
-		{"one key ending", []DesiredKey{key(life(-d, 10*d))}, 0, at(10 * d)},
-		{"successor overlaps", []DesiredKey{key(life(-d, 10*d)), key(life(9*d, 20*d))}, 0, at(20 * d)},
-		{"successor leaves a gap", []DesiredKey{key(life(-d, 10*d)), key(life(11*d, 20*d))}, 0, at(10 * d)},
-		{"successor forever", []DesiredKey{key(from(5 * d)), key(life(-d, 10*d))}, 0, never},
-		{"not yet covered", []DesiredKey{key(from(5 * d))}, 0, at(0)},
-		{"ends exactly at successor start", []DesiredKey{key(life(-d, 10*d)), key(life(10*d, 30*d))}, 0, at(30 * d)},
+		{"one key forever", []ScheduledKey{key(keystore.Always)}, 0, never},
+		{"one key ending", []ScheduledKey{key(life(-d, 10*d))}, 0, at(10 * d)},
+		{"successor overlaps", []ScheduledKey{key(life(-d, 10*d)), key(life(9*d, 20*d))}, 0, at(20 * d)},
+		{"successor leaves a gap", []ScheduledKey{key(life(-d, 10*d)), key(life(11*d, 20*d))}, 0, at(10 * d)},
+		{"successor forever", []ScheduledKey{key(from(5 * d)), key(life(-d, 10*d))}, 0, never},
+		{"not yet covered", []ScheduledKey{key(from(5 * d))}, 0, at(0)},
+		{"ends exactly at successor start", []ScheduledKey{key(life(-d, 10*d)), key(life(10*d, 30*d))}, 0, at(30 * d)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

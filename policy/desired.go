@@ -11,8 +11,11 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// DesiredKey is one MKT that should be installed on a peer's socket.
-type DesiredKey struct {
+// ScheduledKey is one MKT of a peer's chain with its effective schedule
+// (lifetimes) at an instant: what should be installed on the peer's socket.
+// (rotator.DesiredKey is the rotator's view of it: the kernel key and its
+// role in a roll.)
+type ScheduledKey struct {
 	// MKT is the snapshot's MKT. Its Secret shares the snapshot's bytes:
 	// never zero it; TCPAOKey returns a copy to hand to the kernel.
 	MKT keystore.MKT
@@ -30,7 +33,7 @@ type DesiredKey struct {
 // TCPAOKey is the key to install for peer (the binding's neighbor prefix or
 // the connected peer's host prefix) on an L3 device (0: default VRF). The
 // Secret is a fresh copy: the caller zeroes it after use.
-func (k DesiredKey) TCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
+func (k ScheduledKey) TCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
 	return tcpao.Key{
 		KeyRef:         tcpao.KeyRef{Peer: peer, IfIndex: ifindex, SendID: k.MKT.SendID, RecvID: k.MKT.RecvID},
 		Algorithm:      k.MKT.Algorithm,
@@ -40,7 +43,7 @@ func (k DesiredKey) TCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
 	}
 }
 
-func (k DesiredKey) String() string { return k.MKT.String() }
+func (k ScheduledKey) String() string { return k.MKT.String() }
 
 // PeerKeys is the desired TCP-AO state of one peer at one instant.
 type PeerKeys struct {
@@ -52,7 +55,7 @@ type PeerKeys struct {
 	// Keys are the MKTs to have installed: accept-valid within
 	// ±AcceptTolerance of the instant, or send-valid at it. Sorted by
 	// SendID, RecvID, name.
-	Keys []DesiredKey
+	Keys []ScheduledKey
 	// Preferred indexes Keys: the key to send with (Current_key), the
 	// send-valid key with the latest send start; ties go to the later send
 	// end, then the greater name. -1 when no key may be sent with.
@@ -77,9 +80,9 @@ type PeerKeys struct {
 }
 
 // PreferredKey returns Keys[Preferred].
-func (pk PeerKeys) PreferredKey() (DesiredKey, bool) {
+func (pk PeerKeys) PreferredKey() (ScheduledKey, bool) {
 	if pk.Preferred < 0 || pk.Preferred >= len(pk.Keys) {
-		return DesiredKey{}, false
+		return ScheduledKey{}, false
 	}
 	return pk.Keys[pk.Preferred], true
 }
@@ -234,10 +237,10 @@ func (pk *PeerKeys) selectDue(cands []candidate, source string, tol time.Duratio
 // ended reports whether l has an end and t is at or past it.
 func ended(l keystore.Lifetime, t time.Time) bool { return !l.End.IsZero() && !t.Before(l.End) }
 
-// desiredKeys sorts the due candidates (smaller than DesiredKey to swap) by
+// desiredKeys sorts the due candidates (smaller than ScheduledKey to swap) by
 // SendID, RecvID and name, and turns them into the keys binding b should
 // have at t, allocating once; nil when none is due.
-func desiredKeys(due []candidate, b *Binding, t time.Time) []DesiredKey {
+func desiredKeys(due []candidate, b *Binding, t time.Time) []ScheduledKey {
 	if len(due) == 0 {
 		return nil
 	}
@@ -245,13 +248,13 @@ func desiredKeys(due []candidate, b *Binding, t time.Time) []DesiredKey {
 		return cmp.Or(cmp.Compare(x.mkt.SendID, y.mkt.SendID), cmp.Compare(x.mkt.RecvID, y.mkt.RecvID),
 			cmp.Compare(x.mkt.Name, y.mkt.Name))
 	})
-	keys := make([]DesiredKey, len(due))
+	keys := make([]ScheduledKey, len(due))
 	for i, cd := range due {
 		inc := cd.mkt.IncludeTCPOptions
 		if b.IncludeTCPOptions != nil {
 			inc = *b.IncludeTCPOptions
 		}
-		keys[i] = DesiredKey{
+		keys[i] = ScheduledKey{
 			MKT: *cd.mkt, SendLifetime: cd.send, AcceptLifetime: cd.accept,
 			IncludeTCPOptions: inc, Sendable: cd.send.Contains(t),
 		}
@@ -261,7 +264,7 @@ func desiredKeys(due []candidate, b *Binding, t time.Time) []DesiredKey {
 
 // preferred returns the index of the key to send with (see
 // PeerKeys.Preferred), -1 when no key is sendable.
-func preferred(keys []DesiredKey) int {
+func preferred(keys []ScheduledKey) int {
 	best := -1
 	for i, k := range keys {
 		if k.Sendable && (best < 0 || preferBefore(k, keys[best])) {
@@ -283,7 +286,7 @@ func idClash(a, b *keystore.MKT) error {
 
 // preferBefore reports whether send key a beats b: later send start, then
 // later send end (no end is latest), then greater name.
-func preferBefore(a, b DesiredKey) bool {
+func preferBefore(a, b ScheduledKey) bool {
 	if c := a.SendLifetime.Start.Compare(b.SendLifetime.Start); c != 0 {
 		return c > 0
 	}

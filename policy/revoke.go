@@ -8,7 +8,7 @@ import "slices"
 // snapshot cannot carry) applies to that peer's answer. It reports whether
 // pk changed.
 func (pk *PeerKeys) Revoke(name string) bool {
-	i := slices.IndexFunc(pk.Keys, func(k DesiredKey) bool { return k.MKT.Name == name })
+	i := slices.IndexFunc(pk.Keys, func(k ScheduledKey) bool { return k.MKT.Name == name })
 	if i < 0 {
 		return false
 	}

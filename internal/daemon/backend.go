@@ -170,7 +170,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		}
 	}
 	names := mktIndex(snap, pk.SourceChain)
-	desired := map[[2]uint8]policy.DesiredKey{}
+	desired := map[[2]uint8]policy.ScheduledKey{}
 	for _, k := range pk.Keys {
 		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
 	}
@@ -214,7 +214,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 // sessionKeys is the status of each key on a session's socket: named from
 // the key source, with the policy's lifetimes where the policy wants it,
 // and its state (installed, pending, retiring or revoked).
-func sessionKeys(keys []tcpao.KeyInfo, names map[[2]uint8]keyName, desired map[[2]uint8]policy.DesiredKey, revoked []string, rs rotator.Status) []control.Key {
+func sessionKeys(keys []tcpao.KeyInfo, names map[[2]uint8]keyName, desired map[[2]uint8]policy.ScheduledKey, revoked []string, rs rotator.Status) []control.Key {
 	var out []control.Key
 	for _, ki := range keys {
 		ids := [2]uint8{ki.SendID, ki.RecvID}

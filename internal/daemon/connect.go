@@ -65,14 +65,14 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 			return h.Why == rotator.ReasonEdited && h.Ref.SendID == send && h.Ref.RecvID == recv
 		})
 	}
-	cands := make([]policy.DesiredKey, 0, len(pk.Keys)+1)
+	cands := make([]policy.ScheduledKey, 0, len(pk.Keys)+1)
 	for _, k := range pk.Keys {
 		if !edited(k.MKT.SendID, k.MKT.RecvID) {
 			cands = append(cands, k)
 		}
 	}
 	have := func(send, recv uint8) bool {
-		return slices.ContainsFunc(cands, func(k policy.DesiredKey) bool { return k.MKT.SendID == send && k.MKT.RecvID == recv })
+		return slices.ContainsFunc(cands, func(k policy.ScheduledKey) bool { return k.MKT.SendID == send && k.MKT.RecvID == recv })
 	}
 	// The keys the last session carried, kept past their lifetime.
 	if c := snap.Chains[pk.SourceChain]; c != nil {
@@ -86,7 +86,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 					if pk.Binding.IncludeTCPOptions != nil {
 						inc = *pk.Binding.IncludeTCPOptions
 					}
-					cands = append(cands, policy.DesiredKey{MKT: m, IncludeTCPOptions: inc})
+					cands = append(cands, policy.ScheduledKey{MKT: m, IncludeTCPOptions: inc})
 					break
 				}
 			}
@@ -97,7 +97,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	}
 	sign := 0
 	if pref, ok := pk.PreferredKey(); ok && have(pref.MKT.SendID, pref.MKT.RecvID) {
-		sign = slices.IndexFunc(cands, func(k policy.DesiredKey) bool { return k.MKT.Name == pref.MKT.Name })
+		sign = slices.IndexFunc(cands, func(k policy.ScheduledKey) bool { return k.MKT.Name == pref.MKT.Name })
 	}
 	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.peers.connects.alternate(addr) {
 		sign = seen
@@ -110,7 +110,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 
 // sentWith reports whether the last read of the session found the peer
 // sending with k (its pkt_good above zero).
-func sentWith(c rotator.Counters, k policy.DesiredKey) bool {
+func sentWith(c rotator.Counters, k policy.ScheduledKey) bool {
 	return slices.ContainsFunc(c.Keys, func(kc rotator.KeyCounters) bool {
 		return kc.SendID == k.MKT.SendID && kc.RecvID == k.MKT.RecvID && kc.PktGood > 0
 	})
@@ -118,8 +118,8 @@ func sentWith(c rotator.Counters, k policy.DesiredKey) bool {
 
 // seenKey is the index in cands of a key the last read found the peer
 // sending with, -1 when none.
-func seenKey(c rotator.Counters, cands []policy.DesiredKey) int {
-	return slices.IndexFunc(cands, func(k policy.DesiredKey) bool { return sentWith(c, k) })
+func seenKey(c rotator.Counters, cands []policy.ScheduledKey) int {
+	return slices.IndexFunc(cands, func(k policy.ScheduledKey) bool { return sentWith(c, k) })
 }
 
 // connectTries alternates, per peer, the key a connect is signed with

@@ -338,7 +338,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	// The desired state without the revoked key: it picks the replacement
 	// and then resumes the peer's rotation (the controller owns it then).
 	want, pk, werr := d.desiredFor(snap, p, now)
-	var pref *policy.DesiredKey
+	var pref *policy.ScheduledKey
 	if werr == nil {
 		if k, ok := pk.PreferredKey(); ok {
 			pref = &k
@@ -384,7 +384,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 // session's only one: the caller then runs the policy's on_revoke_only_key
 // (revokeOnly), outside the borrow (a reset asks the speaker, which must not
 // wait on a descriptor aokeyd holds).
-func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.DesiredKey, rs *control.RevokeSocket) (only bool) {
+func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
 		// IDs and the Current/RNext flags: no fingerprints.
 		keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})

@@ -48,7 +48,7 @@ func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix,
 	var out []tcpao.KeyRef
 	ref := func(name string, expired bool) {
 		for _, m := range c.Keys {
-			desiredIDs := slices.ContainsFunc(pk.Keys, func(k policy.DesiredKey) bool { return k.MKT.SendID == m.SendID && k.MKT.RecvID == m.RecvID })
+			desiredIDs := slices.ContainsFunc(pk.Keys, func(k policy.ScheduledKey) bool { return k.MKT.SendID == m.SendID && k.MKT.RecvID == m.RecvID })
 			if m.Name == name && !(expired && desiredIDs) {
 				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
 			}

@@ -94,7 +94,7 @@ type Link struct {
 
 // Mirror turns the keys aokeyd holds for a peer (policy.ChainKeys) into
 // the far end's: IDs swapped, everything else equal.
-func Mirror(peer, local string, b policy.Binding, tol time.Duration, keys []policy.DesiredKey, source string) Link {
+func Mirror(peer, local string, b policy.Binding, tol time.Duration, keys []policy.ScheduledKey, source string) Link {
 	l := Link{Peer: peer, Local: local, VRF: b.VRF, Chain: b.KeyChain, AcceptTolerance: tol, KeySource: source}
 	for _, k := range keys {
 		l.Keys = append(l.Keys, Key{

@@ -20,7 +20,7 @@ var at = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 // fixture is testdata's chain for peer 192.0.2.2: aokeyd's keys (as
 // policy.ChainKeys returns them) and the far end's link.
-func fixture(t *testing.T) ([]policy.DesiredKey, Link) {
+func fixture(t *testing.T) ([]policy.ScheduledKey, Link) {
 	t.Helper()
 	data, err := os.ReadFile("testdata/keys.yaml")
 	if err != nil {
