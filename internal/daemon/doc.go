@@ -23,10 +23,13 @@
 //     rotator.Desired) and rotator.Controller.SetDesired, which posts it
 //     to the peer's mailbox (latest wins) when it changed.
 //   - rotator/controller.go loop: the peer's goroutine takes the mailbox
-//     (runner.take, machine.setDesired) and steps: machine.go step and
-//     steady (PlanSocket), install.go install (the new key, RNext to it),
+//     (runner.take, machine.setDesired) and steps: machine.go step (one
+//     read, rotator.Observe, full or bare) and steady (PlanSocket; the
+//     attempt's EventRollStarted), install.go install (the new key, RNext
+//     to it, each write read back in the same borrow: machine.writeRead),
 //     machine.go await (the peer's Current_key moves), retire.go toGrace
-//     and retire (the old key goes once the peer sends with the new one).
+//     and retire (the old key goes once the peer sends with the new one;
+//     EventRollCompleted, or EventRollAborted from machine.go abort).
 //     Each step is bracketed by the SessionGuard: daemon.go stepGuard
 //     → bgp/guard.go Guard.Before/After → bgp/tracker.go (the session is
 //     still up, asked of the speaker only when the tracker cannot vouch).
@@ -60,7 +63,10 @@
 //     session events (OnEstablished, OnDown) and the pass's forget.
 //   - Operator asks the passes apply (aoctl rotate, aoctl replace):
 //     operatorAsks. The policy: policyState, swapped whole (SetPolicy).
-//   - What the metrics hold: scrapeView (the scrape's).
+//   - What the metrics hold: scrapeView (the scrape's), for the socket
+//     counters and key IDs; the roll's attempts, outcomes and state come
+//     as the rotator's events (rotator.Options.Events → backend.go
+//     rollEvent), never rebuilt from snapshots.
 //
 // A peer is a bgp/peer.Key (address and VRF) everywhere: the tracker, the
 // guard, the rotation controller (rotator.PeerID is that key) and every
