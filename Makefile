@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint rules vm clean model model-traces
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint rules yang vm clean model model-traces
 
 all: build
 
@@ -67,6 +67,16 @@ rules:
 		(cd deploy/prometheus && $$pt test rules aokeyd-rules.test.yml) && \
 		AOKEYD_PROMTOOL=$$pt $(GO) test -count=1 -run '^TestPromtoolCheckMetrics$$' -v ./internal/metrics/ | grep -E '^(--- |ok|FAIL)|promtool check metrics'
 
+# aoctl peer-config --for yang, validated by Debian's yanglint (libyang2-tools)
+# against RFC 8177's ietf-key-chain as the guest root's FRR package ships it
+# (every feature on); RFC 9648's augment is checked against its tree by
+# TestYANGSchemaPaths in test-unit. Needs the guest root (built or cached
+# by build.sh, as test-kernel does).
+yang: deps
+	@set -o pipefail; root=$$(bash integration/vm/build.sh rootfs | sed -n 's/^ROOTFS=//p') && [ -n "$$root" ] && \
+		AOKEYD_YANGLINT=$$(command -v yanglint) AOKEYD_YANG_DIR=$$root/usr/share/yang \
+		$(GO) test -count=1 -run '^TestYANGLint$$' -v ./internal/peerconfig/ | grep -E '^(--- |ok|FAIL)|yang:'
+
 # Every host package under the race detector (a data race fails the run).
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -116,7 +126,7 @@ model: deps
 model-traces:
 	bash integration/tools/model-traces.sh
 
-test: deps lint rules test-unit model test-kernel fuzz
+test: deps lint rules test-unit model test-kernel yang fuzz
 
 vm:
 	bash integration/vm/build.sh all

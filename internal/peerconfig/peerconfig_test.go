@@ -106,7 +106,7 @@ func TestIDsSwapped(t *testing.T) {
 		Junos:  "key 0 ao-attribute send-id 110\n",
 		Aokeyd: "send_id: 110\n        recv_id: 10\n",
 		GoBGP:  "send_id: 110\n        recv_id: 10\n",
-		YANG:   "\"send-id\": 110,\n              \"recv-id\": 10,",
+		YANG:   "\"send-id\": 110,\n                \"recv-id\": 10,",
 	}
 	for target, w := range want {
 		var out bytes.Buffer

@@ -50,7 +50,13 @@ type (
 		Keystring         string `json:"keystring,omitempty"`
 		HexadecimalString string `json:"hexadecimal-string,omitempty"`
 	}
+	// RFC 9648's augment: container authentication { choice { container
+	// ao { send-id; recv-id; include-tcp-options; accept-key-mismatch }
+	// | container md5 } }.
 	yangAuthentication struct {
+		AO yangAO `json:"ao"`
+	}
+	yangAO struct {
 		SendID            uint8 `json:"send-id"`
 		RecvID            uint8 `json:"recv-id"`
 		IncludeTCPOptions bool  `json:"include-tcp-options"`
@@ -58,15 +64,18 @@ type (
 	}
 )
 
-// yangAlgorithm is the RFC 8177 crypto-algorithm identity for a.
+// yangAlgorithm is the crypto-algorithm identity of TCP-AO's MAC a (its
+// 12-byte truncation, RFC 5926): RFC 8177's hmac-sha-1-12 (HMAC-SHA-1-96,
+// feature crypto-hmac-sha-1-12) and hmac-sha-256, and RFC 9648's aes-128
+// (AES-128-CMAC-96; RFC 8177's aes-cmac-prf-128 is the KDF, not the MAC).
 func yangAlgorithm(a tcpao.Algorithm) string {
 	switch a {
 	case tcpao.HMACSHA1:
-		return "ietf-key-chain:hmac-sha-1"
+		return "ietf-key-chain:hmac-sha-1-12"
 	case tcpao.HMACSHA256:
 		return "ietf-key-chain:hmac-sha-256"
 	case tcpao.CMACAES128:
-		return "ietf-key-chain:aes-cmac-prf-128"
+		return "ietf-tcp:aes-128"
 	}
 	return ""
 }
@@ -87,7 +96,10 @@ func yangLife(l keystore.Lifetime) yangLifetime {
 
 // yang renders RFC 9648 JSON instance data: the far end's key chain
 // (RFC 8177 ietf-key-chain) with each key's TCP-AO send-id, recv-id,
-// include-tcp-options and accept-key-mismatch (the ietf-tcp augmentation).
+// include-tcp-options and accept-key-mismatch (the ietf-tcp augmentation's
+// authentication/ao container). It needs the ietf-key-chain features
+// hex-key-string, accept-tolerance, independent-send-accept-lifetime and
+// crypto-hmac-sha-1-12 and the ietf-tcp feature authentication.
 // Neither model has a MAC length: keys with another than the algorithm's
 // 12-byte default are refused. Refusals go to the caller only (JSON has
 // no comments).
@@ -118,7 +130,7 @@ func (r *renderer) yang() {
 			Lifetime:        yangLifetimes{Send: yangLife(k.Send), Accept: yangLife(k.Accept)},
 			CryptoAlgorithm: yangAlgorithm(k.Algorithm),
 			KeyString:       ks,
-			Authentication:  yangAuthentication{SendID: k.SendID, RecvID: k.RecvID, IncludeTCPOptions: k.IncludeTCPOptions},
+			Authentication:  yangAuthentication{AO: yangAO{SendID: k.SendID, RecvID: k.RecvID, IncludeTCPOptions: k.IncludeTCPOptions}},
 		})
 	}
 	doc := yangDoc{KeyChains: yangKeyChains{KeyChain: []yangKeyChain{kc}}}
