@@ -71,6 +71,11 @@ func (r *renderer) gobgp() {
 	r.printf("# REFUSED: %s\n", r.refused[0].Reason)
 	r.printf("# --- gobgpd.toml of the far end: the neighbor, passive, without auth-password ---\n")
 	r.printf("[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %s\n    peer-as = <asn>\n", strconv.Quote(r.local()))
+	if r.l.VRF != "" {
+		// A VRF peer: the neighbor in gobgpd's VRF of that name (one that
+		// [[vrfs]] defines).
+		r.printf("    vrf = %s\n", strconv.Quote(r.l.VRF))
+	}
 	r.printf("  [neighbors.transport.config]\n")
 	r.printf("    # aokeyd keys only sockets it can reach before connect(): passive, unless this gobgpd\n")
 	r.printf("    # runs under `aokeyd exec`. Two passive ends never connect: one of them opens actively.\n")

@@ -3,6 +3,7 @@ package peerconfig
 import (
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,6 +66,9 @@ func (r *renderer) bird() {
 	at := r.o.At
 	r.printf("# BIRD has no time-based key lifetimes: these are the keys for %s\n", fmtTime(at))
 	r.printf("# (RFC 8177 send-lifetime -> preferred; accept-only -> deprecated). Inside `protocol bgp` for neighbor %s:\n", r.local())
+	if r.l.VRF != "" {
+		r.printf("\tvrf %s;\n", strconv.Quote(r.l.VRF))
+	}
 	r.printf("\tauthentication ao;\n\tkeys {\n")
 	cur := r.birdKeys(at, usable)
 	for _, b := range cur {

@@ -87,6 +87,11 @@ func (r *renderer) eos() {
 	}
 	r.printf("!\nrouter bgp <asn>\n")
 	if len(lines) > 0 {
-		r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
+		if l.VRF != "" {
+			// A VRF peer: the neighbor under the VRF of that name.
+			r.printf("   vrf %s\n      neighbor %s password shared-secret profile %s algorithm %s\n", l.VRF, r.local(), l.Chain, eosAlgorithm(alg))
+		} else {
+			r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
+		}
 	}
 }

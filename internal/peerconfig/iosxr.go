@@ -128,10 +128,15 @@ func (r *renderer) iosxr() {
 	for _, x := range keys {
 		r.printf("  key %d SendID %d ReceiveID %d\n", x.id, x.k.SendID, x.k.RecvID)
 	}
-	r.printf(" !\n!\nrouter bgp <asn>\n neighbor %s\n", r.local())
 	opt := "disable"
 	if inc {
 		opt = "enable"
 	}
-	r.printf("  ao %s include-tcp-options %s\n !\n!\n", l.Chain, opt)
+	r.printf(" !\n!\nrouter bgp <asn>\n")
+	if l.VRF != "" {
+		// A VRF peer: the neighbor under the VRF of that name.
+		r.printf(" vrf %s\n  neighbor %s\n   ao %s include-tcp-options %s\n  !\n !\n!\n", l.VRF, r.local(), l.Chain, opt)
+		return
+	}
+	r.printf(" neighbor %s\n  ao %s include-tcp-options %s\n !\n!\n", r.local(), l.Chain, opt)
 }

@@ -101,8 +101,14 @@ func (r *renderer) junos() {
 	for _, s := range lines {
 		r.printf("%s\n", s)
 	}
-	r.printf("set protocols bgp group <bgp-group> neighbor %s authentication-algorithm ao\n", r.local())
-	r.printf("set protocols bgp group <bgp-group> neighbor %s authentication-key-chain %s\n", r.local(), l.Chain)
+	// A VRF peer: the BGP neighbor in the routing instance of that name
+	// (the key chain itself is global).
+	bgp := "set protocols bgp"
+	if l.VRF != "" {
+		bgp = "set routing-instances " + l.VRF + " protocols bgp"
+	}
+	r.printf("%s group <bgp-group> neighbor %s authentication-algorithm ao\n", bgp, r.local())
+	r.printf("%s group <bgp-group> neighbor %s authentication-key-chain %s\n", bgp, r.local(), l.Chain)
 }
 
 // lastUse is when aokeyd stops accepting k (its accept end widened by the

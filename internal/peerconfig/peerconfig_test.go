@@ -171,6 +171,15 @@ func TestEOSOneID(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
 	}
+	// A peer in VRF red: the neighbor under vrf red.
+	l.VRF = "red"
+	out.Reset()
+	if _, err := Render(&out, EOS, l, Options{At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if w := "router bgp <asn>\n   vrf red\n      neighbor 192.0.2.1 password shared-secret profile core algorithm hmac-sha1-96\n"; !strings.Contains(out.String(), w) {
+		t.Errorf("VRF peer: output lacks %q:\n%s", w, out.String())
+	}
 }
 
 // TestAokeydRenderingLoads: the --for aokeyd rendering (with secrets) is a
@@ -221,5 +230,35 @@ func TestAokeydRenderingLoads(t *testing.T) {
 	}
 	if probs := p.Validate(far, at, 24*time.Hour); len(probs) > 0 {
 		t.Errorf("far end's policy against its keys: %v", probs)
+	}
+}
+
+// TestGoldenVRF: a peer in VRF red is rendered inside the far end's VRF of
+// that name on every target that has VRFs (Junos routing-instances, IOS-XR
+// and EOS vrf under router bgp, gobgpd's neighbor vrf, BIRD's protocol
+// vrf, aokeyd's binding); the YANG key chain is global.
+func TestGoldenVRF(t *testing.T) {
+	_, l := fixture(t)
+	l.VRF = "red"
+	want := map[Target]string{
+		Junos: "set routing-instances red protocols bgp group <bgp-group> neighbor 192.0.2.1 authentication-key-chain core\n",
+		IOSXR: "router bgp <asn>\n vrf red\n  neighbor 192.0.2.1\n",
+		GoBGP: "    vrf = \"red\"\n",
+		BIRD:  "\tvrf \"red\";\n",
+	}
+	for _, target := range Targets {
+		t.Run(string(target), func(t *testing.T) {
+			var out bytes.Buffer
+			if _, err := Render(&out, target, l, Options{At: at}); err != nil {
+				t.Fatal(err)
+			}
+			if w := want[target]; w != "" && !strings.Contains(out.String(), w) {
+				t.Errorf("the neighbor is not in VRF red: no %q in\n%s", w, out.String())
+			}
+			if target != YANG && target != EOS && strings.Contains(out.String(), "set protocols bgp") {
+				t.Errorf("a VRF peer rendered in the global table:\n%s", out.String())
+			}
+			golden.Check(t, "testdata/vrf/"+string(target)+".golden", out.String())
+		})
 	}
 }
