@@ -3,6 +3,7 @@ package peerconfig
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,9 +84,18 @@ func (r *renderer) bird() {
 		r.printf(" };\n")
 	}
 	r.printf("\t};\n")
-	if len(cur) == 0 {
+	switch {
+	case len(cur) == 0:
 		r.refuse("", "no key is installed at %s: BIRD would run the session without TCP-AO keys", fmtTime(at))
 		r.printf("# REFUSED: no key is installed at %s\n", fmtTime(at))
+	case !slices.ContainsFunc(cur, func(b birdKey) bool { return !b.deprecated }):
+		// BIRD needs a key it may send with ("No usable TCP-AO key"), and
+		// aokeyd has none either at this instant: marking an accept-only
+		// key preferred would have BIRD send with a key aokeyd's policy
+		// says is past (or before) its send lifetime. The chain needs a
+		// key whose send lifetime covers the instant.
+		r.refuse("", "every key installed at %s is accept-only (deprecated), and BIRD refuses a key list without a key to send with (\"No usable TCP-AO key\"): give a key a send lifetime that covers this instant in aokeyd's key source, or render for another time with --at", fmtTime(at))
+		r.printf("# REFUSED: every key is deprecated at %s; BIRD refuses such a key list\n", fmtTime(at))
 	}
 	bs := r.l.boundaries(at)
 	if len(bs) == 0 {

@@ -1,7 +1,9 @@
 package peerconfig
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
@@ -15,6 +17,8 @@ func eosAlgorithm(a tcpao.Algorithm) string {
 	switch a {
 	case tcpao.HMACSHA1:
 		return "hmac-sha1-96"
+	case tcpao.HMACSHA256:
+		return "hmac-sha-256" // EOS 4.31.1F and later
 	case tcpao.CMACAES128:
 		return "aes-128-cmac-96"
 	}
@@ -28,12 +32,20 @@ func eosTime(t time.Time) string {
 	return t.UTC().Format("01/02/2006 15:04:05")
 }
 
-func eosLifetime(l keystore.Lifetime) string {
-	end := "infinite"
-	if !l.End.IsZero() {
-		end = eosTime(l.End)
+// eosLifetime is l in one of EOS's two forms, `infinite` or `<start>
+// <end>`, as it stands at the instant at. EOS has no start without an
+// end: a key whose start has passed at the instant is `infinite` from
+// then on (the same lifetime to the switch from the instant on); one
+// whose start is still to come cannot be written, and is an error naming
+// what to do.
+func eosLifetime(l keystore.Lifetime, at time.Time) (string, error) {
+	switch {
+	case l.End.IsZero() && (l.Start.IsZero() || !l.Start.After(at)):
+		return "infinite", nil
+	case l.End.IsZero():
+		return "", fmt.Errorf("its lifetime starts %s with no end, and EOS lifetimes are `infinite` or `<start> <end>`: render it again once it has started (--at), or give it an end in aokeyd's key source", fmtTime(l.Start))
 	}
-	return eosTime(l.Start) + " " + end
+	return eosTime(l.Start) + " " + eosTime(l.End), nil
 }
 
 // eos renders a shared-secret profile and the BGP neighbor that uses it.
@@ -47,7 +59,7 @@ func (r *renderer) eos() {
 	for i, k := range l.Keys {
 		switch {
 		case eosAlgorithm(k.Algorithm) == "":
-			why[i] = fmt.Sprintf("EOS's BGP TCP-AO algorithms are aes-128-cmac-96 and hmac-sha1-96, not %s", k.Algorithm)
+			why[i] = fmt.Sprintf("EOS's BGP TCP-AO algorithms are aes-128-cmac-96, hmac-sha1-96 and (4.31.1F and later) hmac-sha-256, not %s", k.Algorithm)
 		case k.SendID != k.RecvID:
 			why[i] = fmt.Sprintf("an EOS shared secret has one key ID, used as both send-id and recv-id; this key's are %d and %d", k.SendID, k.RecvID)
 		case !k.IncludeTCPOptions:
@@ -57,6 +69,12 @@ func (r *renderer) eos() {
 		case !printable(k.Secret.Bytes()):
 			why[i] = "EOS takes the secret as text; this key's bytes are not printable ASCII without spaces or quotes"
 		default:
+			_, aerr := eosLifetime(k.Accept.Widen(l.AcceptTolerance), r.o.At)
+			_, serr := eosLifetime(k.Send, r.o.At)
+			if err := errors.Join(aerr, serr); err != nil {
+				why[i] = firstLine(err)
+				break
+			}
 			usable[i] = true
 		}
 	}
@@ -73,14 +91,16 @@ func (r *renderer) eos() {
 		case k.Algorithm != alg:
 			r.refuse(k.Name, "the algorithm is one setting per EOS neighbor (%s, from the key sent with at %s); this key has %s", alg, fmtTime(r.o.At), k.Algorithm)
 		default:
+			recv, _ := eosLifetime(k.Accept.Widen(l.AcceptTolerance), r.o.At) // checked with the key
+			send, _ := eosLifetime(k.Send, r.o.At)
 			lines = append(lines, fmt.Sprintf("      ! aokeyd key %s\n      secret %d 0 %s receive-lifetime %s transmit-lifetime %s",
-				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), eosLifetime(k.Accept.Widen(l.AcceptTolerance)), eosLifetime(k.Send)))
+				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), recv, send))
 		}
 	}
 	for _, f := range r.refused {
 		r.printf("! REFUSED key %s: %s\n", f.Key, f.Reason)
 	}
-	r.printf("! EOS lifetimes are in the switch's clock zone: these are UTC.\n")
+	r.printf("! EOS reads these lifetimes as UTC (no local-time keyword).\n")
 	r.printf("management security\n   session shared-secret profile %s\n", l.Chain)
 	for _, s := range lines {
 		r.printf("%s\n", s)
@@ -94,4 +114,10 @@ func (r *renderer) eos() {
 			r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
 		}
 	}
+}
+
+// firstLine is err's first line (errors.Join puts one error a line).
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

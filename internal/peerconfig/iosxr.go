@@ -16,28 +16,45 @@ const iosxrDoc = "Cisco IOS XR System Security Configuration Guide, Implementing
 func iosxrAlgorithm(a tcpao.Algorithm) string {
 	switch a {
 	case tcpao.HMACSHA1:
-		return "HMAC-SHA1-12"
+		return "HMAC-SHA-1-96"
 	case tcpao.CMACAES128:
 		return "AES-128-CMAC-96"
 	}
 	return ""
 }
 
+// IOS-XR's key-chain lifetimes take the years 1993 to 2035.
+var (
+	iosxrFirst = time.Date(1993, 1, 1, 0, 0, 0, 0, time.UTC)
+	iosxrLast  = time.Date(2035, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
 // iosxrTime is IOS-XR's lifetime instant: hh:mm:ss month day year.
 func iosxrTime(t time.Time) string {
-	if t.IsZero() {
-		t = time.Unix(0, 0)
-	}
 	t = t.UTC()
 	return fmt.Sprintf("%s %s %02d %d", t.Format("15:04:05"), strings.ToLower(t.Month().String()), t.Day(), t.Year())
 }
 
-func iosxrLifetime(l keystore.Lifetime) string {
+// iosxrLifetime is l in IOS-XR's form. A start before 1993 (or none: the
+// key is valid from the beginning) is 1993's first second, the same
+// lifetime to any router clock after it; an instant after 2035 cannot be
+// written, and is an error naming what to do.
+func iosxrLifetime(l keystore.Lifetime) (string, error) {
+	switch {
+	case l.Start.After(iosxrLast):
+		return "", fmt.Errorf("its lifetime starts %s, after 2035, and IOS-XR's key-chain lifetimes end with 2035: render it again closer to that time", fmtTime(l.Start))
+	case l.End.After(iosxrLast):
+		return "", fmt.Errorf("its lifetime ends %s, after 2035, and IOS-XR's key-chain lifetimes end with 2035: give the key an end before 2036, or none (infinite), in aokeyd's key source", fmtTime(l.End))
+	}
+	start := l.Start
+	if start.Before(iosxrFirst) {
+		start = iosxrFirst
+	}
 	end := "infinite"
 	if !l.End.IsZero() {
 		end = iosxrTime(l.End)
 	}
-	return iosxrTime(l.Start) + " " + end
+	return iosxrTime(start) + " " + end, nil
 }
 
 // iosxr renders the key chain, the tcp ao keychain with the IDs and the
@@ -58,12 +75,16 @@ func (r *renderer) iosxr() {
 		algs[i] = iosxrAlgorithm(k.Algorithm)
 		switch {
 		case algs[i] == "":
-			why[i] = fmt.Sprintf("IOS-XR documents no %s cryptographic-algorithm with a 12-byte TCP-AO MAC (HMAC-SHA1-12 and AES-128-CMAC-96 are)", k.Algorithm)
+			why[i] = fmt.Sprintf("IOS-XR's key-chain model lists hmac-sha-256, but its TCP-AO documentation gives only HMAC-SHA-1-96 and AES-128-CMAC-96 the 12-byte MAC TCP-AO uses; %s is not rendered", k.Algorithm)
 		case k.MACLen != tcpao.DefaultMACLen:
 			why[i] = fmt.Sprintf("IOS-XR's TCP-AO algorithms have 12-byte MACs; this key's MAC is %d bytes", k.MACLen)
 		case !printable(k.Secret.Bytes()):
 			why[i] = "IOS-XR takes key-string as text; this key's bytes are not printable ASCII without spaces or quotes"
 		default:
+			if _, err := iosxrLifetime(k.Send); err != nil {
+				why[i] = err.Error()
+				break
+			}
 			usable[i] = true
 		}
 	}
@@ -120,8 +141,9 @@ func (r *renderer) iosxr() {
 		r.printf("  ! aokeyd key %s\n", x.k.Name)
 		r.printf("  key-string clear %s\n", r.secret(x.k, func(b []byte) string { return string(b) }))
 		r.printf("  cryptographic-algorithm %s\n", x.alg)
-		r.printf("  send-lifetime %s\n", iosxrLifetime(x.k.Send))
-		r.printf("  accept-lifetime %s\n", iosxrLifetime(x.k.Send))
+		life, _ := iosxrLifetime(x.k.Send) // checked with the key
+		r.printf("  send-lifetime %s\n", life)
+		r.printf("  accept-lifetime %s\n", life)
 		r.printf(" !\n")
 	}
 	r.printf("!\ntcp ao\n keychain %s\n", l.Chain)

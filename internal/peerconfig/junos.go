@@ -22,12 +22,13 @@ func junosAlgorithm(a tcpao.Algorithm) string {
 	return ""
 }
 
-// junosTime is Junos's start-time form, in UTC.
+// junosTime is Junos's start-time form, yyyy-mm-dd.hh:mm:ss, which Junos
+// reads as UTC.
 func junosTime(t time.Time) string {
 	if t.IsZero() {
 		t = time.Unix(0, 0)
 	}
-	return t.UTC().Format("2006-01-02.15:04:05") + " +0000"
+	return t.UTC().Format("2006-01-02.15:04:05")
 }
 
 // junos renders `set` commands: the key chain under [edit security
@@ -41,9 +42,8 @@ func (r *renderer) junos() {
 	kc := "set security authentication-key-chains key-chain " + l.Chain
 	var lines, notes []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
-	if l.AcceptTolerance > 0 {
-		add("%s tolerance %d", kc, int64((l.AcceptTolerance+time.Second-1)/time.Second))
-	}
+	// Always set: without the statement Junos tolerates 3600 s.
+	add("%s tolerance %d", kc, int64((l.AcceptTolerance+time.Second-1)/time.Second))
 	starts := map[time.Time]string{}
 	id := 0
 	for _, k := range l.Keys {
@@ -92,6 +92,7 @@ func (r *renderer) junos() {
 		r.printf("# REFUSED key %s: %s\n", f.Key, f.Reason)
 	}
 	r.printf("# tcp-ao-option is Junos's include-tcp-options; its default is disabled (options excluded), so it is always set.\n")
+	r.printf("# start-time is UTC; tolerance is always set (Junos's default is 3600 s).\n")
 	if len(notes) > 0 {
 		r.printf("# Junos switches keys at start-time and has no end time (RFC 8177 send-lifetime/accept-lifetime end):\n")
 		for _, n := range notes {
