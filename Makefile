@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint rules yang vm clean model model-traces
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak lint rules renderings vm clean model model-traces
 
 all: build
 
@@ -67,15 +67,17 @@ rules:
 		(cd deploy/prometheus && $$pt test rules aokeyd-rules.test.yml) && \
 		AOKEYD_PROMTOOL=$$pt $(GO) test -count=1 -run '^TestPromtoolCheckMetrics$$' -v ./internal/metrics/ | grep -E '^(--- |ok|FAIL)|promtool check metrics'
 
-# aoctl peer-config --for yang, validated by Debian's yanglint (libyang2-tools)
-# against RFC 8177's ietf-key-chain as the guest root's FRR package ships it
-# (every feature on); RFC 9648's augment is checked against its tree by
-# TestYANGSchemaPaths in test-unit. Needs the guest root (built or cached
-# by build.sh, as test-kernel does).
-yang: deps
+# aoctl peer-config's renderings, read by the targets' own validators:
+# --for yang by Debian's yanglint (libyang2-tools) against RFC 8177's
+# ietf-key-chain as the guest root's FRR package ships it (every feature
+# on; RFC 9648's augment is checked against its tree by TestYANGSchemaPaths
+# in test-unit), --for bird by BIRD 2.17's parser (bird -p, under chroot in
+# the guest root). Needs the guest root (built or cached by build.sh, as
+# test-kernel does).
+renderings: deps
 	@set -o pipefail; root=$$(bash integration/vm/build.sh rootfs | sed -n 's/^ROOTFS=//p') && [ -n "$$root" ] && \
-		AOKEYD_YANGLINT=$$(command -v yanglint) AOKEYD_YANG_DIR=$$root/usr/share/yang \
-		$(GO) test -count=1 -run '^TestYANGLint$$' -v ./internal/peerconfig/ | grep -E '^(--- |ok|FAIL)|yang:'
+		AOKEYD_YANGLINT=$$(command -v yanglint) AOKEYD_YANG_DIR=$$root/usr/share/yang AOKEYD_BIRD_ROOT=$$root \
+		$(GO) test -count=1 -run '^(TestYANGLint|TestBIRDParse)$$' -v ./internal/peerconfig/ | grep -E '^(--- |ok|FAIL)|(yang|bird):'
 
 # Every host package under the race detector (a data race fails the run).
 test-unit:
@@ -126,7 +128,7 @@ model: deps
 model-traces:
 	bash integration/tools/model-traces.sh
 
-test: deps lint rules test-unit model test-kernel yang fuzz
+test: deps lint rules test-unit model test-kernel renderings fuzz
 
 vm:
 	bash integration/vm/build.sh all

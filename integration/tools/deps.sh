@@ -18,7 +18,7 @@ need ip iproute2
 need make make
 need gcc gcc
 need spin spin # make model: the roll protocol's model checker
-need yanglint libyang2-tools # make yang: peer-config's YANG renderings
+need yanglint libyang2-tools # make renderings: peer-config's YANG renderings
 [ -e /usr/include/libelf.h ] || pkgs+=(libelf-dev)
 [ -e /usr/include/openssl/ssl.h ] || pkgs+=(libssl-dev)
 if [ ${#pkgs[@]} -eq 0 ]; then

@@ -123,7 +123,7 @@ func yangCases(t *testing.T) map[string]Link {
 // TestYANGSchemaPaths: every node of every --for yang rendering is one
 // that RFC 8177 and RFC 9648 define, where they define it, and every
 // key's crypto-algorithm is the identity that names its TCP-AO MAC.
-// (make yang also validates the renderings with yanglint.)
+// (make renderings also validates the renderings with yanglint.)
 func TestYANGSchemaPaths(t *testing.T) {
 	for name, l := range yangCases(t) {
 		var out bytes.Buffer

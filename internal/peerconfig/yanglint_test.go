@@ -19,12 +19,12 @@ import (
 // crypto-algorithm is its aes-128 identity); TestYANGSchemaPaths checks
 // those against RFC 9648's tree. A document the model refuses is refused
 // here too (the validator is live). AOKEYD_YANGLINT names yanglint and
-// AOKEYD_YANG_DIR the directory holding ietf-key-chain.yang; `make yang`
+// AOKEYD_YANG_DIR the directory holding ietf-key-chain.yang; `make renderings`
 // sets both, and without them the test is skipped.
 func TestYANGLint(t *testing.T) {
 	lint, dir := os.Getenv("AOKEYD_YANGLINT"), os.Getenv("AOKEYD_YANG_DIR")
 	if lint == "" || dir == "" {
-		t.Skip("AOKEYD_YANGLINT and AOKEYD_YANG_DIR not set (make yang sets them)")
+		t.Skip("AOKEYD_YANGLINT and AOKEYD_YANG_DIR not set (make renderings sets them)")
 	}
 	run := func(name string, doc []byte) error {
 		f := filepath.Join(t.TempDir(), name+".json")
