@@ -90,7 +90,10 @@ func TestRefusals(t *testing.T) {
 		key    string
 		reason string
 	}{
-		{"iosxr start after 2035", IOSXR, func(l *Link) { l.Keys[0].Send.Start = time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC); l.Keys[0].Send.End = time.Time{} },
+		{"iosxr start after 2035", IOSXR, func(l *Link) {
+			l.Keys[0].Send.Start = time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC)
+			l.Keys[0].Send.End = time.Time{}
+		},
 			at, "2026-10", "render it again closer to that time"},
 		{"iosxr end after 2035", IOSXR, func(l *Link) { l.Keys[0].Send.End = time.Date(2037, 1, 1, 0, 0, 0, 0, time.UTC) },
 			at, "2026-10", "give the key an end before 2036"},
