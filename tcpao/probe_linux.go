@@ -5,6 +5,7 @@ package tcpao
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -40,3 +41,32 @@ var (
 	probeSocket = unix.Socket
 	probeInfo   = func(fd int) error { _, err := info(fd); return err }
 )
+
+// ProbeAlgorithms asks the running kernel which of Algorithms it accepts
+// (ProbeAlgorithmsOn, on scratch IPv4 sockets, or IPv6 ones where IPv4 is
+// not available, with a key for the loopback address; never connected).
+func ProbeAlgorithms() map[Algorithm]error {
+	const typ = unix.SOCK_STREAM | unix.SOCK_CLOEXEC
+	fam, peer := unix.AF_INET, netip.MustParsePrefix("127.0.0.1/32")
+	if fd, err := probeSocket(fam, typ, 0); errors.Is(err, unix.EAFNOSUPPORT) {
+		fam, peer = unix.AF_INET6, netip.MustParsePrefix("::1/128")
+	} else if err == nil {
+		unix.Close(fd)
+	}
+	return ProbeAlgorithmsOn(func() (Socket, func(), error) {
+		fd, err := probeSocket(fam, typ, 0)
+		if err != nil {
+			return nil, nil, os.NewSyscallError("socket", err)
+		}
+		return FromFD(fd), func() { unix.Close(fd) }, nil
+	}, peer)
+}
+
+// KernelRelease names the running kernel ("Linux 6.12.57"), for messages.
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "Linux (release unknown)"
+	}
+	return "Linux " + unix.ByteSliceToString(u.Release[:])
+}

@@ -41,3 +41,39 @@ func TestProbeInGuest(t *testing.T) {
 		t.Fatalf("Probe on the TCP-AO kernel: %v", err)
 	}
 }
+
+// TestProbeAlgorithmsKernel: the guest's kernel (CONFIG_CRYPTO_HMAC, SHA1,
+// SHA256, CMAC and AES) accepts every algorithm aokeyd offers; on the host
+// (no TCP-AO) none is reported accepted.
+func TestProbeAlgorithmsKernel(t *testing.T) {
+	got := tcpao.ProbeAlgorithms()
+	for _, a := range tcpao.Algorithms {
+		err, ok := got[a]
+		if !ok {
+			t.Fatalf("%s: no answer", a)
+		}
+		if kerneltest.InGuest() {
+			if err != nil {
+				t.Errorf("%s on the TCP-AO kernel: %v", a, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s accepted by a kernel without TCP-AO", a)
+		}
+	}
+	if kerneltest.InGuest() {
+		t.Logf("kernel algorithms: %v", got)
+	}
+}
+
+// TestProbeAlgorithmsInGuest is TestProbeAlgorithmsKernel's guest half
+// under kerneltest.Require.
+func TestProbeAlgorithmsInGuest(t *testing.T) {
+	kerneltest.Require(t)
+	for a, err := range tcpao.ProbeAlgorithms() {
+		if err != nil {
+			t.Errorf("%s on the TCP-AO kernel: %v", a, err)
+		}
+	}
+}

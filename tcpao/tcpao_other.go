@@ -24,3 +24,16 @@ func Probe() error { return ErrUnsupported }
 
 // RaiseOptMemIn fails with ErrUnsupported: TCP-AO exists only on Linux.
 func RaiseOptMemIn(pid, want int) (before, after int, err error) { return 0, 0, ErrUnsupported }
+
+// ProbeAlgorithms answers ErrUnsupported for every algorithm: TCP-AO
+// exists only on Linux.
+func ProbeAlgorithms() map[Algorithm]error {
+	out := map[Algorithm]error{}
+	for _, a := range Algorithms {
+		out[a] = ErrUnsupported
+	}
+	return out
+}
+
+// KernelRelease names the running kernel: not Linux, so no TCP-AO.
+func KernelRelease() string { return "not Linux" }

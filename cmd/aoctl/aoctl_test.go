@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	goldenfile "github.com/aokeyd/aokeyd/internal/golden"
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
 // golden compares got with testdata/name, or rewrites it with -update.
@@ -381,5 +383,40 @@ func TestStatusNamesSpeaker(t *testing.T) {
 	renderStatus(&b, rep, testNow, false, false)
 	if !strings.Contains(b.String(), "Speaker: frr bgpd /run/frr/bgpd.vty (sessions as it reports them)\n") {
 		t.Fatalf("status does not name the speaker:\n%s", b.String())
+	}
+}
+
+// TestValidateKernelAlgorithms: on a kernel that refuses an algorithm a
+// chain uses (the in-memory kernel told to refuse it, as a kernel without
+// its hash does), validate fails with a problem naming the key, the field,
+// the algorithm and the kernel; on one that accepts them all it passes.
+func TestValidateKernelAlgorithms(t *testing.T) {
+	probe := func(refused ...tcpao.Algorithm) func() (map[tcpao.Algorithm]error, string) {
+		return func() (map[tcpao.Algorithm]error, string) {
+			n := tcpaotest.NewNet(tcpaotest.WithoutAlgorithms(refused...))
+			return tcpao.ProbeAlgorithmsOn(func() (tcpao.Socket, func(), error) {
+				s, err := n.Socket(netip.MustParseAddr("192.0.2.1"))
+				return s, func() { _ = s.Close() }, err
+			}, netip.MustParsePrefix("127.0.0.1/32")), "Linux 7.2.0-test"
+		}
+	}
+	run := func(algs func() (map[tcpao.Algorithm]error, string)) result {
+		var out, errb bytes.Buffer
+		a := &app{stdout: &out, stderr: &errb, now: func() time.Time { return testNow },
+			getenv: func(string) string { return "" }, probe: func() error { return nil }, algorithms: algs}
+		code := a.run(context.Background(), []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"})
+		return result{code, out.String(), errb.String()}
+	}
+	if r := run(probe()); r.code != exitOK {
+		t.Fatalf("every algorithm accepted: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := run(probe(tcpao.HMACSHA256))
+	if r.code != exitInvalid {
+		t.Fatalf("hmac(sha256) refused: exit %d, want %d\n%s%s", r.code, exitInvalid, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"field algorithm", "hmac(sha256)", "Linux 7.2.0-test", "refuses it"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("the problem does not name %q:\n%s", w, r.stdout)
+		}
 	}
 }

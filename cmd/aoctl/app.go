@@ -33,6 +33,9 @@ type app struct {
 	getenv         func(string) string
 	// probe asks the local kernel for TCP-AO (tcpao.Probe); nil skips it.
 	probe func() error
+	// algorithms asks the local kernel which TCP-AO algorithms it accepts
+	// (tcpao.ProbeAlgorithms) and names it; nil skips the check.
+	algorithms func() (map[tcpao.Algorithm]error, string)
 
 	socket  string
 	json    bool

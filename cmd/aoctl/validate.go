@@ -29,8 +29,9 @@ clashes, gaps in send-key coverage). Prints one problem per line as
 FILE:LINE: FIELD: PROBLEM. On Linux it also asks this machine's kernel
 whether it has TCP-AO (CONFIG_TCP_AO), as aokeyd does at start: it refuses
 to start without TCP-AO, and when the kernel cannot be asked (a seccomp
-filter or an LSM denying the probe); --no-kernel skips that when
-validating for another machine. Exit status 4 when there is any problem.
+filter or an LSM denying the probe); and which TCP-AO algorithms the kernel
+accepts (one scratch key each): a key of one it refuses is a problem.
+--no-kernel skips both when validating for another machine. Exit status 4 when there is any problem.
 `)
 	})
 	fs.BoolVar(&offline, "no-keys", false, "skip the key source (config and policy only)")
@@ -61,6 +62,13 @@ validating for another machine. Exit status 4 when there is any problem.
 		if err := a.kernelCheck(); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 			res.OK = false
+		} else if a.algorithms != nil && ch.Snapshot != nil {
+			// Every key's algorithm, as aokeyd would install it here.
+			algs, kernel := a.algorithms()
+			for _, p := range ch.Snapshot.RefusedAlgorithms(algs, kernel) {
+				res.Problems = append(res.Problems, p.Error())
+				res.OK = false
+			}
 		}
 	}
 	if a.json {

@@ -234,6 +234,11 @@ func (s *Sock) addKey(k tcpao.Key, o tcpao.AddOptions) error {
 			return sysErr(call, eEXIST)
 		}
 	}
+	if s.net.refused[k.Algorithm] {
+		// tcp_ao_key_alloc: the crypto API has no such hash (a kernel
+		// built without it, or Linux 7.2's short list).
+		return sysErr(call, eNOENT)
+	}
 	size := tcpao.KeyOptMem(k.Algorithm)
 	if size > s.net.optMemMax || s.omem+size >= s.net.optMemMax {
 		return sysErr(call, eNOMEM)

@@ -34,6 +34,7 @@ type Net struct {
 	nextPort  uint16
 	bugs      Bug
 	uaf       int
+	refused   map[tcpao.Algorithm]bool
 }
 
 // Option configures a Net.
@@ -44,6 +45,18 @@ func WithOptMemMax(n int) Option { return func(nt *Net) { nt.optMemMax = n } }
 
 // WithVRF declares ifindex an L3 master device (a VRF), so keys may name it.
 func WithVRF(ifindex int) Option { return func(nt *Net) { nt.vrfs[ifindex] = true } }
+
+// WithoutAlgorithms makes TCP_AO_ADD_KEY refuse keys of the given
+// algorithms with ENOENT, as a kernel whose crypto API lacks them does
+// (one built without CONFIG_CRYPTO_CMAC; Linux 7.2 and later accept only
+// hmac(sha1), hmac(sha256) and cmac(aes128)).
+func WithoutAlgorithms(a ...tcpao.Algorithm) Option {
+	return func(nt *Net) {
+		for _, x := range a {
+			nt.refused[x] = true
+		}
+	}
+}
 
 // Bug is a kernel bug, fixed upstream in the stable trees but present on
 // deployed kernels, that the in-memory kernel reproduces on request so that
@@ -78,7 +91,7 @@ func (n *Net) UseAfterFree() int {
 
 // NewNet returns an empty network.
 func NewNet(opts ...Option) *Net {
-	n := &Net{optMemMax: DefaultOptMemMax, vrfs: map[int]bool{}, nextPort: 40000}
+	n := &Net{optMemMax: DefaultOptMemMax, vrfs: map[int]bool{}, nextPort: 40000, refused: map[tcpao.Algorithm]bool{}}
 	for _, o := range opts {
 		o(n)
 	}
