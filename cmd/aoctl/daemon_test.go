@@ -152,6 +152,7 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 		GeneratedAt: testNow,
 		KeySource:   control.KeySourceStatus{Name: d.src, LastSync: testNow.Add(-30 * time.Second), Age: control.Duration(30 * time.Second)},
 		Optmem:      control.Optmem{Limit: d.net.OptMemMax(), Needed: tcpao.OptMemNeeded(4, tcpao.HMACSHA256)},
+		Kernel:      &control.KernelStatus{Release: "Linux 6.12.57", Accepted: []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}},
 	}
 	for i, p := range d.peers {
 		name := peerName(p.binding)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -75,6 +76,13 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 	}
 	if rep.Optmem.Limit > 0 {
 		fmt.Fprintf(w, "optmem_max: %d bytes, keys need %d\n", rep.Optmem.Limit, rep.Optmem.Needed)
+	}
+	if k := rep.Kernel; k != nil {
+		fmt.Fprintf(w, "Kernel: %s, TCP-AO algorithms %s", k.Release, strings.Join(k.Accepted, " "))
+		if len(k.Refused) > 0 {
+			fmt.Fprintf(w, "; refuses %s", strings.Join(k.Refused, " "))
+		}
+		fmt.Fprintln(w)
 	}
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)

@@ -130,8 +130,9 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 // Swapped by tests only: the process hardening and the kernel probe that
 // serve runs before reading anything.
 var (
-	hardenProcess = harden
-	probeKernel   = tcpao.Probe
+	hardenProcess   = harden
+	probeKernel     = tcpao.Probe
+	probeAlgorithms = tcpao.ProbeAlgorithms
 )
 
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
@@ -177,6 +178,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
 		RaiseOptMem:     raiseOptMem,
+		Kernel:          kernel(log),
 		Logger:          log,
 		Metrics:         m,
 		Changed:         fw.Wake,
@@ -445,4 +447,21 @@ func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d *d
 			reload(ctx, cfgPath, d, log)
 		}
 	}
+}
+
+// kernel probes which TCP-AO algorithms the running kernel accepts (one
+// scratch key each) and logs the answer: status shows it, and warns of a
+// chain's key of an algorithm it refuses.
+func kernel(log *slog.Logger) daemon.Kernel {
+	k := daemon.Kernel{Release: tcpao.KernelRelease(), Algorithms: probeAlgorithms()}
+	var ok, refused []string
+	for _, a := range tcpao.Algorithms {
+		if err := k.Algorithms[a]; err != nil {
+			refused = append(refused, fmt.Sprintf("%s (%v)", a, err))
+		} else {
+			ok = append(ok, string(a))
+		}
+	}
+	log.Info("kernel TCP-AO algorithms", "kernel", k.Release, "accepted", ok, "refused", refused)
+	return k
 }

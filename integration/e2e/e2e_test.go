@@ -500,6 +500,10 @@ func TestRevoke(t *testing.T) {
 		t.Fatalf("aoctl status: %v: %s", err, out)
 	} else {
 		t.Logf("aoctl status after the revoke:\n%s", out)
+		// The guest kernel's probe at aokeyd's start: every algorithm.
+		if !strings.Contains(string(out), "TCP-AO algorithms hmac(sha1) hmac(sha256) cmac(aes128)\n") {
+			t.Errorf("aoctl status does not show the kernel accepting every algorithm:\n%s", out)
+		}
 	}
 	if bs, _ := l.bird.Protocol(); bs.CurrentKey != int(k2.recvID()) {
 		t.Fatalf("BIRD current key %d, want k2's %d", bs.CurrentKey, k2.recvID())

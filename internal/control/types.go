@@ -53,9 +53,20 @@ type StatusReport struct {
 	Speaker   string          `json:"speaker,omitempty"`
 	KeySource KeySourceStatus `json:"key_source"`
 	Optmem    Optmem          `json:"optmem"`
-	Peers     []PeerStatus    `json:"peers"`
+	// Kernel is the running kernel and the TCP-AO algorithms it accepts,
+	// as aokeyd probed them at start; nil when not probed.
+	Kernel *KernelStatus `json:"kernel,omitempty"`
+	Peers  []PeerStatus  `json:"peers"`
 	// Warnings concern the whole daemon (stale key source, optmem).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// KernelStatus is the kernel aokeyd runs on: its release and the TCP-AO
+// algorithms it accepts and refuses (one scratch key each at start).
+type KernelStatus struct {
+	Release  string   `json:"release"`
+	Accepted []string `json:"accepted"`
+	Refused  []string `json:"refused,omitempty"`
 }
 
 // KeySourceStatus is the key source's health.

@@ -50,6 +50,11 @@ type Options struct {
 	Resync time.Duration
 	// StaleAfter is the key source age after which status warns (10m).
 	StaleAfter time.Duration
+	// Kernel is the running kernel as probed at start: its release and
+	// which TCP-AO algorithms it accepts (tcpao.ProbeAlgorithms). Status
+	// shows it and warns of every key of an algorithm it refuses; zero:
+	// not probed, no check.
+	Kernel Kernel
 	// RevocationsFile records revocations across restarts ("" keeps them
 	// in memory only).
 	RevocationsFile string
@@ -103,6 +108,12 @@ type peerState struct {
 	info    bgp.PeerInfo
 	binding policy.Binding
 	handle  bgp.SocketHandle // nil while the session is down
+}
+
+// Kernel is what aokeyd knows of the kernel it runs on (Options.Kernel).
+type Kernel struct {
+	Release    string                    // "Linux 6.12.57"
+	Algorithms map[tcpao.Algorithm]error // nil: accepted (tcpao.ProbeAlgorithms)
 }
 
 // New builds a Daemon; Run starts it.

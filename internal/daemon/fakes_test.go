@@ -325,6 +325,7 @@ type env struct {
 	metrics       *metrics.Metrics
 	switchTimeout time.Duration
 	changed       func()
+	kernel        daemon.Kernel
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -343,6 +344,9 @@ type envOptions struct {
 	metrics       *metrics.Metrics
 	switchTimeout time.Duration // the roll's wait for the peer (default 5s)
 	changed       func()        // Options.Changed
+	// refuse are algorithms the in-memory kernel refuses; Options.Kernel
+	// is then its probe (set whenever refuse is).
+	refuse []tcpao.Algorithm
 }
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
@@ -358,7 +362,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.policy == "" {
 		o.policy = fmt.Sprintf(basePolicy, "keep")
 	}
-	e := &env{t: t, net: tcpaotest.NewNet(), disc: newFakeDiscoverer(), src: &fakeSource{},
+	e := &env{t: t, net: tcpaotest.NewNet(tcpaotest.WithoutAlgorithms(o.refuse...)), disc: newFakeDiscoverer(), src: &fakeSource{},
 		logs: &testkit.SyncBuffer{}, pol: parsePolicy(t, o.policy), keys: o.keys}
 	e.setSourceKeys(o.keys...)
 	t.Cleanup(e.src.close)
@@ -381,6 +385,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.source, e.metrics = o.source, o.metrics
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
 	e.changed = o.changed
+	if o.refuse != nil {
+		e.kernel = daemon.Kernel{Release: "Linux 7.2.0-test", Algorithms: tcpao.ProbeAlgorithmsOn(func() (tcpao.Socket, func(), error) {
+			s, err := e.net.Socket(localAddr)
+			return s, func() { _ = s.Close() }, err
+		}, netip.PrefixFrom(peerAddr, 32))}
+	}
 	e.start(o.revocationsFile)
 	return e
 }
@@ -410,6 +420,7 @@ func (e *env) start(revocationsFile string) {
 		Metrics:         e.metrics,
 		SocketOf:        e.disc.socketOf,
 		Changed:         e.changed,
+		Kernel:          e.kernel,
 	})
 	if err != nil {
 		e.t.Fatal(err)
