@@ -204,6 +204,29 @@ func (r *renderer) header(c, doc string) {
 		r.printf("; aokeyd's accept-tolerance %s", fmtDur(l.AcceptTolerance))
 	}
 	r.printf(".\n")
+	if r.t == BIRD || r.t == GoBGP || r.t == Aokeyd {
+		// The far end is a Linux BGP speaker: its kernel does the MACs.
+		for _, k := range l.Keys {
+			if !slices.Contains(linux72Algorithms, k.Algorithm) {
+				r.printf("%s WARNING: key %s uses %s, which Linux 7.2 and later refuse for TCP-AO (they accept %s only): a Linux far end stops installing it on its next kernel.\n",
+					c, k.Name, k.Algorithm, strings.Join(algNames(linux72Algorithms), ", "))
+			}
+		}
+	}
+}
+
+// linux72Algorithms are the TCP-AO algorithms Linux 7.2 and later accept
+// (TCP_AO_ADD_KEY answers ENOENT for any other). Every algorithm aokeyd
+// offers is one of them (TestAokeydAlgorithmsOnLinux72), so the warning
+// header writes for a Linux far end fires only if that ever changes.
+var linux72Algorithms = []tcpao.Algorithm{tcpao.HMACSHA1, tcpao.HMACSHA256, tcpao.CMACAES128}
+
+func algNames(as []tcpao.Algorithm) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = string(a)
+	}
+	return out
 }
 
 // secret renders k's secret with enc, or a placeholder naming its source

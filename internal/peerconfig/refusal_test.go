@@ -9,6 +9,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/golden"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // lifetimeLink is the golden chain's first key three times, with one ID
@@ -126,5 +127,29 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("the output does not say what was refused:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestAokeydAlgorithmsOnLinux72: every algorithm aokeyd offers is one Linux
+// 7.2 and later accept, and a rendering for a Linux far end (BIRD, gobgp,
+// aokeyd) warns of a key whose algorithm they refuse.
+func TestAokeydAlgorithmsOnLinux72(t *testing.T) {
+	for _, a := range tcpao.Algorithms {
+		if !slices.Contains(linux72Algorithms, a) {
+			t.Errorf("aokeyd offers %s, which Linux 7.2 refuses", a)
+		}
+	}
+	_, l := fixture(t)
+	l.Keys = l.Keys[:1]
+	l.Keys[0].Algorithm = "hmac(sha512)" // BIRD offers it; Linux 7.2 does not
+	for _, target := range Targets {
+		var out bytes.Buffer
+		if _, err := Render(&out, target, l, Options{At: at}); err != nil {
+			t.Fatal(err)
+		}
+		linux := target == BIRD || target == GoBGP || target == Aokeyd
+		if got := strings.Contains(out.String(), "Linux 7.2 and later refuse"); got != linux {
+			t.Errorf("%s: warns of Linux 7.2: %v, want %v", target, got, linux)
+		}
 	}
 }
