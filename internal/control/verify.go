@@ -36,9 +36,14 @@ type ListenerCounters struct {
 	PktAORequired  uint64 `json:"pkt_ao_required"`
 	PktDroppedICMP uint64 `json:"pkt_dropped_icmp"`
 	// VerifyFailing: the session is down and, since it went down (or
-	// since aokeyd first looked), segments from the peer failed
-	// verification on an unshared listener key (WarnVerifyFailing).
+	// since aokeyd started managing the peer), segments from the peer
+	// failed verification on an unshared listener key (WarnVerifyFailing).
 	VerifyFailing bool `json:"verify_failing"`
+	// KeyNotFound: the session is down and, since then, the listeners
+	// counted segments whose KeyID matched no key (WarnKeyNotFound). The
+	// kernel counts these per listening socket, not per peer: they are
+	// this peer's when it is the only one down.
+	KeyNotFound bool `json:"key_not_found"`
 }
 
 // ListenerKey is one listener key that covers the peer's address.
@@ -56,7 +61,15 @@ type ListenerKey struct {
 }
 
 // WarnVerifyFailing is the warning for a peer whose session is down while
-// its segments fail verification on the listener.
+// its segments fail verification on the listener: a key with their KeyID
+// is there, and the MAC does not match (bad MAC).
 func WarnVerifyFailing(peer string) string {
-	return fmt.Sprintf("segments from %s fail TCP-AO verification: the secret, key IDs or tcp_options differ from the peer's", peer)
+	return fmt.Sprintf("segments from %s fail TCP-AO verification (bad MAC): the secret, the algorithm or tcp_options differ from the peer's key with the same IDs", peer)
+}
+
+// WarnKeyNotFound is the warning for a peer whose session is down while
+// the listener counts segments whose KeyID matches no key it has (key not
+// found): the peer sends with a key ID the listener has no key for.
+func WarnKeyNotFound(peer string) string {
+	return fmt.Sprintf("segments from %s name a key ID that no key on the listener has (key not found): the send and receive IDs are not mirrored (aokeyd's send-id is the peer's recv-id and the other way round)", peer)
 }

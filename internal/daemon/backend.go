@@ -435,7 +435,7 @@ type scraped struct {
 	countersAt time.Time       // the read time of the counters published
 	ids        scrapedIDs      // the key IDs published
 	idsSet     bool
-	verify     bool // the verify-failing value published
+	verify     verifyCause // the verify-failing and key-not-found values published
 	verifySet  bool
 	// The send-key coverage end published, and the policy and key
 	// snapshot it was computed from.

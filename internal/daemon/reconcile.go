@@ -253,6 +253,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			next = pk.NextChange
 		}
 	}
+	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
 	d.syncListeners(ctx)
 	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
 	r.mu.Lock()

@@ -108,4 +108,7 @@ type scrapeView struct {
 	scraped map[*peerState]*scraped
 	scrapes uint64 // observeMetrics passes
 	verify  verifyBase
+	// contact are the peers never up whose verify gauges the last scrape
+	// published (they have no peer state).
+	contact map[rotator.PeerID]bool
 }

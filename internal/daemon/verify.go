@@ -87,43 +87,82 @@ func listenerFor(ls []listenerObs, addr netip.Addr, idx int, others []netip.Addr
 	return lc, bad
 }
 
-// verifyBase remembers, per peer, the attributable listener pkt_bad when
-// its session went down (or when aokeyd first saw it down): failures are
-// the ones counted since.
+// verifyCounts are the listener counters a down peer's failures are
+// told by: bad is the attributable pkt_bad (its unshared keys: bad MAC),
+// notFound the listeners' pkt_key_not_found (every peer's: a KeyID no key
+// matched).
+type verifyCounts struct{ bad, notFound uint64 }
+
+// verifyCause is why a down peer's segments fail on the listener.
+type verifyCause uint8
+
+const (
+	verifyOK          verifyCause = iota
+	verifyBadMAC                  // a key with the KeyID is there, the MAC does not match
+	verifyKeyNotFound             // no key matches the KeyID
+)
+
+// verifyBase remembers, per peer, the listener counters when its session
+// went down, or when aokeyd started managing it while down (its first
+// contact): failures are the ones counted since.
 type verifyBase struct {
 	mu   sync.Mutex
-	base map[rotator.PeerID]uint64
+	base map[rotator.PeerID]verifyCounts
 }
 
-// failing reports whether peer id's segments fail verification on the
-// listener: its session is down and its attributable pkt_bad grew since the
-// base. While the session is up it only forgets the base.
-func (v *verifyBase) failing(id rotator.PeerID, up bool, bad uint64) bool {
+// failing says why peer id's segments fail on the listener: its session is
+// down and a counter grew since the base (a bad MAC on its own keys first;
+// else a KeyID no key matched, when it is the only peer down, alone).
+// While the session is up it only forgets the base; a peer without one
+// gets it now.
+func (v *verifyBase) failing(id rotator.PeerID, up bool, c verifyCounts, aloneDown bool) verifyCause {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if up {
 		delete(v.base, id)
-		return false
+		return verifyOK
 	}
 	b, ok := v.base[id]
-	if !ok {
-		if v.base == nil {
-			v.base = map[rotator.PeerID]uint64{}
-		}
-		v.base[id] = bad
-		return false
+	switch {
+	case !ok:
+		v.setLocked(id, c)
+	case c.bad > b.bad:
+		return verifyBadMAC
+	case aloneDown && c.notFound > b.notFound:
+		return verifyKeyNotFound
 	}
-	return bad > b
+	return verifyOK
+}
+
+func (v *verifyBase) setLocked(id rotator.PeerID, c verifyCounts) {
+	if v.base == nil {
+		v.base = map[rotator.PeerID]verifyCounts{}
+	}
+	v.base[id] = c
 }
 
 // noteDown records the base for a peer whose session just went down.
-func (v *verifyBase) noteDown(id rotator.PeerID, bad uint64) {
+func (v *verifyBase) noteDown(id rotator.PeerID, c verifyCounts) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.base == nil {
-		v.base = map[rotator.PeerID]uint64{}
+	v.setLocked(id, c)
+}
+
+// noteFirst records the base of a peer that has none (first contact).
+func (v *verifyBase) noteFirst(id rotator.PeerID, c verifyCounts) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.base[id]; !ok {
+		v.setLocked(id, c)
 	}
-	v.base[id] = bad
+}
+
+// has reports whether peer id has a base.
+func (v *verifyBase) has(id rotator.PeerID) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.base[id]
+	return ok
 }
 
 // forget drops a peer's base.
@@ -131,6 +170,65 @@ func (v *verifyBase) forget(id rotator.PeerID) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.base, id)
+}
+
+// noteFirstContact takes the base of every peer the policy binds by
+// address whose session is not up and that has none (a new peering, or
+// aokeyd's start), from the listeners as they are before the pass's
+// listener sync: a key the sync is about to install counts from 0, so the
+// first failing SYN after it warns at the first look. (A binding of a
+// prefix of peers names no address: such a peer gets its base at the
+// first status.) The listeners are read only when such a peer exists.
+func (d *Daemon) noteFirstContact(ctx context.Context) {
+	var need []bgp.PeerInfo
+	for _, info := range d.notUp() {
+		if !d.view.verify.has(info.Key()) {
+			need = append(need, info)
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	ls, others := d.observeListeners(ctx), d.peerAddrs()
+	for _, info := range need {
+		d.view.verify.noteFirst(info.Key(), countsFor(ls, info, others))
+	}
+}
+
+// notUp are the peers the policy binds by address whose session is not up
+// (as the speaker's events reported them: never up, or down since).
+func (d *Daemon) notUp() []bgp.PeerInfo {
+	var out []bgp.PeerInfo
+	for _, b := range d.policy().Bindings() {
+		if !b.Neighbor.IsSingleIP() {
+			continue
+		}
+		info := bgp.PeerInfo{Neighbor: b.Neighbor.Addr(), VRF: b.VRF}
+		if p := d.peer(info.Key()); p != nil && p.handle != nil {
+			continue
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// countsFor is listenerFor's verifyCounts for the peer info.
+func countsFor(ls []listenerObs, info bgp.PeerInfo, others []netip.Addr) verifyCounts {
+	idx, _ := ifIndex(info.VRF)
+	lc, bad := listenerFor(ls, info.Neighbor, idx, others)
+	return verifyCounts{bad: bad, notFound: lc.PktKeyNotFound}
+}
+
+// aloneDown reports whether at most one peer may be down: what lets the
+// listeners' shared key-not-found counter be one peer's. A binding of a
+// prefix of peers may hide down peers, so with one it is never alone.
+func (d *Daemon) aloneDown() bool {
+	for _, b := range d.policy().Bindings() {
+		if !b.Neighbor.IsSingleIP() {
+			return false
+		}
+	}
+	return len(d.notUp()) <= 1
 }
 
 // peerAddrs is every known peer's address (for Shared).
@@ -162,14 +260,19 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 			others = append(others, info.Neighbor)
 		}
 	}
+	alone := d.aloneDown()
 	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
 		idx, _ := ifIndex(info.VRF)
 		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
-		lc.VerifyFailing = d.view.verify.failing(info.Key(), info.Established(), bad)
-		ps.Listener = &lc
-		if lc.VerifyFailing {
+		switch d.view.verify.failing(info.Key(), info.Established(), verifyCounts{bad, lc.PktKeyNotFound}, alone) {
+		case verifyBadMAC:
+			lc.VerifyFailing = true
 			ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
+		case verifyKeyNotFound:
+			lc.KeyNotFound = true
+			ps.Warnings = append(ps.Warnings, control.WarnKeyNotFound(info.Neighbor.String()))
 		}
+		ps.Listener = &lc
 		return ps
 	}
 }
@@ -177,15 +280,22 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 // noteDown records peer info's base from the listeners as its session
 // goes down.
 func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
-	idx, _ := ifIndex(info.VRF)
-	_, bad := listenerFor(d.observeListeners(ctx), info.Neighbor, idx, d.peerAddrs())
-	d.view.verify.noteDown(info.Key(), bad)
+	d.view.verify.noteDown(info.Key(), countsFor(d.observeListeners(ctx), info, d.peerAddrs()))
 }
 
 // observeVerify publishes each managed peer's verify-failing gauge (a
 // metrics scrape). The listeners are read only when a session is down.
 func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	peers := d.peerList()
+	// The peers bound by address that were never up have no peer state:
+	// their first contact is published too.
+	var contact []bgp.PeerInfo
+	for _, info := range d.notUp() {
+		if d.peer(info.Key()) == nil {
+			contact = append(contact, info)
+		}
+	}
+	alone := d.aloneDown()
 	var ls []listenerObs
 	others := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
@@ -194,8 +304,11 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 			ls = d.observeListeners(context.Background())
 		}
 	}
+	if len(contact) > 0 && ls == nil {
+		ls = d.observeListeners(context.Background())
+	}
 	for _, p := range peers {
-		if e := d.view.scraped[p]; e != nil && e.verifySet && !e.verify && p.info.Established() {
+		if e := d.view.scraped[p]; e != nil && e.verifySet && e.verify == verifyOK && p.info.Established() {
 			// Published not failing for this very state: an established
 			// session stays so (no policy lookup per scrape).
 			e.pass = d.view.scrapes
@@ -204,15 +317,28 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 		if !d.managed(p.info) {
 			continue
 		}
-		failing := false
+		cause := verifyOK
 		if !p.info.Established() {
-			idx, _ := ifIndex(p.info.VRF)
-			_, bad := listenerFor(ls, p.info.Neighbor, idx, others)
-			failing = d.view.verify.failing(p.id, false, bad)
+			cause = d.view.verify.failing(p.id, false, countsFor(ls, p.info, others), alone)
 		}
-		if e := d.scrapedFor(p); !e.verifySet || e.verify != failing {
-			m.SetVerifyFailing(e.mp, failing)
-			e.verifySet, e.verify = true, failing
+		if e := d.scrapedFor(p); !e.verifySet || e.verify != cause {
+			m.SetVerifyFailing(e.mp, cause == verifyBadMAC)
+			m.SetKeyNotFound(e.mp, cause == verifyKeyNotFound)
+			e.verifySet, e.verify = true, cause
 		}
 	}
+	seen := make(map[rotator.PeerID]bool, len(contact))
+	for _, info := range contact {
+		id := info.Key()
+		seen[id] = true
+		cause := d.view.verify.failing(id, false, countsFor(ls, info, others), alone)
+		m.SetVerifyFailing(metricPeer(id), cause == verifyBadMAC)
+		m.SetKeyNotFound(metricPeer(id), cause == verifyKeyNotFound)
+	}
+	for id := range d.view.contact {
+		if !seen[id] && d.peer(id) == nil {
+			m.DeletePeer(metricPeer(id)) // its binding went
+		}
+	}
+	d.view.contact = seen
 }

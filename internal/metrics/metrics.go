@@ -193,6 +193,17 @@ func (m *Metrics) KeySourceFailed() { m.syncErrors.Inc() }
 // reset, kept, error).
 func (m *Metrics) Revoked(action string) { m.revokes.WithLabelValues(action).Inc() }
 
+// SetKeyNotFound records whether the listeners count segments whose KeyID
+// matches no key while the peer's session is down and no other is (the
+// peer's IDs are not mirrored).
+func (m *Metrics) SetKeyNotFound(p Peer, v bool) {
+	f := 0.0
+	if v {
+		f = 1
+	}
+	m.peers.setKeyNotFound(p, f)
+}
+
 // SetVerifyFailing records whether the peer's segments fail TCP-AO
 // verification on the listener while its session is down.
 func (m *Metrics) SetVerifyFailing(p Peer, failing bool) {

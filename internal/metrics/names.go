@@ -10,6 +10,7 @@ const (
 	// 1 while the session is down and the peer's segments fail TCP-AO
 	// verification on the listener (only keys no other peer shares count).
 	NamePeerVerifyFailing = "aokeyd_peer_verify_failing"
+	NamePeerKeyNotFound   = "aokeyd_peer_key_not_found"
 	// Seconds since the peer's socket counters (the per-key and per-socket
 	// series below) were read from the kernel: a scrape serves what the
 	// rotation machine's last poll read, and reads the kernel itself only

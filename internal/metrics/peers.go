@@ -211,6 +211,7 @@ type peerRows struct {
 	current, rnext, installed *row
 	state                     *row
 	verify, age               *row
+	notFound                  *row
 	attempts, coverage        *row
 	started, completed        *row
 	aborted                   map[string]*row
@@ -230,6 +231,7 @@ type peerStore struct {
 	peers map[Peer]*peerRows
 
 	current, rnext, installed, state, verify, age *family
+	notFound                                      *family
 	attempts, coverage                            *family
 	started, completed, aborted                   *family
 	keyGood, keyBad                               *family
@@ -246,8 +248,10 @@ func newPeerStore() *peerStore {
 		rnext:     newFamily(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none).", g, LabelPeer, LabelVRF),
 		installed: newFamily(NamePeerKeys, "TCP-AO keys installed on the peer's established socket.", g, LabelPeer, LabelVRF),
 		state:     newFamily(NameRotationState, "1 for the rotation state the peer is in.", g, LabelPeer, LabelVRF, LabelState),
+		notFound: newFamily(NamePeerKeyNotFound,
+			"1 while the peer's session is down, no other managed peer's is, and the listeners count segments whose KeyID matches no key (the peer's key IDs are not mirrored).", g, LabelPeer, LabelVRF),
 		verify: newFamily(NamePeerVerifyFailing,
-			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener (secret, key IDs or tcp_options differ).", g, LabelPeer, LabelVRF),
+			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener with a bad MAC (the secret, the algorithm or tcp_options differ).", g, LabelPeer, LabelVRF),
 		age: newFamily(NamePeerCountersAge,
 			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods).", g, LabelPeer, LabelVRF),
 		attempts: newFamily(NameRotationFailedAttempts,
@@ -272,7 +276,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // families are the per-peer families, by name (as a registry orders them).
 func (s *peerStore) families() []*family {
-	fs := []*family{s.current, s.rnext, s.installed, s.state, s.verify, s.age, s.attempts, s.coverage, s.started, s.completed, s.aborted,
+	fs := []*family{s.current, s.rnext, s.installed, s.state, s.verify, s.notFound, s.age, s.attempts, s.coverage, s.started, s.completed, s.aborted,
 		s.keyGood, s.keyBad, s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd}
 	slices.SortFunc(fs, func(a, b *family) int { return strings.Compare(a.name, b.name) })
 	return fs
@@ -335,6 +339,12 @@ func (s *peerStore) setCoverage(p Peer, v float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.set(s.coverage, &s.peer(p).coverage, p, v)
+}
+
+func (s *peerStore) setKeyNotFound(p Peer, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set(s.notFound, &s.peer(p).notFound, p, v)
 }
 
 func (s *peerStore) setVerify(p Peer, v float64) {
@@ -487,6 +497,7 @@ func (s *peerStore) deletePeer(p Peer) {
 	s.installed.drop(pr.installed)
 	s.state.drop(pr.state)
 	s.verify.drop(pr.verify)
+	s.notFound.drop(pr.notFound)
 	s.age.drop(pr.age)
 	s.attempts.drop(pr.attempts)
 	s.coverage.drop(pr.coverage)
