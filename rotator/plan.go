@@ -38,6 +38,10 @@ type planner struct {
 	cur     int // entry index of Current_key, -1 none
 	rnx     int // entry index of RNext_key, -1 none
 	sp      SocketPlan
+	// carriedIdx indexes Observed.Carried (normalised in carriedRefs) by
+	// peer prefix, built on the first lookup of a long list (carried).
+	carriedIdx  *refIndex
+	carriedRefs []tcpao.KeyRef
 }
 
 // PlanSocket plans one socket: the ordered operations that take the observed
@@ -241,18 +245,6 @@ func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 func (p *planner) frozen(r tcpao.KeyRef) bool {
 	for _, k := range p.d.Frozen {
 		if k.Covers(r) {
-			return true
-		}
-	}
-	return false
-}
-
-// carried reports whether a listener key r (normalised) is one a session
-// carries: a carried session key with its IDs and L3 device whose peer
-// prefix overlaps r's.
-func (p *planner) carried(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
-	for _, x := range list {
-		if sameSessionKey(normRef(x), r) {
 			return true
 		}
 	}

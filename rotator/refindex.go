@@ -69,3 +69,33 @@ func (x *refIndex) find(r tcpao.KeyRef, match func(int) bool) int {
 	}
 	return -1
 }
+
+// carried reports whether a listener key r (normalised) is one a session
+// carries: a carried session key with its IDs and L3 device whose peer
+// prefix overlaps r's. A listener carries one key or more per session: a
+// long list is indexed by prefix once per plan, so that each of the
+// listener's keys is compared with the carried keys of its own peer, not
+// with every session's (which made an idle pass over thousands of peers
+// quadratic).
+func (p *planner) carried(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
+	if len(list) <= carriedIndexMin {
+		for _, x := range list {
+			if sameSessionKey(normRef(x), r) {
+				return true
+			}
+		}
+		return false
+	}
+	if p.carriedIdx == nil {
+		p.carriedRefs = make([]tcpao.KeyRef, len(list))
+		p.carriedIdx = newRefIndex(len(list))
+		for i, x := range list {
+			p.carriedRefs[i] = normRef(x)
+			p.carriedIdx.add(p.carriedRefs[i].Peer, i)
+		}
+	}
+	return p.carriedIdx.find(r, func(i int) bool { return sameSessionKey(p.carriedRefs[i], r) }) >= 0
+}
+
+// carriedIndexMin is the longest Carried list compared key by key.
+const carriedIndexMin = 16
