@@ -41,9 +41,9 @@ func TestControllerChanged(t *testing.T) {
 		const pfx = "192.0.2.1/32"
 		p := pid(pfx)
 		a, b := mkKey(pfx, 1, 1, "a"), mkKey(pfx, 2, 2, "b")
-		x, y := newFakeEstablished(a), newFakeEstablished(a)
+		x, y := pair(a)
 		us.SetDesired(p, want(a))
-		them.SetDesired(p, want(a))
+		them.SetDesired(p, want(mirror(a))) // the far end's keys name our address
 		if _, err := us.Accepted(p, x); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestControllerChanged(t *testing.T) {
 		}
 		// A roll: install and announce, the peer's switch, retire.
 		us.SetDesired(p, want(b))
-		them.SetDesired(p, want(b))
+		them.SetDesired(p, want(mirror(b)))
 		waitUntil(t, 20*time.Second, "the roll", func() bool { st := us.Status(); return st[0].Rolls == 1 && st[0].State == StateSteady })
 		rolled := cl.get(p)
 		if rolled-up < 3 {

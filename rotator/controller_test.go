@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
 // TestAcceptedRemovesDelAsyncLeftovers: a key deleted from the listener with
@@ -22,17 +24,18 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 	a, b, c := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo"), mkKey(peerA, 3, 3, "charlie")
 	cases := []struct {
 		name     string
-		sock     func() *fakeSock
+		sock     func() *testSock
 		wantKeys []uint8
 		deferred int
 	}{
-		{"stale key not in use is deleted", func() *fakeSock {
-			s := newFakeEstablished(b)
+		{"stale key not in use is deleted", func() *testSock {
+			s := newEstablished(b)
 			_ = s.AddKey(a, tcpao.AddOptions{})
 			return s
 		}, []uint8{2, 3}, 0},
-		{"stale key chosen by the peer's SYN stays for the roll", func() *fakeSock {
-			s := newFakeEstablished(a)
+		// The handshake verified with a (its pkt_good is the SYN-ACK's).
+		{"stale key chosen by the peer's SYN stays for the roll", func() *testSock {
+			s := newEstablished(a)
 			_ = s.AddKey(b, tcpao.AddOptions{})
 			return s
 		}, []uint8{1, 2, 3}, 1},
@@ -56,6 +59,7 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 			for _, k := range ks {
 				got = append(got, k.SendID)
 			}
+			slices.Sort(got) // the kernel lists the newest first
 			if fmt.Sprint(got) != fmt.Sprint(tc.wantKeys) {
 				t.Fatalf("keys %v, want %v", got, tc.wantKeys)
 			}
@@ -63,17 +67,17 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 	}
 	ctl := NewController(Options{})
 	defer ctl.Close()
-	if _, err := ctl.Accepted(pid("nobody"), newFakeEstablished(a)); !errors.Is(err, ErrUnknownPeer) {
+	if _, err := ctl.Accepted(pid("nobody"), newEstablished(a)); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("err %v, want ErrUnknownPeer", err)
 	}
 }
 
 // pump carries segments both ways on each session until ctx ends and
 // counts drops.
-func pump(ctx context.Context, wg *sync.WaitGroup, x, y *fakeSock, drops *int, mu *sync.Mutex) {
+func pump(ctx context.Context, wg *sync.WaitGroup, x, y *testSock, drops *int, mu *sync.Mutex) {
 	defer wg.Done()
 	for ctx.Err() == nil {
-		okx, oky := x.send(y), y.send(x)
+		okx, oky := x.sendTo(y), y.sendTo(x)
 		if !okx || !oky {
 			mu.Lock()
 			*drops++
@@ -100,14 +104,14 @@ func testControllerPeersIndependent(t *testing.T) {
 	type sess struct {
 		id   PeerID
 		a, b tcpao.Key
-		x, y *fakeSock
+		x, y *testSock
 	}
 	var ss []*sess
 	for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
 		s := &sess{id: pid(p), a: mkKey(p, 1, 1, "a"), b: mkKey(p, 2, 2, fmt.Sprint("b", i))}
-		s.x, s.y = newFakeEstablished(s.a), newFakeEstablished(s.a)
+		s.x, s.y = pair(s.a)
 		us.SetDesired(s.id, want(s.a))
-		them.SetDesired(s.id, want(s.a))
+		them.SetDesired(s.id, want(mirror(s.a))) // the far end's keys name our address
 		if _, err := us.Accepted(s.id, s.x); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +125,7 @@ func testControllerPeersIndependent(t *testing.T) {
 	// Both peers roll on our side; only the second peer's router follows.
 	us.SetDesired(ss[0].id, want(ss[0].b))
 	us.SetDesired(ss[1].id, want(ss[1].b))
-	them.SetDesired(ss[1].id, want(ss[1].b))
+	them.SetDesired(ss[1].id, want(mirror(ss[1].b)))
 	waitUntil(t, 20*time.Second, "the fast peer's roll while the slow one waits", func() bool { return us.Status()[1].Rolls == 1 })
 	if st := us.Status(); st[0].State != StateAnnounced || st[0].Rolls != 0 {
 		t.Fatalf("slow peer: %+v", st[0])
@@ -139,7 +143,10 @@ func testControllerPeersIndependent(t *testing.T) {
 
 func TestListenerBatches(t *testing.T) {
 	const peers = 10
-	lis := newFakeListener()
+	one := tcpao.KeyOptMem(tcpao.HMACSHA256)
+	// The kernel's optmem_max is the batched peak (plus a byte): one peer's
+	// new key over the old key set.
+	lis := newListener(tcpaotest.WithOptMemMax((peers+1)*one + 1))
 	d := Desired{Socket: "lis", Kind: Listening}
 	for i := range peers {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 32).String()
@@ -166,17 +173,15 @@ func TestListenerBatches(t *testing.T) {
 		}
 	}
 	peak, _ := CheckOptMem("lis", obs, batches, 0)
-	one := tcpao.KeyOptMem(tcpao.HMACSHA256)
 	if all != 2*peers*one || peak != (peers+1)*one {
 		t.Fatalf("peak %d batched vs %d unbatched, want %d and %d", peak, all, (peers+1)*one, 2*peers*one)
 	}
 	// A limit below the peak fails before anything changes.
-	lis.ops = 0
+	lis.resetOps()
 	_, err := SyncListener(lis, d, ListenerOptions{PeersPerBatch: 3, OptMemMax: func() (int, error) { return peak, nil }})
-	if !errors.Is(err, ErrOptMem) || !strings.Contains(err.Error(), "optmem_max") || lis.ops != 0 {
-		t.Fatalf("err %v after %d ops, want ErrOptMem before any op", err, lis.ops)
+	if ops, _, _ := lis.counts(); !errors.Is(err, ErrOptMem) || !strings.Contains(err.Error(), "optmem_max") || ops != 0 {
+		t.Fatalf("err %v after %d ops, want ErrOptMem before any op", err, ops)
 	}
-	lis.optmem = peak + 1
 	if _, err := SyncListener(lis, d, ListenerOptions{PeersPerBatch: 1, OptMemMax: func() (int, error) { return peak + 1, nil }}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +191,11 @@ func TestListenerBatches(t *testing.T) {
 }
 
 func TestObserveWithoutAO(t *testing.T) {
-	o, err := Observe(newFakeEstablished(), ReadFull)
+	o, err := Observe(newEstablished(), ReadFull)
 	if err != nil || o.HaveAO {
 		t.Fatalf("observe: %+v %v", o, err)
 	}
-	_, err = Apply(newFakeEstablished(), []Op{{Kind: OpAdd, Why: ReasonNew, Key: mkKey(peerA, 1, 1, "x")}})
+	_, err = Apply(newEstablished(), []Op{{Kind: OpAdd, Why: ReasonNew, Key: mkKey(peerA, 1, 1, "x")}})
 	if !errors.Is(err, syscall.EISCONN) || !strings.Contains(err.Error(), "add send=1") {
 		t.Fatalf("apply error %v does not wrap EISCONN and name the op", err)
 	}

@@ -16,10 +16,13 @@ func TestStatusCarriesPolledCounters(t *testing.T) {
 		ctl := NewController(Options{Config: Config{Steady: 10 * time.Second}, Rand: fixedJitter(0.5)})
 		defer ctl.Close()
 		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)})
-		s := newFakeEstablished(a)
-		s.mu.Lock()
-		s.good, s.bad = 7, 2
-		s.mu.Unlock()
+		s := newEstablished(a)
+		s.peerSends(1, 7)
+		s.peerBadMAC(2)
+		base, err := s.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		if _, err := ctl.Accepted(pid("p"), s); err != nil {
 			t.Fatal(err)
@@ -33,16 +36,15 @@ func TestStatusCarriesPolledCounters(t *testing.T) {
 				t.Errorf("status counters %+v, want read at %v with pkt_good=%d pkt_bad=%d and key 1/1", c, at, good, bad)
 			}
 		}
-		check(start, 7, 2)
-		s.mu.Lock()
-		s.good = 9
-		s.mu.Unlock()
+		good, bad := base.PktGood, base.PktBad // the handshake's segments, 7 good and 2 bad
+		check(start, good, bad)
+		s.peerSends(1, 2)
 		time.Sleep(5 * time.Second) // before the steady re-read: still the first read's
 		synctest.Wait()
-		check(start, 7, 2)
+		check(start, good, bad)
 		time.Sleep(6 * time.Second) // the steady re-read at 10s (±10%: 0.5 is none)
 		synctest.Wait()
-		check(start.Add(10*time.Second), 9, 2)
+		check(start.Add(10*time.Second), good+2, bad)
 	})
 }
 

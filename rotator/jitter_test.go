@@ -51,7 +51,7 @@ func TestDefaultControllerJittersSteadyPolls(t *testing.T) {
 		for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
 			a := mkKey(p, 1, 1, fmt.Sprint("a", i))
 			id := pid(p)
-			r := &pollRecorder{Socket: newFakeEstablished(a)}
+			r := &pollRecorder{Socket: newEstablished(a)}
 			recs = append(recs, r)
 			ctl.SetDesired(id, want(a))
 			if _, err := ctl.Accepted(id, r); err != nil {

@@ -67,7 +67,7 @@ func TestListenerBatchesMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
 		peers := rng.IntN(40)
-		lis := newFakeListener()
+		lis := newListener()
 		d := Desired{Socket: "lis", Kind: Listening, AORequired: rng.IntN(4) == 0}
 		for i := range peers {
 			pfx := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), 32)

@@ -15,7 +15,7 @@ func TestListenerBatchesNewestFirst(t *testing.T) {
 	pfx := func(i int) string {
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 32).String()
 	}
-	lis := newFakeListener()
+	lis := newListener()
 	d := Desired{Socket: "lis", Kind: Listening}
 	for i := range peers {
 		if err := lis.AddKey(mkKey(pfx(i), 1, 1, "old"), tcpao.AddOptions{}); err != nil {

@@ -13,7 +13,7 @@ import (
 func BenchmarkSteadyStep(b *testing.B) {
 	keys := []DesiredKey{dk(mkKey(peerA, 1, 1, "steady-1")), dk(mkKey(peerA, 2, 2, "steady-2")),
 		dk(mkKey(peerA, 3, 3, "steady-3")), dk(mkKey(peerA, 4, 4, "steady-4"))}
-	s := newFakeEstablished(keys[0].Key)
+	s := newEstablished(keys[0].Key)
 	for _, k := range keys[1:] {
 		if err := s.AddKey(k.Key, tcpao.AddOptions{}); err != nil {
 			b.Fatal(err)

@@ -17,7 +17,7 @@ func TestSteadyRereadInterval(t *testing.T) {
 	cfg := testCfg()
 	cfg.Steady = 40 * time.Second
 	rnd := rand.New(rand.NewPCG(3, 4))
-	s := newFakeEstablished(k1)
+	s := newEstablished(k1)
 	d := Desired{Socket: "peer", Kind: Established, Keys: []DesiredKey{dk(k1)}, WantCurrent: ID(1), WantRNext: ID(1)}
 	m := newMachine(pid("p"), s, d, cfg, nil, rnd, slog.New(slog.DiscardHandler), t0)
 	for i := range 50 {
