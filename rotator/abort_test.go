@@ -62,7 +62,7 @@ func (g *stepGuard) After(_ context.Context, _ PeerID, s Step) error {
 // that fails at failKernel. With moveCur, an added key becomes Current_key
 // (as the kernel must not do; the machine puts it back).
 type stepSock struct {
-	*fakeSock
+	*testSock
 	g       *stepGuard
 	moveCur bool
 }
@@ -73,20 +73,17 @@ func (s *stepSock) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	if s.failing() {
 		return syscall.ENOMEM
 	}
-	if err := s.fakeSock.AddKey(k, o); err != nil || !s.moveCur {
+	if err := s.testSock.AddKey(k, o); err != nil || !s.moveCur {
 		return err
 	}
-	s.mu.Lock()
-	s.cur = s.bySend(k.SendID)
-	s.mu.Unlock()
-	return nil
+	return s.Sock.SetInfo(tcpao.InfoChange{Current: &k.SendID})
 }
 
 func (s *stepSock) DelKey(d tcpao.DelKey) error {
 	if s.failing() {
 		return syscall.ENOMEM
 	}
-	return s.fakeSock.DelKey(d)
+	return s.testSock.DelKey(d)
 }
 
 func (s *stepSock) SetInfo(c tcpao.InfoChange) error {
@@ -96,7 +93,7 @@ func (s *stepSock) SetInfo(c tcpao.InfoChange) error {
 	if s.failing() || inInstall {
 		return syscall.ENOMEM
 	}
-	return s.fakeSock.SetInfo(c)
+	return s.testSock.SetInfo(c)
 }
 
 // TestAbortReasons drives one roll from key 1 to key 2 into each way it can
@@ -143,11 +140,11 @@ func TestAbortReasons(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 			g := &stepGuard{fail: c.fail}
-			fs := newFakeEstablished(a)
+			fs := newEstablished(a)
 			if c.pre {
-				fs = newFakeEstablished(a, b)
+				fs = newEstablished(a, b)
 			}
-			s := &stepSock{fakeSock: fs, g: g, moveCur: c.moveCur}
+			s := &stepSock{testSock: fs, g: g, moveCur: c.moveCur}
 			m := newMachine(pid("p"), s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			d := want(b)
 			if c.noRNext {
@@ -159,10 +156,11 @@ func TestAbortReasons(t *testing.T) {
 				if m.st.Attempts > 0 || m.st.Rolls > 0 {
 					break
 				}
-				if c.peerSends && m.st.State == StateAnnounced {
-					s.mu.Lock()
-					s.byRecv(2).good++
-					s.mu.Unlock()
+				// The peer sends with the new key once announced, and goes
+				// on (the handshake made the old key one it sent with, so
+				// the retire waits to see the new one after the grace).
+				if c.peerSends && (m.st.State == StateAnnounced || m.st.State == StateGrace) {
+					s.peerSendsWith(b, 1)
 				}
 				m.step(now)
 				now = now.Add(time.Second)
@@ -250,12 +248,12 @@ func (l *sessionList) drop() {
 // dropOnAnnounce takes the session down while the announce (SetInfo RNext)
 // runs.
 type dropOnAnnounce struct {
-	*fakeSock
+	*testSock
 	l *sessionList
 }
 
 func (s dropOnAnnounce) SetInfo(c tcpao.InfoChange) error {
-	err := s.fakeSock.SetInfo(c)
+	err := s.testSock.SetInfo(c)
 	if c.RNext != nil && c.Current == nil {
 		s.l.drop()
 	}
@@ -285,7 +283,7 @@ func TestAbortCarriesBGPGuardErrors(t *testing.T) {
 				l.drop()
 			}
 			g := bgpGuard{g: bgp.NewGuard(l, nil), peer: peer.KeyOf(nbr, "")}
-			s := dropOnAnnounce{fakeSock: newFakeEstablished(a), l: l}
+			s := dropOnAnnounce{testSock: newEstablished(a), l: l}
 			m := newMachine(pid("p"), s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			m.setDesired(want(b), t0)
 			m.step(t0)

@@ -26,7 +26,7 @@ func testExclusive(t *testing.T) {
 		t.Fatal("Exclusive ran fn for a peer without a machine")
 	}
 	ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
-	s := newFakeEstablished(a)
+	s := newEstablished(a)
 	_ = s.AddKey(b, tcpao.AddOptions{})
 	if _, err := ctl.Accepted(pid("p"), s); err != nil {
 		t.Fatal(err)
@@ -63,9 +63,9 @@ func TestExclusiveReadsInItsBorrow(t *testing.T) {
 		defer ctl.Close()
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		ctl.SetDesired(pid("p"), both)
-		fs := newFakeEstablished(a)
+		fs := newEstablished(a)
 		_ = fs.AddKey(b, tcpao.AddOptions{})
-		s := &borrowLog{fakeSock: fs}
+		s := &borrowLog{testSock: fs}
 		if _, err := ctl.Accepted(pid("p"), s); err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestExclusiveReadsInItsBorrow(t *testing.T) {
 // heldBatch is a socket whose borrows (BatchKeys) it counts while they are
 // held; a read in a borrow waits for readOK once armed.
 type heldBatch struct {
-	*fakeSock
+	*testSock
 	held   atomic.Int32
 	armed  atomic.Bool
 	readOK chan struct{}
@@ -110,16 +110,16 @@ func (h *heldBatch) BatchKeys(f func(tcpao.Socket) error) error {
 
 type heldIn struct{ h *heldBatch }
 
-func (s heldIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return s.h.fakeSock.AddKey(k, o) }
-func (s heldIn) DelKey(d tcpao.DelKey) error                  { return s.h.fakeSock.DelKey(d) }
-func (s heldIn) SetInfo(c tcpao.InfoChange) error             { return s.h.fakeSock.SetInfo(c) }
+func (s heldIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return s.h.testSock.AddKey(k, o) }
+func (s heldIn) DelKey(d tcpao.DelKey) error                  { return s.h.testSock.DelKey(d) }
+func (s heldIn) SetInfo(c tcpao.InfoChange) error             { return s.h.testSock.SetInfo(c) }
 func (s heldIn) Info() (tcpao.Info, error) {
 	if s.h.armed.Load() {
 		<-s.h.readOK
 	}
-	return s.h.fakeSock.Info()
+	return s.h.testSock.Info()
 }
-func (s heldIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return s.h.fakeSock.Keys(f) }
+func (s heldIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return s.h.testSock.Keys(f) }
 
 // TestExclusiveReturnsOnceTheBorrowEnds: Exclusive returns only once the
 // borrow its fn ran in has ended, the machine's read-back in it included:
@@ -134,9 +134,9 @@ func TestExclusiveReturnsOnceTheBorrowEnds(t *testing.T) {
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: time.Millisecond, Steady: time.Hour}})
 		defer ctl.Close()
 		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
-		fs := newFakeEstablished(a)
+		fs := newEstablished(a)
 		_ = fs.AddKey(b, tcpao.AddOptions{})
-		s := &heldBatch{fakeSock: fs, readOK: make(chan struct{})}
+		s := &heldBatch{testSock: fs, readOK: make(chan struct{})}
 		release := sync.OnceFunc(func() { s.armed.Store(false); close(s.readOK) })
 		defer release() // before Close
 		if _, err := ctl.Accepted(pid("p"), s); err != nil {

@@ -1,9 +1,11 @@
 package rotator
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
@@ -14,9 +16,20 @@ import (
 // is one of its sockets with the counts the tests assert on; the kernel's
 // behaviour (errors, key state, counters) is tcpaotest's alone.
 
-// ourAddr is the local address of the sockets under test; the keys' peer
-// prefixes name the far ends.
-var ourAddr = netip.MustParseAddr("203.0.113.1")
+// ourAddr (ourAddr6 for IPv6 peers) is the local address of the sockets
+// under test; the keys' peer prefixes name the far ends.
+var (
+	ourAddr  = netip.MustParseAddr("203.0.113.1")
+	ourAddr6 = netip.MustParseAddr("2001:db8:ffff::1")
+)
+
+// ourAddrFor is our address in the family of peer prefix p.
+func ourAddrFor(p netip.Prefix) netip.Addr {
+	if p.Addr().Is6() && !p.Addr().Is4In6() {
+		return ourAddr6
+	}
+	return ourAddr
+}
 
 // testSock is a socket of the in-memory kernel with its far end (when
 // established) and counts of the calls made on it: writes (AddKey, DelKey,
@@ -26,10 +39,10 @@ type testSock struct {
 	net *tcpaotest.Net
 	far *tcpaotest.Sock // the far end's socket of an established one
 
-	// keys are the keys newEstablished installed, by (SendID, RecvID).
-	keys map[[2]uint8]tcpao.Key
-
-	mu                  sync.Mutex
+	mu sync.Mutex
+	// keys are the keys installed through this socket (and by
+	// newEstablished), by (SendID, RecvID): what the far end mirrors.
+	keys                map[[2]uint8]tcpao.Key
 	ops, reads, fpReads int
 }
 
@@ -37,7 +50,16 @@ var _ tcpao.Socket = (*testSock)(nil)
 
 func (s *testSock) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	s.count(&s.ops)
-	return s.Sock.AddKey(k, o)
+	err := s.Sock.AddKey(k, o)
+	if err == nil {
+		s.mu.Lock()
+		if s.keys == nil {
+			s.keys = map[[2]uint8]tcpao.Key{}
+		}
+		s.keys[[2]uint8{k.SendID, k.RecvID}] = k
+		s.mu.Unlock()
+	}
+	return err
 }
 
 func (s *testSock) DelKey(d tcpao.DelKey) error {
@@ -78,10 +100,12 @@ func (s *testSock) resetOps() {
 	s.mu.Unlock()
 }
 
-// newListener is a listening socket on ourAddr, without keys.
+// newListener is a listening socket on ourAddr6, without keys: an AF_INET6
+// socket, like a BGP speaker's dual-stack listener, takes keys for IPv4 and
+// IPv6 peers.
 func newListener(opts ...tcpaotest.Option) *testSock {
 	n := tcpaotest.NewNet(opts...)
-	s, err := n.Socket(ourAddr)
+	s, err := n.Socket(ourAddr6)
 	if err != nil {
 		panic(err)
 	}
@@ -103,7 +127,8 @@ func farAddr(p netip.Prefix) netip.Addr {
 func mirror(k tcpao.Key) tcpao.Key {
 	m := k
 	m.SendID, m.RecvID = k.RecvID, k.SendID
-	m.Peer = netip.PrefixFrom(ourAddr, 32)
+	us := ourAddrFor(k.Peer)
+	m.Peer = netip.PrefixFrom(us, us.BitLen())
 	m.IfIndex = 0
 	return m
 }
@@ -115,15 +140,15 @@ func mirror(k tcpao.Key) tcpao.Key {
 // would be. Without keys the connection has no TCP-AO.
 func newEstablished(keys ...tcpao.Key) *testSock {
 	n := tcpaotest.NewNet()
-	far := netip.MustParseAddr("192.0.2.2")
+	far, us := netip.MustParseAddr("192.0.2.2"), ourAddr
 	if len(keys) > 0 {
-		far = farAddr(keys[0].Peer)
+		far, us = farAddr(keys[0].Peer), ourAddrFor(keys[0].Peer)
 	}
 	l, err := n.Socket(far)
 	if err != nil {
 		panic(err)
 	}
-	c, err := n.Socket(ourAddr)
+	c, err := n.Socket(us)
 	if err != nil {
 		panic(err)
 	}
@@ -151,24 +176,32 @@ func newEstablished(keys ...tcpao.Key) *testSock {
 
 // peerSends delivers n segments from the far end signed with its key whose
 // SendID is recv (our key with that RecvID), asking for our current key
-// (so that Current_key stays): the kernel counts them on our key.
+// (so that Current_key stays): the kernel counts them on our key. The far
+// end first takes the mirror of our current key when it lacks it.
 func (s *testSock) peerSends(recv uint8, n int) {
 	in, err := s.Sock.Info()
-	if err != nil {
-		panic(err)
-	}
+	setup(err)
 	cur := in.CurrentKey
-	if err := s.far.SetInfo(tcpao.InfoChange{Current: &recv, RNext: &cur}); err != nil {
-		panic(err)
+	if ks, _ := s.Sock.Keys(tcpao.KeyFilter{Current: true}); len(ks) == 1 {
+		s.mu.Lock()
+		k, ok := s.keys[[2]uint8{ks[0].SendID, ks[0].RecvID}]
+		s.mu.Unlock()
+		if ok {
+			s.farHas(k)
+		}
 	}
+	setup(s.far.SetInfo(tcpao.InfoChange{Current: &recv, RNext: &cur}))
 	for range n {
 		seg, err := s.net.Sign(s.far)
-		if err != nil {
-			panic(err)
-		}
-		if err := s.net.Deliver(seg, s.Sock); err != nil {
-			panic(err)
-		}
+		setup(err)
+		setup(s.net.Deliver(seg, s.Sock))
+	}
+}
+
+// farHas gives the far end the mirror of our key k, unless it holds it.
+func (s *testSock) farHas(k tcpao.Key) {
+	if err := s.far.AddKey(mirror(k), tcpao.AddOptions{}); err != nil && !errors.Is(err, syscall.EEXIST) {
+		panic(err)
 	}
 }
 
@@ -225,7 +258,9 @@ func (s *testSock) peerBadMAC(n int) {
 		panic(fmt.Sprint("no current key: ", err))
 	}
 	cur := in.CurrentKey
+	s.mu.Lock()
 	orig, ok := s.keys[[2]uint8{ks[0].SendID, ks[0].RecvID}]
+	s.mu.Unlock()
 	if !ok {
 		panic("peerBadMAC: the current key was not installed by newEstablished")
 	}
@@ -255,4 +290,38 @@ func setup(err error) {
 	if err != nil {
 		panic(err)
 	}
+}
+
+// peerSendsWith is peerSends with our key k, the far end first taking its
+// mirror when it does not hold it yet (a far end that installed the new
+// key of a roll).
+func (s *testSock) peerSendsWith(k tcpao.Key, n int) {
+	s.farHas(k)
+	s.peerSends(k.RecvID, n)
+}
+
+// readCount and fpReadCount are the key reads so far, and those that
+// asked for fingerprints.
+func (s *testSock) readCount() int   { _, r, _ := s.counts(); return r }
+func (s *testSock) fpReadCount() int { _, _, f := s.counts(); return f }
+
+// writes is the writes (AddKey, DelKey, SetInfo) so far.
+func (s *testSock) writes() int { o, _, _ := s.counts(); return o }
+
+// hasAO reports whether the socket has TCP-AO (TCP_AO_INFO answers).
+func (s *testSock) hasAO() bool {
+	_, err := s.Sock.Info()
+	return err == nil
+}
+
+// peerSendsKey is peerSendsWith for our key with these IDs, one installed
+// through this socket.
+func (s *testSock) peerSendsKey(send, recv uint8, n int) {
+	s.mu.Lock()
+	k, ok := s.keys[[2]uint8{send, recv}]
+	s.mu.Unlock()
+	if !ok {
+		panic(fmt.Sprintf("peerSendsKey: no key %d/%d installed through the socket", send, recv))
+	}
+	s.peerSendsWith(k, n)
 }

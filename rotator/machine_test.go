@@ -24,7 +24,7 @@ func testCfg() Config {
 // and fails the test if one does not verify.
 type link struct {
 	t        *testing.T
-	x, y     *fakeSock
+	x, y     *testSock
 	mx, my   *machine
 	now      time.Time
 	nextX    time.Time
@@ -33,7 +33,9 @@ type link struct {
 }
 
 func newLink(t *testing.T, k tcpao.Key, dx, dy Desired, g SessionGuard) *link {
-	l := &link{t: t, x: newFakeEstablished(k), y: newFakeEstablished(k), now: t0}
+	l := &link{t: t, now: t0}
+	l.x, l.y = pair(k)
+	dy = farDesired(dy) // y is the far end: its keys name x's address
 	rnd := rand.New(rand.NewPCG(1, 2))
 	log := slog.New(slog.DiscardHandler)
 	l.mx = newMachine(pid("x"), l.x, dx, testCfg(), g, rnd, log, t0)
@@ -45,7 +47,7 @@ func newLink(t *testing.T, k tcpao.Key, dx, dy Desired, g SessionGuard) *link {
 func (l *link) tick() {
 	l.t.Helper()
 	for range 3 {
-		if !l.x.send(l.y) || !l.y.send(l.x) {
+		if !l.x.sendTo(l.y) || !l.y.sendTo(l.x) {
 			l.t.Fatalf("%s: segment dropped: x=%s y=%s", l.now, dump(l.x), dump(l.y))
 		}
 		l.segments += 2
@@ -59,15 +61,28 @@ func (l *link) tick() {
 	}
 }
 
-func dump(s *fakeSock) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func dump(s *testSock) string {
 	var b strings.Builder
-	for _, k := range s.keys {
-		fmt.Fprintf(&b, "[%d/%d good=%d cur=%t rnext=%t]", k.k.SendID, k.k.RecvID, k.good, k == s.cur, k == s.rnx)
+	ks, _ := s.Sock.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+	for _, k := range ks {
+		fmt.Fprintf(&b, "[%d/%d good=%d cur=%t rnext=%t]", k.SendID, k.RecvID, k.PktGood, k.IsCurrent, k.IsRNext)
 	}
-	fmt.Fprintf(&b, " bad=%d notfound=%d", s.bad, s.notFound)
+	in, _ := s.Sock.Info()
+	fmt.Fprintf(&b, " bad=%d notfound=%d", in.PktBad, in.PktKeyNotFound)
 	return b.String()
+}
+
+// farDesired is d for the far end of a pair: each key's mirror, and the
+// IDs to send and announce swapped with them.
+func farDesired(d Desired) Desired {
+	f := d
+	f.Keys = make([]DesiredKey, len(d.Keys))
+	for i, k := range d.Keys {
+		f.Keys[i] = k
+		f.Keys[i].Key = mirror(k.Key)
+	}
+	f.WantCurrent, f.WantRNext = d.WantRNext, d.WantCurrent
+	return f
 }
 
 func want(k tcpao.Key) Desired {
@@ -80,7 +95,7 @@ func TestRollTwentyTimes(t *testing.T) {
 	for i := 1; i <= 20; i++ {
 		nk := key(i)
 		l.mx.setDesired(want(nk), l.now)
-		l.my.setDesired(want(nk), l.now)
+		l.my.setDesired(farDesired(want(nk)), l.now)
 		done := false
 		for range 2000 {
 			l.tick()
@@ -92,7 +107,7 @@ func TestRollTwentyTimes(t *testing.T) {
 		if !done {
 			t.Fatalf("roll %d did not complete: x=%+v y=%+v\nx=%s\ny=%s", i, l.mx.st, l.my.st, dump(l.x), dump(l.y))
 		}
-		for _, s := range []*fakeSock{l.x, l.y} {
+		for _, s := range []*testSock{l.x, l.y} {
 			ks, _ := s.Keys(tcpao.KeyFilter{})
 			if len(ks) != 1 || ks[0].SendID != nk.SendID || !ks[0].IsCurrent || !ks[0].IsRNext {
 				t.Fatalf("roll %d: keys after roll %s", i, dump(s))
@@ -151,18 +166,18 @@ func TestAnnouncedPollsReadBare(t *testing.T) {
 		}
 		l.tick()
 	}
-	reads0, fp0 := l.x.reads, l.x.fpReads
+	_, reads0, fp0 := l.x.counts()
 	for range 40 { // ten seconds of polls, the peer never holding b
 		l.tick()
 	}
 	if l.mx.st.State != StateAnnounced {
 		t.Fatalf("state %s, want still announced", l.mx.st.State)
 	}
-	if l.x.reads-reads0 < 5 {
-		t.Fatalf("%d reads in ten seconds of polls, want one a second", l.x.reads-reads0)
+	if l.x.readCount()-reads0 < 5 {
+		t.Fatalf("%d reads in ten seconds of polls, want one a second", l.x.readCount()-reads0)
 	}
-	if l.x.fpReads != fp0 {
-		t.Errorf("%d of %d polls while announced asked for fingerprints, want none", l.x.fpReads-fp0, l.x.reads-reads0)
+	if l.x.fpReadCount() != fp0 {
+		t.Errorf("%d of %d polls while announced asked for fingerprints, want none", l.x.fpReadCount()-fp0, l.x.readCount()-reads0)
 	}
 	// A roll both ends make (as in TestRollTwentyTimes): from the key
 	// change to the roll's end, no step of x that starts
@@ -171,24 +186,24 @@ func TestAnnouncedPollsReadBare(t *testing.T) {
 	// does.
 	l = newLink(t, a, want(a), want(a), nil)
 	l.mx.setDesired(want(b), l.now)
-	l.my.setDesired(want(b), l.now)
+	l.my.setDesired(farDesired(want(b)), l.now)
 	switched := false
 	for i := 0; l.mx.st.Rolls == 0 || l.my.st.Rolls == 0; i++ {
 		if i > 2000 {
 			t.Fatalf("the roll did not complete once y had b: x=%+v y=%+v", l.mx.st, l.my.st)
 		}
-		st, fp := l.mx.st, l.x.fpReads
+		st, fp := l.mx.st, l.x.fpReadCount()
 		l.tick()
 		inGrace := st.State == StateGrace && l.now.Before(st.Since.Add(testCfg().Grace))
-		if (st.State == StateAnnounced || inGrace) && l.x.fpReads != fp {
-			t.Errorf("%s: a step that started %s asked for fingerprints %d times", l.now, st.State, l.x.fpReads-fp)
+		if (st.State == StateAnnounced || inGrace) && l.x.fpReadCount() != fp {
+			t.Errorf("%s: a step that started %s asked for fingerprints %d times", l.now, st.State, l.x.fpReadCount()-fp)
 		}
 		if st.State != l.mx.st.State {
-			t.Logf("%s: %s -> %s (%d fingerprinted reads)", l.now, st.State, l.mx.st.State, l.x.fpReads-fp)
+			t.Logf("%s: %s -> %s (%d fingerprinted reads)", l.now, st.State, l.mx.st.State, l.x.fpReadCount()-fp)
 		}
 		// The install: the plan's read has them, its read-back not.
-		if st.State == StateSteady && l.mx.st.State == StateAnnounced && l.x.fpReads-fp != 1 {
-			t.Errorf("the install step made %d fingerprinted reads, want 1 (the plan's)", l.x.fpReads-fp)
+		if st.State == StateSteady && l.mx.st.State == StateAnnounced && l.x.fpReadCount()-fp != 1 {
+			t.Errorf("the install step made %d fingerprinted reads, want 1 (the plan's)", l.x.fpReadCount()-fp)
 		}
 		switched = switched || st.State == StateAnnounced && l.mx.st.State == StateGrace
 	}
@@ -214,16 +229,15 @@ func TestDontFightPeer(t *testing.T) {
 	for range 40 {
 		l.tick()
 	}
-	opsAfterSettle := l.x.ops
+	opsAfterSettle, _, _ := l.x.counts()
 	for range 400 {
 		l.tick()
 	}
-	cur, _ := l.x.state()
-	if cur.k.SendID != 2 {
-		t.Fatalf("x current=%d, want 2 (chosen by the peer's RNext)", cur.k.SendID)
+	if cur, _ := l.x.current(); cur != ID(2) {
+		t.Fatalf("x current=%s, want 2 (chosen by the peer's RNext)", cur)
 	}
-	if l.x.ops != opsAfterSettle || l.mx.st.State != StateSteady {
-		t.Fatalf("x kept writing (%d -> %d ops, state %s): fighting the peer", opsAfterSettle, l.x.ops, l.mx.st.State)
+	if ops, _, _ := l.x.counts(); ops != opsAfterSettle || l.mx.st.State != StateSteady {
+		t.Fatalf("x kept writing (%d -> %d ops, state %s): fighting the peer", opsAfterSettle, ops, l.mx.st.State)
 	}
 }
 
@@ -255,7 +269,7 @@ func TestGuardAbortsRoll(t *testing.T) {
 }
 
 func TestBackoffGrowsWithJitter(t *testing.T) {
-	m := newMachine(pid("p"), newFakeEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
+	m := newMachine(pid("p"), newEstablished(mkKey(peerA, 1, 1, "a")), Desired{}, testCfg(), nil, rand.New(rand.NewPCG(7, 7)), slog.New(slog.DiscardHandler), t0)
 	var prev time.Duration
 	for i := range 8 {
 		at := m.abort(t0, &AbortError{Detail: "test"})
@@ -280,7 +294,7 @@ func TestRetireWaitReadsBare(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	l := newLink(t, a, want(a), want(a), nil)
 	l.mx.setDesired(want(b), l.now)
-	l.my.setDesired(want(b), l.now)
+	l.my.setDesired(farDesired(want(b)), l.now)
 	waiting := func() bool {
 		return l.mx.st.State == StateGrace && strings.HasPrefix(l.mx.st.NextAction, "wait for the peer to send with key")
 	}
@@ -294,7 +308,7 @@ func TestRetireWaitReadsBare(t *testing.T) {
 		l.tick()
 	}
 	// y sends nothing for ten seconds: x polls.
-	reads0, fp0 := l.x.reads, l.x.fpReads
+	_, reads0, fp0 := l.x.counts()
 	for range 40 {
 		l.now = l.now.Add(250 * time.Millisecond)
 		if !l.now.Before(l.nextX) {
@@ -304,11 +318,11 @@ func TestRetireWaitReadsBare(t *testing.T) {
 	if !waiting() {
 		t.Fatalf("x after ten silent seconds: %+v, want still waiting", l.mx.st)
 	}
-	if l.x.reads-reads0 < 8 {
-		t.Fatalf("%d polls in ten seconds, want one each poll period (1 s)", l.x.reads-reads0)
+	if l.x.readCount()-reads0 < 8 {
+		t.Fatalf("%d polls in ten seconds, want one each poll period (1 s)", l.x.readCount()-reads0)
 	}
-	if l.x.fpReads != fp0 {
-		t.Errorf("%d of %d polls while waiting asked for fingerprints, want none", l.x.fpReads-fp0, l.x.reads-reads0)
+	if l.x.fpReadCount() != fp0 {
+		t.Errorf("%d of %d polls while waiting asked for fingerprints, want none", l.x.fpReadCount()-fp0, l.x.readCount()-reads0)
 	}
 	for i := 0; l.mx.st.Rolls == 0; i++ {
 		if i > 400 {

@@ -53,10 +53,10 @@ func TestStuckStepHoldsUpNoOther(t *testing.T) {
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		peers := []PeerID{pid("p1"), pid("p2"), pid("p3"), pid("s")}
-		socks := map[PeerID]*fakeSock{}
+		socks := map[PeerID]*testSock{}
 		for _, p := range peers {
 			ctl.SetDesired(p, both)
-			socks[p] = newFakeEstablished(a, b)
+			socks[p] = newEstablished(a, b)
 			if _, err := ctl.Accepted(p, socks[p]); err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestWakeWithTheSameTargetReadsNothing(t *testing.T) {
 		defer ctl.Close()
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
-		sock := newFakeEstablished(a, b)
+		sock := newEstablished(a, b)
 		ctl.SetDesired(pid("p"), both)
 		if _, err := ctl.Accepted(pid("p"), sock); err != nil {
 			t.Fatal(err)

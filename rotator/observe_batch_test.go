@@ -12,7 +12,7 @@ import (
 // each, unless they run inside BatchKeys (one borrow for the batch), like
 // bgp's AOSocket over pidfd_getfd.
 type batchCounter struct {
-	*fakeSock
+	*testSock
 	borrows int
 	inBatch bool
 }
@@ -27,13 +27,13 @@ func (b *batchCounter) BatchKeys(f func(tcpao.Socket) error) error {
 	b.borrows++
 	b.inBatch = true
 	defer func() { b.inBatch = false }()
-	return f(b.fakeSock)
+	return f(b.testSock)
 }
 
-func (b *batchCounter) Info() (tcpao.Info, error) { b.borrow(); return b.fakeSock.Info() }
+func (b *batchCounter) Info() (tcpao.Info, error) { b.borrow(); return b.testSock.Info() }
 func (b *batchCounter) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	b.borrow()
-	return b.fakeSock.Keys(f)
+	return b.testSock.Keys(f)
 }
 
 // TestObserveBorrowsOnce: reading a socket (TCP_AO_INFO and GET_KEYS) is
@@ -44,13 +44,13 @@ func (b *batchCounter) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 func TestObserveBorrowsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		sock *fakeSock
+		sock *testSock
 	}{
-		{"established", newFakeEstablished(mkKey("192.0.2.2/32", 1, 101, "a"))},
+		{"established", newEstablished(mkKey("192.0.2.2/32", 1, 101, "a"))},
 		{"listener", listenerWith(t, mkKey("192.0.2.0/24", 1, 101, "a"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &batchCounter{fakeSock: tc.sock}
+			b := &batchCounter{testSock: tc.sock}
 			if _, err := Observe(b, ReadFull); err != nil {
 				t.Fatal(err)
 			}
@@ -61,8 +61,8 @@ func TestObserveBorrowsOnce(t *testing.T) {
 	}
 }
 
-func listenerWith(t *testing.T, k tcpao.Key) *fakeSock {
-	s := newFakeListener()
+func listenerWith(t *testing.T, k tcpao.Key) *testSock {
+	s := newListener()
 	if err := s.AddKey(k, tcpao.AddOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func listenerWith(t *testing.T, k tcpao.Key) *fakeSock {
 // borrowLog is batchCounter with a record of what each borrow did: "a" an
 // add, "d" a delete, "s" a set info, "r" a read (info, keys).
 type borrowLog struct {
-	*fakeSock
+	*testSock
 	borrows [][]string
 	inBatch bool
 }
@@ -97,17 +97,17 @@ type loggedIn struct{ b *borrowLog }
 
 func (s loggedIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	s.b.note("a")
-	return s.b.fakeSock.AddKey(k, o)
+	return s.b.testSock.AddKey(k, o)
 }
-func (s loggedIn) DelKey(d tcpao.DelKey) error { s.b.note("d"); return s.b.fakeSock.DelKey(d) }
+func (s loggedIn) DelKey(d tcpao.DelKey) error { s.b.note("d"); return s.b.testSock.DelKey(d) }
 func (s loggedIn) SetInfo(c tcpao.InfoChange) error {
 	s.b.note("s")
-	return s.b.fakeSock.SetInfo(c)
+	return s.b.testSock.SetInfo(c)
 }
-func (s loggedIn) Info() (tcpao.Info, error) { s.b.note("r"); return s.b.fakeSock.Info() }
+func (s loggedIn) Info() (tcpao.Info, error) { s.b.note("r"); return s.b.testSock.Info() }
 func (s loggedIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	s.b.note("r")
-	return s.b.fakeSock.Keys(f)
+	return s.b.testSock.Keys(f)
 }
 
 func (b *borrowLog) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return loggedIn{b}.AddKey(k, o) }
@@ -127,10 +127,10 @@ func (b *borrowLog) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	l := newLink(t, a, want(a), want(a), nil)
-	lx := &borrowLog{fakeSock: l.x}
+	lx := &borrowLog{testSock: l.x}
 	l.mx.sock = lx
 	l.mx.setDesired(want(b), l.now)
-	l.my.setDesired(want(b), l.now)
+	l.my.setDesired(farDesired(want(b)), l.now)
 	for range 2000 {
 		l.tick()
 		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
@@ -159,14 +159,14 @@ func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
 
 func (b *batchCounter) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	b.borrow()
-	return b.fakeSock.AddKey(k, o)
+	return b.testSock.AddKey(k, o)
 }
 
-func (b *batchCounter) DelKey(d tcpao.DelKey) error { b.borrow(); return b.fakeSock.DelKey(d) }
+func (b *batchCounter) DelKey(d tcpao.DelKey) error { b.borrow(); return b.testSock.DelKey(d) }
 
 func (b *batchCounter) SetInfo(c tcpao.InfoChange) error {
 	b.borrow()
-	return b.fakeSock.SetInfo(c)
+	return b.testSock.SetInfo(c)
 }
 
 // TestInstallAnnouncesInItsBorrow: the step that starts a roll reads the
@@ -176,7 +176,7 @@ func (b *batchCounter) SetInfo(c tcpao.InfoChange) error {
 // install's borrow (3).
 func TestInstallAnnouncesInItsBorrow(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	s := &batchCounter{fakeSock: newFakeEstablished(a)}
+	s := &batchCounter{testSock: newEstablished(a)}
 	g := &stepGuard{}
 	m := newMachine(pid("p"), s, want(a), testCfg(), g, nil, slog.New(slog.DiscardHandler), t0)
 	m.setDesired(want(b), t0)
@@ -184,7 +184,7 @@ func TestInstallAnnouncesInItsBorrow(t *testing.T) {
 	if m.st.State != StateAnnounced {
 		t.Fatalf("state %s (%s), want announced", m.st.State, m.st.LastAbort)
 	}
-	if rn, _ := s.fakeSock.Keys(tcpao.KeyFilter{RNext: true}); len(rn) != 1 || rn[0].RecvID != 2 {
+	if rn, _ := s.testSock.Keys(tcpao.KeyFilter{RNext: true}); len(rn) != 1 || rn[0].RecvID != 2 {
 		t.Fatalf("rnext after the step: %v, want key 2", rn)
 	}
 	if s.borrows != 2 {

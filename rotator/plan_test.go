@@ -21,13 +21,13 @@ func TestPlanSocket(t *testing.T) {
 	a64 := mkKey("192.0.2.0/24", 1, 1, "alpha")
 	cases := []struct {
 		name string
-		sock func() *fakeSock
+		sock func() *testSock
 		d    Desired
 		carr []tcpao.KeyRef // Observed.Carried
 		want []string
 	}{{
 		name: "listener first keys",
-		sock: newFakeListener,
+		sock: func() *testSock { return newListener() },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a), dk(b2)}},
 		want: []string{
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -35,7 +35,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "listener roll adds before async delete",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, AORequired: true},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -44,12 +44,12 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "listener secret edited in place is held back",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}},
 		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "listener secret change an operator approved is delete then add",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{
 			"del send=1 recv=1 peer=192.0.2.1/32 async (replace)",
@@ -57,7 +57,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "listener key a session carries stays after its lifetime ends",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a64, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a64, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}},
 		carr: []tcpao.KeyRef{a.KeyRef},
 		want: []string{
@@ -66,7 +66,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "listener key a session carries goes when revoked",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
 		carr: []tcpao.KeyRef{a.KeyRef},
 		want: []string{
@@ -75,38 +75,38 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "listener key of another VRF's session is not carried",
-		sock: func() *fakeSock { s := newFakeListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening},
 		carr: []tcpao.KeyRef{{Peer: a.Peer, IfIndex: 7, SendID: 1, RecvID: 1}},
 		want: []string{"del send=1 recv=1 peer=192.0.2.1/32 async (stale)"},
 	}, {
 		name: "established stale key the peer sent with is deferred, not deleted",
-		sock: func() *fakeSock {
-			s := newFakeEstablished(b)
+		sock: func() *testSock {
+			s := newEstablished(b)
 			_ = s.AddKey(a, tcpao.AddOptions{})
-			s.bySend(1).good = 4 // the peer's last segments came with a
+			s.peerSendsWith(a, 4) // the peer's last segments came with a
 			return s
 		},
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
 		want: []string{"defer send=1 recv=1 peer=192.0.2.1/32 (in-use)"},
 	}, {
 		name: "established stale key the roll proved unused is retired",
-		sock: func() *fakeSock {
-			s := newFakeEstablished(b)
+		sock: func() *testSock {
+			s := newEstablished(b)
 			_ = s.AddKey(a, tcpao.AddOptions{})
-			s.bySend(1).good = 4
+			s.peerSendsWith(a, 4)
 			return s
 		},
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2), Retire: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{"del send=1 recv=1 peer=192.0.2.1/32 (stale)"},
 	}, {
 		name: "established only key past its lifetime carries the session: kept",
-		sock: func() *fakeSock { s := newFakeEstablished(a); s.bySend(1).good = 9; return s },
+		sock: func() *testSock { s := newEstablished(a); s.peerSendsWith(a, 9); return s },
 		d:    Desired{Kind: Established},
 		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (carried)"},
 	}, {
 		name: "established install and announce, current left to the peer",
-		sock: func() *fakeSock { return newFakeEstablished(a) },
+		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -114,7 +114,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established stale current is deferred",
-		sock: func() *fakeSock { return newFakeEstablished(a) },
+		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -123,7 +123,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established revoked current is force-deleted naming its replacement",
-		sock: func() *fakeSock { return newFakeEstablished(a) },
+		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -132,10 +132,10 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established approved secret change of current key with a spare the peer was seen to use",
-		sock: func() *fakeSock {
-			s := newFakeEstablished(a)
+		sock: func() *testSock {
+			s := newEstablished(a)
 			_ = s.AddKey(b, tcpao.AddOptions{})
-			s.bySend(2).good = 3 // segments from the peer verified with b: the peer holds it
+			s.peerSendsWith(b, 3) // segments from the peer verified with b: the peer holds it
 			return s
 		},
 		d: Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1), Replace: []tcpao.KeyRef{a.KeyRef}},
@@ -146,32 +146,32 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established approved secret change of current key naming a spare the peer was never seen to use is refused",
-		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1), Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{"set rnext=2 (rnext)", "blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
 	}, {
 		name: "established secret edited in place is held back, the spare notwithstanding",
-		sock: func() *fakeSock {
-			s := newFakeEstablished(a)
+		sock: func() *testSock {
+			s := newEstablished(a)
 			_ = s.AddKey(b, tcpao.AddOptions{})
-			s.bySend(2).good = 3
+			s.peerSendsWith(b, 3)
 			return s
 		},
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
 		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established key inherited with the binding's prefix is the desired host key",
-		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		sock: func() *testSock { return newEstablished(a64) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)},
 		want: nil,
 	}, {
 		name: "established key inherited with the binding's prefix is the desired prefix key",
-		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		sock: func() *testSock { return newEstablished(a64) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a64)}, WantCurrent: ID(1), WantRNext: ID(1)},
 		want: nil,
 	}, {
 		name: "established roll under a prefix binding adds and announces, Current_key left to the peer",
-		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		sock: func() *testSock { return newEstablished(a64) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -179,7 +179,7 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established revoked key inherited with the binding's prefix is force-deleted",
-		sock: func() *fakeSock { return newFakeEstablished(a64) },
+		sock: func() *testSock { return newEstablished(a64) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -188,33 +188,33 @@ func TestPlanSocket(t *testing.T) {
 		},
 	}, {
 		name: "established approved secret change of the only key is refused",
-		sock: func() *fakeSock { return newFakeEstablished(a) },
+		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}},
 		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (no-replacement)"},
 	}, {
 		name: "established secret of the only key edited in place is held back",
-		sock: func() *fakeSock { return newFakeEstablished(a) },
+		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}},
 		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established without TCP-AO",
-		sock: func() *fakeSock { return newFakeEstablished() },
+		sock: func() *testSock { return newEstablished() },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a)}},
 		want: []string{"blocked - (invalid)"},
 	}, {
 		name: "desired keys that collide",
-		sock: newFakeListener,
+		sock: func() *testSock { return newListener() },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a), dk(mkKey(peerA, 1, 9, "x"))}},
 		want: []string{"blocked - (invalid)"},
 	}, {
 		name: "current on an accept-only key is corrected",
-		sock: func() *fakeSock { s := newFakeEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
+		sock: func() *testSock { s := newEstablished(a); _ = s.AddKey(b, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)},
 		want: []string{"set current=2 rnext=2 (rnext)"},
 	}, {
 		name: "current moved by the peer to another valid key is left alone",
-		sock: func() *fakeSock {
-			s := newFakeEstablished(a)
+		sock: func() *testSock {
+			s := newEstablished(a)
 			_ = s.AddKey(b, tcpao.AddOptions{})
 			two := uint8(2)
 			_ = s.SetInfo(tcpao.InfoChange{Current: &two})
@@ -262,7 +262,7 @@ func fleetInputs(t *testing.T) []Input {
 	nw := func(p string) tcpao.Key { return mkKey(p, 2, 2, "bravo-"+p) }
 	pRoll, pSteady, pRevoke, pLeak := "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "2001:db8::4/128"
 
-	lis := newFakeListener()
+	lis := newListener()
 	for _, p := range []string{pRoll, pSteady, pRevoke, pLeak} {
 		_ = lis.AddKey(old(p), tcpao.AddOptions{})
 	}
@@ -271,12 +271,12 @@ func fleetInputs(t *testing.T) []Input {
 		dk(old(pRoll)), dk(nw(pRoll)), dk(old(pSteady)), dk(nw(pRevoke)), dk(mkKey(pLeak, 1, 1, "alpha-rotated")),
 	}}
 
-	roll := newFakeEstablished(old(pRoll))
-	steady := newFakeEstablished(old(pSteady))
-	revoke := newFakeEstablished(old(pRevoke))
-	leak := newFakeEstablished(old(pLeak))
+	roll := newEstablished(old(pRoll))
+	steady := newEstablished(old(pSteady))
+	revoke := newEstablished(old(pRevoke))
+	leak := newEstablished(old(pLeak))
 	_ = leak.AddKey(nw(pLeak), tcpao.AddOptions{})
-	leak.bySend(2).good = 5 // the peer was seen sending with it: it may become current
+	leak.peerSendsWith(nw(pLeak), 5) // the peer was seen sending with it: it may become current
 	return []Input{
 		{Desired: lisD, Observed: observe(t, lis)},
 		{Desired: Desired{Socket: SocketID("peer " + pRoll), Keys: []DesiredKey{dk(old(pRoll)), dk(nw(pRoll))}, WantCurrent: ID(2), WantRNext: ID(2)}, Observed: observe(t, roll)},
@@ -292,7 +292,7 @@ func fleetInputs(t *testing.T) []Input {
 // wanted) and says why.
 func TestPlanRefusesBareObserved(t *testing.T) {
 	a, a2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 1, 1, "alpha-new")
-	s := newFakeListener()
+	s := newListener()
 	if err := s.AddKey(a, tcpao.AddOptions{}); err != nil {
 		t.Fatal(err)
 	}

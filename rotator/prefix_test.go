@@ -27,11 +27,12 @@ func prefixLink(t *testing.T, peer string) (l *link, a, b tcpao.Key, dx func(...
 		}
 		return d
 	}
-	l = &link{t: t, x: newFakeEstablished(inherited), y: newFakeEstablished(mkKey("192.0.2.9/32", 1, 1, "alpha")), now: t0}
+	l = &link{t: t, now: t0}
+	l.x, l.y = pair(inherited) // the far end at 192.0.2.1, in the binding's prefix
 	rnd := rand.New(rand.NewPCG(1, 2))
 	log := slog.New(slog.DiscardHandler)
 	l.mx = newMachine(pid("x"), l.x, dx(dk(a)), testCfg(), nil, rnd, log, t0)
-	l.my = newMachine(pid("y"), l.y, want(mkKey("192.0.2.9/32", 1, 1, "alpha")), testCfg(), nil, rnd, log, t0)
+	l.my = newMachine(pid("y"), l.y, farDesired(want(mkKey("192.0.2.9/32", 1, 1, "alpha"))), testCfg(), nil, rnd, log, t0)
 	l.nextX, l.nextY = t0, t0.Add(500*time.Millisecond)
 	return l, a, b, dx
 }
@@ -56,8 +57,8 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 			for range 40 {
 				l.tick()
 			}
-			if st := l.mx.st; st.State != StateSteady || st.LastError != "" || l.x.ops != 0 {
-				t.Fatalf("after take-over: state %s, last error %q, %d writes; want steady, no error, no write", st.State, st.LastError, l.x.ops)
+			if st, ops := l.mx.st, l.x.writes(); st.State != StateSteady || st.LastError != "" || ops != 0 {
+				t.Fatalf("after take-over: state %s, last error %q, %d writes; want steady, no error, no write", st.State, st.LastError, ops)
 			}
 			if sp := PlanSocket(l.mx.desired, observe(t, l.x)); !sp.Empty() || len(sp.Blocked)+len(sp.Deferred) > 0 {
 				t.Fatalf("plan after take-over not empty: %v", opLines(sp))
@@ -68,7 +69,7 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 			newCurrent := 0
 			for range 4 * 60 * 4 { // four minutes: two timeouts and a backoff
 				l.tick()
-				if cur, _ := l.x.state(); cur.k.SendID == 2 {
+				if cur, _ := l.x.current(); cur == ID(2) {
 					newCurrent++
 				}
 			}
@@ -81,14 +82,14 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 			}
 
 			// The peer gets the key: the roll completes.
-			l.my.setDesired(want(mkKey("192.0.2.9/32", 2, 2, "bravo")), l.now)
+			l.my.setDesired(farDesired(want(mkKey("192.0.2.9/32", 2, 2, "bravo"))), l.now)
 			for i := 0; l.mx.st.Rolls == 0; i++ {
 				if i > 4*60*30 {
 					t.Fatalf("roll did not complete once the peer had the key: %+v\nx=%s", l.mx.st, dump(l.x))
 				}
 				l.tick()
 			}
-			if cur, _ := l.x.state(); cur.k.SendID != 2 {
+			if cur, _ := l.x.current(); cur != ID(2) {
 				t.Fatalf("after the roll: x=%s, want current 2", dump(l.x))
 			}
 		})
@@ -98,14 +99,14 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 // switchOnAdd is a socket whose install step also moves Current_key to the
 // key it adds, as a forced delete naming the new key did (the old planner
 // under a prefix binding): a switch aokeyd caused, not the peer.
-type switchOnAdd struct{ *fakeSock }
+type switchOnAdd struct{ *testSock }
 
 func (s switchOnAdd) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
-	if err := s.fakeSock.AddKey(k, o); err != nil {
+	if err := s.testSock.AddKey(k, o); err != nil {
 		return err
 	}
 	id := k.SendID
-	return s.fakeSock.SetInfo(tcpao.InfoChange{Current: &id})
+	return s.testSock.SetInfo(tcpao.InfoChange{Current: &id})
 }
 
 // TestOwnSwitchDoesNotCompleteRoll: Current_key moved to the new key by
@@ -125,7 +126,7 @@ func TestOwnSwitchDoesNotCompleteRoll(t *testing.T) {
 	if st.Rolls != 0 || st.Attempts != 1 || !strings.Contains(st.LastAbort, "did not send with key recv=2") {
 		t.Fatalf("rolls=%d attempts=%d abort=%q; want one abort saying why and no roll", st.Rolls, st.Attempts, st.LastAbort)
 	}
-	if cur, _ := l.x.state(); cur.k.SendID != 1 {
+	if cur, _ := l.x.current(); cur != ID(1) {
 		t.Fatalf("current moved off the old key: %s", dump(l.x))
 	}
 }
@@ -135,15 +136,15 @@ func TestOwnSwitchDoesNotCompleteRoll(t *testing.T) {
 // asks for the new key (RNext) ahead of the roll, so the kernel switches
 // Current_key to it the moment it holds it.
 type segmentOnAdd struct {
-	*fakeSock
-	peer *fakeSock
+	*testSock
+	peer *testSock
 }
 
 func (s segmentOnAdd) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
-	if err := s.fakeSock.AddKey(k, o); err != nil {
+	if err := s.testSock.AddKey(k, o); err != nil {
 		return err
 	}
-	s.peer.send(s.fakeSock)
+	s.peer.sendTo(s.testSock)
 	return nil
 }
 
@@ -156,22 +157,21 @@ func (s segmentOnAdd) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 // switch again (ten peers of the 512-peer bench's roll, each a warning).
 func TestPeerSwitchDuringInstallIsKept(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	y := newFakeEstablished(a)
-	must(t, y.AddKey(b, tcpao.AddOptions{SetRNext: true})) // the far end asks for b ahead of the roll
-	x := newFakeEstablished(a)
+	x, y := pair(a)
+	must(t, y.AddKey(mirror(b), tcpao.AddOptions{SetRNext: true})) // the far end asks for b ahead of the roll
 	var log strings.Builder
 	m := newMachine(pid("x"), segmentOnAdd{x, y}, want(a), testCfg(), nil, rand.New(rand.NewPCG(1, 2)),
 		slog.New(slog.NewTextHandler(&log, nil)), t0)
 	m.setDesired(Desired{Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)}, t0)
-	ops := x.ops
+	ops := x.writes()
 	m.step(t0)
-	if cur, _ := x.state(); cur == nil || cur.k.SendID != 2 {
+	if cur, _ := x.current(); cur != ID(2) {
 		t.Fatalf("Current_key after the install: %s; want the peer's switch to key 2 kept", dump(x))
 	}
 	if m.st.State != StateGrace {
 		t.Errorf("state %s after the install step, want %s: the peer's switch proves it holds the key", m.st.State, StateGrace)
 	}
-	if w := x.ops - ops; w != 2 {
+	if w := x.writes() - ops; w != 2 {
 		t.Errorf("%d writes in the install step, want 2 (the add, the announce)", w)
 	}
 	if strings.Contains(log.String(), "putting it back") {

@@ -13,7 +13,7 @@ import (
 
 // randomCase builds a random socket (through the fake kernel, so it is a
 // state the kernel can be in) and a random valid desired state for it.
-func randomCase(r *rand.Rand) (_ *fakeSock, _ Desired, carried []tcpao.KeyRef) {
+func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
 	listen := r.IntN(2) == 0
 	peers := []string{"192.0.2.1/32"}
 	if listen {
@@ -29,26 +29,27 @@ func randomCase(r *rand.Rand) (_ *fakeSock, _ Desired, carried []tcpao.KeyRef) {
 		}
 		return k
 	}
-	var s *fakeSock
+	var s *testSock
 	if listen {
-		s = newFakeListener()
+		s = newListener()
 	} else if r.IntN(10) == 0 {
-		s = newFakeEstablished()
+		s = newEstablished()
 	} else {
-		s = newFakeEstablished(randKey())
+		s = newEstablished(randKey())
 	}
 	for n := r.IntN(6); n > 0; n-- {
 		_ = s.AddKey(randKey(), tcpao.AddOptions{})
 	}
-	if !listen && s.ao {
+	if !listen && s.hasAO() {
 		ks, _ := s.Keys(tcpao.KeyFilter{})
 		c, n := ks[r.IntN(len(ks))].SendID, ks[r.IntN(len(ks))].RecvID
 		_ = s.SetInfo(tcpao.InfoChange{Current: &c, RNext: &n})
 	}
 	if !listen {
-		for _, k := range s.keys {
+		ks, _ := s.Keys(tcpao.KeyFilter{})
+		for _, k := range ks {
 			if r.IntN(2) == 0 {
-				k.good = 1 // the peer was seen sending with it
+				s.peerSendsKey(k.SendID, k.RecvID, 1) // the peer was seen sending with it
 			}
 		}
 	}
@@ -139,7 +140,7 @@ func TestPlanProperties(t *testing.T) {
 	}
 }
 
-func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
+func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 	listen := d.Kind == Listening
 	if err := checkNeverStrand(d, before, sp); err != nil {
 		return err
@@ -182,7 +183,7 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 					return fmt.Errorf("op %d: deletes an in-use key without naming its replacement", i+1)
 				}
 				if isCur && op.Why == ReasonReplace {
-					if k := s.bySend(op.Del.Current); k == nil || k.good == 0 {
+					if !sentWith(s, op.Del.Current) {
 						return fmt.Errorf("op %d: replacing Current_key makes send=%d current, which the peer was never seen to use", i+1, op.Del.Current)
 					}
 				}
@@ -191,7 +192,7 @@ func checkPlan(s *fakeSock, d Desired, before Observed, sp SocketPlan) error {
 		if err := applyOp(s, &sp.Ops[i]); err != nil {
 			return fmt.Errorf("op %d (%s): kernel refused: %w", i+1, op.Line(), err)
 		}
-		if !listen && s.ao {
+		if !listen && s.hasAO() {
 			in, _ := s.Info()
 			ks, _ := s.Keys(tcpao.KeyFilter{})
 			if len(ks) > 0 && (!in.HaveCurrent || !in.HaveRNext) {
@@ -336,4 +337,16 @@ func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
 		}
 	}
 	return nil
+}
+
+// sentWith reports whether the peer was seen sending with s's key whose
+// SendID is send (its pkt_good).
+func sentWith(s *testSock, send uint8) bool {
+	ks, _ := s.Keys(tcpao.KeyFilter{})
+	for _, k := range ks {
+		if k.SendID == send {
+			return k.PktGood > 0
+		}
+	}
+	return false
 }

@@ -28,10 +28,10 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 		defer release() // runs before Close
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}
 		aOnly := Desired{Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
-		socks := map[PeerID]*fakeSock{}
+		socks := map[PeerID]*testSock{}
 		for _, p := range []PeerID{pid("p1"), pid("p2"), pid("s")} {
 			ctl.SetDesired(p, both)
-			socks[p] = newFakeEstablished(a, b)
+			socks[p] = newEstablished(a, b)
 			if _, err := ctl.Accepted(p, socks[p]); err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 		if !testkit.Until(time.Second, func() bool { return g.blocked.Load() == 1 }) {
 			t.Fatal("s not stuck in its guard")
 		}
-		keysOf := func(s *fakeSock) int { ks, _ := s.Keys(tcpao.KeyFilter{}); return len(ks) }
+		keysOf := func(s *testSock) int { ks, _ := s.Keys(tcpao.KeyFilter{}); return len(ks) }
 
 		// returns runs call on a goroutine of its own and reports whether
 		// it returned within d (0: before the bubble settled).
@@ -66,7 +66,7 @@ func TestStuckStepHoldsUpNoCaller(t *testing.T) {
 			}
 		})
 		returns("PeerDown(s)", 0, func() { ctl.PeerDown(pid("s")) })
-		fresh := newFakeEstablished(a, b)
+		fresh := newEstablished(a, b)
 		returns("Accepted(s)", 0, func() {
 			if _, err := ctl.Accepted(pid("s"), fresh); err != nil {
 				t.Errorf("Accepted(s): %v", err)
@@ -123,7 +123,7 @@ func TestStoppedMachineCancelsGuard(t *testing.T) {
 		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Hour}, Guard: g})
 		defer ctl.Close()
 		ctl.SetDesired(pid("s"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)})
-		if _, err := ctl.Accepted(pid("s"), newFakeEstablished(a, b)); err != nil {
+		if _, err := ctl.Accepted(pid("s"), newEstablished(a, b)); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
