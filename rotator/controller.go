@@ -128,11 +128,8 @@ func NewController(opts Options) *Controller {
 func (c *Controller) SetDesired(peer PeerID, d Desired) bool {
 	d.Kind = Established
 	c.mu.Lock()
-	s := c.peers[peer]
-	if s == nil {
-		s = &peerSlot{}
-		c.peers[peer] = s
-	} else if s.desired.Same(d) {
+	s, known := c.slotLocked(peer)
+	if known && s.desired.Same(d) {
 		c.mu.Unlock()
 		return false
 	}
@@ -145,6 +142,17 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) bool {
 	return true
 }
 
+// slotLocked returns peer's slot, made when it has none (known false);
+// c.mu is held.
+func (c *Controller) slotLocked(peer PeerID) (s *peerSlot, known bool) {
+	if s = c.peers[peer]; s != nil {
+		return s, true
+	}
+	s = &peerSlot{}
+	c.peers[peer] = s
+	return s, false
+}
+
 // Adopt starts peer's machine on a session's socket with d as its desired
 // state, unless a machine was already adopted on the same session: on
 // names it (any comparable value that stays the same for one session, as
@@ -155,11 +163,7 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) bool {
 func (c *Controller) Adopt(peer PeerID, on any, sock tcpao.Socket, d Desired) (started bool, sp SocketPlan, err error) {
 	d.Kind = Established
 	c.mu.Lock()
-	s := c.peers[peer]
-	if s == nil {
-		s = &peerSlot{}
-		c.peers[peer] = s
-	}
+	s, _ := c.slotLocked(peer)
 	if s.on != nil && s.on == on {
 		c.mu.Unlock()
 		return false, SocketPlan{}, nil
