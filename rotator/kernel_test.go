@@ -205,11 +205,6 @@ func (s *testSock) farHas(k tcpao.Key) {
 	}
 }
 
-// exchange carries rounds of segments both ways between s and its far end
-// (the far end's RNext follows what our segments ask for, as the kernel
-// does); false when one was dropped.
-func (s *testSock) exchange(rounds int) bool { return s.net.Exchange(s.Sock, s.far, rounds) == nil }
-
 // current returns our socket's Current_key and RNext_key (SendID, RecvID).
 func (s *testSock) current() (cur, rnext OptID) {
 	in, err := s.Sock.Info()
