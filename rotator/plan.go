@@ -1,7 +1,6 @@
 package rotator
 
 import (
-
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
