@@ -221,6 +221,27 @@ func (p *Policy) Bindings() []Binding {
 	return out
 }
 
+// ForEachHost calls f with the address and VRF of each binding of one
+// peer (a host prefix), in file order, without copying the bindings.
+func (p *Policy) ForEachHost(f func(addr netip.Addr, vrf string)) {
+	for _, b := range p.bindings {
+		if b.Neighbor.IsSingleIP() {
+			f(b.Neighbor.Addr(), b.VRF)
+		}
+	}
+}
+
+// HasPrefixBinding reports whether a binding names a prefix of peers (for
+// listening sockets) rather than one peer.
+func (p *Policy) HasPrefixBinding() bool {
+	for _, b := range p.bindings {
+		if !b.Neighbor.IsSingleIP() {
+			return true
+		}
+	}
+	return false
+}
+
 // BindingFor returns the binding that covers peer in vrf ("" is the default
 // VRF). Bindings never overlap, so there is at most one. It wraps
 // ErrNoBinding when there is none.

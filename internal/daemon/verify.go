@@ -199,16 +199,15 @@ func (d *Daemon) noteFirstContact(ctx context.Context) {
 // (as the speaker's events reported them: never up, or down since).
 func (d *Daemon) notUp() []bgp.PeerInfo {
 	var out []bgp.PeerInfo
-	for _, b := range d.policy().Bindings() {
-		if !b.Neighbor.IsSingleIP() {
-			continue
-		}
-		info := bgp.PeerInfo{Neighbor: b.Neighbor.Addr(), VRF: b.VRF}
-		if p := d.peer(info.Key()); p != nil && p.handle != nil {
-			continue
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
+	d.policy().ForEachHost(func(addr netip.Addr, vrf string) {
+		info := bgp.PeerInfo{Neighbor: addr, VRF: vrf}
+		if p := d.peers.m[info.Key()]; p != nil && p.handle != nil {
+			return
 		}
 		out = append(out, info)
-	}
+	})
 	return out
 }
 
@@ -219,16 +218,15 @@ func countsFor(ls []listenerObs, info bgp.PeerInfo, others []netip.Addr) verifyC
 	return verifyCounts{bad: bad, notFound: lc.PktKeyNotFound}
 }
 
-// aloneDown reports whether at most one peer may be down: what lets the
-// listeners' shared key-not-found counter be one peer's. A binding of a
-// prefix of peers may hide down peers, so with one it is never alone.
-func (d *Daemon) aloneDown() bool {
-	for _, b := range d.policy().Bindings() {
-		if !b.Neighbor.IsSingleIP() {
-			return false
-		}
+// aloneDown reports whether at most one peer may be down (notUp are the
+// peers bound by address that are not up): what lets the listeners'
+// shared key-not-found counter be one peer's. A binding of a prefix of
+// peers may hide down peers, so with one it is never alone.
+func (d *Daemon) aloneDown(notUp []bgp.PeerInfo) bool {
+	if d.policy().HasPrefixBinding() {
+		return false
 	}
-	return len(d.notUp()) <= 1
+	return len(notUp) <= 1
 }
 
 // peerAddrs is every known peer's address (for Shared).
@@ -260,7 +258,7 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 			others = append(others, info.Neighbor)
 		}
 	}
-	alone := d.aloneDown()
+	alone := d.aloneDown(d.notUp())
 	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
 		idx, _ := ifIndex(info.VRF)
 		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
@@ -290,12 +288,13 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	// The peers bound by address that were never up have no peer state:
 	// their first contact is published too.
 	var contact []bgp.PeerInfo
-	for _, info := range d.notUp() {
+	notUp := d.notUp()
+	for _, info := range notUp {
 		if d.peer(info.Key()) == nil {
 			contact = append(contact, info)
 		}
 	}
-	alone := d.aloneDown()
+	alone := d.aloneDown(notUp)
 	var ls []listenerObs
 	others := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
