@@ -26,6 +26,7 @@ type entry struct {
 	retire   bool
 	approved bool
 	frozen   bool // covered by Desired.Frozen, not desired under its reference, not revoked: stays
+	foreign  bool // not desired, and Desired.Owner does not own it: stays
 	oi       int  // index into Observed.Keys, -1 for an added key
 }
 
@@ -154,6 +155,10 @@ func (p *planner) load(o Observed) {
 		e.revoked = p.names(p.d.Revoked, e.ref)
 		e.approved = p.names(p.d.Replace, e.ref)
 		e.frozen = !e.revoked && len(p.d.Frozen) > 0 && p.frozen(e.ref) && find(e.ref) < 0
+		if p.d.Owner != nil && e.d < 0 && !p.d.Owner.Owns(*ki) {
+			// Not aokeyd's: no revoke or approval of aokeyd's names it.
+			e.foreign, e.revoked, e.approved = true, false, false
+		}
 		if p.listen {
 			e.inUse = p.carried(o.Carried, e.ref)
 		} else {
@@ -205,6 +210,8 @@ func (p *planner) frozen(r tcpao.KeyRef) bool {
 func (p *planner) mayRemove(e int) bool {
 	en := &p.entries[e]
 	switch {
+	case en.foreign:
+		return false
 	case en.revoked:
 		return true
 	case en.frozen, en.held:
@@ -226,7 +233,7 @@ func (p *planner) edited(j addJob, o *Observed) bool {
 	r := normRef(dk.KeyRef)
 	for _, b := range j.blockers {
 		en := &p.entries[b]
-		if en.oi < 0 || en.approved || en.ref.SendID != r.SendID || en.ref.RecvID != r.RecvID {
+		if en.oi < 0 || en.approved || en.foreign || en.ref.SendID != r.SendID || en.ref.RecvID != r.RecvID {
 			continue
 		}
 		if !sameMaterial(&dk.Key, &o.Keys[en.oi]) {
@@ -380,8 +387,15 @@ func (p *planner) emitAdds(jobs []addJob) {
 		pending = left
 	}
 	for _, j := range pending {
+		foreign := false
 		for _, b := range j.blockers {
 			p.entries[b].held = true
+			foreign = foreign || p.entries[b].foreign
+		}
+		if foreign {
+			p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonForeign,
+				Detail: "its IDs clash with a key another agent installed, which aokeyd does not delete: the peer's roll waits (give the key other IDs, remove the foreign key, or aoctl adopt it)"})
+			continue
 		}
 		p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonNoReplace,
 			Detail: "the key it replaces is in use and no other key the peer was seen to use is installed; roll to a key with other IDs instead"})
@@ -560,6 +574,11 @@ func (p *planner) emitDeletes() {
 	for e := range p.entries {
 		en := &p.entries[e]
 		if !en.present || en.d >= 0 || en.held || en.frozen {
+			continue
+		}
+		if en.foreign {
+			p.sp.Kept = append(p.sp.Kept, Held{Ref: en.ref, Why: ReasonForeign,
+				Detail: "installed by another agent, not aokeyd: kept (aoctl adopt hands it to aokeyd)"})
 			continue
 		}
 		why := ReasonStale

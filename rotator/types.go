@@ -110,6 +110,21 @@ type Desired struct {
 	// neither desired under its reference nor revoked is never deleted.
 	// The planner still sees such keys (the optmem check counts them).
 	Frozen []KeyRange
+	// Owner, when set, says which installed keys are aokeyd's: a key it
+	// does not own (another agent installed it: an operator's setsockopt,
+	// a speaker keying its own sockets) that is not a desired key is
+	// foreign. A foreign key is never deleted or replaced, whatever
+	// Revoked or Replace name (ReasonForeign: kept), and a desired key
+	// whose IDs clash with one is not added (ReasonForeign: blocked). Nil:
+	// every installed key is aokeyd's. Compared by identity (Same).
+	Owner Ownership
+}
+
+// Ownership tells aokeyd's installed keys from foreign ones (Desired.Owner).
+// Owns is called on full reads only (a key with its fingerprint), from the
+// planner: it must not block.
+type Ownership interface {
+	Owns(k tcpao.KeyInfo) bool
 }
 
 // KeyRange covers the keys of one binding on a listener: a peer prefix
@@ -185,6 +200,7 @@ const (
 	ReasonInvalid                     // desired state is invalid
 	ReasonCarried                     // key no longer desired carries a session: kept
 	ReasonEdited                      // new material under an installed key's IDs: held back
+	ReasonForeign                     // a key aokeyd did not install (Desired.Owner): kept, or it blocks an add
 )
 
 var reasonNames = [...]string{
@@ -200,6 +216,7 @@ var reasonNames = [...]string{
 	ReasonInvalid:   "invalid",
 	ReasonCarried:   "carried",
 	ReasonEdited:    "edited-in-place",
+	ReasonForeign:   "foreign",
 }
 
 func (r Reason) String() string {
@@ -361,7 +378,7 @@ func prefixesOverlap(a, b netip.Prefix) bool {
 func (d Desired) Same(o Desired) bool {
 	if d.Socket != o.Socket || d.Kind != o.Kind || d.WantCurrent != o.WantCurrent || d.WantRNext != o.WantRNext ||
 		d.AORequired != o.AORequired || len(d.Keys) != len(o.Keys) || !slices.Equal(d.Revoked, o.Revoked) ||
-		!slices.Equal(d.Replace, o.Replace) || !slices.Equal(d.Frozen, o.Frozen) {
+		!slices.Equal(d.Replace, o.Replace) || !slices.Equal(d.Frozen, o.Frozen) || d.Owner != o.Owner {
 		return false
 	}
 	for i := range d.Keys {
