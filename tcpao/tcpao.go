@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Algorithm is a TCP-AO MAC algorithm name as the kernel's crypto API spells
@@ -189,6 +190,35 @@ var fpKey = func() []byte {
 	return k
 }()
 
+// fpUsed is set by the first fingerprint computed: from then on fpKey is
+// fixed (SetFingerprintKey refuses).
+var fpUsed atomic.Bool
+
+// FingerprintKeyLen is the length of a key SetFingerprintKey takes.
+const FingerprintKeyLen = 32
+
+// ErrFingerprintKeyInUse: SetFingerprintKey was called after a fingerprint
+// was computed under the random key.
+var ErrFingerprintKeyInUse = errors.New("tcpao: a fingerprint was already computed; set the fingerprint key before making any Secret")
+
+// SetFingerprintKey replaces the process's random fingerprint key with k
+// (FingerprintKeyLen bytes, copied), so that fingerprints stay the same
+// across restarts: a daemon that records which keys it installed (by IDs
+// and fingerprint) and keeps that record on disk sets the key it keeps
+// beside it (readable only by itself), before it makes any Secret or reads
+// any key. Whoever holds both the key and a fingerprint can test guesses
+// of the secret offline, so the key is as sensitive as the record.
+func SetFingerprintKey(k []byte) error {
+	if len(k) != FingerprintKeyLen {
+		return fmt.Errorf("tcpao: fingerprint key is not %d bytes", FingerprintKeyLen)
+	}
+	if fpUsed.Load() {
+		return ErrFingerprintKeyInUse
+	}
+	copy(fpKey, k)
+	return nil
+}
+
 func fingerprint(b []byte) Fingerprint {
 	h := getFingerprinter()
 	defer h.release()
@@ -231,6 +261,7 @@ type fingerprinter struct {
 
 func (h *fingerprinter) sum(b []byte) Fingerprint {
 	if h.m == nil {
+		fpUsed.Store(true)
 		h.m = hmac.New(sha256.New, fpKey)
 	} else {
 		h.m.Reset()
