@@ -162,8 +162,10 @@ type Status struct {
 	// Kept are what the never-strand rule keeps on the socket that the
 	// desired state would remove: keys that carry the session but are no
 	// longer desired (ReasonCarried, from every read of the socket), and
-	// installed keys whose new material is held back (ReasonEdited, from
-	// the last plan). Immutable once published.
+	// installed keys whose new material is held back (ReasonEdited), keys
+	// another agent installed (ReasonForeign), and desired keys not added
+	// because a foreign key has their IDs (ReasonForeignClash: the roll
+	// waits), the last three from the last plan. Immutable once published.
 	Kept []Held
 
 	// Counters are the socket's counters as the machine last read them

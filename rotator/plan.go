@@ -393,7 +393,7 @@ func (p *planner) emitAdds(jobs []addJob) {
 			foreign = foreign || p.entries[b].foreign
 		}
 		if foreign {
-			p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonForeign,
+			p.sp.Blocked = append(p.sp.Blocked, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonForeignClash,
 				Detail: "its IDs clash with a key another agent installed, which aokeyd does not delete: the peer's roll waits (give the key other IDs, remove the foreign key, or aoctl adopt it)"})
 			continue
 		}

@@ -70,7 +70,7 @@ func TestPlanForeign(t *testing.T) {
 		name: "listener: a desired key whose IDs clash with a foreign key is blocked",
 		sock: func() *testSock { s := newListener(); setup(s.AddKey(fa, tcpao.AddOptions{})); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a)}, Replace: []tcpao.KeyRef{a.KeyRef}, Owner: owning(a)},
-		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (foreign)"},
+		want: []string{"blocked send=1 recv=1 peer=192.0.2.1/32 (foreign-clash)"},
 	}, {
 		name: "established: a foreign key the peer never used is kept",
 		sock: func() *testSock { s := newEstablished(a); setup(s.AddKey(f, tcpao.AddOptions{})); return s },

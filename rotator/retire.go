@@ -172,12 +172,18 @@ func (m *machine) desires(r tcpao.KeyRef) bool {
 	return slices.ContainsFunc(m.desired.Keys, func(k DesiredKey) bool { return sameSessionKey(normRef(k.KeyRef), r) })
 }
 
-// editsFrom records in the status a full plan's edits held back.
+// editsFrom records in the status what a full plan holds back: edits,
+// foreign keys and the desired keys a foreign key blocks.
 func (m *machine) editsFrom(sp SocketPlan) {
 	var e []Held
 	for _, h := range sp.Kept {
-		if h.Why == ReasonEdited {
+		if h.Why == ReasonEdited || h.Why == ReasonForeign {
 			e = append(e, h)
+		}
+	}
+	for _, h := range sp.Blocked {
+		if h.Why == ReasonForeignClash {
+			e = append(e, h) // the desired key not added: the roll waits
 		}
 	}
 	m.edits = e

@@ -188,35 +188,37 @@ type Reason uint8
 
 // Reasons.
 const (
-	ReasonNew       Reason = iota + 1 // desired key missing
-	ReasonReplace                     // same IDs, different material: delete-then-add
-	ReasonRevoked                     // key listed in Desired.Revoked
-	ReasonStale                       // key no longer desired
-	ReasonRNext                       // RNext differs from WantRNext
-	ReasonCurrent                     // Current_key absent or not a desired sendable key
-	ReasonRequired                    // ao_required differs
-	ReasonInUse                       // stale key is Current_key: waits for the roll
-	ReasonNoReplace                   // in-use key cannot be replaced: no other usable key
-	ReasonInvalid                     // desired state is invalid
-	ReasonCarried                     // key no longer desired carries a session: kept
-	ReasonEdited                      // new material under an installed key's IDs: held back
-	ReasonForeign                     // a key aokeyd did not install (Desired.Owner): kept, or it blocks an add
+	ReasonNew          Reason = iota + 1 // desired key missing
+	ReasonReplace                        // same IDs, different material: delete-then-add
+	ReasonRevoked                        // key listed in Desired.Revoked
+	ReasonStale                          // key no longer desired
+	ReasonRNext                          // RNext differs from WantRNext
+	ReasonCurrent                        // Current_key absent or not a desired sendable key
+	ReasonRequired                       // ao_required differs
+	ReasonInUse                          // stale key is Current_key: waits for the roll
+	ReasonNoReplace                      // in-use key cannot be replaced: no other usable key
+	ReasonInvalid                        // desired state is invalid
+	ReasonCarried                        // key no longer desired carries a session: kept
+	ReasonEdited                         // new material under an installed key's IDs: held back
+	ReasonForeign                        // a key aokeyd did not install (Desired.Owner): kept
+	ReasonForeignClash                   // a desired key's IDs are a foreign key's: not added, the roll waits
 )
 
 var reasonNames = [...]string{
-	ReasonNew:       "new",
-	ReasonReplace:   "replace",
-	ReasonRevoked:   "revoked",
-	ReasonStale:     "stale",
-	ReasonRNext:     "rnext",
-	ReasonCurrent:   "current",
-	ReasonRequired:  "ao-required",
-	ReasonInUse:     "in-use",
-	ReasonNoReplace: "no-replacement",
-	ReasonInvalid:   "invalid",
-	ReasonCarried:   "carried",
-	ReasonEdited:    "edited-in-place",
-	ReasonForeign:   "foreign",
+	ReasonNew:          "new",
+	ReasonReplace:      "replace",
+	ReasonRevoked:      "revoked",
+	ReasonStale:        "stale",
+	ReasonRNext:        "rnext",
+	ReasonCurrent:      "current",
+	ReasonRequired:     "ao-required",
+	ReasonInUse:        "in-use",
+	ReasonNoReplace:    "no-replacement",
+	ReasonInvalid:      "invalid",
+	ReasonCarried:      "carried",
+	ReasonEdited:       "edited-in-place",
+	ReasonForeign:      "foreign",
+	ReasonForeignClash: "foreign-clash",
 }
 
 func (r Reason) String() string {

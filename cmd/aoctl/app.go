@@ -58,6 +58,7 @@ func commands() []command {
 		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
 		{"replace", "CHAIN/KEY", "apply a key's material edited in place (held back until then); resets sessions that need it", (*app).replace},
+		{"adopt", "PEER [--vrf VRF]", "hand keys another agent installed for a peer (kept, never changed) to aokeyd", (*app).adopt},
 		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig},
@@ -75,6 +76,7 @@ Examples:
   aoctl rotate --all
   aoctl revoke core/2026-10            remove a compromised key everywhere
   aoctl replace core/2026-10           apply core/2026-10's new secret, edited in place in the key source
+  aoctl adopt 192.0.2.2                make the keys another agent installed for the peer aokeyd's
   aoctl validate /etc/aokeyd/aokeyd.yaml && systemctl reload aokeyd
   aoctl peer-config 192.0.2.2 --for junos --local 192.0.2.1
                                        the far end's key chain, secrets as placeholders
@@ -89,7 +91,7 @@ Global flags (before or after the command):
 
 Exit codes:
   0 ok   1 operation failed   2 usage   3 daemon unreachable   4 validation failed   5 permission denied
-  (5: status and plan need control.group, rotate, revoke and replace control.admin_group, or root)
+  (5: status and plan need control.group, rotate, revoke, replace and adopt control.admin_group, or root)
 `
 
 func (a *app) usage(w io.Writer) {

@@ -325,6 +325,11 @@ func (d *testDaemon) Replace(_ context.Context, req control.ReplaceRequest) (con
 	return res, nil
 }
 
+// Adopt finds nothing to adopt: the in-memory daemon installed every key.
+func (d *testDaemon) Adopt(_ context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
+	return control.AdoptResult{Peer: req.Peer, VRF: req.VRF, Adopted: []control.AdoptedKey{}}, nil
+}
+
 // delListener deletes ref from the listener (del_async).
 func delListener(lis *tcpaotest.Sock, ref tcpao.KeyRef) error {
 	return lis.DelKey(tcpao.DelKey{KeyRef: ref, Async: true})

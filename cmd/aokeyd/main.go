@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aokeyd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
-	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation record")
+	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation and ownership records")
 	guard := fs.String("connectguard", "", "socket of an `aokeyd exec` launcher: key the speaker's outgoing connects (active opens)")
 	var rc rotator.Config
 	fs.DurationVar(&rc.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
@@ -136,6 +136,10 @@ var (
 )
 
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
+	// Before any key is read: fingerprints under the kept key.
+	if err := useFingerprintKey(stateDir); err != nil {
+		return err
+	}
 	checked, log, err := start(ctx, cfgPath, logw)
 	if err != nil {
 		return err
@@ -177,6 +181,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Resync:          resync,
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
+		OwnedKeysFile:   filepath.Join(stateDir, "owned-keys.json"),
 		RaiseOptMem:     raiseOptMem,
 		Kernel:          kernel(log),
 		Logger:          log,

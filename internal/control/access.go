@@ -16,7 +16,7 @@ type role int
 const (
 	roleNone  role = iota
 	roleRead       // health, status, plan
-	roleAdmin      // also rotate, revoke and replace
+	roleAdmin      // also rotate, revoke, replace and adopt
 )
 
 var errNotAdmin = errors.New("not in the admin group")
@@ -108,6 +108,11 @@ func refusedArgs(r *http.Request) []any {
 		if readJSON(r, &req) == nil {
 			return replaceArgs(req)
 		}
+	case "adopt":
+		var req AdoptRequest
+		if readJSON(r, &req) == nil {
+			return adoptArgs(req)
+		}
 	}
 	return nil
 }
@@ -118,6 +123,10 @@ func revokeArgs(req RevokeRequest) []any {
 
 func replaceArgs(req ReplaceRequest) []any {
 	return []any{"chain", req.Chain, "key", req.Key}
+}
+
+func adoptArgs(req AdoptRequest) []any {
+	return []any{"peer", req.Peer, "vrf", req.VRF}
 }
 
 func rotateArgs(req RotateRequest) []any {

@@ -77,6 +77,12 @@ func (c *Client) Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult
 	return r, c.do(ctx, http.MethodPost, "/v1/replace", req, &r)
 }
 
+// Adopt is POST /v1/adopt.
+func (c *Client) Adopt(ctx context.Context, req AdoptRequest) (AdoptResult, error) {
+	var r AdoptResult
+	return r, c.do(ctx, http.MethodPost, "/v1/adopt", req, &r)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {

@@ -27,6 +27,8 @@ type Backend interface {
 	// Replace applies new material held back under an installed key's
 	// IDs (an edit in place), resetting sessions that cannot take it.
 	Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult, error)
+	// Adopt hands the keys another agent installed for a peer to aokeyd.
+	Adopt(ctx context.Context, req AdoptRequest) (AdoptResult, error)
 }
 
 // ServerOptions configure a Server.
@@ -117,6 +119,7 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.HandleFunc("POST /v1/rotate", s.rotate)
 	s.mux.HandleFunc("POST /v1/revoke", s.revoke)
 	s.mux.HandleFunc("POST /v1/replace", s.replace)
+	s.mux.HandleFunc("POST /v1/adopt", s.adopt)
 	s.hs = &http.Server{
 		Handler: s.Handler(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -254,6 +257,24 @@ func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
 		res, err = s.o.Backend.Replace(r.Context(), req)
 	}
 	s.audit(r, auditCred(r), "replace", replaceArgs(req), err)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func (s *Server) adopt(w http.ResponseWriter, r *http.Request) {
+	var req AdoptRequest
+	err := readJSON(r, &req)
+	if err == nil && req.Peer == "" {
+		err = fmt.Errorf("%w: peer is required", ErrInvalid)
+	}
+	var res AdoptResult
+	if err == nil {
+		res, err = s.o.Backend.Adopt(r.Context(), req)
+	}
+	s.audit(r, auditCred(r), "adopt", adoptArgs(req), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

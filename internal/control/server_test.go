@@ -70,6 +70,10 @@ func (f *fakeBackend) Revoke(_ context.Context, req RevokeRequest) (RevokeResult
 		Elapsed: Duration(3 * time.Millisecond)}, nil
 }
 
+func (f *fakeBackend) Adopt(_ context.Context, req AdoptRequest) (AdoptResult, error) {
+	return AdoptResult{Peer: req.Peer, VRF: req.VRF}, nil
+}
+
 func (f *fakeBackend) Replace(_ context.Context, req ReplaceRequest) (ReplaceResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -347,6 +347,31 @@ func (r ReplaceResult) Failed() bool {
 	return false
 }
 
+// AdoptRequest is POST /v1/adopt: hand the keys for peer Peer (in VRF VRF)
+// that another agent installed on its session's socket and on the
+// speaker's listeners (foreign keys, which aokeyd keeps and never changes)
+// to aokeyd, which from then on treats them as its own: kept while
+// desired or carrying the session, retired otherwise.
+type AdoptRequest struct {
+	Peer string `json:"peer"`
+	VRF  string `json:"vrf,omitempty"`
+}
+
+// AdoptedKey is one key an adopt handed to aokeyd.
+type AdoptedKey struct {
+	Socket string `json:"socket"` // "session" or "listener <address>"
+	Prefix string `json:"prefix"`
+	SendID uint8  `json:"send_id"`
+	RecvID uint8  `json:"recv_id"`
+}
+
+// AdoptResult is the answer to an AdoptRequest.
+type AdoptResult struct {
+	Peer    string       `json:"peer"`
+	VRF     string       `json:"vrf,omitempty"`
+	Adopted []AdoptedKey `json:"adopted"`
+}
+
 // HealthReport is GET /v1/health.
 type HealthReport struct {
 	Status  string    `json:"status"`

@@ -67,6 +67,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if w := d.revoked.warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
+	if w := d.owned.warning(); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	if k := d.o.Kernel; k.Release != "" {
 		rep.Kernel = &control.KernelStatus{Release: k.Release, Accepted: []string{}}
 		for _, a := range tcpao.Algorithms {
@@ -287,6 +290,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 			// As the listener sync plans it.
 			want := listenerWantOf(h.Ref(), v4, v6, have4)
 			want.Frozen = frozenKeys(frozen)
+			want.Owner = d.owned.owner(h.Ref().PID)
 			obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadFull)
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)

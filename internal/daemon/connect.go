@@ -102,8 +102,13 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.peers.connects.alternate(addr) {
 		sign = seen
 	}
+	// The connect guard adds them on the speaker's new socket: aokeyd's
+	// keys, recorded before they leave (owned.go).
+	p := d.owned.owner(pid).p
 	for _, k := range cands {
-		keys = append(keys, k.TCPAOKey(hostPrefix(addr), 0))
+		tk := k.TCPAOKey(hostPrefix(addr), 0)
+		d.owned.record(p, 0, tk.SendID, tk.RecvID, tk.Secret.Fingerprint(), false)
+		keys = append(keys, tk)
 	}
 	return keys, cands[sign].MKT.SendID, cands[sign].MKT.RecvID, true
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// RevocationsFile records revocations across restarts ("" keeps them
 	// in memory only).
 	RevocationsFile string
+	// OwnedKeysFile records which keys aokeyd installed, across restarts
+	// (owned.go; "" keeps the record in memory: each start takes the keys
+	// whose material is in the key source as aokeyd's).
+	OwnedKeysFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
 	// RaiseOptMem (kernel.raise_optmem: tcpao.RaiseOptMemIn) makes
@@ -96,6 +100,7 @@ type Daemon struct {
 	rec     reconciler   // the reconcile goroutine's; it alone writes the listeners
 	view    scrapeView   // what the metrics hold
 	snaps   snapshots    // the shared read-only key snapshot
+	owned   *ledger      // which installed keys are aokeyd's
 }
 
 // peerState is what the speaker reported of one managed peer: its session
@@ -153,9 +158,17 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	owned, err := openLedger(o.OwnedKeysFile, o.Logger, o.Clock.Now)
+	if err != nil {
+		return nil, err
+	}
+	// Every socket the daemon writes records its adds (owned.go).
+	socketOf := o.SocketOf
+	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
 	d := &Daemon{
 		o:       o,
 		log:     o.Logger,
+		owned:   owned,
 		revoked: rs,
 		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
 		ops:     operatorAsks{early: map[rotator.PeerID]bool{}},
@@ -263,6 +276,7 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 // (a read that finds nothing new makes it an idle pass). The controller's
 // per-peer machines stop last.
 func (d *Daemon) Run(ctx context.Context) error {
+	defer func() { _ = d.owned.close() }() // last: after every writer stopped
 	defer d.ctrl.Close()
 	defer close(d.rec.done)
 	var wg sync.WaitGroup
@@ -353,6 +367,7 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 		return nil
 	}
 	d.revoked.apply(s)
+	d.owned.learn(s)
 	return s
 }
 

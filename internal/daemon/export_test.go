@@ -1,6 +1,25 @@
 package daemon
 
-import "testing"
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// WriteOwnedRecord writes the ownership record at path of a previous run
+// that installed keys on sockets of process pid.
+func WriteOwnedRecord(path string, pid int, keys ...tcpao.Key) error {
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		l.record(l.owner(pid).p, 0, k.SendID, k.RecvID, k.Secret.Fingerprint(), false)
+	}
+	return l.close()
+}
 
 // MaxRecordBytes is the largest revocations record (or backup) read.
 var MaxRecordBytes = int(maxRecordBytes)

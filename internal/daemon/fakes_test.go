@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -301,14 +302,16 @@ func parsePolicy(t testing.TB, text string) *policy.Policy {
 // env is one daemon over the in-memory kernel: a listener at 192.0.2.1:179
 // and (after connect) a session from 192.0.2.2.
 type env struct {
-	t    testing.TB
-	net  *tcpaotest.Net
-	sp   *bgptest.Speaker
-	disc *fakeDiscoverer
-	src  *fakeSource
-	logs *testkit.SyncBuffer
-	pol  *policy.Policy
-	keys []testKey
+	t testing.TB
+	// ownedFile is the daemon's ownership record, kept across restarts.
+	ownedFile string
+	net       *tcpaotest.Net
+	sp        *bgptest.Speaker
+	disc      *fakeDiscoverer
+	src       *fakeSource
+	logs      *testkit.SyncBuffer
+	pol       *policy.Policy
+	keys      []testKey
 
 	lis     *tcpaotest.Sock
 	lisC    *countingSocket
@@ -337,7 +340,10 @@ type envOptions struct {
 	keys            []testKey
 	sourceDown      error // the source fails from the start
 	revocationsFile string
-	refresh         time.Duration // key source reads (default 30s)
+	// ownedFile is Options.OwnedKeysFile ("": one in the test's temporary
+	// directory, kept across the env's restarts).
+	ownedFile string
+	refresh   time.Duration // key source reads (default 30s)
 	// raiseOptMem is Options.RaiseOptMem (kernel.raise_optmem); nil: off.
 	raiseOptMem   func(pid, want int) (before, after int, err error)
 	source        keystore.Source
@@ -381,6 +387,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 	})
 	e.refresh = o.refresh
+	e.ownedFile = cmp.Or(o.ownedFile, filepath.Join(t.TempDir(), "owned-keys.json"))
 	e.raiseOptMem = o.raiseOptMem
 	e.source, e.metrics = o.source, o.metrics
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
@@ -414,6 +421,7 @@ func (e *env) start(revocationsFile string) {
 		Resync:          time.Hour, // full passes run on changes and kicks only
 		Refresh:         e.refresh,
 		RevocationsFile: revocationsFile,
+		OwnedKeysFile:   e.ownedFile,
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		RaiseOptMem:     e.raiseOptMem,
 		Logger:          log,

@@ -59,6 +59,12 @@ func keptWarning(h rotator.Held, sock string, names map[[2]uint8]keyName, now ti
 	switch h.Why {
 	case rotator.ReasonEdited:
 		return fmt.Sprintf("%s was edited in place in the key source (new secret, algorithm, MAC length or tcp_options under the same IDs): the new material is held back and the installed key stays on the %s; give the new material new IDs and let aokeyd roll to it, or approve it with `aoctl replace` (the session resets)", what, sock)
+	case rotator.ReasonForeign:
+		// Not named from the key source: its IDs may be a key's there.
+		what = fmt.Sprintf("key send=%d recv=%d", h.Ref.SendID, h.Ref.RecvID)
+		return fmt.Sprintf("%s on the %s was not installed by aokeyd (an operator's setsockopt, or a speaker that keys its own sockets): aokeyd keeps it and never changes it; `aoctl adopt PEER` hands it to aokeyd (which may then retire it). If the speaker installs TCP-AO keys itself (BIRD, GoBGP 4.10+ keychains), let it: drive it through its own interface (speaker type bird), not by borrowing its sockets", what, sock)
+	case rotator.ReasonForeignClash:
+		return fmt.Sprintf("%s cannot be installed on the %s: another agent installed a key under the same IDs, which aokeyd never deletes or changes, so the peer's roll waits; give the key other IDs in the key source, remove the foreign key, or `aoctl adopt PEER` it (its new material is then held back as an edit in place)", what, sock)
 	case rotator.ReasonCarried:
 		why := "is no longer in the key source"
 		if known {

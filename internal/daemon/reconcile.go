@@ -64,6 +64,9 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
 	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+id.String()), rotator.Established)
 	out.Replace = d.approvedRefs(pk, prefix, idx)
+	if p.handle != nil {
+		out.Owner = d.owned.owner(p.handle.Ref().PID)
+	}
 	return out, pk, nil
 }
 
@@ -305,6 +308,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		want := listenerWantOf(h.Ref(), v4, v6, have4)
 		want.Frozen = frozenKeys(d.rec.frozen)
+		want.Owner = d.owned.owner(h.Ref().PID)
 		n := 0
 		for _, k := range want.Keys {
 			n += tcpao.KeyOptMem(k.Algorithm)
@@ -330,6 +334,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		start := time.Now()
 		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
 		kept = append(kept, sp.Kept...)
+		for _, h := range sp.Blocked {
+			if h.Why == rotator.ReasonForeignClash {
+				kept = append(kept, h) // shown and counted as kept keys are
+			}
+		}
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue

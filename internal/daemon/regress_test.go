@@ -15,6 +15,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -31,11 +33,19 @@ func TestSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 
 func testSessionUpBeforeFirstSnapshotIsTakenOver(t *testing.T) {
 	k0, k1, _, _ := testKeys()
-	e := newEnv(t, envOptions{keys: []testKey{k1}, sourceDown: errors.New("vault unreachable")})
-	e.waitFor("the first pass", func() bool { return strings.Contains(e.logs.String(), "no good key snapshot yet") })
-	// Keys from a previous run: k1 and a stale k0 on the listener.
+	// Keys from a previous run: k1 and a stale k0 on the listener,
+	// recorded in that run's ownership record.
+	owned := filepath.Join(t.TempDir(), "owned-keys.json")
+	var prev []tcpao.Key
 	for _, k := range []testKey{k0, k1} {
-		key := k.mkt().Key(peerHost, 0)
+		prev = append(prev, k.mkt().Key(peerHost, 0))
+	}
+	if err := daemon.WriteOwnedRecord(owned, speakerPID, prev...); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{keys: []testKey{k1}, sourceDown: errors.New("vault unreachable"), ownedFile: owned})
+	e.waitFor("the first pass", func() bool { return strings.Contains(e.logs.String(), "no good key snapshot yet") })
+	for _, key := range prev {
 		if err := e.lis.AddKey(key, tcpao.AddOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -98,7 +98,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 			Help: "1 for each chain or key of the key source held back: its last good version is kept (last_good=true), or nothing of it is deleted (last_good=false)."},
 			[]string{LabelChain, LabelKey, LabelReason, LabelLastGood}),
 		kept: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameKeysKept,
-			Help: "1 for each key the never-strand rule keeps on a socket against the desired state: reason carried (no longer desired, but it carries the session or the peer last authenticated with it) or edited-in-place (new material under its IDs held back)."},
+			Help: "1 for each key the never-strand rule keeps on a socket against the desired state: reason carried (no longer desired, but it carries the session or the peer last authenticated with it), edited-in-place (new material under its IDs held back), foreign (installed by another agent: never changed) or foreign-clash (a desired key not installed because a foreign key has its IDs: the roll waits)."},
 			[]string{LabelPeer, LabelVRF, LabelSocket, LabelSendID, LabelRecvID, LabelReason}),
 		sessionCache: &sessionCacheCollector{desc: prometheus.NewDesc(NameSpeakerSessionCache,
 			"The session guard's questions about a peer's session, by result: hit (answered from the session state followed on the speaker's event stream) or miss (asked the speaker about the neighbor).",

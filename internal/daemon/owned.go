@@ -1,0 +1,418 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// The ownership record (issue 33): which keys aokeyd installed, so that it
+// never deletes or changes a key another agent put on the speaker's
+// sockets (an operator's emergency setsockopt, a speaker that keys its own
+// sockets). Invariants:
+//   - Every key aokeyd installs is recorded: the sockets the rotator writes
+//     are wrapped (ownedSocket) and each successful TCP_AO_ADD_KEY adds a
+//     record, and the keys ConnectKeys hands the connect guard (which adds
+//     them on the speaker's new socket) are recorded before they leave.
+//   - A key is aokeyd's when its IDs and fingerprint were recorded for the
+//     speaker process whose socket holds it, on any of that process's
+//     sockets: the kernel copies a listener's keys onto the sockets it
+//     accepts, so a session's inherited keys are the listener's, and a
+//     copy of a key aokeyd deleted (the del_async race) stays aokeyd's,
+//     to be retired. A copy of a foreign key is foreign.
+//   - Records are never dropped while their speaker process lives (a
+//     delete does not drop one: copies may remain); a process that is gone
+//     (its pid absent or started at another time) loses its records at
+//     load.
+//   - The record is kept beside the revocation record (0600), written
+//     durably shortly after it changes and at shutdown, with a check value
+//     that tells whether the fingerprint key it was written under is the
+//     one in use; fingerprints are of the key cmd/aokeyd keeps in its
+//     state directory (tcpao.SetFingerprintKey). A crash between an add and
+//     the write leaves that key unrecorded: foreign, so kept (never
+//     deleted), and adoptable.
+//   - Upgrading (no record yet, or one under another fingerprint key): the
+//     keys whose material is in the key source when aokeyd starts are
+//     aokeyd's (recorded when first seen); others are foreign.
+
+// procID names a speaker process across pid reuse: its pid and its start
+// time (clock ticks since boot, /proc/PID/stat field 22; 0 when unknown).
+type procID struct {
+	PID   int
+	Start uint64
+}
+
+// ownKey is one recorded key: IDs and material on one speaker process.
+type ownKey struct {
+	Proc           procID
+	SendID, RecvID uint8
+	FP             tcpao.Fingerprint
+}
+
+// ownRec is what the record keeps of one ownKey.
+type ownRec struct {
+	Cookies []uint64  // the sockets it was installed on, newest last (at most maxCookies; 0: a connect's)
+	Since   time.Time // first recorded
+	Adopted bool      // handed to aokeyd by aoctl adopt, not installed by it
+}
+
+const maxCookies = 8
+
+// ledger is the ownership record. Its methods are safe for concurrent use
+// (the rotator's peers, the listener sync, ConnectKeys); Owns never blocks
+// on I/O.
+type ledger struct {
+	path  string
+	log   *slog.Logger
+	clock func() time.Time
+	start func(pid int) uint64 // a process's start time (test seam)
+
+	mu        sync.Mutex
+	keys      map[ownKey]*ownRec
+	owners    map[int]*procOwner         // by pid
+	bootstrap bool                       // no usable record at start: known material is aokeyd's
+	known     map[tcpao.Fingerprint]bool // bootstrap: the key source's material
+	dirty     bool
+	timer     *time.Timer
+	writeErr  error
+	closed    bool
+}
+
+// flushDelay batches the record's writes: a listener sync of thousands of
+// keys is one write.
+const flushDelay = 200 * time.Millisecond
+
+// ledgerFile is the record's on-disk form.
+type ledgerFile struct {
+	Version int `json:"version"`
+	// Check is the fingerprint of checkText under the fingerprint key the
+	// record was written with: another key makes every fingerprint in it
+	// meaningless.
+	Check string      `json:"check"`
+	Keys  []ledgerRow `json:"keys"`
+}
+
+type ledgerRow struct {
+	PID         int       `json:"pid"`
+	Start       uint64    `json:"start"`
+	SendID      uint8     `json:"send_id"`
+	RecvID      uint8     `json:"recv_id"`
+	Fingerprint string    `json:"fingerprint"`
+	Cookies     []uint64  `json:"cookies,omitempty"`
+	Since       time.Time `json:"since"`
+	Adopted     bool      `json:"adopted,omitempty"`
+}
+
+const checkText = "aokeyd ownership record check"
+
+func checkValue() string {
+	s := tcpao.NewSecret([]byte(checkText))
+	fp := s.Fingerprint()
+	return hex.EncodeToString(fp[:])
+}
+
+// openLedger loads the record at path ("": kept in memory only, every start
+// is an upgrade). A record that cannot be read is an error: starting
+// without it would make every non-desired key of aokeyd's look foreign
+// (kept, harmless) but lose adoptions.
+func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger, error) {
+	start := procStart
+	if procStartHook != nil {
+		start = procStartHook
+	}
+	l := &ledger{path: path, log: log, clock: clock, start: start,
+		keys: map[ownKey]*ownRec{}, owners: map[int]*procOwner{}}
+	if path == "" {
+		l.bootstrap = true
+		return l, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		l.bootstrap = true
+		log.Info("no ownership record yet: keys whose material is in the key source are taken as aokeyd's", "file", path)
+		return l, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ownership record %s: %w", path, err)
+	}
+	var f ledgerFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("ownership record %s: %w (move it aside to start afresh: keys whose material is in the key source are then aokeyd's)", path, err)
+	}
+	if f.Check != checkValue() {
+		l.bootstrap = true
+		log.Warn("the ownership record was written under another fingerprint key: starting afresh (keys whose material is in the key source are aokeyd's)", "file", path)
+		return l, nil
+	}
+	alive := map[int]uint64{}
+	for i, r := range f.Keys {
+		fp, err := hex.DecodeString(r.Fingerprint)
+		if err != nil || len(fp) != len(tcpao.Fingerprint{}) {
+			return nil, fmt.Errorf("ownership record %s: keys[%d].fingerprint is not %d hex bytes", path, i, len(tcpao.Fingerprint{}))
+		}
+		st, seen := alive[r.PID]
+		if !seen {
+			st = l.start(r.PID)
+			alive[r.PID] = st
+		}
+		if st != r.Start {
+			continue // that speaker process is gone
+		}
+		k := ownKey{Proc: procID{r.PID, r.Start}, SendID: r.SendID, RecvID: r.RecvID}
+		copy(k.FP[:], fp)
+		l.keys[k] = &ownRec{Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+	}
+	return l, nil
+}
+
+// procStartHook, set by tests only, replaces procStart.
+var procStartHook func(pid int) uint64
+
+// procStart is pid's start time from /proc (0 when it cannot be read: no
+// such process, or not a real one).
+func procStart(pid int) uint64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64) // field 22
+	return v
+}
+
+// learn gives an upgrading ledger the key source's material; a ledger that
+// loaded its record ignores it.
+func (l *ledger) learn(snap *keystore.Snapshot) {
+	if l == nil {
+		return // a Daemon built by a test without New
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.bootstrap || l.known != nil || snap == nil {
+		return
+	}
+	l.known = map[tcpao.Fingerprint]bool{}
+	for _, c := range snap.Chains {
+		for _, m := range c.Keys {
+			l.known[m.Secret.Fingerprint()] = true
+		}
+	}
+}
+
+// owner is the Ownership of the keys on a socket of process pid: the same
+// value for the same pid (Desired.Same compares it by identity). A pid's
+// start time is read once, when aokeyd first sees it.
+func (l *ledger) owner(pid int) *procOwner {
+	l.mu.Lock()
+	o := l.owners[pid]
+	l.mu.Unlock()
+	if o != nil {
+		return o
+	}
+	st := l.start(pid)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o = l.owners[pid]; o == nil {
+		o = &procOwner{l: l, p: procID{PID: pid, Start: st}}
+		l.owners[pid] = o
+	}
+	return o
+}
+
+// adopted makes the next owner call of each process a new value: the
+// rotator's machines see a changed desired state (Desired.Same compares
+// Owner by identity) and plan again with the adopted keys as aokeyd's.
+func (l *ledger) adopted() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.owners)
+}
+
+// wrap is s, a socket of the speaker named by ref, with its adds recorded.
+func (l *ledger) wrap(ref sockets.Ref, s tcpao.Socket) tcpao.Socket {
+	return ownedSocket{Socket: s, l: l, p: l.owner(ref.PID).p, cookie: ref.Cookie}
+}
+
+// record notes that aokeyd installed (or adopted) k on socket cookie of
+// process p.
+func (l *ledger) record(p procID, cookie uint64, send, recv uint8, fp tcpao.Fingerprint, adopted bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recordLocked(ownKey{Proc: p, SendID: send, RecvID: recv, FP: fp}, cookie, adopted)
+}
+
+func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
+	r := l.keys[k]
+	changed := false
+	if r == nil {
+		r = &ownRec{Since: l.clock()}
+		l.keys[k] = r
+		changed = true
+	}
+	if adopted && !r.Adopted {
+		r.Adopted, changed = true, true
+	}
+	if !slices.Contains(r.Cookies, cookie) {
+		r.Cookies = append(r.Cookies, cookie)
+		if len(r.Cookies) > maxCookies {
+			r.Cookies = slices.Delete(r.Cookies, 0, len(r.Cookies)-maxCookies)
+		}
+		changed = true
+	}
+	if changed {
+		l.changedLocked()
+	}
+}
+
+// changedLocked schedules a write of the record.
+func (l *ledger) changedLocked() {
+	l.dirty = true
+	if l.path == "" || l.timer != nil || l.closed {
+		return
+	}
+	l.timer = time.AfterFunc(flushDelay, func() { _ = l.flush() })
+}
+
+// owns reports whether k, read from a socket of process p, is aokeyd's.
+func (l *ledger) owns(p procID, k tcpao.KeyInfo) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ok := ownKey{Proc: p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
+	if _, found := l.keys[ok]; found {
+		return true
+	}
+	if l.bootstrap && l.known[k.Fingerprint] {
+		l.recordLocked(ok, 0, false)
+		return true
+	}
+	return false
+}
+
+// flush writes the record if it changed.
+func (l *ledger) flush() error {
+	l.mu.Lock()
+	l.timer = nil
+	if !l.dirty || l.path == "" {
+		l.mu.Unlock()
+		return nil
+	}
+	f := ledgerFile{Version: 1, Check: checkValue()}
+	for k, r := range l.keys {
+		f.Keys = append(f.Keys, ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted})
+	}
+	l.dirty = false
+	l.mu.Unlock()
+	slices.SortFunc(f.Keys, func(a, b ledgerRow) int {
+		return cmpRows(a, b)
+	})
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err == nil {
+		err = writeDurable(l.path, append(b, '\n'), 0o600)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.dirty = true // the next change (or Close) tries again
+		if l.writeErr == nil {
+			l.log.Error("cannot write the ownership record: keys installed since the last write would look foreign after a restart (kept, not deleted)", "file", l.path, "err", err)
+		}
+	}
+	l.writeErr = err
+	return err
+}
+
+func cmpRows(a, b ledgerRow) int {
+	switch {
+	case a.PID != b.PID:
+		return a.PID - b.PID
+	case a.SendID != b.SendID:
+		return int(a.SendID) - int(b.SendID)
+	case a.RecvID != b.RecvID:
+		return int(a.RecvID) - int(b.RecvID)
+	}
+	return strings.Compare(a.Fingerprint, b.Fingerprint)
+}
+
+// close writes the record a last time; later changes are kept in memory.
+func (l *ledger) close() error {
+	l.mu.Lock()
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.mu.Unlock()
+	return l.flush()
+}
+
+// warning is the status warning for a record that could not be written.
+func (l *ledger) warning() string {
+	if l == nil {
+		return "" // a Daemon built by a test without New
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.writeErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("the ownership record %s cannot be written (%v): keys installed since its last write would look foreign after a restart (kept, not deleted; aoctl adopt hands them back)", l.path, l.writeErr)
+}
+
+// procOwner is the ledger's Ownership for one speaker process's sockets.
+type procOwner struct {
+	l *ledger
+	p procID
+}
+
+func (o *procOwner) Owns(k tcpao.KeyInfo) bool { return o.l.owns(o.p, k) }
+
+// ownedSocket is a socket of the speaker as the rotator writes it: every
+// key added on it is recorded as aokeyd's.
+type ownedSocket struct {
+	tcpao.Socket
+	l      *ledger
+	p      procID
+	cookie uint64
+}
+
+func (s ownedSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	err := s.Socket.AddKey(k, o)
+	if err == nil {
+		s.l.record(s.p, s.cookie, k.SendID, k.RecvID, k.Secret.Fingerprint(), false)
+	}
+	return err
+}
+
+// BatchKeys keeps the inner socket's single borrow, recording the adds
+// made in it.
+func (s ownedSocket) BatchKeys(f func(tcpao.Socket) error) error {
+	return tcpao.Batch(s.Socket, func(bs tcpao.Socket) error {
+		return f(ownedSocket{Socket: bs, l: s.l, p: s.p, cookie: s.cookie})
+	})
+}

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestLedgerRecord: the ownership record keeps what was installed across a
+// reopen, by speaker process, IDs and fingerprint; a process that is gone
+// loses its records; a record written under another fingerprint key (its
+// check differs) starts afresh, as an upgrade does.
+func TestLedgerRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "owned-keys.json")
+	log := slog.New(slog.DiscardHandler)
+	starts := map[int]uint64{100: 7, 200: 9}
+	reopen := func() *ledger {
+		t.Helper()
+		procStartHook = func(pid int) uint64 { return starts[pid] }
+		defer func() { procStartHook = nil }()
+		l, err := openLedger(path, log, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a := tcpao.NewSecret([]byte("key a of 16 bytes")).Fingerprint()
+	b := tcpao.NewSecret([]byte("key b of 16 bytes")).Fingerprint()
+	info := func(send uint8, fp tcpao.Fingerprint) tcpao.KeyInfo {
+		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{SendID: send, RecvID: send}, Fingerprint: fp}
+	}
+	l := reopen()
+	if !l.bootstrap {
+		t.Fatal("no record yet: want the upgrade rule")
+	}
+	l.record(l.owner(100).p, 11, 1, 1, a, false)
+	l.record(l.owner(200).p, 12, 2, 2, b, false)
+	if err := l.close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("record mode %v (%v), want 0600", st, err)
+	}
+	starts[200] = 10 // process 200 restarted: another speaker process
+	l = reopen()
+	if l.bootstrap {
+		t.Error("a record was read: not an upgrade")
+	}
+	o100, o200 := l.owner(100), l.owner(200)
+	for _, tc := range []struct {
+		name string
+		o    *procOwner
+		k    tcpao.KeyInfo
+		want bool
+	}{
+		{"installed", o100, info(1, a), true},
+		{"other material under its IDs", o100, info(1, b), false},
+		{"other IDs", o100, info(3, a), false},
+		{"a gone process's", o200, info(2, b), false},
+	} {
+		if got := tc.o.Owns(tc.k); got != tc.want {
+			t.Errorf("%s: Owns = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(raw), checkValue(), strings.Repeat("0", 64), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l = reopen(); !l.bootstrap || l.owner(100).Owns(info(1, a)) {
+		t.Error("a record under another fingerprint key was used")
+	}
+
+	// A record that cannot be written says so in status, and is written
+	// at the next chance.
+	writeFault = func(string, string) error { return errors.New("disk full") }
+	l.record(l.owner(100).p, 11, 5, 5, a, false)
+	if err := l.flush(); err == nil || !strings.Contains(l.warning(), "disk full") {
+		t.Errorf("flush = %v, warning %q: want the write's error in status", err, l.warning())
+	}
+	writeFault = nil
+	if err := l.close(); err != nil || l.warning() != "" {
+		t.Errorf("close = %v, warning %q after the disk recovered", err, l.warning())
+	}
+	if l = reopen(); !l.owner(100).Owns(info(5, a)) {
+		t.Error("the key recorded while the disk was full was lost")
+	}
+}
