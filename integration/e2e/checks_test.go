@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,11 @@ func (l *testbed) tryStatus() (control.PeerStatus, error) {
 		return control.PeerStatus{}, fmt.Errorf("aoctl status: %d peers", len(rep.Peers))
 	}
 	return rep.Peers[0], nil
+}
+
+// notForeign is ks without the keys the test installed as another agent.
+func (l *testbed) notForeign(ks []tcpao.KeyInfo) []tcpao.KeyInfo {
+	return slices.DeleteFunc(ks, func(k tcpao.KeyInfo) bool { return l.foreign[[2]uint8{k.SendID, k.RecvID}] })
 }
 
 // listenerKeys reads gobgpd's listening sockets' keys straight from the

@@ -178,7 +178,8 @@ func (l *testbed) roll(r int, cur key, s session, hook func(phase string)) key {
 			return false, err.Error()
 		}
 		bs, _ := l.bird.Protocol()
-		lk := l.listenerKeys()
+		lk := l.notForeign(l.listenerKeys())
+		st.Keys = slices.DeleteFunc(st.Keys, func(k control.Key) bool { return l.foreign[[2]uint8{k.SendID, k.RecvID}] })
 		ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current &&
 			bs.CurrentKey == int(next.recvID()) && len(lk) == 1 && lk[0].SendID == next.sendID()
 		return ok, fmt.Sprintf("A keys %v (%s), listener %v, BIRD current %d rnext %d", lab.KeyList(st.Keys), st.Rotation.State, listenerIDs(lk), bs.CurrentKey, bs.RNextKey)

@@ -84,6 +84,10 @@ type testbed struct {
 	// automation. aokeyd then runs in the guest's root namespace to reach it.
 	vault  *vaulttest.Server
 	vwrite *keystore.VaultSource
+	// foreign are the IDs of keys a test installed on gobgpd's sockets as
+	// another agent would (TestForeignKeys): roll leaves them out of its
+	// "only the new key" checks.
+	foreign map[[2]uint8]bool
 	// metricsURL is aokeyd's metrics page: in A's namespace (fetched there
 	// with wget) for a file source, in the guest's root namespace (on a
 	// free port, fetched by the test itself) with Vault.
