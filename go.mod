@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/osrg/gobgp/v3 v3.37.0
+	github.com/osrg/gobgp/v4 v4.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

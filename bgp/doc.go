@@ -1,6 +1,6 @@
 // Package bgp is aokeyd's view of the BGP speaker that owns the TCP sockets:
-// its peers and their sessions (Speaker, implemented for GoBGP v3 by
-// bgp/gobgp and for FRR 10 by bgp/frr), the sockets behind them (bgp/sockets), the wiring of sessions
+// its peers and their sessions (Speaker, implemented for GoBGP v3 and v4
+// by bgp/gobgp and for FRR 10 by bgp/frr), the sockets behind them (bgp/sockets), the wiring of sessions
 // to their consumer (Tracker calls a SessionObserver; aokeyd's daemon
 // implements it and runs the rotation) and the session health guard around
 // rotation steps (Guard). Which neighbors carry TCP-AO is the caller's
@@ -28,6 +28,22 @@
 // refuses to manage its session and says how to fix it. Speakers: GoBGP v3
 // (bgp/gobgp, gRPC with an event stream) and FRR 10 (bgp/frr, bgpd's vty
 // socket, polled).
+//
+// # Speakers that key their own sockets
+//
+// Borrowing a speaker's sockets is right for speakers that cannot key
+// TCP-AO themselves (gobgpd v3 and v4.8, FRR 10). A speaker that can
+// (BIRD 2.17+ with `authentication ao`, GoBGP 4.10+ keychains) owns the
+// keys on its sockets: aokeyd must not write them, and never deletes what
+// it did not install (the daemon's ownership record: such keys are
+// foreign, kept and reported). The seam for driving such a speaker is a
+// second, optional interface beside Speaker, implemented by its adapter:
+// it takes a peer's desired keys with the key to prefer (and the keys to
+// deprecate) and applies them through the speaker's own interface (BIRD:
+// an include file checked with bird -p and birdc configure; GoBGP 4.10: its
+// keychain RPCs), and the daemon then only reads the sockets (GET_KEYS,
+// INFO) to verify. It is not built yet: the native BIRD driver (issue 33)
+// introduces it; Speaker stays as it is for sessions, events and resets.
 //
 // # Established sessions and the del_async race
 //

@@ -2,15 +2,14 @@ package gobgp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	apiv4 "github.com/osrg/gobgp/v4/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -41,11 +40,21 @@ type Options struct {
 	// (defaults 200ms and 30s); it doubles after each failure and resets
 	// after a stream delivered an event.
 	MinBackoff, MaxBackoff time.Duration
+	// API is the API line: APIv3, APIv4 or APIAuto ("", detected at the
+	// first call that reaches gobgpd). Dial only.
+	API string
 	// OnRPC, when set, is called once for every gRPC call the Speaker
 	// makes, with its method name (ListPeer, WatchEvent, ResetPeer): the
 	// daemon counts them as a metric. It must not block.
 	OnRPC func(method string)
 }
+
+// The API lines (Options.API).
+const (
+	APIAuto = ""
+	APIv3   = "v3"
+	APIv4   = "v4"
+)
 
 // The gRPC methods the Speaker calls, as OnRPC and RPCs name them.
 const (
@@ -63,11 +72,30 @@ const (
 
 var methods = [...]string{rpcListPeer: MethodListPeer, rpcWatchEvent: MethodWatchEvent, rpcResetPeer: MethodResetPeer}
 
-// Speaker is gobgpd seen through its gRPC API.
+// Speaker is gobgpd seen through its gRPC API, v3 or v4 (backend).
 type Speaker struct {
-	c    API
+	b    backend
 	opt  Options
 	rpcs [len(methods)]atomic.Uint64
+}
+
+// backend is one line of GoBGP's API, converted to the speaker-neutral
+// types: what differs between v3 and v4 (service and message names, enum
+// values) stays behind it, and the Speaker's watch, re-list and backoff
+// logic is shared. A backend's calls are counted by the Speaker.
+type backend interface {
+	// listPeer lists address's neighbor ("": every neighbor).
+	listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error)
+	// watchPeers opens a stream of peer state events.
+	watchPeers(ctx context.Context) (peerStream, error)
+	resetPeer(ctx context.Context, address, communication string) error
+}
+
+// peerStream yields the neighbors of peer state events. skip is true for
+// an event that is not one, or that could not be converted (err says why):
+// the caller reads on. Otherwise err ends the stream.
+type peerStream interface {
+	recv() (p bgp.PeerInfo, skip bool, err error)
 }
 
 // rpc counts one call of methods[i].
@@ -89,8 +117,10 @@ func (s *Speaker) RPCs() map[string]uint64 {
 
 var _ bgp.Speaker = (*Speaker)(nil)
 
-// New returns a Speaker using c.
-func New(c API, opt Options) *Speaker {
+// New returns a Speaker using c, gobgpd v3's API.
+func New(c API, opt Options) *Speaker { return newSpeaker(v3{c}, opt) }
+
+func newSpeaker(b backend, opt Options) *Speaker {
 	if opt.Name == "" {
 		opt.Name = "gobgpd"
 	}
@@ -106,12 +136,13 @@ func New(c API, opt Options) *Speaker {
 	if opt.MaxBackoff < opt.MinBackoff {
 		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
 	}
-	return &Speaker{c: c, opt: opt}
+	return &Speaker{b: b, opt: opt}
 }
 
 // Dial connects to gobgpd's API at target ("unix:///path" or "host:port",
 // plaintext as gobgpd serves it without --tls) and returns the Speaker and
-// the connection to close.
+// the connection to close. opt.API chooses the API line: APIv3, APIv4, or
+// APIAuto (detected at the first call that reaches gobgpd).
 func Dial(target string, opt Options) (*Speaker, io.Closer, error) {
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -120,7 +151,19 @@ func Dial(target string, opt Options) (*Speaker, io.Closer, error) {
 	if opt.Name == "" {
 		opt.Name = "gobgpd " + target
 	}
-	return New(api.NewGobgpApiClient(cc), opt), cc, nil
+	var b backend
+	switch opt.API {
+	case APIv3:
+		b = v3{api.NewGobgpApiClient(cc)}
+	case APIv4:
+		b = v4{apiv4.NewGoBgpServiceClient(cc)}
+	case APIAuto:
+		b = newAuto(api.NewGobgpApiClient(cc), apiv4.NewGoBgpServiceClient(cc), opt.Log)
+	default:
+		cc.Close()
+		return nil, nil, fmt.Errorf("gobgpd API %q: want %q, %q or %q (auto)", opt.API, APIv3, APIv4, APIAuto)
+	}
+	return newSpeaker(b, opt), cc, nil
 }
 
 // Name implements bgp.Speaker.
@@ -157,25 +200,11 @@ func (s *Speaker) SeparatesVRFs() bool { return false }
 // listPeer calls ListPeer for address ("": every neighbor).
 func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error) {
 	s.rpc(rpcListPeer)
-	st, err := s.c.ListPeer(ctx, &api.ListPeerRequest{Address: address})
+	ps, err := s.b.listPeer(ctx, address)
 	if err != nil {
 		return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
 	}
-	var out []bgp.PeerInfo
-	for {
-		r, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
-		}
-		p, err := peerInfo(r.GetPeer())
-		if err != nil {
-			return nil, fmt.Errorf("%s ListPeer: %w", s.opt.Name, err)
-		}
-		out = append(out, p)
-	}
+	return ps, nil
 }
 
 // ResetPeer implements bgp.Speaker (a hard reset with a Cease
@@ -183,8 +212,7 @@ func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo,
 // (gobgpd's neighbors are unique by address: see SeparatesVRFs).
 func (s *Speaker) ResetPeer(ctx context.Context, k peer.Key, reason string) error {
 	s.rpc(rpcResetPeer)
-	_, err := s.c.ResetPeer(ctx, &api.ResetPeerRequest{Address: k.Addr.String(), Communication: reason})
-	if err != nil {
+	if err := s.b.resetPeer(ctx, k.Addr.String(), reason); err != nil {
 		return fmt.Errorf("%s ResetPeer %s: %w", s.opt.Name, k, err)
 	}
 	return nil
@@ -230,7 +258,7 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.rpc(rpcWatchEvent)
-	st, err := s.c.WatchEvent(sctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}})
+	st, err := s.b.watchPeers(sctx)
 	if err != nil {
 		return false, fmt.Errorf("WatchEvent: %w", err)
 	}
@@ -242,18 +270,15 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 		return true, ctx.Err()
 	}
 	for {
-		r, err := st.Recv()
+		p, skip, err := st.recv()
+		if skip {
+			if err != nil {
+				s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)
+			}
+			continue
+		}
 		if err != nil {
 			return true, fmt.Errorf("WatchEvent: %w", err)
-		}
-		pe := r.GetPeer()
-		if pe == nil || pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
-			continue
-		}
-		p, err := peerInfo(pe.GetPeer())
-		if err != nil {
-			s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)
-			continue
 		}
 		// An event gives no timers or flop count (GoBGP's WatchEvent
 		// fills Conf, State's session fields and Transport only).
@@ -262,67 +287,4 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 			return true, ctx.Err()
 		}
 	}
-}
-
-// peerInfo converts GoBGP's peer; the auth password only sets MD5.
-func peerInfo(p *api.Peer) (bgp.PeerInfo, error) {
-	if p == nil {
-		return bgp.PeerInfo{}, errors.New("peer without data")
-	}
-	conf, state, tr := p.GetConf(), p.GetState(), p.GetTransport()
-	addr := conf.GetNeighborAddress()
-	if addr == "" {
-		addr = state.GetNeighborAddress()
-	}
-	n, err := netip.ParseAddr(addr)
-	if err != nil {
-		return bgp.PeerInfo{}, fmt.Errorf("neighbor_address %q: %w", addr, err)
-	}
-	info := bgp.PeerInfo{
-		Neighbor:   n.Unmap(),
-		VRF:        conf.GetVrf(),
-		LocalPort:  uint16(tr.GetLocalPort()),
-		RemotePort: uint16(tr.GetRemotePort()),
-		State:      sessionState(state.GetSessionState()),
-		Admin:      adminState(state.GetAdminState()),
-		Flops:      state.GetFlops(),
-		Passive:    tr.GetPassiveMode(),
-		MD5:        conf.GetAuthPassword() != "" || state.GetAuthPassword() != "",
-		PeerASN:    conf.GetPeerAsn(),
-	}
-	if la, err := netip.ParseAddr(tr.GetLocalAddress()); err == nil && !la.IsUnspecified() {
-		info.Local = la.Unmap()
-	}
-	if u := p.GetTimers().GetState().GetUptime(); u != nil && (u.GetSeconds() != 0 || u.GetNanos() != 0) {
-		info.Uptime = u.AsTime()
-	}
-	return info, nil
-}
-
-func sessionState(s api.PeerState_SessionState) bgp.SessionState {
-	switch s {
-	case api.PeerState_IDLE:
-		return bgp.StateIdle
-	case api.PeerState_CONNECT:
-		return bgp.StateConnect
-	case api.PeerState_ACTIVE:
-		return bgp.StateActive
-	case api.PeerState_OPENSENT:
-		return bgp.StateOpenSent
-	case api.PeerState_OPENCONFIRM:
-		return bgp.StateOpenConfirm
-	case api.PeerState_ESTABLISHED:
-		return bgp.StateEstablished
-	}
-	return bgp.StateUnknown
-}
-
-func adminState(a api.PeerState_AdminState) bgp.AdminState {
-	switch a {
-	case api.PeerState_DOWN:
-		return bgp.AdminDown
-	case api.PeerState_PFX_CT:
-		return bgp.AdminPrefixLimit
-	}
-	return bgp.AdminUp
 }

@@ -28,7 +28,12 @@ func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.
 		})
 		return sp, io.NopCloser(nil), nil
 	}
+	line := cfg.Speaker.API
+	if line == config.GoBGPAPIAuto {
+		line = gobgp.APIAuto
+	}
 	sp, closer, err := gobgp.Dial(cfg.GoBGP.Address, gobgp.Options{
+		API:  line,
 		Name: "gobgpd " + cfg.GoBGP.Address,
 		PID:  pidFinder(cfg.GoBGP),
 		Log:  log,

@@ -27,8 +27,18 @@ const (
 // default, configured under the top-level gobgp section) or FRR's bgpd.
 type Speaker struct {
 	Type string `yaml:"type"`
-	FRR  *FRR   `yaml:"frr"`
+	// API is gobgpd's API line: v3, v4, or auto (the default: detected
+	// from the server at the first call that reaches it). gobgp only.
+	API string `yaml:"api"`
+	FRR *FRR   `yaml:"frr"`
 }
+
+// gobgpd's API lines (Speaker.API).
+const (
+	GoBGPAPIAuto = "auto"
+	GoBGPAPIv3   = "v3"
+	GoBGPAPIv4   = "v4"
+)
 
 // FRR says how to reach FRR's bgpd: its vty socket (bgpd.vty, the socket
 // vtysh talks to), and how to find the bgpd process (its pid file; when
@@ -64,10 +74,20 @@ func (p *parser) checkSpeaker(c *Config) {
 		if s.FRR != nil {
 			p.at("speaker.frr", keystore.ErrInvalid, "set only with speaker.type %s", SpeakerFRR)
 		}
+		switch s.API {
+		case "":
+			s.API = GoBGPAPIAuto
+		case GoBGPAPIAuto, GoBGPAPIv3, GoBGPAPIv4:
+		default:
+			p.at("speaker.api", keystore.ErrInvalid, "%q (want %s, %s or %s: gobgpd's API line)", s.API, GoBGPAPIv3, GoBGPAPIv4, GoBGPAPIAuto)
+		}
 		p.checkGoBGP(&c.GoBGP)
 	case SpeakerFRR:
 		if c.GoBGP != (GoBGP{}) {
 			p.at("gobgp", keystore.ErrInvalid, "set only with speaker.type %s (this config says %s)", SpeakerGoBGP, SpeakerFRR)
+		}
+		if s.API != "" {
+			p.at("speaker.api", keystore.ErrInvalid, "set only with speaker.type %s (FRR has no API line to choose)", SpeakerGoBGP)
 		}
 		if s.FRR == nil {
 			s.FRR = &FRR{}

@@ -48,7 +48,7 @@ func TestSpeakerDefaultIsGoBGP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Speaker.Type != SpeakerGoBGP || c.IsFRR() || c.GoBGP.Address != DefaultGoBGPAddress {
+	if c.Speaker.Type != SpeakerGoBGP || c.IsFRR() || c.GoBGP.Address != DefaultGoBGPAddress || c.Speaker.API != GoBGPAPIAuto {
 		t.Fatalf("speaker %+v gobgp %+v, want gobgp with its defaults", c.Speaker, c.GoBGP)
 	}
 }
@@ -68,6 +68,8 @@ func TestSpeakerErrors(t *testing.T) {
 		{"pathspace path", "speaker:\n  type: frr\n  frr:\n    pathspace: /run/x\n", 10, "speaker.frr.pathspace", "not a path"},
 		{"poll too fast", "speaker:\n  type: frr\n  frr:\n    poll_interval: 10ms\n", 10, "speaker.frr.poll_interval", "out of range"},
 		{"poll too slow", "speaker:\n  type: frr\n  frr:\n    poll_interval: 5m\n", 10, "speaker.frr.poll_interval", "out of range"},
+		{"unknown gobgp api", "speaker:\n  type: gobgp\n  api: v5\n", 9, "speaker.api", `"v5" (want v3, v4 or auto`},
+		{"api with frr", "speaker:\n  type: frr\n  api: v4\n", 9, "speaker.api", "only with speaker.type gobgp"},
 		{"unknown frr field", "speaker:\n  type: frr\n  frr:\n    socket: /run/frr\n", 10, "", `unknown field "socket" in speaker.frr`},
 	}
 	for _, tt := range tests {
