@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/bird"
@@ -33,11 +31,11 @@ func (l *testbed) peerA() bgp.PeerInfo {
 }
 
 func (l *testbed) routesAtA() int {
-	r, err := l.gapi.GetTable(context.Background(), &api.GetTableRequest{TableType: api.TableType_GLOBAL, Family: l.family()})
+	n, err := l.rib.size(context.Background())
 	if err != nil {
 		l.t.Fatalf("gobgpd GetTable: %v", err)
 	}
-	return int(r.NumDestination)
+	return n
 }
 
 func (l *testbed) status() control.PeerStatus {

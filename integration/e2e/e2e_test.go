@@ -96,9 +96,25 @@ func TestSessionUpWithAO(t *testing.T) {
 func TestScheduledRotation(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
-	n := rounds(t, 20)
+	scheduledRotation(t, labOptions{}, rounds(t, 20))
+}
+
+// TestScheduledRotationGoBGPv4 is TestScheduledRotation with gobgpd
+// v4.8.0, whose API line aokeyd detects (speaker.api left to auto): ten
+// rolls against BIRD. It prints "gobgpd-v4: rotations=N flaps=0 pkt_bad=0".
+func TestScheduledRotationGoBGPv4(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	n := rounds(t, 10)
+	scheduledRotation(t, labOptions{gobgpV4: true}, n)
+	fmt.Printf("gobgpd-v4: rotations=%d flaps=0 pkt_bad=0\n", n)
+}
+
+// scheduledRotation rolls n times (roll checks each: no flap, pkt_bad 0
+// on both ends, only the new key on A's sockets, routes both ways).
+func scheduledRotation(t *testing.T, o labOptions, n int) {
 	cur := key{i: 1, birdPreferred: true}
-	l := newLab(t, []key{cur}, nil)
+	l := newLabWith(t, []key{cur}, nil, o)
 	s := l.waitEstablished(60 * time.Second)
 	start := time.Now()
 	for r := 1; r <= n; r++ {
@@ -463,12 +479,24 @@ func TestLaggingPeer(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
+	revokeScenario(t, labOptions{})
+}
+
+// TestRevokeGoBGPv4 is TestRevoke with gobgpd v4.8.0, its API line named
+// in aokeyd's config (speaker.api: v4).
+func TestRevokeGoBGPv4(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	revokeScenario(t, labOptions{gobgpV4: true, speakerAPI: "v4"})
+}
+
+func revokeScenario(t *testing.T, o labOptions) {
 	// k1 is the key both sides send with (the later send start wins on A,
 	// preferred on B); k2 is a sendable backup.
 	now := time.Now()
 	k1 := key{i: 1, birdPreferred: true, sendStart: now.Add(-time.Minute), acceptStart: now.Add(-time.Hour)}
 	k2 := key{i: 2, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
-	l := newLab(t, []key{k1, k2}, nil)
+	l := newLabWith(t, []key{k1, k2}, nil, o)
 	s := l.waitEstablished(60 * time.Second)
 	lab.Eventually(t, 20*time.Second, "both keys on A's session, k1 current", func() (bool, string) {
 		st := l.status()

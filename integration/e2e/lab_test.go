@@ -12,10 +12,8 @@ import (
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
-	api "github.com/osrg/gobgp/v3/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/integration/bird"
@@ -64,21 +62,28 @@ type labOptions struct {
 	// the key chain ("" is router B's address): a prefix makes B's session
 	// a prefix binding's.
 	binding string
+	// gobgpV4 runs gobgpd v4.8.0 (its v4 API) instead of v3.37.
+	gobgpV4 bool
+	// speakerAPI is aokeyd's speaker.api ("": not set, detected).
+	speakerAPI string
 }
 
 type testbed struct {
-	t       *testing.T
-	dir     string
-	a, b    *netns.NS
-	gobgp   *lab.Gobgpd
-	gapi    api.GobgpApiClient
-	speaker bgp.Speaker
-	aokeyd  *exec.Cmd
-	ctl     *control.Client
-	bird    *bird.Router
-	keys    []key // A's key file, in order
-	v6      bool
-	binding string
+	t     *testing.T
+	dir   string
+	a, b  *netns.NS
+	gobgp *lab.Gobgpd
+	rib   rib // gobgpd's global RIB through its API (v3 or v4)
+	v4    bool
+	// speakerAPI is aokeyd's speaker.api ("": not set).
+	speakerAPI string
+	speaker    bgp.Speaker
+	aokeyd     *exec.Cmd
+	ctl        *control.Client
+	bird       *bird.Router
+	keys       []key // A's key file, in order
+	v6         bool
+	binding    string
 	// With a Vault key source: the Vault-compatible server (in this test
 	// process, on 127.0.0.1) and a writer standing in for the operator's
 	// automation. aokeyd then runs in the guest's root namespace to reach it.
@@ -110,7 +115,7 @@ func newLabVault(t *testing.T, keys []key, birdKeys []key) *testbed {
 
 func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *testbed {
 	t.Helper()
-	l := &testbed{t: t, dir: t.TempDir(), keys: keys, v6: o.v6, binding: o.binding}
+	l := &testbed{t: t, dir: t.TempDir(), keys: keys, v6: o.v6, binding: o.binding, v4: o.gobgpV4, speakerAPI: o.speakerAPI}
 	if o.vault {
 		v, err := vaulttest.New(vaulttest.Options{})
 		if err != nil {
@@ -193,13 +198,13 @@ func (l *testbed) startGobgpd() {
 		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{l.ipA()},
 		Neighbors: []lab.Neighbor{{Addr: l.ipB(), AS: asB, Passive: true}},
 		HoldTime:  3, Keepalive: 1,
-	}, lab.GobgpdOptions{Dir: l.dir})
+	}, lab.GobgpdOptions{Dir: l.dir, V4: l.v4})
 	conn, err := grpc.NewClient(l.gobgp.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	l.gapi = api.NewGobgpApiClient(conn)
+	l.rib = newRIB(conn, l.v4, l.v6)
 	l.speaker = l.gobgp.Speaker
 	ra, _ := l.routes()
 	for _, r := range ra {
@@ -215,30 +220,15 @@ func (l *testbed) restartGobgpd() {
 
 func (l *testbed) announce(prefix string) {
 	p := netip.MustParsePrefix(prefix)
-	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: p.Addr().String(), PrefixLen: uint32(p.Bits())})
-	origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
-	fam := l.family()
-	nh, _ := anypb.New(&api.NextHopAttribute{NextHop: addrA.String()})
-	if l.v6 { // IPv6 unicast carries its next hop in MP_REACH_NLRI
-		nh, _ = anypb.New(&api.MpReachNLRIAttribute{Family: fam, NextHops: []string{addrA6.String()}, Nlris: []*anypb.Any{nlri}})
-	}
-	req := &api.AddPathRequest{
-		TableType: api.TableType_GLOBAL,
-		Path:      &api.Path{Family: fam, Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}},
+	nh := addrA
+	if l.v6 {
+		nh = addrA6
 	}
 	// The API socket appears before gobgpd's server has read its config.
 	lab.Eventually(l.t, 20*time.Second, "gobgpd to take a route ("+prefix+")", func() (bool, string) {
-		_, err := l.gapi.AddPath(context.Background(), req)
+		err := l.rib.announce(context.Background(), p, nh)
 		return err == nil, fmt.Sprint(err)
 	})
-}
-
-// family is the session's address family at gobgpd.
-func (l *testbed) family() *api.Family {
-	if l.v6 {
-		return &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
-	}
-	return &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 }
 
 // startAokeyd runs the daemon under test in A's namespace, with the YAML key
@@ -285,6 +275,9 @@ log:
   format: json
   level: debug
 `, source, l.gobgp.API, metricsListen)
+	if l.speakerAPI != "" {
+		cfg += fmt.Sprintf("speaker:\n  type: gobgp\n  api: %s\n", l.speakerAPI)
+	}
 	for name, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
 		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)

@@ -71,6 +71,29 @@ func GobgpdBin(t testing.TB) string {
 	return ""
 }
 
+// GobgpdV4Bin returns the gobgpd v4.8.0 binary, gobgpd-v4: $AOKEYD_GOBGPD_V4,
+// the cache integration/tools/gobgpd.sh installs into, or PATH; found,
+// installed, failed or skipped as GobgpdBin.
+func GobgpdV4Bin(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("AOKEYD_GOBGPD_V4"); p != "" {
+		return p
+	}
+	v3 := GobgpdBin(t) // installs both with CI=true
+	if p := filepath.Join(filepath.Dir(v3), "gobgpd-v4"); isExec(p) {
+		return p
+	}
+	if p, err := exec.LookPath("gobgpd-v4"); err == nil {
+		return p
+	}
+	const why = "gobgpd-v4 (v4.8.0) not found: run integration/tools/gobgpd.sh (or set AOKEYD_GOBGPD_V4; in the guest, AOKEYD_GUEST_BINS)"
+	if kerneltest.InGuest() || os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+	return ""
+}
+
 func isExec(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0

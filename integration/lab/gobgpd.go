@@ -84,6 +84,9 @@ type GobgpdOptions struct {
 	Dir string
 	// Debug runs gobgpd with -l debug.
 	Debug bool
+	// V4 runs gobgpd v4.8.0 (GobgpdV4Bin) instead of v3.37, and dials its
+	// v4 API.
+	V4 bool
 	// Launcher, if set, is the command (and its arguments) that starts
 	// gobgpd as its child, given gobgpd's command line after these: the
 	// connectguard launcher or `aokeyd exec ... --`. Stop signals the
@@ -125,7 +128,11 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	sock := filepath.Join(dir, name+".sock")
 	_ = os.Remove(sock)
 	g.API = "unix://" + sock
-	args := []string{GobgpdBin(t), "-f", cfg, "-t", "toml", "--api-hosts", g.API, "--pprof-disable"}
+	bin, line := GobgpdBin, bgpgobgp.APIv3
+	if o.V4 {
+		bin, line = GobgpdV4Bin, bgpgobgp.APIv4
+	}
+	args := []string{bin(t), "-f", cfg, "-t", "toml", "--api-hosts", g.API, "--pprof-disable"}
 	if o.MetricsHost != "" {
 		args[len(args)-1] = "--pprof-host=" + o.MetricsHost
 	}
@@ -157,6 +164,7 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 		return err == nil, fmt.Sprint(err)
 	})
 	sp, closer, err := bgpgobgp.Dial(g.API, bgpgobgp.Options{
+		API:  line,
 		Name: "gobgpd-" + name,
 		PID:  func(context.Context) (int, error) { return g.PID, nil },
 	})

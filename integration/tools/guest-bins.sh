@@ -12,7 +12,7 @@ mkdir -p "$out"
 bins=()
 if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/gobgpd.sh" ]; then
 	dir=$(bash "$repo/integration/tools/gobgpd.sh")
-	for b in gobgpd gobgp; do [ -x "$dir/$b" ] && bins+=("$dir/$b"); done
+	for b in gobgpd gobgp gobgpd-v4; do [ -x "$dir/$b" ] && bins+=("$dir/$b"); done
 fi
 for c in aokeyd aoctl; do
 	if [ -d "$repo/cmd/$c" ] && ls "$repo/cmd/$c"/*.go >/dev/null 2>&1; then
