@@ -7,7 +7,6 @@
 package bird
 
 import (
-	"bufio"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"text/template"
 	"time"
 
+	birdctl "github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/integration/netns"
 )
@@ -172,7 +172,7 @@ func Reconfigured(out string, err error) error {
 // Birdc runs one birdc command against this BIRD and returns what birdc
 // prints for it, speaking birdc's protocol on BIRD's control socket.
 func (r *Router) Birdc(args ...string) (string, error) {
-	return ctl(r.sock, strings.Join(args, " "))
+	return birdctl.Command(r.sock, strings.Join(args, " "))
 }
 
 // SameSince compares two readings of a BIRD protocol's `since`
@@ -219,51 +219,15 @@ func (r *Router) Protocol() (Status, error) {
 	return ParseStatus(out)
 }
 
-// ParseStatus parses `birdc show protocols all NAME` output.
+// ParseStatus parses `birdc show protocols all peer_a` output.
 func ParseStatus(out string) (Status, error) {
-	st := Status{CurrentKey: -1, RNextKey: -1}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	header := false
-	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if !header && f[0] == "peer_a" && len(f) >= 5 {
-			// peer_a BGP --- up 2026-11-30 02:50:01.123 Established
-			st.State = f[3]
-			st.Since = f[4]
-			if len(f) >= 6 && strings.Contains(f[5], ":") {
-				st.Since += " " + f[5]
-			}
-			header = true
-			continue
-		}
-		key, val, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		val = strings.TrimSpace(val)
-		switch key {
-		case "BGP state":
-			st.BGPState = val
-		case "Current key":
-			st.CurrentKey, _ = strconv.Atoi(val)
-		case "RNext key":
-			st.RNextKey, _ = strconv.Atoi(val)
-		case "Good packets":
-			st.PktGood, _ = strconv.ParseUint(val, 10, 64)
-		case "Bad packets":
-			st.PktBad, _ = strconv.ParseUint(val, 10, 64)
-		case "Last error":
-			st.LastError = val
+	for _, p := range birdctl.ParseProtocols(out) {
+		if p.Name == "peer_a" {
+			return Status{State: p.State, Since: p.Since, BGPState: p.BGPState, CurrentKey: p.CurrentKey, RNextKey: p.RNextKey,
+				PktGood: p.PktGood, PktBad: p.PktBad, LastError: p.LastError}, nil
 		}
 	}
-	if !header {
-		return st, fmt.Errorf("bird: no peer_a protocol in: %q", out)
-	}
-	return st, nil
+	return Status{CurrentKey: -1, RNextKey: -1}, fmt.Errorf("bird: no peer_a protocol in: %q", out)
 }
 
 // Routes counts the routes BIRD imported from the neighbor.

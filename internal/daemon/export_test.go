@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"testing"
 	"time"
@@ -28,6 +29,6 @@ var MaxRecordBytes = int(maxRecordBytes)
 // its steps (create, write, fsync, rename, fsync-dir) for the rest of the
 // test; a non-nil answer fails that step.
 func InjectWriteFault(t testing.TB, fault func(path, step string) error) {
-	writeFault = fault
-	t.Cleanup(func() { writeFault = nil })
+	durable.Fault = fault
+	t.Cleanup(func() { durable.Fault = nil })
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -333,7 +334,7 @@ func (l *ledger) flush() error {
 	})
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err == nil {
-		err = writeDurable(l.path, append(b, '\n'), 0o600)
+		err = durable.Write(l.path, append(b, '\n'), 0o600)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -81,12 +82,12 @@ func TestLedgerRecord(t *testing.T) {
 
 	// A record that cannot be written says so in status, and is written
 	// at the next chance.
-	writeFault = func(string, string) error { return errors.New("disk full") }
+	durable.Fault = func(string, string) error { return errors.New("disk full") }
 	l.record(l.owner(100).p, 11, 5, 5, a, false)
 	if err := l.flush(); err == nil || !strings.Contains(l.warning(), "disk full") {
 		t.Errorf("flush = %v, warning %q: want the write's error in status", err, l.warning())
 	}
-	writeFault = nil
+	durable.Fault = nil
 	if err := l.close(); err != nil || l.warning() != "" {
 		t.Errorf("close = %v, warning %q after the disk recovered", err, l.warning())
 	}

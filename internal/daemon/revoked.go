@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -56,7 +57,7 @@ func (r Revocation) String() string {
 // exists to restore a record found unreadable at start. Each revoke has
 // one outcome, the same now and after a restart: it is recorded and in
 // force, or neither. add writes the record, then the backup, each
-// durably (writeDurable), and is done when both are. If the record write
+// durably (durable.Write), and is done when both are. If the record write
 // fails, nothing changed. If a write fails after the record was
 // replaced (its backup's, or its own directory fsync), the record is put
 // back to its previous content, and the backup too if it was replaced:
@@ -85,8 +86,8 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 	if path == "" {
 		return s, nil
 	}
-	removeStaleTemps(path)
-	removeStaleTemps(path + ".bak")
+	durable.RemoveStaleTemps(path)
+	durable.RemoveStaleTemps(path + ".bak")
 	rec, recErr := readRecord(path)
 	bak, bakErr := readRecord(path + ".bak")
 	switch {
@@ -107,7 +108,7 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 			"(a revoke's backup write is part of it); check the disk, and to clear revocations on purpose remove both files while aokeyd is stopped",
 			"file", path, "backup", path+".bak", "revocations", len(bak))
 		s.list = bak
-		if err := writeDurable(path, encodeRecord(bak), 0o600); err != nil {
+		if err := durable.Write(path, encodeRecord(bak), 0o600); err != nil {
 			return nil, fmt.Errorf("revocations record %s: restoring it from its backup: %w", path, err)
 		}
 	case recErr != nil && !errors.Is(recErr, fs.ErrNotExist):
@@ -153,7 +154,7 @@ func (s *revokeStore) matchBackup(bak []Revocation, bakErr error) {
 				"or was cut short by a crash): rewriting it", append(args, "missing", fmt.Sprint(behind))...)
 		}
 	}
-	if err := writeDurable(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+	if err := durable.Write(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
 		s.degraded = fmt.Errorf("revocations backup %s.bak cannot be rewritten from its record: %w", s.path, err)
 		s.log.Error("REVOCATIONS BACKUP cannot be written: starting with the record, which is good; "+
 			"check the disk (until the backup is written, a record that became unreadable could not be restored from it)",
@@ -272,29 +273,29 @@ func (s *revokeStore) commit(prev, next []byte) (recorded bool, err error) {
 		return false, fmt.Errorf("revocations record %s would be %d bytes, more than the %d a start reads back: nothing was written; "+
 			"with aokeyd stopped, remove the revocations of keys no key source holds any more from it and its backup", rec, len(next), maxRecordBytes)
 	}
-	err = writeDurable(rec, next, 0o600)
-	if err != nil && !replaced(err) {
+	err = durable.Write(rec, next, 0o600)
+	if err != nil && !durable.Replaced(err) {
 		return false, fmt.Errorf("revocations record %s: %w (the record and its backup are as they were)", rec, err)
 	}
 	bakNext := false
 	if err != nil {
 		err = fmt.Errorf("revocations record %s: %w", rec, err)
-	} else if berr := writeDurable(bak, next, 0o600); berr != nil {
-		bakNext = replaced(berr)
+	} else if berr := durable.Write(bak, next, 0o600); berr != nil {
+		bakNext = durable.Replaced(berr)
 		err = fmt.Errorf("revocations backup %s: %w", bak, berr)
 	} else {
 		s.degraded = nil
 		return true, nil
 	}
 	// The record holds next, but the write as a whole failed: put it back.
-	if uerr := writeDurable(rec, prev, 0o600); uerr != nil && !replaced(uerr) {
+	if uerr := durable.Write(rec, prev, 0o600); uerr != nil && !durable.Replaced(uerr) {
 		err = fmt.Errorf("%w; putting the record back failed too (%w), so it holds the revocation, "+
 			"which is in force; its backup %s is rewritten at the next revoke or start: check the disk", err, uerr, bak)
 		s.degraded = err
 		return true, err
 	}
 	if bakNext {
-		if uerr := writeDurable(bak, prev, 0o600); uerr != nil && !replaced(uerr) {
+		if uerr := durable.Write(bak, prev, 0o600); uerr != nil && !durable.Replaced(uerr) {
 			// Ahead of the record: the next start rewrites it.
 			s.log.Warn("the revocations backup holds a revocation that failed and cannot be put back; "+
 				"the record does not hold it, and wins at the next start", "backup", bak, "err", uerr)
@@ -308,7 +309,7 @@ func (s *revokeStore) healBackup() error {
 	if s.degraded == nil || s.path == "" {
 		return nil
 	}
-	if err := writeDurable(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+	if err := durable.Write(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
 		return fmt.Errorf("revocations backup %s.bak is still behind its record: %w", s.path, err)
 	}
 	s.degraded = nil

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,10 +25,10 @@ type fault struct {
 // file from now on.
 func injectFaults(t *testing.T, path string, faults ...fault) {
 	writes := map[string]int{}
-	old := writeFault
-	t.Cleanup(func() { writeFault = old })
-	writeFault = func(p, step string) error {
-		if step == stepCreate {
+	old := durable.Fault
+	t.Cleanup(func() { durable.Fault = old })
+	durable.Fault = func(p, step string) error {
+		if step == durable.StepCreate {
 			writes[p]++
 		}
 		for _, f := range faults {
@@ -66,19 +67,19 @@ func TestRevocationOneOutcome(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "no fault", inForce: true},
-		{name: "record create fails", faults: []fault{{false, stepCreate, 1}}, wantErr: true},
-		{name: "record write fails", faults: []fault{{false, stepWrite, 1}}, wantErr: true},
-		{name: "record fsync fails", faults: []fault{{false, stepSync, 1}}, wantErr: true},
-		{name: "record rename fails", faults: []fault{{false, stepRename, 1}}, wantErr: true},
-		{name: "record replaced, its directory fsync fails", faults: []fault{{false, stepSyncDir, 1}}, wantErr: true},
-		{name: "backup write fails", faults: []fault{{true, stepWrite, 1}}, wantErr: true},
-		{name: "backup replaced, its directory fsync fails", faults: []fault{{true, stepSyncDir, 1}}, wantErr: true},
+		{name: "record create fails", faults: []fault{{false, durable.StepCreate, 1}}, wantErr: true},
+		{name: "record write fails", faults: []fault{{false, durable.StepWrite, 1}}, wantErr: true},
+		{name: "record fsync fails", faults: []fault{{false, durable.StepSync, 1}}, wantErr: true},
+		{name: "record rename fails", faults: []fault{{false, durable.StepRename, 1}}, wantErr: true},
+		{name: "record replaced, its directory fsync fails", faults: []fault{{false, durable.StepSyncDir, 1}}, wantErr: true},
+		{name: "backup write fails", faults: []fault{{true, durable.StepWrite, 1}}, wantErr: true},
+		{name: "backup replaced, its directory fsync fails", faults: []fault{{true, durable.StepSyncDir, 1}}, wantErr: true},
 		{name: "backup replaced and cannot be put back",
-			faults: []fault{{true, stepSyncDir, 1}, {true, stepWrite, 2}}, wantErr: true},
+			faults: []fault{{true, durable.StepSyncDir, 1}, {true, durable.StepWrite, 2}}, wantErr: true},
 		{name: "backup write fails, record cannot be put back",
-			faults: []fault{{true, stepWrite, 1}, {false, stepWrite, 2}}, inForce: true, wantErr: true},
+			faults: []fault{{true, durable.StepWrite, 1}, {false, durable.StepWrite, 2}}, inForce: true, wantErr: true},
 		{name: "record not durable, cannot be put back",
-			faults: []fault{{false, stepSyncDir, 1}, {false, stepWrite, 2}}, inForce: true, wantErr: true},
+			faults: []fault{{false, durable.StepSyncDir, 1}, {false, durable.StepWrite, 2}}, inForce: true, wantErr: true},
 	} {
 		for _, first := range []bool{false, true} {
 			name := tc.name + "/with a prior revocation"
@@ -102,7 +103,7 @@ func TestRevocationOneOutcome(t *testing.T) {
 				}
 				injectFaults(t, path, tc.faults...)
 				inForce, err := addOutcome(s, r)
-				writeFault = nil
+				durable.Fault = nil
 				if inForce != tc.inForce || (err != nil) != tc.wantErr {
 					t.Fatalf("add: in force %v, %v; want in force %v, an error %v", inForce, err, tc.inForce, tc.wantErr)
 				}

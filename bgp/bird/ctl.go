@@ -1,3 +1,7 @@
+// Package bird drives BIRD (2.17) through its own interfaces: the control
+// socket birdc speaks (Command), its `show protocols all` report
+// (ParseProtocols) and the TCP-AO key block of a `protocol bgp`
+// (RenderKeys), for aokeyd's native BIRD driver and the scenario tests.
 package bird
 
 import (
@@ -14,13 +18,11 @@ import (
 // included).
 const ctlTimeout = 30 * time.Second
 
-// ctl runs one command on BIRD's control socket at sock and returns what
-// birdc would print for it: the socket is birdc's own protocol, spoken here
-// without starting `ip netns exec … birdc` for every look (on the guest's
-// emulated CPU two process starts per poll, in every test polling BIRD, cost
-// more than the waits they serve). The socket is a file, reachable from
-// any network namespace.
-func ctl(sock, command string) (string, error) {
+// Command runs one command on BIRD's control socket at sock and returns what
+// birdc would print for it (BIRD's greeting first): the socket is birdc's
+// own protocol, spoken here without starting a birdc process for every
+// look. The socket is a file, reachable from any network namespace.
+func Command(sock, command string) (string, error) {
 	c, err := net.DialTimeout("unix", sock, ctlTimeout)
 	if err != nil {
 		return "", fmt.Errorf("bird control socket %s: %w", sock, err)

@@ -50,7 +50,7 @@ func TestCtl(t *testing.T) {
 				got <- cmd
 				_, _ = c.Write([]byte(tc.reply))
 			}()
-			out, err := ctl(sock, "show protocols all peer_a")
+			out, err := Command(sock, "show protocols all peer_a")
 			if (err != nil) != tc.err {
 				t.Fatalf("err %v, want error %v", err, tc.err)
 			}
@@ -65,22 +65,5 @@ func TestCtl(t *testing.T) {
 				t.Fatalf("error %v does not name the command", err)
 			}
 		})
-	}
-}
-
-func TestSameSince(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		same bool
-	}{
-		{"2026-12-01 22:51:42", "2026-12-01 22:51:42", true},
-		{"2026-12-01 22:51:42", "2026-12-01 22:51:41", true}, // one reading a second off
-		{"2026-12-01 22:51:41", "2026-12-01 22:51:43", false},
-		{"2026-12-01 22:51:42", "2026-12-01 22:55:10", false}, // up again later: a flap
-		{"2026-12-01 22:51:42", "", false},
-	} {
-		if got := SameSince(tc.a, tc.b); got != tc.same {
-			t.Errorf("SameSince(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.same)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package durable
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// writeDurable never writes through something planted at its temporary
+// Write never writes through something planted at its temporary
 // name: a symlink (to a file or nowhere) or a file is left as it is, and
 // the target keeps its content.
 func TestWriteDurableTempNotFollowed(t *testing.T) {
@@ -35,8 +35,8 @@ func TestWriteDurableTempNotFollowed(t *testing.T) {
 			tempName = func(string) string { return tmp }
 			t.Cleanup(func() { tempName = old })
 
-			if err := writeDurable(path, []byte("[]"), 0o600); err == nil {
-				t.Errorf("writeDurable through a planted %s succeeded", tc.name)
+			if err := Write(path, []byte("[]"), 0o600); err == nil {
+				t.Errorf("Write through a planted %s succeeded", tc.name)
 			}
 			if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
 				t.Errorf("victim now %q (%v), want it untouched", b, err)
@@ -56,7 +56,7 @@ func TestWriteDurable(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "revocations.json")
 	for _, content := range []string{"[1]", "[1,2]"} {
-		if err := writeDurable(path, []byte(content), 0o600); err != nil {
+		if err := Write(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if b, err := os.ReadFile(path); err != nil || string(b) != content {
@@ -73,33 +73,33 @@ func TestWriteDurable(t *testing.T) {
 }
 
 // A step that fails before the rename leaves the file as it was and no
-// temporary file; a failed directory fsync after it is a notDurableError,
+// temporary file; a failed directory fsync after it is a NotDurableError,
 // and the file holds the new content.
 func TestWriteDurableFaults(t *testing.T) {
-	for _, step := range []string{stepCreate, stepWrite, stepSync, stepRename, stepSyncDir} {
+	for _, step := range []string{StepCreate, StepWrite, StepSync, StepRename, StepSyncDir} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "revocations.json")
-			if err := writeDurable(path, []byte("[1]"), 0o600); err != nil {
+			if err := Write(path, []byte("[1]"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			writeFault = func(p, s string) error {
+			Fault = func(p, s string) error {
 				if p == path && s == step {
 					return syscall.EIO
 				}
 				return nil
 			}
-			t.Cleanup(func() { writeFault = nil })
-			err := writeDurable(path, []byte("[1,2]"), 0o600)
+			t.Cleanup(func() { Fault = nil })
+			err := Write(path, []byte("[1,2]"), 0o600)
 			if !errors.Is(err, syscall.EIO) {
-				t.Fatalf("writeDurable: %v, want the injected EIO", err)
+				t.Fatalf("Write: %v, want the injected EIO", err)
 			}
 			want := "[1]"
-			if step == stepSyncDir {
+			if step == StepSyncDir {
 				want = "[1,2]"
 			}
-			if replaced(err) != (step == stepSyncDir) {
-				t.Errorf("replaced(%v) = %v, want %v", err, replaced(err), step == stepSyncDir)
+			if Replaced(err) != (step == StepSyncDir) {
+				t.Errorf("Replaced(%v) = %v, want %v", err, Replaced(err), step == StepSyncDir)
 			}
 			if b, err := os.ReadFile(path); err != nil || string(b) != want {
 				t.Errorf("file holds %q (%v), want %q", b, err, want)

@@ -1,4 +1,7 @@
-package daemon
+// Package durable replaces a file so that, once Write returns, the new
+// content survives a crash: aokeyd's records (revocations, ownership) and
+// the files it hands another program (BIRD's key include files).
+package durable
 
 import (
 	"crypto/rand"
@@ -12,7 +15,7 @@ import (
 	"syscall"
 )
 
-// tempPrefix starts the names of writeDurable's temporary files, which
+// tempPrefix starts the names of Write's temporary files, which
 // live next to the file they replace.
 func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
 
@@ -24,34 +27,34 @@ var tempName = func(path string) string {
 	return filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(rnd[:]))
 }
 
-// The steps of writeDurable, named for writeFault.
+// The steps of Write, named for Fault.
 const (
-	stepCreate  = "create" // the temporary file
-	stepWrite   = "write"
-	stepSync    = "fsync"
-	stepRename  = "rename" // over path
-	stepSyncDir = "fsync-dir"
+	StepCreate  = "create" // the temporary file
+	StepWrite   = "write"
+	StepSync    = "fsync"
+	StepRename  = "rename" // over path
+	StepSyncDir = "fsync-dir"
 )
 
-// writeFault, set by tests only, is asked before each step of writeDurable
+// Fault, set by tests only, is asked before each step of Write
 // with the path being written and the step, and fails the step with the
 // error it returns (nil: the step runs).
-var writeFault func(path, step string) error
+var Fault func(path, step string) error
 
-// writeDurable replaces path with data so that, once it returns nil, the
+// Write replaces path with data so that, once it returns nil, the
 // new content survives a crash or power loss: a fresh temporary file with
 // a random name in path's directory (O_EXCL|O_NOFOLLOW: never a file or
 // symlink someone planted), written and fsynced, renamed over path, and
 // the directory fsynced. On an error before the rename path is unchanged
 // and the temporary file removed; after it (the directory fsync failed)
-// the error is a *notDurableError: path holds data, but a crash may undo
+// the error is a *NotDurableError: path holds data, but a crash may undo
 // that.
-func writeDurable(path string, data []byte, perm fs.FileMode) error {
+func Write(path string, data []byte, perm fs.FileMode) error {
 	fault := func(step string) error {
-		if writeFault == nil {
+		if Fault == nil {
 			return nil
 		}
-		return writeFault(path, step)
+		return Fault(path, step)
 	}
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -63,7 +66,7 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 			return err
 		}
 	}
-	if err := fault(stepCreate); err != nil {
+	if err := fault(StepCreate); err != nil {
 		return err
 	}
 	var f *os.File
@@ -87,13 +90,13 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := fault(stepWrite); err != nil {
+	if err := fault(StepWrite); err != nil {
 		return fail(err)
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(err)
 	}
-	if err := fault(stepSync); err != nil {
+	if err := fault(StepSync); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -103,7 +106,7 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := fault(stepRename); err != nil {
+	if err := fault(StepRename); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -111,30 +114,30 @@ func writeDurable(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := fault(stepSyncDir); err != nil {
-		return &notDurableError{fmt.Errorf("fsync %s: %w", dir, err)}
+	if err := fault(StepSyncDir); err != nil {
+		return &NotDurableError{fmt.Errorf("fsync %s: %w", dir, err)}
 	}
 	if err := syncDir(dir); err != nil {
-		return &notDurableError{err}
+		return &NotDurableError{err}
 	}
 	return nil
 }
 
-// notDurableError is writeDurable's error once the rename is done: the
+// NotDurableError is Write's error once the rename is done: the
 // file holds the new content, but its directory could not be fsynced, so
 // a crash may bring the old content back.
-type notDurableError struct{ err error }
+type NotDurableError struct{ err error }
 
-func (e *notDurableError) Error() string {
+func (e *NotDurableError) Error() string {
 	return e.err.Error() + " (the file was replaced, but a crash may undo that)"
 }
 
-func (e *notDurableError) Unwrap() error { return e.err }
+func (e *NotDurableError) Unwrap() error { return e.err }
 
-// replaced reports whether err, from writeDurable, came after the rename:
+// replaced reports whether err, from Write, came after the rename:
 // the file holds the new content.
-func replaced(err error) bool {
-	var nd *notDurableError
+func Replaced(err error) bool {
+	var nd *NotDurableError
 	return errors.As(err, &nd)
 }
 
@@ -151,10 +154,10 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// removeStaleTemps removes temporary files a crash left behind by
-// writeDurable for path (regular files only; Remove never follows a
+// RemoveStaleTemps removes temporary files a crash left behind by
+// Write for path (regular files only; Remove never follows a
 // symlink, and a planted one is removed as it is).
-func removeStaleTemps(path string) {
+func RemoveStaleTemps(path string) {
 	ents, err := os.ReadDir(filepath.Dir(path))
 	if err != nil {
 		return
