@@ -290,3 +290,24 @@ func (p *Policy) CheckVRFTwins(speaker string) []error {
 	}
 	return out
 }
+
+// CheckBIRD reports the bindings BIRD cannot take when aokeyd drives it
+// natively: BIRD keys a `protocol bgp`, one neighbor, in the default VRF
+// here, and has no setting to exclude TCP options from the MAC.
+func (p *Policy) CheckBIRD() []error {
+	var out []error
+	for _, b := range p.bindings {
+		switch {
+		case !b.Neighbor.IsSingleIP():
+			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".neighbor", Err: fmt.Errorf(
+				"%w: %s is a prefix: with speaker type bird each neighbor's keys go to its own protocol's include file; bind single addresses", ErrInvalid, b.Neighbor)})
+		case b.VRF != "":
+			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".vrf", Err: fmt.Errorf(
+				"%w: vrf %q: the native BIRD driver keys default-VRF neighbors only", ErrInvalid, b.VRF)})
+		case b.IncludeTCPOptions != nil && !*b.IncludeTCPOptions:
+			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".include_tcp_options", Err: fmt.Errorf(
+				"%w: BIRD has no setting to exclude TCP options from the MAC: its keys always include them", ErrInvalid)})
+		}
+	}
+	return out
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -158,6 +159,9 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
+	if cfg.IsBird() {
+		return serveBird(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, log)
+	}
 	sp, closer, err := openSpeaker(cfg, log, m)
 	if err != nil {
 		return err
@@ -267,7 +271,7 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 // and the admin group the configuration names, and returns the piece that
 // serves the control API on it until stopped (then waiting up to 2s for
 // requests in flight).
-func controlAPI(cfg *config.Config, d *daemon.Daemon, m *metrics.Metrics, log *slog.Logger) (supervise.Runnable, error) {
+func controlAPI(cfg *config.Config, d control.Backend, m *metrics.Metrics, log *slog.Logger) (supervise.Runnable, error) {
 	gid, haveGID, err := cfg.ControlGroupID()
 	if err != nil {
 		return supervise.Runnable{}, err
@@ -340,7 +344,14 @@ func serveUntilDone(ctx context.Context, serve func() error, shutdown func()) er
 
 // reload validates the configuration and policy again and swaps in the new
 // policy; a bad reload is refused and the running configuration kept.
-func reload(ctx context.Context, path string, d *daemon.Daemon, log *slog.Logger) {
+// reloader is what a reload changes in the running core: the daemon, or
+// the native BIRD driver.
+type reloader interface {
+	SetPolicy(*policy.Policy)
+	RefreshKeys(context.Context) error
+}
+
+func reload(ctx context.Context, path string, d reloader, log *slog.Logger) {
 	c := config.Check(ctx, path, config.CheckOptions{Logger: log})
 	defer c.Snapshot.Zero()
 	if !c.OK() {
@@ -443,7 +454,7 @@ const stopTimeout = 10 * time.Second
 
 // watchReload reloads the configuration on every signal from hup until
 // ctx ends.
-func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d *daemon.Daemon, log *slog.Logger) {
+func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d reloader, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():

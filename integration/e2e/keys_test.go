@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,7 +32,12 @@ type key struct {
 	// edited gives A's key file another secret under the same IDs (an
 	// edit in place); BIRD keeps round i's.
 	edited bool
+	// alg is the key's algorithm in the key source's spelling ("":
+	// hmac(sha256)).
+	alg string
 }
+
+func (k key) algorithm() string { return cmp.Or(k.alg, "hmac(sha256)") }
 
 func secretOf(i int) []byte {
 	s := sha256.Sum256([]byte("aokeyd e2e round " + strconv.Itoa(i)))
@@ -40,10 +46,14 @@ func secretOf(i int) []byte {
 
 // secretA is the secret A's key file holds for k.
 func (k key) secretA() []byte {
+	s := secretOf(k.i)
 	if k.edited {
-		return secretOf(1000 + k.i)
+		s = secretOf(1000 + k.i)
 	}
-	return secretOf(k.i)
+	if k.algorithm() == "cmac(aes128)" {
+		return s[:16] // AES-128's key
+	}
+	return s
 }
 
 func (k key) sendID() uint8 { return uint8(k.i) }
@@ -79,7 +89,7 @@ func chainDoc(keys []key) json.RawMessage { return chainDocFor(keys, addrB.Strin
 func chainDocFor(keys []key, peers string) json.RawMessage {
 	var ks []map[string]any
 	for _, k := range keys {
-		m := map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": "hmac(sha256)",
+		m := map[string]any{"name": k.name(), "send_id": k.sendID(), "recv_id": k.recvID(), "algorithm": k.algorithm(),
 			"secret_hex": hex.EncodeToString(k.secretA()), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
 			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)}
 		if k.excludeOpts {

@@ -75,6 +75,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if !c.SeparatesVRFs() {
 		out.Problems = append(out.Problems, pol.CheckVRFTwins(c.Speaker.Type)...)
 	}
+	if c.IsBird() {
+		out.Problems = append(out.Problems, pol.CheckBIRD()...)
+	}
 	if o.SkipKeySource {
 		return out
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"path"
 	"strings"
 	"time"
@@ -12,7 +13,35 @@ import (
 const (
 	SpeakerGoBGP = "gobgp"
 	SpeakerFRR   = "frr"
+	// SpeakerBird is BIRD driven natively: aokeyd writes its key files and
+	// reconfigures it (internal/birdnative), never touching its sockets.
+	SpeakerBird = "bird"
 )
+
+// BIRD defaults.
+const (
+	DefaultBirdControlSocket = "/run/bird/bird.ctl"
+	DefaultBirdKeysDir       = "/etc/bird/aokeyd"
+	DefaultBirdBinary        = "bird"
+	DefaultBirdProcessName   = "bird"
+)
+
+// Bird says how aokeyd drives BIRD natively (speaker.type bird).
+type Bird struct {
+	// ControlSocket is BIRD's control socket (birdc -s).
+	ControlSocket string `yaml:"control_socket"`
+	// KeysDir holds one include file per neighbor, NEIGHBOR.conf, that
+	// the neighbor's protocol bgp includes; aokeyd alone writes them.
+	KeysDir string `yaml:"keys_dir"`
+	// Binary is the bird executable, run as `bird -p` to check each file
+	// before BIRD sees it.
+	Binary string `yaml:"binary"`
+	// PIDFile and ProcessName find BIRD's process, whose sockets aokeyd
+	// reads to verify (never writes).
+	PIDFile      string   `yaml:"pid_file"`
+	ProcessName  string   `yaml:"process_name"`
+	PollInterval Duration `yaml:"poll_interval"`
+}
 
 // FRR defaults (bgp/frr's agree).
 const (
@@ -29,8 +58,9 @@ type Speaker struct {
 	Type string `yaml:"type"`
 	// API is gobgpd's API line: v3, v4, or auto (the default: detected
 	// from the server at the first call that reaches it). gobgp only.
-	API string `yaml:"api"`
-	FRR *FRR   `yaml:"frr"`
+	API  string `yaml:"api"`
+	FRR  *FRR   `yaml:"frr"`
+	Bird *Bird  `yaml:"bird"`
 }
 
 // gobgpd's API lines (Speaker.API).
@@ -93,10 +123,37 @@ func (p *parser) checkSpeaker(c *Config) {
 			s.FRR = &FRR{}
 		}
 		p.checkFRR(s.FRR)
+	case SpeakerBird:
+		if c.GoBGP != (GoBGP{}) {
+			p.at("gobgp", keystore.ErrInvalid, "set only with speaker.type %s (this config says %s)", SpeakerGoBGP, SpeakerBird)
+		}
+		if s.API != "" || s.FRR != nil {
+			p.at("speaker", keystore.ErrInvalid, "api and frr are set only with speaker.type gobgp and frr (this config says %s)", SpeakerBird)
+		}
+		if s.Bird == nil {
+			s.Bird = &Bird{}
+		}
+		b := s.Bird
+		b.ControlSocket = cmp.Or(b.ControlSocket, DefaultBirdControlSocket)
+		b.KeysDir = cmp.Or(b.KeysDir, DefaultBirdKeysDir)
+		b.Binary = cmp.Or(b.Binary, DefaultBirdBinary)
+		b.ProcessName = cmp.Or(b.ProcessName, DefaultBirdProcessName)
+		if b.PollInterval == 0 {
+			b.PollInterval = Duration(DefaultFRRPollInterval)
+		}
+		if d := time.Duration(b.PollInterval); d < MinFRRPollInterval || d > MaxFRRPollInterval {
+			p.at("speaker.bird.poll_interval", keystore.ErrInvalid, "%s is out of range (%s..%s)", d, MinFRRPollInterval, MaxFRRPollInterval)
+		}
 	default:
-		p.at("speaker.type", keystore.ErrInvalid, "%q (want %s or %s)", s.Type, SpeakerGoBGP, SpeakerFRR)
+		p.at("speaker.type", keystore.ErrInvalid, "%q (want %s, %s or %s)", s.Type, SpeakerGoBGP, SpeakerFRR, SpeakerBird)
+	}
+	if s.Type != SpeakerBird && s.Bird != nil {
+		p.at("speaker.bird", keystore.ErrInvalid, "set only with speaker.type %s", SpeakerBird)
 	}
 }
+
+// IsBird reports whether BIRD is driven natively.
+func (c *Config) IsBird() bool { return c.Speaker.Type == SpeakerBird }
 
 func (p *parser) checkFRR(f *FRR) {
 	if f.PIDFile == "" {

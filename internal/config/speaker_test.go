@@ -61,7 +61,7 @@ func TestSpeakerErrors(t *testing.T) {
 		field string
 		msg   string
 	}{
-		{"unknown type", "speaker:\n  type: bird\n", 8, "speaker.type", `"bird" (want gobgp or frr)`},
+		{"unknown type", "speaker:\n  type: bird2\n", 8, "speaker.type", `"bird2" (want gobgp, frr or bird)`},
 		{"frr section with gobgp", "speaker:\n  type: gobgp\n  frr:\n    pid_file: /run/frr/bgpd.pid\n", 10, "speaker.frr", "only with speaker.type frr"},
 		{"gobgp section with frr", "speaker:\n  type: frr\ngobgp:\n  address: 127.0.0.1:50051\n", 10, "gobgp", "only with speaker.type gobgp"},
 		{"process path", "speaker:\n  type: frr\n  frr:\n    process_name: /usr/lib/frr/bgpd\n", 10, "speaker.frr.process_name", "not a path"},

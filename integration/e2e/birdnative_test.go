@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/frr"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/bird"
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/birdnative"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// nativeB is router B's aokeyd driving BIRD natively (speaker type bird):
+// its key file mirrors A's chain, its key files are what BIRD includes.
+type nativeB struct {
+	dir   string
+	keys  string // the include files' directory
+	ctl   *control.Client
+	extra []string // neighbors of BIRD's extra protocols
+}
+
+// startNativeB writes B's key source (A's keys mirrored) and starts B's
+// aokeyd, which writes BIRD's include files before BIRD starts.
+func (l *testbed) startNativeB(keys []key, birdDir string, extra []string) *nativeB {
+	t := l.t
+	t.Helper()
+	b := &nativeB{dir: t.TempDir(), extra: extra}
+	b.keys = filepath.Join(b.dir, "bird-keys")
+	b.writeKeys(t, keys)
+	var peers strings.Builder
+	for _, n := range append([]string{l.ipA().String()}, extra...) {
+		fmt.Fprintf(&peers, "  - neighbor: %s\n    key_chain: core\n", n)
+	}
+	policy := "version: 1\nkey_chains:\n  - name: core\npeers:\n" + peers.String()
+	conf := fmt.Sprintf(`key_source:
+  type: file
+  refresh: 1s
+  file:
+    path: keys.yaml
+policy:
+  path: policy.yaml
+speaker:
+  type: bird
+  bird:
+    control_socket: %s
+    keys_dir: %s
+    pid_file: %s
+    poll_interval: 250ms
+control:
+  socket: control.sock
+metrics:
+  listen: "off"
+log:
+  format: json
+  level: debug
+`, filepath.Join(birdDir, "bird.ctl"), b.keys, filepath.Join(birdDir, "bird.pid"))
+	for n, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": conf} {
+		if err := os.WriteFile(filepath.Join(b.dir, n), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("B's aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(b.dir, "aokeyd.log"), 30000))
+		}
+	})
+	b.ctl = control.NewClient(filepath.Join(b.dir, "control.sock"), 30*time.Second)
+	lab.StartAokeyd(t, l.b, filepath.Join(b.dir, "aokeyd.log"), b.ctl,
+		"-config", filepath.Join(b.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(b.dir, "state"))
+	lab.Eventually(t, 20*time.Second, "B's aokeyd writes BIRD's key file", func() (bool, string) {
+		_, err := os.Stat(b.file(l.ipA().String()))
+		return err == nil, fmt.Sprint(err)
+	})
+	return b
+}
+
+func (b *nativeB) file(neighbor string) string {
+	return filepath.Join(b.keys, birdnative.FileName(netip.MustParseAddr(neighbor), ""))
+}
+
+// writeKeys writes B's chain: A's keys from B's side (IDs swapped), for
+// A's address and the extra neighbors.
+func (b *nativeB) writeKeys(t *testing.T, keys []key) {
+	t.Helper()
+	var ks []map[string]any
+	for _, k := range keys {
+		ks = append(ks, map[string]any{"name": k.name(), "send_id": k.recvID(), "recv_id": k.sendID(), "algorithm": k.algorithm(),
+			"secret_hex": hex.EncodeToString(k.secretA()), "send_lifetime": lab.KeyLifetime(k.sendStart, k.sendEnd),
+			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)})
+	}
+	peers := append([]string{addrA.String()}, b.extra...)
+	doc, err := json.Marshal(map[string]any{"chains": map[string]any{"core": map[string]any{"peers": peers, "keys": ks}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(b.dir, "keys.yaml")
+	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newNativeLab is the lab with BIRD driven by B's aokeyd.
+func newNativeLab(t *testing.T, keys []key, extra []string) (*testbed, *nativeB, bird.Config) {
+	t.Helper()
+	l := &testbed{t: t, dir: t.TempDir(), keys: keys}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("A's aokeyd.log (tail):\n%s", lab.Tail(l.aokeydLog(), 100000))
+		}
+	})
+	l.a, l.b = lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
+	l.writeKeys(keys)
+	l.startGobgpd()
+	l.startAokeyd()
+	birdDir := t.TempDir()
+	b := l.startNativeB(keys, birdDir, extra)
+	bc := l.birdConfig(nil)
+	bc.Include = b.file(l.ipA().String())
+	bc.Extra, bc.ExtraInclude = extra, filepath.Join(b.keys, "%s.conf")
+	l.bird = bird.StartIn(t, l.b, birdDir, bc)
+	return l, b, bc
+}
+
+// birdKeys reads BIRD's listening sockets and its session with A from the
+// kernel: the IDs each holds for A.
+func (l *testbed) birdKeys() (listener, session []string) {
+	l.t.Helper()
+	pid, err := frr.FindPID(l.bird.PIDFile(), "")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	read := func(refs []sockets.Ref) []string {
+		var out []string
+		for _, r := range refs {
+			_ = sockets.System{}.With(r, func(fd int) error {
+				ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+				for _, k := range ks {
+					if k.Peer.Contains(addrA) {
+						out = append(out, fmt.Sprintf("%d/%d", k.SendID, k.RecvID))
+					}
+				}
+				return err
+			})
+		}
+		slices.Sort(out)
+		return out
+	}
+	lis, _ := sockets.System{}.Listeners(pid, 179)
+	conns, _ := sockets.System{}.Connections(pid, addrA)
+	return read(lis), read(conns)
+}
+
+// TestBIRDNative (issue 33): BIRD driven by aokeyd's native driver (B)
+// and gobgpd+aokeyd (A). Twenty scheduled rolls, the algorithm changing
+// each round (HMAC-SHA-1, HMAC-SHA-256, AES-128-CMAC): after each, only
+// the new key is on BIRD's established and listening sockets (read from
+// the kernel) and on A's, both ends send with it, pkt_bad stays 0 on both
+// and the session never drops. Then a `birdc configure` made to fail
+// (BIRD's configuration broken): B keeps BIRD on its previous keys, puts
+// its file back and says so in status; mended, the change goes through.
+// It prints "bird-native: peer=gobgpd rotations=N flaps=0 pkt_bad=B".
+func TestBIRDNative(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	n := rounds(t, 20)
+	algs := []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}
+	cur := key{i: 1, alg: algs[0]}
+	l, b, bc := newNativeLab(t, []key{cur}, nil)
+	s := l.waitEstablished(90 * time.Second)
+	for r := 1; r <= n; r++ {
+		cur = l.nativeRoll(b, r, cur, key{i: cur.i + 1, alg: algs[r%len(algs)]}, s)
+	}
+	st := l.status()
+	bs, _ := l.bird.Protocol()
+	fmt.Printf("bird-native: peer=gobgpd rotations=%d flaps=0 pkt_bad=%d\n", n, st.Counters.PktBad+bs.PktBad)
+
+	// A configure BIRD refuses: its configuration broken by hand.
+	if err := l.bird.Break(); err != nil {
+		t.Fatal(err)
+	}
+	_, sessBefore := l.birdKeys()
+	next := key{i: cur.i + 1}
+	later := time.Now().Add(time.Hour) // installed, not yet sent with
+	next.sendStart, next.acceptStart = later, time.Now().Add(-time.Second)
+	b.writeKeys(t, []key{cur, next})
+	lab.Eventually(t, 30*time.Second, "B's status says BIRD was not reconfigured", func() (bool, string) {
+		rep, err := b.ctl.Status(context.Background(), "")
+		return err == nil && slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "birdc configure failed") }),
+			fmt.Sprintf("warnings %q (%v)", rep.Warnings, err)
+	})
+	if _, sess := l.birdKeys(); !slices.Equal(sess, sessBefore) {
+		t.Fatalf("after a failed configure BIRD's session keys are %v, want the previous %v", sess, sessBefore)
+	}
+	if f, _ := os.ReadFile(b.file(l.ipA().String())); strings.Contains(string(f), fmt.Sprintf("send id %d;", next.recvID())) {
+		t.Fatal("the key file kept the change BIRD refused")
+	}
+	if err := l.bird.Mend(bc); err != nil {
+		t.Fatal(err)
+	}
+	lab.Eventually(t, 90*time.Second, "the change goes through once BIRD's configuration is mended", func() (bool, string) {
+		_, sess := l.birdKeys()
+		return slices.Contains(sess, fmt.Sprintf("%d/%d", next.recvID(), next.sendID())), fmt.Sprint(sess)
+	})
+	l.checkNoFlap(s, "after the failed and the mended configure")
+	fmt.Printf("bird-native-configure-fail: kept_previous=1 warned=1 recovered=1\n")
+}
+
+// nativeRoll is one roll from cur to next: both key sources get next
+// (sendable now) and cur's lifetimes end in seconds, as an operator's
+// automation writes both routers' chains; aokeyd rolls A's sockets and B's
+// BIRD. It checks the result and returns next.
+func (l *testbed) nativeRoll(b *nativeB, r int, cur, next key, s session) key {
+	t := l.t
+	t.Helper()
+	now := time.Now()
+	old := cur
+	old.sendEnd, old.acceptEnd = now.Add(2*time.Second), now.Add(3*time.Second)
+	next.sendStart, next.acceptStart = now.Add(-time.Second), now.Add(-time.Second)
+	l.writeKeys([]key{old, next})
+	b.writeKeys(t, []key{old, next})
+	want := []string{fmt.Sprintf("%d/%d", next.recvID(), next.sendID())}
+	lab.Eventually(t, 90*time.Second, fmt.Sprintf("round %d (%s): only k%d on both ends, sent with", r, next.algorithm(), next.i), func() (bool, string) {
+		st, err := l.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
+		bs, _ := l.bird.Protocol()
+		lis, sess := l.birdKeys()
+		lk := l.listenerKeys()
+		ok := len(st.Keys) == 1 && st.Keys[0].SendID == next.sendID() && st.Keys[0].Current && len(lk) == 1 && lk[0].SendID == next.sendID() &&
+			slices.Equal(lis, want) && slices.Equal(sess, want) && bs.CurrentKey == int(next.recvID())
+		return ok, fmt.Sprintf("A %v (%s) listener %s; BIRD listener %v session %v current %d rnext %d", lab.KeyList(st.Keys), st.Rotation.State,
+			listenerIDs(lk), lis, sess, bs.CurrentKey, bs.RNextKey)
+	})
+	st := l.status()
+	bs, _ := l.bird.Protocol()
+	if st.Counters.PktBad != 0 || bs.PktBad != 0 {
+		t.Fatalf("round %d: pkt_bad A=%d B=%d, want 0", r, st.Counters.PktBad, bs.PktBad)
+	}
+	l.checkNoFlap(s, fmt.Sprintf("round %d", r))
+	t.Logf("round %d: k%d -> k%d (%s) done, A good=%d, B good=%d", r, cur.i, next.i, next.algorithm(), st.Counters.PktGood, bs.PktGood)
+	return next
+}
+
+// TestBIRDNativeRevoke: BIRD with 32 protocols (the session with A and 31
+// neighbors that never answer), all keyed by B's aokeyd with k1 (sent
+// with) and k2. `aoctl revoke core/k1` at B: every BIRD socket (the
+// listener's keys for each neighbor, the session) loses k1, the session
+// stays up on k2. It prints "bird-native-revoke: protocols=32 clean_ms=X",
+// X the revoke's own measure, from the request to the last socket read
+// clean.
+func TestBIRDNativeRevoke(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	var extra []string
+	for i := 1; i <= 31; i++ {
+		extra = append(extra, fmt.Sprintf("10.255.100.%d", i))
+	}
+	now := time.Now()
+	k1 := key{i: 1, sendStart: now.Add(-time.Minute), acceptStart: now.Add(-time.Hour)}
+	k2 := key{i: 2, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
+	l, b, _ := newNativeLab(t, []key{k1, k2}, extra)
+	s := l.waitEstablished(90 * time.Second)
+	lab.Eventually(t, 30*time.Second, "k1 and k2 on every BIRD protocol's file", func() (bool, string) {
+		for _, n := range append([]string{l.ipA().String()}, extra...) {
+			f, err := os.ReadFile(b.file(n))
+			if err != nil || !strings.Contains(string(f), "send id 101;") || !strings.Contains(string(f), "send id 102;") {
+				return false, n + ": " + fmt.Sprint(err)
+			}
+		}
+		return true, ""
+	})
+	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", filepath.Join(b.dir, "control.sock"), "--json", "revoke", "core/k1").Output()
+	if err != nil {
+		t.Fatalf("aoctl revoke core/k1 at B: %v: %s", err, out)
+	}
+	var res control.RevokeResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("aoctl revoke --json: %v: %s", err, out)
+	}
+	clean := 0
+	for _, s := range res.Sockets {
+		if s.Error == "" {
+			clean++
+		} else {
+			t.Errorf("revoke at %s: %s", s.Socket, s.Error)
+		}
+	}
+	if clean != 32 {
+		t.Fatalf("revoke: %d of %d protocols clean: %+v", clean, len(res.Sockets), res.Sockets)
+	}
+	lis, sess := l.birdKeys()
+	if slices.Contains(lis, "101/1") || slices.Contains(sess, "101/1") {
+		t.Fatalf("k1 still on BIRD's sockets: listener %v session %v", lis, sess)
+	}
+	time.Sleep(3 * time.Second)
+	l.checkNoFlap(s, "after the revoke at B")
+	fmt.Printf("bird-native-revoke: protocols=%d clean_ms=%d\n", clean, time.Duration(res.Elapsed).Milliseconds())
+}

@@ -1,0 +1,477 @@
+package birdnative
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/bird"
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Options wire a Driver. Keys, Policy, Dir, Control and Bird are required.
+type Options struct {
+	Keys *keystore.Cache
+	// Source, when set, records a revoke in the key source too.
+	Source keystore.Source
+	Policy *policy.Policy
+	// Dir holds the include files, one per neighbor (FileName).
+	Dir string
+	// Control is BIRD's control socket (birdc's -s).
+	Control string
+	// Bird is the bird binary, for `bird -p`.
+	Bird string
+	// PID finds BIRD's process, whose sockets are read (never written).
+	PID func() (int, error)
+	// Port is BIRD's BGP port (179).
+	Port uint16
+	// Refresh is how often the key source is read, Poll how often a pass
+	// runs (schedules, and the peer's switch to a new key, are seen
+	// within one).
+	Refresh, Poll time.Duration
+	// RevocationsFile records revocations across restarts ("": memory).
+	RevocationsFile string
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
+	Now             func() time.Time
+}
+
+// Driver keeps BIRD's TCP-AO keys from aokeyd's key source through BIRD's
+// own configuration (doc.go). Run's goroutine alone writes the files and
+// reconfigures BIRD; the control API reads published views and asks the
+// run loop for revokes.
+type Driver struct {
+	o   Options
+	log *slog.Logger
+	// The run loop's own.
+	retryAt time.Time
+	backoff time.Duration
+	kick    chan struct{}
+	revokes chan revokeAsk
+
+	mu sync.Mutex
+	// lastGood is each session's pkt_good per key at the last pass.
+	lastGood map[peer.Key]map[ids]uint64
+	views    []peerView // published by each pass; never modified
+	cfgErr   string     // the last configure's failure ("": none)
+	early    map[peer.Key]bool
+	revoked  []Revocation
+}
+
+// peerView is what a pass found and did for one neighbor.
+type peerView struct {
+	ID       peer.Key
+	File     string
+	Keys     []bird.Key // the file's keys (secrets zeroed: IDs and flags only)
+	Kept     []kept
+	Session  []tcpao.KeyInfo // BIRD's established socket, from the kernel (nil: none)
+	Protocol *bird.Protocol
+	Names    map[ids]string // chain/key of each ID, from the key source
+	Warnings []string
+}
+
+// New checks o and returns a Driver; Run starts it.
+func New(o Options) (*Driver, error) {
+	if o.Keys == nil || o.Policy == nil || o.Dir == "" || o.Control == "" || o.Bird == "" {
+		return nil, errors.New("birdnative: Keys, Policy, Dir, Control and Bird are required")
+	}
+	if o.Port == 0 {
+		o.Port = 179
+	}
+	if o.Refresh == 0 {
+		o.Refresh = 30 * time.Second
+	}
+	if o.Poll == 0 {
+		o.Poll = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PID == nil {
+		o.PID = func() (int, error) { return sockets.FindProcess("bird", "speaker.bird.pid_file") }
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
+	}
+	rev, err := loadRevocations(o.RevocationsFile)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{o: o, log: o.Logger, lastGood: map[peer.Key]map[ids]uint64{}, kick: make(chan struct{}, 1),
+		revokes: make(chan revokeAsk), early: map[peer.Key]bool{}, revoked: rev}, nil
+}
+
+// Kick asks for a pass now.
+func (d *Driver) Kick() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// SetPolicy swaps in a new, already validated policy (SIGHUP).
+func (d *Driver) SetPolicy(p *policy.Policy) {
+	d.mu.Lock()
+	d.o.Policy = p
+	d.mu.Unlock()
+	d.Kick()
+}
+
+// RefreshKeys reads the key source now and runs a pass (SIGHUP).
+func (d *Driver) RefreshKeys(ctx context.Context) error {
+	_, err := d.o.Keys.Refresh(ctx)
+	d.Kick()
+	return err
+}
+
+func (d *Driver) policy() *policy.Policy {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.o.Policy
+}
+
+// Run reads the key source and runs passes until ctx ends. The files stay
+// as they are when it returns (BIRD keeps its keys).
+func (d *Driver) Run(ctx context.Context) error {
+	refresh := time.NewTicker(d.o.Refresh)
+	defer refresh.Stop()
+	poll := time.NewTicker(d.o.Poll)
+	defer poll.Stop()
+	d.refresh(ctx)
+	for {
+		d.pass(ctx, nil)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-refresh.C:
+			d.refresh(ctx)
+		case <-poll.C:
+		case <-d.kick:
+		case a := <-d.revokes:
+			a.done <- d.revokeNow(ctx, a)
+		}
+	}
+}
+
+func (d *Driver) refresh(ctx context.Context) {
+	if _, err := d.o.Keys.Refresh(ctx); err != nil {
+		d.log.Warn("key source read failed; last good snapshot stays in force", "err", err)
+		return
+	}
+	if d.o.Metrics != nil {
+		d.o.Metrics.KeySourceSynced(d.o.Now())
+	}
+}
+
+// pass plans every neighbor's file and applies the changes: each new file
+// checked with `bird -p`, all written, one `birdc configure`, and on a
+// refusal every file put back as it was (BIRD runs on its previous
+// configuration, and so do its keys). only, when set, limits the pass to
+// those neighbors' files (a revoke's).
+func (d *Driver) pass(ctx context.Context, only map[peer.Key]bool) []peerView {
+	snap := d.o.Keys.Current()
+	if snap == nil {
+		d.publish(nil, "no good key snapshot yet: BIRD's files are left as they are")
+		return nil
+	}
+	defer snap.Zero()
+	now := d.o.Now()
+	views, changes := d.plan(ctx, snap, now, only, true)
+	if len(changes) > 0 && !now.Before(d.retryAt) {
+		d.apply(ctx, changes, views)
+	}
+	d.publish(views, "")
+	return views
+}
+
+// change is one file to replace.
+type change struct {
+	path       string
+	prev, next []byte // prev nil: no file yet
+	view       int    // index into the views
+}
+
+// plan computes every neighbor's file; changes are those that differ from
+// the files on disk and passed `bird -p`. record: a pass's (the sessions'
+// pkt_good are remembered for the next one); a dry run's is not.
+func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Time, only map[peer.Key]bool, record bool) ([]peerView, []change) {
+	pol := d.policy()
+	pid, pidErr := d.o.PID()
+	protos := map[peer.Key]bird.Protocol{}
+	if out, err := bird.Command(d.o.Control, "show protocols all"); err == nil {
+		for _, p := range bird.ParseProtocols(out) {
+			if p.Proto == "BGP" && p.Neighbor.IsValid() {
+				protos[peer.KeyOf(p.Neighbor, "")] = p
+			}
+		}
+	}
+	var views []peerView
+	var changes []change
+	for _, b := range pol.Bindings() {
+		if !b.Neighbor.IsSingleIP() {
+			continue // refused at config load (doc.go)
+		}
+		addr := b.Neighbor.Addr()
+		id := peer.KeyOf(addr, b.VRF)
+		if only != nil && !only[id] {
+			continue
+		}
+		v := peerView{ID: id, File: filepath.Join(d.o.Dir, FileName(addr, b.VRF)), Names: map[ids]string{}}
+		if p, ok := protos[peer.KeyOf(addr, "")]; ok {
+			v.Protocol = &p
+		}
+		pk, err := pol.Desired(snap, addr, b.VRF, now)
+		if err != nil {
+			v.Warnings = append(v.Warnings, "policy: "+err.Error()+": the file is left as it is")
+			views = append(views, v)
+			continue
+		}
+		d.scope(&pk, snap, id)
+		if snap.Degraded(pk.SourceChain) {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("key chain %s is degraded in the key source: the file is left as it is", pk.SourceChain))
+			views = append(views, v)
+			continue
+		}
+		for _, e := range checkKeys(pk.Keys) {
+			v.Warnings = append(v.Warnings, e.Error())
+		}
+		if c := snap.Chains[pk.SourceChain]; c != nil {
+			for _, m := range c.Keys {
+				v.Names[ids{m.SendID, m.RecvID}] = pk.SourceChain + "/" + m.Name
+			}
+		}
+		in := input{Desired: pk.Keys, Preferred: d.preferred(id, pk)}
+		for _, name := range slices.Concat(pk.Revoked, pk.Expired) {
+			if c := snap.Chains[pk.SourceChain]; c != nil {
+				if m, ok := c.Key(name); ok {
+					in.Revoked = append(in.Revoked, ids{m.SendID, m.RecvID})
+				}
+			}
+		}
+		prev, err := readFile(v.File)
+		if err != nil {
+			v.Warnings = append(v.Warnings, err.Error())
+			views = append(views, v)
+			continue
+		}
+		if in.Written, err = parseFile(prev); err != nil {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("%s: %v: rewritten from the key source", v.File, err))
+		}
+		if pidErr == nil {
+			v.Session, in.Session = d.readSession(pid, id, record)
+		}
+		pl := planPeer(in)
+		v.Kept = pl.Kept
+		if pl.Err != nil {
+			v.Warnings = append(v.Warnings, pl.Err.Error())
+			v.Keys = bare(in.Written)
+		} else {
+			v.Keys = bare(pl.Keys)
+			next := render(pl.Keys, pl.Disabled)
+			if !bytes.Equal(prev, next) {
+				changes = append(changes, change{path: v.File, prev: prev, next: next, view: len(views)})
+			}
+		}
+		zeroKeys(in.Written)
+		views = append(views, v)
+	}
+	// Every new file through BIRD's parser, in one run.
+	files := make([][]byte, len(changes))
+	for i, c := range changes {
+		files[i] = c.next
+	}
+	errs := validate(ctx, d.o.Bird, files)
+	ok := changes[:0]
+	for i, c := range changes {
+		if errs[i] != nil {
+			views[c.view].Warnings = append(views[c.view].Warnings, maskHex(errs[i].Error()))
+			clear(c.next)
+			continue
+		}
+		ok = append(ok, c)
+	}
+	return views, ok
+}
+
+// preferred is the key BIRD sends with: the policy's, or the newest after
+// aoctl rotate (until it is the policy's).
+func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.early[id] {
+		return pk.Preferred
+	}
+	best := -1
+	for i, k := range pk.Keys {
+		if best < 0 || k.SendLifetime.Start.After(pk.Keys[best].SendLifetime.Start) {
+			best = i
+		}
+	}
+	if best == pk.Preferred {
+		delete(d.early, id)
+	}
+	return best
+}
+
+// readSession reads BIRD's established socket with the peer (nil, nil when
+// there is none) and its keys' pkt_good against the previous pass's.
+func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo, *session) {
+	refs, err := sockets.System{}.Connections(pid, id.Addr)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil || len(refs) == 0 {
+		if record {
+			delete(d.lastGood, id)
+		}
+		return nil, nil
+	}
+	var keys []tcpao.KeyInfo
+	err = sockets.System{}.With(refs[0], func(fd int) error {
+		var err error
+		keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+		return err
+	})
+	if err != nil {
+		return nil, nil
+	}
+	s := &session{good: map[ids]uint64{}, before: d.lastGood[id]}
+	for _, k := range keys {
+		s.good[ids{k.SendID, k.RecvID}] = k.PktGood
+	}
+	if s.before == nil {
+		s.before = s.good // first look: nothing seen rising yet
+	}
+	if record {
+		d.lastGood[id] = s.good
+	}
+	return keys, s
+}
+
+// apply writes the changed files and reconfigures BIRD once.
+func (d *Driver) apply(ctx context.Context, changes []change, views []peerView) {
+	defer func() {
+		for _, c := range changes {
+			clear(c.next)
+		}
+	}()
+	for _, c := range changes {
+		if err := writeFile(c.path, c.next); err != nil {
+			d.failed(fmt.Sprintf("cannot write %s: %v", c.path, err))
+			d.restore(changes)
+			return
+		}
+	}
+	out, err := bird.Command(d.o.Control, "configure")
+	switch {
+	case err != nil:
+		// BIRD is not running (or not answering): the files are in place
+		// for its start; the next pass configures again.
+		d.failed(fmt.Sprintf("BIRD's control socket %s: %v: the key files are written, BIRD reads them when it starts or at the next configure", d.o.Control, err))
+		return
+	case !strings.Contains(out, "Reconfigured") && !strings.Contains(out, "Reconfiguration in progress"):
+		d.restore(changes)
+		d.failed(fmt.Sprintf("birdc configure failed (%s): BIRD runs its previous configuration and keys; aokeyd's key files are put back as they were and the change is tried again", maskHex(oneLine(out))))
+		return
+	}
+	d.mu.Lock()
+	d.cfgErr = ""
+	d.mu.Unlock()
+	d.backoff, d.retryAt = 0, time.Time{}
+	for _, c := range changes {
+		d.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
+	}
+}
+
+func (d *Driver) restore(changes []change) {
+	for _, c := range changes {
+		var err error
+		if c.prev == nil {
+			err = os.Remove(c.path)
+		} else {
+			err = writeFile(c.path, c.prev)
+		}
+		if err != nil {
+			d.log.Error("cannot put a BIRD key file back", "file", c.path, "err", err)
+		}
+	}
+}
+
+// failed records a configure that did not take and backs off.
+func (d *Driver) failed(why string) {
+	d.backoff = min(max(2*d.backoff, time.Second), time.Minute)
+	d.retryAt = d.o.Now().Add(d.backoff)
+	d.mu.Lock()
+	first := d.cfgErr != why
+	d.cfgErr = why
+	d.mu.Unlock()
+	if first {
+		d.log.Warn("BIRD not reconfigured", "why", why, "retry_in", d.backoff)
+	}
+}
+
+func (d *Driver) publish(views []peerView, warn string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if views != nil || warn != "" {
+		d.views = views
+	}
+	d.metricsKept(views)
+	if warn != "" && d.cfgErr == "" {
+		d.cfgErr = warn
+	}
+}
+
+// bare is ks's IDs and flags, without secrets.
+func bare(ks []bird.Key) []bird.Key {
+	out := make([]bird.Key, len(ks))
+	for i, k := range ks {
+		out[i] = bird.Key{SendID: k.SendID, RecvID: k.RecvID, Algorithm: k.Algorithm, Preferred: k.Preferred, Deprecated: k.Deprecated}
+	}
+	return out
+}
+
+func zeroKeys(ks []bird.Key) {
+	for _, k := range ks {
+		k.Secret.Zero()
+	}
+}
+
+func keyIDs(ks []bird.Key) string {
+	var s []string
+	for _, k := range ks {
+		f := fmt.Sprintf("%d/%d", k.SendID, k.RecvID)
+		if k.Preferred {
+			f += " preferred"
+		}
+		if k.Deprecated {
+			f += " deprecated"
+		}
+		s = append(s, f)
+	}
+	return strings.Join(s, ", ")
+}
+
+var hexRun = regexp.MustCompile(`[0-9a-fA-F]{16,}`)
+
+// maskHex hides any long hex run in a message from BIRD (a secret's hex
+// could only come from a key file).
+func maskHex(s string) string { return hexRun.ReplaceAllString(s, "[redacted]") }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,147 @@
+package birdnative
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aokeyd/aokeyd/bgp/bird"
+	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// FileName is the include file of neighbor addr in VRF vrf, inside the
+// keys directory: what the neighbor's `protocol bgp` includes
+// (`include "/etc/bird/aokeyd/192.0.2.2.conf";`).
+func FileName(addr netip.Addr, vrf string) string {
+	if vrf == "" {
+		return addr.String() + ".conf"
+	}
+	return addr.String() + "%" + vrf + ".conf"
+}
+
+const fileHeader = "# Written by aokeyd (speaker type bird): this neighbor's TCP-AO keys. Do not edit.\n"
+
+// disabledBody is a peer's file once its only keys were revoked.
+const disabledBody = "# Every key of this neighbor was revoked: the protocol is disabled until a key comes.\ndisabled;\nauthentication none;\n"
+
+// render is a peer's file: the header and BIRD's key block (disabled: the
+// protocol off, no key). The caller clears the bytes.
+func render(keys []bird.Key, disabled bool) []byte {
+	if disabled {
+		return []byte(fileHeader + disabledBody)
+	}
+	body := bird.RenderKeys(keys)
+	out := make([]byte, 0, len(fileHeader)+len(body))
+	out = append(append(out, fileHeader...), body...)
+	clear(body)
+	return out
+}
+
+var keyLine = regexp.MustCompile(`key \{ send id (\d+); recv id (\d+); secret hex:([0-9a-f]+); algorithm ([a-z0-9 ]+);( preferred;)?( deprecated;)? \};`)
+
+// parseFile reads back the keys of a file aokeyd wrote (render's form).
+// The secrets are new Secrets the caller zeroes.
+func parseFile(b []byte) ([]bird.Key, error) {
+	var out []bird.Key
+	for _, m := range keyLine.FindAllSubmatch(b, -1) {
+		send, err1 := strconv.ParseUint(string(m[1]), 10, 8)
+		recv, err2 := strconv.ParseUint(string(m[2]), 10, 8)
+		raw := make([]byte, hex.DecodedLen(len(m[3])))
+		_, err3 := hex.Decode(raw, m[3])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			clear(raw)
+			return nil, fmt.Errorf("a key line is not aokeyd's form (send, recv or secret)")
+		}
+		alg, ok := algorithmOf(string(m[4]))
+		if !ok {
+			clear(raw)
+			return nil, fmt.Errorf("key send id %d: unknown algorithm %q", send, m[4])
+		}
+		out = append(out, bird.Key{SendID: uint8(send), RecvID: uint8(recv), Algorithm: alg, Secret: tcpao.NewSecret(raw),
+			Preferred: len(m[5]) > 0, Deprecated: len(m[6]) > 0})
+		clear(raw)
+	}
+	return out, nil
+}
+
+func algorithmOf(s string) (tcpao.Algorithm, bool) {
+	for _, a := range []tcpao.Algorithm{tcpao.HMACSHA1, tcpao.HMACSHA256, tcpao.CMACAES128} {
+		if bird.Algorithm(a) == s {
+			return a, true
+		}
+	}
+	return "", false
+}
+
+// readFile is the file at path ("": none yet).
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// writeFile replaces path with b (0600: the file holds secrets; BIRD
+// reads it as root, or as the user the operator gives it to).
+func writeFile(path string, b []byte) error { return durable.Write(path, b, 0o600) }
+
+// validate checks peers' files with BIRD's own parser before BIRD sees
+// them: one `bird -p` on a configuration of one protocol per file, each
+// including it. It returns one error per file (nil: taken); when the
+// whole fails, each file is checked alone to name the one refused.
+func validate(ctx context.Context, birdBin string, files [][]byte) []error {
+	errs := make([]error, len(files))
+	if len(files) == 0 {
+		return errs
+	}
+	if err := parseCheck(ctx, birdBin, files); err == nil {
+		return errs
+	} else if len(files) == 1 {
+		errs[0] = err
+		return errs
+	}
+	for i, f := range files {
+		errs[i] = parseCheck(ctx, birdBin, [][]byte{f})
+	}
+	return errs
+}
+
+func parseCheck(ctx context.Context, birdBin string, files [][]byte) error {
+	dir, err := os.MkdirTemp("", "aokeyd-bird-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var conf strings.Builder
+	conf.WriteString("router id 192.0.2.1;\n")
+	for i, b := range files {
+		keys := filepath.Join(dir, fmt.Sprintf("keys%d.conf", i))
+		if err := os.WriteFile(keys, b, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(&conf, "protocol bgp aokeyd_check%d {\n\tlocal 192.0.2.1 as 64512;\n\tneighbor 192.0.2.%d as 64513;\n\tinclude %q;\n\tipv4 { import none; export none; };\n}\n", i, 2+i%250, keys)
+	}
+	main := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(main, []byte(conf.String()), 0o600); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, birdBin, "-p", "-c", main).CombinedOutput()
+	if err != nil {
+		// BIRD's message names a line of the file, never its secrets.
+		msg := strings.TrimSpace(string(bytes.ReplaceAll(out, []byte(dir+"/"), nil)))
+		return fmt.Errorf("bird -p refuses the key file: %s (%v)", msg, err)
+	}
+	return nil
+}

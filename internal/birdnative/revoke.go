@@ -1,0 +1,245 @@
+package birdnative
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// Revocation is one recorded `aoctl revoke`: a chain's key, everywhere or
+// for one peer (Peer "").
+type Revocation struct {
+	Chain string    `json:"chain"`
+	Key   string    `json:"key"`
+	Peer  string    `json:"peer,omitempty"`
+	VRF   string    `json:"vrf,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+func loadRevocations(path string) ([]Revocation, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("revocation record %s: %w", path, err)
+	}
+	var rs []Revocation
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return nil, fmt.Errorf("revocation record %s: %w (it must not be lost: fix or restore it)", path, err)
+	}
+	return rs, nil
+}
+
+// scope marks pk's keys revoked by the record: removed from Keys, named in
+// Revoked (so that the files drop them even in use).
+func (d *Driver) scope(pk *policy.PeerKeys, snap *keystore.Snapshot, id peer.Key) {
+	d.mu.Lock()
+	rs := slices.Clone(d.revoked)
+	d.mu.Unlock()
+	for _, r := range rs {
+		if r.Chain != pk.SourceChain || (r.Peer != "" && (r.Peer != id.Addr.String() || r.VRF != id.VRF)) {
+			continue
+		}
+		pk.Keys = slices.DeleteFunc(pk.Keys, func(k policy.ScheduledKey) bool { return k.MKT.Name == r.Key })
+		if !slices.Contains(pk.Revoked, r.Key) {
+			pk.Revoked = append(pk.Revoked, r.Key)
+		}
+	}
+	// The preferred index after the deletes.
+	pk.Preferred = -1
+	for i, k := range pk.Keys {
+		if k.Sendable && (pk.Preferred < 0 || k.SendLifetime.Start.After(pk.Keys[pk.Preferred].SendLifetime.Start)) {
+			pk.Preferred = i
+		}
+	}
+}
+
+// revokeAsk is a revoke handed to the run loop, the files' one writer.
+type revokeAsk struct {
+	r    Revocation
+	done chan revokeDone
+}
+
+type revokeDone struct {
+	res control.RevokeResult
+	err error
+}
+
+// Revoke implements control.Backend: the key is recorded revoked, every
+// covered neighbor's file is rewritten without it (even in use: an
+// explicit operator action), BIRD reconfigured, and each of BIRD's sockets
+// read until none holds it. Elapsed is from the request to the last
+// socket clean.
+func (d *Driver) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	a := revokeAsk{r: Revocation{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF, At: d.o.Now()}, done: make(chan revokeDone, 1)}
+	select {
+	case d.revokes <- a:
+	case <-ctx.Done():
+		return control.RevokeResult{}, ctx.Err()
+	}
+	select {
+	case r := <-a.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return control.RevokeResult{}, ctx.Err()
+	}
+}
+
+func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
+	start := time.Now()
+	res := control.RevokeResult{Chain: a.r.Chain, Key: a.r.Key, Peer: a.r.Peer, VRF: a.r.VRF, Sockets: []control.RevokeSocket{}}
+	snap := d.o.Keys.Current()
+	if snap == nil {
+		return revokeDone{err: errors.New("no good key snapshot yet")}
+	}
+	c := snap.Chains[a.r.Chain]
+	m, ok := keystore.MKT{}, false
+	if c != nil {
+		m, ok = c.Key(a.r.Key)
+	}
+	id := ids{m.SendID, m.RecvID}
+	snap.Zero()
+	if !ok {
+		return revokeDone{err: fmt.Errorf("key %s/%s: %w", a.r.Chain, a.r.Key, control.ErrNotFound)}
+	}
+	d.mu.Lock()
+	next := append(slices.Clone(d.revoked), a.r)
+	d.mu.Unlock()
+	if d.o.RevocationsFile != "" {
+		b, _ := json.MarshalIndent(next, "", "  ")
+		if err := durable.Write(d.o.RevocationsFile, b, 0o600); err != nil {
+			return revokeDone{err: fmt.Errorf("the revocation could not be recorded, nothing was changed: %w", err)}
+		}
+	}
+	d.mu.Lock()
+	d.revoked = next
+	d.mu.Unlock()
+	d.retryAt = time.Time{} // a revoke does not wait out a backoff
+	var only map[peer.Key]bool
+	if a.r.Peer != "" {
+		addr, err := netip.ParseAddr(a.r.Peer)
+		if err != nil {
+			return revokeDone{err: fmt.Errorf("%w: peer %q", control.ErrInvalid, a.r.Peer)}
+		}
+		only = map[peer.Key]bool{peer.KeyOf(addr, a.r.VRF): true}
+	}
+	views := d.pass(ctx, only)
+	switch {
+	case a.r.Peer != "":
+		// The source is shared by every peer: a peer-scoped revoke lives
+		// in aokeyd's record only.
+	case d.o.Source != nil:
+		if err := d.o.Source.Revoke(ctx, a.r.Chain, a.r.Key); err != nil {
+			res.SourceError = err.Error()
+		} else {
+			res.SourceRevoked = true
+		}
+	default:
+		res.SourceError = "the key source cannot be written"
+	}
+	var covered []peerView
+	for _, v := range views {
+		if v.Names[id] == a.r.Chain+"/"+a.r.Key {
+			covered = append(covered, v)
+		}
+	}
+	dirty, err := d.waitClean(ctx, covered, id)
+	for _, v := range covered {
+		rs := control.RevokeSocket{Socket: "bird " + v.File, Peer: v.ID.String(), Action: control.ActionDeleted}
+		switch {
+		case err != nil:
+			rs.Action, rs.Error = control.ActionError, err.Error()
+		case dirty[v.ID]:
+			rs.Action, rs.Error = control.ActionError, fmt.Sprintf("a BIRD socket still holds key %d/%d for %s", id[0], id[1], v.ID)
+		}
+		res.Sockets = append(res.Sockets, rs)
+	}
+	res.Elapsed = control.Duration(time.Since(start))
+	return revokeDone{res: res}
+}
+
+// waitClean reads BIRD's listeners and its sessions with the covered
+// peers until none holds key id for any of them (10 s at most), and
+// returns the peers still dirty then.
+func (d *Driver) waitClean(ctx context.Context, covered []peerView, id ids) (map[peer.Key]bool, error) {
+	pid, err := d.o.PID()
+	if err != nil {
+		return nil, fmt.Errorf("BIRD's process: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dirty, err := d.dirty(pid, covered, id)
+		if err == nil && len(dirty) == 0 {
+			return nil, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return dirty, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dirty are the covered peers for which a BIRD socket (a listener, or a
+// session with the peer) holds id.
+func (d *Driver) dirty(pid int, covered []peerView, id ids) (map[peer.Key]bool, error) {
+	out := map[peer.Key]bool{}
+	read := func(r sockets.Ref, peers []peerView) error {
+		err := sockets.System{}.With(r, func(fd int) error {
+			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+			for _, k := range ks {
+				if k.SendID != id[0] || k.RecvID != id[1] {
+					continue
+				}
+				for _, v := range peers {
+					if k.Peer.Contains(v.ID.Addr) {
+						out[v.ID] = true
+					}
+				}
+			}
+			return err
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the socket closed meanwhile
+		}
+		return err
+	}
+	lis, err := sockets.System{}.Listeners(pid, d.o.Port)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range lis {
+		if err := read(r, covered); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range covered {
+		conns, err := sockets.System{}.Connections(pid, v.ID.Addr)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range conns {
+			if err := read(r, []peerView{v}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
