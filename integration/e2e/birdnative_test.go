@@ -14,83 +14,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/frr"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// nativeB is router B's aokeyd driving BIRD natively (speaker type bird):
-// its key file mirrors A's chain, its key files are what BIRD includes.
+// nativeB is router B's aokeyd driving BIRD natively, with B's chain:
+// A's keys from B's side.
 type nativeB struct {
-	dir   string
-	keys  string // the include files' directory
-	ctl   *control.Client
+	*lab.NativeBird
 	extra []string // neighbors of BIRD's extra protocols
 }
 
-// startNativeB writes B's key source (A's keys mirrored) and starts B's
-// aokeyd, which writes BIRD's include files before BIRD starts.
-func (l *testbed) startNativeB(keys []key, birdDir string, extra []string) *nativeB {
-	t := l.t
-	t.Helper()
-	b := &nativeB{dir: t.TempDir(), extra: extra}
-	b.keys = filepath.Join(b.dir, "bird-keys")
-	b.writeKeys(t, keys)
-	var peers strings.Builder
-	for _, n := range append([]string{l.ipA().String()}, extra...) {
-		fmt.Fprintf(&peers, "  - neighbor: %s\n    key_chain: core\n", n)
-	}
-	policy := "version: 1\nkey_chains:\n  - name: core\npeers:\n" + peers.String()
-	conf := fmt.Sprintf(`key_source:
-  type: file
-  refresh: 1s
-  file:
-    path: keys.yaml
-policy:
-  path: policy.yaml
-speaker:
-  type: bird
-  bird:
-    control_socket: %s
-    keys_dir: %s
-    pid_file: %s
-    poll_interval: 250ms
-control:
-  socket: control.sock
-metrics:
-  listen: "off"
-log:
-  format: json
-  level: debug
-`, filepath.Join(birdDir, "bird.ctl"), b.keys, filepath.Join(birdDir, "bird.pid"))
-	for n, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": conf} {
-		if err := os.WriteFile(filepath.Join(b.dir, n), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("B's aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(b.dir, "aokeyd.log"), 30000))
-		}
-	})
-	b.ctl = control.NewClient(filepath.Join(b.dir, "control.sock"), 30*time.Second)
-	lab.StartAokeyd(t, l.b, filepath.Join(b.dir, "aokeyd.log"), b.ctl,
-		"-config", filepath.Join(b.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(b.dir, "state"))
-	lab.Eventually(t, 20*time.Second, "B's aokeyd writes BIRD's key file", func() (bool, string) {
-		_, err := os.Stat(b.file(l.ipA().String()))
-		return err == nil, fmt.Sprint(err)
-	})
-	return b
-}
-
-func (b *nativeB) file(neighbor string) string {
-	return filepath.Join(b.keys, birdnative.FileName(netip.MustParseAddr(neighbor), ""))
-}
+func (b *nativeB) file(neighbor string) string { return b.File(neighbor) }
 
 // writeKeys writes B's chain: A's keys from B's side (IDs swapped), for
 // A's address and the extra neighbors.
@@ -107,7 +44,7 @@ func (b *nativeB) writeKeys(t *testing.T, keys []key) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(b.dir, "keys.yaml")
+	p := filepath.Join(b.Dir, "keys.yaml")
 	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +67,12 @@ func newNativeLab(t *testing.T, keys []key, extra []string) (*testbed, *nativeB,
 	l.startGobgpd()
 	l.startAokeyd()
 	birdDir := t.TempDir()
-	b := l.startNativeB(keys, birdDir, extra)
+	b := &nativeB{NativeBird: &lab.NativeBird{Dir: t.TempDir()}, extra: extra}
+	b.writeKeys(t, keys)
+	b.NativeBird = lab.StartNativeBird(t, l.b, b.Dir, birdDir, append([]string{l.ipA().String()}, extra...))
 	bc := l.birdConfig(nil)
 	bc.Include = b.file(l.ipA().String())
-	bc.Extra, bc.ExtraInclude = extra, filepath.Join(b.keys, "%s.conf")
+	bc.Extra, bc.ExtraInclude = extra, filepath.Join(b.KeysDir, "%s.conf")
 	l.bird = bird.StartIn(t, l.b, birdDir, bc)
 	return l, b, bc
 }
@@ -142,29 +81,7 @@ func newNativeLab(t *testing.T, keys []key, extra []string) (*testbed, *nativeB,
 // kernel: the IDs each holds for A.
 func (l *testbed) birdKeys() (listener, session []string) {
 	l.t.Helper()
-	pid, err := frr.FindPID(l.bird.PIDFile(), "")
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	read := func(refs []sockets.Ref) []string {
-		var out []string
-		for _, r := range refs {
-			_ = sockets.System{}.With(r, func(fd int) error {
-				ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-				for _, k := range ks {
-					if k.Peer.Contains(addrA) {
-						out = append(out, fmt.Sprintf("%d/%d", k.SendID, k.RecvID))
-					}
-				}
-				return err
-			})
-		}
-		slices.Sort(out)
-		return out
-	}
-	lis, _ := sockets.System{}.Listeners(pid, 179)
-	conns, _ := sockets.System{}.Connections(pid, addrA)
-	return read(lis), read(conns)
+	return lab.BirdKeys(l.t, l.bird.PIDFile(), addrA)
 }
 
 // TestBIRDNative (issue 33): BIRD driven by aokeyd's native driver (B)
@@ -201,7 +118,7 @@ func TestBIRDNative(t *testing.T) {
 	next.sendStart, next.acceptStart = later, time.Now().Add(-time.Second)
 	b.writeKeys(t, []key{cur, next})
 	lab.Eventually(t, 30*time.Second, "B's status says BIRD was not reconfigured", func() (bool, string) {
-		rep, err := b.ctl.Status(context.Background(), "")
+		rep, err := b.Ctl.Status(context.Background(), "")
 		return err == nil && slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "birdc configure failed") }),
 			fmt.Sprintf("warnings %q (%v)", rep.Warnings, err)
 	})
@@ -287,7 +204,7 @@ func TestBIRDNativeRevoke(t *testing.T) {
 		}
 		return true, ""
 	})
-	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", filepath.Join(b.dir, "control.sock"), "--json", "revoke", "core/k1").Output()
+	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", filepath.Join(b.Dir, "control.sock"), "--json", "revoke", "core/k1").Output()
 	if err != nil {
 		t.Fatalf("aoctl revoke core/k1 at B: %v: %s", err, out)
 	}
