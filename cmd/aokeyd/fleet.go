@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
@@ -30,6 +31,18 @@ func (w *fleetWaker) Wake() {
 	}
 }
 
+// fleetCore is what the fleet publisher reads and drives: the daemon, or
+// the native BIRD driver.
+type fleetCore interface {
+	Status(ctx context.Context, peer string) (control.StatusReport, error)
+	RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error)
+}
+
+var (
+	_ fleetCore = (*daemon.Daemon)(nil)
+	_ fleetCore = (*birdnative.Driver)(nil)
+)
+
 // fleetPublisher is the supervised piece that publishes this router's
 // status to the fleet path in Vault every refresh and applies the fleet's
 // revocations. It shares the key source's Vault client and token. Its
@@ -37,7 +50,7 @@ func (w *fleetWaker) Wake() {
 // reconcile loop never waits on it. The daemon wakes it (through w) when
 // a session's keys or roll state change, so a roll is published within
 // a quarter of the refresh, not at the next one.
-func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore.VaultSource, d *daemon.Daemon, w *fleetWaker, reg prometheus.Registerer, log *slog.Logger) (supervise.Runnable, error) {
+func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore.VaultSource, d fleetCore, w *fleetWaker, reg prometheus.Registerer, log *slog.Logger) (supervise.Runnable, error) {
 	mount, prefix, err := fleet.ParsePath(cfg.Fleet.VaultPath)
 	if err != nil {
 		return supervise.Runnable{}, err

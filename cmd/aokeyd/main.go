@@ -160,7 +160,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 	if cfg.IsBird() {
-		return serveBird(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, log)
+		return serveBird(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, reg, log)
 	}
 	sp, closer, err := openSpeaker(cfg, log, m)
 	if err != nil {

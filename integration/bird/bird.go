@@ -7,6 +7,7 @@
 package bird
 
 import (
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -55,6 +56,9 @@ type Config struct {
 	// Passive: BIRD only accepts the connection (`passive on`), so the
 	// other router's active open is what brings the session up.
 	Passive bool
+	// Binary is the bird executable ("": bird, BIRD 2.17 from PATH;
+	// Bird3 for BIRD 3.1).
+	Binary string
 	// Include, when set, is the file peer_a includes for its
 	// authentication (aokeyd's native driver writes it), instead of Auth
 	// or Keys.
@@ -114,6 +118,10 @@ protocol bgp peer_{{$i}} {
 {{- end}}
 `))
 
+// Bird3 is BIRD 3.1's executable in the guest's root (Debian's bird3,
+// extracted beside bird2: the two packages conflict).
+const Bird3 = "/opt/bird3/usr/sbin/bird"
+
 // Router is one running BIRD.
 type Router struct {
 	t    testing.TB
@@ -137,7 +145,7 @@ func StartIn(t testing.TB, ns *netns.NS, dir string, cfg Config) *Router {
 		t.Fatal(err)
 	}
 	// -f: foreground, so the test owns the process; killed at cleanup.
-	ns.Start(t, filepath.Join(dir, "stdout.log"), "bird", "-f", "-c", filepath.Join(dir, "bird.conf"), "-s", r.sock, "-P", r.PIDFile())
+	ns.Start(t, filepath.Join(dir, "stdout.log"), cmp.Or(cfg.Binary, "bird"), "-f", "-c", filepath.Join(dir, "bird.conf"), "-s", r.sock, "-P", r.PIDFile())
 	err := lab.Within(20*time.Second, "bird to answer birdc", func() (bool, string) {
 		_, err := r.Birdc("show", "status")
 		return err == nil, fmt.Sprint(err)

@@ -54,7 +54,7 @@ func (b *nativeB) writeKeys(t *testing.T, keys []key) {
 }
 
 // newNativeLab is the lab with BIRD driven by B's aokeyd.
-func newNativeLab(t *testing.T, keys []key, extra []string) (*testbed, *nativeB, bird.Config) {
+func newNativeLab(t *testing.T, birdBin string, keys []key, extra []string) (*testbed, *nativeB, bird.Config) {
 	t.Helper()
 	l := &testbed{t: t, dir: t.TempDir(), keys: keys}
 	t.Cleanup(func() {
@@ -69,10 +69,11 @@ func newNativeLab(t *testing.T, keys []key, extra []string) (*testbed, *nativeB,
 	birdDir := t.TempDir()
 	b := &nativeB{NativeBird: &lab.NativeBird{Dir: t.TempDir()}, extra: extra}
 	b.writeKeys(t, keys)
-	b.NativeBird = lab.StartNativeBird(t, l.b, b.Dir, birdDir, append([]string{l.ipA().String()}, extra...))
+	b.NativeBird = lab.StartNativeBird(t, l.b, b.Dir, birdDir, birdBin, append([]string{l.ipA().String()}, extra...))
 	bc := l.birdConfig(nil)
 	bc.Include = b.file(l.ipA().String())
 	bc.Extra, bc.ExtraInclude = extra, filepath.Join(b.KeysDir, "%s.conf")
+	bc.Binary = birdBin
 	l.bird = bird.StartIn(t, l.b, birdDir, bc)
 	return l, b, bc
 }
@@ -97,13 +98,7 @@ func TestBIRDNative(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
 	n := rounds(t, 20)
-	algs := []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}
-	cur := key{i: 1, alg: algs[0]}
-	l, b, bc := newNativeLab(t, []key{cur}, nil)
-	s := l.waitEstablished(90 * time.Second)
-	for r := 1; r <= n; r++ {
-		cur = l.nativeRoll(b, r, cur, key{i: cur.i + 1, alg: algs[r%len(algs)]}, s)
-	}
+	l, b, bc, s, cur := nativeRolls(t, "", n)
 	st := l.status()
 	bs, _ := l.bird.Protocol()
 	fmt.Printf("bird-native: peer=gobgpd rotations=%d flaps=0 pkt_bad=%d\n", n, st.Counters.PktBad+bs.PktBad)
@@ -137,6 +132,35 @@ func TestBIRDNative(t *testing.T) {
 	})
 	l.checkNoFlap(s, "after the failed and the mended configure")
 	fmt.Printf("bird-native-configure-fail: kept_previous=1 warned=1 recovered=1\n")
+}
+
+// TestBIRDNative3 is TestBIRDNative's rolls with BIRD 3.1 (Debian
+// trixie's bird3): ten, cycling the three algorithms. It prints
+// "bird3-native: peer=gobgpd rotations=N flaps=0 pkt_bad=B".
+func TestBIRDNative3(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	n := rounds(t, 10)
+	l, _, _, _, _ := nativeRolls(t, bird.Bird3, n)
+	st := l.status()
+	bs, _ := l.bird.Protocol()
+	out, _ := l.bird.Birdc("show", "status")
+	t.Logf("BIRD: %s", strings.SplitN(out, "\n", 3)[:2])
+	fmt.Printf("bird3-native: peer=gobgpd rotations=%d flaps=0 pkt_bad=%d\n", n, st.Counters.PktBad+bs.PktBad)
+}
+
+// nativeRolls brings up the native lab with birdBin and rolls n times,
+// the algorithm changing each round (HMAC-SHA-1, HMAC-SHA-256,
+// AES-128-CMAC).
+func nativeRolls(t *testing.T, birdBin string, n int) (*testbed, *nativeB, bird.Config, session, key) {
+	algs := []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}
+	cur := key{i: 1, alg: algs[0]}
+	l, b, bc := newNativeLab(t, birdBin, []key{cur}, nil)
+	s := l.waitEstablished(90 * time.Second)
+	for r := 1; r <= n; r++ {
+		cur = l.nativeRoll(b, r, cur, key{i: cur.i + 1, alg: algs[r%len(algs)]}, s)
+	}
+	return l, b, bc, s, cur
 }
 
 // nativeRoll is one roll from cur to next: both key sources get next
@@ -193,7 +217,7 @@ func TestBIRDNativeRevoke(t *testing.T) {
 	now := time.Now()
 	k1 := key{i: 1, sendStart: now.Add(-time.Minute), acceptStart: now.Add(-time.Hour)}
 	k2 := key{i: 2, sendStart: now.Add(-time.Hour), acceptStart: now.Add(-time.Hour)}
-	l, b, _ := newNativeLab(t, []key{k1, k2}, extra)
+	l, b, _ := newNativeLab(t, "", []key{k1, k2}, extra)
 	s := l.waitEstablished(90 * time.Second)
 	lab.Eventually(t, 30*time.Second, "k1 and k2 on every BIRD protocol's file", func() (bool, string) {
 		for _, n := range append([]string{l.ipA().String()}, extra...) {

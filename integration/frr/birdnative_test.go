@@ -39,7 +39,7 @@ func TestFRRBirdNative(t *testing.T) {
 	l.aokeyd = startAokeyd(t, a, l.dir, addrB, speakerFRR(l.frr), "")
 	bdir, birdDir := t.TempDir(), t.TempDir()
 	writeKeys(t, bdir, addrA, []key{k1}, true)
-	nb := lab.StartNativeBird(t, b, bdir, birdDir, []string{addrA.String()})
+	nb := lab.StartNativeBird(t, b, bdir, birdDir, "", []string{addrA.String()})
 	bc := birdConfig(nil, false)
 	bc.Include = nb.File(addrA.String())
 	l.bird = bird.StartIn(t, b, birdDir, bc)

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
@@ -29,9 +30,10 @@ type NativeBird struct {
 // StartNativeBird starts, in ns, an aokeyd that keys BIRD's neighbors
 // (each bound to chain "core") through include files; BIRD's control
 // socket and pid file are birdDir's bird.ctl and bird.pid. dir must hold
-// keys.yaml already. It returns once the first neighbor's file exists, so
+// keys.yaml already; birdBin is the bird executable for `bird -p` ("":
+// bird). It returns once the first neighbor's file exists, so
 // that BIRD can start.
-func StartNativeBird(t *testing.T, ns *netns.NS, dir, birdDir string, neighbors []string) *NativeBird {
+func StartNativeBird(t *testing.T, ns *netns.NS, dir, birdDir, birdBin string, neighbors []string) *NativeBird {
 	t.Helper()
 	b := &NativeBird{Dir: dir, KeysDir: filepath.Join(dir, "bird-keys")}
 	var peers strings.Builder
@@ -52,6 +54,7 @@ speaker:
     control_socket: %s
     keys_dir: %s
     pid_file: %s
+    binary: %s
     poll_interval: 250ms
 control:
   socket: control.sock
@@ -60,7 +63,7 @@ metrics:
 log:
   format: json
   level: debug
-`, filepath.Join(birdDir, "bird.ctl"), b.KeysDir, filepath.Join(birdDir, "bird.pid"))
+`, filepath.Join(birdDir, "bird.ctl"), b.KeysDir, filepath.Join(birdDir, "bird.pid"), cmp.Or(birdBin, "bird"))
 	for n, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": conf} {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte(data), 0o600); err != nil {
 			t.Fatal(err)

@@ -27,6 +27,9 @@ rootfs_pkgs=bird2,iproute2,busybox,procps
 # resolver takes the first alternative of every dependency and cannot order
 # systemd's pre-dependency that frr pulls in (logrotate, cron-daemon-common).
 rootfs_apt_pkgs=frr
+# BIRD 3 (Debian's bird3 conflicts with bird2): its files extracted under
+# /opt/bird3, for the native BIRD driver's tests of both lines.
+rootfs_extract_pkgs=bird3
 # Bump when the build steps change in a way the inputs below do not capture.
 recipe=3
 
@@ -121,7 +124,7 @@ build_kernel() {
 
 build_rootfs() {
 	local key dir mirror
-	key=$(printf '%s\n%s\n%s\n%s\n' "$recipe" "$suite" "$rootfs_pkgs" "$rootfs_apt_pkgs" | sha256sum | cut -c1-16)
+	key=$(printf '%s\n%s\n%s\n%s\n%s\n' "$recipe" "$suite" "$rootfs_pkgs" "$rootfs_apt_pkgs" "$rootfs_extract_pkgs" | sha256sum | cut -c1-16)
 	dir=$cache/rootfs-$key
 	if [ -f "$dir/.aokeyd-rootfs-ok" ]; then
 		log "rootfs cached: $dir"
@@ -136,6 +139,10 @@ build_rootfs() {
 	cp /etc/resolv.conf "$dir.tmp/etc/resolv.conf" 2>/dev/null || true
 	chroot "$dir.tmp" env DEBIAN_FRONTEND=noninteractive apt-get -qq update >&2
 	chroot "$dir.tmp" env DEBIAN_FRONTEND=noninteractive apt-get -qq -y --no-install-recommends install ${rootfs_apt_pkgs//,/ } >&2
+	for p in ${rootfs_extract_pkgs//,/ }; do
+		chroot "$dir.tmp" sh -c "cd /tmp && apt-get -qq download $p && dpkg-deb -x /tmp/${p}_*.deb /opt/$p && rm -f /tmp/${p}_*.deb" >&2
+	done
+	chroot "$dir.tmp" /opt/bird3/usr/sbin/bird --version >"$dir.tmp/.bird3-version" 2>&1 || true
 	chroot "$dir.tmp" apt-get clean >&2
 	# No init system runs in the guest; the harness's own init script does.
 	mkdir -p "$dir.tmp/run/bird" "$dir.tmp/var/run/netns" "$dir.tmp/aokeyd"
@@ -148,7 +155,7 @@ build_rootfs() {
 	touch "$dir.tmp/.aokeyd-rootfs-ok"
 	rm -rf "$dir"
 	mv "$dir.tmp" "$dir"
-	log "rootfs built: $dir ($(cat "$dir/.bird-version"); $(cat "$dir/.frr-version"))"
+	log "rootfs built: $dir ($(cat "$dir/.bird-version"); $(cat "$dir/.bird3-version"); $(cat "$dir/.frr-version"))"
 	echo "ROOTFS=$dir"
 }
 

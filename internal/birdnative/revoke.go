@@ -74,8 +74,11 @@ func (d *Driver) scope(pk *policy.PeerKeys, snap *keystore.Snapshot, id peer.Key
 
 // revokeAsk is a revoke handed to the run loop, the files' one writer.
 type revokeAsk struct {
-	r    Revocation
-	done chan revokeDone
+	r Revocation
+	// writeBack: mark the key revoked in the key source too (not for a
+	// fleet revocation, whose record is the fleet's).
+	writeBack bool
+	done      chan revokeDone
 }
 
 type revokeDone struct {
@@ -89,7 +92,17 @@ type revokeDone struct {
 // read until none holds it. Elapsed is from the request to the last
 // socket clean.
 func (d *Driver) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
-	a := revokeAsk{r: Revocation{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF, At: d.o.Now()}, done: make(chan revokeDone, 1)}
+	return d.revoke(ctx, req, true)
+}
+
+// RevokeFleet applies a fleet revocation (the fleet publisher's): as
+// Revoke, without writing the key source.
+func (d *Driver) RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error) {
+	return d.revoke(ctx, control.RevokeRequest{Chain: chain, Key: key}, false)
+}
+
+func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
+	a := revokeAsk{r: Revocation{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF, At: d.o.Now()}, writeBack: writeBack, done: make(chan revokeDone, 1)}
 	select {
 	case d.revokes <- a:
 	case <-ctx.Done():
@@ -146,6 +159,8 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	case a.r.Peer != "":
 		// The source is shared by every peer: a peer-scoped revoke lives
 		// in aokeyd's record only.
+	case !a.writeBack:
+		// A fleet revocation: the fleet record in Vault holds it.
 	case d.o.Source != nil:
 		if err := d.o.Source.Revoke(ctx, a.r.Chain, a.r.Key); err != nil {
 			res.SourceError = err.Error()

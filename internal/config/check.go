@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // DefaultHorizon is how far ahead Check looks for key-coverage gaps.
@@ -97,6 +99,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	for _, p := range pol.Validate(snap, o.Now, o.Horizon) {
 		out.Problems = append(out.Problems, p)
 	}
+	if c.IsBird() {
+		out.Problems = append(out.Problems, birdKeyProblems(pol, snap, o.Now)...)
+	}
 	return out
 }
 
@@ -111,4 +116,34 @@ func flatten(err error) []error {
 		return ps.Unwrap()
 	}
 	return []error{err}
+}
+
+// birdKeyProblems are the bound keys BIRD cannot hold (bird.Check: an
+// excluded TCP option, a MAC length other than the kernel's default),
+// named by chain and key, when aokeyd drives BIRD natively.
+func birdKeyProblems(pol *policy.Policy, snap *keystore.Snapshot, now time.Time) []error {
+	var out []error
+	seen := map[string]bool{}
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err != nil {
+			continue // Validate reports it
+		}
+		c := snap.Chains[pk.SourceChain]
+		if c == nil {
+			continue
+		}
+		for _, m := range c.Keys {
+			inc := m.IncludeTCPOptions
+			if b.IncludeTCPOptions != nil {
+				inc = *b.IncludeTCPOptions
+			}
+			err := bird.Check(tcpao.Key{Algorithm: m.Algorithm, MACLen: m.MACLen, ExcludeOptions: !inc})
+			if k := pk.SourceChain + "/" + m.Name; err != nil && !seen[k] {
+				seen[k] = true
+				out = append(out, fmt.Errorf("key %s: %w (speaker type bird)", k, err))
+			}
+		}
+	}
+	return out
 }

@@ -21,7 +21,8 @@ import (
 // installed ahead; the old one accept-only after the switch). A rendering
 // BIRD would refuse at run time instead (every key deprecated) is refused
 // by the renderer: TestRefusals. A config BIRD's parser refuses is refused
-// here too (the parser is live). AOKEYD_BIRD_ROOT is the guest root;
+// here too (the parser is live). Both BIRD 2.17 and BIRD 3.1 parse each.
+// AOKEYD_BIRD_ROOT is the guest root;
 // `make renderings` sets it, and without it the test is skipped.
 func TestBIRDParse(t *testing.T) {
 	root := os.Getenv("AOKEYD_BIRD_ROOT")
@@ -38,9 +39,13 @@ func TestBIRDParse(t *testing.T) {
 		if err := os.WriteFile(f, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command("chroot", root, "bird", "-p", "-c", strings.TrimPrefix(f, root)).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		// Both BIRD lines Debian trixie serves: bird2 (2.17) and bird3
+		// (3.1, extracted to /opt/bird3 in the guest root).
+		for _, bin := range []string{"bird", "/opt/bird3/usr/sbin/bird"} {
+			out, err := exec.Command("chroot", root, bin, "-p", "-c", strings.TrimPrefix(f, root)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s: %v: %s", bin, err, strings.TrimSpace(string(out)))
+			}
 		}
 		return nil
 	}

@@ -1,0 +1,197 @@
+package birdnative
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+// fakeBird answers BIRD's control protocol: configure succeeds, or fails
+// while refuse is set; it counts configures.
+type fakeBird struct {
+	mu         sync.Mutex
+	refuse     bool
+	configures int
+}
+
+func (f *fakeBird) serve(t *testing.T, sock string) {
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
+				cmd, _ := bufio.NewReader(c).ReadString('\n')
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				switch {
+				case strings.HasPrefix(cmd, "configure") && f.refuse:
+					f.configures++
+					_, _ = c.Write([]byte("8002 /etc/bird.conf:3:1 syntax error\n"))
+				case strings.HasPrefix(cmd, "configure"):
+					f.configures++
+					_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
+				default:
+					_, _ = c.Write([]byte("0000 \n"))
+				}
+			}()
+		}
+	}()
+}
+
+func (f *fakeBird) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.configures
+}
+
+const testPolicy = `version: 1
+key_chains:
+  - name: core
+peers:
+  - neighbor: 192.0.2.2
+    key_chain: core
+`
+
+func keyFile(t *testing.T, path string, names ...string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("chains:\n  core:\n    peers: [192.0.2.2]\n    keys:\n")
+	for i, n := range names {
+		fmt.Fprintf(&b, "      - {name: %s, send_id: %d, recv_id: %d, algorithm: hmac(sha256), secret_hex: %s}\n", n, i+1, i+101, hex.EncodeToString([]byte("a secret of key "+n)))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newTestDriver is a Driver over a key file, a fake BIRD control socket
+// and a bird -p that accepts everything (true).
+func newTestDriver(t *testing.T, names ...string) (*Driver, *fakeBird, string) {
+	t.Helper()
+	dir := t.TempDir()
+	kf := filepath.Join(dir, "keys.yaml")
+	keyFile(t, kf, names...)
+	src, err := keystore.NewFile(keystore.FileOptions{Path: kf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Parse("policy.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fakeBird{}
+	sock := filepath.Join(dir, "bird.ctl")
+	fb.serve(t, sock)
+	d, err := New(Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol, Dir: filepath.Join(dir, "keys"),
+		Control: sock, Bird: "true", PID: func() (int, error) { return 0, errors.New("no BIRD process in this test") },
+		RevocationsFile: filepath.Join(dir, "revocations.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.refresh(context.Background())
+	return d, fb, kf
+}
+
+// TestDriverApplyAndRestore: a pass writes the neighbor's file and
+// reconfigures BIRD once; an unchanged pass configures nothing; a
+// configure BIRD refuses puts the file back and says so in status, and
+// the change goes through once BIRD takes it.
+func TestDriverApplyAndRestore(t *testing.T) {
+	d, fb, kf := newTestDriver(t, "k1")
+	ctx := context.Background()
+	file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
+	d.pass(ctx, nil)
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), "send id 1; recv id 101;") || !strings.Contains(string(b), "preferred;") {
+		t.Fatalf("file after the first pass (%v):\n%s", err, b)
+	}
+	if fb.count() != 1 {
+		t.Fatalf("%d configures, want 1", fb.count())
+	}
+	d.pass(ctx, nil)
+	if fb.count() != 1 {
+		t.Fatalf("an unchanged pass configured BIRD (%d)", fb.count())
+	}
+
+	fb.mu.Lock()
+	fb.refuse = true
+	fb.mu.Unlock()
+	keyFile(t, kf, "k1", "k2")
+	d.refresh(ctx)
+	d.pass(ctx, nil)
+	after, _ := os.ReadFile(file)
+	if string(after) != string(b) {
+		t.Fatalf("a refused configure left the new file:\n%s", after)
+	}
+	rep, err := d.Status(ctx, "")
+	if err != nil || len(rep.Warnings) == 0 || !strings.Contains(rep.Warnings[0], "birdc configure failed") {
+		t.Fatalf("status warnings %q (%v), want the refused configure", rep.Warnings, err)
+	}
+	for _, w := range rep.Warnings {
+		if strings.Contains(w, hex.EncodeToString([]byte("a secret of key k1"))) {
+			t.Fatal("a secret in status")
+		}
+	}
+	fb.mu.Lock()
+	fb.refuse = false
+	fb.mu.Unlock()
+	d.retryAt = time.Time{} // the backoff's wait, skipped
+	d.pass(ctx, nil)
+	b, _ = os.ReadFile(file)
+	if !strings.Contains(string(b), "send id 2; recv id 102;") {
+		t.Fatalf("the change did not go through once BIRD took it:\n%s", b)
+	}
+	if rep, _ := d.Status(ctx, ""); len(rep.Warnings) != 0 {
+		t.Errorf("warnings after the configure went through: %q", rep.Warnings)
+	}
+}
+
+// TestDriverRevoke: a revoke records the key, writes it back to the key
+// source and rewrites the file without it at once; the record survives a
+// new Driver.
+func TestDriverRevoke(t *testing.T) {
+	d, _, _ := newTestDriver(t, "k1", "k2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	res, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.SourceRevoked || len(res.Sockets) != 1 {
+		t.Errorf("revoke result %+v", res)
+	}
+	b, _ := os.ReadFile(filepath.Join(d.o.Dir, "192.0.2.2.conf"))
+	if strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {
+		t.Fatalf("file after the revoke:\n%s", b)
+	}
+	cancel()
+	<-done
+	rs, err := loadRevocations(d.o.RevocationsFile)
+	if err != nil || len(rs) != 1 || rs[0].Key != "k1" {
+		t.Fatalf("recorded %+v (%v)", rs, err)
+	}
+}
