@@ -138,16 +138,39 @@ func (d *Driver) Adopt(context.Context, control.AdoptRequest) (control.AdoptResu
 	return control.AdoptResult{}, fmt.Errorf("%w: with speaker type bird aokeyd writes BIRD's key files and never its sockets; a key in BIRD's own configuration is BIRD's", control.ErrInvalid)
 }
 
-// metricsKept publishes the kept keys (aokeyd_keys_kept).
-func (d *Driver) metricsKept(views []peerView) {
-	if d.o.Metrics == nil {
+// metricsOf publishes a pass's views: each neighbor's per-key counters,
+// Current_key and RNext_key as BIRD's session socket holds them (the
+// series the other speakers' sessions have), and the kept keys
+// (aokeyd_keys_kept, reason carried).
+func (d *Driver) metricsOf(views []peerView) {
+	m := d.o.Metrics
+	if m == nil {
 		return
 	}
 	var out []metrics.Kept
+	now := d.o.Now()
 	for _, v := range views {
+		p := metrics.Peer{Addr: v.ID.Addr.String(), VRF: v.ID.VRF}
 		for _, c := range v.Kept {
-			out = append(out, metrics.Kept{Peer: v.ID.Addr.String(), VRF: v.ID.VRF, Socket: "bird-file", SendID: c.ID[0], RecvID: c.ID[1], Reason: "carried"})
+			out = append(out, metrics.Kept{Peer: p.Addr, VRF: p.VRF, Socket: "bird-file", SendID: c.ID[0], RecvID: c.ID[1], Reason: "carried"})
 		}
+		if v.Session == nil {
+			continue
+		}
+		var kcs []metrics.KeyCounters
+		var cur, rnext *uint8
+		for _, k := range v.Session {
+			kcs = append(kcs, metrics.KeyCounters{Key: v.Names[ids{k.SendID, k.RecvID}], SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad})
+			if k.IsCurrent {
+				cur = &k.SendID
+			}
+			if k.IsRNext {
+				rnext = &k.RecvID
+			}
+		}
+		m.ObserveKeys(p, kcs)
+		m.SetPeerKeys(p, cur, rnext, len(v.Session))
+		m.SetCountersReadAt(p, now)
 	}
-	d.o.Metrics.SetKept(out)
+	m.SetKept(out)
 }

@@ -397,6 +397,59 @@ func (d *Driver) apply(ctx context.Context, changes []change, views []peerView) 
 	for _, c := range changes {
 		d.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
 	}
+	d.verify(changes, views)
+}
+
+// verify reads BIRD's session with each changed neighbor from the kernel
+// until it carries exactly the file's keys (5 s at most; BIRD applies a
+// configure in the background), and warns in the peer's status when it
+// does not. A neighbor without a session is verified at its next one.
+func (d *Driver) verify(changes []change, views []peerView) {
+	pid, err := d.o.PID()
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, c := range changes {
+		v := &views[c.view]
+		want := idSet(v.Keys)
+		for {
+			keys, _ := d.readSession(pid, v.ID, false)
+			if keys == nil {
+				break
+			}
+			got := make([]ids, 0, len(keys))
+			for _, k := range keys {
+				got = append(got, ids{k.SendID, k.RecvID})
+			}
+			slices.SortFunc(got, cmpIDs)
+			if slices.Equal(got, want) {
+				v.Session = keys
+				break
+			}
+			if time.Now().After(deadline) {
+				v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD was reconfigured, but its session with %s carries keys %v, not the file's %v: check `birdc show protocols all` (is %s included by this neighbor's protocol?)", v.ID, got, want, c.path))
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func idSet(ks []bird.Key) []ids {
+	out := make([]ids, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, idsOf(k))
+	}
+	slices.SortFunc(out, cmpIDs)
+	return out
+}
+
+func cmpIDs(a, b ids) int {
+	if a[0] != b[0] {
+		return int(a[0]) - int(b[0])
+	}
+	return int(a[1]) - int(b[1])
 }
 
 func (d *Driver) restore(changes []change) {
@@ -432,7 +485,7 @@ func (d *Driver) publish(views []peerView, warn string) {
 	if views != nil || warn != "" {
 		d.views = views
 	}
-	d.metricsKept(views)
+	d.metricsOf(views)
 	if warn != "" && d.cfgErr == "" {
 		d.cfgErr = warn
 	}

@@ -195,3 +195,20 @@ func TestDriverRevoke(t *testing.T) {
 		t.Fatalf("recorded %+v (%v)", rs, err)
 	}
 }
+
+// TestDriverPlan: aoctl plan shows each neighbor's file as the next pass
+// writes it, and writes nothing.
+func TestDriverPlan(t *testing.T) {
+	d, fb, _ := newTestDriver(t, "k1", "k2")
+	rep, err := d.Plan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "bird 192.0.2.2 " + filepath.Join(d.o.Dir, "192.0.2.2.conf") + ": write [1/101 preferred, 2/102]" // the policy's preferred key
+	if len(rep.Plan) != 1 || rep.Plan[0] != want {
+		t.Fatalf("plan %q, want %q", rep.Plan, want)
+	}
+	if _, err := os.Stat(filepath.Join(d.o.Dir, "192.0.2.2.conf")); !errors.Is(err, os.ErrNotExist) || fb.count() != 0 {
+		t.Fatalf("plan wrote the file (%v) or configured BIRD (%d)", err, fb.count())
+	}
+}
