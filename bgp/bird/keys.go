@@ -55,6 +55,9 @@ func RenderKeys(keys []Key) []byte {
 	h := make([]byte, 2*tcpao.MaxKeyLen)
 	defer clear(h)
 	for _, k := range keys {
+		if k.Secret.Len() > tcpao.MaxKeyLen {
+			continue // not a key the kernel takes (keystore refuses it)
+		}
 		n := hex.Encode(h, k.Secret.Bytes())
 		fmt.Fprintf(&b, "\tkey { send id %d; recv id %d; secret hex:", k.SendID, k.RecvID)
 		b.Write(h[:n])

@@ -253,5 +253,10 @@ func TestBIRDNativeRevoke(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	l.checkNoFlap(s, "after the revoke at B")
+	for _, line := range strings.Split(lab.Tail(filepath.Join(b.Dir, "aokeyd.log"), 1<<20), "\n") {
+		if strings.Contains(line, "BIRD keys revoked") {
+			t.Logf("B's breakdown: %s", line)
+		}
+	}
 	fmt.Printf("bird-native-revoke: protocols=%d clean_ms=%d\n", clean, time.Duration(res.Elapsed).Milliseconds())
 }

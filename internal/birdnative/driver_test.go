@@ -122,7 +122,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 	d, fb, kf := newTestDriver(t, "k1")
 	ctx := context.Background()
 	file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
-	d.pass(ctx, nil)
+	d.pass(ctx, nil, true)
 	b, err := os.ReadFile(file)
 	if err != nil || !strings.Contains(string(b), "send id 1; recv id 101;") || !strings.Contains(string(b), "preferred;") {
 		t.Fatalf("file after the first pass (%v):\n%s", err, b)
@@ -130,7 +130,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 	if fb.count() != 1 {
 		t.Fatalf("%d configures, want 1", fb.count())
 	}
-	d.pass(ctx, nil)
+	d.pass(ctx, nil, true)
 	if fb.count() != 1 {
 		t.Fatalf("an unchanged pass configured BIRD (%d)", fb.count())
 	}
@@ -140,7 +140,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 	fb.mu.Unlock()
 	keyFile(t, kf, "k1", "k2")
 	d.refresh(ctx)
-	d.pass(ctx, nil)
+	d.pass(ctx, nil, true)
 	after, _ := os.ReadFile(file)
 	if string(after) != string(b) {
 		t.Fatalf("a refused configure left the new file:\n%s", after)
@@ -158,7 +158,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 	fb.refuse = false
 	fb.mu.Unlock()
 	d.retryAt = time.Time{} // the backoff's wait, skipped
-	d.pass(ctx, nil)
+	d.pass(ctx, nil, true)
 	b, _ = os.ReadFile(file)
 	if !strings.Contains(string(b), "send id 2; recv id 102;") {
 		t.Fatalf("the change did not go through once BIRD took it:\n%s", b)

@@ -59,7 +59,7 @@ func parseFile(b []byte) ([]bird.Key, error) {
 		recv, err2 := strconv.ParseUint(string(m[2]), 10, 8)
 		raw := make([]byte, hex.DecodedLen(len(m[3])))
 		_, err3 := hex.Decode(raw, m[3])
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if err := errors.Join(err1, err2, err3); err != nil || len(raw) == 0 || len(raw) > tcpao.MaxKeyLen {
 			clear(raw)
 			return nil, fmt.Errorf("a key line is not aokeyd's form (send, recv or secret)")
 		}

@@ -154,22 +154,30 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 		}
 		only = map[peer.Key]bool{peer.KeyOf(addr, a.r.VRF): true}
 	}
-	views := d.pass(ctx, only)
-	switch {
-	case a.r.Peer != "":
-		// The source is shared by every peer: a peer-scoped revoke lives
-		// in aokeyd's record only.
-	case !a.writeBack:
-		// A fleet revocation: the fleet record in Vault holds it.
-	case d.o.Source != nil:
-		if err := d.o.Source.Revoke(ctx, a.r.Chain, a.r.Key); err != nil {
-			res.SourceError = err.Error()
-		} else {
-			res.SourceRevoked = true
+	recorded := time.Now()
+	views := d.pass(ctx, only, false)
+	applied := time.Now()
+	// The key source is written beside the sockets' check, as the daemon
+	// does: neither waits for the other.
+	source := make(chan struct{})
+	go func() {
+		defer close(source)
+		switch {
+		case a.r.Peer != "":
+			// The source is shared by every peer: a peer-scoped revoke
+			// lives in aokeyd's record only.
+		case !a.writeBack:
+			// A fleet revocation: the fleet record in Vault holds it.
+		case d.o.Source != nil:
+			if err := d.o.Source.Revoke(ctx, a.r.Chain, a.r.Key); err != nil {
+				res.SourceError = err.Error()
+			} else {
+				res.SourceRevoked = true
+			}
+		default:
+			res.SourceError = "the key source cannot be written"
 		}
-	default:
-		res.SourceError = "the key source cannot be written"
-	}
+	}()
 	var covered []peerView
 	for _, v := range views {
 		if v.Names[id] == a.r.Chain+"/"+a.r.Key {
@@ -188,6 +196,10 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 		res.Sockets = append(res.Sockets, rs)
 	}
 	res.Elapsed = control.Duration(time.Since(start))
+	d.log.Info("BIRD keys revoked", "chain", a.r.Chain, "key", a.r.Key, "protocols", len(covered),
+		"record_ms", recorded.Sub(start).Milliseconds(), "files_and_configure_ms", applied.Sub(recorded).Milliseconds(),
+		"clean_ms", time.Since(applied).Milliseconds())
+	<-source
 	return revokeDone{res: res}
 }
 
