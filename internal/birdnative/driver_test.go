@@ -172,7 +172,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 // source and rewrites the file without it at once; the record survives a
 // new Driver.
 func TestDriverRevoke(t *testing.T) {
-	d, _, _ := newTestDriver(t, "k1", "k2")
+	d, _, kf := newTestDriver(t, "k1", "k2")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -183,6 +183,9 @@ func TestDriverRevoke(t *testing.T) {
 	}
 	if !res.SourceRevoked || len(res.Sockets) != 1 {
 		t.Errorf("revoke result %+v", res)
+	}
+	if k, _ := os.ReadFile(kf); !strings.Contains(string(k), "revoked") {
+		t.Errorf("the key source does not mark k1 revoked:\n%s", k)
 	}
 	b, _ := os.ReadFile(filepath.Join(d.o.Dir, "192.0.2.2.conf"))
 	if strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {

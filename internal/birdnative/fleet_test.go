@@ -1,0 +1,71 @@
+package birdnative
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
+)
+
+// TestDriverFleet: with speaker type bird the fleet publisher reads the
+// driver's status (the document lists BIRD's neighbors) and applies a
+// fleet revocation through it: the neighbor's file loses the key at the
+// publisher's next round, and the key source is not written (the fleet
+// record is the fleet's).
+func TestDriverFleet(t *testing.T) {
+	d, _, kf := newTestDriver(t, "k1", "k2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(file); err == nil && strings.Contains(string(b), "send id 1;") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first pass wrote no file")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	srv, err := vaulttest.New(vaulttest.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := api.NewClient(srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetToken(srv.RootToken())
+	st := fleet.Store{V: fleet.Client{C: c}, Mount: "secret", Prefix: "aokeyd/fleet"}
+	p := fleet.NewPublisher(fleet.Options{Store: st, RouterID: "bird-1", Refresh: time.Second, SwitchTimeout: time.Minute,
+		Status: func(ctx context.Context) (control.StatusReport, error) { return d.Status(ctx, "") }, Revoke: d.RevokeFleet})
+	p.Round(ctx)
+	doc := p.Last()
+	if len(doc.Peers) != 1 || doc.Peers[0].Address != "192.0.2.2" {
+		t.Fatalf("fleet document peers %+v, want BIRD's neighbor 192.0.2.2", doc.Peers)
+	}
+	if _, _, err := st.AddRevocation(ctx, fleet.Revocation{Chain: "core", Key: "k1", By: "test", Reason: "leaked", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	p.Round(ctx)
+	b, _ := os.ReadFile(file)
+	if strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {
+		t.Fatalf("file after the fleet revocation:\n%s", b)
+	}
+	if k, _ := os.ReadFile(kf); strings.Contains(string(k), "revoked") {
+		t.Fatal("a fleet revocation wrote the key source")
+	}
+}
