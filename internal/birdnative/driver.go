@@ -58,6 +58,7 @@ type Driver struct {
 	o   Options
 	log *slog.Logger
 	// The run loop's own.
+	timing  passTiming // the last pass's
 	retryAt time.Time
 	backoff time.Duration
 	kick    chan struct{}
@@ -195,13 +196,19 @@ func (d *Driver) pass(ctx context.Context, only map[peer.Key]bool, verify bool) 
 	}
 	defer snap.Zero()
 	now := d.o.Now()
+	t0 := time.Now()
 	views, changes := d.plan(ctx, snap, now, only, true)
+	d.timing = passTiming{plan: time.Since(t0)}
 	if len(changes) > 0 && !now.Before(d.retryAt) {
 		d.apply(ctx, changes, views, verify)
 	}
 	d.publish(views, "")
 	return views
 }
+
+// passTiming is where a pass spent its time: planning (the key source,
+// BIRD's protocols and sessions, bird -p) and BIRD's configure.
+type passTiming struct{ plan, configure time.Duration }
 
 // change is one file to replace.
 type change struct {
@@ -380,7 +387,9 @@ func (d *Driver) apply(ctx context.Context, changes []change, views []peerView, 
 			return
 		}
 	}
+	written := time.Now()
 	out, err := bird.Command(d.o.Control, "configure")
+	d.timing.configure = time.Since(written)
 	switch {
 	case err != nil:
 		// BIRD is not running (or not answering): the files are in place

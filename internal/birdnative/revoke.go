@@ -198,6 +198,7 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	res.Elapsed = control.Duration(time.Since(start))
 	d.log.Info("BIRD keys revoked", "chain", a.r.Chain, "key", a.r.Key, "protocols", len(covered),
 		"record_ms", recorded.Sub(start).Milliseconds(), "files_and_configure_ms", applied.Sub(recorded).Milliseconds(),
+		"plan_and_check_ms", d.timing.plan.Milliseconds(), "configure_ms", d.timing.configure.Milliseconds(),
 		"clean_ms", time.Since(applied).Milliseconds())
 	<-source
 	return revokeDone{res: res}
