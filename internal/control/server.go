@@ -211,70 +211,55 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rotate(w http.ResponseWriter, r *http.Request) {
-	var req RotateRequest
-	err := readJSON(r, &req)
-	if err == nil && req.All == (req.Peer != "") {
-		err = fmt.Errorf("%w: name a peer or all, not both or neither", ErrInvalid)
-	}
-	var res RotateResult
-	if err == nil {
-		res, err = s.o.Backend.Rotate(r.Context(), req)
-	}
-	s.audit(r, auditCred(r), "rotate", rotateArgs(req), err)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, res)
+	change(s, w, r, "rotate", rotateArgs, func(req RotateRequest) error {
+		if req.All == (req.Peer != "") {
+			return fmt.Errorf("%w: name a peer or all, not both or neither", ErrInvalid)
+		}
+		return nil
+	}, s.o.Backend.Rotate)
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	var req RevokeRequest
-	err := readJSON(r, &req)
-	if err == nil && (req.Chain == "" || req.Key == "") {
-		err = fmt.Errorf("%w: chain and key are required", ErrInvalid)
-	}
-	var res RevokeResult
-	if err == nil {
-		res, err = s.o.Backend.Revoke(r.Context(), req)
-	}
-	s.audit(r, auditCred(r), "revoke", revokeArgs(req), err)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, res)
+	change(s, w, r, "revoke", revokeArgs, func(req RevokeRequest) error { return needKey(req.Chain, req.Key) }, s.o.Backend.Revoke)
 }
 
 func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
-	var req ReplaceRequest
-	err := readJSON(r, &req)
-	if err == nil && (req.Chain == "" || req.Key == "") {
-		err = fmt.Errorf("%w: chain and key are required", ErrInvalid)
-	}
-	var res ReplaceResult
-	if err == nil {
-		res, err = s.o.Backend.Replace(r.Context(), req)
-	}
-	s.audit(r, auditCred(r), "replace", replaceArgs(req), err)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, res)
+	change(s, w, r, "replace", replaceArgs, func(req ReplaceRequest) error { return needKey(req.Chain, req.Key) }, s.o.Backend.Replace)
 }
 
 func (s *Server) adopt(w http.ResponseWriter, r *http.Request) {
-	var req AdoptRequest
+	change(s, w, r, "adopt", adoptArgs, func(req AdoptRequest) error {
+		if req.Peer == "" {
+			return fmt.Errorf("%w: peer is required", ErrInvalid)
+		}
+		return nil
+	}, s.o.Backend.Adopt)
+}
+
+// needKey is the check of a request that names a chain's key.
+func needKey(chain, key string) error {
+	if chain == "" || key == "" {
+		return fmt.Errorf("%w: chain and key are required", ErrInvalid)
+	}
+	return nil
+}
+
+// change serves one state-changing request: the body read into Req and
+// checked, the backend called, one audit line whatever the outcome (args
+// names the request's arguments, never key material), the answer or the
+// error.
+func change[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, command string, args func(Req) []any,
+	check func(Req) error, call func(context.Context, Req) (Res, error)) {
+	var req Req
 	err := readJSON(r, &req)
-	if err == nil && req.Peer == "" {
-		err = fmt.Errorf("%w: peer is required", ErrInvalid)
-	}
-	var res AdoptResult
 	if err == nil {
-		res, err = s.o.Backend.Adopt(r.Context(), req)
+		err = check(req)
 	}
-	s.audit(r, auditCred(r), "adopt", adoptArgs(req), err)
+	var res Res
+	if err == nil {
+		res, err = call(r.Context(), req)
+	}
+	s.audit(r, auditCred(r), command, args(req), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
