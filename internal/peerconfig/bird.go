@@ -8,20 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 const birdDoc = "BIRD 2.17 User's Guide (doc/bird.sgml), BGP options `authentication ao` and `keys { key { send id; recv id; secret; algorithm; preferred; deprecated; }; }`; example: https://routing.denog.de/guides/control_plane_protection/tcp-authentication-option"
-
-// birdAlgorithm is BIRD's name for a TCP-AO algorithm.
-func birdAlgorithm(a tcpao.Algorithm) string {
-	switch a {
-	case tcpao.CMACAES128:
-		return "cmac aes128"
-	}
-	// hmac(sha1) -> hmac sha1, hmac(sha256) -> hmac sha256
-	return strings.NewReplacer("(", " ", ")", "").Replace(string(a))
-}
 
 // birdKey is one entry of BIRD's key list at an instant.
 type birdKey struct {
@@ -74,7 +65,7 @@ func (r *renderer) bird() {
 	cur := r.birdKeys(at, usable)
 	for _, b := range cur {
 		r.printf("\t\tkey { send id %d; recv id %d; secret %s; algorithm %s;", b.k.SendID, b.k.RecvID,
-			r.secret(b.k, func(s []byte) string { return "hex:" + hex.EncodeToString(s) }), birdAlgorithm(b.k.Algorithm))
+			r.secret(b.k, func(s []byte) string { return "hex:" + hex.EncodeToString(s) }), bird.Algorithm(b.k.Algorithm))
 		if b.preferred {
 			r.printf(" preferred;")
 		}
