@@ -1,7 +1,9 @@
 package gobgp
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -62,4 +64,47 @@ func peerInfoOf(conf peerConf, state peerState, tr peerTransport, ss bgp.Session
 		info.Uptime = uptime.AsTime()
 	}
 	return info, nil
+}
+
+// listAll drains a ListPeer stream of either API line: recv is the
+// stream's Recv, peer converts one response's neighbor.
+func listAll[R any](recv func() (R, error), peer func(R) (bgp.PeerInfo, error)) ([]bgp.PeerInfo, error) {
+	var out []bgp.PeerInfo
+	for {
+		r, err := recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, err := peer(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+}
+
+// events is a WatchEvent stream of either API line as a peerStream: next
+// is the stream's Recv; state answers a response's neighbor when it is a
+// peer state event (ok false: another event), converted.
+type events[R any] struct {
+	next  func() (R, error)
+	state func(R) (p bgp.PeerInfo, ok bool, err error)
+}
+
+func (e events[R]) recv() (bgp.PeerInfo, bool, error) {
+	r, err := e.next()
+	if err != nil {
+		return bgp.PeerInfo{}, false, err
+	}
+	p, ok, err := e.state(r)
+	if !ok {
+		return bgp.PeerInfo{}, true, nil
+	}
+	if err != nil {
+		return bgp.PeerInfo{}, true, fmt.Errorf("peer event: %w", err)
+	}
+	return p, false, nil
 }

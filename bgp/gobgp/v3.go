@@ -3,8 +3,6 @@ package gobgp
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 
 	api "github.com/osrg/gobgp/v3/api"
 
@@ -19,21 +17,7 @@ func (b v3) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error
 	if err != nil {
 		return nil, err
 	}
-	var out []bgp.PeerInfo
-	for {
-		r, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		p, err := peerInfo(r.GetPeer())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
+	return listAll(st.Recv, func(r *api.ListPeerResponse) (bgp.PeerInfo, error) { return peerInfo(r.GetPeer()) })
 }
 
 func (b v3) resetPeer(ctx context.Context, address, communication string) error {
@@ -46,25 +30,14 @@ func (b v3) watchPeers(ctx context.Context) (peerStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v3Stream{st}, nil
-}
-
-type v3Stream struct{ st api.GobgpApi_WatchEventClient }
-
-func (s v3Stream) recv() (bgp.PeerInfo, bool, error) {
-	r, err := s.st.Recv()
-	if err != nil {
-		return bgp.PeerInfo{}, false, err
-	}
-	pe := r.GetPeer()
-	if pe == nil || pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
-		return bgp.PeerInfo{}, true, nil
-	}
-	p, err := peerInfo(pe.GetPeer())
-	if err != nil {
-		return bgp.PeerInfo{}, true, fmt.Errorf("peer event: %w", err)
-	}
-	return p, false, nil
+	return events[*api.WatchEventResponse]{next: st.Recv, state: func(r *api.WatchEventResponse) (bgp.PeerInfo, bool, error) {
+		pe := r.GetPeer()
+		if pe == nil || pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+			return bgp.PeerInfo{}, false, nil
+		}
+		p, err := peerInfo(pe.GetPeer())
+		return p, true, err
+	}}, nil
 }
 
 // peerInfo converts GoBGP's peer; the auth password only sets MD5.

@@ -3,8 +3,6 @@ package gobgp
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 
 	apiv4 "github.com/osrg/gobgp/v4/api"
 	"google.golang.org/grpc"
@@ -34,21 +32,7 @@ func (b v4) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error
 	if err != nil {
 		return nil, err
 	}
-	var out []bgp.PeerInfo
-	for {
-		r, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		p, err := peerInfoV4(r.GetPeer())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
+	return listAll(st.Recv, func(r *apiv4.ListPeerResponse) (bgp.PeerInfo, error) { return peerInfoV4(r.GetPeer()) })
 }
 
 func (b v4) resetPeer(ctx context.Context, address, communication string) error {
@@ -61,27 +45,14 @@ func (b v4) watchPeers(ctx context.Context) (peerStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v4Stream{st}, nil
-}
-
-type v4Stream struct {
-	st grpc.ServerStreamingClient[apiv4.WatchEventResponse]
-}
-
-func (s v4Stream) recv() (bgp.PeerInfo, bool, error) {
-	r, err := s.st.Recv()
-	if err != nil {
-		return bgp.PeerInfo{}, false, err
-	}
-	pe := r.GetPeer()
-	if pe == nil || pe.GetType() != apiv4.WatchEventResponse_PeerEvent_TYPE_STATE {
-		return bgp.PeerInfo{}, true, nil
-	}
-	p, err := peerInfoV4(pe.GetPeer())
-	if err != nil {
-		return bgp.PeerInfo{}, true, fmt.Errorf("peer event: %w", err)
-	}
-	return p, false, nil
+	return events[*apiv4.WatchEventResponse]{next: st.Recv, state: func(r *apiv4.WatchEventResponse) (bgp.PeerInfo, bool, error) {
+		pe := r.GetPeer()
+		if pe == nil || pe.GetType() != apiv4.WatchEventResponse_PeerEvent_TYPE_STATE {
+			return bgp.PeerInfo{}, false, nil
+		}
+		p, err := peerInfoV4(pe.GetPeer())
+		return p, true, err
+	}}, nil
 }
 
 // peerInfoV4 converts a v4 peer as peerInfo does a v3 one.
