@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
-	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,32 +32,5 @@ func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgP
 	if err != nil {
 		return err
 	}
-	control, err := controlAPI(cfg, d, m, log)
-	if err != nil {
-		return err
-	}
-	metricsHTTP, err := metricsListener(cfg.Metrics, m.Handler())
-	if err != nil {
-		return err
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	pieces := []supervise.Runnable{{Name: "bird", Run: d.Run}, control, metricsHTTP,
-		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, d, log); return nil }}}
-	if v, ok := src.(*keystore.VaultSource); ok {
-		if cfg.Fleet != nil {
-			fp, err := fleetPublisher(cfg, pol.Safety().SwitchTimeout, v, d, &fleetWaker{}, reg, log)
-			if err != nil {
-				return err
-			}
-			pieces = append(pieces, fp)
-		}
-		pieces = append([]supervise.Runnable{{Name: "vault-token", Run: v.Run}}, pieces...)
-	}
-	log.Info("aokeyd started", "version", version, "key_source", src.Name(), "speaker", "bird (native)", "keys_dir", b.KeysDir, "control", cfg.Control.Socket)
-	notify("READY=1")
-	err = supervise.Run(ctx, log, stopTimeout, pieces...)
-	notify("STOPPING=1")
-	return err
+	return superviseCore(ctx, cfg, pol, cfgPath, src, m, reg, log, d, "bird", &fleetWaker{}, nil, "speaker", "bird (native)", "keys_dir", b.KeysDir)
 }

@@ -196,7 +196,35 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 
-	control, err := controlAPI(cfg, d, m, log)
+	var extra []supervise.Runnable
+	if guardSock != "" {
+		extra = append(extra, supervise.Runnable{Name: "connect-supervisor", Run: func(ctx context.Context) error {
+			superviseConnects(ctx, guardSock, d, log)
+			return nil
+		}})
+	}
+	return superviseCore(ctx, cfg, checked.Policy, cfgPath, src, m, reg, log, d, "reconcile", fw, extra, "speaker", sp.Name())
+}
+
+// core is what aokeyd runs at its centre: the daemon that borrows a
+// speaker's sockets, or the native BIRD driver.
+type core interface {
+	control.Backend
+	reloader
+	RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error)
+	Run(ctx context.Context) error
+}
+
+// superviseCore runs c (as the piece named name) with the control API,
+// the metrics listener, the reload watcher, the fleet publisher and the
+// Vault token's renewal when configured, and extra, until ctx ends.
+// Started in this order, stopped in the reverse one: extra and the reload
+// watcher first, then the listeners, then the core (keys stay
+// installed), the key source's renewal last. SIGHUP is caught from before
+// READY=1: its default action ends the process.
+func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath string, src keystore.Source, m *metrics.Metrics,
+	reg prometheus.Registerer, log *slog.Logger, c core, name string, fw *fleetWaker, extra []supervise.Runnable, started ...any) error {
+	control, err := controlAPI(cfg, c, m, log)
 	if err != nil {
 		return err
 	}
@@ -204,19 +232,14 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	// Started in this order, stopped in the reverse one: the connect
-	// supervisor and the reload watcher first, then the listeners, then the
-	// reconcile loop (keys stay installed), the key source's renewal last.
-	// SIGHUP is caught from before READY=1: its default action ends the
-	// process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	pieces := []supervise.Runnable{{Name: "reconcile", Run: d.Run}, control, metricsHTTP,
-		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, d, log); return nil }}}
+	pieces := []supervise.Runnable{{Name: name, Run: c.Run}, control, metricsHTTP,
+		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, c, log); return nil }}}
 	if v, ok := src.(*keystore.VaultSource); ok {
 		if cfg.Fleet != nil {
-			fp, err := fleetPublisher(cfg, checked.Policy.Safety().SwitchTimeout, v, d, fw, reg, log)
+			fp, err := fleetPublisher(cfg, pol.Safety().SwitchTimeout, v, c, fw, reg, log)
 			if err != nil {
 				return err
 			}
@@ -224,13 +247,8 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		}
 		pieces = append([]supervise.Runnable{{Name: "vault-token", Run: v.Run}}, pieces...)
 	}
-	if guardSock != "" {
-		pieces = append(pieces, supervise.Runnable{Name: "connect-supervisor", Run: func(ctx context.Context) error {
-			superviseConnects(ctx, guardSock, d, log)
-			return nil
-		}})
-	}
-	log.Info("aokeyd started", "version", version, "key_source", src.Name(), "speaker", sp.Name(), "control", cfg.Control.Socket)
+	pieces = append(pieces, extra...)
+	log.Info("aokeyd started", append([]any{"version", version, "key_source", src.Name(), "control", cfg.Control.Socket}, started...)...)
 	notify("READY=1")
 	err = supervise.Run(ctx, log, stopTimeout, pieces...)
 	notify("STOPPING=1")
