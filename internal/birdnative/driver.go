@@ -342,22 +342,22 @@ func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys) int {
 // readSession reads BIRD's established socket with the peer (nil, nil when
 // there is none) and its keys' pkt_good against the previous pass's.
 func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo, *session) {
+	// The kernel is read without the lock: Status must not wait on it.
 	refs, err := sockets.System{}.Connections(pid, id.Addr)
+	var keys []tcpao.KeyInfo
+	if err == nil && len(refs) > 0 {
+		err = sockets.System{}.With(refs[0], func(fd int) error {
+			var err error
+			keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+			return err
+		})
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil || len(refs) == 0 {
-		if record {
+		if record && len(refs) == 0 {
 			delete(d.lastGood, id)
 		}
-		return nil, nil
-	}
-	var keys []tcpao.KeyInfo
-	err = sockets.System{}.With(refs[0], func(fd int) error {
-		var err error
-		keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-		return err
-	})
-	if err != nil {
 		return nil, nil
 	}
 	s := &session{good: map[ids]uint64{}, before: d.lastGood[id]}
