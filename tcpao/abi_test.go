@@ -20,6 +20,7 @@ func TestStructSizes(t *testing.T) {
 		{"tcp_ao_del", unsafe.Sizeof(aoDel{}), sizeofAODel},
 		{"tcp_ao_info_opt", unsafe.Sizeof(aoInfoOpt{}), sizeofAOInfoOpt},
 		{"tcp_ao_getsockopt", unsafe.Sizeof(aoGetsockopt{}), sizeofAOGetsockt},
+		{"tcp_md5sig", unsafe.Sizeof(md5Sig{}), sizeofMD5Sig},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -371,4 +372,45 @@ func cString(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// TestEncodeMD5 pins struct tcp_md5sig's bytes for the requests aokeyd
+// makes: the prefix flag always, the ifindex flag with a VRF, an IPv4 peer
+// on an IPv6 socket as a v4-mapped address with IPv4 prefix bits, and no
+// key for a delete.
+func TestEncodeMD5(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ref       MD5Ref
+		key       string
+		fam       int
+		flags     uint8
+		prefixlen uint8
+		ifindex   int32
+		addrFam   uint16
+	}{
+		{"v4 host", MD5Ref{Peer: netip.MustParsePrefix("192.0.2.1/32")}, "pw", afINET, md5FlagPrefix, 32, 0, afINET},
+		{"v4 on v6 socket, vrf", MD5Ref{Peer: netip.MustParsePrefix("10.0.0.0/24"), IfIndex: 7}, "pw", afINET6, md5FlagPrefix | md5FlagIfIndex, 24, 7, afINET6},
+		{"v6 delete", MD5Ref{Peer: netip.MustParsePrefix("2001:db8::/64")}, "", afINET6, md5FlagPrefix, 64, 0, afINET6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c md5Sig
+			if err := encodeMD5(&c, tc.ref, []byte(tc.key), tc.fam); err != nil {
+				t.Fatal(err)
+			}
+			if c.Flags != tc.flags || c.Prefixlen != tc.prefixlen || c.IfIndex != tc.ifindex || int(c.KeyLen) != len(tc.key) {
+				t.Fatalf("encoded flags=%d prefixlen=%d ifindex=%d keylen=%d", c.Flags, c.Prefixlen, c.IfIndex, c.KeyLen)
+			}
+			if f := binary.NativeEndian.Uint16(c.Addr[0:2]); f != tc.addrFam {
+				t.Fatalf("sockaddr family %d, want %d", f, tc.addrFam)
+			}
+			if string(c.Key[:c.KeyLen]) != tc.key {
+				t.Fatal("key bytes not copied")
+			}
+		})
+	}
+	var c md5Sig
+	if err := encodeMD5(&c, MD5Ref{Peer: netip.MustParsePrefix("2001:db8::1/128")}, nil, afINET); err == nil {
+		t.Fatal("an IPv6 peer on an IPv4 socket was encoded")
+	}
 }

@@ -37,3 +37,6 @@ func ProbeAlgorithms() map[Algorithm]error {
 
 // KernelRelease names the running kernel: not Linux, so no TCP-AO.
 func KernelRelease() string { return "not Linux" }
+
+func (unsupported) AddMD5(MD5Key) error { return ErrUnsupported }
+func (unsupported) DelMD5(MD5Ref) error { return ErrUnsupported }

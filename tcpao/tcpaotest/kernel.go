@@ -227,6 +227,15 @@ func (s *Sock) addKey(k tcpao.Key, o tcpao.AddOptions) error {
 			return sysErr(call, eINVAL) // the model never binds to a device
 		}
 	}
+	// tcp_ao_add_cmd: no AO key for an address an MD5 key covers (in the
+	// key's VRF when it names one, else in any).
+	md5L3 := -1
+	if k.IfIndex != 0 {
+		md5L3 = l3index
+	}
+	if s.md5Lookup(md5L3, addr) != nil {
+		return sysErr(call, eKEYREJECTED)
+	}
 	bits := k.Peer.Bits()
 	if s.ao != nil {
 		if s.ao.lookup(l3index, addr, bits, -1, int(k.RecvID)) != nil ||
@@ -418,6 +427,11 @@ func (s *Sock) setInfo(c tcpao.InfoChange) error {
 	}
 	if (c.Current != nil || c.RNext != nil) && s.state == stateListen {
 		return sysErr(call, eINVAL)
+	}
+	if c.AORequired != nil && *c.AORequired && len(s.md5) > 0 {
+		// tcp_ao_required_verify: ao_required on a socket with any MD5
+		// key would leave that peer neither kind.
+		return sysErr(call, eKEYREJECTED)
 	}
 	ao := s.ao
 	if ao == nil {

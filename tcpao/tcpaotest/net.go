@@ -109,6 +109,7 @@ type Sock struct {
 	peer   netip.Addr // daddr once connecting
 	state  state
 	ao     *aoInfo
+	md5    []*md5Key
 	omem   int
 }
 
@@ -145,15 +146,17 @@ func (s *Sock) Listen() error {
 func (s *Sock) Close() error {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
-	s.state, s.ao = stateGone, nil
+	s.state, s.ao, s.md5 = stateGone, nil, nil
 	return nil
 }
 
 // LocalAddr is the bound address and port.
 func (s *Sock) LocalAddr() netip.AddrPort { return s.local }
 
-// segment is the TCP-AO option of one segment: nil for an unsigned one.
+// segment is the TCP-AO or TCP-MD5 option of one segment: nil for an
+// unsigned one. An MD5-signed segment has md5 set and nothing else.
 type segment struct {
+	md5          *md5Key
 	keyid, rnext uint8
 	key          *mkt
 	// options: the segment carries TCP options besides TCP-AO. A SYN and
@@ -164,8 +167,16 @@ type segment struct {
 	options bool
 }
 
+// sign is tcp_get_current_key's choice for a segment to s.peer: TCP-AO
+// when the socket has it, else the MD5 key for the peer, else none.
 func (s *Sock) sign() *segment {
-	if s.ao == nil || s.ao.current == nil || s.ao.rnext == nil {
+	if s.ao == nil {
+		if k := s.md5For(s.peer); k != nil {
+			return &segment{md5: k}
+		}
+		return nil
+	}
+	if s.ao.current == nil || s.ao.rnext == nil {
 		return nil
 	}
 	return &segment{keyid: s.ao.current.sndid, rnext: s.ao.rnext.rcvid, key: s.ao.current}
@@ -174,7 +185,7 @@ func (s *Sock) sign() *segment {
 // signSYN is sign for a SYN, which carries other options.
 func (s *Sock) signSYN() *segment {
 	seg := s.sign()
-	if seg != nil {
+	if seg != nil && seg.md5 == nil {
 		seg.options = true
 	}
 	return seg
@@ -221,7 +232,10 @@ func (s *Sock) verify(k *mkt, seg *segment) bool {
 // receiveUnestablished is tcp_inbound_hash on a listener or a SYN_SENT socket.
 func (s *Sock) receiveUnestablished(src netip.Addr, seg *segment) bool {
 	if seg == nil {
-		return !s.aoRequired(src)
+		return !s.aoRequired(src) && s.md5Lookup(0, src) == nil
+	}
+	if seg.md5 != nil {
+		return s.receiveMD5(src, seg)
 	}
 	if s.ao == nil {
 		return false // TCP_AOUNEXPECTED, no counter
@@ -238,7 +252,10 @@ func (s *Sock) receiveUnestablished(src netip.Addr, seg *segment) bool {
 // socket, with the RNext-driven switch of Current_key.
 func (s *Sock) receiveEstablished(src netip.Addr, seg *segment) bool {
 	if seg == nil {
-		return !s.aoRequired(src)
+		return !s.aoRequired(src) && s.md5Lookup(0, src) == nil
+	}
+	if seg.md5 != nil {
+		return s.receiveMD5(src, seg)
 	}
 	ao := s.ao
 	if ao == nil {
@@ -283,6 +300,22 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	dst := l.local.Addr()
 	src := c.local.Addr()
 	c.peer = dst
+	if c.md5 != nil {
+		// tcp_connect: a peer with both kinds is ambiguous; an MD5 key
+		// for the peer wins and TCP-AO is dropped, else keys for TCP-AO
+		// (or ao_required) drop the MD5 list.
+		needsAO := c.aoCovers(-1, dst)
+		if c.md5For(dst) != nil {
+			if c.ao != nil {
+				for _, k := range c.ao.keys {
+					c.omem -= k.size
+				}
+			}
+			c.ao = nil
+		} else if needsAO {
+			c.md5 = nil
+		}
+	}
 	if c.ao != nil {
 		// tcp_connect: no key for the peer -> EKEYREJECTED. The failure
 		// path of tcp_v4_connect/tcp_v6_connect closes the socket again
@@ -301,8 +334,13 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	if !l.receiveUnestablished(src, syn) {
 		return nil, timeout("SYN")
 	}
-	usedAO := syn != nil
+	usedAO := syn != nil && syn.md5 == nil
+	usedMD5 := syn != nil && syn.md5 != nil
 	var synack *segment
+	if usedMD5 {
+		// tcp_v4_send_synack: signed with the listener's key for the peer.
+		synack = &segment{md5: l.md5For(src)}
+	}
 	if usedAO {
 		// tcp_make_synack: the key whose SendID the client asked for.
 		k := l.ao.lookup(0, src, 255, int(syn.rnext), -1)
@@ -327,6 +365,13 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 			return nil, timeout("accept (EKEYREJECTED: the listener lost the peer's keys)")
 		}
 		a.ao = ao
+	}
+	if k := l.md5Lookup(0, src); k != nil && usedMD5 {
+		// tcp_v4_syn_recv_sock: the listener's key for the peer, copied
+		// as a host key (tcp_md5_key_copy with prefix 32/128).
+		cp := *k
+		cp.addr, cp.prefix = src.Unmap(), src.Unmap().BitLen()
+		a.md5 = []*md5Key{&cp}
 	}
 	return a, nil
 }

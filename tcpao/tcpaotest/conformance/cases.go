@@ -32,7 +32,7 @@ var p = netip.MustParsePrefix
 
 // Cases is the conformance table.
 func Cases() []Case {
-	return append(append(append(keyCases(), connectCases()...), infoCases()...), regressCases()...)
+	return append(append(append(append(keyCases(), connectCases()...), infoCases()...), regressCases()...), md5Cases()...)
 }
 
 func keyCases() []Case {

@@ -268,3 +268,20 @@ func (k *KernelStack) Close() error {
 	k.fds = nil
 	return errors.Join(errs...)
 }
+
+// AddMD5 and DelMD5 pass through to the descriptor's TCP_MD5SIG_EXT.
+func (s *kernelSock) AddMD5(k tcpao.MD5Key) error {
+	m, err := tcpao.MD5(s.Socket)
+	if err != nil {
+		return err
+	}
+	return m.AddMD5(k)
+}
+
+func (s *kernelSock) DelMD5(r tcpao.MD5Ref) error {
+	m, err := tcpao.MD5(s.Socket)
+	if err != nil {
+		return err
+	}
+	return m.DelMD5(r)
+}
