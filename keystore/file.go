@@ -163,6 +163,10 @@ func chainDigest(c *Chain) [32]byte {
 	for _, e := range c.Rejected {
 		fmt.Fprintf(h, "rejected %s\n", e)
 	}
+	if p := c.MD5; p != nil {
+		fp := p.Secret.Fingerprint()
+		fmt.Fprintf(h, "md5|%v|%q|%t|%x\n", p.Peers, p.VRF, p.Revoked, fp[:])
+	}
 	var d [32]byte
 	copy(d[:], h.Sum(nil))
 	return d

@@ -241,6 +241,51 @@ type Chain struct {
 	// Rejected lists the MKTs of this chain that failed validation; the
 	// valid ones in Keys still load.
 	Rejected []error
+	// MD5 is the chain's TCP-MD5 (RFC 2385) password, nil when it has
+	// none: what the chain's peers authenticate with until they move to
+	// TCP-AO (aoctl migrate).
+	MD5 *MD5Password
+}
+
+// MD5Password is a chain's TCP-MD5 password. It applies to the chain's
+// peers and VRF (the chain-level peers and vrf fields). Changing it is not
+// hitless: a TCP-MD5 connection has one password, so aokeyd applies a
+// changed password only at a planned reset, never on its own.
+type MD5Password struct {
+	// Secret is the password: 1..80 printable ASCII characters without
+	// space, quote or backslash, so that it can be written into a
+	// speaker's configuration line. It redacts itself when printed.
+	Secret tcpao.Secret
+	Peers  []netip.Prefix
+	VRF    string
+	// Revoked marks a compromised password: never installed again.
+	Revoked bool
+	// Source names where it was read ("file:/etc/aokeyd/keys.yaml:12").
+	Source string
+}
+
+// Clone returns a deep copy with its own secret bytes.
+func (p *MD5Password) Clone() *MD5Password {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.Secret = p.Secret.Clone()
+	c.Peers = slices.Clone(p.Peers)
+	return &c
+}
+
+// Zero wipes the password.
+func (p *MD5Password) Zero() {
+	if p != nil {
+		p.Secret.Zero()
+	}
+}
+
+// Key renders the password for one peer prefix as TCP_MD5SIG_EXT takes
+// it, with its own copy of the secret that the caller zeroes.
+func (p *MD5Password) Key(peer netip.Prefix, ifindex int) tcpao.MD5Key {
+	return tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: peer, IfIndex: ifindex}, Secret: p.Secret.Clone()}
 }
 
 // Key returns the MKT with the given name.
@@ -255,7 +300,7 @@ func (c *Chain) Key(name string) (MKT, bool) {
 
 // Clone returns a deep copy with its own secret bytes.
 func (c *Chain) Clone() *Chain {
-	n := &Chain{Name: c.Name, Version: c.Version, Rejected: slices.Clone(c.Rejected)}
+	n := &Chain{Name: c.Name, Version: c.Version, Rejected: slices.Clone(c.Rejected), MD5: c.MD5.Clone()}
 	n.Keys = make([]MKT, len(c.Keys))
 	for i, k := range c.Keys {
 		n.Keys[i] = k.Clone()
@@ -268,6 +313,7 @@ func (c *Chain) Zero() {
 	for i := range c.Keys {
 		c.Keys[i].Zero()
 	}
+	c.MD5.Zero()
 }
 
 // Snapshot is an immutable view of a key source at one instant. The rest of

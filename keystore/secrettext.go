@@ -210,7 +210,7 @@ func plainString(b []byte) bool {
 
 // jsonSpans finds, in a Vault chain document (JSON), the string values
 // of secret_b64 and secret_hex in the objects of the top-level "keys"
-// array, by the key's index and field. A value with an escape is left
+// array, by the key's index and field, and in the top-level "md5" object. A value with an escape is left
 // out: its text is not the secret's text; so is one with a byte outside
 // the secret's alphabet (see jsonPlainText).
 func jsonSpans(doc []byte) map[jsonSlot]span {
@@ -259,6 +259,8 @@ func jsonSpans(doc []byte) map[jsonSlot]span {
 				switch string(doc[i+1 : end]) { // no copy: only constants are kept
 				case "keys":
 					stack[n-1].key = "keys"
+				case "md5":
+					stack[n-1].key = "md5"
 				case "secret_b64":
 					stack[n-1].key = "secret_b64"
 				case "secret_hex":
@@ -271,6 +273,11 @@ func jsonSpans(doc []byte) map[jsonSlot]span {
 					out = map[jsonSlot]span{}
 				}
 				out[jsonSlot{stack[1].idx, key(2)}] = span{i + 1, end - i - 1}
+			case n == 2 && !escaped && key(0) == "md5" && isSecretField(key(1)) && jsonPlainText(doc[i+1:end]):
+				if out == nil {
+					out = map[jsonSlot]span{}
+				}
+				out[jsonSlot{md5Slot, key(1)}] = span{i + 1, end - i - 1}
 			}
 			i = end
 		}
@@ -298,9 +305,12 @@ type nodePos struct{ line, col int }
 
 // jsonSlot is a secret field of the n-th key of a chain document.
 type jsonSlot struct {
-	key   int
+	key   int // md5Slot: the chain's md5 object
 	field string
 }
+
+// md5Slot is the jsonSlot key of the chain's TCP-MD5 password.
+const md5Slot = -1
 
 // jsonStringEnd returns the index of the quote closing the JSON string
 // that opens at doc[i], -1 if none, and whether it holds an escape.

@@ -42,7 +42,8 @@ type loc func(line int) string
 var (
 	keyFields = []string{"name", "send_id", "recv_id", "algorithm", "secret_b64", "secret_hex", "maclen",
 		"peers", "vrf", "tcp_options", "send_lifetime", "accept_lifetime", "revoked"}
-	chainFields = []string{"peers", "vrf", "keys"}
+	chainFields = []string{"peers", "vrf", "keys", "md5"}
+	md5Fields   = []string{"secret_b64", "secret_hex", "revoked"}
 	chainName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
 
@@ -107,18 +108,32 @@ func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string
 		}
 		def.vrf = s
 	}
+	var md5 *MD5Password
+	if mv, ok := o.get("md5"); ok {
+		p, field, err := decodeMD5(mv, def, mktSrc("md5", o.lines["md5"]))
+		if err != nil {
+			return nil, chainErr(field, o.lines["md5"], err)
+		}
+		md5 = p
+	}
 	kv, ok := o.get("keys")
+	if !ok && md5 != nil {
+		// A chain of TCP-MD5 peers that have no TCP-AO keys yet.
+		return &Chain{Name: name, MD5: md5}, nil
+	}
 	if !ok {
 		return nil, chainErr("keys", o.line, ErrMissingField)
 	}
 	list, ok := kv.([]any)
 	if !ok {
+		md5.Zero()
 		return nil, chainErr("keys", o.lines["keys"], refuse("want a list of keys"))
 	}
 	if len(list) > maxKeysPerChain {
+		md5.Zero()
 		return nil, chainErr("keys", o.lines["keys"], refuse("more than 256 keys (at most 256 per chain)"))
 	}
-	c := &Chain{Name: name}
+	c := &Chain{Name: name, MD5: md5}
 	seen := map[string]bool{}
 	for i, item := range list {
 		m, err := decodeKey(name, i, item, def, srcOf, mktSrc)
@@ -244,6 +259,55 @@ func decodeKeyCrypto(o *object, m *MKT) (string, error) {
 		m.MACLen = uint8(n)
 	}
 	return "", nil
+}
+
+// decodeMD5 validates a chain's md5 object: one of secret_b64 and
+// secret_hex, and revoked. The password applies to the chain's peers and
+// VRF, which it must have. The error names the field as "md5.FIELD"; it
+// never shows the password, nor its length.
+func decodeMD5(v any, def chainDefaults, src string) (*MD5Password, string, error) {
+	o, ok := v.(*object)
+	if !ok {
+		return nil, "md5", refuse("want a mapping with secret_b64 or secret_hex")
+	}
+	if bad := unknownFields(o, md5Fields); len(bad) > 0 {
+		return nil, "md5." + fieldName(bad[0]), ErrUnknownField
+	}
+	if len(def.peers) == 0 {
+		return nil, "peers", fmt.Errorf("%w: a chain with an md5 password names its peers", ErrMissingField)
+	}
+	var m MKT
+	if field, err := decodeKeySecret(o, &m); err != nil {
+		return nil, "md5." + field, err
+	}
+	if !md5Printable(m.Secret.Bytes()) {
+		m.Zero()
+		return nil, "md5.secret", refuse("a TCP-MD5 password wants 1..80 printable ASCII characters without space, quote or backslash (it is written into speakers' configuration lines)")
+	}
+	p := &MD5Password{Secret: m.Secret, Peers: def.peers, VRF: def.vrf, Source: src}
+	if rv, ok := o.get("revoked"); ok {
+		b, isBool := rv.(bool)
+		if !isBool {
+			p.Zero()
+			return nil, "md5.revoked", refuse("want true or false")
+		}
+		p.Revoked = b
+	}
+	return p, "", nil
+}
+
+// md5Printable reports whether b is a password every speaker's
+// configuration can hold: 1..80 bytes of '!'..'~' but '"' and '\'.
+func md5Printable(b []byte) bool {
+	if len(b) == 0 || len(b) > tcpao.MaxMD5KeyLen {
+		return false
+	}
+	for _, c := range b {
+		if c < '!' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeKeySecret reads exactly one of secret_b64 and secret_hex into

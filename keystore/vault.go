@@ -500,10 +500,13 @@ func unmaskJSON(v any, spans map[jsonSlot]span, doc []byte) bool {
 	}
 	keys, _ := top.vals["keys"].([]any)
 	for slot, sp := range spans {
-		if slot.key >= len(keys) {
-			return false
+		var k *object
+		switch {
+		case slot.key == md5Slot:
+			k, _ = top.vals["md5"].(*object)
+		case slot.key < len(keys):
+			k, _ = keys[slot.key].(*object)
 		}
-		k, _ := keys[slot.key].(*object)
 		if k == nil {
 			return false
 		}
