@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // Netlink and inet_diag constants (include/uapi/linux/{netlink,sock_diag,inet_diag}.h).
@@ -31,6 +33,11 @@ const (
 	diagMsgLen = 72 // struct inet_diag_msg
 
 	noCookie = ^uint32(0) // INET_DIAG_NOCOOKIE
+
+	rtaHdrLen     = 4            // struct rtattr
+	attrMD5Sig    = 18           // INET_DIAG_MD5SIG
+	diagMD5SigLen = 100          // struct tcp_diag_md5sig (include/uapi/linux/tcp.h)
+	extInfo       = 1 << (2 - 1) // 1 << (INET_DIAG_INFO - 1) in idiag_ext
 )
 
 // TCP states as inet_diag reports them (include/net/tcp_states.h).
@@ -52,6 +59,19 @@ type Socket struct {
 	Cookie        uint64
 	UID           uint32
 	Inode         uint64
+	// MD5 are the socket's TCP-MD5 keys (INET_DIAG_MD5SIG, which the
+	// kernel sends to a CAP_NET_ADMIN reader only): Linux's only way to
+	// read them back. Without that capability a socket with keys shows
+	// none.
+	MD5 []MD5Sig
+}
+
+// MD5Sig is one TCP-MD5 key as sock_diag shows it: its peer prefix and
+// the fingerprint of its password (the bytes are wiped once
+// fingerprinted). sock_diag does not report a key's VRF binding.
+type MD5Sig struct {
+	Peer        netip.Prefix
+	Fingerprint tcpao.Fingerprint
 }
 
 // ErrNotFound is returned when no socket matches a lookup.
@@ -64,10 +84,11 @@ var ErrUnsupported = errors.New("sockets: socket discovery needs Linux")
 // ErrMalformed is returned for a netlink answer that cannot be decoded.
 var ErrMalformed = errors.New("sockets: malformed sock_diag message")
 
-// encodeRequest builds one SOCK_DIAG_BY_FAMILY request. With dump set it asks
+// encodeRequest builds one SOCK_DIAG_BY_FAMILY request with the
+// extensions ext. With dump set it asks
 // for every TCP socket of family in the given states bitmask; otherwise it
 // asks for the socket with exactly local and remote (an exact lookup).
-func encodeRequest(seq uint32, family uint8, dump bool, states uint32, local, remote netip.AddrPort) []byte {
+func encodeRequest(seq uint32, ext, family uint8, dump bool, states uint32, local, remote netip.AddrPort) []byte {
 	b := make([]byte, nlmsgHdrLen+reqV2Len)
 	ne := binary.NativeEndian
 	ne.PutUint32(b[0:], uint32(len(b)))
@@ -81,6 +102,7 @@ func encodeRequest(seq uint32, family uint8, dump bool, states uint32, local, re
 	r := b[nlmsgHdrLen:]
 	r[0] = family
 	r[1] = ipprotoTCP
+	r[2] = ext
 	ne.PutUint32(r[4:], states)
 	id := r[8:]
 	if !dump {
@@ -172,8 +194,8 @@ func parseMessages(b []byte, seq uint32) (parseResult, error) {
 	return res, nil
 }
 
-// decodeDiagMsg decodes struct inet_diag_msg (attributes after it are
-// ignored).
+// decodeDiagMsg decodes struct inet_diag_msg and its INET_DIAG_MD5SIG
+// attribute (others are skipped).
 func decodeDiagMsg(b []byte) (Socket, error) {
 	if len(b) < diagMsgLen {
 		return Socket{}, fmt.Errorf("%w: inet_diag_msg of %d bytes (want %d)", ErrMalformed, len(b), diagMsgLen)
@@ -199,7 +221,53 @@ func decodeDiagMsg(b []byte) (Socket, error) {
 	rest := b[4+sockIDLen:]
 	s.UID = ne.Uint32(rest[12:])
 	s.Inode = uint64(ne.Uint32(rest[16:]))
+	for a := b[diagMsgLen:]; len(a) >= rtaHdrLen; {
+		l, typ := int(ne.Uint16(a[0:])), ne.Uint16(a[2:])
+		if l < rtaHdrLen {
+			break // padding: the kernel's attributes are never shorter
+		}
+		if l > len(a) {
+			return Socket{}, fmt.Errorf("%w: attribute length %d of %d bytes", ErrMalformed, l, len(a))
+		}
+		if typ == attrMD5Sig {
+			md5, err := decodeMD5Sigs(a[rtaHdrLen:l])
+			if err != nil {
+				return Socket{}, err
+			}
+			s.MD5 = md5
+		}
+		a = a[min((l+3)&^3, len(a)):] // RTA_ALIGN
+	}
 	return s, nil
+}
+
+// decodeMD5Sigs decodes an array of struct tcp_diag_md5sig: family,
+// prefixlen, keylen, the address (network order) and the key, which is
+// fingerprinted and never kept.
+func decodeMD5Sigs(b []byte) ([]MD5Sig, error) {
+	if len(b)%diagMD5SigLen != 0 {
+		return nil, fmt.Errorf("%w: INET_DIAG_MD5SIG of %d bytes", ErrMalformed, len(b))
+	}
+	out := make([]MD5Sig, 0, len(b)/diagMD5SigLen)
+	for ; len(b) > 0; b = b[diagMD5SigLen:] {
+		fam, bits, keylen := b[0], int(b[1]), int(binary.NativeEndian.Uint16(b[2:]))
+		var a netip.Addr
+		switch fam {
+		case afInet:
+			a = netip.AddrFrom4([4]byte(b[4:8]))
+		case afInet6:
+			a = netip.AddrFrom16([16]byte(b[4:20]))
+		default:
+			return nil, fmt.Errorf("%w: MD5 key of address family %d", ErrMalformed, fam)
+		}
+		if bits > a.BitLen() || keylen > tcpao.MaxMD5KeyLen {
+			return nil, fmt.Errorf("%w: MD5 key of prefix length %d", ErrMalformed, bits)
+		}
+		sec := tcpao.NewSecret(b[20 : 20+keylen])
+		out = append(out, MD5Sig{Peer: netip.PrefixFrom(a, bits), Fingerprint: sec.Fingerprint()})
+		sec.Zero()
+	}
+	return out, nil
 }
 
 // Ref names one socket of one process. It is what discovery hands out and

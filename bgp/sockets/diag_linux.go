@@ -15,6 +15,10 @@ import (
 // Diag is a NETLINK_SOCK_DIAG socket bound to one network namespace. It is
 // not safe for concurrent use.
 type Diag struct {
+	// MD5 asks the kernel for each socket's TCP-MD5 keys (Socket.MD5). It
+	// sends them only with INET_DIAG_INFO (struct tcp_info, some 250
+	// bytes a socket more), so readers that need no keys leave it unset.
+	MD5 bool
 	fd  int
 	seq uint32
 	buf []byte
@@ -60,7 +64,7 @@ func (d *Diag) EstablishedSockets() ([]Socket, error) { return d.dump(StateEstab
 func (d *Diag) dump(state uint8) ([]Socket, error) {
 	var all []Socket
 	for _, fam := range []uint8{afInet, afInet6} {
-		s, err := d.query(encodeRequest(d.next(), fam, true, 1<<state, netip.AddrPort{}, netip.AddrPort{}), true)
+		s, err := d.query(encodeRequest(d.next(), d.ext(), fam, true, 1<<state, netip.AddrPort{}, netip.AddrPort{}), true)
 		if err != nil {
 			return nil, fmt.Errorf("sock_diag dump state %d family %d: %w", state, fam, err)
 		}
@@ -85,7 +89,7 @@ func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
 			r = netip.AddrPortFrom(netip.AddrFrom16(r.Addr().As16()), r.Port())
 		}
 		var s []Socket
-		s, err = d.query(encodeRequest(d.next(), fam, false, ^uint32(0), l, r), false)
+		s, err = d.query(encodeRequest(d.next(), d.ext(), fam, false, ^uint32(0), l, r), false)
 		if err == nil && len(s) > 0 {
 			return s[0], nil
 		}
@@ -115,7 +119,7 @@ func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) 
 	unmap := func(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
 	local, remote = unmap(local), unmap(remote)
 	for _, fam := range fams {
-		all, err := d.query(encodeRequest(d.next(), fam, true, ^uint32(0), netip.AddrPort{}, netip.AddrPort{}), true)
+		all, err := d.query(encodeRequest(d.next(), d.ext(), fam, true, ^uint32(0), netip.AddrPort{}, netip.AddrPort{}), true)
 		if err != nil {
 			return Socket{}, err
 		}
@@ -129,6 +133,15 @@ func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) 
 }
 
 func (d *Diag) next() uint32 { d.seq++; return d.seq }
+
+// ext is the request's idiag_ext: INET_DIAG_INFO when MD5 keys are asked
+// for (tcp_diag_get_aux runs only with it).
+func (d *Diag) ext() uint8 {
+	if d.MD5 {
+		return extInfo
+	}
+	return 0
+}
 
 func (d *Diag) query(req []byte, dump bool) ([]Socket, error) {
 	seq := nativeSeq(req)
@@ -145,6 +158,7 @@ func (d *Diag) query(req []byte, dump bool) ([]Socket, error) {
 			return nil, fmt.Errorf("recv: %w", err)
 		}
 		res, err := parseMessages(d.buf[:n], seq)
+		clear(d.buf[:n]) // it may hold TCP-MD5 passwords (INET_DIAG_MD5SIG)
 		if err != nil {
 			return nil, err
 		}

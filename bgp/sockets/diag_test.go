@@ -4,8 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"reflect"
 	"syscall"
 	"testing"
+
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // msg builds one netlink message of type typ for seq around body.
@@ -96,7 +99,7 @@ func TestParseMessages(t *testing.T) {
 				t.Fatalf("got %d sockets %+v, want %d", len(res.sockets), res.sockets, len(tt.want))
 			}
 			for i := range tt.want {
-				if res.sockets[i] != tt.want[i] {
+				if !reflect.DeepEqual(res.sockets[i], tt.want[i]) {
 					t.Errorf("socket %d = %+v, want %+v", i, res.sockets[i], tt.want[i])
 				}
 			}
@@ -121,7 +124,7 @@ func TestEncodeRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := encodeRequest(9, tt.family, tt.dump, 1<<StateListen, tt.local, tt.remote)
+			b := encodeRequest(9, 0, tt.family, tt.dump, 1<<StateListen, tt.local, tt.remote)
 			ne := binary.NativeEndian
 			if got := ne.Uint32(b); int(got) != len(b) || len(b) != nlmsgHdrLen+reqV2Len {
 				t.Fatalf("length field %d, len %d", got, len(b))
@@ -153,6 +156,7 @@ func FuzzParseMessages(f *testing.F) {
 	s := Socket{Family: afInet, State: StateListen, Local: netip.MustParseAddrPort("10.255.0.1:179"), Remote: netip.MustParseAddrPort("0.0.0.0:0"), Inode: 1}
 	f.Add(cat(msg(sockDiagByFam, 1, diagMsg(s)), msg(nlmsgDone, 1, make([]byte, 4))))
 	f.Add(msg(nlmsgError, 1, errMsg(2)))
+	f.Add(cat(msg(sockDiagByFam, 1, withMD5(diagMsg(s), md5Sig(afInet, "192.0.2.0", 24, "pw"))), msg(nlmsgDone, 1, make([]byte, 4))))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		res, err := parseMessages(b, 1)
@@ -161,9 +165,61 @@ func FuzzParseMessages(f *testing.F) {
 		}
 		for _, s := range res.sockets {
 			again, err := decodeDiagMsg(diagMsg(s))
-			if err != nil || again != s {
+			md5 := s.MD5
+			s.MD5 = nil
+			if err != nil || !reflect.DeepEqual(again, s) {
 				t.Fatalf("round trip %+v -> %+v, %v", s, again, err)
+			}
+			for _, k := range md5 {
+				if !k.Peer.IsValid() {
+					t.Fatalf("MD5 key %+v", k)
+				}
 			}
 		}
 	})
+}
+
+// md5Sig is one struct tcp_diag_md5sig.
+func md5Sig(fam uint8, addr string, bits int, key string) []byte {
+	b := make([]byte, diagMD5SigLen)
+	b[0], b[1] = fam, uint8(bits)
+	binary.NativeEndian.PutUint16(b[2:], uint16(len(key)))
+	copy(b[4:20], netip.MustParseAddr(addr).AsSlice())
+	copy(b[20:], key)
+	return b
+}
+
+// withMD5 appends an INET_DIAG_MD5SIG attribute holding sigs to an
+// inet_diag_msg made by diagMsg.
+func withMD5(m []byte, sigs ...[]byte) []byte {
+	body := cat(sigs...)
+	a := make([]byte, rtaHdrLen, rtaHdrLen+len(body))
+	binary.NativeEndian.PutUint16(a[0:], uint16(rtaHdrLen+len(body)))
+	binary.NativeEndian.PutUint16(a[2:], attrMD5Sig)
+	return cat(m[:diagMsgLen], append(a, body...))
+}
+
+// The MD5 keys of a socket are decoded with their prefixes, and their
+// passwords only as fingerprints.
+func TestDecodeMD5Sig(t *testing.T) {
+	s := Socket{Family: afInet, State: StateListen, Local: netip.MustParseAddrPort("0.0.0.0:179"), Remote: netip.MustParseAddrPort("0.0.0.0:0")}
+	m := withMD5(diagMsg(s), md5Sig(afInet, "192.0.2.2", 32, "first"), md5Sig(afInet6, "2001:db8::", 64, "second"))
+	got, err := decodeDiagMsg(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := func(pw string) tcpao.Fingerprint { return tcpao.NewSecret([]byte(pw)).Fingerprint() }
+	want := []MD5Sig{{netip.MustParsePrefix("192.0.2.2/32"), fp("first")}, {netip.MustParsePrefix("2001:db8::/64"), fp("second")}}
+	if !reflect.DeepEqual(got.MD5, want) {
+		t.Fatalf("MD5 = %+v, want %+v", got.MD5, want)
+	}
+	for _, bad := range [][]byte{
+		withMD5(diagMsg(s), md5Sig(afInet, "192.0.2.2", 32, "x")[:99]),
+		withMD5(diagMsg(s), md5Sig(7, "192.0.2.2", 32, "x")),
+		withMD5(diagMsg(s), md5Sig(afInet, "192.0.2.2", 33, "x")),
+	} {
+		if _, err := decodeDiagMsg(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("decoded a malformed INET_DIAG_MD5SIG: %v", err)
+		}
+	}
 }
