@@ -202,6 +202,8 @@ const (
 	ReasonEdited                         // new material under an installed key's IDs: held back
 	ReasonForeign                        // a key aokeyd did not install (Desired.Owner): kept
 	ReasonForeignClash                   // a desired key's IDs are a foreign key's: not added, the roll waits
+	ReasonMigrated                       // a TCP-MD5 key whose peer's session now runs TCP-AO: removed
+	ReasonAOCovers                       // a TCP-MD5 key not added: TCP-AO keys cover the peer
 )
 
 var reasonNames = [...]string{
@@ -219,6 +221,8 @@ var reasonNames = [...]string{
 	ReasonEdited:       "edited-in-place",
 	ReasonForeign:      "foreign",
 	ReasonForeignClash: "foreign-clash",
+	ReasonMigrated:     "migrated",
+	ReasonAOCovers:     "ao-covers",
 }
 
 func (r Reason) String() string {

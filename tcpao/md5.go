@@ -30,6 +30,14 @@ func (r MD5Ref) String() string {
 	return s
 }
 
+// MD5Info is one installed TCP-MD5 key as it can be read back (sock_diag
+// on Linux): its reference and its password's fingerprint. sock_diag does
+// not report a key's VRF binding: IfIndex is then 0.
+type MD5Info struct {
+	MD5Ref
+	Fingerprint Fingerprint
+}
+
 // MD5Key is one TCP-MD5 key as setsockopt(TCP_MD5SIG_EXT) installs it. A
 // peer has at most one: adding a key for the same prefix and ifindex
 // replaces the password in place (the kernel keeps one key per address).

@@ -62,16 +62,10 @@ type Socket struct {
 	// MD5 are the socket's TCP-MD5 keys (INET_DIAG_MD5SIG, which the
 	// kernel sends to a CAP_NET_ADMIN reader only): Linux's only way to
 	// read them back. Without that capability a socket with keys shows
-	// none.
-	MD5 []MD5Sig
-}
-
-// MD5Sig is one TCP-MD5 key as sock_diag shows it: its peer prefix and
-// the fingerprint of its password (the bytes are wiped once
-// fingerprinted). sock_diag does not report a key's VRF binding.
-type MD5Sig struct {
-	Peer        netip.Prefix
-	Fingerprint tcpao.Fingerprint
+	// none. Each key is its peer prefix and its password's fingerprint
+	// (the bytes are wiped once fingerprinted); sock_diag does not report
+	// a key's VRF binding.
+	MD5 []tcpao.MD5Info
 }
 
 // ErrNotFound is returned when no socket matches a lookup.
@@ -244,11 +238,11 @@ func decodeDiagMsg(b []byte) (Socket, error) {
 // decodeMD5Sigs decodes an array of struct tcp_diag_md5sig: family,
 // prefixlen, keylen, the address (network order) and the key, which is
 // fingerprinted and never kept.
-func decodeMD5Sigs(b []byte) ([]MD5Sig, error) {
+func decodeMD5Sigs(b []byte) ([]tcpao.MD5Info, error) {
 	if len(b)%diagMD5SigLen != 0 {
 		return nil, fmt.Errorf("%w: INET_DIAG_MD5SIG of %d bytes", ErrMalformed, len(b))
 	}
-	out := make([]MD5Sig, 0, len(b)/diagMD5SigLen)
+	out := make([]tcpao.MD5Info, 0, len(b)/diagMD5SigLen)
 	for ; len(b) > 0; b = b[diagMD5SigLen:] {
 		fam, bits, keylen := b[0], int(b[1]), int(binary.NativeEndian.Uint16(b[2:]))
 		var a netip.Addr
@@ -264,7 +258,7 @@ func decodeMD5Sigs(b []byte) ([]MD5Sig, error) {
 			return nil, fmt.Errorf("%w: MD5 key of prefix length %d", ErrMalformed, bits)
 		}
 		sec := tcpao.NewSecret(b[20 : 20+keylen])
-		out = append(out, MD5Sig{Peer: netip.PrefixFrom(a, bits), Fingerprint: sec.Fingerprint()})
+		out = append(out, tcpao.MD5Info{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(a, bits)}, Fingerprint: sec.Fingerprint()})
 		sec.Zero()
 	}
 	return out, nil

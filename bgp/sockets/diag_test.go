@@ -208,8 +208,7 @@ func TestDecodeMD5Sig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := func(pw string) tcpao.Fingerprint { return tcpao.NewSecret([]byte(pw)).Fingerprint() }
-	want := []MD5Sig{{netip.MustParsePrefix("192.0.2.2/32"), fp("first")}, {netip.MustParsePrefix("2001:db8::/64"), fp("second")}}
+	want := []tcpao.MD5Info{md5Info("192.0.2.2/32", "first"), md5Info("2001:db8::/64", "second")}
 	if !reflect.DeepEqual(got.MD5, want) {
 		t.Fatalf("MD5 = %+v, want %+v", got.MD5, want)
 	}
@@ -222,4 +221,9 @@ func TestDecodeMD5Sig(t *testing.T) {
 			t.Errorf("decoded a malformed INET_DIAG_MD5SIG: %v", err)
 		}
 	}
+}
+
+// md5Info is the key sock_diag shows for peer with password pw.
+func md5Info(peer, pw string) tcpao.MD5Info {
+	return tcpao.MD5Info{MD5Ref: tcpao.MD5Ref{Peer: netip.MustParsePrefix(peer)}, Fingerprint: tcpao.NewSecret([]byte(pw)).Fingerprint()}
 }

@@ -38,7 +38,6 @@ func TestDiagMD5Keys(t *testing.T) {
 	key := func(peer, pw string) tcpao.MD5Key {
 		return tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.MustParsePrefix(peer)}, Secret: tcpao.NewSecret([]byte(pw))}
 	}
-	fp := func(pw string) tcpao.Fingerprint { return tcpao.NewSecret([]byte(pw)).Fingerprint() }
 	for _, k := range []tcpao.MD5Key{key("127.0.0.2/32", "pw-a"), key("10.0.0.0/8", "pw-b")} {
 		if err := md5.AddMD5(k); err != nil {
 			t.Fatal(err)
@@ -51,7 +50,7 @@ func TestDiagMD5Keys(t *testing.T) {
 	}
 	defer d.Close()
 	d.MD5 = true
-	listenerMD5 := func() []MD5Sig {
+	listenerMD5 := func() []tcpao.MD5Info {
 		ls, err := d.Listeners()
 		if err != nil {
 			t.Fatal(err)
@@ -64,10 +63,10 @@ func TestDiagMD5Keys(t *testing.T) {
 		t.Fatal("listener not found")
 		return nil
 	}
-	sorted := func(s []MD5Sig) []MD5Sig {
-		return slices.SortedFunc(slices.Values(s), func(a, b MD5Sig) int { return a.Peer.Addr().Compare(b.Peer.Addr()) })
+	sorted := func(s []tcpao.MD5Info) []tcpao.MD5Info {
+		return slices.SortedFunc(slices.Values(s), func(a, b tcpao.MD5Info) int { return a.Peer.Addr().Compare(b.Peer.Addr()) })
 	}
-	want := []MD5Sig{{netip.MustParsePrefix("10.0.0.0/8"), fp("pw-b")}, {netip.MustParsePrefix("127.0.0.2/32"), fp("pw-a")}}
+	want := []tcpao.MD5Info{md5Info("10.0.0.0/8", "pw-b"), md5Info("127.0.0.2/32", "pw-a")}
 	if got := sorted(listenerMD5()); !slices.Equal(got, want) {
 		t.Fatalf("listener MD5 keys %+v, want %+v", got, want)
 	}
@@ -97,14 +96,14 @@ func TestDiagMD5Keys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []MD5Sig{{netip.MustParsePrefix("127.0.0.2/32"), fp("pw-a")}}; !slices.Equal(s.MD5, want) {
+	if want := []tcpao.MD5Info{md5Info("127.0.0.2/32", "pw-a")}; !slices.Equal(s.MD5, want) {
 		t.Fatalf("accepted socket's MD5 keys %+v, want %+v", s.MD5, want)
 	}
 
 	if err := md5.DelMD5(tcpao.MD5Ref{Peer: netip.MustParsePrefix("127.0.0.2/32")}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := listenerMD5(), []MD5Sig{{netip.MustParsePrefix("10.0.0.0/8"), fp("pw-b")}}; !slices.Equal(got, want) {
+	if got, want := listenerMD5(), []tcpao.MD5Info{md5Info("10.0.0.0/8", "pw-b")}; !slices.Equal(got, want) {
 		t.Fatalf("listener MD5 keys after a delete %+v, want %+v", got, want)
 	}
 }

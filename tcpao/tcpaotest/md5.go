@@ -144,18 +144,14 @@ func (s *Sock) delMD5(r tcpao.MD5Ref) error {
 	return nil
 }
 
-// MD5Refs lists the socket's TCP-MD5 keys (what sock_diag's
-// INET_DIAG_MD5SIG shows on Linux), for tests.
-func (s *Sock) MD5Refs() []tcpao.MD5Ref {
+// MD5Keys lists the socket's TCP-MD5 keys as sock_diag's
+// INET_DIAG_MD5SIG shows them on Linux (without their VRF binding).
+func (s *Sock) MD5Keys() []tcpao.MD5Info {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
-	out := make([]tcpao.MD5Ref, 0, len(s.md5))
+	out := make([]tcpao.MD5Info, 0, len(s.md5))
 	for _, k := range s.md5 {
-		r := tcpao.MD5Ref{Peer: netip.PrefixFrom(k.addr, k.prefix)}
-		if k.ifindexFlg {
-			r.IfIndex = k.l3index
-		}
-		out = append(out, r)
+		out = append(out, tcpao.MD5Info{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(k.addr, k.prefix)}, Fingerprint: k.fp})
 	}
 	return out
 }
