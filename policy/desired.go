@@ -77,6 +77,12 @@ type PeerKeys struct {
 	// NextChange is the next instant after the one asked about at which the
 	// answer changes for the same snapshot; zero when it never does.
 	NextChange time.Time
+	// MD5 is the source chain's TCP-MD5 password when it applies to the
+	// peer (its peers cover it, its VRF is the peer's): the snapshot's,
+	// not a copy. MD5Revoked is set instead when that password is
+	// revoked.
+	MD5        *keystore.MD5Password
+	MD5Revoked bool
 }
 
 // PreferredKey returns Keys[Preferred].
@@ -195,6 +201,13 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 		}
 	}
 	pk.Preferred = preferred(pk.Keys)
+	if m := sc.MD5; m != nil && m.VRF == vrf && slices.ContainsFunc(m.Peers, func(p netip.Prefix) bool { return p.Contains(peer) }) {
+		if m.Revoked {
+			pk.MD5Revoked = true
+		} else {
+			pk.MD5 = m
+		}
+	}
 	return pk, nil
 }
 

@@ -100,6 +100,20 @@ type MD5Socket interface {
 	DelMD5(r MD5Ref) error
 }
 
+// MD5Reader reads a socket's TCP-MD5 keys back (sock_diag on Linux,
+// which shows them to a CAP_NET_ADMIN reader only).
+type MD5Reader interface {
+	MD5Keys() ([]MD5Info, error)
+}
+
+// ReadMD5 returns s's TCP-MD5 keys, or ErrNoMD5 when s cannot show them.
+func ReadMD5(s Socket) ([]MD5Info, error) {
+	if r, ok := s.(MD5Reader); ok {
+		return r.MD5Keys()
+	}
+	return nil, fmt.Errorf("%w (%T cannot read them back)", ErrNoMD5, s)
+}
+
 // MD5 returns s's TCP-MD5 side, or ErrNoMD5.
 func MD5(s Socket) (MD5Socket, error) {
 	if m, ok := s.(MD5Socket); ok {

@@ -163,7 +163,7 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 		if err != nil {
 			return rep, err
 		}
-		ps := control.PeerStatus{Peer: name, SessionState: "established", Uptime: control.Duration(testNow.Sub(p.up)),
+		ps := control.PeerStatus{Peer: name, SessionState: "established", Auth: control.AuthAO, Uptime: control.Duration(testNow.Sub(p.up)),
 			Passive: p.passive, Rotation: p.rot,
 			Sockets: []control.Socket{
 				{Kind: control.KindListen, Local: d.lis.LocalAddr().String(), Inode: 1000},

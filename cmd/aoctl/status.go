@@ -105,7 +105,7 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 	}
 	if !single {
 		fmt.Fprintln(w)
-		t := newTable(w, "", "PEER", "VRF", "SESSION", "UP", "KEYS", "CURRENT", "RNEXT", "ROTATION", "NEXT", "WARN")
+		t := newTable(w, "", "PEER", "VRF", "SESSION", "AUTH", "UP", "KEYS", "CURRENT", "RNEXT", "ROTATION", "NEXT", "WARN")
 		for _, p := range rep.Peers {
 			cur, rnext := "-", "-"
 			for _, k := range p.Keys {
@@ -120,7 +120,7 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 			if !p.Rotation.NextAt.IsZero() {
 				next = "in " + human(p.Rotation.NextAt.Sub(now))
 			}
-			t.row(p.Peer, dash(p.VRF), dash(p.SessionState), human(time.Duration(p.Uptime)), strconv.Itoa(len(p.Keys)),
+			t.row(p.Peer, dash(p.VRF), dash(p.SessionState), dash(p.Auth), human(time.Duration(p.Uptime)), strconv.Itoa(len(p.Keys)),
 				cur, rnext, dash(p.Rotation.State), next, strconv.Itoa(len(p.Warnings)))
 		}
 		t.flush()
@@ -139,7 +139,11 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	if p.VRF != "" {
 		fmt.Fprintf(w, " vrf %s", p.VRF)
 	}
-	fmt.Fprintf(w, ": session %s, up %s, passive %s", dash(p.SessionState), human(time.Duration(p.Uptime)), yesno(p.Passive))
+	fmt.Fprintf(w, ": session %s", dash(p.SessionState))
+	if p.Auth != "" {
+		fmt.Fprintf(w, ", auth %s", p.Auth)
+	}
+	fmt.Fprintf(w, ", up %s, passive %s", human(time.Duration(p.Uptime)), yesno(p.Passive))
 	if p.ActiveOpensKeyed {
 		fmt.Fprint(w, ", active opens keyed")
 	}

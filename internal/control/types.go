@@ -36,6 +36,13 @@ const (
 	KindEstablished = "established"
 )
 
+// The peer authentications of PeerStatus.Auth.
+const (
+	AuthNone = "none"
+	AuthMD5  = "tcp-md5"
+	AuthAO   = "tcp-ao"
+)
+
 // Key states.
 const (
 	KeyInstalled = "installed" // on the socket and desired
@@ -114,6 +121,9 @@ type PeerStatus struct {
 	Peer         string `json:"peer"`
 	VRF          string `json:"vrf"`
 	SessionState string `json:"session_state"`
+	// Auth is how the peer's sessions authenticate: AuthNone, AuthMD5 or
+	// AuthAO.
+	Auth string `json:"auth"`
 	// Uptime is how long the session has been established.
 	Uptime Duration `json:"uptime"`
 	// Passive: the BGP daemon does not initiate the session (needed for a

@@ -185,6 +185,17 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 			ps.Warnings = append(ps.Warnings, fmt.Sprintf("key chain %s: %v", pk.SourceChain, errFrozen))
 		}
 	}
+	ps.Auth = control.AuthNone
+	switch {
+	case info.MD5 || md5Peer(pk):
+		ps.Auth = control.AuthMD5
+	case len(pk.Keys) > 0:
+		ps.Auth = control.AuthAO
+	}
+	ps.Warnings = append(ps.Warnings, d.md5Warnings(info.Neighbor)...)
+	if md5Peer(pk) {
+		pk.Keys = nil // none of the chain's TCP-AO keys is installed for a TCP-MD5 peer
+	}
 	names := mktIndex(snap, pk.SourceChain)
 	desired := map[[2]uint8]policy.ScheduledKey{}
 	for _, k := range pk.Keys {

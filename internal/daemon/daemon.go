@@ -442,10 +442,17 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 		d.log.Error("refusing to manage the session: "+md5Fix(info.Neighbor), "peer", id)
 		return
 	}
-	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, h })
-	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
 	snap, release := d.shared()
 	defer release()
+	if snap != nil && d.md5Session(snap, info) {
+		// A TCP-MD5 peer's session: an established TCP-MD5 connection
+		// never takes a TCP-AO key (EISCONN), so no pass touches it.
+		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
+		d.log.Info("session established on TCP-MD5: not managed", "peer", id, "socket", h.Ref().String())
+		return
+	}
+	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, h })
+	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
 	if snap == nil {
 		// reconcile takes the session over after the first good read.
 		d.log.Warn("no key snapshot yet: not touching the new session until the first good read", "peer", id)
@@ -466,6 +473,10 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 		return false
 	}
 	if d.ctrl.Runs(id, p.handle) {
+		return true
+	}
+	if d.md5Session(snap, p.info) {
+		d.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
 		return true
 	}
 	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())

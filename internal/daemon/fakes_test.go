@@ -170,6 +170,7 @@ func (badSocket) Keys(tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return nil, er
 type fakeSource struct {
 	mu      sync.Mutex
 	snap    *keystore.Snapshot
+	md5     string // chain core's TCP-MD5 password, "" for none
 	version uint64
 	err     error
 	revokes []string
@@ -206,6 +207,10 @@ func (s *fakeSource) setKeys(keys ...keystore.MKT) {
 	// Chain core is always there (maybe empty); a key of another chain
 	// makes that chain.
 	chains := map[string]*keystore.Chain{chainName: {Name: chainName, Version: s.version}}
+	if s.md5 != "" {
+		chains[chainName].MD5 = &keystore.MD5Password{Secret: tcpao.NewSecret([]byte(s.md5)),
+			Peers: []netip.Prefix{netip.PrefixFrom(peerAddr, 32)}, Source: "test:md5"}
+	}
 	for _, k := range keys {
 		c := chains[k.Chain]
 		if c == nil {
@@ -217,6 +222,14 @@ func (s *fakeSource) setKeys(keys ...keystore.MKT) {
 	s.snap.Zero()
 	s.snap = &keystore.Snapshot{Source: s.Name(), Chains: chains}
 	s.err = nil
+}
+
+// setMD5 sets chain core's TCP-MD5 password ("": none) and keys.
+func (s *fakeSource) setMD5(pw string, keys ...keystore.MKT) {
+	s.mu.Lock()
+	s.md5 = pw
+	s.mu.Unlock()
+	s.setKeys(keys...)
 }
 
 func (s *fakeSource) fail(err error) {
@@ -586,3 +599,29 @@ func (e *env) refreshWith(keys ...testKey) {
 		e.t.Fatal(err)
 	}
 }
+
+// AddMD5, DelMD5 and MD5Keys pass the socket's TCP-MD5 side through, as
+// the daemon's own wrappers do.
+func (c *countingSocket) AddMD5(k tcpao.MD5Key) error {
+	m, err := tcpao.MD5(c.Socket)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return m.AddMD5(k)
+}
+
+func (c *countingSocket) DelMD5(r tcpao.MD5Ref) error {
+	m, err := tcpao.MD5(c.Socket)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return m.DelMD5(r)
+}
+
+func (c *countingSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(c.Socket) }

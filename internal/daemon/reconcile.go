@@ -145,6 +145,14 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 			dst = &v4
 		}
 		one := desired.Socket(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
+		if md5Peer(pk) {
+			// A TCP-MD5 peer: its password goes on the listener
+			// (listenerMD5), none of its chain's TCP-AO keys.
+			for _, k := range one.Keys {
+				k.Secret.Zero()
+			}
+			one.Keys = nil
+		}
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 		dst.Replace = append(dst.Replace, d.approvedRefs(pk, b.Neighbor, idx)...)
@@ -284,13 +292,16 @@ func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time 
 	d.logFrozen(frozen)
 	d.dropListenerWant()
 	d.rec.want, d.rec.frozen = listenerWant{v4, v6}, frozen
+	d.rec.md5 = d.listenerMD5(snap, now)
+	d.rec.md5Ever = d.rec.md5Ever || len(d.rec.md5.v4.Keys)+len(d.rec.md5.v6.Keys) > 0
 	return next
 }
 
 // dropListenerWant zeroes the cached listener keys.
 func (d *Daemon) dropListenerWant() {
 	zeroDesired(d.rec.want.v4, d.rec.want.v6)
-	d.rec.want, d.rec.frozen = listenerWant{}, nil
+	d.rec.md5.zero()
+	d.rec.want, d.rec.frozen, d.rec.md5 = listenerWant{}, nil, md5Want{}
 }
 
 // syncListeners brings the speaker's listening sockets to the cached
@@ -329,6 +340,12 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	// authenticated with: the planner keeps every listener key they name.
 	carried := d.ctrl.Carried()
 	var kept []rotator.Held
+	var md5Held []rotator.MD5Held
+	defer func() {
+		d.rec.mu.Lock()
+		d.rec.md5Held = md5Held
+		d.rec.mu.Unlock()
+	}()
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
@@ -342,6 +359,9 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			continue
+		}
+		if d.rec.md5Ever { // nothing to read before a binding had a password
+			md5Held = append(md5Held, d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))...)
 		}
 		if len(sp.Ops) > 0 {
 			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))

@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // The Daemon's state, one owner for each piece (see doc.go):
@@ -47,6 +49,12 @@ type reconciler struct {
 	haveLast     bool
 	lastFull     time.Time
 	want         listenerWant
+	md5          md5Want // the listeners' TCP-MD5 passwords
+	md5Ever      bool    // a binding had a TCP-MD5 password: read the listeners' MD5 keys
+	// md5Mine are the passwords (fingerprints) aokeyd installed, by
+	// prefix: an installed key with one of them is aokeyd's even once
+	// the source holds another. The reconcile goroutine's alone.
+	md5Mine map[netip.Prefix][]tcpao.Fingerprint
 	frozen       []frozenRange // bindings whose listener keys are not deleted
 	retry        bool          // some desired state failed: recompute at the next full pass
 	raised       raiseState    // the last RaiseOptMem outcome
@@ -55,6 +63,7 @@ type reconciler struct {
 	nextPass time.Time      // the policy's next time boundary
 	optmem   optMemUse      // the listeners' optmem need at the last sync
 	kept     []rotator.Held // what the last listener sync kept
+	md5Held  []rotator.MD5Held // TCP-MD5 keys the last listener sync held
 }
 
 func newReconciler() reconciler {

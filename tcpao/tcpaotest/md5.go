@@ -146,14 +146,17 @@ func (s *Sock) delMD5(r tcpao.MD5Ref) error {
 
 // MD5Keys lists the socket's TCP-MD5 keys as sock_diag's
 // INET_DIAG_MD5SIG shows them on Linux (without their VRF binding).
-func (s *Sock) MD5Keys() []tcpao.MD5Info {
+func (s *Sock) MD5Keys() ([]tcpao.MD5Info, error) {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	out := make([]tcpao.MD5Info, 0, len(s.md5))
 	for _, k := range s.md5 {
 		out = append(out, tcpao.MD5Info{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(k.addr, k.prefix)}, Fingerprint: k.fp})
 	}
-	return out
+	if s.state == stateGone {
+		return nil, sysErr("sock_diag", eNOENT)
+	}
+	return out, nil
 }
 
 // receiveMD5 is tcp_inbound_md5_hash for an MD5-signed segment: dropped

@@ -1,0 +1,40 @@
+//go:build linux
+
+package bgp
+
+import (
+	"fmt"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// MD5Keys reads the socket's TCP-MD5 keys through sock_diag in the
+// speaker's network namespace: a listener's from a dump of the listeners
+// (matched by cookie), an established socket's by its addresses.
+func (s aoSocket) MD5Keys() ([]tcpao.MD5Info, error) {
+	ref := s.h.Ref()
+	d, err := sockets.OpenDiag(ref.PID)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	d.MD5 = true
+	if !ref.Listening {
+		so, err := d.Lookup(ref.Local, ref.Remote)
+		if err != nil {
+			return nil, err
+		}
+		return so.MD5, nil
+	}
+	ls, err := d.Listeners()
+	if err != nil {
+		return nil, err
+	}
+	for _, so := range ls {
+		if so.Cookie == ref.Cookie {
+			return so.MD5, nil
+		}
+	}
+	return nil, fmt.Errorf("sock_diag: listener %s: %w", ref, sockets.ErrNotFound)
+}

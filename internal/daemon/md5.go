@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TCP-MD5 passwords from the key source (issue 34). A binding whose chain
+// holds an md5 password is a TCP-MD5 peer: aokeyd installs the password
+// on the speaker's listening sockets (the speaker's own password line can
+// go), installs none of the chain's TCP-AO keys for it there (the kernel
+// refuses both kinds for one address), and leaves its sessions alone
+// (an established TCP-MD5 connection never takes a TCP-AO key: EISCONN).
+// rotator.PlanMD5 alone decides what happens to installed MD5 keys.
+
+// md5Want is the listeners' TCP-MD5 desired state by address family.
+type md5Want struct{ v4, v6 rotator.MD5Desired }
+
+// zero wipes the passwords' copies.
+func (w md5Want) zero() {
+	for _, d := range []rotator.MD5Desired{w.v4, w.v6} {
+		for _, k := range d.Keys {
+			k.Secret.Zero()
+		}
+	}
+}
+
+// md5Peer reports whether the peer's binding makes it a TCP-MD5 peer.
+func md5Peer(pk policy.PeerKeys) bool { return pk.MD5 != nil }
+
+// listenerMD5 is the listeners' TCP-MD5 desired state: every binding's
+// password, for the binding's neighbor address or prefix, with its own
+// copy of the password.
+func (d *Daemon) listenerMD5(snap *keystore.Snapshot, now time.Time) md5Want {
+	var w md5Want
+	pol := d.policy()
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err != nil || !md5Peer(pk) {
+			continue // listenerDesired says why
+		}
+		idx, err := ifIndex(b.VRF)
+		if err != nil {
+			continue
+		}
+		dst := &w.v6
+		if b.Neighbor.Addr().Is4() {
+			dst = &w.v4
+		}
+		dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
+	}
+	return w
+}
+
+// md5WantOf is one listening socket's TCP-MD5 desired state, chosen as
+// listenerWantOf chooses its TCP-AO keys (family, dual-stack, VRF device).
+// The slice is fresh; the keys share the cached passwords.
+func md5WantOf(ref sockets.Ref, w md5Want, have4 bool) rotator.MD5Desired {
+	var want rotator.MD5Desired
+	switch {
+	case ref.Local.Addr().Unmap().Is4():
+		want.Keys = slices.Clone(w.v4.Keys)
+	case have4:
+		want.Keys = slices.Clone(w.v6.Keys)
+	default:
+		want.Keys = append(slices.Clone(w.v6.Keys), w.v4.Keys...)
+	}
+	want.Keys = slices.DeleteFunc(want.Keys, func(k tcpao.MD5Key) bool { return ref.BoundDev != 0 && k.IfIndex != ref.BoundDev })
+	return want
+}
+
+// syncMD5 brings one listening socket's TCP-MD5 keys to want, reading
+// them back through sock_diag first. It returns what it held.
+func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.MD5Held {
+	s := d.o.SocketOf(h)
+	have, err := tcpao.ReadMD5(s)
+	if err != nil {
+		if len(want.Keys) > 0 {
+			d.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
+		}
+		return nil
+	}
+	if len(want.Keys) == 0 && len(have) == 0 {
+		return nil
+	}
+	var ao []tcpao.KeyInfo
+	if len(want.Keys) > 0 {
+		ao, _ = s.Keys(tcpao.KeyFilter{SkipFingerprint: true}) // ENOENT: no TCP-AO at all
+	}
+	want.AOCovers = func(a netip.Addr) bool {
+		return slices.ContainsFunc(ao, func(k tcpao.KeyInfo) bool { return k.Peer.Contains(a) || k.Peer.Contains(a.Unmap()) })
+	}
+	want.Owns = func(k tcpao.MD5Info) bool {
+		if slices.Contains(d.rec.md5Mine[normPrefix(k.Peer)], k.Fingerprint) {
+			return true
+		}
+		return slices.ContainsFunc(want.Keys, func(w tcpao.MD5Key) bool {
+			return normPrefix(w.Peer) == normPrefix(k.Peer) && w.Secret.Fingerprint() == k.Fingerprint
+		})
+	}
+	p := rotator.PlanMD5(want, have)
+	n, err := rotator.ApplyMD5(s, p.Ops)
+	for _, op := range p.Ops[:n] {
+		if !op.Del {
+			if d.rec.md5Mine == nil {
+				d.rec.md5Mine = map[netip.Prefix][]tcpao.Fingerprint{}
+			}
+			pfx := normPrefix(op.Ref.Peer)
+			if fp := op.Key.Secret.Fingerprint(); !slices.Contains(d.rec.md5Mine[pfx], fp) {
+				d.rec.md5Mine[pfx] = append(d.rec.md5Mine[pfx], fp)
+			}
+		}
+	}
+	if err != nil {
+		d.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
+	} else if n > 0 {
+		d.log.Info("listener TCP-MD5 keys synchronised", "socket", h.Ref().String(), "ops", n)
+	}
+	for _, x := range p.Held {
+		d.log.Debug("listener TCP-MD5 key held", "socket", h.Ref().String(), "key", x.Ref.String(), "reason", x.Why.String())
+	}
+	return p.Held
+}
+
+// normPrefix is p with an IPv4-mapped address unmapped.
+func normPrefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() {
+		return netip.PrefixFrom(a.Unmap(), p.Bits())
+	}
+	return p
+}
+
+// md5Warning says what a held TCP-MD5 key means for its peer and what to
+// do, or "" when nothing is to be done.
+func md5Warning(x rotator.MD5Held) string {
+	switch x.Why {
+	case rotator.ReasonEdited:
+		return fmt.Sprintf("TCP-MD5 password for %s changed in the key source: not applied (a TCP-MD5 session has one password; "+
+			"changing it resets the session), the installed one stays", x.Ref.Peer)
+	case rotator.ReasonCarried:
+		return fmt.Sprintf("TCP-MD5 key for %s left the key source: kept on the listener (removing it would let the peer connect unsigned); "+
+			"move the peer to TCP-AO (aoctl migrate) or remove the neighbor", x.Ref.Peer)
+	case rotator.ReasonForeignClash:
+		return fmt.Sprintf("TCP-MD5 key for %s on the listener was not installed by aokeyd (the speaker's own password line?): "+
+			"aokeyd does not replace it; remove the password from the speaker's configuration", x.Ref.Peer)
+	case rotator.ReasonAOCovers:
+		return fmt.Sprintf("TCP-MD5 password for %s not installed: TCP-AO keys on the listener cover the peer "+
+			"(the kernel refuses both kinds for one address, and aokeyd never moves a peer from TCP-AO back to TCP-MD5)", x.Ref.Peer)
+	}
+	return ""
+}
+
+// md5Session reports whether the peer's session is to be left alone as a
+// TCP-MD5 one: its binding holds a password (a TCP-MD5 peer).
+func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo) bool {
+	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, d.o.Clock.Now())
+	return err == nil && md5Peer(pk)
+}
+
+// md5Warnings are the status warnings of the TCP-MD5 keys the last
+// listener sync held for peer.
+func (d *Daemon) md5Warnings(peer netip.Addr) []string {
+	d.rec.mu.Lock()
+	held := d.rec.md5Held
+	d.rec.mu.Unlock()
+	var out []string
+	for _, x := range held {
+		if w := md5Warning(x); w != "" && x.Ref.Peer.Contains(peer) && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
