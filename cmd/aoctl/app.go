@@ -59,6 +59,7 @@ func commands() []command {
 		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
 		{"replace", "CHAIN/KEY", "apply a key's material edited in place (held back until then); resets sessions that need it", (*app).replace},
 		{"adopt", "PEER [--vrf VRF]", "hand keys another agent installed for a peer (kept, never changed) to aokeyd", (*app).adopt},
+		{"migrate", "PEER|--all [--at TIME]", "move TCP-MD5 peers to TCP-AO, one reconnect each, with roll-back", (*app).migrate},
 		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
 		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig},

@@ -330,6 +330,11 @@ func (d *testDaemon) Adopt(_ context.Context, req control.AdoptRequest) (control
 	return control.AdoptResult{Peer: req.Peer, VRF: req.VRF, Adopted: []control.AdoptedKey{}}, nil
 }
 
+func (d *testDaemon) Migrate(_ context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
+	return control.MigrateResult{Migrations: []control.Migration{{Peer: req.Peer, VRF: req.VRF, Step: "prepared", Prefix: "192.0.2.0/30",
+		At: testNow, Deadline: testNow.Add(5 * time.Minute), Since: testNow}}}, nil
+}
+
 // delListener deletes ref from the listener (del_async).
 func delListener(lis *tcpaotest.Sock, ref tcpao.KeyRef) error {
 	return lis.DelKey(tcpao.DelKey{KeyRef: ref, Async: true})

@@ -174,3 +174,9 @@ func (d *Driver) metricsOf(views []peerView) {
 	}
 	m.SetKept(out)
 }
+
+// Migrate implements control.Backend: not with BIRD driven natively yet.
+func (d *Driver) Migrate(context.Context, control.MigrateRequest) (control.MigrateResult, error) {
+	return control.MigrateResult{}, fmt.Errorf("%w: with speaker type bird aokeyd does not run TCP-MD5 to TCP-AO migrations yet: "+
+		"BIRD's own password line stays BIRD's; give the neighbor TCP-AO keys in the key source and remove the password from BIRD's configuration in one reconfigure", control.ErrInvalid)
+}

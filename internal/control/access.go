@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // role is what a caller may do; roles are ordered.
@@ -16,7 +17,7 @@ type role int
 const (
 	roleNone  role = iota
 	roleRead       // health, status, plan
-	roleAdmin      // also rotate, revoke, replace and adopt
+	roleAdmin      // also rotate, revoke, replace, adopt and migrate
 )
 
 var errNotAdmin = errors.New("not in the admin group")
@@ -113,6 +114,11 @@ func refusedArgs(r *http.Request) []any {
 		if readJSON(r, &req) == nil {
 			return adoptArgs(req)
 		}
+	case "migrate":
+		var req MigrateRequest
+		if readJSON(r, &req) == nil {
+			return migrateArgs(req)
+		}
 	}
 	return nil
 }
@@ -127,6 +133,10 @@ func replaceArgs(req ReplaceRequest) []any {
 
 func adoptArgs(req AdoptRequest) []any {
 	return []any{"peer", req.Peer, "vrf", req.VRF}
+}
+
+func migrateArgs(req MigrateRequest) []any {
+	return []any{"peer", req.Peer, "vrf", req.VRF, "all", req.All, "at", req.At, "bound", time.Duration(req.Bound), "abort", req.Abort}
 }
 
 func rotateArgs(req RotateRequest) []any {

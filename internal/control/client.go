@@ -77,6 +77,12 @@ func (c *Client) Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult
 	return r, c.do(ctx, http.MethodPost, "/v1/replace", req, &r)
 }
 
+// Migrate is POST /v1/migrate.
+func (c *Client) Migrate(ctx context.Context, req MigrateRequest) (MigrateResult, error) {
+	var r MigrateResult
+	return r, c.do(ctx, http.MethodPost, "/v1/migrate", req, &r)
+}
+
 // Adopt is POST /v1/adopt.
 func (c *Client) Adopt(ctx context.Context, req AdoptRequest) (AdoptResult, error) {
 	var r AdoptResult

@@ -29,6 +29,8 @@ type Backend interface {
 	Replace(ctx context.Context, req ReplaceRequest) (ReplaceResult, error)
 	// Adopt hands the keys another agent installed for a peer to aokeyd.
 	Adopt(ctx context.Context, req AdoptRequest) (AdoptResult, error)
+	// Migrate starts (or aborts) TCP-MD5 peers' move to TCP-AO.
+	Migrate(ctx context.Context, req MigrateRequest) (MigrateResult, error)
 }
 
 // ServerOptions configure a Server.
@@ -120,6 +122,7 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.HandleFunc("POST /v1/revoke", s.revoke)
 	s.mux.HandleFunc("POST /v1/replace", s.replace)
 	s.mux.HandleFunc("POST /v1/adopt", s.adopt)
+	s.mux.HandleFunc("POST /v1/migrate", s.migrate)
 	s.hs = &http.Server{
 		Handler: s.Handler(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -234,6 +237,18 @@ func (s *Server) adopt(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}, s.o.Backend.Adopt)
+}
+
+func (s *Server) migrate(w http.ResponseWriter, r *http.Request) {
+	change(s, w, r, "migrate", migrateArgs, func(req MigrateRequest) error {
+		if req.All == (req.Peer != "") {
+			return fmt.Errorf("%w: name a peer or all, not both or neither", ErrInvalid)
+		}
+		if req.Bound < 0 {
+			return fmt.Errorf("%w: bound must not be negative", ErrInvalid)
+		}
+		return nil
+	}, s.o.Backend.Migrate)
 }
 
 // needKey is the check of a request that names a chain's key.

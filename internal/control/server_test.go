@@ -74,6 +74,10 @@ func (f *fakeBackend) Adopt(_ context.Context, req AdoptRequest) (AdoptResult, e
 	return AdoptResult{Peer: req.Peer, VRF: req.VRF}, nil
 }
 
+func (f *fakeBackend) Migrate(_ context.Context, req MigrateRequest) (MigrateResult, error) {
+	return MigrateResult{Migrations: []Migration{{Peer: req.Peer, VRF: req.VRF, Step: "prepared"}}}, nil
+}
+
 func (f *fakeBackend) Replace(_ context.Context, req ReplaceRequest) (ReplaceResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -41,6 +41,8 @@ const (
 	AuthNone = "none"
 	AuthMD5  = "tcp-md5"
 	AuthAO   = "tcp-ao"
+	// AuthMigrating is followed by the migration's step in parentheses.
+	AuthMigrating = "migrating"
 )
 
 // Key states.
@@ -141,7 +143,9 @@ type PeerStatus struct {
 	// Listener is what the listening sockets count for the peer's
 	// address: a session that is down is re-established through them.
 	Listener *ListenerCounters `json:"listener,omitempty"`
-	Warnings []string          `json:"warnings,omitempty"`
+	// Migration is the peer's move from TCP-MD5 to TCP-AO, if any.
+	Migration *Migration `json:"migration,omitempty"`
+	Warnings  []string   `json:"warnings,omitempty"`
 }
 
 // Socket is a managed socket of the BGP daemon.
@@ -380,6 +384,39 @@ type AdoptResult struct {
 	Peer    string       `json:"peer"`
 	VRF     string       `json:"vrf,omitempty"`
 	Adopted []AdoptedKey `json:"adopted"`
+}
+
+// MigrateRequest is POST /v1/migrate: move the TCP-MD5 peer Peer (in VRF
+// VRF), or All of them, to TCP-AO, the far end switching at At (zero:
+// now), rolled back when no TCP-AO session is up Bound after it (zero:
+// the daemon's default). Abort rolls a migration back now.
+type MigrateRequest struct {
+	Peer  string    `json:"peer,omitempty"`
+	VRF   string    `json:"vrf,omitempty"`
+	All   bool      `json:"all,omitempty"`
+	At    time.Time `json:"at,omitzero"`
+	Bound Duration  `json:"bound,omitempty"`
+	Abort bool      `json:"abort,omitempty"`
+}
+
+// Migration is one peer's move from TCP-MD5 to TCP-AO.
+type Migration struct {
+	Peer string `json:"peer"`
+	VRF  string `json:"vrf,omitempty"`
+	// Step: prepared, switching, done or rolled-back.
+	Step string `json:"step"`
+	// Prefix is where the peer's TCP-AO keys sit on the listener.
+	Prefix   string    `json:"prefix"`
+	At       time.Time `json:"at"`
+	Deadline time.Time `json:"deadline"`
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// MigrateResult is the answer to a MigrateRequest: the migrations it
+// started or changed.
+type MigrateResult struct {
+	Migrations []Migration `json:"migrations"`
 }
 
 // HealthReport is GET /v1/health.

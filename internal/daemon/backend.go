@@ -11,6 +11,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -185,15 +186,27 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 			ps.Warnings = append(ps.Warnings, fmt.Sprintf("key chain %s: %v", pk.SourceChain, errFrozen))
 		}
 	}
+	mr, migrating := d.migrationOf(info.Neighbor, info.VRF)
+	if migrating {
+		m := statusMigration(mr)
+		ps.Migration = &m
+		if mr.Step == migrate.RolledBack {
+			ps.Warnings = append(ps.Warnings, "migration to TCP-AO rolled back: "+mr.Reason+"; aoctl migrate starts it again")
+		}
+	}
 	ps.Auth = control.AuthNone
 	switch {
+	case migrating && (mr.Step == migrate.Prepared || mr.Step == migrate.Switching):
+		ps.Auth = control.AuthMigrating + " (" + string(mr.Step) + ")"
+	case migrating && mr.Step == migrate.Done:
+		ps.Auth = control.AuthAO
 	case info.MD5 || md5Peer(pk):
 		ps.Auth = control.AuthMD5
 	case len(pk.Keys) > 0:
 		ps.Auth = control.AuthAO
 	}
 	ps.Warnings = append(ps.Warnings, d.md5Warnings(info.Neighbor)...)
-	if md5Peer(pk) {
+	if md5Peer(pk) && (!migrating || !mr.Step.Active()) {
 		pk.Keys = nil // none of the chain's TCP-AO keys is installed for a TCP-MD5 peer
 	}
 	names := mktIndex(snap, pk.SourceChain)

@@ -13,6 +13,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -58,6 +59,12 @@ type Options struct {
 	// RevocationsFile records revocations across restarts ("" keeps them
 	// in memory only).
 	RevocationsFile string
+	// MigrationsFile records the TCP-MD5 to TCP-AO migrations across
+	// restarts ("": in memory only).
+	MigrationsFile string
+	// MigrationBound is how long after the switch time a migration's
+	// TCP-AO session may take before it rolls back (0: migrate.DefaultBound).
+	MigrationBound time.Duration
 	// OwnedKeysFile records which keys aokeyd installed, across restarts
 	// (owned.go; "" keeps the record in memory: each start takes the keys
 	// whose material is in the key source as aokeyd's).
@@ -95,12 +102,13 @@ type Daemon struct {
 	tracker *bgp.Tracker        // the speaker's sessions and sockets
 	revoked *revokeStore        // recorded revocations
 	pol     atomic.Pointer[policyState]
-	peers   peerTable    // what the speaker reported, per peer
-	ops     operatorAsks // rotate-now and replace approvals
-	rec     reconciler   // the reconcile goroutine's; it alone writes the listeners
-	view    scrapeView   // what the metrics hold
-	snaps   snapshots    // the shared read-only key snapshot
-	owned   *ledger      // which installed keys are aokeyd's
+	peers   peerTable      // what the speaker reported, per peer
+	ops     operatorAsks   // rotate-now and replace approvals
+	rec     reconciler     // the reconcile goroutine's; it alone writes the listeners
+	view    scrapeView     // what the metrics hold
+	snaps   snapshots      // the shared read-only key snapshot
+	owned   *ledger        // which installed keys are aokeyd's
+	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
 }
 
 // peerState is what the speaker reported of one managed peer: its session
@@ -162,6 +170,10 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	migr, err := migrate.Open(o.MigrationsFile)
+	if err != nil {
+		return nil, err
+	}
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
@@ -169,6 +181,7 @@ func New(o Options) (*Daemon, error) {
 		o:       o,
 		log:     o.Logger,
 		owned:   owned,
+		migr:    migr,
 		revoked: rs,
 		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
 		ops:     operatorAsks{early: map[rotator.PeerID]bool{}},
@@ -444,7 +457,7 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	}
 	snap, release := d.shared()
 	defer release()
-	if snap != nil && d.md5Session(snap, info) {
+	if snap != nil && d.md5Session(snap, info, h) {
 		// A TCP-MD5 peer's session: an established TCP-MD5 connection
 		// never takes a TCP-AO key (EISCONN), so no pass touches it.
 		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
@@ -462,6 +475,9 @@ func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.Soc
 	if !d.takeOver(snap, id) {
 		d.resync() // the next pass retries
 	}
+	if r, ok := d.migrationOf(info.Neighbor, info.VRF); ok && (r.Step == migrate.Prepared || r.Step == migrate.Switching) {
+		d.wake() // the pass sees whether the new session is the migration's TCP-AO one
+	}
 }
 
 // takeOver checks a session's keys against the desired set and starts its
@@ -475,7 +491,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	if d.ctrl.Runs(id, p.handle) {
 		return true
 	}
-	if d.md5Session(snap, p.info) {
+	if d.md5Session(snap, p.info, p.handle) {
 		d.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
 		return true
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -22,8 +23,13 @@ import (
 // (an established TCP-MD5 connection never takes a TCP-AO key: EISCONN).
 // rotator.PlanMD5 alone decides what happens to installed MD5 keys.
 
-// md5Want is the listeners' TCP-MD5 desired state by address family.
-type md5Want struct{ v4, v6 rotator.MD5Desired }
+// md5Want is the listeners' TCP-MD5 desired state by address family, and
+// the source's passwords by prefix (whose keys are aokeyd's even where no
+// longer desired: a migrated peer's, retired).
+type md5Want struct {
+	v4, v6 rotator.MD5Desired
+	known  map[netip.Prefix]tcpao.Fingerprint
+}
 
 // zero wipes the passwords' copies.
 func (w md5Want) zero() {
@@ -41,20 +47,28 @@ func md5Peer(pk policy.PeerKeys) bool { return pk.MD5 != nil }
 // password, for the binding's neighbor address or prefix, with its own
 // copy of the password.
 func (d *Daemon) listenerMD5(snap *keystore.Snapshot, now time.Time) md5Want {
-	var w md5Want
+	w := md5Want{known: map[netip.Prefix]tcpao.Fingerprint{}}
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
-		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-		if err != nil || !md5Peer(pk) {
-			continue // listenerDesired says why
-		}
 		idx, err := ifIndex(b.VRF)
 		if err != nil {
-			continue
+			continue // listenerDesired says why
 		}
 		dst := &w.v6
 		if b.Neighbor.Addr().Is4() {
 			dst = &w.v4
+		}
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err == nil && pk.MD5 != nil {
+			w.known[normPrefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
+		}
+		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step == migrate.Done && b.Neighbor.IsSingleIP() {
+			// Its session ran TCP-AO: the password may leave.
+			dst.Retire = append(dst.Retire, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
+			continue
+		}
+		if err != nil || !md5Peer(pk) {
+			continue
 		}
 		dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
 	}
@@ -68,11 +82,12 @@ func md5WantOf(ref sockets.Ref, w md5Want, have4 bool) rotator.MD5Desired {
 	var want rotator.MD5Desired
 	switch {
 	case ref.Local.Addr().Unmap().Is4():
-		want.Keys = slices.Clone(w.v4.Keys)
+		want.Keys, want.Retire = slices.Clone(w.v4.Keys), slices.Clone(w.v4.Retire)
 	case have4:
-		want.Keys = slices.Clone(w.v6.Keys)
+		want.Keys, want.Retire = slices.Clone(w.v6.Keys), slices.Clone(w.v6.Retire)
 	default:
 		want.Keys = append(slices.Clone(w.v6.Keys), w.v4.Keys...)
+		want.Retire = append(slices.Clone(w.v6.Retire), w.v4.Retire...)
 	}
 	want.Keys = slices.DeleteFunc(want.Keys, func(k tcpao.MD5Key) bool { return ref.BoundDev != 0 && k.IfIndex != ref.BoundDev })
 	return want
@@ -92,6 +107,7 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	if len(want.Keys) == 0 && len(have) == 0 {
 		return nil
 	}
+	known := d.rec.md5.known
 	var ao []tcpao.KeyInfo
 	if len(want.Keys) > 0 {
 		ao, _ = s.Keys(tcpao.KeyFilter{SkipFingerprint: true}) // ENOENT: no TCP-AO at all
@@ -101,6 +117,9 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	}
 	want.Owns = func(k tcpao.MD5Info) bool {
 		if slices.Contains(d.rec.md5Mine[normPrefix(k.Peer)], k.Fingerprint) {
+			return true
+		}
+		if fp, ok := known[normPrefix(k.Peer)]; ok && fp == k.Fingerprint {
 			return true
 		}
 		return slices.ContainsFunc(want.Keys, func(w tcpao.MD5Key) bool {
@@ -157,13 +176,6 @@ func md5Warning(x rotator.MD5Held) string {
 			"(the kernel refuses both kinds for one address, and aokeyd never moves a peer from TCP-AO back to TCP-MD5)", x.Ref.Peer)
 	}
 	return ""
-}
-
-// md5Session reports whether the peer's session is to be left alone as a
-// TCP-MD5 one: its binding holds a password (a TCP-MD5 peer).
-func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo) bool {
-	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, d.o.Clock.Now())
-	return err == nil && md5Peer(pk)
 }
 
 // md5Warnings are the status warnings of the TCP-MD5 keys the last

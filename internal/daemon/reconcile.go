@@ -62,6 +62,9 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 		}
 	}
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
+	if mp, ok := d.migrationPrefix(pk.Binding); ok {
+		prefix = mp // the listener's keys for a migrating peer, copied as they are
+	}
 	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+id.String()), rotator.Established)
 	out.Replace = d.approvedRefs(pk, prefix, idx)
 	if p.handle != nil {
@@ -144,8 +147,9 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if b.Neighbor.Addr().Is4() {
 			dst = &v4
 		}
-		one := desired.Socket(pk, snap, b.Neighbor, idx, -1, "", rotator.Listening)
-		if md5Peer(pk) {
+		prefix, migrating := d.migrationPrefix(b)
+		one := desired.Socket(pk, snap, prefix, idx, -1, "", rotator.Listening)
+		if md5Peer(pk) && !migrating {
 			// A TCP-MD5 peer: its password goes on the listener
 			// (listenerMD5), none of its chain's TCP-AO keys.
 			for _, k := range one.Keys {
@@ -155,7 +159,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		}
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
-		dst.Replace = append(dst.Replace, d.approvedRefs(pk, b.Neighbor, idx)...)
+		dst.Replace = append(dst.Replace, d.approvedRefs(pk, prefix, idx)...)
 	}
 	return v4, v6, next, incomplete, frozen
 }
@@ -173,13 +177,14 @@ func zeroDesired(ds ...rotator.Desired) {
 // peer's and listener's desired state stays the same.
 type passInputs struct {
 	keys    uint64 // keystore.Cache generation
+	migr    uint64 // migrate.Store generation
 	revoked int    // recorded revocations
 	pol     *policy.Policy
 	events  uint64 // Daemon.events
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load()}
+	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -193,6 +198,7 @@ func (d *Daemon) inputs() passInputs {
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	now := d.o.Clock.Now()
+	migrNext := d.advanceMigrations(now) // a step taken changes the inputs
 	in, sessions := d.inputs(), d.rec.sessions.Load()
 	r := &d.rec
 	r.mu.Lock()
@@ -225,6 +231,9 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	next := boundary
 	if changed { // always on the first pass
 		next = d.listenerWant(snap, now)
+	}
+	if !migrNext.IsZero() && (next.IsZero() || migrNext.Before(next)) {
+		next = migrNext
 	}
 	d.dropStale(ctx)
 	// The sessions get their desired state first, the listeners after: a
@@ -293,7 +302,7 @@ func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time 
 	d.dropListenerWant()
 	d.rec.want, d.rec.frozen = listenerWant{v4, v6}, frozen
 	d.rec.md5 = d.listenerMD5(snap, now)
-	d.rec.md5Ever = d.rec.md5Ever || len(d.rec.md5.v4.Keys)+len(d.rec.md5.v6.Keys) > 0
+	d.rec.md5Ever = d.rec.md5Ever || len(d.rec.md5.v4.Keys)+len(d.rec.md5.v6.Keys)+len(d.rec.md5.v4.Retire)+len(d.rec.md5.v6.Retire) > 0
 	return next
 }
 

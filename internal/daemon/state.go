@@ -55,14 +55,14 @@ type reconciler struct {
 	// prefix: an installed key with one of them is aokeyd's even once
 	// the source holds another. The reconcile goroutine's alone.
 	md5Mine map[netip.Prefix][]tcpao.Fingerprint
-	frozen       []frozenRange // bindings whose listener keys are not deleted
-	retry        bool          // some desired state failed: recompute at the next full pass
-	raised       raiseState    // the last RaiseOptMem outcome
+	frozen  []frozenRange // bindings whose listener keys are not deleted
+	retry   bool          // some desired state failed: recompute at the next full pass
+	raised  raiseState    // the last RaiseOptMem outcome
 
 	mu       sync.Mutex
-	nextPass time.Time      // the policy's next time boundary
-	optmem   optMemUse      // the listeners' optmem need at the last sync
-	kept     []rotator.Held // what the last listener sync kept
+	nextPass time.Time         // the policy's next time boundary
+	optmem   optMemUse         // the listeners' optmem need at the last sync
+	kept     []rotator.Held    // what the last listener sync kept
 	md5Held  []rotator.MD5Held // TCP-MD5 keys the last listener sync held
 }
 

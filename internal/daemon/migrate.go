@@ -1,0 +1,215 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/migrate"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+// TCP-MD5 to TCP-AO migrations (internal/migrate has the machine and why
+// it is safe). What a migration changes of the desired state, in one
+// place each:
+//   - listenerDesired: a migrating or migrated peer's TCP-AO keys go on
+//     the listener at the migration's prefix (migrationPrefix);
+//   - listenerMD5: its password stays desired until the migration is
+//     done, then is retired (rotator.PlanMD5 alone deletes it);
+//   - md5Session: its session is managed once its socket carries TCP-AO;
+//   - advanceMigrations: each full pass moves the machines on.
+
+// migrationOf is the peer's migration record.
+func (d *Daemon) migrationOf(addr netip.Addr, vrf string) (migrate.Record, bool) {
+	return d.migr.Get(migrate.Key{Addr: addr.Unmap().String(), VRF: vrf})
+}
+
+// migrationPrefix is where a binding's TCP-AO keys go on the listener:
+// its migration's prefix while one is active, else its own neighbor.
+func (d *Daemon) migrationPrefix(b policy.Binding) (netip.Prefix, bool) {
+	if b.Neighbor.IsSingleIP() {
+		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step.Active() {
+			return r.Prefix, true
+		}
+	}
+	return b.Neighbor, false
+}
+
+// Migrate implements control.Backend: it records a migration for the
+// TCP-MD5 peer (or every one), which the passes then carry out.
+func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return control.MigrateResult{}, fmt.Errorf("%w: no good read of the key source yet: try again after it", control.ErrServer)
+	}
+	now := d.o.Clock.Now()
+	pol := d.policy()
+	var targets []policy.Binding
+	if req.All {
+		for _, b := range pol.Bindings() {
+			pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+			r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF)
+			if err == nil && md5Peer(pk) && b.Neighbor.IsSingleIP() && (!ok || r.Step == migrate.RolledBack || req.Abort) {
+				targets = append(targets, b)
+			}
+		}
+	} else {
+		addr, err := netip.ParseAddr(req.Peer)
+		if err != nil {
+			return control.MigrateResult{}, fmt.Errorf("%w: peer %q is not an IP address", control.ErrInvalid, req.Peer)
+		}
+		b, err := pol.BindingFor(addr.Unmap(), req.VRF)
+		if err != nil {
+			return control.MigrateResult{}, fmt.Errorf("peer %s: %v: %w", addr, err, control.ErrNotFound)
+		}
+		if !b.Neighbor.IsSingleIP() {
+			return control.MigrateResult{}, fmt.Errorf("%w: peer %s is bound through the prefix %s: migrate a neighbor bound by its own address",
+				control.ErrInvalid, addr, b.Neighbor)
+		}
+		targets = []policy.Binding{b}
+	}
+	res := control.MigrateResult{Migrations: []control.Migration{}}
+	for _, b := range targets {
+		r, err := d.startMigration(snap, pol, b, req, now)
+		if err != nil {
+			if req.All {
+				d.log.Warn("not migrating", "peer", b.String(), "err", err)
+				continue
+			}
+			return res, err
+		}
+		res.Migrations = append(res.Migrations, statusMigration(r))
+	}
+	d.resync()
+	return res, nil
+}
+
+// startMigration checks one binding and records its migration (or its
+// abort).
+func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b policy.Binding, req control.MigrateRequest, now time.Time) (migrate.Record, error) {
+	addr := b.Neighbor.Addr()
+	old, have := d.migrationOf(addr, b.VRF)
+	if req.Abort {
+		if !have || (old.Step != migrate.Prepared && old.Step != migrate.Switching) {
+			return old, fmt.Errorf("%w: peer %s has no migration in progress", control.ErrInvalid, addr)
+		}
+		old.Step, old.Since, old.Reason = migrate.RolledBack, now, "aborted by an operator (aoctl migrate --abort): TCP-MD5 kept"
+		return old, d.migr.Put(old)
+	}
+	if have && old.Step != migrate.RolledBack {
+		return old, fmt.Errorf("%w: peer %s: migration already %s (since %s)", control.ErrInvalid, addr, old.Step, old.Since.UTC().Format(time.RFC3339))
+	}
+	pk, err := pol.Desired(snap, addr, b.VRF, now)
+	switch {
+	case err != nil:
+		return old, fmt.Errorf("peer %s: %w", addr, err)
+	case !md5Peer(pk):
+		return old, fmt.Errorf("%w: peer %s: key chain %q holds no TCP-MD5 password: nothing to migrate", control.ErrInvalid, addr, pk.SourceChain)
+	case pk.Preferred < 0:
+		return old, fmt.Errorf("%w: peer %s: key chain %q has no TCP-AO key to send with now: add one before migrating", control.ErrInvalid, addr, pk.SourceChain)
+	}
+	var others []netip.Addr
+	for _, o := range pol.Bindings() {
+		if o.VRF == b.VRF && o.Neighbor.Addr() != addr {
+			others = append(others, o.Neighbor.Addr())
+		}
+	}
+	for _, p := range d.peerList() {
+		if p.info.VRF == b.VRF {
+			others = append(others, p.info.Neighbor)
+		}
+	}
+	prefix, ok := migrate.CoveringPrefix(addr, others, 8)
+	if !ok {
+		return old, fmt.Errorf("%w: peer %s: no prefix of up to 8 bits around it is free of other neighbors, so its TCP-AO keys cannot sit "+
+			"beside its TCP-MD5 key on the listener (the kernel refuses both kinds for one address)", control.ErrInvalid, addr)
+	}
+	at := req.At
+	if at.IsZero() {
+		at = now
+	}
+	bound := time.Duration(req.Bound)
+	if bound == 0 {
+		bound = d.o.MigrationBound
+	}
+	if bound == 0 {
+		bound = migrate.DefaultBound
+	}
+	r := migrate.Record{Peer: addr, VRF: b.VRF, Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
+	d.log.Info("migration to TCP-AO prepared", "peer", peer.KeyOf(addr, b.VRF), "prefix", prefix, "at", at, "bound", bound)
+	return r, d.migr.Put(r)
+}
+
+// advanceMigrations moves every migration in progress on by what this
+// pass sees, and returns the next instant one may move without anything
+// seen. The reconcile goroutine calls it at the start of a pass.
+func (d *Daemon) advanceMigrations(now time.Time) time.Time {
+	var next time.Time
+	for _, r := range d.migr.All() {
+		if r.Step != migrate.Prepared && r.Step != migrate.Switching {
+			continue
+		}
+		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer, r.VRF)}, now)
+		if n != r {
+			id := peer.KeyOf(r.Peer, r.VRF)
+			switch n.Step {
+			case migrate.RolledBack:
+				d.log.Warn("migration rolled back", "peer", id, "reason", n.Reason)
+			default:
+				d.log.Info("migration step", "peer", id, "step", string(n.Step))
+			}
+			if err := d.migr.Put(n); err != nil {
+				d.log.Error("migrations record not written; the step may be lost at a restart", "peer", id, "err", err)
+			}
+		}
+		if t := migrate.Next(n); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+// aoSession reports whether the peer's session socket carries TCP-AO and
+// has verified segments with it.
+func (d *Daemon) aoSession(addr netip.Addr, vrf string) bool {
+	p := d.peer(peer.KeyOf(addr, vrf))
+	if p == nil || p.handle == nil {
+		return false
+	}
+	in, err := d.o.SocketOf(p.handle).Info()
+	return err == nil && in.PktGood > 0
+}
+
+// md5Session reports whether the peer's session is to be left alone as a
+// TCP-MD5 one: the peer is a TCP-MD5 peer (or migrating) and its socket
+// carries no TCP-AO. A migrating peer's session is managed as soon as it
+// does (the far end reconnected with TCP-AO).
+func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.SocketHandle) bool {
+	r, ok := d.migrationOf(info.Neighbor, info.VRF)
+	active := ok && r.Step.Active()
+	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, d.o.Clock.Now())
+	if err != nil || (!md5Peer(pk) && !active) {
+		return false
+	}
+	if ok && r.Step == migrate.Done {
+		return false
+	}
+	if h != nil {
+		if _, err := d.o.SocketOf(h).Info(); err == nil {
+			return false // it carries TCP-AO
+		}
+	}
+	return true
+}
+
+// statusMigration is a record as control shows it.
+func statusMigration(r migrate.Record) control.Migration {
+	return control.Migration{Peer: r.Peer.String(), VRF: r.VRF, Step: string(r.Step), Prefix: r.Prefix.String(),
+		At: r.At, Deadline: r.Deadline(), Since: r.Since, Reason: r.Reason}
+}

@@ -1,0 +1,224 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
+)
+
+// md5Env is an env whose chain core holds the TCP-MD5 password pw and
+// k0, with the peer's session up on TCP-MD5.
+func md5Env(t *testing.T, pw string) (*env, testKey) {
+	k0, _, _, _ := testKeys()
+	e := newEnv(t, envOptions{keys: []testKey{k0}})
+	mkt := k0.mkt()
+	e.src.setMD5(pw, mkt)
+	mkt.Zero()
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the password on the listener", func() bool { return len(md5Of(t, e.lis, pw)) == 1 })
+	e.dialMD5(pw)
+	return e, k0
+}
+
+// dialMD5 connects the peer with TCP-MD5 and reports the session up.
+func (e *env) dialMD5(pw string) {
+	e.t.Helper()
+	c, err := e.net.Socket(peerAddr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(localAddr, 32)}, Secret: tcpao.NewSecret([]byte(pw))}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.sessionOn(c)
+}
+
+// sessionOn connects c to the listener and reports the session up (the
+// previous one, if any, down first).
+func (e *env) sessionOn(c *tcpaotest.Sock) {
+	e.t.Helper()
+	if e.client != nil {
+		down := e.session
+		down.State = bgp.StateIdle
+		e.sp.Set(down)
+		e.client.Close()
+		e.acc.Close()
+	}
+	acc, err := e.net.Connect(c, e.lis)
+	if err != nil {
+		e.t.Fatalf("connect: %v", err)
+	}
+	e.client, e.acc = c, acc
+	e.accC = e.disc.add(acc, netip.AddrPortFrom(localAddr, bgpPort), c.LocalAddr(), false)
+	e.established()
+}
+
+// tryDial reports whether a SYN from the peer, keyed by prep, is taken by
+// the listener.
+func (e *env) tryDial(prep func(*tcpaotest.Sock) error) bool {
+	e.t.Helper()
+	c, err := e.net.Socket(peerAddr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	if err := prep(c); err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := e.net.Connect(c, e.lis)
+	if err == nil {
+		a.Close()
+	}
+	return err == nil
+}
+
+func md5Prep(pw string) func(*tcpaotest.Sock) error {
+	return func(c *tcpaotest.Sock) error {
+		return c.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(localAddr, 32)}, Secret: tcpao.NewSecret([]byte(pw))})
+	}
+}
+
+func aoPrep(k testKey) func(*tcpaotest.Sock) error {
+	return func(c *tcpaotest.Sock) error {
+		m := k.mirror()
+		defer m.Secret.Zero()
+		return c.AddKey(m, tcpao.AddOptions{})
+	}
+}
+
+func unsignedPrep(*tcpaotest.Sock) error { return nil }
+
+// listenerPrefixes are the prefixes of the listener's TCP-AO keys.
+func listenerPrefixes(t *testing.T, s *tcpaotest.Sock) []string {
+	ks, err := s.Keys(tcpao.KeyFilter{})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.Peer.String())
+	}
+	return out
+}
+
+// A migration (issue 34): the peer's TCP-AO key goes on the listener at a
+// covering prefix beside its TCP-MD5 key; the peer may then connect with
+// either kind and never unsigned; when it reconnects with TCP-AO its
+// session is managed and the TCP-MD5 key leaves the listener.
+func TestMigrateMD5ToAO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, k0 := md5Env(t, pw)
+		ctx := context.Background()
+		res, err := e.d.Migrate(ctx, control.MigrateRequest{Peer: peerAddr.String(), At: time.Now().Add(time.Minute), Bound: control.Duration(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Migrations) != 1 || res.Migrations[0].Prefix != "192.0.2.0/30" || res.Migrations[0].Step != "prepared" {
+			t.Fatalf("migrate answered %+v", res)
+		}
+		e.waitFor("TCP-AO beside TCP-MD5 on the listener", func() bool {
+			return slices.Equal(listenerPrefixes(t, e.lis), []string{"192.0.2.0/30"}) && len(md5Of(t, e.lis, pw)) == 1
+		})
+		if st := e.peerStatus(); st.Auth != "migrating (prepared)" || st.Migration == nil {
+			t.Fatalf("status auth %q migration %+v", st.Auth, st.Migration)
+		}
+		if _, err := e.acc.Info(); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("the TCP-MD5 session was touched: Info = %v", err)
+		}
+		for _, c := range []struct {
+			name  string
+			prep  func(*tcpaotest.Sock) error
+			taken bool
+		}{{"unsigned", unsignedPrep, false}, {"wrong md5 password", md5Prep("wrong"), false}, {"md5", md5Prep(pw), true}, {"tcp-ao", aoPrep(k0), true}} {
+			if got := e.tryDial(c.prep); got != c.taken {
+				t.Errorf("prepared listener: %s SYN taken = %v, want %v", c.name, got, c.taken)
+			}
+		}
+
+		// The far end switches: its new session runs TCP-AO.
+		c, err := e.net.Socket(peerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := aoPrep(k0)(c); err != nil {
+			t.Fatal(err)
+		}
+		e.sessionOn(c)
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the migration done and the TCP-MD5 key gone", func() bool {
+			st := e.peerStatus()
+			return st.Migration != nil && st.Migration.Step == "done" && len(md5Of(t, e.lis)) == 0
+		})
+		if st := e.peerStatus(); st.Auth != control.AuthAO {
+			t.Fatalf("status auth %q after the migration", st.Auth)
+		}
+		if got := listenerPrefixes(t, e.lis); !slices.Equal(got, []string{"192.0.2.0/30"}) {
+			t.Fatalf("listener TCP-AO keys at %v after the migration", got)
+		}
+		for _, c := range []struct {
+			name  string
+			prep  func(*tcpaotest.Sock) error
+			taken bool
+		}{{"unsigned", unsignedPrep, false}, {"md5", md5Prep(pw), false}, {"tcp-ao", aoPrep(k0), true}} {
+			if got := e.tryDial(c.prep); got != c.taken {
+				t.Errorf("migrated listener: %s SYN taken = %v, want %v", c.name, got, c.taken)
+			}
+		}
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatalf("the TCP-AO session after the migration: %v", err)
+		}
+	})
+}
+
+// Without a TCP-AO session by the switch time plus the bound, the
+// migration rolls back: the TCP-AO keys leave the listener, TCP-MD5 stays
+// and the session was never touched; status says why.
+func TestMigrateRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, _ := md5Env(t, pw)
+		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(30 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+		time.Sleep(31 * time.Second)
+		e.waitFor("the roll-back", func() bool {
+			st := e.peerStatus()
+			return st.Migration != nil && st.Migration.Step == "rolled-back" && len(listenerPrefixes(t, e.lis)) == 0
+		})
+		st := e.peerStatus()
+		if st.Auth != control.AuthMD5 || !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "no TCP-AO session from 192.0.2.2") }) {
+			t.Fatalf("status auth %q warnings %q", st.Auth, st.Warnings)
+		}
+		if got := md5Of(t, e.lis, pw); len(got) != 1 {
+			t.Fatalf("listener TCP-MD5 keys %v after the roll-back", got)
+		}
+		if !e.tryDial(md5Prep(pw)) || e.tryDial(unsignedPrep) {
+			t.Fatal("after the roll-back the listener does not take exactly TCP-MD5 from the peer")
+		}
+		// Not tried again on its own.
+		e.quiet(5 * time.Minute)
+		if st := e.peerStatus(); st.Migration.Step != "rolled-back" || len(listenerPrefixes(t, e.lis)) != 0 {
+			t.Fatalf("after the roll-back: step %s, listener keys %v", st.Migration.Step, listenerPrefixes(t, e.lis))
+		}
+	})
+}

@@ -1,0 +1,129 @@
+package migrate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/internal/durable"
+)
+
+// Store holds the migrations, one per peer (address and VRF), kept in a
+// file (JSON, 0600, written durably at each change) so that a restarted
+// aokeyd goes on where it was. It is safe for concurrent use.
+type Store struct {
+	mu   sync.Mutex
+	path string // "": in memory only
+	recs []Record
+	gen  uint64
+}
+
+// Open loads the store at path ("": in memory only); a missing file is
+// an empty store.
+func Open(path string) (*Store, error) {
+	s := &Store{path: path}
+	if path == "" {
+		return s, nil
+	}
+	durable.RemoveStaleTemps(path)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("migrations record: %w", err)
+	}
+	var f struct {
+		Migrations []Record `json:"migrations"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("migrations record %s: %w", path, err)
+	}
+	for _, r := range f.Migrations {
+		if !r.Peer.IsValid() || !r.Prefix.IsValid() || !r.Prefix.Contains(r.Peer) {
+			return nil, fmt.Errorf("migrations record %s: peer %s: prefix %s does not cover it", path, r.Peer, r.Prefix)
+		}
+	}
+	s.recs = f.Migrations
+	return s, nil
+}
+
+// Generation changes with every change of the store.
+func (s *Store) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// All returns the records, in peer order.
+func (s *Store) All() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.recs)
+}
+
+// Get returns the peer's record.
+func (s *Store) Get(peer Key) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(peer)
+	if i < 0 {
+		return Record{}, false
+	}
+	return s.recs[i], true
+}
+
+// Key is a peer: address and VRF.
+type Key struct {
+	Addr string // netip.Addr text, unmapped
+	VRF  string
+}
+
+// KeyOf is r's peer.
+func KeyOf(r Record) Key { return Key{r.Peer.Unmap().String(), r.VRF} }
+
+func (s *Store) find(k Key) int {
+	return slices.IndexFunc(s.recs, func(r Record) bool { return KeyOf(r) == k })
+}
+
+// Put stores r (replacing the peer's record) and writes the file. The
+// record in memory changes even when the write fails: the error says the
+// change may not survive a restart.
+func (s *Store) Put(r Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := s.find(KeyOf(r)); i >= 0 {
+		if s.recs[i] == r {
+			return nil
+		}
+		s.recs[i] = r
+	} else {
+		s.recs = append(s.recs, r)
+		slices.SortFunc(s.recs, func(a, b Record) int {
+			if c := a.Peer.Compare(b.Peer); c != 0 {
+				return c
+			}
+			return strings.Compare(a.VRF, b.VRF)
+		})
+	}
+	s.gen++
+	return s.writeLocked()
+}
+
+func (s *Store) writeLocked() error {
+	if s.path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(struct {
+		Migrations []Record `json:"migrations"`
+	}{s.recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return durable.Write(s.path, append(b, '\n'), 0o600)
+}
