@@ -15,6 +15,7 @@ import (
 
 func (a *app) peerConfig(ctx context.Context, args []string) int {
 	var cfgPath, target, vrf, local, at string
+	var migrate bool
 	var withSecrets bool
 	names := make([]string, len(peerconfig.Targets))
 	for i, t := range peerconfig.Targets {
@@ -40,6 +41,7 @@ boundary. Secrets are placeholders naming where the key source keeps them
 	fs.StringVar(&local, "local", "", "this router's address as the far end sees it (default: a placeholder)")
 	fs.StringVar(&at, "at", "", "render for this time (RFC 3339 or date; default now)")
 	fs.BoolVar(&withSecrets, "with-secrets", false, "print the key bytes instead of placeholders")
+	fs.BoolVar(&migrate, "migrate", false, "a TCP-MD5 link's move to TCP-AO at --at (aoctl migrate's switch time)")
 	if code, ok := a.parse(fs, args, true); !ok {
 		return code
 	}
@@ -66,7 +68,7 @@ boundary. Secrets are placeholders naming where the key source keeps them
 	if withSecrets {
 		fmt.Fprintln(a.stderr, "aoctl peer-config: WARNING: --with-secrets: the output holds TCP-AO secrets; do not paste it into tickets or chat, and delete it once applied")
 	}
-	refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets})
+	refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
 		var ve validationError
@@ -109,10 +111,21 @@ func renderPeerConfig(ctx context.Context, w io.Writer, path string, peer netip.
 	if err != nil {
 		return nil, validationError{err}
 	}
-	if len(keys) == 0 {
+	pk, err := pol.Desired(snap, peer, vrf, o.At)
+	if err != nil {
+		return nil, validationError{err}
+	}
+	md5 := pk.MD5 != nil && !o.Migrate
+	if o.Migrate && pk.MD5 == nil {
+		return nil, validationError{fmt.Errorf("peer %s: chain %s holds no TCP-MD5 password: nothing to migrate", peer, b.KeyChain)}
+	}
+	if len(keys) == 0 && !md5 {
 		return nil, validationError{fmt.Errorf("peer %s: chain %s has no usable key for it", peer, b.KeyChain)}
 	}
 	c, _ := pol.Chain(b.KeyChain)
 	l := peerconfig.Mirror(peer.String(), local, b, c.AcceptTolerance, keys, src.Name())
+	if pk.MD5 != nil {
+		l.MD5, l.HasMD5, l.MD5Source = pk.MD5.Secret, true, pk.MD5.Source
+	}
 	return peerconfig.Render(w, t, l, o)
 }

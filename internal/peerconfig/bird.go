@@ -41,6 +41,19 @@ func (r *renderer) birdKeys(t time.Time, usable []bool) []birdKey {
 // what the operator changes at each later lifetime boundary.
 func (r *renderer) bird() {
 	r.header("#", birdDoc)
+	if r.l.HasMD5 && !r.o.Migrate {
+		r.printf("# TCP-MD5 (RFC 2385): the key chain's md5 password (aoctl migrate moves the link to TCP-AO). Inside `protocol bgp` for neighbor %s:\n", r.local())
+		pw := "\"<md5 password: " + r.l.MD5Source + ">\""
+		if r.o.WithSecrets {
+			pw = strconv.Quote(string(r.l.MD5.Bytes()))
+		}
+		r.printf("\tpassword %s;\n", pw)
+		return
+	}
+	if r.o.Migrate {
+		r.printf("# MIGRATION from TCP-MD5 at %s: in one `birdc configure`, remove the neighbor's `password` line and add the\n", fmtTime(r.o.At))
+		r.printf("# lines below; BIRD restarts the session once, with TCP-AO (aokeyd's side takes either kind meanwhile).\n")
+	}
 	usable := make([]bool, len(r.l.Keys))
 	for i, k := range r.l.Keys {
 		switch {

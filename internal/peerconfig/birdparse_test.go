@@ -79,6 +79,20 @@ func TestBIRDParse(t *testing.T) {
 		}
 		t.Logf("bird: %s: parsed (%d keys)", c.name, strings.Count(out.String(), "\t\tkey {"))
 	}
+	// A TCP-MD5 link: its password, and its migration's TCP-AO block.
+	md5 := l
+	md5.MD5, md5.HasMD5, md5.MD5Source = tcpao.NewSecret([]byte("md5-Secret.1")), true, "test"
+	for _, o := range []Options{{At: at, WithSecrets: true}, {At: at, WithSecrets: true, Migrate: true}} {
+		var out bytes.Buffer
+		if refused, err := Render(&out, BIRD, md5, o); err != nil || len(refused) > 0 {
+			t.Fatalf("md5 migrate=%v: refused %v, err %v", o.Migrate, refused, err)
+		}
+		if err := parse("md5", birdConfig(md5, out.String())); err != nil {
+			t.Errorf("md5 migrate=%v: BIRD refuses the rendering: %v\n%s", o.Migrate, err, out.String())
+		} else {
+			t.Logf("bird: md5 migrate=%v: parsed", o.Migrate)
+		}
+	}
 	// Each algorithm alone.
 	for _, a := range []tcpao.Algorithm{tcpao.HMACSHA1, tcpao.HMACSHA256, tcpao.CMACAES128} {
 		one := l

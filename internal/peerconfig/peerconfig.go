@@ -90,6 +90,11 @@ type Link struct {
 	Keys            []Key
 	// KeySource names aokeyd's key source ("file /etc/aokeyd/keys.yaml").
 	KeySource string
+	// MD5 is the chain's TCP-MD5 password when it holds one for the
+	// peer (HasMD5): the link runs TCP-MD5 until it is migrated.
+	MD5       tcpao.Secret
+	HasMD5    bool
+	MD5Source string
 }
 
 // Mirror turns the keys aokeyd holds for a peer (policy.ChainKeys) into
@@ -120,6 +125,10 @@ type Options struct {
 	At time.Time
 	// WithSecrets renders the key bytes instead of placeholders.
 	WithSecrets bool
+	// Migrate renders a TCP-MD5 link's move to TCP-AO at At (aoctl
+	// migrate's switch time): the TCP-AO configuration that replaces the
+	// password. Without it a TCP-MD5 link renders its password.
+	Migrate bool
 }
 
 // Refusal is one thing a target cannot express: the key (or "" for the
@@ -145,6 +154,11 @@ func Render(w io.Writer, t Target, l Link, o Options) ([]Refusal, error) {
 		o.At = time.Now()
 	}
 	r := &renderer{w: w, t: t, l: l, o: o}
+	if l.HasMD5 && !o.Migrate && t != BIRD {
+		r.refuse("", "the link runs TCP-MD5 (the chain's md5 password): its TCP-MD5 configuration is rendered for BIRD only; "+
+			"render its move to TCP-AO with --migrate")
+		return r.refused, nil
+	}
 	switch t {
 	case BIRD:
 		r.bird()

@@ -12,6 +12,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/golden"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // at is the instant the golden files are rendered for: 2026-10 and
@@ -260,5 +261,34 @@ func TestGoldenVRF(t *testing.T) {
 			}
 			golden.Check(t, "testdata/vrf/"+string(target)+".golden", out.String())
 		})
+	}
+}
+
+// A TCP-MD5 link (its chain holds an md5 password) renders its password
+// for BIRD and is refused for the other targets; with Migrate it renders
+// the TCP-AO block that replaces the password at the switch time.
+func TestGoldenMD5(t *testing.T) {
+	_, l := fixture(t)
+	l.Keys[1].IncludeTCPOptions = true // BIRD always includes them
+	l.MD5, l.HasMD5, l.MD5Source = tcpao.NewSecret([]byte("md5-Secret.1")), true, "file keys.yaml:3"
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{{"bird-md5", Options{At: at}}, {"bird-md5-secret", Options{At: at, WithSecrets: true}}, {"bird-migrate", Options{At: at, Migrate: true}}} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			refused, err := Render(&out, BIRD, l, c.o)
+			if err != nil || len(refused) > 0 {
+				t.Fatalf("refused %v, err %v", refused, err)
+			}
+			if !c.o.WithSecrets && strings.Contains(out.String(), "md5-Secret.1") {
+				t.Fatal("the password is in a rendering without --with-secrets")
+			}
+			golden.Check(t, "testdata/md5/"+c.name+".golden", out.String())
+		})
+	}
+	refused, err := Render(&bytes.Buffer{}, Junos, l, Options{At: at})
+	if err != nil || len(refused) != 1 || !strings.Contains(refused[0].Reason, "--migrate") {
+		t.Fatalf("junos for a TCP-MD5 link: refused %v, err %v", refused, err)
 	}
 }
