@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -68,7 +69,19 @@ func (l *testbed) writeKeys(keys []key) {
 		return
 	}
 	// JSON is YAML: the key file gets the same chain document Vault does.
-	doc, err := json.Marshal(map[string]any{"chains": map[string]json.RawMessage{"core": chainDocFor(keys, l.neighbor())}})
+	chain := chainDocFor(keys, l.neighbor())
+	if l.md5 != "" {
+		var m map[string]any
+		if err := json.Unmarshal(chain, &m); err != nil {
+			l.t.Fatal(err)
+		}
+		m["md5"] = map[string]string{"secret_b64": base64.StdEncoding.EncodeToString([]byte(l.md5))}
+		var err error
+		if chain, err = json.Marshal(m); err != nil {
+			l.t.Fatal(err)
+		}
+	}
+	doc, err := json.Marshal(map[string]any{"chains": map[string]json.RawMessage{"core": chain}})
 	if err != nil {
 		l.t.Fatal(err)
 	}

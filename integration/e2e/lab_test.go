@@ -66,6 +66,9 @@ type labOptions struct {
 	gobgpV4 bool
 	// speakerAPI is aokeyd's speaker.api ("": not set, detected).
 	speakerAPI string
+	// md5 is chain core's TCP-MD5 password ("": none): the link starts
+	// on TCP-MD5, BIRD configured from aoctl peer-config.
+	md5 string
 }
 
 type testbed struct {
@@ -77,6 +80,7 @@ type testbed struct {
 	v4    bool
 	// speakerAPI is aokeyd's speaker.api ("": not set).
 	speakerAPI string
+	md5        string // chain core's TCP-MD5 password ("": none)
 	speaker    bgp.Speaker
 	aokeyd     *exec.Cmd
 	ctl        *control.Client
@@ -115,7 +119,7 @@ func newLabVault(t *testing.T, keys []key, birdKeys []key) *testbed {
 
 func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *testbed {
 	t.Helper()
-	l := &testbed{t: t, dir: t.TempDir(), keys: keys, v6: o.v6, binding: o.binding, v4: o.gobgpV4, speakerAPI: o.speakerAPI}
+	l := &testbed{t: t, dir: t.TempDir(), keys: keys, v6: o.v6, binding: o.binding, v4: o.gobgpV4, speakerAPI: o.speakerAPI, md5: o.md5}
 	if o.vault {
 		v, err := vaulttest.New(vaulttest.Options{})
 		if err != nil {
