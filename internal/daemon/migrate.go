@@ -149,10 +149,29 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 // advanceMigrations moves every migration in progress on by what this
 // pass sees, and returns the next instant one may move without anything
 // seen. The reconcile goroutine calls it at the start of a pass.
+//
+// A key source fault holds a migration where it is: while the source's
+// last read failed, or the peer's keys cannot be computed, or its chain
+// is degraded, no step is taken (the listener keeps both kinds, frozen).
 func (d *Daemon) advanceMigrations(now time.Time) time.Time {
 	var next time.Time
-	for _, r := range d.migr.All() {
+	recs := d.migr.All()
+	if len(recs) == 0 {
+		return next
+	}
+	snap, release := d.shared()
+	defer release()
+	sourceDown := d.o.Keys.Status().LastError != nil
+	for _, r := range recs {
 		if r.Step != migrate.Prepared && r.Step != migrate.Switching {
+			continue
+		}
+		if snap == nil || sourceDown {
+			d.noteHeld(r, "the key source's last read failed")
+			continue
+		}
+		if pk, err := d.peerDesired(d.policy(), snap, r.Peer, r.VRF, now); err != nil || snap.Degraded(pk.SourceChain) {
+			d.noteHeld(r, "the peer's keys cannot be computed from the key source, or its chain is degraded")
 			continue
 		}
 		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer, r.VRF)}, now)
@@ -173,6 +192,11 @@ func (d *Daemon) advanceMigrations(now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// noteHeld logs that a migration holds its step (at debug: every pass).
+func (d *Daemon) noteHeld(r migrate.Record, why string) {
+	d.log.Debug("migration holds its step: "+why, "peer", peer.KeyOf(r.Peer, r.VRF), "step", string(r.Step))
 }
 
 // aoSession reports whether the peer's session socket carries TCP-AO and

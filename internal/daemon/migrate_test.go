@@ -222,3 +222,38 @@ func TestMigrateRollback(t *testing.T) {
 		}
 	})
 }
+
+// A key source fault holds a migration's step: with the source failing,
+// the deadline passes without a roll-back (both kinds stay on the
+// listener); once the source reads again the migration goes on (here: it
+// rolls back, the far end never having switched).
+func TestMigrateHoldsOnSourceFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, _ := md5Env(t, pw)
+		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(30 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+		e.src.fail(errors.New("vault sealed"))
+		_ = e.d.RefreshKeys(context.Background()) // fails: the cache keeps its snapshot
+		time.Sleep(2 * time.Minute)
+		e.quiet(time.Minute)
+		if st := e.peerStatus(); st.Migration == nil || st.Migration.Step == "rolled-back" ||
+			len(listenerPrefixes(t, e.lis)) != 1 || len(md5Of(t, e.lis, pw)) != 1 {
+			t.Fatalf("with the source failing: migration %+v, listener TCP-AO %v, TCP-MD5 %v", st.Migration, listenerPrefixes(t, e.lis), md5Of(t, e.lis, pw))
+		}
+		mkt := testKeys0().mkt()
+		e.src.setMD5(pw, mkt)
+		mkt.Zero()
+		if err := e.d.RefreshKeys(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the roll-back once the source reads again", func() bool {
+			st := e.peerStatus()
+			return st.Migration != nil && st.Migration.Step == "rolled-back" && len(listenerPrefixes(t, e.lis)) == 0
+		})
+	})
+}
+
+func testKeys0() testKey { k0, _, _, _ := testKeys(); return k0 }

@@ -118,6 +118,10 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 	v6 = rotator.Desired{Kind: rotator.Listening}
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
+		// A migrating peer's keys sit at its migration's prefix: that is
+		// what a freeze keeps.
+		fb := b
+		fb.Neighbor, _ = d.migrationPrefix(b)
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err == nil && b.Neighbor.IsSingleIP() {
 			// A peer-scoped revocation covers the peer's own listener
@@ -127,11 +131,11 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
 			incomplete = true
-			frozen = freeze(frozen, b, err)
+			frozen = freeze(frozen, fb, err)
 			continue
 		}
 		if snap.Degraded(pk.SourceChain) {
-			frozen = freeze(frozen, b, errFrozen)
+			frozen = freeze(frozen, fb, errFrozen)
 		}
 		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
 			next = pk.NextChange
@@ -140,7 +144,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
 			incomplete = true
-			frozen = freeze(frozen, b, err)
+			frozen = freeze(frozen, fb, err)
 			continue
 		}
 		dst := &v6
