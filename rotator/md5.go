@@ -22,7 +22,9 @@ type MD5Desired struct {
 	// Keys are the passwords to have installed, one per peer prefix.
 	Keys []tcpao.MD5Key
 	// Retire, Revoked and ApproveChange name installed keys that may
-	// go, or take their new password (see above).
+	// go, or take their new password (see above). A retired key goes only
+	// where AOCovers says TCP-AO covers its peer: the listener never
+	// holds neither kind for a peer that had one.
 	Retire, Revoked, ApproveChange []tcpao.MD5Ref
 	// AOCovers reports whether TCP-AO keys on the socket cover a
 	// prefix's address: the kernel then refuses an MD5 key for it
@@ -109,7 +111,14 @@ func PlanMD5(d MD5Desired, have []tcpao.MD5Info) MD5Plan {
 				continue
 			}
 			if x, ok := named(d.Retire, r); ok {
-				p.Ops = append(p.Ops, MD5Op{Del: true, Ref: x, Why: ReasonMigrated})
+				// Never leave the peer with neither kind: retired only
+				// where TCP-AO covers it (rotator/model/migrate.pml found
+				// a revoke of the TCP-AO key racing the clean-up).
+				if d.AOCovers != nil && d.AOCovers(r.Peer.Addr()) {
+					p.Ops = append(p.Ops, MD5Op{Del: true, Ref: x, Why: ReasonMigrated})
+				} else {
+					p.Held = append(p.Held, MD5Held{r, ReasonNoReplace})
+				}
 				continue
 			}
 			p.Held = append(p.Held, MD5Held{r, ReasonCarried})

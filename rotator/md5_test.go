@@ -52,8 +52,10 @@ func TestPlanMD5(t *testing.T) {
 		{"changed password at a planned reset", rotator.MD5Desired{Keys: []tcpao.MD5Key{md5Key(a, "new")}, ApproveChange: []tcpao.MD5Ref{md5Ref(a)},
 			Owns: func(tcpao.MD5Info) bool { return true }}, []tcpao.MD5Info{md5Have(a, "old")},
 			[]op{{false, a, rotator.ReasonReplace}}, nil},
-		{"migrated: retired", rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref(a)}, Owns: func(tcpao.MD5Info) bool { return true }},
+		{"migrated: retired", rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref(a)}, Owns: func(tcpao.MD5Info) bool { return true }, AOCovers: anyAO},
 			[]tcpao.MD5Info{md5Have(a, "pw"), md5Have(b, "pw")}, []op{{true, a, rotator.ReasonMigrated}}, []held{{b, rotator.ReasonCarried}}},
+		{"migrated but no TCP-AO covers the peer: kept", rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref(a)}, Owns: func(tcpao.MD5Info) bool { return true }},
+			[]tcpao.MD5Info{md5Have(a, "pw")}, nil, []held{{a, rotator.ReasonNoReplace}}},
 		{"revoked", rotator.MD5Desired{Revoked: []tcpao.MD5Ref{md5Ref(a)}, Owns: func(tcpao.MD5Info) bool { return true }},
 			[]tcpao.MD5Info{md5Have(a, "pw")}, []op{{true, a, rotator.ReasonRevoked}}, nil},
 		{"foreign: never touched, even retired", rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref(a)}, Revoked: []tcpao.MD5Ref{md5Ref(a)}},
@@ -63,7 +65,7 @@ func TestPlanMD5(t *testing.T) {
 		{"tcp-ao covers the peer: not added", rotator.MD5Desired{Keys: []tcpao.MD5Key{md5Key(a, "pw")},
 			AOCovers: func(x netip.Addr) bool { return x == netip.MustParseAddr("192.0.2.2") }}, nil, nil, []held{{a, rotator.ReasonAOCovers}}},
 		{"deletes before adds", rotator.MD5Desired{Keys: []tcpao.MD5Key{md5Key(b, "pw")}, Retire: []tcpao.MD5Ref{md5Ref(a)},
-			Owns: func(tcpao.MD5Info) bool { return true }}, []tcpao.MD5Info{md5Have(a, "pw")},
+			Owns: func(tcpao.MD5Info) bool { return true }, AOCovers: func(x netip.Addr) bool { return x == netip.MustParseAddr("192.0.2.2") }}, []tcpao.MD5Info{md5Have(a, "pw")},
 			[]op{{true, a, rotator.ReasonMigrated}, {false, b, rotator.ReasonNew}}, nil},
 		{"v4-mapped installed key is the v4 key", rotator.MD5Desired{Keys: []tcpao.MD5Key{md5Key(a, "pw")}},
 			[]tcpao.MD5Info{md5Have("::ffff:192.0.2.2/32", "pw")}, nil, nil},
@@ -111,7 +113,7 @@ func TestApplyMD5(t *testing.T) {
 	if _, err := n.Connect(c, l); err != nil {
 		t.Fatalf("MD5 connection: %v", err)
 	}
-	p = rotator.PlanMD5(rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref("127.0.0.2/32")}, Owns: func(tcpao.MD5Info) bool { return true }}, keysOf(l))
+	p = rotator.PlanMD5(rotator.MD5Desired{Retire: []tcpao.MD5Ref{md5Ref("127.0.0.2/32")}, Owns: func(tcpao.MD5Info) bool { return true }, AOCovers: anyAO}, keysOf(l))
 	if _, err := rotator.ApplyMD5(l, p.Ops); err != nil {
 		t.Fatal(err)
 	}
@@ -127,3 +129,5 @@ func keysOf(l *tcpaotest.Sock) []tcpao.MD5Info {
 	}
 	return ks
 }
+
+func anyAO(netip.Addr) bool { return true }

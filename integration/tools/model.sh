@@ -30,16 +30,17 @@ build() {
 
 field() { sed -n "$1" "$2" | head -1; }
 
-# search NAME SPINFLAGS PANFLAGS CCFLAGS: one exhaustive search of roll.pml;
+# search NAME SPINFLAGS PANFLAGS CCFLAGS [MODEL]: one exhaustive search of
+# MODEL (default roll.pml);
 # writes states, depth, errors, mem and secs to $work/NAME/result (shell
 # assignments) and the trail of an error to $work/NAME/trail. Exits non-zero
 # if the search did not complete.
 search() {
-	local name=$1 out=$work/$1
+	local name=$1 out=$work/$1 model=${5:-roll.pml}
 	mkdir -p "$out"
 	cp "$dir"/*.pml "$out"/
 	# shellcheck disable=SC2086
-	(cd "$out" && spin $2 -a roll.pml >spin.log 2>&1) || { cat "$out/spin.log" >&2; exit 1; }
+	(cd "$out" && spin $2 -a "$model" >spin.log 2>&1) || { cat "$out/spin.log" >&2; exit 1; }
 	# shellcheck disable=SC2086
 	(cd "$out" && $CC -O2 -DMEMLIM=4096 -DNFAIR=3 $4 -o pan pan.c)
 	local start end
@@ -58,7 +59,7 @@ search() {
 		exit 1
 	fi
 	if [ "$errors" != 0 ]; then
-		(cd "$out" && spin -t roll.pml 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|error' | sed 's/^[[:space:]]*/    /') >"$out/trail" || true
+		(cd "$out" && spin -t "$model" 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|error' | sed 's/^[[:space:]]*/    /') >"$out/trail" || true
 	fi
 	printf 'states=%s depth=%s errors=%s mem=%s secs=%s\n' "$states" "$depth" "$errors" "$mem" "$secs" >"$out/result"
 }
@@ -77,6 +78,15 @@ if [ $# -eq 0 ]; then
 	liveness_pid=$!
 	wait "$safety_pid" || exit 1
 	wait "$liveness_pid" || exit 1
+	# The TCP-MD5 to TCP-AO migration (migrate.pml): safety, exhaustive.
+	search migrate "" "" "-DNOCLAIM" migrate.pml
+	eval "$(cat "$work/migrate/result")"
+	if [ -s "$work/migrate/trail" ]; then
+		echo "  migrate counterexample:"
+		cat "$work/migrate/trail"
+	fi
+	[ "$errors" = 0 ] || rc=1
+	echo "model: migrate states=$states depth=$depth errors=$errors"
 	eval "$(cat "$work/safety/result")"
 	s_states=$states s_depth=$depth s_errors=$errors s_mem=$mem s_secs=$secs
 	eval "$(cat "$work/liveness/result")"
@@ -107,7 +117,11 @@ for m in "$@"; do
 		rc=1
 		continue
 	fi
-	echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1 edited0 edited1; keys A=1 B=2 A'=4 (A's IDs, edited material), a mask):"
+	if grep -q '"roll.pml"' "$dir/mutant_$m.pml"; then
+		echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1 edited0 edited1; keys A=1 B=2 A'=4 (A's IDs, edited material), a mask):"
+	else
+		echo "  counterexample (events):"
+	fi
 	(cd "$out" && spin -t "mutant_$m.pml" 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|violated|error' |
 		sed 's/^[[:space:]]*/    /' | tail -n "${MODEL_TRAIL_LINES:-40}") || true
 done

@@ -109,7 +109,7 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	}
 	known := d.rec.md5.known
 	var ao []tcpao.KeyInfo
-	if len(want.Keys) > 0 {
+	if len(want.Keys) > 0 || len(want.Retire) > 0 {
 		ao, _ = s.Keys(tcpao.KeyFilter{SkipFingerprint: true}) // ENOENT: no TCP-AO at all
 	}
 	want.AOCovers = func(a netip.Addr) bool {

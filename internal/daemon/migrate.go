@@ -170,11 +170,12 @@ func (d *Daemon) advanceMigrations(now time.Time) time.Time {
 			d.noteHeld(r, "the key source's last read failed")
 			continue
 		}
-		if pk, err := d.peerDesired(d.policy(), snap, r.Peer, r.VRF, now); err != nil || snap.Degraded(pk.SourceChain) {
+		pk, err := d.peerDesired(d.policy(), snap, r.Peer, r.VRF, now)
+		if err != nil || snap.Degraded(pk.SourceChain) {
 			d.noteHeld(r, "the peer's keys cannot be computed from the key source, or its chain is degraded")
 			continue
 		}
-		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer, r.VRF)}, now)
+		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer, r.VRF), NoAOKey: pk.Preferred < 0}, now)
 		if n != r {
 			id := peer.KeyOf(r.Peer, r.VRF)
 			switch n.Step {

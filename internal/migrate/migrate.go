@@ -20,12 +20,17 @@
 //	switching  At has passed: waiting for the far end's TCP-AO session.
 //	done       a session of the peer ran TCP-AO (pkt_good rose): the MD5
 //	           key leaves the listener; the peer's keys stay at Prefix.
-//	rolled-back  no TCP-AO session by At+Bound: the TCP-AO keys leave
+//	rolled-back  no TCP-AO session by At+Bound, or no TCP-AO key left to
+//	           send with (an operator revoked it): the TCP-AO keys leave
 //	           the listener, TCP-MD5 stays as it was; not tried again
 //	           until an operator asks.
 //
 // The MD5 key never leaves before TCP-AO carried a session, and the
-// listener always holds one of the two kinds for the peer.
+// listener always holds one of the two kinds for the peer: rotator/model/
+// migrate.pml checks both with spin, the far end switching at any moment
+// or never, the key source failing, the deadline passing and a revoke of
+// the TCP-AO key (mutant_md5_early.pml: the MD5 key leaving at the switch
+// time breaks them).
 package migrate
 
 import (
@@ -81,6 +86,9 @@ type Observed struct {
 	// AOSession: an established session of the peer carries TCP-AO and
 	// has verified segments with it (pkt_good > 0).
 	AOSession bool
+	// NoAOKey: the peer has no TCP-AO key to send with any more (revoked,
+	// or its lifetime over): the migration cannot complete.
+	NoAOKey bool
 }
 
 // Advance is one step of the machine at now: the record as it is to be
@@ -89,6 +97,9 @@ func Advance(r Record, o Observed, now time.Time) Record {
 	switch r.Step {
 	case Prepared, Switching:
 		switch {
+		case o.NoAOKey:
+			r.Step, r.Since = RolledBack, now
+			r.Reason = fmt.Sprintf("%s has no TCP-AO key to send with any more (revoked, or its lifetime over): TCP-MD5 kept", r.Peer)
 		case o.AOSession:
 			r.Step, r.Since, r.Reason = Done, now, ""
 		case !now.Before(r.Deadline()):

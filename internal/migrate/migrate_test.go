@@ -51,13 +51,14 @@ func TestAdvance(t *testing.T) {
 		{"prepared long past the deadline rolls back", r, Observed{}, t0.Add(time.Hour), RolledBack},
 		{"done stays done", with(r, Done), Observed{}, t0.Add(time.Hour), Done},
 		{"rolled back stays rolled back", with(r, RolledBack), Observed{AOSession: true}, t0.Add(time.Hour), RolledBack},
+		{"the tcp-ao key revoked: rolled back", with(r, Switching), Observed{NoAOKey: true, AOSession: true}, t0.Add(90 * time.Second), RolledBack},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Advance(tc.in, tc.o, tc.now)
 			if got.Step != tc.want {
 				t.Fatalf("step %s, want %s", got.Step, tc.want)
 			}
-			if got.Step == RolledBack && tc.in.Step != RolledBack && !strings.Contains(got.Reason, "no TCP-AO session from 10.255.0.2") {
+			if got.Step == RolledBack && tc.in.Step != RolledBack && !strings.Contains(got.Reason, "10.255.0.2") {
 				t.Fatalf("reason %q", got.Reason)
 			}
 		})

@@ -1,4 +1,6 @@
-// Package model is the roll protocol's Promela model (roll.pml: two
+// Package model holds the Promela models: migrate.pml (the TCP-MD5 to
+// TCP-AO migration of internal/migrate, for the accepting side) and the
+// roll protocol's (roll.pml: two
 // aokeyd-managed ends of one session and their listeners under the
 // kernel's RNext rules, with the old key's lifetime ending and in-place
 // edits of it) and its seeded mutants (mutant_*.pml), checked by
