@@ -343,6 +343,17 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		return rep, err
 	}
 	rep.Plan = append(rep.Plan, lines...)
+	rep.Plan = append(rep.Plan, d.md5PlanLines(ctx, snap, now)...)
+	for _, r := range d.migr.All() {
+		switch r.Step {
+		case migrate.Prepared:
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.At, Action: "migration to TCP-AO: the far end switches"})
+			fallthrough
+		case migrate.Switching:
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.Deadline(),
+				Action: "migration to TCP-AO rolls back unless a TCP-AO session is up"})
+		}
+	}
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)

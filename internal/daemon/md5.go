@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -93,21 +97,17 @@ func md5WantOf(ref sockets.Ref, w md5Want, have4 bool) rotator.MD5Desired {
 	return want
 }
 
-// syncMD5 brings one listening socket's TCP-MD5 keys to want, reading
-// them back through sock_diag first. It returns what it held.
-func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.MD5Held {
-	s := d.o.SocketOf(h)
+// planMD5 plans one listening socket's TCP-MD5 keys against what the
+// kernel holds (read back through sock_diag): rotator.PlanMD5 with what
+// this daemon knows of ownership and of the socket's TCP-AO keys.
+func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[netip.Prefix]tcpao.Fingerprint) (rotator.MD5Plan, error) {
 	have, err := tcpao.ReadMD5(s)
 	if err != nil {
-		if len(want.Keys) > 0 {
-			d.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
-		}
-		return nil
+		return rotator.MD5Plan{}, err
 	}
 	if len(want.Keys) == 0 && len(have) == 0 {
-		return nil
+		return rotator.MD5Plan{}, nil
 	}
-	known := d.rec.md5.known
 	var ao []tcpao.KeyInfo
 	if len(want.Keys) > 0 || len(want.Retire) > 0 {
 		ao, _ = s.Keys(tcpao.KeyFilter{SkipFingerprint: true}) // ENOENT: no TCP-AO at all
@@ -115,8 +115,11 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	want.AOCovers = func(a netip.Addr) bool {
 		return slices.ContainsFunc(ao, func(k tcpao.KeyInfo) bool { return k.Peer.Contains(a) || k.Peer.Contains(a.Unmap()) })
 	}
+	d.rec.mu.Lock()
+	mine := maps.Clone(d.rec.md5Mine)
+	d.rec.mu.Unlock()
 	want.Owns = func(k tcpao.MD5Info) bool {
-		if slices.Contains(d.rec.md5Mine[normPrefix(k.Peer)], k.Fingerprint) {
+		if slices.Contains(mine[normPrefix(k.Peer)], k.Fingerprint) {
 			return true
 		}
 		if fp, ok := known[normPrefix(k.Peer)]; ok && fp == k.Fingerprint {
@@ -126,8 +129,22 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 			return normPrefix(w.Peer) == normPrefix(k.Peer) && w.Secret.Fingerprint() == k.Fingerprint
 		})
 	}
-	p := rotator.PlanMD5(want, have)
+	return rotator.PlanMD5(want, have), nil
+}
+
+// syncMD5 brings one listening socket's TCP-MD5 keys to want. It returns
+// what it held.
+func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.MD5Held {
+	s := d.o.SocketOf(h)
+	p, err := d.planMD5(s, want, d.rec.md5.known)
+	if err != nil {
+		if len(want.Keys) > 0 {
+			d.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
+		}
+		return nil
+	}
 	n, err := rotator.ApplyMD5(s, p.Ops)
+	d.rec.mu.Lock()
 	for _, op := range p.Ops[:n] {
 		if !op.Del {
 			if d.rec.md5Mine == nil {
@@ -135,10 +152,11 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 			}
 			pfx := normPrefix(op.Ref.Peer)
 			if fp := op.Key.Secret.Fingerprint(); !slices.Contains(d.rec.md5Mine[pfx], fp) {
-				d.rec.md5Mine[pfx] = append(d.rec.md5Mine[pfx], fp)
+				d.rec.md5Mine[pfx] = slices.Concat(d.rec.md5Mine[pfx], []tcpao.Fingerprint{fp}) // a fresh slice: readers hold clones of the map
 			}
 		}
 	}
+	d.rec.mu.Unlock()
 	if err != nil {
 		d.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
 	} else if n > 0 {
@@ -188,6 +206,46 @@ func (d *Daemon) md5Warnings(peer netip.Addr) []string {
 	for _, x := range held {
 		if w := md5Warning(x); w != "" && x.Ref.Peer.Contains(peer) && !slices.Contains(out, w) {
 			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// md5PlanLines are the TCP-MD5 part of aoctl plan: each listener's
+// planned MD5 operations and held keys, as the listener sync would plan
+// them now.
+func (d *Daemon) md5PlanLines(ctx context.Context, snap *keystore.Snapshot, now time.Time) []string {
+	w := d.listenerMD5(snap, now)
+	defer w.zero()
+	hs, err := d.tracker.Listeners(ctx)
+	if err != nil {
+		return nil
+	}
+	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
+	var out []string
+	for _, h := range hs {
+		sock := "listen " + h.Ref().Local.String()
+		p, err := d.planMD5(d.o.SocketOf(h), md5WantOf(h.Ref(), w, have4), w.known)
+		if err != nil {
+			if errors.Is(err, tcpao.ErrNoMD5) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: tcp-md5 keys not readable: %v", sock, err))
+			continue
+		}
+		for _, op := range p.Ops {
+			verb := "add"
+			if op.Del {
+				verb = "delete"
+			}
+			out = append(out, fmt.Sprintf("%s: tcp-md5 %s %s (%s)", sock, verb, strings.TrimPrefix(op.Ref.String(), "md5 "), op.Why))
+		}
+		for _, x := range p.Held {
+			line := fmt.Sprintf("%s: tcp-md5 keep %s (%s)", sock, strings.TrimPrefix(x.Ref.String(), "md5 "), x.Why)
+			if x.Why == rotator.ReasonEdited {
+				line += ": a changed TCP-MD5 password resets the session; aokeyd never applies it on its own"
+			}
+			out = append(out, line)
 		}
 	}
 	return out

@@ -96,6 +96,15 @@ func TestMD5PasswordOnListener(t *testing.T) {
 		if st := e.peerStatus(); !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "changed in the key source: not applied") }) {
 			t.Errorf("status warnings %q do not say the change waits", st.Warnings)
 		}
+		plan, err := e.d.Plan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(plan.Plan, func(l string) bool {
+			return strings.Contains(l, "tcp-md5 keep 192.0.2.2/32 (edited-in-place): a changed TCP-MD5 password resets the session")
+		}) {
+			t.Errorf("aoctl plan %q does not say the password change waits for a reset", plan.Plan)
+		}
 
 		// Gone from the source: kept, never leaving the peer unsigned.
 		e.src.setMD5("", mkt)

@@ -53,7 +53,8 @@ type reconciler struct {
 	md5Ever      bool    // a binding had a TCP-MD5 password: read the listeners' MD5 keys
 	// md5Mine are the passwords (fingerprints) aokeyd installed, by
 	// prefix: an installed key with one of them is aokeyd's even once
-	// the source holds another. The reconcile goroutine's alone.
+	// the source holds another. Written by the reconcile goroutine under
+	// mu (a plan reads it).
 	md5Mine map[netip.Prefix][]tcpao.Fingerprint
 	frozen  []frozenRange // bindings whose listener keys are not deleted
 	retry   bool          // some desired state failed: recompute at the next full pass
