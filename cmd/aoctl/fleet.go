@@ -176,7 +176,7 @@ func renderFleet(w io.Writer, where string, docs []fleet.Document, links []fleet
 	fmt.Fprintf(w, "Fleet %s: %d routers reporting, %d links, %d flagged\n", where, len(docs), len(links), flagged)
 	for _, l := range links {
 		fmt.Fprintf(w, "\n%s\n", l.Name())
-		t := newTable(w, "  ", "END", "PEER", "SESSION", "CURRENT", "RNEXT", "KEYS", "ROLL", "PKT_BAD", "KEY_NOT_FOUND", "REPORTED")
+		t := newTable(w, "  ", "END", "PEER", "SESSION", "AUTH", "CURRENT", "RNEXT", "KEYS", "ROLL", "PKT_BAD", "KEY_NOT_FOUND", "REPORTED")
 		ends := []fleet.End{l.A}
 		if l.B != nil {
 			ends = append(ends, *l.B)
@@ -191,12 +191,12 @@ func renderFleet(w io.Writer, where string, docs []fleet.Document, links []fleet
 				}
 				keys = append(keys, fmt.Sprintf("%s(%d/%d%s)", k.Ref(), k.SendID, k.RecvID, opt))
 			}
-			t.row(e.Router, p.Address, p.Session, dash(p.Current), dash(p.RNext), dash(strings.Join(keys, " ")),
+			t.row(e.Router, p.Address, p.Session, dash(p.Auth), dash(p.Current), dash(p.RNext), dash(strings.Join(keys, " ")),
 				dash(p.Roll.State), fmt.Sprint(p.Counters.PktBad), fmt.Sprint(p.Counters.PktKeyNotFound),
 				human(now.Sub(e.PublishedAt))+" ago")
 		}
 		if l.B == nil {
-			t.row("-", "-", "(far end not reporting)", "", "", "", "", "", "", "")
+			t.row("-", "-", "(far end not reporting)", "", "", "", "", "", "", "", "")
 		}
 		t.flush()
 		for _, f := range l.Flags {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"fmt"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"net/netip"
 	"slices"
 	"strings"
@@ -39,12 +40,16 @@ const (
 	// ExpiringNoSuccessor: an end's current key stops being sendable
 	// within the horizon and no later key is there to take over.
 	ExpiringNoSuccessor
+	// AuthDiffers: the two ends authenticate the session differently
+	// (one TCP-MD5, the other TCP-AO) while neither is migrating: the
+	// next reconnect fails.
+	AuthDiffers
 )
 
 var flagNames = map[FlagKind]string{
 	FarEndNotReporting: "far-end-not-reporting", Stale: "stale", CurrentDiffers: "current-differs",
 	AnnouncedNotHeld: "announced-not-held", IDsNotMirrored: "ids-not-mirrored",
-	TCPOptionsDiffer: "tcp-options-differ", ExpiringNoSuccessor: "expiring-no-successor",
+	TCPOptionsDiffer: "tcp-options-differ", ExpiringNoSuccessor: "expiring-no-successor", AuthDiffers: "auth-differs",
 }
 
 func (k FlagKind) String() string {
@@ -249,10 +254,17 @@ func mirror(p Peer, k Key) (Key, bool) {
 	return Key{}, false
 }
 
+// fixedAuth reports whether auth is a settled kind (not none, unknown or
+// a migration in progress).
+func fixedAuth(auth string) bool { return auth == control.AuthMD5 || auth == control.AuthAO }
+
 func twoEnded(a, b End, da, db Document, o JoinOptions) []Flag {
 	var fs []Flag
 	fs = append(fs, endFlags(a, o)...)
 	fs = append(fs, endFlags(b, o)...)
+	if fixedAuth(a.Peer.Auth) && fixedAuth(b.Peer.Auth) && a.Peer.Auth != b.Peer.Auth {
+		fs = append(fs, Flag{Kind: AuthDiffers, Detail: fmt.Sprintf("%s authenticates with %s, %s with %s", a.Router, a.Peer.Auth, b.Router, b.Peer.Auth)})
+	}
 	// Keys both ends hold: mirrored IDs and the same TCP-options setting.
 	for _, k := range a.Peer.Keys {
 		if k.Name == "" {

@@ -114,6 +114,16 @@ func TestJoinFlags(t *testing.T) {
 			b.Peers[0].Keys = append(b.Peers[0].Keys, key("k2", 4, 3, false, false))
 			return []Document{a, b}
 		}, 1, nil},
+		{"one end on tcp-md5, the other on tcp-ao", func() []Document {
+			a, b := good()
+			a.Peers[0].Auth, b.Peers[0].Auth = control.AuthMD5, control.AuthAO
+			return []Document{a, b}
+		}, 1, []string{"auth-differs@:"}},
+		{"one end migrating", func() []Document {
+			a, b := good()
+			a.Peers[0].Auth, b.Peers[0].Auth = control.AuthMigrating+" (prepared)", control.AuthMD5
+			return []Document{a, b}
+		}, 1, nil},
 		{"expiring beyond the horizon", func() []Document {
 			a, b := good()
 			a.Peers[0].Keys[0].SendEnd = t0.Add(30 * 24 * time.Hour)

@@ -354,7 +354,7 @@ func keyOf(ps control.PeerStatus) peerkey.Key {
 // peer converts one peer's status (p.mu held). Only names, IDs, settings
 // and counters are copied: control.Key has no field for key material.
 func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]bool) Peer {
-	out := Peer{Address: ps.Peer, VRF: ps.VRF, Session: ps.SessionState, Keys: []Key{},
+	out := Peer{Address: ps.Peer, VRF: ps.VRF, Session: ps.SessionState, Auth: ps.Auth, Migration: ps.Migration, Keys: []Key{},
 		Roll:     Roll{State: ps.Rotation.State, Since: ps.Rotation.Since, PendingKey: ps.Rotation.PendingKey, LastAbort: ps.Rotation.LastAbortReason},
 		Counters: Counters{PktGood: ps.Counters.PktGood, PktBad: ps.Counters.PktBad, PktKeyNotFound: ps.Counters.PktKeyNotFound},
 		Warnings: slices.Clone(ps.Warnings)}

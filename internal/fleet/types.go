@@ -45,6 +45,11 @@ type Peer struct {
 	// down).
 	Local   string `json:"local,omitempty"`
 	Session string `json:"session"`
+	// Auth is how the peer's sessions authenticate (control.PeerStatus
+	// Auth: none, tcp-md5, tcp-ao, migrating (STEP)); Migration the
+	// peer's move from TCP-MD5 to TCP-AO, if any.
+	Auth      string             `json:"auth,omitempty"`
+	Migration *control.Migration `json:"migration,omitempty"`
 	Chain   string `json:"chain,omitempty"`
 	Keys    []Key  `json:"keys"`
 	// Current and RNext name the keys (chain/name, or "send=X recv=Y"
