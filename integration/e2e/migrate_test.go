@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -56,17 +57,18 @@ func (l *testbed) gobgpMD5() (lis, sess []tcpao.MD5Info) {
 // to gobgpd (either taken is an unauthenticated window), and each end's
 // session, whose distinct establishments it counts.
 type linkWatch struct {
-	l                    *testbed
-	mu                   sync.Mutex
-	probes, accepted     int
-	gobgpUps, birdSinces map[string]bool
-	stop                 chan struct{}
-	done                 sync.WaitGroup
-	lastGobgp, lastBird  string
+	l                   *testbed
+	mu                  sync.Mutex
+	probes, accepted    int
+	gobgpUps            map[string]bool
+	birdSinces          []string
+	stop                chan struct{}
+	done                sync.WaitGroup
+	lastGobgp, lastBird string
 }
 
 func (l *testbed) watchLink() *linkWatch {
-	w := &linkWatch{l: l, gobgpUps: map[string]bool{}, birdSinces: map[string]bool{}, stop: make(chan struct{})}
+	w := &linkWatch{l: l, gobgpUps: map[string]bool{}, stop: make(chan struct{})}
 	// The probe can see a window: from B's address it is taken by a
 	// listener in A's namespace that holds no key.
 	var ln net.Listener
@@ -160,7 +162,7 @@ func (w *linkWatch) sessions() {
 	}
 	if st, err := l.bird.Protocol(); err == nil && st.BGPState == "Established" {
 		w.lastBird = st.Since
-		w.birdSinces[st.Since] = true
+		w.birdSinces = addSince(w.birdSinces, st.Since)
 	}
 }
 
@@ -316,4 +318,16 @@ func TestMigrateBIRDRollback(t *testing.T) {
 	}
 	t.Logf("rolled back: %s", why)
 	fmt.Printf("migrate-rollback: far=bird reconnects=%d back_on_md5=1\n", max(gobgpR, birdR))
+}
+
+// addSince adds a BIRD protocol's `since` reading to the distinct
+// establishments seen, one reading of the same instant counted once
+// (bird.SameSince: readings may differ by a second).
+func addSince(seen []string, since string) []string {
+	for _, s := range seen {
+		if bird.SameSince(s, since) {
+			return seen
+		}
+	}
+	return append(seen, since)
 }
