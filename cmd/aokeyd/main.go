@@ -458,7 +458,7 @@ func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *
 			continue
 		}
 		log.Info("connect supervisor running", "socket", sock, "pid", l.PID)
-		sup := connectguard.NewSupervisor(l.FD, d.ConnectKeys, connectguard.SupervisorOptions{PID: l.PID, Logger: log})
+		sup := connectguard.NewSupervisor(l.FD, d.ConnectKeys, connectguard.SupervisorOptions{PID: l.PID, Logger: log, MD5: d.ConnectMD5})
 		if err := sup.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("connect supervisor stopped; fetching the listener again", "err", err)
 			time.Sleep(200 * time.Millisecond)

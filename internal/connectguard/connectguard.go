@@ -80,6 +80,11 @@ type SupervisorOptions struct {
 	Observe func(Event)
 	// Now is the clock for Event.Took (default time.Now).
 	Now func() time.Time
+	// MD5, when set, is asked first: a TCP-MD5 password for the connect
+	// (a peer that still runs TCP-MD5), which the supervisor installs
+	// (TCP_MD5SIG_EXT) instead of TCP-AO keys. The key is a copy the
+	// supervisor zeroes.
+	MD5 func(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool)
 }
 
 // Listener is what the holder serves: the seccomp listener fd and the pid of

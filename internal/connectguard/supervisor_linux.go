@@ -166,6 +166,17 @@ func (s *Supervisor) handle(n *seccompNotif, dst netip.AddrPort, start time.Time
 		return
 	}
 	ev.PID = pid
+	if s.opts.MD5 != nil {
+		if k, ok := s.opts.MD5(pid, dst); ok {
+			ev.Outcome, ev.Err = s.installMD5(n, pid, k)
+			k.Secret.Zero()
+			if ev.Outcome == Keyed {
+				ev.Keys = 1
+			}
+			s.finish(n, ev, pid, dst, start)
+			return
+		}
+	}
 	keys, current, rnext, ok := s.keys(pid, dst)
 	defer func() {
 		for _, k := range keys {
@@ -177,6 +188,11 @@ func (s *Supervisor) handle(n *seccompNotif, dst netip.AddrPort, start time.Time
 		return
 	}
 	ev.Outcome, ev.Keys, ev.Err = s.install(n, pid, keys, current, rnext)
+	s.finish(n, ev, pid, dst, start)
+}
+
+// finish reports and answers one handled connect.
+func (s *Supervisor) finish(n *seccompNotif, ev Event, pid int, dst netip.AddrPort, start time.Time) {
 	if ev.Outcome == Gone {
 		s.report(ev, start)
 		return
@@ -196,6 +212,60 @@ func (s *Supervisor) report(ev Event, start time.Time) {
 	if s.opts.Observe != nil {
 		s.opts.Observe(ev)
 	}
+}
+
+// installMD5 duplicates connect()'s socket out of process pid and puts the
+// TCP-MD5 password on it.
+func (s *Supervisor) installMD5(n *seccompNotif, pid int, k tcpao.MD5Key) (Outcome, error) {
+	var out Outcome
+	err := s.borrow(n, pid, func(sock tcpao.Socket) error {
+		if _, err := sock.Info(); err == nil {
+			out = AlreadyKeyed // TCP-AO on it already: a repeated connect
+			return nil
+		}
+		m, err := tcpao.MD5(sock)
+		if err != nil {
+			out = Denied
+			return err
+		}
+		if err := m.AddMD5(k); err != nil {
+			out = Denied
+			return fmt.Errorf("pid %d fd %d: %w", pid, int(n.Data.Args[0]), err)
+		}
+		out = Keyed
+		return nil
+	}, &out)
+	return out, err
+}
+
+// borrow runs f on a duplicate of connect()'s socket out of process pid;
+// out is set to Gone or Continued when there is none to run it on.
+func (s *Supervisor) borrow(n *seccompNotif, pid int, f func(tcpao.Socket) error, out *Outcome) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		*out = Gone
+		return fmt.Errorf("pidfd_open pid %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	if !idValid(s.fd, n.ID) {
+		*out = Gone
+		return nil
+	}
+	fd, err := unix.PidfdGetfd(pidfd, int(n.Data.Args[0]), 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			*out = Gone
+			return nil
+		}
+		*out = Continued
+		return nil
+	}
+	defer unix.Close(fd)
+	if typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
+		*out = Continued
+		return nil
+	}
+	return f(s.opts.Socket(fd))
 }
 
 // install duplicates connect()'s socket out of process pid and adds the

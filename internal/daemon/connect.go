@@ -7,6 +7,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -147,4 +148,32 @@ func (c *connectTries) alternate(addr netip.Addr) bool {
 	n := c.n[addr]
 	c.n[addr] = n + 1
 	return n%2 == 0
+}
+
+// ConnectMD5 answers connectguard's first question for one connect() of
+// the speaker (pid) to dst: the TCP-MD5 password to sign it with, when the
+// peer still runs TCP-MD5 (its chain holds a password and no migration
+// has reached its switch time; after a roll-back TCP-MD5 again). The key
+// is a copy the caller zeroes. false: ask ConnectKeys.
+func (d *Daemon) ConnectMD5(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool) {
+	if dst.Port() != d.o.ListenPort {
+		return tcpao.MD5Key{}, false
+	}
+	addr := dst.Addr().Unmap()
+	if _, err := d.policy().BindingFor(addr, ""); err != nil {
+		return tcpao.MD5Key{}, false
+	}
+	if r, ok := d.migrationOf(addr, ""); ok && (r.Step == migrate.Switching || r.Step == migrate.Done) {
+		return tcpao.MD5Key{}, false // the far end takes TCP-AO now
+	}
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return tcpao.MD5Key{}, false
+	}
+	pk, err := d.peerDesired(d.policy(), snap, addr, "", d.o.Clock.Now())
+	if err != nil || !md5Peer(pk) {
+		return tcpao.MD5Key{}, false
+	}
+	return pk.MD5.Key(hostPrefix(addr), 0), true
 }

@@ -342,6 +342,7 @@ type env struct {
 	switchTimeout time.Duration
 	changed       func()
 	kernel        daemon.Kernel
+	activeOpens   bool
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -366,6 +367,8 @@ type envOptions struct {
 	// refuse are algorithms the in-memory kernel refuses; Options.Kernel
 	// is then its probe (set whenever refuse is).
 	refuse []tcpao.Algorithm
+	// activeOpens is Options.ActiveOpens (the speaker under aokeyd exec).
+	activeOpens bool
 }
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
@@ -403,6 +406,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.ownedFile = cmp.Or(o.ownedFile, filepath.Join(t.TempDir(), "owned-keys.json"))
 	e.raiseOptMem = o.raiseOptMem
 	e.source, e.metrics = o.source, o.metrics
+	e.activeOpens = o.activeOpens
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
 	e.changed = o.changed
 	if o.refuse != nil {
@@ -428,7 +432,7 @@ func (e *env) start(revocationsFile string) {
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := daemon.New(daemon.Options{
 		Policy: e.pol, Keys: cache, Source: src, Speaker: e.sp, Discoverer: e.disc,
-		ListenPort: bgpPort,
+		ListenPort: bgpPort, ActiveOpens: e.activeOpens,
 		Rotator: rotator.Config{SwitchTimeout: e.switchTimeout, Grace: 20 * time.Millisecond,
 			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
 		Resync:          time.Hour, // full passes run on changes and kicks only

@@ -153,7 +153,7 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 // A key source fault holds a migration where it is: while the source's
 // last read failed, or the peer's keys cannot be computed, or its chain
 // is degraded, no step is taken (the listener keeps both kinds, frozen).
-func (d *Daemon) advanceMigrations(now time.Time) time.Time {
+func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time {
 	var next time.Time
 	recs := d.migr.All()
 	if len(recs) == 0 {
@@ -184,6 +184,9 @@ func (d *Daemon) advanceMigrations(now time.Time) time.Time {
 			default:
 				d.log.Info("migration step", "peer", id, "step", string(n.Step))
 			}
+			if n.Step == migrate.Switching {
+				d.switchReset(ctx, n)
+			}
 			if err := d.migr.Put(n); err != nil {
 				d.log.Error("migrations record not written; the step may be lost at a restart", "peer", id, "err", err)
 			}
@@ -193,6 +196,24 @@ func (d *Daemon) advanceMigrations(now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// switchReset is the switch for the side that connects: when this
+// speaker opens the session itself (aokeyd exec keys its connects, the
+// neighbor is not passive) and the session runs TCP-MD5, it is reset once
+// so that the next connect carries TCP-AO (ConnectMD5 no longer answers).
+// A passive side waits for the far end's connect.
+func (d *Daemon) switchReset(ctx context.Context, r migrate.Record) {
+	id := peer.KeyOf(r.Peer, r.VRF)
+	p := d.peer(id)
+	if p == nil || !d.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || d.aoSession(r.Peer, r.VRF) {
+		return
+	}
+	if err := d.o.Speaker.ResetPeer(ctx, id, "migration to TCP-AO: reconnect with TCP-AO"); err != nil {
+		d.log.Error("migration switch: the session could not be reset; it moves at its next reconnect", "peer", id, "err", err)
+		return
+	}
+	d.log.Info("migration switch: session reset to reconnect with TCP-AO", "peer", id)
 }
 
 // noteHeld logs that a migration holds its step (at debug: every pass).

@@ -19,9 +19,12 @@ import (
 
 // md5Env is an env whose chain core holds the TCP-MD5 password pw and
 // k0, with the peer's session up on TCP-MD5.
-func md5Env(t *testing.T, pw string) (*env, testKey) {
+func md5Env(t *testing.T, pw string) (*env, testKey) { return md5EnvWith(t, pw, envOptions{}) }
+
+func md5EnvWith(t *testing.T, pw string, o envOptions) (*env, testKey) {
 	k0, _, _, _ := testKeys()
-	e := newEnv(t, envOptions{keys: []testKey{k0}})
+	o.keys = []testKey{k0}
+	e := newEnv(t, o)
 	mkt := k0.mkt()
 	e.src.setMD5(pw, mkt)
 	mkt.Zero()
@@ -257,3 +260,47 @@ func TestMigrateHoldsOnSourceFault(t *testing.T) {
 }
 
 func testKeys0() testKey { k0, _, _, _ := testKeys(); return k0 }
+
+// The side that connects (the speaker under aokeyd exec, the neighbor not
+// passive): its connects carry the TCP-MD5 password until the switch
+// time; at the switch the TCP-MD5 session is reset once and connects
+// carry TCP-AO from then on.
+func TestMigrateConnectingSide(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, k0 := md5EnvWith(t, pw, envOptions{activeOpens: true})
+		// The speaker connects to the neighbor itself (not passive).
+		down := e.session
+		down.State = bgp.StateIdle
+		e.sp.Set(down)
+		e.session.Passive = false
+		e.sp.Set(e.session)
+		e.waitFor("the session up again", func() bool { return e.peerStatus().SessionState == "established" && !e.peerStatus().Passive })
+		dst := netip.AddrPortFrom(peerAddr, bgpPort)
+		if k, ok := e.d.ConnectMD5(speakerPID, dst); !ok || k.Secret.Fingerprint() != tcpao.NewSecret([]byte(pw)).Fingerprint() || k.Peer != netip.PrefixFrom(peerAddr, 32) {
+			t.Fatalf("ConnectMD5 before the migration: %v %v", k, ok)
+		}
+		at := time.Now().Add(time.Minute)
+		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		e.quiet(30 * time.Second)
+		if _, ok := e.d.ConnectMD5(speakerPID, dst); !ok || len(e.sp.Resets()) != 0 {
+			t.Fatalf("before the switch time: ConnectMD5 %v, resets %v; want TCP-MD5 and no reset", ok, e.sp.Resets())
+		}
+		time.Sleep(time.Until(at) + time.Second)
+		e.waitFor("the switch: one reset", func() bool { return len(e.sp.Resets()) == 1 })
+		if _, ok := e.d.ConnectMD5(speakerPID, dst); ok {
+			t.Fatal("after the switch time the connects still carry TCP-MD5")
+		}
+		keys, cur, _, ok := e.d.ConnectKeys(speakerPID, dst)
+		if !ok || len(keys) != 1 || keys[0].SendID != k0.send || cur != k0.send {
+			t.Fatalf("after the switch ConnectKeys = %d keys, current %d, ok %v; want k0", len(keys), cur, ok)
+		}
+		keys[0].Secret.Zero()
+		e.quiet(30 * time.Second)
+		if n := len(e.sp.Resets()); n != 1 {
+			t.Fatalf("%d resets, want exactly one", n)
+		}
+	})
+}

@@ -202,7 +202,7 @@ func (d *Daemon) inputs() passInputs {
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	now := d.o.Clock.Now()
-	migrNext := d.advanceMigrations(now) // a step taken changes the inputs
+	migrNext := d.advanceMigrations(ctx, now) // a step taken changes the inputs
 	in, sessions := d.inputs(), d.rec.sessions.Load()
 	r := &d.rec
 	r.mu.Lock()
