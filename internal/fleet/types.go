@@ -50,8 +50,8 @@ type Peer struct {
 	// peer's move from TCP-MD5 to TCP-AO, if any.
 	Auth      string             `json:"auth,omitempty"`
 	Migration *control.Migration `json:"migration,omitempty"`
-	Chain   string `json:"chain,omitempty"`
-	Keys    []Key  `json:"keys"`
+	Chain     string             `json:"chain,omitempty"`
+	Keys      []Key              `json:"keys"`
 	// Current and RNext name the keys (chain/name, or "send=X recv=Y"
 	// when the key source does not know them); "" when none.
 	Current string `json:"current,omitempty"`
