@@ -1,0 +1,202 @@
+package frr
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+const labMD5 = "Md5-frr-lab-Password.3"
+
+// writeMD5Keys is writeKeys with the chain's TCP-MD5 password.
+func writeMD5Keys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored bool) {
+	t.Helper()
+	writeKeyFile(t, dir, map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored),
+		"md5": map[string]string{"secret_b64": base64.StdEncoding.EncodeToString([]byte(labMD5))}}})
+}
+
+// TestFRRGobgpdMigrate (issue 34): FRR (active, under aokeyd exec, with
+// its aokeyd) and gobgpd (passive, with its own aokeyd) run TCP-MD5 with
+// the password from each end's key source (neither speaker's config has
+// one: FRR's connects carry it through the connect guard, gobgpd's
+// listener through its aokeyd), then move to TCP-AO: `aoctl migrate` on
+// each end with the same switch time; at it FRR's aokeyd resets the
+// session once and FRR reconnects with TCP-AO. One re-establishment on
+// each end, both migrations done, no MD5 key left on gobgpd's listener,
+// the session on TCP-AO with verified segments, and no unsigned or
+// wrongly signed SYN from FRR's address taken by gobgpd. It prints
+// "migrate: far=aokeyd sessions=1 reconnects=R md5_left=0 ao_good=1
+// unsigned_accepted=0".
+func TestFRRGobgpdMigrate(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	lab.RequireNetns(t)
+	na, nb := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
+	dirA, dirB := t.TempDir(), t.TempDir()
+	k1 := key{i: 1}
+	writeMD5Keys(t, dirA, addrB, []key{k1}, false)
+	writeMD5Keys(t, dirB, addrA, []key{k1}, true)
+	g := lab.StartGobgpd(t, nb, "gobgpd", lab.GobgpdConfig{
+		AS: asB, RouterID: addrB, LocalAddrs: []netip.Addr{addrB},
+		Neighbors: []lab.Neighbor{{Addr: addrA, AS: asA, Passive: true}},
+		HoldTime:  3, Keepalive: 1,
+	}, lab.GobgpdOptions{Dir: dirB})
+	ab := startAokeyd(t, nb, dirB, addrA, speakerGoBGP(g.API, g.PIDFile), "")
+	cg := filepath.Join(dirA, "cg.sock")
+	r := Start(t, na, dirA, frrConfig(false), wrapOptions(t, cg, dirA))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("bgpd logs:\n%s", r.LogTail())
+		}
+	})
+	aa := startAokeyd(t, na, dirA, addrB, speakerFRR(r), cg)
+	r.WaitReady()
+
+	lisMD5 := func() int {
+		d, err := sockets.OpenDiag(g.PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		d.MD5 = true
+		ls, err := d.Listeners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range ls {
+			if s.Local.Port() == 179 {
+				n += len(s.MD5)
+			}
+		}
+		return n
+	}
+	lab.Eventually(t, 90*time.Second, "FRR ↔ gobgpd established on TCP-MD5", func() (bool, string) {
+		pa, erra := r.Peer(addrB)
+		pb, errb := gobgpPeer(g, addrA)
+		sa, _ := aa.status()
+		sb, _ := ab.status()
+		ok := erra == nil && errb == nil && pa.Established() && pb.Established() && sa.Auth == control.AuthMD5 && sb.Auth == control.AuthMD5
+		return ok, fmt.Sprintf("FRR %s gobgpd %s (%v %v), auth A %q B %q", pa.State, pb.State, erra, errb, sa.Auth, sb.Auth)
+	})
+	if n := lisMD5(); n != 1 {
+		t.Fatalf("gobgpd's listener holds %d TCP-MD5 keys, want aokeyd's one", n)
+	}
+
+	// The watch: each end's establishments, and SYN probes from FRR's
+	// address to gobgpd.
+	var mu sync.Mutex
+	upsA, upsB := map[string]bool{}, map[string]bool{}
+	probes, taken := 0, 0
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	probe := func(md5 string) bool {
+		ok := false
+		_ = na.Do(func() error {
+			d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: addrA.AsSlice()}, Control: func(_, _ string, c syscall.RawConn) error {
+				if md5 == "" {
+					return nil
+				}
+				m, err := tcpao.MD5(tcpao.New(c))
+				if err != nil {
+					return err
+				}
+				return m.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(addrB, 32)}, Secret: tcpao.NewSecret([]byte(md5))})
+			}}
+			if c, err := d.Dial("tcp", netip.AddrPortFrom(addrB, 179).String()); err == nil {
+				ok = true
+				c.Close()
+			}
+			return nil
+		})
+		return ok
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		var pw sync.WaitGroup
+		defer pw.Wait()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, md5 := range []string{"", "a-wrong-password"} {
+				pw.Add(1)
+				go func() {
+					defer pw.Done()
+					got := probe(md5)
+					mu.Lock()
+					probes++
+					if got {
+						taken++
+					}
+					mu.Unlock()
+				}()
+			}
+			pa, erra := r.Peer(addrB)
+			pb, errb := gobgpPeer(g, addrA)
+			mu.Lock()
+			if erra == nil && pa.Established() {
+				upsA[pa.Uptime.String()] = true
+			}
+			if errb == nil && pb.Established() {
+				upsB[pb.Uptime.String()] = true
+			}
+			mu.Unlock()
+		}
+	}()
+
+	at := time.Now().Add(15 * time.Second)
+	for _, a := range []*aokeyd{aa, ab} {
+		out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", a.ctl.Socket(), "migrate", a.peer.String(),
+			"--at", at.UTC().Format(time.RFC3339Nano), "--bound", "2m").CombinedOutput()
+		if err != nil {
+			t.Fatalf("aoctl migrate at %s: %v\n%s", a.dir, err, out)
+		}
+		t.Logf("aoctl migrate %s:\n%s", a.peer, out)
+	}
+	lab.Eventually(t, 150*time.Second, "both migrations done, the session on TCP-AO", func() (bool, string) {
+		sa, erra := aa.status()
+		sb, errb := ab.status()
+		step := func(s control.PeerStatus) string {
+			if s.Migration == nil {
+				return ""
+			}
+			return s.Migration.Step
+		}
+		pa, _ := r.Peer(addrB)
+		n := lisMD5()
+		ok := erra == nil && errb == nil && step(sa) == "done" && step(sb) == "done" && n == 0 && pa.Established() &&
+			hasSending(sa, k1.sendID()) && hasSending(sb, k1.recvID())
+		return ok, fmt.Sprintf("A %q (%v), B %q (%v), gobgpd listener MD5 keys %d, FRR %s", step(sa), erra, step(sb), errb, n, pa.State)
+	})
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	sa, sb := aa.mustStatus(t), ab.mustStatus(t)
+	mu.Lock()
+	defer mu.Unlock()
+	reA, reB := len(upsA)-1, len(upsB)-1
+	if reA != 1 || reB != 1 || taken != 0 || probes < 100 || sa.Auth != control.AuthAO || sb.Auth != control.AuthAO {
+		t.Fatalf("re-establishments FRR %d gobgpd %d (want 1 each); probes taken %d of %d; auth A %q B %q", reA, reB, taken, probes, sa.Auth, sb.Auth)
+	}
+	t.Logf("FRR %s ↔ gobgpd migrated: pkt_good A %d B %d; %d SYN probes from FRR's address, none taken", Version(), sa.Counters.PktGood, sb.Counters.PktGood, probes)
+	fmt.Printf("migrate: far=aokeyd sessions=1 reconnects=%d md5_left=%d ao_good=1 unsigned_accepted=%d\n", max(reA, reB), lisMD5(), taken)
+}
