@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -38,9 +39,18 @@ type fleetCore interface {
 	RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error)
 }
 
+// migrationFollower is a core that starts a link's migration when the far
+// end's document shows one (the daemon; BIRD driven natively does not
+// migrate).
+type migrationFollower interface {
+	FollowMigration(ctx context.Context, router string, addr netip.Addr, vrf string, at time.Time, bound time.Duration)
+	MigrationFollowWanted() bool
+}
+
 var (
-	_ fleetCore = (*daemon.Daemon)(nil)
-	_ fleetCore = (*birdnative.Driver)(nil)
+	_ migrationFollower = (*daemon.Daemon)(nil)
+	_ fleetCore         = (*daemon.Daemon)(nil)
+	_ fleetCore         = (*birdnative.Driver)(nil)
 )
 
 // fleetPublisher is the supervised piece that publishes this router's
@@ -63,6 +73,14 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 	if err != nil {
 		return supervise.Runnable{}, err
 	}
+	var follow func(context.Context, fleet.FarMigration)
+	var followWanted func() bool
+	if f, ok := d.(migrationFollower); ok {
+		follow = func(ctx context.Context, m fleet.FarMigration) {
+			f.FollowMigration(ctx, m.Router, m.Peer, m.VRF, m.At, m.Bound)
+		}
+		followWanted = f.MigrationFollowWanted
+	}
 	p := fleet.NewPublisher(fleet.Options{
 		Store:         fleet.Store{V: v, Mount: mount, Prefix: prefix},
 		RouterID:      cfg.Fleet.RouterID,
@@ -71,8 +89,11 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 		SwitchTimeout: switchTimeout,
 		Status:        func(ctx context.Context) (control.StatusReport, error) { return d.Status(ctx, "") },
 		Revoke:        d.RevokeFleet,
-		Logger:        log.With("piece", "fleet"),
-		Metrics:       m,
+		Follow:        follow,
+		FollowWanted:  followWanted,
+
+		Logger:  log.With("piece", "fleet"),
+		Metrics: m,
 	})
 	w.p.Store(p)
 	return supervise.Runnable{Name: "fleet", Run: p.Run}, nil

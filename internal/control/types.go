@@ -126,6 +126,9 @@ type PeerStatus struct {
 	// Auth is how the peer's sessions authenticate: AuthNone, AuthMD5 or
 	// AuthAO.
 	Auth string `json:"auth"`
+	// Local is the session's local address as the speaker reports it
+	// ("" when down).
+	Local string `json:"local,omitempty"`
 	// Uptime is how long the session has been established.
 	Uptime Duration `json:"uptime"`
 	// Passive: the BGP daemon does not initiate the session (needed for a

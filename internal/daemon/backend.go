@@ -168,6 +168,9 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	if info.Established() && !info.Uptime.IsZero() {
 		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))
 	}
+	if info.Established() && info.Local.IsValid() {
+		ps.Local = info.Local.Unmap().String()
+	}
 	if info.MD5 {
 		ps.Warnings = append(ps.Warnings, md5Fix(info.Neighbor))
 	}

@@ -259,3 +259,58 @@ func statusMigration(r migrate.Record) control.Migration {
 	return control.Migration{Peer: r.Peer.String(), VRF: r.VRF, Step: string(r.Step), Prefix: r.Prefix.String(),
 		At: r.At, Deadline: r.Deadline(), Since: r.Since, Reason: r.Reason}
 }
+
+// FollowMigration starts this end's migration of the link to peer when
+// the far end (router, another aokeyd, through the fleet document) runs
+// one: the same switch time and bound, so that the two ends switch
+// together. Nothing happens when the peer is not a TCP-MD5 peer here,
+// has a migration in progress or done, or rolled back this same one.
+func (d *Daemon) FollowMigration(ctx context.Context, router string, addr netip.Addr, vrf string, at time.Time, bound time.Duration) {
+	if r, ok := d.migrationOf(addr, vrf); ok && (r.Step != migrate.RolledBack || r.At.Equal(at)) {
+		return
+	}
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return
+	}
+	pol := d.policy()
+	b, err := pol.BindingFor(addr, vrf)
+	if err != nil || !b.Neighbor.IsSingleIP() {
+		return
+	}
+	now := d.o.Clock.Now()
+	if pk, err := pol.Desired(snap, addr, vrf, now); err != nil || !md5Peer(pk) {
+		return
+	}
+	if _, err := d.startMigration(snap, pol, b, control.MigrateRequest{At: at, Bound: control.Duration(bound)}, now); err != nil {
+		d.log.Warn("the far end migrates the link to TCP-AO, this end cannot follow", "peer", peer.KeyOf(addr, vrf), "router", router, "err", err)
+		return
+	}
+	d.log.Info("migration to TCP-AO started to follow the far end's (fleet document)", "peer", peer.KeyOf(addr, vrf), "router", router, "at", at)
+	d.resync()
+}
+
+// MigrationFollowWanted reports whether any peer could follow a far
+// end's migration: a TCP-MD5 peer without a migration in progress or
+// done. The fleet's documents are read for FollowMigration only then.
+func (d *Daemon) MigrationFollowWanted() bool {
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return false
+	}
+	pol, now := d.policy(), d.o.Clock.Now()
+	for _, b := range pol.Bindings() {
+		if !b.Neighbor.IsSingleIP() {
+			continue
+		}
+		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step != migrate.RolledBack {
+			continue
+		}
+		if pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now); err == nil && md5Peer(pk) {
+			return true
+		}
+	}
+	return false
+}

@@ -35,9 +35,17 @@ type Options struct {
 	// writing the key source (the record in Vault is the fleet's).
 	// control.ErrNotFound: the router's key source has no such key.
 	Revoke func(ctx context.Context, chain, key string) (control.RevokeResult, error)
-	Now    func() time.Time
-	After  func(time.Duration) <-chan time.Time
-	Logger *slog.Logger
+	// Follow, when set, is told of each migration from TCP-MD5 to TCP-AO
+	// that a far end (another router's document) runs for a link to this
+	// router, so that this end migrates with it (the daemon's
+	// FollowMigration). FollowWanted says whether any local peer could
+	// follow (a TCP-MD5 peer without a migration); the fleet's documents
+	// are read for it only then.
+	Follow       func(ctx context.Context, m FarMigration)
+	FollowWanted func() bool
+	Now          func() time.Time
+	After        func(time.Duration) <-chan time.Time
+	Logger       *slog.Logger
 	// Metrics counts failures; nil: none.
 	Metrics Metrics
 }
@@ -162,6 +170,9 @@ func (p *Publisher) Round(ctx context.Context) {
 	})
 	statusMS, publishMS = p.publish(ctx)
 	wg.Wait()
+	if p.o.Follow != nil && (p.o.FollowWanted == nil || p.o.FollowWanted()) {
+		p.follow(ctx)
+	}
 	if changed {
 		s, w := p.publish(ctx)
 		againMS = s + w
@@ -367,6 +378,11 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 			addrs[out.Local] = true
 		}
 	}
+	if out.Local == "" && ps.Local != "" {
+		// A session aokeyd does not key (TCP-MD5): the speaker's report.
+		out.Local = ps.Local
+		addrs[out.Local] = true
+	}
 	for _, k := range ps.Keys {
 		fk := Key{Chain: k.Chain, Name: k.Name, SendID: k.SendID, RecvID: k.RecvID, Alg: k.Alg,
 			IncludeTCPOptions: k.TCPOptions != control.TCPOptionsExclude,
@@ -391,4 +407,49 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 		out.CurrentSince = p.since[id].since
 	}
 	return out
+}
+
+// FarMigration is a far end's migration of a link to this router, as its
+// document shows it: Peer is the far end's address on the link (this
+// router's peer), VRF this router's VRF of it.
+type FarMigration struct {
+	Router string
+	Peer   netip.Addr
+	VRF    string
+	Step   string
+	At     time.Time
+	Bound  time.Duration
+}
+
+// follow reads the fleet's documents and hands Follow every migration in
+// progress (prepared or switching) that another router runs toward one
+// of this router's addresses.
+func (p *Publisher) follow(ctx context.Context) {
+	docs, _, err := p.o.Store.Statuses(ctx)
+	if err != nil {
+		p.log.Debug("fleet: reading the documents for far-end migrations", "err", err)
+		return
+	}
+	p.mu.Lock()
+	mine := map[string]bool{}
+	for _, a := range p.last.Addresses {
+		mine[a] = true
+	}
+	p.mu.Unlock()
+	for _, d := range docs {
+		if d.RouterID == p.o.RouterID {
+			continue
+		}
+		for _, pe := range d.Peers {
+			m := pe.Migration
+			if m == nil || (m.Step != "prepared" && m.Step != "switching") || !mine[pe.Address] || pe.Local == "" {
+				continue
+			}
+			far, err := netip.ParseAddr(pe.Local)
+			if err != nil {
+				continue
+			}
+			p.o.Follow(ctx, FarMigration{Router: d.RouterID, Peer: far.Unmap(), VRF: pe.VRF, Step: m.Step, At: m.At, Bound: m.Deadline.Sub(m.At)})
+		}
+	}
 }
