@@ -1,10 +1,12 @@
 package frr
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -12,29 +14,63 @@ import (
 	"testing"
 	"time"
 
+	vaultapi "github.com/hashicorp/vault/api"
+
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 const labMD5 = "Md5-frr-lab-Password.3"
 
-// writeMD5Keys is writeKeys with the chain's TCP-MD5 password.
-func writeMD5Keys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored bool) {
+// fleetAokeyd starts an aokeyd for router name in the guest's root
+// namespace (where the Vault server listens), its keys (chain core with
+// the TCP-MD5 password and keys, IDs mirrored at B) in Vault under
+// aokeyd/NAME, publishing to the fleet document secret/aokeyd/fleet.
+func fleetAokeyd(t *testing.T, vc *vaultapi.Client, vaultURL, tokenFile, name, dir string, self, peer netip.Addr, keys []key, mirrored bool,
+	speaker, connectguard string) *aokeyd {
 	t.Helper()
-	writeKeyFile(t, dir, map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored),
-		"md5": map[string]string{"secret_b64": base64.StdEncoding.EncodeToString([]byte(labMD5))}}})
+	chain := map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored),
+		"md5": map[string]string{"secret_b64": base64.StdEncoding.EncodeToString([]byte(labMD5))}}
+	if _, err := vc.KVv2("secret").Put(context.Background(), "aokeyd/"+name+"/chains/core", chain); err != nil {
+		t.Fatal(err)
+	}
+	policy := fmt.Sprintf("version: 1\nkey_chains:\n  - name: core\n%speers:\n  - neighbor: %s\n    key_chain: core\n", safetyPolicy, peer)
+	cfg := fmt.Sprintf("key_source:\n  type: vault\n  refresh: 1s\n  vault:\n    address: %q\n    prefix: aokeyd/%s\n    auth:\n      method: token\n      token_file: %s\n"+
+		"policy:\n  path: policy.yaml\n%scontrol:\n  socket: control.sock\nmetrics:\n  listen: \"off\"\nlog:\n  format: json\n  level: debug\n"+
+		"fleet:\n  vault_path: secret/aokeyd/fleet\n  router_id: %s\n  addresses: [%q]\n", vaultURL, name, tokenFile, speaker, name, self.String())
+	for n, data := range map[string]string{"policy.yaml": policy, "aokeyd.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &aokeyd{dir: dir, peer: peer, ctl: control.NewClient(filepath.Join(dir, "control.sock"), 10*time.Second),
+		args: []string{"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"),
+			"-roll-grace", "1s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
+	if connectguard != "" {
+		a.args = append(a.args, "-connectguard", connectguard)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("aokeyd %s log (info and above, last 60):\n%s", name, logLines(filepath.Join(dir, "aokeyd.log"), 60))
+		}
+	})
+	a.cmd = lab.StartAokeyd(t, nil, filepath.Join(dir, "aokeyd.log"), a.ctl, a.args...)
+	return a
 }
 
 // TestFRRGobgpdMigrate (issue 34): FRR (active, under aokeyd exec, with
 // its aokeyd) and gobgpd (passive, with its own aokeyd) run TCP-MD5 with
-// the password from each end's key source (neither speaker's config has
-// one: FRR's connects carry it through the connect guard, gobgpd's
-// listener through its aokeyd), then move to TCP-AO: `aoctl migrate` on
-// each end with the same switch time; at it FRR's aokeyd resets the
-// session once and FRR reconnects with TCP-AO. One re-establishment on
+// the password from each end's key source in Vault (neither speaker's
+// config has one: FRR's connects carry it through the connect guard,
+// gobgpd's listener through its aokeyd), then move to TCP-AO,
+// coordinated through the fleet document: `aoctl migrate` at gobgpd's end
+// only; FRR's aokeyd reads it from gobgpd's document and migrates with
+// the same switch time, at which it resets the session once and FRR
+// reconnects with TCP-AO. One re-establishment on
 // each end, both migrations done, no MD5 key left on gobgpd's listener,
 // the session on TCP-AO with verified segments, and no unsigned or
 // wrongly signed SYN from FRR's address taken by gobgpd. It prints
@@ -47,14 +83,28 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 	na, nb := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
 	dirA, dirB := t.TempDir(), t.TempDir()
 	k1 := key{i: 1}
-	writeMD5Keys(t, dirA, addrB, []key{k1}, false)
-	writeMD5Keys(t, dirB, addrA, []key{k1}, true)
+	v, err := vaulttest.New(vaulttest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	vcfg := vaultapi.DefaultConfig()
+	vcfg.Address = v.URL()
+	vc, err := vaultapi.NewClient(vcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc.SetToken(v.RootToken())
+	tokenFile := filepath.Join(t.TempDir(), "vault-token")
+	if err := os.WriteFile(tokenFile, []byte(v.RootToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	g := lab.StartGobgpd(t, nb, "gobgpd", lab.GobgpdConfig{
 		AS: asB, RouterID: addrB, LocalAddrs: []netip.Addr{addrB},
 		Neighbors: []lab.Neighbor{{Addr: addrA, AS: asA, Passive: true}},
 		HoldTime:  3, Keepalive: 1,
 	}, lab.GobgpdOptions{Dir: dirB})
-	ab := startAokeyd(t, nb, dirB, addrA, speakerGoBGP(g.API, g.PIDFile), "")
+	ab := fleetAokeyd(t, vc, v.URL(), tokenFile, "rb", dirB, addrB, addrA, []key{k1}, true, speakerGoBGP(g.API, g.PIDFile), "")
 	cg := filepath.Join(dirA, "cg.sock")
 	r := Start(t, na, dirA, frrConfig(false), wrapOptions(t, cg, dirA))
 	t.Cleanup(func() {
@@ -62,7 +112,7 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 			t.Logf("bgpd logs:\n%s", r.LogTail())
 		}
 	})
-	aa := startAokeyd(t, na, dirA, addrB, speakerFRR(r), cg)
+	aa := fleetAokeyd(t, vc, v.URL(), tokenFile, "ra", dirA, addrA, addrB, []key{k1}, false, speakerFRR(r), cg)
 	r.WaitReady()
 
 	lisMD5 := func() int {
@@ -163,15 +213,22 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 		}
 	}()
 
+	// One operator action, at gobgpd's end; FRR's end follows through
+	// the fleet document and both switch at the same time.
 	at := time.Now().Add(15 * time.Second)
-	for _, a := range []*aokeyd{aa, ab} {
-		out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", a.ctl.Socket(), "migrate", a.peer.String(),
-			"--at", at.UTC().Format(time.RFC3339Nano), "--bound", "2m").CombinedOutput()
-		if err != nil {
-			t.Fatalf("aoctl migrate at %s: %v\n%s", a.dir, err, out)
-		}
-		t.Logf("aoctl migrate %s:\n%s", a.peer, out)
+	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", ab.ctl.Socket(), "migrate", ab.peer.String(),
+		"--at", at.UTC().Format(time.RFC3339Nano), "--bound", "2m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("aoctl migrate at gobgpd's end: %v\n%s", err, out)
 	}
+	t.Logf("aoctl migrate %s (gobgpd's end):\n%s", ab.peer, out)
+	lab.Eventually(t, 12*time.Second, "FRR's end follows the migration from the fleet document", func() (bool, string) {
+		sa, err := aa.status()
+		if err != nil || sa.Migration == nil {
+			return false, fmt.Sprint(err)
+		}
+		return sa.Migration.At.Equal(at.Truncate(0)) || sa.Migration.At.Sub(at).Abs() < time.Millisecond, fmt.Sprintf("A migration %+v", sa.Migration)
+	})
 	lab.Eventually(t, 150*time.Second, "both migrations done, the session on TCP-AO", func() (bool, string) {
 		sa, erra := aa.status()
 		sb, errb := ab.status()
