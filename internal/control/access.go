@@ -128,7 +128,7 @@ func revokeArgs(req RevokeRequest) []any {
 }
 
 func replaceArgs(req ReplaceRequest) []any {
-	return []any{"chain", req.Chain, "key", req.Key}
+	return []any{"chain", req.Chain, "key", req.Key, "md5", req.MD5}
 }
 
 func adoptArgs(req AdoptRequest) []any {

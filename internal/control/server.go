@@ -227,7 +227,15 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
-	change(s, w, r, "replace", replaceArgs, func(req ReplaceRequest) error { return needKey(req.Chain, req.Key) }, s.o.Backend.Replace)
+	change(s, w, r, "replace", replaceArgs, func(req ReplaceRequest) error {
+		if req.MD5 {
+			if req.Chain == "" || req.Key != "" {
+				return fmt.Errorf("%w: a TCP-MD5 replace names a chain and no key", ErrInvalid)
+			}
+			return nil
+		}
+		return needKey(req.Chain, req.Key)
+	}, s.o.Backend.Replace)
 }
 
 func (s *Server) adopt(w http.ResponseWriter, r *http.Request) {

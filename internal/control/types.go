@@ -337,6 +337,10 @@ func (r RevokeResult) Failed() bool {
 type ReplaceRequest struct {
 	Chain string `json:"chain"`
 	Key   string `json:"key"`
+	// MD5 applies the chain's changed TCP-MD5 password instead (Key
+	// empty): the listeners take it and the peers' sessions are reset
+	// to reconnect with it (the far end must have it).
+	MD5 bool `json:"md5,omitempty"`
 }
 
 // ActionReplaced is a replace's outcome on a socket that took the new

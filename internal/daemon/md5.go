@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -75,6 +77,12 @@ func (d *Daemon) listenerMD5(snap *keystore.Snapshot, now time.Time) md5Want {
 			continue
 		}
 		dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
+		d.ops.mu.Lock()
+		fp, approved := d.ops.md5Approved[normPrefix(b.Neighbor)]
+		d.ops.mu.Unlock()
+		if approved && fp == pk.MD5.Secret.Fingerprint() {
+			dst.ApproveChange = append(dst.ApproveChange, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
+		}
 	}
 	return w
 }
@@ -94,6 +102,7 @@ func md5WantOf(ref sockets.Ref, w md5Want, have4 bool) rotator.MD5Desired {
 		want.Retire = append(slices.Clone(w.v6.Retire), w.v4.Retire...)
 	}
 	want.Keys = slices.DeleteFunc(want.Keys, func(k tcpao.MD5Key) bool { return ref.BoundDev != 0 && k.IfIndex != ref.BoundDev })
+	want.ApproveChange = append(slices.Clone(w.v4.ApproveChange), w.v6.ApproveChange...)
 	return want
 }
 
@@ -249,4 +258,80 @@ func (d *Daemon) md5PlanLines(ctx context.Context, snap *keystore.Snapshot, now 
 		}
 	}
 	return out
+}
+
+// replaceMD5 applies a chain's changed TCP-MD5 password at the operator's
+// planned reset (aoctl replace CHAIN --md5): the change is approved for
+// the chain's TCP-MD5 peers, the listeners take it at the next pass (in
+// place: the kernel replaces an MD5 key's password), and each peer's
+// established session is reset to reconnect with it. A TCP-MD5 session
+// has one password for its life: without the reset it would run on with
+// the old one until its next reconnect, which the new password must then
+// carry at both ends.
+func (d *Daemon) replaceMD5(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+	start := time.Now()
+	res := control.ReplaceResult{Chain: req.Chain, Sockets: []control.RevokeSocket{}}
+	snap, release := d.shared()
+	if snap == nil {
+		release()
+		return res, errors.New("no good key snapshot yet")
+	}
+	pol, now := d.policy(), d.o.Clock.Now()
+	var peers []policy.Binding
+	d.ops.mu.Lock()
+	if d.ops.md5Approved == nil {
+		d.ops.md5Approved = map[netip.Prefix]tcpao.Fingerprint{}
+	}
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err != nil || !md5Peer(pk) || pk.SourceChain != req.Chain {
+			continue
+		}
+		d.ops.md5Approved[normPrefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
+		peers = append(peers, b)
+	}
+	d.ops.mu.Unlock()
+	release()
+	if len(peers) == 0 {
+		return res, fmt.Errorf("chain %s: no TCP-MD5 peer reads its password: %w", req.Chain, control.ErrNotFound)
+	}
+	d.log.Warn("TCP-MD5 password change approved: the listeners take it and the sessions are reset", "chain", req.Chain, "peers", len(peers))
+	_, full := d.Passes()
+	d.Kick() // the desired state changes: a recompute
+	wctx, cancel := context.WithTimeout(ctx, replaceWait)
+	defer cancel()
+	for {
+		if _, f := d.Passes(); f > full {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new password at the next one"})
+			return res, nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	d.rec.mu.Lock()
+	held := d.rec.md5Held
+	d.rec.mu.Unlock()
+	for _, b := range peers {
+		r := control.RevokeSocket{Socket: "listeners", Peer: b.Neighbor.String(), Action: control.ActionReplaced}
+		if slices.ContainsFunc(held, func(x rotator.MD5Held) bool {
+			return x.Why == rotator.ReasonEdited && x.Ref.Peer.Contains(b.Neighbor.Addr())
+		}) {
+			r.Action, r.Error = "", "still held back on the listener"
+		}
+		res.Sockets = append(res.Sockets, r)
+		id := peer.KeyOf(b.Neighbor.Addr(), b.VRF)
+		if p := d.peer(id); p == nil || !p.info.Established() || r.Error != "" {
+			continue
+		}
+		s := control.RevokeSocket{Socket: "session", Peer: b.Neighbor.String(), Action: control.ActionReset}
+		if err := d.o.Speaker.ResetPeer(ctx, id, "TCP-MD5 password changed (aoctl replace --md5)"); err != nil {
+			s.Action, s.Error = "", err.Error()
+		}
+		res.Sockets = append(res.Sockets, s)
+	}
+	res.Elapsed = control.Duration(time.Since(start))
+	return res, nil
 }

@@ -123,3 +123,41 @@ func TestMD5PasswordOnListener(t *testing.T) {
 		mkt.Zero()
 	})
 }
+
+// A changed TCP-MD5 password is applied only by the operator's planned
+// reset (aoctl replace CHAIN --md5): the listener takes it, the session
+// is reset once to reconnect with it, and from then on the peer gets in
+// with the new password only.
+func TestMD5PasswordReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw1, pw2 = "md5-Password-one", "md5-Password-two"
+		e, k0 := md5Env(t, pw1)
+		mkt := k0.mkt()
+		e.src.setMD5(pw2, mkt)
+		mkt.Zero()
+		if err := e.d.RefreshKeys(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.quiet(5 * time.Second)
+		if got := md5Of(t, e.lis, pw1, pw2); !slices.Equal(got, []string{"192.0.2.2/32=" + pw1}) || len(e.sp.Resets()) != 0 {
+			t.Fatalf("before the replace: listener %v, resets %v", got, e.sp.Resets())
+		}
+		res, err := e.d.Replace(context.Background(), control.ReplaceRequest{Chain: chainName, MD5: true})
+		if err != nil || res.Failed() {
+			t.Fatalf("replace --md5: %+v %v", res, err)
+		}
+		if got := md5Of(t, e.lis, pw1, pw2); !slices.Equal(got, []string{"192.0.2.2/32=" + pw2}) {
+			t.Fatalf("after the replace the listener has %v", got)
+		}
+		if r := e.sp.Resets(); len(r) != 1 {
+			t.Fatalf("resets %v, want the peer's session once", r)
+		}
+		if !e.tryDial(md5Prep(pw2)) || e.tryDial(md5Prep(pw1)) {
+			t.Fatal("after the replace the listener does not take exactly the new password")
+		}
+		e.quiet(time.Minute)
+		if len(e.sp.Resets()) != 1 {
+			t.Fatal("the session was reset again")
+		}
+	})
+}

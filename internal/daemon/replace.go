@@ -80,6 +80,9 @@ const replaceWait = 10 * time.Second
 // it to every session that reads the key's chain and resets those that
 // cannot take it in place.
 func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+	if req.MD5 {
+		return d.replaceMD5(ctx, req)
+	}
 	start := time.Now()
 	res := control.ReplaceResult{Chain: req.Chain, Key: req.Key, Sockets: []control.RevokeSocket{}}
 	snap := d.snapshot()

@@ -91,6 +91,9 @@ type operatorAsks struct {
 	mu       sync.Mutex
 	early    map[rotator.PeerID]bool // aoctl rotate: roll to the newest key ahead of its send time
 	approved map[string]material     // aoctl replace: edits in place approved, by chain/key
+	// md5Approved are TCP-MD5 password changes approved (aoctl replace
+	// --md5), by peer prefix: the password approved, by fingerprint.
+	md5Approved map[netip.Prefix]tcpao.Fingerprint
 }
 
 // policyState is the policy in force and the source chains its bindings
