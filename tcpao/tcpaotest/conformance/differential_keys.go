@@ -179,3 +179,32 @@ func (q *seq) getKeys(s *dsock) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// md5 adds (with one of two passwords) or deletes a TCP-MD5 key on s for a
+// random peer: the kernel's MD5/AO rules (EKEYREJECTED both ways,
+// ao_required refused beside an MD5 key) and what an MD5 key does to
+// connects and exchanges then follow from the later steps.
+func (q *seq) md5(s *dsock) {
+	r := tcpao.MD5Ref{Peer: q.randPeer(s).Peer}
+	if q.rng.IntN(8) == 0 {
+		r.IfIndex = []int{q.vrf, 1}[q.rng.IntN(2)]
+	}
+	if q.rng.IntN(3) == 0 {
+		q.do(fmt.Sprintf("%s.DelMD5(%v)", s, r), func(_ Stack, side func(*dsock) tcpao.Socket) string {
+			m, err := tcpao.MD5(side(s))
+			if err != nil {
+				return errClass(err)
+			}
+			return errClass(m.DelMD5(r))
+		})
+		return
+	}
+	pw := []string{"md5-one", "md5-two"}[q.rng.IntN(2)]
+	q.do(fmt.Sprintf("%s.AddMD5(%v %s)", s, r, pw), func(_ Stack, side func(*dsock) tcpao.Socket) string {
+		m, err := tcpao.MD5(side(s))
+		if err != nil {
+			return errClass(err)
+		}
+		return errClass(m.AddMD5(tcpao.MD5Key{MD5Ref: r, Secret: tcpao.NewSecret([]byte(pw))}))
+	})
+}

@@ -34,8 +34,10 @@ func (q *seq) step() {
 		q.delKey(q.target())
 	case x < 82:
 		q.setInfo(q.target())
-	case x < 94:
+	case x < 88:
 		q.getKeys(q.target())
+	case x < 94:
+		q.md5(q.target())
 	default:
 		s := q.target()
 		q.do(fmt.Sprintf("%s.Info()", s), func(_ Stack, side func(*dsock) tcpao.Socket) string {
