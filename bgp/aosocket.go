@@ -57,4 +57,3 @@ func (s aoSocket) DelMD5(r tcpao.MD5Ref) error {
 // mustMD5 is the TCP-MD5 side of a socket from tcpao.FromFD, which has
 // one on every platform (failing closed off Linux).
 func mustMD5(s tcpao.Socket) tcpao.MD5Socket { return s.(tcpao.MD5Socket) }
-
