@@ -122,6 +122,25 @@ func MD5(s Socket) (MD5Socket, error) {
 	return nil, fmt.Errorf("%w (%T)", ErrNoMD5, s)
 }
 
+// AddMD5 is s's AddMD5, or ErrNoMD5: for wrappers that pass TCP-MD5
+// through.
+func AddMD5(s Socket, k MD5Key) error {
+	m, err := MD5(s)
+	if err != nil {
+		return err
+	}
+	return m.AddMD5(k)
+}
+
+// DelMD5 is s's DelMD5, or ErrNoMD5.
+func DelMD5(s Socket, r MD5Ref) error {
+	m, err := MD5(s)
+	if err != nil {
+		return err
+	}
+	return m.DelMD5(r)
+}
+
 // md5Sig mirrors struct tcp_md5sig (include/uapi/linux/tcp.h), 216 bytes:
 // the address, then flags, prefixlen, keylen, ifindex and the key, every
 // field at its natural offset on every architecture.

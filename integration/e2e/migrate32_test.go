@@ -5,14 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -133,25 +131,7 @@ func TestMigrateBIRD32(t *testing.T) {
 		gu, bu, _, _ := up()
 		return gu == sessions32 && bu == sessions32, fmt.Sprintf("gobgpd %d, BIRD %d established", gu, bu)
 	})
-	lisMD5 := func() int {
-		d, err := sockets.OpenDiag(g.PID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		d.MD5 = true
-		ls, err := d.Listeners()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, s := range ls {
-			if s.Local.Port() == 179 {
-				n += len(s.MD5)
-			}
-		}
-		return n
-	}
+	lisMD5 := func() int { return len(lab.ListenerMD5(t, g.PID, 179)) }
 	if n := lisMD5(); n != sessions32 {
 		t.Fatalf("gobgpd's listener holds %d TCP-MD5 keys, want %d (aokeyd's, from the key source)", n, sessions32)
 	}
@@ -161,86 +141,35 @@ func TestMigrateBIRD32(t *testing.T) {
 	var mu sync.Mutex
 	gobgpUps, birdUps := map[netip.Addr]map[string]bool{}, map[string][]string{}
 	downSince, maxDown := map[string]time.Time{}, time.Duration(0)
-	probes, taken := 0, 0
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	probe := func(from netip.Addr, to netip.Addr, md5 string) bool {
-		ok := false
-		_ = b.Do(func() error {
-			d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: from.AsSlice()}, Control: func(_, _ string, c syscall.RawConn) error {
-				if md5 == "" {
-					return nil
+	prober := (&lab.Prober{NS: b, Pair: func(n int) (netip.Addr, netip.Addr) { ai, bi := addr32(n % sessions32); return bi, ai }, Tick: func() {
+		_, _, bs, us := up()
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range sessions32 {
+			_, bi := addr32(i)
+			name := fmt.Sprintf("s%d", i)
+			u, gok := us[bi]
+			s, bok := bs[name]
+			if gok {
+				if gobgpUps[bi] == nil {
+					gobgpUps[bi] = map[string]bool{}
 				}
-				m, err := tcpao.MD5(tcpao.New(c))
-				if err != nil {
-					return err
-				}
-				return m.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(to, 32)}, Secret: tcpao.NewSecret([]byte(md5))})
-			}}
-			if c, err := d.Dial("tcp", netip.AddrPortFrom(to, 179).String()); err == nil {
-				ok = true
-				c.Close()
+				gobgpUps[bi][u] = true
 			}
-			return nil
-		})
-		return ok
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		var pw sync.WaitGroup
-		defer pw.Wait()
-		for n := 0; ; n++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
+			if bok {
+				birdUps[name] = addSince(birdUps[name], s)
 			}
-			ai, bi := addr32(n % sessions32)
-			for _, md5 := range []string{"", "a-wrong-password"} {
-				pw.Add(1)
-				go func() {
-					defer pw.Done()
-					got := probe(bi, ai, md5)
-					mu.Lock()
-					probes++
-					if got {
-						taken++
-					}
-					mu.Unlock()
-				}()
+			if gok && bok {
+				if t0, ok := downSince[name]; ok {
+					maxDown = max(maxDown, now.Sub(t0))
+					delete(downSince, name)
+				}
+			} else if _, ok := downSince[name]; !ok {
+				downSince[name] = now
 			}
-			_, _, bs, us := up()
-			now := time.Now()
-			mu.Lock()
-			for i := range sessions32 {
-				_, bi := addr32(i)
-				name := fmt.Sprintf("s%d", i)
-				u, gok := us[bi]
-				s, bok := bs[name]
-				if gok {
-					if gobgpUps[bi] == nil {
-						gobgpUps[bi] = map[string]bool{}
-					}
-					gobgpUps[bi][u] = true
-				}
-				if bok {
-					birdUps[name] = addSince(birdUps[name], s)
-				}
-				if gok && bok {
-					if t0, ok := downSince[name]; ok {
-						maxDown = max(maxDown, now.Sub(t0))
-						delete(downSince, name)
-					}
-				} else if _, ok := downSince[name]; !ok {
-					downSince[name] = now
-				}
-			}
-			mu.Unlock()
 		}
-	}()
+	}}).Start()
 
 	bound := 2 * time.Minute
 	at := time.Now().Add(15 * time.Second)
@@ -277,8 +206,7 @@ func TestMigrateBIRD32(t *testing.T) {
 			fmt.Sprintf("%d done, %d TCP-MD5 keys on the listener, established: gobgpd %d BIRD %d", done, n, gu, bu)
 	})
 	time.Sleep(4 * time.Second) // keepalives on every session
-	close(stop)
-	wg.Wait()
+	probes, taken := prober.Stop()
 	aoGood := 0
 	for i := range sessions32 {
 		_, bi := addr32(i)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,47 +27,37 @@ const labMD5 = "Md5-lab-Password.7"
 // sock_diag independently of aokeyd.
 func (l *testbed) gobgpMD5() (lis, sess []tcpao.MD5Info) {
 	l.t.Helper()
+	lis = lab.ListenerMD5(l.t, l.gobgp.PID, 179)
+	conns, err := sockets.System{}.Connections(l.gobgp.PID, l.ipB())
+	if err != nil || len(conns) != 1 {
+		return lis, nil
+	}
 	d, err := sockets.OpenDiag(l.gobgp.PID)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	defer d.Close()
 	d.MD5 = true
-	ls, err := d.Listeners()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	for _, s := range ls {
-		if s.Local.Port() == 179 {
-			lis = append(lis, s.MD5...)
-		}
-	}
-	conns, err := sockets.System{}.Connections(l.gobgp.PID, l.ipB())
-	if err == nil && len(conns) == 1 {
-		if s, err := d.Lookup(conns[0].Local, conns[0].Remote); err == nil {
-			sess = s.MD5
-		}
+	if s, err := d.Lookup(conns[0].Local, conns[0].Remote); err == nil {
+		sess = s.MD5
 	}
 	return lis, sess
 }
 
 // linkWatch samples the link every 100 ms while a migration runs: an
 // unsigned SYN and a TCP-MD5 SYN with a wrong password from B's address
-// to gobgpd (either taken is an unauthenticated window), and each end's
-// session, whose distinct establishments it counts.
+// to gobgpd (either taken is an unauthenticated window, lab.Prober), and
+// each end's session, whose distinct establishments it counts.
 type linkWatch struct {
-	l                   *testbed
-	mu                  sync.Mutex
-	probes, accepted    int
-	gobgpUps            map[string]bool
-	birdSinces          []string
-	stop                chan struct{}
-	done                sync.WaitGroup
-	lastGobgp, lastBird string
+	l          *testbed
+	mu         sync.Mutex
+	gobgpUps   map[string]bool
+	birdSinces []string
+	prober     *lab.Prober
 }
 
 func (l *testbed) watchLink() *linkWatch {
-	w := &linkWatch{l: l, gobgpUps: map[string]bool{}, stop: make(chan struct{})}
+	w := &linkWatch{l: l, gobgpUps: map[string]bool{}}
 	// The probe can see a window: from B's address it is taken by a
 	// listener in A's namespace that holds no key.
 	var ln net.Listener
@@ -81,69 +70,12 @@ func (l *testbed) watchLink() *linkWatch {
 			c.Close()
 		}
 	}()
-	if !w.dial(port, "") {
+	if !lab.SYNTaken(l.b, l.ipB(), l.ipA(), port, "") {
 		l.t.Fatal("an unsigned probe from B is not taken by an unkeyed listener: the probe cannot see a window")
 	}
 	ln.Close()
-	w.done.Add(1)
-	go func() {
-		defer w.done.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		var probes sync.WaitGroup
-		defer probes.Wait()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			for _, md5 := range []string{"", "a-wrong-password"} {
-				probes.Add(1)
-				go func() { defer probes.Done(); w.probe(md5) }()
-			}
-			w.sessions()
-		}
-	}()
+	w.prober = (&lab.Prober{NS: l.b, Pair: func(int) (netip.Addr, netip.Addr) { return l.ipB(), l.ipA() }, Tick: w.sessions}).Start()
 	return w
-}
-
-// probe dials gobgpd from B's address, signing with md5 ("" unsigned).
-func (w *linkWatch) probe(md5 string) {
-	taken := w.dial(179, md5)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.probes++
-	if taken {
-		w.accepted++
-	}
-}
-
-// dial reports whether a connection from B's address to A's port, signed
-// with md5 ("" unsigned), is taken.
-func (w *linkWatch) dial(port uint16, md5 string) bool {
-	l := w.l
-	taken := false
-	_ = l.b.Do(func() error {
-		d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: l.ipB().AsSlice()},
-			Control: func(_, _ string, c syscall.RawConn) error {
-				if md5 == "" {
-					return nil
-				}
-				m, err := tcpao.MD5(tcpao.New(c))
-				if err != nil {
-					return err
-				}
-				return m.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(l.ipA(), 32)}, Secret: tcpao.NewSecret([]byte(md5))})
-			}}
-		c, err := d.Dial("tcp", netip.AddrPortFrom(l.ipA(), port).String())
-		if err == nil {
-			taken = true
-			c.Close()
-		}
-		return nil
-	})
-	return taken
 }
 
 // sessions notes each end's established session.
@@ -155,13 +87,11 @@ func (w *linkWatch) sessions() {
 	if err == nil {
 		for _, p := range ps {
 			if p.Neighbor == l.ipB() && p.Established() {
-				w.lastGobgp = p.Uptime.String()
-				w.gobgpUps[w.lastGobgp] = true
+				w.gobgpUps[p.Uptime.String()] = true
 			}
 		}
 	}
 	if st, err := l.bird.Protocol(); err == nil && st.BGPState == "Established" {
-		w.lastBird = st.Since
 		w.birdSinces = addSince(w.birdSinces, st.Since)
 	}
 }
@@ -169,11 +99,10 @@ func (w *linkWatch) sessions() {
 // finish stops the watch and returns the re-establishments each end saw
 // (distinct sessions minus the first) and the probes taken.
 func (w *linkWatch) finish() (gobgp, bird, probes, accepted int) {
-	close(w.stop)
-	w.done.Wait()
+	probes, accepted = w.prober.Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.gobgpUps) - 1, len(w.birdSinces) - 1, w.probes, w.accepted
+	return len(w.gobgpUps) - 1, len(w.birdSinces) - 1, probes, accepted
 }
 
 // migrateCmd runs aoctl migrate against A's aokeyd.

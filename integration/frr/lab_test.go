@@ -174,6 +174,13 @@ func startAokeydPolicy(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, 
 			t.Fatal(err)
 		}
 	}
+	return launchAokeyd(t, ns, dir, peer, connectguard)
+}
+
+// launchAokeyd starts aokeyd in ns (nil: the guest's root namespace) with
+// dir's aokeyd.yaml, with the connect guard's socket when given.
+func launchAokeyd(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, connectguard string) *aokeyd {
+	t.Helper()
 	a := &aokeyd{dir: dir, ns: ns, peer: peer, ctl: control.NewClient(filepath.Join(dir, "control.sock"), 10*time.Second),
 		args: []string{"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"),
 			"-roll-grace", "1s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}

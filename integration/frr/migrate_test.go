@@ -4,24 +4,20 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 const labMD5 = "Md5-frr-lab-Password.3"
@@ -47,19 +43,7 @@ func fleetAokeyd(t *testing.T, vc *vaultapi.Client, vaultURL, tokenFile, name, d
 			t.Fatal(err)
 		}
 	}
-	a := &aokeyd{dir: dir, peer: peer, ctl: control.NewClient(filepath.Join(dir, "control.sock"), 10*time.Second),
-		args: []string{"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"),
-			"-roll-grace", "1s", "-roll-poll", "250ms", "-roll-backoff", "2s"}}
-	if connectguard != "" {
-		a.args = append(a.args, "-connectguard", connectguard)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("aokeyd %s log (info and above, last 60):\n%s", name, logLines(filepath.Join(dir, "aokeyd.log"), 60))
-		}
-	})
-	a.cmd = lab.StartAokeyd(t, nil, filepath.Join(dir, "aokeyd.log"), a.ctl, a.args...)
-	return a
+	return launchAokeyd(t, nil, dir, peer, connectguard)
 }
 
 // TestFRRGobgpdMigrate (issue 34): FRR (active, under aokeyd exec, with
@@ -115,25 +99,7 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 	aa := fleetAokeyd(t, vc, v.URL(), tokenFile, "ra", dirA, addrA, addrB, []key{k1}, false, speakerFRR(r), cg)
 	r.WaitReady()
 
-	lisMD5 := func() int {
-		d, err := sockets.OpenDiag(g.PID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		d.MD5 = true
-		ls, err := d.Listeners()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, s := range ls {
-			if s.Local.Port() == 179 {
-				n += len(s.MD5)
-			}
-		}
-		return n
-	}
+	lisMD5 := func() int { return len(lab.ListenerMD5(t, g.PID, 179)) }
 	lab.Eventually(t, 90*time.Second, "FRR ↔ gobgpd established on TCP-MD5", func() (bool, string) {
 		pa, erra := r.Peer(addrB)
 		pb, errb := gobgpPeer(g, addrA)
@@ -150,68 +116,18 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 	// address to gobgpd.
 	var mu sync.Mutex
 	upsA, upsB := map[string]bool{}, map[string]bool{}
-	probes, taken := 0, 0
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	probe := func(md5 string) bool {
-		ok := false
-		_ = na.Do(func() error {
-			d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: addrA.AsSlice()}, Control: func(_, _ string, c syscall.RawConn) error {
-				if md5 == "" {
-					return nil
-				}
-				m, err := tcpao.MD5(tcpao.New(c))
-				if err != nil {
-					return err
-				}
-				return m.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(addrB, 32)}, Secret: tcpao.NewSecret([]byte(md5))})
-			}}
-			if c, err := d.Dial("tcp", netip.AddrPortFrom(addrB, 179).String()); err == nil {
-				ok = true
-				c.Close()
-			}
-			return nil
-		})
-		return ok
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		var pw sync.WaitGroup
-		defer pw.Wait()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			for _, md5 := range []string{"", "a-wrong-password"} {
-				pw.Add(1)
-				go func() {
-					defer pw.Done()
-					got := probe(md5)
-					mu.Lock()
-					probes++
-					if got {
-						taken++
-					}
-					mu.Unlock()
-				}()
-			}
-			pa, erra := r.Peer(addrB)
-			pb, errb := gobgpPeer(g, addrA)
-			mu.Lock()
-			if erra == nil && pa.Established() {
-				upsA[pa.Uptime.String()] = true
-			}
-			if errb == nil && pb.Established() {
-				upsB[pb.Uptime.String()] = true
-			}
-			mu.Unlock()
+	prober := (&lab.Prober{NS: na, Pair: func(int) (netip.Addr, netip.Addr) { return addrA, addrB }, Tick: func() {
+		pa, erra := r.Peer(addrB)
+		pb, errb := gobgpPeer(g, addrA)
+		mu.Lock()
+		defer mu.Unlock()
+		if erra == nil && pa.Established() {
+			upsA[pa.Uptime.String()] = true
 		}
-	}()
+		if errb == nil && pb.Established() {
+			upsB[pb.Uptime.String()] = true
+		}
+	}}).Start()
 
 	// One operator action, at gobgpd's end; FRR's end follows through
 	// the fleet document and both switch at the same time.
@@ -245,8 +161,7 @@ func TestFRRGobgpdMigrate(t *testing.T) {
 		return ok, fmt.Sprintf("A %q (%v), B %q (%v), gobgpd listener MD5 keys %d, FRR %s", step(sa), erra, step(sb), errb, n, pa.State)
 	})
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	probes, taken := prober.Stop()
 	sa, sb := aa.mustStatus(t), ab.mustStatus(t)
 	mu.Lock()
 	defer mu.Unlock()

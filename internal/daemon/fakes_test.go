@@ -606,26 +606,13 @@ func (e *env) refreshWith(keys ...testKey) {
 
 // AddMD5, DelMD5 and MD5Keys pass the socket's TCP-MD5 side through, as
 // the daemon's own wrappers do.
-func (c *countingSocket) AddMD5(k tcpao.MD5Key) error {
-	m, err := tcpao.MD5(c.Socket)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.writes++
-	c.mu.Unlock()
-	return m.AddMD5(k)
-}
+func (c *countingSocket) AddMD5(k tcpao.MD5Key) error { c.wrote(); return tcpao.AddMD5(c.Socket, k) }
+func (c *countingSocket) DelMD5(r tcpao.MD5Ref) error { c.wrote(); return tcpao.DelMD5(c.Socket, r) }
 
-func (c *countingSocket) DelMD5(r tcpao.MD5Ref) error {
-	m, err := tcpao.MD5(c.Socket)
-	if err != nil {
-		return err
-	}
+func (c *countingSocket) wrote() {
 	c.mu.Lock()
 	c.writes++
 	c.mu.Unlock()
-	return m.DelMD5(r)
 }
 
 func (c *countingSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(c.Socket) }

@@ -296,20 +296,9 @@ func (d *Daemon) replaceMD5(ctx context.Context, req control.ReplaceRequest) (co
 		return res, fmt.Errorf("chain %s: no TCP-MD5 peer reads its password: %w", req.Chain, control.ErrNotFound)
 	}
 	d.log.Warn("TCP-MD5 password change approved: the listeners take it and the sessions are reset", "chain", req.Chain, "peers", len(peers))
-	_, full := d.Passes()
-	d.Kick() // the desired state changes: a recompute
-	wctx, cancel := context.WithTimeout(ctx, replaceWait)
-	defer cancel()
-	for {
-		if _, f := d.Passes(); f > full {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new password at the next one"})
-			return res, nil
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !d.kickAndWait(ctx) {
+		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new password at the next one"})
+		return res, nil
 	}
 	d.rec.mu.Lock()
 	held := d.rec.md5Held

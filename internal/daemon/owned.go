@@ -421,20 +421,8 @@ func (s ownedSocket) BatchKeys(f func(tcpao.Socket) error) error {
 // AddMD5, DelMD5 and MD5Keys pass the inner socket's TCP-MD5 side
 // through (TCP-MD5 keys are recorded by fingerprint in the key source,
 // not in the ledger: see md5.go).
-func (s ownedSocket) AddMD5(k tcpao.MD5Key) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.AddMD5(k)
-}
+func (s ownedSocket) AddMD5(k tcpao.MD5Key) error { return tcpao.AddMD5(s.Socket, k) }
 
-func (s ownedSocket) DelMD5(r tcpao.MD5Ref) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.DelMD5(r)
-}
+func (s ownedSocket) DelMD5(r tcpao.MD5Ref) error { return tcpao.DelMD5(s.Socket, r) }
 
 func (s ownedSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(s.Socket) }

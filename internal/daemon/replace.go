@@ -75,6 +75,25 @@ func hasMaterial(obs rotator.Observed, want rotator.Desired, ids [2]uint8) bool 
 // replaceWait bounds how long Replace waits for the listeners' pass.
 const replaceWait = 10 * time.Second
 
+// kickAndWait asks for a pass that recomputes the desired state and waits
+// (at most replaceWait) until a full pass has run; false when none did.
+func (d *Daemon) kickAndWait(ctx context.Context) bool {
+	_, full := d.Passes()
+	d.Kick()
+	wctx, cancel := context.WithTimeout(ctx, replaceWait)
+	defer cancel()
+	for {
+		if _, f := d.Passes(); f > full {
+			return true
+		}
+		select {
+		case <-wctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // Replace implements control.Backend: it approves the key source's
 // material of req's key, waits for the listeners to take it, then applies
 // it to every session that reads the key's chain and resets those that
@@ -109,20 +128,9 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 
 	// The listeners first, so that a session reset below comes back with
 	// the new material.
-	_, full := d.Passes()
-	d.Kick()
-	wctx, cancel := context.WithTimeout(ctx, replaceWait)
-	defer cancel()
-	for {
-		if _, f := d.Passes(); f > full {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new material at the next one"})
-			return res, nil
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !d.kickAndWait(ctx) {
+		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new material at the next one"})
+		return res, nil
 	}
 	for _, h := range d.listenerKept() {
 		if h.Why == rotator.ReasonEdited && h.Ref.SendID == mkt.SendID && h.Ref.RecvID == mkt.RecvID {

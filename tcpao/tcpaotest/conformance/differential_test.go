@@ -24,21 +24,9 @@ func (s skewSock) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	return err
 }
 
-func (s skewSock) AddMD5(k tcpao.MD5Key) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.AddMD5(k)
-}
+func (s skewSock) AddMD5(k tcpao.MD5Key) error { return tcpao.AddMD5(s.Socket, k) }
 
-func (s skewSock) DelMD5(r tcpao.MD5Ref) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.DelMD5(r)
-}
+func (s skewSock) DelMD5(r tcpao.MD5Ref) error { return tcpao.DelMD5(s.Socket, r) }
 
 func unskew(s tcpao.Socket) tcpao.Socket {
 	if x, ok := s.(skewSock); ok {

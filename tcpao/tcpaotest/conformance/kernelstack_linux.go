@@ -270,18 +270,6 @@ func (k *KernelStack) Close() error {
 }
 
 // AddMD5 and DelMD5 pass through to the descriptor's TCP_MD5SIG_EXT.
-func (s *kernelSock) AddMD5(k tcpao.MD5Key) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.AddMD5(k)
-}
+func (s *kernelSock) AddMD5(k tcpao.MD5Key) error { return tcpao.AddMD5(s.Socket, k) }
 
-func (s *kernelSock) DelMD5(r tcpao.MD5Ref) error {
-	m, err := tcpao.MD5(s.Socket)
-	if err != nil {
-		return err
-	}
-	return m.DelMD5(r)
-}
+func (s *kernelSock) DelMD5(r tcpao.MD5Ref) error { return tcpao.DelMD5(s.Socket, r) }
