@@ -218,6 +218,10 @@ func (r *renderer) header(c, doc string) {
 		r.printf("; aokeyd's accept-tolerance %s", fmtDur(l.AcceptTolerance))
 	}
 	r.printf(".\n")
+	if hint, ok := md5Removal[r.t]; ok && r.o.Migrate {
+		r.printf("%s MIGRATION from TCP-MD5 at %s: in one change at that time, remove the neighbor's TCP-MD5 password\n", c, fmtTime(r.o.At))
+		r.printf("%s (%s) and apply what follows; the session restarts once, with TCP-AO (aokeyd's side takes either kind meanwhile).\n", c, hint)
+	}
 	if r.t == BIRD || r.t == GoBGP || r.t == Aokeyd {
 		// The far end is a Linux BGP speaker: its kernel does the MACs.
 		for _, k := range l.Keys {
@@ -227,6 +231,16 @@ func (r *renderer) header(c, doc string) {
 			}
 		}
 	}
+}
+
+// md5Removal is how each far end drops its TCP-MD5 password, for a
+// migration's rendering (BIRD's says it in its own lines).
+var md5Removal = map[Target]string{
+	Junos:  "delete ... neighbor ADDRESS authentication-key",
+	IOSXR:  "under the neighbor: no password",
+	EOS:    "no neighbor ADDRESS password",
+	GoBGP:  "the neighbor's auth-password",
+	Aokeyd: "the chain's md5 password, once aokeyd migrated: aoctl migrate",
 }
 
 // linux72Algorithms are the TCP-AO algorithms Linux 7.2 and later accept

@@ -291,4 +291,14 @@ func TestGoldenMD5(t *testing.T) {
 	if err != nil || len(refused) != 1 || !strings.Contains(refused[0].Reason, "--migrate") {
 		t.Fatalf("junos for a TCP-MD5 link: refused %v, err %v", refused, err)
 	}
+	for _, target := range []Target{Junos, IOSXR, EOS} {
+		var out bytes.Buffer
+		if _, err := Render(&out, target, l, Options{At: at, Migrate: true}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "MIGRATION from TCP-MD5 at 2026-11-01T12:00:00Z") {
+			t.Errorf("%s --migrate does not say when to switch:\n%s", target, out.String())
+		}
+		golden.Check(t, "testdata/md5/"+string(target)+"-migrate.golden", out.String())
+	}
 }
