@@ -148,6 +148,14 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 		fmt.Fprint(w, ", active opens keyed")
 	}
 	fmt.Fprintln(w)
+	if m := p.Migration; m != nil {
+		fmt.Fprintf(w, "  Migration to TCP-AO: %s since %s, TCP-AO at %s, switch %s, roll-back %s", m.Step, stamp(m.Since), m.Prefix,
+			when(m.At, now), when(m.Deadline, now))
+		if m.Reason != "" {
+			fmt.Fprintf(w, ": %s", m.Reason)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(p.Sockets) > 0 {
 		fmt.Fprintln(w, "  Sockets:")
 		t := newTable(w, "    ", "KIND", "LOCAL", "REMOTE", "INODE")

@@ -35,3 +35,20 @@ func TestStatusShowsActiveOpensKeyed(t *testing.T) {
 		}
 	}
 }
+
+// A peer's migration from TCP-MD5 to TCP-AO is one line of its status:
+// the step, the prefix, the switch and roll-back times, and why it rolled
+// back.
+func TestRenderPeerMigration(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	renderPeer(&b, control.PeerStatus{Peer: "192.0.2.2", SessionState: "established", Auth: control.AuthMD5,
+		Migration: &control.Migration{Peer: "192.0.2.2", Step: "rolled-back", Prefix: "192.0.2.0/30", Since: now.Add(-time.Minute),
+			At: now.Add(-6 * time.Minute), Deadline: now.Add(-time.Minute), Reason: "no TCP-AO session from 192.0.2.2 within 5m0s"}}, now)
+	for _, want := range []string{"auth tcp-md5", "Migration to TCP-AO: rolled-back since 2026-12-04T08:59:00Z, TCP-AO at 192.0.2.0/30",
+		"no TCP-AO session from 192.0.2.2 within 5m0s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status does not say %q:\n%s", want, b.String())
+		}
+	}
+}
