@@ -40,7 +40,7 @@ func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.D
 	for _, b := range p.bindings {
 		c := p.byName[b.KeyChain]
 		if cands, ok := resolved[c.Name]; ok {
-			v.binding(b, c, cands)
+			v.binding(b, c, cands, md5Covers(snap, c, b))
 		}
 	}
 	return v.probs
@@ -120,7 +120,10 @@ func (v *validation) usable(c *KeyChain, cd *candidate) bool {
 // binding checks binding b of chain c, whose usable keys are cands: no two
 // keys installed together share an ID, and a key may be sent with at every
 // instant until the chain's next due rotation (or the end of the window).
-func (v *validation) binding(b *Binding, c *KeyChain, cands []candidate) {
+//
+// A TCP-MD5 peer (md5: its chain's password covers it) with no TCP-AO key
+// yet has no gap: it sends with its password until it is migrated.
+func (v *validation) binding(b *Binding, c *KeyChain, cands []candidate, md5 bool) {
 	var mine []candidate
 	for _, cd := range cands {
 		if appliesToPrefix(cd.mkt, b.Neighbor, b.VRF) {
@@ -141,11 +144,27 @@ func (v *validation) binding(b *Binding, c *KeyChain, cands []candidate) {
 			v.add(field, x, fmt.Errorf("peer %s: %w (both installed from %s)", b, idClash(x.mkt, y.mkt), fmtTime(from)))
 		}
 	}
+	if md5 && len(mine) == 0 {
+		return
+	}
 	covEnd := v.coverageEnd(b, c)
 	for _, g := range gaps(mine, v.now, covEnd) {
 		v.add(field, nil, fmt.Errorf("%w: peer %s (chain %s) has no key to send with from %s until %s",
 			ErrGap, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
 	}
+}
+
+// md5Covers reports whether chain c's source chain holds a TCP-MD5
+// password (not revoked) for binding b's neighbor.
+func md5Covers(snap *keystore.Snapshot, c *KeyChain, b *Binding) bool {
+	if snap == nil {
+		return false
+	}
+	sc := snap.Chains[c.SourceChain]
+	if sc == nil || sc.MD5 == nil || sc.MD5.Revoked || sc.MD5.VRF != b.VRF {
+		return false
+	}
+	return slices.ContainsFunc(sc.MD5.Peers, func(p netip.Prefix) bool { return p.Overlaps(b.Neighbor) })
 }
 
 // coverageEnd is how far binding b must have a send key: the end of the

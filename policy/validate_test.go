@@ -225,3 +225,29 @@ func BenchmarkValidate(b *testing.B) {
 		p.Validate(snap, t0, 365*Day)
 	}
 }
+
+// A TCP-MD5 peer (its chain's md5 password covers it) with no TCP-AO key
+// yet has no send-key gap; with the password gone, or for a peer it does
+// not cover, the gap is reported as before.
+func TestValidateMD5PeerNoGap(t *testing.T) {
+	p := mustParse(t, `key_chains:
+  - name: core
+peers:
+  - neighbor: 10.0.0.1
+    key_chain: core
+  - neighbor: 10.0.0.9
+    key_chain: core
+`)
+	pw := &keystore.MD5Password{Secret: tcpao.NewSecret([]byte("md5-pw")), Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}
+	snap := &keystore.Snapshot{Chains: map[string]*keystore.Chain{"core": {Name: "core", MD5: pw}}}
+	probs := p.Validate(snap, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 24*time.Hour)
+	var gaps []string
+	for _, pr := range probs {
+		if errors.Is(pr.Err, ErrGap) {
+			gaps = append(gaps, pr.Err.Error())
+		}
+	}
+	if len(gaps) != 1 || !strings.Contains(gaps[0], "10.0.0.9") {
+		t.Fatalf("gaps %q, want only 10.0.0.9's (10.0.0.1 runs TCP-MD5)", gaps)
+	}
+}
