@@ -161,6 +161,10 @@ func usable(keys []MKT) bool {
 	return slices.ContainsFunc(keys, func(m MKT) bool { return !m.Revoked })
 }
 
+// hasMD5 reports whether c holds a TCP-MD5 password in force: a chain of
+// TCP-MD5 peers that have no TCP-AO key yet is not an emptied one.
+func hasMD5(c *Chain) bool { return c.MD5 != nil && !c.MD5.Revoked }
+
 // merge folds the last good snapshot good into the fresh read s (owned by
 // the caller, modified in place), per chain and per key, for the chains
 // bound reports (nil: every chain):
@@ -187,7 +191,7 @@ func merge(good, s *Snapshot, bound func(string) bool) {
 			gc := good.Chains[name]
 			nc := s.Chains[name]
 			if nc == nil {
-				if !usable(gc.Keys) {
+				if !usable(gc.Keys) && !hasMD5(gc) {
 					continue
 				}
 				c := gc.Clone()
@@ -219,7 +223,7 @@ func merge(good, s *Snapshot, bound func(string) bool) {
 					vanished = append(vanished, gk)
 				}
 			}
-			if len(vanished) > 0 && !usable(nc.Keys) && !usable(kept) {
+			if len(vanished) > 0 && !usable(nc.Keys) && !usable(kept) && !hasMD5(nc) {
 				for _, gk := range vanished {
 					kept = append(kept, gk.Clone())
 				}
@@ -248,7 +252,7 @@ func merge(good, s *Snapshot, bound func(string) bool) {
 			}
 		}
 		// A chain of revoked keys only was emptied through revoke.
-		if len(c.Keys) == 0 && !slices.ContainsFunc(s.Held, func(h Hold) bool { return h.Chain == name }) {
+		if len(c.Keys) == 0 && !hasMD5(c) && !slices.ContainsFunc(s.Held, func(h Hold) bool { return h.Chain == name }) {
 			s.Held = append(s.Held, Hold{Chain: name, Reason: HoldNoUsableKey})
 		}
 	}

@@ -49,6 +49,9 @@ func TestCacheHoldsWhatAReadLoses(t *testing.T) {
 	chain := func(name string, keys ...string) string {
 		return fmt.Sprintf("  %s:\n    peers: [192.0.2.2]\n    keys: [%s]\n", name, strings.Join(keys, ", "))
 	}
+	md5chain := func(name string, keys ...string) string {
+		return fmt.Sprintf("  %s:\n    peers: [192.0.2.2]\n    md5: {secret_b64: %q}\n    keys: [%s]\n", name, b64("md5-Chain-pw"), strings.Join(keys, ", "))
+	}
 	type hold struct {
 		what, reason, field string
 		lastGood            bool
@@ -95,6 +98,16 @@ func TestCacheHoldsWhatAReadLoses(t *testing.T) {
 		{name: "source fixed: the hold ends",
 			docs: []string{file(chain("core", k("k1", 1))), file(chain("core", bad("k1", 1))), file(chain("core", k("k1", 5)))},
 			keys: map[string][]string{"core": {"k1"}}},
+		{name: "a chain of TCP-MD5 peers without TCP-AO keys is not an emptied one",
+			docs: []string{file(md5chain("core"))},
+			keys: map[string][]string{"core": nil}},
+		{name: "TCP-AO keys removed from a chain that keeps its TCP-MD5 password leave",
+			docs: []string{file(md5chain("core", k("k1", 1))), file(md5chain("core"))},
+			keys: map[string][]string{"core": nil}},
+		{name: "a TCP-MD5 chain gone keeps its last good version",
+			docs:  []string{file(md5chain("core"), chain("other", k("o1", 7))), file(chain("other", k("o1", 7)))},
+			bound: []string{"core"},
+			keys:  map[string][]string{"core": nil, "other": {"o1"}}, holds: []hold{{"core", "chain-missing", "", true}}},
 		{name: "hold survives further bad reads",
 			docs: []string{file(chain("core", k("k1", 1))), file(chain("core")), file(chain("core")), file(chain("core"))},
 			keys: map[string][]string{"core": {"k1"}}, holds: []hold{{"core", "no-usable-key", "", true}}},
