@@ -161,3 +161,24 @@ func TestMD5PasswordReplace(t *testing.T) {
 		}
 	})
 }
+
+// A chain of TCP-MD5 peers without TCP-AO keys yet: the password goes on
+// the listener, the peer shows as tcp-md5, and nothing says the chain is
+// degraded or the peer has a key gap.
+func TestMD5OnlyChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e := newEnv(t, envOptions{})
+		e.src.setMD5(pw)
+		if err := e.d.RefreshKeys(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the password on the listener", func() bool { return slices.Equal(md5Of(t, e.lis, pw), []string{"192.0.2.2/32=" + pw}) })
+		e.dialMD5(pw)
+		e.quiet(5 * time.Second)
+		st := e.peerStatus()
+		if st.Auth != control.AuthMD5 || len(st.Warnings) != 0 {
+			t.Fatalf("status auth %q warnings %q", st.Auth, st.Warnings)
+		}
+	})
+}
