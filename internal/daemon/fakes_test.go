@@ -603,16 +603,3 @@ func (e *env) refreshWith(keys ...testKey) {
 		e.t.Fatal(err)
 	}
 }
-
-// AddMD5, DelMD5 and MD5Keys pass the socket's TCP-MD5 side through, as
-// the daemon's own wrappers do.
-func (c *countingSocket) AddMD5(k tcpao.MD5Key) error { c.wrote(); return tcpao.AddMD5(c.Socket, k) }
-func (c *countingSocket) DelMD5(r tcpao.MD5Ref) error { c.wrote(); return tcpao.DelMD5(c.Socket, r) }
-
-func (c *countingSocket) wrote() {
-	c.mu.Lock()
-	c.writes++
-	c.mu.Unlock()
-}
-
-func (c *countingSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(c.Socket) }
