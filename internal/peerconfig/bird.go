@@ -47,7 +47,7 @@ func (r *renderer) bird() {
 		if r.o.WithSecrets {
 			pw = strconv.Quote(string(r.l.MD5.Bytes()))
 		}
-		r.printf("\tpassword %s;\n", pw)
+		r.printf("\tauthentication md5;\n\tpassword %s;\n", pw)
 		return
 	}
 	if r.o.Migrate {

@@ -46,6 +46,9 @@ func TestBIRDParse(t *testing.T) {
 			if err != nil {
 				return fmt.Errorf("%s: %v: %s", bin, err, strings.TrimSpace(string(out)))
 			}
+			if strings.Contains(string(out), "assuming") {
+				return fmt.Errorf("%s warns: %s", bin, strings.TrimSpace(string(out))) // e.g. "Missing authentication option, assuming MD5"
+			}
 		}
 		return nil
 	}
