@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -124,11 +123,8 @@ func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[neti
 	want.AOCovers = func(a netip.Addr) bool {
 		return slices.ContainsFunc(ao, func(k tcpao.KeyInfo) bool { return k.Peer.Contains(a) || k.Peer.Contains(a.Unmap()) })
 	}
-	d.rec.mu.Lock()
-	mine := maps.Clone(d.rec.md5Mine)
-	d.rec.mu.Unlock()
 	want.Owns = func(k tcpao.MD5Info) bool {
-		if slices.Contains(mine[normPrefix(k.Peer)], k.Fingerprint) {
+		if d.owned.ownsMD5(normPrefix(k.Peer), k.Fingerprint) {
 			return true
 		}
 		if fp, ok := known[normPrefix(k.Peer)]; ok && fp == k.Fingerprint {
@@ -153,19 +149,11 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 		return nil
 	}
 	n, err := rotator.ApplyMD5(s, p.Ops)
-	d.rec.mu.Lock()
 	for _, op := range p.Ops[:n] {
 		if !op.Del {
-			if d.rec.md5Mine == nil {
-				d.rec.md5Mine = map[netip.Prefix][]tcpao.Fingerprint{}
-			}
-			pfx := normPrefix(op.Ref.Peer)
-			if fp := op.Key.Secret.Fingerprint(); !slices.Contains(d.rec.md5Mine[pfx], fp) {
-				d.rec.md5Mine[pfx] = slices.Concat(d.rec.md5Mine[pfx], []tcpao.Fingerprint{fp}) // a fresh slice: readers hold clones of the map
-			}
+			d.owned.recordMD5(normPrefix(op.Ref.Peer), op.Key.Secret.Fingerprint())
 		}
 	}
-	d.rec.mu.Unlock()
 	if err != nil {
 		d.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
 	} else if n > 0 {

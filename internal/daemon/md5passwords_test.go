@@ -195,3 +195,31 @@ func (c *countingSocket) wrote() {
 }
 
 func (c *countingSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(c.Socket) }
+
+// The passwords aokeyd installed stay aokeyd's across a restart (the
+// ownership record): a password changed in the source while aokeyd was
+// down is held back as a change of aokeyd's own key (not taken for a
+// speaker's), and aoctl replace --md5 applies it.
+func TestMD5OwnershipSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw1, pw2 = "md5-Password-one", "md5-Password-two"
+		e, k0 := md5Env(t, pw1)
+		e.stop()
+		mkt := k0.mkt()
+		e.src.setMD5(pw2, mkt)
+		mkt.Zero()
+		e.start("")
+		e.quiet(5 * time.Second)
+		st := e.peerStatus()
+		if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "changed in the key source: not applied") }) {
+			t.Fatalf("after the restart the changed password is not held as aokeyd's own: warnings %q", st.Warnings)
+		}
+		res, err := e.d.Replace(context.Background(), control.ReplaceRequest{Chain: chainName, MD5: true})
+		if err != nil || res.Failed() {
+			t.Fatalf("replace --md5 after a restart: %+v %v", res, err)
+		}
+		if got := md5Of(t, e.lis, pw1, pw2); !slices.Equal(got, []string{"192.0.2.2/32=" + pw2}) {
+			t.Fatalf("after the replace the listener has %v", got)
+		}
+	})
+}

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -84,9 +85,10 @@ type ledger struct {
 
 	mu        sync.Mutex
 	keys      map[ownKey]*ownRec
-	owners    map[int]*procOwner         // by pid
-	bootstrap bool                       // no usable record at start: known material is aokeyd's
-	known     map[tcpao.Fingerprint]bool // bootstrap: the key source's material
+	owners    map[int]*procOwner                   // by pid
+	bootstrap bool                                 // no usable record at start: known material is aokeyd's
+	known     map[tcpao.Fingerprint]bool           // bootstrap: the key source's material
+	md5       map[netip.Prefix][]tcpao.Fingerprint // TCP-MD5 passwords installed (owned_md5.go)
 	dirty     bool
 	timer     *time.Timer
 	writeErr  error
@@ -105,6 +107,7 @@ type ledgerFile struct {
 	// meaningless.
 	Check string      `json:"check"`
 	Keys  []ledgerRow `json:"keys"`
+	MD5   []md5Row    `json:"md5,omitempty"`
 }
 
 type ledgerRow struct {
@@ -176,6 +179,9 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 		k := ownKey{Proc: procID{r.PID, r.Start}, SendID: r.SendID, RecvID: r.RecvID}
 		copy(k.FP[:], fp)
 		l.keys[k] = &ownRec{Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+	}
+	if err := l.loadMD5(path, f.MD5); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -322,7 +328,7 @@ func (l *ledger) flush() error {
 		l.mu.Unlock()
 		return nil
 	}
-	f := ledgerFile{Version: 1, Check: checkValue()}
+	f := ledgerFile{Version: 1, Check: checkValue(), MD5: l.md5Rows()}
 	for k, r := range l.keys {
 		f.Keys = append(f.Keys, ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
 			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted})

@@ -49,16 +49,11 @@ type reconciler struct {
 	haveLast     bool
 	lastFull     time.Time
 	want         listenerWant
-	md5          md5Want // the listeners' TCP-MD5 passwords
-	md5Ever      bool    // a binding had a TCP-MD5 password: read the listeners' MD5 keys
-	// md5Mine are the passwords (fingerprints) aokeyd installed, by
-	// prefix: an installed key with one of them is aokeyd's even once
-	// the source holds another. Written by the reconcile goroutine under
-	// mu (a plan reads it).
-	md5Mine map[netip.Prefix][]tcpao.Fingerprint
-	frozen  []frozenRange // bindings whose listener keys are not deleted
-	retry   bool          // some desired state failed: recompute at the next full pass
-	raised  raiseState    // the last RaiseOptMem outcome
+	md5          md5Want       // the listeners' TCP-MD5 passwords
+	md5Ever      bool          // a binding had a TCP-MD5 password: read the listeners' MD5 keys
+	frozen       []frozenRange // bindings whose listener keys are not deleted
+	retry        bool          // some desired state failed: recompute at the next full pass
+	raised       raiseState    // the last RaiseOptMem outcome
 
 	mu       sync.Mutex
 	nextPass time.Time         // the policy's next time boundary
