@@ -26,14 +26,19 @@ import (
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
-// The fleet lab: six gobgpd routers, each started through `aokeyd exec`
+// The fleet lab: eight gobgpd routers, each started through `aokeyd exec`
 // with its own aokeyd (keys from its own prefix in one Vault, fleet status
 // published to secret/aokeyd/fleet), in a ring of sessions both of whose
 // ends connect actively; and two BIRD routers hanging off g1 and g4
-// (passive neighbors there). Eight routers, eight links, every one TCP-AO.
+// (passive neighbors there). Ten routers, ten links, every one TCP-AO.
 // BIRD publishes nothing: its links are one-ended in the fleet view.
 
 const fleetRefresh = time.Second
+
+// aokeydRouters is how many of the fleet's routers run aokeyd (a ring of
+// gobgpd routers; an even number, so that every ring link pairs an odd
+// and an even router).
+const aokeydRouters = 8
 
 type fleetLink struct {
 	a, b string // router names; b may be a BIRD router
@@ -41,8 +46,9 @@ type fleetLink struct {
 }
 
 var fleetLinks = []fleetLink{
-	{"g1", "g2", 1}, {"g2", "g3", 2}, {"g3", "g4", 3}, {"g4", "g5", 4}, {"g5", "g6", 5}, {"g6", "g1", 6},
-	{"g1", "b1", 7}, {"g4", "b2", 8},
+	{"g1", "g2", 1}, {"g2", "g3", 2}, {"g3", "g4", 3}, {"g4", "g5", 4}, {"g5", "g6", 5}, {"g6", "g7", 6},
+	{"g7", "g8", 7}, {"g8", "g1", 8},
+	{"g1", "b1", 9}, {"g4", "b2", 10},
 }
 
 func linkAddrs(n int) (netip.Addr, netip.Addr) {
@@ -51,7 +57,7 @@ func linkAddrs(n int) (netip.Addr, netip.Addr) {
 
 // fleetKey is one key of every router's chain "core"; the odd routers send
 // with ids[0] and receive ids[1], the even ones (and the BIRD ends of odd
-// routers) the mirror image. The ring has six routers, so every link pairs
+// routers) the mirror image. The ring has an even number of routers, so every link pairs
 // an odd and an even router.
 type fleetKey struct {
 	name  string
@@ -106,9 +112,9 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	lagKey := fleetKey{"k2", [2]uint8{21, 22}, 0, 203}
 
 	routers := map[string]*fleetRouter{}
-	names := []string{"g1", "g2", "g3", "g4", "g5", "g6", "b1", "b2"}
+	names := []string{"g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8", "b1", "b2"}
 	for i, n := range names {
-		routers[n] = &fleetRouter{name: n, odd: i%2 == 0 && i < 6, ns: netns.New(t, lab.NSName(t, n)), dir: t.TempDir(), as: uint32(65101 + i)}
+		routers[n] = &fleetRouter{name: n, odd: i%2 == 0 && i < aokeydRouters, ns: netns.New(t, lab.NSName(t, n)), dir: t.TempDir(), as: uint32(65101 + i)}
 	}
 	for _, l := range fleetLinks {
 		a, b := routers[l.a], routers[l.b]
@@ -140,7 +146,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(v.RootToken()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gobgp := names[:6]
+	gobgp := names[:aokeydRouters]
 	nbrs := map[string][]lab.Neighbor{}
 	for _, n := range gobgp {
 		writeChain(routers[n], keys)
@@ -204,8 +210,8 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 				}
 			}
 		}
-		if two != 6 || one != 2 {
-			bad = append(bad, fmt.Sprintf("%d two-ended and %d one-ended links, want 6 and 2", two, one))
+		if two != aokeydRouters || one != 2 {
+			bad = append(bad, fmt.Sprintf("%d two-ended and %d one-ended links, want %d and 2", two, one, aokeydRouters))
 		}
 		return len(bad) == 0, strings.Join(bad, "; ")
 	})
