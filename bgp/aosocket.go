@@ -47,13 +47,9 @@ func (s aoSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 
 // AddMD5 and DelMD5 are TCP_MD5SIG_EXT on the borrowed descriptor.
 func (s aoSocket) AddMD5(k tcpao.MD5Key) error {
-	return s.h.Do(func(fd int) error { return mustMD5(tcpao.FromFD(fd)).AddMD5(k) })
+	return s.h.Do(func(fd int) error { return tcpao.AddMD5(tcpao.FromFD(fd), k) })
 }
 
 func (s aoSocket) DelMD5(r tcpao.MD5Ref) error {
-	return s.h.Do(func(fd int) error { return mustMD5(tcpao.FromFD(fd)).DelMD5(r) })
+	return s.h.Do(func(fd int) error { return tcpao.DelMD5(tcpao.FromFD(fd), r) })
 }
-
-// mustMD5 is the TCP-MD5 side of a socket from tcpao.FromFD, which has
-// one on every platform (failing closed off Linux).
-func mustMD5(s tcpao.Socket) tcpao.MD5Socket { return s.(tcpao.MD5Socket) }

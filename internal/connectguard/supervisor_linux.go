@@ -217,99 +217,72 @@ func (s *Supervisor) report(ev Event, start time.Time) {
 // installMD5 duplicates connect()'s socket out of process pid and puts the
 // TCP-MD5 password on it.
 func (s *Supervisor) installMD5(n *seccompNotif, pid int, k tcpao.MD5Key) (Outcome, error) {
-	var out Outcome
-	err := s.borrow(n, pid, func(sock tcpao.Socket) error {
+	return s.borrow(n, pid, func(sock tcpao.Socket, sockfd int) (Outcome, error) {
 		if _, err := sock.Info(); err == nil {
-			out = AlreadyKeyed // TCP-AO on it already: a repeated connect
-			return nil
+			return AlreadyKeyed, nil // TCP-AO on it already: a repeated connect
 		}
-		m, err := tcpao.MD5(sock)
-		if err != nil {
-			out = Denied
-			return err
+		if err := tcpao.AddMD5(sock, k); err != nil {
+			return Denied, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
 		}
-		if err := m.AddMD5(k); err != nil {
-			out = Denied
-			return fmt.Errorf("pid %d fd %d: %w", pid, int(n.Data.Args[0]), err)
-		}
-		out = Keyed
-		return nil
-	}, &out)
-	return out, err
-}
-
-// borrow runs f on a duplicate of connect()'s socket out of process pid;
-// out is set to Gone or Continued when there is none to run it on.
-func (s *Supervisor) borrow(n *seccompNotif, pid int, f func(tcpao.Socket) error, out *Outcome) error {
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		*out = Gone
-		return fmt.Errorf("pidfd_open pid %d: %w", pid, err)
-	}
-	defer unix.Close(pidfd)
-	if !idValid(s.fd, n.ID) {
-		*out = Gone
-		return nil
-	}
-	fd, err := unix.PidfdGetfd(pidfd, int(n.Data.Args[0]), 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			*out = Gone
-			return nil
-		}
-		*out = Continued
-		return nil
-	}
-	defer unix.Close(fd)
-	if typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
-		*out = Continued
-		return nil
-	}
-	return f(s.opts.Socket(fd))
+		return Keyed, nil
+	})
 }
 
 // install duplicates connect()'s socket out of process pid and adds the
-// keys to it, Current_key and RNext_key as asked.
+// keys to it, Current_key and RNext_key as asked. It also returns how
+// many keys it added.
 func (s *Supervisor) install(n *seccompNotif, pid int, keys []tcpao.Key, current, rnext uint8) (Outcome, int, error) {
+	added := 0
+	out, err := s.borrow(n, pid, func(sock tcpao.Socket, sockfd int) (Outcome, error) {
+		if _, err := sock.Info(); err == nil {
+			return AlreadyKeyed, nil
+		} else if !errors.Is(err, unix.ENOENT) {
+			return Denied, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
+		}
+		if len(keys) == 0 {
+			return Denied, fmt.Errorf("pid %d fd %d: managed peer without keys", pid, sockfd)
+		}
+		for _, k := range keys {
+			o := tcpao.AddOptions{SetCurrent: k.SendID == current, SetRNext: k.RecvID == rnext}
+			if err := sock.AddKey(k, o); err != nil {
+				return Denied, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
+			}
+			added++
+		}
+		return Keyed, nil
+	})
+	return out, added, err
+}
+
+// borrow runs f on a duplicate of connect()'s socket (the thread's fd
+// sockfd) out of process pid and returns its outcome; Gone when the
+// process or the connect is gone, Continued when there is no TCP socket
+// to key (a bad fd, which the kernel reports itself; UDP).
+func (s *Supervisor) borrow(n *seccompNotif, pid int, f func(sock tcpao.Socket, sockfd int) (Outcome, error)) (Outcome, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return Gone, 0, fmt.Errorf("pidfd_open pid %d: %w", pid, err)
+		return Gone, fmt.Errorf("pidfd_open pid %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
 	// pid came from /proc/<tid>/status: if the thread is still in this
 	// connect, pid was not recycled and pidfd names its process.
 	if !idValid(s.fd, n.ID) {
-		return Gone, 0, nil
+		return Gone, nil
 	}
 	sockfd := int(n.Data.Args[0])
 	fd, err := unix.PidfdGetfd(pidfd, sockfd, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return Gone, 0, nil
+			return Gone, nil
 		}
 		// EBADF: connect() on a bad fd; let the kernel say so.
-		return Continued, 0, nil
+		return Continued, nil
 	}
 	defer unix.Close(fd)
 	if typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
-		return Continued, 0, nil // not TCP (UDP "connect" to a BGP port, not a socket): untouched
+		return Continued, nil // not TCP (UDP "connect" to a BGP port, not a socket): untouched
 	}
-	sock := s.opts.Socket(fd)
-	if _, err := sock.Info(); err == nil {
-		return AlreadyKeyed, 0, nil
-	} else if !errors.Is(err, unix.ENOENT) {
-		return Denied, 0, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
-	}
-	if len(keys) == 0 {
-		return Denied, 0, fmt.Errorf("pid %d fd %d: managed peer without keys", pid, sockfd)
-	}
-	for i, k := range keys {
-		o := tcpao.AddOptions{SetCurrent: k.SendID == current, SetRNext: k.RecvID == rnext}
-		if err := sock.AddKey(k, o); err != nil {
-			return Denied, i, fmt.Errorf("pid %d fd %d: %w", pid, sockfd, err)
-		}
-	}
-	return Keyed, len(keys), nil
+	return f(s.opts.Socket(fd), sockfd)
 }
 
 // tgid is the process (thread-group) id of thread tid, from

@@ -191,20 +191,12 @@ func (q *seq) md5(s *dsock) {
 	}
 	if q.rng.IntN(3) == 0 {
 		q.do(fmt.Sprintf("%s.DelMD5(%v)", s, r), func(_ Stack, side func(*dsock) tcpao.Socket) string {
-			m, err := tcpao.MD5(side(s))
-			if err != nil {
-				return errClass(err)
-			}
-			return errClass(m.DelMD5(r))
+			return errClass(tcpao.DelMD5(side(s), r))
 		})
 		return
 	}
 	pw := []string{"md5-one", "md5-two"}[q.rng.IntN(2)]
 	q.do(fmt.Sprintf("%s.AddMD5(%v %s)", s, r, pw), func(_ Stack, side func(*dsock) tcpao.Socket) string {
-		m, err := tcpao.MD5(side(s))
-		if err != nil {
-			return errClass(err)
-		}
-		return errClass(m.AddMD5(tcpao.MD5Key{MD5Ref: r, Secret: tcpao.NewSecret([]byte(pw))}))
+		return errClass(tcpao.AddMD5(side(s), tcpao.MD5Key{MD5Ref: r, Secret: tcpao.NewSecret([]byte(pw))}))
 	})
 }
