@@ -144,11 +144,19 @@ func PlanMD5(d MD5Desired, have []tcpao.MD5Info) MD5Plan {
 // no ifindex, which sock_diag does not show (two VRFs' keys for one
 // prefix on one listener are one key to the planner).
 func normMD5(r tcpao.MD5Ref) tcpao.MD5Ref {
-	if a := r.Peer.Addr(); a.Is4In6() {
-		r.Peer = netip.PrefixFrom(a.Unmap(), r.Peer.Bits())
-	}
+	r.Peer = MD5Prefix(r.Peer)
 	r.IfIndex = 0
 	return r
+}
+
+// MD5Prefix is a TCP-MD5 key's peer prefix as the kernel keeps it: an
+// IPv4-mapped address unmapped (its length already counts IPv4 bits, as
+// tcpao spells an IPv4 peer on an IPv6 socket).
+func MD5Prefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() {
+		return netip.PrefixFrom(a.Unmap(), p.Bits())
+	}
+	return p
 }
 
 // ApplyMD5 runs a plan's operations on s in order; it stops at the first

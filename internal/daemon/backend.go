@@ -309,8 +309,10 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		rep.Plan = append(rep.Plan, holdPlanLine(h))
 	}
 	var in []rotator.Input
-	v4, v6, _, _, frozen := d.listenerDesired(snap, now)
+	md5 := newMD5Want()
+	v4, v6, _, _, frozen := d.listenerDesired(snap, now, &md5)
 	defer zeroDesired(v4, v6)
+	defer md5.zero()
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 		for _, h := range hs {
@@ -346,7 +348,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		return rep, err
 	}
 	rep.Plan = append(rep.Plan, lines...)
-	rep.Plan = append(rep.Plan, d.md5PlanLines(ctx, snap, now)...)
+	rep.Plan = append(rep.Plan, d.md5PlanLines(ctx, md5)...)
 	for _, r := range d.migr.All() {
 		switch r.Step {
 		case migrate.Prepared:

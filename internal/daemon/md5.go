@@ -14,7 +14,6 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/migrate"
-	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -48,42 +47,40 @@ func (w md5Want) zero() {
 // md5Peer reports whether the peer's binding makes it a TCP-MD5 peer.
 func md5Peer(pk policy.PeerKeys) bool { return pk.MD5 != nil }
 
-// listenerMD5 is the listeners' TCP-MD5 desired state: every binding's
-// password, for the binding's neighbor address or prefix, with its own
-// copy of the password.
-func (d *Daemon) listenerMD5(snap *keystore.Snapshot, now time.Time) md5Want {
-	w := md5Want{known: map[netip.Prefix]tcpao.Fingerprint{}}
-	pol := d.policy()
-	for _, b := range pol.Bindings() {
-		idx, err := ifIndex(b.VRF)
-		if err != nil {
-			continue // listenerDesired says why
-		}
-		dst := &w.v6
-		if b.Neighbor.Addr().Is4() {
-			dst = &w.v4
-		}
-		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-		if err == nil && pk.MD5 != nil {
-			w.known[normPrefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
-		}
-		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step == migrate.Done && b.Neighbor.IsSingleIP() {
-			// Its session ran TCP-AO: the password may leave.
-			dst.Retire = append(dst.Retire, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
-			continue
-		}
-		if err != nil || !md5Peer(pk) {
-			continue
-		}
-		dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
-		d.ops.mu.Lock()
-		fp, approved := d.ops.md5Approved[normPrefix(b.Neighbor)]
-		d.ops.mu.Unlock()
-		if approved && fp == pk.MD5.Secret.Fingerprint() {
-			dst.ApproveChange = append(dst.ApproveChange, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
-		}
+func newMD5Want() md5Want { return md5Want{known: map[netip.Prefix]tcpao.Fingerprint{}} }
+
+// addBinding adds binding b's part of the listeners' TCP-MD5 desired
+// state, from its policy answer pk (err: none could be computed): its
+// password (a copy), for the binding's neighbor address or prefix, or its
+// retirement once its migration is done. listenerDesired calls it for
+// each binding, beside the binding's TCP-AO keys.
+func (d *Daemon) addMD5Binding(w *md5Want, b policy.Binding, pk policy.PeerKeys, err error) {
+	idx, ierr := ifIndex(b.VRF)
+	if ierr != nil {
+		return // listenerDesired says why
 	}
-	return w
+	dst := &w.v6
+	if b.Neighbor.Addr().Is4() {
+		dst = &w.v4
+	}
+	if err == nil && pk.MD5 != nil {
+		w.known[rotator.MD5Prefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
+	}
+	if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step == migrate.Done && b.Neighbor.IsSingleIP() {
+		// Its session ran TCP-AO: the password may leave.
+		dst.Retire = append(dst.Retire, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
+		return
+	}
+	if err != nil || !md5Peer(pk) {
+		return
+	}
+	dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
+	d.ops.mu.Lock()
+	fp, approved := d.ops.md5Approved[rotator.MD5Prefix(b.Neighbor)]
+	d.ops.mu.Unlock()
+	if approved && fp == pk.MD5.Secret.Fingerprint() {
+		dst.ApproveChange = append(dst.ApproveChange, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
+	}
 }
 
 // md5WantOf is one listening socket's TCP-MD5 desired state, chosen as
@@ -124,14 +121,14 @@ func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[neti
 		return slices.ContainsFunc(ao, func(k tcpao.KeyInfo) bool { return k.Peer.Contains(a) || k.Peer.Contains(a.Unmap()) })
 	}
 	want.Owns = func(k tcpao.MD5Info) bool {
-		if d.owned.ownsMD5(normPrefix(k.Peer), k.Fingerprint) {
+		if d.owned.ownsMD5(rotator.MD5Prefix(k.Peer), k.Fingerprint) {
 			return true
 		}
-		if fp, ok := known[normPrefix(k.Peer)]; ok && fp == k.Fingerprint {
+		if fp, ok := known[rotator.MD5Prefix(k.Peer)]; ok && fp == k.Fingerprint {
 			return true
 		}
 		return slices.ContainsFunc(want.Keys, func(w tcpao.MD5Key) bool {
-			return normPrefix(w.Peer) == normPrefix(k.Peer) && w.Secret.Fingerprint() == k.Fingerprint
+			return rotator.MD5Prefix(w.Peer) == rotator.MD5Prefix(k.Peer) && w.Secret.Fingerprint() == k.Fingerprint
 		})
 	}
 	return rotator.PlanMD5(want, have), nil
@@ -151,7 +148,7 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	n, err := rotator.ApplyMD5(s, p.Ops)
 	for _, op := range p.Ops[:n] {
 		if !op.Del {
-			d.owned.recordMD5(normPrefix(op.Ref.Peer), op.Key.Secret.Fingerprint())
+			d.owned.recordMD5(rotator.MD5Prefix(op.Ref.Peer), op.Key.Secret.Fingerprint())
 		}
 	}
 	if err != nil {
@@ -163,14 +160,6 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 		d.log.Debug("listener TCP-MD5 key held", "socket", h.Ref().String(), "key", x.Ref.String(), "reason", x.Why.String())
 	}
 	return p.Held
-}
-
-// normPrefix is p with an IPv4-mapped address unmapped.
-func normPrefix(p netip.Prefix) netip.Prefix {
-	if a := p.Addr(); a.Is4In6() {
-		return netip.PrefixFrom(a.Unmap(), p.Bits())
-	}
-	return p
 }
 
 // md5Warning says what a held TCP-MD5 key means for its peer and what to
@@ -209,11 +198,9 @@ func (d *Daemon) md5Warnings(peer netip.Addr) []string {
 }
 
 // md5PlanLines are the TCP-MD5 part of aoctl plan: each listener's
-// planned MD5 operations and held keys, as the listener sync would plan
-// them now.
-func (d *Daemon) md5PlanLines(ctx context.Context, snap *keystore.Snapshot, now time.Time) []string {
-	w := d.listenerMD5(snap, now)
-	defer w.zero()
+// planned MD5 operations and held keys against w (listenerDesired's), as
+// the listener sync would plan them now.
+func (d *Daemon) md5PlanLines(ctx context.Context, w md5Want) []string {
 	hs, err := d.tracker.Listeners(ctx)
 	if err != nil {
 		return nil
@@ -275,7 +262,7 @@ func (d *Daemon) replaceMD5(ctx context.Context, req control.ReplaceRequest) (co
 		if err != nil || !md5Peer(pk) || pk.SourceChain != req.Chain {
 			continue
 		}
-		d.ops.md5Approved[normPrefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
+		d.ops.md5Approved[rotator.MD5Prefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
 		peers = append(peers, b)
 	}
 	d.ops.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -155,17 +156,14 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 // is degraded, no step is taken (the listener keeps both kinds, frozen).
 func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time {
 	var next time.Time
-	recs := d.migr.All()
+	recs := slices.DeleteFunc(d.migr.All(), func(r migrate.Record) bool { return r.Step != migrate.Prepared && r.Step != migrate.Switching })
 	if len(recs) == 0 {
-		return next
+		return next // every pass, the idle ones too: nothing read while nothing migrates
 	}
 	snap, release := d.shared()
 	defer release()
 	sourceDown := d.o.Keys.Status().LastError != nil
 	for _, r := range recs {
-		if r.Step != migrate.Prepared && r.Step != migrate.Switching {
-			continue
-		}
 		if snap == nil || sourceDown {
 			d.noteHeld(r, "the key source's last read failed")
 			continue
@@ -300,6 +298,9 @@ func (d *Daemon) MigrationFollowWanted() bool {
 	if snap == nil {
 		return false
 	}
+	if !anyMD5(snap) {
+		return false // no TCP-MD5 password anywhere: no binding's policy is computed
+	}
 	pol, now := d.policy(), d.o.Clock.Now()
 	for _, b := range pol.Bindings() {
 		if !b.Neighbor.IsSingleIP() {
@@ -309,6 +310,16 @@ func (d *Daemon) MigrationFollowWanted() bool {
 			continue
 		}
 		if pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now); err == nil && md5Peer(pk) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyMD5 reports whether any chain of snap holds a TCP-MD5 password.
+func anyMD5(snap *keystore.Snapshot) bool {
+	for _, c := range snap.Chains {
+		if c.MD5 != nil {
 			return true
 		}
 	}

@@ -109,24 +109,29 @@ func newest(pk policy.PeerKeys) int {
 }
 
 // listenerDesired is the key set of the speaker's listening sockets: every
-// binding's desired keys, for the binding's neighbor address or prefix;
+// binding's desired keys, for the binding's neighbor address or prefix
+// (and, into md5 when not nil, its TCP-MD5 part: addMD5Binding);
 // incomplete when a binding's keys could not be computed. frozen are the
 // bindings whose installed keys must stay: their keys could not be
 // computed, or their chain is degraded in the key source (see lossy.go).
-func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6 rotator.Desired, next time.Time, incomplete bool, frozen []frozenRange) {
+func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md5Want) (v4, v6 rotator.Desired, next time.Time, incomplete bool, frozen []frozenRange) {
 	v4 = rotator.Desired{Kind: rotator.Listening}
 	v6 = rotator.Desired{Kind: rotator.Listening}
 	pol := d.policy()
 	for _, b := range pol.Bindings() {
 		// A migrating peer's keys sit at its migration's prefix: that is
 		// what a freeze keeps.
+		prefix, migrating := d.migrationPrefix(b)
 		fb := b
-		fb.Neighbor, _ = d.migrationPrefix(b)
+		fb.Neighbor = prefix
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err == nil && b.Neighbor.IsSingleIP() {
 			// A peer-scoped revocation covers the peer's own listener
 			// entry, not a prefix binding's, which other peers share.
 			d.revoked.scope(&pk, b.Neighbor.Addr(), b.VRF)
+		}
+		if md5 != nil {
+			d.addMD5Binding(md5, b, pk, err)
 		}
 		if err != nil {
 			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
@@ -151,11 +156,10 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time) (v4, v6
 		if b.Neighbor.Addr().Is4() {
 			dst = &v4
 		}
-		prefix, migrating := d.migrationPrefix(b)
 		one := desired.Socket(pk, snap, prefix, idx, -1, "", rotator.Listening)
 		if md5Peer(pk) && !migrating {
 			// A TCP-MD5 peer: its password goes on the listener
-			// (listenerMD5), none of its chain's TCP-AO keys.
+			// (addMD5Binding), none of its chain's TCP-AO keys.
 			for _, k := range one.Keys {
 				k.Secret.Zero()
 			}
@@ -300,12 +304,13 @@ func (d *Daemon) due(boundary time.Time) time.Time {
 // listenerWant recomputes the listeners' desired keys into the cache the
 // full passes sync against, and returns the first policy time boundary.
 func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
-	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now)
+	md5 := newMD5Want()
+	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now, &md5)
 	d.rec.retry = d.rec.retry || incomplete || len(frozen) > 0
 	d.logFrozen(frozen)
 	d.dropListenerWant()
 	d.rec.want, d.rec.frozen = listenerWant{v4, v6}, frozen
-	d.rec.md5 = d.listenerMD5(snap, now)
+	d.rec.md5 = md5
 	d.rec.md5Ever = d.rec.md5Ever || len(d.rec.md5.v4.Keys)+len(d.rec.md5.v6.Keys)+len(d.rec.md5.v4.Retire)+len(d.rec.md5.v6.Retire) > 0
 	return next
 }
