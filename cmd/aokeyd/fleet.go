@@ -91,9 +91,8 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 		Revoke:        d.RevokeFleet,
 		Follow:        follow,
 		FollowWanted:  followWanted,
-
-		Logger:  log.With("piece", "fleet"),
-		Metrics: m,
+		Logger:        log.With("piece", "fleet"),
+		Metrics:       m,
 	})
 	w.p.Store(p)
 	return supervise.Runnable{Name: "fleet", Run: p.Run}, nil
