@@ -69,6 +69,17 @@ func (e *env) sessionOn(c *tcpaotest.Sock) {
 	e.established()
 }
 
+// preparedEnv is md5Env with the peer's migration prepared now (a 30 s
+// bound) and its TCP-AO key beside TCP-MD5 on the listener.
+func preparedEnv(t *testing.T, pw string) *env {
+	e, _ := md5Env(t, pw)
+	if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+	return e
+}
+
 // tryDial reports whether a SYN from the peer, keyed by prep, is taken by
 // the listener.
 func (e *env) tryDial(prep func(*tcpaotest.Sock) error) bool {
@@ -198,11 +209,7 @@ func TestMigrateMD5ToAO(t *testing.T) {
 func TestMigrateRollback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const pw = "md5-Password-one"
-		e, _ := md5Env(t, pw)
-		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(30 * time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+		e := preparedEnv(t, pw)
 		time.Sleep(31 * time.Second)
 		e.waitFor("the roll-back", func() bool {
 			st := e.peerStatus()
@@ -233,11 +240,7 @@ func TestMigrateRollback(t *testing.T) {
 func TestMigrateHoldsOnSourceFault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const pw = "md5-Password-one"
-		e, _ := md5Env(t, pw)
-		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(30 * time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+		e := preparedEnv(t, pw)
 		e.src.fail(errors.New("vault sealed"))
 		_ = e.d.RefreshKeys(context.Background()) // fails: the cache keeps its snapshot
 		time.Sleep(2 * time.Minute)
