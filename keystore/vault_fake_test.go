@@ -99,6 +99,29 @@ func TestVaultDeniedPathKeepsLastGood(t *testing.T) {
 	keepsSnapshot(t, c, "permission denied")
 }
 
+// A Vault whose storage errs (500) on the source's path, and a Deny
+// lifted with Undeny: the last good snapshot holds, then the new version
+// is read.
+func TestVaultServerErrorKeepsLastGood(t *testing.T) {
+	e, _, c := seeded(t, rootAuth)
+	sec := loadSecrets(t)
+	mustWrite(t, e.rootSource(t), "core", chainJSON(t, []string{"192.0.2.2"}, key("k1", 1, 2, sec[0]), key("k2", 3, 4, sec[1])), 1)
+	e.fake.Fail("secret/", 500)
+	e.fake.Deny("secret/data/aokeyd/chains/core")
+	keepsSnapshot(t, c, "internal error")
+	e.fake.Fail("secret/", 0)
+	keepsSnapshot(t, c, "permission denied")
+	e.fake.Undeny("secret/data/aokeyd/chains/core")
+	if _, err := c.Refresh(context.Background()); err != nil {
+		t.Fatalf("refresh after Undeny and Fail(0): %v", err)
+	}
+	s := c.Current()
+	defer s.Zero()
+	if _, ok := s.Chains["core"].Key("k2"); !ok {
+		t.Fatal("the new version was not read once Vault answered again")
+	}
+}
+
 func TestVaultStaticTokenExpiryKeepsLastGood(t *testing.T) {
 	synctest.Test(t, testVaultStaticTokenExpiryKeepsLastGood)
 }

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +95,7 @@ type Server struct {
 	roles    map[string]*appRole // by role_id
 	kv       map[string]*kvEntry // namespace + "\x00" + mount + "/" + path
 	deny     []string
+	fails    map[string]int           // path prefix -> HTTP status answered instead
 	delays   map[string]time.Duration // path prefix -> how long it takes
 	requests []Request
 	seq      int
@@ -224,6 +226,32 @@ func (s *Server) Delay(prefix string, d time.Duration) {
 		delete(s.delays, prefix)
 	} else {
 		s.delays[prefix] = d
+	}
+}
+
+// Undeny removes one Deny of prefix (others, and Denies of other
+// prefixes, stay).
+func (s *Server) Undeny(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.deny, prefix); i >= 0 {
+		s.deny = slices.Delete(s.deny, i, i+1)
+	}
+}
+
+// Fail makes requests whose path (without /v1/) starts with prefix fail
+// with status (a 500 as a Vault whose storage backend errs answers);
+// status 0 removes it.
+func (s *Server) Fail(prefix string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails == nil {
+		s.fails = map[string]int{}
+	}
+	if status == 0 {
+		delete(s.fails, prefix)
+	} else {
+		s.fails[prefix] = status
 	}
 }
 
@@ -413,6 +441,11 @@ func (s *Server) route(r *http.Request, method, path, ns string) reply {
 	for _, d := range s.deny {
 		if strings.HasPrefix(path, d) {
 			return errReply(http.StatusForbidden, "permission denied")
+		}
+	}
+	for p, st := range s.fails {
+		if strings.HasPrefix(path, p) {
+			return errReply(st, "1 error occurred:\n\t* internal error (vaulttest.Fail)\n\n")
 		}
 	}
 	switch path {
