@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/config"
@@ -155,6 +156,10 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	defer cache.Close()
 
 	reg := prometheus.NewRegistry()
+	// The Go runtime's and the process's own series (go_goroutines,
+	// process_resident_memory_bytes, ...): what an operator (and the
+	// chaos run's leak check) watches a long-lived daemon by.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg)
 	if err != nil {
 		return err
