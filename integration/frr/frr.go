@@ -41,6 +41,9 @@ type Neighbor struct {
 	Addr    netip.Addr
 	AS      uint32
 	Passive bool
+	// Local is the neighbor's update-source (invalid: Config.LocalAddr),
+	// for a router with a link of its own to each neighbor.
+	Local netip.Addr
 }
 
 // Config is router A's bgpd configuration.
@@ -74,7 +77,7 @@ router bgp {{$.AS}}{{if $vrf}} vrf {{$vrf}}{{end}}
  timers bgp {{$.Keepalive}} {{$.Hold}}
 {{- range $.Neighbors}}
  neighbor {{.Addr}} remote-as {{.AS}}
- neighbor {{.Addr}} update-source {{$.LocalAddr}}
+ neighbor {{.Addr}} update-source {{if .Local.IsValid}}{{.Local}}{{else}}{{$.LocalAddr}}{{end}}
  neighbor {{.Addr}} timers connect 1
  neighbor {{.Addr}} advertisement-interval 0
 {{- if .Passive}}

@@ -286,10 +286,6 @@ func logLines(path string, n int) string {
 	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
 
-// wrapScript is the bgpd_wrap the README documents (docs/frr-bgpd-wrap.sh),
-// from the package directory the tests run in.
-const wrapScript = "../../docs/frr-bgpd-wrap.sh"
-
 // wrapOptions start bgpd the way FRR's init script and watchfrr do with
 // bgpd_wrap set to the documented wrapper: under `aokeyd exec` on socket
 // cg, the launcher's output in dir.

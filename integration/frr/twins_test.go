@@ -181,8 +181,8 @@ key_chains:
 	l.ctl = a.ctl
 	cfg := Config{AS: asA, RouterID: twinA, LocalAddr: twinA, Routes: routesA,
 		Neighbors: []Neighbor{{Addr: twinB, AS: asB, Passive: true}}, VRFs: []string{"red", "blue"}}
-	l.frr = watchfrrRouter(t, na, l.dir, pathspace, cfg, cg)
-	waitUp(t, l.frr)
+	l.frr = StartWatchfrr(t, na, l.dir, pathspace, cfg, cg)
+	l.frr.WaitUp(t)
 	for _, tw := range []*twin{l.red, l.blue} {
 		tw.bird = bird.Start(t, tw.ns, twinBird(tw.keys))
 	}

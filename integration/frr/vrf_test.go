@@ -69,8 +69,8 @@ func TestFRRVRF(t *testing.T) {
 
 	cfg := frrConfig(true)
 	cfg.VRF = vrf
-	r := watchfrrRouter(t, na, dir, pathspace, cfg, cg)
-	waitUp(t, r)
+	r := StartWatchfrr(t, na, dir, pathspace, cfg, cg)
+	r.WaitUp(t)
 	l := &birdLab{t: t, dir: dir, frr: r, aokeyd: a, bird: bird.Start(t, nb, birdConfig([]key{k1}, false))}
 	s := l.waitEstablished(90 * time.Second)
 	if p := l.peer(); p.VRF != vrf {
