@@ -1,6 +1,8 @@
 package rotator
 
 import (
+	"slices"
+
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -111,6 +113,13 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	p.emitAdds(adds)
 	p.emitInfo(o)
 	p.emitDeletes()
+	if mutantRevokeSkipsListener && p.listen {
+		p.sp.Ops = slices.DeleteFunc(p.sp.Ops, func(op Op) bool {
+			return op.Kind == OpDel && slices.ContainsFunc(d.Revoked, func(r tcpao.KeyRef) bool {
+				return r.SendID == op.Del.SendID && r.RecvID == op.Del.RecvID
+			})
+		})
+	}
 	return p.sp
 }
 

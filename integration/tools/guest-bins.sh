@@ -6,8 +6,11 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # Per checkout (bin/ is ignored by git): two checkouts testing at once must
-# not overwrite each other's daemon.
-out=$repo/bin/guest
+# not overwrite each other's daemon. AOKEYD_BUILD_TAGS builds aokeyd and
+# aoctl with those tags, into a directory of their own (make chaos-mutant's
+# deliberately broken aokeyd never replaces the real one).
+tags=${AOKEYD_BUILD_TAGS:-}
+out=$repo/bin/guest${tags:+-${tags//[^a-z0-9_]/_}}
 mkdir -p "$out"
 bins=()
 if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/gobgpd.sh" ]; then
@@ -16,7 +19,7 @@ if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/g
 fi
 for c in aokeyd aoctl; do
 	if [ -d "$repo/cmd/$c" ] && ls "$repo/cmd/$c"/*.go >/dev/null 2>&1; then
-		(cd "$repo" && CGO_ENABLED=0 go build -o "$out/$c" "./cmd/$c")
+		(cd "$repo" && CGO_ENABLED=0 go build ${tags:+-tags "$tags"} -o "$out/$c" "./cmd/$c")
 		bins+=("$out/$c")
 	fi
 done

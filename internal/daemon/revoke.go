@@ -145,11 +145,13 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	pol := d.policy()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // listeners, by their owner, the reconcile goroutine
-		defer wg.Done()
-		d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), ids: ids, scope: scope, vrf: vrf, add: add})
-	}()
+	if !mutantRevokeSkipsListener {
+		wg.Add(1)
+		go func() { // listeners, by their owner, the reconcile goroutine
+			defer wg.Done()
+			d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), ids: ids, scope: scope, vrf: vrf, add: add})
+		}()
+	}
 	var ps []*peerState
 	for _, p := range d.peerList() {
 		if p.handle == nil {
