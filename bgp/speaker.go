@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -25,6 +26,19 @@ const (
 )
 
 var stateNames = [...]string{"unknown", "idle", "connect", "active", "opensent", "openconfirm", "established"}
+
+// ParseSessionState reads a speaker's own name of an FSM state ("Established",
+// "OpenSent", "idle"), case-insensitively; anything else is StateUnknown.
+// Status and the fleet document speak only String's names, whatever the
+// speaker.
+func ParseSessionState(name string) SessionState {
+	for i, n := range stateNames {
+		if strings.EqualFold(n, name) {
+			return SessionState(i)
+		}
+	}
+	return StateUnknown
+}
 
 func (s SessionState) String() string {
 	if s < 0 || int(s) >= len(stateNames) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 )
@@ -37,7 +38,7 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 		ps := control.PeerStatus{Peer: v.ID.Addr.String(), VRF: v.ID.VRF, SessionState: "unknown", Sockets: []control.Socket{}, Keys: []control.Key{},
 			Warnings: slices.Clone(v.Warnings)}
 		if p := v.Protocol; p != nil {
-			ps.SessionState = p.BGPState
+			ps.SessionState = bgp.ParseSessionState(p.BGPState).String()
 			ps.Counters = control.Counters{PktGood: p.PktGood, PktBad: p.PktBad}
 		}
 		ps.Rotation = control.Rotation{State: "native", NextAction: "BIRD sends with the preferred key of " + v.File}
