@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -96,6 +97,8 @@ type Checker struct {
 	// router's aokeyd could act) its key may still be seen: one refresh
 	// plus the promised bound.
 	RevokeBound time.Duration
+	// Log, when set, gets every event, one line each, as it happens.
+	Log io.Writer
 
 	mu         sync.Mutex
 	links      map[string]*linkState
@@ -123,7 +126,11 @@ func (c *Checker) Event(format string, args ...any) {
 }
 
 func (c *Checker) event(at time.Time, s string) {
-	c.events = append(c.events, fmtOffset(at.Sub(c.Start))+" "+s)
+	line := fmtOffset(at.Sub(c.Start)) + " " + s
+	if c.Log != nil {
+		_, _ = io.WriteString(c.Log, line+"\n")
+	}
+	c.events = append(c.events, line)
 	if len(c.events) > 4*lastEvents {
 		c.events = slices.Delete(c.events, 0, len(c.events)-lastEvents)
 	}

@@ -152,7 +152,7 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 		g.PID = g.Cmd.Process.Pid // ip netns exec execs gobgpd in place
 	} else {
 		Eventually(t, 30*time.Second, "gobgpd "+name+" started by "+filepath.Base(o.Launcher[0]), func() (bool, string) {
-			g.PID = Child(g.Cmd.Process.Pid, "gobgpd")
+			g.PID = Child(g.Cmd.Process.Pid, filepath.Base(args[len(o.Launcher)])) // gobgpd or gobgpd-v4
 			return g.PID != 0, "not yet"
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -116,4 +117,20 @@ func Tail(path string, n int) string {
 		return "..." + string(b[len(b)-n:])
 	}
 	return string(b)
+}
+
+// InfoLines is the last n lines of an aokeyd JSON log at level info or
+// above (debug lines and a goroutine dump left out).
+func InfoLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "{") && !strings.Contains(l, `"level":"DEBUG"`) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
