@@ -280,8 +280,8 @@ aokeyd reads the record at each refresh, takes the key off all its
 sockets at once (as aoctl revoke does locally) and reports when it saw it
 and when its sockets were clean in its status document. aoctl waits for
 every reporting router (--wait, default two refresh intervals of the
-slowest router plus 5s; 0: do not wait) and prints each. Exit status 1
-unless every reporting router is clean in time. For one router, use aoctl
+slowest router plus 5s; 0: do not wait, exit 0 once recorded) and prints
+each. Exit status 1 unless every reporting router is clean in time. For one router, use aoctl
 revoke.
 `)
 	})
@@ -321,7 +321,9 @@ revoke.
 	}
 	rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
 	code = exitOK
-	if !rep.AllClean {
+	if !rep.AllClean && wait != 0 {
+		// Asked to wait, and not every router is clean in time. With
+		// --wait 0 the revoke is done once recorded.
 		code = exitError
 	}
 	if a.json {
@@ -347,6 +349,8 @@ revoke.
 	t.flush()
 	if rep.AllClean {
 		fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), rep.CleanMS)
+	} else if wait == 0 {
+		fmt.Fprintf(a.stdout, "not waited for (--wait 0): aoctl fleet status shows each router's progress\n")
 	} else {
 		fmt.Fprintf(a.stdout, "NOT every reporting router is clean yet\n")
 	}

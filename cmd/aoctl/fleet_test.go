@@ -184,6 +184,13 @@ func TestFleetRevoke(t *testing.T) {
 		if r.code != exitOK || !strings.Contains(r.stdout, `"already": true`) || !strings.Contains(r.stdout, `"all_clean": true`) {
 			t.Errorf("second revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		// --wait 0: recorded, not waited for; that is success (a script
+		// revoking and then watching the fleet itself, as the chaos run
+		// does, must not read it as a failed revoke).
+		r = runFleet(t, op, time.Now, "fleet", "revoke", "core/k2", "--reason", "rotated out", "--json", "--wait", "0")
+		if r.code != exitOK || !strings.Contains(r.stdout, `"version": 2`) || !strings.Contains(r.stdout, `"all_clean": false`) {
+			t.Errorf("revoke without waiting: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 		if r := runFleet(t, op, time.Now, "fleet", "revoke", "core/k1"); r.code != exitUsage || !strings.Contains(r.stderr, "--reason is required") {
 			t.Errorf("no reason: exit %d %s", r.code, r.stderr)
 		}
