@@ -33,8 +33,8 @@ import (
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
-// The chaos fleet, nine routers: a ring of six under aokeyd whose
-// sessions both ends open actively (g1, g3, g4, g5: gobgpd v3; g2: gobgpd
+// The chaos fleet, nine routers: a ring of six under aokeyd, each session
+// opened by its odd end (g1, g3, g4, g5: gobgpd v3; g2: gobgpd
 // v4 through its v4 API; f1: FRR's bgpd started by watchfrr through
 // bgpd_wrap under `aokeyd exec`), n1 (BIRD keyed by aokeyd's native
 // driver) off g3, and two plain BIRD routers off g1 and g4 (BIRD connects
@@ -354,7 +354,13 @@ func (f *chaosFleet) writeRouter(r *chaosRouter) {
 		if far == r {
 			far = f.rs[l.b]
 		}
-		r.nbrs = append(r.nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: far.kind == birdPlain})
+		// One end opens each session: the odd router (a plain BIRD far
+		// end always). With both ends active, gobgpd v3's FSM was seen to
+		// livelock after a simultaneous reset (seed 2): each end closed
+		// the other's accepted connection in IDLE ("Closed an accepted
+		// connection"), their 5s connect ticks phase-locked, while TCP-AO
+		// took every handshake (the listeners' pkt_good rising).
+		r.nbrs = append(r.nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: far.kind == birdPlain || !r.odd})
 	}
 	var addrs []string
 	for _, a := range r.addrs {
@@ -414,7 +420,7 @@ func (f *chaosFleet) startSpeaker(r *chaosRouter) {
 	case frrBgpd:
 		var nbrs []frr.Neighbor
 		for i, p := range r.peers {
-			nbrs = append(nbrs, frr.Neighbor{Addr: p, AS: r.nbrs[i].AS, Local: r.addrs[i]})
+			nbrs = append(nbrs, frr.Neighbor{Addr: p, AS: r.nbrs[i].AS, Local: r.addrs[i], Passive: r.nbrs[i].Passive})
 		}
 		fr := frr.StartWatchfrr(t, r.ns, r.dir, f.pathspace(), frr.Config{AS: r.as, RouterID: r.addrs[0], LocalAddr: r.addrs[0],
 			Neighbors: nbrs, HoldTime: 9}, filepath.Join(r.dir, "cg.sock"))
@@ -433,7 +439,8 @@ func (f *chaosFleet) startSpeaker(r *chaosRouter) {
 			return err == nil, fmt.Sprint(err)
 		})
 		r.birdCfg = bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
-			Neighbor: nb, PeerAS: r.nbrs[0].AS, Include: filepath.Join(r.dir, "bird-keys", birdnative.FileName(r.peers[0], "")), HoldTime: 9}
+			Neighbor: nb, PeerAS: r.nbrs[0].AS, Include: filepath.Join(r.dir, "bird-keys", birdnative.FileName(r.peers[0], "")), HoldTime: 9,
+			Passive: !r.odd}
 		_ = os.Remove(filepath.Join(dir, "bird.ctl"))
 		br := bird.StartIn(t, r.ns, dir, r.birdCfg)
 		r.mu.Lock()
