@@ -384,7 +384,7 @@ metrics:
   listen: %q
 log:
   format: json
-  level: debug
+  level: info
 fleet:
   vault_path: secret/aokeyd/fleet
   router_id: %s
