@@ -197,8 +197,14 @@ func (c *Checker) excused(l string, rs []string, a, b time.Time) (string, bool) 
 // after the last fault touching it that overlapped its down time ended;
 // zero when one is still in force.
 func (c *Checker) deadline(l string, rs []string, from, now time.Time) time.Time {
+	return after(c.scopes(l, rs), from, now, c.Bound)
+}
+
+// after is bound after the last of the windows that overlapped [from,
+// now] ended (from if none did); zero while one is still in force.
+func after(scopes [][]window, from, now time.Time, bound time.Duration) time.Time {
 	end := from
-	for _, ws := range c.scopes(l, rs) {
+	for _, ws := range scopes {
 		for _, w := range ws {
 			if !w.overlaps(from, now, 0) {
 				continue
@@ -211,7 +217,7 @@ func (c *Checker) deadline(l string, rs []string, from, now time.Time) time.Time
 			}
 		}
 	}
-	return end.Add(c.Bound)
+	return end.Add(bound)
 }
 
 // Observe records a sample of link l's session, whose ends are routers
@@ -277,21 +283,7 @@ func (c *Checker) Revoked(key string, routers []string, effective time.Time) {
 // eff: RevokeBound after eff or after the last fault holding r back
 // (its aokeyd killed, its Vault path failing) that overlapped it.
 func (c *Checker) revokeDeadline(r string, eff, now time.Time) time.Time {
-	end := eff
-	for _, ws := range [][]window{c.windows["router:"+r], c.windows[""]} {
-		for _, w := range ws {
-			if !w.overlaps(eff, now, 0) {
-				continue
-			}
-			if w.to.IsZero() {
-				return time.Time{}
-			}
-			if w.to.After(end) {
-				end = w.to
-			}
-		}
-	}
-	return end.Add(c.RevokeBound)
+	return after([][]window{c.windows["router:"+r], c.windows[""]}, eff, now, c.RevokeBound)
 }
 
 // Keys records the key names seen at at on a socket (where) of router

@@ -362,34 +362,7 @@ func (f *chaosFleet) writeRouter(r *chaosRouter) {
 		// took every handshake (the listeners' pkt_good rising).
 		r.nbrs = append(r.nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: far.kind == birdPlain || !r.odd})
 	}
-	var addrs []string
-	for _, a := range r.addrs {
-		addrs = append(addrs, fmt.Sprintf("%q", a.String()))
-	}
-	conf := fmt.Sprintf(`key_source:
-  type: vault
-  refresh: %s
-  vault:
-    address: %q
-    prefix: aokeyd/%s
-    auth:
-      method: token
-      token_file: %s
-policy:
-  path: policy.yaml
-%s
-control:
-  socket: control.sock
-metrics:
-  listen: %q
-log:
-  format: json
-  level: info
-fleet:
-  vault_path: secret/aokeyd/fleet
-  router_id: %s
-  addresses: [%s]
-`, fleetRefresh, f.v.URL(), r.name, f.token, f.speakerConfig(r), r.metrics, r.name, strings.Join(addrs, ", "))
+	conf := fleetConfig(f.v.URL(), r.name, f.token, f.speakerConfig(r), r.metrics, "info", r.addrs)
 	for n, data := range map[string]string{"policy.yaml": pol.String(), "aokeyd.yaml": conf} {
 		if err := os.WriteFile(filepath.Join(r.dir, n), []byte(data), 0o600); err != nil {
 			t.Fatal(err)

@@ -282,7 +282,6 @@ func writeFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter,
 	var pol strings.Builder
 	pol.WriteString("version: 1\nkey_chains:\n  - name: core\nsafety:\n  switch_timeout: 15s\n  on_switch_timeout: retry\n  retry_after: 2s\n  on_revoke_only_key: keep\npeers:\n")
 	var nbrs []lab.Neighbor
-	var addrs []string
 	for _, p := range r.peers {
 		fmt.Fprintf(&pol, "  - neighbor: %s\n    key_chain: core\n", p)
 		var far *fleetRouter
@@ -295,10 +294,25 @@ func writeFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter,
 		// passive neighbor.
 		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: strings.HasPrefix(far.name, "b")})
 	}
-	for _, a := range r.addrs {
-		addrs = append(addrs, fmt.Sprintf("%q", a.String()))
+	conf := fleetConfig(vaultURL, r.name, tokenFile, fmt.Sprintf("gobgp:\n  address: %q\n  pid_file: gobgpd.pid", "unix://"+filepath.Join(r.dir, "gobgpd.sock")),
+		"off", "debug", r.addrs)
+	for n, data := range map[string]string{"policy.yaml": pol.String(), "aokeyd.yaml": conf} {
+		if err := os.WriteFile(filepath.Join(r.dir, n), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	conf := fmt.Sprintf(`key_source:
+	return nbrs
+}
+
+// fleetConfig is a fleet router's aokeyd.yaml: keys from Vault under
+// aokeyd/NAME, status published to secret/aokeyd/fleet, the speaker
+// section given, metrics on metrics ("off": none), logs at level.
+func fleetConfig(vaultURL, name, tokenFile, speaker, metrics, level string, addrs []netip.Addr) string {
+	var q []string
+	for _, a := range addrs {
+		q = append(q, fmt.Sprintf("%q", a.String()))
+	}
+	return fmt.Sprintf(`key_source:
   type: vault
   refresh: %s
   vault:
@@ -309,27 +323,19 @@ func writeFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter,
       token_file: %s
 policy:
   path: policy.yaml
-gobgp:
-  address: %q
-  pid_file: gobgpd.pid
+%s
 control:
   socket: control.sock
 metrics:
-  listen: "off"
+  listen: %q
 log:
   format: json
-  level: debug
+  level: %s
 fleet:
   vault_path: secret/aokeyd/fleet
   router_id: %s
   addresses: [%s]
-`, fleetRefresh, vaultURL, r.name, tokenFile, "unix://"+filepath.Join(r.dir, "gobgpd.sock"), r.name, strings.Join(addrs, ", "))
-	for n, data := range map[string]string{"policy.yaml": pol.String(), "aokeyd.yaml": conf} {
-		if err := os.WriteFile(filepath.Join(r.dir, n), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return nbrs
+`, fleetRefresh, vaultURL, name, tokenFile, speaker, metrics, level, name, strings.Join(q, ", "))
 }
 
 // startFleetRouter starts `aokeyd exec -- gobgpd` and its aokeyd

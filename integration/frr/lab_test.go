@@ -189,7 +189,7 @@ func launchAokeyd(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, conne
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("aokeyd %s log (info and above, last 60):\n%s", dir, logLines(filepath.Join(dir, "aokeyd.log"), 60))
+			t.Logf("aokeyd %s log (info and above, last 60):\n%s", dir, lab.InfoLines(filepath.Join(dir, "aokeyd.log"), 60))
 		}
 	})
 	a.cmd = lab.StartAokeyd(t, ns, filepath.Join(dir, "aokeyd.log"), a.ctl, a.args...)
@@ -268,22 +268,6 @@ func frrConfig(passive bool) Config {
 func frrLine(t *testing.T, peer, mode string, rotations, flaps int, pktBad uint64) {
 	t.Logf("FRR %s", Version())
 	fmt.Printf("frr: peer=%s mode=%s rotations=%d flaps=%d pkt_bad=%d\n", peer, mode, rotations, flaps, pktBad)
-}
-
-// logLines is the last n lines of aokeyd's JSON log at level info or above
-// (its goroutine dump on failure left out).
-func logLines(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	var keep []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "{") && !strings.Contains(l, `"level":"DEBUG"`) {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
 
 // wrapOptions start bgpd the way FRR's init script and watchfrr do with
