@@ -303,12 +303,22 @@ func (d *chaosDriver) tryRevokes() {
 			}
 			continue
 		}
-		d.revoke(p, target)
+		if d.revoke(p, target) {
+			if time.Now().Before(p.deadline) {
+				keep = append(keep, p)
+			} else {
+				d.skipped[p.kind]++
+			}
+		}
 	}
 	d.pending = keep
 }
 
-func (d *chaosDriver) revoke(p pendingRevoke, target string) {
+// revoke makes p's revoke of target; again: it failed in a way an
+// operator retries (Vault failing, aokeyd down), and stays pending until
+// its deadline. (It used to append to d.pending while tryRevokes rebuilt
+// it, so a retry was dropped, neither made nor counted skipped.)
+func (d *chaosDriver) revoke(p pendingRevoke, target string) (again bool) {
 	f := d.f
 	switch p.kind {
 	case chaos.FleetRevoke:
@@ -316,9 +326,8 @@ func (d *chaosDriver) revoke(p pendingRevoke, target string) {
 		d.outputs = append(d.outputs, out)
 		if err != nil {
 			// Vault failing: try again later, as an operator would.
-			d.pending = append(d.pending, p)
 			d.chk.Event("fleet revoke core/%s: %v (again later)", target, err)
-			return
+			return true
 		}
 		now := time.Now()
 		f.mu.Lock()
@@ -341,13 +350,10 @@ func (d *chaosDriver) revoke(p pendingRevoke, target string) {
 				// nothing was revoked, and it must say so.
 				d.refused++
 				d.chk.Event("revoke core/%s at %s refused: %v", target, p.router, err)
-				return
+				return false
 			}
 			d.chk.Event("revoke core/%s at %s: %v (again later)", target, p.router, err)
-			if time.Now().Before(p.deadline) {
-				d.pending = append(d.pending, p)
-			}
-			return
+			return true
 		}
 		f.mu.Lock()
 		f.revoked[p.router][target] = true
@@ -359,6 +365,7 @@ func (d *chaosDriver) revoke(p pendingRevoke, target string) {
 			d.injected[p.kind]++
 		}
 	}
+	return false
 }
 
 // waitGone waits (up to 5s) until pid no longer exists.
