@@ -214,7 +214,7 @@ func newChaosFleet(t *testing.T, seed uint64) *chaosFleet {
 		r := f.rs[n]
 		far := f.rs[map[string]string{"b1": "g1", "b2": "g4"}[n]]
 		r.birdCfg = bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
-			Neighbor: r.peers[0].String(), PeerAS: far.as, Auth: chaosBirdAuth(t, far, r),
+			Neighbor: r.peers[0].String(), PeerAS: far.as, Auth: peerConfigBird(t, far.name, far.dir, r.addrs[0], r.peers[0]),
 			Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9}
 		r.br = bird.StartIn(t, r.ns, r.dir, r.birdCfg)
 	}
@@ -502,20 +502,6 @@ func (r *chaosRouter) session(p netip.Addr) chaos.Session {
 		return chaos.Session{}
 	}
 	return chaos.Session{Up: true, Epoch: fmt.Sprintf("pid%d/up%d/flops%d", pid, pi.Uptime.Unix(), pi.Flops)}
-}
-
-// chaosBirdAuth is BIRD router b's key block, as `aoctl peer-config
-// --for bird --with-secrets` renders it from router g's config.
-func chaosBirdAuth(t *testing.T, g, b *chaosRouter) string {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(lab.MustBin(t, "aoctl"), "peer-config", b.addrs[0].String(), "--for", "bird",
-		"--config", filepath.Join(g.dir, "aokeyd.yaml"), "--local", b.peers[0].String(), "--with-secrets")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("aoctl peer-config %s --for bird (%s's config): %v\n%s", b.addrs[0], g.name, err, errb.String())
-	}
-	return out.String()
 }
 
 // aoctl runs aoctl against the fleet's Vault.

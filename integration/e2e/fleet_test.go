@@ -361,12 +361,20 @@ func startFleetRouter(t *testing.T, r *fleetRouter, nbrs []lab.Neighbor) {
 // --for bird --with-secrets` renders it from gobgpd router g's config.
 func fleetPeerConfigBird(t *testing.T, g, b *fleetRouter) string {
 	t.Helper()
+	return peerConfigBird(t, g.name, g.dir, b.addrs[0], b.peers[0])
+}
+
+// peerConfigBird is the key block of the BIRD router at addr (local: its
+// neighbor's address) that `aoctl peer-config --for bird --with-secrets`
+// renders from the aokeyd.yaml in router name's dir.
+func peerConfigBird(t *testing.T, name, dir string, addr, local netip.Addr) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(lab.MustBin(t, "aoctl"), "peer-config", b.addrs[0].String(), "--for", "bird",
-		"--config", filepath.Join(g.dir, "aokeyd.yaml"), "--local", b.peers[0].String(), "--with-secrets")
+	cmd := exec.Command(lab.MustBin(t, "aoctl"), "peer-config", addr.String(), "--for", "bird",
+		"--config", filepath.Join(dir, "aokeyd.yaml"), "--local", local.String(), "--with-secrets")
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("aoctl peer-config %s --for bird (%s's config): %v\n%s", b.addrs[0], g.name, err, errb.String())
+		t.Fatalf("aoctl peer-config %s --for bird (%s's config): %v\n%s", addr, name, err, errb.String())
 	}
 	return out.String()
 }
