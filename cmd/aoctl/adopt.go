@@ -9,7 +9,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
-func (a *app) adopt(ctx context.Context, args []string) int {
+func (a *app) adopt() *cmd {
 	var vrf string
 	fs := a.flagSet("adopt", "PEER [--vrf VRF]", func(w io.Writer) {
 		fmt.Fprint(w, `
@@ -23,28 +23,27 @@ deleted by this command itself; the next pass plans with the keys adopted.
 `)
 	})
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		return a.usageErr("adopt", "name one PEER")
-	}
-	res, err := a.client().Adopt(ctx, control.AdoptRequest{Peer: fs.Arg(0), VRF: vrf})
-	if err != nil {
-		return a.fail("adopt", err)
-	}
-	if a.json {
-		return a.printJSON(res)
-	}
-	fmt.Fprintf(a.stdout, "Adopt %s: %d foreign keys handed to aokeyd\n", peerLabel(res.Peer, res.VRF), len(res.Adopted))
-	if len(res.Adopted) > 0 {
-		t := newTable(a.stdout, "", "SOCKET", "PREFIX", "SEND", "RECV")
-		for _, k := range res.Adopted {
-			t.row(k.Socket, k.Prefix, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)))
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() != 1 {
+			return a.usageErr("adopt", "name one PEER")
 		}
-		t.flush()
-	}
-	return exitOK
+		res, err := a.client().Adopt(ctx, control.AdoptRequest{Peer: fs.Arg(0), VRF: vrf})
+		if err != nil {
+			return a.fail("adopt", err)
+		}
+		if a.json {
+			return a.printJSON(res)
+		}
+		fmt.Fprintf(a.stdout, "Adopt %s: %d foreign keys handed to aokeyd\n", peerLabel(res.Peer, res.VRF), len(res.Adopted))
+		if len(res.Adopted) > 0 {
+			t := newTable(a.stdout, "", "SOCKET", "PREFIX", "SEND", "RECV")
+			for _, k := range res.Adopted {
+				t.row(k.Socket, k.Prefix, strconv.Itoa(int(k.SendID)), strconv.Itoa(int(k.RecvID)))
+			}
+			t.flush()
+		}
+		return exitOK
+	})
 }
 
 // peerLabel is a peer's address with its VRF when it has one.

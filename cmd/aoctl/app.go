@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -44,25 +42,35 @@ type app struct {
 	// vault is the operator's Vault client for `aoctl fleet`; nil builds
 	// one from the environment (VAULT_ADDR, VAULT_TOKEN, ...).
 	vault func() (*api.Client, error)
+
+	// code is the exit code of the command that ran.
+	code int
 }
 
+// command is one line of aoctl's command table: its name, synopsis and
+// summary (the usage text and the man pages), and either build (a leaf) or
+// subs (fleet's status and revoke).
 type command struct {
 	name, args, summary string
-	run                 func(a *app, ctx context.Context, args []string) int
+	build               func(a *app) *cmd
+	subs                []command
 }
 
 func commands() []command {
 	return []command{
-		{"status", "[PEER]", "TCP-AO state of every peer (or one): sockets, keys, counters, rotation, warnings", (*app).status},
-		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan},
-		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate},
-		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke},
-		{"replace", "CHAIN/KEY", "apply a key's material edited in place (held back until then); resets sessions that need it", (*app).replace},
-		{"adopt", "PEER [--vrf VRF]", "hand keys another agent installed for a peer (kept, never changed) to aokeyd", (*app).adopt},
-		{"migrate", "PEER|--all [--at TIME]", "move TCP-MD5 peers to TCP-AO, one reconnect each, with roll-back", (*app).migrate},
-		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", (*app).fleet},
-		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate},
-		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig},
+		{"status", "[PEER]", "TCP-AO state of every peer (or one): sockets, keys, counters, rotation, warnings", (*app).status, nil},
+		{"plan", "[--config FILE]", "what the controller would do now and at the next scheduled changes (dry run)", (*app).plan, nil},
+		{"rotate", "PEER | --all", "start a key rotation now", (*app).rotate, nil},
+		{"revoke", "CHAIN/KEY [--peer PEER]", "emergency revoke: remove a key from every socket (or one peer's) at once", (*app).revoke, nil},
+		{"replace", "CHAIN/KEY", "apply a key's material edited in place (held back until then); resets sessions that need it", (*app).replace, nil},
+		{"adopt", "PEER [--vrf VRF]", "hand keys another agent installed for a peer (kept, never changed) to aokeyd", (*app).adopt, nil},
+		{"migrate", "PEER|--all [--at TIME]", "move TCP-MD5 peers to TCP-AO, one reconnect each, with roll-back", (*app).migrate, nil},
+		{"fleet", "status|revoke CHAIN/KEY", "the fleet through Vault: every link from both ends; revoke a key fleet-wide", nil, []command{
+			{"status", "", "every link of the fleet from both ends, flagged where the ends disagree", (*app).fleetStatus, nil},
+			{"revoke", "CHAIN/KEY --reason TEXT", "revoke a key on every router through the fleet record, and wait until all are clean", (*app).fleetRevoke, nil},
+		}},
+		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate, nil},
+		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig, nil},
 	}
 }
 
@@ -110,35 +118,6 @@ func (a *app) globalFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&a.timeout, "timeout", a.timeout, "per-request timeout")
 }
 
-func (a *app) run(ctx context.Context, args []string) int {
-	a.socket = a.getenv("AOKEYD_SOCKET")
-	if a.socket == "" {
-		a.socket = control.DefaultSocket
-	}
-	a.timeout = 30 * time.Second
-	fs := a.flagSet("aoctl", "", nil)
-	if code, ok := a.parse(fs, args, false); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		a.usage(a.stderr)
-		return exitUsage
-	}
-	name := fs.Arg(0)
-	if name == "help" {
-		a.usage(a.stdout)
-		return exitOK
-	}
-	for _, c := range commands() {
-		if c.name == name {
-			return c.run(a, ctx, fs.Args()[1:])
-		}
-	}
-	fmt.Fprintf(a.stderr, "aoctl: unknown command %q\n\n", name)
-	a.usage(a.stderr)
-	return exitUsage
-}
-
 // flagSet returns a FlagSet for a command with the global flags and a
 // usage text built from the command's synopsis.
 func (a *app) flagSet(name, synopsis string, extra func(io.Writer)) *flag.FlagSet {
@@ -158,37 +137,6 @@ func (a *app) flagSet(name, synopsis string, extra func(io.Writer)) *flag.FlagSe
 		}
 	}
 	return fs
-}
-
-// parse parses args; interleaved selects flags after positional arguments
-// too (commands), otherwise parsing stops at the command name. It prints
-// help or a usage error and reports whether to go on.
-func (a *app) parse(fs *flag.FlagSet, args []string, interleaved bool) (int, bool) {
-	var pos []string
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(a.stdout)
-			fs.Usage()
-			return exitOK, false
-		}
-		if err != nil {
-			fmt.Fprintf(a.stderr, "aoctl: %v\n", err)
-			fmt.Fprintf(a.stderr, "Run 'aoctl %s --help' for usage.\n", strings.TrimPrefix(fs.Name(), "aoctl"))
-			return exitUsage, false
-		}
-		if !interleaved || fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if interleaved {
-		// Re-parse nothing: hand the positional arguments back via a
-		// fresh parse of them alone after "--".
-		_ = fs.Parse(append([]string{"--"}, pos...))
-	}
-	return exitOK, true
 }
 
 func (a *app) usageErr(name, format string, args ...any) int {

@@ -19,17 +19,9 @@ import (
 // $AOKEYD_FLEET_PATH names one (aokeyd.yaml fleet.vault_path).
 const defaultFleetPath = "secret/aokeyd/fleet"
 
-func (a *app) fleet(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return a.usageErr("fleet", "name a subcommand: status or revoke")
-	}
-	switch args[0] {
-	case "status":
-		return a.fleetStatus(ctx, args[1:])
-	case "revoke":
-		return a.fleetRevoke(ctx, args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(a.stdout, `Usage: aoctl fleet status [--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D] [--json]
+// fleetHelp is `aoctl fleet --help`.
+func (a *app) fleetHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: aoctl fleet status [--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D] [--json]
        aoctl fleet revoke CHAIN/KEY --reason TEXT [--path MOUNT/PREFIX] [--wait D] [--json]
 
 The fleet view through Vault, with your own token (VAULT_ADDR, VAULT_TOKEN):
@@ -37,6 +29,15 @@ every aokeyd with a fleet: section publishes its status under the fleet
 path (default $AOKEYD_FLEET_PATH or `+defaultFleetPath+`). 'aoctl fleet status --help' and
 'aoctl fleet revoke --help' say more.
 `)
+}
+
+// fleetArgs is `aoctl fleet` without a known subcommand.
+func (a *app) fleetArgs(args []string) int {
+	if len(args) == 0 {
+		return a.usageErr("fleet", "name a subcommand: status or revoke")
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		a.fleetHelp(a.stdout)
 		return exitOK
 	}
 	return a.usageErr("fleet", "unknown subcommand %q: want status or revoke", args[0])
@@ -95,7 +96,7 @@ func (f durationFlag) Set(s string) error {
 	return nil
 }
 
-func (a *app) fleetStatus(ctx context.Context, args []string) int {
+func (a *app) fleetStatus() *cmd {
 	path := a.fleetPathFlag()
 	o := fleet.JoinOptions{Horizon: 7 * 24 * time.Hour}
 	fs := a.flagSet("fleet status", "[--path MOUNT/PREFIX] [--horizon D] [--stale D] [--roll-window D]", func(w io.Writer) {
@@ -116,46 +117,45 @@ successor (expiring-no-successor); a router that stopped reporting
 	fs.Var(durationFlag{&o.Horizon}, "horizon", "a current key ending within this needs a successor")
 	fs.Var(durationFlag{&o.StaleAfter}, "stale", "a document older than this is stale (default: 3 refresh intervals of its router)")
 	fs.Var(durationFlag{&o.RollWindow}, "roll-window", "how long ends may send with different keys (default: switch timeout + refreshes)")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() != 0 {
-		return a.usageErr("fleet status", "no arguments expected")
-	}
-	st, err := a.fleetStore(path)
-	if err != nil {
-		return a.fail("fleet status", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	docs, errs, err := st.Statuses(ctx)
-	if err != nil {
-		return a.fail("fleet status", err)
-	}
-	o.Now = a.now()
-	links := fleet.Join(docs, o)
-	code := exitOK
-	for _, l := range links {
-		if len(l.Flags) > 0 {
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() != 0 {
+			return a.usageErr("fleet status", "no arguments expected")
+		}
+		st, err := a.fleetStore(path)
+		if err != nil {
+			return a.fail("fleet status", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		docs, errs, err := st.Statuses(ctx)
+		if err != nil {
+			return a.fail("fleet status", err)
+		}
+		o.Now = a.now()
+		links := fleet.Join(docs, o)
+		code := exitOK
+		for _, l := range links {
+			if len(l.Flags) > 0 {
+				code = exitError
+			}
+		}
+		for _, e := range errs {
+			fmt.Fprintf(a.stderr, "aoctl fleet status: %v\n", e)
 			code = exitError
 		}
-	}
-	for _, e := range errs {
-		fmt.Fprintf(a.stderr, "aoctl fleet status: %v\n", e)
-		code = exitError
-	}
-	if a.json {
-		rep := fleetReport{GeneratedAt: o.Now, Path: st.Where(), Routers: len(docs), Links: links}
-		if rep.Links == nil {
-			rep.Links = []fleet.Link{}
+		if a.json {
+			rep := fleetReport{GeneratedAt: o.Now, Path: st.Where(), Routers: len(docs), Links: links}
+			if rep.Links == nil {
+				rep.Links = []fleet.Link{}
+			}
+			if c := a.printJSON(rep); c != exitOK {
+				return c
+			}
+			return code
 		}
-		if c := a.printJSON(rep); c != exitOK {
-			return c
-		}
+		renderFleet(a.stdout, st.Where(), docs, links, o.Now)
 		return code
-	}
-	renderFleet(a.stdout, st.Where(), docs, links, o.Now)
-	return code
+	})
 }
 
 // fleetReport is `aoctl fleet status --json`.
@@ -268,7 +268,7 @@ type RevokeReport struct {
 	RefreshMS int64 `json:"refresh_ms"`
 }
 
-func (a *app) fleetRevoke(ctx context.Context, args []string) int {
+func (a *app) fleetRevoke() *cmd {
 	path := a.fleetPathFlag()
 	var reason string
 	wait := time.Duration(-1)
@@ -288,73 +288,72 @@ revoke.
 	fs.StringVar(&path, "path", path, "fleet path in Vault: KV v2 mount and prefix ($AOKEYD_FLEET_PATH)")
 	fs.StringVar(&reason, "reason", "", "why the key is revoked (required; recorded)")
 	fs.Var(durationFlag{&wait}, "wait", "how long to wait for every router to be clean")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	chain, key, code, ok := a.keyArg("fleet revoke", fs)
-	if !ok {
-		return code
-	}
-	if strings.TrimSpace(reason) == "" {
-		return a.usageErr("fleet revoke", "--reason is required: it is recorded with the revocation")
-	}
-	st, err := a.fleetStore(path)
-	if err != nil {
-		return a.fail("fleet revoke", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, a.timeout)
-	r := fleet.Revocation{Chain: chain, Key: key, By: a.who(wctx, st), Reason: reason, At: a.now().UTC()}
-	rep := RevokeReport{}
-	rep.Revocation, rep.Version, err = st.AddRevocation(wctx, r)
-	cancel()
-	written := a.now()
-	switch {
-	case errors.Is(err, fleet.ErrAlreadyRevoked):
-		rep.Already = true
-		written = rep.Revocation.At
-	case err != nil:
-		return a.fail("fleet revoke", err)
-	}
-	if !rep.Already {
-		// The record's own time is the write's.
-		written = rep.Revocation.At
-	}
-	rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
-	code = exitOK
-	if !rep.AllClean && wait != 0 {
-		// Asked to wait, and not every router is clean in time. With
-		// --wait 0 the revoke is done once recorded.
-		code = exitError
-	}
-	if a.json {
-		if c := a.printJSON(rep); c != exitOK {
-			return c
+	return a.cmd(fs, func(ctx context.Context) int {
+		chain, key, code, ok := a.keyArg("fleet revoke", fs)
+		if !ok {
+			return code
+		}
+		if strings.TrimSpace(reason) == "" {
+			return a.usageErr("fleet revoke", "--reason is required: it is recorded with the revocation")
+		}
+		st, err := a.fleetStore(path)
+		if err != nil {
+			return a.fail("fleet revoke", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, a.timeout)
+		r := fleet.Revocation{Chain: chain, Key: key, By: a.who(wctx, st), Reason: reason, At: a.now().UTC()}
+		rep := RevokeReport{}
+		rep.Revocation, rep.Version, err = st.AddRevocation(wctx, r)
+		cancel()
+		written := a.now()
+		switch {
+		case errors.Is(err, fleet.ErrAlreadyRevoked):
+			rep.Already = true
+			written = rep.Revocation.At
+		case err != nil:
+			return a.fail("fleet revoke", err)
+		}
+		if !rep.Already {
+			// The record's own time is the write's.
+			written = rep.Revocation.At
+		}
+		rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
+		code = exitOK
+		if !rep.AllClean && wait != 0 {
+			// Asked to wait, and not every router is clean in time. With
+			// --wait 0 the revoke is done once recorded.
+			code = exitError
+		}
+		if a.json {
+			if c := a.printJSON(rep); c != exitOK {
+				return c
+			}
+			return code
+		}
+		what := "recorded"
+		if rep.Already {
+			what = "already recorded"
+		}
+		fmt.Fprintf(a.stdout, "Fleet revoke %s: %s (version %d) by %s at %s: %s\n", rep.Revocation.Ref(), what, rep.Version,
+			rep.Revocation.By, stamp(rep.Revocation.At), rep.Revocation.Reason)
+		t := newTable(a.stdout, "", "ROUTER", "SEEN", "CLEAN", "CLEAN_MS", "SOCKETS", "NOTE")
+		for _, x := range rep.Routers {
+			ms := "-"
+			if !x.Clean.IsZero() {
+				ms = fmt.Sprint(x.CleanMS)
+			}
+			t.row(x.Router, stamp(x.Seen), stamp(x.Clean), ms, fmt.Sprint(x.Sockets), dash(x.Note))
+		}
+		t.flush()
+		if rep.AllClean {
+			fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), rep.CleanMS)
+		} else if wait == 0 {
+			fmt.Fprintf(a.stdout, "not waited for (--wait 0): aoctl fleet status shows each router's progress\n")
+		} else {
+			fmt.Fprintf(a.stdout, "NOT every reporting router is clean yet\n")
 		}
 		return code
-	}
-	what := "recorded"
-	if rep.Already {
-		what = "already recorded"
-	}
-	fmt.Fprintf(a.stdout, "Fleet revoke %s: %s (version %d) by %s at %s: %s\n", rep.Revocation.Ref(), what, rep.Version,
-		rep.Revocation.By, stamp(rep.Revocation.At), rep.Revocation.Reason)
-	t := newTable(a.stdout, "", "ROUTER", "SEEN", "CLEAN", "CLEAN_MS", "SOCKETS", "NOTE")
-	for _, x := range rep.Routers {
-		ms := "-"
-		if !x.Clean.IsZero() {
-			ms = fmt.Sprint(x.CleanMS)
-		}
-		t.row(x.Router, stamp(x.Seen), stamp(x.Clean), ms, fmt.Sprint(x.Sockets), dash(x.Note))
-	}
-	t.flush()
-	if rep.AllClean {
-		fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), rep.CleanMS)
-	} else if wait == 0 {
-		fmt.Fprintf(a.stdout, "not waited for (--wait 0): aoctl fleet status shows each router's progress\n")
-	} else {
-		fmt.Fprintf(a.stdout, "NOT every reporting router is clean yet\n")
-	}
-	return code
+	})
 }
 
 // waitClean polls the routers' documents until each reporting router

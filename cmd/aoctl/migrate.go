@@ -9,7 +9,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
-func (a *app) migrate(ctx context.Context, args []string) int {
+func (a *app) migrate() *cmd {
 	var all, abort bool
 	var vrf, at string
 	var bound time.Duration
@@ -31,39 +31,38 @@ again until told. --abort rolls a migration in progress back now.
 	fs.StringVar(&at, "at", "", "the agreed switch time (RFC 3339 or date; default now)")
 	fs.DurationVar(&bound, "bound", 0, "how long after the switch time the TCP-AO session may take (default the daemon's, 5m)")
 	fs.BoolVar(&abort, "abort", false, "roll the migration back now")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	switch {
-	case all && fs.NArg() > 0:
-		return a.usageErr("migrate", "PEER and --all exclude each other")
-	case !all && fs.NArg() != 1:
-		return a.usageErr("migrate", "name one PEER, or --all")
-	}
-	req := control.MigrateRequest{Peer: fs.Arg(0), VRF: vrf, All: all, Bound: control.Duration(bound), Abort: abort}
-	if at != "" {
-		t, err := a.instant(at)
-		if err != nil {
-			return a.usageErr("migrate", "--at: %v", err)
+	return a.cmd(fs, func(ctx context.Context) int {
+		switch {
+		case all && fs.NArg() > 0:
+			return a.usageErr("migrate", "PEER and --all exclude each other")
+		case !all && fs.NArg() != 1:
+			return a.usageErr("migrate", "name one PEER, or --all")
 		}
-		req.At = t
-	}
-	res, err := a.client().Migrate(ctx, req)
-	if err != nil {
-		return a.fail("migrate", err)
-	}
-	if a.json {
-		return a.printJSON(res)
-	}
-	now := a.now()
-	if len(res.Migrations) == 0 {
-		fmt.Fprintln(a.stdout, "No TCP-MD5 peer to migrate.")
+		req := control.MigrateRequest{Peer: fs.Arg(0), VRF: vrf, All: all, Bound: control.Duration(bound), Abort: abort}
+		if at != "" {
+			t, err := a.instant(at)
+			if err != nil {
+				return a.usageErr("migrate", "--at: %v", err)
+			}
+			req.At = t
+		}
+		res, err := a.client().Migrate(ctx, req)
+		if err != nil {
+			return a.fail("migrate", err)
+		}
+		if a.json {
+			return a.printJSON(res)
+		}
+		now := a.now()
+		if len(res.Migrations) == 0 {
+			fmt.Fprintln(a.stdout, "No TCP-MD5 peer to migrate.")
+			return exitOK
+		}
+		t := newTable(a.stdout, "", "PEER", "VRF", "STEP", "PREFIX", "SWITCH", "ROLLBACK", "DETAIL")
+		for _, m := range res.Migrations {
+			t.row(m.Peer, dash(m.VRF), m.Step, m.Prefix, when(m.At, now), when(m.Deadline, now), dash(m.Reason))
+		}
+		t.flush()
 		return exitOK
-	}
-	t := newTable(a.stdout, "", "PEER", "VRF", "STEP", "PREFIX", "SWITCH", "ROLLBACK", "DETAIL")
-	for _, m := range res.Migrations {
-		t.row(m.Peer, dash(m.VRF), m.Step, m.Prefix, when(m.At, now), when(m.Deadline, now), dash(m.Reason))
-	}
-	t.flush()
-	return exitOK
+	})
 }

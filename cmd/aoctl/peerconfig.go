@@ -13,7 +13,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/peerconfig"
 )
 
-func (a *app) peerConfig(ctx context.Context, args []string) int {
+func (a *app) peerConfig() *cmd {
 	var cfgPath, target, vrf, local, at string
 	var migrate bool
 	var withSecrets bool
@@ -42,48 +42,47 @@ boundary. Secrets are placeholders naming where the key source keeps them
 	fs.StringVar(&at, "at", "", "render for this time (RFC 3339 or date; default now)")
 	fs.BoolVar(&withSecrets, "with-secrets", false, "print the key bytes instead of placeholders")
 	fs.BoolVar(&migrate, "migrate", false, "a TCP-MD5 link's move to TCP-AO at --at (aoctl migrate's switch time)")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		return a.usageErr("peer-config", "name one PEER (the neighbor address)")
-	}
-	peer, err := netip.ParseAddr(fs.Arg(0))
-	if err != nil {
-		return a.usageErr("peer-config", "PEER %q: want the neighbor's address", fs.Arg(0))
-	}
-	t, err := peerconfig.ParseTarget(target)
-	if err != nil {
-		return a.usageErr("peer-config", "--for: %v", err)
-	}
-	if local != "" {
-		if _, err := netip.ParseAddr(local); err != nil {
-			return a.usageErr("peer-config", "--local %q: want an address", local)
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() != 1 {
+			return a.usageErr("peer-config", "name one PEER (the neighbor address)")
 		}
-	}
-	now, err := a.instant(at)
-	if err != nil {
-		return a.usageErr("peer-config", "--at: %v", err)
-	}
-	if withSecrets {
-		fmt.Fprintln(a.stderr, "aoctl peer-config: WARNING: --with-secrets: the output holds TCP-AO secrets; do not paste it into tickets or chat, and delete it once applied")
-	}
-	refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
-	if err != nil {
-		fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
-		var ve validationError
-		if errors.As(err, &ve) {
+		peer, err := netip.ParseAddr(fs.Arg(0))
+		if err != nil {
+			return a.usageErr("peer-config", "PEER %q: want the neighbor's address", fs.Arg(0))
+		}
+		t, err := peerconfig.ParseTarget(target)
+		if err != nil {
+			return a.usageErr("peer-config", "--for: %v", err)
+		}
+		if local != "" {
+			if _, err := netip.ParseAddr(local); err != nil {
+				return a.usageErr("peer-config", "--local %q: want an address", local)
+			}
+		}
+		now, err := a.instant(at)
+		if err != nil {
+			return a.usageErr("peer-config", "--at: %v", err)
+		}
+		if withSecrets {
+			fmt.Fprintln(a.stderr, "aoctl peer-config: WARNING: --with-secrets: the output holds TCP-AO secrets; do not paste it into tickets or chat, and delete it once applied")
+		}
+		refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
+		if err != nil {
+			fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
+			var ve validationError
+			if errors.As(err, &ve) {
+				return exitInvalid
+			}
+			return exitError
+		}
+		for _, r := range refused {
+			fmt.Fprintf(a.stderr, "aoctl peer-config: refused: %s\n", r)
+		}
+		if len(refused) > 0 {
 			return exitInvalid
 		}
-		return exitError
-	}
-	for _, r := range refused {
-		fmt.Fprintf(a.stderr, "aoctl peer-config: refused: %s\n", r)
-	}
-	if len(refused) > 0 {
-		return exitInvalid
-	}
-	return exitOK
+		return exitOK
+	})
 }
 
 // renderPeerConfig loads the config, policy and key source as `aoctl plan

@@ -17,7 +17,7 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-func (a *app) plan(ctx context.Context, args []string) int {
+func (a *app) plan() *cmd {
 	var cfgPath, at, horizon string
 	var events int
 	fs := a.flagSet("plan", "[--config FILE [--at TIME]] [--events N] [--horizon DURATION]", func(w io.Writer) {
@@ -33,51 +33,50 @@ Nothing is changed.
 	fs.StringVar(&at, "at", "", "offline: plan as of this time (RFC 3339 or date; default now)")
 	fs.IntVar(&events, "events", 3, "offline: upcoming changes listed per peer")
 	fs.StringVar(&horizon, "horizon", "365d", "offline: how far ahead to list changes")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() != 0 {
-		return a.usageErr("plan", "unexpected argument %q", fs.Arg(0))
-	}
-	var rep control.PlanReport
-	if cfgPath == "" {
-		if at != "" {
-			return a.usageErr("plan", "--at needs --config (the daemon plans for now)")
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() != 0 {
+			return a.usageErr("plan", "unexpected argument %q", fs.Arg(0))
 		}
-		r, err := a.client().Plan(ctx)
-		if err != nil {
-			code := a.fail("plan", err)
-			if code == exitUnreachable {
-				fmt.Fprintln(a.stderr, "(for an offline plan: aoctl plan --config /etc/aokeyd/aokeyd.yaml)")
+		var rep control.PlanReport
+		if cfgPath == "" {
+			if at != "" {
+				return a.usageErr("plan", "--at needs --config (the daemon plans for now)")
 			}
-			return code
-		}
-		rep = r
-	} else {
-		now, err := a.instant(at)
-		if err != nil {
-			return a.usageErr("plan", "--at: %v", err)
-		}
-		h, err := policy.ParseDuration(horizon)
-		if err != nil || h <= 0 || events < 0 {
-			return a.usageErr("plan", "--horizon and --events must be positive")
-		}
-		r, err := offlinePlan(ctx, cfgPath, now, h, events)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "aoctl plan: %v\n", err)
-			var ve validationError
-			if errors.As(err, &ve) {
-				return exitInvalid
+			r, err := a.client().Plan(ctx)
+			if err != nil {
+				code := a.fail("plan", err)
+				if code == exitUnreachable {
+					fmt.Fprintln(a.stderr, "(for an offline plan: aoctl plan --config /etc/aokeyd/aokeyd.yaml)")
+				}
+				return code
 			}
-			return exitError
+			rep = r
+		} else {
+			now, err := a.instant(at)
+			if err != nil {
+				return a.usageErr("plan", "--at: %v", err)
+			}
+			h, err := policy.ParseDuration(horizon)
+			if err != nil || h <= 0 || events < 0 {
+				return a.usageErr("plan", "--horizon and --events must be positive")
+			}
+			r, err := offlinePlan(ctx, cfgPath, now, h, events)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "aoctl plan: %v\n", err)
+				var ve validationError
+				if errors.As(err, &ve) {
+					return exitInvalid
+				}
+				return exitError
+			}
+			rep = r
 		}
-		rep = r
-	}
-	if a.json {
-		return a.printJSON(rep)
-	}
-	renderPlan(a.stdout, rep, a.now())
-	return exitOK
+		if a.json {
+			return a.printJSON(rep)
+		}
+		renderPlan(a.stdout, rep, a.now())
+		return exitOK
+	})
 }
 
 func renderPlan(w io.Writer, rep control.PlanReport, now time.Time) {

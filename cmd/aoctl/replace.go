@@ -10,7 +10,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
-func (a *app) replace(ctx context.Context, args []string) int {
+func (a *app) replace() *cmd {
 	var md5 bool
 	fs := a.flagSet("replace", "CHAIN/KEY | CHAIN --md5", func(w io.Writer) {
 		fmt.Fprint(w, `
@@ -34,47 +34,46 @@ in the control socket's admin group.
 `)
 	})
 	fs.BoolVar(&md5, "md5", false, "apply the chain's changed TCP-MD5 password (resets its TCP-MD5 sessions)")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	var req control.ReplaceRequest
-	if md5 {
-		if fs.NArg() != 1 || strings.Contains(fs.Arg(0), "/") {
-			return a.usageErr("replace", "with --md5 name one CHAIN")
+	return a.cmd(fs, func(ctx context.Context) int {
+		var req control.ReplaceRequest
+		if md5 {
+			if fs.NArg() != 1 || strings.Contains(fs.Arg(0), "/") {
+				return a.usageErr("replace", "with --md5 name one CHAIN")
+			}
+			req = control.ReplaceRequest{Chain: fs.Arg(0), MD5: true}
+		} else {
+			chain, key, code, ok := a.keyArg("replace", fs)
+			if !ok {
+				return code
+			}
+			req = control.ReplaceRequest{Chain: chain, Key: key}
 		}
-		req = control.ReplaceRequest{Chain: fs.Arg(0), MD5: true}
-	} else {
-		chain, key, code, ok := a.keyArg("replace", fs)
-		if !ok {
+		res, err := a.client().Replace(ctx, req)
+		if err != nil {
+			return a.fail("replace", err)
+		}
+		code := exitOK
+		if res.Failed() {
+			code = exitError
+		}
+		if a.json {
+			if c := a.printJSON(res); c != exitOK {
+				return c
+			}
 			return code
 		}
-		req = control.ReplaceRequest{Chain: chain, Key: key}
-	}
-	res, err := a.client().Replace(ctx, req)
-	if err != nil {
-		return a.fail("replace", err)
-	}
-	code := exitOK
-	if res.Failed() {
-		code = exitError
-	}
-	if a.json {
-		if c := a.printJSON(res); c != exitOK {
-			return c
+		what := res.Chain + "/" + res.Key
+		if req.MD5 {
+			what = res.Chain + " TCP-MD5 password"
+		}
+		fmt.Fprintf(a.stdout, "Replace %s: %d sockets in %s\n", what, len(res.Sockets), time.Duration(res.Elapsed))
+		if len(res.Sockets) > 0 {
+			t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "ERROR")
+			for _, s := range res.Sockets {
+				t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Error))
+			}
+			t.flush()
 		}
 		return code
-	}
-	what := res.Chain + "/" + res.Key
-	if req.MD5 {
-		what = res.Chain + " TCP-MD5 password"
-	}
-	fmt.Fprintf(a.stdout, "Replace %s: %d sockets in %s\n", what, len(res.Sockets), time.Duration(res.Elapsed))
-	if len(res.Sockets) > 0 {
-		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "ERROR")
-		for _, s := range res.Sockets {
-			t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Error))
-		}
-		t.flush()
-	}
-	return code
+	})
 }

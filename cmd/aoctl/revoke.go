@@ -11,7 +11,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
-func (a *app) revoke(ctx context.Context, args []string) int {
+func (a *app) revoke() *cmd {
 	var peer, vrf string
 	fs := a.flagSet("revoke", "CHAIN/KEY [--peer PEER [--vrf VRF]]", func(w io.Writer) {
 		fmt.Fprint(w, `
@@ -30,55 +30,54 @@ not in the control socket's admin group.
 	})
 	fs.StringVar(&peer, "peer", "", "only this peer's sockets")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	chain, key, code, ok := a.keyArg("revoke", fs)
-	if !ok {
-		return code
-	}
-	res, err := a.client().Revoke(ctx, control.RevokeRequest{Chain: chain, Key: key, Peer: peer, VRF: vrf})
-	if err != nil {
-		return a.fail("revoke", err)
-	}
-	code = exitOK
-	if res.Failed() {
-		code = exitError
-	}
-	if a.json {
-		if c := a.printJSON(res); c != exitOK {
-			return c
+	return a.cmd(fs, func(ctx context.Context) int {
+		chain, key, code, ok := a.keyArg("revoke", fs)
+		if !ok {
+			return code
+		}
+		res, err := a.client().Revoke(ctx, control.RevokeRequest{Chain: chain, Key: key, Peer: peer, VRF: vrf})
+		if err != nil {
+			return a.fail("revoke", err)
+		}
+		code = exitOK
+		if res.Failed() {
+			code = exitError
+		}
+		if a.json {
+			if c := a.printJSON(res); c != exitOK {
+				return c
+			}
+			return code
+		}
+		src := "revoked"
+		if !res.SourceRevoked {
+			src = "NOT revoked"
+		}
+		if res.SourceError != "" {
+			src += " (" + res.SourceError + ")"
+		}
+		what := res.Chain + "/" + res.Key
+		if res.Peer != "" {
+			what += " for peer " + res.Peer
+			if res.VRF != "" {
+				what += " (vrf " + res.VRF + ")"
+			}
+			src = "not written (a peer-scoped revoke)"
+		}
+		fmt.Fprintf(a.stdout, "Revoke %s: %d sockets in %s; key source: %s\n", what, len(res.Sockets),
+			time.Duration(res.Elapsed), src)
+		if res.RecordError != "" {
+			fmt.Fprintf(a.stdout, "Record: in force, but %s\n", res.RecordError)
+		}
+		if len(res.Sockets) > 0 {
+			t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
+			for _, s := range res.Sockets {
+				t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Replacement), dash(s.Error))
+			}
+			t.flush()
 		}
 		return code
-	}
-	src := "revoked"
-	if !res.SourceRevoked {
-		src = "NOT revoked"
-	}
-	if res.SourceError != "" {
-		src += " (" + res.SourceError + ")"
-	}
-	what := res.Chain + "/" + res.Key
-	if res.Peer != "" {
-		what += " for peer " + res.Peer
-		if res.VRF != "" {
-			what += " (vrf " + res.VRF + ")"
-		}
-		src = "not written (a peer-scoped revoke)"
-	}
-	fmt.Fprintf(a.stdout, "Revoke %s: %d sockets in %s; key source: %s\n", what, len(res.Sockets),
-		time.Duration(res.Elapsed), src)
-	if res.RecordError != "" {
-		fmt.Fprintf(a.stdout, "Record: in force, but %s\n", res.RecordError)
-	}
-	if len(res.Sockets) > 0 {
-		t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
-		for _, s := range res.Sockets {
-			t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Replacement), dash(s.Error))
-		}
-		t.flush()
-	}
-	return code
+	})
 }
 
 // keyArg is the one CHAIN/KEY argument of command cmd (revoke, replace,

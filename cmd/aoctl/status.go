@@ -13,7 +13,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
-func (a *app) status(ctx context.Context, args []string) int {
+func (a *app) status() *cmd {
 	var brief bool
 	var vrf string
 	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief] [--json]", func(w io.Writer) {
@@ -35,29 +35,28 @@ listener while its session is down.
 	})
 	fs.BoolVar(&brief, "brief", false, "summary table only")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF (with PEER)")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() > 1 {
-		return a.usageErr("status", "at most one PEER")
-	}
-	which := fs.Arg(0)
-	if vrf != "" {
-		addr, err := netip.ParseAddr(which)
-		if err != nil {
-			return a.usageErr("status", "--vrf needs PEER as an address: %v", err)
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() > 1 {
+			return a.usageErr("status", "at most one PEER")
 		}
-		which = peer.KeyOf(addr, vrf).String()
-	}
-	rep, err := a.client().Status(ctx, which)
-	if err != nil {
-		return a.fail("status", err)
-	}
-	if a.json {
-		return a.printJSON(rep)
-	}
-	renderStatus(a.stdout, rep, a.now(), brief, fs.NArg() == 1)
-	return exitOK
+		which := fs.Arg(0)
+		if vrf != "" {
+			addr, err := netip.ParseAddr(which)
+			if err != nil {
+				return a.usageErr("status", "--vrf needs PEER as an address: %v", err)
+			}
+			which = peer.KeyOf(addr, vrf).String()
+		}
+		rep, err := a.client().Status(ctx, which)
+		if err != nil {
+			return a.fail("status", err)
+		}
+		if a.json {
+			return a.printJSON(rep)
+		}
+		renderStatus(a.stdout, rep, a.now(), brief, fs.NArg() == 1)
+		return exitOK
+	})
 }
 
 // renderStatus writes the status tables. single skips the summary.

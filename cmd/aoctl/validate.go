@@ -16,7 +16,7 @@ type validateResult struct {
 	Problems []string `json:"problems"`
 }
 
-func (a *app) validate(ctx context.Context, args []string) int {
+func (a *app) validate() *cmd {
 	var offline, noKernel bool
 	var at string
 	var horizon string
@@ -38,61 +38,60 @@ accepts (one scratch key each): a key of one it refuses is a problem.
 	fs.BoolVar(&noKernel, "no-kernel", false, "skip the check that this machine's kernel has TCP-AO")
 	fs.StringVar(&at, "at", "", "validate as of this time (RFC 3339 or date; default now)")
 	fs.StringVar(&horizon, "horizon", "90d", "look this far ahead for gaps")
-	if code, ok := a.parse(fs, args, true); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		return a.usageErr("validate", "name one CONFIG file")
-	}
-	now, err := a.instant(at)
-	if err != nil {
-		return a.usageErr("validate", "--at: %v", err)
-	}
-	h, err := policy.ParseDuration(horizon)
-	if err != nil || h <= 0 {
-		return a.usageErr("validate", "--horizon %q: want a positive duration like 90d", horizon)
-	}
-	ch := config.Check(ctx, fs.Arg(0), config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline})
-	defer ch.Snapshot.Zero()
-	res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}}
-	for _, p := range ch.Problems {
-		res.Problems = append(res.Problems, p.Error())
-	}
-	if !noKernel {
-		if err := a.kernelCheck(); err != nil {
-			res.Problems = append(res.Problems, err.Error())
-			res.OK = false
-		} else if a.algorithms != nil && ch.Snapshot != nil {
-			// Every key's algorithm, as aokeyd would install it here.
-			algs, kernel := a.algorithms()
-			for _, p := range ch.Snapshot.RefusedAlgorithms(algs, kernel) {
-				res.Problems = append(res.Problems, p.Error())
+	return a.cmd(fs, func(ctx context.Context) int {
+		if fs.NArg() != 1 {
+			return a.usageErr("validate", "name one CONFIG file")
+		}
+		now, err := a.instant(at)
+		if err != nil {
+			return a.usageErr("validate", "--at: %v", err)
+		}
+		h, err := policy.ParseDuration(horizon)
+		if err != nil || h <= 0 {
+			return a.usageErr("validate", "--horizon %q: want a positive duration like 90d", horizon)
+		}
+		ch := config.Check(ctx, fs.Arg(0), config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline})
+		defer ch.Snapshot.Zero()
+		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}}
+		for _, p := range ch.Problems {
+			res.Problems = append(res.Problems, p.Error())
+		}
+		if !noKernel {
+			if err := a.kernelCheck(); err != nil {
+				res.Problems = append(res.Problems, err.Error())
 				res.OK = false
+			} else if a.algorithms != nil && ch.Snapshot != nil {
+				// Every key's algorithm, as aokeyd would install it here.
+				algs, kernel := a.algorithms()
+				for _, p := range ch.Snapshot.RefusedAlgorithms(algs, kernel) {
+					res.Problems = append(res.Problems, p.Error())
+					res.OK = false
+				}
 			}
 		}
-	}
-	if a.json {
-		if c := a.printJSON(res); c != exitOK {
-			return c
-		}
-	} else {
-		for _, p := range res.Problems {
-			fmt.Fprintln(a.stdout, p)
-		}
-		if res.OK {
-			fmt.Fprintf(a.stdout, "%s: ok (policy %s", res.Config, ch.Config.Policy.Path)
-			if ch.Snapshot != nil {
-				fmt.Fprintf(a.stdout, ", %d key chains", len(ch.Snapshot.Chains))
+		if a.json {
+			if c := a.printJSON(res); c != exitOK {
+				return c
 			}
-			fmt.Fprintln(a.stdout, ")")
 		} else {
-			fmt.Fprintf(a.stderr, "%s: %d problems\n", res.Config, len(res.Problems))
+			for _, p := range res.Problems {
+				fmt.Fprintln(a.stdout, p)
+			}
+			if res.OK {
+				fmt.Fprintf(a.stdout, "%s: ok (policy %s", res.Config, ch.Config.Policy.Path)
+				if ch.Snapshot != nil {
+					fmt.Fprintf(a.stdout, ", %d key chains", len(ch.Snapshot.Chains))
+				}
+				fmt.Fprintln(a.stdout, ")")
+			} else {
+				fmt.Fprintf(a.stderr, "%s: %d problems\n", res.Config, len(res.Problems))
+			}
 		}
-	}
-	if !res.OK {
-		return exitInvalid
-	}
-	return exitOK
+		if !res.OK {
+			return exitInvalid
+		}
+		return exitOK
+	})
 }
 
 // instant parses --at, or returns the clock's now.
