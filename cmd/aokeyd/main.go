@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -54,26 +53,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "version":
 			fmt.Fprintln(stdout, "aokeyd", version)
 			return 0
+		case "man": // hidden: the package build writes aokeyd(8) with it
+			return cmdMan(args[1:], stderr)
 		}
 	}
-	fs := flag.NewFlagSet("aokeyd", flag.ContinueOnError)
+	fs, o := daemonFlags()
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file")
-	stateDir := fs.String("state-dir", "/var/lib/aokeyd", "directory for the revocation and ownership records")
-	guard := fs.String("connectguard", "", "socket of an `aokeyd exec` launcher: key the speaker's outgoing connects (active opens)")
-	var rc rotator.Config
-	fs.DurationVar(&rc.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
-	fs.DurationVar(&rc.Poll, "roll-poll", 0, "how often counters are read during a roll (default 1s)")
-	fs.DurationVar(&rc.Backoff, "roll-backoff", 0, "first retry delay after an aborted roll (default 1m)")
-	fs.DurationVar(&rc.Steady, "steady-poll", 0, "how often a steady session's keys are re-read and drift put back (default 30s)")
-	resync := fs.Duration("resync", 0, "longest time between two full passes, which re-read the listening sockets' keys (default 30s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	profileOnSignal(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, *cfgPath, *stateDir, *guard, rc, *resync, stderr); err != nil {
+	if err := serve(ctx, o.config, o.stateDir, o.guard, o.roll, o.resync, stderr); err != nil {
 		fmt.Fprintln(stderr, "aokeyd:", err)
 		return 1
 	}
@@ -81,9 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdInit(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("aokeyd init", flag.ContinueOnError)
+	fs, dir := initFlags()
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", filepath.Dir(config.DefaultPath), "where to write aokeyd.yaml, policy.yaml and keys.yaml")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -429,9 +420,8 @@ func notify(state string) {
 // restarts, and exits with the program's status. Usable as systemd's
 // ExecStart=.
 func cmdExec(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("aokeyd exec", flag.ContinueOnError)
+	fs, sock := execFlags()
 	fs.SetOutput(stderr)
-	sock := fs.String("socket", "/run/aokeyd/connectguard.sock", "where aokeyd -connectguard fetches the listener")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+)
+
+// aokeyd parses its command line with the standard library's flag package
+// (one daemon, three subcommands); its man pages are generated from the
+// same FlagSets through a cobra tree built only for them, as aoctl's are.
+
+const daemonLong = `aokeyd reads Master Key Tuples (MKTs) from HashiCorp Vault (KV v2) or a
+YAML file, puts them on the BGP speaker's listening and established sockets
+(TCP_AO_ADD_KEY and friends; gobgpd and FRR's bgpd through their sockets,
+BIRD through its own configuration), rolls them by the policy without
+dropping a session (Current_key and RNext_key per peer, the old key kept
+until the peer has moved), revokes a key everywhere within a second when
+told, and serves aoctl(8) on a unix socket.
+
+Stopping aokeyd leaves every installed key in place: sessions are not
+affected by a restart. aokeyd changes only keys it installed.
+
+SIGNALS: SIGHUP validates and reloads the policy (a bad file is refused and
+the running policy kept; check first with aoctl validate). SIGTERM and
+SIGINT stop the daemon. With systemd it reports readiness through
+$NOTIFY_SOCKET (Type=notify).
+
+FILES: /etc/aokeyd/aokeyd.yaml (the configuration), /etc/aokeyd/policy.yaml
+(key chains and peers), /var/lib/aokeyd (the revocation and ownership
+records: keep them across upgrades), /run/aokeyd/control.sock (aoctl's
+socket).
+
+The kernel needs CONFIG_TCP_AO (Linux 6.7 or later); aokeyd refuses to start
+without it and says so.`
+
+func manTree() *cobra.Command {
+	dfs, _ := daemonFlags()
+	root := &cobra.Command{
+		Use:   "aokeyd",
+		Short: "TCP-AO (RFC 5925) key rotation daemon for BGP routers",
+		Long:  daemonLong,
+		Run:   func(*cobra.Command, []string) {},
+	}
+	root.Flags().AddGoFlagSet(dfs)
+	ifs, _ := initFlags()
+	ini := &cobra.Command{
+		Use:   "init",
+		Short: "write the first-run configuration, policy and demo keys",
+		Long: `Writes aokeyd.yaml, policy.yaml and keys.yaml into the directory (the
+package ships the first two as /etc/aokeyd's defaults). keys.yaml holds
+public demo keys: replace them, or point key_source at Vault, before
+production.`,
+		Run: func(*cobra.Command, []string) {},
+	}
+	ini.Flags().AddGoFlagSet(ifs)
+	efs, _ := execFlags()
+	exe := &cobra.Command{
+		Use:   "exec [--socket PATH] -- PROGRAM [ARGS]",
+		Short: "run a BGP daemon so that its outgoing connects carry TCP-AO keys",
+		Long: `Starts PROGRAM (gobgpd, or watchfrr's bgpd) under a seccomp filter that
+hands each connect() to aokeyd (run with --connectguard PATH), which puts
+the peer's keys on the connecting socket before the SYN leaves. It stays as
+a small parent that keeps the filter's listener across aokeyd restarts and
+exits with the program's status. Usable as a systemd unit's ExecStart=.`,
+		Run: func(*cobra.Command, []string) {},
+	}
+	exe.Flags().AddGoFlagSet(efs)
+	ver := &cobra.Command{Use: "version", Short: "print aokeyd's version", Run: func(*cobra.Command, []string) {}}
+	root.AddCommand(ini, exe, ver)
+	root.DisableAutoGenTag = true
+	return root
+}
+
+// cmdMan is the hidden `aokeyd man DIR`: aokeyd(8) and its subcommands'
+// pages.
+func cmdMan(args []string, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: aokeyd man DIR")
+		return 2
+	}
+	if err := os.MkdirAll(args[0], 0o755); err != nil {
+		fmt.Fprintln(stderr, "aokeyd man:", err)
+		return 1
+	}
+	h := &doc.GenManHeader{Title: "AOKEYD", Section: "8", Source: "aokeyd " + version, Manual: "aokeyd manual", Date: sourceDate()}
+	if err := doc.GenManTree(manTree(), h, args[0]); err != nil {
+		fmt.Fprintln(stderr, "aokeyd man:", err)
+		return 1
+	}
+	return 0
+}
+
+// sourceDate is $SOURCE_DATE_EPOCH (reproducible builds: the package's
+// pages carry the commit's date), or nil for today.
+func sourceDate() *time.Time {
+	sec, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
+	if err != nil {
+		return nil
+	}
+	t := time.Unix(sec, 0).UTC()
+	return &t
+}
