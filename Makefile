@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak chaos chaos-mutant lint rules renderings vm clean model model-traces
+.PHONY: all build deps test test-unit test-kernel differential fuzz bench demo soak chaos chaos-mutant lint rules renderings vm clean model model-traces deb
 
 all: build
 
@@ -17,6 +17,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+
+# The Debian packages (amd64 and arm64) in dist/, built with nfpm from
+# deploy/debian; DEB_ARCHS=amd64 for one. See integration/tools/deb.sh.
+deb:
+	bash integration/tools/deb.sh
 
 deps:
 	@bash integration/tools/deps.sh

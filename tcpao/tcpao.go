@@ -96,7 +96,7 @@ func (e *ProbeError) Error() string {
 	return "the kernel could not be asked whether it has TCP-AO (" + e.Err.Error() + "), and aokeyd will not run without an answer: " +
 		"check what confines the process that asked: a seccomp filter (systemd SystemCallFilter=, or RestrictAddressFamilies= " +
 		"without AF_INET and AF_INET6), an LSM profile (AppArmor, SELinux) denying it TCP sockets, and the user and " +
-		"capabilities it runs with (compare docs/aokeyd.service); see the README section \"Kernel requirements\""
+		"capabilities it runs with (compare deploy/debian/aokeyd.service); see the README section \"Kernel requirements\""
 }
 
 func (e *ProbeError) Unwrap() error { return e.Err }
