@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,194 +11,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// The per-peer series (a few per peer, two per key, four per socket: tens
-// of thousands on a large PE) are not client_golang collectors: a
-// registry's Gather builds each series' protobuf, hashes and checks its
-// labels and sorts every family, on every scrape, which at 4,096 peers cost
-// seconds of CPU on a slow machine. They live in a store that keeps each
-// series' labels, built once when the series appears, and its value,
-// updated in place; a family's order, and its series' text up to the
-// value, are recomputed only when a series comes or goes. A text scrape
-// (peers_text.go) copies that text and formats the values; a protobuf one
-// (Gatherer) copies values into freshly allocated protobufs that share the
-// series' label pairs (built by the first, immutable after), a few
-// allocations per family.
-
-// row is one series. Its value is kept in its family's dense vals (at
-// idx), so that a scrape reads values and text sequentially.
-type row struct {
-	fam    *family
-	idx    int
-	key    string           // the label values in label-name order, NUL-separated: its key in rows, and its order
-	values []string         // label values in the family's label order
-	labels []*dto.LabelPair // sorted by name, as client_golang orders them; built by the first gather, then never changed
-}
-
-func (r *row) set(v float64) { r.fam.vals[r.idx] = v }
-func (r *row) add(v float64) { r.fam.vals[r.idx] += v }
-
-// family is one per-peer metric.
-type family struct {
-	name, help string
-	typ        dto.MetricType
-	ages       bool     // vals hold Unix times; a scrape serves the seconds since
-	labels     []string // label names in the order values are given
-	byName     []int    // indexes into labels, sorted by label name
-	rows       map[string]*row
-	vals       []float64 // every row's value, by row.idx
-	free       []int     // indexes in vals of dropped rows
-	head       []byte    // the family's HELP and TYPE lines
-	// sorted are the rows in client_golang's order (nil: a series came or
-	// went since the last sort); blob holds each one's text up to its value
-	// ("name{labels} "), the k-th ending at ends[k], and order its idx.
-	sorted []*row
-	blob   []byte
-	ends   []int
-	order  []int
-}
-
-func newFamily(name, help string, typ dto.MetricType, labels ...string) *family {
-	f := &family{name: name, help: help, typ: typ, labels: labels, rows: map[string]*row{}}
-	f.byName = make([]int, len(labels))
-	for i := range f.byName {
-		f.byName[i] = i
-	}
-	sort.Slice(f.byName, func(a, b int) bool { return labels[f.byName[a]] < labels[f.byName[b]] })
-	kind := " gauge\n"
-	if f.typ == dto.MetricType_COUNTER {
-		kind = " counter\n"
-	}
-	f.head = []byte("# HELP " + name + " " + helpEscaper.Replace(help) + "\n# TYPE " + name + kind)
-	return f
-}
-
-// with returns the series with these label values, created at 0.
-func (f *family) with(values ...string) *row {
-	// The key orders series as client_golang does (by their values in
-	// label-name order; NUL sorts before any byte a value has).
-	var kb strings.Builder
-	n := len(values)
-	for _, v := range values {
-		n += len(v)
-	}
-	kb.Grow(n)
-	for i, j := range f.byName {
-		if i > 0 {
-			kb.WriteByte(0)
-		}
-		kb.WriteString(values[j])
-	}
-	k := kb.String()
-	if r := f.rows[k]; r != nil {
-		return r
-	}
-	r := &row{fam: f, key: k, values: slices.Clone(values)}
-	if n := len(f.free); n > 0 {
-		r.idx, f.free = f.free[n-1], f.free[:n-1]
-		f.vals[r.idx] = 0
-	} else {
-		r.idx = len(f.vals)
-		f.vals = append(f.vals, 0)
-	}
-	f.rows[k] = r
-	f.sorted = nil
-	return r
-}
-
-// drop removes the series r (nil: nothing).
-func (f *family) drop(r *row) {
-	if r == nil {
-		return
-	}
-	if f.rows[r.key] != r {
-		return // dropped already
-	}
-	delete(f.rows, r.key)
-	f.free = append(f.free, r.idx)
-	f.sorted = nil
-}
-
-// sort puts the series in client_golang's order (by their label values in
-// label-name order) if a series came or went since the last sort.
-func (f *family) sort() {
-	if f.sorted != nil {
-		return
-	}
-	f.sorted = make([]*row, 0, len(f.rows))
-	for _, r := range f.rows {
-		f.sorted = append(f.sorted, r)
-	}
-	slices.SortFunc(f.sorted, func(a, b *row) int { return strings.Compare(a.key, b.key) })
-	size := 0
-	for _, r := range f.sorted {
-		size += len(f.name) + len(r.key) + 8*len(r.values)
-	}
-	if cap(f.blob) < size {
-		f.blob = make([]byte, 0, size+size/8)
-	}
-	if cap(f.ends) < len(f.sorted) {
-		f.ends = make([]int, 0, len(f.sorted)+len(f.sorted)/8)
-		f.order = make([]int, 0, cap(f.ends))
-	}
-	f.blob, f.ends, f.order = f.blob[:0], f.ends[:0], f.order[:0]
-	for _, r := range f.sorted {
-		f.blob = append(f.blob, f.name...)
-		f.blob = f.appendLabels(f.blob, r)
-		f.blob = append(f.blob, ' ')
-		f.ends = append(f.ends, len(f.blob))
-		f.order = append(f.order, r.idx)
-	}
-}
-
-// gather returns the family's series as client_golang's registry would
-// (label pairs sorted by name, series by their label values in that
-// order), or nil when it has none.
-func (f *family) gather(now float64) *dto.MetricFamily {
-	n := len(f.rows)
-	if n == 0 {
-		return nil
-	}
-	f.sort()
-	ms := make([]dto.Metric, n)
-	ptrs := make([]*dto.Metric, n)
-	vals := make([]float64, n)
-	var gauges []dto.Gauge
-	var counters []dto.Counter
-	if f.typ == dto.MetricType_COUNTER {
-		counters = make([]dto.Counter, n)
-	} else {
-		gauges = make([]dto.Gauge, n)
-	}
-	for i, r := range f.sorted {
-		vals[i] = f.value(r.idx, now)
-		m := &ms[i]
-		if r.labels == nil {
-			r.labels = make([]*dto.LabelPair, len(r.values))
-			for i, j := range f.byName {
-				r.labels[i] = &dto.LabelPair{Name: &f.labels[j], Value: &r.values[j]}
-			}
-		}
-		m.Label = r.labels
-		if counters != nil {
-			counters[i].Value = &vals[i]
-			m.Counter = &counters[i]
-		} else {
-			gauges[i].Value = &vals[i]
-			m.Gauge = &gauges[i]
-		}
-		ptrs[i] = m
-	}
-	return &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: &f.typ, Metric: ptrs}
-}
-
-// value is the series at idx as served at now (Unix seconds).
-func (f *family) value(idx int, now float64) float64 {
-	if f.ages {
-		return max(now-f.vals[idx], 0)
-	}
-	return f.vals[idx]
-}
-
 // keyRows are one key's two counters.
 type keyRows struct {
 	id        KeyCounters // Key, SendID, RecvID only
@@ -208,6 +19,7 @@ type keyRows struct {
 
 // peerRows are one peer's series (nil: none yet).
 type peerRows struct {
+	labels                    *peerLabels
 	current, rnext, installed *row
 	state                     *row
 	verify, age               *row
@@ -229,6 +41,10 @@ type socketRows struct {
 type peerStore struct {
 	mu    sync.Mutex
 	peers map[Peer]*peerRows
+	// intern holds each value of a label other than peer and vrf (key
+	// names and IDs, sockets, states, reasons: few, and bounded by the
+	// keys and listeners there are), shared by every series with it.
+	intern map[[2]string]*label
 
 	current, rnext, installed, state, verify, age *family
 	notFound                                      *family
@@ -240,33 +56,33 @@ type peerStore struct {
 
 func newPeerStore() *peerStore {
 	g, c := dto.MetricType_GAUGE, dto.MetricType_COUNTER
-	keyL := []string{LabelPeer, LabelVRF, LabelKey, LabelSendID, LabelRecvID}
-	sockL := []string{LabelPeer, LabelVRF, LabelSocket}
+	keyL := []string{LabelKey, LabelSendID, LabelRecvID}
 	s := &peerStore{
 		peers:     map[Peer]*peerRows{},
-		current:   newFamily(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none).", g, LabelPeer, LabelVRF),
-		rnext:     newFamily(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none).", g, LabelPeer, LabelVRF),
-		installed: newFamily(NamePeerKeys, "TCP-AO keys installed on the peer's established socket.", g, LabelPeer, LabelVRF),
-		state:     newFamily(NameRotationState, "1 for the rotation state the peer is in.", g, LabelPeer, LabelVRF, LabelState),
+		intern:    map[[2]string]*label{},
+		current:   newFamily(NamePeerCurrentKeyID, "SendID of the peer's Current_key (-1: none).", g),
+		rnext:     newFamily(NamePeerRNextKeyID, "RecvID of the peer's RNext_key (-1: none).", g),
+		installed: newFamily(NamePeerKeys, "TCP-AO keys installed on the peer's established socket.", g),
+		state:     newFamily(NameRotationState, "1 for the rotation state the peer is in.", g, LabelState),
 		notFound: newFamily(NamePeerKeyNotFound,
-			"1 while the peer's session is down, no other managed peer's is, and the listeners count segments whose KeyID matches no key (the peer's key IDs are not mirrored).", g, LabelPeer, LabelVRF),
+			"1 while the peer's session is down, no other managed peer's is, and the listeners count segments whose KeyID matches no key (the peer's key IDs are not mirrored).", g),
 		verify: newFamily(NamePeerVerifyFailing,
-			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener with a bad MAC (the secret, the algorithm or tcp_options differ).", g, LabelPeer, LabelVRF),
+			"1 while the peer's session is down and its segments fail TCP-AO verification on the listener with a bad MAC (the secret, the algorithm or tcp_options differ).", g),
 		age: newFamily(NamePeerCountersAge,
-			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods).", g, LabelPeer, LabelVRF),
+			"Seconds since the peer's key and socket pkt counters were read from the kernel (served from the rotation machine's last poll; read on the scrape, age 0, when older than two steady periods).", g),
 		attempts: newFamily(NameRotationFailedAttempts,
-			"Aborted attempts of the peer's roll since its last completed roll (0: none), labelled with the last abort's reason.", g, LabelPeer, LabelVRF, LabelReason),
+			"Aborted attempts of the peer's roll since its last completed roll (0: none), labelled with the last abort's reason.", g, LabelReason),
 		coverage: newFamily(NameSendCoverageEnd,
-			"Unix time from which the peer has no key to send with (the end of continuous send-lifetime coverage from now; +Inf: never).", g, LabelPeer, LabelVRF),
-		started:      newFamily(NameRotationsStarted, "Key rotations started.", c, LabelPeer, LabelVRF),
-		completed:    newFamily(NameRotationsCompleted, "Key rotations completed (old key retired).", c, LabelPeer, LabelVRF),
-		aborted:      newFamily(NameRotationsAborted, "Key rotations aborted, by reason.", c, LabelPeer, LabelVRF, LabelReason),
+			"Unix time from which the peer has no key to send with (the end of continuous send-lifetime coverage from now; +Inf: never).", g),
+		started:      newFamily(NameRotationsStarted, "Key rotations started.", c),
+		completed:    newFamily(NameRotationsCompleted, "Key rotations completed (old key retired).", c),
+		aborted:      newFamily(NameRotationsAborted, "Key rotations aborted, by reason.", c, LabelReason),
 		keyGood:      newFamily(NameKeyPktGood, "Segments verified with the key (TCP_AO_GET_KEYS pkt_good).", c, keyL...),
 		keyBad:       newFamily(NameKeyPktBad, "Segments with a bad MAC for the key (pkt_bad).", c, keyL...),
-		sockGood:     newFamily(NameSocketPktGood, "Segments verified on the socket (TCP_AO_INFO pkt_good).", c, sockL...),
-		sockBad:      newFamily(NameSocketPktBad, "Segments with a bad MAC on the socket (pkt_bad).", c, sockL...),
-		sockNotFound: newFamily(NameSocketPktKeyNotFound, "Signed segments for which no key matched (pkt_key_not_found).", c, sockL...),
-		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, sockL...),
+		sockGood:     newFamily(NameSocketPktGood, "Segments verified on the socket (TCP_AO_INFO pkt_good).", c, LabelSocket),
+		sockBad:      newFamily(NameSocketPktBad, "Segments with a bad MAC on the socket (pkt_bad).", c, LabelSocket),
+		sockNotFound: newFamily(NameSocketPktKeyNotFound, "Signed segments for which no key matched (pkt_key_not_found).", c, LabelSocket),
+		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, LabelSocket),
 	}
 	s.age.ages = true
 	return s
@@ -286,17 +102,28 @@ func (s *peerStore) families() []*family {
 func (s *peerStore) peer(p Peer) *peerRows {
 	r := s.peers[p]
 	if r == nil {
-		r = &peerRows{}
+		r = &peerRows{labels: newPeerLabels(p)}
 		s.peers[p] = r
 	}
 	return r
+}
+
+// label is the interned label name=value; s.mu is held.
+func (s *peerStore) label(name, value string) *label {
+	k := [2]string{name, value}
+	l := s.intern[k]
+	if l == nil {
+		l = newLabel(name, value)
+		s.intern[k] = l
+	}
+	return l
 }
 
 // set sets *r (created in f with the peer's labels and extra on first use)
 // to v; s.mu is held.
 func (s *peerStore) set(f *family, r **row, p Peer, v float64) {
 	if *r == nil {
-		*r = f.with(p.Addr, p.VRF)
+		*r = f.add(s.peer(p).labels)
 	}
 	(*r).set(v)
 }
@@ -314,11 +141,11 @@ func (s *peerStore) setState(p Peer, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pr := s.peer(p)
-	if pr.state != nil && pr.state.values[2] == state {
+	if pr.state != nil && pr.state.extra[0].value == state {
 		return
 	}
 	s.state.drop(pr.state)
-	pr.state = s.state.with(p.Addr, p.VRF, state)
+	pr.state = s.state.add(pr.labels, s.label(LabelState, state))
 	pr.state.set(1)
 }
 
@@ -328,9 +155,9 @@ func (s *peerStore) setAttempts(p Peer, n float64, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pr := s.peer(p)
-	if pr.attempts == nil || pr.attempts.values[2] != reason {
+	if pr.attempts == nil || pr.attempts.extra[0].value != reason {
 		s.attempts.drop(pr.attempts)
-		pr.attempts = s.attempts.with(p.Addr, p.VRF, reason)
+		pr.attempts = s.attempts.add(pr.labels, s.label(LabelReason, reason))
 	}
 	pr.attempts.set(n)
 }
@@ -364,9 +191,10 @@ func (s *peerStore) setReadAt(p Peer, at float64) {
 func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, r := which(s.peer(p))
+	pr := s.peer(p)
+	f, r := which(pr)
 	if *r == nil {
-		*r = f.with(p.Addr, p.VRF)
+		*r = f.add(pr.labels)
 	}
 	(*r).add(1)
 }
@@ -380,7 +208,7 @@ func (s *peerStore) incAborted(p Peer, reason string) {
 	}
 	r := pr.aborted[reason]
 	if r == nil {
-		r = s.aborted.with(p.Addr, p.VRF, reason)
+		r = s.aborted.add(pr.labels, s.label(LabelReason, reason))
 		pr.aborted[reason] = r
 	}
 	r.add(1)
@@ -418,17 +246,24 @@ func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
 			s.keyGood.drop(k.good)
 			s.keyBad.drop(k.bad)
 		}
+	next:
 		for _, c := range keys {
 			id := KeyCounters{Key: c.Key, SendID: c.SendID, RecvID: c.RecvID}
-			// A duplicate gets the same rows (with returns the existing
-			// series); the last one's values win below.
 			send, recv := strconv.Itoa(int(c.SendID)), strconv.Itoa(int(c.RecvID))
 			name := c.Key
 			if name == "" {
 				name = send + "/" + recv
 			}
-			lv := []string{p.Addr, p.VRF, name, send, recv}
-			pr.keys = append(pr.keys, keyRows{id: id, good: s.keyGood.with(lv...), bad: s.keyBad.with(lv...)})
+			lv := [...]*label{s.label(LabelKey, name), s.label(LabelSendID, send), s.label(LabelRecvID, recv)}
+			// A duplicate (the same labels) gets the same rows; the last
+			// one's values win below.
+			for _, k := range pr.keys {
+				if k.good.extra == [maxExtra]*label(lv) {
+					pr.keys = append(pr.keys, keyRows{id: id, good: k.good, bad: k.bad})
+					continue next
+				}
+			}
+			pr.keys = append(pr.keys, keyRows{id: id, good: s.keyGood.add(pr.labels, lv[:]...), bad: s.keyBad.add(pr.labels, lv[:]...)})
 		}
 	}
 	for i, c := range keys {
@@ -454,7 +289,7 @@ func (s *peerStore) setSocketLocked(p Peer, pr *peerRows, socket string, c Socke
 		pr.sockets = append(pr.sockets, socketRows{name: socket})
 		rs = &pr.sockets[len(pr.sockets)-1].rows
 		for i, f := range []*family{s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd} {
-			rs[i] = f.with(p.Addr, p.VRF, socket)
+			rs[i] = f.add(pr.labels, s.label(LabelSocket, socket))
 		}
 	}
 	for i, v := range [4]uint64{c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired} {

@@ -167,6 +167,20 @@ func TestGathererMatchesRegistry(t *testing.T) {
 			t.Errorf("the registry's %s not served beside the per-peer series", NameOptmemLimit)
 		}
 	}
+	// Each family's text length, kept as series come and go, is what a
+	// text scrape writes (the scrape sizes its buffer by it).
+	for _, f := range m.peers.families() {
+		want := 0
+		if len(f.rows) > 0 {
+			want = len(f.head) + f.textLen
+			for _, r := range f.rows {
+				want += len(appendFloat(nil, f.value(r.idx, unixSeconds(now)))) + 1
+			}
+		}
+		if got := len(f.appendText(nil, unixSeconds(now))); got != want {
+			t.Errorf("%s: text scrape wrote %d bytes, its kept length says %d", f.name, got, want)
+		}
+	}
 	problems, err := testutil.GatherAndLint(m.Gatherer())
 	if err != nil {
 		t.Fatal(err)

@@ -9,22 +9,7 @@ import (
 
 // The text exposition format of the per-peer series, written as
 // expfmt.MetricFamilyToText writes it, from each family's series text
-// (built when it sorts) and values.
-
-// appendLabels appends r's labels in the text format: {name="value",...}.
-func (f *family) appendLabels(b []byte, r *row) []byte {
-	b = append(b, '{')
-	for i, j := range f.byName {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, f.labels[j]...)
-		b = append(b, '=', '"')
-		b = append(b, labelEscaper.Replace(r.values[j])...)
-		b = append(b, '"')
-	}
-	return append(b, '}')
-}
+// (built from the shared label pieces when it sorts, family.go) and values.
 
 // labelEscaper and helpEscaper escape label values and help text as the
 // text exposition format (and expfmt) does.
@@ -41,7 +26,7 @@ func (f *family) appendText(b []byte, now float64) []byte {
 	}
 	f.sort()
 	b = append(b, f.head...)
-	start := 0
+	start := int32(0)
 	for k, idx := range f.order {
 		b = append(b, f.blob[start:f.ends[k]]...)
 		b = appendFloat(b, f.value(idx, now))
@@ -83,9 +68,8 @@ func (s *peerStore) appendText(b []byte, now float64) []byte {
 	// and a value of up to 24 bytes.
 	size := 0
 	for _, f := range s.families() {
-		if len(f.rows) > 0 {
-			f.sort()
-			size += len(f.head) + len(f.blob) + 24*len(f.order)
+		if n := len(f.rows); n > 0 {
+			size += len(f.head) + f.textLen + 24*n
 		}
 	}
 	b = slices.Grow(b, size)
