@@ -350,6 +350,11 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if res.RSSDaemon, res.HeapDaemon, err = settled(); err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
+	if r.cfg.HeapProfile != nil {
+		if err := pprof.Lookup("heap").WriteTo(r.cfg.HeapProfile, 0); err != nil {
+			return nil, errors.Join(fmt.Errorf("bench: heap profile: %w", err), run.stop())
+		}
+	}
 	// Steady background CPU over one steady re-read period (every session
 	// re-read once, with jitter), which also holds a full pass and a key
 	// source read; no scrape.

@@ -62,7 +62,10 @@ type Config struct {
 	// as operators run it).
 	PassProfile   io.Writer
 	SteadyProfile io.Writer
-	Logger        *slog.Logger
+	// HeapProfile, when set, receives the daemon run's heap profile where
+	// its memory is measured (the daemon up over the fleet, after a GC).
+	HeapProfile io.Writer
+	Logger      *slog.Logger
 }
 
 func (c *Config) defaults() error {

@@ -4,7 +4,9 @@
 # planner's own benchmark on host and guest. Writes report.txt (the table),
 # report.png (the chart), report.tsv (the chart's figures and the memory
 # and drain figures, tab-separated: item, n, series, value, unit, runs),
-# results.json, cpu.pprof and the guest console log to $AOKEYD_BENCH_OUT
+# results.json, cpu.pprof, heap.pprof (the daemon item's heap where its
+# memory is measured; heap-top.txt its top, and heap-before*.* with
+# AOKEYD_BENCH_BEFORE) and the guest console log to $AOKEYD_BENCH_OUT
 # (default ./bench-report) and prints the table. The guest program (aokeyd-bench)
 # measures; the host's aokeyd-bench-report draws the report.
 #
@@ -121,6 +123,14 @@ cp "$res/pass.pprof" "$out/pass.pprof"
 go tool pprof -top -cum -nodecount=30 "$work/bin/aokeyd-bench" "$res/pass.pprof" >"$out/pass-top.txt" 2>/dev/null || log "no idle-pass profile summary"
 cp "$res/steady.pprof" "$out/steady.pprof"
 go tool pprof -top -cum -nodecount=40 "$work/bin/aokeyd-bench" "$res/steady.pprof" >"$out/steady-top.txt" 2>/dev/null || log "no steady-window profile summary"
+if [ -s "$res/heap.pprof" ]; then
+	cp "$res/heap.pprof" "$out/heap.pprof"
+	go tool pprof -sample_index=inuse_space -top -nodecount=30 "$work/bin/aokeyd-bench" "$res/heap.pprof" >"$out/heap-top.txt" 2>/dev/null || log "no heap profile summary"
+fi
+if [ -n "${AOKEYD_BENCH_BEFORE:-}" ] && [ -s "$res/before-prog/heap.pprof" ]; then
+	cp "$res/before-prog/heap.pprof" "$out/heap-before.pprof"
+	go tool pprof -sample_index=inuse_space -top -nodecount=30 "$AOKEYD_BENCH_BEFORE/aokeyd-bench" "$res/before-prog/heap.pprof" >"$out/heap-before-top.txt" 2>/dev/null || log "no before heap profile summary"
+fi
 cp "$res/results.json" "$out/guest-results.json"
 cp "$work/vm/console.log" "$out/guest-console.log"
 "$work/aokeyd-bench-report" -in "$res/results.json" -out "$out" \

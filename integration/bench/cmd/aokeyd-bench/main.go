@@ -99,6 +99,12 @@ func measure(args []string, stderr io.Writer) error {
 	}
 	defer steady.Close()
 	cfg.SteadyProfile = steady
+	heap, err := os.Create(filepath.Join(*out, "heap.pprof"))
+	if err != nil {
+		return err
+	}
+	defer heap.Close()
+	cfg.HeapProfile = heap
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench.Run(ctx, cfg)
