@@ -61,9 +61,11 @@ gzip -9n "$stage"/common/man/*.8
 "$stage/host/aoctl" completion zsh >"$stage/common/completion/_aoctl"
 "$stage/host/aoctl" completion fish >"$stage/common/completion/aoctl.fish"
 "$stage/host/aokeyd" init -dir "$stage/init" >/dev/null
-# The config aokeyd init writes for /etc/aokeyd, without its demo keys
-# (public: an operator brings a key source).
-cp "$stage/init/aokeyd.yaml" "$stage/init/policy.yaml" "$stage/common/etc/"
+# The config aokeyd init -dir /etc/aokeyd writes (it names the files of
+# its directory), without its demo keys (public: an operator brings a key
+# source).
+sed "s#$stage/init#/etc/aokeyd#g" "$stage/init/aokeyd.yaml" >"$stage/common/etc/aokeyd.yaml"
+cp "$stage/init/policy.yaml" "$stage/common/etc/"
 date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 subject=$(git log -1 --format=%s 2>/dev/null | sed 's/"/\\"/g' || echo "local build")
 cat >"$stage/common/changelog.yml" <<YAML

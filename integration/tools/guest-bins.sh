@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prints the host binaries the guest tests need in their PATH: gobgpd and
+# Prints the host binaries the guest tests need in their PATH (and the
+# Debian packages the install test takes from there): gobgpd and
 # gobgp v3.37 (when the install script exists), aokeyd/aoctl built static, and
 # promtool (Debian's, from the cache: the e2e alert test evaluates the
 # shipped rules against a run's metrics in the guest).
@@ -23,6 +24,12 @@ for c in aokeyd aoctl; do
 		bins+=("$out/$c")
 	fi
 done
+# The Debian package and a rebuild of it under a higher version: the
+# install, upgrade and purge test (integration/deb) finds them in PATH.
+if [ -f "$repo/integration/tools/deb.sh" ] && [ -z "$tags" ]; then
+	rm -rf "$out/deb"
+	while read -r deb; do bins+=("$deb"); done < <(DEB_ARCHS=amd64 DEB_REBUILD=1 DEB_OUT="$out/deb" bash "$repo/integration/tools/deb.sh" 2>"$out/deb.log" || { cat "$out/deb.log" >&2; exit 1; })
+fi
 if [ -f "$repo/integration/tools/promtool.sh" ]; then
 	bins+=("$(bash "$repo/integration/tools/promtool.sh")")
 fi
