@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
+
+	"github.com/aokeyd/aokeyd/internal/manpage"
 )
 
 // aokeyd parses its command line with the standard library's flag package
@@ -73,7 +71,6 @@ exits with the program's status. Usable as a systemd unit's ExecStart=.`,
 	exe.Flags().AddGoFlagSet(efs)
 	ver := &cobra.Command{Use: "version", Short: "print aokeyd's version", Run: func(*cobra.Command, []string) {}}
 	root.AddCommand(ini, exe, ver)
-	root.DisableAutoGenTag = true
 	return root
 }
 
@@ -84,25 +81,9 @@ func cmdMan(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: aokeyd man DIR")
 		return 2
 	}
-	if err := os.MkdirAll(args[0], 0o755); err != nil {
-		fmt.Fprintln(stderr, "aokeyd man:", err)
-		return 1
-	}
-	h := &doc.GenManHeader{Title: "AOKEYD", Section: "8", Source: "aokeyd " + version, Manual: "aokeyd manual", Date: sourceDate()}
-	if err := doc.GenManTree(manTree(), h, args[0]); err != nil {
+	if err := manpage.Write(manTree(), version, args[0]); err != nil {
 		fmt.Fprintln(stderr, "aokeyd man:", err)
 		return 1
 	}
 	return 0
-}
-
-// sourceDate is $SOURCE_DATE_EPOCH (reproducible builds: the package's
-// pages carry the commit's date), or nil for today.
-func sourceDate() *time.Time {
-	sec, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
-	if err != nil {
-		return nil
-	}
-	t := time.Unix(sec, 0).UTC()
-	return &t
 }
