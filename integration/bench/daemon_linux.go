@@ -228,12 +228,18 @@ func rss() (int64, error) {
 // settled returns RSS and the Go heap in use after a GC that gives freed
 // memory back to the OS.
 func settled() (rssB, heap int64, err error) {
+	rssB, heap, _, _, err = settledAll()
+	return rssB, heap, err
+}
+
+// settledAll is settled with the goroutine stacks' memory and count.
+func settledAll() (rssB, heap, stacks int64, goroutines int, err error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rssB, err = rss()
-	return rssB, int64(ms.HeapInuse), err
+	return rssB, int64(ms.HeapInuse), int64(ms.StackInuse), runtime.NumGoroutine(), err
 }
 
 func cpuTime() (int64, error) {
@@ -347,7 +353,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 		c, _ := countKeys(e.f.disc.Socket(uint64(i+2)), -1)
 		res.EstablishedKeys += c
 	}
-	if res.RSSDaemon, res.HeapDaemon, err = settled(); err != nil {
+	if res.RSSDaemon, res.HeapDaemon, res.StackDaemon, res.GoroutinesDaemon, err = settledAll(); err != nil {
 		return nil, errors.Join(err, run.stop())
 	}
 	if r.cfg.HeapProfile != nil {
@@ -440,7 +446,7 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if err := run.stop(); err != nil {
 		return nil, err
 	}
-	if res.RSSHarness, res.HeapHarness, err = settled(); err != nil {
+	if res.RSSHarness, res.HeapHarness, res.StackHarness, res.GoroutinesHarness, err = settledAll(); err != nil {
 		return nil, err
 	}
 	r.log.Info("daemon memory", "rss_before", res.RSSBefore, "rss_daemon", res.RSSDaemon, "rss_harness", res.RSSHarness,

@@ -221,6 +221,14 @@ type DaemonRun struct {
 	HeapBefore  int64 `json:"heap_before"`
 	HeapDaemon  int64 `json:"heap_daemon"`
 	HeapHarness int64 `json:"heap_harness"`
+	// StackDaemon and StackHarness are the goroutine stacks' memory
+	// (MemStats.StackInuse, not in the heap), GoroutinesDaemon and
+	// GoroutinesHarness how many goroutines there were, at the same two
+	// readings.
+	StackDaemon       int64 `json:"stack_daemon,omitempty"`
+	StackHarness      int64 `json:"stack_harness,omitempty"`
+	GoroutinesDaemon  int   `json:"goroutines_daemon,omitempty"`
+	GoroutinesHarness int   `json:"goroutines_harness,omitempty"`
 	// SteadyCPUPerSec is the process's CPU time per second of wall time
 	// over SteadyWindow with the daemon idle as operators run it (default
 	// steady re-reads, full passes and key source reads; metrics on, not

@@ -277,6 +277,9 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	t.f("   (the process also holds the bench's %d client and %d accepted sockets: %s with the daemon stopped, so the daemon's share is %s;",
 		v.Peers, v.Peers, Bytes(v.RSSHarness), Bytes(v.DaemonRSS()))
 	t.f("    Go heap in use %s with the daemon, %s without; %s before the fleet existed)", Bytes(v.HeapDaemon), Bytes(v.HeapHarness), Bytes(v.RSSBefore))
+	if v.GoroutinesDaemon > 0 {
+		t.f("   goroutine stacks %s in %d goroutines with the daemon, %s in %d without", Bytes(v.StackDaemon), v.GoroutinesDaemon, Bytes(v.StackHarness), v.GoroutinesHarness)
+	}
 	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes, %d full passes in that window): %s  %s",
 		v.IdlePasses, v.FullDuringIdle, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
 	for _, b := range goBench {
