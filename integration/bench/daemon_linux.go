@@ -443,6 +443,11 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 			res.ScrapeGatherCPU, res.ScrapeFamilies, res.ScrapeSeries = c1-c0, mfs, series
 		}
 	}
+	// Memory once scraped: every series exists, with what a text and a
+	// protobuf scrape keep.
+	if res.RSSScraped, res.HeapScraped, _, _, err = settledAll(); err != nil {
+		return nil, errors.Join(err, run.stop())
+	}
 	if err := run.stop(); err != nil {
 		return nil, err
 	}

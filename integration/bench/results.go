@@ -229,6 +229,11 @@ type DaemonRun struct {
 	StackHarness      int64 `json:"stack_harness,omitempty"`
 	GoroutinesDaemon  int   `json:"goroutines_daemon,omitempty"`
 	GoroutinesHarness int   `json:"goroutines_harness,omitempty"`
+	// RSSScraped and HeapScraped are read after the scrapes below (every
+	// per-peer series created, and what the scrapes keep), the daemon
+	// still running.
+	RSSScraped  int64 `json:"rss_scraped,omitempty"`
+	HeapScraped int64 `json:"heap_scraped,omitempty"`
 	// SteadyCPUPerSec is the process's CPU time per second of wall time
 	// over SteadyWindow with the daemon idle as operators run it (default
 	// steady re-reads, full passes and key source reads; metrics on, not

@@ -280,6 +280,9 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	if v.GoroutinesDaemon > 0 {
 		t.f("   goroutine stacks %s in %d goroutines with the daemon, %s in %d without", Bytes(v.StackDaemon), v.GoroutinesDaemon, Bytes(v.StackHarness), v.GoroutinesHarness)
 	}
+	if v.RSSScraped > 0 {
+		t.f("   after the scrapes below (every series created): RSS %s (daemon's share %s), Go heap %s", Bytes(v.RSSScraped), Bytes(v.RSSScraped-v.RSSHarness), Bytes(v.HeapScraped))
+	}
 	t.f("   CPU per idle reconcile pass (a key source read that finds nothing new; getrusage self over %d passes, %d full passes in that window): %s  %s",
 		v.IdlePasses, v.FullDuringIdle, Dur(v.IdlePassCPU), PassVerdict(v.IdlePassCPU))
 	for _, b := range goBench {
