@@ -119,10 +119,10 @@ differential: deps
 fuzz:
 	bash integration/tools/fuzz.sh $(FUZZTIME)
 
-# make test's fuzz run: every target, shorter (the key-source decoders 20s,
-# the others 5s; make fuzz runs them for FUZZTIME and 10s).
+# make test's fuzz run: every target, shorter (the key-source decoders 10s,
+# the others 3s; make fuzz runs them for FUZZTIME and 10s).
 fuzz-short:
-	FUZZTIME_OTHER=5s bash integration/tools/fuzz.sh 20s
+	FUZZTIME_OTHER=3s bash integration/tools/fuzz.sh 10s
 
 # The roll protocol's Promela model (rotator/model) checked by spin,
 # exhaustively, and each seeded mutant shown to violate a property; then the
@@ -148,7 +148,7 @@ bench: deps
 
 # The end-to-end soak for SOAK (default 10m): rotations back to back
 # between gobgpd+aokeyd and BIRD; prints "soak: rotations=N flaps=N pkt_bad=N".
-# (make test runs the same test for 2 minutes.)
+# (make test runs the same test for 1 minute.)
 SOAK ?= 10m
 soak: deps
 	AOKEYD_GUEST_ENV="AOKEYD_SOAK=$(SOAK)" AOKEYD_TEST_RUN='^TestSoak$$' AOKEYD_VM_TIMEOUT=$$((30*60 + 600)) \
@@ -159,7 +159,7 @@ soak: deps
 # throughout. Prints "chaos: minutes=M routers=R rotations=N faults=F
 # flaps_unexplained=0 stranded=0 revoked_left=0 seed=S"; CHAOS_SEED=S
 # replays a run's schedule, CHAOS_KINDS=k1,k2 draws only those faults.
-# make test runs it for 2 minutes (without clock steps: it shares the
+# make test runs it for 1 minute (without clock steps: it shares the
 # guest with other scenarios there). chaos-mutant is the checker's own
 # proof: a deliberately broken aokeyd (revokes skip the listener) must fail
 # the run on revoked-left.

@@ -305,7 +305,7 @@ func TestClockJump(t *testing.T) {
 }
 
 // TestSoak is scenario 6: rotations back to back for AOKEYD_SOAK (default
-// 1m in `make test`, where the chaos fleet rolls for two minutes beside
+// 1m in `make test`, where the chaos fleet rolls for a minute beside
 // it; `make soak` runs 10m). It ends with one line
 // "soak: rotations=N flaps=N pkt_bad=N" and fails on any flap.
 func TestSoak(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 // BIRD keeps for ever. A key that carries the session is never taken off
 // the session or the listener by what A's key file says of it:
 //
-//	(a) k1's lifetime ends by the clock (its end set a minute ahead);
+//	(a) k1's lifetime ends by the clock (its end set 40 s ahead);
 //	(b) the clock jumps forward past k1's end;
 //	(c) a roll to k2, which BIRD never gets (a lagging peer), while k1's
 //	    lifetime ends;
@@ -54,7 +54,7 @@ func TestLifetimeEnd(t *testing.T) {
 		t.Run("a_only_key_ends", func(t *testing.T) {
 			t.Parallel()
 			count(runLifetimeEnd(t, "past its lifetime", func(l *testbed, k1 key, _ *session) {
-				k1.sendEnd, k1.acceptEnd = endIn(time.Minute)
+				k1.sendEnd, k1.acceptEnd = endIn(40 * time.Second)
 				l.writeKeys([]key{k1})
 				time.Sleep(time.Until(k1.acceptEnd) + 3*time.Second)
 			}))
@@ -62,7 +62,7 @@ func TestLifetimeEnd(t *testing.T) {
 		t.Run("c_lagging_peer", func(t *testing.T) {
 			t.Parallel()
 			count(runLifetimeEnd(t, "past its lifetime", func(l *testbed, k1 key, _ *session) {
-				k1.sendEnd, k1.acceptEnd = endIn(time.Minute)
+				k1.sendEnd, k1.acceptEnd = endIn(40 * time.Second)
 				k2 := key{i: 2, sendStart: time.Now().Add(-time.Second)}
 				l.writeKeys([]key{k1, k2}) // BIRD never gets k2
 				lab.Eventually(t, 40*time.Second, "A announces k2 to B", func() (bool, string) {
