@@ -193,3 +193,12 @@ func (a *app) printJSON(v any) int {
 	}
 	return exitOK
 }
+
+// printJSONCode prints v as printJSON does and returns code, or
+// printJSON's failure.
+func (a *app) printJSONCode(v any, code int) int {
+	if c := a.printJSON(v); c != exitOK {
+		return c
+	}
+	return code
+}

@@ -148,10 +148,7 @@ successor (expiring-no-successor); a router that stopped reporting
 			if rep.Links == nil {
 				rep.Links = []fleet.Link{}
 			}
-			if c := a.printJSON(rep); c != exitOK {
-				return c
-			}
-			return code
+			return a.printJSONCode(rep, code)
 		}
 		renderFleet(a.stdout, st.Where(), docs, links, o.Now)
 		return code
@@ -325,10 +322,7 @@ revoke.
 			code = exitError
 		}
 		if a.json {
-			if c := a.printJSON(rep); c != exitOK {
-				return c
-			}
-			return code
+			return a.printJSONCode(rep, code)
 		}
 		what := "recorded"
 		if rep.Already {

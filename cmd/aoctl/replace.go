@@ -57,10 +57,7 @@ in the control socket's admin group.
 			code = exitError
 		}
 		if a.json {
-			if c := a.printJSON(res); c != exitOK {
-				return c
-			}
-			return code
+			return a.printJSONCode(res, code)
 		}
 		what := res.Chain + "/" + res.Key
 		if req.MD5 {

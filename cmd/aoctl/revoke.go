@@ -44,10 +44,7 @@ not in the control socket's admin group.
 			code = exitError
 		}
 		if a.json {
-			if c := a.printJSON(res); c != exitOK {
-				return c
-			}
-			return code
+			return a.printJSONCode(res, code)
 		}
 		src := "revoked"
 		if !res.SourceRevoked {

@@ -38,10 +38,7 @@ Exit status 1 when a peer could not start.
 			}
 		}
 		if a.json {
-			if c := a.printJSON(res); c != exitOK {
-				return c
-			}
-			return code
+			return a.printJSONCode(res, code)
 		}
 		now := a.now()
 		t := newTable(a.stdout, "", "PEER", "VRF", "STARTED", "STATE", "NEXT", "DETAIL")
