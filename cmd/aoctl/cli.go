@@ -22,12 +22,12 @@ import (
 // line that Go's flag package accepted is still accepted and answered the
 // same way, exit codes included: testdata/cli.golden pins it.
 
-// cmd is one leaf command: its flags (the global ones among them, for its
-// help text) and what it does once the command line is parsed; run reads
-// its positional arguments from fs.Args().
 // defaultTimeout is --timeout's default.
 const defaultTimeout = 30 * time.Second
 
+// cmd is one leaf command: its flags (the global ones among them, for its
+// help text) and what it does once the command line is parsed; run reads
+// its positional arguments from fs.Args().
 type cmd struct {
 	fs  *flag.FlagSet
 	run func(ctx context.Context) int
@@ -78,12 +78,9 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				a.usage(a.stderr)
-				a.code = exitUsage
-				return nil
+			if len(args) > 0 {
+				fmt.Fprintf(a.stderr, "aoctl: unknown command %q\n\n", args[0])
 			}
-			fmt.Fprintf(a.stderr, "aoctl: unknown command %q\n\n", args[0])
 			a.usage(a.stderr)
 			a.code = exitUsage
 			return nil
