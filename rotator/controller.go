@@ -27,20 +27,22 @@ type Options struct {
 	Rand   Jitter
 	Logger *slog.Logger
 	Guard  SessionGuard
-	// Changed, when set, is called from a peer's goroutine after a step
+	// Changed, when set, is called from the run of a peer's machine after a step
 	// that changed what its status shows of the session's keys: the roll
 	// state, Current_key, RNext_key, the key rolled to, or the socket's
 	// key list (any kernel write); and when a machine starts on a new
 	// socket. It must not block (a fleet publisher's Wake).
 	Changed func(PeerID)
 	// Events, when set, receives every peer's roll events (Event), each
-	// peer's in order, from that peer's goroutine. It must not block.
+	// peer's in order, from the run of that peer's machine. It must not
+	// block.
 	Events func(Event)
 }
 
-// Controller runs one state machine per peer, each in its own goroutine
-// that alone writes to that peer's socket, so a slow peer holds up no
-// other.
+// Controller runs one state machine per peer. A machine steps on a
+// goroutine of its own while it has work and holds none while it waits
+// (runner); one run at a time writes to the peer's socket, and a slow
+// peer holds up no other.
 type Controller struct {
 	opts   Options
 	ctx    context.Context
@@ -69,22 +71,35 @@ type peerSlot struct {
 	carried []tcpao.KeyRef
 }
 
-// runner is one peer's goroutine and its mailbox. Its machine (m) is the
-// goroutine's alone; producers reach it only through the mailbox, which
-// they never wait on, and readers see the machine's Status only as the
-// immutable snapshot the goroutine publishes (status).
+// runner is one peer's machine and its mailbox. The machine has no
+// goroutine of its own: a run (Controller.run) steps it until it waits,
+// started by a producer's wake, by its timer (the runtime's timer heap is
+// the queue of waiting machines), or by Accepted. At most one run is under
+// way per runner (running), so the machine is owned by whichever
+// goroutine runs it, one at a time, and a machine that waits costs a
+// timer, not a goroutine and its stack. Producers reach the machine only
+// through the mailbox, which they never wait on, and readers see its
+// Status only as the immutable snapshot a run publishes (status).
 type runner struct {
-	m      *machine // owned by the runner's goroutine (loop) once started
-	after  *runner  // the peer's previous machine, in a step: loop waits for it, then cleans the socket
-	wake   chan struct{}
-	stop   context.CancelFunc
-	done   chan struct{}
+	c      *Controller
+	m      *machine // owned by the run under way
+	after  *runner  // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
+	ctx    context.Context
+	stop   context.CancelFunc // ends ctx and halts the runner (synchronously)
+	done   chan struct{}      // closed once halted with no run under way
 	status atomic.Pointer[Status]
+	next   time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
+	begun  bool      // owned by the run: the first run's start-up is done
 
-	mu      sync.Mutex // guards the mailbox below; never held across a step
+	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
 	desired *Desired   // the latest desired state not yet taken (latest wins)
 	dpos    int        // how many of excl came before desired
 	excl    []*exclusive
+	running bool        // a run is under way
+	woken   bool        // woken during the run under way: it steps again before it ends
+	halted  bool        // stopped: no run starts again
+	timer   *time.Timer // the system clock's wake-up (nil until the first wait, or with another clock)
+	tgen    uint64      // with another clock: the wait that is current (older ones are ignored)
 }
 
 // exclusive is an Exclusive call waiting for the runner's goroutine.
@@ -289,9 +304,9 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	}
 	now := c.opts.Clock.Now()
 	r := &runner{
+		c:     c,
 		after: busy,
 		m:     newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
-		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
 	if obs.HaveAO {
@@ -302,7 +317,8 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	r.m.pub = &r.status
 	r.m.events = c.opts.Events
 	ctx, cancel := context.WithCancel(c.ctx)
-	r.stop = cancel
+	r.ctx, r.m.ctx = ctx, ctx
+	r.stop = func() { cancel(); r.halt() }
 	c.mu.Lock()
 	if cur := c.peers[peer]; cur != nil && cur.run == nil {
 		cur.run = r
@@ -321,9 +337,11 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		return sp, errors.Join(err, fmt.Errorf("accepted socket for %s: superseded", peer))
 	}
 	c.mu.Unlock()
-	r.m.emit(EventState, now, r.m.st.State, AbortNone) // before its goroutine: events stay in order
-	c.wg.Add(1)
-	go c.loop(ctx, r)
+	r.m.emit(EventState, now, r.m.st.State, AbortNone) // before its first run: events stay in order
+	c.wg.Add(1)                                        // done by finish
+	r.running = true
+	context.AfterFunc(ctx, r.halt) // Close
+	go c.run(r)
 	return sp, err
 }
 
@@ -459,11 +477,94 @@ func (c *Controller) changed(peer PeerID) {
 	}
 }
 
+// poke wakes the machine: a run starts, or the one under way steps again
+// before it ends. It never waits.
 func (r *runner) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	r.mu.Lock()
+	start := r.beginLocked()
+	r.mu.Unlock()
+	if start {
+		go r.c.run(r)
 	}
+}
+
+// fire is the timer's wake-up, on the timer's own goroutine.
+func (r *runner) fire() {
+	r.mu.Lock()
+	start := r.beginLocked()
+	r.mu.Unlock()
+	if start {
+		r.c.run(r)
+	}
+}
+
+// beginLocked reports whether its caller starts a run (r.mu held): not
+// when halted, and not while one is under way, which is told to step
+// again.
+func (r *runner) beginLocked() bool {
+	switch {
+	case r.halted:
+		return false
+	case r.running:
+		r.woken = true
+		return false
+	}
+	r.running = true
+	return true
+}
+
+// halt stops the runner: no run starts again, and done is closed at once
+// when none is under way, else when it ends (after its step). Idempotent.
+func (r *runner) halt() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.halted {
+		return
+	}
+	r.halted = true
+	r.tgen++
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	if !r.running {
+		r.finishLocked()
+	}
+}
+
+// finishLocked marks the runner ended: once, by halt or by the run that
+// was under way when it halted.
+func (r *runner) finishLocked() {
+	close(r.done)
+	r.c.wg.Done()
+}
+
+// waitLocked arms the machine's wake-up d from now (r.mu held, the run
+// ending): one reusable timer on the system clock; with another clock (a
+// test's), a goroutine per wait on its After.
+func (r *runner) waitLocked(d time.Duration) {
+	if _, sys := r.c.opts.Clock.(SystemClock); sys {
+		if r.timer == nil {
+			r.timer = time.AfterFunc(d, r.fire)
+		} else {
+			r.timer.Reset(d)
+		}
+		return
+	}
+	r.tgen++
+	gen, ch := r.tgen, r.c.opts.Clock.After(d)
+	go func() {
+		select {
+		case <-ch:
+		case <-r.ctx.Done():
+			return
+		}
+		r.mu.Lock()
+		start := r.tgen == gen && r.beginLocked()
+		r.mu.Unlock()
+		if start {
+			r.c.run(r)
+		}
+	}()
 }
 
 // post puts d in the mailbox (replacing what the machine has not taken
@@ -524,62 +625,65 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 	return &obs
 }
 
-func (c *Controller) loop(ctx context.Context, r *runner) {
-	defer c.wg.Done()
-	defer close(r.done)
+// run steps r's machine until it waits (or is halted), then arms its
+// wake-up; the caller set r.running. A wake during a step (running) makes
+// the run step again rather than start another, so one goroutine at a
+// time touches the machine, and events and Changed stay in order.
+func (c *Controller) run(r *runner) {
 	clk := c.opts.Clock
-	r.m.ctx = ctx
-	if r.after != nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.after.done:
+	if !r.begun {
+		r.begun = true
+		if r.after != nil {
+			select {
+			case <-r.ctx.Done():
+			case <-r.after.done:
+			}
+			r.after = nil
+			if r.ctx.Err() == nil {
+				r.take(clk.Now)
+				sp, err := Clean(r.m.sock, r.m.desired)
+				if err != nil {
+					r.m.st.LastError = fmt.Sprintf("accepted socket: %v", err)
+					r.m.log.Warn("rotator: checking the accepted socket's keys", "peer", r.m.peer, "err", err)
+				} else if len(sp.Ops) > 0 {
+					r.m.log.Info("rotator: accepted socket corrected", "peer", r.m.peer, "ops", len(sp.Ops))
+				}
+				r.m.st.Waiting = ""
+			}
 		}
-		r.after = nil
-		r.take(clk.Now)
-		sp, err := Clean(r.m.sock, r.m.desired)
-		if err != nil {
-			r.m.st.LastError = fmt.Sprintf("accepted socket: %v", err)
-			r.m.log.Warn("rotator: checking the accepted socket's keys", "peer", r.m.peer, "err", err)
-		} else if len(sp.Ops) > 0 {
-			r.m.log.Info("rotator: accepted socket corrected", "peer", r.m.peer, "ops", len(sp.Ops))
-		}
-		r.m.st.Waiting = ""
-	}
-	c.changed(r.m.peer) // a new socket: its keys are news
-	var next time.Time  // zero until the first step: nothing is before it, so that step runs
-	// The system clock's wake-up is one timer per machine, reset for each
-	// wait: a wait allocates nothing (a rolling machine waits every poll).
-	// Since Go 1.23 a reset timer delivers no value from before the reset.
-	after := clk.After
-	if _, sys := clk.(SystemClock); sys {
-		t := time.NewTimer(time.Hour)
-		defer t.Stop()
-		after = func(d time.Duration) <-chan time.Time {
-			t.Reset(d)
-			return t.C
+		if r.ctx.Err() == nil {
+			c.changed(r.m.peer) // a new socket: its keys are news
 		}
 	}
 	for {
-		before := r.m.keyView()
-		r.m.pre = nil // a read of an earlier Exclusive call is stale now
-		r.take(clk.Now)
-		if now := clk.Now(); !r.m.idleUntil(before, next, now) {
-			next = r.m.step(now)
-			r.m.publish()
+		if r.ctx.Err() == nil {
+			before := r.m.keyView()
+			r.m.pre = nil // a read of an earlier Exclusive call is stale now
+			r.take(clk.Now)
+			if now := clk.Now(); !r.m.idleUntil(before, r.next, now) {
+				r.next = r.m.step(now)
+				r.m.publish()
+			}
+			if r.m.keyView() != before {
+				c.changed(r.m.peer)
+			}
 		}
-		if r.m.keyView() != before {
-			c.changed(r.m.peer)
+		wait := r.next.Sub(clk.Now())
+		r.mu.Lock()
+		switch {
+		case r.halted || r.ctx.Err() != nil: // ended before halt (its AfterFunc) ran
+			r.halted, r.running = true, false
+			r.tgen++
+			r.finishLocked()
+		case r.woken || wait <= 0:
+			r.woken = false
+			r.mu.Unlock()
+			continue
+		default:
+			r.running = false
+			r.waitLocked(wait)
 		}
-		wait := next.Sub(clk.Now())
-		if wait <= 0 {
-			wait = 0
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-after(wait):
-		}
+		r.mu.Unlock()
+		return
 	}
 }
