@@ -94,6 +94,8 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	// runs first in the e2e lane, which has time to spare beside the
 	// other packages' lane.
 	start := time.Now()
+	var phases []string // the set-up's phases, each with its time since the start
+	mark := func(what string) { phases = append(phases, fmt.Sprintf("%s %s", what, time.Since(start).Round(time.Millisecond))) }
 	v, err := vaulttest.New(vaulttest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc.SetToken(v.RootToken())
+	mark("Vault")
 
 	t0 := time.Now().UTC()
 	keys := []fleetKey{{"old", [2]uint8{11, 12}, -2 * time.Hour, 201}, {"k1", [2]uint8{1, 2}, -time.Hour, 202}}
@@ -116,6 +119,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	for i, n := range names {
 		routers[n] = &fleetRouter{name: n, odd: i%2 == 0 && i < aokeydRouters, ns: netns.New(t, lab.NSName(t, n)), dir: t.TempDir(), as: uint32(65101 + i)}
 	}
+	mark("namespaces")
 	for _, l := range fleetLinks {
 		a, b := routers[l.a], routers[l.b]
 		aa, ba := linkAddrs(l.n)
@@ -123,6 +127,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		a.addrs, a.peers = append(a.addrs, aa), append(a.peers, ba)
 		b.addrs, b.peers = append(b.addrs, ba), append(b.peers, aa)
 	}
+	mark("links")
 	// The BIRD ends mirror the gobgpd router they hang off.
 	routers["b1"].odd, routers["b2"].odd = !routers["g1"].odd, !routers["g4"].odd
 
@@ -152,19 +157,24 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		writeChain(routers[n], keys)
 		nbrs[n] = writeFleetRouter(t, routers[n], routers, v.URL(), tokenFile)
 	}
-	// BIRD first, while the guest is idle (it answers birdc within 20s),
-	// with the key block `aoctl peer-config --for bird` renders from the
-	// config of the gobgpd router it hangs off.
-	for _, n := range []string{"b1", "b2"} {
-		r := routers[n]
-		far := routers[map[string]string{"b1": "g1", "b2": "g4"}[n]]
+	// BIRD first (it answers birdc within 20s on an idle guest), with the
+	// key block `aoctl peer-config --for bird` renders from the config of
+	// the gobgpd router it hangs off; then the gobgpd routers. Each group
+	// starts side by side: beside the other lane's packages the guest's
+	// process start-ups took most of this test's time one after another
+	// (210 s against 42 s alone, links up 200 s after the start).
+	mark("chains")
+	birds := []string{"b1", "b2"}
+	lab.All(t, len(birds), func(i int) {
+		r := routers[birds[i]]
+		far := routers[map[string]string{"b1": "g1", "b2": "g4"}[r.name]]
 		bird.Start(t, r.ns, bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
 			Neighbor: r.peers[0].String(), PeerAS: far.as, Auth: fleetPeerConfigBird(t, far, r),
 			Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9})
-	}
-	for _, n := range gobgp {
-		startFleetRouter(t, routers[n], nbrs[n])
-	}
+	})
+	mark("BIRD")
+	lab.All(t, len(gobgp), func(i int) { startFleetRouter(t, routers[gobgp[i]], nbrs[gobgp[i]]) })
+	mark("gobgpd and aokeyd")
 	aoctl := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(lab.MustBin(t, "aoctl"), args...)
 		cmd.Env = append(os.Environ(), "VAULT_ADDR="+v.URL(), "VAULT_TOKEN="+v.RootToken(), "AOKEYD_FLEET_PATH=secret/aokeyd/fleet", "USER=fleet-test")
@@ -186,7 +196,7 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	}
 
 	// Every link up with TCP-AO, seen from both ends (one end for BIRD's).
-	lab.Eventually(t, 120*time.Second, "every link established with TCP-AO in aoctl fleet status", func() (bool, string) {
+	lab.Eventually(t, 180*time.Second, "every link established with TCP-AO in aoctl fleet status", func() (bool, string) {
 		links, err := status()
 		if err != nil {
 			return false, err.Error()
@@ -215,6 +225,8 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		}
 		return len(bad) == 0, strings.Join(bad, "; ")
 	})
+	mark("every link up with TCP-AO")
+	t.Logf("set-up, each phase done at: %s", strings.Join(phases, ", "))
 	table, _ := aoctl("fleet", "status")
 	t.Logf("aoctl fleet status:\n%s", table)
 
@@ -343,11 +355,6 @@ fleet:
 // root namespace, where the Vault server listens.
 func startFleetRouter(t *testing.T, r *fleetRouter, nbrs []lab.Neighbor) {
 	t.Helper()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("router %s aokeyd.log (tail):\n%s", r.name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 6000))
-		}
-	})
 	lab.StartGobgpd(t, r.ns, "gobgpd", lab.GobgpdConfig{
 		AS: r.as, RouterID: r.addrs[0], LocalAddrs: r.addrs, Neighbors: nbrs, HoldTime: 9, Keepalive: 3,
 	}, lab.GobgpdOptions{Dir: r.dir, Launcher: []string{lab.MustBin(t, "aokeyd"), "exec", "-socket", filepath.Join(r.dir, "cg.sock"), "--"}})
@@ -355,6 +362,14 @@ func startFleetRouter(t *testing.T, r *fleetRouter, nbrs []lab.Neighbor) {
 	lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl,
 		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
+	// Registered after StartAokeyd's, so it runs first: the log's tail
+	// before the goroutine dump StartAokeyd's cleanup asks for, and short,
+	// so that the failure itself stays in view above eight of them.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("router %s aokeyd.log (tail):\n%s", r.name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 1500))
+		}
+	})
 }
 
 // fleetPeerConfigBird is BIRD router b's key block, as `aoctl peer-config

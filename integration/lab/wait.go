@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -83,4 +84,25 @@ func Within(timeout time.Duration, what string, cond func() (ok bool, detail str
 		ok, detail := cond()
 		return ok, detail, nil
 	})
+}
+
+// All runs fn(0) to fn(n-1) at once and waits for every call: starting a
+// lab's routers side by side, so that a busy guest's process start-up
+// latencies overlap instead of adding up. A call that fails the test
+// (t.Fatal in a helper it calls ends only its own goroutine) stops the
+// test once every call returned.
+func All(t testing.TB, n int, fn func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 }

@@ -23,7 +23,9 @@ type NS struct {
 // of the test (processes started with Start are killed first).
 func New(t testing.TB, name string) *NS {
 	t.Helper()
-	_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
+	if _, err := os.Stat("/run/netns/" + name); err == nil {
+		_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
+	}
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
@@ -34,8 +36,26 @@ func New(t testing.TB, name string) *NS {
 }
 
 // Run runs a command inside the namespace and returns its combined output.
+// An ip command switches namespace itself (ip -n NAME): one exec, where
+// ip netns exec NAME ip is two: an exec of ip cost 0.17 s on an idle
+// emulated guest, and a ten-router lab spent 24 s of its 32 s set-up
+// making its namespaces and links.
 func (n *NS) Run(args ...string) (string, error) {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name}, args...)...).CombinedOutput()
+	return n.run("", args...)
+}
+
+// run is Run with stdin (none when empty).
+func (n *NS) run(stdin string, args ...string) (string, error) {
+	var cmd *exec.Cmd
+	if len(args) > 0 && args[0] == "ip" {
+		cmd = exec.Command("ip", append([]string{"-n", n.Name}, args[1:]...)...)
+	} else {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", n.Name}, args...)...)
+	}
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("netns %s: %s: %w: %s", n.Name, strings.Join(args, " "), err, out)
 	}
@@ -120,11 +140,18 @@ func Link(t testing.TB, a *NS, aIf, aAddr string, b *NS, bIf, bAddr string) {
 	t.Helper()
 	// Create inside a, then move the peer end to b: no interface ever
 	// appears in the caller's namespace.
-	a.MustRun(t, "ip", "link", "add", aIf, "type", "veth", "peer", "name", bIf, "netns", b.Name)
-	a.MustRun(t, "ip", "addr", "add", aAddr, "dev", aIf)
-	b.MustRun(t, "ip", "addr", "add", bAddr, "dev", bIf)
-	a.MustRun(t, "ip", "link", "set", aIf, "up")
-	b.MustRun(t, "ip", "link", "set", bIf, "up")
+	// One ip -batch per side: two execs instead of five (see Run).
+	a.MustBatch(t, fmt.Sprintf("link add %s type veth peer name %s netns %s\naddr add %s dev %s\nlink set %s up\n", aIf, bIf, b.Name, aAddr, aIf, aIf))
+	b.MustBatch(t, fmt.Sprintf("addr add %s dev %s\nlink set %s up\n", bAddr, bIf, bIf))
+}
+
+// MustBatch runs ip commands (one per line, without the leading "ip")
+// inside the namespace with one ip -batch, failing the test on error.
+func (n *NS) MustBatch(t testing.TB, cmds string) {
+	t.Helper()
+	if _, err := n.run(cmds, "ip", "-batch", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, cmds)
+	}
 }
 
 // Available reports whether namespaces can be made here (root and the ip
