@@ -210,16 +210,20 @@ func newChaosFleet(t *testing.T, seed uint64) *chaosFleet {
 		}
 		t.Cleanup(func() { _ = exec.Command("umount", "-l", st).Run() })
 	}
-	for _, n := range []string{"b1", "b2"} {
-		r := f.rs[n]
-		far := f.rs[map[string]string{"b1": "g1", "b2": "g4"}[n]]
+	// Each group side by side (lab.All): the guest's process start-ups
+	// overlap instead of adding up.
+	birds := []string{"b1", "b2"}
+	lab.All(t, len(birds), func(i int) {
+		r := f.rs[birds[i]]
+		far := f.rs[map[string]string{"b1": "g1", "b2": "g4"}[r.name]]
 		r.birdCfg = bird.Config{RouterID: r.addrs[0].String(), LocalAddr: r.addrs[0].String(), LocalAS: r.as,
 			Neighbor: r.peers[0].String(), PeerAS: far.as, Auth: peerConfigBird(t, far.name, far.dir, r.addrs[0], r.peers[0]),
 			Routes: []string{fmt.Sprintf("198.18.%d.0/24", r.as%256)}, HoldTime: 9}
 		r.br = bird.StartIn(t, r.ns, r.dir, r.birdCfg)
-	}
-	for _, n := range f.aokeydRouters() {
-		r := f.rs[n]
+	})
+	managed := f.aokeydRouters()
+	lab.All(t, len(managed), func(i int) {
+		r := f.rs[managed[i]]
 		switch r.kind {
 		case gobgpV3, gobgpV4:
 			f.startGobgpd(r)
@@ -231,7 +235,7 @@ func newChaosFleet(t *testing.T, seed uint64) *chaosFleet {
 			f.startAokeyd(r)
 			f.startSpeaker(r)
 		}
-	}
+	})
 	return f
 }
 

@@ -47,14 +47,16 @@ func TestMigrateBIRD32(t *testing.T) {
 	dir := t.TempDir()
 	a, b := lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))
 	var neighbors []lab.Neighbor
-	var bindings strings.Builder
+	var bindings, addrsA, addrsB strings.Builder
 	for i := range sessions32 {
 		ai, bi := addr32(i)
-		a.MustRun(t, "ip", "addr", "add", ai.String()+"/30", "dev", "veth-a")
-		b.MustRun(t, "ip", "addr", "add", bi.String()+"/30", "dev", "veth-b")
+		fmt.Fprintf(&addrsA, "addr add %s/30 dev veth-a\n", ai)
+		fmt.Fprintf(&addrsB, "addr add %s/30 dev veth-b\n", bi)
 		neighbors = append(neighbors, lab.Neighbor{Addr: bi, AS: asB, Passive: true})
 		fmt.Fprintf(&bindings, "  - neighbor: %s\n    key_chain: core\n", bi)
 	}
+	a.MustBatch(t, addrsA.String()) // one exec a side, not 32
+	b.MustBatch(t, addrsB.String())
 	g := lab.StartGobgpd(t, a, "gobgpd", lab.GobgpdConfig{AS: asA, RouterID: addrA, Neighbors: neighbors, HoldTime: 9, Keepalive: 3},
 		lab.GobgpdOptions{Dir: dir})
 	k1 := key{i: 1}
