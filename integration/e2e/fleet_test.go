@@ -95,7 +95,9 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 	// other packages' lane.
 	start := time.Now()
 	var phases []string // the set-up's phases, each with its time since the start
-	mark := func(what string) { phases = append(phases, fmt.Sprintf("%s %s", what, time.Since(start).Round(time.Millisecond))) }
+	mark := func(what string) {
+		phases = append(phases, fmt.Sprintf("%s %s", what, time.Since(start).Round(time.Millisecond)))
+	}
 	v, err := vaulttest.New(vaulttest.Options{})
 	if err != nil {
 		t.Fatal(err)
