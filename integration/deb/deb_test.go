@@ -49,7 +49,7 @@ func TestDebInstall(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("aokeyd's log (tail):\n%s", lab.Tail(r.path("/var/log/aokeyd.log"), 20000))
+			lab.Dump(t, "aokeyd's log (tail)", lab.Tail(r.path("/var/log/aokeyd.log"), 20000))
 		}
 		// Whatever the test left running in the root.
 		_, _ = r.run("/etc/init.d/aokeyd", "stop")

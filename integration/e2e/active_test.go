@@ -55,7 +55,7 @@ func startRouter(t *testing.T, name string, ns *netns.NS, self, peer netip.Addr,
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("router %s aokeyd.log (tail):\n%s", name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 8000))
+			lab.Dump(t, "router "+name+" aokeyd.log (tail)", lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 8000))
 		}
 	})
 	// gobgpd is the child of `aokeyd exec` (which stays as a small parent).

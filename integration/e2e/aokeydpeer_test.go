@@ -112,7 +112,7 @@ log:
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("B's aokeyd.yaml:\n%s\nB's aokeyd.log (tail):\n%s", conf, lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 20000))
+			lab.Dump(t, "B's aokeyd.yaml and aokeyd.log (tail)", conf+"\n"+lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 20000))
 		}
 	})
 	f.gobgp = lab.StartGobgpd(t, l.b, "gobgpd", lab.GobgpdConfig{
@@ -176,7 +176,7 @@ func TestAokeydFromPeerConfig(t *testing.T) {
 	l := &testbed{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("A's aokeyd.log (tail):\n%s", lab.Tail(l.aokeydLog(), 20000))
+			lab.Dump(t, "A's aokeyd.log (tail)", lab.Tail(l.aokeydLog(), 20000))
 		}
 	})
 	l.a, l.b = lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))

@@ -59,7 +59,7 @@ func newNativeLab(t *testing.T, birdBin string, keys []key, extra []string) (*te
 	l := &testbed{t: t, dir: t.TempDir(), keys: keys}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("A's aokeyd.log (tail):\n%s", lab.Tail(l.aokeydLog(), 100000))
+			lab.Dump(t, "A's aokeyd.log (tail)", lab.Tail(l.aokeydLog(), 100000))
 		}
 	})
 	l.a, l.b = lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))

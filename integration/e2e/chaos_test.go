@@ -132,7 +132,7 @@ func TestChaos(t *testing.T) {
 	chk.Log = evlog
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the run's events (last 200):\n%s", lab.Tail(evlog.Name(), 200*100))
+			lab.Dump(t, "the run's events (last 200)", lab.Tail(evlog.Name(), 200*100))
 		}
 	})
 	drv := newChaosDriver(f, chk)

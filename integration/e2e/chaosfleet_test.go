@@ -467,7 +467,7 @@ func (f *chaosFleet) startAokeyd(r *chaosRouter) {
 		r.logged = true
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("router %s aokeyd.log (info and above, last 40):\n%s", r.name, lab.InfoLines(filepath.Join(r.dir, "aokeyd.log"), 40))
+				lab.Dump(t, "router "+r.name+" aokeyd.log (info and above, last 40)", lab.InfoLines(filepath.Join(r.dir, "aokeyd.log"), 40))
 			}
 		})
 	}

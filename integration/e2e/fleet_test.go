@@ -365,11 +365,10 @@ func startFleetRouter(t *testing.T, r *fleetRouter, nbrs []lab.Neighbor) {
 		"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-connectguard", filepath.Join(r.dir, "cg.sock"), "-roll-grace", "2s", "-roll-poll", "250ms")
 	// Registered after StartAokeyd's, so it runs first: the log's tail
-	// before the goroutine dump StartAokeyd's cleanup asks for, and short,
-	// so that the failure itself stays in view above eight of them.
+	// before the goroutine dump StartAokeyd's cleanup asks for.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("router %s aokeyd.log (tail):\n%s", r.name, lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 1500))
+			lab.Dump(t, "router "+r.name+" aokeyd.log (tail)", lab.Tail(filepath.Join(r.dir, "aokeyd.log"), 20000))
 		}
 	})
 }

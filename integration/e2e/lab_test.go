@@ -141,7 +141,7 @@ func newLabWith(t *testing.T, keys []key, birdKeys []key, o labOptions) *testbed
 	}
 	t.Cleanup(func() {
 		if t.Failed() { // after aokeyd's goroutine dump (cleanups run last first)
-			t.Logf("aokeyd.log (tail):\n%s", lab.Tail(l.aokeydLog(), 400000))
+			lab.Dump(t, "aokeyd.log (tail)", lab.Tail(l.aokeydLog(), 400000))
 		}
 	})
 	l.a, l.b = lab.Pair(t, netip.PrefixFrom(addrA, 30), netip.PrefixFrom(addrB, 30))

@@ -81,7 +81,7 @@ func TestMigrateBIRD32(t *testing.T) {
 	log := filepath.Join(dir, "aokeyd.log")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("aokeyd.log (tail):\n%s", lab.Tail(log, 200000))
+			lab.Dump(t, "aokeyd.log (tail)", lab.Tail(log, 200000))
 		}
 	})
 	lab.StartAokeyd(t, a, log, ctl, "-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"))

@@ -189,7 +189,7 @@ func launchAokeyd(t *testing.T, ns *netns.NS, dir string, peer netip.Addr, conne
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("aokeyd %s log (info and above, last 60):\n%s", dir, lab.InfoLines(filepath.Join(dir, "aokeyd.log"), 60))
+			lab.Dump(t, "aokeyd "+dir+" log (info and above, last 60)", lab.InfoLines(filepath.Join(dir, "aokeyd.log"), 60))
 		}
 	})
 	a.cmd = lab.StartAokeyd(t, ns, filepath.Join(dir, "aokeyd.log"), a.ctl, a.args...)

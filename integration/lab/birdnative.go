@@ -71,7 +71,7 @@ log:
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the native BIRD driver's aokeyd.log (tail):\n%s", Tail(filepath.Join(dir, "aokeyd.log"), 30000))
+			Dump(t, "the native BIRD driver's aokeyd.log (tail)", Tail(filepath.Join(dir, "aokeyd.log"), 30000))
 		}
 	})
 	b.Ctl = control.NewClient(filepath.Join(dir, "control.sock"), 30*time.Second)

@@ -97,7 +97,7 @@ func LogFile(t testing.TB, path string) *os.File {
 		t.Cleanup(func() {
 			logged.Delete(path)
 			if t.Failed() {
-				t.Logf("%s (tail):\n%s", filepath.Base(path), Tail(path, logTail))
+				Dump(t, filepath.Base(path)+" (tail)", Tail(path, logTail))
 			}
 		})
 	}

@@ -99,7 +99,7 @@ export PATH=/aokeyd/share/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr
 if [ "${AOKEYD_GUEST_BINS_TMPFS:-1}" != 0 ] && mkdir -p /run/aokeyd-bin && cp /aokeyd/share/bin/* /run/aokeyd-bin/ 2>/dev/null; then
 	export PATH=/run/aokeyd-bin:\$PATH
 fi
-export HOME=/root AOKEYD_GUEST_KERNEL=1 GOTRACEBACK=all ${AOKEYD_GUEST_ENV:-}
+export HOME=/root AOKEYD_GUEST_KERNEL=1 GOTRACEBACK=all AOKEYD_DUMP_DIR=/aokeyd/share/dumps ${AOKEYD_GUEST_ENV:-}
 echo "guest: Linux \$(uname -r) \$(uname -m), \$(grep -c ^processor /proc/cpuinfo) vCPUs, \$(zcat /proc/config.gz | grep '^CONFIG_TCP_AO=') (bundled kernel: stock kernels lack CONFIG_TCP_AO)"
 rc=0
 EOF
@@ -242,6 +242,15 @@ if [ ! -f "$share/results/guest" ] && grep -q 'Kernel panic' "$share/console.log
 	boot
 fi
 
+# What failed tests left behind (lab.Dump: log tails, goroutine dumps),
+# after every verdict: printed by the cleanups that ran after a failure,
+# they pushed the failure itself out of view of a CI log's excerpt.
+if [ -d "$share/dumps" ]; then
+	log "what the failed tests left (lab.Dump), one file each:"
+	for f in "$share"/dumps/*; do
+		[ -f "$f" ] && cat "$f"
+	done
+fi
 fail=0
 if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 	log "FAIL: the guest did not finish within ${timeout_s}s and was killed"
