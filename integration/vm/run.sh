@@ -14,9 +14,11 @@
 #                        side by side with each other and with the rest, which
 #                        run one after another in lane 0
 #   AOKEYD_ALONE         with several lanes: tests (a -test.run regex, default
-#                        ^(TestClockJump|TestLifetimeEnd)$) that move the guest's wall clock,
-#                        which every other test's key lifetimes are read
-#                        against: they run first, while nothing else runs, and
+#                        ^(TestClockJump|TestLifetimeEnd|TestFleetStatusAndRevoke)$)
+#                        that move the guest's wall clock, which every other
+#                        test's key lifetimes are read against, or that time
+#                        latencies against a refresh (a busy guest's CPU is in
+#                        those): they run first, while nothing else runs, and
 #                        are left out of their package's lane run
 #   AOKEYD_GUEST_BINS    host binaries to put in the guest's PATH (gobgpd, aokeyd, ...)
 #   AOKEYD_GUEST_BINS_TMPFS  0: run them from the 9p share, not a tmpfs copy (1)
@@ -113,7 +115,7 @@ EOF
 fi
 run_flag=""
 [ -n "${AOKEYD_TEST_RUN:-}" ] && run_flag=$(printf '%q' "-test.run=${AOKEYD_TEST_RUN}")
-alone_q=$(printf '%q' "${AOKEYD_ALONE-^(TestClockJump|TestLifetimeEnd)\$}")
+alone_q=$(printf '%q' "${AOKEYD_ALONE-^(TestClockJump|TestLifetimeEnd|TestFleetStatusAndRevoke)\$}")
 list_q=$(printf '%q' "${AOKEYD_TEST_RUN:-.}")
 cat >>"$share/guest.sh" <<EOF
 mkdir -p /aokeyd/share/logs
