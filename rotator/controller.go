@@ -44,13 +44,12 @@ type Options struct {
 // (runner); one run at a time writes to the peer's socket, and a slow
 // peer holds up no other.
 type Controller struct {
-	opts   Options
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	opts Options
+	wg   sync.WaitGroup // one per runner, done when it finished (finishLocked)
 
-	mu    sync.Mutex
-	peers map[PeerID]*peerSlot
+	mu     sync.Mutex
+	peers  map[PeerID]*peerSlot
+	closed bool // Close ran: no machine starts
 }
 
 // peerSlot is one peer's entry. desired is the peer's desired state, the
@@ -81,15 +80,14 @@ type peerSlot struct {
 // through the mailbox, which they never wait on, and readers see its
 // Status only as the immutable snapshot a run publishes (status).
 type runner struct {
-	c      *Controller
-	m      *machine // owned by the run under way
-	after  *runner  // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
-	ctx    context.Context
-	stop   context.CancelFunc // ends ctx and halts the runner (synchronously)
-	done   chan struct{}      // closed once halted with no run under way
-	status atomic.Pointer[Status]
-	next   time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
-	begun  bool      // owned by the run: the first run's start-up is done
+	c       *Controller
+	m       *machine      // owned by the run under way
+	after   *runner       // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
+	halting chan struct{} // closed by halt: the runner is its machine's context (Done), which halt ends
+	done    chan struct{} // closed once halted with no run under way
+	status  atomic.Pointer[Status]
+	next    time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
+	begun   bool      // owned by the run: the first run's start-up is done
 
 	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
 	desired *Desired   // the latest desired state not yet taken (latest wins)
@@ -128,8 +126,7 @@ func NewController(opts Options) *Controller {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Config = opts.Config.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Controller{opts: opts, ctx: ctx, cancel: cancel, peers: map[PeerID]*peerSlot{}}
+	return &Controller{opts: opts, peers: map[PeerID]*peerSlot{}}
 }
 
 // SetDesired sets the keys peer's session should carry (Kind is forced to
@@ -286,7 +283,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	c.mu.Unlock()
 	var busy *runner // the previous machine, still in a step
 	if old != nil {
-		old.stop()
+		old.halt()
 		select {
 		case <-old.done:
 		default:
@@ -304,10 +301,12 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	}
 	now := c.opts.Clock.Now()
 	r := &runner{
-		c:     c,
-		after: busy,
-		m:     newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
-		done:  make(chan struct{}),
+		c:       c,
+		after:   busy,
+		m:       newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
+		halting: make(chan struct{}),
+		done:    make(chan struct{}),
+		running: true, // its first run, started below: a wake before it only asks it to step again
 	}
 	if obs.HaveAO {
 		// What the check read: the keys the new session carries are known
@@ -316,11 +315,9 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	}
 	r.m.pub = &r.status
 	r.m.events = c.opts.Events
-	ctx, cancel := context.WithCancel(c.ctx)
-	r.ctx, r.m.ctx = ctx, ctx
-	r.stop = func() { cancel(); r.halt() }
+	r.m.ctx = r
 	c.mu.Lock()
-	if cur := c.peers[peer]; cur != nil && cur.run == nil {
+	if cur := c.peers[peer]; cur != nil && cur.run == nil && !c.closed {
 		cur.run = r
 		r.m.desired = cur.desired
 		if busy != nil {
@@ -333,14 +330,11 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		r.m.publish()
 	} else {
 		c.mu.Unlock()
-		cancel()
 		return sp, errors.Join(err, fmt.Errorf("accepted socket for %s: superseded", peer))
 	}
+	c.wg.Add(1) // done by finishLocked; under c.mu, so that Close sees this runner or stops it starting
 	c.mu.Unlock()
 	r.m.emit(EventState, now, r.m.st.State, AbortNone) // before its first run: events stay in order
-	c.wg.Add(1)                                        // done by finish
-	r.running = true
-	context.AfterFunc(ctx, r.halt) // Close
 	go c.run(r)
 	return sp, err
 }
@@ -390,7 +384,7 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 	if r == nil {
 		return closedChan
 	}
-	r.stop()
+	r.halt()
 	return r.done
 }
 
@@ -467,7 +461,20 @@ func (c *Controller) Config() Config { return c.opts.Config }
 
 // Close stops all state machines and waits for them.
 func (c *Controller) Close() {
-	c.cancel()
+	c.mu.Lock()
+	c.closed = true
+	var rs []*runner
+	for _, s := range c.peers {
+		for _, r := range []*runner{s.run, s.stopped} {
+			if r != nil {
+				rs = append(rs, r)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		r.halt()
+	}
 	c.wg.Wait()
 }
 
@@ -522,6 +529,7 @@ func (r *runner) halt() {
 		return
 	}
 	r.halted = true
+	close(r.halting)
 	r.tgen++
 	if r.timer != nil {
 		r.timer.Stop()
@@ -536,6 +544,22 @@ func (r *runner) halt() {
 func (r *runner) finishLocked() {
 	close(r.done)
 	r.c.wg.Done()
+}
+
+// The runner is its machine's context (the SessionGuard's calls get it):
+// it ends when the runner halts. A context of its own per machine
+// (WithCancel, with an AfterFunc for Close) cost ~1 KiB a peer of the
+// daemon's heap at 4,096 peers.
+func (r *runner) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (r *runner) Done() <-chan struct{}       { return r.halting }
+func (r *runner) Value(any) any               { return nil }
+func (r *runner) Err() error {
+	select {
+	case <-r.halting:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // waitLocked arms the machine's wake-up d from now (r.mu held, the run
@@ -555,7 +579,7 @@ func (r *runner) waitLocked(d time.Duration) {
 	go func() {
 		select {
 		case <-ch:
-		case <-r.ctx.Done():
+		case <-r.halting:
 			return
 		}
 		r.mu.Lock()
@@ -635,11 +659,11 @@ func (c *Controller) run(r *runner) {
 		r.begun = true
 		if r.after != nil {
 			select {
-			case <-r.ctx.Done():
+			case <-r.halting:
 			case <-r.after.done:
 			}
 			r.after = nil
-			if r.ctx.Err() == nil {
+			if r.Err() == nil {
 				r.take(clk.Now)
 				sp, err := Clean(r.m.sock, r.m.desired)
 				if err != nil {
@@ -651,12 +675,12 @@ func (c *Controller) run(r *runner) {
 				r.m.st.Waiting = ""
 			}
 		}
-		if r.ctx.Err() == nil {
+		if r.Err() == nil {
 			c.changed(r.m.peer) // a new socket: its keys are news
 		}
 	}
 	for {
-		if r.ctx.Err() == nil {
+		if r.Err() == nil {
 			before := r.m.keyView()
 			r.m.pre = nil // a read of an earlier Exclusive call is stale now
 			r.take(clk.Now)
@@ -671,9 +695,8 @@ func (c *Controller) run(r *runner) {
 		wait := r.next.Sub(clk.Now())
 		r.mu.Lock()
 		switch {
-		case r.halted || r.ctx.Err() != nil: // ended before halt (its AfterFunc) ran
-			r.halted, r.running = true, false
-			r.tgen++
+		case r.halted:
+			r.running = false
 			r.finishLocked()
 		case r.woken || wait <= 0:
 			r.woken = false
