@@ -65,6 +65,15 @@ type Size struct {
 	// after its install, newest installed key retired first in both.
 	RotateRawSys    []int64 `json:"rotate_raw_sys_ns,omitempty"`
 	RotateAokeydSys []int64 `json:"rotate_aokeyd_sys_ns,omitempty"`
+	// The cross pass (first repetition at the largest N): the raw loop
+	// rotating a list SyncListener installed, SyncListener rotating a list
+	// the raw loop installed (wall and kernel time), and the heads of the
+	// two installs' listings.
+	CrossRawOnAokeyd    []int64 `json:"cross_raw_on_aokeyd_ns,omitempty"`
+	CrossRawOnAokeydSys []int64 `json:"cross_raw_on_aokeyd_sys_ns,omitempty"`
+	CrossAokeydOnRaw    []int64 `json:"cross_aokeyd_on_raw_ns,omitempty"`
+	CrossAokeydOnRawSys []int64 `json:"cross_aokeyd_on_raw_sys_ns,omitempty"`
+	CrossHeads          string  `json:"cross_heads,omitempty"`
 }
 
 // Deletes compares del_async with synchronous deletes on the same plan.

@@ -458,6 +458,11 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 	if err := r.aokeydOldestFirst(l, n, s); err != nil {
 		return err
 	}
+	if n == r.maxN {
+		if err := r.crossRun(ctx, n, s); err != nil {
+			return err
+		}
+	}
 	return r.deletes(l, n, res)
 }
 

@@ -97,6 +97,13 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 		t.f("   kernel time N=%-6d (system CPU of the rotating thread, same retire order, each on a fresh listener after its install): raw %s aokeyd %s [%d]  kernel_ratio=%.2f  %s",
 			k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio(), KernelVerdict(k.Ratio()))
 	}
+	for _, s := range r.Sizes {
+		if len(s.CrossRawOnAokeyd) == 0 || len(s.CrossAokeydOnRaw) == 0 {
+			continue
+		}
+		t.f("   who built the list, N=%d (each on a fresh listener, newest installed retired first): raw loop rotating aokeyd's install %s (kernel %s), aokeyd rotating the raw loop's install %s (kernel %s); %s",
+			s.N, Dur(s.CrossRawOnAokeyd[0]), Dur(s.CrossRawOnAokeydSys[0]), Dur(s.CrossAokeydOnRaw[0]), Dur(s.CrossAokeydOnRawSys[0]), s.CrossHeads)
+	}
 	for _, o := range r.Orders() {
 		t.f("   N=%-6d order, %s: newest installed retired first %s, oldest first %s [%d]: oldest-first costs %.2fx",
 			o.N, o.Who, Dur(o.Fast), Dur(o.Slow), o.Runs, ratio(o.Slow, o.Fast))
