@@ -431,7 +431,12 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 	if serr != nil {
 		r.log.Warn("scrape CPU not measured", "err", serr)
 	}
-	if c0, err = cpuTime(); err == nil {
+	// The gather's CPU moves with the GC's pacing as much as the scrape's:
+	// scrapeRuns of them, one after the other, and the median.
+	for range scrapeRuns {
+		if c0, err = cpuTime(); err != nil {
+			break
+		}
 		var mfs, series int
 		if got, gerr := run.reg.Gather(); gerr == nil {
 			mfs = len(got)
@@ -439,10 +444,13 @@ func (r *runner) daemonRun(ctx context.Context, n, k, passes int) (*DaemonRun, e
 				series += len(mf.GetMetric())
 			}
 		}
-		if c1, err = cpuTime(); err == nil {
-			res.ScrapeGatherCPU, res.ScrapeFamilies, res.ScrapeSeries = c1-c0, mfs, series
+		if c1, err = cpuTime(); err != nil {
+			break
 		}
+		res.ScrapeGatherCPUs = append(res.ScrapeGatherCPUs, c1-c0)
+		res.ScrapeFamilies, res.ScrapeSeries = mfs, series
 	}
+	res.ScrapeGatherCPU = Median(res.ScrapeGatherCPUs)
 	// Memory once scraped: every series exists, with what a text and a
 	// protobuf scrape keep.
 	if res.RSSScraped, res.HeapScraped, _, _, err = settledAll(); err != nil {

@@ -258,18 +258,20 @@ type DaemonRun struct {
 	// the median one's wall time, ScrapeBytes the body), and
 	// ScrapeFirstCPU the first one's (every series created); ScrapeGatherCPU the CPU of one
 	// gather of what a protobuf scrape gets, its encoding not included
-	// (what this item measured as its scrape before the text path),
+	// (what this item measured as its scrape before the text path), the
+	// median of ScrapeGatherCPUs (scrapeRuns gathers in a row; one before),
 	// ScrapeFamilies and ScrapeSeries what that gather returned.
-	SteadyWindow    int64   `json:"steady_window_ns"`
-	SteadyCPUPerSec int64   `json:"steady_cpu_per_s_ns"`
-	ScrapeCPU       int64   `json:"scrape_cpu_ns"`
-	ScrapeCPUs      []int64 `json:"scrape_cpus_ns,omitempty"`
-	ScrapeFirstCPU  int64   `json:"scrape_first_cpu_ns,omitempty"`
-	ScrapeWall      int64   `json:"scrape_wall_ns"`
-	ScrapeBytes     int     `json:"scrape_bytes,omitempty"`
-	ScrapeGatherCPU int64   `json:"scrape_gather_cpu_ns,omitempty"`
-	ScrapeFamilies  int     `json:"scrape_families"`
-	ScrapeSeries    int     `json:"scrape_series,omitempty"`
+	SteadyWindow     int64   `json:"steady_window_ns"`
+	SteadyCPUPerSec  int64   `json:"steady_cpu_per_s_ns"`
+	ScrapeCPU        int64   `json:"scrape_cpu_ns"`
+	ScrapeCPUs       []int64 `json:"scrape_cpus_ns,omitempty"`
+	ScrapeFirstCPU   int64   `json:"scrape_first_cpu_ns,omitempty"`
+	ScrapeWall       int64   `json:"scrape_wall_ns"`
+	ScrapeBytes      int     `json:"scrape_bytes,omitempty"`
+	ScrapeGatherCPU  int64   `json:"scrape_gather_cpu_ns,omitempty"`
+	ScrapeGatherCPUs []int64 `json:"scrape_gather_cpus_ns,omitempty"`
+	ScrapeFamilies   int     `json:"scrape_families"`
+	ScrapeSeries     int     `json:"scrape_series,omitempty"`
 	// Passes is the configured count; CPU per pass (getrusage self) of:
 	// idle passes (a key source read finding nothing new: no policy
 	// evaluation, no kernel read), change passes (an input changed: every

@@ -318,8 +318,16 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 	}
 	t.f("   one metrics scrape as Prometheus gets it, 15s after the last (text format, %d bytes; counters served from the rotation machines' reads, the kernel read on scrape only where they are stale): %s CPU, %s wall%s; the first scrape (every series created): %s CPU",
 		v.ScrapeBytes, Dur(v.ScrapeCPU), Dur(v.ScrapeWall), each, Dur(v.ScrapeFirstCPU))
-	t.f("   one gather for a protobuf scrape (%d metric families, %d series; encoding not included): %s CPU",
-		v.ScrapeFamilies, v.ScrapeSeries, Dur(v.ScrapeGatherCPU))
+	gathers := ""
+	if len(v.ScrapeGatherCPUs) > 1 {
+		var ds []string
+		for _, c := range v.ScrapeGatherCPUs {
+			ds = append(ds, Dur(c))
+		}
+		gathers = fmt.Sprintf(" [median of %d in a row: %s]", len(v.ScrapeGatherCPUs), strings.Join(ds, ", "))
+	}
+	t.f("   one gather for a protobuf scrape (%d metric families, %d series; encoding not included): %s CPU%s",
+		v.ScrapeFamilies, v.ScrapeSeries, Dur(v.ScrapeGatherCPU), gathers)
 	t.f("   set-up: the daemon installed the listener's %d keys in %s; %d sessions connected and taken over (all steady) in %s",
 		v.ListenerKeys, Dur(v.StartUp), v.Peers, Dur(v.Takeover))
 	t.f("")
