@@ -429,11 +429,9 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 	// The install's garbage collected before the rotation is timed, as
 	// every timed run starts (settle): at 16,384 peers the rotation right
 	// after the install cost the kernel 50.5 s against the raw loop's
-	// 36.2 s, and 34.2 s against 35.2 s once settled (the cross pass:
-	// the same calls, the list built by either), the difference being
-	// what the process did beside the calls (the collection of the
-	// install's garbage and its 16k secret copies' finalizers on the other
-	// vCPU), not the calls.
+	// 36.2 s (kernel_ratio 1.39), settled 39.6 s against 34.0 s (1.16)
+	// in another boot, where the cross pass measured 35.9 s against
+	// 32.7 s (1.10) for the same calls on lists either built.
 	settle(n)
 	profile := r.cfg.CPUProfile != nil && n == r.maxN && rep == 0
 	if profile {
