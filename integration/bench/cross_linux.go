@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"time"
 
@@ -93,13 +92,7 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 		return err
 	}
 	settle(n)
-	runtime.LockOSThread()
-	s0 := threadSys()
-	t0 := r.cfg.Now()
-	_, err = rotator.SyncListener(l.sock, d, opts)
-	el = int64(r.cfg.Now().Sub(t0))
-	sys = threadSys() - s0
-	runtime.UnlockOSThread()
+	el, sys, err = r.syncTimed(l, d, opts)
 	zeroDesired(d)
 	if err != nil {
 		return fmt.Errorf("bench: cross: aokeyd rotation of the raw install N=%d: %w", n, err)

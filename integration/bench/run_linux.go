@@ -259,6 +259,17 @@ func (r *runner) raw(l *listener, steps []rawStep) (el, sys int64, err error) {
 	return el, sys, rerr
 }
 
+// syncTimed runs SyncListener and times it as raw times the raw loop: wall
+// time, and the system CPU of the one thread it runs on.
+func (r *runner) syncTimed(l *listener, d rotator.Desired, opts rotator.ListenerOptions) (el, sys int64, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s0 := threadSys()
+	t0 := r.cfg.Now()
+	_, err = rotator.SyncListener(l.sock, d, opts)
+	return int64(r.cfg.Now().Sub(t0)), threadSys() - s0, err
+}
+
 // threadSys is the calling thread's system CPU time so far, in ns (the
 // caller holds its OS thread). The guest accounts it by tick (250 Hz):
 // exact enough over the seconds a rotation at thousands of peers takes.
@@ -439,15 +450,7 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 			return fmt.Errorf("bench: cpu profile: %w", err)
 		}
 	}
-	// The rotation's kernel time as the raw loop's is taken: the system
-	// CPU of the one thread SyncListener runs on.
-	runtime.LockOSThread()
-	s0 := threadSys()
-	t0 = r.cfg.Now()
-	_, err = rotator.SyncListener(l.sock, d, opts)
-	el = int64(r.cfg.Now().Sub(t0))
-	sys := threadSys() - s0
-	runtime.UnlockOSThread()
+	el, sys, err := r.syncTimed(l, d, opts)
 	if profile {
 		pprof.StopCPUProfile()
 	}

@@ -311,24 +311,10 @@ func writeDaemon(t *tw, v *DaemonRun, goBench []GoBenchRow) {
 		Dur(v.ChangePassCPU), v.ChangePasses, v.IdleBetweenChange)
 	t.f("   idle as operators run it (defaults: steady re-reads every 30s per session, full pass every 30s, key source read every 30s; metrics on, not scraped): %s CPU per second (%.2f%% of one CPU, over %s)",
 		Dur(v.SteadyCPUPerSec), float64(v.SteadyCPUPerSec)/1e7, Dur(v.SteadyWindow))
-	each := ""
-	if len(v.ScrapeCPUs) > 1 {
-		var ds []string
-		for _, c := range v.ScrapeCPUs {
-			ds = append(ds, Dur(c))
-		}
-		each = fmt.Sprintf(" [median of %d, 15s apart: %s]", len(v.ScrapeCPUs), strings.Join(ds, ", "))
-	}
+	each := medianOf(v.ScrapeCPUs, "15s apart")
 	t.f("   one metrics scrape as Prometheus gets it, 15s after the last (text format, %d bytes; counters served from the rotation machines' reads, the kernel read on scrape only where they are stale): %s CPU, %s wall%s; the first scrape (every series created): %s CPU",
 		v.ScrapeBytes, Dur(v.ScrapeCPU), Dur(v.ScrapeWall), each, Dur(v.ScrapeFirstCPU))
-	gathers := ""
-	if len(v.ScrapeGatherCPUs) > 1 {
-		var ds []string
-		for _, c := range v.ScrapeGatherCPUs {
-			ds = append(ds, Dur(c))
-		}
-		gathers = fmt.Sprintf(" [median of %d in a row: %s]", len(v.ScrapeGatherCPUs), strings.Join(ds, ", "))
-	}
+	gathers := medianOf(v.ScrapeGatherCPUs, "in a row")
 	t.f("   one gather for a protobuf scrape (%d metric families, %d series; encoding not included): %s CPU%s",
 		v.ScrapeFamilies, v.ScrapeSeries, Dur(v.ScrapeGatherCPU), gathers)
 	t.f("   set-up: the daemon installed the listener's %d keys in %s; %d sessions connected and taken over (all steady) in %s",
@@ -343,4 +329,17 @@ func sortedKeys(m map[string]int) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// medianOf is " [median of N, how: a, b, c]" for several samples, "" for
+// fewer than two.
+func medianOf(xs []int64, how string) string {
+	if len(xs) < 2 {
+		return ""
+	}
+	ds := make([]string, len(xs))
+	for i, x := range xs {
+		ds[i] = Dur(x)
+	}
+	return fmt.Sprintf(" [median of %d, %s: %s]", len(xs), how, strings.Join(ds, ", "))
 }
