@@ -440,9 +440,8 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 	// The install's garbage collected before the rotation is timed, as
 	// every timed run starts (settle): at 16,384 peers the rotation right
 	// after the install cost the kernel 50.5 s against the raw loop's
-	// 36.2 s (kernel_ratio 1.39), settled 39.6 s against 34.0 s (1.16)
-	// in another boot, where the cross pass measured 35.9 s against
-	// 32.7 s (1.10) for the same calls on lists either built.
+	// 36.2 s (kernel_ratio 1.39), settled 1.16 and 1.07 in two other
+	// boots (the cross pass: 1.10 and 1.24 on lists either built).
 	settle(n)
 	profile := r.cfg.CPUProfile != nil && n == r.maxN && rep == 0
 	if profile {
