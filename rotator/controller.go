@@ -463,12 +463,10 @@ func (c *Controller) Config() Config { return c.opts.Config }
 func (c *Controller) Close() {
 	c.mu.Lock()
 	c.closed = true
-	var rs []*runner
+	var rs []*runner // every other runner was halted when it was replaced or stopped
 	for _, s := range c.peers {
-		for _, r := range []*runner{s.run, s.stopped} {
-			if r != nil {
-				rs = append(rs, r)
-			}
+		if s.run != nil {
+			rs = append(rs, s.run)
 		}
 	}
 	c.mu.Unlock()
@@ -487,22 +485,23 @@ func (c *Controller) changed(peer PeerID) {
 // poke wakes the machine: a run starts, or the one under way steps again
 // before it ends. It never waits.
 func (r *runner) poke() {
-	r.mu.Lock()
-	start := r.beginLocked()
-	r.mu.Unlock()
-	if start {
+	if r.begin() {
 		go r.c.run(r)
 	}
 }
 
 // fire is the timer's wake-up, on the timer's own goroutine.
 func (r *runner) fire() {
-	r.mu.Lock()
-	start := r.beginLocked()
-	r.mu.Unlock()
-	if start {
+	if r.begin() {
 		r.c.run(r)
 	}
+}
+
+// begin is beginLocked under r.mu.
+func (r *runner) begin() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.beginLocked()
 }
 
 // beginLocked reports whether its caller starts a run (r.mu held): not
@@ -530,7 +529,6 @@ func (r *runner) halt() {
 	}
 	r.halted = true
 	close(r.halting)
-	r.tgen++
 	if r.timer != nil {
 		r.timer.Stop()
 	}
