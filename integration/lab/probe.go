@@ -62,49 +62,46 @@ type Prober struct {
 func (p *Prober) Start() *Prober {
 	p.stop = make(chan struct{})
 	if p.Tick != nil {
-		p.done.Add(1)
-		go func() {
-			defer p.done.Done()
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-p.stop:
-					return
-				case <-tick.C:
-				}
-				p.Tick()
-			}
-		}()
+		p.every(p.Tick)
 	}
+	n := 0 // the probe loop's alone
+	p.every(func() {
+		from, to := p.Pair(n)
+		n++
+		for _, md5 := range []string{"", "a-wrong-password"} {
+			p.inflight.Add(1)
+			go func() {
+				defer p.inflight.Done()
+				got := SYNTaken(p.NS, from, to, 179, md5)
+				p.mu.Lock()
+				p.probes++
+				if got {
+					p.taken++
+				}
+				p.mu.Unlock()
+			}()
+		}
+	})
+	return p
+}
+
+// every calls f every 100 ms on a goroutine of its own until Stop (a slow
+// f delays its own next call, no other loop's).
+func (p *Prober) every(f func()) {
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for n := 0; ; n++ {
+		for {
 			select {
 			case <-p.stop:
 				return
 			case <-tick.C:
 			}
-			from, to := p.Pair(n)
-			for _, md5 := range []string{"", "a-wrong-password"} {
-				p.inflight.Add(1)
-				go func() {
-					defer p.inflight.Done()
-					got := SYNTaken(p.NS, from, to, 179, md5)
-					p.mu.Lock()
-					p.probes++
-					if got {
-						p.taken++
-					}
-					p.mu.Unlock()
-				}()
-			}
+			f()
 		}
 	}()
-	return p
 }
 
 // Stop ends the probes and returns how many were sent and taken.

@@ -136,11 +136,7 @@ func newBench(t *testing.T, n int) *bench {
 	for _, p := range append(append([]netip.Addr(nil), f.peers...), solos[1:]...) {
 		fmt.Fprintf(&batch, "addr add %s/8 dev veth-b\n", p)
 	}
-	bf := filepath.Join(f.dir, "addrs.batch")
-	if err := os.WriteFile(bf, []byte(batch.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.b.MustRun(t, "ip", "-batch", bf)
+	f.b.MustBatch(t, batch.String())
 	var nbrs []lab.Neighbor
 	for _, p := range f.all() {
 		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: asB, Passive: true})
