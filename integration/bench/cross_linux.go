@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -44,15 +45,14 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 		return fmt.Errorf("bench: cross: list: %w", err)
 	}
 	headA := head(keys)
-	steps := make([]rawStep, 0, 2*n)
-	for _, k := range keys { // the kernel's order: newest installed first
-		b, err := r.fill()
-		if err != nil {
-			l.close()
-			return err
-		}
-		steps = append(steps, rawAddStep(k.Peer, string(r.cfg.Algorithm), 2, 2, b), rawDelStep(k.Peer, 1, 1, true))
-		clear(b)
+	listed := make([]netip.Prefix, len(keys)) // the kernel's order: newest installed first
+	for i, k := range keys {
+		listed[i] = k.Peer
+	}
+	steps, err := r.rawSteps(nil, listed, 1, 2)
+	if err != nil {
+		l.close()
+		return err
 	}
 	settle(n)
 	el, sys, err := r.raw(l, steps)
@@ -72,14 +72,8 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 		return err
 	}
 	defer l.close()
-	steps = steps[:0]
-	for i := range n {
-		b, err := r.fill()
-		if err != nil {
-			return err
-		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 1, 1, b))
-		clear(b)
+	if steps, err = r.rawSteps(steps[:0], peersUp(n), 0, 1); err != nil {
+		return err
 	}
 	if _, _, err := r.raw(l, steps); err != nil {
 		return fmt.Errorf("bench: cross: raw install N=%d: %w", n, err)

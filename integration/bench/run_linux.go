@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -281,6 +282,33 @@ func threadSys() int64 {
 	return ru.Stime.Nano()
 }
 
+// rawSteps appends the raw loop's pre-built requests for peers, in order:
+// for each an add of IDs to/to and, unless from is 0, a del_async of its
+// key with IDs from/from.
+func (r *runner) rawSteps(steps []rawStep, peers []netip.Prefix, from, to uint8) ([]rawStep, error) {
+	for _, p := range peers {
+		b, err := r.fill()
+		if err != nil {
+			return steps, err
+		}
+		steps = append(steps, rawAddStep(p, string(r.cfg.Algorithm), to, to, b))
+		clear(b)
+		if from != 0 {
+			steps = append(steps, rawDelStep(p, from, from, true))
+		}
+	}
+	return steps, nil
+}
+
+// peersUp are peers 0 to n-1.
+func peersUp(n int) []netip.Prefix {
+	out := make([]netip.Prefix, n)
+	for i := range out {
+		out[i] = peer(i)
+	}
+	return out
+}
+
 // peer is the i-th peer's /32.
 func peer(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
@@ -341,14 +369,9 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 		return err
 	}
 	defer l.close()
-	steps := make([]rawStep, 0, 2*n)
-	for i := range n {
-		b, err := r.fill()
-		if err != nil {
-			return err
-		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 1, 1, b))
-		clear(b)
+	steps, err := r.rawSteps(nil, peersUp(n), 0, 1)
+	if err != nil {
+		return err
 	}
 	el, _, err := r.raw(l, steps)
 	if err != nil {
@@ -363,14 +386,10 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 	// Best raw rotation: per peer add-new then del_async-old, most recently
 	// installed peer first: the kernel adds at the head of its key list and
 	// a delete walks from the head, so each old key is found early.
-	steps = steps[:0]
-	for i := n - 1; i >= 0; i-- {
-		b, err := r.fill()
-		if err != nil {
-			return err
-		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 2, 2, b), rawDelStep(peer(i), 1, 1, true))
-		clear(b)
+	down := slices.Clone(peersUp(n))
+	slices.Reverse(down)
+	if steps, err = r.rawSteps(steps[:0], down, 1, 2); err != nil {
+		return err
 	}
 	settle(n) // as before aokeyd's rotation
 	el, sys, err := r.raw(l, steps)
@@ -387,14 +406,8 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 	// processed peers N-1..0, so peer N-1's key is now the oldest and the
 	// same peer order retires the OLDEST installed first, each delete
 	// walking past every other old key. Same listener, same list length.
-	steps = steps[:0]
-	for i := n - 1; i >= 0; i-- {
-		b, err := r.fill()
-		if err != nil {
-			return err
-		}
-		steps = append(steps, rawAddStep(peer(i), string(r.cfg.Algorithm), 3, 3, b), rawDelStep(peer(i), 2, 2, true))
-		clear(b)
+	if steps, err = r.rawSteps(steps[:0], down, 2, 3); err != nil {
+		return err
 	}
 	el, _, err = r.raw(l, steps)
 	if err != nil {
