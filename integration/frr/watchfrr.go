@@ -124,7 +124,7 @@ func StartWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, err := WatchfrrShow(run)
-			t.Logf("frrinit.sh:\n%s\nshow watchfrr: %v\n%s\nbgpd logs:\n%s", lab.Tail(logPath, 2000), err, out, r.LogTail())
+			lab.Dump(t, "frrinit.sh, show watchfrr and bgpd's log", fmt.Sprintf("frrinit.sh:\n%s\nshow watchfrr: %v\n%s\nbgpd logs:\n%s", lab.Tail(logPath, 2000), err, out, r.LogTail()))
 		}
 	})
 	return r

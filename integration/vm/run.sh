@@ -253,6 +253,12 @@ if [ -d "$share/dumps" ]; then
 		[ -f "$f" ] && cat "$f"
 	done
 fi
+# Last, each failed test's own last messages (failmsgs.awk), so that the
+# log's tail says why it failed whatever its cleanups printed.
+if grep -q -- '--- FAIL: ' "$share/console.log"; then
+	log "the failed tests' last messages (the whole output is above):"
+	awk -v keep=4 -v lines=40 -f "$here/failmsgs.awk" "$share/console.log"
+fi
 fail=0
 if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 	log "FAIL: the guest did not finish within ${timeout_s}s and was killed"
