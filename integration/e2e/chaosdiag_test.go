@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -22,6 +24,18 @@ func (f *chaosFleet) dumpLink(n int) string {
 	var b strings.Builder
 	for _, pair := range [][2]string{{l.a, l.b}, {l.b, l.a}} {
 		r, far := f.rs[pair[0]], f.rs[pair[1]]
+		if r.kind == birdNative || r.kind == birdPlain {
+			// BIRD's own view: the protocol's state and last error (a
+			// protocol BIRD disabled stays down) and its log's tail.
+			r.mu.Lock()
+			br := r.br
+			r.mu.Unlock()
+			if br != nil {
+				out, err := br.Birdc("show", "protocols", "all", "peer_a")
+				fmt.Fprintf(&b, "  %s BIRD: show protocols all peer_a (%v):\n%s\n  %s bird.log (tail):\n%s\n",
+					r.name, err, indent(out), r.name, indent(lab.Tail(filepath.Join(br.Dir, "bird.log"), 3000)))
+			}
+		}
 		if !r.managed() {
 			continue
 		}
@@ -58,4 +72,8 @@ func (f *chaosFleet) dumpLink(n int) string {
 		fmt.Fprintf(&b, "    status: %s %v\n", js, err)
 	}
 	return b.String()
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
