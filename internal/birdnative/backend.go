@@ -35,8 +35,10 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 		if peerArg != "" && peerArg != v.ID.Addr.String() && peerArg != v.ID.String() {
 			continue
 		}
+		// BIRD puts the keys of its key file on its own connects as on
+		// its listener: its active opens are always keyed.
 		ps := control.PeerStatus{Peer: v.ID.Addr.String(), VRF: v.ID.VRF, SessionState: "unknown", Sockets: []control.Socket{}, Keys: []control.Key{},
-			Warnings: slices.Clone(v.Warnings)}
+			Warnings: slices.Clone(v.Warnings), ActiveOpensKeyed: true}
 		if p := v.Protocol; p != nil {
 			ps.SessionState = bgp.ParseSessionState(p.BGPState).String()
 			ps.Counters = control.Counters{PktGood: p.PktGood, PktBad: p.PktBad}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -213,5 +214,25 @@ func TestDriverPlan(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.o.Dir, "192.0.2.2.conf")); !errors.Is(err, os.ErrNotExist) || fb.count() != 0 {
 		t.Fatalf("plan wrote the file (%v) or configured BIRD (%d)", err, fb.count())
+	}
+}
+
+// TestDriverStatusActiveOpensKeyed: BIRD keys its own connects, so the
+// status of a peer BIRD may connect to carries no "not passive, nothing
+// keys its active opens" warning once the control server completes it.
+func TestDriverStatusActiveOpensKeyed(t *testing.T) {
+	d, _, _ := newTestDriver(t, "k1")
+	ctx := context.Background()
+	d.pass(ctx, nil, true)
+	rep, err := d.Status(ctx, "")
+	if err != nil || len(rep.Peers) != 1 {
+		t.Fatalf("status %+v (%v), want one peer", rep.Peers, err)
+	}
+	rep.Complete()
+	if w := rep.Peers[0].Warnings; slices.Contains(w, control.WarnNotPassive) {
+		t.Errorf("peer warnings %q: BIRD keys its own active opens", w)
+	}
+	if !rep.Peers[0].ActiveOpensKeyed {
+		t.Error("active_opens_keyed false for a peer BIRD keys itself")
 	}
 }
