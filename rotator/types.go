@@ -127,6 +127,18 @@ type Ownership interface {
 	Owns(k tcpao.KeyInfo) bool
 }
 
+// Claimer is an Ownership that takes a desired key found in place as
+// aokeyd's: the planner calls Claim (on full reads, without blocking) for
+// each installed key whose reference and material are a desired key's and
+// that Owns does not own. Such a key is exactly what aokeyd would have
+// installed there; most often aokeyd did, and a crash lost the record of
+// it before it was written. Unclaimed it would be foreign once no longer
+// desired, and kept on the socket for good.
+type Claimer interface {
+	Ownership
+	Claim(k tcpao.KeyInfo)
+}
+
 // KeyRange covers the keys of one binding on a listener: a peer prefix
 // and the prefixes inside it, on one L3 device (IfIndex, or any device
 // with AnyDevice).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
 // foreignKey is a key another agent installs (an operator's emergency
@@ -171,5 +172,44 @@ func rollTo(t *testing.T, e *env, k testKey) {
 		}
 		i := info(t, e.acc)
 		return i.CurrentKey == k.send && i.RNextKey == k.recv && e.peerStatus().Rotation.State == "steady"
+	})
+}
+
+// TestDesiredKeyInPlaceClaimed: a key aokeyd added just before it was
+// killed is on the sockets but not in the ownership record (written
+// shortly after each add). Seen in place while desired, under its IDs and
+// with its material, it is aokeyd's: once the key source drops it, the
+// next passes retire it. On the tree before the claim it stayed for good,
+// foreign (TestKillDuringRotation's round 4 in the guest: the old key left
+// on the listener and the session after a SIGKILL at the retire).
+func TestDesiredKeyInPlaceClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, k1, _, k3 := testKeys()
+		e := newEnv(t, envOptions{keys: []testKey{k1}})
+		e.waitKeys("listener", e.lis, ids(k1))
+		e.up([]string{"20/21"}, k1)
+		// k3 as aokeyd installs it, put there behind the record's back.
+		add := func(s *tcpaotest.Sock) {
+			m := k3.mkt()
+			defer m.Zero()
+			k := tcpao.Key{KeyRef: tcpao.KeyRef{Peer: peerHost, SendID: k3.send, RecvID: k3.recv}, Algorithm: m.Algorithm,
+				MACLen: m.MACLen, Secret: m.Secret.Clone()}
+			defer k.Secret.Zero()
+			if err := s.AddKey(k, tcpao.AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		add(e.lis)
+		add(e.acc)
+		e.refreshWith(k1, k3)
+		e.d.Kick()
+		e.quiet(time.Second)
+		if got := keyIDs(t, e.lis); !slices.Equal(got, ids(k1, k3)) {
+			t.Fatalf("listener keys %v, want %v", got, ids(k1, k3))
+		}
+		// The key source drops k3 (k1 still sends): aokeyd's, so retired.
+		e.refreshWith(k1)
+		e.waitKeys("listener", e.lis, ids(k1))
+		e.waitKeys("session", e.acc, ids(k1))
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -45,8 +46,11 @@ import (
 //     that tells whether the fingerprint key it was written under is the
 //     one in use; fingerprints are of the key cmd/aokeyd keeps in its
 //     state directory (tcpao.SetFingerprintKey). A crash between an add and
-//     the write leaves that key unrecorded: foreign, so kept (never
-//     deleted), and adoptable.
+//     the write leaves that key unrecorded until the planner next sees it
+//     desired in place: a key whose IDs and material are a desired key's
+//     on that socket is claimed as aokeyd's (rotator.Claimer; it is what
+//     aokeyd would install there). One that is no longer desired by then
+//     is foreign: kept (never deleted), and adoptable.
 //   - Upgrading (no record yet, or one under another fingerprint key): the
 //     keys whose material is in the key source when aokeyd starts are
 //     aokeyd's (recorded when first seen); others are foreign.
@@ -398,6 +402,16 @@ type procOwner struct {
 }
 
 func (o *procOwner) Owns(k tcpao.KeyInfo) bool { return o.l.owns(o.p, k) }
+
+var _ rotator.Claimer = (*procOwner)(nil)
+
+// Claim records k, a desired key found in place on a socket of the
+// process, as aokeyd's (rotator.Claimer).
+func (o *procOwner) Claim(k tcpao.KeyInfo) {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	o.l.recordLocked(ownKey{Proc: o.p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}, 0, false)
+}
 
 // ownedSocket is a socket of the speaker as the rotator writes it: every
 // key added on it is recorded as aokeyd's.
