@@ -76,8 +76,8 @@ func idleCPUs(a, b guestCPU) float64 {
 // holds decides whether the guest holds a fleet of n, from the steady
 // window at n (r.SteadyIdleCPUs) and the last size measured in this run
 // (prev): the fleet's roll needs at least aokeyd's CPU per peer at prev
-// times n, and within the target (rollTarget times prev's single-peer
-// roll) the guest has only its idle CPU to give: the routers' keepalives
+// times n, and within the target (rollTarget times n's single-peer roll,
+// estimated as prev's scaled by their keepalive intervals) the guest has only its idle CPU to give: the routers' keepalives
 // take the rest before aokeyd does anything. When the need is larger the
 // target cannot be met on this guest, and a roll would time the routers'
 // queueing as much as aokeyd: why is returned, and a size above
@@ -88,16 +88,18 @@ func holds(r result, prev *result) (string, bool) {
 		return "", true
 	}
 	need := prev.RollCPUs / float64(prev.N) * float64(r.N)
-	window := rollTarget * prev.SoloRollMs / 1000
+	// n's single-peer roll waits on keepalives keepalive(n)/keepalive(prev)
+	// times as far apart as prev's.
+	window := rollTarget * prev.SoloRollMs / 1000 * float64(keepalive(r.N)) / float64(keepalive(prev.N))
 	have := r.SteadyIdleCPUs * window
 	if need <= have {
 		return "", true
 	}
 	return fmt.Sprintf("the fleet's roll needs ~%.1f s of aokeyd CPU (%.1f ms a peer, measured at n=%d) "+
 		"and the guest has %.1f s idle in %.1f s (%.1fx the single-peer roll): "+
-		"at steady state its %d CPUs are %.2f idle, the routers take %.2f (gobgpd %.2f, BIRD %.2f, 1 s keepalives)",
+		"at steady state its %d CPUs are %.2f idle, the routers take %.2f (gobgpd %.2f, BIRD %.2f, %d s keepalives)",
 		need, 1000*prev.RollCPUs/float64(prev.N), prev.N, have, window, rollTarget,
-		r.GuestCPUs, r.SteadyIdleCPUs, r.SteadyGobgpdPerS+r.SteadyBirdPerS, r.SteadyGobgpdPerS, r.SteadyBirdPerS), false
+		r.GuestCPUs, r.SteadyIdleCPUs, r.SteadyGobgpdPerS+r.SteadyBirdPerS, r.SteadyGobgpdPerS, r.SteadyBirdPerS, keepalive(r.N)), false
 }
 
 // notHeldLine is what the bench prints for a size the guest does not
@@ -173,6 +175,9 @@ func TestHolds(t *testing.T) {
 		{"256 after 64", result{N: 256, SteadyIdleCPUs: 0.82, GuestCPUs: 2}, &at64, true},
 		{"512 after 256", result{N: 512, SteadyIdleCPUs: 0.33, GuestCPUs: 2}, &at256, false},
 		{"512 on an idle guest", result{N: 512, SteadyIdleCPUs: 1.5, GuestCPUs: 2}, &at256, true},
+		// 1,024 keeps 4 s keepalives to 512's 2 s: twice the window.
+		{"1024 after 512, keepalives twice as far apart", result{N: 1024, SteadyIdleCPUs: 0.6, GuestCPUs: 2},
+			&result{N: 512, RollCPUs: 3.8, SoloRollMs: 5000}, true},
 		{"a previous size without a single roll", result{N: 512}, &result{N: 256, RollCPUs: 2}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

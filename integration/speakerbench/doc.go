@@ -11,7 +11,9 @@
 //   - a scheduled roll of each baseline peer alone, one after the other
 //     (the single-peer roll time is their median: one sample varied from
 //     2.5 to 3.9 s between runs, as it waits twice for the peer's next
-//     keepalive), then of all N peers due at one instant, each from the
+//     keepalive; every session keeps a 1 s keepalive up to 256 peers and
+//     one second more per 256 above, so that 512 and 1,024 sessions load
+//     the guest's routers as 256 do), then of all N peers due at one instant, each from the
 //     instant the key source makes the new key the one to send with (BIRD
 //     is given the new key, preferred, ahead of the rolls, as its
 //     operator would) until the old key is gone from the peer's
@@ -36,7 +38,7 @@
 // steady window with nothing due, the bench compares the CPU the roll
 // needs -- at least aokeyd's roll CPU per peer at the last size measured,
 // times N -- with the CPU the guest has idle (/proc/stat over the steady
-// window: what the routers' 1 s keepalives leave) within the target, 1.5
+// window: what the routers' keepalives leave) within the target, 1.5
 // times the last size's single-peer roll. When the need is the larger,
 // aokeyd at its measured cost cannot meet the target on this guest (the
 // CPU is not there), and a roll would time the

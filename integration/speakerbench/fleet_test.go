@@ -297,7 +297,8 @@ func runFleet(t *testing.T, n int, prev *result, force bool) result {
 	// The schedule: each baseline peer rolls alone in turn, solos[i] at
 	// t0 + i*soloGap, then the fleet at t1. The single-peer roll time is
 	// the baseline peers' median.
-	const soloGap = 8 * time.Second
+	ka := time.Duration(keepalive(n)) * time.Second
+	soloGap := 8 * ka
 	t0 := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	t1 := t0.Add(time.Duration(len(solos))*soloGap + 4*time.Second)
 	var soloKeys [][]key
@@ -377,11 +378,11 @@ func runFleet(t *testing.T, n int, prev *result, force bool) result {
 		t.Logf("n=%d: aokeyd logged %d fleet peers' roll complete, the last at %.0f ms (median %.0f ms); the bench saw the last done at %.0f ms",
 			n, len(logged), r.LoggedRollMs, ms(quantile(logged, 0.5)), r.FleetRollMs)
 	}
-	time.Sleep(2 * time.Second) // keepalives flow on the new keys
+	time.Sleep(2 * ka) // keepalives flow on the new keys
 	phase("the fleet's roll")
 	check(t, f, before, "after the roll")
 	revoke(t, f, &r, scale)
-	time.Sleep(3 * time.Second) // keepalives flow on k3
+	time.Sleep(3 * ka) // keepalives flow on k3
 	phase("the revoke")
 	r.Flaps = check(t, f, before, "after the revoke")
 	extA1, extB1 := counters(t, f)

@@ -118,6 +118,17 @@ type bench struct {
 	profiling bool
 }
 
+// keepalive is every session's keepalive interval in seconds at fleet size
+// n (hold time nine of them), the baseline peers' as the fleet's: 1 s up
+// to 256 peers, then one more second per 256, so that the routers'
+// keepalive load at 512 and 1,024 peers is what the guest holds at 256
+// (at 1 s each, 256 sessions' keepalives and their TCP-AO MACs already
+// took most of its two emulated CPUs). A roll waits on the peer's
+// segments (its RNext to switch, its Current to retire), so the
+// single-peer roll, timed with the same interval, stays the fleet roll's
+// fair baseline.
+func keepalive(n int) int { return max(1, (n+255)/256) }
+
 func (f *bench) all() []netip.Addr { return append(append([]netip.Addr(nil), f.peers...), solos...) }
 
 func newBench(t *testing.T, n int) *bench {
@@ -142,7 +153,7 @@ func newBench(t *testing.T, n int) *bench {
 		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: asB, Passive: true})
 	}
 	f.gobgp = lab.StartGobgpd(t, f.a, "gobgpd", lab.GobgpdConfig{
-		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{addrA}, Neighbors: nbrs, HoldTime: 9, Keepalive: 1,
+		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{addrA}, Neighbors: nbrs, HoldTime: 9 * keepalive(n), Keepalive: keepalive(n),
 	}, lab.GobgpdOptions{Dir: f.dir, MetricsHost: gobgpdMetrics})
 	return f
 }
@@ -387,8 +398,8 @@ protocol bgp {{name .}} {
 	local {{.}} as {{$.ASB}};
 	neighbor {{$.A}} as {{$.ASA}};
 	strict bind yes;
-	hold time 9;
-	keepalive time 1;
+	hold time {{$.Hold}};
+	keepalive time {{$.Keepalive}};
 	connect delay time 1;
 	connect retry time 2;
 	error wait time 1, 4;
@@ -429,7 +440,7 @@ func (r *birdFleet) write(armed bool) error {
 	}
 	defer fh.Close()
 	return birdTmpl.Execute(fh, map[string]any{"Dir": r.dir, "RouterID": addrSolo, "Peers": r.f.all(),
-		"A": addrA, "ASA": asA, "ASB": asB, "Keys": birdKeys(armed)})
+		"A": addrA, "ASA": asA, "ASB": asB, "Keys": birdKeys(armed), "Hold": 9 * keepalive(r.f.n), "Keepalive": keepalive(r.f.n)})
 }
 
 func startBird(f *bench) *birdFleet {
