@@ -189,12 +189,28 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 				d.log.Error("migrations record not written; the step may be lost at a restart", "peer", id, "err", err)
 			}
 		}
-		if t := migrate.Next(n); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+		t := migrate.Next(n)
+		if n.Step == migrate.Prepared || n.Step == migrate.Switching {
+			// The far end may come back with TCP-AO at any moment, and
+			// its first verified segment is what moves the step: look
+			// again shortly, not at the next pass something else brings
+			// (a pass that saw the new session before it verified
+			// anything would otherwise leave it for up to Resync).
+			if v := now.Add(migrationVerifyPoll); t.IsZero() || v.Before(t) {
+				t = v
+			}
+		}
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
 	return next
 }
+
+// migrationVerifyPoll is how often a prepared or switching migration
+// looks at its peer's session (one TCP_AO_INFO a peer, only while such a
+// migration lasts).
+const migrationVerifyPoll = time.Second
 
 // switchReset is the switch for the side that connects: when this
 // speaker opens the session itself (aokeyd exec keys its connects, the

@@ -203,6 +203,49 @@ func TestMigrateMD5ToAO(t *testing.T) {
 	})
 }
 
+// TestMigrationDoneOnceVerified: the far end's TCP-AO session is seen by
+// a pass before its first segment is verified (pkt_good 0); the migration
+// is done once one is, within a second or so, not at the next full pass
+// that something else brings. On the old code the step waited for such a
+// pass (a minute here): TestMigrateMD5ToAO failed ~1 run in 50 under
+// -race when the session's pass came before its exchange.
+func TestMigrationDoneOnceVerified(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, k0 := md5Env(t, pw)
+		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), At: time.Now().Add(time.Minute),
+			Bound: control.Duration(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("TCP-AO beside TCP-MD5 on the listener", func() bool {
+			return slices.Equal(listenerPrefixes(t, e.lis), []string{"192.0.2.0/30"}) && len(md5Of(t, e.lis, pw)) == 1
+		})
+		c, err := e.net.Socket(peerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := aoPrep(k0)(c); err != nil {
+			t.Fatal(err)
+		}
+		e.sessionOn(c)
+		e.quiet(time.Second) // the session's pass runs: nothing verified yet
+		if st := e.peerStatus(); st.Migration == nil || st.Migration.Step == "done" {
+			t.Fatalf("migration %+v before any segment was verified", st.Migration)
+		}
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		e.waitFor("the migration done once the TCP-AO session verified a segment", func() bool {
+			st := e.peerStatus()
+			return st.Migration != nil && st.Migration.Step == "done" && len(md5Of(t, e.lis)) == 0
+		})
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("the migration was done %v after the first verified segment, want within a few seconds", took)
+		}
+	})
+}
+
 // Without a TCP-AO session by the switch time plus the bound, the
 // migration rolls back: the TCP-AO keys leave the listener, TCP-MD5 stays
 // and the session was never touched; status says why.

@@ -218,7 +218,10 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	changed := !d.rec.haveLast || in != d.rec.last || early || (!boundary.IsZero() && !now.Before(boundary))
 	if !changed && sessions == d.rec.lastSessions && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
 		r.idlePasses.Add(1)
-		return d.due(boundary)
+		if due := d.due(boundary); migrNext.IsZero() || due.Before(migrNext) {
+			return due
+		}
+		return migrNext
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
