@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	bgpfrr "github.com/aokeyd/aokeyd/bgp/frr"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/bird"
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
@@ -259,4 +261,48 @@ func TestBIRDNativeRevoke(t *testing.T) {
 		}
 	}
 	fmt.Printf("bird-native-revoke: protocols=%d clean_ms=%d\n", clean, time.Duration(res.Elapsed).Milliseconds())
+}
+
+// TestBIRDNativeMendsListener: BIRD restarts its protocol while its
+// listener is held by another process (pidfd_getfd, as aokeyd's own reads
+// of the listener's keys hold it for a moment): the re-bind fails and BIRD
+// disables the protocol for good ("No listening socket",
+// integration.TestBIRDRestartWhileListenerHeld). B's aokeyd enables it
+// again and the session comes back, with TCP-AO. On the tree before the
+// driver's mend the session stayed down (the chaos fleet's link 7).
+// It prints "bird-native-mend: disabled=1 enabled_again=1 back=1".
+func TestBIRDNativeMendsListener(t *testing.T) {
+	kerneltest.Require(t)
+	t.Parallel()
+	l, b, _ := newNativeLab(t, "", []key{{i: 1, alg: "hmac(sha256)"}}, nil)
+	l.waitEstablished(90 * time.Second)
+	pid, err := bgpfrr.FindPID(l.bird.PIDFile(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := sockets.System{}.Listeners(pid, 179)
+	if err != nil || len(lis) == 0 {
+		t.Fatalf("BIRD's listener: %v (%v)", lis, err)
+	}
+	disabled := false
+	if err := (sockets.System{}).With(lis[0], func(int) error {
+		if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
+			return err
+		}
+		// Held until BIRD gave up on its bind (BIRD's own log says when).
+		return lab.Within(10*time.Second, "BIRD disables peer_a", func() (bool, string) {
+			disabled = strings.Contains(lab.Tail(filepath.Join(l.bird.Dir, "bird.log"), 4000), "Cannot open listening socket")
+			return disabled, ""
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lab.Eventually(t, 60*time.Second, "B's aokeyd enables peer_a again and the session is back with TCP-AO", func() (bool, string) {
+		st, err := l.bird.Protocol()
+		return err == nil && st.BGPState == "Established" && st.CurrentKey >= 0, fmt.Sprintf("%+v %v", st, err)
+	})
+	if !strings.Contains(lab.Tail(filepath.Join(b.Dir, "aokeyd.log"), 1<<20), "enabled again") {
+		t.Fatal("B's aokeyd did not log that it enabled the protocol again")
+	}
+	fmt.Printf("bird-native-mend: disabled=%d enabled_again=1 back=1\n", map[bool]int{false: 0, true: 1}[disabled])
 }

@@ -61,6 +61,7 @@ type Driver struct {
 	timing  passTiming // the last pass's
 	retryAt time.Time
 	backoff time.Duration
+	mended  map[string]time.Time // protocol name: when mend last enabled it
 	kick    chan struct{}
 	revokes chan revokeAsk
 
@@ -199,6 +200,7 @@ func (d *Driver) pass(ctx context.Context, only map[peer.Key]bool, verify bool) 
 	t0 := time.Now()
 	views, changes := d.plan(ctx, snap, now, only, true)
 	d.timing = passTiming{plan: time.Since(t0)}
+	d.mend(views, now)
 	if len(changes) > 0 && !now.Before(d.retryAt) {
 		d.apply(ctx, changes, views, verify)
 	}
@@ -541,3 +543,42 @@ var hexRun = regexp.MustCompile(`[0-9a-fA-F]{16,}`)
 func maskHex(s string) string { return hexRun.ReplaceAllString(s, "[redacted]") }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// noListeningSocket is BIRD's last error of a BGP protocol it disabled
+// because the protocol's listening socket could not be opened.
+const noListeningSocket = "No listening socket"
+
+// mendEvery is the least time between two enables of one protocol.
+const mendEvery = 10 * time.Second
+
+// mend enables again each protocol of a managed peer that BIRD disabled
+// for want of its listening socket. BIRD closes a protocol's listener when
+// the protocol restarts (a configure it cannot apply live, birdc restart)
+// and binds a new one; while another process holds a duplicate of the old
+// one, which aokeyd does for a moment whenever it reads the listener's
+// keys (a revoke's check), the old one still listens, the bind fails, and
+// BIRD leaves the protocol disabled for good
+// (integration.TestBIRDRestartWhileListenerHeld). Only that error is
+// mended: a protocol the operator disabled stays so.
+func (d *Driver) mend(views []peerView, now time.Time) {
+	for _, v := range views {
+		p := v.Protocol
+		if p == nil || p.State != "down" || !strings.Contains(p.LastError, noListeningSocket) {
+			continue
+		}
+		if at, ok := d.mended[p.Name]; ok && now.Sub(at) < mendEvery {
+			continue
+		}
+		if d.mended == nil {
+			d.mended = map[string]time.Time{}
+		}
+		d.mended[p.Name] = now
+		out, err := bird.Command(d.o.Control, "enable "+p.Name)
+		if err != nil {
+			d.log.Error("BIRD disabled a protocol for want of its listening socket, and enabling it failed", "peer", v.ID, "protocol", p.Name, "err", err)
+			continue
+		}
+		d.log.Warn("BIRD disabled a protocol for want of its listening socket (its re-bind met the old listener still open): enabled again",
+			"peer", v.ID, "protocol", p.Name, "bird", strings.TrimSpace(out))
+	}
+}

@@ -26,6 +26,8 @@ type fakeBird struct {
 	mu         sync.Mutex
 	refuse     bool
 	configures int
+	protocols  string   // the reply to show protocols all (BIRD's reply lines)
+	commands   []string // every other command, in order
 }
 
 func (f *fakeBird) serve(t *testing.T, sock string) {
@@ -53,7 +55,12 @@ func (f *fakeBird) serve(t *testing.T, sock string) {
 				case strings.HasPrefix(cmd, "configure"):
 					f.configures++
 					_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
+				case strings.HasPrefix(cmd, "show protocols") && f.protocols != "":
+					_, _ = c.Write([]byte(f.protocols))
 				default:
+					if !strings.HasPrefix(cmd, "show") {
+						f.commands = append(f.commands, strings.TrimSpace(cmd))
+					}
 					_, _ = c.Write([]byte("0000 \n"))
 				}
 			}()
@@ -234,5 +241,51 @@ func TestDriverStatusActiveOpensKeyed(t *testing.T) {
 	}
 	if !rep.Peers[0].ActiveOpensKeyed {
 		t.Error("active_opens_keyed false for a peer BIRD keys itself")
+	}
+}
+
+// TestDriverMendsNoListeningSocket: BIRD disables a protocol whose
+// listener it could not re-bind ("No listening socket"; a duplicate of the
+// old listener, as aokeyd's own reads hold, keeps it listening); the pass
+// enables it again, at most once in mendEvery, and leaves a protocol the
+// operator disabled alone.
+func TestDriverMendsNoListeningSocket(t *testing.T) {
+	d, fb, _ := newTestDriver(t, "k1")
+	ctx := context.Background()
+	proto := func(lastErr string) string {
+		r := "2002-Name       Proto      Table      State  Since         Info\n" +
+			"1002-peer_a     BGP        ---        down   06:10:01.123  \n" +
+			"1006-  BGP state:          Down\n" +
+			"       Neighbor address: 192.0.2.2\n"
+		if lastErr != "" {
+			r += "       Last error:       " + lastErr + "\n"
+		}
+		return r + "0000 \n"
+	}
+	enables := func() int {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		n := 0
+		for _, c := range fb.commands {
+			if c == "enable peer_a" {
+				n++
+			}
+		}
+		return n
+	}
+	fb.mu.Lock()
+	fb.protocols = proto("") // disabled by the operator: no error
+	fb.mu.Unlock()
+	d.pass(ctx, nil, true)
+	if n := enables(); n != 0 {
+		t.Fatalf("a protocol the operator disabled was enabled (%d)", n)
+	}
+	fb.mu.Lock()
+	fb.protocols = proto("No listening socket")
+	fb.mu.Unlock()
+	d.pass(ctx, nil, true)
+	d.pass(ctx, nil, true)
+	if n := enables(); n != 1 {
+		t.Fatalf("%d enables of the protocol BIRD disabled for want of its listener over two passes, want 1", n)
 	}
 }
