@@ -403,8 +403,10 @@ func (f *chaosFleet) socketKeys(r *chaosRouter) map[string][]string {
 			})
 		}
 	}
+	r.rebind.RLock()
 	lis, _ := sockets.System{}.Listeners(pid, 179)
 	read("listener", lis)
+	r.rebind.RUnlock()
 	for _, p := range r.peers {
 		conns, _ := sockets.System{}.Connections(pid, p)
 		var est []sockets.Ref
@@ -550,9 +552,7 @@ func (f *chaosFleet) final(chk *chaos.Checker, drv *chaosDriver) {
 		b, a := f.rs[l.b], f.rs[l.a]
 		switch b.kind {
 		case birdPlain, birdNative:
-			if _, err := b.br.Birdc("restart", "peer_a"); err != nil {
-				t.Errorf("birdc restart peer_a at %s: %v", b.name, err)
-			}
+			b.restartBIRDProtocol(t)
 			continue
 		case frrBgpd:
 			if _, err := b.fr.Vtysh("clear bgp " + a.addrs[slices.Index(a.links, l.n)].String()); err != nil {
@@ -716,5 +716,23 @@ func (l *leakSamples) check(chk *chaos.Checker) {
 	}
 	if g0, g1 := mean(l.first, 1), mean(l.last, 1); g1 > g0*1.25+10 {
 		chk.Violate(chaos.Leak, fmt.Sprintf("%.0f goroutines in the first quarter, %.0f in the last", g0, g1))
+	}
+}
+
+// restartBIRDProtocol restarts b's BIRD protocol peer_a (its far end's
+// fresh reconnect) with no read of its listener in flight until BIRD has
+// bound its new one (rebind).
+func (b *chaosRouter) restartBIRDProtocol(t *testing.T) {
+	b.rebind.Lock()
+	defer b.rebind.Unlock()
+	if _, err := b.br.Birdc("restart", "peer_a"); err != nil {
+		t.Errorf("birdc restart peer_a at %s: %v", b.name, err)
+		return
+	}
+	if err := lab.Within(10*time.Second, "BIRD's new listener at "+b.name, func() (bool, string) {
+		lis, err := sockets.System{}.Listeners(b.speakerPID(), 179)
+		return err == nil && len(lis) > 0, fmt.Sprint(err)
+	}); err != nil {
+		t.Logf("%v (reads of its listener resume)", err)
 	}
 }

@@ -67,6 +67,12 @@ type chaosRouter struct {
 	birdCfg bird.Config
 	fr      *frr.Router
 	logged  bool // its log's tail is printed on failure
+	// rebind is held (written) while BIRD re-binds its listener after
+	// the harness restarts its protocol, and read around each read of
+	// the listener's keys: BIRD disables a protocol whose new listener
+	// cannot bind, and a duplicate of the old one (pidfd_getfd, held for
+	// the read) keeps it listening (TestBIRDRestartWhileListenerHeld).
+	rebind sync.RWMutex
 }
 
 type speakerKind int
