@@ -37,13 +37,17 @@ func md5EnvWith(t *testing.T, pw string, o envOptions) (*env, testKey) {
 }
 
 // dialMD5 connects the peer with TCP-MD5 and reports the session up.
-func (e *env) dialMD5(pw string) {
+func (e *env) dialMD5(pw string) { e.dialWith(md5Prep(pw)) }
+
+// dialWith connects the peer anew from a socket keyed by prep and reports
+// the session up (the previous one down first).
+func (e *env) dialWith(prep func(*tcpaotest.Sock) error) {
 	e.t.Helper()
 	c, err := e.net.Socket(peerAddr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := c.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(localAddr, 32)}, Secret: tcpao.NewSecret([]byte(pw))}); err != nil {
+	if err := prep(c); err != nil {
 		e.t.Fatal(err)
 	}
 	e.sessionOn(c)
@@ -167,14 +171,7 @@ func TestMigrateMD5ToAO(t *testing.T) {
 		}
 
 		// The far end switches: its new session runs TCP-AO.
-		c, err := e.net.Socket(peerAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := aoPrep(k0)(c); err != nil {
-			t.Fatal(err)
-		}
-		e.sessionOn(c)
+		e.dialWith(aoPrep(k0))
 		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -220,14 +217,7 @@ func TestMigrationDoneOnceVerified(t *testing.T) {
 		e.waitFor("TCP-AO beside TCP-MD5 on the listener", func() bool {
 			return slices.Equal(listenerPrefixes(t, e.lis), []string{"192.0.2.0/30"}) && len(md5Of(t, e.lis, pw)) == 1
 		})
-		c, err := e.net.Socket(peerAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := aoPrep(k0)(c); err != nil {
-			t.Fatal(err)
-		}
-		e.sessionOn(c)
+		e.dialWith(aoPrep(k0))
 		e.quiet(time.Second) // the session's pass runs: nothing verified yet
 		if st := e.peerStatus(); st.Migration == nil || st.Migration.Step == "done" {
 			t.Fatalf("migration %+v before any segment was verified", st.Migration)
