@@ -196,7 +196,7 @@ func runFleet(t *testing.T, n int, prev *result, force bool) result {
 	t.Cleanup(func() { f.diagnose(t) })
 	scale := time.Duration(n) * 400 * time.Millisecond // the emulated CPU brings a few sessions up a second
 	lastLog := time.Now()
-	lab.Eventually(t, 90*time.Second+scale, fmt.Sprintf("all %d sessions established", len(f.all())), func() (bool, string) {
+	if err := lab.Within(90*time.Second+scale, fmt.Sprintf("all %d sessions established", len(f.all())), func() (bool, string) {
 		ss, err := f.sessions()
 		if err != nil {
 			return false, err.Error()
@@ -216,7 +216,9 @@ func runFleet(t *testing.T, n int, prev *result, force bool) result {
 				rssKiB(f.gobgp.PID), rssKiB(f.bird.pid), strings.TrimSpace(string(load)))
 		}
 		return up == len(f.all()), fmt.Sprintf("%d of %d up; BIRD: %s", up, len(f.all()), f.bird.summary())
-	})
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, f.stuck(3))
+	}
 	if _, _, err := f.pollUntil(f.all(), begin, 60*time.Second+scale, "k1 and k3 on every socket, k1 current", carries(1, 1, 3), nil); err != nil {
 		t.Fatal(err)
 	}

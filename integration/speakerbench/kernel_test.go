@@ -497,3 +497,46 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// stuck describes up to limit peers whose session is not up: gobgpd's and
+// BIRD's view of it, the keys gobgpd's listener holds for it (IDs and
+// counters, from the kernel) and both ends' sockets to it (ss), for a
+// set-up that did not finish.
+func (f *bench) stuck(limit int) string {
+	ss, err := f.sessions()
+	if err != nil {
+		return "sessions: " + err.Error()
+	}
+	var out []string
+	lis, lerr := sockets.System{}.Listeners(f.gobgp.PID, 179)
+	for _, p := range f.all() {
+		if s, ok := ss[p]; !ok || s.up || len(out) >= limit {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "peer %s: BIRD %s %s\n", p, ss[p].birdState, ss[p].birdSince)
+		for _, ref := range lis {
+			_ = sockets.System{}.With(ref, func(fd int) error {
+				ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+				for _, k := range ks {
+					if k.Peer.Contains(p) {
+						fmt.Fprintf(&b, "  listener %s: key %d/%d %s good=%d bad=%d\n", ref.Local, k.SendID, k.RecvID, k.Peer, k.PktGood, k.PktBad)
+					}
+				}
+				if err != nil {
+					fmt.Fprintf(&b, "  listener %s: %v\n", ref.Local, err)
+				}
+				return nil
+			})
+		}
+		if lerr != nil {
+			fmt.Fprintf(&b, "  listeners: %v\n", lerr)
+		}
+		a, _ := f.a.Run("ss", "-tanoiH", "dst", p.String())
+		bs, _ := f.b.Run("ss", "-tanoiH", "src", p.String())
+		proto, _ := f.bird.birdc("show", "protocols", "all", protoName(p))
+		fmt.Fprintf(&b, "  A's sockets to it:\n%s\n  B's sockets from it:\n%s\n  BIRD:\n%s", a, bs, proto)
+		out = append(out, b.String())
+	}
+	return strings.Join(out, "\n")
+}
