@@ -196,13 +196,9 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 			// again shortly, not at the next pass something else brings
 			// (a pass that saw the new session before it verified
 			// anything would otherwise leave it for up to Resync).
-			if v := now.Add(migrationVerifyPoll); t.IsZero() || v.Before(t) {
-				t = v
-			}
+			t = sooner(t, now.Add(migrationVerifyPoll))
 		}
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
+		next = sooner(next, t)
 	}
 	return next
 }

@@ -142,9 +142,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md
 		if snap.Degraded(pk.SourceChain) {
 			frozen = freeze(frozen, fb, errFrozen)
 		}
-		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
-			next = pk.NextChange
-		}
+		next = sooner(next, pk.NextChange)
 		idx, err := ifIndex(b.VRF)
 		if err != nil {
 			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
@@ -218,10 +216,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	changed := !d.rec.haveLast || in != d.rec.last || early || (!boundary.IsZero() && !now.Before(boundary))
 	if !changed && sessions == d.rec.lastSessions && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
 		r.idlePasses.Add(1)
-		if due := d.due(boundary); migrNext.IsZero() || due.Before(migrNext) {
-			return due
-		}
-		return migrNext
+		return sooner(d.due(boundary), migrNext)
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
@@ -242,9 +237,6 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	next := boundary
 	if changed { // always on the first pass
 		next = d.listenerWant(snap, now)
-	}
-	if !migrNext.IsZero() && (next.IsZero() || migrNext.Before(next)) {
-		next = migrNext
 	}
 	d.dropStale(ctx)
 	// The sessions get their desired state first, the listeners after: a
@@ -280,9 +272,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		if !d.ctrl.SetDesired(id, desired) {
 			zeroDesired(desired) // the controller keeps the equal one it has
 		}
-		if !pk.NextChange.IsZero() && (next.IsZero() || pk.NextChange.Before(next)) {
-			next = pk.NextChange
-		}
+		next = sooner(next, pk.NextChange)
 	}
 	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
 	d.syncListeners(ctx)
@@ -291,17 +281,24 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	r.nextPass = next
 	r.mu.Unlock()
 	r.fullPasses.Add(1)
-	return d.due(next)
+	// A migration's next instant wakes a pass, not a full one: the pass
+	// moves it first (advanceMigrations), and a step taken changes the
+	// inputs, which makes that pass full.
+	return sooner(d.due(next), migrNext)
+}
+
+// sooner is the earlier of two instants, the zero time standing for none.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // due is when the next pass must run: the policy's next time boundary or
 // the next full pass, whichever is first.
 func (d *Daemon) due(boundary time.Time) time.Time {
-	full := d.rec.lastFull.Add(d.o.Resync)
-	if boundary.IsZero() || full.Before(boundary) {
-		return full
-	}
-	return boundary
+	return sooner(boundary, d.rec.lastFull.Add(d.o.Resync))
 }
 
 // listenerWant recomputes the listeners' desired keys into the cache the
