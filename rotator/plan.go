@@ -168,7 +168,7 @@ func (p *planner) load(o Observed) {
 			// Not aokeyd's: no revoke or approval of aokeyd's names it.
 			e.foreign, e.revoked, e.approved = true, false, false
 		}
-		if c, ok := p.d.Owner.(Claimer); ok && e.d >= 0 && !c.Owns(*ki) {
+		if c, ok := p.d.Owner.(Claimer); ok && e.d >= 0 {
 			c.Claim(*ki) // a desired key in place is aokeyd's (Claimer)
 		}
 		if p.listen {

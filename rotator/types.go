@@ -129,8 +129,8 @@ type Ownership interface {
 
 // Claimer is an Ownership that takes a desired key found in place as
 // aokeyd's: the planner calls Claim (on full reads, without blocking) for
-// each installed key whose reference and material are a desired key's and
-// that Owns does not own. Such a key is exactly what aokeyd would have
+// each installed key whose reference and material are a desired key's; a
+// key already aokeyd's stays as it is recorded. Such a key is exactly what aokeyd would have
 // installed there; most often aokeyd did, and a crash lost the record of
 // it before it was written. Unclaimed it would be foreign once no longer
 // desired, and kept on the socket for good.

@@ -406,11 +406,14 @@ func (o *procOwner) Owns(k tcpao.KeyInfo) bool { return o.l.owns(o.p, k) }
 var _ rotator.Claimer = (*procOwner)(nil)
 
 // Claim records k, a desired key found in place on a socket of the
-// process, as aokeyd's (rotator.Claimer).
+// process, as aokeyd's unless it is already (rotator.Claimer).
 func (o *procOwner) Claim(k tcpao.KeyInfo) {
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
-	o.l.recordLocked(ownKey{Proc: o.p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}, 0, false)
+	ok := ownKey{Proc: o.p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
+	if _, found := o.l.keys[ok]; !found {
+		o.l.recordLocked(ok, 0, false)
+	}
 }
 
 // ownedSocket is a socket of the speaker as the rotator writes it: every
