@@ -284,15 +284,13 @@ func TestBIRDNativeMendsListener(t *testing.T) {
 	if err != nil || len(lis) == 0 {
 		t.Fatalf("BIRD's listener: %v (%v)", lis, err)
 	}
-	disabled := false
 	if err := (sockets.System{}).With(lis[0], func(int) error {
 		if _, err := l.bird.Birdc("restart", "peer_a"); err != nil {
 			return err
 		}
 		// Held until BIRD gave up on its bind (BIRD's own log says when).
 		return lab.Within(10*time.Second, "BIRD disables peer_a", func() (bool, string) {
-			disabled = strings.Contains(lab.Tail(filepath.Join(l.bird.Dir, "bird.log"), 4000), "Cannot open listening socket")
-			return disabled, ""
+			return strings.Contains(lab.Tail(filepath.Join(l.bird.Dir, "bird.log"), 4000), "Cannot open listening socket"), ""
 		})
 	}); err != nil {
 		t.Fatal(err)
@@ -304,5 +302,6 @@ func TestBIRDNativeMendsListener(t *testing.T) {
 	if !strings.Contains(lab.Tail(filepath.Join(b.Dir, "aokeyd.log"), 1<<20), "enabled again") {
 		t.Fatal("B's aokeyd did not log that it enabled the protocol again")
 	}
-	fmt.Printf("bird-native-mend: disabled=%d enabled_again=1 back=1\n", map[bool]int{false: 0, true: 1}[disabled])
+	// Each figure is a check above that would have failed the test.
+	fmt.Printf("bird-native-mend: disabled=1 enabled_again=1 back=1\n")
 }

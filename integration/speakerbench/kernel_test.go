@@ -507,30 +507,43 @@ func (f *bench) stuck(limit int) string {
 	if err != nil {
 		return "sessions: " + err.Error()
 	}
+	// gobgpd's listeners' keys, read once (thousands of them).
+	type lisKey struct {
+		local netip.AddrPort
+		k     tcpao.KeyInfo
+	}
+	var lisKeys []lisKey
+	var lisErrs []string
+	lis, err := sockets.System{}.Listeners(f.gobgp.PID, 179)
+	if err != nil {
+		lisErrs = append(lisErrs, fmt.Sprintf("listeners: %v", err))
+	}
+	for _, ref := range lis {
+		_ = sockets.System{}.With(ref, func(fd int) error {
+			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
+			for _, k := range ks {
+				lisKeys = append(lisKeys, lisKey{ref.Local, k})
+			}
+			if err != nil {
+				lisErrs = append(lisErrs, fmt.Sprintf("listener %s: %v", ref.Local, err))
+			}
+			return nil
+		})
+	}
 	var out []string
-	lis, lerr := sockets.System{}.Listeners(f.gobgp.PID, 179)
 	for _, p := range f.all() {
 		if s, ok := ss[p]; !ok || s.up || len(out) >= limit {
 			continue
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "peer %s: BIRD %s %s\n", p, ss[p].birdState, ss[p].birdSince)
-		for _, ref := range lis {
-			_ = sockets.System{}.With(ref, func(fd int) error {
-				ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-				for _, k := range ks {
-					if k.Peer.Contains(p) {
-						fmt.Fprintf(&b, "  listener %s: key %d/%d %s good=%d bad=%d\n", ref.Local, k.SendID, k.RecvID, k.Peer, k.PktGood, k.PktBad)
-					}
-				}
-				if err != nil {
-					fmt.Fprintf(&b, "  listener %s: %v\n", ref.Local, err)
-				}
-				return nil
-			})
+		for _, lk := range lisKeys {
+			if k := lk.k; k.Peer.Contains(p) {
+				fmt.Fprintf(&b, "  listener %s: key %d/%d %s good=%d bad=%d\n", lk.local, k.SendID, k.RecvID, k.Peer, k.PktGood, k.PktBad)
+			}
 		}
-		if lerr != nil {
-			fmt.Fprintf(&b, "  listeners: %v\n", lerr)
+		for _, e := range lisErrs {
+			fmt.Fprintf(&b, "  %s\n", e)
 		}
 		a, _ := f.a.Run("ss", "-tanoiH", "dst", p.String())
 		bs, _ := f.b.Run("ss", "-tanoiH", "src", p.String())
