@@ -535,6 +535,9 @@ func (f *bench) stuck(limit int) string {
 		if s, ok := ss[p]; !ok || s.up || len(out) >= limit {
 			continue
 		}
+		if len(out) == 0 {
+			out = append(out, f.wire(p, 8*time.Second))
+		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "peer %s: BIRD %s %s\n", p, ss[p].birdState, ss[p].birdSince)
 		for _, lk := range lisKeys {
@@ -545,8 +548,8 @@ func (f *bench) stuck(limit int) string {
 		for _, e := range lisErrs {
 			fmt.Fprintf(&b, "  %s\n", e)
 		}
-		a, _ := f.a.Run("ss", "-tanoiH", "dst", p.String())
-		bs, _ := f.b.Run("ss", "-tanoiH", "src", p.String())
+		a, _ := f.a.Run("ss", "-tanoimH", "dst", p.String())
+		bs, _ := f.b.Run("ss", "-tanoimH", "src", p.String())
 		proto, _ := f.bird.birdc("show", "protocols", "all", protoName(p))
 		fmt.Fprintf(&b, "  A's sockets to it:\n%s\n  B's sockets from it:\n%s\n  BIRD:\n%s", a, bs, proto)
 		out = append(out, b.String())
