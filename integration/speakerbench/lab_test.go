@@ -136,6 +136,7 @@ func newBench(t *testing.T, n int) *bench {
 	for i := 1; i <= n; i++ {
 		f.peers = append(f.peers, fleetAddr(i))
 	}
+	raiseNeighbours(t, n)
 	f.a, f.b = lab.Pair(t, netip.PrefixFrom(addrA, 8), netip.PrefixFrom(addrSolo, 8))
 	for _, ns := range []*netns.NS{f.a, f.b} {
 		// Sockets the routers closed in the set-up give up after one
@@ -462,6 +463,35 @@ func startBird(f *bench) *birdFleet {
 		t.Fatalf("%v\nbird's output: %s", err, lab.Tail(filepath.Join(r.dir, "stdout.log"), 8000))
 	}
 	return r
+}
+
+// raiseNeighbours raises the IPv4 neighbour table's garbage-collection
+// thresholds for a fleet of n peers on one LAN, for the test, as a route
+// server's operator does. The table is one for every namespace, and its
+// default hard limit (gc_thresh3) is 1,024 entries: at n=1,024 gobgpd's
+// side could resolve only 1,023 of its 1,033 peers ("neighbour: arp_cache:
+// neighbor table overflow!"), so its SYN-ACKs to the other ten never left
+// and their sessions never came back once dropped. Above gc_thresh2 (512)
+// the table also collects entries older than 5 s, and peers are resolved
+// again and again.
+func raiseNeighbours(t *testing.T, n int) {
+	t.Helper()
+	want := []int{2 * (n + 64), 4 * (n + 64), 8 * (n + 64)}
+	for i, name := range []string{"gc_thresh1", "gc_thresh2", "gc_thresh3"} {
+		p := "/proc/sys/net/ipv4/neigh/default/" + name
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := strings.TrimSpace(string(b))
+		if cur, err := strconv.Atoi(old); err == nil && cur >= want[i] {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(strconv.Itoa(want[i])), 0o644); err != nil {
+			t.Fatalf("raising %s for %d peers: %v", name, n, err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(p, []byte(old), 0o644) })
+	}
 }
 
 // raiseNoFile raises this process's descriptor limit, which the processes
