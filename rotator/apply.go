@@ -122,21 +122,25 @@ func Apply(s tcpao.Socket, ops []Op) (int, error) {
 	return n, err
 }
 
+// applyOps runs ops in order; its deletes share one tcpao.Deleter, so a
+// listener's batch reads TCP_AO_INFO once for all its del_async, not once
+// each (16,384 reads in a rotation of 16,384 peers).
 func applyOps(s tcpao.Socket, ops []Op) (int, error) {
+	del := tcpao.Deleter{S: s}
 	for i := range ops {
-		if err := applyOp(s, &ops[i]); err != nil {
+		if err := applyOp(s, &del, &ops[i]); err != nil {
 			return i, fmt.Errorf("op %d (%s): %w", i+1, ops[i].Line(), err)
 		}
 	}
 	return len(ops), nil
 }
 
-func applyOp(s tcpao.Socket, op *Op) error {
+func applyOp(s tcpao.Socket, del *tcpao.Deleter, op *Op) error {
 	switch op.Kind {
 	case OpAdd:
 		return s.AddKey(op.Key, op.Add)
 	case OpDel:
-		return tcpao.DeleteKey(s, op.Del)
+		return del.Delete(op.Del)
 	case OpSetInfo:
 		return s.SetInfo(op.infoChange())
 	}

@@ -189,7 +189,7 @@ func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 				}
 			}
 		}
-		if err := applyOp(s, &sp.Ops[i]); err != nil {
+		if err := applyOp(s, &tcpao.Deleter{S: s}, &sp.Ops[i]); err != nil {
 			return fmt.Errorf("op %d (%s): kernel refused: %w", i+1, op.Line(), err)
 		}
 		if !listen && s.hasAO() {

@@ -37,7 +37,7 @@ var (
 
 // DeleteKey is s.DelKey(d) with the workarounds for the two kernel bugs
 // above. Every caller that deletes a key from a socket it does not own goes
-// through it.
+// through it (or through a Deleter, for a run of deletes).
 //
 //   - d.Async is kept only when the key is neither Current_key nor
 //     RNext_key of the socket (one TCP_AO_INFO, and one GET_KEYS when the
@@ -48,10 +48,34 @@ var (
 //     gone is what the delete wanted (nil); one still there is
 //     ErrKernelVRFDelete, wrapped with the kernel's error.
 func DeleteKey(s Socket, d DelKey) error {
+	return (&Deleter{S: s}).Delete(d)
+}
+
+// Deleter is DeleteKey for a run of deletes on one socket (a batch of a
+// rotation): the check that keeps d.Async reads TCP_AO_INFO once for the
+// run, not once per delete, once it found neither Current_key nor
+// RNext_key set. That answer holds for the rest of the run: del_async is
+// refused on every socket but a listening one, and a listening socket's
+// Current_key and RNext_key can be cleared but never set (the kernel
+// refuses both on TCP_LISTEN, in TCP_AO_ADD_KEY and TCP_AO_INFO alike).
+// While either is set, every async delete is checked. A Deleter is used by
+// one goroutine; its zero value with S set is ready.
+type Deleter struct {
+	S Socket
+	// noRoles: an Info read found neither Current_key nor RNext_key.
+	noRoles bool
+}
+
+// Delete deletes d from the Deleter's socket, as DeleteKey does.
+func (dl *Deleter) Delete(d DelKey) error {
 	inUse := false
-	if d.Async && listenerKeyInUse(s, d.KeyRef) {
-		d.Async, inUse = false, true
+	if d.Async && !dl.noRoles {
+		inUse, dl.noRoles = listenerKeyInUse(dl.S, d.KeyRef)
+		if inUse {
+			d.Async = false
+		}
 	}
+	s := dl.S
 	err := s.DelKey(d)
 	switch {
 	case err == nil:
@@ -74,23 +98,28 @@ func DeleteKey(s Socket, d DelKey) error {
 }
 
 // listenerKeyInUse reports whether r may be the socket's Current_key or
-// RNext_key. It errs towards true: a synchronous delete is always safe.
-func listenerKeyInUse(s Socket, r KeyRef) bool {
+// RNext_key, and whether the socket has neither set (noRoles; false when
+// that could not be read). It errs towards inUse: a synchronous delete is
+// always safe.
+func listenerKeyInUse(s Socket, r KeyRef) (inUse, noRoles bool) {
 	in, err := s.Info()
-	if err != nil || !in.HaveCurrent && !in.HaveRNext {
-		return false // no TCP-AO (the delete fails on its own) or nothing set
+	if err != nil {
+		return false, false // no TCP-AO (the delete fails on its own)
+	}
+	if !in.HaveCurrent && !in.HaveRNext {
+		return false, true
 	}
 	ks, err := s.Keys(KeyFilter{Current: true, RNext: true})
 	if err != nil {
-		return true
+		return true, false
 	}
 	for _, k := range ks {
 		if (k.IsCurrent || k.IsRNext) && k.SendID == r.SendID && k.RecvID == r.RecvID && k.IfIndex == r.IfIndex &&
 			unmapPrefix(k.Peer).Overlaps(unmapPrefix(r.Peer)) {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, false
 }
 
 func sameKey(a, b KeyRef) bool {
