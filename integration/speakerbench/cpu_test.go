@@ -173,11 +173,14 @@ func TestHolds(t *testing.T) {
 	}{
 		{"the first size", result{N: 64, SteadyIdleCPUs: 0.1}, nil, true},
 		{"256 after 64", result{N: 256, SteadyIdleCPUs: 0.82, GuestCPUs: 2}, &at64, true},
-		{"512 after 256", result{N: 512, SteadyIdleCPUs: 0.33, GuestCPUs: 2}, &at256, false},
+		// 512 keeps 4 s keepalives to 256's 1 s: four times the window.
+		{"512 after 256", result{N: 512, SteadyIdleCPUs: 0.1, GuestCPUs: 2}, &at256, false},
 		{"512 on an idle guest", result{N: 512, SteadyIdleCPUs: 1.5, GuestCPUs: 2}, &at256, true},
-		// 1,024 keeps 4 s keepalives to 512's 2 s: twice the window.
+		// 1,024 keeps 8 s keepalives to 512's 4 s: twice the window.
 		{"1024 after 512, keepalives twice as far apart", result{N: 1024, SteadyIdleCPUs: 0.6, GuestCPUs: 2},
 			&result{N: 512, RollCPUs: 3.8, SoloRollMs: 5000}, true},
+		{"1024 after 512, the guest busy", result{N: 1024, SteadyIdleCPUs: 0.2, GuestCPUs: 2},
+			&result{N: 512, RollCPUs: 6.2, SoloRollMs: 7000}, false},
 		{"a previous size without a single roll", result{N: 512}, &result{N: 256, RollCPUs: 2}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
