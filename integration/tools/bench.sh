@@ -23,7 +23,7 @@
 #   AOKEYD_BENCH_FLEET_SIZES real-speaker fleet sizes N: gobgpd v3.37 with N
 #                            TCP-AO neighbours, BIRD 2.17 with N protocols,
 #                            the aokeyd binary (integration/speakerbench); "off"
-#                            skips the item [64,256,512]
+#                            skips the item [64,256,512,1024]
 #   AOKEYD_BENCH_FLEET_FORCE 1: roll every fleet size, also one above 256
 #                            the guest does not hold (see
 #                            integration/speakerbench's doc) [0]
@@ -57,7 +57,7 @@ revoke=${AOKEYD_BENCH_REVOKE:-1000}
 daemon=${AOKEYD_BENCH_DAEMON:-4096}
 daemon_keys=${AOKEYD_BENCH_DAEMON_KEYS:-4}
 passes=${AOKEYD_BENCH_PASSES:-5}
-fleet=${AOKEYD_BENCH_FLEET_SIZES:-64,256,512}
+fleet=${AOKEYD_BENCH_FLEET_SIZES:-64,256,512,1024}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 
@@ -109,7 +109,7 @@ if [ "$fleet" != off ]; then
 	fi
 fi
 AOKEYD_VM_OUT="$work/vm" \
-	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-3000} \
+	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-5400} \
 	AOKEYD_GUEST_BINS="$work/bin/aokeyd-bench $work/bin/aoctl $work/bin/rotator.test $work/bin/daemon.test $before_bins $fleet_bins" \
 	AOKEYD_GUEST_CMD="$guest_cmd" \
 	bash integration/vm/run.sh
