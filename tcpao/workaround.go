@@ -83,7 +83,8 @@ func (dl *Deleter) Delete(d DelKey) error {
 	case inUse && errors.Is(err, syscall.EBUSY):
 		return fmt.Errorf("%w: %s: %w", ErrListenerKeyInUse, d.KeyRef, err)
 	case d.IfIndex != 0 && !d.SetCurrent && !d.SetRNext && errors.Is(err, syscall.ENOENT):
-		ks, kerr := s.Keys(KeyFilter{Ref: &d.KeyRef})
+		ref := d.KeyRef // a copy: &d.KeyRef would put every d on the heap
+		ks, kerr := s.Keys(KeyFilter{Ref: &ref})
 		if kerr != nil {
 			return err
 		}
