@@ -65,6 +65,11 @@ type Size struct {
 	// after its install, newest installed key retired first in both.
 	RotateRawSys    []int64 `json:"rotate_raw_sys_ns,omitempty"`
 	RotateAokeydSys []int64 `json:"rotate_aokeyd_sys_ns,omitempty"`
+	// RotateRawGC and RotateAokeydGC count the Go collector's cycles that
+	// ended during each of those rotations: a cycle's marking runs on the
+	// guest's other vCPU beside the rotating thread.
+	RotateRawGC    []int64 `json:"rotate_raw_gc_cycles,omitempty"`
+	RotateAokeydGC []int64 `json:"rotate_aokeyd_gc_cycles,omitempty"`
 	// The cross pass (first repetition at the largest N): the raw loop
 	// rotating a list SyncListener installed, SyncListener rotating a list
 	// the raw loop installed (wall and kernel time), and the heads of the

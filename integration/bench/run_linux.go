@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -109,6 +110,7 @@ type runner struct {
 	limit  int // optmem_max while measuring
 	maxN   int
 	secret []byte // scratch for key bytes, zeroed after each use
+	lastGC int64  // Go collector cycles that ended in the last timed run (raw, syncTimed)
 }
 
 // Run measures everything in the real TCP-AO kernel. It needs root (to
@@ -247,11 +249,11 @@ func (r *runner) raw(l *listener, steps []rawStep) (el, sys int64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cerr := l.rc.Control(func(fd uintptr) {
-		s0 := threadSys()
+		s0, g0 := threadSys(), gcCycles()
 		t0 := r.cfg.Now()
 		_, rerr = rawRun(int(fd), steps)
 		el = int64(r.cfg.Now().Sub(t0))
-		sys = threadSys() - s0
+		sys, r.lastGC = threadSys()-s0, gcCycles()-g0
 	})
 	wipeRaw(steps)
 	if cerr != nil {
@@ -265,10 +267,22 @@ func (r *runner) raw(l *listener, steps []rawStep) (el, sys int64, err error) {
 func (r *runner) syncTimed(l *listener, d rotator.Desired, opts rotator.ListenerOptions) (el, sys int64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s0 := threadSys()
+	s0, g0 := threadSys(), gcCycles()
 	t0 := r.cfg.Now()
 	_, err = rotator.SyncListener(l.sock, d, opts)
-	return int64(r.cfg.Now().Sub(t0)), threadSys() - s0, err
+	el, sys = int64(r.cfg.Now().Sub(t0)), threadSys()-s0
+	r.lastGC = gcCycles() - g0
+	return el, sys, err
+}
+
+// gcCycles is how many Go collector cycles have ended so far.
+func gcCycles() int64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // threadSys is the calling thread's system CPU time so far, in ns (the
@@ -400,6 +414,7 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 		return err
 	}
 	s.RotateRaw, s.RotateRawSys = append(s.RotateRaw, el), append(s.RotateRawSys, sys)
+	s.RotateRawGC = append(s.RotateRawGC, r.lastGC)
 	r.log.Info("raw rotate, newest installed first", "n", n, "rep", rep, "took", time.Duration(el))
 
 	// The same rotation (IDs 2 to 3) in the other order: the previous pass
@@ -474,6 +489,7 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 		return err
 	}
 	s.RotateAokeyd, s.RotateAokeydSys = append(s.RotateAokeyd, el), append(s.RotateAokeydSys, sys)
+	s.RotateAokeydGC = append(s.RotateAokeydGC, r.lastGC)
 	r.log.Info("aokeyd rotate", "n", n, "rep", rep, "took", time.Duration(el))
 	if rep != 0 {
 		return nil

@@ -98,6 +98,11 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 			k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio(), KernelVerdict(k.Ratio()))
 	}
 	for _, s := range r.Sizes {
+		if len(s.RotateRawGC) > 0 && len(s.RotateAokeydGC) > 0 {
+			t.f("   Go collector cycles ended during those rotations, N=%d, per repetition: raw %v, aokeyd %v", s.N, s.RotateRawGC, s.RotateAokeydGC)
+		}
+	}
+	for _, s := range r.Sizes {
 		if len(s.CrossRawOnAokeyd) == 0 || len(s.CrossAokeydOnRaw) == 0 {
 			continue
 		}
