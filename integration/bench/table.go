@@ -98,9 +98,7 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 			k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio(), KernelVerdict(k.Ratio()))
 	}
 	for _, s := range r.Sizes {
-		if len(s.RotateRawGC) > 0 && len(s.RotateAokeydGC) > 0 {
-			t.f("   Go collector cycles ended during those rotations, N=%d, per repetition: raw %v, aokeyd %v", s.N, s.RotateRawGC, s.RotateAokeydGC)
-		}
+		writeKernelReps(t, s)
 	}
 	for _, s := range r.Sizes {
 		if len(s.CrossRawOnAokeyd) == 0 || len(s.CrossAokeydOnRaw) == 0 {
@@ -108,9 +106,7 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 		}
 		t.f("   who built the list, N=%d (each on a fresh listener, newest installed retired first): raw loop rotating aokeyd's install %s (kernel %s), aokeyd rotating the raw loop's install %s (kernel %s); %s",
 			s.N, Dur(s.CrossRawOnAokeyd[0]), Dur(s.CrossRawOnAokeydSys[0]), Dur(s.CrossAokeydOnRaw[0]), Dur(s.CrossAokeydOnRawSys[0]), s.CrossHeads)
-		t.f("   (both installs leave the same list, newest first; every timed rotation starts settled, the Go heap collected. At 16,384 the")
-		t.f("    kernel ratio was 1.39 timed right after the install, 1.16 and 1.07 settled; the cross pass put SyncListener at 0.97, 1.10 and")
-		t.f("    1.24 of the raw loop on the same lists: the gap is noisy and not in how the list was built; its cause is not found yet)")
+		t.f("   (both installs leave the same list, newest first; every timed rotation starts settled, the Go heap collected)")
 	}
 	for _, o := range r.Orders() {
 		t.f("   N=%-6d order, %s: newest installed retired first %s, oldest first %s [%d]: oldest-first costs %.2fx",
@@ -137,6 +133,32 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 	for _, p := range r.Phases {
 		t.f("   aokeyd rotation split, N=%d (same steps timed one by one): observe %s, plan %s, batches %s, optmem check %s, %d adds %s, %d del_async %s",
 			p.N, Dur(p.Observe), Dur(p.Plan), Dur(p.Batches), Dur(p.CheckOptMem), p.N, Dur(p.Adds), p.N, Dur(p.Dels))
+	}
+}
+
+// writeKernelReps prints one size's kernel times repetition by repetition
+// (who went first alternates), the spread of the raw loop's own, and the
+// collector's cycles in each rotation, when the run recorded them: what the
+// median ratio above is made of.
+func writeKernelReps(t *tw, s Size) {
+	if len(s.RotateRawSys) < 2 || len(s.RotateRawSys) != len(s.RotateAokeydSys) {
+		return
+	}
+	var reps []string
+	for i := range s.RotateRawSys {
+		first := "raw first"
+		if i%2 == 1 {
+			first = "aokeyd first"
+		}
+		reps = append(reps, fmt.Sprintf("%s / %s (%.2f, %s)", Dur(s.RotateRawSys[i]), Dur(s.RotateAokeydSys[i]), ratio(s.RotateAokeydSys[i], s.RotateRawSys[i]), first))
+	}
+	lo, hi := slices.Min(s.RotateRawSys), slices.Max(s.RotateRawSys)
+	t.f("   kernel time N=%d per repetition, raw / aokeyd: %s; the raw loop's own moved by %.0f%% between repetitions (min to max)",
+		s.N, strings.Join(reps, ", "), (float64(hi)/float64(lo)-1)*100)
+	if len(s.RotateRawGC) == len(s.RotateRawSys) && len(s.RotateAokeydGC) == len(s.RotateAokeydSys) {
+		t.f("   Go collector cycles ended during those rotations, N=%d: raw %v, aokeyd %v (aokeyd allocates its read of the listener and its plan; the",
+			s.N, s.RotateRawGC, s.RotateAokeydGC)
+		t.f("    collector marks on the guest's other vCPU, and its kernel time is not the rotating thread's)")
 	}
 }
 
