@@ -117,8 +117,17 @@ func TestActiveOpensBothSides(t *testing.T) {
 	ra := startRouter(t, "A", na, a4, b4, asA, asB, 1, 101, secret)
 	rb := startRouter(t, "B", nb, b4, a4, asB, asA, 101, 1, secret)
 
+	// Both sides active is a random wait on gobgpd: a neighbor whose
+	// connection failed (the first ones do, before both aokeyds have keyed
+	// their listeners) sits in Idle for 5 s and closes every connection
+	// that arrives meanwhile ("Closed an accepted connection"), then dials
+	// after a random 1-2 s. Each side's dial lands in the other's Idle about
+	// three times in four, so the two can miss each other cycle after
+	// cycle: one CI run saw fourteen such 6.5 s cycles in a row (both
+	// logs alternating, 4 s apart) and ran out of 90 s. 180 s makes that
+	// about 0.77^28, under one in a thousand.
 	up := func(what string) {
-		lab.Eventually(t, 90*time.Second, what, func() (bool, string) {
+		lab.Eventually(t, 180*time.Second, what, func() (bool, string) {
 			var detail []string
 			ok := true
 			for _, r := range []*router{ra, rb} {
