@@ -318,11 +318,20 @@ func tcpExt(ns *netns.NS) (map[string]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hdr []string
 	m := map[string]uint64{}
+	counterSection(out, "TcpExt", "", m)
+	return m, nil
+}
+
+// counterSection reads one section of a /proc/net/netstat or snmp listing
+// (a header line of names, then a line of values, both led by
+// "section:") into m, each name prefixed with prefix. Values that are not
+// unsigned integers (Tcp's MaxConn is -1) read as 0.
+func counterSection(out, section, prefix string, m map[string]uint64) {
+	var hdr []string
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 0 || f[0] != "TcpExt:" {
+		if len(f) == 0 || f[0] != section+":" {
 			continue
 		}
 		if hdr == nil {
@@ -330,10 +339,10 @@ func tcpExt(ns *netns.NS) (map[string]uint64, error) {
 			continue
 		}
 		for i := 1; i < len(f) && i < len(hdr); i++ {
-			m[hdr[i]], _ = strconv.ParseUint(f[i], 10, 64)
+			m[prefix+hdr[i]], _ = strconv.ParseUint(f[i], 10, 64)
 		}
+		hdr = nil
 	}
-	return m, nil
 }
 
 // session is one peer's session as both routers see it; a change is a flap.

@@ -36,3 +36,23 @@ func TestSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterSection: one section of /proc/net/netstat or snmp, by name,
+// prefixed; the other sections and a negative value (Tcp's MaxConn) as
+// the kernel writes them.
+func TestCounterSection(t *testing.T) {
+	out := "TcpExt: SyncookiesSent TCPAOGood\nTcpExt: 0 42\nIpExt: InNoRoutes\nIpExt: 7\n" +
+		"Tcp: RtoAlgorithm MaxConn InSegs\nTcp: 1 -1 5041\n"
+	m := map[string]uint64{}
+	counterSection(out, "TcpExt", "", m)
+	counterSection(out, "Tcp", "Tcp.", m)
+	want := map[string]uint64{"SyncookiesSent": 0, "TCPAOGood": 42, "Tcp.RtoAlgorithm": 1, "Tcp.MaxConn": 0, "Tcp.InSegs": 5041}
+	if len(m) != len(want) {
+		t.Fatalf("got %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, m[k], v, m)
+		}
+	}
+}

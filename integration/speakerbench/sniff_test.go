@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -164,26 +163,12 @@ func (f *bench) wire(peer netip.Addr, d time.Duration) string {
 // TcpExt.).
 func tcpCounters(ns *netns.NS) (map[string]uint64, error) {
 	m := map[string]uint64{}
-	for _, file := range []string{"/proc/net/netstat", "/proc/net/snmp"} {
-		out, err := ns.Run("cat", file)
+	for _, src := range []struct{ file, section string }{{"/proc/net/netstat", "TcpExt"}, {"/proc/net/snmp", "Tcp"}} {
+		out, err := ns.Run("cat", src.file)
 		if err != nil {
 			return m, err
 		}
-		var hdr []string
-		for _, l := range strings.Split(out, "\n") {
-			fs := strings.Fields(l)
-			if len(fs) == 0 || (fs[0] != "TcpExt:" && fs[0] != "Tcp:") {
-				continue
-			}
-			if hdr == nil || hdr[0] != fs[0] {
-				hdr = fs
-				continue
-			}
-			for i := 1; i < len(fs) && i < len(hdr); i++ {
-				m[strings.TrimSuffix(fs[0], ":")+"."+hdr[i]], _ = strconv.ParseUint(fs[i], 10, 64)
-			}
-			hdr = nil
-		}
+		counterSection(out, src.section, src.section+".", m)
 	}
 	return m, nil
 }
