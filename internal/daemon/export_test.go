@@ -32,3 +32,7 @@ func InjectWriteFault(t testing.TB, fault func(path, step string) error) {
 	durable.Fault = fault
 	t.Cleanup(func() { durable.Fault = nil })
 }
+
+// SessionEvent asks for a pass as a session event does (a session taken
+// over, up or down, a roll done): a listener sync without recompute.
+func (d *Daemon) SessionEvent() { d.resync() }

@@ -218,6 +218,11 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		r.idlePasses.Add(1)
 		return sooner(d.due(boundary), migrNext)
 	}
+	if at := d.rec.lastFull.Add(pace(d.rec.lastCost)); !changed && now.Before(at) && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
+		// Only session events asked for this pass: it waits its turn.
+		r.idlePasses.Add(1)
+		return sooner(at, sooner(d.due(boundary), migrNext))
+	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
 			"revoked", in.revoked != d.rec.last.revoked, "policy", in.pol != d.rec.last.pol, "events", in.events != d.rec.last.events,
@@ -277,6 +282,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
 	d.syncListeners(ctx)
 	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
+	d.rec.lastCost = d.o.Clock.Now().Sub(now)
 	r.mu.Lock()
 	r.nextPass = next
 	r.mu.Unlock()
@@ -285,6 +291,29 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	// moves it first (advanceMigrations), and a step taken changes the
 	// inputs, which makes that pass full.
 	return sooner(d.due(next), migrNext)
+}
+
+// Session events (a session taken over, up or down, a roll done) ask for
+// a full pass without recompute: the listeners re-read, and keys no
+// session carries any more retired from them. In a fleet-wide roll they
+// come one per peer, and each pass reads and plans every listener key (a
+// 1,024-peer roll on the guest: 44 passes back to back, 60-700 ms each,
+// a third of aokeyd's CPU over the roll). Such a pass starts no sooner
+// than paceFactor times the last full pass's duration after that pass
+// started, at most maxPace: the reconcile goroutine spends at most an
+// eighth of its time on them, and a listener key waits at most maxPace
+// longer to be retired (never-strand holds either way: a pass that does
+// not run deletes nothing). A pass any other input asks for (a key, the
+// policy, a revoke, a time boundary, a resync due) is never paced.
+const (
+	paceFactor = 8
+	maxPace    = time.Second
+)
+
+// pace is how long after a full pass that took cost the next pass asked
+// for by session events alone may start.
+func pace(cost time.Duration) time.Duration {
+	return min(maxPace, paceFactor*max(cost, 0))
 }
 
 // sooner is the earlier of two instants, the zero time standing for none.

@@ -100,6 +100,7 @@ type revokeFleet struct {
 	borrows atomic.Int64
 	stop    func()
 	src     *fakeSource
+	lis     tcpao.Socket // the listening socket, unwrapped
 }
 
 // slowDelSocket sleeps delay in every synchronous TCP_AO_DEL_KEY (the
@@ -226,7 +227,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	f.d, f.addr, f.src = d, fleetPeer, src
+	f.d, f.addr, f.src, f.lis = d, fleetPeer, src, lis
 	var once sync.Once
 	f.stop = func() {
 		once.Do(func() {

@@ -18,3 +18,16 @@ func TestSooner(t *testing.T) {
 		}
 	}
 }
+
+// TestPace: a pass asked for by session events alone waits eight times the
+// last full pass's cost, at most a second; a free pass paces nothing.
+func TestPace(t *testing.T) {
+	for _, tc := range []struct{ cost, want time.Duration }{
+		{0, 0}, {-time.Millisecond, 0}, {time.Millisecond, 8 * time.Millisecond},
+		{80 * time.Millisecond, 640 * time.Millisecond}, {125 * time.Millisecond, time.Second}, {250 * time.Millisecond, time.Second}, {time.Minute, time.Second},
+	} {
+		if got := pace(tc.cost); got != tc.want {
+			t.Errorf("pace(%v) = %v, want %v", tc.cost, got, tc.want)
+		}
+	}
+}

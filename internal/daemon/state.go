@@ -48,6 +48,7 @@ type reconciler struct {
 	lastSessions uint64 // sessions at the last full pass
 	haveLast     bool
 	lastFull     time.Time
+	lastCost     time.Duration // how long the last full pass took (paces the next: pace)
 	want         listenerWant
 	md5          md5Want       // the listeners' TCP-MD5 passwords
 	md5Ever      bool          // a binding had a TCP-MD5 password: read the listeners' MD5 keys
