@@ -75,7 +75,8 @@ func Parse(file string, data []byte, opts ...Option) (*Policy, error) {
 type builder struct {
 	file  string
 	seed  []byte
-	root  *yaml.Node
+	root  *yaml.Node // while building; the Policy keeps text
+	text  []byte
 	raw   rawFile
 	probs Problems
 }
@@ -118,7 +119,7 @@ func (b *builder) decode(data []byte) bool {
 		b.problem(Pos{File: b.file, Line: line}, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
 		return false
 	}
-	b.root = &root
+	b.root, b.text = &root, bytes.Clone(data)
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(&b.raw); err != nil {
@@ -191,6 +192,9 @@ func find(root *yaml.Node, path string) *yaml.Node {
 }
 
 func child(n *yaml.Node, key string) *yaml.Node {
+	if n == nil {
+		return nil
+	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -207,7 +211,7 @@ func child(n *yaml.Node, key string) *yaml.Node {
 
 func (b *builder) build() *Policy {
 	r := &b.raw
-	p := &Policy{file: b.file, root: b.root, seed: b.seed, byName: map[string]*KeyChain{}}
+	p := &Policy{file: b.file, text: b.text, seed: b.seed, byName: map[string]*KeyChain{}}
 	if r.Version != nil && *r.Version != 1 {
 		b.addf("version", ErrInvalid, "version %d is not supported (want 1)", *r.Version)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
+	"gopkg.in/yaml.v3"
 )
 
 // Validate checks the policy against a key snapshot over [now, now+horizon)
@@ -51,12 +52,23 @@ type validation struct {
 	p        *Policy
 	now, end time.Time
 	probs    Problems
+	root     *yaml.Node // the policy's node tree, parsed at the first problem
+	parsed   bool
+}
+
+// tree is the policy's node tree, parsed again once per validation and
+// only when a problem needs a position.
+func (v *validation) tree() *yaml.Node {
+	if !v.parsed {
+		v.root, v.parsed = v.p.tree(), true
+	}
+	return v.root
 }
 
 // add records a problem at the YAML path field, about candidate cd when it
 // is not nil.
 func (v *validation) add(field string, cd *candidate, err error) {
-	pr := &Problem{Pos: posOf(v.p.root, v.p.file, field), Field: field, Err: err}
+	pr := &Problem{Pos: posOf(v.tree(), v.p.file, field), Field: field, Err: err}
 	if cd != nil {
 		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
 	}
@@ -73,7 +85,7 @@ func (v *validation) resolve(c *KeyChain, snap *keystore.Snapshot) ([]candidate,
 	}
 	if sc == nil {
 		field := c.Field + ".name"
-		if child(find(v.p.root, c.Field), "source_chain") != nil {
+		if child(find(v.tree(), c.Field), "source_chain") != nil {
 			field = c.Field + ".source_chain"
 		}
 		v.add(field, nil, fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
