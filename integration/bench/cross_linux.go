@@ -55,7 +55,7 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 		return err
 	}
 	settle(n)
-	el, sys, err := r.raw(l, steps)
+	t, err := r.raw(l, steps)
 	if err == nil {
 		err = verify(l, n, 2, "cross: raw rotation of aokeyd's install")
 	}
@@ -63,8 +63,8 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 	if err != nil {
 		return err
 	}
-	s.CrossRawOnAokeyd, s.CrossRawOnAokeydSys = append(s.CrossRawOnAokeyd, el), append(s.CrossRawOnAokeydSys, sys)
-	r.log.Info("cross: raw rotation of aokeyd's install", "n", n, "took", time.Duration(el), "sys", time.Duration(sys), "list_head", headA)
+	s.CrossRawOnAokeyd, s.CrossRawOnAokeydSys = append(s.CrossRawOnAokeyd, t.el), append(s.CrossRawOnAokeydSys, t.sys)
+	r.log.Info("cross: raw rotation of aokeyd's install", "n", n, "took", time.Duration(t.el), "sys", time.Duration(t.sys), "list_head", headA)
 
 	// SyncListener rotates the raw loop's install.
 	settle(n)
@@ -75,7 +75,7 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 	if steps, err = r.rawSteps(steps[:0], peersUp(n), 0, 1); err != nil {
 		return err
 	}
-	if _, _, err := r.raw(l, steps); err != nil {
+	if _, err := r.raw(l, steps); err != nil {
 		return fmt.Errorf("bench: cross: raw install N=%d: %w", n, err)
 	}
 	if keys, err = l.sock.Keys(tcpao.KeyFilter{}); err != nil {
@@ -86,7 +86,7 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 		return err
 	}
 	settle(n)
-	el, sys, err = r.syncTimed(l, d, opts)
+	t, err = r.syncTimed(l, d, opts)
 	zeroDesired(d)
 	if err != nil {
 		return fmt.Errorf("bench: cross: aokeyd rotation of the raw install N=%d: %w", n, err)
@@ -94,9 +94,9 @@ func (r *runner) crossRun(ctx context.Context, n int, s *Size) error {
 	if err := verify(l, n, 2, "cross: aokeyd rotation of the raw install"); err != nil {
 		return err
 	}
-	s.CrossAokeydOnRaw, s.CrossAokeydOnRawSys = append(s.CrossAokeydOnRaw, el), append(s.CrossAokeydOnRawSys, sys)
+	s.CrossAokeydOnRaw, s.CrossAokeydOnRawSys = append(s.CrossAokeydOnRaw, t.el), append(s.CrossAokeydOnRawSys, t.sys)
 	s.CrossHeads = fmt.Sprintf("aokeyd's install lists %s; the raw loop's %s", headA, headR)
-	r.log.Info("cross: aokeyd rotation of the raw install", "n", n, "took", time.Duration(el), "sys", time.Duration(sys), "list_head", headR)
+	r.log.Info("cross: aokeyd rotation of the raw install", "n", n, "took", time.Duration(t.el), "sys", time.Duration(t.sys), "list_head", headR)
 	return nil
 }
 

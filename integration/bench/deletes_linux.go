@@ -119,7 +119,7 @@ func (r *runner) optMemBoundary(ctx context.Context, def int) (OptMem, error) {
 		}
 		st := []rawStep{rawAddStep(peer(i), string(a), 1, 1, b)}
 		clear(b)
-		_, _, err = r.raw(l, st)
+		_, err = r.raw(l, st)
 		if errors.Is(err, unix.ENOMEM) {
 			om.ENOMEM = true
 			break

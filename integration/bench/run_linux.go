@@ -110,7 +110,6 @@ type runner struct {
 	limit  int // optmem_max while measuring
 	maxN   int
 	secret []byte // scratch for key bytes, zeroed after each use
-	lastGC int64  // Go collector cycles that ended in the last timed run (raw, syncTimed)
 }
 
 // Run measures everything in the real TCP-AO kernel. It needs root (to
@@ -241,10 +240,15 @@ func settle(n int) {
 	time.Sleep(500*time.Millisecond + time.Duration(n)*100*time.Microsecond)
 }
 
+// timing is one timed run (raw, syncTimed): wall time, the system CPU of
+// the one thread that made the calls (the kernel time, read with
+// getrusage(RUSAGE_THREAD)), both in ns, and the Go collector cycles that
+// ended meanwhile.
+type timing struct{ el, sys, gc int64 }
+
 // raw runs the pre-built steps on the listener's descriptor and times only
-// the system calls: wall time, and the system CPU of the thread that made
-// them (the kernel time, read with getrusage(RUSAGE_THREAD)).
-func (r *runner) raw(l *listener, steps []rawStep) (el, sys int64, err error) {
+// the system calls.
+func (r *runner) raw(l *listener, steps []rawStep) (t timing, err error) {
 	var rerr error
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -252,27 +256,26 @@ func (r *runner) raw(l *listener, steps []rawStep) (el, sys int64, err error) {
 		s0, g0 := threadSys(), gcCycles()
 		t0 := r.cfg.Now()
 		_, rerr = rawRun(int(fd), steps)
-		el = int64(r.cfg.Now().Sub(t0))
-		sys, r.lastGC = threadSys()-s0, gcCycles()-g0
+		t.el = int64(r.cfg.Now().Sub(t0))
+		t.sys, t.gc = threadSys()-s0, gcCycles()-g0
 	})
 	wipeRaw(steps)
 	if cerr != nil {
-		return 0, 0, fmt.Errorf("bench: raw conn control: %w", cerr)
+		return timing{}, fmt.Errorf("bench: raw conn control: %w", cerr)
 	}
-	return el, sys, rerr
+	return t, rerr
 }
 
-// syncTimed runs SyncListener and times it as raw times the raw loop: wall
-// time, and the system CPU of the one thread it runs on.
-func (r *runner) syncTimed(l *listener, d rotator.Desired, opts rotator.ListenerOptions) (el, sys int64, err error) {
+// syncTimed runs SyncListener and times it as raw times the raw loop.
+func (r *runner) syncTimed(l *listener, d rotator.Desired, opts rotator.ListenerOptions) (t timing, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	s0, g0 := threadSys(), gcCycles()
 	t0 := r.cfg.Now()
 	_, err = rotator.SyncListener(l.sock, d, opts)
-	el, sys = int64(r.cfg.Now().Sub(t0)), threadSys()-s0
-	r.lastGC = gcCycles() - g0
-	return el, sys, err
+	t.el, t.sys = int64(r.cfg.Now().Sub(t0)), threadSys()-s0
+	t.gc = gcCycles() - g0
+	return t, err
 }
 
 // gcCycles is how many Go collector cycles have ended so far.
@@ -387,15 +390,15 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 	if err != nil {
 		return err
 	}
-	el, _, err := r.raw(l, steps)
+	t, err := r.raw(l, steps)
 	if err != nil {
 		return fmt.Errorf("bench: raw install N=%d: %w", n, err)
 	}
 	if err := verify(l, n, 1, "raw install"); err != nil {
 		return err
 	}
-	s.InstallRaw = append(s.InstallRaw, el)
-	r.log.Info("raw install", "n", n, "rep", rep, "took", time.Duration(el))
+	s.InstallRaw = append(s.InstallRaw, t.el)
+	r.log.Info("raw install", "n", n, "rep", rep, "took", time.Duration(t.el))
 
 	// Best raw rotation: per peer add-new then del_async-old, most recently
 	// installed peer first: the kernel adds at the head of its key list and
@@ -406,16 +409,15 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 		return err
 	}
 	settle(n) // as before aokeyd's rotation
-	el, sys, err := r.raw(l, steps)
-	if err != nil {
+	if t, err = r.raw(l, steps); err != nil {
 		return fmt.Errorf("bench: raw rotate N=%d: %w", n, err)
 	}
 	if err := verify(l, n, 2, "raw rotate"); err != nil {
 		return err
 	}
-	s.RotateRaw, s.RotateRawSys = append(s.RotateRaw, el), append(s.RotateRawSys, sys)
-	s.RotateRawGC = append(s.RotateRawGC, r.lastGC)
-	r.log.Info("raw rotate, newest installed first", "n", n, "rep", rep, "took", time.Duration(el))
+	s.RotateRaw, s.RotateRawSys = append(s.RotateRaw, t.el), append(s.RotateRawSys, t.sys)
+	s.RotateRawGC = append(s.RotateRawGC, t.gc)
+	r.log.Info("raw rotate, newest installed first", "n", n, "rep", rep, "took", time.Duration(t.el))
 
 	// The same rotation (IDs 2 to 3) in the other order: the previous pass
 	// processed peers N-1..0, so peer N-1's key is now the oldest and the
@@ -424,15 +426,14 @@ func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) er
 	if steps, err = r.rawSteps(steps[:0], down, 2, 3); err != nil {
 		return err
 	}
-	el, _, err = r.raw(l, steps)
-	if err != nil {
+	if t, err = r.raw(l, steps); err != nil {
 		return fmt.Errorf("bench: raw rotate oldest first N=%d: %w", n, err)
 	}
 	if err := verify(l, n, 3, "raw rotate oldest first"); err != nil {
 		return err
 	}
-	s.RotateOldestFirst = append(s.RotateOldestFirst, el)
-	r.log.Info("raw rotate, oldest installed first", "n", n, "rep", rep, "took", time.Duration(el))
+	s.RotateOldestFirst = append(s.RotateOldestFirst, t.el)
+	r.log.Info("raw rotate, oldest installed first", "n", n, "rep", rep, "took", time.Duration(t.el))
 	return nil
 }
 
@@ -477,7 +478,7 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 			return fmt.Errorf("bench: cpu profile: %w", err)
 		}
 	}
-	el, sys, err := r.syncTimed(l, d, opts)
+	t, err := r.syncTimed(l, d, opts)
 	if profile {
 		pprof.StopCPUProfile()
 	}
@@ -488,9 +489,9 @@ func (r *runner) aokeydRun(ctx context.Context, n, rep int, s *Size, res *Result
 	if err := verify(l, n, 2, "aokeyd rotate"); err != nil {
 		return err
 	}
-	s.RotateAokeyd, s.RotateAokeydSys = append(s.RotateAokeyd, el), append(s.RotateAokeydSys, sys)
-	s.RotateAokeydGC = append(s.RotateAokeydGC, r.lastGC)
-	r.log.Info("aokeyd rotate", "n", n, "rep", rep, "took", time.Duration(el))
+	s.RotateAokeyd, s.RotateAokeydSys = append(s.RotateAokeyd, t.el), append(s.RotateAokeydSys, t.sys)
+	s.RotateAokeydGC = append(s.RotateAokeydGC, t.gc)
+	r.log.Info("aokeyd rotate", "n", n, "rep", rep, "took", time.Duration(t.el))
 	if rep != 0 {
 		return nil
 	}
