@@ -214,14 +214,16 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	early := len(d.ops.early) > 0
 	d.ops.mu.Unlock()
 	changed := !d.rec.haveLast || in != d.rec.last || early || (!boundary.IsZero() && !now.Before(boundary))
-	if !changed && sessions == d.rec.lastSessions && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
-		r.idlePasses.Add(1)
-		return sooner(d.due(boundary), migrNext)
-	}
-	if at := d.rec.lastFull.Add(pace(d.rec.lastCost)); !changed && now.Before(at) && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
-		// Only session events asked for this pass: it waits its turn.
-		r.idlePasses.Add(1)
-		return sooner(at, sooner(d.due(boundary), migrNext))
+	if !changed && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
+		if sessions == d.rec.lastSessions {
+			r.idlePasses.Add(1)
+			return sooner(d.due(boundary), migrNext)
+		}
+		if at := d.rec.lastFull.Add(pace(d.rec.lastCost)); now.Before(at) {
+			// Only session events asked for this pass: it waits its turn.
+			r.idlePasses.Add(1)
+			return sooner(at, sooner(d.due(boundary), migrNext))
+		}
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
