@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,5 +219,23 @@ func TestWriteProfile(t *testing.T) {
 		"            0     0%     0%      300ms 43.48%  b\n"
 	if b.String() != want {
 		t.Errorf("writeProfile:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestTurns: the turns go raw, aokeyd, aokeyd, raw (ABBA) and are compared
+// by means, so a drift linear in time favours neither rotator.
+func TestTurns(t *testing.T) {
+	var got []bool
+	for i := range 8 {
+		got = append(got, turnWho(i))
+	}
+	if want := []bool{false, true, true, false, false, true, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("turn order %v, want %v", got, want)
+	}
+	// Kernel time growing 10 ms a turn, the rotators equal: ratio 1.
+	r := &Results{Sizes: []Size{{N: 16, TurnsRawSys: []int64{100, 130, 140, 170}, TurnsAokeydSys: []int64{110, 120, 150, 160}}}}
+	c := r.TurnTimes()
+	if len(c) != 1 || c[0].Ratio() != 1 || c[0].Runs != 4 {
+		t.Fatalf("TurnTimes = %+v, want one comparison of 4 turns each with ratio 1", c)
 	}
 }

@@ -70,6 +70,13 @@ type Size struct {
 	// guest's other vCPU beside the rotating thread.
 	RotateRawGC    []int64 `json:"rotate_raw_gc_cycles,omitempty"`
 	RotateAokeydGC []int64 `json:"rotate_aokeyd_gc_cycles,omitempty"`
+	// TurnsRawSys and TurnsAokeydSys are the kernel time of each rotator's
+	// turns on one shared listener (turnsRun: raw, aokeyd, aokeyd, raw,
+	// ...), TurnsRawGC and TurnsAokeydGC the collector cycles in each.
+	TurnsRawSys    []int64 `json:"turns_raw_sys_ns,omitempty"`
+	TurnsAokeydSys []int64 `json:"turns_aokeyd_sys_ns,omitempty"`
+	TurnsRawGC     []int64 `json:"turns_raw_gc_cycles,omitempty"`
+	TurnsAokeydGC  []int64 `json:"turns_aokeyd_gc_cycles,omitempty"`
 	// The cross pass (first repetition at the largest N): the raw loop
 	// rotating a list SyncListener installed, SyncListener rotating a list
 	// the raw loop installed (wall and kernel time), and the heads of the
@@ -423,6 +430,26 @@ func (r *Results) KernelTimes() []Comparison {
 	return out
 }
 
+// turnWho is who rotates the shared listener in turn i: raw, aokeyd,
+// aokeyd, raw, raw, aokeyd, ... (ABBA): any drift linear in time (the
+// host, the guest's slab, the list's layout after each rotation) lands on
+// both equally over every four turns.
+func turnWho(i int) (aokeyd bool) { return i%4 == 1 || i%4 == 2 }
+
+// TurnTimes is the kernel time per rotation at each N where the rotators
+// took turns on one listener: the mean of each one's turns (ABBA, so
+// drift linear in time cancels in means, not in medians).
+func (r *Results) TurnTimes() []Comparison {
+	var out []Comparison
+	for _, s := range r.Sizes {
+		if len(s.TurnsRawSys) > 0 && len(s.TurnsAokeydSys) > 0 {
+			out = append(out, Comparison{What: "kernel time, turns", N: s.N, Raw: mean(s.TurnsRawSys), Aokeyd: mean(s.TurnsAokeydSys),
+				Runs: min(len(s.TurnsRawSys), len(s.TurnsAokeydSys))})
+		}
+	}
+	return out
+}
+
 // KernelVerdict judges a kernel-time ratio against TargetKernelRatio.
 func KernelVerdict(r float64) string {
 	if r <= TargetKernelRatio {
@@ -498,4 +525,19 @@ func MedianBench(rows []GoBenchRow) []GoBenchRow {
 		out = append(out, m)
 	}
 	return out
+}
+
+func sum(xs []int64) int64 {
+	var t int64
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+func mean(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return sum(xs) / int64(len(xs))
 }

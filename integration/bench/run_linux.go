@@ -33,6 +33,9 @@ type Config struct {
 	Reps  []int
 	// Sample is how many peers get synchronous deletes (default 256).
 	Sample int
+	// Turns is how many rotations the raw loop and SyncListener take in
+	// turns on one listener at the largest N (turnsRun; 0: none).
+	Turns int
 	// PeersPerBatch is SyncListener's batch size (default 64).
 	PeersPerBatch int
 	// Algorithm of every MKT (default hmac(sha1)).
@@ -79,6 +82,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Sample <= 0 {
 		c.Sample = 256
+	}
+	if c.Turns > 250 {
+		return errors.New("bench: config: more than 250 turns (each takes the next KeyID)")
 	}
 	if c.PeersPerBatch <= 0 {
 		c.PeersPerBatch = 64
@@ -179,6 +185,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				if err := f(ctx, n, rep, &s, res); err != nil {
 					return nil, err
 				}
+			}
+		}
+		if n == r.maxN && cfg.Turns > 0 {
+			settle(n)
+			if err := r.turnsRun(ctx, n, &s); err != nil {
+				return nil, err
 			}
 		}
 		res.Sizes = append(res.Sizes, s)
@@ -605,19 +617,4 @@ func (r *runner) applyTimed(l *listener, ops []rotator.Op) (adds, dels []int64, 
 		}
 	}
 	return adds, dels, nil
-}
-
-func sum(xs []int64) int64 {
-	var t int64
-	for _, x := range xs {
-		t += x
-	}
-	return t
-}
-
-func mean(xs []int64) int64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	return sum(xs) / int64(len(xs))
 }

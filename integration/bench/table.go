@@ -93,7 +93,21 @@ func writeRotation(t *tw, r *Results, rotate []Comparison) {
 	for _, c := range rotate {
 		t.f("   N=%-6d raw %-9s aokeyd %-9s [%d]  ratio=%.2f  %s", c.N, Dur(c.Raw), Dur(c.Aokeyd), c.Runs, c.Ratio(), c.Verdict())
 	}
+	turns := map[int]bool{}
+	for _, k := range r.TurnTimes() {
+		turns[k.N] = true
+		t.f("   kernel time N=%-6d (system CPU of the rotating thread, both taking turns on one listener, newest installed retired first): raw %s aokeyd %s [%d each, means]  kernel_ratio=%.2f  %s",
+			k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio(), KernelVerdict(k.Ratio()))
+	}
+	for _, s := range r.Sizes {
+		writeTurns(t, s)
+	}
 	for _, k := range r.KernelTimes() {
+		if turns[k.N] { // the turns above are the measure; these are each rotator on its own listener
+			t.f("   kernel time N=%d, each on a fresh listener after its install (medians): raw %s aokeyd %s [%d]  ratio %.2f",
+				k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio())
+			continue
+		}
 		t.f("   kernel time N=%-6d (system CPU of the rotating thread, same retire order, each on a fresh listener after its install): raw %s aokeyd %s [%d]  kernel_ratio=%.2f  %s",
 			k.N, Dur(k.Raw), Dur(k.Aokeyd), k.Runs, k.Ratio(), KernelVerdict(k.Ratio()))
 	}
@@ -160,6 +174,26 @@ func writeKernelReps(t *tw, s Size) {
 			s.N, s.RotateRawGC, s.RotateAokeydGC)
 		t.f("    collector marks on the guest's other vCPU, and its kernel time is not the rotating thread's)")
 	}
+}
+
+// writeTurns prints one size's turns on the shared listener in order, and
+// the collector's cycles in each.
+func writeTurns(t *tw, s Size) {
+	if len(s.TurnsRawSys) == 0 || len(s.TurnsAokeydSys) == 0 {
+		return
+	}
+	var turns []string
+	ri, ai := 0, 0
+	for ri < len(s.TurnsRawSys) || ai < len(s.TurnsAokeydSys) {
+		if (turnWho(ri+ai) || ri == len(s.TurnsRawSys)) && ai < len(s.TurnsAokeydSys) {
+			turns = append(turns, "aokeyd "+Dur(s.TurnsAokeydSys[ai]))
+			ai++
+		} else {
+			turns = append(turns, "raw "+Dur(s.TurnsRawSys[ri]))
+			ri++
+		}
+	}
+	t.f("   turns N=%d in order: %s; collector cycles raw %v, aokeyd %v", s.N, strings.Join(turns, ", "), s.TurnsRawGC, s.TurnsAokeydGC)
 }
 
 // writeDeletes is item 2b: del_async against synchronous deletes.

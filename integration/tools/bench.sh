@@ -15,6 +15,9 @@
 #   AOKEYD_BENCH_SIZES       peer counts N [1024,4096,16384]
 #   AOKEYD_BENCH_REPS        repetitions per N [7,4,2]
 #   AOKEYD_BENCH_SAMPLE      peers with synchronous deletes [256]
+#   AOKEYD_BENCH_TURNS       rotations the raw loop and aokeyd take in turns
+#                            on one listener at the largest N (item 2's
+#                            kernel time) [8]
 #   AOKEYD_BENCH_PLAN_SIZES  planner sweep fleet sizes [2500,5000,10000,20000]
 #   AOKEYD_BENCH_REVOKE      peers of the emergency-revoke run [1000]
 #   AOKEYD_BENCH_DAEMON      peers of the daemon RSS/idle-pass run [4096]
@@ -52,6 +55,7 @@ out=${AOKEYD_BENCH_OUT:-$repo/bench-report}
 sizes=${AOKEYD_BENCH_SIZES:-1024,4096,16384}
 reps=${AOKEYD_BENCH_REPS:-7,4,2}
 sample=${AOKEYD_BENCH_SAMPLE:-256}
+turns=${AOKEYD_BENCH_TURNS:-8}
 plan_sizes=${AOKEYD_BENCH_PLAN_SIZES:-2500,5000,10000,20000}
 revoke=${AOKEYD_BENCH_REVOKE:-1000}
 daemon=${AOKEYD_BENCH_DAEMON:-4096}
@@ -89,7 +93,7 @@ log "idle reconcile pass on the host's CPU (daemon BenchmarkIdlePass)"
 go test -run '^$' -bench '^BenchmarkIdlePass$' -count 3 ./internal/daemon | tee "$work/host-idle.txt" >&2
 
 log "booting the TCP-AO guest: N=$sizes, reps=$reps, sync sample $sample, revoke over $revoke peers, daemon with $daemon peers x $daemon_keys keys"
-guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
+guest_cmd="mkdir -p /aokeyd/share/bench && aokeyd-bench run -out /aokeyd/share/bench -sizes $sizes -reps $reps -sample $sample -turns $turns -plan-sizes $plan_sizes -revoke-peers $revoke -daemon-peers $daemon -daemon-keys $daemon_keys -passes $passes"
 guest_cmd="$guest_cmd && (cd rotator && rotator.test -test.run '^\$' -test.bench '^BenchmarkPlan\$' -test.benchmem -test.count 3 >/aokeyd/share/bench/guest-plan.txt) && cat /aokeyd/share/bench/guest-plan.txt"
 guest_cmd="$guest_cmd && (cd internal/daemon && daemon.test -test.run '^\$' -test.bench '^BenchmarkIdlePass\$' -test.count 3 >/aokeyd/share/bench/guest-idle.txt) && cat /aokeyd/share/bench/guest-idle.txt"
 before_bins=""

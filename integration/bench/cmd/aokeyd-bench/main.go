@@ -52,6 +52,7 @@ func measure(args []string, stderr io.Writer) error {
 	sizes := fs.String("sizes", "1024,4096,16384", "peer counts N")
 	reps := fs.String("reps", "7,4,2", "repetitions at each N")
 	sample := fs.Int("sample", 256, "peers with synchronous deletes (extrapolated beyond)")
+	turns := fs.Int("turns", 8, "rotations the raw loop and aokeyd take in turns on one listener at the largest N (0: none)")
 	batch := fs.Int("batch", 64, "SyncListener peers per batch")
 	planSizes := fs.String("plan-sizes", "2500,5000,10000,20000", "fleet sizes of the planner sweep (empty: none)")
 	revokePeers := fs.Int("revoke-peers", 1000, "emergency revoke: established sessions the revoke spans (0: skip)")
@@ -65,7 +66,7 @@ func measure(args []string, stderr io.Writer) error {
 	if *out == "" {
 		return errors.New("run: -out is required")
 	}
-	cfg := bench.Config{Sample: *sample, PeersPerBatch: *batch, Rand: rand.Reader,
+	cfg := bench.Config{Sample: *sample, Turns: *turns, PeersPerBatch: *batch, Rand: rand.Reader,
 		RevokePeers: *revokePeers, DaemonPeers: *daemonPeers, DaemonKeys: *daemonKeys, IdlePasses: *passes, Aoctl: *aoctl,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	var err error
