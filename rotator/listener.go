@@ -3,6 +3,7 @@ package rotator
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -25,16 +26,17 @@ var ErrOptMem = errors.New("rotator: listener key set exceeds net.core.optmem_ma
 // added so far instead of behind every other old key. Peers that only gain
 // keys come last.
 func ListenerBatches(sp SocketPlan, peersPerBatch int) [][]Op {
-	_, batches := listenerBatches(sp.Ops, peersPerBatch)
+	_, batches := listenerBatches(slices.Clone(sp.Ops), peersPerBatch)
 	return batches
 }
 
 // listenerBatches is ListenerBatches, also returning the batches' backing
-// array: the reordered ops, of which the batches are consecutive pieces. It
-// makes a fixed number of allocations whatever the peer count (a counting
-// sort by peer: one map from peer to index, a few int32 arrays, one array of
-// ops), where one slice and one record per peer plus a sort made a rotation
-// of 16,384 peers allocate 370 MB.
+// array: ops itself, reordered in place, of which the batches are
+// consecutive pieces. It makes a fixed number of allocations whatever the
+// peer count (a counting sort by peer: one map from peer to index, a few
+// int32 arrays), where one slice and one record per peer plus a sort made a
+// rotation of 16,384 peers allocate 370 MB; reordering in place spares a
+// second array of every op (5.2 MB of SyncListener's 26.5 MB there).
 func listenerBatches(ops []Op, peersPerBatch int) ([]Op, [][]Op) {
 	if peersPerBatch <= 0 {
 		peersPerBatch = 1
@@ -86,18 +88,28 @@ func listenerBatches(ops []Op, peersPerBatch int) ([]Op, [][]Op) {
 		start[pi] = at
 		at += count[pi]
 	}
-	out := make([]Op, len(ops))
-	g := 0
+	// peerOf[i] becomes op i's place in the output.
+	g := int32(0)
 	for i := range ops {
 		if pi := peerOf[i]; pi == global {
-			out[g] = ops[i]
+			peerOf[i] = g
 			g++
 		} else {
-			out[start[pi]] = ops[i]
+			peerOf[i] = start[pi]
 			start[pi]++
 		}
 	}
-	// start[pi] is now the end of peer pi's ops.
+	// start[pi] is now the end of peer pi's ops. Move each op to its place
+	// by following the permutation's cycles: every swap puts one op where
+	// it belongs.
+	to := peerOf
+	for i := range ops {
+		for j := to[i]; j != int32(i); j = to[i] {
+			ops[i], ops[j] = ops[j], ops[i]
+			to[i], to[j] = to[j], j
+		}
+	}
+	out := ops
 	batches := make([][]Op, 0, npeers/peersPerBatch+1)
 	from := 0
 	for k := peersPerBatch - 1; k < npeers; k += peersPerBatch {

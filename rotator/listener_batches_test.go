@@ -99,8 +99,12 @@ func TestListenerBatchesMatchReference(t *testing.T) {
 		if len(sp.Blocked) > 0 {
 			continue
 		}
+		plan := fmt.Sprint(batchLines([][]Op{sp.Ops}))
 		for _, per := range []int{1, 2, 3, 64} {
 			got, want := ListenerBatches(sp, per), refBatches(sp, per)
+			if now := fmt.Sprint(batchLines([][]Op{sp.Ops})); now != plan { // SyncListener's reorders its own plan in place
+				t.Fatalf("round %d per=%d: ListenerBatches reordered the caller's plan:\nnow %s\nwas %s", round, per, now, plan)
+			}
 			if fmt.Sprint(batchLines(got)) != fmt.Sprint(batchLines(want)) {
 				t.Fatalf("round %d per=%d:\ngot  %v\nwant %v", round, per, batchLines(got), batchLines(want))
 			}
