@@ -72,7 +72,10 @@ type Size struct {
 	RotateAokeydGC []int64 `json:"rotate_aokeyd_gc_cycles,omitempty"`
 	// TurnsRawSys and TurnsAokeydSys are the kernel time of each rotator's
 	// turns on one shared listener (turnsRun: raw, aokeyd, aokeyd, raw,
-	// ...), TurnsRawGC and TurnsAokeydGC the collector cycles in each.
+	// ...), TurnsRaw and TurnsAokeyd their wall times, TurnsRawGC and
+	// TurnsAokeydGC the collector cycles in each.
+	TurnsRaw       []int64 `json:"turns_raw_ns,omitempty"`
+	TurnsAokeyd    []int64 `json:"turns_aokeyd_ns,omitempty"`
 	TurnsRawSys    []int64 `json:"turns_raw_sys_ns,omitempty"`
 	TurnsAokeydSys []int64 `json:"turns_aokeyd_sys_ns,omitempty"`
 	TurnsRawGC     []int64 `json:"turns_raw_gc_cycles,omitempty"`

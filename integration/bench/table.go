@@ -194,6 +194,9 @@ func writeTurns(t *tw, s Size) {
 		}
 	}
 	t.f("   turns N=%d in order: %s; collector cycles raw %v, aokeyd %v", s.N, strings.Join(turns, ", "), s.TurnsRawGC, s.TurnsAokeydGC)
+	if len(s.TurnsRaw) > 0 && len(s.TurnsAokeyd) > 0 {
+		t.f("   wall time of the same turns N=%d (means): raw %s aokeyd %s  ratio %.2f", s.N, Dur(mean(s.TurnsRaw)), Dur(mean(s.TurnsAokeyd)), ratio(mean(s.TurnsAokeyd), mean(s.TurnsRaw)))
+	}
 }
 
 // writeDeletes is item 2b: del_async against synchronous deletes.

@@ -55,7 +55,7 @@ func (r *runner) turnsRun(ctx context.Context, n int, s *Size) error {
 			if err != nil {
 				return fmt.Errorf("bench: turn %d: aokeyd rotate N=%d: %w", i, n, err)
 			}
-			s.TurnsAokeydSys, s.TurnsAokeydGC = append(s.TurnsAokeydSys, t.sys), append(s.TurnsAokeydGC, t.gc)
+			s.TurnsAokeyd, s.TurnsAokeydSys, s.TurnsAokeydGC = append(s.TurnsAokeyd, t.el), append(s.TurnsAokeydSys, t.sys), append(s.TurnsAokeydGC, t.gc)
 		} else {
 			keys, err := l.sock.Keys(tcpao.KeyFilter{})
 			if err != nil {
@@ -72,7 +72,7 @@ func (r *runner) turnsRun(ctx context.Context, n int, s *Size) error {
 			if t, err = r.raw(l, steps); err != nil {
 				return fmt.Errorf("bench: turn %d: raw rotate N=%d: %w", i, n, err)
 			}
-			s.TurnsRawSys, s.TurnsRawGC = append(s.TurnsRawSys, t.sys), append(s.TurnsRawGC, t.gc)
+			s.TurnsRaw, s.TurnsRawSys, s.TurnsRawGC = append(s.TurnsRaw, t.el), append(s.TurnsRawSys, t.sys), append(s.TurnsRawGC, t.gc)
 		}
 		if err := verify(l, n, to, fmt.Sprintf("turn %d", i)); err != nil {
 			return err
