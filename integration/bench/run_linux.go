@@ -390,25 +390,38 @@ func verify(l *listener, n int, id uint8, what string) error {
 	return nil
 }
 
+// rawInstalled is a fresh listener with peers 0 to n-1's keys (IDs 1/1)
+// installed by the raw loop (timed), and the loop's steps for reuse.
+func (r *runner) rawInstalled(ctx context.Context, n int, what string) (*listener, []rawStep, timing, error) {
+	l, err := listen(ctx)
+	if err != nil {
+		return nil, nil, timing{}, err
+	}
+	steps, err := r.rawSteps(nil, peersUp(n), 0, 1)
+	var t timing
+	if err == nil {
+		if t, err = r.raw(l, steps); err != nil {
+			err = fmt.Errorf("bench: %s N=%d: %w", what, n, err)
+		}
+	}
+	if err == nil {
+		err = verify(l, n, 1, what)
+	}
+	if err != nil {
+		l.close()
+		return nil, nil, timing{}, err
+	}
+	return l, steps, t, nil
+}
+
 // rawRun: install N keys with a bare loop, then rotate them in the best
 // raw order.
 func (r *runner) rawRun(ctx context.Context, n, rep int, s *Size, _ *Results) error {
-	l, err := listen(ctx)
+	l, steps, t, err := r.rawInstalled(ctx, n, "raw install")
 	if err != nil {
 		return err
 	}
 	defer l.close()
-	steps, err := r.rawSteps(nil, peersUp(n), 0, 1)
-	if err != nil {
-		return err
-	}
-	t, err := r.raw(l, steps)
-	if err != nil {
-		return fmt.Errorf("bench: raw install N=%d: %w", n, err)
-	}
-	if err := verify(l, n, 1, "raw install"); err != nil {
-		return err
-	}
 	s.InstallRaw = append(s.InstallRaw, t.el)
 	r.log.Info("raw install", "n", n, "rep", rep, "took", time.Duration(t.el))
 

@@ -22,21 +22,11 @@ import (
 // ratio as much as the rotator did (the cross pass); on one listener both
 // meet the same lists, the same slab and the same host drift.
 func (r *runner) turnsRun(ctx context.Context, n int, s *Size) error {
-	l, err := listen(ctx)
+	l, steps, _, err := r.rawInstalled(ctx, n, "turns: install")
 	if err != nil {
 		return err
 	}
 	defer l.close()
-	steps, err := r.rawSteps(nil, peersUp(n), 0, 1)
-	if err != nil {
-		return err
-	}
-	if _, err := r.raw(l, steps); err != nil {
-		return fmt.Errorf("bench: turns: install N=%d: %w", n, err)
-	}
-	if err := verify(l, n, 1, "turns: install"); err != nil {
-		return err
-	}
 	opts := rotator.ListenerOptions{PeersPerBatch: r.cfg.PeersPerBatch, OptMemMax: func() (int, error) { return r.limit, nil }}
 	for i := range r.cfg.Turns {
 		if err := ctx.Err(); err != nil {
