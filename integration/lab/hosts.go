@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,11 +109,30 @@ func LogFile(t testing.TB, path string) *os.File {
 var logged sync.Map
 
 // Tail is the last n bytes of the file at path (what could be read).
+//
+// A Go goroutine dump at the end (a failed test's aokeyd gets SIGQUIT
+// before its log is dumped, see StartAokeyd) does not eat the budget: the
+// log before it keeps its last n bytes and the dump its first n.
 func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
+	i := bytes.Index(b, []byte(goroutineDump))
+	if i < 0 {
+		return tail(b, n)
+	}
+	d := b[i:]
+	if len(d) > n {
+		d = d[:n]
+	}
+	return fmt.Sprintf("%s\n--- goroutine dump (%d bytes, the first %d):\n%s...", tail(b[:i], n), len(b)-i, len(d), d)
+}
+
+// goroutineDump starts the Go runtime's dump on SIGQUIT.
+const goroutineDump = "SIGQUIT: quit\n"
+
+func tail(b []byte, n int) string {
 	if len(b) > n {
 		return "..." + string(b[len(b)-n:])
 	}
