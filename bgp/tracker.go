@@ -102,6 +102,10 @@ type Tracker struct {
 	// when one more was applied.
 	recv, applied uint64
 	appliedCh     chan struct{}
+
+	// lost: Established sessions whose socket was not found, looked for
+	// again (see update). Only Run's loop touches it.
+	lost map[peer.Key]lostSession
 }
 
 type tracked struct {
@@ -121,7 +125,7 @@ func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOpt
 	if opt.PendingWait == 0 {
 		opt.PendingWait = DefaultPendingWait
 	}
-	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[peer.Key]tracked{}, appliedCh: make(chan struct{})}
+	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[peer.Key]tracked{}, appliedCh: make(chan struct{}), lost: map[peer.Key]lostSession{}}
 }
 
 // Run follows the speaker until ctx ends.
@@ -138,7 +142,22 @@ func (t *Tracker) Run(ctx context.Context) error {
 		t.live, t.ch = false, nil
 		t.mu.Unlock()
 	}()
-	for ev := range ch {
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		var ev Event
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return ctx.Err()
+			}
+			ev = e
+		case <-retry.C:
+			t.retryLost(ctx)
+			t.armRetry(retry)
+			continue
+		}
 		t.mu.Lock()
 		t.busy++
 		t.recv++
@@ -159,8 +178,53 @@ func (t *Tracker) Run(ctx context.Context) error {
 		close(t.appliedCh)
 		t.appliedCh = make(chan struct{})
 		t.mu.Unlock()
+		t.armRetry(retry)
 	}
-	return ctx.Err()
+}
+
+// Retry delays of a session whose socket was not found: from the first to
+// the last, doubling, and the last kept for as long as the speaker still
+// reports the session in that state.
+const (
+	firstRetry = 250 * time.Millisecond
+	lastRetry  = 8 * time.Second
+)
+
+// lostSession is an Established session whose socket was not found: looked
+// for again at next (the loop's own; a state change for the peer drops it).
+type lostSession struct {
+	peer  PeerInfo
+	next  time.Time
+	delay time.Duration
+	tries int
+}
+
+// armRetry sets the timer to the earliest lost session's next look.
+func (t *Tracker) armRetry(timer *time.Timer) {
+	var first time.Time
+	for _, l := range t.lost {
+		if first.IsZero() || l.next.Before(first) {
+			first = l.next
+		}
+	}
+	timer.Stop()
+	if !first.IsZero() {
+		timer.Reset(max(0, time.Until(first)))
+	}
+}
+
+// retryLost looks again for the sockets of the lost sessions that are due.
+func (t *Tracker) retryLost(ctx context.Context) {
+	now := time.Now()
+	var due []PeerInfo
+	for _, l := range t.lost {
+		if !l.next.After(now) {
+			due = append(due, l.peer)
+		}
+	}
+	for _, p := range due {
+		t.update(ctx, p)
+	}
 }
 
 // Peer implements PeerQuerier for the session guard: k's session
@@ -289,6 +353,11 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 		seen[p.Key()] = true
 		t.update(ctx, p)
 	}
+	for k := range t.lost {
+		if !seen[k] {
+			delete(t.lost, k)
+		}
+	}
 	t.mu.Lock()
 	var gone []PeerInfo
 	for a, tr := range t.up {
@@ -309,8 +378,17 @@ func (t *Tracker) sync(ctx context.Context, peers []PeerInfo) {
 	}
 }
 
+// update applies the speaker's report of one peer. An Established
+// session whose socket is not found (a listing without live ports while a
+// connection collision leaves two connections to the neighbor, a report
+// racing its connection) is kept in lost and looked for again with backoff
+// until found or until the speaker reports the peer otherwise: a stable
+// session sends no further event, and one left without its socket would
+// get no keys from aokeyd for its lifetime.
 func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	k := p.Key()
+	lost, wasLost := t.lost[k]
+	delete(t.lost, k) // put back below while its socket is not found
 	if !t.managed(p) {
 		// Its events are not followed while it is not managed: what is
 		// held for it cannot be vouched for until a sync confirms it.
@@ -336,7 +414,20 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	}
 	ref, err := t.find(ctx, p)
 	if err != nil {
-		t.opt.Log.Warn("bgp session established but its socket was not found", "peer", p, "err", err)
+		l, again := lost, wasLost
+		if !again || l.peer != p { // news from the speaker: start over
+			l = lostSession{peer: p, delay: firstRetry}
+		} else {
+			l.delay = min(2*l.delay, lastRetry)
+		}
+		l.tries++
+		l.next = time.Now().Add(l.delay)
+		t.lost[k] = l
+		if l.tries == 1 {
+			t.opt.Log.Warn("bgp session established but its socket was not found; looking again", "peer", p, "err", err, "retry", l.delay)
+		} else {
+			t.opt.Log.Debug("bgp session's socket still not found", "peer", p, "err", err, "tries", l.tries, "retry", l.delay)
+		}
 		// Whatever connection is held for the neighbor may no longer be
 		// its session: the guard must ask the speaker.
 		t.mu.Lock()
