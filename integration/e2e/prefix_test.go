@@ -45,19 +45,28 @@ func (l *testbed) sessionAO() (info tcpao.Info, keys []tcpao.KeyInfo, ok bool, e
 // interval until finish, counting the samples in which it is the SendID
 // watched while the peer does not hold that key yet. It prints its counts
 // in one line when it finishes, also when the test stops early.
+//
+// A read (socket discovery, then TCP_AO_INFO) takes up to hundreds of
+// milliseconds in the emulated guest, and the peer's RNext for its new key
+// makes the kernel switch Current_key within that time once the peer has
+// it: a read that the moment the peer got the key falls into is neither
+// before nor after it (straddled), and only a read that ended before that
+// moment counts as early.
 type currentSampler struct {
-	l        *testbed
-	watch    uint8
-	mu       sync.Mutex
-	peerHas  bool
-	samples  int // Current_key read
-	misses   int // no session socket or a failed read
-	early    int // Current_key == watch before the peer had it
-	after    int // Current_key == watch once the peer had it
-	firstBad string
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
+	l         *testbed
+	watch     uint8
+	mu        sync.Mutex
+	peerHas   bool
+	peerSince time.Time
+	samples   int // Current_key read
+	misses    int // no session socket or a failed read
+	early     int // Current_key == watch before the peer had it
+	after     int // Current_key == watch once the peer had it
+	straddled int // Current_key == watch in a read the peer got the key during
+	firstBad  string
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
 func (l *testbed) sampleCurrent(interval time.Duration, watch uint8) *currentSampler {
@@ -74,8 +83,9 @@ func (l *testbed) sampleCurrent(interval time.Duration, watch uint8) *currentSam
 			case <-tick.C:
 			}
 			c.mu.Lock()
-			has := c.peerHas
+			hadBefore := c.peerHas
 			c.mu.Unlock()
+			start := time.Now()
 			info, keys, ok, err := l.sessionAO()
 			c.mu.Lock()
 			switch {
@@ -84,12 +94,15 @@ func (l *testbed) sampleCurrent(interval time.Duration, watch uint8) *currentSam
 			default:
 				c.samples++
 				if info.CurrentKey == watch {
-					if has {
+					switch {
+					case hadBefore:
 						c.after++
-					} else {
+					case c.peerHas:
+						c.straddled++
+					default:
 						c.early++
 						if c.firstBad == "" {
-							c.firstBad = fmt.Sprintf("%s: current=%d rnext=%d keys %s", time.Now().Format(time.StampMilli), info.CurrentKey, info.RNextKey, listenerIDs(keys))
+							c.firstBad = fmt.Sprintf("read %s-%s: current=%d rnext=%d keys %s", start.Format(time.StampMilli), time.Now().Format("15:04:05.000"), info.CurrentKey, info.RNextKey, listenerIDs(keys))
 						}
 					}
 				}
@@ -103,7 +116,7 @@ func (l *testbed) sampleCurrent(interval time.Duration, watch uint8) *currentSam
 // peerGetsKey marks the moment from which the peer holds the watched key.
 func (c *currentSampler) peerGetsKey() {
 	c.mu.Lock()
-	c.peerHas = true
+	c.peerHas, c.peerSince = true, time.Now()
 	c.mu.Unlock()
 }
 
@@ -111,10 +124,16 @@ func (c *currentSampler) finish() (samples, misses, early, after int, firstBad s
 	c.once.Do(func() {
 		close(c.stop)
 		<-c.done
-		fmt.Printf("prefix-v6: samples=%d missed=%d new_key_current_before_peer=%d new_key_current_after=%d\n", c.samples, c.misses, c.early, c.after)
+		c.mu.Lock()
+		fmt.Printf("prefix-v6: samples=%d missed=%d new_key_current_before_peer=%d new_key_current_after=%d straddled=%d\n", c.samples, c.misses, c.early, c.after, c.straddled)
 		if c.firstBad != "" {
-			fmt.Printf("prefix-v6: first sample with the new key current before the peer had it: %s\n", c.firstBad)
+			since := "never"
+			if c.peerHas {
+				since = c.peerSince.Format("15:04:05.000")
+			}
+			fmt.Printf("prefix-v6: first sample with the new key current before the peer had it (peer has it since %s): %s\n", since, c.firstBad)
 		}
+		c.mu.Unlock()
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
