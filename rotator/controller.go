@@ -50,6 +50,10 @@ type Controller struct {
 	mu     sync.Mutex
 	peers  map[PeerID]*peerSlot
 	closed bool // Close ran: no machine starts
+	// restored are the keys each peer's sessions carried before a
+	// restart (Restore), until a session of the peer is read or the peer
+	// is forgotten (carried.go).
+	restored map[PeerID][]CarriedKey
 }
 
 // peerSlot is one peer's entry. desired is the peer's desired state, the
@@ -67,7 +71,7 @@ type peerSlot struct {
 	// carried are the keys the last stopped machine's session carried
 	// when last read: the keys the peer last authenticated with, which a
 	// listener keeps until the peer's next session has been read.
-	carried []tcpao.KeyRef
+	carried []CarriedKey
 }
 
 // runner is one peer's machine and its mailbox. The machine has no
@@ -376,7 +380,8 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 		if r != nil {
 			s.stopped = r
 			if st := r.status.Load(); st != nil && !st.Counters.At.IsZero() {
-				s.carried = st.Counters.Carried
+				s.carried = carriedOf(st.Counters)
+				delete(c.restored, peer) // a session read since the start
 			}
 		}
 	}
@@ -388,27 +393,6 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 	return r.done
 }
 
-// Carried are the keys every peer's session carries, as its machine last
-// read them (Counters.Carried), and for a peer that is down, or whose new
-// session was not read yet, the keys its last session carried: the keys a
-// listener must keep (Observed.Carried). Memory only: after a restart a
-// peer that is down has none until its next session.
-func (c *Controller) Carried() []tcpao.KeyRef {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []tcpao.KeyRef
-	for _, s := range c.peers {
-		if s.run != nil {
-			if st := s.run.status.Load(); st != nil && !st.Counters.At.IsZero() {
-				out = append(out, st.Counters.Carried...)
-				continue
-			}
-		}
-		out = append(out, s.carried...)
-	}
-	return out
-}
-
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Forget removes a peer entirely (without waiting for its machine, as
@@ -417,6 +401,7 @@ func (c *Controller) Forget(peer PeerID) {
 	c.PeerDown(peer)
 	c.mu.Lock()
 	delete(c.peers, peer)
+	delete(c.restored, peer)
 	c.mu.Unlock()
 }
 

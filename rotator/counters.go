@@ -20,6 +20,9 @@ type Counters struct {
 	// Carried are the keys that carry the session (CarriedKeys): a
 	// listener keeps every key they name (Observed.Carried).
 	Carried []tcpao.KeyRef
+	// CarriedFP are their materials' fingerprints, in Carried's order
+	// (zero for a key read bare: without its fingerprint).
+	CarriedFP []tcpao.Fingerprint
 }
 
 // KeyCounters are one key's TCP_AO_GET_KEYS counters.
@@ -38,8 +41,39 @@ func CountersOf(o Observed, at time.Time) Counters {
 			c.Keys[i] = KeyCounters{SendID: k.SendID, RecvID: k.RecvID, PktGood: k.PktGood, PktBad: k.PktBad}
 		}
 		c.Carried = CarriedKeys(o)
+		if len(c.Carried) > 0 {
+			c.CarriedFP = make([]tcpao.Fingerprint, 0, len(c.Carried))
+			for i := range o.Keys {
+				if k := &o.Keys[i]; carries(k) {
+					c.CarriedFP = append(c.CarriedFP, k.Fingerprint)
+				}
+			}
+		}
 	}
 	return c
+}
+
+// CarriedKey is one key a peer's session carries: its reference and its
+// material's fingerprint (zero when it was read without it). It is what
+// survives a restart of what the never-strand rule keeps (Controller.Restore).
+type CarriedKey struct {
+	Ref tcpao.KeyRef
+	FP  tcpao.Fingerprint
+}
+
+// carriedOf pairs a Counters' carried keys with their fingerprints.
+func carriedOf(c Counters) []CarriedKey {
+	if len(c.Carried) == 0 {
+		return nil
+	}
+	out := make([]CarriedKey, len(c.Carried))
+	for i, r := range c.Carried {
+		out[i].Ref = r
+		if i < len(c.CarriedFP) {
+			out[i].FP = c.CarriedFP[i]
+		}
+	}
+	return out
 }
 
 // CarriedKeys are the keys of an established socket that carry its
@@ -49,9 +83,12 @@ func CountersOf(o Observed, at time.Time) Counters {
 func CarriedKeys(o Observed) []tcpao.KeyRef {
 	var out []tcpao.KeyRef
 	for i := range o.Keys {
-		if k := &o.Keys[i]; k.IsCurrent || k.IsRNext || k.PktGood > 0 {
+		if k := &o.Keys[i]; carries(k) {
 			out = append(out, k.KeyRef)
 		}
 	}
 	return out
 }
+
+// carries is CarriedKeys' rule for one key.
+func carries(k *tcpao.KeyInfo) bool { return k.IsCurrent || k.IsRNext || k.PktGood > 0 }

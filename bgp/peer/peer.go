@@ -64,3 +64,22 @@ func (k Key) Compare(o Key) int {
 
 // LogValue logs a key as its text.
 func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// MarshalText writes String's form: a Key is its own field in every
+// record and document (JSON object keys included).
+func (k Key) MarshalText() ([]byte, error) {
+	if !k.IsValid() {
+		return nil, fmt.Errorf("peer: marshalling a key with no address")
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads String's form (Parse).
+func (k *Key) UnmarshalText(b []byte) error {
+	p, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
+}

@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"encoding/json"
+	"maps"
 	"net/netip"
 	"testing"
 )
@@ -51,4 +53,35 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %+v, whose text %q reads back as %+v, %v", s, k, k.String(), back, err)
 		}
 	})
+}
+
+// TestKeyJSON: a Key is a JSON value and a JSON object's key in its text
+// form, read back to the same Key; a key with no address is not written.
+func TestKeyJSON(t *testing.T) {
+	m := map[Key]int{
+		KeyOf(netip.MustParseAddr("192.0.2.2"), ""):    1,
+		KeyOf(netip.MustParseAddr("192.0.2.2"), "red"): 2,
+		KeyOf(netip.MustParseAddr("2001:db8::2"), ""):  3,
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"192.0.2.2":1,"192.0.2.2 vrf red":2,"2001:db8::2":3}`; string(b) != want {
+		t.Errorf("marshalled %s, want %s", b, want)
+	}
+	var back map[Key]int
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(back, m) {
+		t.Errorf("read back %v, want %v", back, m)
+	}
+	if _, err := json.Marshal(Key{}); err == nil {
+		t.Error("a key with no address was marshalled")
+	}
+	var k Key
+	if err := json.Unmarshal([]byte(`"192.0.2.2 vrf "`), &k); err == nil {
+		t.Errorf("an empty VRF name was read as %v", k)
+	}
 }
