@@ -182,6 +182,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
 		OwnedKeysFile:   filepath.Join(stateDir, "owned-keys.json"),
+		CarriedKeysFile: filepath.Join(stateDir, "carried-keys.json"),
 		MigrationsFile:  filepath.Join(stateDir, "migrations.json"),
 		RaiseOptMem:     raiseOptMem,
 		Kernel:          kernel(log),

@@ -217,9 +217,9 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	for _, k := range pk.Keys {
 		desired[[2]uint8{k.MKT.SendID, k.MKT.RecvID}] = k
 	}
-	if p := d.peer(id); p != nil {
-		ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), p), names, now)...)
-	}
+	// A peer this process never saw up is warned of too: after a restart
+	// the listener keeps what its last session carried (carried.go).
+	ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), info), names, now)...)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {

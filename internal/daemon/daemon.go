@@ -69,6 +69,9 @@ type Options struct {
 	// (owned.go; "" keeps the record in memory: each start takes the keys
 	// whose material is in the key source as aokeyd's).
 	OwnedKeysFile string
+	// CarriedKeysFile records the keys each peer's sessions carry, up or
+	// down, across restarts (carried.go; "" keeps them in memory only).
+	CarriedKeysFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
 	// RaiseOptMem (kernel.raise_optmem: tcpao.RaiseOptMemIn) makes
@@ -108,6 +111,7 @@ type Daemon struct {
 	view    scrapeView     // what the metrics hold
 	snaps   snapshots      // the shared read-only key snapshot
 	owned   *ledger        // which installed keys are aokeyd's
+	carried *carriedRecord // what each peer's sessions carry, durably
 	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
 }
 
@@ -174,6 +178,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	carried, restored := openCarried(o.CarriedKeysFile, o.Logger)
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
@@ -181,6 +186,7 @@ func New(o Options) (*Daemon, error) {
 		o:       o,
 		log:     o.Logger,
 		owned:   owned,
+		carried: carried,
 		migr:    migr,
 		revoked: rs,
 		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
@@ -199,7 +205,10 @@ func New(o Options) (*Daemon, error) {
 		ListenPort:  o.ListenPort,
 		ActiveOpens: o.ActiveOpens,
 		Managed:     d.managed,
-		Synced:      d.resync,
+		Synced: func() {
+			d.rec.trackerSynced.Store(true)
+			d.resync()
+		},
 		Log:         o.Logger,
 	})
 	if o.Metrics != nil {
@@ -230,6 +239,7 @@ func New(o Options) (*Daemon, error) {
 			}
 		},
 	})
+	d.ctrl.Restore(restored)
 	return d, nil
 }
 

@@ -439,6 +439,7 @@ func (e *env) start(revocationsFile string) {
 		Refresh:         e.refresh,
 		RevocationsFile: revocationsFile,
 		OwnedKeysFile:   e.ownedFile,
+		CarriedKeysFile: filepath.Join(filepath.Dir(e.ownedFile), "carried-keys.json"),
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		RaiseOptMem:     e.raiseOptMem,
 		Logger:          log,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/rotator"
 )
@@ -80,11 +81,11 @@ func keptWarning(h rotator.Held, sock string, names map[[2]uint8]keyName, now ti
 
 // listenerKeptFor are the listener's kept keys that cover peer's session
 // keys (same L3 device, the key's prefix holds the address).
-func listenerKeptFor(kept []rotator.Held, p *peerState) []rotator.Held {
+func listenerKeptFor(kept []rotator.Held, p bgp.PeerInfo) []rotator.Held {
 	var out []rotator.Held
-	idx, _ := ifIndex(p.info.VRF)
+	idx, _ := ifIndex(p.VRF)
 	for _, h := range kept {
-		if h.Ref.IfIndex == idx && h.Ref.Peer.Contains(p.info.Neighbor.Unmap()) {
+		if h.Ref.IfIndex == idx && h.Ref.Peer.Contains(p.Neighbor.Unmap()) {
 			out = append(out, h)
 		}
 	}

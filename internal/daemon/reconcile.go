@@ -363,11 +363,20 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		return
 	}
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
+	// The keys the sessions carry, and those peers that are down last
+	// authenticated with: the planner keeps every listener key they name.
+	// They are recorded before anything is applied (carried.go); until
+	// every session up has been read since the start, or when the record
+	// cannot be written, no listener key is deleted at all.
+	carried, hold := d.carriedNow()
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
 		want := listenerWantOf(h.Ref(), v4, v6, have4)
 		want.Frozen = frozenKeys(d.rec.frozen)
+		if hold {
+			want.Frozen = append(want.Frozen, holdAll...)
+		}
 		want.Owner = d.owned.owner(h.Ref().PID)
 		n := 0
 		for _, k := range want.Keys {
@@ -385,9 +394,6 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			optMemMax = func() (int, error) { return limit, nil }
 		}
 	}
-	// The keys the sessions carry, and those peers that are down last
-	// authenticated with: the planner keeps every listener key they name.
-	carried := d.ctrl.Carried()
 	var kept []rotator.Held
 	var md5Held []rotator.MD5Held
 	defer func() {

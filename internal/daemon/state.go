@@ -41,6 +41,9 @@ type reconciler struct {
 	// recompute: a speaker (re)sync, a session not taken over yet.
 	events, sessions       atomic.Uint64
 	idlePasses, fullPasses atomic.Uint64
+	// trackerSynced: the tracker has reported the speaker's full peer
+	// list at least once since the start.
+	trackerSynced atomic.Bool
 
 	// The inputs of the last full pass, when it ran, and the listeners'
 	// desired keys it computed (owning their secrets).
@@ -55,6 +58,9 @@ type reconciler struct {
 	frozen       []frozenRange // bindings whose listener keys are not deleted
 	retry        bool          // some desired state failed: recompute at the next full pass
 	raised       raiseState    // the last RaiseOptMem outcome
+	// allRead: since the start, every session up has been read from the
+	// kernel once (sessionsRead); until then no listener key is deleted.
+	allRead bool
 
 	mu       sync.Mutex
 	nextPass time.Time         // the policy's next time boundary

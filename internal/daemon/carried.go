@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"slices"
+
+	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// The carried-keys record (issue 47): what each peer's sessions carry, up
+// or down, so that the never-strand rule knows after a restart what it
+// knew before. Invariants:
+//   - The record is written (durably, then its backup) before a listener
+//     sync that reads the carried keys applies anything: whatever a sync
+//     kept because a session carried it is in the record before the sync
+//     could let anything else go, so a crash at any moment restarts with
+//     at least what the last sync relied on.
+//   - A peer is its peer.Key (address and VRF); each key is its
+//     reference (prefix, L3 device, IDs) and its material's fingerprint,
+//     under the fingerprint key the check value names (a record written
+//     under another key keeps the references and drops the fingerprints).
+//   - A missing or unreadable record, and its backup, is not an error:
+//     the start-up gate (reconciler.sessionsRead) keeps every listener
+//     key until each session up has been read from the kernel; only what
+//     peers that are down last carried is lost with both files.
+//   - Key material never enters it: a fingerprint is a keyed digest.
+type carriedRecord struct {
+	path string // "": memory only
+	log  *slog.Logger
+	// last is what the files hold, encoded; a save of the same is no write.
+	last []byte
+	// fps are the fingerprints last recorded, for keys a bare read gives
+	// without them.
+	fps map[rotator.PeerID]map[tcpao.KeyRef]tcpao.Fingerprint
+}
+
+// carriedFile is the record's on-disk form.
+type carriedFile struct {
+	Version int           `json:"version"`
+	Check   string        `json:"check"`
+	Peers   []carriedPeer `json:"peers"`
+}
+
+type carriedPeer struct {
+	Peer rotator.PeerID `json:"peer"`
+	Keys []carriedRow   `json:"keys"`
+}
+
+type carriedRow struct {
+	Prefix      netip.Prefix `json:"prefix"`
+	IfIndex     int          `json:"ifindex,omitempty"`
+	SendID      uint8        `json:"send_id"`
+	RecvID      uint8        `json:"recv_id"`
+	Fingerprint string       `json:"fingerprint,omitempty"`
+}
+
+// maxCarriedBytes caps the record: about 120 bytes a key, so room for
+// well over 100,000 carried keys.
+const maxCarriedBytes = 16 << 20
+
+// openCarried loads the record at path (or its backup) and returns what
+// it holds. A record that cannot be read is logged and treated as absent.
+func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey) {
+	r := &carriedRecord{path: path, log: log, fps: map[rotator.PeerID]map[tcpao.KeyRef]tcpao.Fingerprint{}}
+	if path == "" {
+		return r, nil
+	}
+	var errs []error
+	for _, p := range []string{path, path + ".bak"} {
+		b, err := durable.Read(p, maxCarriedBytes)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		m, err := decodeCarried(b)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		if len(errs) > 0 {
+			log.Warn("carried-keys record unreadable; its backup is used", "err", errors.Join(errs...))
+		}
+		r.last = b
+		for id, ks := range m {
+			r.remember(id, ks)
+		}
+		return r, m
+	}
+	if len(errs) > 0 {
+		log.Warn("carried-keys record and its backup unreadable: what peers that are down last carried is not known; "+
+			"every listener key stays until each session up has been read", "err", errors.Join(errs...))
+	} else {
+		log.Info("no carried-keys record: every listener key stays until each session up has been read", "path", path)
+	}
+	return r, nil
+}
+
+func decodeCarried(b []byte) (map[rotator.PeerID][]rotator.CarriedKey, error) {
+	var f carriedFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("not a carried-keys record: %w", err)
+	}
+	if f.Version != 1 {
+		return nil, fmt.Errorf("carried-keys record version %d, want 1", f.Version)
+	}
+	sameKey := f.Check == checkValue()
+	out := make(map[rotator.PeerID][]rotator.CarriedKey, len(f.Peers))
+	for _, p := range f.Peers {
+		if !p.Peer.IsValid() {
+			return nil, errors.New("carried-keys record: an entry without a peer")
+		}
+		for _, row := range p.Keys {
+			if !row.Prefix.IsValid() {
+				return nil, fmt.Errorf("carried-keys record: peer %s: a key without a prefix", p.Peer)
+			}
+			k := rotator.CarriedKey{Ref: tcpao.KeyRef{Peer: row.Prefix, IfIndex: row.IfIndex, SendID: row.SendID, RecvID: row.RecvID}}
+			if fp, err := hex.DecodeString(row.Fingerprint); sameKey && err == nil && len(fp) == len(k.FP) {
+				copy(k.FP[:], fp)
+			}
+			out[p.Peer] = append(out[p.Peer], k)
+		}
+	}
+	return out, nil
+}
+
+// remember notes the fingerprints of peer's keys.
+func (r *carriedRecord) remember(id rotator.PeerID, ks []rotator.CarriedKey) {
+	m := map[tcpao.KeyRef]tcpao.Fingerprint{}
+	for _, k := range ks {
+		if k.FP != (tcpao.Fingerprint{}) {
+			m[k.Ref] = k.FP
+		}
+	}
+	r.fps[id] = m
+}
+
+// save records byPeer (a key read bare keeps the fingerprint recorded for
+// it) when it differs from what the files hold: the record, then its
+// backup, each durably.
+func (r *carriedRecord) save(byPeer map[rotator.PeerID][]rotator.CarriedKey) error {
+	ids := make([]rotator.PeerID, 0, len(byPeer))
+	for id := range byPeer {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, rotator.PeerID.Compare)
+	f := carriedFile{Version: 1, Check: checkValue(), Peers: make([]carriedPeer, 0, len(ids))}
+	seen := make(map[rotator.PeerID]bool, len(ids))
+	for _, id := range ids {
+		ks := slices.Clone(byPeer[id])
+		for i := range ks {
+			if ks[i].FP == (tcpao.Fingerprint{}) {
+				ks[i].FP = r.fps[id][ks[i].Ref]
+			}
+		}
+		slices.SortFunc(ks, func(a, b rotator.CarriedKey) int { return compareRefs(a.Ref, b.Ref) })
+		ks = slices.CompactFunc(ks, func(a, b rotator.CarriedKey) bool { return a.Ref == b.Ref })
+		p := carriedPeer{Peer: id, Keys: make([]carriedRow, len(ks))}
+		for i, k := range ks {
+			p.Keys[i] = carriedRow{Prefix: k.Ref.Peer, IfIndex: k.Ref.IfIndex, SendID: k.Ref.SendID, RecvID: k.Ref.RecvID}
+			if k.FP != (tcpao.Fingerprint{}) {
+				p.Keys[i].Fingerprint = hex.EncodeToString(k.FP[:])
+			}
+		}
+		f.Peers = append(f.Peers, p)
+		seen[id] = true
+		r.remember(id, ks)
+	}
+	for id := range r.fps {
+		if !seen[id] {
+			delete(r.fps, id)
+		}
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if r.path == "" || bytes.Equal(b, r.last) {
+		return nil
+	}
+	if err := durable.Write(r.path, b, 0o600); err != nil {
+		return fmt.Errorf("carried-keys record: %w", err)
+	}
+	if err := durable.Write(r.path+".bak", b, 0o600); err != nil {
+		return fmt.Errorf("carried-keys record's backup: %w", err)
+	}
+	r.last = b
+	return nil
+}
+
+// compareRefs orders key references by prefix, device and IDs.
+func compareRefs(a, b tcpao.KeyRef) int {
+	if c := a.Peer.Addr().Compare(b.Peer.Addr()); c != 0 {
+		return c
+	}
+	if c := a.Peer.Bits() - b.Peer.Bits(); c != 0 {
+		return c
+	}
+	if c := a.IfIndex - b.IfIndex; c != 0 {
+		return c
+	}
+	if c := int(a.SendID) - int(b.SendID); c != 0 {
+		return c
+	}
+	return int(a.RecvID) - int(b.RecvID)
+}
+
+// holdAll are key ranges covering every listener key (Desired.Frozen): a
+// listener sync under them deletes nothing but revoked keys.
+var holdAll = []rotator.KeyRange{
+	{Prefix: netip.MustParsePrefix("0.0.0.0/0"), AnyDevice: true},
+	{Prefix: netip.MustParsePrefix("::/0"), AnyDevice: true},
+}
+
+// carriedNow is what a listener sync keeps for the sessions: the keys each
+// peer's sessions carry, recorded durably first, and whether the sync must
+// delete nothing (hold): the sessions up were not all read since the
+// start, or the record could not be written. Restored peers that left
+// the policy are forgotten (an operator's removal). Reconcile goroutine.
+func (d *Daemon) carriedNow() (carried []tcpao.KeyRef, hold bool) {
+	// Whether every session was read is asked first: a session taken
+	// over between the two questions is then in what is recorded.
+	hold = !d.sessionsRead()
+	byPeer := d.ctrl.CarriedByPeer()
+	for id := range byPeer {
+		if _, err := d.policy().BindingFor(id.Addr, id.VRF); err != nil {
+			delete(byPeer, id)
+			if d.peer(id) == nil {
+				d.ctrl.Forget(id)
+			}
+		}
+	}
+	if err := d.carried.save(byPeer); err != nil {
+		d.log.Error("the keys the sessions carry could not be recorded: no listener key is deleted until they are", "err", err)
+		hold = true
+	}
+	return rotator.CarriedRefs(byPeer), hold
+}
+
+// sessionsRead reports whether, since the start, the speaker's sessions
+// have been listed and every session up that a machine runs on has been
+// read from the kernel: what they carry is then known from the kernel,
+// whatever the record said. It latches. Reconcile goroutine.
+func (d *Daemon) sessionsRead() bool {
+	if d.rec.allRead {
+		return true
+	}
+	if !d.rec.trackerSynced.Load() {
+		d.log.Info("holding listener deletes: the speaker's sessions are not listed yet since the start")
+		return false
+	}
+	var unread []string
+	for _, p := range d.peerList() {
+		if p.handle != nil && d.ctrl.Runs(p.id, p.handle) && !d.ctrl.Read(p.id) {
+			unread = append(unread, p.id.String())
+		}
+	}
+	if len(unread) > 0 {
+		d.log.Info("holding listener deletes until every session's keys are read since the start", "unread", len(unread), "first", unread[0])
+		return false
+	}
+	d.rec.allRead = true
+	return true
+}
