@@ -174,6 +174,10 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if why := migr.Restored(); why != "" {
+		o.Logger.Error("MIGRATIONS RECORD "+why+": using its backup, which every write keeps; check the disk",
+			"file", o.MigrationsFile, "backup", o.MigrationsFile+".bak")
+	}
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
