@@ -251,3 +251,18 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// CheckDir refuses a directory another user owns (who could plant files
+// in it whatever its mode), naming the chown that fixes it.
+func TestCheckDirOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a directory to another user needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "d")
+	must(t, os.Mkdir(dir, 0o700))
+	must(t, os.Chown(dir, 12345, 12345))
+	err := CheckDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "uid 12345") || !strings.Contains(err.Error(), "chown 0 "+dir) {
+		t.Fatalf("CheckDir of a directory uid 12345 owns: %v, want it refused with the chown", err)
+	}
+}
