@@ -17,6 +17,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -111,6 +112,11 @@ func New(o Options) (*Driver, error) {
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
+	}
+	// Whoever may write the keys directory may plant a key line BIRD
+	// loads: refused at start.
+	if err := durable.CheckDir(o.Dir); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir: %w", err)
 	}
 	rev, err := loadRevocations(o.RevocationsFile)
 	if err != nil {

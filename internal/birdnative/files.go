@@ -84,11 +84,22 @@ func algorithmOf(s string) (tcpao.Algorithm, bool) {
 	return "", false
 }
 
-// readFile is the file at path ("": none yet).
+// maxFileBytes caps a neighbor's include file: a key line is under 200
+// bytes, so this is thousands of keys; a larger file is not aokeyd's.
+const maxFileBytes = 1 << 20
+
+// readFile is the file at path (nil: none yet), read as a regular file
+// only (durable.Read): a symlink is not followed and a FIFO does not
+// block the pass. One that is not a regular file, or too large, is an
+// error, and the pass leaves it as it is: its content, never read, cannot
+// be put back into the keys directory by a restore.
 func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := durable.Read(path, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	if errors.Is(err, durable.ErrNotRegular) || errors.Is(err, durable.ErrTooLarge) {
+		return nil, fmt.Errorf("%s is %w: it is left as it is, and this neighbor's keys are not changed until it is removed (aokeyd then writes it)", path, err)
 	}
 	return b, err
 }

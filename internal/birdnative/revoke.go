@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
@@ -30,22 +29,45 @@ type Revocation struct {
 	At    time.Time `json:"at"`
 }
 
+// maxRevocationsBytes caps the revocation record read at start: about 100
+// bytes a revocation, so over 100,000 of them.
+const maxRevocationsBytes = 16 << 20
+
+// revocationsRecord is the record at path in the shared record layer
+// (durable.Record): read as a regular file only, capped, kept with a
+// backup at path.bak that restores it when it is found unreadable.
+func revocationsRecord(path string) durable.Record {
+	return durable.Record{Path: path, Max: maxRevocationsBytes, Check: func(b []byte) error {
+		var rs []Revocation
+		return json.Unmarshal(b, &rs)
+	}}
+}
+
 func loadRevocations(path string) ([]Revocation, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	l, err := revocationsRecord(path).Load()
+	if err != nil {
+		return nil, fmt.Errorf("revocation record %w (it must not be lost: fix or restore it)", err)
+	}
+	if l.From == durable.None {
 		return nil, nil
 	}
-	if err != nil {
+	var rs []Revocation
+	if err := json.Unmarshal(l.Data, &rs); err != nil { // Load checked it
 		return nil, fmt.Errorf("revocation record %s: %w", path, err)
 	}
-	var rs []Revocation
-	if err := json.Unmarshal(b, &rs); err != nil {
-		return nil, fmt.Errorf("revocation record %s: %w (it must not be lost: fix or restore it)", path, err)
-	}
 	return rs, nil
+}
+
+// encodeRevocations is rs as the record holds it ([] when empty).
+func encodeRevocations(rs []Revocation) []byte {
+	if rs == nil {
+		rs = []Revocation{}
+	}
+	b, _ := json.MarshalIndent(rs, "", "  ") // strings and a time
+	return b
 }
 
 // scope marks pk's keys revoked by the record: removed from Keys, named in
@@ -134,12 +156,17 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 		return revokeDone{err: fmt.Errorf("key %s/%s: %w", a.r.Chain, a.r.Key, control.ErrNotFound)}
 	}
 	d.mu.Lock()
-	next := append(slices.Clone(d.revoked), a.r)
+	prev := d.revoked
+	next := append(slices.Clone(prev), a.r)
 	d.mu.Unlock()
 	if d.o.RevocationsFile != "" {
-		b, _ := json.MarshalIndent(next, "", "  ")
-		if err := durable.Write(d.o.RevocationsFile, b, 0o600); err != nil {
+		// One outcome (durable.Record.Commit): recorded, or nothing changed.
+		recorded, err := revocationsRecord(d.o.RevocationsFile).Commit(encodeRevocations(prev), encodeRevocations(next))
+		if !recorded {
 			return revokeDone{err: fmt.Errorf("the revocation could not be recorded, nothing was changed: %w", err)}
+		}
+		if err != nil {
+			d.log.Error("the revocation is recorded and in force, but its record is not whole: check the disk", "err", err)
 		}
 	}
 	d.mu.Lock()

@@ -178,6 +178,10 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if why := migr.Restored(); why != "" {
+		o.Logger.Error("MIGRATIONS RECORD "+why+": using its backup, which every write keeps; check the disk",
+			"file", o.MigrationsFile, "backup", o.MigrationsFile+".bak")
+	}
 	carried, restored := openCarried(o.CarriedKeysFile, o.Logger)
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -148,18 +145,18 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 		l.bootstrap = true
 		return l, nil
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := loadOwned(path, log)
+	if err != nil {
+		return nil, fmt.Errorf("ownership record %w (move both aside to start afresh: keys whose material is in the key source are then aokeyd's)", err)
+	}
+	if b == nil {
 		l.bootstrap = true
 		log.Info("no ownership record yet: keys whose material is in the key source are taken as aokeyd's", "file", path)
 		return l, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("ownership record %s: %w", path, err)
-	}
 	var f ledgerFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("ownership record %s: %w (move it aside to start afresh: keys whose material is in the key source are then aokeyd's)", path, err)
+	if err := json.Unmarshal(b, &f); err != nil { // loadOwned checked it
+		return nil, fmt.Errorf("ownership record %s: %w", path, err)
 	}
 	if f.Check != checkValue() {
 		l.bootstrap = true
@@ -344,7 +341,7 @@ func (l *ledger) flush() error {
 	})
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err == nil {
-		err = durable.Write(l.path, append(b, '\n'), 0o600)
+		err = ownedRecord(l.path).Save(append(b, '\n'))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/aokeyd/aokeyd/internal/durable"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
@@ -81,60 +78,60 @@ const recordHelp = "aokeyd will not start without it, so that no revoked key is 
 	"restore it, as a regular file, from a backup; or, only if you know which keys are revoked, " +
 	`write them as a JSON list ([{"chain":"CHAIN","key":"KEY","at":"2026-01-02T15:04:05Z"}], or [] for none) and start again`
 
+// record is the revocations record in the shared record layer (read when
+// used: a test lowers maxRecordBytes).
+func (s *revokeStore) record() durable.Record {
+	return durable.Record{Path: s.path, Max: maxRecordBytes, Check: func(b []byte) error {
+		_, err := parseRecord(b)
+		return err
+	}}
+}
+
 func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 	s := &revokeStore{path: path, log: log}
 	if path == "" {
 		return s, nil
 	}
-	durable.RemoveStaleTemps(path)
-	durable.RemoveStaleTemps(path + ".bak")
-	rec, recErr := readRecord(path)
-	bak, bakErr := readRecord(path + ".bak")
-	switch {
-	case recErr == nil:
-		s.list = rec
-		s.matchBackup(bak, bakErr)
-	case errors.Is(recErr, fs.ErrNotExist) && errors.Is(bakErr, fs.ErrNotExist):
+	l, err := s.record().Load()
+	if err != nil {
+		return nil, fmt.Errorf("revocations record %w. %s", err, recordHelp)
+	}
+	switch l.From {
+	case durable.None:
 		// No revocation ever recorded.
-	case bakErr == nil && (errors.Is(recErr, fs.ErrNotExist) || errors.Is(recErr, errBadRecord)):
-		why := "is missing"
-		if recErr != nil && !errors.Is(recErr, fs.ErrNotExist) {
-			why = "is unreadable (" + recErr.Error() + "; kept as " + path + ".corrupt)"
-			if err := os.Rename(path, path+".corrupt"); err != nil {
-				return nil, fmt.Errorf("revocations record %s is unreadable (%v) and cannot be set aside: %w", path, recErr, err)
-			}
+	case durable.Primary:
+		s.list, _ = parseRecord(l.Data) // Load checked it
+		var bak []Revocation
+		bakErr := l.BackupErr
+		if bakErr == nil {
+			bak, _ = parseRecord(l.Backup)
 		}
+		s.matchBackup(l, bak, bakErr)
+	case durable.Backup:
+		why := "is missing"
+		if l.SetAside != "" {
+			why = "is unreadable (" + l.PrimaryErr.Error() + "; kept as " + l.SetAside + ")"
+		}
+		s.list, _ = parseRecord(l.Data)
 		log.Error("REVOCATIONS RECORD "+why+": using its backup, which holds every revocation that was reported done "+
 			"(a revoke's backup write is part of it); check the disk, and to clear revocations on purpose remove both files while aokeyd is stopped",
-			"file", path, "backup", path+".bak", "revocations", len(bak))
-		s.list = bak
-		if err := durable.Write(path, encodeRecord(bak), 0o600); err != nil {
-			return nil, fmt.Errorf("revocations record %s: restoring it from its backup: %w", path, err)
-		}
-	case recErr != nil && !errors.Is(recErr, fs.ErrNotExist):
-		bakState := "is missing"
-		if bakErr != nil && !errors.Is(bakErr, fs.ErrNotExist) {
-			bakState = "is unreadable too (" + bakErr.Error() + ")"
-		}
-		return nil, fmt.Errorf("revocations record %s is unreadable: %w; its backup %s.bak %s. %s", path, recErr, path, bakState, recordHelp)
-	default: // the record is missing and the backup unreadable
-		return nil, fmt.Errorf("revocations record %s is missing and its backup %s.bak is unreadable: %w. %s", path, path, bakErr, recordHelp)
+			"file", path, "backup", path+".bak", "revocations", len(s.list))
 	}
 	s.index()
 	return s, nil
 }
 
-// matchBackup rewrites the backup from the record (s.list) at start when
-// it differs: missing, unreadable, behind (a revoke whose backup write
-// failed and whose record could not be put back, or a crash between the
-// two writes) or ahead (a revoke reported as failed whose backup could
-// not be put back, or one an older aokeyd, which wrote the backup first,
-// was writing when it crashed). The record wins: what the backup holds
-// beyond it was never reported done, and is not in force. A failure to
-// rewrite it is logged and shown in status; the record is good, so the
-// start goes on.
-func (s *revokeStore) matchBackup(bak []Revocation, bakErr error) {
-	if bakErr == nil && equalRevocations(bak, s.list) {
+// matchBackup reports how the backup differed from the record (s.list)
+// at start, which Load rewrote from it: missing, unreadable, behind (a
+// revoke whose backup write failed and whose record could not be put
+// back, or a crash between the two writes) or ahead (a revoke reported as
+// failed whose backup could not be put back, or one an older aokeyd,
+// which wrote the backup first, was writing when it crashed). The record
+// wins: what the backup holds beyond it was never reported done, and is
+// not in force. A failure to rewrite it is logged and shown in status;
+// the record is good, so the start goes on.
+func (s *revokeStore) matchBackup(l durable.Loaded, bak []Revocation, bakErr error) {
+	if !l.BackupWritten {
 		return
 	}
 	args := []any{"file", s.path, "backup", s.path + ".bak"}
@@ -154,7 +151,7 @@ func (s *revokeStore) matchBackup(bak []Revocation, bakErr error) {
 				"or was cut short by a crash): rewriting it", append(args, "missing", fmt.Sprint(behind))...)
 		}
 	}
-	if err := durable.Write(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+	if err := l.BackupWriteErr; err != nil {
 		s.degraded = fmt.Errorf("revocations backup %s.bak cannot be rewritten from its record: %w", s.path, err)
 		s.log.Error("REVOCATIONS BACKUP cannot be written: starting with the record, which is good; "+
 			"check the disk (until the backup is written, a record that became unreadable could not be restored from it)",
@@ -173,10 +170,6 @@ func missingFrom(b, list []Revocation) []Revocation {
 	return out
 }
 
-func equalRevocations(a, b []Revocation) bool {
-	return slices.EqualFunc(a, b, func(x, y Revocation) bool { return x.same(y) && x.At.Equal(y.At) })
-}
-
 var errBadRecord = errors.New("not a revocations record")
 
 // maxRecordBytes caps what readRecord reads. A record holds names only,
@@ -185,44 +178,23 @@ var errBadRecord = errors.New("not a revocations record")
 // memory (a symlink to /dev/zero once did).
 var maxRecordBytes int64 = 16 << 20 // a variable so that a test can lower it
 
-// readRecord reads one record file: nil, fs.ErrNotExist when there is
-// none, an error wrapping errBadRecord when it is not a regular file (a
-// symlink, dangling or not, a FIFO, a device), is larger than
-// maxRecordBytes, empty, null or corrupt.
+// readRecord reads one record file (durable.Record.ReadCopy): nil,
+// fs.ErrNotExist when there is none, an error wrapping errBadRecord when
+// it is not a regular file (a symlink, dangling or not, a FIFO, a
+// device), is larger than maxRecordBytes, empty, null or corrupt.
 func readRecord(path string) ([]Revocation, error) {
-	// O_NOFOLLOW: a symlink fails with ELOOP, never read through.
-	// O_NONBLOCK: a FIFO opens at once instead of waiting for a writer,
-	// and is refused below without being read.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		target, _ := os.Readlink(path)
-		return nil, fmt.Errorf("%w: a symlink (to %q); the record is read only as a regular file", errBadRecord, target)
+	b, err := (&revokeStore{path: path}).record().ReadCopy(path)
+	if errors.Is(err, durable.ErrCorrupt) {
+		return nil, fmt.Errorf("%w: %w", errBadRecord, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s, not a regular file", errBadRecord, fileKind(fi.Mode()))
-	}
-	tooBig := fmt.Errorf("%w: larger than %d MiB, more than any record aokeyd writes", errBadRecord, maxRecordBytes>>20)
-	if fi.Size() > maxRecordBytes {
-		return nil, tooBig
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > maxRecordBytes { // it grew since the Stat
-		return nil, tooBig
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: zero-length file", errBadRecord)
-	}
+	return parseRecord(b)
+}
+
+// parseRecord is the revocations of a record file's content.
+func parseRecord(b []byte) ([]Revocation, error) {
 	var list []Revocation
 	if err := json.Unmarshal(b, &list); err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
@@ -261,47 +233,27 @@ func encodeRecord(list []Revocation) []byte {
 	return b
 }
 
-// commit records next (the list was prev) with one outcome, which it
-// returns: recorded reports whether the record holds next once it returns.
-// A nil error means both files hold next; with recorded false, that
-// neither does (the backup may, when it could not be put back: harmless,
-// see matchBackup); with recorded true, the error says what is amiss (the
-// backup is behind, or the record may not survive a crash).
+// commit records next (the list was prev) with one outcome
+// (durable.Record.Commit), which it returns: recorded reports whether the
+// record holds next once it returns. A nil error means both files hold
+// next; with recorded false, that neither does (the backup may, when it
+// could not be put back: harmless, see matchBackup); with recorded true,
+// the error says what is amiss (the backup is behind, or the record may
+// not survive a crash).
 func (s *revokeStore) commit(prev, next []byte) (recorded bool, err error) {
-	rec, bak := s.path, s.path+".bak"
-	if int64(len(next)) > maxRecordBytes {
-		return false, fmt.Errorf("revocations record %s would be %d bytes, more than the %d a start reads back: nothing was written; "+
-			"with aokeyd stopped, remove the revocations of keys no key source holds any more from it and its backup", rec, len(next), maxRecordBytes)
-	}
-	err = durable.Write(rec, next, 0o600)
-	if err != nil && !durable.Replaced(err) {
-		return false, fmt.Errorf("revocations record %s: %w (the record and its backup are as they were)", rec, err)
-	}
-	bakNext := false
-	if err != nil {
-		err = fmt.Errorf("revocations record %s: %w", rec, err)
-	} else if berr := durable.Write(bak, next, 0o600); berr != nil {
-		bakNext = durable.Replaced(berr)
-		err = fmt.Errorf("revocations backup %s: %w", bak, berr)
-	} else {
+	recorded, err = s.record().Commit(prev, next)
+	switch {
+	case err == nil:
 		s.degraded = nil
 		return true, nil
-	}
-	// The record holds next, but the write as a whole failed: put it back.
-	if uerr := durable.Write(rec, prev, 0o600); uerr != nil && !durable.Replaced(uerr) {
-		err = fmt.Errorf("%w; putting the record back failed too (%w), so it holds the revocation, "+
-			"which is in force; its backup %s is rewritten at the next revoke or start: check the disk", err, uerr, bak)
+	case recorded:
+		err = fmt.Errorf("revocations record %w; the revocation is in force", err)
 		s.degraded = err
 		return true, err
+	case int64(len(next)) > maxRecordBytes:
+		return false, fmt.Errorf("revocations record %w; with aokeyd stopped, remove the revocations of keys no key source holds any more from it and its backup", err)
 	}
-	if bakNext {
-		if uerr := durable.Write(bak, prev, 0o600); uerr != nil && !durable.Replaced(uerr) {
-			// Ahead of the record: the next start rewrites it.
-			s.log.Warn("the revocations backup holds a revocation that failed and cannot be put back; "+
-				"the record does not hold it, and wins at the next start", "backup", bak, "err", uerr)
-		}
-	}
-	return false, fmt.Errorf("%w; the record was put back, so nothing was recorded", err)
+	return false, fmt.Errorf("revocations record %w", err)
 }
 
 // healBackup rewrites a backup a failed write left behind its record.
@@ -324,21 +276,6 @@ func (s *revokeStore) warning() string {
 		return ""
 	}
 	return s.degraded.Error()
-}
-
-// fileKind names a file type that is not a regular file.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file"
 }
 
 // index rebuilds the by-peer view (s.mu held, or s not shared yet).
@@ -410,4 +347,9 @@ func (s *revokeStore) scope(pk *policy.PeerKeys, peer netip.Addr, vrf string) {
 			pk.Revoke(r.Key)
 		}
 	}
+}
+
+// equalRevocations reports whether a and b are the same list.
+func equalRevocations(a, b []Revocation) bool {
+	return slices.EqualFunc(a, b, func(x, y Revocation) bool { return x.same(y) && x.At.Equal(y.At) })
 }

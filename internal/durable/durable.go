@@ -1,6 +1,3 @@
-// Package durable replaces a file so that, once Write returns, the new
-// content survives a crash: aokeyd's records (revocations, ownership) and
-// the files it hands another program (BIRD's key include files).
 package durable
 
 import (
@@ -134,11 +131,12 @@ func (e *NotDurableError) Error() string {
 
 func (e *NotDurableError) Unwrap() error { return e.err }
 
-// replaced reports whether err, from Write, came after the rename:
-// the file holds the new content.
+// Replaced reports whether err, from Write or Record.Save, came after
+// the rename: the file (the record's primary) holds the new content.
 func Replaced(err error) bool {
 	var nd *NotDurableError
-	return errors.As(err, &nd)
+	var be *BehindError
+	return errors.As(err, &nd) || errors.As(err, &be)
 }
 
 // syncDir makes a rename in dir durable.

@@ -2,10 +2,7 @@ package migrate
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,28 +17,51 @@ type Store struct {
 	mu   sync.Mutex
 	path string // "": in memory only
 	recs []Record
-	gen  uint64
+	// restored says why Open took the backup ("": it did not).
+	restored string
+	gen      uint64
 }
 
-// Open loads the store at path ("": in memory only); a missing file is
-// an empty store.
+// maxBytes caps the record read at start: a record is about 200 bytes a
+// peer, so this is over 80,000 peers.
+const maxBytes = 16 << 20
+
+type file struct {
+	Migrations []Record `json:"migrations"`
+}
+
+func parse(b []byte) (file, error) {
+	var f file
+	err := json.Unmarshal(b, &f)
+	return f, err
+}
+
+// record is the store's file in the shared record layer
+// (durable.Record): read as a regular file only, capped, kept with a
+// backup at path.bak that restores it when it is found unreadable.
+func record(path string) durable.Record {
+	return durable.Record{Path: path, Max: maxBytes, Check: func(b []byte) error {
+		_, err := parse(b)
+		return err
+	}}
+}
+
+// Open loads the store at path ("": in memory only); a missing file (and
+// backup) is an empty store.
 func Open(path string) (*Store, error) {
 	s := &Store{path: path}
 	if path == "" {
 		return s, nil
 	}
-	durable.RemoveStaleTemps(path)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := record(path).Load()
+	if err != nil {
+		return nil, fmt.Errorf("migrations record %w", err)
+	}
+	if b.From == durable.None {
 		return s, nil
 	}
+	f, err := parse(b.Data) // Load checked it
 	if err != nil {
-		return nil, fmt.Errorf("migrations record: %w", err)
-	}
-	var f struct {
-		Migrations []Record `json:"migrations"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("migrations record %s: %w", path, err)
 	}
 	for _, r := range f.Migrations {
@@ -50,8 +70,18 @@ func Open(path string) (*Store, error) {
 		}
 	}
 	s.recs = f.Migrations
+	if b.From == durable.Backup {
+		s.restored = "is missing"
+		if b.SetAside != "" {
+			s.restored = "is unreadable (" + b.PrimaryErr.Error() + "; kept as " + b.SetAside + ")"
+		}
+	}
 	return s, nil
 }
+
+// Restored says, when Open found the record missing or unreadable and
+// restored it from its backup, why ("" otherwise): the caller logs it.
+func (s *Store) Restored() string { return s.restored }
 
 // Generation changes with every change of the store.
 func (s *Store) Generation() uint64 {
@@ -119,11 +149,9 @@ func (s *Store) writeLocked() error {
 	if s.path == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(struct {
-		Migrations []Record `json:"migrations"`
-	}{s.recs}, "", "  ")
+	b, err := json.MarshalIndent(file{s.recs}, "", "  ")
 	if err != nil {
 		return err
 	}
-	return durable.Write(s.path, append(b, '\n'), 0o600)
+	return record(s.path).Save(append(b, '\n'))
 }

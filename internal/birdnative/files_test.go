@@ -1,0 +1,176 @@
+package birdnative
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+)
+
+// TestRevocationsFileNotRegular: the revocation record is read only as a
+// regular file (a FIFO at its name once blocked the start, a symlink was
+// read through), and one found unreadable is restored from its backup.
+func TestRevocationsFileNotRegular(t *testing.T) {
+	good := `[{"chain":"core","key":"k1","at":"2026-11-30T12:00:00Z"}]`
+	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
+	write := func(s string) func(string) error {
+		return func(p string) error { return os.WriteFile(p, []byte(s), 0o600) }
+	}
+	for _, tc := range []struct {
+		name        string
+		record, bak func(string) error
+		wantErr     string // "": loads
+		want        int    // revocations loaded
+	}{
+		{name: "fifo", record: fifo, wantErr: "FIFO"},
+		{name: "symlink to a good record", record: func(p string) error {
+			if err := os.WriteFile(p+".real", []byte(good), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(p+".real", p)
+		}, wantErr: "symlink"},
+		{name: "corrupt", record: write("[{"), wantErr: "backup"},
+		{name: "fifo with backup", record: fifo, bak: write(good), want: 1},
+		{name: "corrupt with backup", record: write("[{"), bak: write(good), want: 1},
+		{name: "good", record: write(good), want: 1},
+		{name: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "bird-revocations.json")
+			for p, plant := range map[string]func(string) error{path: tc.record, path + ".bak": tc.bak} {
+				if plant != nil {
+					if err := plant(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var rs []Revocation
+			var err error
+			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() { rs, err = loadRevocations(path) })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tc.wantErr) {
+					t.Fatalf("loadRevocations: %v, want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(rs) != tc.want {
+				t.Fatalf("loadRevocations: %d revocations (%v), want %d", len(rs), err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIncludeFileNotRegular: a neighbor's include file that is not a
+// regular file is never read nor written through: a FIFO does not block
+// the pass (the driver's one loop), and a symlink's target is not copied
+// into the keys directory when BIRD refuses the configure and the files
+// are put back. Either is left as it is, with a warning naming it.
+func TestIncludeFileNotRegular(t *testing.T) {
+	const foreign = "# not aokeyd's: another program's file\n"
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, path string)
+	}{
+		{"fifo", func(t *testing.T, p string) {
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink", func(t *testing.T, p string) {
+			target := filepath.Join(t.TempDir(), "elsewhere.conf")
+			if err := os.WriteFile(target, []byte(foreign), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, fb, _ := newTestDriver(t, "k1")
+			file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
+			tc.plant(t, file)
+			before, _ := os.Lstat(file)
+			fb.mu.Lock()
+			fb.refuse = true
+			fb.mu.Unlock()
+			testkit.NoBlock(t, 5*time.Second, []string{file}, func() { d.pass(context.Background(), nil, true) })
+			ents, err := os.ReadDir(d.o.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				p := filepath.Join(d.o.Dir, e.Name())
+				if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+					if b, _ := os.ReadFile(p); strings.Contains(string(b), foreign) {
+						t.Errorf("%s holds the symlink target's content", p)
+					}
+				}
+			}
+			if fi, err := os.Lstat(file); err != nil || fi.Mode().Type() != before.Mode().Type() {
+				t.Errorf("%s after the pass: %v %v, want it left a %v", file, fi, err, before.Mode().Type())
+			}
+			rep, err := d.Status(context.Background(), "")
+			if err != nil || len(rep.Peers) != 1 || !strings.Contains(strings.Join(rep.Peers[0].Warnings, "\n"), "not a regular file") {
+				t.Errorf("status %+v (%v), want a warning that %s is not a regular file", rep.Peers, err, file)
+			}
+		})
+	}
+}
+
+// TestKeysDirChecked: a keys directory others may write is refused at
+// start, with the fix named (a key line planted there was kept and
+// loaded by BIRD); one the bird group may read is taken.
+func TestKeysDirChecked(t *testing.T) {
+	for _, tc := range []struct {
+		mode    os.FileMode
+		wantErr string // "": taken
+	}{
+		{0o777, "chmod 0750"},
+		{0o770, "chmod 0750"},
+		{0o757, "chmod 0750"},
+		{0o750, ""},
+		{0o700, ""},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			keys := filepath.Join(dir, "keys")
+			if err := os.Mkdir(keys, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(keys, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			kf := filepath.Join(dir, "keys.yaml")
+			keyFile(t, kf, "k1")
+			src, err := keystore.NewFile(keystore.FileOptions{Path: kf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, err := policy.Parse("policy.yaml", []byte(testPolicy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Policy: pol, Dir: keys,
+				Control: filepath.Join(dir, "bird.ctl"), Bird: "true", PID: func() (int, error) { return 0, errors.New("none") }})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New with keys dir mode %v: %v", tc.mode, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), keys) {
+				t.Fatalf("New with keys dir mode %v: %v, want an error naming %s and saying %q", tc.mode, err, keys, tc.wantErr)
+			}
+		})
+	}
+}
