@@ -29,8 +29,8 @@ var MaxRecordBytes = int(maxRecordBytes)
 // its steps (create, write, fsync, rename, fsync-dir) for the rest of the
 // test; a non-nil answer fails that step.
 func InjectWriteFault(t testing.TB, fault func(path, step string) error) {
-	durable.Fault = fault
-	t.Cleanup(func() { durable.Fault = nil })
+	old := durable.SetFault(fault)
+	t.Cleanup(func() { durable.SetFault(old) })
 }
 
 // SessionEvent asks for a pass as a session event does (a session taken

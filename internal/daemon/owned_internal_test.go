@@ -82,12 +82,12 @@ func TestLedgerRecord(t *testing.T) {
 
 	// A record that cannot be written says so in status, and is written
 	// at the next chance.
-	durable.Fault = func(string, string) error { return errors.New("disk full") }
+	durable.SetFault(func(string, string) error { return errors.New("disk full") })
 	l.record(l.owner(100).p, 11, 5, 5, a, false)
 	if err := l.flush(); err == nil || !strings.Contains(l.warning(), "disk full") {
 		t.Errorf("flush = %v, warning %q: want the write's error in status", err, l.warning())
 	}
-	durable.Fault = nil
+	durable.SetFault(nil)
 	if err := l.close(); err != nil || l.warning() != "" {
 		t.Errorf("close = %v, warning %q after the disk recovered", err, l.warning())
 	}

@@ -25,9 +25,9 @@ type fault struct {
 // file from now on.
 func injectFaults(t *testing.T, path string, faults ...fault) {
 	writes := map[string]int{}
-	old := durable.Fault
-	t.Cleanup(func() { durable.Fault = old })
-	durable.Fault = func(p, step string) error {
+	var old func(string, string) error
+	t.Cleanup(func() { durable.SetFault(old) })
+	old = durable.SetFault(func(p, step string) error {
 		if step == durable.StepCreate {
 			writes[p]++
 		}
@@ -41,7 +41,7 @@ func injectFaults(t *testing.T, path string, faults ...fault) {
 			}
 		}
 		return nil
-	}
+	})
 }
 
 // addOutcome adds r and says whether it is in force, and what failed.
@@ -103,7 +103,7 @@ func TestRevocationOneOutcome(t *testing.T) {
 				}
 				injectFaults(t, path, tc.faults...)
 				inForce, err := addOutcome(s, r)
-				durable.Fault = nil
+				durable.SetFault(nil)
 				if inForce != tc.inForce || (err != nil) != tc.wantErr {
 					t.Fatalf("add: in force %v, %v; want in force %v, an error %v", inForce, err, tc.inForce, tc.wantErr)
 				}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -33,10 +34,24 @@ const (
 	StepSyncDir = "fsync-dir"
 )
 
-// Fault, set by tests only, is asked before each step of Write
-// with the path being written and the step, and fails the step with the
-// error it returns (nil: the step runs).
-var Fault func(path, step string) error
+// fault, set by tests only (SetFault), is asked before each step of
+// Write with the path being written and the step, and fails the step
+// with the error it returns (nil: the step runs). Atomic: a test sets it
+// while the daemon's goroutines write their records.
+var fault atomic.Pointer[func(path, step string) error]
+
+// SetFault installs f as the fault hook (nil: none) and returns the one
+// it replaced. For tests only.
+func SetFault(f func(path, step string) error) (old func(path, step string) error) {
+	var p *func(path, step string) error
+	if f != nil {
+		p = &f
+	}
+	if o := fault.Swap(p); o != nil {
+		old = *o
+	}
+	return old
+}
 
 // Write replaces path with data so that, once it returns nil, the
 // new content survives a crash or power loss: a fresh temporary file with
@@ -48,10 +63,11 @@ var Fault func(path, step string) error
 // that.
 func Write(path string, data []byte, perm fs.FileMode) error {
 	fault := func(step string) error {
-		if Fault == nil {
+		f := fault.Load()
+		if f == nil {
 			return nil
 		}
-		return Fault(path, step)
+		return (*f)(path, step)
 	}
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {

@@ -83,13 +83,13 @@ func TestWriteDurableFaults(t *testing.T) {
 			if err := Write(path, []byte("[1]"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			Fault = func(p, s string) error {
+			SetFault(func(p, s string) error {
 				if p == path && s == step {
 					return syscall.EIO
 				}
 				return nil
-			}
-			t.Cleanup(func() { Fault = nil })
+			})
+			t.Cleanup(func() { SetFault(nil) })
 			err := Write(path, []byte("[1,2]"), 0o600)
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("Write: %v, want the injected EIO", err)
