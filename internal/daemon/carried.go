@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -28,10 +27,12 @@ import (
 //     reference (prefix, L3 device, IDs) and its material's fingerprint,
 //     under the fingerprint key the check value names (a record written
 //     under another key keeps the references and drops the fingerprints).
-//   - A missing or unreadable record, and its backup, is not an error:
-//     the start-up gate (reconciler.sessionsRead) keeps every listener
-//     key until each session up has been read from the kernel; only what
-//     peers that are down last carried is lost with both files.
+//   - It lives in the shared record layer (durable.Record): a backup
+//     restores a lost or unreadable record; both lost is a first start,
+//     where the start-up gate (sessionsRead) keeps every listener key
+//     until each session up has been read from the kernel (only what
+//     peers that are down last carried is lost with both files); one
+//     that exists but cannot be read refuses the start.
 //   - Key material never enters it: a fingerprint is a keyed digest.
 type carriedRecord struct {
 	path string // "": memory only
@@ -67,43 +68,47 @@ type carriedRow struct {
 // well over 100,000 carried keys.
 const maxCarriedBytes = 16 << 20
 
+// carriedFileRecord is the record at path in the shared record layer
+// (durable.Record: a regular file only, capped, with a backup).
+func carriedFileRecord(path string) durable.Record {
+	return durable.Record{Path: path, Max: maxCarriedBytes, Check: func(b []byte) error {
+		_, err := decodeCarried(b)
+		return err
+	}}
+}
+
 // openCarried loads the record at path (or its backup) and returns what
-// it holds. A record that cannot be read is logged and treated as absent.
-func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey) {
+// it holds. Neither copy existing is a first start, or both were lost:
+// logged, and the start-up gate alone holds the listeners. A record that
+// exists but cannot be read refuses the start (the layer's rule: the
+// record is not invented), naming both files.
+func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey, error) {
 	r := &carriedRecord{path: path, log: log, fps: map[rotator.PeerID]map[tcpao.KeyRef]tcpao.Fingerprint{}}
 	if path == "" {
-		return r, nil
+		return r, nil, nil
 	}
-	var errs []error
-	for _, p := range []string{path, path + ".bak"} {
-		b, err := durable.Read(p, maxCarriedBytes)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		m, err := decodeCarried(b)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-			continue
-		}
-		if len(errs) > 0 {
-			log.Warn("carried-keys record unreadable; its backup is used", "err", errors.Join(errs...))
-		}
-		r.last = b
-		for id, ks := range m {
-			r.remember(id, ks)
-		}
-		return r, m
+	l, err := carriedFileRecord(path).Load()
+	if err != nil {
+		return nil, nil, fmt.Errorf("carried-keys record %w (move both aside to start afresh: every listener key then stays "+
+			"until each session up has been read, and what peers that are down last carried is not known)", err)
 	}
-	if len(errs) > 0 {
-		log.Warn("carried-keys record and its backup unreadable: what peers that are down last carried is not known; "+
-			"every listener key stays until each session up has been read", "err", errors.Join(errs...))
-	} else {
-		log.Info("no carried-keys record: every listener key stays until each session up has been read", "path", path)
+	switch l.From {
+	case durable.None:
+		log.Warn("no carried-keys record (a first start, or it was lost): every listener key stays until each session up has been read; "+
+			"what peers that are down last carried is not known", "file", path)
+		return r, nil, nil
+	case durable.Backup:
+		log.Error("CARRIED-KEYS RECORD lost or unreadable: using its backup, which every write keeps; check the disk", "file", path, "backup", path+".bak")
 	}
-	return r, nil
+	m, err := decodeCarried(l.Data) // Load checked it
+	if err != nil {
+		return nil, nil, fmt.Errorf("carried-keys record %s: %w", path, err)
+	}
+	r.last = l.Data
+	for id, ks := range m {
+		r.remember(id, ks)
+	}
+	return r, m, nil
 }
 
 func decodeCarried(b []byte) (map[rotator.PeerID][]rotator.CarriedKey, error) {
@@ -189,11 +194,12 @@ func (r *carriedRecord) save(byPeer map[rotator.PeerID][]rotator.CarriedKey) err
 	if r.path == "" || bytes.Equal(b, r.last) {
 		return nil
 	}
-	if err := durable.Write(r.path, b, 0o600); err != nil {
-		return fmt.Errorf("carried-keys record: %w", err)
-	}
-	if err := durable.Write(r.path+".bak", b, 0o600); err != nil {
-		return fmt.Errorf("carried-keys record's backup: %w", err)
+	if err := carriedFileRecord(r.path).Save(b); err != nil {
+		if !durable.Replaced(err) {
+			return fmt.Errorf("carried-keys record: %w", err)
+		}
+		// The record holds b; its backup or its directory entry lags.
+		r.log.Warn("the carried-keys record is written, but its backup or directory is behind; check the disk", "err", err)
 	}
 	r.last = b
 	return nil

@@ -182,7 +182,10 @@ func New(o Options) (*Daemon, error) {
 		o.Logger.Error("MIGRATIONS RECORD "+why+": using its backup, which every write keeps; check the disk",
 			"file", o.MigrationsFile, "backup", o.MigrationsFile+".bak")
 	}
-	carried, restored := openCarried(o.CarriedKeysFile, o.Logger)
+	carried, restored, err := openCarried(o.CarriedKeysFile, o.Logger)
+	if err != nil {
+		return nil, err
+	}
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
@@ -213,7 +216,7 @@ func New(o Options) (*Daemon, error) {
 			d.rec.trackerSynced.Store(true)
 			d.resync()
 		},
-		Log:         o.Logger,
+		Log: o.Logger,
 	})
 	if o.Metrics != nil {
 		o.Metrics.SessionCacheFrom(d.tracker.CacheStats)
