@@ -109,14 +109,18 @@ func (m *machine) writeRead(now time.Time, mode ReadMode, obs *Observed, write f
 // many ops succeeded; the error names the op that failed. A socket that
 // offers BatchKeys runs them all in one borrow of the descriptor, as a bare
 // setsockopt loop would.
-func Apply(s tcpao.Socket, ops []Op) (int, error) {
+func Apply(s tcpao.Socket, ops []Op) (int, error) { return apply(s, ops, false) }
+
+// apply is Apply; noAsync runs the deletes that ask for del_async
+// synchronously (tcpao.Deleter.NoAsync).
+func apply(s tcpao.Socket, ops []Op, noAsync bool) (int, error) {
 	if len(ops) <= 1 {
-		return applyOps(s, ops)
+		return applyOps(s, ops, noAsync)
 	}
 	var n int
 	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
 		var err error
-		n, err = applyOps(bs, ops)
+		n, err = applyOps(bs, ops, noAsync)
 		return err
 	})
 	return n, err
@@ -125,8 +129,8 @@ func Apply(s tcpao.Socket, ops []Op) (int, error) {
 // applyOps runs ops in order; its deletes share one tcpao.Deleter, so a
 // listener's batch reads TCP_AO_INFO once for all its del_async, not once
 // each (16,384 reads in a rotation of 16,384 peers).
-func applyOps(s tcpao.Socket, ops []Op) (int, error) {
-	del := tcpao.Deleter{S: s}
+func applyOps(s tcpao.Socket, ops []Op, noAsync bool) (int, error) {
+	del := tcpao.Deleter{S: s, NoAsync: noAsync}
 	for i := range ops {
 		if err := applyOp(s, &del, &ops[i]); err != nil {
 			return i, fmt.Errorf("op %d (%s): %w", i+1, ops[i].Line(), err)

@@ -30,7 +30,7 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 		// allows it. A failed read-back leaves obs as it was: the step
 		// sees no new key and polls.
 		_, err := m.writeRead(now, ReadBare, obs, func(bs tcpao.Socket) error {
-			_, err := applyOps(bs, ops)
+			_, err := applyOps(bs, ops, false)
 			return err
 		}, func(bs tcpao.Socket) {
 			if !maybe || !announceWithInstall(obs, ops, before, good, want) {

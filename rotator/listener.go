@@ -209,11 +209,29 @@ type ListenerOptions struct {
 	// Carried are the keys the sessions accepted from the listener carry
 	// (Observed.Carried): the planner keeps every listener key they name.
 	Carried []tcpao.KeyRef
+	// SyncDeletes deletes the listener's keys synchronously instead of
+	// with del_async, on a kernel with a defect in that path
+	// (tcpao.SyncListenerDeletes). Each delete then waits for an RCU grace
+	// period in the kernel: a large rotation takes longer, nothing else
+	// changes (the plan, its batches and its optmem peak are the same).
+	SyncDeletes bool
+}
+
+// ranSync clears del_async on every delete of ops, which ran synchronously
+// (ListenerOptions.SyncDeletes): the plan SyncListener returns says how
+// each op ran.
+func ranSync(ops []Op) {
+	for i := range ops {
+		if ops[i].Kind == OpDel {
+			ops[i].Del.Async = false
+		}
+	}
 }
 
 // SyncListener converges a listening socket to d in batches, after checking
 // that the key set fits in net.core.optmem_max. It returns the plan it ran
-// (the applied prefix if an op failed). The caller runs it from the one
+// (the applied prefix if an op failed; with o.SyncDeletes, its deletes
+// without del_async, as they ran). The caller runs it from the one
 // goroutine that owns the listener.
 func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, error) {
 	d.Kind = Listening
@@ -249,13 +267,19 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 	done := sp
 	applied := 0
 	for _, b := range batches {
-		n, err := Apply(sock, b)
+		n, err := apply(sock, b, o.SyncDeletes)
 		applied += n
 		if err != nil {
 			done.Ops = ordered[:applied]
+			if o.SyncDeletes {
+				ranSync(done.Ops)
+			}
 			return done, fmt.Errorf("listener %s: %w", d.Socket, err)
 		}
 	}
 	done.Ops = ordered
+	if o.SyncDeletes {
+		ranSync(done.Ops)
+	}
 	return done, nil
 }

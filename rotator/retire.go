@@ -121,7 +121,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		read := false
 		ae := m.guarded(StepRetire, func() error {
 			var err error
-			read, err = m.writeRead(now, ReadFull, &o2, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops); return err }, nil)
+			read, err = m.writeRead(now, ReadFull, &o2, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops, false); return err }, nil)
 			return err
 		})
 		if ae != nil {

@@ -23,7 +23,8 @@ const (
 	// deletes are synchronous, and the current/rnext key cannot be deleted
 	// without naming a replacement.
 	Established Kind = iota
-	// Listening is a listen socket: no current/rnext, deletes are del_async.
+	// Listening is a listen socket: no current/rnext, deletes are del_async
+	// (synchronous with ListenerOptions.SyncDeletes).
 	Listening
 )
 

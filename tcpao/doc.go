@@ -14,6 +14,11 @@
 // into the request only for the duration of a call and zeroed afterwards; no
 // type here prints a secret.
 //
+// kerneldefects.go holds the kernel releases with known TCP-AO defects as
+// data (KernelDefects: which defect, which releases, the Mitigation it calls
+// for, such as Deleter.NoAsync for a del_async defect); it is portable, so
+// a caller can check a release string on any platform.
+//
 // Subpackage tcpaotest is an in-memory kernel with the same rules, and
 // tcpaotest/conformance a table of kernel behaviours that runs against both.
 package tcpao

@@ -64,9 +64,20 @@ func ProbeAlgorithms() map[Algorithm]error {
 
 // KernelRelease names the running kernel ("Linux 6.12.57"), for messages.
 func KernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	r := UnameRelease()
+	if r == "" {
 		return "Linux (release unknown)"
 	}
-	return "Linux " + unix.ByteSliceToString(u.Release[:])
+	return "Linux " + r
+}
+
+// UnameRelease is the running kernel's release as uname -r gives it
+// ("6.12.94+deb13-amd64"), for KernelDefects; "" when uname fails, which
+// KernelDefects answers with ErrKernelRelease.
+func UnameRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -38,5 +38,9 @@ func ProbeAlgorithms() map[Algorithm]error {
 // KernelRelease names the running kernel: not Linux, so no TCP-AO.
 func KernelRelease() string { return "not Linux" }
 
+// UnameRelease is "": not Linux, so KernelDefects cannot place it
+// (ErrKernelRelease) and a caller applies AllMitigations.
+func UnameRelease() string { return "" }
+
 func (unsupported) AddMD5(MD5Key) error { return ErrUnsupported }
 func (unsupported) DelMD5(MD5Ref) error { return ErrUnsupported }

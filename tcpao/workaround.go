@@ -62,14 +62,26 @@ func DeleteKey(s Socket, d DelKey) error {
 // one goroutine; its zero value with S set is ready.
 type Deleter struct {
 	S Socket
+	// NoAsync deletes synchronously what asks for del_async: on a kernel
+	// with a defect in that path (a Defect whose Mitigation is
+	// SyncListenerDeletes, or one KernelDefects cannot place). No
+	// TCP_AO_INFO is read then: a synchronous delete needs no check.
+	NoAsync bool
 	// noRoles: an Info read found neither Current_key nor RNext_key.
 	noRoles bool
 }
 
 // Delete deletes d from the Deleter's socket, as DeleteKey does.
 func (dl *Deleter) Delete(d DelKey) error {
-	inUse := false
+	// Only a listening socket's deletes ask for del_async (the kernel
+	// refuses it elsewhere), and a synchronous delete there fails with
+	// EBUSY only for a key still Current_key or RNext_key.
+	listener := d.Async
+	if dl.NoAsync {
+		d.Async = false
+	}
 	if d.Async && !dl.noRoles {
+		var inUse bool
 		inUse, dl.noRoles = listenerKeyInUse(dl.S, d.KeyRef)
 		if inUse {
 			d.Async = false
@@ -80,7 +92,7 @@ func (dl *Deleter) Delete(d DelKey) error {
 	switch {
 	case err == nil:
 		return nil
-	case inUse && errors.Is(err, syscall.EBUSY):
+	case listener && !d.Async && errors.Is(err, syscall.EBUSY):
 		return fmt.Errorf("%w: %s: %w", ErrListenerKeyInUse, d.KeyRef, err)
 	case d.IfIndex != 0 && !d.SetCurrent && !d.SetRNext && errors.Is(err, syscall.ENOENT):
 		ref := d.KeyRef // a copy: &d.KeyRef would put every d on the heap

@@ -145,6 +145,10 @@ func (d *testDaemon) keyName(p *testPeer, send, recv uint8) (control.Key, bool) 
 	return control.Key{}, false
 }
 
+// testRelease is the test daemon's kernel (uname -r): one with a known
+// TCP-AO defect, so that status shows its warning.
+const testRelease = "6.12.57"
+
 func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusReport, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -152,7 +156,17 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 		GeneratedAt: testNow,
 		KeySource:   control.KeySourceStatus{Name: d.src, LastSync: testNow.Add(-30 * time.Second), Age: control.Duration(30 * time.Second)},
 		Optmem:      control.Optmem{Limit: d.net.OptMemMax(), Needed: tcpao.OptMemNeeded(4, tcpao.HMACSHA256)},
-		Kernel:      &control.KernelStatus{Release: "Linux 6.12.57", Accepted: []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}},
+		Kernel:      &control.KernelStatus{Release: "Linux " + testRelease, Accepted: []string{"hmac(sha1)", "hmac(sha256)", "cmac(aes128)"}},
+	}
+	// The release's known defects from tcpao's table, as the daemon puts
+	// them in status (the server warns of each).
+	if _, ds, err := tcpao.KernelDefects(testRelease); err == nil {
+		for _, df := range ds {
+			rep.Kernel.Defects = append(rep.Kernel.Defects, control.KernelDefectOf(df))
+		}
+		if m := tcpao.Mitigations(ds); m != 0 {
+			rep.Kernel.Mitigation = m.String()
+		}
 	}
 	for i, p := range d.peers {
 		name := peerName(p.binding)

@@ -30,7 +30,8 @@ its counts are theirs as well), and the listeners' own counters, which all
 peers share. Warnings: peer not passive while nothing keys the BGP daemon's
 connects to it (aokeyd exec does), optmem_max too small, key source
 stale, no Current_key, segments from the peer failing verification on the
-listener while its session is down.
+listener while its session is down, a kernel with a known TCP-AO defect
+(the defect, the releases that fix it and what aokeyd does meanwhile).
 `)
 	})
 	fs.BoolVar(&brief, "brief", false, "summary table only")

@@ -126,6 +126,7 @@ var (
 	hardenProcess   = harden
 	probeKernel     = tcpao.Probe
 	probeAlgorithms = tcpao.ProbeAlgorithms
+	unameRelease    = tcpao.UnameRelease
 )
 
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
@@ -482,9 +483,13 @@ func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d re
 
 // kernel probes which TCP-AO algorithms the running kernel accepts (one
 // scratch key each) and logs the answer: status shows it, and warns of a
-// chain's key of an algorithm it refuses.
+// chain's key of an algorithm it refuses. It logs, too, each known TCP-AO
+// defect of the release and what aokeyd does about it (daemon.NewKernel:
+// synchronous listener deletes on an affected kernel or one it cannot
+// place).
 func kernel(log *slog.Logger) daemon.Kernel {
-	k := daemon.Kernel{Release: tcpao.KernelRelease(), Algorithms: probeAlgorithms()}
+	k := daemon.NewKernel(unameRelease(), probeAlgorithms())
+	k.LogDefects(log)
 	var ok, refused []string
 	for _, a := range tcpao.Algorithms {
 		if err := k.Algorithms[a]; err != nil {

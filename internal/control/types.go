@@ -71,11 +71,31 @@ type StatusReport struct {
 }
 
 // KernelStatus is the kernel aokeyd runs on: its release and the TCP-AO
-// algorithms it accepts and refuses (one scratch key each at start).
+// algorithms it accepts and refuses (one scratch key each at start), and
+// the known TCP-AO defects of the release with what aokeyd does about them.
 type KernelStatus struct {
 	Release  string   `json:"release"`
 	Accepted []string `json:"accepted"`
 	Refused  []string `json:"refused,omitempty"`
+	// Defects are the known TCP-AO defects of the release
+	// (tcpao.KernelDefects); Complete warns of each.
+	Defects []KernelDefect `json:"defects,omitempty"`
+	// Unplaced says why the release could not be checked against the known
+	// defects (a release not understood, or a version older than TCP-AO
+	// upstream: a vendor backport); aokeyd then takes every mitigation,
+	// and Complete warns.
+	Unplaced string `json:"unplaced,omitempty"`
+	// Mitigation is what aokeyd does on this kernel for Defects or
+	// Unplaced ("" nothing).
+	Mitigation string `json:"mitigation,omitempty"`
+}
+
+// KernelDefect is one known TCP-AO defect of the running kernel.
+type KernelDefect struct {
+	ID         string `json:"id"`       // "CVE-2026-53389"
+	Summary    string `json:"summary"`  // one line
+	FixedIn    string `json:"fixed_in"` // "6.12.95, 6.18.38, 7.1.3, 7.2 and later"
+	Mitigation string `json:"mitigation"`
 }
 
 // KeySourceStatus is the key source's health.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // Warnings the server derives from a report's fields (Complete).
@@ -28,9 +30,28 @@ func WarnOptmem(o Optmem) string {
 	return fmt.Sprintf("net.core.optmem_max %d is below the %d bytes the key sets need (raise it, or set kernel.raise_optmem)", o.Limit, o.Needed)
 }
 
+// KernelDefectOf is the status entry of a known kernel defect.
+func KernelDefectOf(d tcpao.Defect) KernelDefect {
+	return KernelDefect{ID: d.ID, Summary: d.Summary, FixedIn: d.Fixed(), Mitigation: d.Mitigation.String()}
+}
+
+// WarnKernelDefect is the warning for a known TCP-AO defect of the kernel:
+// the release, the defect, the releases that fix it and what aokeyd does.
+func WarnKernelDefect(release string, d KernelDefect) string {
+	return fmt.Sprintf("kernel %s has %s (%s), fixed in %s: aokeyd uses %s until the kernel is upgraded",
+		release, d.ID, d.Summary, d.FixedIn, d.Mitigation)
+}
+
+// WarnKernelUnplaced is the warning for a kernel release that could not be
+// checked against the known TCP-AO defects.
+func WarnKernelUnplaced(k KernelStatus) string {
+	return fmt.Sprintf("kernel %s cannot be checked for known TCP-AO defects (%s): aokeyd assumes it has them all and uses %s",
+		k.Release, k.Unplaced, k.Mitigation)
+}
+
 // Complete adds the warnings that follow from the report's fields (stale key
-// source, optmem too small, peers whose outgoing connections carry no keys,
-// no Current_key), without
+// source, optmem too small, known kernel defects, peers whose outgoing
+// connections carry no keys, no Current_key), without
 // duplicating ones already there. The server calls it on every report, so the
 // Backend need not.
 func (r *StatusReport) Complete() {
@@ -44,6 +65,14 @@ func (r *StatusReport) Complete() {
 	}
 	if r.Optmem.Limit > 0 && r.Optmem.Needed > r.Optmem.Limit {
 		add(&r.Warnings, WarnOptmem(r.Optmem))
+	}
+	if k := r.Kernel; k != nil {
+		for _, d := range k.Defects {
+			add(&r.Warnings, WarnKernelDefect(k.Release, d))
+		}
+		if k.Unplaced != "" {
+			add(&r.Warnings, WarnKernelUnplaced(*k))
+		}
 	}
 	if r.Peers == nil {
 		r.Peers = []PeerStatus{}

@@ -72,14 +72,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.Warnings = append(rep.Warnings, w)
 	}
 	if k := d.o.Kernel; k.Release != "" {
-		rep.Kernel = &control.KernelStatus{Release: k.Release, Accepted: []string{}}
-		for _, a := range tcpao.Algorithms {
-			if k.Algorithms[a] == nil {
-				rep.Kernel.Accepted = append(rep.Kernel.Accepted, string(a))
-			} else {
-				rep.Kernel.Refused = append(rep.Kernel.Refused, string(a))
-			}
-		}
+		rep.Kernel = k.Status() // its defects' warnings: rep.Complete
 		for _, p := range snap.RefusedAlgorithms(k.Algorithms, k.Release) {
 			rep.Warnings = append(rep.Warnings, p.Error())
 		}

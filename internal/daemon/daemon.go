@@ -127,10 +127,16 @@ type peerState struct {
 	handle  bgp.SocketHandle // nil while the session is down
 }
 
-// Kernel is what aokeyd knows of the kernel it runs on (Options.Kernel).
+// Kernel is what aokeyd knows of the kernel it runs on (Options.Kernel;
+// NewKernel, kernel.go).
 type Kernel struct {
 	Release    string                    // "Linux 6.12.57"
 	Algorithms map[tcpao.Algorithm]error // nil: accepted (tcpao.ProbeAlgorithms)
+	// Defects are the known TCP-AO defects of the release.
+	Defects []tcpao.Defect
+	// Unplaced is why the release could not be checked against the known
+	// defects (nil: it was): every mitigation applies then.
+	Unplaced error
 }
 
 // New builds a Daemon; Run starts it.

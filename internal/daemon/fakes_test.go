@@ -369,6 +369,9 @@ type envOptions struct {
 	refuse []tcpao.Algorithm
 	// activeOpens is Options.ActiveOpens (the speaker under aokeyd exec).
 	activeOpens bool
+	// release, when set, is the kernel's uname -r: Options.Kernel is then
+	// daemon.NewKernel(release, nil) (every algorithm accepted).
+	release string
 }
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
@@ -414,6 +417,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 			s, err := e.net.Socket(localAddr)
 			return s, func() { _ = s.Close() }, err
 		}, netip.PrefixFrom(peerAddr, 32))}
+	}
+	if o.release != "" {
+		e.kernel = daemon.NewKernel(o.release, nil)
 	}
 	e.start(o.revocationsFile)
 	return e

@@ -404,7 +404,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried})
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried, SyncDeletes: d.syncListenerDeletes()})
 		kept = append(kept, sp.Kept...)
 		for _, h := range sp.Blocked {
 			if h.Why == rotator.ReasonForeignClash {

@@ -318,7 +318,7 @@ func (d *Daemon) revokeListeners(r *listenerRevoke) {
 					continue
 				}
 				rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
-				if err := tcpao.DeleteKey(s, tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+				if err := (&tcpao.Deleter{S: s, NoAsync: d.syncListenerDeletes()}).Delete(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
 					rs.Error = err.Error()
 				}
 				add(rs)

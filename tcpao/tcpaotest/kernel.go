@@ -289,6 +289,13 @@ func (s *Sock) DelKey(d tcpao.DelKey) error {
 	if err := s.delKey(d); err != nil {
 		return fmt.Errorf("tcpao: delete key send=%d recv=%d peer=%s: %w", d.SendID, d.RecvID, d.Peer, err)
 	}
+	if s.state == stateListen {
+		if d.Async {
+			s.net.lisDels.Async++
+		} else {
+			s.net.lisDels.Sync++
+		}
+	}
 	return nil
 }
 

@@ -34,6 +34,7 @@ type Net struct {
 	nextPort  uint16
 	bugs      Bug
 	uaf       int
+	lisDels   ListenerDeletes
 	refused   map[tcpao.Algorithm]bool
 }
 
@@ -87,6 +88,18 @@ func (n *Net) UseAfterFree() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.uaf
+}
+
+// ListenerDeletes counts the keys TCP_AO_DEL_KEY removed from listening
+// sockets, by how: with del_async or synchronously. A delete that failed
+// is not counted.
+type ListenerDeletes struct{ Sync, Async int }
+
+// ListenerDeletes is the network's count of listener key deletes so far.
+func (n *Net) ListenerDeletes() ListenerDeletes {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lisDels
 }
 
 // NewNet returns an empty network.
