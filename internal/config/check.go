@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
@@ -44,10 +45,45 @@ type Checked struct {
 // OK reports whether no problem was found.
 func (c *Checked) OK() bool { return len(c.Problems) == 0 }
 
+// Refusal is nil when no problem was found, and otherwise the error that
+// refuses a start: every problem, one a line, each in the words
+// `aoctl validate` prints it (its Error()). aokeyd's start and aoctl
+// validate read the same Problems of the same Check, so neither can accept
+// what the other refuses, nor word it differently.
+func (c *Checked) Refusal() error {
+	if c.OK() {
+		return nil
+	}
+	return &refusal{c.Problems}
+}
+
+type refusal struct{ problems []error }
+
+func (r *refusal) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to start: %d configuration problems (aoctl validate lists the same):", len(r.problems))
+	for _, p := range r.problems {
+		b.WriteString("\n")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+func (r *refusal) Unwrap() []error { return r.problems }
+
 // Check runs the checks the daemon runs at start and on reload: parse the
-// config, resolve the control group, load the policy, read the key source,
-// and validate the policy against the keys over the horizon. It stops early
-// only when a later step cannot run (no config, no policy).
+// config, resolve the control group, load the policy, check the bindings
+// against the speaker (VRF twins, what BIRD cannot take), read the key
+// source, and validate the policy against the keys over the horizon. It
+// stops early only when a later step cannot run (no config, no policy).
+//
+// aokeyd's start runs it with SkipKeySource and refuses any problem
+// (Refusal) before it writes anything; so does a reload, with the key
+// source. Every check of the configuration and the policy belongs here,
+// before the SkipKeySource return, and nowhere else: that is what makes
+// `aoctl validate` and aokeyd refuse the same files. The key source's
+// problems are left out of a start: a source that is down or sealed at
+// boot is waited for (keystore.Cache), not a reason to stay down.
 func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
