@@ -118,7 +118,7 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"keys.yaml:5", `key "k1"`, "field send_id", "missing required field"}},
 		{"keystore: unknown field", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64, "colour: blue")),
 			[]error{keystore.ErrUnknownField},
-			[]string{"keys.yaml:10", "field colour"}},
+			[]string{"keys.yaml:10:9", "unknown field (its name is not shown); allowed here: name"}},
 		{"keystore: duplicate field", keyFile(key("send_id: 1", "send_id: 2")),
 			[]error{keystore.ErrDuplicate, policy.ErrDuplicate},
 			[]string{"keys.yaml:7", "field send_id", "duplicate"}},
@@ -207,10 +207,10 @@ func ExampleFieldError() {
 	_, err := keystore.DecodeFile("/etc/aokeyd/keys.yaml", []byte("chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n"))
 	var fe *keystore.FieldError
 	if errors.As(err, &fe) && errors.Is(err, keystore.ErrUnknownField) {
-		fmt.Printf("chain %s: fix or remove field %s\n", fe.Chain, fe.Field)
+		fmt.Printf("chain %s: fix or remove the field at %s\n", fe.Chain, fe.Source)
 	}
 	fmt.Println(err)
 	// Output:
-	// chain core: fix or remove field peer
-	// file /etc/aokeyd/keys.yaml:4: chain "core": field peer: unknown field
+	// chain core: fix or remove the field at file /etc/aokeyd/keys.yaml:4:5
+	// file /etc/aokeyd/keys.yaml:4:5: chain "core": unknown field (its name is not shown); allowed here: peers, vrf, keys, md5
 }
