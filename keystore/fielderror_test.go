@@ -141,7 +141,7 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"p.yaml:4", "key_chains[0].keys[1].name"}},
 		{"policy: unknown field", policyErr(pol + "peer: []\n"),
 			[]error{policy.ErrUnknownField, keystore.ErrUnknownField},
-			[]string{"p.yaml:8", `unknown field "peer" in policy`}},
+			[]string{"p.yaml:8:1", "unknown field (its name is not shown) in policy; allowed: version"}},
 		{"policy: duplicate field", policyErr(pol + "version: 1\n"),
 			[]error{policy.ErrDuplicate, keystore.ErrDuplicate},
 			[]string{"p.yaml:8", `mapping key "version" already defined at line 1`}},
@@ -159,13 +159,13 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"aokeyd.yaml:6", "log.level"}},
 		{"config: unknown field", configErr(cfg + "log:\n  colour: true\n"),
 			[]error{keystore.ErrUnknownField, policy.ErrUnknownField},
-			[]string{"aokeyd.yaml:6", `unknown field "colour" in log`}},
+			[]string{"aokeyd.yaml:6:3", "log: unknown field (its name is not shown) in log; allowed: format, level"}},
 		{"config: duplicate field", configErr(cfg + "policy: {path: q.yaml}\n"),
 			[]error{keystore.ErrDuplicate},
 			[]string{"aokeyd.yaml:5", `mapping key "policy" already defined at line 4`}},
 		{"config: syntax", configErr(strings.Replace(cfg, "type: file", "type: file\n  refresh: soon", 1)),
 			[]error{keystore.ErrSyntax},
-			[]string{"aokeyd.yaml:3", `"soon"`}},
+			[]string{"aokeyd.yaml:3", "not a duration"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

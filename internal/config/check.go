@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -119,6 +121,10 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if o.SkipKeySource {
 		return out
 	}
+	if ps := c.credentialFileProblems(); len(ps) > 0 {
+		out.Problems = append(out.Problems, ps...)
+		return out
+	}
 	src, err := c.OpenKeySource(SourceOptions{Logger: o.Logger, Now: func() time.Time { return o.Now }})
 	if err != nil {
 		out.Problems = append(out.Problems, err)
@@ -137,6 +143,39 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	if c.IsBird() {
 		out.Problems = append(out.Problems, birdKeyProblems(pol, snap, o.Now)...)
+	}
+	return out
+}
+
+// credentialFileProblems are the Vault credential files (auth.token_file,
+// role_id_file, secret_id_file) that cannot be read, each named by its
+// field and never by its path: a token pasted where the path goes would
+// otherwise be printed back in the open error. Checked only when the key
+// source is read: at boot, Vault Agent may not have written them yet.
+func (c *Config) credentialFileProblems() []error {
+	v := c.KeySource.Vault
+	if c.KeySource.Type != SourceVault || v == nil {
+		return nil
+	}
+	var out []error
+	for _, f := range []struct{ field, path string }{
+		{"key_source.vault.auth.token_file", v.Auth.TokenFile},
+		{"key_source.vault.auth.role_id_file", v.Auth.RoleIDFile},
+		{"key_source.vault.auth.secret_id_file", v.Auth.SecretIDFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Open(f.path)
+		if err == nil {
+			fh.Close()
+			continue
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is the config's value
+		}
+		out = append(out, c.problem(f.field, fmt.Errorf("%w: the file cannot be opened (%v): name the file that holds the credential, not the credential", keystore.ErrInvalid, err)))
 	}
 	return out
 }
