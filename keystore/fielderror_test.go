@@ -118,7 +118,7 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"keys.yaml:5", `key "k1"`, "field send_id", "missing required field"}},
 		{"keystore: unknown field", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64, "colour: blue")),
 			[]error{keystore.ErrUnknownField},
-			[]string{"keys.yaml:10", "field colour"}},
+			[]string{"keys.yaml:10:9", "unknown field (its name is not shown); allowed here: name"}},
 		{"keystore: duplicate field", keyFile(key("send_id: 1", "send_id: 2")),
 			[]error{keystore.ErrDuplicate, policy.ErrDuplicate},
 			[]string{"keys.yaml:7", "field send_id", "duplicate"}},
@@ -141,7 +141,7 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"p.yaml:4", "key_chains[0].keys[1].name"}},
 		{"policy: unknown field", policyErr(pol + "peer: []\n"),
 			[]error{policy.ErrUnknownField, keystore.ErrUnknownField},
-			[]string{"p.yaml:8", `unknown field "peer" in policy`}},
+			[]string{"p.yaml:8:1", "unknown field (its name is not shown) in policy; allowed: version"}},
 		{"policy: duplicate field", policyErr(pol + "version: 1\n"),
 			[]error{policy.ErrDuplicate, keystore.ErrDuplicate},
 			[]string{"p.yaml:8", `mapping key "version" already defined at line 1`}},
@@ -159,13 +159,13 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 			[]string{"aokeyd.yaml:6", "log.level"}},
 		{"config: unknown field", configErr(cfg + "log:\n  colour: true\n"),
 			[]error{keystore.ErrUnknownField, policy.ErrUnknownField},
-			[]string{"aokeyd.yaml:6", `unknown field "colour" in log`}},
+			[]string{"aokeyd.yaml:6:3", "log: unknown field (its name is not shown) in log; allowed: format, level"}},
 		{"config: duplicate field", configErr(cfg + "policy: {path: q.yaml}\n"),
 			[]error{keystore.ErrDuplicate},
 			[]string{"aokeyd.yaml:5", `mapping key "policy" already defined at line 4`}},
 		{"config: syntax", configErr(strings.Replace(cfg, "type: file", "type: file\n  refresh: soon", 1)),
 			[]error{keystore.ErrSyntax},
-			[]string{"aokeyd.yaml:3", `"soon"`}},
+			[]string{"aokeyd.yaml:3", "not a duration"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,10 +207,10 @@ func ExampleFieldError() {
 	_, err := keystore.DecodeFile("/etc/aokeyd/keys.yaml", []byte("chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n"))
 	var fe *keystore.FieldError
 	if errors.As(err, &fe) && errors.Is(err, keystore.ErrUnknownField) {
-		fmt.Printf("chain %s: fix or remove field %s\n", fe.Chain, fe.Field)
+		fmt.Printf("chain %s: fix or remove the field at %s\n", fe.Chain, fe.Source)
 	}
 	fmt.Println(err)
 	// Output:
-	// chain core: fix or remove field peer
-	// file /etc/aokeyd/keys.yaml:4: chain "core": field peer: unknown field
+	// chain core: fix or remove the field at file /etc/aokeyd/keys.yaml:4:5
+	// file /etc/aokeyd/keys.yaml:4:5: chain "core": unknown field (its name is not shown); allowed here: peers, vrf, keys, md5
 }

@@ -152,8 +152,8 @@ func parseLifetime(v any) (l Lifetime, sub string, err error) {
 	if !ok {
 		return Lifetime{}, "", errWant
 	}
-	if bad := unknownFields(o, []string{"start", "end", "duration"}); len(bad) > 0 {
-		return Lifetime{}, fieldName(bad[0]), ErrUnknownField
+	if err := checkFields(o, lifetimeFields); err != nil {
+		return Lifetime{}, "", err
 	}
 	if sv, ok := o.get("start"); ok {
 		if l.Start, err = parseTime(sv); err != nil {

@@ -199,8 +199,9 @@ func decodeFile(path string, data []byte, mask bool) (*Snapshot, error) {
 		return nil, err
 	}
 	top := v.(*object)
-	if bad := unknownFields(top, []string{"chains"}); len(bad) > 0 {
-		return nil, fail(top.lines[bad[0]], fieldName(bad[0]), ErrUnknownField)
+	if err := checkFields(top, topFields); err != nil {
+		line, col := placeOf(err, top.line)
+		return nil, &FieldError{Source: srcAt(srcOf, line, col), Err: err}
 	}
 	cv, ok := top.get("chains")
 	if !ok {
@@ -348,15 +349,17 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 		}
 		return out, nil
 	case yaml.MappingNode:
-		o := &object{vals: map[string]any{}, lines: map[string]int{}, line: n.Line}
+		o := &object{vals: map[string]any{}, lines: map[string]int{}, cols: map[string]int{}, line: n.Line}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, vn := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
 				return nil, c.fail(k, "mapping keys must be plain scalars")
 			}
 			if _, dup := o.vals[k.Value]; dup {
-				c.errLine, c.errField = k.Line, fieldName(k.Value)
-				return nil, fmt.Errorf("%w: defined twice", ErrDuplicate)
+				// The name is shown only when it is the schema's: any
+				// other key may be a secret's text.
+				c.errLine, c.errField = k.Line, schemaField(k.Value)
+				return nil, fmt.Errorf("%w: a mapping key is defined twice (its name is shown only when it is a field's)", ErrDuplicate)
 			}
 			var v any
 			if st, ok := c.secretAt(k, vn); ok {
@@ -371,6 +374,7 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 			o.keys = append(o.keys, k.Value)
 			o.vals[k.Value] = v
 			o.lines[k.Value] = k.Line
+			o.cols[k.Value] = k.Column
 		}
 		return o, nil
 	case yaml.ScalarNode:

@@ -22,6 +22,7 @@ type object struct {
 	keys  []string
 	vals  map[string]any
 	lines map[string]int // line of each field (YAML); 0 when unknown
+	cols  map[string]int // column of each field (YAML); 0 when unknown
 	line  int
 }
 
@@ -39,31 +40,7 @@ const (
 // loc is a function that renders the source location of a field of a key.
 type loc func(line int) string
 
-var (
-	keyFields = []string{"name", "send_id", "recv_id", "algorithm", "secret_b64", "secret_hex", "maclen",
-		"peers", "vrf", "tcp_options", "send_lifetime", "accept_lifetime", "revoked"}
-	chainFields = []string{"peers", "vrf", "keys", "md5"}
-	md5Fields   = []string{"secret_b64", "secret_hex", "revoked"}
-	chainName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-)
-
-// unknownFields returns the fields of o not in allowed, in order.
-func unknownFields(o *object, allowed []string) []string {
-	var bad []string
-	for _, k := range o.keys {
-		found := false
-		for _, a := range allowed {
-			if k == a {
-				found = true
-				break
-			}
-		}
-		if !found {
-			bad = append(bad, k)
-		}
-	}
-	return bad
-}
+var chainName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // chainDefaults are the chain-level fields keys inherit.
 type chainDefaults struct {
@@ -80,7 +57,8 @@ type chainDefaults struct {
 // chain name is not shown: it is a value of the key source like any other.
 func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string, line int) string) (*Chain, error) {
 	chainErr := func(field string, line int, err error) error {
-		return &FieldError{Source: srcOf(line), Chain: name, Field: field, Err: err}
+		line, col := placeOf(err, line)
+		return &FieldError{Source: srcAt(srcOf, line, col), Chain: name, Field: field, Err: err}
 	}
 	if !chainName.MatchString(name) {
 		return nil, &FieldError{Source: srcOf(line),
@@ -90,8 +68,8 @@ func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string
 	if !ok {
 		return nil, chainErr("", line, refuse("chain must be a mapping with keys"))
 	}
-	if bad := unknownFields(o, chainFields); len(bad) > 0 {
-		return nil, chainErr(fieldName(bad[0]), o.lines[bad[0]], ErrUnknownField)
+	if err := checkFields(o, chainFields); err != nil {
+		return nil, chainErr("", o.line, err)
 	}
 	var def chainDefaults
 	if pv, ok := o.get("peers"); ok {
@@ -173,7 +151,8 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 				line = o.line
 			}
 		}
-		return MKT{}, &FieldError{Source: srcOf(line), Chain: chain, Key: keyName, Field: field, Err: e}
+		line, col := placeOf(e, line)
+		return MKT{}, &FieldError{Source: srcAt(srcOf, line, col), Chain: chain, Key: keyName, Field: field, Err: e}
 	}
 	if !ok {
 		return fail("", refuse("a key must be a mapping"))
@@ -187,8 +166,8 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return fail("name", refuse("want a name of 1..64 printable characters"))
 	}
 	keyName = s
-	if bad := unknownFields(o, keyFields); len(bad) > 0 {
-		return fail(fieldName(bad[0]), ErrUnknownField)
+	if err := checkFields(o, keyFields); err != nil {
+		return fail("", err)
 	}
 	m = MKT{Name: keyName, Chain: chain, Source: mktSrc(keyName, o.line), IncludeTCPOptions: true}
 	// Each step fills part of m and names the field it failed on; fail
@@ -270,8 +249,8 @@ func decodeMD5(v any, def chainDefaults, src string) (*MD5Password, string, erro
 	if !ok {
 		return nil, "md5", refuse("want a mapping with secret_b64 or secret_hex")
 	}
-	if bad := unknownFields(o, md5Fields); len(bad) > 0 {
-		return nil, "md5." + fieldName(bad[0]), ErrUnknownField
+	if err := checkFields(o, md5Fields); err != nil {
+		return nil, "md5", err
 	}
 	if len(def.peers) == 0 {
 		return nil, "peers", fmt.Errorf("%w: a chain with an md5 password names its peers", ErrMissingField)
@@ -395,22 +374,6 @@ func decodeKeyOptions(o *object, m *MKT) (string, error) {
 		m.Revoked = b
 	}
 	return "", nil
-}
-
-// fieldName is an unknown field's name as an error may show it: a name
-// that looks like a field (letters, digits, '_', '-', '.'; at most 64) is
-// shown so that a typo can be found, anything else is not, since a broken
-// line can carry a secret's text in what the parser took for a key.
-func fieldName(s string) string {
-	if s == "" || len(s) > 64 {
-		return "(a key that is not a field name, not shown)"
-	}
-	for _, r := range s {
-		if !(r == '_' || r == '-' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
-			return "(a key that is not a field name, not shown)"
-		}
-	}
-	return s
 }
 
 // sortedKeys returns the keys of a string map in order.

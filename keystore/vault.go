@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -105,7 +106,7 @@ func NewVault(o VaultOptions) (*VaultSource, error) {
 			return nil, errors.New("keystore: vault: approle needs role_id and secret_id files")
 		}
 	default:
-		return nil, fmt.Errorf("keystore: vault: auth method %q: want token or approle", o.Auth.Method)
+		return nil, errors.New("keystore: vault: auth method: want token or approle")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -166,7 +167,7 @@ func (v *VaultSource) ensureAuth(ctx context.Context) error {
 	case a.TokenFile != "":
 		st, err := os.Stat(a.TokenFile)
 		if err != nil {
-			return fmt.Errorf("vault: token file: %w", err)
+			return fmt.Errorf("vault: token file (auth.token_file): %w", pathless(err))
 		}
 		stamp := fileStamp{st.ModTime(), st.Size()}
 		if v.authed && stamp == v.tokenStamp {
@@ -174,12 +175,12 @@ func (v *VaultSource) ensureAuth(ctx context.Context) error {
 		}
 		b, err := os.ReadFile(a.TokenFile)
 		if err != nil {
-			return fmt.Errorf("vault: token file: %w", err)
+			return fmt.Errorf("vault: token file (auth.token_file): %w", pathless(err))
 		}
 		tok := strings.TrimSpace(string(b))
 		clear(b)
 		if tok == "" {
-			return fmt.Errorf("vault: token file %s is empty", a.TokenFile)
+			return errors.New("vault: the token file (auth.token_file) is empty")
 		}
 		v.client.SetToken(tok)
 		v.tokenStamp, v.authed = stamp, true
@@ -194,15 +195,26 @@ func (v *VaultSource) ensureAuth(ctx context.Context) error {
 	}
 }
 
+// pathless is err without the path of an *fs.PathError: the paths of
+// credential files come from aokeyd's config, whose values are never
+// shown (a token pasted where its file's path goes).
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
 func readCredFile(path, what string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("vault: approle %s file: %w", what, err)
+		return "", fmt.Errorf("vault: approle %s file: %w", what, pathless(err))
 	}
 	s := strings.TrimSpace(string(b))
 	clear(b)
 	if s == "" {
-		return "", fmt.Errorf("vault: approle %s file %s is empty", what, path)
+		return "", fmt.Errorf("vault: approle %s file is empty", what)
 	}
 	return s, nil
 }

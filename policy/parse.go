@@ -140,7 +140,7 @@ var rawTypes = strings.NewReplacer(
 
 // yamlErr records yaml.v3's messages as problems with lines.
 func (b *builder) yamlErr(err error) {
-	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, rawTypes)...)
+	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, keystore.YAMLSchema{Types: rawTypes, Target: rawFile{}, Root: b.root})...)
 }
 
 // posOf is the position in file of the node at the YAML path field (see

@@ -134,11 +134,11 @@ peers:
     key_chain: a
     password: hunter2
 `, []wantProblem{
-			{2, "", ErrUnknownField, `unknown field "frobnicate" in policy`},
-			{3, "", ErrUnknownField, `unknown field "colour" in defaults`},
-			{6, "", ErrUnknownField, `unknown field "kes" in key chain`},
-			{7, "", ErrUnknownField, `unknown field "spin" in rotation`},
-			{11, "", ErrUnknownField, `unknown field "password" in peer`},
+			{2, "", ErrUnknownField, "unknown field (its name is not shown) in policy; allowed: version, defaults"},
+			{3, "defaults", ErrUnknownField, "unknown field (its name is not shown) in defaults; allowed: accept_tolerance"},
+			{6, "key_chains[0]", ErrUnknownField, "unknown field (its name is not shown) in key chain; allowed: name, source_chain"},
+			{7, "key_chains[0].rotation", ErrUnknownField, "unknown field (its name is not shown) in rotation; allowed: start, interval"},
+			{11, "peers[0]", ErrUnknownField, "unknown field (its name is not shown) in peer; allowed: neighbor, vrf"},
 		}},
 		{"duplicate mapping key", "version: 1\nversion: 1\n", []wantProblem{{2, "", ErrDuplicate, "already defined"}}},
 		{"bad scalars", `

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -130,12 +129,14 @@ var (
 )
 
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
-	// Before any key is read: fingerprints under the kept key.
-	if err := useFingerprintKey(stateDir); err != nil {
-		return err
-	}
+	// Refused before anything is written: the state directory, the
+	// fingerprint key, a speaker's files.
 	checked, log, err := start(ctx, cfgPath, logw)
 	if err != nil {
+		return err
+	}
+	// Before any key is read: fingerprints under the kept key.
+	if err := useFingerprintKey(stateDir); err != nil {
 		return err
 	}
 	cfg := checked.Config
@@ -254,9 +255,9 @@ func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, 
 	return err
 }
 
-// start readies the process before any key is read: it hardens the
-// process, probes the kernel for TCP-AO, checks the configuration and
-// policy and opens the log. A kernel without CONFIG_TCP_AO can hold no
+// start readies the process before any key is read or any file written:
+// it hardens the process, probes the kernel for TCP-AO, checks the
+// configuration and policy (refusing any problem) and opens the log. A kernel without CONFIG_TCP_AO can hold no
 // key, and a probe that fails for any other reason (a seccomp filter or an
 // LSM denying it) is no answer: either gets one clear error before
 // READY=1 instead of failing every pass.
@@ -270,16 +271,15 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	if err := probeKernel(); err != nil {
 		return nil, nil, err
 	}
+	// Every problem `aoctl validate --no-keys` prints refuses the start,
+	// in its words (config.Checked.Refusal); nothing is written before.
 	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
-	if checked.Config == nil || checked.Policy == nil {
-		return nil, nil, errors.Join(checked.Problems...)
+	if err := checked.Refusal(); err != nil {
+		return nil, nil, err
 	}
 	log, err := newLogger(checked.Config.Log, logw)
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, p := range checked.Problems {
-		log.Warn("configuration problem", "err", p)
 	}
 	return checked, log, nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
@@ -44,10 +47,45 @@ type Checked struct {
 // OK reports whether no problem was found.
 func (c *Checked) OK() bool { return len(c.Problems) == 0 }
 
+// Refusal is nil when no problem was found, and otherwise the error that
+// refuses a start: every problem, one a line, each in the words
+// `aoctl validate` prints it (its Error()). aokeyd's start and aoctl
+// validate read the same Problems of the same Check, so neither can accept
+// what the other refuses, nor word it differently.
+func (c *Checked) Refusal() error {
+	if c.OK() {
+		return nil
+	}
+	return &refusal{c.Problems}
+}
+
+type refusal struct{ problems []error }
+
+func (r *refusal) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to start: %d configuration problems (aoctl validate lists the same):", len(r.problems))
+	for _, p := range r.problems {
+		b.WriteString("\n")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+func (r *refusal) Unwrap() []error { return r.problems }
+
 // Check runs the checks the daemon runs at start and on reload: parse the
-// config, resolve the control group, load the policy, read the key source,
-// and validate the policy against the keys over the horizon. It stops early
-// only when a later step cannot run (no config, no policy).
+// config, resolve the control group, load the policy, check the bindings
+// against the speaker (VRF twins, what BIRD cannot take), read the key
+// source, and validate the policy against the keys over the horizon. It
+// stops early only when a later step cannot run (no config, no policy).
+//
+// aokeyd's start runs it with SkipKeySource and refuses any problem
+// (Refusal) before it writes anything; so does a reload, with the key
+// source. Every check of the configuration and the policy belongs here,
+// before the SkipKeySource return, and nowhere else: that is what makes
+// `aoctl validate` and aokeyd refuse the same files. The key source's
+// problems are left out of a start: a source that is down or sealed at
+// boot is waited for (keystore.Cache), not a reason to stay down.
 func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -83,6 +121,10 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if o.SkipKeySource {
 		return out
 	}
+	if ps := c.credentialFileProblems(); len(ps) > 0 {
+		out.Problems = append(out.Problems, ps...)
+		return out
+	}
 	src, err := c.OpenKeySource(SourceOptions{Logger: o.Logger, Now: func() time.Time { return o.Now }})
 	if err != nil {
 		out.Problems = append(out.Problems, err)
@@ -101,6 +143,39 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	if c.IsBird() {
 		out.Problems = append(out.Problems, birdKeyProblems(pol, snap, o.Now)...)
+	}
+	return out
+}
+
+// credentialFileProblems are the Vault credential files (auth.token_file,
+// role_id_file, secret_id_file) that cannot be read, each named by its
+// field and never by its path: a token pasted where the path goes would
+// otherwise be printed back in the open error. Checked only when the key
+// source is read: at boot, Vault Agent may not have written them yet.
+func (c *Config) credentialFileProblems() []error {
+	v := c.KeySource.Vault
+	if c.KeySource.Type != SourceVault || v == nil {
+		return nil
+	}
+	var out []error
+	for _, f := range []struct{ field, path string }{
+		{"key_source.vault.auth.token_file", v.Auth.TokenFile},
+		{"key_source.vault.auth.role_id_file", v.Auth.RoleIDFile},
+		{"key_source.vault.auth.secret_id_file", v.Auth.SecretIDFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Open(f.path)
+		if err == nil {
+			fh.Close()
+			continue
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is the config's value
+		}
+		out = append(out, c.problem(f.field, fmt.Errorf("%w: the file cannot be opened (%v): name the file that holds the credential, not the credential", keystore.ErrInvalid, err)))
 	}
 	return out
 }

@@ -188,7 +188,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := policy.ParseDuration(n.Value)
 	if err != nil || n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: bad duration %q (want e.g. 30s, 10m, 1d)", n.Line, n.Value)
+		return fmt.Errorf("line %d: not a duration (want e.g. 30s, 10m, 1d)", n.Line)
 	}
 	*d = Duration(v)
 	return nil
@@ -207,7 +207,7 @@ type FileMode fs.FileMode
 func (m *FileMode) UnmarshalYAML(n *yaml.Node) error {
 	v, err := strconv.ParseUint(strings.TrimPrefix(n.Value, "0o"), 8, 32)
 	if err != nil || n.Kind != yaml.ScalarNode || v > 0o777 {
-		return fmt.Errorf("line %d: bad mode %q (want octal, e.g. \"0660\")", n.Line, n.Value)
+		return fmt.Errorf("line %d: not a mode (want octal, e.g. 0660)", n.Line)
 	}
 	*m = FileMode(v)
 	return nil

@@ -6,7 +6,9 @@
 //
 // Decoding is strict: unknown fields, duplicate keys, wrong types and more
 // than one YAML document are errors. Every problem names the file, line and
-// field ("aokeyd.yaml:7: control.group: ..."); Parse reports all of them at
+// field ("aokeyd.yaml:7: control.group: ...") and never the value there (a
+// token pasted into the wrong field would be printed and logged), nor an
+// unknown field's name; Parse reports all of them at
 // once as a keystore.FieldErrors, the positioned-error list the key sources
 // and the policy use too, wrapping keystore's shared sentinels (ErrSyntax,
 // ErrUnknownField, ErrDuplicate, ErrMissingField, ErrInvalid). Relative

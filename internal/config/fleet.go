@@ -18,18 +18,18 @@ func (p *parser) checkFleet(c *Config) {
 	if f.VaultPath == "" {
 		p.at("fleet.vault_path", keystore.ErrMissingField, "the KV v2 mount and prefix, e.g. secret/aokeyd/fleet")
 	} else if _, _, err := fleet.ParsePath(f.VaultPath); err != nil {
-		p.at("fleet.vault_path", keystore.ErrInvalid, "%v", err)
+		p.at("fleet.vault_path", keystore.ErrInvalid, "want MOUNT/PREFIX without empty or relative segments, e.g. secret/aokeyd/fleet")
 	}
 	switch {
 	case f.RouterID == "":
 		p.at("fleet.router_id", keystore.ErrMissingField, "this router's name in the fleet (letters, digits, . - _)")
 	case !fleet.ValidRouterID(f.RouterID):
-		p.at("fleet.router_id", keystore.ErrInvalid, "%q: use letters, digits, '.', '-' and '_' only (at most 128)", f.RouterID)
+		p.at("fleet.router_id", keystore.ErrInvalid, "use letters, digits, '.', '-' and '_' only (at most 128)")
 	}
 	for i, a := range f.Addresses {
 		x, err := netip.ParseAddr(a)
 		if err != nil {
-			p.at("fleet.addresses", keystore.ErrInvalid, "entry %d: %q is not an IP address", i+1, a)
+			p.at("fleet.addresses", keystore.ErrInvalid, "entry %d is not an IP address", i+1)
 			continue
 		}
 		f.Addresses[i] = x.Unmap().WithZone("").String()

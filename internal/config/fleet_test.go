@@ -39,9 +39,9 @@ func TestFleetConfigErrors(t *testing.T) {
 		{"path without prefix", vaultBase + "fleet:\n  vault_path: secret\n  router_id: r1\n", 6, "fleet.vault_path", keystore.ErrInvalid, "MOUNT/PREFIX"},
 		{"relative path", vaultBase + "fleet:\n  vault_path: secret/../x\n  router_id: r1\n", 6, "fleet.vault_path", keystore.ErrInvalid, "relative"},
 		{"no router id", vaultBase + "fleet:\n  vault_path: secret/f\n", 6, "fleet.router_id", keystore.ErrMissingField, "this router's name"},
-		{"router id with a slash", vaultBase + "fleet:\n  vault_path: secret/f\n  router_id: a/b\n", 7, "fleet.router_id", keystore.ErrInvalid, `"a/b"`},
-		{"bad address", vaultBase + "fleet:\n  vault_path: secret/f\n  router_id: r1\n  addresses: [r2.example]\n", 8, "fleet.addresses", keystore.ErrInvalid, `entry 1: "r2.example"`},
-		{"unknown field", vaultBase + "fleet:\n  vault_path: secret/f\n  router: r1\n", 7, "", keystore.ErrUnknownField, `unknown field "router" in fleet`},
+		{"router id with a slash", vaultBase + "fleet:\n  vault_path: secret/f\n  router_id: a/b\n", 7, "fleet.router_id", keystore.ErrInvalid, "letters, digits"},
+		{"bad address", vaultBase + "fleet:\n  vault_path: secret/f\n  router_id: r1\n  addresses: [r2.example]\n", 8, "fleet.addresses", keystore.ErrInvalid, "entry 1 is not an IP address"},
+		{"unknown field", vaultBase + "fleet:\n  vault_path: secret/f\n  router: r1\n", 7, "fleet", keystore.ErrUnknownField, "unknown field (its name is not shown) in fleet; allowed: vault_path, router_id, addresses"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ var typeNames = strings.NewReplacer("config.Config", "config", "config.KeySource
 // yamlErr records yaml.v3's messages ("line 3: field foo not found in type
 // config.Log") as problems with lines.
 func (p *parser) yamlErr(err error) {
-	p.errs = append(p.errs, keystore.YAMLErrors(p.name(), err, typeNames)...)
+	p.errs = append(p.errs, keystore.YAMLErrors(p.name(), err, keystore.YAMLSchema{Types: typeNames, Target: Config{}, Root: p.root, HideValues: true})...)
 }
 
 func (p *parser) check(c *Config) {
@@ -117,20 +117,20 @@ func (p *parser) check(c *Config) {
 	}
 	if c.Metrics.Listen != MetricsOff {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil || port == "" {
-			p.at("metrics.listen", keystore.ErrInvalid, "%q is not host:port (or %q)", c.Metrics.Listen, MetricsOff)
+			p.at("metrics.listen", keystore.ErrInvalid, "not host:port (or %s); e.g. 127.0.0.1:9179", MetricsOff)
 		}
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = DefaultLogFormat
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		p.at("log.format", keystore.ErrInvalid, "%q (want text or json)", c.Log.Format)
+		p.at("log.format", keystore.ErrInvalid, "want text or json")
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = DefaultLogLevel
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
-		p.at("log.level", keystore.ErrInvalid, "%q (want debug, info, warn or error)", c.Log.Level)
+		p.at("log.level", keystore.ErrInvalid, "want debug, info, warn or error")
 	}
 	p.checkFleet(c)
 }
@@ -165,7 +165,7 @@ func (p *parser) checkSource(c *Config) {
 		}
 		p.checkVault(ks.Vault)
 	default:
-		p.at("key_source.type", keystore.ErrInvalid, "%q (want %s or %s)", ks.Type, SourceFile, SourceVault)
+		p.at("key_source.type", keystore.ErrInvalid, "want %s or %s", SourceFile, SourceVault)
 	}
 }
 
@@ -173,7 +173,7 @@ func (p *parser) checkVault(v *Vault) {
 	if v.Address != "" {
 		u, err := url.Parse(v.Address)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.at("key_source.vault.address", keystore.ErrInvalid, "%q is not an http(s) URL", v.Address)
+			p.at("key_source.vault.address", keystore.ErrInvalid, "not an http(s) URL; want e.g. https://vault.example:8200 (a token goes in the file auth.token_file names)")
 		}
 	}
 	a := &v.Auth
@@ -196,7 +196,7 @@ func (p *parser) checkVault(v *Vault) {
 			p.at("key_source.vault.auth.token_file", keystore.ErrInvalid, "set only with method %s", AuthToken)
 		}
 	default:
-		p.at("key_source.vault.auth.method", keystore.ErrInvalid, "%q (want %s or %s)", a.Method, AuthToken, AuthAppRole)
+		p.at("key_source.vault.auth.method", keystore.ErrInvalid, "want %s or %s", AuthToken, AuthAppRole)
 	}
 }
 
@@ -205,7 +205,7 @@ func (p *parser) checkGoBGP(g *GoBGP) {
 		g.Address = DefaultGoBGPAddress
 	}
 	if _, port, err := net.SplitHostPort(g.Address); err != nil || port == "" {
-		p.at("gobgp.address", keystore.ErrInvalid, "%q is not host:port", g.Address)
+		p.at("gobgp.address", keystore.ErrInvalid, "not host:port; want e.g. %s", DefaultGoBGPAddress)
 	}
 	switch {
 	case g.PIDFile != "" && g.ProcessName != "":
@@ -214,7 +214,7 @@ func (p *parser) checkGoBGP(g *GoBGP) {
 		g.ProcessName = DefaultProcessName
 	}
 	if strings.ContainsRune(g.ProcessName, '/') {
-		p.at("gobgp.process_name", keystore.ErrInvalid, "%q: a process name (comm), not a path", g.ProcessName)
+		p.at("gobgp.process_name", keystore.ErrInvalid, "a process name (comm), not a path")
 	}
 }
 
@@ -232,10 +232,10 @@ func (p *parser) checkControl(c *Control) {
 		p.at("control.mode", keystore.ErrInvalid, "%04o: the owner needs read and write", uint32(c.Mode))
 	}
 	if strings.ContainsAny(c.Group, " :\t") {
-		p.at("control.group", keystore.ErrInvalid, "%q is not a group name or gid", c.Group)
+		p.at("control.group", keystore.ErrInvalid, "not a group name or gid")
 	}
 	if strings.ContainsAny(c.AdminGroup, " :\t") {
-		p.at("control.admin_group", keystore.ErrInvalid, "%q is not a group name or gid", c.AdminGroup)
+		p.at("control.admin_group", keystore.ErrInvalid, "not a group name or gid")
 	}
 	for _, d := range []struct {
 		field string

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/user"
@@ -78,7 +79,7 @@ func (c *Config) OpenKeySource(o SourceOptions) (KeySourceHandle, error) {
 		}
 		return src, nil
 	}
-	return nil, c.problem("key_source.type", fmt.Errorf("%w: %q", keystore.ErrInvalid, ks.Type))
+	return nil, c.problem("key_source.type", fmt.Errorf("%w: want %s or %s", keystore.ErrInvalid, SourceFile, SourceVault))
 }
 
 // problem is a problem with a field of the loaded config, found after
@@ -121,16 +122,22 @@ func (c *Config) lookupGroup(field, name string) (gid int, ok bool, err error) {
 	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
 		return n, true, nil
 	}
-	fail := func(err error) (int, bool, error) {
-		return 0, false, c.problem(field, fmt.Errorf("%w: %q: %w", keystore.ErrInvalid, name, err))
+	// The name is not shown: no value of the config is (a pasted
+	// secret lands in any field).
+	fail := func(why string) (int, bool, error) {
+		return 0, false, c.problem(field, fmt.Errorf("%w: %s", keystore.ErrInvalid, why))
 	}
 	g, err := user.LookupGroup(name)
-	if err != nil {
-		return fail(err)
+	var unknown user.UnknownGroupError
+	switch {
+	case errors.As(err, &unknown):
+		return fail("no such group on this machine; name a group of /etc/group or a gid")
+	case err != nil:
+		return fail("the group database could not be read; name a gid")
 	}
 	n, err := strconv.Atoi(g.Gid)
 	if err != nil {
-		return fail(fmt.Errorf("gid %q: %w", g.Gid, err))
+		return fail("the group's gid is not a number; name a gid")
 	}
 	return n, true, nil
 }

@@ -109,7 +109,7 @@ func (p *parser) checkSpeaker(c *Config) {
 			s.API = GoBGPAPIAuto
 		case GoBGPAPIAuto, GoBGPAPIv3, GoBGPAPIv4:
 		default:
-			p.at("speaker.api", keystore.ErrInvalid, "%q (want %s, %s or %s: gobgpd's API line)", s.API, GoBGPAPIv3, GoBGPAPIv4, GoBGPAPIAuto)
+			p.at("speaker.api", keystore.ErrInvalid, "want %s, %s or %s: gobgpd's API line", GoBGPAPIv3, GoBGPAPIv4, GoBGPAPIAuto)
 		}
 		p.checkGoBGP(&c.GoBGP)
 	case SpeakerFRR:
@@ -145,7 +145,7 @@ func (p *parser) checkSpeaker(c *Config) {
 			p.at("speaker.bird.poll_interval", keystore.ErrInvalid, "%s is out of range (%s..%s)", d, MinFRRPollInterval, MaxFRRPollInterval)
 		}
 	default:
-		p.at("speaker.type", keystore.ErrInvalid, "%q (want %s, %s or %s)", s.Type, SpeakerGoBGP, SpeakerFRR, SpeakerBird)
+		p.at("speaker.type", keystore.ErrInvalid, "want %s, %s or %s", SpeakerGoBGP, SpeakerFRR, SpeakerBird)
 	}
 	if s.Type != SpeakerBird && s.Bird != nil {
 		p.at("speaker.bird", keystore.ErrInvalid, "set only with speaker.type %s", SpeakerBird)
@@ -168,10 +168,10 @@ func (p *parser) checkFRR(f *FRR) {
 		f.ProcessName = DefaultFRRProcessName
 	}
 	if strings.ContainsRune(f.ProcessName, '/') {
-		p.at("speaker.frr.process_name", keystore.ErrInvalid, "%q: a process name (comm), not a path", f.ProcessName)
+		p.at("speaker.frr.process_name", keystore.ErrInvalid, "a process name (comm), not a path")
 	}
 	if strings.ContainsAny(f.Pathspace, "/ \t") {
-		p.at("speaker.frr.pathspace", keystore.ErrInvalid, "%q: a name (FRR's -N), not a path", f.Pathspace)
+		p.at("speaker.frr.pathspace", keystore.ErrInvalid, "a name (FRR's -N), not a path")
 	}
 	switch d := time.Duration(f.PollInterval); {
 	case d == 0:

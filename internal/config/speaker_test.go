@@ -61,16 +61,16 @@ func TestSpeakerErrors(t *testing.T) {
 		field string
 		msg   string
 	}{
-		{"unknown type", "speaker:\n  type: bird2\n", 8, "speaker.type", `"bird2" (want gobgp, frr or bird)`},
+		{"unknown type", "speaker:\n  type: bird2\n", 8, "speaker.type", "invalid value: want gobgp, frr or bird"},
 		{"frr section with gobgp", "speaker:\n  type: gobgp\n  frr:\n    pid_file: /run/frr/bgpd.pid\n", 10, "speaker.frr", "only with speaker.type frr"},
 		{"gobgp section with frr", "speaker:\n  type: frr\ngobgp:\n  address: 127.0.0.1:50051\n", 10, "gobgp", "only with speaker.type gobgp"},
 		{"process path", "speaker:\n  type: frr\n  frr:\n    process_name: /usr/lib/frr/bgpd\n", 10, "speaker.frr.process_name", "not a path"},
 		{"pathspace path", "speaker:\n  type: frr\n  frr:\n    pathspace: /run/x\n", 10, "speaker.frr.pathspace", "not a path"},
 		{"poll too fast", "speaker:\n  type: frr\n  frr:\n    poll_interval: 10ms\n", 10, "speaker.frr.poll_interval", "out of range"},
 		{"poll too slow", "speaker:\n  type: frr\n  frr:\n    poll_interval: 5m\n", 10, "speaker.frr.poll_interval", "out of range"},
-		{"unknown gobgp api", "speaker:\n  type: gobgp\n  api: v5\n", 9, "speaker.api", `"v5" (want v3, v4 or auto`},
+		{"unknown gobgp api", "speaker:\n  type: gobgp\n  api: v5\n", 9, "speaker.api", "invalid value: want v3, v4 or auto"},
 		{"api with frr", "speaker:\n  type: frr\n  api: v4\n", 9, "speaker.api", "only with speaker.type gobgp"},
-		{"unknown frr field", "speaker:\n  type: frr\n  frr:\n    socket: /run/frr\n", 10, "", `unknown field "socket" in speaker.frr`},
+		{"unknown frr field", "speaker:\n  type: frr\n  frr:\n    socket: /run/frr\n", 10, "speaker.frr", "unknown field (its name is not shown) in speaker.frr; allowed: vty_socket, pathspace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

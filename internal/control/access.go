@@ -124,7 +124,7 @@ func refusedArgs(r *http.Request) []any {
 }
 
 func revokeArgs(req RevokeRequest) []any {
-	return []any{"chain", req.Chain, "key", req.Key, "peer", req.Peer, "vrf", req.VRF}
+	return []any{"chain", req.Chain, "key", req.Key, "peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF)}
 }
 
 func replaceArgs(req ReplaceRequest) []any {
@@ -132,13 +132,13 @@ func replaceArgs(req ReplaceRequest) []any {
 }
 
 func adoptArgs(req AdoptRequest) []any {
-	return []any{"peer", req.Peer, "vrf", req.VRF}
+	return []any{"peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF)}
 }
 
 func migrateArgs(req MigrateRequest) []any {
-	return []any{"peer", req.Peer, "vrf", req.VRF, "all", req.All, "at", req.At, "bound", time.Duration(req.Bound), "abort", req.Abort}
+	return []any{"peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF), "all", req.All, "at", req.At, "bound", time.Duration(req.Bound), "abort", req.Abort}
 }
 
 func rotateArgs(req RotateRequest) []any {
-	return []any{"peer", req.Peer, "vrf", req.VRF, "all", req.All}
+	return []any{"peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF), "all", req.All}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -195,7 +196,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.o.Backend.Status(r.Context(), r.URL.Query().Get("peer"))
+	peer := r.URL.Query().Get("peer")
+	err := checkStatusPeer(peer)
+	var rep StatusReport
+	if err == nil {
+		rep, err = s.o.Backend.Status(r.Context(), peer)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -276,6 +282,9 @@ func change[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, com
 	var req Req
 	err := readJSON(r, &req)
 	if err == nil {
+		err = checkTarget(targetOf(req))
+	}
+	if err == nil {
 		err = check(req)
 	}
 	var res Res
@@ -327,6 +336,10 @@ func readJSON(r *http.Request, v any) error {
 	}
 	if isTooLarge(err) {
 		return fmt.Errorf("%w: request body: %w", ErrInvalid, errBodyTooLarge)
+	}
+	if strings.HasPrefix(err.Error(), "json: unknown field ") {
+		// The name is not shown: it may be anything the caller sent.
+		return fmt.Errorf("%w: request body: an unknown field (its name is not shown)", ErrInvalid)
 	}
 	return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
 }

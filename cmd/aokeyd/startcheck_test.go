@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/config"
+)
+
+// The start-check child runs aokeyd's real start-up (run, as main does)
+// with the process hardening and the kernel probe passed, so that what it
+// refuses or accepts is the configuration alone.
+func init() { testChildren["start-check"] = startCheckChild }
+
+func startCheckChild() int {
+	probeKernel = func() error { return nil }
+	hardenProcess = func() error { return nil }
+	args := os.Args[1:]
+	for len(args) > 0 && strings.HasPrefix(args[0], "-test.") {
+		args = args[1:]
+	}
+	return run(args, os.Stdout, os.Stderr)
+}
+
+// TestStartRefusesWhatValidateRefuses: for each configuration that
+// `aoctl validate --no-keys --no-kernel` refuses (config.Check without the
+// key source, the function validate calls), aokeyd exits with status 1
+// before READY=1 and before it creates its state directory, and its
+// stderr carries every problem validate prints, word for word. It used to
+// start with only a "configuration problem" log line for the problems
+// found after the policy loaded (BIRD bindings, VRF twins, control group).
+func TestStartRefusesWhatValidateRefuses(t *testing.T) {
+	// BIRD replaces gobgpd: the init config's gobgp section goes (KEYS: a
+	// scratch directory that a refused start must not create).
+	bird := [][2]string{{"gobgp:\n  address: 127.0.0.1:50051\n  process_name: gobgpd\n",
+		"speaker:\n  type: bird\n  bird:\n    keys_dir: KEYS\n    control_socket: KEYS/bird.ctl\n"}}
+	for _, tc := range []struct {
+		name    string
+		edits   [][2]string // replacements in `aokeyd init`'s config
+		policy  string      // peers of the demo chain, replacing the demo policy's
+		problem string      // in one of validate's problems
+	}{
+		{"bird vrf", bird, "  - neighbor: 192.0.2.2\n    vrf: red\n    key_chain: demo\n",
+			"the native BIRD driver keys default-VRF neighbors only"},
+		{"bird prefix", bird, "  - neighbor: 192.0.2.0/24\n    key_chain: demo\n",
+			"is a prefix: with speaker type bird"},
+		{"bird include_tcp_options false", bird, "  - neighbor: 192.0.2.2\n    key_chain: demo\n    include_tcp_options: false\n",
+			"BIRD has no setting to exclude TCP options"},
+		{"gobgp vrf twins", nil, "  - neighbor: 192.0.2.2\n    key_chain: demo\n  - neighbor: 192.0.2.2\n    vrf: red\n    key_chain: demo\n",
+			"keys its neighbors by address alone"},
+		{"unknown control group", [][2]string{{"control:\n", "control:\n  group: aokeyd-test-no-such-group\n"}},
+			"  - neighbor: 192.0.2.2\n    key_chain: demo\n", "control.group"},
+		{"policy without key_chain", nil, "  - neighbor: 192.0.2.2\n", "key_chain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := initTestConfig(t, dir)
+			keys := filepath.Join(dir, "bird")
+			for _, e := range tc.edits {
+				replaceInFile(t, cfgPath, e[0], strings.ReplaceAll(e[1], "KEYS", keys))
+			}
+			pol := "version: 1\nkey_chains:\n  - name: demo\npeers:\n" + tc.policy
+			if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(pol), 0o640); err != nil {
+				t.Fatal(err)
+			}
+
+			// What aoctl validate --no-keys prints: one line per problem.
+			ch := config.Check(context.Background(), cfgPath, config.CheckOptions{SkipKeySource: true})
+			var lines []string
+			for _, p := range ch.Problems {
+				lines = append(lines, p.Error())
+			}
+			if !strings.Contains(strings.Join(lines, "\n"), tc.problem) {
+				t.Fatalf("validate's problems %q: none says %q (the table's configuration is not the one meant)", lines, tc.problem)
+			}
+
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stateDir := filepath.Join(dir, "state")
+			cmd := exec.Command(self, "-test.run=^$", "-config", cfgPath, "-state-dir", stateDir)
+			cmd.Env = append(os.Environ(), testChildEnv+"=start-check")
+			stderr, msgs, err := runUntilExit(t, cmd)
+			for _, m := range msgs {
+				if strings.Contains(m, "READY=1") {
+					t.Errorf("aokeyd sent %q to NOTIFY_SOCKET with a configuration validate refuses", m)
+				}
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("aokeyd exit: %v, want exit status 1", err)
+			}
+			for _, l := range lines {
+				if !strings.Contains(stderr, l) {
+					t.Errorf("aokeyd stderr lacks validate's problem %q; stderr:\n%s", l, stderr)
+				}
+			}
+			if _, err := os.Lstat(stateDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state directory %s: %v, want it not created by a refused start", stateDir, err)
+			}
+			if _, err := os.Lstat(keys); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("BIRD keys directory %s: %v, want it not created by a refused start", keys, err)
+			}
+		})
+	}
+}
+
+func replaceInFile(t *testing.T, path, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s has no %q", path, old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
