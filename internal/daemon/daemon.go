@@ -66,8 +66,8 @@ type Options struct {
 	// TCP-AO session may take before it rolls back (0: migrate.DefaultBound).
 	MigrationBound time.Duration
 	// OwnedKeysFile records which keys aokeyd installed, across restarts
-	// (owned.go; "" keeps the record in memory: each start takes the keys
-	// whose material is in the key source as aokeyd's).
+	// (owned.go; "" keeps the record in memory: each start is a first
+	// start, where only the desired keys found in place are claimed).
 	OwnedKeysFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
@@ -380,7 +380,6 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 		return nil
 	}
 	d.revoked.apply(s)
-	d.owned.learn(s)
 	return s
 }
 

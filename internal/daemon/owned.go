@@ -18,7 +18,6 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/durable"
-	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -51,9 +50,16 @@ import (
 //     on that socket is claimed as aokeyd's (rotator.Claimer; it is what
 //     aokeyd would install there). One that is no longer desired by then
 //     is foreign: kept (never deleted), and adoptable.
-//   - Upgrading (no record yet, or one under another fingerprint key): the
-//     keys whose material is in the key source when aokeyd starts are
-//     aokeyd's (recorded when first seen); others are foreign.
+//   - Upgrading (no record yet, or one under another fingerprint key): no
+//     key is aokeyd's but the ones it installs and the ones the planner
+//     claims (rotator.Claimer): IDs, material and peer prefix of a key
+//     desired on that socket (on a session, a prefix overlapping the
+//     desired one's, as the planner matches a session's keys). Material
+//     alone proves nothing: another agent may install a key of the key
+//     source for a peer aokeyd does not manage, or under other IDs, and
+//     that key stays foreign (kept, adoptable). A key aokeyd installed
+//     before the upgrade that is no longer desired is foreign too: kept,
+//     never deleted, until aoctl adopt hands it over.
 
 // procID names a speaker process across pid reuse: its pid and its start
 // time (clock ticks since boot, /proc/PID/stat field 22; 0 when unknown).
@@ -90,8 +96,7 @@ type ledger struct {
 	mu        sync.Mutex
 	keys      map[ownKey]*ownRec
 	owners    map[int]*procOwner                   // by pid
-	bootstrap bool                                 // no usable record at start: known material is aokeyd's
-	known     map[tcpao.Fingerprint]bool           // bootstrap: the key source's material
+	bootstrap bool                                 // no usable record at start: only claims and installs are aokeyd's
 	md5       map[netip.Prefix][]tcpao.Fingerprint // TCP-MD5 passwords installed (owned_md5.go)
 	dirty     bool
 	timer     *time.Timer
@@ -151,7 +156,7 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		l.bootstrap = true
-		log.Info("no ownership record yet: keys whose material is in the key source are taken as aokeyd's", "file", path)
+		log.Info("no ownership record yet: keys found in place are aokeyd's only where they are exactly a desired key (IDs, material, peer); others are kept as foreign", "file", path)
 		return l, nil
 	}
 	if err != nil {
@@ -159,11 +164,11 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 	}
 	var f ledgerFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("ownership record %s: %w (move it aside to start afresh: keys whose material is in the key source are then aokeyd's)", path, err)
+		return nil, fmt.Errorf("ownership record %s: %w (move it aside to start afresh: keys found in place are then aokeyd's only where they are exactly a desired key)", path, err)
 	}
 	if f.Check != checkValue() {
 		l.bootstrap = true
-		log.Warn("the ownership record was written under another fingerprint key: starting afresh (keys whose material is in the key source are aokeyd's)", "file", path)
+		log.Warn("the ownership record was written under another fingerprint key: starting afresh (keys found in place are aokeyd's only where they are exactly a desired key)", "file", path)
 		return l, nil
 	}
 	alive := map[int]uint64{}
@@ -214,25 +219,6 @@ func procStart(pid int) uint64 {
 	}
 	v, _ := strconv.ParseUint(f[19], 10, 64) // field 22
 	return v
-}
-
-// learn gives an upgrading ledger the key source's material; a ledger that
-// loaded its record ignores it.
-func (l *ledger) learn(snap *keystore.Snapshot) {
-	if l == nil {
-		return // a Daemon built by a test without New
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.bootstrap || l.known != nil || snap == nil {
-		return
-	}
-	l.known = map[tcpao.Fingerprint]bool{}
-	for _, c := range snap.Chains {
-		for _, m := range c.Keys {
-			l.known[m.Secret.Fingerprint()] = true
-		}
-	}
 }
 
 // owner is the Ownership of the keys on a socket of process pid: the same
@@ -309,19 +295,15 @@ func (l *ledger) changedLocked() {
 	l.timer = time.AfterFunc(flushDelay, func() { _ = l.flush() })
 }
 
-// owns reports whether k, read from a socket of process p, is aokeyd's.
+// owns reports whether k, read from a socket of process p, is aokeyd's:
+// recorded (installed, adopted or claimed). Without a record (bootstrap)
+// nothing else is: a desired key in place is claimed by the planner
+// (procOwner.Claim), which alone knows what is desired on the socket.
 func (l *ledger) owns(p procID, k tcpao.KeyInfo) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ok := ownKey{Proc: p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
-	if _, found := l.keys[ok]; found {
-		return true
-	}
-	if l.bootstrap && l.known[k.Fingerprint] {
-		l.recordLocked(ok, 0, false)
-		return true
-	}
-	return false
+	_, found := l.keys[ownKey{Proc: p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}]
+	return found
 }
 
 // flush writes the record if it changed.

@@ -1,0 +1,97 @@
+package daemon_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
+)
+
+// Issue 47 item 3, "ownership is exact": aokeyd claims, adopts and revokes
+// only keys that are exactly its own (or that the operator named).
+
+// otherPeer is a neighbor aokeyd does not manage: no binding covers it.
+var otherPeer = netip.MustParsePrefix("198.51.100.9/32")
+
+// keyAs is k's material (secret, algorithm, MAC length, options) under
+// the IDs send/recv for peer: what another agent installs when it reuses
+// a key of the key source.
+func keyAs(k testKey, peer netip.Prefix, send, recv uint8) tcpao.Key {
+	m := k.mkt()
+	defer m.Zero()
+	tk := m.Key(peer, 0)
+	tk.SendID, tk.RecvID = send, recv
+	return tk
+}
+
+func addKey(t *testing.T, s *tcpaotest.Sock, k tcpao.Key) {
+	t.Helper()
+	defer k.Secret.Zero()
+	if err := s.AddKey(k, tcpao.AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFirstStartClaimsOnlyDesired: with no ownership record yet (a first
+// start, or an upgrade), a key is aokeyd's only when its IDs, material and
+// peer are those of a key desired on that socket (what rotator.Claimer
+// claims). Another agent's key that merely reuses a key source's material
+// (for a peer aokeyd does not manage, or under other IDs) is foreign and
+// stays through every pass of the first process. On the tree before,
+// every key whose material was in the key source was aokeyd's for the
+// whole first process, and those keys were deleted at the next pass.
+func TestFirstStartClaimsOnlyDesired(t *testing.T) {
+	_, k1, _, k3 := testKeys()
+	for _, tc := range []struct {
+		name    string
+		session bool // on the established session, else on the listener
+		key     tcpao.Key
+		// desired: the key is k3 as aokeyd installs it, desired while the
+		// source has k3: claimed, so retired when the source drops k3.
+		desired bool
+	}{
+		{name: "managed peer, other IDs, a source key's material", key: keyAs(k1, peerHost, 70, 71)},
+		{name: "session: other IDs, a source key's material", session: true, key: keyAs(k1, peerHost, 70, 71)},
+		{name: "desired in place (control)", key: keyAs(k3, peerHost, k3.send, k3.recv), desired: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, envOptions{keys: []testKey{k1}})
+				e.waitKeys("listener", e.lis, ids(k1))
+				e.up(ids(k1), k1)
+				s, name, want := e.lis, "listener", ids(k1)
+				if tc.session {
+					s, name = e.acc, "session"
+				}
+				ref := tc.key.KeyRef
+				addKey(t, s, tc.key)
+				// k3 joins the source (every socket's desired state
+				// changes, so each is read and planned in full) and
+				// leaves it again.
+				e.refreshWith(k1, k3)
+				for range 5 {
+					e.d.Kick()
+					e.quiet(time.Second)
+				}
+				e.refreshWith(k1)
+				e.waitFor("k3 gone from the "+name, func() bool { return !slices.Contains(keyIDs(t, s), k3.ids()) })
+				for range 5 {
+					e.d.Kick()
+					e.quiet(time.Second)
+				}
+				if !tc.desired {
+					// Foreign: it stays.
+					want = append(want, foreignK(ref.SendID, ref.RecvID))
+					slices.Sort(want)
+				}
+				if got := keyIDs(t, s); !slices.Equal(got, want) {
+					t.Errorf("%s keys %v, want %v (the key %s for %s)", name, got, want, foreignK(ref.SendID, ref.RecvID), ref.Peer)
+				}
+			})
+		})
+	}
+}
