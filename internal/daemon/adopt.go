@@ -76,7 +76,7 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	}
 	for _, f := range all {
 		k := f.k
-		d.owned.record(f.o.p, f.ref.Cookie, k.SendID, k.RecvID, k.Fingerprint, true)
+		d.owned.record(f.o.p, f.ref.Cookie, k.KeyRef, k.Fingerprint, true)
 		res.Adopted = append(res.Adopted, control.AdoptedKey{Socket: f.at, Prefix: k.Peer.String(), SendID: k.SendID, RecvID: k.RecvID})
 		d.log.Warn("foreign key adopted: aokeyd may now change or retire it", "peer", addr, "vrf", req.VRF,
 			"socket", f.ref.String(), "send_id", k.SendID, "recv_id", k.RecvID)

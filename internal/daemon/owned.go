@@ -30,12 +30,15 @@ import (
 //     are wrapped (ownedSocket) and each successful TCP_AO_ADD_KEY adds a
 //     record, and the keys ConnectKeys hands the connect guard (which adds
 //     them on the speaker's new socket) are recorded before they leave.
-//   - A key is aokeyd's when its IDs and fingerprint were recorded for the
-//     speaker process whose socket holds it, on any of that process's
-//     sockets: the kernel copies a listener's keys onto the sockets it
-//     accepts, so a session's inherited keys are the listener's, and a
-//     copy of a key aokeyd deleted (the del_async race) stays aokeyd's,
-//     to be retired. A copy of a foreign key is foreign.
+//   - A key is aokeyd's when its peer prefix, IDs and fingerprint were
+//     recorded for the speaker process whose socket holds it, on any of
+//     that process's sockets: the kernel copies a listener's keys onto the
+//     sockets it accepts (prefix included), so a session's inherited keys
+//     are the listener's, and a copy of a key aokeyd deleted (the
+//     del_async race) stays aokeyd's, to be retired. A copy of a foreign
+//     key is foreign, and so is another agent's key that reuses one of
+//     aokeyd's IDs and material for another peer. A row of a record
+//     written before the prefix was kept has none: it matches any peer.
 //   - Records are never dropped while their speaker process lives (a
 //     delete does not drop one: copies may remain); a process that is gone
 //     (its pid absent or started at another time) loses its records at
@@ -68,11 +71,19 @@ type procID struct {
 	Start uint64
 }
 
-// ownKey is one recorded key: IDs and material on one speaker process.
+// ownKey is one recorded key: peer prefix, IDs and material on one
+// speaker process. Peer is masked; invalid in a row recorded without a
+// prefix (an older record), which stands for any peer.
 type ownKey struct {
 	Proc           procID
+	Peer           netip.Prefix
 	SendID, RecvID uint8
 	FP             tcpao.Fingerprint
+}
+
+// ownKeyOf is the ownKey of the key r with material fp on process p.
+func ownKeyOf(p procID, r tcpao.KeyRef, fp tcpao.Fingerprint) ownKey {
+	return ownKey{Proc: p, Peer: r.Peer.Masked(), SendID: r.SendID, RecvID: r.RecvID, FP: fp}
 }
 
 // ownRec is what the record keeps of one ownKey.
@@ -122,6 +133,7 @@ type ledgerFile struct {
 type ledgerRow struct {
 	PID         int       `json:"pid"`
 	Start       uint64    `json:"start"`
+	Peer        string    `json:"peer,omitempty"` // "": recorded before prefixes were (any peer)
 	SendID      uint8     `json:"send_id"`
 	RecvID      uint8     `json:"recv_id"`
 	Fingerprint string    `json:"fingerprint"`
@@ -186,6 +198,12 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 			continue // that speaker process is gone
 		}
 		k := ownKey{Proc: procID{r.PID, r.Start}, SendID: r.SendID, RecvID: r.RecvID}
+		if r.Peer != "" {
+			if k.Peer, err = netip.ParsePrefix(r.Peer); err != nil {
+				return nil, fmt.Errorf("ownership record %s: keys[%d].peer: %w", path, i, err)
+			}
+			k.Peer = k.Peer.Masked()
+		}
 		copy(k.FP[:], fp)
 		l.keys[k] = &ownRec{Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
 	}
@@ -255,12 +273,12 @@ func (l *ledger) wrap(ref sockets.Ref, s tcpao.Socket) tcpao.Socket {
 	return ownedSocket{Socket: s, l: l, p: l.owner(ref.PID).p, cookie: ref.Cookie}
 }
 
-// record notes that aokeyd installed (or adopted) k on socket cookie of
-// process p.
-func (l *ledger) record(p procID, cookie uint64, send, recv uint8, fp tcpao.Fingerprint, adopted bool) {
+// record notes that aokeyd installed (or adopted) the key r with material
+// fp on socket cookie of process p.
+func (l *ledger) record(p procID, cookie uint64, r tcpao.KeyRef, fp tcpao.Fingerprint, adopted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recordLocked(ownKey{Proc: p, SendID: send, RecvID: recv, FP: fp}, cookie, adopted)
+	l.recordLocked(ownKeyOf(p, r, fp), cookie, adopted)
 }
 
 func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
@@ -302,7 +320,12 @@ func (l *ledger) changedLocked() {
 func (l *ledger) owns(p procID, k tcpao.KeyInfo) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, found := l.keys[ownKey{Proc: p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}]
+	ok := ownKeyOf(p, k.KeyRef, k.Fingerprint)
+	if _, found := l.keys[ok]; found {
+		return true
+	}
+	ok.Peer = netip.Prefix{} // an older record's row: any peer
+	_, found := l.keys[ok]
 	return found
 }
 
@@ -316,8 +339,12 @@ func (l *ledger) flush() error {
 	}
 	f := ledgerFile{Version: 1, Check: checkValue(), MD5: l.md5Rows()}
 	for k, r := range l.keys {
-		f.Keys = append(f.Keys, ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
-			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted})
+		row := ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+		if k.Peer.IsValid() {
+			row.Peer = k.Peer.String()
+		}
+		f.Keys = append(f.Keys, row)
 	}
 	l.dirty = false
 	l.mu.Unlock()
@@ -348,6 +375,8 @@ func cmpRows(a, b ledgerRow) int {
 		return int(a.SendID) - int(b.SendID)
 	case a.RecvID != b.RecvID:
 		return int(a.RecvID) - int(b.RecvID)
+	case a.Peer != b.Peer:
+		return strings.Compare(a.Peer, b.Peer)
 	}
 	return strings.Compare(a.Fingerprint, b.Fingerprint)
 }
@@ -392,7 +421,7 @@ var _ rotator.Claimer = (*procOwner)(nil)
 func (o *procOwner) Claim(k tcpao.KeyInfo) {
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
-	ok := ownKey{Proc: o.p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
+	ok := ownKeyOf(o.p, k.KeyRef, k.Fingerprint)
 	if _, found := o.l.keys[ok]; !found {
 		o.l.recordLocked(ok, 0, false)
 	}
@@ -410,7 +439,7 @@ type ownedSocket struct {
 func (s ownedSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	err := s.Socket.AddKey(k, o)
 	if err == nil {
-		s.l.record(s.p, s.cookie, k.SendID, k.RecvID, k.Secret.Fingerprint(), false)
+		s.l.record(s.p, s.cookie, k.KeyRef, k.Secret.Fingerprint(), false)
 	}
 	return err
 }

@@ -54,6 +54,7 @@ func TestFirstStartClaimsOnlyDesired(t *testing.T) {
 		// source has k3: claimed, so retired when the source drops k3.
 		desired bool
 	}{
+		{name: "unmanaged peer, a desired key's IDs and material", key: keyAs(k1, otherPeer, k1.send, k1.recv)},
 		{name: "managed peer, other IDs, a source key's material", key: keyAs(k1, peerHost, 70, 71)},
 		{name: "session: other IDs, a source key's material", session: true, key: keyAs(k1, peerHost, 70, 71)},
 		{name: "desired in place (control)", key: keyAs(k3, peerHost, k3.send, k3.recv), desired: true},
