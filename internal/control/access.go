@@ -132,7 +132,7 @@ func replaceArgs(req ReplaceRequest) []any {
 }
 
 func adoptArgs(req AdoptRequest) []any {
-	return []any{"peer", req.Peer, "vrf", req.VRF}
+	return []any{"peer", req.Peer, "vrf", req.VRF, "prefix", req.Prefix}
 }
 
 func migrateArgs(req MigrateRequest) []any {

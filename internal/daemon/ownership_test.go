@@ -1,12 +1,17 @@
 package daemon_test
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/tcpao"
 	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
@@ -91,6 +96,85 @@ func TestFirstStartClaimsOnlyDesired(t *testing.T) {
 				}
 				if got := keyIDs(t, s); !slices.Equal(got, want) {
 					t.Errorf("%s keys %v, want %v (the key %s for %s)", name, got, want, foreignK(ref.SendID, ref.RecvID), ref.Peer)
+				}
+			})
+		})
+	}
+}
+
+// TestAdoptTakesOnlyPeerHostKeys: `aoctl adopt PEER` takes the foreign
+// keys of the peer's host prefix only. Another agent's key for a wider
+// prefix that covers the peer (192.0.2.0/24, which other neighbors such as
+// 192.0.2.3 connect with) stays foreign, listed as left, and is kept
+// through the passes after the adopt; --prefix takes it, unless another
+// neighbor relies on the prefix (the adopt is then refused and changes
+// nothing). On the tree before, adopt took every key whose prefix
+// contained the peer and the next pass retired the /24 key, stranding
+// 192.0.2.3.
+func TestAdoptTakesOnlyPeerHostKeys(t *testing.T) {
+	other := netip.MustParseAddr("192.0.2.3")
+	for _, tc := range []struct {
+		name    string
+		prefix  string
+		other   bgp.SessionState // 192.0.2.3, unmanaged; StateUnknown: not a neighbor
+		adopted []string         // prefix and IDs
+		left    []string         // Left: prefix and IDs
+		err     string           // the refusal's text, "" for none
+		keys    []string         // the listener's keys after
+	}{
+		{name: "peer only", adopted: []string{"192.0.2.2/32 80/81"}, left: []string{"192.0.2.0/24 90/91"}, keys: []string{"20/21", "90/91"}},
+		{name: "prefix named, no other neighbor in it", prefix: "192.0.2.0/24", adopted: []string{"192.0.2.0/24 90/91"},
+			left: []string{"192.0.2.2/32 80/81"}, keys: []string{"20/21", "80/81"}},
+		{name: "prefix named, another neighbor's session in it", prefix: "192.0.2.0/24", other: bgp.StateEstablished,
+			err: "prefix 192.0.2.0/24 is used by other neighbors: 192.0.2.3 (established)", keys: []string{"20/21", "80/81", "90/91"}},
+		{name: "prefix named, an unmanaged neighbor in it", prefix: "192.0.2.0/24", other: bgp.StateActive,
+			err: "prefix 192.0.2.0/24 is used by other neighbors: 192.0.2.3 (not managed by aokeyd)", keys: []string{"20/21", "80/81", "90/91"}},
+		{name: "prefix without the peer", prefix: "198.51.100.0/24", err: "prefix 198.51.100.0/24 does not contain the peer 192.0.2.2",
+			keys: []string{"20/21", "80/81", "90/91"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, k1, _, _ := testKeys()
+				e := newEnv(t, envOptions{keys: []testKey{k1}})
+				e.waitKeys("listener", e.lis, ids(k1))
+				if tc.other != bgp.StateUnknown {
+					e.sp.Set(bgp.PeerInfo{Neighbor: other, Local: localAddr, State: tc.other, PeerASN: 65003})
+				}
+				wide := foreignKey(90, 91)
+				wide.Peer = netip.MustParsePrefix("192.0.2.0/24")
+				addKey(t, e.lis, wide)
+				addKey(t, e.lis, foreignKey(80, 81))
+				res, err := e.d.Adopt(context.Background(), control.AdoptRequest{Peer: peerAddr.String(), Prefix: tc.prefix})
+				switch {
+				case tc.err == "" && err != nil:
+					t.Fatalf("Adopt: %v", err)
+				case tc.err != "" && (err == nil || !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), tc.err)):
+					t.Fatalf("Adopt = %v, want an invalid request saying %q", err, tc.err)
+				}
+				list := func(ks []control.AdoptedKey) []string {
+					out := []string{}
+					for _, k := range ks {
+						out = append(out, k.Prefix+" "+foreignK(k.SendID, k.RecvID))
+					}
+					return out
+				}
+				if tc.err == "" {
+					if got := list(res.Adopted); !slices.Equal(got, tc.adopted) {
+						t.Errorf("adopted %v, want %v", got, tc.adopted)
+					}
+					if got := list(res.Left); !slices.Equal(got, tc.left) {
+						t.Errorf("left %v, want %v", got, tc.left)
+					}
+				}
+				// What was adopted is aokeyd's and not desired: retired.
+				// The rest stays.
+				e.waitFor("the adopted keys retired", func() bool { return len(keyIDs(t, e.lis)) <= len(tc.keys) })
+				for range 5 {
+					e.d.Kick()
+					e.quiet(time.Second)
+				}
+				if got := keyIDs(t, e.lis); !slices.Equal(got, tc.keys) {
+					t.Errorf("listener keys %v, want %v", got, tc.keys)
 				}
 			})
 		})
