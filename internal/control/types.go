@@ -311,6 +311,10 @@ type RevokeSocket struct {
 	Action      SocketAction `json:"action"`
 	Replacement string       `json:"replacement,omitempty"`
 	Error       string       `json:"error,omitempty"`
+	// Warning: something the operator should know that is no failure of
+	// the revoke (a key under the revoked key's IDs with other material:
+	// not the revoked key, so kept). Never any key material.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Failed reports whether the revoke left the key somewhere, failed on a
