@@ -53,7 +53,8 @@ type planner struct {
 // its lifetime, edited in place, missing from the source): a key in use —
 // on an established socket Current_key, RNext_key or a key the peer sent
 // with (pkt_good > 0); on a listener a key that Observed.Carried names — is
-// deleted only when it is revoked, listed in Desired.Replace (an operator
+// deleted only when it is revoked (Desired.Revoked names its reference and
+// its material), listed in Desired.Replace (an operator
 // approved its new material) or, on an established socket, listed in
 // Desired.Retire (the roll proved the peer moved off it). Otherwise it
 // stays: Deferred when a roll on the socket can move the peer off it, else
@@ -115,7 +116,7 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	p.emitDeletes()
 	if mutantRevokeSkipsListener && p.listen {
 		p.sp.Ops = slices.DeleteFunc(p.sp.Ops, func(op Op) bool {
-			return op.Kind == OpDel && slices.ContainsFunc(d.Revoked, func(r tcpao.KeyRef) bool {
+			return op.Kind == OpDel && slices.ContainsFunc(d.Revoked, func(r RevokedKey) bool {
 				return r.SendID == op.Del.SendID && r.RecvID == op.Del.RecvID
 			})
 		})
@@ -161,7 +162,7 @@ func (p *planner) load(o Observed) {
 		if di := find(e.ref); di >= 0 && sameMaterial(&keys[di].Key, ki) {
 			e.d = di
 		}
-		e.revoked = p.names(p.d.Revoked, e.ref)
+		e.revoked = p.revoked(ki, e.ref)
 		e.approved = p.names(p.d.Replace, e.ref)
 		e.frozen = !e.revoked && len(p.d.Frozen) > 0 && p.frozen(e.ref) && find(e.ref) < 0
 		if p.d.Owner != nil && e.d < 0 && !p.d.Owner.Owns(*ki) {
@@ -192,6 +193,21 @@ func (p *planner) load(o Observed) {
 func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 	for _, x := range list {
 		if x = normRef(x); x == r || !p.listen && sameSessionKey(x, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// revoked reports whether Desired.Revoked names the observed key ki (its
+// reference r normalised): as names does, and with its material. A key
+// under a revoked reference with other material is not the revoked key.
+func (p *planner) revoked(ki *tcpao.KeyInfo, r tcpao.KeyRef) bool {
+	for _, x := range p.d.Revoked {
+		if x.Fingerprint != ki.Fingerprint {
+			continue
+		}
+		if n := normRef(x.KeyRef); n == r || !p.listen && sameSessionKey(n, r) {
 			return true
 		}
 	}

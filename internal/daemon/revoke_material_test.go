@@ -103,3 +103,41 @@ func holds(t *testing.T, s *tcpaotest.Sock, ref tcpao.KeyRef, fp tcpao.Fingerpri
 		return k.Peer == ref.Peer && k.SendID == ref.SendID && k.RecvID == ref.RecvID && k.Fingerprint == fp
 	})
 }
+
+// TestRevokeLeavesEditedKey: the key source edits k1 in place (new
+// material under its IDs, held back: the installed k1 stays, ReasonEdited),
+// then the operator revokes k1. The revoked key is the new material, never
+// installed; the installed key under its IDs is other material, so it
+// stays on the session and the listener through the passes after the
+// revoke (the rotator's revocation path, Desired.Revoked, matches material
+// too). On the tree before, the pass after the revoke force-deleted it by
+// its IDs.
+func TestRevokeLeavesEditedKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, k1, k2, _ := testKeys()
+		e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
+		e.waitKeys("listener", e.lis, ids(k1, k2))
+		e.up(ids(k1, k2), k2, k1)
+		old := k1.mkt()
+		fp := old.Secret.Fingerprint()
+		old.Zero()
+		edited := k1
+		edited.secret = "daemon-test-secret-k1-edited-Qw3"
+		e.keys = append(e.keys, edited)
+		e.refreshWith(edited, k2)
+		e.d.Kick()
+		e.quiet(time.Second)
+		if _, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name}); err != nil {
+			t.Fatalf("Revoke: %v", err)
+		}
+		for range 5 {
+			e.d.Kick()
+			e.quiet(time.Second)
+		}
+		for name, s := range map[string]*tcpaotest.Sock{"listener": e.lis, "session": e.acc} {
+			if !holds(t, s, tcpao.KeyRef{Peer: peerHost, SendID: k1.send, RecvID: k1.recv}, fp) {
+				t.Errorf("%s keys %v: the installed k1 (other material than the revoked edit) was deleted", name, keyIDs(t, s))
+			}
+		}
+	})
+}
