@@ -24,6 +24,16 @@ func mkKey(peer string, send, recv uint8, sec string) tcpao.Key {
 
 func dk(k tcpao.Key) DesiredKey { return DesiredKey{Key: k} }
 
+// revokedOf lists keys as Desired.Revoked names them: reference and
+// material.
+func revokedOf(keys ...tcpao.Key) []RevokedKey {
+	out := make([]RevokedKey, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, RevokedKey{KeyRef: k.KeyRef, Fingerprint: k.Secret.Fingerprint()})
+	}
+	return out
+}
+
 func observe(t testing.TB, s tcpao.Socket) Observed {
 	t.Helper()
 	o, err := Observe(s, ReadFull)

@@ -53,7 +53,8 @@ type planner struct {
 // its lifetime, edited in place, missing from the source): a key in use —
 // on an established socket Current_key, RNext_key or a key the peer sent
 // with (pkt_good > 0); on a listener a key that Observed.Carried names — is
-// deleted only when it is revoked, listed in Desired.Replace (an operator
+// deleted only when it is revoked (Desired.Revoked names its reference and
+// its material), listed in Desired.Replace (an operator
 // approved its new material) or, on an established socket, listed in
 // Desired.Retire (the roll proved the peer moved off it). Otherwise it
 // stays: Deferred when a roll on the socket can move the peer off it, else
@@ -115,7 +116,7 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	p.emitDeletes()
 	if mutantRevokeSkipsListener && p.listen {
 		p.sp.Ops = slices.DeleteFunc(p.sp.Ops, func(op Op) bool {
-			return op.Kind == OpDel && slices.ContainsFunc(d.Revoked, func(r tcpao.KeyRef) bool {
+			return op.Kind == OpDel && slices.ContainsFunc(d.Revoked, func(r RevokedKey) bool {
 				return r.SendID == op.Del.SendID && r.RecvID == op.Del.RecvID
 			})
 		})
@@ -161,7 +162,7 @@ func (p *planner) load(o Observed) {
 		if di := find(e.ref); di >= 0 && sameMaterial(&keys[di].Key, ki) {
 			e.d = di
 		}
-		e.revoked = p.names(p.d.Revoked, e.ref)
+		e.revoked = p.revoked(ki, e.ref)
 		e.approved = p.names(p.d.Replace, e.ref)
 		e.frozen = !e.revoked && len(p.d.Frozen) > 0 && p.frozen(e.ref) && find(e.ref) < 0
 		if p.d.Owner != nil && e.d < 0 && !p.d.Owner.Owns(*ki) {
@@ -185,27 +186,6 @@ func (p *planner) load(o Observed) {
 		}
 		p.entries = append(p.entries, e)
 	}
-}
-
-// names reports whether list names the observed key r (normalised): the
-// same reference, or on an established socket the same session key.
-func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
-	for _, x := range list {
-		if x = normRef(x); x == r || !p.listen && sameSessionKey(x, r) {
-			return true
-		}
-	}
-	return false
-}
-
-// frozen reports whether a Desired.Frozen range covers the observed key r.
-func (p *planner) frozen(r tcpao.KeyRef) bool {
-	for _, k := range p.d.Frozen {
-		if k.Covers(r) {
-			return true
-		}
-	}
-	return false
 }
 
 // mayRemove is the never-strand rule, the one check every delete the
@@ -253,25 +233,6 @@ func (p *planner) edited(j addJob, o *Observed) bool {
 		}
 	}
 	return false
-}
-
-// sameSessionKey reports whether a and b (normalised) name the same key on
-// an established socket: the same IDs and L3 device, and overlapping peer
-// prefixes (a key inherited from a listener carries the binding's prefix,
-// a desired one may name the peer's host prefix).
-func sameSessionKey(a, b tcpao.KeyRef) bool {
-	return a.SendID == b.SendID && a.RecvID == b.RecvID && a.IfIndex == b.IfIndex && prefixesOverlap(a.Peer, b.Peer)
-}
-
-func sameMaterial(k *tcpao.Key, ki *tcpao.KeyInfo) bool {
-	ml := func(m uint8) uint8 {
-		if m == 0 {
-			return tcpao.DefaultMACLen
-		}
-		return m
-	}
-	return k.Algorithm == ki.Algorithm && ml(k.MACLen) == ml(ki.MACLen) &&
-		k.ExcludeOptions == ki.ExcludeOptions && k.Secret.Fingerprint() == ki.Fingerprint
 }
 
 // undesired counts the observed keys that are not desired as they are: the

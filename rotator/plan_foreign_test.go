@@ -61,7 +61,7 @@ func TestPlanForeign(t *testing.T) {
 	}, {
 		name: "listener: a revoke or an approval of aokeyd's names no foreign key",
 		sock: func() *testSock { s := newListener(); setup(s.AddKey(fa, tcpao.AddOptions{})); return s },
-		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}, Replace: []tcpao.KeyRef{a.KeyRef}, Owner: owning(a, b)},
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: revokedOf(a), Replace: []tcpao.KeyRef{a.KeyRef}, Owner: owning(a, b)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
 			"kept send=1 recv=1 peer=192.0.2.1/32 (foreign)",

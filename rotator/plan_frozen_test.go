@@ -27,16 +27,16 @@ func TestPlanFrozen(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		frozen  []KeyRange
-		revoked []tcpao.KeyRef
+		revoked []tcpao.Key
 		dels    []uint8 // SendIDs deleted
 	}{
 		{"not frozen: every undesired key goes", nil, nil, []uint8{1, 2, 3, 4}},
 		{"frozen binding's keys stay", frozen, nil, []uint8{3, 4}},
 		{"frozen on any device", []KeyRange{{Prefix: netip.MustParsePrefix("10.0.0.0/24"), AnyDevice: true}}, nil, []uint8{3}},
-		{"a revoked key goes though frozen", frozen, []tcpao.KeyRef{inRange.KeyRef}, []uint8{1, 3, 4}},
+		{"a revoked key goes though frozen", frozen, []tcpao.Key{inRange}, []uint8{1, 3, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Desired{Kind: Listening, Socket: "listen 0.0.0.0:179", Keys: []DesiredKey{dk(want)}, Frozen: tc.frozen, Revoked: tc.revoked}
+			d := Desired{Kind: Listening, Socket: "listen 0.0.0.0:179", Keys: []DesiredKey{dk(want)}, Frozen: tc.frozen, Revoked: revokedOf(tc.revoked...)}
 			sp := PlanSocket(d, obs)
 			var dels []uint8
 			adds := 0

@@ -67,7 +67,7 @@ func TestPlanSocket(t *testing.T) {
 	}, {
 		name: "listener key a session carries goes when revoked",
 		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
-		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(b)}, Revoked: revokedOf(a)},
 		carr: []tcpao.KeyRef{a.KeyRef},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
@@ -124,7 +124,7 @@ func TestPlanSocket(t *testing.T) {
 	}, {
 		name: "established revoked current is force-deleted naming its replacement",
 		sock: func() *testSock { return newEstablished(a) },
-		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: revokedOf(a)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
 			"set rnext=2 (rnext)",
@@ -180,7 +180,7 @@ func TestPlanSocket(t *testing.T) {
 	}, {
 		name: "established revoked key inherited with the binding's prefix is force-deleted",
 		sock: func() *testSock { return newEstablished(a64) },
-		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: []tcpao.KeyRef{a.KeyRef}},
+		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(b)}, Revoked: revokedOf(a)},
 		want: []string{
 			"add send=2 recv=2 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (new)",
 			"set rnext=2 (rnext)",
@@ -281,7 +281,7 @@ func fleetInputs(t *testing.T) []Input {
 		{Desired: lisD, Observed: observe(t, lis)},
 		{Desired: Desired{Socket: SocketID("peer " + pRoll), Keys: []DesiredKey{dk(old(pRoll)), dk(nw(pRoll))}, WantCurrent: ID(2), WantRNext: ID(2)}, Observed: observe(t, roll)},
 		{Desired: Desired{Socket: SocketID("peer " + pSteady), Keys: []DesiredKey{dk(old(pSteady))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, steady)},
-		{Desired: Desired{Socket: SocketID("peer " + pRevoke), Keys: []DesiredKey{dk(nw(pRevoke))}, WantCurrent: ID(2), WantRNext: ID(2), Revoked: []tcpao.KeyRef{old(pRevoke).KeyRef}}, Observed: observe(t, revoke)},
+		{Desired: Desired{Socket: SocketID("peer " + pRevoke), Keys: []DesiredKey{dk(nw(pRevoke))}, WantCurrent: ID(2), WantRNext: ID(2), Revoked: revokedOf(old(pRevoke))}, Observed: observe(t, revoke)},
 		{Desired: Desired{Socket: SocketID("peer " + pLeak), Keys: []DesiredKey{dk(mkKey(pLeak, 1, 1, "alpha-rotated")), dk(nw(pLeak))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, leak)},
 	}
 }

@@ -92,8 +92,13 @@ func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
 	}
 	for _, o := range obs {
 		desired := slices.ContainsFunc(d.Keys, func(k DesiredKey) bool { return normRef(k.KeyRef) == o.KeyRef })
-		if !desired && r.IntN(3) == 0 {
-			d.Revoked = append(d.Revoked, o.KeyRef)
+		switch {
+		case desired:
+		case r.IntN(3) == 0:
+			d.Revoked = append(d.Revoked, RevokedKey{KeyRef: o.KeyRef, Fingerprint: o.Fingerprint})
+		case r.IntN(4) == 0:
+			// The key's reference with other material: not the key.
+			d.Revoked = append(d.Revoked, RevokedKey{KeyRef: o.KeyRef, Fingerprint: tcpao.Fingerprint{0xff}})
 		}
 		// The never-strand rule's inputs: keys a listener's sessions
 		// carry, keys a roll proved the peer moved off (Retire) and
@@ -151,8 +156,8 @@ func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 			lastAdd = i
 		}
 	}
-	revoked := func(r tcpao.KeyRef) bool {
-		return slices.ContainsFunc(d.Revoked, func(x tcpao.KeyRef) bool { return normRef(x) == r })
+	revoked := func(k tcpao.KeyInfo) bool {
+		return slices.ContainsFunc(d.Revoked, func(x RevokedKey) bool { return normRef(x.KeyRef) == k.KeyRef && x.Fingerprint == k.Fingerprint })
 	}
 	for i, op := range sp.Ops {
 		if op.Kind == OpDel {
@@ -199,7 +204,7 @@ func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 				return fmt.Errorf("op %d: established socket left without current/rnext", i+1)
 			}
 			for _, k := range ks {
-				if k.IsCurrent && revoked(k.KeyRef) && op.Kind == OpDel && op.Del.SetCurrent {
+				if k.IsCurrent && revoked(k) && op.Kind == OpDel && op.Del.SetCurrent {
 					return fmt.Errorf("op %d: forced delete made revoked key %s current", i+1, k.KeyRef)
 				}
 			}
@@ -295,6 +300,13 @@ func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 // longer desired is reported (deferred, blocked or kept).
 func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
 	listen := d.Kind == Listening
+	// revokedAs: list names k, its reference and its material.
+	revokedAs := func(list []RevokedKey, k tcpao.KeyInfo) bool {
+		return slices.ContainsFunc(list, func(x RevokedKey) bool {
+			n := normRef(x.KeyRef)
+			return x.Fingerprint == k.Fingerprint && (n == k.KeyRef || !listen && sameSessionKey(n, k.KeyRef))
+		})
+	}
 	lists := func(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 		return slices.ContainsFunc(list, func(x tcpao.KeyRef) bool {
 			x = normRef(x)
@@ -311,7 +323,7 @@ func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
 		for _, k := range before.Keys {
 			switch {
 			case op.Kind == OpDel && normRef(op.Del.KeyRef) == k.KeyRef && inUse(k):
-				ok := lists(d.Revoked, k.KeyRef) || lists(d.Replace, k.KeyRef) || !listen && lists(d.Retire, k.KeyRef)
+				ok := revokedAs(d.Revoked, k) || lists(d.Replace, k.KeyRef) || !listen && lists(d.Retire, k.KeyRef)
 				if !ok {
 					return fmt.Errorf("op %d (%s): removes key %s in use without an operator action or a proven retire", i+1, op.Line(), k.KeyRef)
 				}

@@ -180,7 +180,7 @@ func (r *replay) desired(i, phase int) Desired {
 		d.Keys = append(d.Keys, dk(k))
 	}
 	if phase == 3 {
-		d.Revoked = []tcpao.KeyRef{r.modelKey(i, modelA).KeyRef}
+		d.Revoked = revokedOf(r.modelKey(i, modelA))
 	}
 	return d
 }

@@ -155,7 +155,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 func (m *machine) keptFrom(obs *Observed) {
 	var kept []Held
 	for _, r := range CarriedKeys(*obs) {
-		if m.desires(r) || slices.ContainsFunc(m.desired.Revoked, func(x tcpao.KeyRef) bool { return sameSessionKey(normRef(x), normRef(r)) }) {
+		if m.desires(r) || slices.ContainsFunc(m.desired.Revoked, func(x RevokedKey) bool { return sameSessionKey(normRef(x.KeyRef), normRef(r)) }) {
 			continue
 		}
 		kept = append(kept, Held{Ref: r, Why: ReasonCarried,

@@ -93,8 +93,10 @@ type Desired struct {
 	// Replace, the only keys a forced delete may remove from an
 	// established socket while they are Current_key, and with Retire the
 	// only keys in use (see PlanSocket's never-strand rule) that may go at
-	// all.
-	Revoked []tcpao.KeyRef
+	// all. A revoked key is its reference and its material: an installed
+	// key under the reference with other material is another key (an
+	// operator's own, material edited in place), not revoked.
+	Revoked []RevokedKey
 	// Retire lists keys of an established socket that the roll proved the
 	// peer has stopped sending with (the retire step: the new key's
 	// pkt_good rose after the grace period and theirs did not): in use by
@@ -119,6 +121,13 @@ type Desired struct {
 	// whose IDs clash with one is not added (ReasonForeign: blocked). Nil:
 	// every installed key is aokeyd's. Compared by identity (Same).
 	Owner Ownership
+}
+
+// RevokedKey is one Desired.Revoked entry: the key's reference and the
+// fingerprint of its material (tcpao.Secret.Fingerprint).
+type RevokedKey struct {
+	tcpao.KeyRef
+	Fingerprint tcpao.Fingerprint
 }
 
 // Ownership tells aokeyd's installed keys from foreign ones (Desired.Owner).

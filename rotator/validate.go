@@ -14,7 +14,7 @@ func validateDesired(d *Desired) error {
 			return fmt.Errorf("socket %s: desired key %s: %w", d.Socket, k.KeyRef, err)
 		}
 		for _, r := range d.Revoked {
-			if normRef(r) == normRef(k.KeyRef) {
+			if normRef(r.KeyRef) == normRef(k.KeyRef) {
 				return fmt.Errorf("socket %s: desired key %s is revoked", d.Socket, k.KeyRef)
 			}
 		}

@@ -89,6 +89,7 @@ func TestCommandsAgainstDaemon(t *testing.T) {
 		{"revoke", []string{"revoke", "core/2026-11"}, exitOK, "revoke.golden"},
 		{"revoke json", []string{"revoke", "core/2026-11", "--peer", "192.0.2.3", "--json"}, exitOK, "revoke.json.golden"},
 		{"revoke unknown", []string{"revoke", "core/1999-01"}, exitError, ""},
+		{"adopt prefix", []string{"adopt", "192.0.2.2", "--prefix", "192.0.2.0/24"}, exitOK, "adopt-prefix.golden"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

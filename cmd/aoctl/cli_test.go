@@ -68,6 +68,7 @@ func TestCLISurface(t *testing.T) {
 		[]string{"replace", "core/k1"},
 		[]string{"adopt"},
 		[]string{"adopt", "192.0.2.2", "--vrf", "blue"},
+		[]string{"adopt", "192.0.2.2", "--prefix"},
 		[]string{"migrate"},
 		[]string{"migrate", "192.0.2.2", "--all"},
 		[]string{"migrate", "--all", "--at", "soon"},

@@ -339,9 +339,16 @@ func (d *testDaemon) Replace(_ context.Context, req control.ReplaceRequest) (con
 	return res, nil
 }
 
-// Adopt finds nothing to adopt: the in-memory daemon installed every key.
+// Adopt finds nothing to adopt of the peer's host prefix: the in-memory
+// daemon installed every key. A wider prefix named has a foreign key on
+// the listener (adopted), and the session a host key (left).
 func (d *testDaemon) Adopt(_ context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
-	return control.AdoptResult{Peer: req.Peer, VRF: req.VRF, Adopted: []control.AdoptedKey{}}, nil
+	res := control.AdoptResult{Peer: req.Peer, VRF: req.VRF, Adopted: []control.AdoptedKey{}}
+	if req.Prefix != "" {
+		res.Adopted = append(res.Adopted, control.AdoptedKey{Socket: "listener 192.0.2.1:179", Prefix: req.Prefix, SendID: 90, RecvID: 91})
+		res.Left = append(res.Left, control.AdoptedKey{Socket: "session", Prefix: req.Peer + "/32", SendID: 80, RecvID: 81})
+	}
+	return res, nil
 }
 
 func (d *testDaemon) Migrate(_ context.Context, req control.MigrateRequest) (control.MigrateResult, error) {

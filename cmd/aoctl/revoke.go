@@ -69,7 +69,11 @@ not in the control socket's admin group.
 		if len(res.Sockets) > 0 {
 			t := newTable(a.stdout, "", "SOCKET", "PEER", "ACTION", "REPLACEMENT", "ERROR")
 			for _, s := range res.Sockets {
-				t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Replacement), dash(s.Error))
+				msg := s.Error
+				if msg == "" && s.Warning != "" {
+					msg = "warning: " + s.Warning // not a failure: the revoked key is not there
+				}
+				t.row(s.Socket, dash(s.Peer), string(s.Action), dash(s.Replacement), dash(msg))
 			}
 			t.flush()
 		}

@@ -132,7 +132,7 @@ func replaceArgs(req ReplaceRequest) []any {
 }
 
 func adoptArgs(req AdoptRequest) []any {
-	return []any{"peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF)}
+	return []any{"peer", shownPeer(req.Peer), "vrf", shownVRF(req.VRF), "prefix", shownPrefix(req.Prefix)}
 }
 
 func migrateArgs(req MigrateRequest) []any {

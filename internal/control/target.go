@@ -38,6 +38,14 @@ func shownVRF(s string) string {
 	return "(not a VRF name, not shown)"
 }
 
+// shownPrefix is s for a log line: itself when it is empty or a prefix.
+func shownPrefix(s string) string {
+	if _, err := netip.ParsePrefix(s); s == "" || err == nil {
+		return s
+	}
+	return "(not a prefix, not shown)"
+}
+
 // checkTarget refuses a peer that is set and not an IP address, and a
 // vrf that is set and not a VRF name.
 func checkTarget(peer, vrf string) error {

@@ -331,6 +331,10 @@ type RevokeSocket struct {
 	Action      SocketAction `json:"action"`
 	Replacement string       `json:"replacement,omitempty"`
 	Error       string       `json:"error,omitempty"`
+	// Warning: something the operator should know that is no failure of
+	// the revoke (a key under the revoked key's IDs with other material:
+	// not the revoked key, so kept). Never any key material.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Failed reports whether the revoke left the key somewhere, failed on a
@@ -393,9 +397,16 @@ func (r ReplaceResult) Failed() bool {
 // speaker's listeners (foreign keys, which aokeyd keeps and never changes)
 // to aokeyd, which from then on treats them as its own: kept while
 // desired or carrying the session, retired otherwise.
+//
+// Only keys of the peer's host prefix are taken, unless Prefix names a
+// wider one that contains the peer: then the keys of exactly that prefix
+// are, and the adopt is refused while another neighbor relies on it (an
+// established session of another peer inside it, or a neighbor inside it
+// that aokeyd does not manage).
 type AdoptRequest struct {
-	Peer string `json:"peer"`
-	VRF  string `json:"vrf,omitempty"`
+	Peer   string `json:"peer"`
+	VRF    string `json:"vrf,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // AdoptedKey is one key an adopt handed to aokeyd.
@@ -411,6 +422,10 @@ type AdoptResult struct {
 	Peer    string       `json:"peer"`
 	VRF     string       `json:"vrf,omitempty"`
 	Adopted []AdoptedKey `json:"adopted"`
+	// Left are the foreign keys for the peer under another prefix than
+	// the one adopted (one that contains the peer), left foreign: adopt
+	// without Prefix takes the host prefix's, Prefix names a wider one.
+	Left []AdoptedKey `json:"left,omitempty"`
 }
 
 // MigrateRequest is POST /v1/migrate: move the TCP-MD5 peer Peer (in VRF

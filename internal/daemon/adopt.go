@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -20,6 +22,14 @@ import (
 // carrying the session, retired otherwise, and a clashing one held back as
 // an edit in place (aoctl replace). An explicit operator action: the one
 // way a foreign key becomes aokeyd's to change.
+//
+// It takes exactly the keys of one prefix: the peer's host prefix, or the
+// wider prefix req.Prefix names. A key of a wider prefix serves every
+// neighbor inside it (a listener entry another agent keeps for a range of
+// routers), and retiring it would strand those aokeyd does not manage; so
+// without req.Prefix such keys are only listed (Left), and with it the
+// adopt is refused while another neighbor relies on the prefix
+// (adoptConflicts).
 func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
 	addr, err := netip.ParseAddr(req.Peer)
 	if err != nil {
@@ -32,6 +42,12 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	idx, err := ifIndex(req.VRF)
 	if err != nil {
 		return control.AdoptResult{}, fmt.Errorf("%w: %v", control.ErrInvalid, err)
+	}
+	want := hostPrefix(addr)
+	if req.Prefix != "" {
+		if want, err = d.adoptPrefix(ctx, addr, req); err != nil {
+			return control.AdoptResult{}, err
+		}
 	}
 	res := control.AdoptResult{Peer: addr.String(), VRF: req.VRF, Adopted: []control.AdoptedKey{}}
 	// Every socket's foreign keys are found first, then recorded: a key
@@ -51,8 +67,13 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 		}
 		o := d.owned.owner(ref.PID)
 		for _, k := range obs.Keys {
-			if k.Peer.Contains(addr) && k.IfIndex == idx && !o.Owns(k) {
+			if !k.Peer.Contains(addr) || k.IfIndex != idx || o.Owns(k) {
+				continue
+			}
+			if k.Peer.Masked() == want {
 				all = append(all, found{ref, o, k, where})
+			} else {
+				res.Left = append(res.Left, control.AdoptedKey{Socket: where, Prefix: k.Peer.String(), SendID: k.SendID, RecvID: k.RecvID})
 			}
 		}
 		return nil
@@ -76,7 +97,7 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	}
 	for _, f := range all {
 		k := f.k
-		d.owned.record(f.o.p, f.ref.Cookie, k.SendID, k.RecvID, k.Fingerprint, true)
+		d.owned.record(f.o.p, f.ref.Cookie, k.KeyRef, k.Fingerprint, true)
 		res.Adopted = append(res.Adopted, control.AdoptedKey{Socket: f.at, Prefix: k.Peer.String(), SendID: k.SendID, RecvID: k.RecvID})
 		d.log.Warn("foreign key adopted: aokeyd may now change or retire it", "peer", addr, "vrf", req.VRF,
 			"socket", f.ref.String(), "send_id", k.SendID, "recv_id", k.RecvID)
@@ -89,4 +110,45 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	}
 	d.Kick()
 	return res, nil
+}
+
+// adoptPrefix checks req.Prefix, a prefix the operator names to adopt its
+// keys: it must contain the peer, and no other neighbor of the speaker in
+// the peer's VRF may rely on it: none inside it may have an established
+// session (its socket may carry the key), and none inside it may be one
+// that no binding of the policy covers (aokeyd does not manage it, so
+// nothing would give it a key once the prefix's were retired).
+func (d *Daemon) adoptPrefix(ctx context.Context, addr netip.Addr, req control.AdoptRequest) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(req.Prefix)
+	if err != nil {
+		return p, fmt.Errorf("%w: prefix %q: %v", control.ErrInvalid, req.Prefix, err)
+	}
+	p = p.Masked()
+	if !p.Contains(addr) {
+		return p, fmt.Errorf("%w: prefix %s does not contain the peer %s", control.ErrInvalid, p, addr)
+	}
+	peers, err := d.o.Speaker.Peers(ctx)
+	if err != nil {
+		return p, fmt.Errorf("the speaker's neighbors (to check that no other one relies on %s): %w", p, err)
+	}
+	var uses []string
+	for _, n := range peers {
+		a := n.Neighbor.Unmap()
+		if n.VRF != req.VRF || a == addr || !p.Contains(a) {
+			continue
+		}
+		_, berr := d.policy().BindingFor(a, n.VRF)
+		switch {
+		case n.State == bgp.StateEstablished:
+			uses = append(uses, a.String()+" (established)")
+		case berr != nil:
+			uses = append(uses, a.String()+" (not managed by aokeyd)")
+		}
+	}
+	if len(uses) > 0 {
+		slices.Sort(uses)
+		return p, fmt.Errorf("%w: prefix %s is used by other neighbors: %s; its keys stay foreign (adopting them would let aokeyd retire a key those sessions rely on)",
+			control.ErrInvalid, p, strings.Join(uses, ", "))
+	}
+	return p, nil
 }

@@ -108,7 +108,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	p := d.owned.owner(pid).p
 	for _, k := range cands {
 		tk := k.TCPAOKey(hostPrefix(addr), 0)
-		d.owned.record(p, 0, tk.SendID, tk.RecvID, tk.Secret.Fingerprint(), false)
+		d.owned.record(p, 0, tk.KeyRef, tk.Secret.Fingerprint(), false)
 		keys = append(keys, tk)
 	}
 	return keys, cands[sign].MKT.SendID, cands[sign].MKT.RecvID, true

@@ -66,8 +66,8 @@ type Options struct {
 	// TCP-AO session may take before it rolls back (0: migrate.DefaultBound).
 	MigrationBound time.Duration
 	// OwnedKeysFile records which keys aokeyd installed, across restarts
-	// (owned.go; "" keeps the record in memory: each start takes the keys
-	// whose material is in the key source as aokeyd's).
+	// (owned.go; "" keeps the record in memory: each start is a first
+	// start, where only the desired keys found in place are claimed).
 	OwnedKeysFile string
 	// CarriedKeysFile records the keys each peer's sessions carry, up or
 	// down, across restarts (carried.go; "" keeps them in memory only).
@@ -403,7 +403,6 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 		return nil
 	}
 	d.revoked.apply(s)
-	d.owned.learn(s)
 	return s
 }
 

@@ -17,7 +17,7 @@ func WriteOwnedRecord(path string, pid int, keys ...tcpao.Key) error {
 		return err
 	}
 	for _, k := range keys {
-		l.record(l.owner(pid).p, 0, k.SendID, k.RecvID, k.Secret.Fingerprint(), false)
+		l.record(l.owner(pid).p, 0, k.KeyRef, k.Secret.Fingerprint(), false)
 	}
 	return l.close()
 }

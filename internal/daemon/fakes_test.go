@@ -83,8 +83,9 @@ type countingSocket struct {
 	mu            sync.Mutex
 	reads, writes int
 	// fingerprinted counts the GET_KEYS reads that asked for the keys'
-	// fingerprints (an HMAC of each secret).
-	fingerprinted int
+	// fingerprints (an HMAC of each secret), and wide those of them that
+	// read every key (no KeyFilter.Ref).
+	fingerprinted, wide int
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
@@ -142,6 +143,9 @@ func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	if !f.SkipFingerprint {
 		c.mu.Lock()
 		c.fingerprinted++
+		if f.Ref == nil {
+			c.wide++
+		}
 		c.mu.Unlock()
 	}
 	return c.Socket.Keys(f)
@@ -152,6 +156,13 @@ func (c *countingSocket) keyReads() (reads, fingerprinted int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.reads, c.fingerprinted
+}
+
+// wideReads is how many fingerprinted reads of every key there were so far.
+func (c *countingSocket) wideReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wide
 }
 
 type badSocket struct{}

@@ -20,7 +20,7 @@ func TestListenerWantByDevice(t *testing.T) {
 	}
 	v4 := rotator.Desired{Kind: rotator.Listening,
 		Keys:    []rotator.DesiredKey{key("10.0.0.2/32", 0, 1), key("10.255.0.2/32", 5, 2), key("10.255.0.2/32", 7, 3)},
-		Revoked: []tcpao.KeyRef{key("10.255.0.2/32", 5, 9).KeyRef, key("10.255.0.2/32", 7, 9).KeyRef},
+		Revoked: []rotator.RevokedKey{{KeyRef: key("10.255.0.2/32", 5, 9).KeyRef}, {KeyRef: key("10.255.0.2/32", 7, 9).KeyRef}},
 		Replace: []tcpao.KeyRef{key("10.255.0.2/32", 7, 3).KeyRef},
 	}
 	v6 := rotator.Desired{Kind: rotator.Listening, Keys: []rotator.DesiredKey{key("2001:db8::2/128", 7, 4)}}

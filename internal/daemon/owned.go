@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -28,12 +27,15 @@ import (
 //     are wrapped (ownedSocket) and each successful TCP_AO_ADD_KEY adds a
 //     record, and the keys ConnectKeys hands the connect guard (which adds
 //     them on the speaker's new socket) are recorded before they leave.
-//   - A key is aokeyd's when its IDs and fingerprint were recorded for the
-//     speaker process whose socket holds it, on any of that process's
-//     sockets: the kernel copies a listener's keys onto the sockets it
-//     accepts, so a session's inherited keys are the listener's, and a
-//     copy of a key aokeyd deleted (the del_async race) stays aokeyd's,
-//     to be retired. A copy of a foreign key is foreign.
+//   - A key is aokeyd's when its peer prefix, IDs and fingerprint were
+//     recorded for the speaker process whose socket holds it, on any of
+//     that process's sockets: the kernel copies a listener's keys onto the
+//     sockets it accepts (prefix included), so a session's inherited keys
+//     are the listener's, and a copy of a key aokeyd deleted (the
+//     del_async race) stays aokeyd's, to be retired. A copy of a foreign
+//     key is foreign, and so is another agent's key that reuses one of
+//     aokeyd's IDs and material for another peer. A row of a record
+//     written before the prefix was kept has none: it matches any peer.
 //   - Records are never dropped while their speaker process lives (a
 //     delete does not drop one: copies may remain); a process that is gone
 //     (its pid absent or started at another time) loses its records at
@@ -48,9 +50,16 @@ import (
 //     on that socket is claimed as aokeyd's (rotator.Claimer; it is what
 //     aokeyd would install there). One that is no longer desired by then
 //     is foreign: kept (never deleted), and adoptable.
-//   - Upgrading (no record yet, or one under another fingerprint key): the
-//     keys whose material is in the key source when aokeyd starts are
-//     aokeyd's (recorded when first seen); others are foreign.
+//   - Upgrading (no record yet, or one under another fingerprint key): no
+//     key is aokeyd's but the ones it installs and the ones the planner
+//     claims (rotator.Claimer): IDs, material and peer prefix of a key
+//     desired on that socket (on a session, a prefix overlapping the
+//     desired one's, as the planner matches a session's keys). Material
+//     alone proves nothing: another agent may install a key of the key
+//     source for a peer aokeyd does not manage, or under other IDs, and
+//     that key stays foreign (kept, adoptable). A key aokeyd installed
+//     before the upgrade that is no longer desired is foreign too: kept,
+//     never deleted, until aoctl adopt hands it over.
 
 // procID names a speaker process across pid reuse: its pid and its start
 // time (clock ticks since boot, /proc/PID/stat field 22; 0 when unknown).
@@ -59,11 +68,19 @@ type procID struct {
 	Start uint64
 }
 
-// ownKey is one recorded key: IDs and material on one speaker process.
+// ownKey is one recorded key: peer prefix, IDs and material on one
+// speaker process. Peer is masked; invalid in a row recorded without a
+// prefix (an older record), which stands for any peer.
 type ownKey struct {
 	Proc           procID
+	Peer           netip.Prefix
 	SendID, RecvID uint8
 	FP             tcpao.Fingerprint
+}
+
+// ownKeyOf is the ownKey of the key r with material fp on process p.
+func ownKeyOf(p procID, r tcpao.KeyRef, fp tcpao.Fingerprint) ownKey {
+	return ownKey{Proc: p, Peer: r.Peer.Masked(), SendID: r.SendID, RecvID: r.RecvID, FP: fp}
 }
 
 // ownRec is what the record keeps of one ownKey.
@@ -87,8 +104,7 @@ type ledger struct {
 	mu        sync.Mutex
 	keys      map[ownKey]*ownRec
 	owners    map[int]*procOwner                   // by pid
-	bootstrap bool                                 // no usable record at start: known material is aokeyd's
-	known     map[tcpao.Fingerprint]bool           // bootstrap: the key source's material
+	bootstrap bool                                 // no usable record at start: only claims and installs are aokeyd's
 	md5       map[netip.Prefix][]tcpao.Fingerprint // TCP-MD5 passwords installed (owned_md5.go)
 	dirty     bool
 	timer     *time.Timer
@@ -114,6 +130,7 @@ type ledgerFile struct {
 type ledgerRow struct {
 	PID         int       `json:"pid"`
 	Start       uint64    `json:"start"`
+	Peer        string    `json:"peer,omitempty"` // "": recorded before prefixes were (any peer)
 	SendID      uint8     `json:"send_id"`
 	RecvID      uint8     `json:"recv_id"`
 	Fingerprint string    `json:"fingerprint"`
@@ -147,11 +164,11 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 	}
 	b, err := loadOwned(path, log)
 	if err != nil {
-		return nil, fmt.Errorf("ownership record %w (move both aside to start afresh: keys whose material is in the key source are then aokeyd's)", err)
+		return nil, fmt.Errorf("ownership record %w (move both aside to start afresh: keys found in place are then aokeyd's only where they are exactly a desired key)", err)
 	}
 	if b == nil {
 		l.bootstrap = true
-		log.Info("no ownership record yet: keys whose material is in the key source are taken as aokeyd's", "file", path)
+		log.Info("no ownership record yet: keys found in place are aokeyd's only where they are exactly a desired key (IDs, material, peer); others are kept as foreign", "file", path)
 		return l, nil
 	}
 	var f ledgerFile
@@ -160,7 +177,7 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 	}
 	if f.Check != checkValue() {
 		l.bootstrap = true
-		log.Warn("the ownership record was written under another fingerprint key: starting afresh (keys whose material is in the key source are aokeyd's)", "file", path)
+		log.Warn("the ownership record was written under another fingerprint key: starting afresh (keys found in place are aokeyd's only where they are exactly a desired key)", "file", path)
 		return l, nil
 	}
 	alive := map[int]uint64{}
@@ -178,6 +195,12 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 			continue // that speaker process is gone
 		}
 		k := ownKey{Proc: procID{r.PID, r.Start}, SendID: r.SendID, RecvID: r.RecvID}
+		if r.Peer != "" {
+			if k.Peer, err = netip.ParsePrefix(r.Peer); err != nil {
+				return nil, fmt.Errorf("ownership record %s: keys[%d].peer: %w", path, i, err)
+			}
+			k.Peer = k.Peer.Masked()
+		}
 		copy(k.FP[:], fp)
 		l.keys[k] = &ownRec{Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
 	}
@@ -211,25 +234,6 @@ func procStart(pid int) uint64 {
 	}
 	v, _ := strconv.ParseUint(f[19], 10, 64) // field 22
 	return v
-}
-
-// learn gives an upgrading ledger the key source's material; a ledger that
-// loaded its record ignores it.
-func (l *ledger) learn(snap *keystore.Snapshot) {
-	if l == nil {
-		return // a Daemon built by a test without New
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.bootstrap || l.known != nil || snap == nil {
-		return
-	}
-	l.known = map[tcpao.Fingerprint]bool{}
-	for _, c := range snap.Chains {
-		for _, m := range c.Keys {
-			l.known[m.Secret.Fingerprint()] = true
-		}
-	}
 }
 
 // owner is the Ownership of the keys on a socket of process pid: the same
@@ -266,12 +270,12 @@ func (l *ledger) wrap(ref sockets.Ref, s tcpao.Socket) tcpao.Socket {
 	return ownedSocket{Socket: s, l: l, p: l.owner(ref.PID).p, cookie: ref.Cookie}
 }
 
-// record notes that aokeyd installed (or adopted) k on socket cookie of
-// process p.
-func (l *ledger) record(p procID, cookie uint64, send, recv uint8, fp tcpao.Fingerprint, adopted bool) {
+// record notes that aokeyd installed (or adopted) the key r with material
+// fp on socket cookie of process p.
+func (l *ledger) record(p procID, cookie uint64, r tcpao.KeyRef, fp tcpao.Fingerprint, adopted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recordLocked(ownKey{Proc: p, SendID: send, RecvID: recv, FP: fp}, cookie, adopted)
+	l.recordLocked(ownKeyOf(p, r, fp), cookie, adopted)
 }
 
 func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
@@ -306,19 +310,20 @@ func (l *ledger) changedLocked() {
 	l.timer = time.AfterFunc(flushDelay, func() { _ = l.flush() })
 }
 
-// owns reports whether k, read from a socket of process p, is aokeyd's.
+// owns reports whether k, read from a socket of process p, is aokeyd's:
+// recorded (installed, adopted or claimed). Without a record (bootstrap)
+// nothing else is: a desired key in place is claimed by the planner
+// (procOwner.Claim), which alone knows what is desired on the socket.
 func (l *ledger) owns(p procID, k tcpao.KeyInfo) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ok := ownKey{Proc: p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
+	ok := ownKeyOf(p, k.KeyRef, k.Fingerprint)
 	if _, found := l.keys[ok]; found {
 		return true
 	}
-	if l.bootstrap && l.known[k.Fingerprint] {
-		l.recordLocked(ok, 0, false)
-		return true
-	}
-	return false
+	ok.Peer = netip.Prefix{} // an older record's row: any peer
+	_, found := l.keys[ok]
+	return found
 }
 
 // flush writes the record if it changed.
@@ -331,8 +336,12 @@ func (l *ledger) flush() error {
 	}
 	f := ledgerFile{Version: 1, Check: checkValue(), MD5: l.md5Rows()}
 	for k, r := range l.keys {
-		f.Keys = append(f.Keys, ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
-			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted})
+		row := ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+		if k.Peer.IsValid() {
+			row.Peer = k.Peer.String()
+		}
+		f.Keys = append(f.Keys, row)
 	}
 	l.dirty = false
 	l.mu.Unlock()
@@ -363,6 +372,8 @@ func cmpRows(a, b ledgerRow) int {
 		return int(a.SendID) - int(b.SendID)
 	case a.RecvID != b.RecvID:
 		return int(a.RecvID) - int(b.RecvID)
+	case a.Peer != b.Peer:
+		return strings.Compare(a.Peer, b.Peer)
 	}
 	return strings.Compare(a.Fingerprint, b.Fingerprint)
 }
@@ -407,7 +418,7 @@ var _ rotator.Claimer = (*procOwner)(nil)
 func (o *procOwner) Claim(k tcpao.KeyInfo) {
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
-	ok := ownKey{Proc: o.p, SendID: k.SendID, RecvID: k.RecvID, FP: k.Fingerprint}
+	ok := ownKeyOf(o.p, k.KeyRef, k.Fingerprint)
 	if _, found := o.l.keys[ok]; !found {
 		o.l.recordLocked(ok, 0, false)
 	}
@@ -425,7 +436,7 @@ type ownedSocket struct {
 func (s ownedSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	err := s.Socket.AddKey(k, o)
 	if err == nil {
-		s.l.record(s.p, s.cookie, k.SendID, k.RecvID, k.Secret.Fingerprint(), false)
+		s.l.record(s.p, s.cookie, k.KeyRef, k.Secret.Fingerprint(), false)
 	}
 	return err
 }

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,15 +35,21 @@ func TestLedgerRecord(t *testing.T) {
 	}
 	a := tcpao.NewSecret([]byte("key a of 16 bytes")).Fingerprint()
 	b := tcpao.NewSecret([]byte("key b of 16 bytes")).Fingerprint()
+	host := netip.MustParsePrefix("192.0.2.2/32")
+	ref := func(send uint8) tcpao.KeyRef { return tcpao.KeyRef{Peer: host, SendID: send, RecvID: send} }
 	info := func(send uint8, fp tcpao.Fingerprint) tcpao.KeyInfo {
-		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{SendID: send, RecvID: send}, Fingerprint: fp}
+		return tcpao.KeyInfo{KeyRef: ref(send), Fingerprint: fp}
+	}
+	otherPeer := func(k tcpao.KeyInfo) tcpao.KeyInfo {
+		k.Peer = netip.MustParsePrefix("198.51.100.9/32")
+		return k
 	}
 	l := reopen()
 	if !l.bootstrap {
 		t.Fatal("no record yet: want the upgrade rule")
 	}
-	l.record(l.owner(100).p, 11, 1, 1, a, false)
-	l.record(l.owner(200).p, 12, 2, 2, b, false)
+	l.record(l.owner(100).p, 11, ref(1), a, false)
+	l.record(l.owner(200).p, 12, ref(2), b, false)
 	if err := l.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +71,7 @@ func TestLedgerRecord(t *testing.T) {
 		{"installed", o100, info(1, a), true},
 		{"other material under its IDs", o100, info(1, b), false},
 		{"other IDs", o100, info(3, a), false},
+		{"its IDs and material for another peer", o100, otherPeer(info(1, a)), false},
 		{"a gone process's", o200, info(2, b), false},
 	} {
 		if got := tc.o.Owns(tc.k); got != tc.want {
@@ -83,7 +92,7 @@ func TestLedgerRecord(t *testing.T) {
 	// A record that cannot be written says so in status, and is written
 	// at the next chance.
 	durable.SetFault(func(string, string) error { return errors.New("disk full") })
-	l.record(l.owner(100).p, 11, 5, 5, a, false)
+	l.record(l.owner(100).p, 11, ref(5), a, false)
 	if err := l.flush(); err == nil || !strings.Contains(l.warning(), "disk full") {
 		t.Errorf("flush = %v, warning %q: want the write's error in status", err, l.warning())
 	}
@@ -93,5 +102,45 @@ func TestLedgerRecord(t *testing.T) {
 	}
 	if l = reopen(); !l.owner(100).Owns(info(5, a)) {
 		t.Error("the key recorded while the disk was full was lost")
+	}
+}
+
+// TestLedgerRowWithoutPeer: a record written before rows kept the peer
+// prefix still counts: its rows stand for any peer (what they meant when
+// written), and a row that names a prefix is exact.
+func TestLedgerRowWithoutPeer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "owned-keys.json")
+	fp := tcpao.NewSecret([]byte("key a of 16 bytes")).Fingerprint()
+	hexFP := fmt.Sprintf("%x", fp[:])
+	rec := fmt.Sprintf(`{"version": 1, "check": %q, "keys": [
+  {"pid": 100, "start": 7, "send_id": 1, "recv_id": 1, "fingerprint": %q, "since": "2024-01-01T00:00:00Z"},
+  {"pid": 100, "start": 7, "peer": "192.0.2.0/24", "send_id": 2, "recv_id": 2, "fingerprint": %q, "since": "2024-01-01T00:00:00Z"}
+]}`, checkValue(), hexFP, hexFP)
+	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	procStartHook = func(int) uint64 { return 7 }
+	defer func() { procStartHook = nil }()
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := l.owner(100)
+	for _, tc := range []struct {
+		name string
+		peer string
+		ids  uint8
+		want bool
+	}{
+		{"row without a peer, one peer", "192.0.2.2/32", 1, true},
+		{"row without a peer, another", "198.51.100.9/32", 1, true},
+		{"row with a prefix, that prefix", "192.0.2.0/24", 2, true},
+		{"row with a prefix, a host in it", "192.0.2.2/32", 2, false},
+		{"row with a prefix, another prefix", "198.51.100.0/24", 2, false},
+	} {
+		k := tcpao.KeyInfo{KeyRef: tcpao.KeyRef{Peer: netip.MustParsePrefix(tc.peer), SendID: tc.ids, RecvID: tc.ids}, Fingerprint: fp}
+		if got := o.Owns(k); got != tc.want {
+			t.Errorf("%s: Owns = %t, want %t", tc.name, got, tc.want)
+		}
 	}
 }

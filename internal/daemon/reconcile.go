@@ -455,7 +455,7 @@ func listenerWantOf(ref sockets.Ref, v4, v6 rotator.Desired, have4 bool) rotator
 	}
 	dev := func(r tcpao.KeyRef) bool { return ref.BoundDev != 0 && r.IfIndex != ref.BoundDev }
 	want.Keys = slices.DeleteFunc(slices.Clone(want.Keys), func(k rotator.DesiredKey) bool { return dev(k.KeyRef) })
-	want.Revoked = slices.DeleteFunc(slices.Clone(want.Revoked), dev)
+	want.Revoked = slices.DeleteFunc(slices.Clone(want.Revoked), func(r rotator.RevokedKey) bool { return dev(r.KeyRef) })
 	want.Replace = slices.DeleteFunc(slices.Clone(want.Replace), dev)
 	want.Socket = rotator.SocketID("listen " + ref.Local.String())
 	if ref.BoundDev != 0 {

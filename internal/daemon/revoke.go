@@ -67,14 +67,14 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	if rec.Global() {
 		mkt.Revoked = true
 	}
-	ids := [2]uint8{mkt.SendID, mkt.RecvID}
+	rk := revokedKey{ids: [2]uint8{mkt.SendID, mkt.RecvID}, fp: mkt.Secret.Fingerprint()}
 	var mu sync.Mutex
 	add := func(s control.RevokeSocket) {
 		mu.Lock()
 		res.Sockets = append(res.Sockets, s)
 		mu.Unlock()
 	}
-	wait := d.revokeSockets(ctx, snap, req.Chain, ids, scope, req.VRF, add)
+	wait := d.revokeSockets(ctx, snap, req.Chain, rk, scope, req.VRF, add)
 	switch {
 	case !rec.Global():
 		// The source is shared by every peer: a peer-scoped revoke lives
@@ -134,22 +134,51 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 	return mkt, rec, scope, nil
 }
 
-// revokeSockets deletes the key with ids from the listeners (one
+// revokedKey is the key a revoke takes off the sockets: its IDs and the
+// fingerprint of its material. The kernel knows a key by its IDs, but a
+// key under the same IDs with other material is another key (an
+// operator's own, another chain's): the revoke deletes only a key with
+// both, and warns of the other (otherMaterial).
+type revokedKey struct {
+	ids [2]uint8
+	fp  tcpao.Fingerprint
+}
+
+// is reports whether k is under the revoked key's IDs, and same whether
+// its material is the revoked key's too (k read with its fingerprint).
+func (r revokedKey) is(k tcpao.KeyInfo) (ids, same bool) {
+	ids = k.SendID == r.ids[0] && k.RecvID == r.ids[1]
+	return ids, ids && k.Fingerprint == r.fp
+}
+
+// otherMaterial reports k, a key under the revoked key's IDs whose
+// material is not the revoked key's, as kept: in the outcome (absent: the
+// revoked key is not there) and in the log, naming the socket, peer and
+// IDs (never the material).
+func (d *Daemon) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) {
+	rs.Action = control.ActionAbsent
+	rs.Warning = fmt.Sprintf("the key send=%d recv=%d for %s has other material than the revoked key: not the revoked key, kept (remove it by hand if it must go)", k.SendID, k.RecvID, k.Peer)
+	d.log.Warn("revoke: a key under the revoked key's IDs has other material: kept", "socket", rs.Socket, "peer", k.Peer,
+		"send_id", k.SendID, "recv_id", k.RecvID)
+}
+
+// revokeSockets deletes the revoked key rk from the listeners (one
 // goroutine) and from every session in scope (every session bound to the
 // key's chain when scope is invalid; up to revokeParallel at a time), reporting each
 // socket to add. The returned function waits until all are done.
 //
 // The kernel knows a key by its IDs only, and another chain may hold a key
 // of its own with the same IDs: only the listener entries and sessions of
-// bindings that read chain are touched.
-func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, ids [2]uint8, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+// bindings that read chain are touched, and on them only a key with the
+// revoked key's material too.
+func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	pol := d.policy()
 	var wg sync.WaitGroup
 	if !mutantRevokeSkipsListener {
 		wg.Add(1)
 		go func() { // listeners, by their owner, the reconcile goroutine
 			defer wg.Done()
-			d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), ids: ids, scope: scope, vrf: vrf, add: add})
+			d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), key: rk, scope: scope, vrf: vrf, add: add})
 		}()
 	}
 	var ps []*peerState
@@ -173,7 +202,7 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			add(d.revokePeer(ctx, snap, p, ids, now))
+			add(d.revokePeer(ctx, snap, p, rk, now))
 		}()
 	}
 	return wg.Wait
@@ -246,7 +275,7 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 	return a, nil
 }
 
-// listenerRevoke is a revoke's listener part: the key with ids goes from
+// listenerRevoke is a revoke's listener part: the key goes from
 // the listening sockets, all of its entries of the chain's bindings
 // (inChain), or with scope only the peer's own (host prefix, vrf's
 // device). The reconcile goroutine, the listeners' one writer, applies it
@@ -254,7 +283,7 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 type listenerRevoke struct {
 	ctx     context.Context
 	inChain map[listenerEntry]bool
-	ids     [2]uint8
+	key     revokedKey
 	scope   netip.Addr
 	vrf     string
 	add     func(control.RevokeSocket)
@@ -281,7 +310,7 @@ func (d *Daemon) askListenerRevoke(ctx context.Context, r *listenerRevoke) {
 // prefix binding that covers the scoped peer stays: other peers use it;
 // the outcome says so.
 func (d *Daemon) revokeListeners(r *listenerRevoke) {
-	inChain, ids, scope, add := r.inChain, r.ids, r.scope, r.add
+	inChain, scope, add := r.inChain, r.scope, r.add
 	idx, idxErr := ifIndex(r.vrf)
 	hs, err := d.tracker.Listeners(r.ctx)
 	if err != nil {
@@ -293,9 +322,7 @@ func (d *Daemon) revokeListeners(r *listenerRevoke) {
 		// One borrow of the listener's descriptor for its read and all
 		// its deletes (a borrow is a pidfd_getfd round trip).
 		err := tcpao.Batch(d.o.SocketOf(h), func(s tcpao.Socket) error {
-			// IDs and prefixes are all it matches on: no fingerprints
-			// (an HMAC per key, three keys per peer on a fleet's listener).
-			keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+			keys, err := r.candidates(s)
 			if err != nil {
 				if !isNoAO(err) {
 					add(control.RevokeSocket{Socket: name, Error: err.Error()})
@@ -303,7 +330,7 @@ func (d *Daemon) revokeListeners(r *listenerRevoke) {
 				return nil
 			}
 			for _, k := range keys {
-				if k.SendID != ids[0] || k.RecvID != ids[1] || (scope.IsValid() && !k.Peer.Contains(scope)) {
+				if scope.IsValid() && !k.Peer.Contains(scope) {
 					continue
 				}
 				if !inChain[listenerEntry{k.Peer, k.IfIndex}] {
@@ -318,6 +345,15 @@ func (d *Daemon) revokeListeners(r *listenerRevoke) {
 					continue
 				}
 				rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
+				if same, err := r.sameMaterial(s, k); err != nil || !same {
+					if err != nil {
+						rs.Action, rs.Error = control.ActionError, err.Error()
+					} else {
+						d.otherMaterial(&rs, k)
+					}
+					add(rs)
+					continue
+				}
 				if err := (&tcpao.Deleter{S: s, NoAsync: d.syncListenerDeletes()}).Delete(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
 					rs.Error = err.Error()
 				}
@@ -334,7 +370,7 @@ func (d *Daemon) revokeListeners(r *listenerRevoke) {
 // revokePeer takes the key off one established session. The peer's rotator
 // goroutine is held off meanwhile so that it stays the socket's only
 // writer, and then resumes with the desired state without the key.
-func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
+func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, rk revokedKey, now time.Time) control.RevokeSocket {
 	id := p.info.Key()
 	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String()}
 	// The desired state without the revoked key: it picks the replacement
@@ -346,7 +382,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 			pref = &k
 		}
 		only := false
-		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = d.revokeOn(sock, ids, pref, &rs) }) {
+		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = d.revokeOn(sock, rk, pref, &rs) }) {
 			if only {
 				d.revokeOnly(ctx, p, &rs)
 			}
@@ -367,7 +403,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 		}
 		return rs
 	}
-	if d.revokeOn(sock, ids, pref, &rs) {
+	if d.revokeOn(sock, rk, pref, &rs) {
 		d.revokeOnly(ctx, p, &rs)
 	}
 	if werr == nil {
@@ -378,18 +414,19 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 	return rs
 }
 
-// revokeOn deletes the key with ids from sock, first moving Current_key
+// revokeOn deletes the revoked key rk from sock, first moving Current_key
 // and RNext_key to pref (or another key) when the key is one of them: one
-// forced TCP_AO_DEL_KEY naming the replacement, atomic. The read (one
-// GET_KEYS: it carries each key's Current/RNext flags) and the delete
-// share one borrow of the descriptor. It reports whether the key is the
+// forced TCP_AO_DEL_KEY naming the replacement, atomic. A key under rk's
+// IDs with other material is not rk: it stays (otherMaterial). The read
+// (one GET_KEYS: it carries each key's Current/RNext flags and, a session
+// holding a handful of keys, their fingerprints) and the delete share one
+// borrow of the descriptor. It reports whether the key is the
 // session's only one: the caller then runs the policy's on_revoke_only_key
 // (revokeOnly), outside the borrow (a reset asks the speaker, which must not
 // wait on a descriptor aokeyd holds).
-func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
+func (d *Daemon) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
-		// IDs and the Current/RNext flags: no fingerprints.
-		keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+		keys, err := s.Keys(tcpao.KeyFilter{})
 		if isNoAO(err) {
 			rs.Action = control.ActionAbsent
 			return nil
@@ -399,15 +436,22 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, ids [2]uint8, pref *policy.Schedule
 		}
 		var victim *tcpao.KeyInfo
 		var others []tcpao.KeyInfo
+		var other *tcpao.KeyInfo
 		for i, k := range keys {
-			if k.SendID == ids[0] && k.RecvID == ids[1] {
+			switch ids, same := rk.is(k); {
+			case same:
 				victim = &keys[i]
-			} else {
+			case ids:
+				other = &keys[i]
+			default:
 				others = append(others, k)
 			}
 		}
 		if victim == nil {
 			rs.Action = control.ActionAbsent
+			if other != nil {
+				d.otherMaterial(rs, *other)
+			}
 			return nil
 		}
 		if len(others) == 0 {
@@ -454,4 +498,27 @@ func (d *Daemon) revokeOnly(ctx context.Context, p *peerState, rs *control.Revok
 	}
 	rs.Action = control.ActionKept
 	rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
+}
+
+// candidates are the listener's keys under the revoked key's IDs, read
+// without fingerprints (an HMAC per key, three keys per peer on a fleet's
+// listener): sameMaterial reads each one the revoke would delete.
+func (r *listenerRevoke) candidates(s tcpao.Socket) ([]tcpao.KeyInfo, error) {
+	keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+	return slices.DeleteFunc(keys, func(k tcpao.KeyInfo) bool { ids, _ := r.key.is(k); return !ids }), err
+}
+
+// sameMaterial reads k alone again, with its fingerprint (one key's HMAC,
+// KeyFilter.Ref), and reports whether it is the revoked key's material.
+func (r *listenerRevoke) sameMaterial(s tcpao.Socket, k tcpao.KeyInfo) (bool, error) {
+	ks, err := s.Keys(tcpao.KeyFilter{Ref: &k.KeyRef})
+	if err != nil {
+		return false, err
+	}
+	for _, x := range ks {
+		if _, same := r.key.is(x); same && x.Peer == k.Peer && x.IfIndex == k.IfIndex {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -38,19 +38,21 @@ func Socket(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifin
 
 // revokedRefs are pk's revoked MKTs, and its expired ones (the policy's
 // on_key_expiry: remove), looked up in the key source's chain, as kernel
-// key references for peer on ifindex idx. An expired key whose IDs a
+// key references for peer on ifindex idx with their material's
+// fingerprint. An expired key whose IDs a
 // desired key has is not listed: the desired key is what those IDs name.
-func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
+func revokedRefs(snap *keystore.Snapshot, pk policy.PeerKeys, peer netip.Prefix, idx int) []rotator.RevokedKey {
 	c := snap.Chains[pk.SourceChain]
 	if c == nil {
 		return nil
 	}
-	var out []tcpao.KeyRef
+	var out []rotator.RevokedKey
 	ref := func(name string, expired bool) {
 		for _, m := range c.Keys {
 			desiredIDs := slices.ContainsFunc(pk.Keys, func(k policy.ScheduledKey) bool { return k.MKT.SendID == m.SendID && k.MKT.RecvID == m.RecvID })
 			if m.Name == name && !(expired && desiredIDs) {
-				out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
+				out = append(out, rotator.RevokedKey{KeyRef: tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID},
+					Fingerprint: m.Secret.Fingerprint()})
 			}
 		}
 	}
