@@ -30,7 +30,11 @@
  *    event): the listener gets the desired keys and keeps every other key
  *    the end's session carries (rotator.Controller.Carried, here read
  *    from the session socket as it is: Current_key, RNext_key, a key the
- *    peer sent with), unless revoked.
+ *    peer sent with), unless revoked. What the session carries is
+ *    aokeyd's memory: a crash (a restart) loses it (rd[i] = 0) until the
+ *    end's machine has read its session again (its next step); until
+ *    then the listener sync deletes nothing but a revoked key (the
+ *    daemon's start-up gate, internal/daemon/carried.go sessionsRead).
  *  - Time: a step of the machine is one call of machine.step. Waiting for a
  *    poll is an interleaving; the switch timeout and a backoff's end are
  *    events. Three timing assumptions, each a gate on the model's steps:
@@ -119,6 +123,7 @@ byte og[2];            /* keys whose pkt_good rose since oldGood */
 byte gst[2];           /* grace: 1 !graceSent, 2 !graceBase (see machine.go); 8 a poll left in the grace period; after it, 64 then 128 the peer signed a segment and 32 it reached us */
 byte ev[2];            /* 1: the old key's pkt_good is above zero on the session socket */
 byte fl[2];            /* 1<<c: the segment on seg[c] was in flight at machine i's last step */
+byte rd[2];            /* 1: end i's machine read its session since aokeyd (re)started */
 chan seg[2] = [1] of { byte, byte };   /* seg[i]: i -> 1-i, (keyid, rnext) */
 
 byte crashes = CRASHES;
@@ -137,12 +142,18 @@ inline reset(i) {
 	st[i] = steady; oldR[i] = 0; gb[i] = 0; og[i] = 0; gst[i] = 0
 }
 
+/* aokeyd restarts: the machine's memory (reset) and what the daemon knew
+ * of the keys the session carries are lost. */
+inline restart(i) {
+	reset(i); rd[i] = 0
+}
+
 /* A kernel write of a step is done: aokeyd may crash right after it.
  * w counts the step's writes; the trace names the write it died after. */
 #define wrote(i, L) \
 	w++; \
 	if \
-	:: crashes > 0 -> crashes--; printf("CRASHAT %d %d\n", i, w); reset(i); goto L \
+	:: crashes > 0 -> crashes--; printf("CRASHAT %d %d\n", i, w); restart(i); goto L \
 	:: true \
 	fi
 
@@ -381,6 +392,7 @@ end:
 		/* one machine.step (a retire only once the grace period is over) */
 		fl[i] == 0 && GRACE_OVER(i) ->
 		printf("EV step %d\n", i);
+		rd[i] = 1;  /* the step reads the session's socket first */
 		if
 		:: st[i] == announced -> await_(i)
 		:: st[i] == grace -> retire_(i)
@@ -401,7 +413,7 @@ done2:
 		cleartmp();
 		SHOW
 	}
-	:: atomic { crashes > 0 -> crashes--; printf("EV crash %d\n", i); reset(i); SHOW }
+	:: atomic { crashes > 0 -> crashes--; printf("EV crash %d\n", i); restart(i); SHOW }
 	od
 }
 
@@ -414,8 +426,13 @@ done2:
 /* mutant: the listener holds the desired keys only (a key past its
  * lifetime goes although a session carries it) */
 #define LNKEEP(i) 0
+#elif defined(MUTANT_RESTART_NO_GATE)
+/* mutant: after a restart the listener sync goes ahead before the
+ * session was read, knowing of no key it carries (the behaviour before
+ * issue 47) */
+#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : 0)
 #else
-#define LNKEEP(i) (ln[i] & CARRIED(i) & ~REVMASK(i))
+#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : (ln[i] & ~REVMASK(i)))
 #endif
 #ifdef MUTANT_EDIT_APPLIED
 /* mutant: an edit replaces A by A' on the listener at once (the session's
@@ -523,6 +540,7 @@ init {
 		sk[0] = KA; cur[0] = KA; rnx[0] = KA; ln[0] = KA;
 		sk[1] = KA; cur[1] = KA; rnx[1] = KA; ln[1] = KA;
 		st[0] = steady; st[1] = steady;
+		rd[0] = 1; rd[1] = 1;
 		printf("EV init\n");
 		SHOW;
 		run env();
