@@ -1,14 +1,18 @@
 package daemon_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
 // TestRestartKeepsCarriedKeys: what the never-strand rule keeps on the
@@ -79,4 +83,78 @@ func TestRestartKeepsCarriedKeys(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLostMigrationRecord: a peer migrated from TCP-MD5 to TCP-AO whose
+// migration record is lost (a purge and reinstall, a restore from an old
+// backup) while its chain still holds the password (issue 47). After the
+// restart the kernel is the truth: the peer's session runs TCP-AO with
+// verified segments and the listener holds its TCP-AO keys, so it is
+// migrated whatever the record says. An unsigned SYN from the peer's
+// address is tried after every write to the listener and is never taken;
+// the password never comes back; the peer's TCP-AO reconnect works;
+// status says TCP-AO and warns that the chain still holds md5.
+func TestLostMigrationRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw = "md5-Password-one"
+		e, k0 := md5Env(t, pw)
+		if _, err := e.d.Migrate(context.Background(), control.MigrateRequest{Peer: peerAddr.String(), Bound: control.Duration(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("TCP-AO beside TCP-MD5", func() bool { return len(listenerPrefixes(t, e.lis)) == 1 })
+		e.dialWith(aoPrep(k0))
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the migration done and the TCP-MD5 key gone", func() bool {
+			st := e.peerStatus()
+			return st.Migration != nil && st.Migration.Step == "done" && len(md5Of(t, e.lis)) == 0
+		})
+
+		var writes, unsigned, md5Added atomic.Int32
+		e.net.OnWrite(func(s *tcpaotest.Sock) {
+			if s != e.lis {
+				return
+			}
+			writes.Add(1)
+			if ks, err := s.MD5Keys(); err == nil && len(ks) > 0 {
+				md5Added.Add(1)
+			}
+			c, err := e.net.Socket(peerAddr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if a, err := e.net.Connect(c, e.lis); err == nil {
+				a.Close()
+				unsigned.Add(1)
+			}
+		})
+		t.Cleanup(func() { e.net.OnWrite(nil) })
+		e.stop() // the env keeps its migrations in memory: the record is lost
+		e.start("")
+		for range 3 {
+			e.settle()
+		}
+		e.net.OnWrite(nil)
+		if n := unsigned.Load(); n > 0 {
+			t.Errorf("after the restart an unsigned SYN from the peer was taken %d times (after %d listener writes)", n, writes.Load())
+		}
+		if n := md5Added.Load(); n > 0 || len(md5Of(t, e.lis)) > 0 {
+			t.Errorf("after the restart the TCP-MD5 password went back on the listener (%d writes saw it)", n)
+		}
+		if e.tryDial(unsignedPrep) || e.tryDial(md5Prep(pw)) || !e.tryDial(aoPrep(k0)) {
+			t.Error("after the restart the listener does not take exactly TCP-AO from the peer")
+		}
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Errorf("the TCP-AO session after the restart: %v", err)
+		}
+		st := e.peerStatus()
+		if st.Auth != control.AuthAO {
+			t.Errorf("status auth %q, want %q", st.Auth, control.AuthAO)
+		}
+		if !hasWarning(st.Warnings, []string{"md5", "migrated"}) {
+			t.Errorf("no warning that the migrated peer's chain still holds md5: %q", st.Warnings)
+		}
+	})
 }

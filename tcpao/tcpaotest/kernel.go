@@ -191,6 +191,7 @@ const synOptionSpace = 40 - 4 - 12 - 4
 
 // AddKey is TCP_AO_ADD_KEY; see tcpao.Socket and the package comment.
 func (s *Sock) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
+	defer s.net.wrote(s) // after the unlock
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if err := s.addKey(k, o); err != nil {
@@ -284,6 +285,7 @@ func (s *Sock) addKey(k tcpao.Key, o tcpao.AddOptions) error {
 
 // DelKey is TCP_AO_DEL_KEY; see tcpao.Socket and the package comment.
 func (s *Sock) DelKey(d tcpao.DelKey) error {
+	defer s.net.wrote(s) // after the unlock
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if err := s.delKey(d); err != nil {
@@ -418,6 +420,7 @@ func (s *Sock) info() (tcpao.Info, error) {
 // SetInfo is setsockopt(TCP_AO_INFO) after a read of the current state, like
 // the Linux binding.
 func (s *Sock) SetInfo(c tcpao.InfoChange) error {
+	defer s.net.wrote(s) // after the unlock
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if err := s.setInfo(c); err != nil {

@@ -48,6 +48,7 @@ func (s *Sock) aoCovers(l3index int, addr netip.Addr) bool {
 // AddMD5 is setsockopt(TCP_MD5SIG_EXT) with a key: tcp_v4/v6_parse_md5_keys
 // then tcp_md5_do_add, which replaces the password of an exact match.
 func (s *Sock) AddMD5(k tcpao.MD5Key) error {
+	defer s.net.wrote(s) // after the unlock
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if err := s.addMD5(k); err != nil {
@@ -118,6 +119,7 @@ func (s *Sock) md5Exact(fam int, addr netip.Addr, prefix int, ifindexFlg bool, l
 
 // DelMD5 is setsockopt(TCP_MD5SIG_EXT) with keylen 0: tcp_md5_do_del.
 func (s *Sock) DelMD5(r tcpao.MD5Ref) error {
+	defer s.net.wrote(s) // after the unlock
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if err := s.delMD5(r); err != nil {

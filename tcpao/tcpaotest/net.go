@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -36,6 +37,28 @@ type Net struct {
 	uaf       int
 	lisDels   ListenerDeletes
 	refused   map[tcpao.Algorithm]bool
+	// onWrite, when set (OnWrite), is called after every key write to
+	// any socket, with mu released.
+	onWrite atomic.Pointer[func(*Sock)]
+}
+
+// OnWrite has f called after every TCP-AO or TCP-MD5 key write (add,
+// delete, TCP_AO_INFO set) to any of the net's sockets, successful or
+// not, outside the net's lock: a test may connect from f, so as to try a
+// SYN between two writes of a listener's (nil: none).
+func (n *Net) OnWrite(f func(s *Sock)) {
+	if f == nil {
+		n.onWrite.Store(nil)
+		return
+	}
+	n.onWrite.Store(&f)
+}
+
+// wrote calls the OnWrite hook for s.
+func (n *Net) wrote(s *Sock) {
+	if f := n.onWrite.Load(); f != nil {
+		(*f)(s)
+	}
 }
 
 // Option configures a Net.
