@@ -190,16 +190,30 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 			ps.Warnings = append(ps.Warnings, "migration to TCP-AO rolled back: "+mr.Reason+"; aoctl migrate starts it again")
 		}
 	}
+	// What the session runs is read from its socket; the desired state
+	// says what a peer that is down will run.
+	sessionAO := false
+	if h != nil {
+		_, err := d.o.SocketOf(h).Info()
+		sessionAO = err == nil
+	}
 	ps.Auth = control.AuthNone
 	switch {
 	case migrating && (mr.Step == migrate.Prepared || mr.Step == migrate.Switching):
 		ps.Auth = control.AuthMigrating + " (" + string(mr.Step) + ")"
+	case sessionAO:
+		ps.Auth = control.AuthAO
+	case info.Established() && h == nil && (info.MD5 || md5Peer(pk)):
+		ps.Auth = control.AuthMD5 // a TCP-MD5 session is left alone: it has no handle
 	case migrating && mr.Step == migrate.Done:
 		ps.Auth = control.AuthAO
 	case info.MD5 || md5Peer(pk):
 		ps.Auth = control.AuthMD5
 	case len(pk.Keys) > 0:
 		ps.Auth = control.AuthAO
+	}
+	if migrating && mr.Step == migrate.Done && md5Peer(pk) {
+		ps.Warnings = append(ps.Warnings, migratedMD5Warning(pk.SourceChain))
 	}
 	ps.Warnings = append(ps.Warnings, d.md5Warnings(info.Neighbor)...)
 	if md5Peer(pk) && (!migrating || !mr.Step.Active()) {

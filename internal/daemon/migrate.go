@@ -13,6 +13,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // TCP-MD5 to TCP-AO migrations (internal/migrate has the machine and why
@@ -201,6 +202,58 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 		next = sooner(next, t)
 	}
 	return next
+}
+
+// recoverMigrations follows the kernel where the migrations record does
+// not (issue 47): a TCP-MD5 peer (its chain holds a password) with no
+// migration in progress or done whose session runs TCP-AO with verified
+// segments is migrated, whatever the record says (it was lost with a
+// purge, restored from an old backup, or rolled back while the far end
+// went on with TCP-AO). Its record becomes done at the prefix the
+// session's keys carry, so its password never goes back on the listener
+// and its TCP-AO keys stay. The reconcile goroutine calls it in a full
+// pass before the desired state is computed; it reads nothing while no
+// chain holds a password.
+func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) {
+	if !anyMD5(snap) {
+		return
+	}
+	pol := d.policy()
+	for _, p := range d.peerList() {
+		if p.handle == nil || !p.binding.Neighbor.IsSingleIP() {
+			continue
+		}
+		if r, ok := d.migrationOf(p.info.Neighbor, p.info.VRF); ok && r.Step != migrate.RolledBack {
+			continue
+		}
+		pk, err := d.peerDesired(pol, snap, p.info.Neighbor, p.info.VRF, now)
+		if err != nil || !md5Peer(pk) || !d.aoSession(p.info.Neighbor, p.info.VRF) {
+			continue
+		}
+		prefix := hostPrefix(p.info.Neighbor.Unmap())
+		if ks, err := d.o.SocketOf(p.handle).Keys(tcpao.KeyFilter{SkipFingerprint: true}); err == nil {
+			for _, k := range ks {
+				if k.Peer.Contains(p.info.Neighbor.Unmap()) && k.Peer.Bits() < prefix.Bits() {
+					prefix = k.Peer.Masked() // the listener's migration prefix, copied to the session
+				}
+			}
+		}
+		r := migrate.Record{Peer: p.info.Neighbor.Unmap(), VRF: p.info.VRF, Prefix: prefix, At: now, Step: migrate.Done, Since: now,
+			Reason: "recovered from the kernel: the session runs TCP-AO with verified segments, and no migration was recorded"}
+		if err := d.migr.Put(r); err != nil {
+			d.log.Error("migration recovered from the kernel but not recorded; it is recovered again at the next pass", "peer", p.id, "err", err)
+			continue
+		}
+		d.log.Warn("TCP-MD5 peer found running TCP-AO with no migration recorded: it is migrated (done); its password stays off the listener. "+
+			"Remove md5 from its key chain", "peer", p.id, "prefix", prefix, "chain", pk.SourceChain)
+	}
+}
+
+// migratedMD5Warning is the status warning for a peer migrated to TCP-AO
+// whose chain still holds its TCP-MD5 password.
+func migratedMD5Warning(chain string) string {
+	return fmt.Sprintf("the peer was migrated to TCP-AO but its key chain %q still holds md5: the password is never installed again; "+
+		"remove md5 from the key chain in the key source (docs/migrate.md)", chain)
 }
 
 // migrationVerifyPoll is how often a prepared or switching migration

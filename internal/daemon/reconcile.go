@@ -243,6 +243,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	}
 	next := boundary
 	if changed { // always on the first pass
+		d.recoverMigrations(snap, now)
 		next = d.listenerWant(snap, now)
 	}
 	d.dropStale(ctx)
