@@ -131,6 +131,11 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		if read {
 			sp = PlanSocket(d, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
+			// What is kept is what the socket holds now: a warning (and
+			// its aokeyd_keys_kept series) for a key this step retired
+			// ends with it, not at the next steady read.
+			m.keptFrom(&o2)
+			m.editsFrom(sp)
 		}
 	}
 	m.st.Deferred = len(sp.Deferred)

@@ -10,8 +10,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/tcpao"
 	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
@@ -155,6 +160,61 @@ func TestLostMigrationRecord(t *testing.T) {
 		}
 		if !hasWarning(st.Warnings, []string{"md5", "migrated"}) {
 			t.Errorf("no warning that the migrated peer's chain still holds md5: %q", st.Warnings)
+		}
+	})
+}
+
+// TestKeptWarningEndsWithRoll: a key past its lifetime that the lagging
+// peer still used is kept and warned of; once the peer takes the
+// successor and the roll retires the old key from the session and the
+// listener, the warning and its aokeyd_keys_kept series end with it, at
+// once (issue 47: the guest saw the warning, which feeds a critical alert,
+// linger after the roll while the sockets held only the new key).
+func TestKeptWarningEndsWithRoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour), end: now.Add(time.Minute)}
+		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, envOptions{keys: []testKey{k1}, metrics: m, switchTimeout: time.Hour})
+		e.waitKeys("listener", e.lis, ids(k1))
+		e.up(ids(k1), k1)
+		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+			t.Fatal(err)
+		}
+		e.refreshWith(k1, k2) // the peer does not have k2 yet
+		e.waitFor("the roll to k2 announced", func() bool { return e.peerStatus().Rotation.State == "announced" })
+		time.Sleep(time.Until(k1.end) + time.Second)
+		e.settle()
+		if !hasWarning(e.warningsOf(), []string{"core/k1"}) {
+			t.Fatalf("k1 kept past its lifetime is not warned of: %q", e.warningsOf())
+		}
+		// The peer gets k2, sends with it and asks for it: the roll
+		// completes.
+		m2 := k2.mirror()
+		if err := e.client.AddKey(m2, tcpao.AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m2.Secret.Zero()
+		rn := k2.send
+		if err := e.client.SetInfo(tcpao.InfoChange{RNext: &rn}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the roll to k2 done and k1 gone from the session and the listener", func() bool {
+			if err := e.net.Exchange(e.client, e.acc, 1); err != nil {
+				t.Fatal(err)
+			}
+			return slices.Equal(keyIDs(t, e.acc), ids(k2)) && slices.Equal(keyIDs(t, e.lis), ids(k2))
+		})
+		if ws := e.warningsOf(); hasWarning(ws, []string{"core/k1"}) || hasWarning(ws, []string{"send=20 recv=21"}) {
+			t.Errorf("k1 is on no socket, yet status still warns of it: %q", ws)
+		}
+		if n, err := testutil.GatherAndCount(m.Gatherer(), metrics.NameKeysKept); err != nil || n != 0 {
+			t.Errorf("%s: %d series (%v) with k1 on no socket, want none", metrics.NameKeysKept, n, err)
 		}
 	})
 }
