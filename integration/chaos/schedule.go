@@ -38,17 +38,26 @@ const (
 	Netem        Kind = "netem"         // loss, delay and reordering on one link
 	LinkDown     Kind = "link-down"     // one link's interfaces down, up after Dur
 	DiskFull     Kind = "disk-full"     // a router's state directory full while a revoke is made there
+	// KillLagging: a router's source drops the key its peers use for
+	// one they lack, its aokeyd is SIGKILLed while they lag on the
+	// dropped key and restarted; its source is restored after Dur.
+	KillLagging Kind = "aokeyd-kill-lagging"
+	// RecordLost: a router's aokeyd SIGKILLed, one of its state records
+	// (Arg: 0 carried keys, 1 ownership, 2 migrations) deleted with its
+	// backup while it is down, restarted after Dur.
+	RecordLost Kind = "record-lost"
 )
 
 // Kinds lists every kind, in a fixed order.
 var Kinds = []Kind{KillAokeyd, KillSpeaker, VaultDown, VaultSlow, VaultSealed, Vault403, Vault500,
-	KeyInvalid, ChainEmptied, ChainRenamed, Revoke, FleetRevoke, ClockStep, Netem, LinkDown, DiskFull}
+	KeyInvalid, ChainEmptied, ChainRenamed, Revoke, FleetRevoke, ClockStep, Netem, LinkDown, DiskFull,
+	KillLagging, RecordLost}
 
 // weight is how often each kind is drawn, relative to the others.
 var weight = map[Kind]int{
 	KillAokeyd: 10, KillSpeaker: 6, VaultDown: 5, VaultSlow: 4, VaultSealed: 4, Vault403: 4, Vault500: 4,
 	KeyInvalid: 5, ChainEmptied: 4, ChainRenamed: 3, Revoke: 6, FleetRevoke: 4, ClockStep: 3,
-	Netem: 6, LinkDown: 5, DiskFull: 3,
+	Netem: 6, LinkDown: 5, DiskFull: 3, KillLagging: 4, RecordLost: 4,
 }
 
 // Topology is what the schedule may hit.
@@ -220,6 +229,10 @@ func Plan(seed uint64, d time.Duration, topo Topology, p Params) Schedule {
 			f.Link, f.Dur = topo.Links[r.IntN(len(topo.Links))], between(time.Second, 15*time.Second)
 		case DiskFull:
 			f.Router, f.Dur = pick(topo.Aokeyd), between(3*time.Second, 20*time.Second)
+		case KillLagging:
+			f.Router, f.Dur = pick(topo.Aokeyd), between(8*time.Second, 25*time.Second)
+		case RecordLost:
+			f.Router, f.Dur, f.Arg = pick(topo.Aokeyd), between(time.Second, 10*time.Second), r.IntN(3)
 		}
 		if f.At+f.Dur >= end {
 			f.Dur = end - f.At

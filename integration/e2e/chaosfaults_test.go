@@ -58,25 +58,23 @@ func (d *chaosDriver) start(x chaos.Fault) (end func()) {
 	switch x.Kind {
 	case chaos.KillAokeyd:
 		r := f.rs[x.Router]
-		r.mu.Lock()
-		cmd := r.aokeyd
-		r.aokeyd = nil
-		r.mu.Unlock()
-		if cmd == nil {
+		if !r.aokeydRunning() {
 			d.skipped[x.Kind]++
 			return nil
 		}
 		over := d.chk.Fault(desc, false, "router:"+r.name)
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+		restart := d.kill(r)
 		d.injected[x.Kind]++
 		return func() {
-			// Keep the killed daemon's log (StartCmd truncates it).
-			log := filepath.Join(r.dir, "aokeyd.log")
-			_ = os.Rename(log, fmt.Sprintf("%s.%d", log, time.Now().UnixNano()))
-			f.startAokeyd(r)
+			if restart != nil {
+				restart()
+			}
 			over()
 		}
+	case chaos.KillLagging:
+		return d.killLagging(x, desc)
+	case chaos.RecordLost:
+		return d.recordLost(x, desc)
 	case chaos.KillSpeaker:
 		r := f.rs[x.Router]
 		pid := r.speakerPID()

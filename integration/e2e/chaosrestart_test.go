@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aokeyd/aokeyd/integration/chaos"
+)
+
+// The chaos run's restart faults (issue 47): what keeps a session alive
+// must survive aokeyd's restarts and its lost records. The checker's
+// invariants (no session dropped unexplained, none stranded, no revoked
+// key left) hold through them as through every other fault.
+
+// killLagging makes the peers of router r lag on a key r's source drops:
+// r's chain holds only a key no other router has, so r's aokeyd rolls its
+// sessions towards it and the peers stay on the fleet's key, which r keeps
+// only because they carry it (never strand). r's aokeyd is SIGKILLed while
+// a roll waits for a peer (or after a bounded wait), and started again at
+// once, the source still dropping the key the peers use; its chain is
+// restored at the fault's end.
+func (d *chaosDriver) killLagging(x chaos.Fault, desc string) (end func()) {
+	f := d.f
+	r := f.rs[x.Router]
+	f.mu.Lock()
+	busy := f.edited[r.name] != ""
+	if !busy {
+		f.edited[r.name] = x.Kind
+	}
+	// 50 ID slots ahead of the newest key: no router holds its IDs.
+	lone := chaosKey{seq: f.keys[len(f.keys)-1].seq + 50, created: time.Now()}
+	f.secrets = append(f.secrets, f.secret(lone.seq)) // searched for in the logs too
+	f.mu.Unlock()
+	if busy {
+		d.skipped[x.Kind]++
+		return nil
+	}
+	over := d.chk.Fault(desc, false, "router:"+r.name)
+	if err := f.writeCore(r, []chaosKey{lone}, x.Kind); err != nil {
+		d.chk.Event("%s: the lone key not written (%v)", desc, err)
+	}
+	lagging := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !lagging; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := r.ctl.Status(ctx, "")
+		cancel()
+		for _, p := range st.Peers {
+			lagging = lagging || err == nil && p.Rotation.State == "announced"
+		}
+		if !lagging {
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	d.chk.Event("%s: a peer lagging on the dropped key when killed: %t", desc, lagging)
+	restart := d.kill(r)
+	if restart == nil {
+		d.chk.Event("%s: aokeyd was not running", desc)
+	} else {
+		restart()
+	}
+	d.injected[x.Kind]++
+	return func() {
+		f.mu.Lock()
+		delete(f.edited, r.name)
+		f.pending[r.name] = true
+		f.mu.Unlock()
+		over()
+	}
+}
+
+// recordLost SIGKILLs router r's aokeyd and deletes one of its state
+// records with its backup (a purge, a restore of an old backup), then
+// starts it again at the fault's end.
+func (d *chaosDriver) recordLost(x chaos.Fault, desc string) (end func()) {
+	r := d.f.rs[x.Router]
+	if !r.aokeydRunning() {
+		d.skipped[x.Kind]++
+		return nil
+	}
+	over := d.chk.Fault(desc, false, "router:"+r.name)
+	restart := d.kill(r)
+	name := []string{"carried-keys.json", "owned-keys.json", "migrations.json"}[x.Arg%3]
+	for _, p := range []string{name, name + ".bak"} {
+		if err := os.Remove(filepath.Join(r.dir, "state", p)); err != nil && !os.IsNotExist(err) {
+			d.chk.Event("%s: %s not deleted (%v)", desc, p, err)
+		}
+	}
+	d.chk.Event("%s: %s and its backup deleted while aokeyd is down", desc, name)
+	d.injected[x.Kind]++
+	return func() {
+		if restart != nil {
+			restart()
+		}
+		over()
+	}
+}
+
+// aokeydRunning reports whether r's aokeyd runs (not killed by a fault).
+func (r *chaosRouter) aokeydRunning() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aokeyd != nil
+}
+
+// kill SIGKILLs r's aokeyd and returns what starts it again (nil: it was
+// not running).
+func (d *chaosDriver) kill(r *chaosRouter) (restart func()) {
+	r.mu.Lock()
+	cmd := r.aokeyd
+	r.aokeyd = nil
+	r.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Kill()
+	_, _ = cmd.Process.Wait()
+	return func() {
+		// Keep the killed daemon's log (StartCmd truncates it).
+		log := filepath.Join(r.dir, "aokeyd.log")
+		_ = os.Rename(log, fmt.Sprintf("%s.%d", log, time.Now().UnixNano()))
+		d.f.startAokeyd(r)
+	}
+}
