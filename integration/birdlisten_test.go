@@ -40,7 +40,7 @@ func TestBIRDRestartWhileListenerHeld(t *testing.T) {
 		refs, _ := sockets.System{}.Listeners(pid, 179)
 		return refs
 	}
-	lab.Eventually(t, 20*time.Second, "BIRD's listener", func() (bool, string) { return len(listener()) == 1, "" })
+	lab.Eventually(t, lab.ProcessStart, "BIRD's listener", func() (bool, string) { return len(listener()) == 1, "" })
 	restartHeld := func(hold bool) bird.Status {
 		t.Helper()
 		restart := func(int) error {

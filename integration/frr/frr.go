@@ -212,7 +212,7 @@ func (r *Router) start() {
 // WaitReady waits for bgpd's pid file and its vty.
 func (r *Router) WaitReady() {
 	r.t.Helper()
-	lab.Eventually(r.t, 30*time.Second, "bgpd's pid file and vty", func() (bool, string) {
+	lab.Eventually(r.t, lab.ProcessStart, "bgpd's pid file and vty", func() (bool, string) {
 		pid, err := bgpfrr.FindPID(r.PIDFile(), "")
 		if err != nil {
 			return false, err.Error()

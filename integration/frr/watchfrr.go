@@ -134,7 +134,7 @@ func StartWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config
 // the default VRF's summary, which fails with a VRF instance only).
 func (r *Router) WaitUp(t testing.TB) {
 	t.Helper()
-	lab.Eventually(t, 60*time.Second, "bgpd's pid file and vty", func() (bool, string) {
+	lab.Eventually(t, lab.ProcessStart, "bgpd's pid file and vty", func() (bool, string) {
 		pid, err := bgpfrr.FindPID(r.PIDFile(), "")
 		if err != nil {
 			return false, err.Error()

@@ -104,7 +104,7 @@ func TestFRRWatchfrr(t *testing.T) {
 		t.Fatal(err)
 	}
 	var launched, restarted time.Duration
-	lab.Eventually(t, 60*time.Second, "watchfrr starts a new bgpd through bgpd_wrap (its pid file)", func() (bool, string) {
+	lab.Eventually(t, lab.ProcessStart, "watchfrr starts a new bgpd through bgpd_wrap (its pid file)", func() (bool, string) {
 		pid, err := bgpfrr.FindPID(r.PIDFile(), "")
 		if err != nil || pid == oldPID {
 			return false, fmt.Sprintf("pid %d %v", pid, err)
@@ -112,7 +112,7 @@ func TestFRRWatchfrr(t *testing.T) {
 		r.PID, launched = pid, time.Since(killed)
 		return true, ""
 	})
-	lab.Eventually(t, 60*time.Second, "the new bgpd's vty", func() (bool, string) {
+	lab.Eventually(t, lab.ProcessStart, "the new bgpd's vty", func() (bool, string) {
 		_, err := r.Vtysh("show bgp vrf all summary json")
 		restarted = time.Since(killed)
 		return err == nil, fmt.Sprint(err)

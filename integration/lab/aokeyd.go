@@ -32,7 +32,7 @@ func StartAokeyd(t testing.TB, ns *netns.NS, logPath string, ctl *control.Client
 			time.Sleep(time.Second)
 		}
 	})
-	Eventually(t, 20*time.Second, "aokeyd's control socket "+ctl.Socket(), func() (bool, string) {
+	Eventually(t, ProcessStart, "aokeyd's control socket "+ctl.Socket(), func() (bool, string) {
 		_, err := ctl.Health(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})

@@ -77,7 +77,7 @@ log:
 	b.Ctl = control.NewClient(filepath.Join(dir, "control.sock"), 30*time.Second)
 	StartAokeyd(t, ns, filepath.Join(dir, "aokeyd.log"), b.Ctl,
 		"-config", filepath.Join(dir, "aokeyd.yaml"), "-state-dir", filepath.Join(dir, "state"))
-	Eventually(t, 20*time.Second, "aokeyd writes BIRD's key file", func() (bool, string) {
+	Eventually(t, ProcessStart, "aokeyd writes BIRD's key file", func() (bool, string) {
 		_, err := os.Stat(b.File(neighbors[0]))
 		return err == nil, fmt.Sprint(err)
 	})

@@ -151,7 +151,7 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	if len(o.Launcher) == 0 {
 		g.PID = g.Cmd.Process.Pid // ip netns exec execs gobgpd in place
 	} else {
-		Eventually(t, 30*time.Second, "gobgpd "+name+" started by "+filepath.Base(o.Launcher[0]), func() (bool, string) {
+		Eventually(t, ProcessStart, "gobgpd "+name+" started by "+filepath.Base(o.Launcher[0]), func() (bool, string) {
 			g.PID = Child(g.Cmd.Process.Pid, filepath.Base(args[len(o.Launcher)])) // gobgpd or gobgpd-v4
 			return g.PID != 0, "not yet"
 		})
@@ -159,7 +159,7 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	if err := os.WriteFile(g.PIDFile, []byte(strconv.Itoa(g.PID)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 20*time.Second, "gobgpd "+name+"'s API socket", func() (bool, string) {
+	Eventually(t, ProcessStart, "gobgpd "+name+"'s API socket", func() (bool, string) {
 		_, err := os.Stat(sock)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -243,7 +243,7 @@ func Child(ppid int, exe string) int {
 func (g *Gobgpd) ListenerV4(t testing.TB) sockets.Ref {
 	t.Helper()
 	var v4 sockets.Ref
-	Eventually(t, 20*time.Second, "gobgpd "+g.Name+"'s IPv4 listener on port 179", func() (bool, string) {
+	Eventually(t, ProcessStart, "gobgpd "+g.Name+"'s IPv4 listener on port 179", func() (bool, string) {
 		ls, err := sockets.Finder{PID: g.PID}.Listeners(179)
 		if err != nil {
 			return false, err.Error()

@@ -11,6 +11,14 @@ import (
 // DefaultEvery is how often Poll looks when Every is zero.
 const DefaultEvery = 200 * time.Millisecond
 
+// ProcessStart bounds the wait for a process started in the guest to be
+// ready (its pid file, its control socket or vty, its listener). It is
+// not a timing assumption: the waits poll for the event and go on as
+// soon as it is there, in a second or two on a quiet guest. It holds on
+// an emulated CPU with the host's two cores kept busy by a compile,
+// where a start took over 30 s (issue 47: bgpd's pid file and vty).
+const ProcessStart = 2 * time.Minute
+
 // Cond is one look at the awaited state. done reports that it holds; when
 // it does not, detail says what was seen instead (the last detail is kept
 // in the TimeoutError). A non-nil err ends the wait at once with err.
