@@ -321,6 +321,9 @@ type Plan []SocketPlan
 type Input struct {
 	Desired  Desired
 	Observed Observed
+	// SyncDeletes: a listener's deletes run without del_async
+	// (ListenerOptions.SyncDeletes), and the plan says so.
+	SyncDeletes bool
 }
 
 // PlanAll plans every socket independently.
@@ -328,6 +331,9 @@ func PlanAll(in []Input) Plan {
 	p := make(Plan, len(in))
 	for i := range in {
 		p[i] = PlanSocket(in[i].Desired, in[i].Observed)
+		if in[i].SyncDeletes && p[i].Kind == Listening {
+			ranSync(p[i].Ops)
+		}
 	}
 	return p
 }

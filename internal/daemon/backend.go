@@ -332,7 +332,7 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
 			obs.Carried = d.ctrl.Carried()
-			in = append(in, rotator.Input{Desired: want, Observed: obs})
+			in = append(in, rotator.Input{Desired: want, Observed: obs, SyncDeletes: d.syncListenerDeletes()})
 		}
 	}
 	for _, p := range d.peerList() {
