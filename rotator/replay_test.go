@@ -314,7 +314,7 @@ func (r *replay) apply(ev modelEvent) {
 		if ev.crashAfter > 0 {
 			r.restart(i)
 		}
-	case "crash":
+	case "crash", "lose-record": // the record is the daemon's, not the machine's
 		r.restart(i)
 	case "send":
 		if e.flight != nil {

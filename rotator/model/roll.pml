@@ -35,6 +35,12 @@
  *    end's machine has read its session again (its next step); until
  *    then the listener sync deletes nothing but a revoked key (the
  *    daemon's start-up gate, internal/daemon/carried.go sessionsRead).
+ *    A restart may also lose the carried-keys record ("EV lose-record":
+ *    a purge, an old backup). The design does not rely on the record
+ *    for a session that is up (the gate holds until it is read): the
+ *    model keeps the record only for the mutant that trusts it in place
+ *    of the gate, a record always up to date (what the session carries)
+ *    until a lost-record event empties it (lost[i]).
  *  - Time: a step of the machine is one call of machine.step. Waiting for a
  *    poll is an interleaving; the switch timeout and a backoff's end are
  *    events. Three timing assumptions, each a gate on the model's steps:
@@ -109,6 +115,9 @@ mtype:step = { install, announce, switch, retire, restore };
 #ifndef EDITS
 #define EDITS 1
 #endif
+#ifndef LOSTRECORDS
+#define LOSTRECORDS 1
+#endif
 
 byte ph[2];            /* desired phase per end */
 byte sk[2];            /* session socket: installed keys */
@@ -124,12 +133,16 @@ byte gst[2];           /* grace: 1 !graceSent, 2 !graceBase (see machine.go); 8 
 byte ev[2];            /* 1: the old key's pkt_good is above zero on the session socket */
 byte fl[2];            /* 1<<c: the segment on seg[c] was in flight at machine i's last step */
 byte rd[2];            /* 1: end i's machine read its session since aokeyd (re)started */
+#ifdef MUTANT_RECORD_TRUSTED
+byte lost[2];          /* 1: end i's carried-keys record was lost at its last restart */
+#endif
 chan seg[2] = [1] of { byte, byte };   /* seg[i]: i -> 1-i, (keyid, rnext) */
 
 byte crashes = CRASHES;
 byte losses = LOSSES;
 byte timeouts = TIMEOUTS;
 byte reconnects = RECONNECTS;
+byte lostrecs = LOSTRECORDS;
 
 #define SHOW printf("ST %e %e %d %d %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1], ed[0], ed[1])
 
@@ -393,6 +406,9 @@ end:
 		fl[i] == 0 && GRACE_OVER(i) ->
 		printf("EV step %d\n", i);
 		rd[i] = 1;  /* the step reads the session's socket first */
+#ifdef MUTANT_RECORD_TRUSTED
+		lost[i] = 0;  /* and the record is written again from that read */
+#endif
 		if
 		:: st[i] == announced -> await_(i)
 		:: st[i] == grace -> retire_(i)
@@ -414,6 +430,12 @@ done2:
 		SHOW
 	}
 	:: atomic { crashes > 0 -> crashes--; printf("EV crash %d\n", i); restart(i); SHOW }
+	/* a restart that loses the carried-keys record too */
+	:: atomic { lostrecs > 0 -> lostrecs--; printf("EV lose-record %d\n", i); restart(i);
+#ifdef MUTANT_RECORD_TRUSTED
+		lost[i] = 1;
+#endif
+		SHOW }
 	od
 }
 
@@ -426,6 +448,11 @@ done2:
 /* mutant: the listener holds the desired keys only (a key past its
  * lifetime goes although a session carries it) */
 #define LNKEEP(i) 0
+#elif defined(MUTANT_RECORD_TRUSTED)
+/* mutant: after a restart the listener sync keeps what the carried-keys
+ * record says instead of waiting for the session's read: safe while the
+ * record is there, not once it is lost */
+#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : (lost[i] -> 0 : (ln[i] & CARRIED(i) & ~REVMASK(i))))
 #elif defined(MUTANT_RESTART_NO_GATE)
 /* mutant: after a restart the listener sync goes ahead before the
  * session was read, knowing of no key it carries (the behaviour before
