@@ -20,23 +20,15 @@ import (
 // read through), and one found unreadable is restored from its backup.
 func TestRevocationsFileNotRegular(t *testing.T) {
 	good := `[{"chain":"core","key":"k1","at":"2026-11-30T12:00:00Z"}]`
-	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
-	write := func(s string) func(string) error {
-		return func(p string) error { return os.WriteFile(p, []byte(s), 0o600) }
-	}
+	fifo, write := testkit.FIFO, testkit.Content
 	for _, tc := range []struct {
 		name        string
-		record, bak func(string) error
+		record, bak testkit.Planter
 		wantErr     string // "": loads
 		want        int    // revocations loaded
 	}{
 		{name: "fifo", record: fifo, wantErr: "FIFO"},
-		{name: "symlink to a good record", record: func(p string) error {
-			if err := os.WriteFile(p+".real", []byte(good), 0o600); err != nil {
-				return err
-			}
-			return os.Symlink(p+".real", p)
-		}, wantErr: "symlink"},
+		{name: "symlink to a good record", record: testkit.SymlinkTo(good), wantErr: "symlink"},
 		{name: "corrupt", record: write("[{"), wantErr: "backup"},
 		{name: "fifo with backup", record: fifo, bak: write(good), want: 1},
 		{name: "corrupt with backup", record: write("[{"), bak: write(good), want: 1},
@@ -46,13 +38,7 @@ func TestRevocationsFileNotRegular(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "bird-revocations.json")
-			for p, plant := range map[string]func(string) error{path: tc.record, path + ".bak": tc.bak} {
-				if plant != nil {
-					if err := plant(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			testkit.PlantRecord(t, path, tc.record, tc.bak)
 			var rs []Revocation
 			var err error
 			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() { rs, err = loadRevocations(path) })

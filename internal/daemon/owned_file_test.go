@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,21 +18,13 @@ import (
 // backup, owned-keys.json.bak.
 func TestOwnedRecordFile(t *testing.T) {
 	good := fmt.Sprintf(`{"version":1,"check":%q,"keys":[]}`, checkValue())
-	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
-	write := func(s string) func(string) error {
-		return func(p string) error { return os.WriteFile(p, []byte(s), 0o600) }
-	}
-	symlinkToGood := func(p string) error {
-		if err := os.WriteFile(p+".real", []byte(good), 0o600); err != nil {
-			return err
-		}
-		return os.Symlink(p+".real", p)
-	}
+	fifo, write := testkit.FIFO, testkit.Content
+	symlinkToGood := testkit.SymlinkTo(good)
 	for _, tc := range []struct {
 		name        string
-		record, bak func(string) error // nil: no such file
-		wantErr     string             // "": opens
-		wantBoot    bool               // opens as an upgrade (no usable record)
+		record, bak testkit.Planter // nil: no such file
+		wantErr     string          // "": opens
+		wantBoot    bool            // opens as an upgrade (no usable record)
 	}{
 		{name: "fifo", record: fifo, wantErr: "FIFO"},
 		{name: "symlink to a good record", record: symlinkToGood, wantErr: "symlink"},
@@ -46,13 +37,7 @@ func TestOwnedRecordFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "owned-keys.json")
-			for p, plant := range map[string]func(string) error{path: tc.record, path + ".bak": tc.bak} {
-				if plant != nil {
-					if err := plant(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			testkit.PlantRecord(t, path, tc.record, tc.bak)
 			var l *ledger
 			var err error
 			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,23 +16,15 @@ import (
 // migrations.json.bak, which each write keeps.
 func TestOpenFile(t *testing.T) {
 	good := `{"migrations":[{"peer":"10.0.0.2","prefix":"10.0.0.0/30"}]}`
-	fifo := func(p string) error { return syscall.Mkfifo(p, 0o600) }
-	write := func(s string) func(string) error {
-		return func(p string) error { return os.WriteFile(p, []byte(s), 0o600) }
-	}
+	fifo, write := testkit.FIFO, testkit.Content
 	for _, tc := range []struct {
 		name        string
-		record, bak func(string) error // nil: no such file
-		wantErr     string             // "": opens
+		record, bak testkit.Planter // nil: no such file
+		wantErr     string          // "": opens
 		wantRecs    int
 	}{
 		{name: "fifo", record: fifo, wantErr: "FIFO"},
-		{name: "symlink to a good record", record: func(p string) error {
-			if err := os.WriteFile(p+".real", []byte(good), 0o600); err != nil {
-				return err
-			}
-			return os.Symlink(p+".real", p)
-		}, wantErr: "symlink"},
+		{name: "symlink to a good record", record: testkit.SymlinkTo(good), wantErr: "symlink"},
 		{name: "corrupt", record: write(`{"migrations":[`), wantErr: "backup"},
 		{name: "fifo with backup", record: fifo, bak: write(good), wantRecs: 1},
 		{name: "corrupt with backup", record: write(`{"migrations":[`), bak: write(good), wantRecs: 1},
@@ -43,13 +34,7 @@ func TestOpenFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "migrations.json")
-			for p, plant := range map[string]func(string) error{path: tc.record, path + ".bak": tc.bak} {
-				if plant != nil {
-					if err := plant(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			testkit.PlantRecord(t, path, tc.record, tc.bak)
 			var s *Store
 			var err error
 			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() { s, err = Open(path) })
