@@ -1,7 +1,9 @@
 // Command aokeyd is the router-side TCP-AO key rotation daemon.
 //
 //	aokeyd [-config /etc/aokeyd/aokeyd.yaml] [-state-dir /var/lib/aokeyd]
-//	aokeyd init [-dir /etc/aokeyd]      write the embedded first-run config, policy and demo keys
+//	aokeyd init [-dir /etc/aokeyd] [-force]
+//	                                     write the embedded first-run config, policy and demo keys
+//	                                     (refused when any of them exists; -force keeps FILE.bak)
 //	aokeyd exec [-socket PATH] -- gobgpd -f /etc/gobgpd.conf
 //	                                     run gobgpd so that its outgoing connects carry TCP-AO keys
 //	                                     (aokeyd -connectguard PATH answers them; see package connectguard)

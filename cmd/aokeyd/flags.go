@@ -33,10 +33,18 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 	return fs, o
 }
 
-func initFlags() (*flag.FlagSet, *string) {
+// initOptions are aokeyd init's flags.
+type initOptions struct {
+	dir   string
+	force bool
+}
+
+func initFlags() (*flag.FlagSet, *initOptions) {
+	o := &initOptions{}
 	fs := flag.NewFlagSet("aokeyd init", flag.ContinueOnError)
-	dir := fs.String("dir", filepath.Dir(config.DefaultPath), "where to write aokeyd.yaml, policy.yaml and keys.yaml")
-	return fs, dir
+	fs.StringVar(&o.dir, "dir", filepath.Dir(config.DefaultPath), "where to write aokeyd.yaml, policy.yaml and keys.yaml (none of them may exist there)")
+	fs.BoolVar(&o.force, "force", false, "move each of those files that exists aside to FILE.bak (FILE.bak.N when taken) before writing")
+	return fs, o
 }
 
 func execFlags() (*flag.FlagSet, *string) {

@@ -71,42 +71,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdInit(args []string, stdout, stderr io.Writer) int {
-	fs, dir := initFlags()
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := os.MkdirAll(*dir, 0o750); err != nil {
-		fmt.Fprintln(stderr, "aokeyd init:", err)
-		return 1
-	}
-	cfg := strings.ReplaceAll(string(config.DefaultConfig()), filepath.Dir(config.DefaultPath), *dir)
-	files := []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{
-		{"aokeyd.yaml", []byte(cfg), 0o640},
-		{"policy.yaml", config.DemoPolicy(), 0o640},
-	}
-	for _, f := range files {
-		p := filepath.Join(*dir, f.name)
-		if err := os.WriteFile(p, f.data, f.mode); err != nil {
-			fmt.Fprintln(stderr, "aokeyd init:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, "wrote", p)
-	}
-	kp := filepath.Join(*dir, "keys.yaml")
-	if err := keystore.WriteDefaultKeyFile(kp); err != nil {
-		fmt.Fprintln(stderr, "aokeyd init:", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, "wrote", kp, "(demo keys: public, replace them before production)")
-	return 0
-}
-
 func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	lvl, err := c.SlogLevel()
 	if err != nil {

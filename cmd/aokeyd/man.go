@@ -53,7 +53,13 @@ func manTree() *cobra.Command {
 		Long: `Writes aokeyd.yaml, policy.yaml and keys.yaml into the directory (the
 package ships the first two as /etc/aokeyd's defaults). keys.yaml holds
 public demo keys: replace them, or point key_source at Vault, before
-production.`,
+production.
+
+It never overwrites: when any of the three files exists (an edited
+configuration, the package's own), it names each one and writes nothing
+(exit status 1). Edit them, move them aside, or pass -force, which first
+moves each existing file to FILE.bak (FILE.bak.1, ... when that is taken,
+with its mode kept).`,
 		Run: func(*cobra.Command, []string) {},
 	}
 	ini.Flags().AddGoFlagSet(ifs)
