@@ -7,7 +7,11 @@
 //	aokeyd exec [-socket PATH] -- gobgpd -f /etc/gobgpd.conf
 //	                                     run gobgpd so that its outgoing connects carry TCP-AO keys
 //	                                     (aokeyd -connectguard PATH answers them; see package connectguard)
-//	aokeyd version
+//	aokeyd version                      (also -version, --version)
+//	aokeyd help                         the commands and flags (also -h, -help, --help)
+//
+// Any other argument is refused (exit status 2) and never starts the
+// daemon, which takes flags only.
 //
 // It reads Master Key Tuples from Vault or a YAML file, puts them on the
 // BGP speaker's sockets (gobgpd, found through its gRPC API and its

@@ -31,9 +31,8 @@ type initFile struct {
 // alone.
 func cmdInit(args []string, stdout, stderr io.Writer) int {
 	flags, o := initFlags()
-	flags.SetOutput(stderr)
-	if err := flags.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(flags, args, func(w io.Writer) { subUsage(w, "init", flags) }, stdout, stderr); done {
+		return code
 	}
 	if flags.NArg() != 0 {
 		fmt.Fprintf(stderr, "aokeyd init: unexpected argument %q (the directory is -dir DIR)\n", flags.Arg(0))
