@@ -125,8 +125,18 @@ func (r *renderer) iosxr() {
 		keys = append(keys, xrKey{k, i + 1, algs[i]})
 	}
 	tol += l.AcceptTolerance
+	if len(keys) == 0 {
+		r.refuse("", "IOS-XR can take none of the chain's keys: no key chain or neighbor ao statement is rendered (an ao statement with no key would drop the session)")
+	}
 	for _, f := range r.refused {
+		if f.Key == "" {
+			r.printf("! REFUSED: %s\n", f.Reason)
+			continue
+		}
 		r.printf("! REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	if len(keys) == 0 {
+		return
 	}
 	r.printf("! IOS-XR lifetimes are in the router's clock zone: these are UTC (clock timezone UTC, or convert).\n")
 	r.printf("key chain %s\n", l.Chain)
