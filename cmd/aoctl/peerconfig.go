@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,8 +27,9 @@ func (a *app) peerConfig() *cmd {
 Renders the far end's TCP-AO configuration for PEER's key chain, from the
 same config, policy and key source aokeyd uses: send and receive IDs
 swapped, algorithm names, include-TCP-options and lifetimes in the target's
-form. What the target cannot express is refused with the reason (on stderr
-and as comments in the output; exit status 4). BIRD has no time-based
+form. What the target cannot express is refused with the reason on stderr
+(exit status 4), and then nothing is printed on stdout: a configuration
+with a key or setting left out is not one to apply. BIRD has no time-based
 lifetimes: it gets the keys for --at and what to change at each later
 boundary. Secrets are placeholders naming where the key source keeps them
 (they do not parse, so a placeholder cannot be deployed by accident) unless
@@ -66,7 +68,18 @@ boundary. Secrets are placeholders naming where the key source keeps them
 		if withSecrets {
 			fmt.Fprintln(a.stderr, "aoctl peer-config: WARNING: --with-secrets: the output holds TCP-AO secrets; do not paste it into tickets or chat, and delete it once applied")
 		}
-		refused, err := renderPeerConfig(ctx, a.stdout, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
+		// Rendered aside: a refusal prints nothing on stdout, since half a
+		// configuration (an empty key chain with TCP-AO switched on, a
+		// key list missing a key aokeyd sends with) is not one to apply.
+		var out bytes.Buffer
+		defer func() { b := out.Bytes(); clear(b[:cap(b)]) }() // it may hold secrets
+		refused, err := renderPeerConfig(ctx, &out, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
+		if err == nil && len(refused) == 0 {
+			if _, err := a.stdout.Write(out.Bytes()); err != nil {
+				fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
+				return exitError
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
 			var ve validationError
@@ -79,6 +92,7 @@ boundary. Secrets are placeholders naming where the key source keeps them
 			fmt.Fprintf(a.stderr, "aoctl peer-config: refused: %s\n", r)
 		}
 		if len(refused) > 0 {
+			fmt.Fprintf(a.stderr, "aoctl peer-config: nothing printed: --for %s cannot take this chain as it is (fix what is refused above, or render for another --at)\n", t)
 			return exitInvalid
 		}
 		return exitOK

@@ -26,7 +26,10 @@ Without --config: asks the daemon for its dry run against the keys the
 kernel holds now. With --config: computes the plan from the config, policy
 and key files alone (no daemon, no TCP-AO kernel needed): each peer's keys
 as they would go on a listening socket that holds none yet. Both list the next scheduled key changes per peer.
-Nothing is changed.
+Nothing is changed. Offline, the keys the key source rejects (in aoctl
+validate's words) and each peer left with no key to send with are listed
+as problems first, and the exit status is 4: such a peer's plan never
+sets ao-required, which would refuse its every connection.
 `)
 	})
 	fs.StringVar(&cfgPath, "config", "", "plan offline from this aokeyd config")
@@ -72,9 +75,17 @@ Nothing is changed.
 			rep = r
 		}
 		if a.json {
-			return a.printJSON(rep)
+			if c := a.printJSON(rep); c != exitOK {
+				return c
+			}
+		} else {
+			renderPlan(a.stdout, rep, a.now())
 		}
-		renderPlan(a.stdout, rep, a.now())
+		if len(rep.Problems) > 0 {
+			// A plan with problems is not one to act on.
+			fmt.Fprintf(a.stderr, "aoctl plan: %d problems: fix them first (aoctl validate %s)\n", len(rep.Problems), cfgPath)
+			return exitInvalid
+		}
 		return exitOK
 	})
 }
@@ -83,6 +94,13 @@ func renderPlan(w io.Writer, rep control.PlanReport, now time.Time) {
 	src := "daemon, against the keys the kernel holds"
 	if !rep.Observed {
 		src = "offline: each peer's keys on a listener without keys"
+	}
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(w, "Problems (%d):\n", len(rep.Problems))
+		for _, p := range rep.Problems {
+			fmt.Fprintln(w, "  "+p)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "Plan at %s (%s):\n", stamp(rep.GeneratedAt), src)
 	for _, l := range rep.Plan {
@@ -131,6 +149,11 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon time.D
 		return rep, fmt.Errorf("key source %s: %w", src.Name(), err)
 	}
 	defer snap.Zero()
+	// The keys the source rejects, in aoctl validate's words: the plan
+	// is made without them.
+	for _, err := range snap.Rejected() {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
 
 	var inputs []rotator.Input
 	var errLines []string
@@ -142,6 +165,13 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon time.D
 			continue
 		}
 		d := desiredOf(b, pk, snap, sock, kind)
+		if _, ok := pk.PreferredKey(); !ok && d.AORequired && pk.MD5 == nil {
+			// TCP-AO required with no key to send with refuses every
+			// connection of the peer: never planned.
+			d.AORequired = false
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s (chain %s): no key to send with at %s: ao-required is not planned (it would refuse every connection of the peer)",
+				sock, b.KeyChain, stamp(now)))
+		}
 		inputs = append(inputs, rotator.Input{Desired: d})
 		for _, k := range d.Keys {
 			defer k.Secret.Zero()

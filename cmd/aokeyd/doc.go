@@ -1,11 +1,17 @@
 // Command aokeyd is the router-side TCP-AO key rotation daemon.
 //
 //	aokeyd [-config /etc/aokeyd/aokeyd.yaml] [-state-dir /var/lib/aokeyd]
-//	aokeyd init [-dir /etc/aokeyd]      write the embedded first-run config, policy and demo keys
+//	aokeyd init [-dir /etc/aokeyd] [-force]
+//	                                     write the embedded first-run config, policy and demo keys
+//	                                     (refused when any of them exists; -force keeps FILE.bak)
 //	aokeyd exec [-socket PATH] -- gobgpd -f /etc/gobgpd.conf
 //	                                     run gobgpd so that its outgoing connects carry TCP-AO keys
 //	                                     (aokeyd -connectguard PATH answers them; see package connectguard)
-//	aokeyd version
+//	aokeyd version                      (also -version, --version)
+//	aokeyd help                         the commands and flags (also -h, -help, --help)
+//
+// Any other argument is refused (exit status 2) and never starts the
+// daemon, which takes flags only.
 //
 // It reads Master Key Tuples from Vault or a YAML file, puts them on the
 // BGP speaker's sockets (gobgpd, found through its gRPC API and its

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -43,22 +45,41 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
+	// A first argument that is no flag is a subcommand: an unknown one is
+	// refused, never taken as the daemon's (which takes flags only).
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		switch args[0] {
 		case "init":
 			return cmdInit(args[1:], stdout, stderr)
 		case "exec":
-			return cmdExec(args[1:], stderr)
-		case "version":
-			fmt.Fprintln(stdout, "aokeyd", version)
+			return cmdExec(args[1:], stdout, stderr)
+		case "version", "help":
+			if len(args) > 1 {
+				fmt.Fprintf(stderr, "aokeyd %s: unexpected argument %q\n", args[0], args[1])
+				return 2
+			}
+			if args[0] == "help" {
+				printUsage(stdout)
+			} else {
+				fmt.Fprintln(stdout, "aokeyd", version)
+			}
 			return 0
 		case "man": // hidden: the package build writes aokeyd(8) with it
 			return cmdMan(args[1:], stderr)
 		}
+		fmt.Fprintf(stderr, "aokeyd: unknown command %q: the commands are init, exec, version and help, and the daemon takes flags only (aokeyd help; aoctl is the operator's CLI)\n", args[0])
+		return 2
 	}
 	fs, o := daemonFlags()
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	if code, done := parseFlags(fs, args, printUsage, stdout, stderr); done {
+		return code
+	}
+	if o.version {
+		fmt.Fprintln(stdout, "aokeyd", version)
+		return 0
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "aokeyd: unexpected argument %q: the daemon takes flags only (aokeyd help)\n", fs.Arg(0))
 		return 2
 	}
 	profileOnSignal(stderr)
@@ -71,40 +92,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdInit(args []string, stdout, stderr io.Writer) int {
-	fs, dir := initFlags()
+// parseFlags parses args into fs. -h, -help and --help print usage on
+// stdout (exit status 0); a flag error is printed on stderr with a
+// pointer to the usage (exit status 2). done says whether the caller
+// returns code.
+func parseFlags(fs *flag.FlagSet, args []string, usage func(io.Writer), stdout, stderr io.Writer) (code int, done bool) {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := os.MkdirAll(*dir, 0o750); err != nil {
-		fmt.Fprintln(stderr, "aokeyd init:", err)
-		return 1
-	}
-	cfg := strings.ReplaceAll(string(config.DefaultConfig()), filepath.Dir(config.DefaultPath), *dir)
-	files := []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{
-		{"aokeyd.yaml", []byte(cfg), 0o640},
-		{"policy.yaml", config.DemoPolicy(), 0o640},
-	}
-	for _, f := range files {
-		p := filepath.Join(*dir, f.name)
-		if err := os.WriteFile(p, f.data, f.mode); err != nil {
-			fmt.Fprintln(stderr, "aokeyd init:", err)
-			return 1
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(stdout)
+		return 0, true
+	case err != nil:
+		hint := fs.Name() + " -help"
+		if fs.Name() == "aokeyd" {
+			hint = "aokeyd help"
 		}
-		fmt.Fprintln(stdout, "wrote", p)
+		fmt.Fprintf(stderr, "run %s for usage\n", hint)
+		return 2, true
 	}
-	kp := filepath.Join(*dir, "keys.yaml")
-	if err := keystore.WriteDefaultKeyFile(kp); err != nil {
-		fmt.Fprintln(stderr, "aokeyd init:", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, "wrote", kp, "(demo keys: public, replace them before production)")
-	return 0
+	return 0, false
 }
 
 func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
@@ -421,11 +429,10 @@ func notify(state string) {
 // It stays as a small parent that keeps the filter's listener for aokeyd
 // restarts, and exits with the program's status. Usable as systemd's
 // ExecStart=.
-func cmdExec(args []string, stderr io.Writer) int {
+func cmdExec(args []string, stdout, stderr io.Writer) int {
 	fs, sock := execFlags()
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, func(w io.Writer) { subUsage(w, "exec", fs) }, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "usage: aokeyd exec [-socket PATH] -- PROGRAM [ARGS]")

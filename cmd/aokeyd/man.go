@@ -1,8 +1,10 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,12 +50,18 @@ func manTree() *cobra.Command {
 	root.Flags().AddGoFlagSet(dfs)
 	ifs, _ := initFlags()
 	ini := &cobra.Command{
-		Use:   "init",
+		Use:   "init [-dir DIR] [-force]",
 		Short: "write the first-run configuration, policy and demo keys",
 		Long: `Writes aokeyd.yaml, policy.yaml and keys.yaml into the directory (the
 package ships the first two as /etc/aokeyd's defaults). keys.yaml holds
 public demo keys: replace them, or point key_source at Vault, before
-production.`,
+production.
+
+It never overwrites: when any of the three files exists (an edited
+configuration, the package's own), it names each one and writes nothing
+(exit status 1). Edit them, move them aside, or pass -force, which first
+moves each existing file to FILE.bak (FILE.bak.1, ... when that is taken,
+with its mode kept).`,
 		Run: func(*cobra.Command, []string) {},
 	}
 	ini.Flags().AddGoFlagSet(ifs)
@@ -69,7 +77,7 @@ exits with the program's status. Usable as a systemd unit's ExecStart=.`,
 		Run: func(*cobra.Command, []string) {},
 	}
 	exe.Flags().AddGoFlagSet(efs)
-	ver := &cobra.Command{Use: "version", Short: "print aokeyd's version", Run: func(*cobra.Command, []string) {}}
+	ver := &cobra.Command{Use: "version", Short: "print aokeyd's version (also -version, --version)", Run: func(*cobra.Command, []string) {}}
 	root.AddCommand(ini, exe, ver)
 	return root
 }
@@ -86,4 +94,41 @@ func cmdMan(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// printUsage is `aokeyd help` (and -h, -help, --help): the commands, from
+// the same tree as the man pages, and the daemon's flags.
+func printUsage(w io.Writer) {
+	root := manTree()
+	fmt.Fprintf(w, "aokeyd: %s\n\nUsage:\n", root.Short)
+	row := func(use, short string) {
+		if len(use) > 36 {
+			fmt.Fprintf(w, "  %s\n  %-36s  %s\n", use, "", short)
+			return
+		}
+		fmt.Fprintf(w, "  %-36s  %s\n", use, short)
+	}
+	row("aokeyd [flags]", "run the daemon (flags below)")
+	for _, c := range root.Commands() {
+		row("aokeyd "+c.Use, c.Short)
+	}
+	row("aokeyd help", "print this help (also -h, -help, --help)")
+	fmt.Fprintf(w, "\nFlags (-flag and --flag are the same):\n")
+	dfs, _ := daemonFlags()
+	dfs.SetOutput(w)
+	dfs.PrintDefaults()
+	fmt.Fprintf(w, "\naokeyd COMMAND -help shows a command's flags. See aokeyd(8); aoctl(8) is the operator's CLI.\n")
+}
+
+// subUsage is `aokeyd NAME -help`: the command's line, its description
+// and its flags.
+func subUsage(w io.Writer, name string, fs *flag.FlagSet) {
+	for _, c := range manTree().Commands() {
+		if c.Name() != name {
+			continue
+		}
+		fmt.Fprintf(w, "Usage: aokeyd %s\n\n%s.\n\n%s\n\nFlags:\n", c.Use, c.Short, strings.TrimSpace(c.Long))
+	}
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }

@@ -244,6 +244,10 @@ type PlanReport struct {
 	Plan []string `json:"plan"`
 	// Upcoming are the next scheduled changes per peer.
 	Upcoming []Event `json:"upcoming"`
+	// Problems (offline plan) are the key source's rejected keys, in
+	// aoctl validate's words, and each peer the plan leaves without a
+	// key to send with; aoctl plan exits 4 when there are any.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Event is one scheduled change of a peer's desired keys.

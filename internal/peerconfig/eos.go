@@ -97,8 +97,18 @@ func (r *renderer) eos() {
 				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), recv, send))
 		}
 	}
+	if len(lines) == 0 {
+		r.refuse("", "EOS can take none of the chain's keys: no shared-secret profile or neighbor is rendered")
+	}
 	for _, f := range r.refused {
+		if f.Key == "" {
+			r.printf("! REFUSED: %s\n", f.Reason)
+			continue
+		}
 		r.printf("! REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	if len(lines) == 0 {
+		return
 	}
 	r.printf("! EOS reads these lifetimes as UTC (no local-time keyword).\n")
 	r.printf("management security\n   session shared-secret profile %s\n", l.Chain)
@@ -106,13 +116,11 @@ func (r *renderer) eos() {
 		r.printf("%s\n", s)
 	}
 	r.printf("!\nrouter bgp <asn>\n")
-	if len(lines) > 0 {
-		if l.VRF != "" {
-			// A VRF peer: the neighbor under the VRF of that name.
-			r.printf("   vrf %s\n      neighbor %s password shared-secret profile %s algorithm %s\n", l.VRF, r.local(), l.Chain, eosAlgorithm(alg))
-		} else {
-			r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
-		}
+	if l.VRF != "" {
+		// A VRF peer: the neighbor under the VRF of that name.
+		r.printf("   vrf %s\n      neighbor %s password shared-secret profile %s algorithm %s\n", l.VRF, r.local(), l.Chain, eosAlgorithm(alg))
+	} else {
+		r.printf("   neighbor %s password shared-secret profile %s algorithm %s\n", r.local(), l.Chain, eosAlgorithm(alg))
 	}
 }
 

@@ -12,11 +12,13 @@ import (
 const iosxrDoc = "Cisco IOS XR System Security Configuration Guide, Implementing Keychain Management (key chain: key-string, cryptographic-algorithm, send-lifetime, accept-lifetime, accept-tolerance; tcp ao keychain: key SendID ReceiveID) and BGP `neighbor ... ao KEYCHAIN include-tcp-options`; send-id/recv-id semantics: https://cisco.com/c/en/us/td/docs/routers/ios/config/17-x/ip-routing/b-ip-routing/m-iri-tcp-ao.html"
 
 // iosxrAlgorithm is IOS-XR's cryptographic-algorithm for a with a 12-byte
-// MAC, "" when none is documented for TCP-AO.
+// MAC, "" when none is documented for TCP-AO: the values hmac-sha1-96 and
+// aes-128-cmac-96 of Cisco-IOS-XR-um-key-chain-cfg, as XR routers write
+// them in their configuration (TestVendorAlgorithmKeywords).
 func iosxrAlgorithm(a tcpao.Algorithm) string {
 	switch a {
 	case tcpao.HMACSHA1:
-		return "HMAC-SHA-1-96"
+		return "HMAC-SHA1-96"
 	case tcpao.CMACAES128:
 		return "AES-128-CMAC-96"
 	}
@@ -75,7 +77,7 @@ func (r *renderer) iosxr() {
 		algs[i] = iosxrAlgorithm(k.Algorithm)
 		switch {
 		case algs[i] == "":
-			why[i] = fmt.Sprintf("IOS-XR's key-chain model lists hmac-sha-256, but its TCP-AO documentation gives only HMAC-SHA-1-96 and AES-128-CMAC-96 the 12-byte MAC TCP-AO uses; %s is not rendered", k.Algorithm)
+			why[i] = fmt.Sprintf("IOS-XR's key-chain model lists hmac-sha-256, but its TCP-AO documentation gives only HMAC-SHA1-96 and AES-128-CMAC-96 the 12-byte MAC TCP-AO uses; %s is not rendered", k.Algorithm)
 		case k.MACLen != tcpao.DefaultMACLen:
 			why[i] = fmt.Sprintf("IOS-XR's TCP-AO algorithms have 12-byte MACs; this key's MAC is %d bytes", k.MACLen)
 		case !printable(k.Secret.Bytes()):
@@ -125,8 +127,18 @@ func (r *renderer) iosxr() {
 		keys = append(keys, xrKey{k, i + 1, algs[i]})
 	}
 	tol += l.AcceptTolerance
+	if len(keys) == 0 {
+		r.refuse("", "IOS-XR can take none of the chain's keys: no key chain or neighbor ao statement is rendered (an ao statement with no key would drop the session)")
+	}
 	for _, f := range r.refused {
+		if f.Key == "" {
+			r.printf("! REFUSED: %s\n", f.Reason)
+			continue
+		}
 		r.printf("! REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	if len(keys) == 0 {
+		return
 	}
 	r.printf("! IOS-XR lifetimes are in the router's clock zone: these are UTC (clock timezone UTC, or convert).\n")
 	r.printf("key chain %s\n", l.Chain)

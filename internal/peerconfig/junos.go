@@ -69,7 +69,14 @@ func (r *renderer) junos() {
 		starts[k.Send.Start] = k.Name
 		p := fmt.Sprintf("%s key %d", kc, id)
 		id++
-		add("%s secret \"%s\"", p, r.secret(k, func(b []byte) string { return string(b) }))
+		if r.o.WithSecrets {
+			add("%s secret \"%s\"", p, string(k.Secret.Bytes()))
+		} else {
+			// Not a quoted string, which Junos would load as the secret:
+			// a line no Junos CLI takes (an unknown command, and a value
+			// of several words even without the marker).
+			add("%s %s secret %s (%s)", secretNotRendered, p, r.secret(k, nil), withSecretsHint)
+		}
 		add("%s start-time \"%s\"", p, junosTime(k.Send.Start))
 		add("%s algorithm ao", p)
 		add("%s ao-attribute send-id %d", p, k.SendID)
@@ -88,8 +95,21 @@ func (r *renderer) junos() {
 				fmtTime(end), k.Name, p[len(kc)+1:], endText(k.Send.End)))
 		}
 	}
+	if id == 0 {
+		r.refuse("", "Junos can take none of the chain's keys: no key chain or neighbor authentication is rendered (authentication-algorithm ao with no key would drop the session)")
+	}
 	for _, f := range r.refused {
+		if f.Key == "" {
+			r.printf("# REFUSED: %s\n", f.Reason)
+			continue
+		}
 		r.printf("# REFUSED key %s: %s\n", f.Key, f.Reason)
+	}
+	if id == 0 {
+		return
+	}
+	if !r.o.WithSecrets {
+		r.printf("# A line starting %s stands for a key's secret statement: Junos refuses to load it.\n", secretNotRendered)
 	}
 	r.printf("# tcp-ao-option is Junos's include-tcp-options; its default is disabled (options excluded), so it is always set.\n")
 	r.printf("# start-time is UTC; tolerance is always set (Junos's default is 3600 s).\n")

@@ -148,7 +148,11 @@ func (r Refusal) String() string {
 
 // Render writes l's far end configuration for target t to w. The refusals
 // say what it could not express (also written into the output as
-// comments); an error means nothing usable was written.
+// comments); an error means nothing usable was written. With any
+// refusal what was written is a diagnostic, not a configuration to apply
+// (aoctl peer-config prints none of it); a chain of which a target can
+// take no key is refused as a whole and written as comments only, never
+// as a neighbor with TCP-AO switched on and no key.
 func Render(w io.Writer, t Target, l Link, o Options) ([]Refusal, error) {
 	if o.At.IsZero() {
 		o.At = time.Now()
@@ -258,13 +262,24 @@ func algNames(as []tcpao.Algorithm) []string {
 }
 
 // secret renders k's secret with enc, or a placeholder naming its source
-// that does not parse as any target's secret.
+// that does not parse as any target's secret: it holds spaces and angle
+// brackets, and is never quoted (Junos puts its own marker before it:
+// secretNotRendered).
 func (r *renderer) secret(k Key, enc func([]byte) string) string {
 	if r.o.WithSecrets {
 		return enc(k.Secret.Bytes())
 	}
 	return "<secret: " + k.Source + ">"
 }
+
+// secretNotRendered starts a line that stands for a configuration line
+// whose secret is not rendered, where a target's own syntax would accept
+// the placeholder as the secret (a Junos quoted string): no target has a
+// command of that name, so the line is refused when loaded.
+const (
+	secretNotRendered = "SECRET-NOT-RENDERED:"
+	withSecretsHint   = "aoctl peer-config --with-secrets prints it"
+)
 
 // local is the far end's neighbor (aokeyd's router), or a placeholder.
 func (r *renderer) local() string {

@@ -60,7 +60,7 @@ func TestGolden(t *testing.T) {
 		// No documented 12-byte hmac(sha256) on IOS-XR.
 		{IOSXR, []string{"2026-11"}},
 		// One ID for both directions; no hmac(sha256).
-		{EOS, []string{"2026-10", "2026-11", "2026-12"}},
+		{EOS, []string{"2026-10", "2026-11", "2026-12", ""}},
 		{GoBGP, []string{""}},
 		{Aokeyd, nil},
 		{YANG, nil},
