@@ -211,17 +211,23 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 // purge, restored from an old backup, or rolled back while the far end
 // went on with TCP-AO). Its record becomes done at the prefix the
 // session's keys carry, so its password never goes back on the listener
-// and its TCP-AO keys stay. The reconcile goroutine calls it in a full
-// pass before the desired state is computed; it reads nothing while no
-// chain holds a password.
-func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) {
+// and its TCP-AO keys stay. The reconcile goroutine calls it in every
+// full pass, the passes session events ask for too (the session may be
+// listed only after a start's first pass), before the desired state is
+// computed; it reports whether it recorded one, which changes the desired
+// state. It reads nothing while no chain holds a password, and only the
+// sessions of peers whose chain does.
+func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) (recovered bool) {
 	if !anyMD5(snap) {
-		return
+		return false
 	}
 	pol := d.policy()
 	for _, p := range d.peerList() {
 		if p.handle == nil || !p.binding.Neighbor.IsSingleIP() {
 			continue
+		}
+		if c, ok := pol.Chain(p.binding.KeyChain); !ok || snap.Chains[c.SourceChain] == nil || snap.Chains[c.SourceChain].MD5 == nil {
+			continue // no password in its chain: not a TCP-MD5 peer
 		}
 		if r, ok := d.migrationOf(p.info.Neighbor, p.info.VRF); ok && r.Step != migrate.RolledBack {
 			continue
@@ -246,7 +252,9 @@ func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) {
 		}
 		d.log.Warn("TCP-MD5 peer found running TCP-AO with no migration recorded: it is migrated (done); its password stays off the listener. "+
 			"Remove md5 from its key chain", "peer", p.id, "prefix", prefix, "chain", pk.SourceChain)
+		recovered = true
 	}
+	return recovered
 }
 
 // migratedMD5Warning is the status warning for a peer migrated to TCP-AO

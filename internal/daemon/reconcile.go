@@ -242,8 +242,10 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	next := boundary
+	if d.recoverMigrations(snap, now) {
+		changed = true // a migration recorded: every desired state follows it
+	}
 	if changed { // always on the first pass
-		d.recoverMigrations(snap, now)
 		next = d.listenerWant(snap, now)
 	}
 	d.dropStale(ctx)
