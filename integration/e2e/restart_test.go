@@ -224,7 +224,7 @@ func (l *testbed) crashCase(tl *restartTally, name string, want key, between fun
 	if lacking > 0 || reads == 0 {
 		t.Errorf("%s: gobgpd's listener lacked %s, which the far end uses, in %d of %d reads (last %s)", name, want.name(), lacking, reads, last)
 	}
-	t.Logf("%s: aokeyd SIGKILLed and restarted; listener held %s in all %d reads; far end back with TCP-AO: %v", name, want.name(), reads, err == nil)
+	t.Logf("%s: aokeyd SIGKILLed and restarted; listener lacked %s in %d of %d reads; far end back with TCP-AO: %v", name, want.name(), lacking, reads, err == nil)
 	tl.add(name, ok)
 }
 
