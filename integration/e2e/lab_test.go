@@ -301,13 +301,23 @@ func (l *testbed) restartAokeyd() {
 		_ = l.aokeyd.Process.Kill()
 		_, _ = l.aokeyd.Process.Wait()
 	}
+	l.aokeyd = l.startAokeydWith()
+}
+
+// startAokeydWith starts aokeyd with the lab's arguments followed by
+// extra (a flag given again overrides the lab's) and the lab's state
+// directory.
+func (l *testbed) startAokeydWith(extra ...string) *exec.Cmd {
+	t := l.t
+	t.Helper()
 	args := []string{"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
 		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}
+	args = append(args, extra...)
 	ns := l.a
 	if l.vault != nil {
 		// The guest's root namespace, where the Vault server listens; gobgpd
 		// is reached through its unix API socket and pidfd, from anywhere.
 		ns = nil
 	}
-	l.aokeyd = lab.StartAokeyd(t, ns, l.aokeydLog(), l.ctl, args...)
+	return lab.StartAokeyd(t, ns, l.aokeydLog(), l.ctl, args...)
 }
