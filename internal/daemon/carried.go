@@ -1,12 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -37,11 +37,10 @@ import (
 type carriedRecord struct {
 	path string // "": memory only
 	log  *slog.Logger
-	// last is what the files hold, encoded; a save of the same is no write.
-	last []byte
-	// fps are the fingerprints last recorded, for keys a bare read gives
-	// without them.
-	fps map[rotator.PeerID]map[tcpao.KeyRef]tcpao.Fingerprint
+	// saved is what the files hold (each peer's keys sorted, with the
+	// fingerprints recorded): a save of the same writes nothing, and a
+	// key a bare read gives without its fingerprint keeps the one here.
+	saved map[rotator.PeerID][]rotator.CarriedKey
 }
 
 // carriedFile is the record's on-disk form.
@@ -83,7 +82,7 @@ func carriedFileRecord(path string) durable.Record {
 // exists but cannot be read refuses the start (the layer's rule: the
 // record is not invented), naming both files.
 func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey, error) {
-	r := &carriedRecord{path: path, log: log, fps: map[rotator.PeerID]map[tcpao.KeyRef]tcpao.Fingerprint{}}
+	r := &carriedRecord{path: path, log: log}
 	if path == "" {
 		return r, nil, nil
 	}
@@ -104,10 +103,7 @@ func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.Pee
 	if err != nil {
 		return nil, nil, fmt.Errorf("carried-keys record %s: %w", path, err)
 	}
-	r.last = l.Data
-	for id, ks := range m {
-		r.remember(id, ks)
-	}
+	r.saved = normCarried(m, nil)
 	return r, m, nil
 }
 
@@ -139,69 +135,61 @@ func decodeCarried(b []byte) (map[rotator.PeerID][]rotator.CarriedKey, error) {
 	return out, nil
 }
 
-// remember notes the fingerprints of peer's keys.
-func (r *carriedRecord) remember(id rotator.PeerID, ks []rotator.CarriedKey) {
-	m := map[tcpao.KeyRef]tcpao.Fingerprint{}
-	for _, k := range ks {
-		if k.FP != (tcpao.Fingerprint{}) {
-			m[k.Ref] = k.FP
-		}
-	}
-	r.fps[id] = m
-}
-
-// save records byPeer (a key read bare keeps the fingerprint recorded for
-// it) when it differs from what the files hold: the record, then its
-// backup, each durably.
-func (r *carriedRecord) save(byPeer map[rotator.PeerID][]rotator.CarriedKey) error {
-	ids := make([]rotator.PeerID, 0, len(byPeer))
-	for id := range byPeer {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, rotator.PeerID.Compare)
-	f := carriedFile{Version: 1, Check: checkValue(), Peers: make([]carriedPeer, 0, len(ids))}
-	seen := make(map[rotator.PeerID]bool, len(ids))
-	for _, id := range ids {
-		ks := slices.Clone(byPeer[id])
+// normCarried is byPeer with each peer's keys sorted and without
+// duplicates, a key without its fingerprint given the one prev records.
+func normCarried(byPeer, prev map[rotator.PeerID][]rotator.CarriedKey) map[rotator.PeerID][]rotator.CarriedKey {
+	out := make(map[rotator.PeerID][]rotator.CarriedKey, len(byPeer))
+	for id, ks := range byPeer {
+		ks = slices.Clone(ks)
 		for i := range ks {
 			if ks[i].FP == (tcpao.Fingerprint{}) {
-				ks[i].FP = r.fps[id][ks[i].Ref]
+				if j := slices.IndexFunc(prev[id], func(k rotator.CarriedKey) bool { return k.Ref == ks[i].Ref }); j >= 0 {
+					ks[i].FP = prev[id][j].FP
+				}
 			}
 		}
 		slices.SortFunc(ks, func(a, b rotator.CarriedKey) int { return compareRefs(a.Ref, b.Ref) })
-		ks = slices.CompactFunc(ks, func(a, b rotator.CarriedKey) bool { return a.Ref == b.Ref })
-		p := carriedPeer{Peer: id, Keys: make([]carriedRow, len(ks))}
-		for i, k := range ks {
+		out[id] = slices.CompactFunc(ks, func(a, b rotator.CarriedKey) bool { return a.Ref == b.Ref })
+	}
+	return out
+}
+
+// save records byPeer (normCarried) when it differs from what the files
+// hold: the record, then its backup, each durably. An unchanged record
+// costs a comparison, not an encoding: a full pass calls it.
+func (r *carriedRecord) save(byPeer map[rotator.PeerID][]rotator.CarriedKey) error {
+	norm := normCarried(byPeer, r.saved)
+	if r.saved != nil && maps.EqualFunc(norm, r.saved, slices.Equal) {
+		return nil
+	}
+	if r.path == "" {
+		r.saved = norm
+		return nil
+	}
+	ids := slices.SortedFunc(maps.Keys(norm), rotator.PeerID.Compare)
+	f := carriedFile{Version: 1, Check: checkValue(), Peers: make([]carriedPeer, 0, len(ids))}
+	for _, id := range ids {
+		p := carriedPeer{Peer: id, Keys: make([]carriedRow, len(norm[id]))}
+		for i, k := range norm[id] {
 			p.Keys[i] = carriedRow{Prefix: k.Ref.Peer, IfIndex: k.Ref.IfIndex, SendID: k.Ref.SendID, RecvID: k.Ref.RecvID}
 			if k.FP != (tcpao.Fingerprint{}) {
 				p.Keys[i].Fingerprint = hex.EncodeToString(k.FP[:])
 			}
 		}
 		f.Peers = append(f.Peers, p)
-		seen[id] = true
-		r.remember(id, ks)
-	}
-	for id := range r.fps {
-		if !seen[id] {
-			delete(r.fps, id)
-		}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
-	if r.path == "" || bytes.Equal(b, r.last) {
-		return nil
-	}
-	if err := carriedFileRecord(r.path).Save(b); err != nil {
+	if err := carriedFileRecord(r.path).Save(append(b, '\n')); err != nil {
 		if !durable.Replaced(err) {
 			return fmt.Errorf("carried-keys record: %w", err)
 		}
 		// The record holds b; its backup or its directory entry lags.
 		r.log.Warn("the carried-keys record is written, but its backup or directory is behind; check the disk", "err", err)
 	}
-	r.last = b
+	r.saved = norm
 	return nil
 }
 
