@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -162,8 +161,8 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return fail("name", ErrMissingField)
 	}
 	s, isStr := scalarText(nv)
-	if !isStr || s == "" || len(s) > 64 || strings.ContainsAny(s, "\x00\n\r\t") {
-		return fail("name", refuse("want a name of 1..64 printable characters"))
+	if !isStr || !plainName(s) {
+		return fail("name", refuse("the name (not shown) must be a plain identifier: 1..64 of A-Za-z0-9._-, starting with a letter or digit, without a run of 24 letters and digits (key material looks like that), e.g. 2026-10; the name is shown by status, plan and peer-config"))
 	}
 	keyName = s
 	if err := checkFields(o, keyFields); err != nil {
@@ -177,6 +176,10 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 	}
 	if field, err := decodeKeyCrypto(o, &m); err != nil {
 		return fail(field, err)
+	}
+	if nameIsSecret(keyName, m.Secret.Bytes()) {
+		keyName = fmt.Sprintf("#%d", idx+1) // the name is not shown
+		return fail("name", refuse("the name (not shown) is the key's own secret: name the key with a plain identifier, e.g. 2026-10, and never paste the secret anywhere but secret_b64 or secret_hex"))
 	}
 	if field, err := decodeKeyScope(o, &m, def); err != nil {
 		return fail(field, err)
@@ -365,6 +368,9 @@ func decodeKeyOptions(o *object, m *MKT) (string, error) {
 			return f.name, err
 		}
 		*f.dst = l
+	}
+	if !sendWithinAccept(m.SendLifetime, m.AcceptLifetime) {
+		return "send_lifetime", refuse("the send lifetime is not within accept_lifetime (an absent lifetime is always): the peer would drop what the key signs outside it; start sending at or after accept_lifetime's start and stop at or before its end")
 	}
 	if rv, ok := o.get("revoked"); ok {
 		b, isBool := rv.(bool)

@@ -1,0 +1,74 @@
+package keystore
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"regexp"
+)
+
+// A key's name is shown wherever the key is: status, plan, peer-config,
+// the fleet document, the log. A secret pasted into name: would be shown
+// with it, so a name must be a plain identifier, and the refusal never
+// shows the value.
+
+// keyName is a plain identifier: 1..64 of A-Za-z0-9._-, starting with a
+// letter or a digit (as a chain name). Every name in aokeyd's docs and
+// examples is one: 2026-10, demo-1, k1.
+var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// maxNameRun is the longest run of letters and digits a name may have
+// without one of . _ -: key material (hex, unpadded base64) is such a
+// run, names are words, dates and numbers joined by separators.
+const maxNameRun = 23
+
+// plainName reports whether s is a plain identifier that does not look
+// like key material.
+func plainName(s string) bool {
+	if !keyName.MatchString(s) {
+		return false
+	}
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '.' || c == '_' || c == '-' {
+			run = 0
+			continue
+		}
+		if run++; run > maxNameRun {
+			return false
+		}
+	}
+	return true
+}
+
+// nameIsSecret reports whether name is secret itself, or secret in hex or
+// base64: a secret pasted into both name: and the secret's field. What it
+// decodes is cleared.
+func nameIsSecret(name string, secret []byte) bool {
+	raw := []byte(name)
+	same := subtle.ConstantTimeCompare(raw, secret) == 1
+	clear(raw)
+	for _, dec := range []func(string) ([]byte, error){hex.DecodeString,
+		base64.StdEncoding.DecodeString, base64.RawStdEncoding.DecodeString,
+		base64.URLEncoding.DecodeString, base64.RawURLEncoding.DecodeString} {
+		b, err := dec(name)
+		if err == nil && subtle.ConstantTimeCompare(b, secret) == 1 {
+			same = true
+		}
+		clear(b)
+	}
+	return same
+}
+
+// sendWithinAccept reports whether every instant of send is in accept: a
+// key sent while the peer does not accept it has the peer drop the
+// segments it signs.
+func sendWithinAccept(send, accept Lifetime) bool {
+	if !accept.Start.IsZero() && (send.Start.IsZero() || send.Start.Before(accept.Start)) {
+		return false
+	}
+	if !accept.End.IsZero() && (send.End.IsZero() || send.End.After(accept.End)) {
+		return false
+	}
+	return true
+}
