@@ -326,3 +326,27 @@ func (p *Policy) CheckBIRD() []error {
 	}
 	return out
 }
+
+// CheckVRFDevices returns a warning for each binding whose vrf: device
+// says is not a VRF device here (device returns why, nil for a VRF):
+// aokeyd keys a binding's sessions in its VRF only, so such a binding would
+// never match one. They are warnings, not problems: the policy may be
+// written for another machine, or the VRF created after it.
+func (p *Policy) CheckVRFDevices(device func(vrf string) error) []error {
+	var out []error
+	var root *yaml.Node
+	for _, b := range p.bindings {
+		if b.VRF == "" {
+			continue
+		}
+		if err := device(b.VRF); err != nil {
+			if root == nil {
+				root = p.tree()
+			}
+			out = append(out, &Problem{Pos: posOf(root, p.file, b.Field+".vrf"), Field: b.Field + ".vrf", Err: fmt.Errorf(
+				"vrf %q: %w: the binding would never match a session; create the VRF (ip link add %s type vrf table N) or correct the name",
+				b.VRF, err, b.VRF)})
+		}
+	}
+	return out
+}

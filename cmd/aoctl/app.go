@@ -34,6 +34,9 @@ type app struct {
 	// algorithms asks the local kernel which TCP-AO algorithms it accepts
 	// (tcpao.ProbeAlgorithms) and names it; nil skips the check.
 	algorithms func() (map[tcpao.Algorithm]error, string)
+	// vrfDevice says whether a name is a VRF device on this machine
+	// (config.LocalVRF, the default when nil).
+	vrfDevice func(string) error
 
 	socket  string
 	json    bool

@@ -14,6 +14,8 @@ type validateResult struct {
 	Config   string   `json:"config"`
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"`
+	// Warnings are what passes but must be heard of; they leave OK true.
+	Warnings []string `json:"warnings"`
 }
 
 func (a *app) validate() *cmd {
@@ -31,11 +33,17 @@ whether it has TCP-AO (CONFIG_TCP_AO), as aokeyd does at start: it refuses
 to start without TCP-AO, and when the kernel cannot be asked (a seccomp
 filter or an LSM denying the probe); and which TCP-AO algorithms the kernel
 accepts (one scratch key each): a key of one it refuses is a problem.
---no-kernel skips both when validating for another machine. Exit status 4 when there is any problem.
+It warns, and still passes, of what would never work as meant: a policy
+binding whose vrf: names no VRF device on this machine, and keys whose
+material is one of the public demo keys aokeyd init writes (found by their
+secret, whatever their name). --no-kernel skips the kernel checks and the
+VRF devices when validating for another machine. Warnings are printed as
+WARNING: lines and leave the exit status 0. Exit status 4 when there is
+any problem.
 `)
 	})
 	fs.BoolVar(&offline, "no-keys", false, "skip the key source (config and policy only)")
-	fs.BoolVar(&noKernel, "no-kernel", false, "skip the check that this machine's kernel has TCP-AO")
+	fs.BoolVar(&noKernel, "no-kernel", false, "skip the checks of this machine: its kernel's TCP-AO, its VRF devices")
 	fs.StringVar(&at, "at", "", "validate as of this time (RFC 3339 or date; default now)")
 	fs.StringVar(&horizon, "horizon", "90d", "look this far ahead for gaps")
 	return a.cmd(fs, func(ctx context.Context) int {
@@ -50,11 +58,21 @@ accepts (one scratch key each): a key of one it refuses is a problem.
 		if err != nil || h <= 0 {
 			return a.usageErr("validate", "--horizon %q: want a positive duration like 90d", horizon)
 		}
-		ch := config.Check(ctx, fs.Arg(0), config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline})
+		o := config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline}
+		if o.VRFDevice = a.vrfDevice; o.VRFDevice == nil {
+			o.VRFDevice = config.LocalVRF
+		}
+		if noKernel {
+			o.VRFDevice = nil
+		}
+		ch := config.Check(ctx, fs.Arg(0), o)
 		defer ch.Snapshot.Zero()
-		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}}
+		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}, Warnings: []string{}}
 		for _, p := range ch.Problems {
 			res.Problems = append(res.Problems, p.Error())
+		}
+		for _, w := range ch.Warnings {
+			res.Warnings = append(res.Warnings, w.Error())
 		}
 		if !noKernel {
 			if err := a.kernelCheck(); err != nil {
@@ -76,6 +94,9 @@ accepts (one scratch key each): a key of one it refuses is a problem.
 		} else {
 			for _, p := range res.Problems {
 				fmt.Fprintln(a.stdout, p)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintln(a.stdout, "WARNING: "+w)
 			}
 			if res.OK {
 				fmt.Fprintf(a.stdout, "%s: ok (policy %s", res.Config, ch.Config.Policy.Path)

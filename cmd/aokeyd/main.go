@@ -281,7 +281,9 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	}
 	// Every problem `aoctl validate --no-keys` prints refuses the start,
 	// in its words (config.Checked.Refusal); nothing is written before.
-	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true})
+	// Its warnings (a binding's vrf: that is no VRF device here) refuse
+	// nothing and are logged, in validate's words too.
+	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true, VRFDevice: config.LocalVRF})
 	if err := checked.Refusal(); err != nil {
 		return nil, nil, err
 	}
@@ -289,7 +291,16 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	if err != nil {
 		return nil, nil, err
 	}
+	logWarnings(log, checked)
 	return checked, log, nil
+}
+
+// logWarnings logs each warning of a Check (aoctl validate prints the
+// same as WARNING lines).
+func logWarnings(log *slog.Logger, c *config.Checked) {
+	for _, w := range c.Warnings {
+		log.Warn("configuration warning (aoctl validate prints the same)", "warning", w.Error())
+	}
 }
 
 // controlAPI listens on the configured unix socket, with the read group
@@ -377,7 +388,7 @@ type reloader interface {
 }
 
 func reload(ctx context.Context, path string, d reloader, log *slog.Logger) {
-	c := config.Check(ctx, path, config.CheckOptions{Logger: log})
+	c := config.Check(ctx, path, config.CheckOptions{Logger: log, VRFDevice: config.LocalVRF})
 	defer c.Snapshot.Zero()
 	if !c.OK() {
 		for _, p := range c.Problems {
@@ -385,6 +396,7 @@ func reload(ctx context.Context, path string, d reloader, log *slog.Logger) {
 		}
 		return
 	}
+	logWarnings(log, c)
 	d.SetPolicy(c.Policy)
 	if err := d.RefreshKeys(ctx); err != nil {
 		log.Warn("reload: key source read failed; last good snapshot stays", "err", err)

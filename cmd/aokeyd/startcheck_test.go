@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,5 +125,53 @@ func replaceInFile(t *testing.T, path, old, new string) {
 	}
 	if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o640); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStartWarnsWhatValidateWarns: a policy binding whose vrf: names no
+// VRF device on this machine passes aokeyd's start as it passes aoctl
+// validate, and the start logs validate's warning word for word (it would
+// never match a session). The start used to say nothing of it.
+func TestStartWarnsWhatValidateWarns(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("VRF devices are Linux's")
+	}
+	probe, harden := probeKernel, hardenProcess
+	probeKernel, hardenProcess = func() error { return nil }, func() error { return nil }
+	t.Cleanup(func() { probeKernel, hardenProcess = probe, harden })
+	for _, tc := range []struct {
+		name   string
+		policy string
+		warn   bool
+	}{
+		{"default vrf", "  - neighbor: 192.0.2.2\n    key_chain: demo\n", false},
+		{"vrf without a device", "  - neighbor: 192.0.2.2\n    vrf: aokeyd-nonevrf\n    key_chain: demo\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := initTestConfig(t, dir)
+			pol := "version: 1\nkey_chains:\n  - name: demo\npeers:\n" + tc.policy
+			if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(pol), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			ch := config.Check(context.Background(), cfgPath, config.CheckOptions{SkipKeySource: true, VRFDevice: config.LocalVRF})
+			if !ch.OK() || (len(ch.Warnings) == 1) != tc.warn {
+				t.Fatalf("validate: problems %v, warnings %v; want none and %v", ch.Problems, ch.Warnings, tc.warn)
+			}
+			var logs bytes.Buffer
+			checked, _, err := start(context.Background(), cfgPath, &logs)
+			if err != nil || checked == nil {
+				t.Fatalf("start refused: %v", err)
+			}
+			got := strings.Contains(logs.String(), "no VRF device")
+			if got != tc.warn {
+				t.Errorf("start logs a VRF warning: %v, want %v:\n%s", got, tc.warn, logs.String())
+			}
+			for _, w := range ch.Warnings {
+				if !strings.Contains(logs.String(), strconv.Quote(w.Error())) && !strings.Contains(logs.String(), w.Error()) {
+					t.Errorf("start's log lacks validate's warning %q:\n%s", w, logs.String())
+				}
+			}
+		})
 	}
 }

@@ -28,7 +28,10 @@ type CheckOptions struct {
 	// SkipKeySource checks config and policy only (no key file or Vault
 	// read, hence no policy-versus-keys checks).
 	SkipKeySource bool
-	Logger        *slog.Logger
+	// VRFDevice says whether a policy binding's vrf: is a VRF device here
+	// (LocalVRF); nil skips the check (validating for another machine).
+	VRFDevice func(vrf string) error
+	Logger    *slog.Logger
 }
 
 // Checked is the outcome of Check: what loaded, and every problem found.
@@ -42,6 +45,11 @@ type Checked struct {
 	// policy, key source read, rejected MKTs, policy versus keys. Each one
 	// names its file and line where it has them.
 	Problems []error
+	// Warnings are what the checks pass but the operator must hear of,
+	// each named like a problem: a binding's vrf: that is no VRF device
+	// here (CheckOptions.VRFDevice), keys whose material is a public demo
+	// key (keystore.ErrDemoKey). They refuse nothing.
+	Warnings []error
 }
 
 // OK reports whether no problem was found.
@@ -118,6 +126,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if c.IsBird() {
 		out.Problems = append(out.Problems, pol.CheckBIRD()...)
 	}
+	if o.VRFDevice != nil {
+		out.Warnings = append(out.Warnings, pol.CheckVRFDevices(o.VRFDevice)...)
+	}
 	if o.SkipKeySource {
 		return out
 	}
@@ -138,6 +149,7 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	out.Snapshot = snap
 	out.Problems = append(out.Problems, snap.Rejected()...)
+	out.Warnings = append(out.Warnings, snap.DemoKeys()...)
 	for _, p := range pol.Validate(snap, o.Now, o.Horizon) {
 		out.Problems = append(out.Problems, p)
 	}
