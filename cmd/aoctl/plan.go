@@ -29,7 +29,8 @@ as they would go on a listening socket that holds none yet. Both list the next s
 Nothing is changed. Offline, the keys the key source rejects (in aoctl
 validate's words) and each peer left with no key to send with are listed
 as problems first, and the exit status is 4: such a peer's plan never
-sets ao-required, which would refuse its every connection.
+sets ao-required, which would refuse its every connection. Offline,
+--timeout bounds the key source's read (Vault included).
 `)
 	})
 	fs.StringVar(&cfgPath, "config", "", "plan offline from this aokeyd config")
@@ -63,7 +64,7 @@ sets ao-required, which would refuse its every connection.
 			if err != nil || h <= 0 || events < 0 {
 				return a.usageErr("plan", "--horizon and --events must be positive")
 			}
-			r, err := offlinePlan(ctx, cfgPath, now, h, events)
+			r, err := offlinePlan(ctx, cfgPath, now, h, a.timeout, events)
 			if err != nil {
 				fmt.Fprintf(a.stderr, "aoctl plan: %v\n", err)
 				var ve validationError
@@ -129,7 +130,7 @@ func (v validationError) Unwrap() error { return v.err }
 
 // offlinePlan loads the config, policy and key source and plans every
 // binding against a socket with no keys.
-func offlinePlan(ctx context.Context, path string, now time.Time, horizon time.Duration, events int) (control.PlanReport, error) {
+func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeout time.Duration, events int) (control.PlanReport, error) {
 	rep := control.PlanReport{GeneratedAt: now, Plan: []string{}, Upcoming: []control.Event{}}
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -144,9 +145,9 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon time.D
 		return rep, err
 	}
 	defer src.Close()
-	snap, err := src.Read(ctx)
+	snap, err := config.ReadKeySource(ctx, src, timeout)
 	if err != nil {
-		return rep, fmt.Errorf("key source %s: %w", src.Name(), err)
+		return rep, fmt.Errorf("%w%s", err, timeoutHint(err))
 	}
 	defer snap.Zero()
 	// The keys the source rejects, in aoctl validate's words: the plan

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -36,10 +37,11 @@ accepts (one scratch key each): a key of one it refuses is a problem.
 It warns, and still passes, of what would never work as meant: a policy
 binding whose vrf: names no VRF device on this machine, and keys whose
 material is one of the public demo keys aokeyd init writes (found by their
-secret, whatever their name). --no-kernel skips the kernel checks and the
-VRF devices when validating for another machine. Warnings are printed as
-WARNING: lines and leave the exit status 0. Exit status 4 when there is
-any problem.
+secret, whatever their name). --timeout bounds the key source's read
+(Vault included). --no-kernel skips the kernel checks and the VRF devices
+when validating for another machine. Warnings are printed as WARNING:
+lines and leave the exit status 0. Exit status 4 when there is any
+problem.
 `)
 	})
 	fs.BoolVar(&offline, "no-keys", false, "skip the key source (config and policy only)")
@@ -58,7 +60,7 @@ any problem.
 		if err != nil || h <= 0 {
 			return a.usageErr("validate", "--horizon %q: want a positive duration like 90d", horizon)
 		}
-		o := config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline}
+		o := config.CheckOptions{Now: now, Horizon: h, SkipKeySource: offline, ReadTimeout: a.timeout}
 		if o.VRFDevice = a.vrfDevice; o.VRFDevice == nil {
 			o.VRFDevice = config.LocalVRF
 		}
@@ -69,7 +71,7 @@ any problem.
 		defer ch.Snapshot.Zero()
 		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}, Warnings: []string{}}
 		for _, p := range ch.Problems {
-			res.Problems = append(res.Problems, p.Error())
+			res.Problems = append(res.Problems, p.Error()+timeoutHint(p))
 		}
 		for _, w := range ch.Warnings {
 			res.Warnings = append(res.Warnings, w.Error())
@@ -113,6 +115,15 @@ any problem.
 		}
 		return exitOK
 	})
+}
+
+// timeoutHint is what to do about a key source read that --timeout cut
+// short, "" for any other error.
+func timeoutHint(err error) string {
+	if errors.Is(err, config.ErrReadTimeout) {
+		return " (aoctl's --timeout: raise it, or make the key source answer)"
+	}
+	return ""
 }
 
 // instant parses --at, or returns the clock's now.

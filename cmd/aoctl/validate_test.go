@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
 )
@@ -123,6 +127,62 @@ func TestValidateWarnings(t *testing.T) {
 			}
 			if j.code != exitOK || !res.OK || len(res.Warnings) != 1 || "WARNING: "+res.Warnings[0] != warnings[0] {
 				t.Errorf("--json: exit %d ok %v warnings %q, want 0, true and %q", j.code, res.OK, res.Warnings, warnings[0])
+			}
+		})
+	}
+}
+
+// TestValidateTimeoutBoundsVault: against a Vault that accepts and never
+// answers, validate's --timeout bounds the key source's read: validate
+// fails (exit 4) within about --timeout with a problem that names the key
+// source and the timeout, instead of waiting for Vault's own (60 s). It
+// used to ignore --timeout for the key source.
+func TestValidateTimeoutBoundsVault(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // accepted, never answered
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(block) }) // runs first: unblocks the handlers
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("aokeyd-test-token-golf-6Vb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := copyTestdata(t)
+	conf := fmt.Sprintf("key_source:\n  type: vault\n  vault:\n    address: %s\n    auth:\n      method: token\n      token_file: %s\npolicy:\n  path: policy.yaml\n", srv.URL, token)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"validate", []string{"validate", "--no-kernel", "--timeout", "300ms", cfg}},
+		{"plan", []string{"plan", "--config", cfg, "--timeout", "300ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() { done <- runAoctl(t, "", tc.args...) }()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%s still waiting for Vault 15s after it began, with --timeout 300ms", tc.name)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %v with --timeout 300ms", took)
+			}
+			out := r.stdout + r.stderr
+			if r.code == exitOK || !strings.Contains(out, "no answer within 300ms") || !strings.Contains(out, "--timeout") {
+				t.Errorf("exit %d, want a failure that names the timeout and --timeout:\n%s", r.code, out)
+			}
+			if strings.Contains(out, "aokeyd-test-token-golf-6Vb") {
+				t.Error("the output shows the Vault token")
 			}
 		})
 	}

@@ -31,7 +31,10 @@ type CheckOptions struct {
 	// VRFDevice says whether a policy binding's vrf: is a VRF device here
 	// (LocalVRF); nil skips the check (validating for another machine).
 	VRFDevice func(vrf string) error
-	Logger    *slog.Logger
+	// ReadTimeout bounds the key source's read, Vault included
+	// (ReadKeySource); 0 leaves it to the source's own timeouts.
+	ReadTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Checked is the outcome of Check: what loaded, and every problem found.
@@ -142,9 +145,9 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		return out
 	}
 	defer src.Close()
-	snap, err := src.Read(ctx)
+	snap, err := ReadKeySource(ctx, src, o.ReadTimeout)
 	if err != nil {
-		out.Problems = append(out.Problems, fmt.Errorf("key source %s: %w", src.Name(), err))
+		out.Problems = append(out.Problems, err)
 		return out
 	}
 	out.Snapshot = snap

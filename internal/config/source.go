@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,4 +141,29 @@ func (c *Config) lookupGroup(field, name string) (gid int, ok bool, err error) {
 		return fail("the group's gid is not a number; name a gid")
 	}
 	return n, true, nil
+}
+
+// ErrReadTimeout: a key source gave no answer within the time allowed
+// (ReadKeySource's timeout).
+var ErrReadTimeout = errors.New("timed out")
+
+// ReadKeySource reads src, bounded by timeout when it is positive (a
+// Vault that accepts and never answers, a file on a hung mount): past it
+// the error wraps ErrReadTimeout and says how long was allowed. Any error
+// names the source.
+func ReadKeySource(ctx context.Context, src keystore.Source, timeout time.Duration) (*keystore.Snapshot, error) {
+	rctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	snap, err := src.Read(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("key source %s: %w: no answer within %s", src.Name(), ErrReadTimeout, timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("key source %s: %w", src.Name(), err)
+	}
+	return snap, nil
 }
