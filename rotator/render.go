@@ -80,26 +80,63 @@ func refText(r tcpao.KeyRef) string {
 // golden-file format and what `aoctl plan` shows.
 func Render(w io.Writer, p Plan) error {
 	var b strings.Builder
-	for _, sp := range p {
-		head := fmt.Sprintf("%s %s", sp.Socket, sp.Kind)
-		if len(sp.Ops) == 0 && len(sp.Deferred) == 0 && len(sp.Blocked) == 0 && len(sp.Kept) == 0 {
-			fmt.Fprintf(&b, "%s ok\n", head)
-		}
-		for i, op := range sp.Ops {
-			fmt.Fprintf(&b, "%s %d. %s\n", head, i+1, op.Line())
-		}
-		for _, h := range sp.Deferred {
-			fmt.Fprintf(&b, "%s defer %s (%s): %s\n", head, heldRef(h), h.Why, h.Detail)
-		}
-		for _, h := range sp.Blocked {
-			fmt.Fprintf(&b, "%s blocked %s (%s): %s\n", head, heldRef(h), h.Why, h.Detail)
-		}
-		for _, h := range sp.Kept {
-			fmt.Fprintf(&b, "%s kept %s (%s): %s\n", head, heldRef(h), h.Why, h.Detail)
-		}
+	for _, st := range PlanLines(p) {
+		b.WriteString(st.Line())
+		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// PlanLine is one line of Render's output as data: what `aoctl plan --json`
+// reports per step, and what a caller that knows the keys' names
+// (chain/key) renders with them between Head and Tail.
+type PlanLine struct {
+	Socket SocketID
+	Kind   Kind
+	// Verb is the op (add, del, set), what was held (defer, blocked,
+	// kept), or ok for a socket with nothing to do.
+	Verb string
+	// Ref is the key the step is about, when HasRef (an add, a del, a
+	// held key).
+	Ref    tcpao.KeyRef
+	HasRef bool
+	// Why is the reason of an op or a held key (zero for ok).
+	Why Reason
+	// Head is the line up to and including the verb ("peer 192.0.2.2
+	// listening 1. add"), Tail the rest (" send=10 recv=110 ... (new)").
+	Head, Tail string
+}
+
+// Line is the step as Render writes it.
+func (s PlanLine) Line() string { return s.Head + s.Tail }
+
+// PlanLines is the plan as Render's lines, in order, as data. It never
+// includes key material.
+func PlanLines(p Plan) []PlanLine {
+	var out []PlanLine
+	for _, sp := range p {
+		head := fmt.Sprintf("%s %s", sp.Socket, sp.Kind)
+		if len(sp.Ops) == 0 && len(sp.Deferred) == 0 && len(sp.Blocked) == 0 && len(sp.Kept) == 0 {
+			out = append(out, PlanLine{Socket: sp.Socket, Kind: sp.Kind, Verb: "ok", Head: head + " ok"})
+		}
+		for i, op := range sp.Ops {
+			verb := op.Kind.String()
+			ref := op.Ref()
+			out = append(out, PlanLine{Socket: sp.Socket, Kind: sp.Kind, Verb: verb, Ref: ref, HasRef: op.Kind == OpAdd || op.Kind == OpDel, Why: op.Why,
+				Head: fmt.Sprintf("%s %d. %s", head, i+1, verb), Tail: strings.TrimPrefix(op.Line(), verb)})
+		}
+		for _, held := range []struct {
+			verb string
+			hs   []Held
+		}{{"defer", sp.Deferred}, {"blocked", sp.Blocked}, {"kept", sp.Kept}} {
+			for _, h := range held.hs {
+				out = append(out, PlanLine{Socket: sp.Socket, Kind: sp.Kind, Verb: held.verb, Ref: h.Ref, HasRef: h.Ref.Peer.IsValid(), Why: h.Why,
+					Head: head + " " + held.verb, Tail: fmt.Sprintf(" %s (%s): %s", heldRef(h), h.Why, h.Detail)})
+			}
+		}
+	}
+	return out
 }
 
 func heldRef(h Held) string {

@@ -30,7 +30,9 @@ Nothing is changed. Offline, the keys the key source rejects (in aoctl
 validate's words) and each peer left with no key to send with are listed
 as problems first, and the exit status is 4: such a peer's plan never
 sets ao-required, which would refuse its every connection. Offline,
---timeout bounds the key source's read (Vault included).
+--timeout bounds the key source's read (Vault included), each step that
+adds or deletes a key names it (CHAIN/KEY), and --json gives each step as
+an object too (steps: socket, kind, op, key_ref, chain, key, reason, text).
 `)
 	})
 	fs.StringVar(&cfgPath, "config", "", "plan offline from this aokeyd config")
@@ -112,7 +114,12 @@ func renderPlan(w io.Writer, rep control.PlanReport, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nUpcoming:")
 	if len(rep.Upcoming) == 0 {
-		fmt.Fprintln(w, "  no scheduled changes")
+		if rep.Horizon != "" {
+			fmt.Fprintf(w, "  no scheduled changes within %s\n", rep.Horizon)
+		} else {
+			// The daemon lists every binding's next lifetime boundary.
+			fmt.Fprintln(w, "  no scheduled changes: no key's lifetime starts or ends ahead, no migration pending")
+		}
 		return
 	}
 	t := newTable(w, "  ", "PEER", "VRF", "CHAIN", "AT", "IN", "ACTION")
@@ -131,7 +138,7 @@ func (v validationError) Unwrap() error { return v.err }
 // offlinePlan loads the config, policy and key source and plans every
 // binding against a socket with no keys.
 func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeout time.Duration, events int) (control.PlanReport, error) {
-	rep := control.PlanReport{GeneratedAt: now, Plan: []string{}, Upcoming: []control.Event{}}
+	rep := control.PlanReport{GeneratedAt: now, Plan: []string{}, Upcoming: []control.Event{}, Horizon: policy.FormatDuration(horizon)}
 	cfg, err := config.Load(path)
 	if err != nil {
 		return rep, validationError{err}
@@ -158,11 +165,15 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeo
 
 	var inputs []rotator.Input
 	var errLines []string
+	var errSteps []control.PlanStep
+	names := map[rotator.SocketID]map[keyIDs]keyName{}
 	for _, b := range pol.Bindings() {
 		sock, kind := socketOf(b)
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err != nil {
-			errLines = append(errLines, fmt.Sprintf("%s %s error: %v", sock, kind, err))
+			l := fmt.Sprintf("%s %s error: %v", sock, kind, err)
+			errLines = append(errLines, l)
+			errSteps = append(errSteps, control.PlanStep{Socket: string(sock), Kind: kind.String(), Op: "error", Text: l})
 			continue
 		}
 		d := desiredOf(b, pk, snap, sock, kind)
@@ -174,16 +185,15 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeo
 				sock, b.KeyChain, stamp(now)))
 		}
 		inputs = append(inputs, rotator.Input{Desired: d})
+		names[sock] = namesOf(pk, snap)
 		for _, k := range d.Keys {
 			defer k.Secret.Zero()
 		}
 		rep.Upcoming = append(rep.Upcoming, upcoming(pol, snap, b, pk, now, horizon, events)...)
 	}
-	lines, err := desired.PlanLines(inputs)
-	if err != nil {
-		return rep, err
-	}
+	lines, steps := planSteps(rotator.PlanAll(inputs), names)
 	rep.Plan = append(append(rep.Plan, lines...), errLines...)
+	rep.Steps = append(steps, errSteps...)
 	slices.SortStableFunc(rep.Upcoming, func(x, y control.Event) int { return x.At.Compare(y.At) })
 	return rep, nil
 }

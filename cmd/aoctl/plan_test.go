@@ -105,3 +105,85 @@ func TestPlanOfflineRejectedKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanStepsNameKeys: each step of `aoctl plan --config` that adds or
+// deletes a key names its chain and key (never its secret), in the table
+// and in --json, where every step is also an object (socket, kind, op,
+// key reference, chain, key, reason) beside the plan's lines, which stay
+// as they were for their readers; and "no scheduled changes" says within
+// which horizon. Steps used to be lines only, naming a key by its IDs.
+func TestPlanStepsNameKeys(t *testing.T) {
+	const secret = "YW9rZXlkLXRlc3Qtc2VjcmV0LWFscGhhLTdRdlg=" // core/2026-10's, testdata/keys.yaml
+	args := []string{"plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15"}
+	none := filepath.Join(t.TempDir(), "none.sock")
+
+	r := runAoctl(t, none, args...)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, peer := range []string{"192.0.2.2", "192.0.2.3"} {
+		want := "  peer " + peer + " listening 1. add core/2026-10 send=10 recv=110 peer=" + peer + "/32 "
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the plan does not name the key added: no %q in\n%s", want, r.stdout)
+		}
+	}
+
+	j := runAoctl(t, none, append(args, "--json")...)
+	var rep struct {
+		Plan  []string `json:"plan"`
+		Steps []struct {
+			Socket string `json:"socket"`
+			Kind   string `json:"kind"`
+			Op     string `json:"op"`
+			KeyRef *struct {
+				SendID int    `json:"send_id"`
+				RecvID int    `json:"recv_id"`
+				Peer   string `json:"peer"`
+			} `json:"key_ref"`
+			Chain  string `json:"chain"`
+			Key    string `json:"key"`
+			Reason string `json:"reason"`
+			Text   string `json:"text"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &rep); err != nil {
+		t.Fatalf("--json: %v\n%s", err, j.stdout)
+	}
+	if strings.Contains(r.stdout+j.stdout, secret) {
+		t.Fatal("the plan shows a key's secret")
+	}
+	if len(rep.Steps) != 4 || len(rep.Plan) != len(rep.Steps) {
+		t.Fatalf("--json: %d steps for %d plan lines, want 4 of each:\n%s", len(rep.Steps), len(rep.Plan), j.stdout)
+	}
+	for i, s := range rep.Steps {
+		if s.Text != rep.Plan[i] {
+			t.Errorf("step %d's text %q, plan line %q", i, s.Text, rep.Plan[i])
+		}
+		peer := []string{"192.0.2.2", "192.0.2.2", "192.0.2.3", "192.0.2.3"}[i]
+		if s.Socket != "peer "+peer || s.Kind != "listening" {
+			t.Errorf("step %d: socket %q kind %q, want peer %s, listening", i, s.Socket, s.Kind, peer)
+		}
+		switch i % 2 {
+		case 0:
+			if s.Op != "add" || s.Chain != "core" || s.Key != "2026-10" || s.Reason != "new" ||
+				s.KeyRef == nil || s.KeyRef.SendID != 10 || s.KeyRef.RecvID != 110 || s.KeyRef.Peer != peer+"/32" {
+				t.Errorf("step %d: %+v, want add of core/2026-10 (send 10, recv 110, peer %s/32), reason new", i, s, peer)
+			}
+		case 1:
+			if s.Op != "set" || s.Chain != "" || s.Key != "" || s.KeyRef != nil || s.Reason != "ao-required" {
+				t.Errorf("step %d: %+v, want set, about no key, reason ao-required", i, s)
+			}
+		}
+	}
+
+	for _, tc := range []struct{ horizon, want string }{
+		{"1d", "no scheduled changes within 1d"},
+		{"15d", "no scheduled changes within 15d"},
+	} {
+		// testdata's keys change first on 2026-10-31, 16 days on.
+		q := runAoctl(t, none, "plan", "--config", "testdata/aokeyd.yaml", "--at", "2026-10-15", "--horizon", tc.horizon)
+		if q.code != exitOK || !strings.Contains(q.stdout, "\n  "+tc.want+"\n") {
+			t.Errorf("--horizon %s: exit %d, want %q in\n%s%s", tc.horizon, q.code, tc.want, q.stdout, q.stderr)
+		}
+	}
+}

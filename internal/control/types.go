@@ -242,12 +242,49 @@ type PlanReport struct {
 	Observed bool `json:"observed"`
 	// Plan is rotator.Render's output, one line per entry.
 	Plan []string `json:"plan"`
+	// Steps (aoctl plan --config) are Plan's lines as objects, one per
+	// line, in order: each names the key's chain and name where the key
+	// source has them.
+	Steps []PlanStep `json:"steps,omitempty"`
+	// Horizon (aoctl plan --config) is how far ahead Upcoming looked,
+	// e.g. "365d"; "" when unbounded.
+	Horizon string `json:"horizon,omitempty"`
 	// Upcoming are the next scheduled changes per peer.
 	Upcoming []Event `json:"upcoming"`
 	// Problems (offline plan) are the key source's rejected keys, in
 	// aoctl validate's words, and each peer the plan leaves without a
 	// key to send with; aoctl plan exits 4 when there are any.
 	Problems []string `json:"problems,omitempty"`
+}
+
+// PlanStep is one step of a plan (rotator.PlanLine): an op on a socket's
+// keys, a key held, or a socket with nothing to do. It never holds key
+// material.
+type PlanStep struct {
+	// Socket is the key set ("peer 192.0.2.2", "peer 192.0.2.2 vrf red").
+	Socket string `json:"socket"`
+	// Kind is listening or established.
+	Kind string `json:"kind"`
+	// Op is add, del or set; defer, blocked or kept (a key held); ok.
+	Op string `json:"op"`
+	// KeyRef is the kernel key the step is about; nil for set and ok.
+	KeyRef *PlanKeyRef `json:"key_ref,omitempty"`
+	// Chain and Key name the key in the key source, "" when it has no
+	// key of those IDs for the socket (or more than one).
+	Chain string `json:"chain,omitempty"`
+	Key   string `json:"key,omitempty"`
+	// Reason is why the step is there ("new", "ao-required", "stale").
+	Reason string `json:"reason,omitempty"`
+	// Text is the step's line of Plan.
+	Text string `json:"text"`
+}
+
+// PlanKeyRef is a kernel key reference: its IDs, peer and L3 device.
+type PlanKeyRef struct {
+	SendID  uint8  `json:"send_id"`
+	RecvID  uint8  `json:"recv_id"`
+	Peer    string `json:"peer"`
+	IfIndex int    `json:"ifindex,omitempty"`
 }
 
 // Event is one scheduled change of a peer's desired keys.
