@@ -59,16 +59,3 @@ func nameIsSecret(name string, secret []byte) bool {
 	}
 	return same
 }
-
-// sendWithinAccept reports whether every instant of send is in accept: a
-// key sent while the peer does not accept it has the peer drop the
-// segments it signs.
-func sendWithinAccept(send, accept Lifetime) bool {
-	if !accept.Start.IsZero() && (send.Start.IsZero() || send.Start.Before(accept.Start)) {
-		return false
-	}
-	if !accept.End.IsZero() && (send.End.IsZero() || send.End.After(accept.End)) {
-		return false
-	}
-	return true
-}

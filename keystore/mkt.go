@@ -50,6 +50,19 @@ func (l Lifetime) Contains(t time.Time) bool {
 	return true
 }
 
+// Covers reports whether every instant of in is in l: a key's accept
+// lifetime must cover its send lifetime, or the peer drops the segments
+// the key signs outside it.
+func (l Lifetime) Covers(in Lifetime) bool {
+	if !l.Start.IsZero() && (in.Start.IsZero() || in.Start.Before(l.Start)) {
+		return false
+	}
+	if !l.End.IsZero() && (in.End.IsZero() || in.End.After(l.End)) {
+		return false
+	}
+	return true
+}
+
 func (l Lifetime) String() string {
 	if l.IsAlways() {
 		return "always"

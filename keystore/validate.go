@@ -369,7 +369,7 @@ func decodeKeyOptions(o *object, m *MKT) (string, error) {
 		}
 		*f.dst = l
 	}
-	if !sendWithinAccept(m.SendLifetime, m.AcceptLifetime) {
+	if !m.AcceptLifetime.Covers(m.SendLifetime) {
 		return "send_lifetime", refuse("the send lifetime is not within accept_lifetime (an absent lifetime is always): the peer would drop what the key signs outside it; start sending at or after accept_lifetime's start and stop at or before its end")
 	}
 	if rv, ok := o.get("revoked"); ok {

@@ -17,7 +17,9 @@ import (
 //     source chain lacks (ErrUnknownChain, ErrUnknownKey);
 //   - MKTs the kernel would reject: unsupported algorithm, key empty or
 //     longer than 80 bytes, bad MAC length (ErrAlgorithm, ErrKeyLength,
-//     ErrMACLength), and lifetimes that end before they start (ErrInvalid);
+//     ErrMACLength), lifetimes that end before they start, and send
+//     lifetimes outside the accept lifetime (widened by accept_tolerance),
+//     the policy's overrides included (ErrInvalid);
 //   - for each binding, two MKTs that may be installed at the same time and
 //     share a SendID or RecvID (ErrDuplicateID);
 //   - for each binding, instants with no send-valid key (ErrGap). For a
@@ -125,6 +127,11 @@ func (v *validation) usable(c *KeyChain, cd *candidate) bool {
 			v.add(field, cd, fmt.Errorf("%w: %s lifetime %s ends before it starts", ErrInvalid, l.name, l.l))
 			ok = false
 		}
+	}
+	if acc := cd.accept.Widen(c.AcceptTolerance); ok && !acc.Covers(cd.send) {
+		v.add(field, cd, fmt.Errorf("%w: send lifetime %s is not within its accept lifetime %s (accept_tolerance included): the peer would drop what the key signs outside it; narrow send_lifetime or widen accept_lifetime, here or in the key source",
+			ErrInvalid, cd.send, acc))
+		ok = false
 	}
 	return ok
 }
