@@ -106,7 +106,16 @@ func renderPlan(w io.Writer, rep control.PlanReport, now time.Time) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "Plan at %s (%s):\n", stamp(rep.GeneratedAt), src)
-	for _, l := range rep.Plan {
+	lines := rep.Plan
+	if len(rep.Steps) == len(rep.Plan) {
+		// The steps' text names each key (chain/key); a daemon before
+		// them sends lines only.
+		lines = make([]string, len(rep.Steps))
+		for i, s := range rep.Steps {
+			lines[i] = s.Text
+		}
+	}
+	for _, l := range lines {
 		fmt.Fprintln(w, "  "+l)
 	}
 	if len(rep.Plan) == 0 {
@@ -191,7 +200,7 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeo
 		}
 		rep.Upcoming = append(rep.Upcoming, upcoming(pol, snap, b, pk, now, horizon, events)...)
 	}
-	lines, steps := planSteps(rotator.PlanAll(inputs), names)
+	lines, steps := desired.PlanSteps(inputs, bindingNamer(names))
 	rep.Plan = append(append(rep.Plan, lines...), errLines...)
 	rep.Steps = append(steps, errSteps...)
 	slices.SortStableFunc(rep.Upcoming, func(x, y control.Event) int { return x.At.Compare(y.At) })

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -9,8 +9,6 @@ import (
 
 // keyName is a key's chain and name in the key source.
 type keyName struct{ chain, key string }
-
-func (n keyName) String() string { return n.chain + "/" + n.key }
 
 // keyIDs are a key's SendID and RecvID.
 type keyIDs [2]uint8
@@ -41,27 +39,11 @@ func namesOf(pk policy.PeerKeys, snap *keystore.Snapshot) map[keyIDs]keyName {
 	return out
 }
 
-// planSteps renders plan as Render's lines, each step about a key naming
-// it (chain/key) after its verb when names has it, and as objects.
-func planSteps(plan rotator.Plan, names map[rotator.SocketID]map[keyIDs]keyName) ([]string, []control.PlanStep) {
-	var lines []string
-	var steps []control.PlanStep
-	for _, l := range rotator.PlanLines(plan) {
-		st := control.PlanStep{Socket: string(l.Socket), Kind: l.Kind.String(), Op: l.Verb}
-		if l.Verb != "ok" {
-			st.Reason = l.Why.String()
-		}
-		text := l.Line()
-		if l.HasRef {
-			st.KeyRef = &control.PlanKeyRef{SendID: l.Ref.SendID, RecvID: l.Ref.RecvID, Peer: l.Ref.Peer.String(), IfIndex: l.Ref.IfIndex}
-			if n, ok := names[l.Socket][keyIDs{l.Ref.SendID, l.Ref.RecvID}]; ok {
-				st.Chain, st.Key = n.chain, n.key
-				text = l.Head + " " + n.String() + l.Tail
-			}
-		}
-		st.Text = text
-		lines = append(lines, text)
-		steps = append(steps, st)
+// bindingNamer names a plan line's key by the socket's binding's keys
+// (namesOf).
+func bindingNamer(names map[rotator.SocketID]map[keyIDs]keyName) desired.Namer {
+	return func(sock rotator.SocketID, l rotator.PlanLine) (string, string, bool) {
+		n, ok := names[sock][keyIDs{l.Ref.SendID, l.Ref.RecvID}]
+		return n.chain, n.key, ok
 	}
-	return lines, steps
 }

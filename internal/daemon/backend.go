@@ -313,7 +313,9 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		return rep, errors.New("no good key snapshot yet")
 	}
 	for _, h := range d.holds(snap) {
-		rep.Plan = append(rep.Plan, holdPlanLine(h))
+		l := holdPlanLine(h)
+		rep.Plan = append(rep.Plan, l)
+		rep.Steps = append(rep.Steps, control.PlanStep{Op: "held back", Chain: h.Chain, Key: h.Key, Reason: h.Reason.String(), Text: l})
 	}
 	var in []rotator.Input
 	md5 := newMD5Want()
@@ -350,12 +352,15 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		}
 		in = append(in, rotator.Input{Desired: want, Observed: obs})
 	}
-	lines, err := desired.PlanLines(in)
-	if err != nil {
-		return rep, err
-	}
+	// Plan's lines as they were (their readers match them), and each as
+	// a step naming its key where the snapshot has exactly one of its IDs.
+	lines, steps := desired.PlanSteps(in, desired.SnapshotNamer(snap))
 	rep.Plan = append(rep.Plan, lines...)
-	rep.Plan = append(rep.Plan, d.md5PlanLines(ctx, md5)...)
+	rep.Steps = append(rep.Steps, steps...)
+	for _, l := range d.md5PlanLines(ctx, md5) {
+		rep.Plan = append(rep.Plan, l)
+		rep.Steps = append(rep.Steps, control.PlanStep{Op: "tcp-md5", Text: l})
+	}
 	for _, r := range d.migr.All() {
 		switch r.Step {
 		case migrate.Prepared:

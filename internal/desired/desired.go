@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -80,4 +81,63 @@ func PlanLines(in []rotator.Input) ([]string, error) {
 		}
 	}
 	return lines, nil
+}
+
+// Namer names the key a plan line is about (chain and key in the key
+// source), ok false when it cannot say which key that is.
+type Namer func(sock rotator.SocketID, l rotator.PlanLine) (chain, key string, ok bool)
+
+// PlanSteps plans every input as PlanLines does and returns the plan both
+// as Render's lines (control.PlanReport.Plan, whose readers match them)
+// and as steps (control.PlanReport.Steps), one per line: each step about
+// a key carries its reference and, where name says, its chain and key,
+// which its Text names after the verb ("1. add core/2026-10 send=10 ...").
+// Neither holds key material.
+func PlanSteps(in []rotator.Input, name Namer) ([]string, []control.PlanStep) {
+	var lines []string
+	var steps []control.PlanStep
+	for _, l := range rotator.PlanLines(rotator.PlanAll(in)) {
+		st := control.PlanStep{Socket: string(l.Socket), Kind: l.Kind.String(), Op: l.Verb, Text: l.Line()}
+		if l.Verb != "ok" {
+			st.Reason = l.Why.String()
+		}
+		if l.HasRef {
+			st.KeyRef = &control.PlanKeyRef{SendID: l.Ref.SendID, RecvID: l.Ref.RecvID, Peer: l.Ref.Peer.String(), IfIndex: l.Ref.IfIndex}
+			if name != nil {
+				if c, k, ok := name(l.Socket, l); ok {
+					st.Chain, st.Key = c, k
+					st.Text = l.Head + " " + c + "/" + k + l.Tail
+				}
+			}
+		}
+		lines = append(lines, l.Line())
+		steps = append(steps, st)
+	}
+	return lines, steps
+}
+
+// SnapshotNamer names a plan line's key by the one key of snap with its
+// IDs whose peers (none: any) overlap the reference's peer (and, on a VRF's device, that
+// is not of the default VRF only); a key another agent installed (kept,
+// foreign) is never named, even when a key of snap has its IDs.
+func SnapshotNamer(snap *keystore.Snapshot) Namer {
+	return func(_ rotator.SocketID, l rotator.PlanLine) (string, string, bool) {
+		if snap == nil || (l.Verb == "kept" && l.Why == rotator.ReasonForeign) {
+			return "", "", false
+		}
+		var chain, key string
+		n := 0
+		for _, cn := range snap.ChainNames() {
+			for _, m := range snap.Chains[cn].Keys {
+				if m.SendID != l.Ref.SendID || m.RecvID != l.Ref.RecvID || (m.VRF != "" && l.Ref.IfIndex == 0) {
+					continue
+				}
+				if len(m.Peers) == 0 || slices.ContainsFunc(m.Peers, func(p netip.Prefix) bool { return p.Overlaps(l.Ref.Peer) }) {
+					chain, key = m.Chain, m.Name
+					n++
+				}
+			}
+		}
+		return chain, key, n == 1
+	}
 }
