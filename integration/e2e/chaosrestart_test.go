@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/chaos"
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // The chaos run's restart faults (issue 47): what keeps a session alive
@@ -73,7 +74,12 @@ func (d *chaosDriver) killLagging(x chaos.Fault, desc string) (end func()) {
 
 // recordLost SIGKILLs router r's aokeyd and deletes one of its state
 // records with its backup (a purge, a restore of an old backup), then
-// starts it again at the fault's end.
+// starts it again at the fault's end. Without its ownership record a
+// start claims only the keys it desires exactly in place: its older keys
+// (a key a roll was retiring, one the source dropped meanwhile) are
+// foreign then, kept and warned of, never deleted. The fault's end plays
+// the operator status asks for: `aoctl adopt PEER` for each of r's peers
+// hands them back, and aokeyd retires what no session carries.
 func (d *chaosDriver) recordLost(x chaos.Fault, desc string) (end func()) {
 	r := d.f.rs[x.Router]
 	if !r.aokeydRunning() {
@@ -93,9 +99,30 @@ func (d *chaosDriver) recordLost(x chaos.Fault, desc string) (end func()) {
 	return func() {
 		if restart != nil {
 			restart()
+			if name == "owned-keys.json" {
+				d.adoptAll(r, desc)
+			}
 		}
 		over()
 	}
+}
+
+// adoptAll runs an adopt of each of r's peers, as its operator would once
+// status shows its keys foreign after a lost ownership record.
+func (d *chaosDriver) adoptAll(r *chaosRouter, desc string) {
+	core, edge := d.f.corePeers(r)
+	n := 0
+	for _, p := range append(core, edge...) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := r.ctl.Adopt(ctx, control.AdoptRequest{Peer: p})
+		cancel()
+		if err != nil {
+			d.chk.Event("%s: adopt %s: %v", desc, p, err)
+			continue
+		}
+		n += len(res.Adopted)
+	}
+	d.chk.Event("%s: adopted %d keys left foreign by the lost ownership record", desc, n)
 }
 
 // aokeydRunning reports whether r's aokeyd runs (not killed by a fault).
