@@ -89,6 +89,8 @@ type countingSocket struct {
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
+	// delErr, when set, fails every DelKey (failDeletes).
+	delErr error
 	// held is how many borrows of this socket's descriptor are open now:
 	// on bgp's sockets, how many duplicates of the speaker's descriptor
 	// aokeyd holds.
@@ -118,7 +120,21 @@ func (c *countingSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 
 func (c *countingSocket) DelKey(d tcpao.DelKey) error {
 	c.count(true)
+	c.mu.Lock()
+	err := c.delErr
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return c.Socket.DelKey(d)
+}
+
+// failDeletes makes every DelKey fail with err (nil: they run again): a
+// delete the daemon plans stays pending meanwhile.
+func (c *countingSocket) failDeletes(err error) {
+	c.mu.Lock()
+	c.delErr = err
+	c.mu.Unlock()
 }
 
 func (c *countingSocket) SetInfo(i tcpao.InfoChange) error {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 
@@ -105,31 +106,26 @@ func TestListenerDeletesFollowKernel(t *testing.T) {
 				k0, k1, k2, _ := testKeys()
 				e := newEnv(t, envOptions{keys: []testKey{k0, k1, k2}, release: c.release})
 				e.waitKeys("listener", e.lis, ids(k0, k1, k2))
-				// aoctl plan shows the delete as it will run.
-				e.setSourceKeys(k1, k2)
+				// aoctl plan shows the delete as it will run. The listener's
+				// deletes fail until the plan is read, so that k0's stays
+				// pending whatever the reconcile goroutine does meanwhile.
+				e.lisC.failDeletes(syscall.EIO)
+				e.refreshWith(k1, k2)
+				e.settle()
 				rep, err := e.d.Plan(context.Background())
 				if err != nil {
 					t.Fatalf("Plan: %v", err)
 				}
 				del := slices.IndexFunc(rep.Plan, func(l string) bool { return strings.Contains(l, " del send=10 recv=11") })
-				if del >= 0 { // the plan reads the snapshot in force; a refresh makes k0 stale
-					t.Fatalf("plan before the refresh already deletes k0: %q", rep.Plan)
-				}
-				if err := e.d.RefreshKeys(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				if rep, err = e.d.Plan(context.Background()); err != nil {
-					t.Fatalf("Plan: %v", err)
-				}
-				del = slices.IndexFunc(rep.Plan, func(l string) bool { return strings.Contains(l, " del send=10 recv=11") })
 				if del < 0 {
-					t.Fatalf("plan after the refresh lacks k0's delete: %q", rep.Plan)
+					t.Fatalf("plan lacks k0's delete: %q", rep.Plan)
 				}
 				if async := strings.Contains(rep.Plan[del], " async"); async == c.sync {
 					t.Errorf("plan line %q: async %t on a kernel whose listener deletes run sync=%t", rep.Plan[del], async, c.sync)
 				}
+				e.lisC.failDeletes(nil)
+				e.settle()
 				e.waitKeys("listener", e.lis, ids(k1, k2)) // the listener sync deletes k0
-				e.waitKeys("listener", e.lis, ids(k1, k2))
 				res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: peerAddr.String()})
 				if err != nil {
 					t.Fatalf("Revoke: %v", err)
