@@ -89,8 +89,8 @@ type countingSocket struct {
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
-	// delErr, when set, fails every DelKey (failDeletes).
-	delErr error
+	// failErr, when set, fails every AddKey and DelKey (failWrites).
+	failErr error
 	// held is how many borrows of this socket's descriptor are open now:
 	// on bgp's sockets, how many duplicates of the speaker's descriptor
 	// aokeyd holds.
@@ -115,26 +115,33 @@ func (c *countingSocket) calls() (reads, writes int) {
 
 func (c *countingSocket) AddKey(k tcpao.Key, o tcpao.AddOptions) error {
 	c.count(true)
+	if err := c.writeErr(); err != nil {
+		return err
+	}
 	return c.Socket.AddKey(k, o)
 }
 
 func (c *countingSocket) DelKey(d tcpao.DelKey) error {
 	c.count(true)
-	c.mu.Lock()
-	err := c.delErr
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.writeErr(); err != nil {
 		return err
 	}
 	return c.Socket.DelKey(d)
 }
 
-// failDeletes makes every DelKey fail with err (nil: they run again): a
-// delete the daemon plans stays pending meanwhile.
-func (c *countingSocket) failDeletes(err error) {
+// failWrites makes every AddKey and DelKey fail with err (nil: they run
+// again): what the daemon plans for the socket stays pending meanwhile,
+// so that a test reads the plan whatever the daemon's goroutines do.
+func (c *countingSocket) failWrites(err error) {
 	c.mu.Lock()
-	c.delErr = err
+	c.failErr = err
 	c.mu.Unlock()
+}
+
+func (c *countingSocket) writeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failErr
 }
 
 func (c *countingSocket) SetInfo(i tcpao.InfoChange) error {

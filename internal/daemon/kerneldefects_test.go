@@ -107,9 +107,9 @@ func TestListenerDeletesFollowKernel(t *testing.T) {
 				e := newEnv(t, envOptions{keys: []testKey{k0, k1, k2}, release: c.release})
 				e.waitKeys("listener", e.lis, ids(k0, k1, k2))
 				// aoctl plan shows the delete as it will run. The listener's
-				// deletes fail until the plan is read, so that k0's stays
-				// pending whatever the reconcile goroutine does meanwhile.
-				e.lisC.failDeletes(syscall.EIO)
+				// writes fail until the plan is read, so that k0's delete
+				// stays pending whatever the reconcile goroutine does.
+				e.lisC.failWrites(syscall.EIO)
 				e.refreshWith(k1, k2)
 				e.settle()
 				rep, err := e.d.Plan(context.Background())
@@ -123,7 +123,7 @@ func TestListenerDeletesFollowKernel(t *testing.T) {
 				if async := strings.Contains(rep.Plan[del], " async"); async == c.sync {
 					t.Errorf("plan line %q: async %t on a kernel whose listener deletes run sync=%t", rep.Plan[del], async, c.sync)
 				}
-				e.lisC.failDeletes(nil)
+				e.lisC.failWrites(nil)
 				e.settle()
 				e.waitKeys("listener", e.lis, ids(k1, k2)) // the listener sync deletes k0
 				res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: peerAddr.String()})

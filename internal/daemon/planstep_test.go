@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 )
@@ -17,6 +18,10 @@ func TestPlanStepsNameKeys(t *testing.T) {
 		k0, k1, k2, _ := testKeys()
 		e := newEnv(t, envOptions{keys: []testKey{k0, k1}})
 		e.waitKeys("listener", e.lis, ids(k0, k1))
+		// The listener's writes fail until the plan is read: the add and
+		// the delete stay pending whatever the reconcile goroutine does.
+		e.lisC.failWrites(syscall.EIO)
+		t.Cleanup(func() { e.lisC.failWrites(nil) })
 		e.setSourceKeys(k1, k2) // k2 comes, k0 goes
 		if err := e.d.RefreshKeys(context.Background()); err != nil {
 			t.Fatal(err)
