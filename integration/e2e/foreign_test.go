@@ -134,7 +134,8 @@ func TestForeignKeys(t *testing.T) {
 	if err := l.bird.Configure(l.birdConfig([]key{k2, k3})); err != nil {
 		t.Fatal(err)
 	}
-	k3.sendStart, k3.acceptStart = time.Now().Add(-time.Second), time.Now().Add(-time.Second)
+	start := time.Now().Add(-time.Second) // one reading: a send lifetime must lie within the accept lifetime
+	k3.sendStart, k3.acceptStart = start, start
 	l.writeKeys([]key{k2, k3})
 	lab.Eventually(t, 30*time.Second, "status says the roll waits for the foreign key", func() (bool, string) {
 		st := l.status()
