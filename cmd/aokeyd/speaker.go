@@ -21,7 +21,7 @@ func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.
 		sp := frr.New(frr.Options{
 			Name:         "frr bgpd " + frr.VtySocketIn(f.VtySocket, f.Pathspace).Path,
 			Runner:       frr.VtySocketIn(f.VtySocket, f.Pathspace),
-			PID:          func(context.Context) (int, error) { return frr.FindPID(f.PIDFile, f.ProcessName) },
+			PID:          frrPID(f),
 			PollInterval: time.Duration(f.PollInterval),
 			Log:          log,
 			OnCall:       m.SpeakerRPC,
@@ -45,4 +45,18 @@ func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.
 		return nil, nil, fmt.Errorf("gobgp %s: %w", cfg.GoBGP.Address, err)
 	}
 	return sp, closer, nil
+}
+
+// frrPID finds FRR's bgpd: its pid file, or when that does not exist the
+// one process named ProcessName. Not for an FRR started with a pathspace
+// (-N): several instances run side by side then, a process scan cannot
+// tell them apart, and the one bgpd it finds while this instance's
+// restarts (its pid file gone) is another instance's, whose sockets are
+// not aokeyd's to key. The pid file alone names it.
+func frrPID(f *config.FRR) func(context.Context) (int, error) {
+	name := f.ProcessName
+	if f.Pathspace != "" {
+		name = ""
+	}
+	return func(context.Context) (int, error) { return frr.FindPID(f.PIDFile, name) }
 }

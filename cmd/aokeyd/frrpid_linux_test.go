@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/config"
+)
+
+// TestFRRPathspaceNeverScans: for an FRR started with a pathspace, a
+// missing pid file (its bgpd restarting under watchfrr) is an error, never
+// the one process named bgpd that a scan finds: that is another
+// instance's, whose sockets are not aokeyd's to key (a guest run found the
+// chaos fleet's aokeyd keying another test's bgpd that way). Without a
+// pathspace the scan still answers.
+func TestFRRPathspaceNeverScans(t *testing.T) {
+	dir := t.TempDir()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bgpd") // another instance's bgpd, as a scan sees it
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command(bin, "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _, _ = other.Process.Wait() })
+	missing := filepath.Join(dir, "red", "bgpd.pid")
+	for _, c := range []struct {
+		name      string
+		pathspace string
+		wantScan  bool
+	}{
+		{"pathspace", "red", false},
+		{"no pathspace", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pid, err := frrPID(&config.FRR{Pathspace: c.pathspace, PIDFile: missing, ProcessName: "bgpd"})(context.Background())
+			if c.wantScan {
+				if err != nil || pid != other.Process.Pid {
+					t.Errorf("pid %d, %v; want the one bgpd, %d", pid, err, other.Process.Pid)
+				}
+				return
+			}
+			if err == nil {
+				t.Errorf("pid %d with the pid file missing: a scan found another instance's bgpd (%d)", pid, other.Process.Pid)
+			}
+		})
+	}
+}
