@@ -172,26 +172,11 @@ func missingFrom(b, list []Revocation) []Revocation {
 
 var errBadRecord = errors.New("not a revocations record")
 
-// maxRecordBytes caps what readRecord reads. A record holds names only,
+// maxRecordBytes caps what a read of the record takes. A record holds names only,
 // about 100 bytes a revocation, so this is over 100,000 revocations: a
 // larger file is not one aokeyd wrote, and reading it whole could exhaust
 // memory (a symlink to /dev/zero once did).
 var maxRecordBytes int64 = 16 << 20 // a variable so that a test can lower it
-
-// readRecord reads one record file (durable.Record.ReadCopy): nil,
-// fs.ErrNotExist when there is none, an error wrapping errBadRecord when
-// it is not a regular file (a symlink, dangling or not, a FIFO, a
-// device), is larger than maxRecordBytes, empty, null or corrupt.
-func readRecord(path string) ([]Revocation, error) {
-	b, err := (&revokeStore{path: path}).record().ReadCopy(path)
-	if errors.Is(err, durable.ErrCorrupt) {
-		return nil, fmt.Errorf("%w: %w", errBadRecord, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return parseRecord(b)
-}
 
 // parseRecord is the revocations of a record file's content.
 func parseRecord(b []byte) ([]Revocation, error) {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"os"
@@ -180,4 +181,19 @@ func TestRevocationRecordFull(t *testing.T) {
 	if got := s2.snapshotList(); !equalRevocations(got, []Revocation{prior}) {
 		t.Errorf("after a restart %v, want the prior revocation alone", got)
 	}
+}
+
+// readRecord reads one record file (durable.Record.ReadCopy): nil,
+// fs.ErrNotExist when there is none, an error wrapping errBadRecord when
+// it is not a regular file (a symlink, dangling or not, a FIFO, a
+// device), is larger than maxRecordBytes, empty, null or corrupt.
+func readRecord(path string) ([]Revocation, error) {
+	b, err := (&revokeStore{path: path}).record().ReadCopy(path)
+	if errors.Is(err, durable.ErrCorrupt) {
+		return nil, fmt.Errorf("%w: %w", errBadRecord, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseRecord(b)
 }
