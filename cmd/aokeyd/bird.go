@@ -20,8 +20,12 @@ import (
 // the daemon that borrows a speaker's sockets.
 func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath, stateDir string, src keystore.Source, cache *keystore.Cache, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) error {
 	b := cfg.Speaker.Bird
+	gid, err := birdReadGID(b)
+	if err != nil {
+		return err
+	}
 	d, err := birdnative.New(birdnative.Options{
-		Keys: cache, Source: src, Policy: pol, Dir: b.KeysDir, Control: b.ControlSocket, Bird: b.Binary,
+		Keys: cache, Source: src, Policy: pol, Dir: b.KeysDir, Control: b.ControlSocket, Bird: b.Binary, ReadGID: gid,
 		PID:             func() (int, error) { return frr.FindPID(b.PIDFile, b.ProcessName) },
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Poll:            time.Duration(b.PollInterval),

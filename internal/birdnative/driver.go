@@ -36,6 +36,13 @@ type Options struct {
 	Control string
 	// Bird is the bird binary, for `bird -p`.
 	Bird string
+	// ReadGID is the group that reads the include files: the group BIRD
+	// runs as (Debian: -g bird), since BIRD reads its configuration and
+	// its includes after dropping privileges. 0: none, the files are the
+	// owner's alone (0600, the directory 0700). Otherwise every file is
+	// written 0640 with this group and the directory is 0750 with it, on
+	// every write, so a rewrite never takes BIRD's access away.
+	ReadGID int
 	// PID finds BIRD's process, whose sockets are read (never written).
 	PID func() (int, error)
 	// Port is BIRD's BGP port (179).
@@ -117,6 +124,9 @@ func New(o Options) (*Driver, error) {
 	// loads: refused at start.
 	if err := durable.CheckDir(o.Dir); err != nil {
 		return nil, fmt.Errorf("speaker.bird.keys_dir: %w", err)
+	}
+	if err := shareDir(o.Dir, o.ReadGID); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
 	}
 	rev, err := loadRevocations(o.RevocationsFile)
 	if err != nil {
@@ -389,7 +399,7 @@ func (d *Driver) apply(ctx context.Context, changes []change, views []peerView, 
 		}
 	}()
 	for _, c := range changes {
-		if err := writeFile(c.path, c.next); err != nil {
+		if err := d.writeFile(c.path, c.next); err != nil {
 			d.failed(fmt.Sprintf("cannot write %s: %v", c.path, err))
 			d.restore(changes)
 			return
@@ -479,7 +489,7 @@ func (d *Driver) restore(changes []change) {
 		if c.prev == nil {
 			err = os.Remove(c.path)
 		} else {
-			err = writeFile(c.path, c.prev)
+			err = d.writeFile(c.path, c.prev)
 		}
 		if err != nil {
 			d.log.Error("cannot put a BIRD key file back", "file", c.path, "err", err)

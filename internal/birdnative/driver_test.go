@@ -98,6 +98,12 @@ func keyFile(t *testing.T, path string, names ...string) {
 // and a bird -p that accepts everything (true).
 func newTestDriver(t *testing.T, names ...string) (*Driver, *fakeBird, string) {
 	t.Helper()
+	return newTestDriverWith(t, nil, names...)
+}
+
+// newTestDriverWith is newTestDriver with opts changed by edit first.
+func newTestDriverWith(t *testing.T, edit func(*Options), names ...string) (*Driver, *fakeBird, string) {
+	t.Helper()
 	dir := t.TempDir()
 	kf := filepath.Join(dir, "keys.yaml")
 	keyFile(t, kf, names...)
@@ -112,9 +118,13 @@ func newTestDriver(t *testing.T, names ...string) (*Driver, *fakeBird, string) {
 	fb := &fakeBird{}
 	sock := filepath.Join(dir, "bird.ctl")
 	fb.serve(t, sock)
-	d, err := New(Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol, Dir: filepath.Join(dir, "keys"),
+	o := Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol, Dir: filepath.Join(dir, "keys"),
 		Control: sock, Bird: "true", PID: func() (int, error) { return 0, errors.New("no BIRD process in this test") },
-		RevocationsFile: filepath.Join(dir, "revocations.json")})
+		RevocationsFile: filepath.Join(dir, "revocations.json")}
+	if edit != nil {
+		edit(&o)
+	}
+	d, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

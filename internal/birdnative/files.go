@@ -104,9 +104,56 @@ func readFile(path string) ([]byte, error) {
 	return b, err
 }
 
-// writeFile replaces path with b (0600: the file holds secrets; BIRD
-// reads it as root, or as the user the operator gives it to).
-func writeFile(path string, b []byte) error { return durable.Write(path, b, 0o600) }
+// writeFile replaces path with b: 0600 (the file holds secrets), or 0640
+// with ReadGID's group when BIRD reads it as its own user.
+func (d *Driver) writeFile(path string, b []byte) error {
+	if d.o.ReadGID > 0 {
+		return durable.WriteGroup(path, b, 0o640, d.o.ReadGID)
+	}
+	return durable.Write(path, b, 0o600)
+}
+
+// shareDir gives the keys directory, and the include files already in
+// it, to group gid for reading (0750 and 0640), or takes them back to
+// the owner alone (0700 and 0600) when gid is 0: a start after the group
+// changed, or files written before it was set, are mended here, so BIRD
+// can read every file it includes. Only regular files are touched; the
+// directory was checked (durable.CheckDir) to be aokeyd's.
+func shareDir(dir string, gid int) error {
+	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
+	if gid > 0 {
+		dirMode, fileMode = 0o750, 0o640
+	}
+	chown := func(p string) error {
+		if gid <= 0 {
+			return nil
+		}
+		return os.Lchown(p, -1, gid)
+	}
+	if err := chown(dir); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".conf") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := chown(p); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, fileMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // validate checks peers' files with BIRD's own parser before BIRD sees
 // them: one `bird -p` on a configuration of one protocol per file, each

@@ -23,6 +23,7 @@ const (
 	DefaultBirdControlSocket = "/run/bird/bird.ctl"
 	DefaultBirdKeysDir       = "/etc/bird/aokeyd"
 	DefaultBirdBinary        = "bird"
+	DefaultBirdGroup         = "bird"
 	DefaultBirdProcessName   = "bird"
 )
 
@@ -36,6 +37,12 @@ type Bird struct {
 	// Binary is the bird executable, run as `bird -p` to check each file
 	// before BIRD sees it.
 	Binary string `yaml:"binary"`
+	// Group reads the include files (0640) and searches KeysDir (0750):
+	// the group BIRD runs as, since BIRD reads its configuration and its
+	// includes after dropping privileges (Debian: bird -u bird -g bird).
+	// Unset: DefaultBirdGroup when that group exists, else none (0600,
+	// root's alone). "root": none.
+	Group string `yaml:"group"`
 	// PIDFile and ProcessName find BIRD's process, whose sockets aokeyd
 	// reads to verify (never writes).
 	PIDFile      string   `yaml:"pid_file"`

@@ -62,6 +62,19 @@ func SetFault(f func(path, step string) error) (old func(path, step string) erro
 // the error is a *NotDurableError: path holds data, but a crash may undo
 // that.
 func Write(path string, data []byte, perm fs.FileMode) error {
+	return write(path, data, perm, -1)
+}
+
+// WriteGroup is Write for a file another daemon's group reads (BIRD's
+// include files, read by BIRD after it dropped to its own user): the new
+// file gets group gid and exactly perm (the process's umask does not
+// narrow it), both set on the temporary file before the rename, so that
+// path is never, even for an instant, a file its reader cannot open.
+func WriteGroup(path string, data []byte, perm fs.FileMode, gid int) error {
+	return write(path, data, perm, gid)
+}
+
+func write(path string, data []byte, perm fs.FileMode, gid int) error {
 	fault := func(step string) error {
 		f := fault.Load()
 		if f == nil {
@@ -102,6 +115,14 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		f.Close()
 		os.Remove(tmp)
 		return err
+	}
+	if gid >= 0 {
+		if err := f.Chown(-1, gid); err != nil {
+			return fail(err)
+		}
+		if err := f.Chmod(perm); err != nil {
+			return fail(err)
+		}
 	}
 	if err := fault(StepWrite); err != nil {
 		return fail(err)
