@@ -77,7 +77,9 @@ func TestDebInstall(t *testing.T) {
 	// (with gobgpd where it names it).
 	copyFile(t, lab.GobgpdBin(t), r.path("/usr/local/bin/gobgpd"), 0o755)
 	r.must("cp", "/usr/share/doc/aokeyd/examples/gobgpd-aokeyd.service", "/etc/systemd/system/")
-	units := []string{"/usr/lib/systemd/system/aokeyd.service", "/etc/systemd/system/gobgpd-aokeyd.service"}
+	// aokeyd@NAME (one aokeyd per speaker) as an instance of the template.
+	r.must("ln", "-s", "/usr/lib/systemd/system/aokeyd@.service", "/etc/systemd/system/aokeyd@bird.service")
+	units := []string{"/usr/lib/systemd/system/aokeyd.service", "/etc/systemd/system/gobgpd-aokeyd.service", "/etc/systemd/system/aokeyd@bird.service"}
 	if out, err := r.run(append([]string{"systemd-analyze", "verify", "--man=no"}, units...)...); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}

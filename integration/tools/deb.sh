@@ -84,6 +84,21 @@ for arch in $archs; do
 	s=$stage/$arch
 	cp -r "$stage"/common/. "$s/"
 	cp -r deploy/debian "$s/debian"
+	# aokeyd@NAME: one aokeyd per speaker on a router that runs several
+	# (each aokeyd drives one), made from aokeyd.service so the two never
+	# differ but in what names the instance: /etc/aokeyd/NAME.yaml, the
+	# state in /var/lib/aokeyd/NAME, the environment in
+	# /etc/default/aokeyd-NAME. Each instance's config names its own
+	# control socket (control.socket) and metrics address.
+	sed -e 's#^Description=.*#& (instance %i: /etc/aokeyd/%i.yaml)#' \
+		-e 's#^EnvironmentFile=.*#EnvironmentFile=-/etc/default/aokeyd-%i#' \
+		-e 's#-config /etc/aokeyd/aokeyd.yaml -state-dir /var/lib/aokeyd #-config /etc/aokeyd/%i.yaml -state-dir /var/lib/aokeyd/%i #' \
+		-e 's#^StateDirectory=aokeyd$#StateDirectory=aokeyd/%i#' \
+		-e '1,/^\[Unit\]/{/^#/d}' deploy/debian/aokeyd.service >"$s/debian/aokeyd@.service"
+	sed -i '1i # aokeyd@NAME: aokeyd for one of several speakers (/etc/aokeyd/NAME.yaml);\n# made from aokeyd.service by integration/tools/deb.sh (see there).' "$s/debian/aokeyd@.service"
+	grep -q -- '-config /etc/aokeyd/%i.yaml -state-dir /var/lib/aokeyd/%i ' "$s/debian/aokeyd@.service" ||
+		{ echo "deb.sh: aokeyd@.service: ExecStart not rewritten" >&2; exit 1; }
+	mkdir -p "$s/doc" && cp docs/frr-bgpd-wrap.sh "$s/doc/"
 	mkdir -p "$s/examples" && cp deploy/prometheus/aokeyd-rules.yml "$s/examples/"
 	for v in $DEB_VERSION ${DEB_REBUILD:+$DEB_VERSION+rebuild1}; do
 		deb=$out/aokeyd_${v}_$arch.deb
