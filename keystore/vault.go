@@ -152,7 +152,7 @@ func (v *VaultSource) Name() string {
 func (v *VaultSource) chainPath(chain string) string { return v.opts.Prefix + "/chains/" + chain }
 
 func (v *VaultSource) where(chain string) string {
-	return "vault " + v.opts.Mount + "/" + v.chainPath(chain)
+	return "vault:" + v.opts.Mount + "/" + v.chainPath(chain)
 }
 
 // ensureAuth makes sure the client holds a usable token. Caller holds v.mu.
@@ -305,7 +305,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("vault: list %s: %w", p, err)
 	}
 	if sec == nil || sec.Data == nil {
-		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
+		return nil, &FieldError{Pos: Pos{File: "vault:" + p}, Err: ErrNoChains}
 	}
 	raw, _ := sec.Data["keys"].([]any)
 	var names []string
@@ -315,7 +315,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		}
 	}
 	if len(names) == 0 {
-		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
+		return nil, &FieldError{Pos: Pos{File: "vault:" + p}, Err: ErrNoChains}
 	}
 	return names, nil
 }
@@ -361,7 +361,7 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	v.cache = fresh
-	checkDuplicateIDs(s, func(c *Chain, m MKT) string { return fmt.Sprintf("%s@v%d", v.where(c.Name), c.Version) })
+	checkDuplicateIDs(s)
 	return s, nil
 }
 
@@ -430,10 +430,10 @@ func DecodeVaultResponse(where, chain string, body []byte) (*Chain, error) {
 		defer clear(env.Data.Data) // json.RawMessage is a copy of the chain document
 	}
 	if err != nil {
-		return nil, &FieldError{Source: where, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
+		return nil, &FieldError{Pos: Pos{File: where}, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
 	}
 	if env.Data == nil || len(env.Data.Data) == 0 || bytes.Equal(env.Data.Data, []byte("null")) {
-		return nil, &FieldError{Source: where, Field: "data",
+		return nil, &FieldError{Pos: Pos{File: where}, Field: "data",
 			Err: fmt.Errorf("%w: the response has none (version deleted or destroyed?)", ErrMissingField)}
 	}
 	ver := env.Data.Metadata.Version
@@ -460,10 +460,10 @@ func DecodeVaultChain(src, chain string, doc []byte) (*Chain, error) {
 func decodeVaultChain(src, chain string, doc []byte, mask bool) (*Chain, error) {
 	v, err := parseChainJSON(doc, mask)
 	if err != nil {
-		return nil, &FieldError{Source: src, Chain: chain, Err: err}
+		return nil, &FieldError{Pos: Pos{File: src}, Chain: chain, Err: err}
 	}
-	return decodeChain(chain, 0, v, func(int) string { return src }, func(key string, _ int) string {
-		return "vault:" + strings.TrimPrefix(src, "vault ") + "#" + key
+	return decodeChain(chain, v, vaultPlacer{where: src}, func(key string, _ int) string {
+		return "vault:" + strings.TrimPrefix(src, "vault:") + "#" + key
 	})
 }
 

@@ -20,7 +20,22 @@ var (
 	// unmarshaler quotes in a message: a value ("cannot unmarshal !!str
 	// `x`"), an anchor's name, a scalar.
 	yamlInputRE = regexp.MustCompile("`[^`]*`|\"(?:[^\"\\\\]|\\\\.)*\"|'[^']*'")
+	// yamlPunctRE is what yaml.v3's own syntax messages quote: one
+	// indicator character ("did not find expected ',' or '}'", "could
+	// not find expected ':'"). It is the grammar's, never the input's.
+	yamlPunctRE = regexp.MustCompile(`^'[^A-Za-z0-9\s']'$`)
 )
+
+// hideInput replaces what m quotes of the input by "(not shown)" and
+// keeps what yaml.v3's syntax messages quote of YAML's grammar.
+func hideInput(m string) string {
+	return yamlInputRE.ReplaceAllStringFunc(m, func(q string) string {
+		if yamlPunctRE.MatchString(q) {
+			return q
+		}
+		return "(not shown)"
+	})
+}
 
 // YAMLSchema is what YAMLErrors knows of the decoder's target.
 type YAMLSchema struct {
@@ -103,7 +118,7 @@ func YAMLErrors(file string, err error, s YAMLSchema) FieldErrors {
 		default:
 			m = types.Replace(m)
 			if s.HideValues {
-				m = yamlInputRE.ReplaceAllLiteralString(m, "(not shown)")
+				m = hideInput(m)
 			}
 			err = fmt.Errorf("%w: %s", ErrSyntax, m)
 		}

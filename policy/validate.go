@@ -72,7 +72,10 @@ func (v *validation) tree() *yaml.Node {
 func (v *validation) add(field string, cd *candidate, err error) {
 	pr := &Problem{Pos: posOf(v.tree(), v.p.file, field), Field: field, Err: err}
 	if cd != nil {
-		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
+		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.At.String()
+		if pr.Source == "" {
+			pr.Source = cd.mkt.Source
+		}
 	}
 	v.probs = append(v.probs, pr)
 }

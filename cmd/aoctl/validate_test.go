@@ -81,7 +81,7 @@ func TestValidateWarnings(t *testing.T) {
 			[]string{"policy.yaml:16:", "peers[1].vrf", `"lo"`, "not a VRF device"}},
 		{"vrf, for another machine", [][3]string{{"policy.yaml", binding, binding + "    vrf: aokeyd-nonevrf\n"}}, []string{"--no-kernel"}, nil},
 		{"demo key renamed", [][3]string{{"keys.yaml", "YW9rZXlkLXRlc3Qtc2VjcmV0LWFscGhhLTdRdlg=", demo}}, nil,
-			[]string{"keys.yaml:6", `chain "core" key "2026-10"`, "PUBLIC DEMO KEY", "aokeyd init", "replace"}},
+			[]string{"keys.yaml:6:9: chains.core.keys[0]: ", `key "2026-10"`, "PUBLIC DEMO KEY", "aokeyd init", "replace"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
