@@ -53,6 +53,10 @@ type YAMLSchema struct {
 	// value, an anchor's name): for a file whose values are never shown
 	// (aokeyd's config, which names credentials' files and Vault).
 	HideValues bool
+	// HideKeyMaterial leaves out what a message quotes of the input
+	// when it could be key material (Shown): for a file whose values are
+	// names, addresses and times (the policy).
+	HideKeyMaterial bool
 }
 
 // YAMLErrors turns an error from decoding file with yaml.v3 into one
@@ -117,8 +121,16 @@ func YAMLErrors(file string, err error, s YAMLSchema) FieldErrors {
 			}
 		default:
 			m = types.Replace(m)
-			if s.HideValues {
+			switch {
+			case s.HideValues:
 				m = hideInput(m)
+			case s.HideKeyMaterial:
+				m = yamlInputRE.ReplaceAllStringFunc(m, func(q string) string {
+					if Shown(q[1:len(q)-1]) == "(not shown)" {
+						return "(not shown)"
+					}
+					return q
+				})
 			}
 			err = fmt.Errorf("%w: %s", ErrSyntax, m)
 		}

@@ -119,13 +119,13 @@ func TestValidateWarnings(t *testing.T) {
 			}
 			j := runAoctl(t, "", append(args, "--json")...)
 			var res struct {
-				OK       bool     `json:"ok"`
-				Warnings []string `json:"warnings"`
+				OK       bool              `json:"ok"`
+				Warnings []keystore.Report `json:"warnings"`
 			}
 			if err := json.Unmarshal([]byte(j.stdout), &res); err != nil {
 				t.Fatalf("--json: %v\n%s", err, j.stdout)
 			}
-			if j.code != exitOK || !res.OK || len(res.Warnings) != 1 || "WARNING: "+res.Warnings[0] != warnings[0] {
+			if j.code != exitOK || !res.OK || len(res.Warnings) != 1 || "WARNING: "+res.Warnings[0].String() != warnings[0] {
 				t.Errorf("--json: exit %d ok %v warnings %q, want 0, true and %q", j.code, res.OK, res.Warnings, warnings[0])
 			}
 		})
