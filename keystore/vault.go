@@ -37,6 +37,13 @@ type VaultAuth struct {
 	Increment time.Duration
 }
 
+// Vault defaults: where the chains are, and the AppRole auth mount.
+const (
+	DefaultVaultMount   = "secret"
+	DefaultVaultPrefix  = "aokeyd"
+	DefaultAppRoleMount = "approle"
+)
+
 // VaultOptions configure a VaultSource.
 type VaultOptions struct {
 	// Config is the client configuration. nil means api.DefaultConfig(),
@@ -86,10 +93,10 @@ type fileStamp struct {
 // NewVault builds the client. It does not contact Vault.
 func NewVault(o VaultOptions) (*VaultSource, error) {
 	if o.Mount == "" {
-		o.Mount = "secret"
+		o.Mount = DefaultVaultMount
 	}
 	if o.Prefix == "" {
-		o.Prefix = "aokeyd"
+		o.Prefix = DefaultVaultPrefix
 	}
 	o.Mount = strings.Trim(o.Mount, "/")
 	o.Prefix = strings.Trim(o.Prefix, "/")
@@ -97,7 +104,7 @@ func NewVault(o VaultOptions) (*VaultSource, error) {
 		o.Auth.Method = "token"
 	}
 	if o.Auth.AppRoleMount == "" {
-		o.Auth.AppRoleMount = "approle"
+		o.Auth.AppRoleMount = DefaultAppRoleMount
 	}
 	switch o.Auth.Method {
 	case "token":
