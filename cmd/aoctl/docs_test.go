@@ -173,3 +173,53 @@ func TestDocCommandExtraction(t *testing.T) {
 		t.Errorf("shellFields = %q", f)
 	}
 }
+
+// markdownLinkRE is a relative link of a Markdown file: [text](target).
+var markdownLinkRE = regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+
+// TestREADMEIsAFirstPage: the README is a page a newcomer reads in five
+// minutes (at most 1,200 words): what aokeyd does, its requirements, the
+// install, a first roll, where the guide, the references and the
+// developer's make targets are, and the kernel requirements its error
+// lines name; everything else is in docs/. Every relative link of the
+// README and docs/ leads to a file of the tree (the operator's guide,
+// docs/operations.md, is written beside this work and may not be there
+// yet). Issue 49 item 14: the README was 6,712 words.
+func TestREADMEIsAFirstPage(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if n := len(strings.Fields(readme)); n > 1200 {
+		t.Errorf("the README has %d words, more than five minutes' reading (1,200)", n)
+	}
+	for _, h := range []string{"## Requirements", "## Install", "## A first roll", "## Where to read next", "## Developers", "## Kernel requirements"} {
+		if !strings.Contains(readme, "\n"+h+"\n") {
+			t.Errorf("the README has no section %q", h)
+		}
+	}
+	for _, w := range []string{"docs/operations.md", "man 5 aokeyd.yaml", "make demo", "make test", "CONFIG_TCP_AO",
+		"gobgpd v3", "BIRD 2.17", "FRR", "trixie-backports", "docs/reference/"} {
+		if !strings.Contains(readme, w) {
+			t.Errorf("the README does not name %s", w)
+		}
+	}
+	files, _ := filepath.Glob("../../docs/*.md")
+	more, _ := filepath.Glob("../../docs/reference/*.md")
+	for _, f := range append(append(files, more...), "../../README.md") {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range markdownLinkRE.FindAllStringSubmatch(string(text), -1) {
+			target := filepath.Join(filepath.Dir(f), m[1])
+			if strings.HasSuffix(target, "docs/operations.md") {
+				continue
+			}
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s links to %s, which is not there", strings.TrimPrefix(f, "../../"), m[1])
+			}
+		}
+	}
+}
