@@ -2,7 +2,6 @@ package keystore
 
 import (
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -46,22 +45,12 @@ func (s *Snapshot) DemoKeys() []error {
 		c := s.Chains[n]
 		for _, m := range c.Keys {
 			if !m.Revoked && demo[m.Secret.Fingerprint()] {
-				out = append(out, &FieldError{Source: sourceText(m.Source), Chain: c.Name, Key: m.Name, Err: ErrDemoKey})
+				out = append(out, &FieldError{Pos: m.At, Field: m.Path, Chain: c.Name, Key: m.Name, Err: ErrDemoKey})
 			}
 		}
 		if p := c.MD5; p != nil && !p.Revoked && demo[p.Secret.Fingerprint()] {
-			out = append(out, &FieldError{Source: sourceText(p.Source), Chain: c.Name, Field: "md5", Err: ErrDemoKey})
+			out = append(out, &FieldError{Pos: p.At, Field: p.Path, Chain: c.Name, Err: ErrDemoKey})
 		}
 	}
 	return out
-}
-
-// sourceText renders an MKT's Source ("file:/etc/aokeyd/keys.yaml:12",
-// "vault:secret/aokeyd/chains/core@v3#2026-10") as a problem's source
-// ("file /etc/aokeyd/keys.yaml:12").
-func sourceText(src string) string {
-	if kind, rest, ok := strings.Cut(src, ":"); ok && (kind == "file" || kind == "vault") {
-		return kind + " " + rest
-	}
-	return src
 }

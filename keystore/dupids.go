@@ -13,7 +13,7 @@ import (
 // later one is rejected. Two prefixes overlap iff one contains the other, so
 // each check is a walk over the prefix's ancestors plus one lookup in the
 // set of ancestors of kept prefixes: linear in the number of peers.
-func checkDuplicateIDs(s *Snapshot, srcOf func(c *Chain, m MKT) string) {
+func checkDuplicateIDs(s *Snapshot) {
 	type owner struct{ chain, key string }
 	type idKey struct {
 		vrf   string
@@ -51,7 +51,7 @@ func checkDuplicateIDs(s *Snapshot, srcOf func(c *Chain, m MKT) string) {
 				field = "recv_id"
 			}
 			if bad {
-				c.Rejected = append(c.Rejected, &FieldError{Source: srcOf(c, m), Chain: cn, Key: m.Name, Field: field,
+				c.Rejected = append(c.Rejected, &FieldError{Pos: m.At, Chain: cn, Key: m.Name, Field: join(m.Path, field),
 					Err: fmt.Errorf("%w: %s already used by chain %q key %q for an overlapping peer", ErrDuplicate, field, o.chain, o.key)})
 				m.Zero()
 				continue

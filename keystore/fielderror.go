@@ -26,13 +26,15 @@ var (
 )
 
 // Pos is a position in an input file. Line and Column are 1-based; 0 means
-// unknown.
+// unknown. File is the file's path, or for a Vault chain its place
+// ("vault:secret/aokeyd/chains/core@v3"), which has no lines.
 type Pos struct {
 	File   string
 	Line   int
 	Column int
 }
 
+// String is FILE:LINE:COL, the parts that are unknown left out.
 func (p Pos) String() string {
 	switch {
 	case p.Line == 0:
@@ -45,83 +47,129 @@ func (p Pos) String() string {
 
 // FieldError is one problem in operator input: a key source, a policy or a
 // config file. It names where the problem is, the field, and the key chain
-// and key it concerns, and it never carries key bytes (nor their length).
-// Err wraps one of the sentinels above or a decoder's own.
+// and key it concerns, what to do when there is more to say than what the
+// field wants, and it never carries key bytes (nor their length), nor a
+// value of a field that could be a secret pasted on the wrong line. Err
+// wraps one of the sentinels above or a decoder's own.
 //
-// It renders in one of two shapes, by what is known of the place:
+// Every problem renders in the one shape `aoctl validate` promises, the
+// parts that are empty left out:
 //
-//	file:line:col: field.path: chain "c" key "k" (source): reason
-//	source: chain "c" key "k": field name: reason
+//	FILE:LINE:COL: FIELD: chain "c" key "k" (SOURCE): PROBLEM; HINT
 //
-// The first is a problem at a position in a file (Pos set; the policy and
-// the config); the chain and key, when set, are the key source's and Source
-// says where that key came from. The second is a problem inside a key
-// source (Pos unset): Source is the location ("file /etc/aokeyd/keys.yaml:12",
-// "vault secret/aokeyd/chains/core@v3") and Field a field of that key.
-// Parts that are empty are left out.
+// FILE is the file the problem is in (the config, the policy, the key
+// file, or a Vault chain's place) and FIELD the YAML path of the field
+// there ("peers[2].key_chain", "chains.core.keys[0].send_id"). The chain
+// and key name the key source's chain and MKT the problem concerns; SOURCE,
+// set only when FILE is another file (a policy problem about a key), says
+// where that key is. Report gives the same parts as a value, for JSON.
 type FieldError struct {
-	// Pos is the position in the file decoded (policy, config); zero when
-	// the problem is inside a key source.
+	// Pos is where the problem is.
 	Pos
-	// Field is the offending field: a YAML path in the file at Pos
-	// ("peers[2].key_chain"), or a key's field name in a key source.
+	// Field is the offending field's YAML path in Pos.File.
 	Field string
 	// Chain and Key name the key source's chain and MKT the problem
 	// concerns, "" when none. Key is the MKT's name, or "#N" (1-based
 	// position) when it has none.
 	Chain string
 	Key   string
-	// Source is where the chain or key came from in the key source.
+	// Source is where the chain or key is in the key source ("keys.yaml:12:9")
+	// when that is not Pos.
 	Source string
-	Err    error
+	// Hint is what to do, when the reason does not say it already.
+	Hint string
+	Err  error
 }
 
-func (e *FieldError) Error() string {
+// Report is a problem as `aoctl validate --json` gives it: the parts of
+// a FieldError, or of any other error its text as the problem.
+type Report struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
+	Field  string `json:"field"`
+	// Problem is what is wrong: the chain and key it concerns, when
+	// any, and the reason.
+	Problem string `json:"problem"`
+	// Hint is what to do, "" when Problem says it.
+	Hint string `json:"hint"`
+}
+
+// String renders r as FILE:LINE:COL: FIELD: PROBLEM; HINT.
+func (r Report) String() string {
+	var parts []string
+	if p := (Pos{File: r.File, Line: r.Line, Column: r.Column}).String(); p != "" {
+		parts = append(parts, p)
+	}
+	if r.Field != "" {
+		parts = append(parts, r.Field)
+	}
+	parts = append(parts, r.Problem)
+	s := strings.Join(parts, ": ")
+	if r.Hint != "" {
+		s += "; " + r.Hint
+	}
+	return s
+}
+
+// Report returns e's parts.
+func (e *FieldError) Report() Report {
 	var b strings.Builder
-	sep := func() {
+	chain := e.Chain
+	if e.chainInField() {
+		chain = "" // the path names it: chains.core.keys[0]
+	}
+	if chain != "" {
+		fmt.Fprintf(&b, "chain %q", chain)
+	}
+	if e.Key != "" {
 		if b.Len() > 0 {
-			b.WriteString(": ")
+			b.WriteByte(' ')
 		}
+		fmt.Fprintf(&b, "key %q", e.Key)
 	}
-	positioned := e.Pos != (Pos{})
-	if positioned {
-		b.WriteString(e.Pos.String())
-		if e.Field != "" {
-			sep()
-			b.WriteString(e.Field)
-		}
-	} else {
-		b.WriteString(e.Source)
+	if e.Source != "" && b.Len() > 0 {
+		b.WriteString(" (" + e.Source + ")")
 	}
-	if e.Chain != "" || e.Key != "" {
-		sep()
-		if e.Chain != "" {
-			fmt.Fprintf(&b, "chain %q", e.Chain)
-		}
-		if e.Key != "" {
-			if e.Chain != "" {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "key %q", e.Key)
-		}
-		if positioned && e.Source != "" {
-			b.WriteString(" (" + e.Source + ")")
-		}
+	if b.Len() > 0 {
+		b.WriteString(": ")
 	}
-	if !positioned && e.Field != "" {
-		sep()
-		b.WriteString("field " + e.Field)
-	}
-	sep()
 	if e.Err == nil {
 		b.WriteString("unknown problem")
 	} else {
 		b.WriteString(e.Err.Error())
 	}
-	return b.String()
+	return Report{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Problem: b.String(), Hint: e.Hint}
 }
 
+// chainInField reports whether Field is a key file's path into e's chain
+// ("chains.core", "chains.core.keys[0].send_id").
+func (e *FieldError) chainInField() bool {
+	p := "chains." + e.Chain
+	return e.Chain != "" && (e.Field == p || strings.HasPrefix(e.Field, p+"."))
+}
+
+func (e *FieldError) Error() string { return e.Report().String() }
+
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// Where is where the problem is as text: Pos, or Source when Pos is
+// unknown.
+func (e *FieldError) Where() string {
+	if s := e.Pos.String(); s != "" {
+		return s
+	}
+	return e.Source
+}
+
+// ReportOf is err's Report: a *FieldError's parts, or any other error's
+// text as the problem.
+func ReportOf(err error) Report {
+	if fe, ok := err.(*FieldError); ok {
+		return fe.Report()
+	}
+	return Report{Problem: err.Error()}
+}
 
 // FieldErrors is every problem a decoder found at once, in input order. It
 // is an error; errors.Is and errors.As see each FieldError.

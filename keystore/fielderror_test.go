@@ -13,55 +13,87 @@ import (
 	"github.com/aokeyd/aokeyd/policy"
 )
 
+// TestFieldErrorRendering: every problem, whichever file it is in, renders
+// as FILE:LINE:COL: FIELD: PROBLEM (the parts that are unknown left out),
+// the chain and key it concerns in the problem, the hint after it; and
+// Report gives the same parts for JSON. Key source problems used to render
+// as "file PATH:LINE: chain ...: field F: ..." and Vault's as "vault
+// PATH: ...".
 func TestFieldErrorRendering(t *testing.T) {
-	bad := fmt.Errorf("%w: %q (want debug, info, warn or error)", keystore.ErrInvalid, "loud")
+	bad := fmt.Errorf("%w: want debug, info, warn or error", keystore.ErrInvalid)
 	tests := []struct {
 		name string
-		err  error
+		err  *keystore.FieldError
 		want string
+		rep  keystore.Report
 	}{
-		{"config: file, line, field",
-			&keystore.FieldError{Pos: keystore.Pos{File: "aokeyd.yaml", Line: 9}, Field: "log.level", Err: bad},
-			`aokeyd.yaml:9: log.level: invalid value: "loud" (want debug, info, warn or error)`},
+		{"config: file, line, column, field",
+			&keystore.FieldError{Pos: keystore.Pos{File: "aokeyd.yaml", Line: 9, Column: 10}, Field: "log.level", Err: bad},
+			`aokeyd.yaml:9:10: log.level: invalid value: want debug, info, warn or error`,
+			keystore.Report{File: "aokeyd.yaml", Line: 9, Column: 10, Field: "log.level", Problem: "invalid value: want debug, info, warn or error"}},
 		{"policy: line and column",
 			&keystore.FieldError{Pos: keystore.Pos{File: "p.yaml", Line: 23, Column: 16}, Field: "peers[2].key_chain",
 				Err: fmt.Errorf("%w: %q is not defined under key_chains", policy.ErrUnknownChain, "cor")},
-			`p.yaml:23:16: peers[2].key_chain: unknown key chain: "cor" is not defined under key_chains`},
+			`p.yaml:23:16: peers[2].key_chain: unknown key chain: "cor" is not defined under key_chains`,
+			keystore.Report{File: "p.yaml", Line: 23, Column: 16, Field: "peers[2].key_chain", Problem: `unknown key chain: "cor" is not defined under key_chains`}},
 		{"policy: a snapshot key with its source",
 			&keystore.FieldError{Pos: keystore.Pos{File: "p.yaml", Line: 2, Column: 5}, Field: "key_chains[0]",
-				Chain: "core", Key: "long", Source: "file:/etc/aokeyd/keys.yaml:14", Err: policy.ErrKeyLength},
-			`p.yaml:2:5: key_chains[0]: chain "core" key "long" (file:/etc/aokeyd/keys.yaml:14): bad key length`},
+				Chain: "core", Key: "long", Source: "/etc/aokeyd/keys.yaml:14:9", Err: policy.ErrKeyLength},
+			`p.yaml:2:5: key_chains[0]: chain "core" key "long" (/etc/aokeyd/keys.yaml:14:9): bad key length`,
+			keystore.Report{File: "p.yaml", Line: 2, Column: 5, Field: "key_chains[0]", Problem: `chain "core" key "long" (/etc/aokeyd/keys.yaml:14:9): bad key length`}},
 		{"file only",
 			&keystore.FieldError{Pos: keystore.Pos{File: "aokeyd.yaml"}, Field: "control.group", Err: keystore.ErrInvalid},
-			`aokeyd.yaml: control.group: invalid value`},
-		{"key source: source, chain, key, field",
-			&keystore.FieldError{Source: "file /etc/aokeyd/keys.yaml:14", Chain: "core", Key: "2026-11", Field: "send_id",
-				Err: fmt.Errorf("%w: send_id already used", keystore.ErrDuplicate)},
-			`file /etc/aokeyd/keys.yaml:14: chain "core" key "2026-11": field send_id: duplicate: send_id already used`},
-		{"key source: a name with a space is quoted",
-			&keystore.FieldError{Source: "vault secret/aokeyd/chains/core@v3", Chain: "core", Key: "old key", Field: "maclen", Err: keystore.ErrInvalid},
-			`vault secret/aokeyd/chains/core@v3: chain "core" key "old key": field maclen: invalid value`},
-		{"key source: whole file",
-			&keystore.FieldError{Source: "file k.yaml", Err: fmt.Errorf("empty key file: %w", keystore.ErrNoChains)},
-			`file k.yaml: empty key file: keystore: source holds no chains`},
-		{"key without chain, no source",
+			`aokeyd.yaml: control.group: invalid value`,
+			keystore.Report{File: "aokeyd.yaml", Field: "control.group", Problem: "invalid value"}},
+		{"key file: the path names the chain, the problem the key",
+			&keystore.FieldError{Pos: keystore.Pos{File: "/etc/aokeyd/keys.yaml", Line: 14, Column: 18}, Chain: "core", Key: "2026-11",
+				Field: "chains.core.keys[1].send_id", Err: fmt.Errorf("%w: send_id already used", keystore.ErrDuplicate)},
+			`/etc/aokeyd/keys.yaml:14:18: chains.core.keys[1].send_id: key "2026-11": duplicate: send_id already used`,
+			keystore.Report{File: "/etc/aokeyd/keys.yaml", Line: 14, Column: 18, Field: "chains.core.keys[1].send_id",
+				Problem: `key "2026-11": duplicate: send_id already used`}},
+		{"vault: the chain's place, no line; a name with a space is quoted",
+			&keystore.FieldError{Pos: keystore.Pos{File: "vault:secret/aokeyd/chains/core@v3"}, Chain: "core", Key: "old key",
+				Field: "keys[0].maclen", Err: keystore.ErrInvalid},
+			`vault:secret/aokeyd/chains/core@v3: keys[0].maclen: chain "core" key "old key": invalid value`,
+			keystore.Report{File: "vault:secret/aokeyd/chains/core@v3", Field: "keys[0].maclen", Problem: `chain "core" key "old key": invalid value`}},
+		{"whole file",
+			&keystore.FieldError{Pos: keystore.Pos{File: "k.yaml"}, Err: fmt.Errorf("empty key file: %w", keystore.ErrNoChains)},
+			`k.yaml: empty key file: keystore: source holds no chains`,
+			keystore.Report{File: "k.yaml", Problem: "empty key file: keystore: source holds no chains"}},
+		{"with what to do",
+			&keystore.FieldError{Pos: keystore.Pos{File: "k.yaml"}, Err: keystore.ErrInsecureFile, Hint: "chmod 600 k.yaml"},
+			`k.yaml: the key file is readable or writable by group or others; chmod 600 k.yaml`,
+			keystore.Report{File: "k.yaml", Problem: "the key file is readable or writable by group or others", Hint: "chmod 600 k.yaml"}},
+		{"key without chain, no place",
 			&keystore.FieldError{Key: "#2", Field: "name", Err: keystore.ErrMissingField},
-			`key "#2": field name: missing required field`},
-		{"no place at all", &keystore.FieldError{Err: keystore.ErrSyntax}, `syntax error`},
-		{"no reason", &keystore.FieldError{Source: "file k.yaml"}, `file k.yaml: unknown problem`},
-		{"a list, one per line",
-			keystore.FieldErrors{
-				{Pos: keystore.Pos{File: "a.yaml", Line: 1}, Err: keystore.ErrSyntax},
-				{Pos: keystore.Pos{File: "a.yaml", Line: 3}, Field: "x", Err: keystore.ErrUnknownField},
-			},
-			"a.yaml:1: syntax error\na.yaml:3: x: unknown field"},
+			`name: key "#2": missing required field`,
+			keystore.Report{Field: "name", Problem: `key "#2": missing required field`}},
+		{"no place at all", &keystore.FieldError{Err: keystore.ErrSyntax}, `syntax error`, keystore.Report{Problem: "syntax error"}},
+		{"no reason", &keystore.FieldError{Pos: keystore.Pos{File: "k.yaml"}}, `k.yaml: unknown problem`,
+			keystore.Report{File: "k.yaml", Problem: "unknown problem"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.err.Error(); got != tt.want {
 				t.Errorf("Error() =\n%s\nwant\n%s", got, tt.want)
 			}
+			if got := keystore.ReportOf(tt.err); got != tt.rep {
+				t.Errorf("Report =\n%+v\nwant\n%+v", got, tt.rep)
+			}
+			if got := tt.rep.String(); got != tt.want {
+				t.Errorf("Report.String() =\n%s\nwant\n%s", got, tt.want)
+			}
 		})
+	}
+	list := keystore.FieldErrors{
+		{Pos: keystore.Pos{File: "a.yaml", Line: 1}, Err: keystore.ErrSyntax},
+		{Pos: keystore.Pos{File: "a.yaml", Line: 3, Column: 2}, Field: "x", Err: keystore.ErrUnknownField},
+	}
+	if got, want := list.Error(), "a.yaml:1: syntax error\na.yaml:3:2: x: unknown field"; got != want {
+		t.Errorf("a list renders\n%s\nwant one a line\n%s", got, want)
+	}
+	if got := keystore.ReportOf(errors.New("plain")); got != (keystore.Report{Problem: "plain"}) {
+		t.Errorf("ReportOf(a plain error) = %+v, want its text as the problem", got)
 	}
 	if err := (keystore.FieldErrors{}).Err(); err != nil {
 		t.Errorf("empty FieldErrors.Err() = %v, want nil", err)
@@ -112,27 +144,27 @@ func TestFieldErrorThroughEachDecoder(t *testing.T) {
 	}{
 		{"keystore: key too long", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64)),
 			[]error{keystore.ErrInvalid, policy.ErrInvalid},
-			[]string{"file /etc/aokeyd/keys.yaml:5", `chain "core" key "k1"`, "field secret"}},
+			[]string{"/etc/aokeyd/keys.yaml:9:21: chains.core.keys[0].secret_b64: ", `key "k1"`}},
 		{"keystore: missing field", keyFile(key("recv_id: 1", "algorithm: sha1", "secret_b64: "+b64)),
 			[]error{keystore.ErrMissingField},
-			[]string{"keys.yaml:5", `key "k1"`, "field send_id", "missing required field"}},
+			[]string{"keys.yaml:5:9: chains.core.keys[0].send_id: ", `key "k1"`, "missing required field"}},
 		{"keystore: unknown field", keyFile(key("send_id: 1", "recv_id: 1", "algorithm: sha1", "secret_b64: "+b64, "colour: blue")),
 			[]error{keystore.ErrUnknownField},
 			[]string{"keys.yaml:10:9", "unknown field (its name is not shown); allowed here: name"}},
 		{"keystore: duplicate field", keyFile(key("send_id: 1", "send_id: 2")),
 			[]error{keystore.ErrDuplicate, policy.ErrDuplicate},
-			[]string{"keys.yaml:7", "field send_id", "duplicate"}},
+			[]string{"keys.yaml:7:9: chains.core.keys[0].send_id: ", "duplicate"}},
 		{"keystore: YAML syntax", keyFile([]byte("chains:\n  core: [\n")),
 			[]error{keystore.ErrSyntax, policy.ErrSyntax},
-			[]string{"file /etc/aokeyd/keys.yaml", "syntax error"}},
+			[]string{"/etc/aokeyd/keys.yaml:2: syntax error"}},
 		{"keystore: no chains", keyFile([]byte("chains: {}\n")),
 			[]error{keystore.ErrNoChains},
 			[]string{"keys.yaml:1"}},
 		{"keystore: vault JSON", func() error {
-			_, err := keystore.DecodeVaultChain("vault secret/aokeyd/chains/core@v3", "core", []byte(`{"keys": [`))
+			_, err := keystore.DecodeVaultChain("vault:secret/aokeyd/chains/core@v3", "core", []byte(`{"keys": [`))
 			return err
 		}, []error{keystore.ErrSyntax},
-			[]string{"vault secret/aokeyd/chains/core@v3", `chain "core"`}},
+			[]string{"vault:secret/aokeyd/chains/core@v3: ", `chain "core"`}},
 		{"policy: invalid value", policyErr(pol + "safety:\n  on_switch_timeout: give-up\n"),
 			[]error{policy.ErrInvalid, keystore.ErrInvalid},
 			[]string{"p.yaml:9:22", "safety.on_switch_timeout"}},
@@ -207,10 +239,10 @@ func ExampleFieldError() {
 	_, err := keystore.DecodeFile("/etc/aokeyd/keys.yaml", []byte("chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n"))
 	var fe *keystore.FieldError
 	if errors.As(err, &fe) && errors.Is(err, keystore.ErrUnknownField) {
-		fmt.Printf("chain %s: fix or remove the field at %s\n", fe.Chain, fe.Source)
+		fmt.Printf("chain %s: fix or remove the field at %s (in %s)\n", fe.Chain, fe.Pos, fe.Field)
 	}
 	fmt.Println(err)
 	// Output:
-	// chain core: fix or remove the field at file /etc/aokeyd/keys.yaml:4:5
-	// file /etc/aokeyd/keys.yaml:4:5: chain "core": unknown field (its name is not shown); allowed here: peers, vrf, keys, md5
+	// chain core: fix or remove the field at /etc/aokeyd/keys.yaml:4:5 (in chains.core)
+	// /etc/aokeyd/keys.yaml:4:5: chains.core: unknown field (its name is not shown); allowed here: peers, vrf, keys, md5
 }

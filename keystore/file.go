@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -36,7 +35,10 @@ const maxFileSize = 4 << 20
 
 // ErrInsecureFile is returned for a key file readable or writable by group
 // or others.
-var ErrInsecureFile = errors.New("key file is accessible by group or others (chmod 600, or allow it explicitly)")
+var ErrInsecureFile = errors.New("the key file is readable or writable by group or others")
+
+// ErrUnreadable: the key file cannot be opened or read.
+var ErrUnreadable = errors.New("the key file cannot be read")
 
 // ErrNotFound is returned by Revoke for an unknown chain or key.
 var ErrNotFound = errors.New("not found")
@@ -115,29 +117,31 @@ func (f *FileSource) Read(ctx context.Context) (*Snapshot, error) {
 }
 
 func (f *FileSource) readFile() ([]byte, error) {
+	at := Pos{File: f.opts.Path}
 	fh, err := os.Open(f.opts.Path)
 	if err != nil {
-		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("%w: %w", ErrUnreadable, pathless(err))}
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("%w: %w", ErrUnreadable, pathless(err))}
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("file %s: not a regular file", f.opts.Path)
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("%w: not a regular file", ErrUnreadable)}
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 && !f.opts.AllowGroupOtherAccess {
-		return nil, &FieldError{Source: "file " + f.opts.Path, Err: fmt.Errorf("mode %04o: %w", perm, ErrInsecureFile)}
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("mode %04o: %w", perm, ErrInsecureFile),
+			Hint: "chmod 600 " + f.opts.Path + ", or accept the mode explicitly"}
 	}
 	data, err := readAllWiping(fh, int(min(st.Size()+1, maxFileSize+1)), maxFileSize)
 	if err != nil {
 		clear(data)
-		return nil, fmt.Errorf("file %s: %w", f.opts.Path, err)
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("%w: %w", ErrUnreadable, pathless(err))}
 	}
 	if len(data) > maxFileSize {
 		clear(data)
-		return nil, fmt.Errorf("file %s: larger than %d bytes", f.opts.Path, maxFileSize)
+		return nil, &FieldError{Pos: at, Err: fmt.Errorf("%w: larger than %d bytes", ErrUnreadable, maxFileSize)}
 	}
 	return data, nil
 }
@@ -185,38 +189,34 @@ func DecodeFile(path string, data []byte) (*Snapshot, error) { return decodeFile
 // decodeFile is DecodeFile; without mask, the secrets' text goes through
 // the YAML decoder (as it does when the masking does not recognise it).
 func decodeFile(path string, data []byte, mask bool) (*Snapshot, error) {
-	srcOf := func(line int) string {
-		if line > 0 {
-			return fmt.Sprintf("file %s:%d", path, line)
-		}
-		return "file " + path
+	at := func(n *yaml.Node, field string, err error) error {
+		return &FieldError{Pos: NodePos(n, path, ""), Field: field, Err: err}
 	}
-	fail := func(line int, field string, err error) error {
-		return &FieldError{Source: srcOf(line), Field: field, Err: err}
-	}
-	v, err := parseKeyFile(data, mask, fail)
+	v, doc, err := parseKeyFile(path, data, mask)
 	if err != nil {
 		return nil, err
 	}
 	top := v.(*object)
 	if err := checkFields(top, topFields); err != nil {
-		line, col := placeOf(err, top.line)
-		return nil, &FieldError{Source: srcAt(srcOf, line, col), Err: err}
+		return nil, &FieldError{Pos: placeOf(err, Pos{File: path, Line: top.line}), Err: err}
 	}
 	cv, ok := top.get("chains")
 	if !ok {
-		return nil, fail(top.line, "chains", ErrMissingField)
+		return nil, at(doc, "chains", ErrMissingField)
 	}
+	chainsNode := FindNode(doc, "chains")
 	chains, ok := cv.(*object)
 	if !ok {
-		return nil, fail(top.lines["chains"], "chains", refuse("want a mapping of chain name to chain"))
+		return nil, at(chainsNode, "chains", refuse("want a mapping of chain name to chain"))
 	}
 	if len(chains.keys) == 0 {
-		return nil, fail(top.lines["chains"], "", ErrNoChains)
+		return nil, at(chainsNode, "chains", ErrNoChains)
 	}
 	s := &Snapshot{Source: "file " + path, Chains: map[string]*Chain{}}
 	for _, name := range chains.keys {
-		c, err := decodeChain(name, chains.lines[name], chains.vals[name], srcOf, func(key string, line int) string {
+		kn, vn := childPair(chainsNode, name)
+		pl := &filePlacer{file: path, chainName: name, nameNode: kn, chainNode: vn}
+		c, err := decodeChain(name, chains.vals[name], pl, func(key string, line int) string {
 			return fmt.Sprintf("file:%s:%d", path, line)
 		})
 		if err != nil {
@@ -225,66 +225,62 @@ func decodeFile(path string, data []byte, mask bool) (*Snapshot, error) {
 		}
 		s.Chains[name] = c
 	}
-	checkDuplicateIDs(s, func(c *Chain, m MKT) string { return "file " + m.Source[len("file:"):] })
+	checkDuplicateIDs(s)
 	return s, nil
 }
 
 // parseKeyFile parses a key file into the generic value tree, the
-// secrets' text masked when it can.
-func parseKeyFile(data []byte, mask bool, fail func(line int, field string, err error) error) (any, error) {
+// secrets' text masked when it can, and returns with it the document's
+// node tree for the problems' positions (of the masked text: the same).
+func parseKeyFile(path string, data []byte, mask bool) (any, *yaml.Node, error) {
 	if mask {
 		if spans := yamlSpans(data); len(spans) > 0 {
 			work := masked(data, spans)
 			defer clear(work)
-			conv := &yamlConv{budget: 1 << 15, input: data, secrets: spans, used: map[nodePos]bool{}}
+			conv := &yamlConv{file: path, budget: 1 << 15, input: data, secrets: spans, used: map[nodePos]bool{}}
 			// A file that does not parse masked is parsed as it is, for
 			// its own error: masking may have changed what is wrong.
-			if v, err := conv.parse(work, fail); err == nil && !conv.mismatch && len(conv.used) == len(spans) {
-				return v, nil // the masked file has the same structure
+			if v, doc, err := conv.parse(work); err == nil && !conv.mismatch && len(conv.used) == len(spans) {
+				return v, doc, nil // the masked file has the same structure
 			}
 		}
 	}
-	return (&yamlConv{budget: 1 << 15}).parse(data, fail)
+	return (&yamlConv{file: path, budget: 1 << 15}).parse(data)
 }
 
 // parse decodes one YAML document and converts it.
-func (c *yamlConv) parse(text []byte, fail func(line int, field string, err error) error) (any, error) {
+func (c *yamlConv) parse(text []byte) (any, *yaml.Node, error) {
+	fail := func(line, col int, field string, err error) error {
+		return &FieldError{Pos: Pos{File: c.file, Line: line, Column: col}, Field: field, Err: err}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fail(0, "", fmt.Errorf("empty key file: %w", ErrNoChains))
+			return nil, nil, fail(0, 0, "", fmt.Errorf("empty key file: %w", ErrNoChains))
 		}
-		return nil, fail(0, "", fmt.Errorf("%w: %s", ErrSyntax, yamlErr(err)))
+		return nil, nil, YAMLErrors(c.file, err, YAMLSchema{HideValues: true})
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fail(extra.Line, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
+		return nil, nil, fail(extra.Line, 0, "", fmt.Errorf("%w: more than one YAML document", ErrSyntax))
 	}
-	v, err := c.value(&doc)
+	v, err := c.value(&doc, "")
 	if err != nil {
-		return nil, fail(c.errLine, c.errField, err)
+		return nil, nil, fail(c.errLine, c.errCol, c.errField, err)
 	}
 	if _, ok := v.(*object); !ok {
-		return nil, fail(doc.Line, "", refuse("want a mapping with a chains field"))
+		return nil, nil, fail(doc.Line, doc.Column, "", refuse("want a mapping with a chains field"))
 	}
-	return v, nil
-}
-
-// yamlQuoted is text yaml.v3 quotes from its input in a message (an
-// anchor's name: "unknown anchor 'x' referenced").
-var yamlQuoted = regexp.MustCompile("'[^']*'|`[^`]*`")
-
-// yamlErr renders a yaml.v3 error. yaml.v3 syntax errors name a line and
-// the problem; the little of the input some quote is left out.
-func yamlErr(err error) string {
-	return "YAML: " + yamlQuoted.ReplaceAllLiteralString(err.Error(), "(not shown)")
+	return v, &doc, nil
 }
 
 // yamlConv converts a yaml.v3 node tree into the generic value tree.
 type yamlConv struct {
+	file     string
 	budget   int // nodes left to visit (bounds alias expansion)
 	errLine  int
+	errCol   int
 	errField string
 	// With secrets, the tree is of a masked copy of input: the value of a
 	// secret field found at one of the positions is the input's text
@@ -318,11 +314,14 @@ func (c *yamlConv) secretAt(k, vn *yaml.Node) (secretText, bool) {
 // fail records where conversion failed and returns a syntax error; msg
 // is a string literal, never the input's text.
 func (c *yamlConv) fail(n *yaml.Node, msg string) error {
-	c.errLine = n.Line
+	c.errLine, c.errCol = n.Line, n.Column
 	return fmt.Errorf("%w: %s", ErrSyntax, msg)
 }
 
-func (c *yamlConv) value(n *yaml.Node) (any, error) {
+// value converts n. path is n's YAML path, for a problem's field: the
+// schema's field names, item numbers and chain names; any other mapping
+// key is not shown (it may be a secret on the wrong line).
+func (c *yamlConv) value(n *yaml.Node, path string) (any, error) {
 	c.budget--
 	if c.budget < 0 {
 		return nil, c.fail(n, "document too large or too many aliases")
@@ -332,16 +331,16 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 		if len(n.Content) != 1 {
 			return nil, c.fail(n, "empty document")
 		}
-		return c.value(n.Content[0])
+		return c.value(n.Content[0], path)
 	case yaml.AliasNode:
 		if n.Alias == nil {
 			return nil, c.fail(n, "unresolved alias")
 		}
-		return c.value(n.Alias)
+		return c.value(n.Alias, path)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
-		for _, e := range n.Content {
-			v, err := c.value(e)
+		for i, e := range n.Content {
+			v, err := c.value(e, fmt.Sprintf("%s[%d]", path, i))
 			if err != nil {
 				return nil, err
 			}
@@ -358,7 +357,7 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 			if _, dup := o.vals[k.Value]; dup {
 				// The name is shown only when it is the schema's: any
 				// other key may be a secret's text.
-				c.errLine, c.errField = k.Line, schemaField(k.Value)
+				c.errLine, c.errCol, c.errField = k.Line, k.Column, join(path, schemaField(k.Value))
 				return nil, fmt.Errorf("%w: a mapping key is defined twice (its name is shown only when it is a field's)", ErrDuplicate)
 			}
 			var v any
@@ -367,7 +366,7 @@ func (c *yamlConv) value(n *yaml.Node) (any, error) {
 				v = st
 			} else {
 				var err error
-				if v, err = c.value(vn); err != nil {
+				if v, err = c.value(vn, join(path, shownKey(path, k.Value))); err != nil {
 					return nil, err
 				}
 			}
@@ -413,7 +412,7 @@ func (f *FileSource) Revoke(ctx context.Context, chain, key string) error {
 	defer clear(data)
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("file %s: %s", f.opts.Path, yamlErr(err))
+		return YAMLErrors(f.opts.Path, err, YAMLSchema{HideValues: true})
 	}
 	kn := findKeyNode(&doc, chain, key)
 	if kn == nil {

@@ -54,12 +54,12 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 	tests := []struct {
 		name, key, field, want string
 	}{
-		{"secret too long", bad(append(base, fmt.Sprintf("secret_hex: %q", hexs(long)))...), "secret", "want 1..80 bytes"},
+		{"secret too long", bad(append(base, fmt.Sprintf("secret_hex: %q", hexs(long)))...), "secret_hex", "want 1..80 bytes"},
 		{"secret not base64", bad(append(base, fmt.Sprintf("secret_b64: %q", sec[1]+"!"))...), "secret_b64", "not standard base64"},
 		{"secret not hex", bad(append(base, fmt.Sprintf("secret_hex: %q", sec[1]))...), "secret_hex", "not hexadecimal"},
-		{"both secrets", bad(append(base, fmt.Sprintf("secret_b64: %q", b64(sec[1])), fmt.Sprintf("secret_hex: %q", hexs(sec[1])))...), "secret", "not both"},
-		{"no secret", bad(base...), "secret", "missing"},
-		{"cmac wrong length", bad("send_id: 10", "recv_id: 20", "algorithm: cmac(aes128)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "secret", "cmac(aes128) wants exactly 16 bytes"},
+		{"both secrets", bad(append(base, fmt.Sprintf("secret_b64: %q", b64(sec[1])), fmt.Sprintf("secret_hex: %q", hexs(sec[1])))...), "secret_hex", "not both"},
+		{"no secret", bad(base...), "secret_b64", "missing"},
+		{"cmac wrong length", bad("send_id: 10", "recv_id: 20", "algorithm: cmac(aes128)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "secret_b64", "cmac(aes128) wants exactly 16 bytes"},
 		{"no algorithm", bad("send_id: 10", "recv_id: 20", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "algorithm", "missing"},
 		{"peers an empty list", bad(withSecret("peers: []")...), "peers", "empty list"},
 		{"unknown algorithm", bad("send_id: 10", "recv_id: 20", "algorithm: hmac(md5)", fmt.Sprintf("secret_b64: %q", b64(sec[1]))), "algorithm", "want one of"},
@@ -69,13 +69,13 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 		{"send_id duplicated for a covering prefix", bad(append([]string{"send_id: 1", "recv_id: 20", "algorithm: sha1", "peers: [192.0.2.0/24]"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "send_id", "overlapping peer"},
 		{"recv_id duplicated for a contained address", bad(append([]string{"send_id: 9", "recv_id: 2", "algorithm: sha1", "peers: [\"2001:db8::5\"]"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "overlapping peer"},
 		{"recv_id duplicated", bad(append([]string{"send_id: 9", "recv_id: 2", "algorithm: sha1"}, fmt.Sprintf("secret_b64: %q", b64(sec[1])))...), "recv_id", "already used"},
-		{"lifetime unparsable", bad(withSecret("send_lifetime: {start: yesterday}")...), "send_lifetime", "not an RFC 3339 time"},
+		{"lifetime unparsable", bad(withSecret("send_lifetime: {start: yesterday}")...), "send_lifetime.start", "not an RFC 3339 time"},
 		{"lifetime end before start", bad(withSecret("accept_lifetime: {start: \"2026-12-01T00:00:00Z\", end: \"2026-11-01T00:00:00Z\"}")...), "accept_lifetime", "is not after start"},
 		{"lifetime end and duration", bad(withSecret("send_lifetime: {start: \"2026-12-01T00:00:00Z\", end: \"2027-11-01T00:00:00Z\", duration: 1h}")...), "send_lifetime", "not both"},
 		{"lifetime bad word", bad(withSecret("send_lifetime: never")...), "send_lifetime", "always"},
-		{"peer host bits", bad(withSecret("peers: [192.0.2.1/24]")...), "peers", "host bits set"},
-		{"peer v6 host bits", bad(withSecret("peers: [\"2001:db8::1/64\"]")...), "peers", "host bits set"},
-		{"peer garbage", bad(withSecret("peers: [router-b]")...), "peers", "not an IPv4 or IPv6 address"},
+		{"peer host bits", bad(withSecret("peers: [192.0.2.1/24]")...), "peers[0]", "host bits set"},
+		{"peer v6 host bits", bad(withSecret("peers: [\"2001:db8::1/64\"]")...), "peers[0]", "host bits set"},
+		{"peer garbage", bad(withSecret("peers: [router-b]")...), "peers[0]", "not an IPv4 or IPv6 address"},
 		{"maclen too big", bad(withSecret("maclen: 17")...), "maclen", "1..16"},
 		{"unknown field", bad(withSecret("colour: blue")...), "", "unknown field (its name is not shown); allowed here: name, send_id"},
 		{"tcp_options word", bad(withSecret("tcp_options: maybe")...), "tcp_options", "include or exclude"},
@@ -104,7 +104,7 @@ func TestDecodeFileRejectsBadKeys(t *testing.T) {
 			if !errors.As(c.Rejected[0], &fe) {
 				t.Fatalf("rejection is %T, want *FieldError", c.Rejected[0])
 			}
-			for _, want := range []string{"file /etc/aokeyd/keys.yaml:", `chain "core"`, "field " + tc.field, tc.want} {
+			for _, want := range []string{"/etc/aokeyd/keys.yaml:", ": " + strings.TrimSuffix("chains.core.keys[1]."+tc.field, ".") + ": ", tc.want} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q lacks %q", msg, want)
 				}
@@ -192,11 +192,12 @@ func TestDecodeFileStructureErrors(t *testing.T) {
 		{"empty", "", "no chains"},
 		{"no chains", "chains: {}\n", "no chains"},
 		{"top-level unknown", "chainz: {}\n", "k.yaml:1:1: unknown field (its name is not shown); allowed here: chains"},
-		{"syntax", "chains:\n  core: [\n", "YAML"},
-		{"chain unknown field", "chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n", `k.yaml:4:5: chain "core": unknown field (its name is not shown); allowed here: peers, vrf, keys, md5`},
-		{"chain without keys", "chains:\n  core:\n    peers: [192.0.2.1]\n", "field keys: missing"},
+		{"syntax", "chains:\n  core: [\n", "k.yaml:2: syntax error: did not find expected node content"},
+		{"syntax: YAML's punctuation is kept", "chains:\n  core: {keys: []\n", "k.yaml:1: syntax error: did not find expected ',' or '}'"},
+		{"chain unknown field", "chains:\n  core:\n    keys: []\n    peer: [192.0.2.1]\n", `k.yaml:4:5: chains.core: unknown field (its name is not shown); allowed here: peers, vrf, keys, md5`},
+		{"chain without keys", "chains:\n  core:\n    peers: [192.0.2.1]\n", "k.yaml:3:5: chains.core.keys: missing"},
 		{"bad chain name", "chains:\n  \"a/b\":\n    keys: []\n", "chain name (not shown) must be"},
-		{"duplicate field", fmt.Sprintf("chains:\n  core:\n    keys:\n      - name: x\n        secret_b64: %q\n        secret_b64: %q\n", b64(sec[0]), b64(sec[1])), "k.yaml:6: field secret_b64: duplicate"},
+		{"duplicate field", fmt.Sprintf("chains:\n  core:\n    keys:\n      - name: x\n        secret_b64: %q\n        secret_b64: %q\n", b64(sec[0]), b64(sec[1])), "k.yaml:6:9: chains.core.keys[0].secret_b64: duplicate"},
 		{"two documents", "chains: {}\n---\nchains: {}\n", "more than one YAML document"},
 	}
 	for _, tc := range tests {
@@ -418,7 +419,7 @@ func TestSecretLengthNotInErrors(t *testing.T) {
 				t.Fatalf("rejected %v, want one", rej)
 			}
 			var fe *FieldError
-			if !errors.As(rej[0], &fe) || fe.Key != "k" || !strings.HasPrefix(fe.Field, "secret") {
+			if !errors.As(rej[0], &fe) || fe.Key != "k" || fe.Field != "chains.core.keys[0]."+tc.field {
 				t.Fatalf("rejection %#v, want a FieldError naming key k and a secret field", rej[0])
 			}
 			msg := rej[0].Error()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -187,4 +188,28 @@ func TestSuiteLogCollects(t *testing.T) {
 	if len(suiteLog.String()) <= before {
 		t.Fatal("suite log collector received nothing")
 	}
+}
+
+// relField is fe's field path without the chain's and the key's part
+// (chains.core.keys[0].send_id and keys[0].send_id are send_id): the field
+// as the harness names it.
+func relField(fe *FieldError) string {
+	f := strings.TrimPrefix(fe.Field, "chains.core")
+	f = strings.TrimPrefix(f, ".")
+	f = keyPathRE.ReplaceAllString(f, "")
+	return strings.TrimPrefix(f, ".")
+}
+
+var keyPathRE = regexp.MustCompile(`^keys\[[0-9]+\]`)
+
+// placeKind is where fe is: "file" (the harness's key file, at a line),
+// "vault" (the harness's Vault chain) or "".
+func placeKind(fe *FieldError) string {
+	switch {
+	case fe.File == pastePath && fe.Line > 0:
+		return "file"
+	case fe.File == pasteVault && fe.Line == 0:
+		return "vault"
+	}
+	return ""
 }

@@ -34,7 +34,7 @@ func (s *Snapshot) RefusedAlgorithms(refused map[tcpao.Algorithm]error, kernel s
 					ok = append(ok, string(a))
 				}
 			}
-			out = append(out, &FieldError{Source: m.Source, Chain: n, Key: m.Name, Field: "algorithm",
+			out = append(out, &FieldError{Pos: m.At, Chain: n, Key: m.Name, Field: join(m.Path, "algorithm"),
 				Err: fmt.Errorf("%s: this machine's kernel (%s) refuses it (%w): give the chain a key of an algorithm it accepts (%v), or run a kernel whose crypto API has it", m.Algorithm, kernel, err, ok)})
 		}
 	}

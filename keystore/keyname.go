@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"strconv"
 )
 
 // A key's name is shown wherever the key is: status, plan, peer-config,
@@ -21,6 +22,25 @@ var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // without one of . _ -: key material (hex, unpadded base64) is such a
 // run, names are words, dates and numbers joined by separators.
 const maxNameRun = 23
+
+// Shown is s quoted, for a problem to show a value of operator input, or
+// "(not shown)" when s could be key material: longer than 64 bytes, or
+// with a run of 20 or more characters of the base64 and hex alphabets
+// (head -c 20 /dev/urandom | base64 is one such run, a Vault token has
+// one). Addresses, names, durations and times are shown.
+func Shown(s string) string {
+	if len(s) > 64 || materialRun.MatchString(s) {
+		return "(not shown)"
+	}
+	return strconv.Quote(s)
+}
+
+var materialRun = regexp.MustCompile(`[A-Za-z0-9+/=]{20}`)
+
+// PlainName reports whether s is a plain identifier that does not look
+// like key material: a name a problem may show (a chain's, a key's). A
+// value that is not one may be a secret pasted on the wrong line.
+func PlainName(s string) bool { return plainName(s) }
 
 // plainName reports whether s is a plain identifier that does not look
 // like key material.

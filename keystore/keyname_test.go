@@ -49,7 +49,7 @@ func TestKeyNamePlainIdentifier(t *testing.T) {
 				name     string
 				problems []error
 				source   string
-			}{{"file", fileP, "file " + pastePath + ":"}, {"vault", vaultP, pasteVault}} {
+			}{{"file", fileP, "file"}, {"vault", vaultP, "vault"}} {
 				if !tc.refused {
 					if len(d.problems) != 0 {
 						t.Errorf("%s: name %q refused: %v", d.name, tc.value, d.problems)
@@ -65,8 +65,8 @@ func TestKeyNamePlainIdentifier(t *testing.T) {
 				if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
 					t.Fatalf("%s: %q (%T) is not a *FieldError wrapping ErrInvalid", d.name, err, err)
 				}
-				if !strings.HasPrefix(fe.Source, d.source) || fe.Chain != "core" || fe.Key != "#1" || fe.Field != "name" {
-					t.Errorf("%s: source %q chain %q key %q field %q, want %s…, core, #1, name", d.name, fe.Source, fe.Chain, fe.Key, fe.Field, d.source)
+				if placeKind(fe) != d.source || fe.Chain != "core" || fe.Key != "#1" || relField(fe) != "name" {
+					t.Errorf("%s: at %q chain %q key %q field %q, want the %s, core, #1, name", d.name, fe.Pos, fe.Chain, fe.Key, fe.Field, d.source)
 				}
 				if strings.Contains(err.Error(), tc.value) {
 					t.Errorf("%s: %q echoes the name", d.name, err)
@@ -146,8 +146,8 @@ func TestSendLifetimeWithinAccept(t *testing.T) {
 			if tc.send == "" {
 				line = 10
 			}
-			if fe.Source != fmt.Sprintf("file %s:%d", pastePath, line) || fe.Key != "k2" || fe.Field != "send_lifetime" {
-				t.Errorf("source %q key %q field %q, want file %s:%d, k2, send_lifetime", fe.Source, fe.Key, fe.Field, pastePath, line)
+			if fe.File != pastePath || fe.Line != line || fe.Key != "k2" || fe.Field != "chains.core.keys[1].send_lifetime" {
+				t.Errorf("at %q key %q field %q, want %s:%d, k2, chains.core.keys[1].send_lifetime", fe.Pos, fe.Key, fe.Field, pastePath, line)
 			}
 			if !strings.Contains(msg, "within accept_lifetime") || !strings.Contains(msg, "accept_lifetime") {
 				t.Errorf("%q does not say the fix", msg)

@@ -49,7 +49,7 @@ func TestChainMD5Password(t *testing.T) {
   edge:
     peers: [192.0.2.2]
     md5: {secret_b64: "` + b64(pw) + `", password: x}
-`, "field md5: unknown field (its name is not shown); allowed here: secret_b64, secret_hex, revoked", 0},
+`, "chains.edge.md5: unknown field (its name is not shown); allowed here: secret_b64, secret_hex, revoked", 0},
 		{"both encodings", `chains:
   edge:
     peers: [192.0.2.2]

@@ -93,7 +93,7 @@ func (h Hold) String() string {
 func (h Hold) fieldText() string {
 	s := h.Source
 	if h.Field != "" {
-		s += ": field " + h.Field
+		s += ": " + h.Field
 	}
 	if h.Detail != "" {
 		s += ": " + h.Detail
@@ -149,7 +149,7 @@ func fieldErrors(c *Chain) (byName map[string]*FieldError, unnamed []*FieldError
 func rejectedHold(chain, key string, fe *FieldError, lastGood bool) Hold {
 	h := Hold{Chain: chain, Key: key, Reason: HoldKeyRejected, LastGood: lastGood}
 	if fe != nil {
-		h.Field, h.Source = fe.Field, fe.Source
+		h.Field, h.Source = fe.Field, fe.Where()
 		if fe.Err != nil {
 			h.Detail = fe.Err.Error()
 		}

@@ -115,6 +115,12 @@ type MKT struct {
 	// Source says where the MKT was read from, for error messages and
 	// status ("vault:kv/aokeyd/chains/core#2026-11", "file:/etc/aokeyd/keys.yaml:12").
 	Source string
+	// At is where the key is in its source (the key file's line and
+	// column of its mapping, or the Vault chain's place) and Path its
+	// YAML path there ("chains.core.keys[0]", "keys[0]"): the place of a
+	// problem found with the key after decoding.
+	At   Pos
+	Path string
 }
 
 // String never includes the secret.
@@ -275,6 +281,9 @@ type MD5Password struct {
 	Revoked bool
 	// Source names where it was read ("file:/etc/aokeyd/keys.yaml:12").
 	Source string
+	// At and Path are where it is in its source, as MKT's.
+	At   Pos
+	Path string
 }
 
 // Clone returns a deep copy with its own secret bytes.

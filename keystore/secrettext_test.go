@@ -126,7 +126,7 @@ func TestSecretTextMasking(t *testing.T) {
 	for _, tc := range yamlTests {
 		t.Run("file/"+tc.name, func(t *testing.T) {
 			data := []byte(tc.body)
-			tree, err := parseKeyFile(data, true, func(line int, field string, err error) error { return err })
+			tree, _, err := parseKeyFile("keys.yaml", data, true)
 			if err != nil {
 				t.Fatalf("parse: %v", err)
 			}

@@ -46,24 +46,14 @@ func checkFields(o *object, allowed []string) error {
 	return nil
 }
 
-// placeOf returns where err's problem is: an unknown field's own line and
-// column when it has them, else line and no column.
-func placeOf(err error, line int) (int, int) {
+// placeOf is where err's problem is: an unknown field's own line and
+// column when it has them, else pos.
+func placeOf(err error, pos Pos) Pos {
 	var u *unknownFieldError
 	if errors.As(err, &u) && u.line > 0 {
-		return u.line, u.col
+		pos.Line, pos.Column = u.line, u.col
 	}
-	return line, 0
-}
-
-// srcAt renders the source location of line (srcOf) with the column, when
-// the location shows a line and the column is known.
-func srcAt(srcOf loc, line, col int) string {
-	s := srcOf(line)
-	if line > 0 && col > 0 {
-		s += fmt.Sprintf(":%d", col)
-	}
-	return s
+	return pos
 }
 
 // schemaField returns s when it is a field the key source defines at some

@@ -62,7 +62,7 @@ func TestUnknownFieldNameNotEchoed(t *testing.T) {
 					t.Fatalf("%d problems %q, want %d", len(problems), problems, want)
 				}
 				for i, err := range problems {
-					src := "file " + pastePath + ":" + tc.pos
+					src := pastePath + ":" + tc.pos
 					if i == 1 {
 						src = pasteVault
 					}
@@ -71,9 +71,9 @@ func TestUnknownFieldNameNotEchoed(t *testing.T) {
 					if !errors.As(err, &fe) || !errors.Is(err, ErrUnknownField) {
 						t.Fatalf("%q (%T) is not a *FieldError wrapping ErrUnknownField", err, err)
 					}
-					if fe.Source != src || fe.Chain != tc.chain || fe.Key != tc.key || fe.Field != tc.field {
-						t.Errorf("source %q chain %q key %q field %q, want %q %q %q %q",
-							fe.Source, fe.Chain, fe.Key, fe.Field, src, tc.chain, tc.key, tc.field)
+					if fe.Pos.String() != src || fe.Chain != tc.chain || fe.Key != tc.key || relField(fe) != tc.field {
+						t.Errorf("at %q chain %q key %q field %q, want %q %q %q %q",
+							fe.Pos, fe.Chain, fe.Key, fe.Field, src, tc.chain, tc.key, tc.field)
 					}
 					if strings.Contains(err.Error(), name) {
 						t.Errorf("%q shows the unknown field's name", err)
@@ -96,7 +96,7 @@ func TestDuplicateKeyNameNotEchoed(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc, field string
 	}{
-		{"secret twice", "chains:\n  core:\n    peers: [192.0.2.1]\n    md5: {" + sec[2] + ", " + sec[2] + "}\n", ""},
+		{"secret twice", "chains:\n  core:\n    peers: [192.0.2.1]\n    md5: {" + sec[2] + ", " + sec[2] + "}\n", "md5"},
 		{"field twice", "chains:\n  core:\n    peers: [192.0.2.1]\n    peers: [192.0.2.1]\n    keys: []\n", "peers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,8 +106,8 @@ func TestDuplicateKeyNameNotEchoed(t *testing.T) {
 				t.Fatalf("%v: want a *FieldError wrapping ErrDuplicate", err != nil)
 			}
 			noSecret(t, err.Error())
-			if fe.Source != "file "+pastePath+":4" || fe.Field != tc.field {
-				t.Errorf("source %q field %q, want %q %q", fe.Source, fe.Field, "file "+pastePath+":4", tc.field)
+			if fe.File != pastePath || fe.Line != 4 || relField(fe) != tc.field {
+				t.Errorf("at %q field %q, want %s:4 %q", fe.Pos, fe.Field, pastePath, tc.field)
 			}
 		})
 	}

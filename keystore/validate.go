@@ -36,9 +36,6 @@ const (
 	maxPeers        = 4096 // a route server binds hundreds of neighbors to a chain
 )
 
-// loc is a function that renders the source location of a field of a key.
-type loc func(line int) string
-
 var chainName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // chainDefaults are the chain-level fields keys inherit.
@@ -49,39 +46,40 @@ type chainDefaults struct {
 
 // decodeChain validates one chain object. Chain-level problems are returned as
 // err (the chain cannot be trusted); per-key problems go into Chain.Rejected.
-// srcOf renders the location of a line (0 = unknown); mktSrc names an MKT for
-// MKT.Source.
+// pl places a problem (the position and the path of its field); mktSrc
+// names an MKT for MKT.Source.
 //
-// line is the line of the chain's name (0 = unknown). A name that is not a
-// chain name is not shown: it is a value of the key source like any other.
-func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string, line int) string) (*Chain, error) {
-	chainErr := func(field string, line int, err error) error {
-		line, col := placeOf(err, line)
-		return &FieldError{Source: srcAt(srcOf, line, col), Chain: name, Field: field, Err: err}
+// A name that is not a chain name is not shown: it is a value of the key
+// source like any other.
+func decodeChain(name string, v any, pl placer, mktSrc func(key string, line int) string) (*Chain, error) {
+	chainErr := func(field string, err error) error {
+		pos, path := pl.chain(field)
+		return &FieldError{Pos: placeOf(err, pos), Chain: name, Field: path, Err: err}
 	}
 	if !chainName.MatchString(name) {
-		return nil, &FieldError{Source: srcOf(line),
+		pos, path := pl.name()
+		return nil, &FieldError{Pos: pos, Field: path,
 			Err: refuse("chain name (not shown) must be 1..64 of A-Za-z0-9._-, starting with a letter or digit")}
 	}
 	o, ok := v.(*object)
 	if !ok {
-		return nil, chainErr("", line, refuse("chain must be a mapping with keys"))
+		return nil, chainErr("", refuse("chain must be a mapping with keys"))
 	}
 	if err := checkFields(o, chainFields); err != nil {
-		return nil, chainErr("", o.line, err)
+		return nil, chainErr("", err)
 	}
 	var def chainDefaults
 	if pv, ok := o.get("peers"); ok {
 		p, item, err := parsePeers(pv)
 		if err != nil {
-			return nil, chainErr(peersField(item), o.lines["peers"], err)
+			return nil, chainErr(peersField(item), err)
 		}
 		def.peers = p
 	}
 	if vv, ok := o.get("vrf"); ok {
 		s, err := parseVRF(vv)
 		if err != nil {
-			return nil, chainErr("vrf", o.lines["vrf"], err)
+			return nil, chainErr("vrf", err)
 		}
 		def.vrf = s
 	}
@@ -89,8 +87,9 @@ func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string
 	if mv, ok := o.get("md5"); ok {
 		p, field, err := decodeMD5(mv, def, mktSrc("md5", o.lines["md5"]))
 		if err != nil {
-			return nil, chainErr(field, o.lines["md5"], err)
+			return nil, chainErr(field, err)
 		}
+		p.At, p.Path = pl.chain("md5")
 		md5 = p
 	}
 	kv, ok := o.get("keys")
@@ -99,28 +98,29 @@ func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string
 		return &Chain{Name: name, MD5: md5}, nil
 	}
 	if !ok {
-		return nil, chainErr("keys", o.line, ErrMissingField)
+		return nil, chainErr("keys", ErrMissingField)
 	}
 	list, ok := kv.([]any)
 	if !ok {
 		md5.Zero()
-		return nil, chainErr("keys", o.lines["keys"], refuse("want a list of keys"))
+		return nil, chainErr("keys", refuse("want a list of keys"))
 	}
 	if len(list) > maxKeysPerChain {
 		md5.Zero()
-		return nil, chainErr("keys", o.lines["keys"], refuse("more than 256 keys (at most 256 per chain)"))
+		return nil, chainErr("keys", refuse("more than 256 keys (at most 256 per chain)"))
 	}
 	c := &Chain{Name: name, MD5: md5}
 	seen := map[string]bool{}
 	for i, item := range list {
-		m, err := decodeKey(name, i, item, def, srcOf, mktSrc)
+		m, err := decodeKey(name, i, item, def, pl, mktSrc)
 		if err != nil {
 			c.Rejected = append(c.Rejected, err)
 			continue
 		}
 		if seen[m.Name] {
 			m.Zero()
-			c.Rejected = append(c.Rejected, &FieldError{Source: srcOf(lineOf(item)), Chain: name, Key: m.Name, Field: "name",
+			pos, path := pl.key(i, "name")
+			c.Rejected = append(c.Rejected, &FieldError{Pos: pos, Chain: name, Key: m.Name, Field: path,
 				Err: fmt.Errorf("%w: another key of the chain has this name", ErrDuplicate)})
 			continue
 		}
@@ -130,28 +130,15 @@ func decodeChain(name string, line int, v any, srcOf loc, mktSrc func(key string
 	return c, nil
 }
 
-func lineOf(v any) int {
-	if o, ok := v.(*object); ok {
-		return o.line
-	}
-	return 0
-}
-
-// decodeKey validates one MKT. The returned error is a *FieldError.
-func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSrc func(string, int) string) (m MKT, err error) {
+// decodeKey validates key number idx of chain. The returned error is a
+// *FieldError.
+func decodeKey(chain string, idx int, v any, def chainDefaults, pl placer, mktSrc func(string, int) string) (m MKT, err error) {
 	keyName := fmt.Sprintf("#%d", idx+1)
 	o, ok := v.(*object)
 	fail := func(field string, e error) (MKT, error) {
 		m.Zero()
-		line := 0
-		if o != nil {
-			line = o.lines[field]
-			if line == 0 {
-				line = o.line
-			}
-		}
-		line, col := placeOf(e, line)
-		return MKT{}, &FieldError{Source: srcAt(srcOf, line, col), Chain: chain, Key: keyName, Field: field, Err: e}
+		pos, path := pl.key(idx, field)
+		return MKT{}, &FieldError{Pos: placeOf(e, pos), Chain: chain, Key: keyName, Field: path, Err: e}
 	}
 	if !ok {
 		return fail("", refuse("a key must be a mapping"))
@@ -169,6 +156,7 @@ func decodeKey(chain string, idx int, v any, def chainDefaults, srcOf loc, mktSr
 		return fail("", err)
 	}
 	m = MKT{Name: keyName, Chain: chain, Source: mktSrc(keyName, o.line), IncludeTCPOptions: true}
+	m.At, m.Path = pl.key(idx, "")
 	// Each step fills part of m and names the field it failed on; fail
 	// zeroes m, secret included, whichever step failed.
 	if field, err := decodeKeyIDs(o, &m); err != nil {
@@ -223,14 +211,15 @@ func decodeKeyCrypto(o *object, m *MKT) (string, error) {
 		return "algorithm", refuse("want one of hmac(sha1), hmac(sha256), cmac(aes128)")
 	}
 	m.Algorithm = alg
-	if field, err := decodeKeySecret(o, m); err != nil {
+	field, err := decodeKeySecret(o, m)
+	if err != nil {
 		return field, err
 	}
 	if n := m.Secret.Len(); n < 1 || n > tcpao.MaxKeyLen {
-		return "secret", refuse("want 1..80 bytes")
+		return field, refuse("want 1..80 bytes")
 	}
 	if m.Algorithm == tcpao.CMACAES128 && m.Secret.Len() != 16 {
-		return "secret", refuse("cmac(aes128) wants exactly 16 bytes")
+		return field, refuse("cmac(aes128) wants exactly 16 bytes")
 	}
 	m.MACLen = tcpao.DefaultMACLen
 	if mv, ok := o.get("maclen"); ok {
@@ -259,12 +248,13 @@ func decodeMD5(v any, def chainDefaults, src string) (*MD5Password, string, erro
 		return nil, "peers", fmt.Errorf("%w: a chain with an md5 password names its peers", ErrMissingField)
 	}
 	var m MKT
-	if field, err := decodeKeySecret(o, &m); err != nil {
+	field, err := decodeKeySecret(o, &m)
+	if err != nil {
 		return nil, "md5." + field, err
 	}
 	if !md5Printable(m.Secret.Bytes()) {
 		m.Zero()
-		return nil, "md5.secret", refuse("a TCP-MD5 password wants 1..80 printable ASCII characters without space, quote or backslash (it is written into speakers' configuration lines)")
+		return nil, "md5." + field, refuse("a TCP-MD5 password wants 1..80 printable ASCII characters without space, quote or backslash (it is written into speakers' configuration lines)")
 	}
 	p := &MD5Password{Secret: m.Secret, Peers: def.peers, VRF: def.vrf, Source: src}
 	if rv, ok := o.get("revoked"); ok {
@@ -293,15 +283,17 @@ func md5Printable(b []byte) bool {
 }
 
 // decodeKeySecret reads exactly one of secret_b64 and secret_hex into
-// m.Secret, zeroing the decoded bytes it copied from.
+// m.Secret, zeroing the decoded bytes it copied from. It returns the field
+// the secret is in (the one to name in a problem with it), with the error
+// when it failed.
 func decodeKeySecret(o *object, m *MKT) (string, error) {
 	b64, hasB64 := o.get("secret_b64")
 	hx, hasHex := o.get("secret_hex")
 	switch {
 	case hasB64 && hasHex:
-		return "secret", refuse("give secret_b64 or secret_hex, not both")
+		return "secret_hex", refuse("give secret_b64 or secret_hex, not both")
 	case !hasB64 && !hasHex:
-		return "secret", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField)
+		return "secret_b64", fmt.Errorf("%w: secret_b64 or secret_hex", ErrMissingField)
 	}
 	field, v, isHex := "secret_b64", b64, false
 	if hasHex {
@@ -313,7 +305,7 @@ func decodeKeySecret(o *object, m *MKT) (string, error) {
 	}
 	m.Secret = tcpao.NewSecret(raw)
 	clear(raw)
-	return "", nil
+	return field, nil
 }
 
 // decodeKeyScope reads where the key applies: its peers and VRF, each

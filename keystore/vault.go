@@ -37,6 +37,13 @@ type VaultAuth struct {
 	Increment time.Duration
 }
 
+// Vault defaults: where the chains are, and the AppRole auth mount.
+const (
+	DefaultVaultMount   = "secret"
+	DefaultVaultPrefix  = "aokeyd"
+	DefaultAppRoleMount = "approle"
+)
+
 // VaultOptions configure a VaultSource.
 type VaultOptions struct {
 	// Config is the client configuration. nil means api.DefaultConfig(),
@@ -86,10 +93,10 @@ type fileStamp struct {
 // NewVault builds the client. It does not contact Vault.
 func NewVault(o VaultOptions) (*VaultSource, error) {
 	if o.Mount == "" {
-		o.Mount = "secret"
+		o.Mount = DefaultVaultMount
 	}
 	if o.Prefix == "" {
-		o.Prefix = "aokeyd"
+		o.Prefix = DefaultVaultPrefix
 	}
 	o.Mount = strings.Trim(o.Mount, "/")
 	o.Prefix = strings.Trim(o.Prefix, "/")
@@ -97,7 +104,7 @@ func NewVault(o VaultOptions) (*VaultSource, error) {
 		o.Auth.Method = "token"
 	}
 	if o.Auth.AppRoleMount == "" {
-		o.Auth.AppRoleMount = "approle"
+		o.Auth.AppRoleMount = DefaultAppRoleMount
 	}
 	switch o.Auth.Method {
 	case "token":
@@ -152,7 +159,7 @@ func (v *VaultSource) Name() string {
 func (v *VaultSource) chainPath(chain string) string { return v.opts.Prefix + "/chains/" + chain }
 
 func (v *VaultSource) where(chain string) string {
-	return "vault " + v.opts.Mount + "/" + v.chainPath(chain)
+	return "vault:" + v.opts.Mount + "/" + v.chainPath(chain)
 }
 
 // ensureAuth makes sure the client holds a usable token. Caller holds v.mu.
@@ -305,7 +312,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("vault: list %s: %w", p, err)
 	}
 	if sec == nil || sec.Data == nil {
-		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
+		return nil, &FieldError{Pos: Pos{File: "vault:" + p}, Err: ErrNoChains}
 	}
 	raw, _ := sec.Data["keys"].([]any)
 	var names []string
@@ -315,7 +322,7 @@ func (v *VaultSource) listChains(ctx context.Context) ([]string, error) {
 		}
 	}
 	if len(names) == 0 {
-		return nil, &FieldError{Source: "vault " + p, Err: ErrNoChains}
+		return nil, &FieldError{Pos: Pos{File: "vault:" + p}, Err: ErrNoChains}
 	}
 	return names, nil
 }
@@ -361,7 +368,7 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	v.cache = fresh
-	checkDuplicateIDs(s, func(c *Chain, m MKT) string { return fmt.Sprintf("%s@v%d", v.where(c.Name), c.Version) })
+	checkDuplicateIDs(s)
 	return s, nil
 }
 
@@ -430,10 +437,10 @@ func DecodeVaultResponse(where, chain string, body []byte) (*Chain, error) {
 		defer clear(env.Data.Data) // json.RawMessage is a copy of the chain document
 	}
 	if err != nil {
-		return nil, &FieldError{Source: where, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
+		return nil, &FieldError{Pos: Pos{File: where}, Err: fmt.Errorf("response: %w: %s", ErrSyntax, jsonErr(err))}
 	}
 	if env.Data == nil || len(env.Data.Data) == 0 || bytes.Equal(env.Data.Data, []byte("null")) {
-		return nil, &FieldError{Source: where, Field: "data",
+		return nil, &FieldError{Pos: Pos{File: where}, Field: "data",
 			Err: fmt.Errorf("%w: the response has none (version deleted or destroyed?)", ErrMissingField)}
 	}
 	ver := env.Data.Metadata.Version
@@ -460,10 +467,10 @@ func DecodeVaultChain(src, chain string, doc []byte) (*Chain, error) {
 func decodeVaultChain(src, chain string, doc []byte, mask bool) (*Chain, error) {
 	v, err := parseChainJSON(doc, mask)
 	if err != nil {
-		return nil, &FieldError{Source: src, Chain: chain, Err: err}
+		return nil, &FieldError{Pos: Pos{File: src}, Chain: chain, Err: err}
 	}
-	return decodeChain(chain, 0, v, func(int) string { return src }, func(key string, _ int) string {
-		return "vault:" + strings.TrimPrefix(src, "vault ") + "#" + key
+	return decodeChain(chain, v, vaultPlacer{where: src}, func(key string, _ int) string {
+		return "vault:" + strings.TrimPrefix(src, "vault:") + "#" + key
 	})
 }
 

@@ -262,8 +262,8 @@ func runVaultSuite(t *testing.T, newEnv func(t *testing.T) *vaultEnv) {
 		if len(c.Keys) != 1 || c.Keys[0].Name != "ok" || len(c.Rejected) != 2 {
 			t.Fatalf("keys %v rejected %v", c.Keys, c.Rejected)
 		}
-		want := []string{`vault ` + e.mount + `/` + e.prefix + `/chains/core@v1: chain "core" key "long": field secret: want 1..80 bytes`,
-			`key "badpeer": field peers[0]: prefix has host bits set`}
+		want := []string{`vault:` + e.mount + `/` + e.prefix + `/chains/core@v1: keys[1].secret_hex: chain "core" key "long": want 1..80 bytes`,
+			`keys[2].peers[0]: chain "core" key "badpeer": prefix has host bits set`}
 		for i, r := range c.Rejected {
 			noSecret(t, r.Error())
 			if !strings.Contains(r.Error(), want[i]) {

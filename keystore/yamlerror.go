@@ -20,7 +20,22 @@ var (
 	// unmarshaler quotes in a message: a value ("cannot unmarshal !!str
 	// `x`"), an anchor's name, a scalar.
 	yamlInputRE = regexp.MustCompile("`[^`]*`|\"(?:[^\"\\\\]|\\\\.)*\"|'[^']*'")
+	// yamlPunctRE is what yaml.v3's own syntax messages quote: one
+	// indicator character ("did not find expected ',' or '}'", "could
+	// not find expected ':'"). It is the grammar's, never the input's.
+	yamlPunctRE = regexp.MustCompile(`^'[^A-Za-z0-9\s']'$`)
 )
+
+// hideInput replaces what m quotes of the input by "(not shown)" and
+// keeps what yaml.v3's syntax messages quote of YAML's grammar.
+func hideInput(m string) string {
+	return yamlInputRE.ReplaceAllStringFunc(m, func(q string) string {
+		if yamlPunctRE.MatchString(q) {
+			return q
+		}
+		return "(not shown)"
+	})
+}
 
 // YAMLSchema is what YAMLErrors knows of the decoder's target.
 type YAMLSchema struct {
@@ -38,6 +53,10 @@ type YAMLSchema struct {
 	// value, an anchor's name): for a file whose values are never shown
 	// (aokeyd's config, which names credentials' files and Vault).
 	HideValues bool
+	// HideKeyMaterial leaves out what a message quotes of the input
+	// when it could be key material (Shown): for a file whose values are
+	// names, addresses and times (the policy).
+	HideKeyMaterial bool
 }
 
 // YAMLErrors turns an error from decoding file with yaml.v3 into one
@@ -102,8 +121,16 @@ func YAMLErrors(file string, err error, s YAMLSchema) FieldErrors {
 			}
 		default:
 			m = types.Replace(m)
-			if s.HideValues {
-				m = yamlInputRE.ReplaceAllLiteralString(m, "(not shown)")
+			switch {
+			case s.HideValues:
+				m = hideInput(m)
+			case s.HideKeyMaterial:
+				m = yamlInputRE.ReplaceAllStringFunc(m, func(q string) string {
+					if Shown(q[1:len(q)-1]) == "(not shown)" {
+						return "(not shown)"
+					}
+					return q
+				})
 			}
 			err = fmt.Errorf("%w: %s", ErrSyntax, m)
 		}

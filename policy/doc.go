@@ -24,86 +24,17 @@
 //
 // # Schema
 //
-// Top level:
-//
-//	version: 1                    optional; only 1 is supported
-//	defaults:                     optional
-//	  accept_tolerance: 5m        default 0 (RFC 8177 accept-tolerance)
-//	  ao_required: true           default true
-//	  include_tcp_options: false  default: each MKT's own flag
-//	safety:                       optional, see below
-//	key_chains: [...]
-//	peers: [...]
-//
-// Durations are a number with a unit, combinable: "30d", "24h", "90s",
-// "1w", "1d12h", "1h30m" (units w, d, h, m, s, ms, us, ns; a bare 0 is
-// zero). Times are RFC 3339 ("2026-11-01T00:00:00Z") or a date
-// ("2026-11-01", midnight UTC).
-//
-// A key chain:
-//
-//	name: core                    required, unique
-//	source_chain: core            chain name in the key source; default name
-//	accept_tolerance: 5m          default defaults.accept_tolerance
-//	keys:                         optional; absent: every MKT of the chain
-//	  - name: "2026-11"           the MKT's name in the source chain
-//	    send_lifetime: ...        optional; default: the MKT's own
-//	    accept_lifetime: ...      optional; default: the MKT's own
-//	    lifetime: ...             sets both (RFC 8177 send-accept-lifetime)
-//	rotation: ...                 optional: aokeyd generates the chain's keys
-//
-// A lifetime is "always", or a mapping with an optional start (absent:
-// since ever) and at most one of end and duration (neither: for ever); the
-// interval is [start, end). Revoked MKTs are never used.
-//
-// A rotation (see Schedule for the arithmetic):
-//
-//	start: 2026-01-01T00:00:00Z   anchor of rotation 0; default Unix epoch
-//	interval: 30d                 required: a new key every interval
-//	lead: 24h                     required: accept the new key this early
-//	grace: 24h                    required: keep the old key this long
-//	jitter: 6h                    default 0: spread peers over [0, jitter)
-//	algorithm: hmac(sha256)       default hmac(sha256); also hmac(sha1), cmac(aes128)
-//	key_length: 32                default 32 (16 for cmac(aes128)); 1..80
-//	mac_length: 12                default 12 (kernel default); 1..16
-//
-// lead, grace and jitter must be shorter than interval.
-//
-// A peer binding:
-//
-//	neighbor: 192.0.2.1           required: an address or a prefix (masked)
-//	vrf: blue                     default "": the default VRF
-//	key_chain: core               required: a key_chains name
-//	include_tcp_options: false    default defaults.include_tcp_options
-//	ao_required: true             default defaults.ao_required
-//	safety: ...                   optional, overrides fields of safety
+// Every setting, its default and an example are in aokeyd-policy.yaml(5)
+// (docs/reference/aokeyd-policy.yaml.md), generated from the raw types of
+// schema.go, the schema the decoder reads, and the table of reference.go
+// (Reference): a field without its entry fails the reference test.
 //
 // Bindings in one VRF must not overlap (a host inside another binding's
 // prefix is an error). Policy.BindingFor finds a peer's binding through an
 // index built at parse time (host addresses, then one lookup per prefix
 // length in use), so a lookup does not grow with the number of bindings.
-// An MKT whose Peers or VRF are set in the key source
-// applies only to those peers or that VRF.
-//
-// Safety:
-//
-//	switch_timeout: 5m            wait this long for the peer to send with the new key
-//	on_switch_timeout: retry      retry (announce again every retry_after) | alert
-//	retry_after: 1m
-//	on_revoke_only_key: keep      keep (leave installed, alert) | reset (remove: session resets)
-//	on_key_expiry: keep           keep (a key past its lifetime that a session uses stays, alert) | remove
-//
-// on_key_expiry is the trade-off at a key's lifetime end when no successor
-// took over: keep (the default) keeps a key that a session uses, or that
-// its peer last authenticated with, on the session and the listener, so
-// that the session and its next reconnect survive, and warns at once
-// (status, aokeyd_keys_kept, the AokeydExpiredKeyInUse alert); remove
-// treats the key as revoked at its end: it leaves the listener, and each
-// session where another key can take over, even while in use, and a session
-// whose only key it is keeps it until it drops and then cannot come back.
-//
-// switch_timeout must not exceed the grace of a rotated chain, or the old
-// key would expire while aokeyd still waits for the peer.
+// An MKT whose Peers or VRF are set in the key source applies only to
+// those peers or that VRF.
 //
 // # Desired keys
 //

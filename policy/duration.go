@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/keystore"
 	"gopkg.in/yaml.v3"
 )
 
@@ -35,7 +36,7 @@ func ParseDuration(s string) (time.Duration, error) {
 			i++
 		}
 		if i == 0 {
-			return 0, fmt.Errorf("duration %q: expected a number at %q", orig, s)
+			return 0, fmt.Errorf("duration %s: expected a number at %s", keystore.Shown(orig), keystore.Shown(s))
 		}
 		num := s[:i]
 		s = s[i:]
@@ -48,31 +49,31 @@ func ParseDuration(s string) (time.Duration, error) {
 		var d time.Duration
 		switch unit {
 		case "":
-			return 0, fmt.Errorf("duration %q: missing unit after %s (use w, d, h, m, s)", orig, num)
+			return 0, fmt.Errorf("duration %s: missing unit after %s (use w, d, h, m, s)", keystore.Shown(orig), num)
 		case "d", "w":
 			n, err := strconv.ParseUint(num, 10, 32)
 			if err != nil {
-				return 0, fmt.Errorf("duration %q: %s%s: want a whole number of %s", orig, num, unit, unitName(unit))
+				return 0, fmt.Errorf("duration %s: %s%s: want a whole number of %s", keystore.Shown(orig), num, unit, unitName(unit))
 			}
 			mul := Day
 			if unit == "w" {
 				mul = Week
 			}
 			if n > uint64(math.MaxInt64/int64(mul)) {
-				return 0, fmt.Errorf("duration %q: too long", orig)
+				return 0, fmt.Errorf("duration %s: too long", keystore.Shown(orig))
 			}
 			d = time.Duration(n) * mul
 		case "h", "m", "s", "ms", "us", "µs", "ns":
 			var err error
 			d, err = time.ParseDuration(num + unit)
 			if err != nil {
-				return 0, fmt.Errorf("duration %q: %s%s: bad number", orig, num, unit)
+				return 0, fmt.Errorf("duration %s: %s%s: bad number", keystore.Shown(orig), num, unit)
 			}
 		default:
-			return 0, fmt.Errorf("duration %q: unknown unit %q (use w, d, h, m, s)", orig, unit)
+			return 0, fmt.Errorf("duration %s: unknown unit %s (use w, d, h, m, s)", keystore.Shown(orig), keystore.Shown(unit))
 		}
 		if total > math.MaxInt64-d {
-			return 0, fmt.Errorf("duration %q: too long", orig)
+			return 0, fmt.Errorf("duration %s: too long", keystore.Shown(orig))
 		}
 		total += d
 	}
@@ -127,7 +128,7 @@ func ParseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.DateOnly, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)", s)
+	return time.Time{}, fmt.Errorf("time %s: want RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)", keystore.Shown(s))
 }
 
 // typeErr is how leaf decoders report a problem: yaml.v3 collects

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -23,14 +25,21 @@ const MaxFileSize = 4 << 20
 
 // Load reads and parses the policy file at path.
 func Load(path string, opts ...Option) (*Policy, error) {
+	unreadable := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err) // the path is the problem's file
+		}
+		return &Problem{Pos: Pos{File: path}, Err: fmt.Errorf("%w: %w", ErrUnreadable, err)}
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, unreadable(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("policy: read %s: %w", path, err)
+		return nil, unreadable(err)
 	}
 	return Parse(path, data, opts...)
 }
@@ -140,7 +149,7 @@ var rawTypes = strings.NewReplacer(
 
 // yamlErr records yaml.v3's messages as problems with lines.
 func (b *builder) yamlErr(err error) {
-	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, keystore.YAMLSchema{Types: rawTypes, Target: rawFile{}, Root: b.root})...)
+	b.probs = append(b.probs, keystore.YAMLErrors(b.file, err, keystore.YAMLSchema{Types: rawTypes, Target: rawFile{}, Root: b.root, HideKeyMaterial: true})...)
 }
 
 // posOf is the position in file of the node at the YAML path field (see
@@ -231,7 +240,7 @@ func (b *builder) build() *Policy {
 			continue
 		}
 		if prev, dup := p.byName[c.Name]; dup {
-			b.addf(c.Field+".name", ErrDuplicate, "key chain %q already defined at line %d", c.Name, prev.Pos.Line)
+			b.addf(c.Field+".name", ErrDuplicate, "key chain %s already defined at line %d", keystore.Shown(c.Name), prev.Pos.Line)
 			continue
 		}
 		p.byName[c.Name] = c
@@ -257,7 +266,8 @@ func (b *builder) build() *Policy {
 		case rp.KeyChain == "":
 			b.add(field+".key_chain", ErrMissingField)
 		case !known:
-			b.addf(field+".key_chain", ErrUnknownChain, "%q is not defined under key_chains", rp.KeyChain)
+			b.addf(field+".key_chain", ErrUnknownChain, "%s is not defined under key_chains", shown(rp.KeyChain))
+			b.probs[len(b.probs)-1].Hint = "name one of the chains key_chains defines: " + nameList(slices.Collect(maps.Keys(p.byName)))
 		}
 		bd.IncludeTCPOptions = r.Defaults.IncludeTCPOptions
 		if rp.IncludeTCPOptions != nil {
@@ -328,7 +338,7 @@ func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {
 		case SwitchRetry, SwitchAlert:
 			s.OnSwitchTimeout = a
 		default:
-			b.addf(field+".on_switch_timeout", ErrInvalid, "%q (want retry or alert)", *r.OnSwitchTimeout)
+			b.addf(field+".on_switch_timeout", ErrInvalid, "%s (want retry or alert)", keystore.Shown(*r.OnSwitchTimeout))
 		}
 	}
 	if r.OnRevokeOnlyKey != nil {
@@ -336,7 +346,7 @@ func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {
 		case RevokeReset, RevokeKeep:
 			s.OnRevokeOnlyKey = a
 		default:
-			b.addf(field+".on_revoke_only_key", ErrInvalid, "%q (want reset or keep)", *r.OnRevokeOnlyKey)
+			b.addf(field+".on_revoke_only_key", ErrInvalid, "%s (want reset or keep)", keystore.Shown(*r.OnRevokeOnlyKey))
 		}
 	}
 	if r.OnKeyExpiry != nil {
@@ -344,7 +354,7 @@ func (b *builder) safety(base Safety, r *rawSafety, field string) Safety {
 		case ExpiryKeep, ExpiryRemove:
 			s.OnKeyExpiry = a
 		default:
-			b.addf(field+".on_key_expiry", ErrInvalid, "%q (want keep or remove)", *r.OnKeyExpiry)
+			b.addf(field+".on_key_expiry", ErrInvalid, "%s (want keep or remove)", keystore.Shown(*r.OnKeyExpiry))
 		}
 	}
 	return s
@@ -372,7 +382,7 @@ func (b *builder) chain(r *rawChain, field string, tol time.Duration) *KeyChain 
 				continue
 			}
 			if line, dup := seen[rk.Name]; dup {
-				b.addf(kf+".name", ErrDuplicate, "key %q already listed at line %d", rk.Name, line)
+				b.addf(kf+".name", ErrDuplicate, "key %s already listed at line %d", keystore.Shown(rk.Name), line)
 				continue
 			}
 			seen[rk.Name] = k.Pos.Line
@@ -436,7 +446,7 @@ func (b *builder) rotation(r *rawRotation, field string) *Rotation {
 	if r.Algorithm != nil {
 		a, err := tcpao.ParseAlgorithm(*r.Algorithm)
 		if err != nil {
-			b.addf(field+".algorithm", ErrAlgorithm, "%q (want one of %s)", *r.Algorithm, algorithmList())
+			b.addf(field+".algorithm", ErrAlgorithm, "%s (want one of %s)", keystore.Shown(*r.Algorithm), algorithmList())
 		} else {
 			rot.Algorithm = a
 		}
@@ -507,10 +517,10 @@ func parseNeighbor(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%w: neighbor %q is not an address or prefix", ErrInvalid, s)
+			return netip.Prefix{}, fmt.Errorf("%w: neighbor %s is not an address or prefix", ErrInvalid, keystore.Shown(s))
 		}
 		if p != p.Masked() {
-			return netip.Prefix{}, fmt.Errorf("%w: neighbor %q has host bits set (did you mean %s?)", ErrInvalid, s, p.Masked())
+			return netip.Prefix{}, fmt.Errorf("%w: neighbor %s has host bits set (did you mean %s?)", ErrInvalid, keystore.Shown(s), p.Masked())
 		}
 		pfx = p
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
@@ -519,10 +529,10 @@ func parseNeighbor(s string) (netip.Prefix, error) {
 	} else {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%w: neighbor %q is not an address or prefix", ErrInvalid, s)
+			return netip.Prefix{}, fmt.Errorf("%w: neighbor %s is not an address or prefix", ErrInvalid, keystore.Shown(s))
 		}
 		if a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%w: neighbor %q: zones are not supported, use vrf", ErrInvalid, s)
+			return netip.Prefix{}, fmt.Errorf("%w: neighbor %s: zones are not supported, use vrf", ErrInvalid, keystore.Shown(s))
 		}
 		a = a.Unmap()
 		pfx = netip.PrefixFrom(a, a.BitLen())
@@ -543,7 +553,7 @@ func checkVRF(v string) error {
 		return nil
 	}
 	if len(v) > 15 || v == "." || v == ".." || strings.ContainsAny(v, "/: \t\n\x00") {
-		return fmt.Errorf("%w: vrf %q is not a valid device name", ErrInvalid, v)
+		return fmt.Errorf("%w: vrf %s is not a valid device name", ErrInvalid, keystore.Shown(v))
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package policy
 
 import (
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/aokeyd/aokeyd/keystore"
 )
@@ -62,7 +65,42 @@ var (
 	// ErrMACLength: a MAC length the kernel rejects (more than 16 bytes,
 	// which does not fit in a SYN's option space, or more than the digest).
 	ErrMACLength = errors.New("bad MAC length")
+	// ErrUnreadable: the policy file cannot be opened or read.
+	ErrUnreadable = errors.New("the policy cannot be read")
 	// ErrNoBinding: Desired or BindingFor was asked about a peer that no
 	// binding covers.
 	ErrNoBinding = errors.New("no peer binding")
 )
+
+// maxListed is how many names a problem lists of what there is.
+const maxListed = 20
+
+// nameList lists names for a problem's hint, sorted: the plain ones only
+// (keystore.PlainName; any other may be a secret on the wrong line), at
+// most maxListed, "none" when there are none.
+func nameList(names []string) string {
+	var shown []string
+	for _, n := range names {
+		if keystore.PlainName(n) {
+			shown = append(shown, n)
+		}
+	}
+	slices.Sort(shown)
+	shown = slices.Compact(shown)
+	if len(shown) == 0 {
+		return "none"
+	}
+	if len(shown) > maxListed {
+		return strings.Join(shown[:maxListed], ", ") + " and " + strconv.Itoa(len(shown)-maxListed) + " more"
+	}
+	return strings.Join(shown, ", ")
+}
+
+// shown is name quoted when a problem may show it (keystore.PlainName),
+// "(not shown)" otherwise.
+func shown(name string) string {
+	if keystore.PlainName(name) {
+		return strconv.Quote(name)
+	}
+	return "(not shown)"
+}

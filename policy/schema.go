@@ -76,7 +76,7 @@ func (l *lifetime) UnmarshalYAML(n *yaml.Node) error {
 			*l = lifetime(keystore.Always)
 			return nil
 		}
-		return typeErr(n, "lifetime: want \"always\" or a mapping with start, end or duration, have %q", n.Value)
+		return typeErr(n, "lifetime: want \"always\" or a mapping with start, end or duration, have %s", keystore.Shown(n.Value))
 	}
 	if n.Kind != yaml.MappingNode {
 		return typeErr(n, "lifetime: want \"always\" or a mapping, have a %s", kindName(n.Kind))

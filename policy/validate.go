@@ -68,13 +68,17 @@ func (v *validation) tree() *yaml.Node {
 }
 
 // add records a problem at the YAML path field, about candidate cd when it
-// is not nil.
-func (v *validation) add(field string, cd *candidate, err error) {
+// is not nil, and returns it.
+func (v *validation) add(field string, cd *candidate, err error) *Problem {
 	pr := &Problem{Pos: posOf(v.tree(), v.p.file, field), Field: field, Err: err}
 	if cd != nil {
-		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.Source
+		pr.Chain, pr.Key, pr.Source = cd.mkt.Chain, cd.mkt.Name, cd.mkt.At.String()
+		if pr.Source == "" {
+			pr.Source = cd.mkt.Source
+		}
 	}
 	v.probs = append(v.probs, pr)
+	return pr
 }
 
 // resolve finds chain c's source chain and keys in snap and returns the
@@ -90,12 +94,26 @@ func (v *validation) resolve(c *KeyChain, snap *keystore.Snapshot) ([]candidate,
 		if child(find(v.tree(), c.Field), "source_chain") != nil {
 			field = c.Field + ".source_chain"
 		}
-		v.add(field, nil, fmt.Errorf("%w: source chain %q is not in the key snapshot", ErrUnknownChain, c.SourceChain))
+		pr := v.add(field, nil, fmt.Errorf("%w: source chain %s is not in the key snapshot", ErrUnknownChain, shown(c.SourceChain)))
+		if snap != nil {
+			pr.Hint = "the key source's chains are: " + nameList(snap.ChainNames())
+		}
 		return nil, false
 	}
 	cands, missing := candidates(nil, c, sc)
 	for _, ref := range missing {
-		v.add(ref.Field+".name", nil, fmt.Errorf("%w: source chain %q has no key %q", ErrUnknownKey, c.SourceChain, ref.Name))
+		pr := v.add(ref.Field+".name", nil, fmt.Errorf("%w: source chain %q has no key %s", ErrUnknownKey, c.SourceChain, shown(ref.Name)))
+		var names []string
+		for _, m := range sc.Keys {
+			names = append(names, m.Name)
+		}
+		pr.Hint = fmt.Sprintf("source chain %q has: %s", c.SourceChain, nameList(names))
+		switch n := len(sc.Rejected); {
+		case n == 1:
+			pr.Hint += " and a key the key source rejected (see its problem)"
+		case n > 1:
+			pr.Hint += fmt.Sprintf(" and %d keys the key source rejected (see their problems)", n)
+		}
 	}
 	var good []candidate
 	for i := range cands {

@@ -415,7 +415,7 @@ func TestValidateKernelAlgorithms(t *testing.T) {
 	if r.code != exitInvalid {
 		t.Fatalf("hmac(sha256) refused: exit %d, want %d\n%s%s", r.code, exitInvalid, r.stdout, r.stderr)
 	}
-	for _, w := range []string{"field algorithm", "hmac(sha256)", "Linux 7.2.0-test", "refuses it"} {
+	for _, w := range []string{"testdata/keys.yaml:6:9: chains.core.keys[0].algorithm: ", "hmac(sha256)", "Linux 7.2.0-test", "refuses it"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("the problem does not name %q:\n%s", w, r.stdout)
 		}

@@ -78,6 +78,10 @@ func TestCLISurface(t *testing.T) {
 		[]string{"validate", "a", "b"},
 		[]string{"validate", "testdata/aokeyd.yaml", "--horizon", "never"},
 		[]string{"validate", "testdata/aokeyd.yaml", "--at", "soon"},
+		// Problems, in the one shape FILE:LINE:COL: FIELD: PROBLEM; HINT.
+		[]string{"validate", "testdata/bad.yaml", "--no-kernel"},
+		[]string{"validate", "testdata/bad.yaml", "--no-kernel", "--json"},
+		[]string{"validate", "testdata/keys.yaml", "--no-kernel"},
 		[]string{"peer-config"},
 		[]string{"peer-config", "192.0.2.2"},
 		[]string{"peer-config", "192.0.2.2", "--for", "cisco"},

@@ -163,7 +163,10 @@ func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeo
 	defer src.Close()
 	snap, err := config.ReadKeySource(ctx, src, timeout)
 	if err != nil {
-		return rep, fmt.Errorf("%w%s", err, timeoutHint(err))
+		if errors.Is(err, config.ErrReadTimeout) {
+			err = fmt.Errorf("%w; raise aoctl's --timeout, or make the key source answer", err)
+		}
+		return rep, err
 	}
 	defer snap.Zero()
 	// The keys the source rejects, in aoctl validate's words: the plan

@@ -8,15 +8,19 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
 
+// validateResult is validate's outcome; --json prints it. Each problem
+// and warning is an object (file, line, column, field, problem, hint),
+// printed as text in the one shape FILE:LINE:COL: FIELD: PROBLEM; HINT.
 type validateResult struct {
-	Config   string   `json:"config"`
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems"`
+	Config   string            `json:"config"`
+	OK       bool              `json:"ok"`
+	Problems []keystore.Report `json:"problems"`
 	// Warnings are what passes but must be heard of; they leave OK true.
-	Warnings []string `json:"warnings"`
+	Warnings []keystore.Report `json:"warnings"`
 }
 
 func (a *app) validate() *cmd {
@@ -28,8 +32,15 @@ func (a *app) validate() *cmd {
 Runs the daemon's start-up checks: the config (strict YAML), the control
 group, the policy, the key source (reads the key file or Vault), and the
 policy against the keys over the horizon (unknown chains or keys, ID
-clashes, gaps in send-key coverage). Prints one problem per line as
-FILE:LINE: FIELD: PROBLEM. On Linux it also asks this machine's kernel
+clashes, gaps in send-key coverage). Prints one problem per line, in one
+shape whichever file it is in (the config, the policy, the key file, a
+Vault chain): FILE:LINE:COL: FIELD: PROBLEM, and after a "; " what to do
+when the problem does not say it; FIELD is the YAML path in FILE, and
+parts that are unknown are left out. --json gives each problem as an
+object: file, line, column, field, problem, hint (0 and "" when
+unknown). No value of the config is shown, nor a key source's, nor a
+policy's that could be key material: a secret pasted on the wrong line
+is named by its place. On Linux it also asks this machine's kernel
 whether it has TCP-AO (CONFIG_TCP_AO), as aokeyd does at start: it refuses
 to start without TCP-AO, and when the kernel cannot be asked (a seccomp
 filter or an LSM denying the probe); and which TCP-AO algorithms the kernel
@@ -69,22 +80,26 @@ problem.
 		}
 		ch := config.Check(ctx, fs.Arg(0), o)
 		defer ch.Snapshot.Zero()
-		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []string{}, Warnings: []string{}}
+		res := validateResult{Config: fs.Arg(0), OK: ch.OK(), Problems: []keystore.Report{}, Warnings: []keystore.Report{}}
 		for _, p := range ch.Problems {
-			res.Problems = append(res.Problems, p.Error()+timeoutHint(p))
+			r := keystore.ReportOf(p)
+			if errors.Is(p, config.ErrReadTimeout) && r.Hint == "" {
+				r.Hint = "raise aoctl's --timeout, or make the key source answer"
+			}
+			res.Problems = append(res.Problems, r)
 		}
 		for _, w := range ch.Warnings {
-			res.Warnings = append(res.Warnings, w.Error())
+			res.Warnings = append(res.Warnings, keystore.ReportOf(w))
 		}
 		if !noKernel {
 			if err := a.kernelCheck(); err != nil {
-				res.Problems = append(res.Problems, err.Error())
+				res.Problems = append(res.Problems, keystore.ReportOf(err))
 				res.OK = false
 			} else if a.algorithms != nil && ch.Snapshot != nil {
 				// Every key's algorithm, as aokeyd would install it here.
 				algs, kernel := a.algorithms()
 				for _, p := range ch.Snapshot.RefusedAlgorithms(algs, kernel) {
-					res.Problems = append(res.Problems, p.Error())
+					res.Problems = append(res.Problems, keystore.ReportOf(p))
 					res.OK = false
 				}
 			}
@@ -98,7 +113,7 @@ problem.
 				fmt.Fprintln(a.stdout, p)
 			}
 			for _, w := range res.Warnings {
-				fmt.Fprintln(a.stdout, "WARNING: "+w)
+				fmt.Fprintln(a.stdout, "WARNING: "+w.String())
 			}
 			if res.OK {
 				fmt.Fprintf(a.stdout, "%s: ok (policy %s", res.Config, ch.Config.Policy.Path)
@@ -107,7 +122,11 @@ problem.
 				}
 				fmt.Fprintln(a.stdout, ")")
 			} else {
-				fmt.Fprintf(a.stderr, "%s: %d problems\n", res.Config, len(res.Problems))
+				noun := "problems"
+				if len(res.Problems) == 1 {
+					noun = "problem"
+				}
+				fmt.Fprintf(a.stderr, "%s: %d %s\n", res.Config, len(res.Problems), noun)
 			}
 		}
 		if !res.OK {
@@ -115,15 +134,6 @@ problem.
 		}
 		return exitOK
 	})
-}
-
-// timeoutHint is what to do about a key source read that --timeout cut
-// short, "" for any other error.
-func timeoutHint(err error) string {
-	if errors.Is(err, config.ErrReadTimeout) {
-		return " (aoctl's --timeout: raise it, or make the key source answer)"
-	}
-	return ""
 }
 
 // instant parses --at, or returns the clock's now.

@@ -81,7 +81,7 @@ func TestValidateWarnings(t *testing.T) {
 			[]string{"policy.yaml:16:", "peers[1].vrf", `"lo"`, "not a VRF device"}},
 		{"vrf, for another machine", [][3]string{{"policy.yaml", binding, binding + "    vrf: aokeyd-nonevrf\n"}}, []string{"--no-kernel"}, nil},
 		{"demo key renamed", [][3]string{{"keys.yaml", "YW9rZXlkLXRlc3Qtc2VjcmV0LWFscGhhLTdRdlg=", demo}}, nil,
-			[]string{"keys.yaml:6", `chain "core" key "2026-10"`, "PUBLIC DEMO KEY", "aokeyd init", "replace"}},
+			[]string{"keys.yaml:6:9: chains.core.keys[0]: ", `key "2026-10"`, "PUBLIC DEMO KEY", "aokeyd init", "replace"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,13 +119,13 @@ func TestValidateWarnings(t *testing.T) {
 			}
 			j := runAoctl(t, "", append(args, "--json")...)
 			var res struct {
-				OK       bool     `json:"ok"`
-				Warnings []string `json:"warnings"`
+				OK       bool              `json:"ok"`
+				Warnings []keystore.Report `json:"warnings"`
 			}
 			if err := json.Unmarshal([]byte(j.stdout), &res); err != nil {
 				t.Fatalf("--json: %v\n%s", err, j.stdout)
 			}
-			if j.code != exitOK || !res.OK || len(res.Warnings) != 1 || "WARNING: "+res.Warnings[0] != warnings[0] {
+			if j.code != exitOK || !res.OK || len(res.Warnings) != 1 || "WARNING: "+res.Warnings[0].String() != warnings[0] {
 				t.Errorf("--json: exit %d ok %v warnings %q, want 0, true and %q", j.code, res.OK, res.Warnings, warnings[0])
 			}
 		})

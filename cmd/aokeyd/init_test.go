@@ -142,3 +142,36 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestInitPointsAtTheReference: the first line of the aokeyd.yaml aokeyd
+// init writes (and the package installs) names the reference page that
+// lists every setting, man 5 aokeyd.yaml, and so does the policy's; the
+// page exists (aokeyd man writes it). It named config/testdata/aokeyd.yaml,
+// which is no file of the package nor of the source tree.
+func TestInitPointsAtTheReference(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"init", "-dir", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("aokeyd init: exit %d: %s", code, stderr.String())
+	}
+	pages := map[string]bool{}
+	for _, p := range referencePages() {
+		pages[p.Name] = true
+	}
+	for file, page := range map[string]string{"aokeyd.yaml": "aokeyd.yaml", "policy.yaml": "aokeyd-policy.yaml"} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		if !strings.HasPrefix(first, "# "+file+": ") || !strings.HasSuffix(first, "man 5 "+page) {
+			t.Errorf("%s begins %q, want it to name man 5 %s", file, first, page)
+		}
+		if !pages[page] {
+			t.Errorf("%s names %s(5), which aokeyd man does not write", file, page)
+		}
+		if strings.Contains(string(b), "testdata") {
+			t.Errorf("%s names a test file:\n%s", file, b)
+		}
+	}
+}

@@ -8,7 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/manpage"
+	"github.com/aokeyd/aokeyd/internal/refdoc"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
 )
 
 // aokeyd parses its command line with the standard library's flag package
@@ -31,10 +35,11 @@ the running policy kept; check first with aoctl validate). SIGTERM and
 SIGINT stop the daemon. With systemd it reports readiness through
 $NOTIFY_SOCKET (Type=notify).
 
-FILES: /etc/aokeyd/aokeyd.yaml (the configuration), /etc/aokeyd/policy.yaml
-(key chains and peers), /var/lib/aokeyd (the revocation and ownership
-records: keep them across upgrades), /run/aokeyd/control.sock (aoctl's
-socket).
+FILES: /etc/aokeyd/aokeyd.yaml (the configuration, aokeyd.yaml(5)),
+/etc/aokeyd/policy.yaml (key chains and peers, aokeyd-policy.yaml(5)), the
+key file it names (aokeyd-keys.yaml(5)), /var/lib/aokeyd (the revocation
+and ownership records: keep them across upgrades), /run/aokeyd/control.sock
+(aoctl's socket).
 
 The kernel needs CONFIG_TCP_AO (Linux 6.7 or later); aokeyd refuses to start
 without it and says so.`
@@ -82,14 +87,30 @@ exits with the program's status. Usable as a systemd unit's ExecStart=.`,
 	return root
 }
 
+// referencePages are the reference pages of the files aokeyd reads, each
+// generated from its decoder's schema (package refdoc): aokeyd.yaml(5),
+// aokeyd-policy.yaml(5), aokeyd-keys.yaml(5).
+func referencePages() []refdoc.Page {
+	return []refdoc.Page{config.Reference(), policy.Reference(), keystore.Reference()}
+}
+
 // cmdMan is the hidden `aokeyd man DIR`: aokeyd(8) and its subcommands'
-// pages.
+// pages, and the reference pages of section 5, which aokeyd(8) names
+// under SEE ALSO.
 func cmdMan(args []string, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: aokeyd man DIR")
 		return 2
 	}
-	if err := manpage.Write(manTree(), version, args[0]); err != nil {
+	var refs []string
+	for _, p := range referencePages() {
+		refs = append(refs, p.Name+"(5)")
+	}
+	if err := manpage.Write(manTree(), version, args[0], append(refs, "aoctl(8)")...); err != nil {
+		fmt.Fprintln(stderr, "aokeyd man:", err)
+		return 1
+	}
+	if err := manpage.WriteReference(referencePages(), version, args[0]); err != nil {
 		fmt.Fprintln(stderr, "aokeyd man:", err)
 		return 1
 	}

@@ -105,8 +105,9 @@ func TestDebInstall(t *testing.T) {
 	if out := r.must("aoctl", "__complete", "status", "--v"); !strings.Contains(out, "--vrf") {
 		t.Errorf("completion of 'aoctl status --v': %q", out)
 	}
-	for _, m := range []string{"aokeyd.8.gz", "aoctl.8.gz", "aoctl-revoke.8.gz", "aoctl-fleet-revoke.8.gz"} {
-		if !r.exists("/usr/share/man/man8/" + m) {
+	for _, m := range []string{"man8/aokeyd.8.gz", "man8/aoctl.8.gz", "man8/aoctl-revoke.8.gz", "man8/aoctl-fleet-revoke.8.gz",
+		"man5/aokeyd.yaml.5.gz", "man5/aokeyd-policy.yaml.5.gz", "man5/aokeyd-keys.yaml.5.gz"} {
+		if !r.exists("/usr/share/man/" + m) {
 			t.Errorf("man page %s missing", m)
 		}
 	}

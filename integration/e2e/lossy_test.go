@@ -88,19 +88,19 @@ func lossyFaults() []lossyFault {
 	}
 	tooLong := breakLast(func(m map[string]any) { m["secret_hex"] = long })
 	return []lossyFault{
-		{name: "only key 81-byte secret", apply: tooLong, warn: []string{"core/k1", "field secret", "kept"}},
+		{name: "only key 81-byte secret", apply: tooLong, warn: []string{"core/k1", ".secret_hex: ", "kept"}},
 		{name: "only key hmac(md5)", apply: breakLast(func(m map[string]any) { m["algorithm"] = "hmac(md5)" }),
-			warn: []string{"core/k1", "field algorithm", "kept"}},
+			warn: []string{"core/k1", ".algorithm: ", "kept"}},
 		{name: "only key bad base64", apply: breakLast(func(m map[string]any) {
 			delete(m, "secret_hex")
 			m["secret_b64"] = "not*base64!"
-		}), warn: []string{"core/k1", "field secret_b64", "kept"}},
+		}), warn: []string{"core/k1", ".secret_b64: ", "kept"}},
 		{name: "chain emptied", apply: func(l *testbed, _ []key) { l.writeLossyChains(map[string][]map[string]any{"core": nil}) },
 			warn: []string{"core", "kept"}},
 		{name: "chain renamed", apply: func(l *testbed, keys []key) {
 			l.writeLossyChains(map[string][]map[string]any{"core-renamed": lossyKeyMaps(keys)})
 		}, warn: []string{"core", "kept"}},
-		{name: "newest key invalid", newest: true, apply: tooLong, warn: []string{"core/k2", "field secret", "kept"}},
+		{name: "newest key invalid", newest: true, apply: tooLong, warn: []string{"core/k2", ".secret_hex: ", "kept"}},
 		{name: "vault only key 81-byte secret", vault: true, apply: func(l *testbed, keys []key) {
 			// Written behind aokeyd's back (WriteChain refuses it), as
 			// with the vault CLI.
@@ -110,7 +110,7 @@ func lossyFaults() []lossyFault {
 			if _, err := l.vwrite.Client().KVv2("secret").Put(context.Background(), "aokeyd/chains/core", doc); err != nil {
 				l.t.Fatal(err)
 			}
-		}, warn: []string{"core/k1", "field secret", "kept"}},
+		}, warn: []string{"core/k1", "keys[0].secret_hex: ", "kept"}},
 		{name: "vault chain deleted", vault: true, apply: func(l *testbed, _ []key) {
 			ctx := context.Background()
 			if err := l.vwrite.Client().KVv2("secret").DeleteMetadata(ctx, "aokeyd/chains/core"); err != nil {

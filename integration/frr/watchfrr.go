@@ -18,7 +18,7 @@ import (
 	"github.com/aokeyd/aokeyd/integration/netns"
 )
 
-// wrapScript is the bgpd_wrap the README documents (docs/frr-bgpd-wrap.sh),
+// wrapScript is the bgpd_wrap docs/speakers.md documents (docs/frr-bgpd-wrap.sh),
 // from the package directory the tests run in.
 const wrapScript = "../../docs/frr-bgpd-wrap.sh"
 
@@ -31,7 +31,7 @@ const (
 
 // daemonsFile is /etc/frr/PATHSPACE/daemons as an operator writes it for
 // an AO-managed bgpd: Debian's options, bgpd enabled, and the bgpd_wrap
-// line of the README. watchfrr's --min-restart-interval (default 60s,
+// line of docs/speakers.md. watchfrr's --min-restart-interval (default 60s,
 // counted from the daemon's start) is 1s, so that a crash a few seconds
 // after the start is repaired at once, as it is on a router that has run
 // for a minute.

@@ -53,7 +53,7 @@ func sessionSocket(pid int, neighbor netip.Addr) ([]tcpao.KeyInfo, tcpao.Info, e
 }
 
 // TestFRRWatchfrr: FRR supervised by its own watchfrr, with the bgpd_wrap
-// line the README documents. frrinit.sh starts watchfrr for a pathspace;
+// line docs/speakers.md documents. frrinit.sh starts watchfrr for a pathspace;
 // watchfrr starts bgpd through docs/frr-bgpd-wrap.sh under `aokeyd exec`,
 // and bgpd opens the session to BIRD (passive) with TCP-AO. bgpd is killed
 // with SIGKILL (a crash); watchfrr restarts it through the same wrapper;

@@ -119,7 +119,14 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	pol, err := c.LoadPolicy()
 	if err != nil {
-		out.Problems = append(out.Problems, flatten(err)...)
+		ps := c.placed("policy.path", err)
+		for _, p := range ps {
+			var fe *keystore.FieldError
+			if errors.As(p, &fe) && errors.Is(fe, policy.ErrUnreadable) {
+				fe.Hint = "correct policy.path in " + c.name() + ", or write the policy there"
+			}
+		}
+		out.Problems = append(out.Problems, ps...)
 		return out
 	}
 	out.Policy = pol
@@ -141,13 +148,13 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	}
 	src, err := c.OpenKeySource(SourceOptions{Logger: o.Logger, Now: func() time.Time { return o.Now }})
 	if err != nil {
-		out.Problems = append(out.Problems, err)
+		out.Problems = append(out.Problems, c.placed(c.sourceField(), err)...)
 		return out
 	}
 	defer src.Close()
 	snap, err := ReadKeySource(ctx, src, o.ReadTimeout)
 	if err != nil {
-		out.Problems = append(out.Problems, err)
+		out.Problems = append(out.Problems, c.sourceProblems(err)...)
 		return out
 	}
 	out.Snapshot = snap
@@ -195,6 +202,33 @@ func (c *Config) credentialFileProblems() []error {
 	return out
 }
 
+// sourceField is the config's field that names the key source: what a
+// problem of reading it that names no file of its own is placed at.
+func (c *Config) sourceField() string {
+	if c.KeySource.Type == SourceVault {
+		return "key_source.vault"
+	}
+	return "key_source.file.path"
+}
+
+// sourceProblems are the problems of a failed key source read: the key
+// file's own, a mode that exposes it with the setting that accepts it,
+// anything else at the config's key source.
+func (c *Config) sourceProblems(err error) []error {
+	ps := c.placed(c.sourceField(), err)
+	for _, p := range ps {
+		var fe *keystore.FieldError
+		switch {
+		case !errors.As(p, &fe):
+		case errors.Is(fe, keystore.ErrInsecureFile):
+			fe.Hint = c.insecureHint(fe.File)
+		case errors.Is(fe, keystore.ErrUnreadable) && errors.Is(fe, fs.ErrNotExist):
+			fe.Hint = "correct key_source.file.path in " + c.name() + ", or write the key file there"
+		}
+	}
+	return ps
+}
+
 // flatten splits a keystore.FieldErrors (what Parse and policy.Parse
 // return) into one error per problem.
 func flatten(err error) []error {
@@ -231,7 +265,8 @@ func birdKeyProblems(pol *policy.Policy, snap *keystore.Snapshot, now time.Time)
 			err := bird.Check(tcpao.Key{Algorithm: m.Algorithm, MACLen: m.MACLen, ExcludeOptions: !inc})
 			if k := pk.SourceChain + "/" + m.Name; err != nil && !seen[k] {
 				seen[k] = true
-				out = append(out, fmt.Errorf("key %s: %w (speaker type bird)", k, err))
+				out = append(out, &keystore.FieldError{Pos: m.At, Field: m.Path, Chain: pk.SourceChain, Key: m.Name,
+					Err: fmt.Errorf("%w (speaker type bird)", err)})
 			}
 		}
 	}

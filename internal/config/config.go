@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"gopkg.in/yaml.v3"
 )
@@ -69,6 +71,9 @@ type Config struct {
 	// Fleet, when set, publishes this router's status to Vault and applies
 	// the fleet's revocations (package internal/fleet).
 	Fleet *Fleet `yaml:"fleet"`
+	// root is the file's node tree (nil for Default): the positions of
+	// the problems found after parsing.
+	root *yaml.Node
 }
 
 // Fleet is the router's place in the fleet view through Vault. It uses
@@ -226,14 +231,28 @@ func Load(path string) (*Config, error) {
 }
 
 func readLimited(path string) ([]byte, error) {
+	unreadable := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err) // the path is the problem's file
+		}
+		fe := &keystore.FieldError{Pos: keystore.Pos{File: path}, Err: fmt.Errorf("%w: %w", ErrUnreadable, err)}
+		if errors.Is(err, fs.ErrNotExist) {
+			fe.Hint = "name aokeyd's configuration file (the package installs " + DefaultPath + "; aokeyd init -dir DIR writes one)"
+		}
+		return fe
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, unreadable(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", path, err)
+		return nil, unreadable(err)
 	}
 	return data, nil
 }
+
+// ErrUnreadable: the configuration file cannot be opened or read.
+var ErrUnreadable = errors.New("the configuration cannot be read")

@@ -200,12 +200,12 @@ func TestCheck(t *testing.T) {
 	}{
 		{"good", good, false, nil},
 		{"good, config only", good, true, nil},
-		{"missing config", filepath.Join(dir, "nope.yaml"), false, []string{"no such file"}},
+		{"missing config", filepath.Join(dir, "nope.yaml"), false, []string{"nope.yaml: the configuration cannot be read: open: no such file"}},
 		{"unknown source chain", badPol, false, []string{`bad-policy.yaml:4:11: key_chains[1].name: unknown key chain: source chain "gone"`}},
 		{"unknown source chain, config only", badPol, true, nil},
-		{"unreadable key file", noKeys, false, []string{"missing.yaml"}},
-		{"unknown group", badGroup, false, []string{"badgroup.yaml: control.group: invalid value: no such group on this machine"}},
-		{"unknown admin group", badAdmin, false, []string{"badadmin.yaml: control.admin_group: invalid value: no such group on this machine"}},
+		{"unreadable key file", noKeys, false, []string{"missing.yaml: the key file cannot be read: open: no such file"}},
+		{"unknown group", badGroup, false, []string{"badgroup.yaml:3:18: control.group: invalid value: no such group on this machine"}},
+		{"unknown admin group", badAdmin, false, []string{"badadmin.yaml:3:24: control.admin_group: invalid value: no such group on this machine"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

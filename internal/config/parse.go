@@ -56,9 +56,11 @@ func (p *parser) name() string {
 	return p.file
 }
 
-// at records a problem at the YAML path field.
+// at records a problem at the YAML path field: the line and column of its
+// value, or of the deepest mapping of the path that is there.
 func (p *parser) at(field string, sentinel error, format string, args ...any) {
-	p.add(line(p.root, field), field, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
+	p.errs = append(p.errs, &keystore.FieldError{Pos: keystore.NodePos(p.root, p.name(), field), Field: field,
+		Err: fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))})
 }
 
 func (p *parser) decode(data []byte) (*Config, bool) {
@@ -82,6 +84,9 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 		return nil, false
 	}
 	p.root = &root
+	if p.otherFile() {
+		return nil, false
+	}
 	var c Config
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
@@ -89,6 +94,7 @@ func (p *parser) decode(data []byte) (*Config, bool) {
 		p.yamlErr(err)
 		return nil, false
 	}
+	c.root = p.root
 	return &c, true
 }
 
@@ -100,9 +106,15 @@ var typeNames = strings.NewReplacer("config.Config", "config", "config.KeySource
 	"config.Control", "control", "config.Metrics", "metrics", "config.Log", "log", "config.Kernel", "kernel", "config.Fleet", "fleet")
 
 // yamlErr records yaml.v3's messages ("line 3: field foo not found in type
-// config.Log") as problems with lines.
+// config.Log") as problems with lines, an unknown field that is a
+// credential (a Vault token written in the config) with what to do.
 func (p *parser) yamlErr(err error) {
-	p.errs = append(p.errs, keystore.YAMLErrors(p.name(), err, keystore.YAMLSchema{Types: typeNames, Target: Config{}, Root: p.root, HideValues: true})...)
+	for _, fe := range keystore.YAMLErrors(p.name(), err, keystore.YAMLSchema{Types: typeNames, Target: Config{}, Root: p.root, HideValues: true}) {
+		if errors.Is(fe, keystore.ErrUnknownField) {
+			fe.Hint = credentialHint(fe.Field, keyAt(p.root, fe.Field, fe.Line, fe.Column))
+		}
+		p.errs = append(p.errs, fe)
+	}
 }
 
 func (p *parser) check(c *Config) {
@@ -304,33 +316,4 @@ func (c *Config) resolve() {
 		abs(&f.VtySocket)
 	}
 	abs(&c.Control.Socket)
-}
-
-// line returns the line of the node at path (a dotted YAML path), or of the
-// deepest ancestor present; 0 when there is no document.
-func line(root *yaml.Node, path string) int {
-	if root == nil {
-		return 0
-	}
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	for _, seg := range strings.Split(path, ".") {
-		if n.Kind != yaml.MappingNode {
-			break
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == seg {
-				next = n.Content[i+1]
-				break
-			}
-		}
-		if next == nil {
-			break
-		}
-		n = next
-	}
-	return n.Line
 }

@@ -83,14 +83,25 @@ func (c *Config) OpenKeySource(o SourceOptions) (KeySourceHandle, error) {
 	return nil, c.problem("key_source.type", fmt.Errorf("%w: want %s or %s", keystore.ErrInvalid, SourceFile, SourceVault))
 }
 
-// problem is a problem with a field of the loaded config, found after
-// parsing (the line is no longer known).
+// problem is a problem with a field of the loaded config found after
+// parsing, at the field's line and column.
 func (c *Config) problem(field string, err error) *keystore.FieldError {
 	file := c.File
 	if file == "" {
 		file = "config"
 	}
-	return &keystore.FieldError{Pos: keystore.Pos{File: file}, Field: field, Err: err}
+	return &keystore.FieldError{Pos: keystore.NodePos(c.root, file, field), Field: field, Err: err}
+}
+
+// placed is err as problems: a decoder's problems as they are (they name
+// their file), any other error as a problem of the config's field, which
+// is what names the file or the service that failed.
+func (c *Config) placed(field string, err error) []error {
+	var fe *keystore.FieldError
+	if errors.As(err, &fe) {
+		return flatten(err)
+	}
+	return []error{c.problem(field, err)}
 }
 
 // LoadPolicy loads the configured policy file with the configured jitter
@@ -162,8 +173,9 @@ func ReadKeySource(ctx context.Context, src keystore.Source, timeout time.Durati
 	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return nil, fmt.Errorf("key source %s: %w: no answer within %s", src.Name(), ErrReadTimeout, timeout)
 	}
-	if err != nil {
+	var fe *keystore.FieldError
+	if err != nil && !errors.As(err, &fe) {
 		return nil, fmt.Errorf("key source %s: %w", src.Name(), err)
 	}
-	return snap, nil
+	return snap, err // a problem of the key source names its file
 }

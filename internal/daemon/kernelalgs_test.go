@@ -44,7 +44,7 @@ func TestStatusKernelAlgorithms(t *testing.T) {
 			case len(refuse) == 0 && len(warned) > 0:
 				t.Errorf("warnings %q on a kernel that accepts every algorithm", warned)
 			case len(refuse) > 0 && (len(warned) != 1 || !strings.Contains(warned[0], `key "k1"`) ||
-				!strings.Contains(warned[0], "field algorithm") || !strings.Contains(warned[0], "Linux 7.2.0-test")):
+				!strings.Contains(warned[0], "algorithm: ") || !strings.Contains(warned[0], "Linux 7.2.0-test")):
 				t.Errorf("warnings %q, want one naming key k1, the field and the kernel", warned)
 			}
 		})

@@ -51,7 +51,7 @@ func TestLossyHoldIsVisible(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := control.HeldKey{Chain: chainName, Key: k1.name, Reason: control.HeldKeyRejected, Field: "secret", LastGood: !restart}
+				want := control.HeldKey{Chain: chainName, Key: k1.name, Reason: control.HeldKeyRejected, Field: "chains.core.keys[0].secret_b64", LastGood: !restart}
 				if h := rep.KeySource.Held; len(h) != 1 || h[0].Chain != want.Chain || h[0].Key != want.Key || h[0].Reason != want.Reason ||
 					h[0].Field != want.Field || h[0].LastGood != want.LastGood || !strings.Contains(h[0].Source, "keys.yaml") {
 					t.Errorf("status key_source.held %+v, want %+v from keys.yaml", h, want)
@@ -60,11 +60,11 @@ func TestLossyHoldIsVisible(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(string(js), `"held":[{"chain":"core","key":"k1","reason":"key-rejected","field":"secret"`) {
+				if !strings.Contains(string(js), `"held":[{"chain":"core","key":"k1","reason":"key-rejected","field":"chains.core.keys[0].secret_b64"`) {
 					t.Errorf("status JSON lacks the held key: %s", js)
 				}
-				if !hasWarning(e.warningsOf(), []string{chainName + "/" + k1.name, "field secret", "kept"}) {
-					t.Errorf("status warnings %q name neither core/k1 nor field secret", e.warningsOf())
+				if !hasWarning(e.warningsOf(), []string{chainName + "/" + k1.name, "keys[0].secret_b64: ", "kept"}) {
+					t.Errorf("status warnings %q name neither core/k1 nor the field secret_b64", e.warningsOf())
 				}
 				for _, w := range e.warningsOf() {
 					if regexp.MustCompile(`(^|[^0-9])81([^0-9]|$)`).MatchString(w) {

@@ -9,7 +9,7 @@ import (
 
 const aokeydDoc = "aokeyd docs/keys.md (the YAML key file; the orientation rule) and internal/config/default.yaml"
 
-const gobgpDoc = "GoBGP v3.37 configuration (docs/sources/configuration.md: [[neighbors]], transport passive-mode; its only authentication is auth-password, TCP MD5); TCP-AO for gobgpd is installed by aokeyd (README: gobgpd neighbors with TCP-AO are passive-mode = true)"
+const gobgpDoc = "GoBGP v3.37 configuration (docs/sources/configuration.md: [[neighbors]], transport passive-mode; its only authentication is auth-password, TCP MD5); TCP-AO for gobgpd is installed by aokeyd (docs/speakers.md: gobgpd neighbors with TCP-AO are passive-mode = true)"
 
 func yamlLifetime(l keystore.Lifetime) string {
 	switch {
