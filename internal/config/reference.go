@@ -107,6 +107,8 @@ func settingDocs() map[string]refdoc.Doc {
 		"speaker.bird.control_socket": {Default: DefaultBirdControlSocket, Text: "BIRD's control socket (birdc -s)."},
 		"speaker.bird.keys_dir": {Default: DefaultBirdKeysDir,
 			Text: "One include file per neighbor, NEIGHBOR.conf, that the neighbor's protocol bgp includes; aokeyd alone writes them."},
+		"speaker.bird.group": {Default: DefaultBirdGroup + " (when that group exists; else none)",
+			Text: "The group BIRD runs as (bird -g): it reads the include files (0640) and searches keys_dir (0750), since BIRD reads its includes after dropping privileges. root: the files stay root's alone (0600)."},
 		"speaker.bird.binary":        {Default: DefaultBirdBinary, Text: "The bird executable, run as bird -p to check each file before BIRD reads it."},
 		"speaker.bird.pid_file":      {Text: "BIRD's pid file; aokeyd reads BIRD's sockets to verify, never writes them."},
 		"speaker.bird.process_name":  {Default: DefaultBirdProcessName, Text: "BIRD's process name, when pid_file is not set."},
