@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/fleet"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/hashicorp/vault/api"
@@ -247,7 +248,8 @@ type RouterRevoke struct {
 	Router  string    `json:"router"`
 	Seen    time.Time `json:"seen,omitzero"`
 	Clean   time.Time `json:"clean,omitzero"`
-	CleanMS int64     `json:"clean_ms,omitempty"` // from the Vault write to clean
+	// CleanAfter is from the Vault write to clean (seconds in JSON).
+	CleanAfter control.Duration `json:"clean_after,omitempty"`
 	Sockets int       `json:"sockets"`
 	Note    string    `json:"note,omitempty"`
 }
@@ -259,10 +261,11 @@ type RevokeReport struct {
 	Version    int              `json:"version"`
 	Routers    []RouterRevoke   `json:"routers"`
 	AllClean   bool             `json:"all_clean"`
-	// CleanMS is from the Vault write to the last router clean (when
-	// all are).
-	CleanMS   int64 `json:"clean_ms,omitempty"`
-	RefreshMS int64 `json:"refresh_ms"`
+	// CleanAfter is from the Vault write to the last router clean (when
+	// all are); Refresh the slowest router's refresh interval (seconds in
+	// JSON, as every duration aoctl prints).
+	CleanAfter control.Duration `json:"clean_after,omitempty"`
+	Refresh    control.Duration `json:"refresh"`
 }
 
 func (a *app) fleetRevoke() *cmd {
@@ -334,13 +337,13 @@ revoke.
 		for _, x := range rep.Routers {
 			ms := "-"
 			if !x.Clean.IsZero() {
-				ms = fmt.Sprint(x.CleanMS)
+				ms = fmt.Sprint(time.Duration(x.CleanAfter).Milliseconds())
 			}
 			t.row(x.Router, stamp(x.Seen), stamp(x.Clean), ms, fmt.Sprint(x.Sockets), dash(x.Note))
 		}
 		t.flush()
 		if rep.AllClean {
-			fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), rep.CleanMS)
+			fmt.Fprintf(a.stdout, "every reporting router is clean: %d routers, last %d ms after the write\n", len(rep.Routers), time.Duration(rep.CleanAfter).Milliseconds())
 		} else if wait == 0 {
 			fmt.Fprintf(a.stdout, "not waited for (--wait 0): aoctl fleet status shows each router's progress\n")
 		} else {
@@ -364,7 +367,7 @@ func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, 
 		}
 		var refresh time.Duration
 		all := len(docs) > 0
-		rep.Routers, rep.CleanMS = nil, 0
+		rep.Routers, rep.CleanAfter = nil, 0
 		for _, d := range docs {
 			refresh = max(refresh, time.Duration(d.Refresh))
 			x := RouterRevoke{Router: d.RouterID}
@@ -378,8 +381,8 @@ func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, 
 					x.Note = "key not in this router's source"
 				}
 				if !ap.Clean.IsZero() {
-					x.CleanMS = max(ap.Clean.Sub(written).Milliseconds(), 0)
-					rep.CleanMS = max(rep.CleanMS, x.CleanMS)
+					x.CleanAfter = control.Duration(max(ap.Clean.Sub(written), 0))
+					rep.CleanAfter = max(rep.CleanAfter, x.CleanAfter)
 				}
 			}
 			if x.Clean.IsZero() {
@@ -390,14 +393,14 @@ func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, 
 			}
 			rep.Routers = append(rep.Routers, x)
 		}
-		rep.RefreshMS = refresh.Milliseconds()
+		rep.Refresh = control.Duration(refresh)
 		limit := wait
 		if limit < 0 {
 			limit = 2*refresh + 5*time.Second
 		}
 		if all || a.now().Sub(start) >= limit || ctx.Err() != nil {
 			if !all {
-				rep.CleanMS = 0
+				rep.CleanAfter = 0
 			}
 			return all
 		}

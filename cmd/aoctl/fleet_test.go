@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ func fpeer(addr string, keys ...fleet.Key) fleet.Peer {
 
 func fdoc(id, addr string, peers ...fleet.Peer) fleet.Document {
 	return fleet.Document{Schema: fleet.Schema, RouterID: id, Addresses: []string{addr}, PublishedAt: testNow.Add(-10 * time.Second),
-		Refresh: control.Duration(30 * time.Second), SwitchTimeout: control.Duration(5 * time.Minute), Peers: peers}
+		Refresh: fleet.Duration(30 * time.Second), SwitchTimeout: fleet.Duration(5 * time.Minute), Peers: peers}
 }
 
 // A fleet of four: r1-r2 agree; r2 lags on r3 (r3 announces k2, which r2
@@ -183,6 +184,20 @@ func TestFleetRevoke(t *testing.T) {
 		r = runFleet(t, op, time.Now, "fleet", "revoke", "core/k1", "--reason", "again", "--json", "--wait", "0s")
 		if r.code != exitOK || !strings.Contains(r.stdout, `"already": true`) || !strings.Contains(r.stdout, `"all_clean": true`) {
 			t.Errorf("second revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// Durations in seconds, as numbers, as every duration of --json.
+		var rep struct {
+			Routers []struct {
+				CleanAfter json.Number `json:"clean_after"`
+			} `json:"routers"`
+			CleanAfter json.Number `json:"clean_after"`
+			Refresh    json.Number `json:"refresh"`
+		}
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		dec.UseNumber()
+		if err := dec.Decode(&rep); err != nil || rep.Refresh != "3" || rep.CleanAfter == "" || len(rep.Routers) != 3 ||
+			rep.Routers[2].CleanAfter != "2.9" || strings.Contains(r.stdout, "_ms") {
+			t.Errorf("durations not in seconds (%v): %+v\n%s", err, rep, r.stdout)
 		}
 		// --wait 0: recorded, not waited for; that is success (a script
 		// revoking and then watching the fleet itself, as the chaos run

@@ -3,24 +3,42 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
-// Duration is a time.Duration that reads and writes JSON as Go's duration
-// text ("1h2m3s").
+// Duration is a time.Duration that writes JSON as a number of seconds
+// (3600, 0.003): every duration in aoctl's --json output and on the
+// control socket reads the same way, with no unit to parse. It reads a
+// number of seconds, or Go's duration text ("1h2m3s") as aokeyd wrote it
+// before, so that an aoctl reads the daemon it replaces until that
+// restarts.
 type Duration time.Duration
 
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON implements json.Marshaler: the duration in seconds.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Seconds()) }
+
+// Seconds is the duration in seconds.
+func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
 
 // String is time.Duration's String.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// UnmarshalJSON implements json.Unmarshaler.
+// UnmarshalJSON implements json.Unmarshaler: a number of seconds, or Go's
+// duration text.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err == nil {
+		v := secs * float64(time.Second)
+		if math.IsNaN(v) || v >= math.MaxInt64 || v < math.MinInt64 {
+			return fmt.Errorf("duration: %v seconds out of range", secs)
+		}
+		*d = Duration(math.Round(v))
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: %w", err)
+		return fmt.Errorf("duration: want a number of seconds: %w", err)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -246,9 +264,9 @@ type PlanReport struct {
 	// line, in order: each names the key's chain and name where the key
 	// source has them.
 	Steps []PlanStep `json:"steps,omitempty"`
-	// Horizon (aoctl plan --config) is how far ahead Upcoming looked,
-	// e.g. "365d"; "" when unbounded.
-	Horizon string `json:"horizon,omitempty"`
+	// Horizon (aoctl plan --config) is how far ahead Upcoming looked
+	// (seconds in JSON); 0 when unbounded.
+	Horizon Duration `json:"horizon,omitempty"`
 	// Upcoming are the next scheduled changes per peer.
 	Upcoming []Event `json:"upcoming"`
 	// Problems (offline plan) are the key source's rejected keys, in
