@@ -134,7 +134,7 @@ func (a *app) flagSet(name, synopsis string, extra func(io.Writer)) *flag.FlagSe
 			return
 		}
 		fmt.Fprintf(w, "Usage: aoctl %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 		if extra != nil {
 			extra(w)
 		}

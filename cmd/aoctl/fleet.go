@@ -81,12 +81,17 @@ func (a *app) fleetPathFlag() string {
 // durationFlag reads the policy's durations ("30s", "7d").
 type durationFlag struct{ d *time.Duration }
 
+// String is the duration; "" for none set (0, or wait's -1: "the
+// default", which the flag's usage says).
 func (f durationFlag) String() string {
-	if f.d == nil {
+	if f.d == nil || *f.d <= 0 {
 		return ""
 	}
 	return policy.FormatDuration(*f.d)
 }
+
+// Type names the value in help texts.
+func (durationFlag) Type() string { return "duration" }
 
 func (f durationFlag) Set(s string) error {
 	v, err := policy.ParseDuration(s)
@@ -245,13 +250,13 @@ func (a *app) who(ctx context.Context, st fleet.Store) string {
 
 // RouterRevoke is one router's view of a fleet revocation.
 type RouterRevoke struct {
-	Router  string    `json:"router"`
-	Seen    time.Time `json:"seen,omitzero"`
-	Clean   time.Time `json:"clean,omitzero"`
+	Router string    `json:"router"`
+	Seen   time.Time `json:"seen,omitzero"`
+	Clean  time.Time `json:"clean,omitzero"`
 	// CleanAfter is from the Vault write to clean (seconds in JSON).
 	CleanAfter control.Duration `json:"clean_after,omitempty"`
-	Sockets int       `json:"sockets"`
-	Note    string    `json:"note,omitempty"`
+	Sockets    int              `json:"sockets"`
+	Note       string           `json:"note,omitempty"`
 }
 
 // RevokeReport is `aoctl fleet revoke --json`.
