@@ -74,6 +74,7 @@ func commands() []command {
 		}},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate, nil},
 		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig, nil},
+		{"version", "", "aoctl's version, and the daemon's when it answers", (*app).versionCmd, nil},
 	}
 }
 
@@ -95,6 +96,7 @@ Examples:
   aoctl fleet status                   every link of the fleet from both ends (Vault, $VAULT_TOKEN)
   aoctl fleet revoke core/2026-10 --reason "leaked in ticket 4711"
                                        revoke a key on every router, and wait until all are clean
+  aoctl version                        aoctl's version and the running daemon's
 
 Global flags (before or after the command):
   --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)
@@ -190,6 +192,7 @@ func (a *app) kernelCheck() error {
 func (a *app) printJSON(v any) int {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<secret: ...>", "->" as written: this is no HTML
 	if err := enc.Encode(v); err != nil {
 		fmt.Fprintf(a.stderr, "aoctl: %v\n", err)
 		return exitError

@@ -84,6 +84,8 @@ func TestCLISurface(t *testing.T) {
 		[]string{"peer-config", "router2", "--for", "bird"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--local", "me"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--at", "soon"},
+		[]string{"version", "extra"},
+		[]string{"version"},
 	)
 	var b strings.Builder
 	for _, args := range invocations {
