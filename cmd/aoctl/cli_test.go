@@ -53,6 +53,7 @@ func TestCLISurface(t *testing.T) {
 		[]string{"status", "a", "b"},
 		[]string{"status", "--", "--json"},
 		[]string{"status", "--brief", "192.0.2.2", "--vrf", "blue"},
+		[]string{"status", "--keys", "--brief"},
 		[]string{"plan", "extra"},
 		[]string{"plan", "--at", "2026-11-01"},
 		[]string{"plan", "--events", "many"},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/internal/metrics"
@@ -120,6 +121,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
 	}
+	if peer == "" {
+		rep.Chains = chainview.Chains(d.policy(), snap, now)
+	}
 	rep.Complete()
 	return rep, nil
 }
@@ -164,6 +168,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	if info.Established() && info.Local.IsValid() {
 		ps.Local = info.Local.Unmap().String()
 	}
+	speakerView(&ps, info)
 	if info.MD5 {
 		ps.Warnings = append(ps.Warnings, md5Fix(info.Neighbor))
 	}
@@ -255,6 +260,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound,
 		PktAORequired: obs.Info.PktAORequired, PktDroppedICMP: obs.Info.PktDroppedICMP}
 	ps.Keys = sessionKeys(obs.Keys, names, desired, pk.Revoked, rs)
+	keysInUse(&ps, rs)
 	if obs.Info.PktBad > 0 {
 		ps.Warnings = append(ps.Warnings, fmt.Sprintf("%d segments failed TCP-AO verification", obs.Info.PktBad))
 	}
