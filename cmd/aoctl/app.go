@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -45,6 +46,14 @@ type app struct {
 	// vault is the operator's Vault client for `aoctl fleet`; nil builds
 	// one from the environment (VAULT_ADDR, VAULT_TOKEN, ...).
 	vault func() (*api.Client, error)
+
+	// api is what rotate --wait and status --watch ask the daemon; nil:
+	// the control socket's client (tests follow rolls on a fake clock).
+	api daemonAPI
+
+	// timeoutSet: --timeout was given (rotate --wait bounds its wait by
+	// it then, by its own default otherwise).
+	timeoutSet bool
 
 	// code is the exit code of the command that ran.
 	code int
@@ -150,6 +159,22 @@ func (a *app) usageErr(name, format string, args ...any) int {
 }
 
 func (a *app) client() *control.Client { return control.NewClient(a.socket, a.timeout) }
+
+// daemonAPI is the part of the control API that rotate --wait and status
+// --watch use (control.Client's methods).
+type daemonAPI interface {
+	Status(ctx context.Context, peer string) (control.StatusReport, error)
+	Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error)
+	Rolls(ctx context.Context, req control.RollsRequest) (control.RollsReport, error)
+}
+
+// daemon is a.api, or the control socket's client.
+func (a *app) daemon() daemonAPI {
+	if a.api != nil {
+		return a.api
+	}
+	return a.client()
+}
 
 // fail prints err and maps it to an exit code.
 func (a *app) fail(name string, err error) int {

@@ -136,6 +136,7 @@ func (a *app) cobraCommand(c command) *cobra.Command {
 	cc.RunE = func(cc *cobra.Command, args []string) error {
 		// The positional arguments, where run reads them.
 		_ = x.fs.Parse(append([]string{"--"}, args...))
+		a.timeoutSet = cc.Flags().Changed("timeout")
 		a.code = x.run(cc.Context())
 		return nil
 	}

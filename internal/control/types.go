@@ -124,6 +124,9 @@ type RotateResult struct {
 
 // RotateOutcome is one peer's answer to a rotate request.
 type RotateOutcome struct {
+	// Seq is the last roll step the daemon had recorded (every peer's)
+	// when it answered: GET /v1/rolls after it follows this rotation.
+	Seq     uint64    `json:"seq,omitempty"`
 	Peer    string    `json:"peer"`
 	VRF     string    `json:"vrf"`
 	Started bool      `json:"started"`

@@ -543,6 +543,7 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // it out of the table, and this holds the table's lock while it
 // publishes).
 func (d *Daemon) rollEvent(e rotator.Event) {
+	d.rolls.event(e)
 	m := d.o.Metrics
 	if m == nil {
 		return
@@ -576,6 +577,7 @@ func metricPeer(id rotator.PeerID) metrics.Peer {
 func (d *Daemon) forget(id rotator.PeerID) {
 	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
+	d.rolls.forget(id)
 	d.peers.mu.Lock()
 	p := d.peers.m[id]
 	delete(d.peers.m, id)
