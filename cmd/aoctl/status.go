@@ -16,7 +16,7 @@ import (
 func (a *app) status() *cmd {
 	var brief, keys bool
 	var vrf string
-	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief | --keys] [--json]", func(w io.Writer) {
+	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief | --keys] [--watch [--interval D] [--every]] [--json]", func(w io.Writer) {
 		fmt.Fprint(w, `
 Without PEER: a summary line per peer, then each peer's details. PEER is an
 address: the peer in every VRF that has it, or with --vrf in that one (the
@@ -38,12 +38,21 @@ send with (the kernel's Current_key, which the peer's RNextKeyID selects)
 and the key the peer sends with (our RNext_key, the key we ask it to send
 with; during a roll, the one before until the peer takes the new one).
 NEXT is when the peer's rotation acts next, as a time and from now.
+--watch keeps asking every --interval and prints the status again, under
+a line with the time, whenever what it shows changed (counters, uptimes
+and other clocks alone are no change; --every prints each time), until
+interrupted (Ctrl-C: exit status 0); with --json one object per line.
 --keys shows the key chains instead, as Junos' show security keychain
 does: per chain the key sent with now, the next one and from when, and
 the chain's keys with their lifetimes.
 `)
 	})
+	var watch, every bool
+	interval := defaultWatchInterval
 	fs.BoolVar(&brief, "brief", false, "summary table only")
+	fs.BoolVar(&watch, "watch", false, "keep watching: print again whenever what status shows changes, until interrupted")
+	fs.DurationVar(&interval, "interval", interval, "with --watch: how often to ask the daemon")
+	fs.BoolVar(&every, "every", false, "with --watch: print every --interval, changed or not")
 	fs.BoolVar(&keys, "keys", false, "the key chains: per chain the key sent with now, the next one and from when")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF (with PEER)")
 	return a.cmd(fs, func(ctx context.Context) int {
@@ -52,6 +61,10 @@ the chain's keys with their lifetimes.
 			return a.usageErr("status", "at most one PEER")
 		case keys && (fs.NArg() > 0 || brief):
 			return a.usageErr("status", "--keys shows the key chains: it takes neither PEER nor --brief")
+		case interval <= 0:
+			return a.usageErr("status", "--interval must be positive")
+		case every && !watch:
+			return a.usageErr("status", "--every goes with --watch")
 		}
 		which := fs.Arg(0)
 		if vrf != "" {
@@ -61,22 +74,41 @@ the chain's keys with their lifetimes.
 			}
 			which = peer.KeyOf(addr, vrf).String()
 		}
-		rep, err := a.client().Status(ctx, which)
+		v := statusView{brief: brief, keys: keys, single: fs.NArg() == 1}
+		if watch {
+			return a.watchStatus(ctx, which, v, interval, every)
+		}
+		rep, err := a.daemon().Status(ctx, which)
 		if err != nil {
 			return a.fail("status", err)
 		}
-		switch {
-		case keys && a.json:
-			return a.printJSON(chainsReport{GeneratedAt: rep.GeneratedAt, Chains: rep.Chains})
-		case keys:
-			renderChains(a.stdout, rep, a.now())
-			return exitOK
-		case a.json:
-			return a.printJSON(rep)
+		if a.json {
+			return a.printJSON(v.jsonOf(rep))
 		}
-		renderStatus(a.stdout, rep, a.now(), brief, fs.NArg() == 1)
+		v.render(a.stdout, rep, a.now())
 		return exitOK
 	})
+}
+
+// statusView is what status shows of a report: every peer, one (single),
+// the summary alone (brief), or the key chains (keys).
+type statusView struct{ brief, keys, single bool }
+
+// jsonOf is what --json prints of rep.
+func (v statusView) jsonOf(rep control.StatusReport) any {
+	if v.keys {
+		return chainsReport{GeneratedAt: rep.GeneratedAt, Chains: rep.Chains}
+	}
+	return rep
+}
+
+// render writes rep's text.
+func (v statusView) render(w io.Writer, rep control.StatusReport, now time.Time) {
+	if v.keys {
+		renderChains(w, rep, now)
+		return
+	}
+	renderStatus(w, rep, now, v.brief, v.single)
 }
 
 // renderStatus writes the status tables. single skips the summary.
