@@ -213,3 +213,43 @@ func TestFleetRevoke(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// fleet revoke prints each router as it becomes clean, while it waits for
+// the others: r1 (1s refresh) long before r3 (3s).
+func TestFleetRevokePrintsEachRouterAsItIsClean(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := fleetVault(t)
+		root := client(srv.RootToken())
+		st := fleet.Store{V: fleet.Client{C: root}, Mount: "secret", Prefix: "aokeyd/fleet"}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for i, id := range []string{"r1", "r2", "r3"} {
+			fr := &fakeRouter{addr: "10.0.0." + string(rune('1'+i))}
+			p := fleet.NewPublisher(fleet.Options{Store: st, RouterID: id, Refresh: time.Duration(i+1) * time.Second,
+				Status: fr.status, Revoke: fr.revoke})
+			wg.Go(func() { _ = p.Run(ctx) })
+		}
+		time.Sleep(100 * time.Millisecond)
+		op := client(srv.IssueToken(vaulttest.TokenOptions{DisplayName: "alice"}))
+		var out lockedBuffer
+		a := &app{stdout: &out, stderr: &out, now: time.Now, getenv: func(string) string { return "" },
+			vault: func() (*api.Client, error) { return op, nil }}
+		done := make(chan int)
+		go func() {
+			done <- a.run(context.Background(), []string{"fleet", "revoke", "core/k1", "--reason", "leaked"})
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if s := out.String(); !strings.Contains(s, "  r1 clean at ") || strings.Contains(s, "r3") {
+			t.Errorf("1.5s in: want r1 clean and nothing of r3 yet:\n%s", s)
+		}
+		if code := <-done; code != exitOK {
+			t.Errorf("exit %d:\n%s", code, out.String())
+		}
+		if s := out.String(); strings.Index(s, "  r3 clean at ") > strings.Index(s, "ROUTER") {
+			t.Errorf("the table before the last router's line:\n%s", s)
+		}
+	})
+}

@@ -84,9 +84,10 @@ aokeyd reads the record at each refresh, takes the key off all its
 sockets at once (as aoctl revoke does locally) and reports when it saw it
 and when its sockets were clean in its status document. aoctl waits for
 every reporting router (--wait, default two refresh intervals of the
-slowest router plus 5s; 0: do not wait, exit 0 once recorded) and prints
-each. Exit status 1 unless every reporting router is clean in time. For one router, use aoctl
-revoke.
+slowest router plus 5s; 0: do not wait, exit 0 once recorded), printing
+each router as it becomes clean, then the table of every router. Exit
+status 1 unless every reporting router is clean in time. For one router,
+use aoctl revoke.
 `)
 	})
 	fs.StringVar(&path, "path", path, "fleet path in Vault: KV v2 mount and prefix ($AOKEYD_FLEET_PATH)")
@@ -121,7 +122,22 @@ revoke.
 			// The record's own time is the write's.
 			written = rep.Revocation.At
 		}
-		rep.AllClean = a.waitClean(ctx, st, &rep, written, wait)
+		var onClean func(RouterRevoke)
+		if !a.json {
+			what := "recorded"
+			if rep.Already {
+				what = "already recorded"
+			}
+			fmt.Fprintf(a.stdout, "Fleet revoke %s: %s (version %d) by %s at %s: %s\n", rep.Revocation.Ref(), what, rep.Version,
+				rep.Revocation.By, stamp(rep.Revocation.At), rep.Revocation.Reason)
+			// Each router as it becomes clean, while the others are
+			// waited for.
+			onClean = func(x RouterRevoke) {
+				fmt.Fprintf(a.stdout, "  %s clean at %s, %d ms after the write (sockets: %d)\n", x.Router, stamp(x.Clean),
+					time.Duration(x.CleanAfter).Milliseconds(), x.Sockets)
+			}
+		}
+		rep.AllClean = a.waitClean(ctx, st, &rep, written, wait, onClean)
 		code = exitOK
 		if !rep.AllClean && wait != 0 {
 			// Asked to wait, and not every router is clean in time. With
@@ -131,12 +147,6 @@ revoke.
 		if a.json {
 			return a.printJSONCode(rep, code)
 		}
-		what := "recorded"
-		if rep.Already {
-			what = "already recorded"
-		}
-		fmt.Fprintf(a.stdout, "Fleet revoke %s: %s (version %d) by %s at %s: %s\n", rep.Revocation.Ref(), what, rep.Version,
-			rep.Revocation.By, stamp(rep.Revocation.At), rep.Revocation.Reason)
 		t := newTable(a.stdout, "", "ROUTER", "SEEN", "CLEAN", "CLEAN_MS", "SOCKETS", "NOTE")
 		for _, x := range rep.Routers {
 			ms := "-"
@@ -158,10 +168,12 @@ revoke.
 }
 
 // waitClean polls the routers' documents until each reporting router
-// shows r applied and clean, or wait runs out; it fills rep.Routers.
-func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, written time.Time, wait time.Duration) bool {
+// shows r applied and clean, or wait runs out; it fills rep.Routers, and
+// calls onClean (when set) once for each router as it is first seen clean.
+func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, written time.Time, wait time.Duration, onClean func(RouterRevoke)) bool {
 	start := a.now()
 	r := rep.Revocation
+	told := map[string]bool{}
 	for {
 		qctx, cancel := context.WithTimeout(ctx, a.timeout)
 		docs, _, err := st.Statuses(qctx)
@@ -194,6 +206,9 @@ func (a *app) waitClean(ctx context.Context, st fleet.Store, rep *RevokeReport, 
 				if x.Note == "" {
 					x.Note = "not seen yet"
 				}
+			} else if !told[x.Router] && onClean != nil {
+				told[x.Router] = true
+				onClean(x)
 			}
 			rep.Routers = append(rep.Routers, x)
 		}
