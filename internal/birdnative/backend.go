@@ -28,6 +28,7 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 	}
 	d.mu.Lock()
 	views, cfgErr := d.views, d.cfgErr
+	rep.Warnings = append(rep.Warnings, d.configWarn...)
 	d.mu.Unlock()
 	if cfgErr != "" {
 		rep.Warnings = append(rep.Warnings, cfgErr)
@@ -197,4 +198,13 @@ func (d *Driver) metricsOf(views []peerView) {
 func (d *Driver) Migrate(context.Context, control.MigrateRequest) (control.MigrateResult, error) {
 	return control.MigrateResult{}, fmt.Errorf("%w: with speaker type bird aokeyd does not run TCP-MD5 to TCP-AO migrations yet: "+
 		"BIRD's own password line stays BIRD's; give the neighbor TCP-AO keys in the key source and remove the password from BIRD's configuration in one reconfigure", control.ErrInvalid)
+}
+
+// SetConfigWarnings replaces the warnings about the configuration that
+// status shows: the settings a reload could not apply (each waits for a
+// restart).
+func (d *Driver) SetConfigWarnings(w []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.configWarn = slices.Clone(w)
 }

@@ -114,6 +114,8 @@ type Daemon struct {
 	carried *carriedRecord // what each peer's sessions carry, durably
 	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
 	rolls   rollJournal    // each peer's last roll steps (rolls.go)
+	// configWarn names the settings a reload could not apply.
+	configWarn atomic.Pointer[[]string]
 }
 
 // peerState is what the speaker reported of one managed peer: its session

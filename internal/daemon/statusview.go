@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"slices"
+
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -34,4 +36,12 @@ func keysInUse(ps *control.PeerStatus, rs rotator.Status) {
 		ps.PeerAsked = ps.PeerSending
 		ps.PeerSending = find(func(k control.Key) bool { return k.RecvID == from.ID })
 	}
+}
+
+// SetConfigWarnings replaces the warnings about the configuration that
+// status shows: the settings a reload (SIGHUP) could not apply, each
+// waiting for a restart.
+func (d *Daemon) SetConfigWarnings(w []string) {
+	c := slices.Clone(w)
+	d.configWarn.Store(&c)
 }

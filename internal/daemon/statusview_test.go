@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,6 +66,16 @@ func testStatusNamesKeysAndNeighbor(t *testing.T) {
 	}
 	if len(rep.Chains) != 1 || rep.Chains[0].Chain != "core" || rep.Chains[0].Sending == nil || rep.Chains[0].Sending.Name != "k1" {
 		t.Errorf("chains %+v, want core sending k1", rep.Chains)
+	}
+	// A reload's settings that wait for a restart are status warnings.
+	w := "/etc/aokeyd/aokeyd.yaml: key_source.file.path changed, and takes effect on restart only"
+	f.d.SetConfigWarnings([]string{w})
+	if rep, err = f.d.Status(context.Background(), ""); err != nil || !slices.Contains(rep.Warnings, w) {
+		t.Errorf("warnings %q (%v), want the reload's", rep.Warnings, err)
+	}
+	f.d.SetConfigWarnings(nil)
+	if rep, _ = f.d.Status(context.Background(), ""); slices.Contains(rep.Warnings, w) {
+		t.Errorf("the reload's warning stayed: %q", rep.Warnings)
 	}
 	one, err := f.d.Status(context.Background(), f.addr(0).String())
 	if err != nil || len(one.Chains) != 0 {
