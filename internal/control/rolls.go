@@ -78,7 +78,8 @@ type RollsRequest struct {
 	Wait  time.Duration
 }
 
-// MaxRollsWait bounds how long GET /v1/rolls waits for a step.
+// MaxRollsWait bounds how long GET /v1/rolls waits for a step (and so does
+// half the server's WriteTimeout).
 const MaxRollsWait = 30 * time.Second
 
 // RollsReport is the answer to a RollsRequest: the steps after After, in
@@ -122,7 +123,9 @@ func (s *Server) rolls(w http.ResponseWriter, r *http.Request) {
 		if secs, err = strconv.ParseFloat(v, 64); err != nil || secs < 0 {
 			err = fmt.Errorf("%w: wait: want a number of seconds", ErrInvalid)
 		}
-		req.Wait = min(time.Duration(secs*float64(time.Second)), MaxRollsWait)
+		// Held well within the answer's write timeout, however short
+		// control.write_timeout is set.
+		req.Wait = min(time.Duration(secs*float64(time.Second)), MaxRollsWait, s.o.WriteTimeout/2)
 	}
 	var rep RollsReport
 	if err == nil {

@@ -61,6 +61,12 @@ func TestRollsRoundTrip(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	// A short write timeout holds a request for half of it at most.
+	short := &rollingBackend{}
+	sc, _ := serve(t, ServerOptions{Backend: short, WriteTimeout: 10 * time.Second})
+	if _, err := sc.Rolls(ctx, RollsRequest{Peer: "192.0.2.2", Wait: time.Minute}); err != nil || short.got[0].Wait != 5*time.Second {
+		t.Errorf("with a 10s write timeout the backend was asked to wait %v (%v), want 5s", short.got, err)
+	}
 	old, _ := serve(t, ServerOptions{Backend: &fakeBackend{}})
 	if _, err := old.Rolls(ctx, RollsRequest{Peer: "192.0.2.2"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a backend without roll steps: %v, want not found", err)
