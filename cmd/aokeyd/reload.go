@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/policy"
@@ -53,7 +54,10 @@ func reload(ctx context.Context, path string, running *config.Config, d reloader
 	if err := d.RefreshKeys(ctx); err != nil {
 		log.Warn("reload: key source read failed; last good snapshot stays", "err", err)
 	}
-	log.Info("reloaded", "policy", c.Policy.File(), "applied", config.ReloadApplies, "restart_needed", restart)
+	// The policy file is read again whatever changed; applied names the
+	// settings of aokeyd.yaml a reload applies that changed since start.
+	applied := slices.DeleteFunc(config.Changed(running, c.Config), func(s string) bool { return slices.Contains(restart, s) })
+	log.Info("reloaded", "policy", c.Policy.File(), "applied", applied, "restart_needed", restart)
 }
 
 // restartWarning is status's warning for a setting that changed and waits

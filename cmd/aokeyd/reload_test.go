@@ -104,6 +104,9 @@ func TestReloadAppliesOrNamesEachSetting(t *testing.T) {
 					t.Errorf("no log line names %s:\n%s", s, out)
 				}
 			}
+			if tc.debug && !tc.refused && !strings.Contains(out, "applied=[log.level]") {
+				t.Errorf("the reload's line does not name the level as applied:\n%s", out)
+			}
 		})
 	}
 }
