@@ -71,7 +71,9 @@ func (a AdminState) String() string {
 }
 
 // PeerInfo is one neighbor of the speaker. It carries no speaker-specific
-// types and no secrets.
+// types and no secrets. Its fields are ordered to keep it at 128 bytes:
+// the session guard's cache holds one per peer in a map, whose values
+// past 128 bytes cost an allocation each.
 type PeerInfo struct {
 	// Neighbor is the peer's address.
 	Neighbor netip.Addr
@@ -83,13 +85,13 @@ type PeerInfo struct {
 	// when unknown (not established, or a listing that reports the
 	// configured ports only).
 	LocalPort, RemotePort uint16
-	State                 SessionState
-	Admin                 AdminState
+	// Flops counts how often the session went down from Established.
+	Flops uint32
+	State SessionState
+	Admin AdminState
 	// Uptime is when the session last became Established (zero: never).
 	// GoBGP reports it with one-second resolution.
 	Uptime time.Time
-	// Flops counts how often the session went down from Established.
-	Flops uint32
 	// Partial marks a report that does not give Uptime and Flops (they
 	// are zero whatever the session's are): GoBGP's peer-state events
 	// carry the state, addresses and ports only, its ListPeer all of
@@ -102,6 +104,40 @@ type PeerInfo struct {
 	// The password itself never leaves the speaker package.
 	MD5     bool
 	PeerASN uint32
+	// About is what the speaker says of the neighbor for people (nil:
+	// nothing): aoctl status shows it; the session guard and the change
+	// watchers compare none of it.
+	About *PeerAbout
+}
+
+// PeerAbout is what a speaker reports of a neighbor for people, as its
+// own CLI shows it (gobgp neighbor, FRR's show bgp neighbors).
+type PeerAbout struct {
+	// Description is the neighbor's description in the speaker's
+	// configuration ("": none).
+	Description string
+	// LastDown is when the session last went down (zero: never, or not
+	// reported), LastDownReason why in the speaker's words ("": not
+	// reported; GoBGP says when, not why).
+	LastDown       time.Time
+	LastDownReason string
+}
+
+// Description is the neighbor's description ("" without one).
+func (p PeerInfo) Description() string {
+	if p.About == nil {
+		return ""
+	}
+	return p.About.Description
+}
+
+// LastDown is when and why the session last went down, as far as the
+// speaker reports it.
+func (p PeerInfo) LastDown() (time.Time, string) {
+	if p.About == nil {
+		return time.Time{}, ""
+	}
+	return p.About.LastDown, p.About.LastDownReason
 }
 
 // Key is the peer's identity: its address and VRF.

@@ -1,6 +1,10 @@
 package rotator
 
-import "time"
+import (
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
 
 // EventKind says what happened to a peer's roll.
 type EventKind uint8
@@ -55,6 +59,15 @@ type Event struct {
 	Attempts int
 	// LastAbortReason is the reason of the latest of those attempts.
 	LastAbortReason AbortReason
+	// Pending is the key the roll goes to (HavePending false: none),
+	// Current and RNext the socket's Current_key (a SendID) and RNext_key
+	// (a RecvID) as the machine last read them, and Detail what an abort
+	// says happened (Status.LastAbort): what aoctl rotate --wait prints of
+	// each step. No key material.
+	Pending        tcpao.KeyRef
+	HavePending    bool
+	Current, RNext OptID
+	Detail         string
 }
 
 // emit sends one event of the machine's peer, if anyone listens.
@@ -62,8 +75,13 @@ func (m *machine) emit(kind EventKind, now time.Time, from State, reason AbortRe
 	if m.events == nil {
 		return
 	}
-	m.events(Event{Peer: m.peer, Kind: kind, At: now, State: m.st.State, From: from, Reason: reason,
-		Attempts: m.st.Attempts, LastAbortReason: m.st.LastAbortReason})
+	e := Event{Peer: m.peer, Kind: kind, At: now, State: m.st.State, From: from, Reason: reason,
+		Attempts: m.st.Attempts, LastAbortReason: m.st.LastAbortReason,
+		Pending: m.st.Pending, HavePending: m.st.HavePending, Current: m.st.Current, RNext: m.st.RNext}
+	if kind == EventRollAborted {
+		e.Detail = m.st.LastAbort
+	}
+	m.events(e)
 }
 
 // attemptStarts marks the start of a roll attempt, once per attempt.

@@ -51,8 +51,9 @@ func TestIdleMachinesHoldNoGoroutine(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		for _, st := range ctl.Status() {
-			if st.State != StateAnnounced || st.RNext != ID(2) {
-				t.Fatalf("%s %s rnext %v after SetDesired to key 2, want announced with rnext 2", st.Peer, st.State, st.RNext)
+			if st.State != StateAnnounced || st.RNext != ID(2) || st.AnnouncedFrom != ID(1) {
+				t.Fatalf("%s %s rnext %v (announced from %v) after SetDesired to key 2, want announced with rnext 2 from 1 (the key the peer sends with until it takes 2)",
+					st.Peer, st.State, st.RNext, st.AnnouncedFrom)
 			}
 		}
 		if g := runtime.NumGoroutine() - base; g > 4 {

@@ -136,9 +136,13 @@ type Status struct {
 	// Pending is the key being rolled to (HavePending false when none).
 	Pending     tcpao.KeyRef
 	HavePending bool
-	Since       time.Time // when State was entered
-	NextAction  string
-	NextAt      time.Time
+	// AnnouncedFrom is RNext_key (a RecvID) as it was before the roll
+	// announced Pending: the key the peer sent with, while the roll waits
+	// for it to take the new one (StateAnnounced).
+	AnnouncedFrom OptID
+	Since         time.Time // when State was entered
+	NextAction    string
+	NextAt        time.Time
 	// LastAbort says why the last roll was aborted, for people ("": none).
 	LastAbort string
 	// LastAbortReason classifies it, for metrics and status.
@@ -474,6 +478,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	if wantCur {
 		return m.toGrace(now, obs)
 	}
+	m.st.AnnouncedFrom = m.oldRNext
 	m.enter(StateAnnounced, now, fmt.Sprintf("wait for the peer to send with key recv=%d", d.WantRNext.ID), now.Add(m.cfg.Poll))
 	return m.st.NextAt
 }

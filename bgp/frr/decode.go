@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 )
@@ -39,6 +40,12 @@ type neighborJSON struct {
 	// authenticationEnabled is present (1) when the neighbor has a TCP-MD5
 	// password; the password itself is not in the output.
 	AuthenticationEnabled int `json:"authenticationEnabled"`
+	// nbrDesc is the neighbor's description, when configured.
+	NbrDesc string `json:"nbrDesc"`
+	// lastResetDueTo and lastResetTimerMsecs (how long ago) say why and
+	// when the session last went down; FRR gives them while it is down.
+	LastResetDueTo      string `json:"lastResetDueTo"`
+	LastResetTimerMsecs *int64 `json:"lastResetTimerMsecs"`
 }
 
 // peer is one decoded neighbor with what makes its connection unique.
@@ -48,6 +55,14 @@ type peer struct {
 	// connectionsEstablished.
 	epoch int64
 	conns uint32
+	// downAgo is how long ago the session went down (lastResetTimerMsecs)
+	// and downWhy why, when haveDown: the listing turns them into
+	// PeerInfo.LastDown and LastDownReason.
+	downAgo  time.Duration
+	downWhy  string
+	haveDown bool
+	// desc is the neighbor's description (nbrDesc).
+	desc string
 }
 
 // decodeNeighbors decodes `show bgp vrf all neighbors json` (an object of
@@ -150,6 +165,10 @@ func (n neighborJSON) peer(addr netip.Addr, vrf string) (peer, error) {
 		p.info.Admin = bgp.AdminDown
 	}
 	p.info.MD5 = n.AuthenticationEnabled != 0
+	p.desc = n.NbrDesc
+	if n.LastResetTimerMsecs != nil && *n.LastResetTimerMsecs >= 0 {
+		p.downAgo, p.downWhy, p.haveDown = time.Duration(*n.LastResetTimerMsecs)*time.Millisecond, n.LastResetDueTo, true
+	}
 	if len(n.RemoteAs) > 0 {
 		as, err := asn(n.RemoteAs)
 		if err != nil {

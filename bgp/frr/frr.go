@@ -70,6 +70,19 @@ type Speaker struct {
 	// passive is the last full listing's passive configuration (Peer
 	// reuses it).
 	passive passiveConfig
+	// downs keeps each neighbor's last down (when and why): FRR says it
+	// only while the session is down, status shows it once it is up
+	// again too.
+	downs map[neighborKey]lastDown
+}
+
+// neighborKey is one neighbor of one VRF.
+type neighborKey struct{ vrf, neighbor string }
+
+// lastDown is when and why a neighbor's session last went down.
+type lastDown struct {
+	at  time.Time
+	why string
 }
 
 // connKey identifies one connection of one neighbor: FRR's count of
@@ -158,9 +171,13 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := map[connKey]bool{}
+	now := time.Now()
 	for i, p := range ps {
 		p.info.Passive = s.passive.has(p.info.VRF, p.info.Neighbor)
 		p.info.Uptime, seen[connOf(p)] = s.uptime(p), true
+		if a := s.about(p, now); a != (bgp.PeerAbout{}) {
+			p.info.About = &a
+		}
 		infos[i] = p.info
 	}
 	if prune {
@@ -169,12 +186,46 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 				delete(s.uptimes, k)
 			}
 		}
+		listed := map[neighborKey]bool{}
+		for _, p := range ps {
+			listed[neighborKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String()}] = true
+		}
+		for k := range s.downs {
+			if !listed[k] {
+				delete(s.downs, k)
+			}
+		}
 	}
 	return infos, nil
 }
 
 func connOf(p peer) connKey {
 	return connKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String(), conns: p.conns, lport: p.info.LocalPort, rport: p.info.RemotePort}
+}
+
+// about is p's description, and when and why its session last went down:
+// as FRR reports it (whole seconds: FRR counts from now on every call),
+// else as it last did (the session is up again). s.mu held.
+func (s *Speaker) about(p peer, now time.Time) bgp.PeerAbout {
+	d := s.lastDown(p, now)
+	return bgp.PeerAbout{Description: p.desc, LastDown: d.at, LastDownReason: d.why}
+}
+
+// lastDown is when and why p's session last went down. s.mu held.
+func (s *Speaker) lastDown(p peer, now time.Time) lastDown {
+	k := neighborKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String()}
+	if !p.haveDown {
+		return s.downs[k]
+	}
+	d := lastDown{at: now.Add(-p.downAgo).Truncate(time.Second), why: p.downWhy}
+	if old, ok := s.downs[k]; ok && old.why == d.why && old.at.Sub(d.at).Abs() <= time.Second {
+		d = old // the same down, read again a second off
+	}
+	if s.downs == nil {
+		s.downs = map[neighborKey]lastDown{}
+	}
+	s.downs[k] = d
+	return d
 }
 
 // uptime is the connection's first reported start; s.mu held.

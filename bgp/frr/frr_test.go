@@ -194,3 +194,56 @@ func TestWatchPolls(t *testing.T) {
 		}
 	})
 }
+
+// What aoctl status shows as FRR's show bgp neighbors does: the
+// neighbor's description, and when and why its session last went down,
+// kept once the session is up again (FRR then says "never").
+func TestLastDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t)
+		s := New(Options{Runner: f})
+		down := strings.Replace(string(fixture(t, "after-clear.json")), `"remoteAs":65002`, `"remoteAs":65002,"nbrDesc":"core-2 lon1"`, 1)
+		f.set("show bgp vrf all neighbors json", []byte(down))
+		at := time.Now()
+		ps, err := s.Peers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]struct {
+			desc, why string
+			at        time.Time
+		}{
+			"10.255.9.2": {"core-2 lon1", "User reset", at.Truncate(time.Second)},
+			"10.255.9.3": {"", "Admin. shutdown", at.Add(-27 * time.Second).Truncate(time.Second)},
+		}
+		check := func(ps []bgp.PeerInfo) {
+			t.Helper()
+			for _, p := range ps {
+				w, ok := want[p.Neighbor.String()]
+				if !ok {
+					continue
+				}
+				at, why := p.LastDown()
+				if p.Description() != w.desc || why != w.why || !at.Equal(w.at) {
+					t.Errorf("%s: description %q, last down %s (%q); want %q, %s (%q)", p.Neighbor, p.Description(),
+						at, why, w.desc, w.at, w.why)
+				}
+			}
+		}
+		check(ps)
+		// Up again a minute later: FRR says lastReset "never"; the last
+		// down stays what it was.
+		time.Sleep(time.Minute)
+		f.set("show bgp vrf all neighbors json", fixture(t, "reestablished.json"))
+		if ps, err = s.Peers(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w := want["10.255.9.2"]
+		w.desc = ""
+		want["10.255.9.2"] = w
+		w = want["10.255.9.3"]
+		w.at = at.Add(time.Minute - 33*time.Second).Truncate(time.Second) // its own reading: 33s ago
+		want["10.255.9.3"] = w
+		check(ps)
+	})
+}

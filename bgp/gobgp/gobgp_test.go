@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -24,6 +25,14 @@ func listed(addr string, st api.PeerState_SessionState, flops uint32, passive bo
 		Transport: &api.Transport{LocalAddress: "10.255.0.1", PassiveMode: passive},
 		Timers:    &api.Timers{State: &api.TimersState{Uptime: timestamppb.New(time.Unix(uptime, 0))}},
 	}
+}
+
+// described is p with a description and the time its session last went
+// down.
+func described(p *api.Peer, desc string, down int64) *api.Peer {
+	p.Conf.Description = desc
+	p.Timers.State.Downtime = timestamppb.New(time.Unix(down, 0))
+	return p
 }
 
 func stateEvent(addr string, st api.PeerState_SessionState, lport, rport uint32) *api.WatchEventResponse {
@@ -50,6 +59,12 @@ func TestPeers(t *testing.T) {
 		{name: "md5 active idle, never up", in: listed("2001:db8::2", api.PeerState_IDLE, 0, false, "s3cret", 0),
 			want: bgp.PeerInfo{Neighbor: netip.MustParseAddr("2001:db8::2"), Local: netip.MustParseAddr("10.255.0.1"), State: bgp.StateIdle, MD5: true, PeerASN: 65002}},
 		{name: "bad address", in: listed("not-an-ip", api.PeerState_IDLE, 0, false, "", 0), err: true},
+		// What aoctl status shows as gobgp neighbor does: the
+		// description and when the session last went down (GoBGP does
+		// not say why).
+		{name: "described, down before", in: described(listed("10.255.0.4", api.PeerState_ACTIVE, 2, true, "", 0), "core-2 via lon1", 1699990000),
+			want: bgp.PeerInfo{Neighbor: netip.MustParseAddr("10.255.0.4"), Local: netip.MustParseAddr("10.255.0.1"), State: bgp.StateActive,
+				Flops: 2, Passive: true, PeerASN: 65002, About: &bgp.PeerAbout{Description: "core-2 via lon1", LastDown: time.Unix(1699990000, 0).UTC()}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +80,7 @@ func TestPeers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 1 || got[0] != tt.want {
+			if len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
 			}
 		})

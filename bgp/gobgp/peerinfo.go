@@ -20,6 +20,7 @@ type (
 		GetVrf() string
 		GetAuthPassword() string
 		GetPeerAsn() uint32
+		GetDescription() string
 	}
 	peerState interface {
 		GetNeighborAddress() string
@@ -32,11 +33,15 @@ type (
 		GetPassiveMode() bool
 		GetLocalAddress() string
 	}
+	peerTimers interface {
+		GetUptime() *timestamppb.Timestamp
+		GetDowntime() *timestamppb.Timestamp
+	}
 )
 
 // peerInfoOf converts one neighbor; the auth password (TCP-MD5) only sets
 // PeerInfo.MD5 and is not kept.
-func peerInfoOf(conf peerConf, state peerState, tr peerTransport, ss bgp.SessionState, as bgp.AdminState, uptime *timestamppb.Timestamp) (bgp.PeerInfo, error) {
+func peerInfoOf(conf peerConf, state peerState, tr peerTransport, ss bgp.SessionState, as bgp.AdminState, timers peerTimers) (bgp.PeerInfo, error) {
 	addr := conf.GetNeighborAddress()
 	if addr == "" {
 		addr = state.GetNeighborAddress()
@@ -60,10 +65,24 @@ func peerInfoOf(conf peerConf, state peerState, tr peerTransport, ss bgp.Session
 	if la, err := netip.ParseAddr(tr.GetLocalAddress()); err == nil && !la.IsUnspecified() {
 		info.Local = la.Unmap()
 	}
-	if uptime != nil && (uptime.GetSeconds() != 0 || uptime.GetNanos() != 0) {
-		info.Uptime = uptime.AsTime()
+	if up := timers.GetUptime(); set(up) {
+		info.Uptime = up.AsTime()
+	}
+	// GoBGP reports when the session last went down, not why.
+	var about bgp.PeerAbout
+	about.Description = conf.GetDescription()
+	if down := timers.GetDowntime(); set(down) {
+		about.LastDown = down.AsTime()
+	}
+	if about != (bgp.PeerAbout{}) {
+		info.About = &about
 	}
 	return info, nil
+}
+
+// set reports whether GoBGP set t (it reports zero for never).
+func set(t *timestamppb.Timestamp) bool {
+	return t != nil && (t.GetSeconds() != 0 || t.GetNanos() != 0)
 }
 
 // listAll drains a ListPeer stream of either API line: recv is the

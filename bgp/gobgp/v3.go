@@ -46,7 +46,7 @@ func peerInfo(p *api.Peer) (bgp.PeerInfo, error) {
 		return bgp.PeerInfo{}, errors.New("peer without data")
 	}
 	st := p.GetState()
-	return peerInfoOf(p.GetConf(), st, p.GetTransport(), sessionState(st.GetSessionState()), adminState(st.GetAdminState()), p.GetTimers().GetState().GetUptime())
+	return peerInfoOf(p.GetConf(), st, p.GetTransport(), sessionState(st.GetSessionState()), adminState(st.GetAdminState()), p.GetTimers().GetState())
 }
 
 func sessionState(s api.PeerState_SessionState) bgp.SessionState {

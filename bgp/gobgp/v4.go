@@ -61,7 +61,7 @@ func peerInfoV4(p *apiv4.Peer) (bgp.PeerInfo, error) {
 		return bgp.PeerInfo{}, errors.New("peer without data")
 	}
 	st := p.GetState()
-	return peerInfoOf(p.GetConf(), st, p.GetTransport(), sessionStateV4(st.GetSessionState()), adminStateV4(st.GetAdminState()), p.GetTimers().GetState().GetUptime())
+	return peerInfoOf(p.GetConf(), st, p.GetTransport(), sessionStateV4(st.GetSessionState()), adminStateV4(st.GetAdminState()), p.GetTimers().GetState())
 }
 
 func sessionStateV4(s apiv4.PeerState_SessionState) bgp.SessionState {

@@ -421,3 +421,41 @@ func TestValidateKernelAlgorithms(t *testing.T) {
 		}
 	}
 }
+
+// What an operator reads in birdc show protocols all and FRR's show bgp
+// neighbors, and Junos' show security keychain: status names the keys in
+// use, the neighbor's AS, description, flaps and last down, NEXT as a time;
+// --keys is the key chain view.
+func TestStatusViews(t *testing.T) {
+	sock, _ := startDaemon(t)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"keys", []string{"status", "--keys"}, exitOK, "status-keys.golden"},
+		{"keys json", []string{"status", "--keys", "--json"}, exitOK, "status-keys.json.golden"},
+		{"keys with peer", []string{"status", "--keys", "192.0.2.2"}, exitUsage, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runAoctl(t, sock, tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", r.code, tc.code, r.stdout, r.stderr)
+			}
+			if tc.golden != "" {
+				golden(t, tc.golden, r.stdout)
+			}
+		})
+	}
+	r := runAoctl(t, sock, "status", "192.0.2.2")
+	for _, want := range []string{
+		`Neighbor: AS 65002, "core-2 lon1", 1 flap, last down 2026-11-01T10:29:00Z (1h31m ago): Hold timer expired`,
+		"Keys in use: sending with core/2026-11 (Current_key, send id 11); the peer sends with core/2026-11 (RNext_key, recv id 111)",
+		"Next: watch at 2026-11-01T12:00:25Z (in 25s)",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status 192.0.2.2 lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -46,6 +47,14 @@ type app struct {
 	// one from the environment (VAULT_ADDR, VAULT_TOKEN, ...).
 	vault func() (*api.Client, error)
 
+	// api is what rotate --wait and status --watch ask the daemon; nil:
+	// the control socket's client (tests follow rolls on a fake clock).
+	api daemonAPI
+
+	// timeoutSet: --timeout was given (rotate --wait bounds its wait by
+	// it then, by its own default otherwise).
+	timeoutSet bool
+
 	// code is the exit code of the command that ran.
 	code int
 }
@@ -74,6 +83,7 @@ func commands() []command {
 		}},
 		{"validate", "CONFIG", "check a config, its policy and keys as the daemon does", (*app).validate, nil},
 		{"peer-config", "PEER --for TARGET", "the far end's TCP-AO config for PEER's chain (bird, junos, iosxr, eos, gobgp, aokeyd, yang)", (*app).peerConfig, nil},
+		{"version", "", "aoctl's version, and the daemon's when it answers", (*app).versionCmd, nil},
 	}
 }
 
@@ -95,6 +105,7 @@ Examples:
   aoctl fleet status                   every link of the fleet from both ends (Vault, $VAULT_TOKEN)
   aoctl fleet revoke core/2026-10 --reason "leaked in ticket 4711"
                                        revoke a key on every router, and wait until all are clean
+  aoctl version                        aoctl's version and the running daemon's
 
 Global flags (before or after the command):
   --socket PATH   control socket (default $AOKEYD_SOCKET or ` + control.DefaultSocket + `)
@@ -134,7 +145,7 @@ func (a *app) flagSet(name, synopsis string, extra func(io.Writer)) *flag.FlagSe
 			return
 		}
 		fmt.Fprintf(w, "Usage: aoctl %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 		if extra != nil {
 			extra(w)
 		}
@@ -148,6 +159,22 @@ func (a *app) usageErr(name, format string, args ...any) int {
 }
 
 func (a *app) client() *control.Client { return control.NewClient(a.socket, a.timeout) }
+
+// daemonAPI is the part of the control API that rotate --wait and status
+// --watch use (control.Client's methods).
+type daemonAPI interface {
+	Status(ctx context.Context, peer string) (control.StatusReport, error)
+	Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error)
+	Rolls(ctx context.Context, req control.RollsRequest) (control.RollsReport, error)
+}
+
+// daemon is a.api, or the control socket's client.
+func (a *app) daemon() daemonAPI {
+	if a.api != nil {
+		return a.api
+	}
+	return a.client()
+}
 
 // fail prints err and maps it to an exit code.
 func (a *app) fail(name string, err error) int {
@@ -190,6 +217,7 @@ func (a *app) kernelCheck() error {
 func (a *app) printJSON(v any) int {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<secret: ...>", "->" as written: this is no HTML
 	if err := enc.Encode(v); err != nil {
 		fmt.Fprintf(a.stderr, "aoctl: %v\n", err)
 		return exitError

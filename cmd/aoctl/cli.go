@@ -136,6 +136,7 @@ func (a *app) cobraCommand(c command) *cobra.Command {
 	cc.RunE = func(cc *cobra.Command, args []string) error {
 		// The positional arguments, where run reads them.
 		_ = x.fs.Parse(append([]string{"--"}, args...))
+		a.timeoutSet = cc.Flags().Changed("timeout")
 		a.code = x.run(cc.Context())
 		return nil
 	}
@@ -152,8 +153,7 @@ func helpText(fs *flag.FlagSet) string {
 	var all, defaults bytes.Buffer
 	fs.SetOutput(&all)
 	fs.Usage()
-	fs.SetOutput(&defaults)
-	fs.PrintDefaults()
+	printFlags(&defaults, fs)
 	_, after, _ := strings.Cut(all.String(), defaults.String())
 	return strings.TrimSpace(after)
 }
@@ -167,22 +167,22 @@ type flagError struct {
 func (e *flagError) Error() string { return e.err.Error() }
 
 // goFlagError words a pflag parse error as Go's flag package did, which
-// scripts and the golden file read.
+// scripts read, with the flag spelled --name as every help text spells it.
 func goFlagError(err error) error {
 	var notExist *pflag.NotExistError
 	var required *pflag.ValueRequiredError
 	var invalid *pflag.InvalidValueError
 	switch {
 	case errors.As(err, &notExist):
-		return fmt.Errorf("flag provided but not defined: -%s", notExist.GetSpecifiedName())
+		return fmt.Errorf("flag provided but not defined: --%s", notExist.GetSpecifiedName())
 	case errors.As(err, &required):
-		return fmt.Errorf("flag needs an argument: -%s", required.GetSpecifiedName())
+		return fmt.Errorf("flag needs an argument: --%s", required.GetSpecifiedName())
 	case errors.As(err, &invalid):
 		f := invalid.GetFlag()
 		if f.Value.Type() == "bool" {
-			return fmt.Errorf("invalid boolean value %q for -%s: %v", invalid.GetValue(), f.Name, errors.Unwrap(invalid))
+			return fmt.Errorf("invalid boolean value %q for --%s: %v", invalid.GetValue(), f.Name, errors.Unwrap(invalid))
 		}
-		return fmt.Errorf("invalid value %q for flag -%s: %v", invalid.GetValue(), f.Name, errors.Unwrap(invalid))
+		return fmt.Errorf("invalid value %q for flag --%s: %v", invalid.GetValue(), f.Name, errors.Unwrap(invalid))
 	}
 	return err
 }

@@ -53,6 +53,10 @@ func TestCLISurface(t *testing.T) {
 		[]string{"status", "a", "b"},
 		[]string{"status", "--", "--json"},
 		[]string{"status", "--brief", "192.0.2.2", "--vrf", "blue"},
+		[]string{"status", "--keys", "--brief"},
+		[]string{"status", "--every"},
+		[]string{"status", "--watch", "--interval", "0s"},
+		[]string{"rotate", "192.0.2.2", "--wait"},
 		[]string{"plan", "extra"},
 		[]string{"plan", "--at", "2026-11-01"},
 		[]string{"plan", "--events", "many"},
@@ -88,6 +92,8 @@ func TestCLISurface(t *testing.T) {
 		[]string{"peer-config", "router2", "--for", "bird"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--local", "me"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--at", "soon"},
+		[]string{"version", "extra"},
+		[]string{"version"},
 	)
 	var b strings.Builder
 	for _, args := range invocations {

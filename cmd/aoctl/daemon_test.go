@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -88,7 +89,7 @@ func newTestDaemon(t *testing.T) *testDaemon {
 	for i, b := range pol.Bindings() {
 		pk, _ := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, testNow)
 		p := &testPeer{binding: b, passive: i == 0, up: testNow.Add(-time.Duration(i+1) * 90 * time.Minute),
-			rot: control.Rotation{State: string(rotator.StateSteady), Since: testNow.Add(-time.Hour)}}
+			rot: control.Rotation{State: string(rotator.StateSteady), Since: testNow.Add(-time.Hour), NextAction: "watch", NextAt: testNow.Add(25 * time.Second)}}
 		p.remote = d.mustSock(t, b.Neighbor.Addr().String())
 		// The remote router holds the mirror image; the second peer adds its
 		// keys newest first, so it starts out sending with the older key.
@@ -199,6 +200,22 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 			ps.Keys = append(ps.Keys, k)
 		}
 		slices.SortFunc(ps.Keys, func(a, b control.Key) int { return int(a.SendID) - int(b.SendID) })
+		// What the speaker says of the neighbor, and the keys in use as
+		// the daemon names them from the kernel's Current_key and
+		// RNext_key.
+		ps.PeerAS, ps.Flaps = 65002+uint32(i), uint32(1-i)
+		if i == 0 {
+			ps.Description, ps.LastDown, ps.LastDownReason = "core-2 lon1", p.up.Add(-time.Minute), "Hold timer expired"
+		}
+		for _, k := range ps.Keys {
+			n := &control.KeyName{Chain: k.Chain, Name: k.Name, SendID: k.SendID, RecvID: k.RecvID}
+			if k.Current {
+				ps.Sending = n
+			}
+			if k.RNext {
+				ps.PeerSending = n
+			}
+		}
 		lobs, err := rotator.Observe(d.lis, rotator.ReadFull)
 		if err != nil {
 			return rep, err
@@ -217,6 +234,9 @@ func (d *testDaemon) Status(_ context.Context, peer string) (control.StatusRepor
 	}
 	if peer != "" && len(rep.Peers) == 0 {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
+	}
+	if peer == "" {
+		rep.Chains = chainview.Chains(d.pol, d.snap, testNow)
 	}
 	return rep, nil
 }

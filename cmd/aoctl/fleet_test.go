@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ func fpeer(addr string, keys ...fleet.Key) fleet.Peer {
 
 func fdoc(id, addr string, peers ...fleet.Peer) fleet.Document {
 	return fleet.Document{Schema: fleet.Schema, RouterID: id, Addresses: []string{addr}, PublishedAt: testNow.Add(-10 * time.Second),
-		Refresh: control.Duration(30 * time.Second), SwitchTimeout: control.Duration(5 * time.Minute), Peers: peers}
+		Refresh: fleet.Duration(30 * time.Second), SwitchTimeout: fleet.Duration(5 * time.Minute), Peers: peers}
 }
 
 // A fleet of four: r1-r2 agree; r2 lags on r3 (r3 announces k2, which r2
@@ -184,6 +185,20 @@ func TestFleetRevoke(t *testing.T) {
 		if r.code != exitOK || !strings.Contains(r.stdout, `"already": true`) || !strings.Contains(r.stdout, `"all_clean": true`) {
 			t.Errorf("second revoke: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		// Durations in seconds, as numbers, as every duration of --json.
+		var rep struct {
+			Routers []struct {
+				CleanAfter json.Number `json:"clean_after"`
+			} `json:"routers"`
+			CleanAfter json.Number `json:"clean_after"`
+			Refresh    json.Number `json:"refresh"`
+		}
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		dec.UseNumber()
+		if err := dec.Decode(&rep); err != nil || rep.Refresh != "3" || rep.CleanAfter == "" || len(rep.Routers) != 3 ||
+			rep.Routers[2].CleanAfter != "2.9" || strings.Contains(r.stdout, "_ms") {
+			t.Errorf("durations not in seconds (%v): %+v\n%s", err, rep, r.stdout)
+		}
 		// --wait 0: recorded, not waited for; that is success (a script
 		// revoking and then watching the fleet itself, as the chaos run
 		// does, must not read it as a failed revoke).
@@ -196,5 +211,45 @@ func TestFleetRevoke(t *testing.T) {
 		}
 		cancel()
 		wg.Wait()
+	})
+}
+
+// fleet revoke prints each router as it becomes clean, while it waits for
+// the others: r1 (1s refresh) long before r3 (3s).
+func TestFleetRevokePrintsEachRouterAsItIsClean(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := fleetVault(t)
+		root := client(srv.RootToken())
+		st := fleet.Store{V: fleet.Client{C: root}, Mount: "secret", Prefix: "aokeyd/fleet"}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for i, id := range []string{"r1", "r2", "r3"} {
+			fr := &fakeRouter{addr: "10.0.0." + string(rune('1'+i))}
+			p := fleet.NewPublisher(fleet.Options{Store: st, RouterID: id, Refresh: time.Duration(i+1) * time.Second,
+				Status: fr.status, Revoke: fr.revoke})
+			wg.Go(func() { _ = p.Run(ctx) })
+		}
+		time.Sleep(100 * time.Millisecond)
+		op := client(srv.IssueToken(vaulttest.TokenOptions{DisplayName: "alice"}))
+		var out lockedBuffer
+		a := &app{stdout: &out, stderr: &out, now: time.Now, getenv: func(string) string { return "" },
+			vault: func() (*api.Client, error) { return op, nil }}
+		done := make(chan int)
+		go func() {
+			done <- a.run(context.Background(), []string{"fleet", "revoke", "core/k1", "--reason", "leaked"})
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if s := out.String(); !strings.Contains(s, "  r1 clean at ") || strings.Contains(s, "r3") {
+			t.Errorf("1.5s in: want r1 clean and nothing of r3 yet:\n%s", s)
+		}
+		if code := <-done; code != exitOK {
+			t.Errorf("exit %d:\n%s", code, out.String())
+		}
+		if s := out.String(); strings.Index(s, "  r3 clean at ") > strings.Index(s, "ROUTER") {
+			t.Errorf("the table before the last router's line:\n%s", s)
+		}
 	})
 }

@@ -34,7 +34,9 @@ lifetimes: it gets the keys for --at and what to change at each later
 boundary. Secrets are placeholders naming where the key source keeps them
 (they do not parse, so a placeholder cannot be deployed by accident) unless
 --with-secrets. --for yang prints RFC 9648 (ietf-tcp) / RFC 8177
-(ietf-key-chain) JSON instance data.
+(ietf-key-chain) JSON instance data. --json prints one object: the
+rendering as text (config), or what the target refused (refused: key,
+reason; then no config, exit status 4).
 `)
 	})
 	fs.StringVar(&cfgPath, "config", "/etc/aokeyd/aokeyd.yaml", "aokeyd config to read the chain from")
@@ -74,6 +76,10 @@ boundary. Secrets are placeholders naming where the key source keeps them
 		var out bytes.Buffer
 		defer func() { b := out.Bytes(); clear(b[:cap(b)]) }() // it may hold secrets
 		refused, err := renderPeerConfig(ctx, &out, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
+		if a.json && err == nil {
+			return a.peerConfigJSON(peerConfigResult{Peer: peer.String(), VRF: vrf, For: string(t), At: now.UTC(),
+				WithSecrets: withSecrets, Migrate: migrate}, out.Bytes(), refused)
+		}
 		if err == nil && len(refused) == 0 {
 			if _, err := a.stdout.Write(out.Bytes()); err != nil {
 				fmt.Fprintf(a.stderr, "aoctl peer-config: %v\n", err)
@@ -141,4 +147,38 @@ func renderPeerConfig(ctx context.Context, w io.Writer, path string, peer netip.
 		l.MD5, l.HasMD5, l.MD5Source = pk.MD5.Secret, true, pk.MD5.Source
 	}
 	return peerconfig.Render(w, t, l, o)
+}
+
+// peerConfigResult is `aoctl peer-config --json`: the rendering as the
+// target reads it, or what the target refused (then no config, exit
+// status 4, as without --json).
+type peerConfigResult struct {
+	Peer        string    `json:"peer"`
+	VRF         string    `json:"vrf,omitempty"`
+	For         string    `json:"for"`
+	At          time.Time `json:"at"`
+	WithSecrets bool      `json:"with_secrets"`
+	Migrate     bool      `json:"migrate,omitempty"`
+	// Config is the far end's configuration text ("" when refused).
+	Config  string              `json:"config,omitempty"`
+	Refused []peerConfigRefusal `json:"refused"`
+}
+
+// peerConfigRefusal is one thing the target cannot express.
+type peerConfigRefusal struct {
+	Key    string `json:"key,omitempty"` // "" for the whole chain
+	Reason string `json:"reason"`
+}
+
+func (a *app) peerConfigJSON(res peerConfigResult, config []byte, refused []peerconfig.Refusal) int {
+	res.Refused = []peerConfigRefusal{}
+	for _, r := range refused {
+		res.Refused = append(res.Refused, peerConfigRefusal{Key: r.Key, Reason: r.Reason})
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(a.stderr, "aoctl peer-config: --for %s cannot take this chain as it is: see refused\n", res.For)
+		return a.printJSONCode(res, exitInvalid)
+	}
+	res.Config = string(config)
+	return a.printJSON(res)
 }

@@ -123,8 +123,8 @@ func renderPlan(w io.Writer, rep control.PlanReport, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nUpcoming:")
 	if len(rep.Upcoming) == 0 {
-		if rep.Horizon != "" {
-			fmt.Fprintf(w, "  no scheduled changes within %s\n", rep.Horizon)
+		if rep.Horizon > 0 {
+			fmt.Fprintf(w, "  no scheduled changes within %s\n", policy.FormatDuration(time.Duration(rep.Horizon)))
 		} else {
 			// The daemon lists every binding's next lifetime boundary.
 			fmt.Fprintln(w, "  no scheduled changes: no key's lifetime starts or ends ahead, no migration pending")
@@ -147,7 +147,7 @@ func (v validationError) Unwrap() error { return v.err }
 // offlinePlan loads the config, policy and key source and plans every
 // binding against a socket with no keys.
 func offlinePlan(ctx context.Context, path string, now time.Time, horizon, timeout time.Duration, events int) (control.PlanReport, error) {
-	rep := control.PlanReport{GeneratedAt: now, Plan: []string{}, Upcoming: []control.Event{}, Horizon: policy.FormatDuration(horizon)}
+	rep := control.PlanReport{GeneratedAt: now, Plan: []string{}, Upcoming: []control.Event{}, Horizon: control.Duration(horizon)}
 	cfg, err := config.Load(path)
 	if err != nil {
 		return rep, validationError{err}

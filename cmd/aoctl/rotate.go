@@ -4,22 +4,36 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
+// defaultRollWait bounds rotate --wait without --timeout: a roll takes the
+// policy's switch timeout (2m by default) and grace period (1m) at most,
+// and a retry after an abort is no longer this roll.
+const defaultRollWait = 10 * time.Minute
+
 func (a *app) rotate() *cmd {
-	var all bool
+	var all, wait bool
 	var vrf string
-	fs := a.flagSet("rotate", "PEER [--vrf VRF] | --all", func(w io.Writer) {
+	fs := a.flagSet("rotate", "PEER [--vrf VRF] | --all [--wait]", func(w io.Writer) {
 		fmt.Fprint(w, `
 Starts a rotation now: the daemon installs the peer's preferred key if
 needed, announces it with RNext, and switches once the peer sends with it.
 Exit status 1 when a peer could not start.
+With --wait it then prints each step as the peer takes it (started,
+announced, switched, completed; or aborted, with the reason, or the
+session going down) and exits when every roll it started has ended:
+status 0 when each completed, 1 when one aborted, its session went down
+or it did not end within --timeout (default with --wait: 10m; the roll
+goes on, aoctl status shows it). --json then prints one object at the end:
+the rotation's outcomes and each roll's steps and result.
 `)
 	})
 	fs.BoolVar(&all, "all", false, "every peer")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF")
+	fs.BoolVar(&wait, "wait", false, "follow each roll started until it completes or fails")
 	return a.cmd(fs, func(ctx context.Context) int {
 		switch {
 		case all && fs.NArg() > 0:
@@ -27,7 +41,7 @@ Exit status 1 when a peer could not start.
 		case !all && fs.NArg() != 1:
 			return a.usageErr("rotate", "name one PEER, or --all")
 		}
-		res, err := a.client().Rotate(ctx, control.RotateRequest{Peer: fs.Arg(0), VRF: vrf, All: all})
+		res, err := a.daemon().Rotate(ctx, control.RotateRequest{Peer: fs.Arg(0), VRF: vrf, All: all})
 		if err != nil {
 			return a.fail("rotate", err)
 		}
@@ -37,19 +51,35 @@ Exit status 1 when a peer could not start.
 				code = exitError
 			}
 		}
-		if a.json {
-			return a.printJSONCode(res, code)
-		}
-		now := a.now()
-		t := newTable(a.stdout, "", "PEER", "VRF", "STARTED", "STATE", "NEXT", "DETAIL")
-		for _, p := range res.Peers {
-			detail := p.Detail
-			if p.Error != "" {
-				detail = "error: " + p.Error
+		if !a.json {
+			now := a.now()
+			t := newTable(a.stdout, "", "PEER", "VRF", "STARTED", "STATE", "NEXT", "DETAIL")
+			for _, p := range res.Peers {
+				detail := p.Detail
+				if p.Error != "" {
+					detail = "error: " + p.Error
+				}
+				t.row(p.Peer, dash(p.VRF), yesno(p.Started), dash(p.State), when(p.NextAt, now), dash(detail))
 			}
-			t.row(p.Peer, dash(p.VRF), yesno(p.Started), dash(p.State), when(p.NextAt, now), dash(detail))
+			t.flush()
 		}
-		t.flush()
+		if !wait {
+			if a.json {
+				return a.printJSONCode(res, code)
+			}
+			return code
+		}
+		bound := defaultRollWait
+		if a.timeoutSet {
+			bound = a.timeout
+		}
+		rolls, ok := a.followRolls(ctx, res, bound)
+		if !ok {
+			code = exitError
+		}
+		if a.json {
+			return a.printJSONCode(rotateWaitReport{Rotate: res, Rolls: rolls}, code)
+		}
 		return code
 	})
 }

@@ -14,9 +14,9 @@ import (
 )
 
 func (a *app) status() *cmd {
-	var brief bool
+	var brief, keys bool
 	var vrf string
-	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief] [--json]", func(w io.Writer) {
+	fs := a.flagSet("status", "[PEER [--vrf VRF]] [--brief | --keys] [--watch [--interval D] [--every]] [--json]", func(w io.Writer) {
 		fmt.Fprint(w, `
 Without PEER: a summary line per peer, then each peer's details. PEER is an
 address: the peer in every VRF that has it, or with --vrf in that one (the
@@ -32,13 +32,39 @@ connects to it (aokeyd exec does), optmem_max too small, key source
 stale, no Current_key, segments from the peer failing verification on the
 listener while its session is down, a kernel with a known TCP-AO defect
 (the defect, the releases that fix it and what aokeyd does meanwhile).
+Neighbor: the peer's AS, description, flaps, and when and why its session
+last went down, as the BGP speaker reports them. Keys in use: the key we
+send with (the kernel's Current_key, which the peer's RNextKeyID selects)
+and the key the peer sends with (our RNext_key, the key we ask it to send
+with; during a roll, the one before until the peer takes the new one).
+NEXT is when the peer's rotation acts next, as a time and from now.
+--watch keeps asking every --interval and prints the status again, under
+a line with the time, whenever what it shows changed (counters, uptimes
+and other clocks alone are no change; --every prints each time), until
+interrupted (Ctrl-C: exit status 0); with --json one object per line.
+--keys shows the key chains instead, as Junos' show security keychain
+does: per chain the key sent with now, the next one and from when, and
+the chain's keys with their lifetimes.
 `)
 	})
+	var watch, every bool
+	interval := defaultWatchInterval
 	fs.BoolVar(&brief, "brief", false, "summary table only")
+	fs.BoolVar(&watch, "watch", false, "keep watching: print again whenever what status shows changes, until interrupted")
+	fs.DurationVar(&interval, "interval", interval, "with --watch: how often to ask the daemon")
+	fs.BoolVar(&every, "every", false, "with --watch: print every --interval, changed or not")
+	fs.BoolVar(&keys, "keys", false, "the key chains: per chain the key sent with now, the next one and from when")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF (with PEER)")
 	return a.cmd(fs, func(ctx context.Context) int {
-		if fs.NArg() > 1 {
+		switch {
+		case fs.NArg() > 1:
 			return a.usageErr("status", "at most one PEER")
+		case keys && (fs.NArg() > 0 || brief):
+			return a.usageErr("status", "--keys shows the key chains: it takes neither PEER nor --brief")
+		case interval <= 0:
+			return a.usageErr("status", "--interval must be positive")
+		case every && !watch:
+			return a.usageErr("status", "--every goes with --watch")
 		}
 		which := fs.Arg(0)
 		if vrf != "" {
@@ -48,16 +74,41 @@ listener while its session is down, a kernel with a known TCP-AO defect
 			}
 			which = peer.KeyOf(addr, vrf).String()
 		}
-		rep, err := a.client().Status(ctx, which)
+		v := statusView{brief: brief, keys: keys, single: fs.NArg() == 1}
+		if watch {
+			return a.watchStatus(ctx, which, v, interval, every)
+		}
+		rep, err := a.daemon().Status(ctx, which)
 		if err != nil {
 			return a.fail("status", err)
 		}
 		if a.json {
-			return a.printJSON(rep)
+			return a.printJSON(v.jsonOf(rep))
 		}
-		renderStatus(a.stdout, rep, a.now(), brief, fs.NArg() == 1)
+		v.render(a.stdout, rep, a.now())
 		return exitOK
 	})
+}
+
+// statusView is what status shows of a report: every peer, one (single),
+// the summary alone (brief), or the key chains (keys).
+type statusView struct{ brief, keys, single bool }
+
+// jsonOf is what --json prints of rep.
+func (v statusView) jsonOf(rep control.StatusReport) any {
+	if v.keys {
+		return chainsReport{GeneratedAt: rep.GeneratedAt, Chains: rep.Chains}
+	}
+	return rep
+}
+
+// render writes rep's text.
+func (v statusView) render(w io.Writer, rep control.StatusReport, now time.Time) {
+	if v.keys {
+		renderChains(w, rep, now)
+		return
+	}
+	renderStatus(w, rep, now, v.brief, v.single)
 }
 
 // renderStatus writes the status tables. single skips the summary.
@@ -105,23 +156,15 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 	}
 	if !single {
 		fmt.Fprintln(w)
-		t := newTable(w, "", "PEER", "VRF", "SESSION", "AUTH", "UP", "KEYS", "CURRENT", "RNEXT", "ROTATION", "NEXT", "WARN")
+		t := newTable(w, "", "PEER", "VRF", "AS", "SESSION", "AUTH", "UP", "FLAPS", "KEYS", "SENDING", "PEER-SENDS", "ROTATION", "NEXT", "WARN")
 		for _, p := range rep.Peers {
-			cur, rnext := "-", "-"
-			for _, k := range p.Keys {
-				if k.Current {
-					cur = k.Name
-				}
-				if k.RNext {
-					rnext = k.Name
-				}
+			u := keysInUse(p)
+			as := "-"
+			if p.PeerAS != 0 {
+				as = strconv.FormatUint(uint64(p.PeerAS), 10)
 			}
-			next := "-"
-			if !p.Rotation.NextAt.IsZero() {
-				next = "in " + human(p.Rotation.NextAt.Sub(now))
-			}
-			t.row(p.Peer, dash(p.VRF), dash(p.SessionState), dash(p.Auth), human(time.Duration(p.Uptime)), strconv.Itoa(len(p.Keys)),
-				cur, rnext, dash(p.Rotation.State), next, strconv.Itoa(len(p.Warnings)))
+			t.row(p.Peer, dash(p.VRF), as, dash(p.SessionState), dash(p.Auth), human(time.Duration(p.Uptime)), strconv.FormatUint(uint64(p.Flaps), 10),
+				strconv.Itoa(len(p.Keys)), u.sendingShort(), u.peerShort(), dash(p.Rotation.State), when(p.Rotation.NextAt, now), strconv.Itoa(len(p.Warnings)))
 		}
 		t.flush()
 	}
@@ -148,6 +191,8 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 		fmt.Fprint(w, ", active opens keyed")
 	}
 	fmt.Fprintln(w)
+	renderNeighbor(w, p, now)
+	renderKeysInUse(w, p)
 	if m := p.Migration; m != nil {
 		fmt.Fprintf(w, "  Migration to TCP-AO: %s since %s, TCP-AO at %s, switch %s, roll-back %s", m.Step, stamp(m.Since), m.Prefix,
 			when(m.At, now), when(m.Deadline, now))

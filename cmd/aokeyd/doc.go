@@ -16,8 +16,10 @@
 // It reads Master Key Tuples from Vault or a YAML file, puts them on the
 // BGP speaker's sockets (gobgpd, found through its gRPC API and its
 // process), rolls them by the policy without dropping a session, and serves
-// aoctl on a unix socket. SIGHUP reloads the policy after validating it (a
-// bad reload is refused and the running one kept); SIGTERM stops the daemon
+// aoctl on a unix socket. SIGHUP reloads the configuration after validating
+// it (a bad reload is refused and the running one kept): the policy and the
+// log level apply at once, every other changed setting on restart, named in
+// a log line and a status warning meanwhile; SIGTERM stops the daemon
 // and leaves every installed key in place. With systemd it reports
 // readiness through $NOTIFY_SOCKET (Type=notify); in the foreground it needs
 // nothing.

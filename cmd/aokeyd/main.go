@@ -120,11 +120,14 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &slog.HandlerOptions{Level: lvl}
+	// The level is a LevelVar a reload sets (setLogLevel).
+	lv := new(slog.LevelVar)
+	lv.Set(lvl)
+	o := &slog.HandlerOptions{Level: lv}
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, o)), nil
+		return slog.New(leveled{slog.NewJSONHandler(w, o), lv}), nil
 	}
-	return slog.New(slog.NewTextHandler(w, o)), nil
+	return slog.New(leveled{slog.NewTextHandler(w, o), lv}), nil
 }
 
 // Swapped by tests only: the process hardening and the kernel probe that
@@ -244,7 +247,7 @@ func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	pieces := []supervise.Runnable{{Name: name, Run: c.Run}, control, metricsHTTP,
-		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, c, log); return nil }}}
+		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, cfg, c, log); return nil }}}
 	if v, ok := src.(*keystore.VaultSource); ok {
 		if cfg.Fleet != nil {
 			fp, err := fleetPublisher(cfg, pol.Safety().SwitchTimeout, v, c, fw, reg, log)
@@ -378,32 +381,6 @@ func serveUntilDone(ctx context.Context, serve func() error, shutdown func()) er
 	return nil
 }
 
-// reload validates the configuration and policy again and swaps in the new
-// policy; a bad reload is refused and the running configuration kept.
-// reloader is what a reload changes in the running core: the daemon, or
-// the native BIRD driver.
-type reloader interface {
-	SetPolicy(*policy.Policy)
-	RefreshKeys(context.Context) error
-}
-
-func reload(ctx context.Context, path string, d reloader, log *slog.Logger) {
-	c := config.Check(ctx, path, config.CheckOptions{Logger: log, VRFDevice: config.LocalVRF})
-	defer c.Snapshot.Zero()
-	if !c.OK() {
-		for _, p := range c.Problems {
-			log.Error("reload refused; the running configuration stays", "err", p)
-		}
-		return
-	}
-	logWarnings(log, c)
-	d.SetPolicy(c.Policy)
-	if err := d.RefreshKeys(ctx); err != nil {
-		log.Warn("reload: key source read failed; last good snapshot stays", "err", err)
-	}
-	log.Info("reloaded", "policy", c.Policy.File(), "note", "key source and socket settings change on restart only")
-}
-
 // pidFinder finds gobgpd by pid file or process name.
 func pidFinder(g config.GoBGP) func(context.Context) (int, error) {
 	return func(context.Context) (int, error) {
@@ -486,19 +463,6 @@ func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *
 // stopped by then, or aokeyd exits without it (keys stay installed either
 // way).
 const stopTimeout = 10 * time.Second
-
-// watchReload reloads the configuration on every signal from hup until
-// ctx ends.
-func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, d reloader, log *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			reload(ctx, cfgPath, d, log)
-		}
-	}
-}
 
 // kernel probes which TCP-AO algorithms the running kernel accepts (one
 // scratch key each) and logs the answer: status shows it, and warns of a

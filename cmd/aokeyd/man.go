@@ -30,8 +30,11 @@ told, and serves aoctl(8) on a unix socket.
 Stopping aokeyd leaves every installed key in place: sessions are not
 affected by a restart. aokeyd changes only keys it installed.
 
-SIGNALS: SIGHUP validates and reloads the policy (a bad file is refused and
-the running policy kept; check first with aoctl validate). SIGTERM and
+SIGNALS: SIGHUP (systemctl reload aokeyd) validates the configuration again
+and applies its policy and log level (a bad file is refused and the running
+configuration kept; check first with aoctl validate); every other setting
+that changed takes effect on restart, and is named in a log line and a
+status warning until then. SIGTERM and
 SIGINT stop the daemon. With systemd it reports readiness through
 $NOTIFY_SOCKET (Type=notify).
 

@@ -179,7 +179,7 @@ func testReloads(t *testing.T, edit bool) {
 			if edit {
 				writeKeys(i%2 == 0)
 			}
-			reload(ctx, cfgPath, d, log)
+			reload(ctx, cfgPath, checked.Config, d, log)
 			synctest.Wait()
 			if edit && i == 0 {
 				if st, err := d.Status(ctx, ""); err != nil || len(st.Peers) != 1 || len(st.Peers[0].Keys) != 2 {

@@ -152,8 +152,9 @@ birdconf "$key1dep
 $key3pref"
 bc configure >/dev/null
 # The session's keys (the listener's keys for the peer, listener.keys, are
-# left out: the listener keeps the new key).
-ids() { aoctl status --json 192.0.2.2 | tr -d ' \n' | sed 's/"listener":{"keys":\[[^]]*\]//' | grep -o '"send_id":[0-9]*' | tr '\n' ' '; }
+# left out: the listener keeps the new key; so are the keys in use,
+# sending and peer_sending, which name session keys again).
+ids() { aoctl status --json 192.0.2.2 | tr -d ' \n' | sed -E 's/"listener":\{"keys":\[[^]]*\]//; s/"(sending|peer_sending|peer_asked)":\{[^}]*\}//g' | grep -o '"send_id":[0-9]*' | tr '\n' ' '; }
 only3() { [ "$(ids)" = '"send_id":3 ' ]; }
 wait_for 60 "the roll to finish (demo-1 gone)" only3
 birdconf "$key3pref"

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 )
@@ -27,6 +28,7 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 	}
 	d.mu.Lock()
 	views, cfgErr := d.views, d.cfgErr
+	rep.Warnings = append(rep.Warnings, d.configWarn...)
 	d.mu.Unlock()
 	if cfgErr != "" {
 		rep.Warnings = append(rep.Warnings, cfgErr)
@@ -42,6 +44,7 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 		if p := v.Protocol; p != nil {
 			ps.SessionState = bgp.ParseSessionState(p.BGPState).String()
 			ps.Counters = control.Counters{PktGood: p.PktGood, PktBad: p.PktBad}
+			ps.LastDownReason = p.LastError // BIRD's "Last error": why it last went down
 		}
 		ps.Rotation = control.Rotation{State: "native", NextAction: "BIRD sends with the preferred key of " + v.File}
 		for _, k := range v.Session {
@@ -53,6 +56,13 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 				ck.State = control.KeyRetiring
 			}
 			ps.Keys = append(ps.Keys, ck)
+			kn := &control.KeyName{Chain: ck.Chain, Name: ck.Name, SendID: ck.SendID, RecvID: ck.RecvID}
+			if k.IsCurrent {
+				ps.Sending = kn
+			}
+			if k.IsRNext {
+				ps.PeerSending = kn
+			}
 		}
 		for _, c := range v.Kept {
 			name := v.Names[c.ID]
@@ -65,6 +75,12 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 	}
 	if peerArg != "" && len(rep.Peers) == 0 {
 		return rep, fmt.Errorf("peer %q: %w", peerArg, control.ErrNotFound)
+	}
+	if peerArg == "" {
+		if snap := d.o.Keys.Current(); snap != nil {
+			rep.Chains = chainview.Chains(d.policy(), snap, now)
+			snap.Zero()
+		}
 	}
 	return rep, nil
 }
@@ -182,4 +198,13 @@ func (d *Driver) metricsOf(views []peerView) {
 func (d *Driver) Migrate(context.Context, control.MigrateRequest) (control.MigrateResult, error) {
 	return control.MigrateResult{}, fmt.Errorf("%w: with speaker type bird aokeyd does not run TCP-MD5 to TCP-AO migrations yet: "+
 		"BIRD's own password line stays BIRD's; give the neighbor TCP-AO keys in the key source and remove the password from BIRD's configuration in one reconfigure", control.ErrInvalid)
+}
+
+// SetConfigWarnings replaces the warnings about the configuration that
+// status shows: the settings a reload could not apply (each waits for a
+// restart).
+func (d *Driver) SetConfigWarnings(w []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.configWarn = slices.Clone(w)
 }

@@ -80,6 +80,8 @@ type Driver struct {
 	cfgErr   string     // the last configure's failure ("": none)
 	early    map[peer.Key]bool
 	revoked  []Revocation
+	// configWarn names the settings a reload could not apply.
+	configWarn []string
 }
 
 // peerView is what a pass found and did for one neighbor.

@@ -7,6 +7,9 @@
 //	GET  /v1/health              HealthReport
 //	GET  /v1/status[?peer=P]     StatusReport (every peer, or one)
 //	GET  /v1/plan                PlanReport: what the controller would do now
+//	GET  /v1/rolls?peer=P&after=N&wait=S
+//	                             RollsReport: P's roll steps after N, waiting
+//	                             up to S seconds for one (RollWatcher)
 //	POST /v1/rotate              RotateRequest  -> RotateResult
 //	POST /v1/revoke              RevokeRequest  -> RevokeResult
 //

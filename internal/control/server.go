@@ -119,6 +119,7 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("GET /v1/status", s.status)
 	s.mux.HandleFunc("GET /v1/plan", s.plan)
+	s.mux.HandleFunc("GET /v1/rolls", s.rolls)
 	s.mux.HandleFunc("POST /v1/rotate", s.rotate)
 	s.mux.HandleFunc("POST /v1/revoke", s.revoke)
 	s.mux.HandleFunc("POST /v1/replace", s.replace)

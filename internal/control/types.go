@@ -3,24 +3,42 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
-// Duration is a time.Duration that reads and writes JSON as Go's duration
-// text ("1h2m3s").
+// Duration is a time.Duration that writes JSON as a number of seconds
+// (3600, 0.003): every duration in aoctl's --json output and on the
+// control socket reads the same way, with no unit to parse. It reads a
+// number of seconds, or Go's duration text ("1h2m3s") as aokeyd wrote it
+// before, so that an aoctl reads the daemon it replaces until that
+// restarts.
 type Duration time.Duration
 
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON implements json.Marshaler: the duration in seconds.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Seconds()) }
+
+// Seconds is the duration in seconds.
+func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
 
 // String is time.Duration's String.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// UnmarshalJSON implements json.Unmarshaler.
+// UnmarshalJSON implements json.Unmarshaler: a number of seconds, or Go's
+// duration text.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err == nil {
+		v := secs * float64(time.Second)
+		if math.IsNaN(v) || v >= math.MaxInt64 || v < math.MinInt64 {
+			return fmt.Errorf("duration: %v seconds out of range", secs)
+		}
+		*d = Duration(math.Round(v))
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: %w", err)
+		return fmt.Errorf("duration: want a number of seconds: %w", err)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -28,210 +46,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
-}
-
-// Socket kinds.
-const (
-	KindListen      = "listen"
-	KindEstablished = "established"
-)
-
-// The peer authentications of PeerStatus.Auth.
-const (
-	AuthNone = "none"
-	AuthMD5  = "tcp-md5"
-	AuthAO   = "tcp-ao"
-	// AuthMigrating is followed by the migration's step in parentheses.
-	AuthMigrating = "migrating"
-)
-
-// Key states.
-const (
-	KeyInstalled = "installed" // on the socket and desired
-	KeyPending   = "pending"   // desired, being rolled to (installed, announced or not yet)
-	KeyRetiring  = "retiring"  // no longer desired, waiting for the peer to stop using it
-	KeyRevoked   = "revoked"   // revoked in the source; kept only when it is the last key
-)
-
-// StatusReport is GET /v1/status.
-type StatusReport struct {
-	GeneratedAt time.Time `json:"generated_at"`
-	// Speaker names the BGP speaker whose view of the sessions the report
-	// shows (session state, uptime), e.g. "gobgpd unix:///run/gobgpd.sock"
-	// or "frr bgpd /run/frr/bgpd.vty".
-	Speaker   string          `json:"speaker,omitempty"`
-	KeySource KeySourceStatus `json:"key_source"`
-	Optmem    Optmem          `json:"optmem"`
-	// Kernel is the running kernel and the TCP-AO algorithms it accepts,
-	// as aokeyd probed them at start; nil when not probed.
-	Kernel *KernelStatus `json:"kernel,omitempty"`
-	Peers  []PeerStatus  `json:"peers"`
-	// Warnings concern the whole daemon (stale key source, optmem).
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// KernelStatus is the kernel aokeyd runs on: its release and the TCP-AO
-// algorithms it accepts and refuses (one scratch key each at start), and
-// the known TCP-AO defects of the release with what aokeyd does about them.
-type KernelStatus struct {
-	Release  string   `json:"release"`
-	Accepted []string `json:"accepted"`
-	Refused  []string `json:"refused,omitempty"`
-	// Defects are the known TCP-AO defects of the release
-	// (tcpao.KernelDefects); Complete warns of each.
-	Defects []KernelDefect `json:"defects,omitempty"`
-	// Unplaced says why the release could not be checked against the known
-	// defects (a release not understood, or a version older than TCP-AO
-	// upstream: a vendor backport); aokeyd then takes every mitigation,
-	// and Complete warns.
-	Unplaced string `json:"unplaced,omitempty"`
-	// Mitigation is what aokeyd does on this kernel for Defects or
-	// Unplaced ("" nothing).
-	Mitigation string `json:"mitigation,omitempty"`
-}
-
-// KernelDefect is one known TCP-AO defect of the running kernel.
-type KernelDefect struct {
-	ID         string `json:"id"`       // "CVE-2026-53389"
-	Summary    string `json:"summary"`  // one line
-	FixedIn    string `json:"fixed_in"` // "6.12.95, 6.18.38, 7.1.3, 7.2 and later"
-	Mitigation string `json:"mitigation"`
-}
-
-// KeySourceStatus is the key source's health.
-type KeySourceStatus struct {
-	Name      string    `json:"name"`
-	LastSync  time.Time `json:"last_sync,omitzero"`
-	Age       Duration  `json:"age"`
-	Stale     bool      `json:"stale"`
-	LastError string    `json:"last_error,omitempty"`
-	// Held lists the chains and keys a successful read lost and aokeyd
-	// holds back (see HeldKey); each also has a warning.
-	Held []HeldKey `json:"held,omitempty"`
-}
-
-// Hold reasons (HeldKey.Reason).
-const (
-	HeldKeyRejected  = "key-rejected"  // the source's entry fails validation
-	HeldChainMissing = "chain-missing" // the source no longer has the chain
-	HeldNoUsableKey  = "no-usable-key" // the chain lists no usable key
-)
-
-// HeldKey is a chain or key of the key source that a read lost: the key
-// was rejected, the chain vanished or was left without a usable key.
-// LastGood: its last good version stays installed; false: no good version
-// is known (aokeyd restarted meanwhile), so nothing the chain's bindings
-// have installed is deleted or switched until the source is fixed.
-type HeldKey struct {
-	Chain    string `json:"chain"`
-	Key      string `json:"key,omitempty"` // "" for the whole chain
-	Reason   string `json:"reason"`
-	Field    string `json:"field,omitempty"`
-	Source   string `json:"source,omitempty"`
-	LastGood bool   `json:"last_good"`
-}
-
-// Optmem compares net.core.optmem_max with what the largest key set of a
-// socket needs.
-type Optmem struct {
-	Limit  int `json:"limit"`
-	Needed int `json:"needed"`
-}
-
-// PeerStatus is one BGP neighbor.
-type PeerStatus struct {
-	Peer         string `json:"peer"`
-	VRF          string `json:"vrf"`
-	SessionState string `json:"session_state"`
-	// Auth is how the peer's sessions authenticate: AuthNone, AuthMD5 or
-	// AuthAO.
-	Auth string `json:"auth"`
-	// Local is the session's local address as the speaker reports it
-	// ("" when down).
-	Local string `json:"local,omitempty"`
-	// Uptime is how long the session has been established.
-	Uptime Duration `json:"uptime"`
-	// Passive: the BGP daemon does not initiate the session (needed for a
-	// hitless key set change on the listener).
-	Passive bool `json:"passive"`
-	// ActiveOpensKeyed: the BGP daemon's own connects to the neighbor
-	// carry its keys (it runs under aokeyd exec), so a neighbor that is
-	// not passive is managed too.
-	ActiveOpensKeyed bool `json:"active_opens_keyed"`
-
-	Sockets  []Socket `json:"sockets"`
-	Keys     []Key    `json:"keys"`
-	Rotation Rotation `json:"rotation"`
-	Counters Counters `json:"counters"`
-	// Listener is what the listening sockets count for the peer's
-	// address: a session that is down is re-established through them.
-	Listener *ListenerCounters `json:"listener,omitempty"`
-	// Migration is the peer's move from TCP-MD5 to TCP-AO, if any.
-	Migration *Migration `json:"migration,omitempty"`
-	Warnings  []string   `json:"warnings,omitempty"`
-}
-
-// Socket is a managed socket of the BGP daemon.
-type Socket struct {
-	Kind   string `json:"kind"` // KindListen or KindEstablished
-	Local  string `json:"local"`
-	Remote string `json:"remote,omitempty"`
-	Inode  uint64 `json:"inode"`
-}
-
-// Lifetime is a key lifetime; zero Start: since ever, zero End: for ever.
-type Lifetime struct {
-	Start time.Time `json:"start,omitzero"`
-	End   time.Time `json:"end,omitzero"`
-}
-
-// Key is one MKT as installed (or to be installed) for the peer. It has no
-// field for key bytes.
-type Key struct {
-	Chain  string `json:"chain"`
-	Name   string `json:"name"`
-	SendID uint8  `json:"send_id"`
-	RecvID uint8  `json:"recv_id"`
-	Alg    string `json:"alg"`
-	MACLen uint8  `json:"maclen"`
-	// TCPOptions is TCPOptionsInclude or TCPOptionsExclude: whether the
-	// MAC covers TCP options other than TCP-AO. Both ends must agree.
-	TCPOptions     string   `json:"tcp_options"`
-	SendLifetime   Lifetime `json:"send_lifetime"`
-	AcceptLifetime Lifetime `json:"accept_lifetime"`
-	Current        bool     `json:"current"`
-	RNext          bool     `json:"rnext"`
-	PktGood        uint64   `json:"pkt_good"`
-	PktBad         uint64   `json:"pkt_bad"`
-	State          string   `json:"state"`
-}
-
-// Rotation is the peer's rotation state machine (rotator.Status).
-// LastAbortReason classifies the last aborted roll with the words of the
-// rotations_aborted_total reason label (rotator.AbortReason: e.g.
-// "switch-timeout", "session-down"); LastAbort says what happened.
-type Rotation struct {
-	State      string    `json:"state"`
-	PendingKey string    `json:"pending_key,omitempty"`
-	Since      time.Time `json:"since,omitzero"`
-	NextAction string    `json:"next_action,omitempty"`
-	NextAt     time.Time `json:"next_at,omitzero"`
-	// Waiting says what a step of the roll that has not returned yet
-	// waits for ("speaker: session state of 192.0.2.9", "kernel: install
-	// on the socket"); empty when none is running.
-	Waiting         string `json:"waiting,omitempty"`
-	LastAbortReason string `json:"last_abort_reason,omitempty"`
-	LastAbort       string `json:"last_abort,omitempty"`
-}
-
-// Counters are the socket-level TCP_AO_INFO counters of the peer's
-// established socket.
-type Counters struct {
-	PktGood        uint64 `json:"pkt_good"`
-	PktBad         uint64 `json:"pkt_bad"`
-	PktKeyNotFound uint64 `json:"pkt_key_not_found"`
-	PktAORequired  uint64 `json:"pkt_ao_required"`
-	PktDroppedICMP uint64 `json:"pkt_dropped_icmp"`
 }
 
 // PlanReport is GET /v1/plan (and what `aoctl plan` computes offline).
@@ -246,9 +60,9 @@ type PlanReport struct {
 	// line, in order: each names the key's chain and name where the key
 	// source has them.
 	Steps []PlanStep `json:"steps,omitempty"`
-	// Horizon (aoctl plan --config) is how far ahead Upcoming looked,
-	// e.g. "365d"; "" when unbounded.
-	Horizon string `json:"horizon,omitempty"`
+	// Horizon (aoctl plan --config) is how far ahead Upcoming looked
+	// (seconds in JSON); 0 when unbounded.
+	Horizon Duration `json:"horizon,omitempty"`
 	// Upcoming are the next scheduled changes per peer.
 	Upcoming []Event `json:"upcoming"`
 	// Problems (offline plan) are the key source's rejected keys, in
@@ -310,6 +124,9 @@ type RotateResult struct {
 
 // RotateOutcome is one peer's answer to a rotate request.
 type RotateOutcome struct {
+	// Seq is the last roll step the daemon had recorded (every peer's)
+	// when it answered: GET /v1/rolls after it follows this rotation.
+	Seq     uint64    `json:"seq,omitempty"`
 	Peer    string    `json:"peer"`
 	VRF     string    `json:"vrf"`
 	Started bool      `json:"started"`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/internal/metrics"
@@ -71,6 +72,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if w := d.owned.warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
+	if w := d.configWarn.Load(); w != nil {
+		rep.Warnings = append(rep.Warnings, *w...)
+	}
 	if k := d.o.Kernel; k.Release != "" {
 		rep.Kernel = k.Status() // its defects' warnings: rep.Complete
 		for _, p := range snap.RefusedAlgorithms(k.Algorithms, k.Release) {
@@ -120,6 +124,9 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
 	}
+	if peer == "" {
+		rep.Chains = chainview.Chains(d.policy(), snap, now)
+	}
 	rep.Complete()
 	return rep, nil
 }
@@ -164,6 +171,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	if info.Established() && info.Local.IsValid() {
 		ps.Local = info.Local.Unmap().String()
 	}
+	speakerView(&ps, info)
 	if info.MD5 {
 		ps.Warnings = append(ps.Warnings, md5Fix(info.Neighbor))
 	}
@@ -255,6 +263,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	ps.Counters = control.Counters{PktGood: obs.Info.PktGood, PktBad: obs.Info.PktBad, PktKeyNotFound: obs.Info.PktKeyNotFound,
 		PktAORequired: obs.Info.PktAORequired, PktDroppedICMP: obs.Info.PktDroppedICMP}
 	ps.Keys = sessionKeys(obs.Keys, names, desired, pk.Revoked, rs)
+	keysInUse(&ps, rs)
 	if obs.Info.PktBad > 0 {
 		ps.Warnings = append(ps.Warnings, fmt.Sprintf("%d segments failed TCP-AO verification", obs.Info.PktBad))
 	}
@@ -537,6 +546,7 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // it out of the table, and this holds the table's lock while it
 // publishes).
 func (d *Daemon) rollEvent(e rotator.Event) {
+	d.rolls.event(e)
 	m := d.o.Metrics
 	if m == nil {
 		return
@@ -570,6 +580,7 @@ func metricPeer(id rotator.PeerID) metrics.Peer {
 func (d *Daemon) forget(id rotator.PeerID) {
 	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
+	d.rolls.forget(id)
 	d.peers.mu.Lock()
 	p := d.peers.m[id]
 	delete(d.peers.m, id)

@@ -113,6 +113,9 @@ type Daemon struct {
 	owned   *ledger        // which installed keys are aokeyd's
 	carried *carriedRecord // what each peer's sessions carry, durably
 	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
+	rolls   rollJournal    // each peer's last roll steps (rolls.go)
+	// configWarn names the settings a reload could not apply.
+	configWarn atomic.Pointer[[]string]
 }
 
 // peerState is what the speaker reported of one managed peer: its session
@@ -543,6 +546,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := info.Key()
 	d.ctrl.PeerDown(id)
+	d.noteRollDown(info)
 	d.noteDown(ctx, info)
 	d.peers.mu.Lock()
 	if old := d.peers.m[id]; old != nil {

@@ -24,7 +24,7 @@ func TestFleetFollowsFarMigration(t *testing.T) {
 		ctx := context.Background()
 		at := time.Now().Add(10 * time.Minute).UTC()
 		far := fleet.Document{Schema: fleet.Schema, RouterID: "r2", Addresses: []string{peerAddr.String()}, PublishedAt: time.Now(),
-			Refresh: control.Duration(time.Second), Peers: []fleet.Peer{{Address: localAddr.String(), Local: peerAddr.String(), Session: "established",
+			Refresh: fleet.Duration(time.Second), Peers: []fleet.Peer{{Address: localAddr.String(), Local: peerAddr.String(), Session: "established",
 				Auth: "migrating (prepared)", Keys: []fleet.Key{},
 				Migration: &control.Migration{Peer: localAddr.String(), Step: "prepared", Prefix: "192.0.2.0/30", At: at, Deadline: at.Add(3 * time.Minute)}}}}
 		if err := st.PutStatus(ctx, far); err != nil {

@@ -30,9 +30,10 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	if len(targets) == 0 {
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
+	seq := d.rolls.last() // the steps after it are this rotation's
 	for _, p := range targets {
 		id := p.info.Key()
-		out := control.RotateOutcome{Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
+		out := control.RotateOutcome{Seq: seq, Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
 		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 		switch {
 		case err != nil:

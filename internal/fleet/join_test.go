@@ -19,7 +19,7 @@ func key(name string, send, recv uint8, cur, rnext bool) Key {
 // router is a reporting router with one peer per (address, keys) given.
 func router(id, addr string, peers ...Peer) Document {
 	return Document{Schema: Schema, RouterID: id, Addresses: []string{addr}, PublishedAt: t0.Add(-5 * time.Second),
-		Refresh: control.Duration(30 * time.Second), SwitchTimeout: control.Duration(5 * time.Minute), Peers: peers}
+		Refresh: Duration(30 * time.Second), SwitchTimeout: Duration(5 * time.Minute), Peers: peers}
 }
 
 func peer(addr string, keys ...Key) Peer {

@@ -324,7 +324,7 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 	}
 	now := p.o.Now()
 	d := Document{Schema: Schema, RouterID: p.o.RouterID, PublishedAt: now,
-		Refresh: control.Duration(p.o.Refresh), SwitchTimeout: control.Duration(p.o.SwitchTimeout),
+		Refresh: Duration(p.o.Refresh), SwitchTimeout: Duration(p.o.SwitchTimeout),
 		KeySource: KeySource{LastSync: rep.KeySource.LastSync, Stale: rep.KeySource.Stale},
 		Warnings:  slices.Clone(rep.Warnings), Peers: []Peer{}}
 	addrs := map[string]bool{}

@@ -20,12 +20,12 @@ type Document struct {
 	PublishedAt time.Time `json:"published_at"`
 	// Refresh is the router's key source refresh interval: how often it
 	// publishes and reads the revocation record.
-	Refresh control.Duration `json:"refresh"`
+	Refresh Duration `json:"refresh"`
 	// SwitchTimeout is how long a roll may take at this router (the
 	// policy's switch timeout).
-	SwitchTimeout control.Duration `json:"switch_timeout"`
-	KeySource     KeySource        `json:"key_source"`
-	Peers         []Peer           `json:"peers"`
+	SwitchTimeout Duration  `json:"switch_timeout"`
+	KeySource     KeySource `json:"key_source"`
+	Peers         []Peer    `json:"peers"`
 	// Revocations are the fleet revocations this router has applied.
 	Revocations []Applied `json:"revocations,omitempty"`
 	Warnings    []string  `json:"warnings,omitempty"`

@@ -1,0 +1,281 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+var _ control.RollWatcher = (*Daemon)(nil)
+
+// maxRollSteps is how many steps the journal keeps per peer: a roll takes
+// four (started, announced, switched, completed), an abort two.
+const maxRollSteps = 8
+
+// rollJournal keeps the last steps of each peer's rolls, from the
+// rotator's events and the sessions going down, for aoctl rotate --wait
+// (GET /v1/rolls). A step names its key by IDs; Rolls names them from the
+// key source when it answers.
+type rollJournal struct {
+	mu    sync.Mutex
+	seq   uint64
+	steps map[rotator.PeerID][]journalStep
+	// rolling marks a peer whose roll started and has not ended.
+	rolling map[rotator.PeerID]bool
+	// changed is closed, and replaced, at every step.
+	changed chan struct{}
+}
+
+// journalStep is one step, with its key's IDs (send alone when only the
+// Current_key's SendID is known).
+type journalStep struct {
+	seq        uint64
+	at         time.Time
+	kind       control.RollStepKind
+	state      rotator.State
+	send, recv uint8
+	key        keyIDs
+	reason     string
+	detail     string
+}
+
+// keyIDs says which of a step's IDs are known.
+type keyIDs uint8
+
+const (
+	noKey    keyIDs = iota
+	bothIDs         // send and recv
+	sendOnly        // Current_key's SendID
+)
+
+// stepOf maps a rotator event to a journal step; ok false for an event
+// that is no step of its own (the backoff after an abort, the steady
+// after a completion).
+func (j *rollJournal) stepOf(e rotator.Event) (journalStep, bool) {
+	s := journalStep{at: e.At, state: e.State}
+	if e.HavePending {
+		s.send, s.recv, s.key = e.Pending.SendID, e.Pending.RecvID, bothIDs
+	}
+	rolling := j.rolling[e.Peer]
+	switch e.Kind {
+	case rotator.EventRollStarted:
+		s.kind = control.RollStarted
+		j.rolling[e.Peer] = true
+	case rotator.EventRollAborted:
+		s.kind, s.reason, s.detail = control.RollAborted, e.Reason.String(), e.Detail
+		delete(j.rolling, e.Peer)
+	case rotator.EventRollCompleted:
+		s.kind = control.RollCompleted
+		s.key = noKey
+		if e.Current.Valid {
+			s.send, s.key = e.Current.ID, sendOnly
+		}
+		delete(j.rolling, e.Peer)
+	case rotator.EventState:
+		switch {
+		case e.From == e.State:
+			s.kind, s.key = control.RollSessionUp, noKey
+			delete(j.rolling, e.Peer)
+		case e.State == rotator.StateAnnounced:
+			s.kind = control.RollAnnounced
+		case e.State == rotator.StateGrace:
+			s.kind = control.RollSwitched
+		case e.State == rotator.StateSteady && rolling:
+			s.kind, s.key = control.RollReplanned, noKey
+			delete(j.rolling, e.Peer)
+		default:
+			return s, false
+		}
+	default:
+		return s, false
+	}
+	return s, true
+}
+
+// event records a rotator event's step.
+func (j *rollJournal) event(e rotator.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	if s, ok := j.stepOf(e); ok {
+		j.addLocked(e.Peer, s)
+	}
+}
+
+// down records that id's session went down (reason: the speaker's word
+// for why, "" when it says none).
+func (j *rollJournal) down(id rotator.PeerID, at time.Time, reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	delete(j.rolling, id)
+	j.addLocked(id, journalStep{at: at, kind: control.RollSessionDown, state: rotator.StateDown, reason: reason})
+}
+
+// forget drops a peer that is gone.
+func (j *rollJournal) forget(id rotator.PeerID) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.steps, id)
+	delete(j.rolling, id)
+}
+
+func (j *rollJournal) init() {
+	if j.steps == nil {
+		j.steps, j.rolling, j.changed = map[rotator.PeerID][]journalStep{}, map[rotator.PeerID]bool{}, make(chan struct{})
+	}
+}
+
+func (j *rollJournal) addLocked(id rotator.PeerID, s journalStep) {
+	j.seq++
+	s.seq = j.seq
+	ss := j.steps[id]
+	if len(ss) == maxRollSteps {
+		ss = append(ss[:0], ss[1:]...)
+	}
+	j.steps[id] = append(ss, s)
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// last is the sequence number of the last step recorded, any peer's.
+func (j *rollJournal) last() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.seq
+}
+
+// after is id's steps after seq, and a channel closed at the next step.
+func (j *rollJournal) after(id rotator.PeerID, seq uint64) ([]journalStep, <-chan struct{}) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	var out []journalStep
+	for _, s := range j.steps[id] {
+		if s.seq > seq {
+			out = append(out, s)
+		}
+	}
+	return out, j.changed
+}
+
+// Rolls implements control.RollWatcher: the peer's roll steps after
+// req.After, waiting up to req.Wait for one, keys named from the key
+// source.
+func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.RollsReport, error) {
+	id, err := d.rollPeer(req)
+	if err != nil {
+		return control.RollsReport{}, err
+	}
+	rep := control.RollsReport{Peer: id.Addr.String(), VRF: id.VRF, Last: req.After}
+	var timeout <-chan time.Time
+	if req.Wait > 0 {
+		timeout = d.o.Clock.After(req.Wait)
+	}
+	steps, changed := d.rolls.after(id, req.After)
+	for len(steps) == 0 && timeout != nil {
+		select {
+		case <-changed:
+		case <-timeout:
+			timeout = nil
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		}
+		steps, changed = d.rolls.after(id, req.After)
+	}
+	if len(steps) == 0 {
+		return rep, nil
+	}
+	names := d.rollNames(id)
+	for _, s := range steps {
+		rs := control.RollStep{Seq: s.seq, At: s.at, Step: s.kind, State: string(s.state), Reason: s.reason, Detail: s.detail}
+		switch s.key {
+		case bothIDs:
+			rs.Key = names.both(s.send, s.recv)
+		case sendOnly:
+			rs.Key = names.bySend(s.send)
+		}
+		rep.Steps = append(rep.Steps, rs)
+		rep.Last = s.seq
+	}
+	return rep, nil
+}
+
+// rollPeer is the one peer a RollsRequest names: by peer.Key's text, or by
+// address in req.VRF (without one: the one VRF that has the address).
+func (d *Daemon) rollPeer(req control.RollsRequest) (rotator.PeerID, error) {
+	var found []rotator.PeerID
+	for _, p := range d.peerList() {
+		if p.id.String() == req.Peer || p.info.Neighbor.String() == req.Peer && (req.VRF == "" || req.VRF == p.info.VRF) {
+			found = append(found, p.id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return peer.Key{}, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return peer.Key{}, fmt.Errorf("%w: peer %s is in %d VRFs: name the VRF", control.ErrInvalid, req.Peer, len(found))
+}
+
+// rollKeyNames names a peer's keys by their IDs from its chain in the key
+// source.
+type rollKeyNames struct {
+	chain string
+	byIDs map[[2]uint8]keyName
+}
+
+func (n rollKeyNames) both(send, recv uint8) *control.KeyName {
+	k := &control.KeyName{SendID: send, RecvID: recv}
+	if m, ok := n.byIDs[[2]uint8{send, recv}]; ok {
+		k.Chain, k.Name = m.chain, m.mkt.Name
+	}
+	return k
+}
+
+// bySend names the chain's one key with SendID send; its IDs alone when
+// the chain has none or several.
+func (n rollKeyNames) bySend(send uint8) *control.KeyName {
+	var hit *control.KeyName
+	for ids, m := range n.byIDs {
+		if ids[0] != send {
+			continue
+		}
+		if hit != nil {
+			return &control.KeyName{SendID: send, RecvID: hit.RecvID}
+		}
+		hit = &control.KeyName{Chain: m.chain, Name: m.mkt.Name, SendID: send, RecvID: ids[1]}
+	}
+	if hit == nil {
+		return &control.KeyName{SendID: send}
+	}
+	return hit
+}
+
+// rollNames is id's key names.
+func (d *Daemon) rollNames(id rotator.PeerID) rollKeyNames {
+	snap, release := d.shared()
+	defer release()
+	if snap == nil {
+		return rollKeyNames{}
+	}
+	pk, err := d.peerDesired(d.policy(), snap, id.Addr, id.VRF, d.o.Clock.Now())
+	if err != nil {
+		return rollKeyNames{}
+	}
+	return rollKeyNames{chain: pk.SourceChain, byIDs: mktIndex(snap, pk.SourceChain)}
+}
+
+// noteRollDown records a session's end in the roll journal, with the
+// speaker's reason when it gives one.
+func (d *Daemon) noteRollDown(info bgp.PeerInfo) {
+	_, why := info.LastDown()
+	d.rolls.down(info.Key(), d.o.Clock.Now(), why)
+}
