@@ -2,6 +2,7 @@ package lab
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -36,3 +37,30 @@ func TestGobgpdConfigTOML(t *testing.T) {
 }
 
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// gobgpd's environment always says multipathtcp=0, whatever GODEBUG held:
+// the other settings are kept, a multipathtcp one is replaced, and the
+// rest of the environment is untouched.
+func TestNoMPTCP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in, out []string
+	}{
+		{"no GODEBUG", []string{"PATH=/bin"}, []string{"PATH=/bin", "GODEBUG=multipathtcp=0"}},
+		{"empty GODEBUG", []string{"GODEBUG="}, []string{"GODEBUG=multipathtcp=0"}},
+		{"other settings kept", []string{"GODEBUG=http2client=0,netdns=go", "HOME=/root"},
+			[]string{"GODEBUG=http2client=0,netdns=go,multipathtcp=0", "HOME=/root"}},
+		{"multipathtcp replaced", []string{"GODEBUG=multipathtcp=1,netdns=go"}, []string{"GODEBUG=netdns=go,multipathtcp=0"}},
+		{"a name that only starts alike", []string{"GODEBUGX=1"}, []string{"GODEBUGX=1", "GODEBUG=multipathtcp=0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.in)
+			if got := NoMPTCP(in); !slices.Equal(got, tc.out) {
+				t.Errorf("NoMPTCP(%q) = %q, want %q", tc.in, got, tc.out)
+			}
+			if !slices.Equal(in, tc.in) {
+				t.Errorf("NoMPTCP changed its argument to %q", in)
+			}
+		})
+	}
+}
