@@ -5,9 +5,7 @@ package sockets
 import (
 	"errors"
 	"net/netip"
-	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,7 +49,7 @@ func mptcpListener(pid int, port uint16) error {
 		local, ok := mptcpListening(fd)
 		unix.Close(fd)
 		if ok && (port == 0 || local.Port() == port) {
-			return &MPTCPError{PID: pid, Comm: comm(pid), FD: n, Local: local}
+			return &MPTCPError{PID: pid, Comm: Comm(pid), FD: n, Local: local}
 		}
 	}
 	return nil
@@ -77,13 +75,4 @@ func mptcpListening(fd int) (netip.AddrPort, bool) {
 		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), true
 	}
 	return netip.AddrPort{}, false
-}
-
-// comm is process pid's command name, "" when it cannot be read.
-func comm(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
