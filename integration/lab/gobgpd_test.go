@@ -2,7 +2,9 @@ package lab
 
 import (
 	"net/netip"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +64,30 @@ func TestNoMPTCP(t *testing.T) {
 				t.Errorf("NoMPTCP changed its argument to %q", in)
 			}
 		})
+	}
+}
+
+// The example unit that runs gobgpd under aokeyd exec says what the lab
+// says (NoMPTCP): gobgpd v4 is built with go 1.25 and would listen with
+// Multipath TCP on Debian's kernels, where TCP-AO cannot be set on its
+// listener.
+func TestGobgpdUnitNoMPTCP(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/debian/gobgpd-aokeyd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := ""
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+		}
+		if section == "[Service]" && line == "Environment=GODEBUG=multipathtcp=0" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("gobgpd-aokeyd.service has no Environment=GODEBUG=multipathtcp=0 in [Service]:\n%s", b)
 	}
 }
