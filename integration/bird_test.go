@@ -47,6 +47,7 @@ func TestBIRDSpeaksTCPAO(t *testing.T) {
 						Secret:    tcpao.NewSecret(secret),
 					}, tcpao.AddOptions{})
 				}}
+				lc.SetMultipathTCP(false) // keyed: plain TCP (tcpao.ErrMPTCP)
 				var err error
 				ln, err = lc.Listen(context.Background(), "tcp4", "10.255.1.1:179")
 				return err

@@ -50,13 +50,17 @@ func dialSession(t *testing.T, k tcpao.Key) *kernelSession {
 func dialSessionKeys(t *testing.T, lk, ck tcpao.Key) *kernelSession {
 	t.Helper()
 	k := ck
+	// Plain TCP both ends: an MPTCP socket (Go's listener default where
+	// the kernel has CONFIG_MPTCP) refuses the keys, tcpao.ErrMPTCP.
 	lc := net.ListenConfig{Control: withKey(t, lk)}
+	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	d := net.Dialer{Control: withKey(t, k), Timeout: 10 * time.Second}
+	d.SetMultipathTCP(false)
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -282,6 +286,7 @@ func TestKernelPeerNeverGetsKey(t *testing.T) {
 func TestKernelListenerSync(t *testing.T) {
 	kerneltest.Require(t)
 	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false) // an MPTCP listener refuses keys (tcpao.ErrMPTCP)
 	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

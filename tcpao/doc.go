@@ -14,6 +14,13 @@
 // into the request only for the duration of a call and zeroed afterwards; no
 // type here prints a secret.
 //
+// TCP-AO is a TCP option: a Multipath TCP socket (SO_PROTOCOL
+// IPPROTO_MPTCP, what Go 1.24 and later listen with by default on a kernel
+// with CONFIG_MPTCP) refuses every TCP_AO_* and TCP_MD5SIG* option, and
+// those failures match ErrMPTCP, never ErrNoKernelSupport (mptcp_linux.go).
+// Make the sockets to key plain TCP: net.ListenConfig.SetMultipathTCP(false)
+// and net.Dialer.SetMultipathTCP(false), or GODEBUG=multipathtcp=0.
+//
 // kerneldefects.go holds the kernel releases with known TCP-AO defects as
 // data (KernelDefects: which defect, which releases, the Mitigation it calls
 // for, such as Deleter.NoAsync for a del_async defect); it is portable, so

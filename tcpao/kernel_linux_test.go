@@ -27,25 +27,19 @@ func key(peer string, send, recv uint8) tcpao.Key {
 
 // On a kernel without CONFIG_TCP_AO (the host) the option is unknown and the
 // error names the key and wraps the errno; in the guest the same call works.
+// On a host with CONFIG_MPTCP it is never ErrMPTCP: listenAO's listener is
+// plain TCP (net.Listen's would be MPTCP, and fail so in any guest).
 func TestAddKeyOnThisKernel(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	rc, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = tcpao.New(rc).AddKey(key("127.0.0.2/32", 1, 2), tcpao.AddOptions{})
+	_, s := listenAO(t, net.ListenConfig{})
+	err := s.AddKey(key("127.0.0.2/32", 1, 2), tcpao.AddOptions{})
 	if kerneltest.InGuest() {
 		if err != nil {
 			t.Fatalf("AddKey in the TCP-AO guest: %v", err)
 		}
 		return
 	}
-	if !errors.Is(err, unix.ENOPROTOOPT) {
-		t.Fatalf("AddKey without CONFIG_TCP_AO = %v, want ENOPROTOOPT", err)
+	if !errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, tcpao.ErrMPTCP) {
+		t.Fatalf("AddKey without CONFIG_TCP_AO = %v, want ENOPROTOOPT on a plain TCP listener", err)
 	}
 	if !strings.Contains(err.Error(), "send=1 recv=2 peer=127.0.0.2/32") || !strings.Contains(err.Error(), "TCP_AO_ADD_KEY") {
 		t.Errorf("error %q does not name the key and the option", err)
@@ -85,6 +79,7 @@ func TestNetPackageConnection(t *testing.T) {
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return tcpao.New(c).AddKey(key("127.0.0.1/32", 1, 2), tcpao.AddOptions{})
 	}}
+	d.SetMultipathTCP(false) // Go's default for dialers; said, since keys go on it
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -190,9 +185,13 @@ func TestBatchKeys(t *testing.T) {
 }
 
 // listenAO listens on a loopback port with lc (closed when the test ends)
-// and returns the listener with its TCP-AO surface.
+// and returns the listener with its TCP-AO surface. The listener is plain
+// TCP whatever lc says: Go 1.24 and later listen with Multipath TCP by
+// default where the kernel has CONFIG_MPTCP (Debian's), and an MPTCP
+// socket refuses every TCP-AO option (ErrMPTCP).
 func listenAO(t *testing.T, lc net.ListenConfig) (net.Listener, tcpao.Socket) {
 	t.Helper()
+	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -154,8 +154,9 @@ func TestListenerStaleCurrentDelete(t *testing.T) {
 	}
 	// The listener still works: a connection from an address with no key
 	// is accepted as plain TCP.
-	c, err := (&net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.9:0"))}).
-		DialContext(context.Background(), "tcp4", ln.Addr().String())
+	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.9:0"))}
+	d.SetMultipathTCP(false) // as listenAO's listener: plain TCP
+	c, err := d.DialContext(context.Background(), "tcp4", ln.Addr().String())
 	if err != nil {
 		t.Fatalf("connect to the listener afterwards: %v", err)
 	}

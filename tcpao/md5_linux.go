@@ -55,7 +55,7 @@ func (b *bound) md5(r MD5Ref, key []byte) error {
 	clear(c.Key[:])
 	runtime.KeepAlive(&c)
 	if errno, ok := err.(unix.Errno); ok {
-		return os.NewSyscallError("setsockopt(TCP_MD5SIG_EXT)", errno)
+		return classifyMPTCP(b.fd, os.NewSyscallError("setsockopt(TCP_MD5SIG_EXT)", errno))
 	}
 	return err
 }

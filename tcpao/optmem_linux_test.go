@@ -4,6 +4,7 @@ package tcpao_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -112,7 +113,9 @@ func TestRaiseOptMemInTakesKeys(t *testing.T) {
 	n := fit + 200
 	addKeys := func() (added int, err error) {
 		err = ns.Do(func() error {
-			ln, err := net.Listen("tcp4", "127.0.0.1:0")
+			var lc net.ListenConfig
+			lc.SetMultipathTCP(false) // an MPTCP listener takes no key (ErrMPTCP)
+			ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 			if err != nil {
 				return err
 			}

@@ -17,10 +17,15 @@ import (
 // ENOPROTOOPT, and Probe returns an error matching ErrNoKernelSupport. Any
 // other failure (a seccomp filter or an LSM denying either call) is a
 // *ProbeError: the kernel could not be asked, which is no answer either.
+//
+// The scratch socket is asked for as IPPROTO_TCP by name. Should it still
+// come out as Multipath TCP (a BPF update_socket_protocol program or an
+// LD_PRELOAD shim that turns TCP sockets into MPTCP ones), the answer is
+// ErrMPTCP: neither a kernel without TCP-AO nor a confined caller.
 func Probe() error {
-	fd, err := probeSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := probeSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if errors.Is(err, unix.EAFNOSUPPORT) {
-		fd, err = probeSocket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		fd, err = probeSocket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	}
 	if err != nil {
 		return &ProbeError{Err: os.NewSyscallError("socket", err)}
@@ -30,6 +35,8 @@ func Probe() error {
 	switch {
 	case err == nil, errors.Is(err, unix.ENOENT):
 		return nil
+	case errors.Is(err, ErrMPTCP):
+		return fmt.Errorf("tcpao: probe: the scratch TCP socket is Multipath TCP: %w", err)
 	case errors.Is(err, unix.ENOPROTOOPT):
 		return fmt.Errorf("%w (%w)", ErrNoKernelSupport, err)
 	}
@@ -44,17 +51,18 @@ var (
 
 // ProbeAlgorithms asks the running kernel which of Algorithms it accepts
 // (ProbeAlgorithmsOn, on scratch IPv4 sockets, or IPv6 ones where IPv4 is
-// not available, with a key for the loopback address; never connected).
+// not available, with a key for the loopback address; never connected;
+// IPPROTO_TCP, as Probe's).
 func ProbeAlgorithms() map[Algorithm]error {
 	const typ = unix.SOCK_STREAM | unix.SOCK_CLOEXEC
 	fam, peer := unix.AF_INET, netip.MustParsePrefix("127.0.0.1/32")
-	if fd, err := probeSocket(fam, typ, 0); errors.Is(err, unix.EAFNOSUPPORT) {
+	if fd, err := probeSocket(fam, typ, unix.IPPROTO_TCP); errors.Is(err, unix.EAFNOSUPPORT) {
 		fam, peer = unix.AF_INET6, netip.MustParsePrefix("::1/128")
 	} else if err == nil {
 		unix.Close(fd)
 	}
 	return ProbeAlgorithmsOn(func() (Socket, func(), error) {
-		fd, err := probeSocket(fam, typ, 0)
+		fd, err := probeSocket(fam, typ, unix.IPPROTO_TCP)
 		if err != nil {
 			return nil, nil, os.NewSyscallError("socket", err)
 		}

@@ -4,6 +4,7 @@ package tcpao
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -16,7 +17,9 @@ import (
 // (ENOPROTOOPT: the README's exact line), and every other failure, which
 // is a *ProbeError: the kernel could not be asked, and aokeyd must not
 // guess. Its one line names the failed call and its error, and what to
-// check (seccomp, an LSM, the capabilities).
+// check (seccomp, an LSM, the capabilities). The scratch socket is always
+// asked for as IPPROTO_TCP; one that still came out as Multipath TCP
+// answers ErrMPTCP, blaming neither the kernel build nor a confinement.
 func TestProbeOutcomes(t *testing.T) {
 	const noAO = `the running kernel lacks TCP-AO (built without CONFIG_TCP_AO): run aokeyd on Linux 6.7 or later built with CONFIG_TCP_AO=y; ` +
 		`see the README section "Kernel requirements" (getsockopt(TCP_AO_INFO): protocol not available)`
@@ -24,6 +27,7 @@ func TestProbeOutcomes(t *testing.T) {
 		name      string
 		socket    []error // per call: AF_INET, then AF_INET6
 		info      error
+		infoErr   error // probeInfo's whole error, when not a bare errno
 		want      error // nil: no error
 		wantText  string
 		wantProbe bool // a *ProbeError naming wantText
@@ -44,6 +48,8 @@ func TestProbeOutcomes(t *testing.T) {
 		{name: "no inet family (RestrictAddressFamilies=)", socket: []error{unix.EAFNOSUPPORT, unix.EAFNOSUPPORT},
 			want: unix.EAFNOSUPPORT, wantProbe: true, wantText: "socket: address family not supported by protocol"},
 		{name: "IPv6 only", socket: []error{unix.EAFNOSUPPORT, nil}, info: unix.ENOENT},
+		{name: "socket made MPTCP behind our back", infoErr: fmt.Errorf("%w (%w)", ErrMPTCP,
+			os.NewSyscallError("getsockopt(TCP_AO_INFO)", unix.EOPNOTSUPP)), want: ErrMPTCP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sock, info := probeSocket, probeInfo
@@ -51,12 +57,18 @@ func TestProbeOutcomes(t *testing.T) {
 			calls := 0
 			probeSocket = func(domain, typ, proto int) (int, error) {
 				calls++
+				if proto != unix.IPPROTO_TCP {
+					t.Errorf("probe socket of protocol %d, want IPPROTO_TCP", proto)
+				}
 				if calls <= len(tc.socket) && tc.socket[calls-1] != nil {
 					return -1, tc.socket[calls-1]
 				}
 				return sock(domain, typ, proto)
 			}
 			probeInfo = func(int) error {
+				if tc.infoErr != nil {
+					return tc.infoErr
+				}
 				if tc.info == nil {
 					return nil
 				}
@@ -78,6 +90,9 @@ func TestProbeOutcomes(t *testing.T) {
 			var pe *ProbeError
 			if isProbe := errors.As(err, &pe); isProbe != tc.wantProbe {
 				t.Errorf("Probe: %v is a *ProbeError: %v, want %v", err, isProbe, tc.wantProbe)
+			}
+			if tc.want == ErrMPTCP && (errors.Is(err, ErrNoKernelSupport) || strings.Contains(err.Error(), "CONFIG_TCP_AO")) {
+				t.Errorf("Probe: %v blames the kernel build", err)
 			}
 			if !tc.wantProbe {
 				return

@@ -74,6 +74,16 @@ var (
 	// fails with ENOPROTOOPT). Its text is the operator's one-line fix.
 	ErrNoKernelSupport = errors.New("the running kernel lacks TCP-AO (built without CONFIG_TCP_AO): " +
 		"run aokeyd on Linux 6.7 or later built with CONFIG_TCP_AO=y; see the README section \"Kernel requirements\"")
+	// ErrMPTCP is returned, wrapping the kernel's errno, when a TCP-AO or
+	// TCP-MD5 socket option fails on a Multipath TCP socket (SO_PROTOCOL
+	// IPPROTO_MPTCP). The MPTCP socket layer passes only the TCP options it
+	// knows to its subflows, and answers every other one with ENOPROTOOPT
+	// (setsockopt) or EOPNOTSUPP (getsockopt), on any kernel, with or
+	// without CONFIG_TCP_AO: it is not ErrNoKernelSupport, and the fix is
+	// in the program that made the socket (Go 1.24 and later listen with
+	// MPTCP by default: net.ListenConfig.SetMultipathTCP(false), or run it
+	// with GODEBUG=multipathtcp=0).
+	ErrMPTCP = errors.New("TCP-AO cannot be set on a Multipath TCP socket")
 	// ErrAlgorithm is returned for an algorithm this package does not offer.
 	ErrAlgorithm = errors.New("tcpao: unknown algorithm")
 	// ErrKeyLength is returned for a secret of 0 or more than MaxKeyLen bytes

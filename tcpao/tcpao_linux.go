@@ -102,7 +102,8 @@ func family(fd int) (int, error) {
 //   - EMSGSIZE: MACLen does not fit in the SYN's option space (> 16);
 //   - ENOMEM: net.core.optmem_max is exhausted (see OptMemNeeded);
 //   - ENOENT: the kernel has no such algorithm;
-//   - EKEYREJECTED: a TCP-MD5 key exists for the peer.
+//   - EKEYREJECTED: a TCP-MD5 key exists for the peer;
+//   - ErrMPTCP (wrapping ENOPROTOOPT): a Multipath TCP socket.
 //
 // Client-side validation errors (ErrAlgorithm, ErrKeyLength, ErrAddress) are
 // returned before any system call. The copy of the key bytes is zeroed.
@@ -118,7 +119,8 @@ func (s *sock) AddKey(k Key, o AddOptions) error {
 //     (replacements that were named are installed even then);
 //   - EINVAL: Async on a socket that is not listening, or SetCurrent/SetRNext
 //     on a listening socket;
-//   - EISCONN: an established socket without TCP-AO.
+//   - EISCONN: an established socket without TCP-AO;
+//   - ErrMPTCP (wrapping ENOPROTOOPT): a Multipath TCP socket.
 func (s *sock) DelKey(d DelKey) error {
 	return s.BatchKeys(func(b Socket) error { return b.DelKey(d) })
 }
@@ -184,7 +186,7 @@ func (b *bound) addKey(k Key, o AddOptions) error {
 	clear(b.add.Key[:])
 	runtime.KeepAlive(b)
 	if errno, ok := err.(unix.Errno); ok {
-		return os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", errno)
+		return classifyMPTCP(b.fd, os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", errno))
 	}
 	return err
 }
@@ -208,7 +210,7 @@ func (b *bound) delKey(d DelKey) error {
 		return err
 	}
 	if err := setsockopt(b.fd, optDelKey, unsafe.Pointer(&b.del), unsafe.Sizeof(b.del)); err != nil {
-		return os.NewSyscallError("setsockopt(TCP_AO_DEL_KEY)", err)
+		return classifyMPTCP(b.fd, os.NewSyscallError("setsockopt(TCP_AO_DEL_KEY)", err))
 	}
 	return nil
 }
@@ -245,7 +247,8 @@ func (b *bound) Keys(f KeyFilter) ([]KeyInfo, error) {
 	return out, nil
 }
 
-// Info issues getsockopt(TCP_AO_INFO). ENOENT: the socket has no TCP-AO.
+// Info issues getsockopt(TCP_AO_INFO). ENOENT: the socket has no TCP-AO;
+// ErrMPTCP (wrapping EOPNOTSUPP): a Multipath TCP socket.
 func (s *sock) Info() (Info, error) {
 	var in Info
 	err := s.do(func(fd int) error {
@@ -263,7 +266,7 @@ func info(fd int) (Info, error) {
 	var o aoInfoOpt
 	n := uint32(unsafe.Sizeof(o))
 	if err := getsockopt(fd, optInfo, unsafe.Pointer(&o), &n); err != nil {
-		return Info{}, os.NewSyscallError("getsockopt(TCP_AO_INFO)", err)
+		return Info{}, classifyMPTCP(fd, os.NewSyscallError("getsockopt(TCP_AO_INFO)", err))
 	}
 	return decodeInfo(&o), nil
 }
@@ -275,7 +278,8 @@ func info(fd int) (Info, error) {
 // socket without keys it creates the TCP-AO state. Errors (errors.Is):
 //   - ENOENT: Current or RNext names no key;
 //   - EINVAL: Current or RNext on a listening socket;
-//   - EISCONN: an established socket without TCP-AO.
+//   - EISCONN: an established socket without TCP-AO;
+//   - ErrMPTCP: a Multipath TCP socket.
 func (s *sock) SetInfo(c InfoChange) error {
 	err := s.do(func(fd int) error { return setInfo(fd, c) })
 	if err != nil {
@@ -291,7 +295,7 @@ func setInfo(fd int, c InfoChange) error {
 	}
 	o := encodeInfo(cur, c)
 	if err := setsockopt(fd, optInfo, unsafe.Pointer(&o), unsafe.Sizeof(o)); err != nil {
-		return os.NewSyscallError("setsockopt(TCP_AO_INFO)", err)
+		return classifyMPTCP(fd, os.NewSyscallError("setsockopt(TCP_AO_INFO)", err))
 	}
 	return nil
 }
@@ -304,7 +308,8 @@ const initialKeys = 8
 // Keys issues getsockopt(TCP_AO_GET_KEYS), growing the buffer until every
 // matching key fits. The key bytes the kernel returns are zeroed at once;
 // only their Fingerprint is kept. Errors (errors.Is): ENOENT: the socket has
-// no TCP-AO; EINVAL: a filter prefix with host bits; ErrFilter.
+// no TCP-AO; EINVAL: a filter prefix with host bits; ErrFilter; ErrMPTCP
+// (wrapping EOPNOTSUPP): a Multipath TCP socket.
 func (s *sock) Keys(f KeyFilter) ([]KeyInfo, error) {
 	var out []KeyInfo
 	err := s.do(func(fd int) error {
@@ -377,7 +382,7 @@ func keysInto(fd int, f KeyFilter, buf []aoGetsockopt, last bool) ([]KeyInfo, in
 	}
 	size := uint32(unsafe.Sizeof(buf[0]))
 	if err := getsockopt(fd, optGetKeys, unsafe.Pointer(&buf[0]), &size); err != nil {
-		return nil, 0, os.NewSyscallError("getsockopt(TCP_AO_GET_KEYS)", err)
+		return nil, 0, classifyMPTCP(fd, os.NewSyscallError("getsockopt(TCP_AO_GET_KEYS)", err))
 	}
 	matched := int(buf[0].NKeys)
 	if matched > n && !last {

@@ -177,6 +177,16 @@ type Discoverer struct {
 	refs  []sockets.Ref
 	byTup map[[2]netip.AddrPort]sockets.Ref
 	socks map[uint64]tcpao.Socket
+	lerr  error // Listeners' answer, when set
+}
+
+// FailListeners makes Listeners answer err (nil: the registered listeners
+// again), as sockets.Finder answers a *sockets.MPTCPError for a speaker
+// whose listener is Multipath TCP.
+func (d *Discoverer) FailListeners(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lerr = err
 }
 
 // NewDiscoverer returns an empty Discoverer for process pid whose first
@@ -211,6 +221,9 @@ func (d *Discoverer) Socket(inode uint64) tcpao.Socket {
 func (d *Discoverer) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.lerr != nil {
+		return nil, d.lerr
+	}
 	var out []sockets.Ref
 	for _, r := range d.refs {
 		if r.PID == pid && r.Listening && r.Local.Port() == port {

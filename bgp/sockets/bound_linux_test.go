@@ -24,7 +24,7 @@ func TestLookupDeviceBound(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SO_BINDTODEVICE needs root")
 	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	l, err := plainListen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Skipf("no IPv4 loopback: %v", err)
 	}
@@ -37,6 +37,7 @@ func TestLookupDeviceBound(t *testing.T) {
 		}
 		return serr
 	}}
+	d.SetMultipathTCP(false)
 	c, err := d.DialContext(context.Background(), "tcp4", l.Addr().String())
 	if err != nil {
 		t.Skipf("dial bound to lo: %v", err)
@@ -86,7 +87,7 @@ func TestListenersBoundDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := func(dev string) net.ListenConfig {
-		return net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		c := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 			var serr error
 			err := rc.Control(func(fd uintptr) {
 				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr == nil && dev != "" {
@@ -98,6 +99,8 @@ func TestListenersBoundDev(t *testing.T) {
 			}
 			return serr
 		}}
+		c.SetMultipathTCP(false) // a speaker's listener aokeyd can key
+		return c
 	}
 	bcfg := lc("lo")
 	bound, err := bcfg.Listen(context.Background(), "tcp4", "127.0.0.1:0")

@@ -37,6 +37,17 @@
 // reads /proc/<pid>/fd on every call, which costs more with many fds.
 //
 // A listener's cookie in a sock_diag dump was seen to differ from its
-// SO_COOKIE (Linux 6.18), so WithSocket checks listeners by inode only;
-// established sockets are checked by inode and cookie.
+// SO_COOKIE (Linux 6.18): that listener was Multipath TCP, what Go 1.24
+// and later make by default, whose TCP dump entry is its subflow (another
+// cookie, the descriptor's inode). WithSocket checks listeners by inode
+// only; established sockets are checked by inode and cookie.
+//
+// # Multipath TCP
+//
+// An MPTCP socket refuses TCP-AO (tcpao.ErrMPTCP). Listeners never takes
+// a speaker's MPTCP listener for no listener: found by its inode, its keys
+// fail with tcpao.ErrMPTCP; listed under an inode no descriptor has, the
+// speaker's descriptors are looked through for it and it is reported as
+// an *MPTCPError (mptcp_linux.go), only then, so that a found TCP
+// listener costs nothing more.
 package sockets

@@ -3,6 +3,7 @@
 package sockets
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 )
@@ -15,8 +16,24 @@ type Finder struct {
 
 // Listeners returns the process's listening TCP sockets on port (0: any
 // port), both address families, as Refs with their descriptor numbers.
+//
+// A Multipath TCP listener (Go 1.24 and later listen so by default where
+// the kernel has CONFIG_MPTCP) is never reported as no listener: when the
+// dump lists a listener on the port that none of the process's
+// descriptors is, and so no Ref was found, the process's descriptors are
+// looked through for an MPTCP listener on the port, answered as an
+// *MPTCPError (tcpao.ErrMPTCP). A kernel that lists the subflow under the
+// descriptor's inode (6.18 does) gives a Ref as for TCP, and the keys
+// then fail with tcpao.ErrMPTCP. A found TCP listener costs nothing more.
 func (f Finder) Listeners(port uint16) ([]Ref, error) {
-	return f.owned((*Diag).Listeners, func(s Socket) bool { return port == 0 || s.Local.Port() == port }, true)
+	refs, unowned, err := f.owned(listenerDump, func(s Socket) bool { return port == 0 || s.Local.Port() == port }, true)
+	if err != nil || len(refs) > 0 || unowned == 0 {
+		return refs, err
+	}
+	if err := mptcpListener(f.PID, port); errors.As(err, new(*MPTCPError)) {
+		return nil, err
+	}
+	return nil, nil
 }
 
 // Established returns the process's socket with exactly this local and
@@ -43,21 +60,23 @@ func (f Finder) Established(local, remote netip.AddrPort) (Ref, error) {
 // address is neighbor (IPv4-mapped addresses match IPv4), for when the
 // ports of a session are not known.
 func (f Finder) Connections(neighbor netip.Addr) ([]Ref, error) {
-	return f.owned((*Diag).EstablishedSockets, func(s Socket) bool { return s.Remote.Addr().Unmap() == neighbor.Unmap() }, false)
+	refs, _, err := f.owned((*Diag).EstablishedSockets, func(s Socket) bool { return s.Remote.Addr().Unmap() == neighbor.Unmap() }, false)
+	return refs, err
 }
 
 // owned lists sockets with list, keeps those that match keep and that the
 // process holds a descriptor for (others in its namespace belong to other
-// processes), and returns them as Refs.
-func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool, listening bool) ([]Ref, error) {
+// processes), and returns them as Refs, with how many matched keep and
+// were not the process's.
+func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool, listening bool) (_ []Ref, unowned int, _ error) {
 	d, err := OpenDiag(f.PID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer d.Close()
 	socks, err := list(d)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var kept []Socket
 	var inodes []uint64
@@ -71,7 +90,7 @@ func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool
 	// its sessions after them.
 	fds, _, err := findFDs(f.PID, inodes, !listening)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []Ref
 	for _, s := range kept {
@@ -79,7 +98,7 @@ func (f Finder) owned(list func(*Diag) ([]Socket, error), keep func(Socket) bool
 			out = append(out, refOf(f.PID, fd, s, listening))
 		}
 	}
-	return out, nil
+	return out, len(kept) - len(out), nil
 }
 
 // System is socket discovery on this machine, for consumers that declare

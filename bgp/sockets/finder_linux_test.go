@@ -3,6 +3,7 @@
 package sockets
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -13,16 +14,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// plainListen listens on network/addr as a speaker whose sockets aokeyd
+// can key does: plain TCP, never Go's Multipath TCP default (an MPTCP
+// listener refuses TCP-AO keys: tcpao.ErrMPTCP; mptcp_linux_test.go tries
+// one).
+func plainListen(network, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	return lc.Listen(context.Background(), network, addr)
+}
+
 // pair opens a listener on network/addr in this process, connects to it and
-// accepts, returning listener, client and server ends.
+// accepts, returning listener, client and server ends (plain TCP).
 func pair(t testing.TB, network, addr string) (*net.TCPListener, *net.TCPConn, *net.TCPConn) {
 	t.Helper()
-	l, err := net.Listen(network, addr)
+	l, err := plainListen(network, addr)
 	if err != nil {
 		t.Skipf("no %s loopback here: %v", network, err)
 	}
 	t.Cleanup(func() { l.Close() })
-	c, err := net.Dial(network, l.Addr().String())
+	var d net.Dialer
+	d.SetMultipathTCP(false)
+	c, err := d.Dial(network, l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

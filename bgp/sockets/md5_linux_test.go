@@ -22,7 +22,7 @@ import (
 // has no getsockopt for them).
 func TestDiagMD5Keys(t *testing.T) {
 	kerneltest.Require(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	ln, err := plainListen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,7 @@ func TestDiagMD5Keys(t *testing.T) {
 		}
 		return m.AddMD5(key("127.0.0.1/32", "pw-a"))
 	}}
+	dl.SetMultipathTCP(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := dl.DialContext(ctx, "tcp4", ln.Addr().String())

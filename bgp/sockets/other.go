@@ -41,5 +41,8 @@ func (System) Connections(int, netip.Addr) ([]Ref, error) { return nil, ErrUnsup
 // With is unsupported off Linux.
 func (System) With(Ref, func(fd int) error) error { return ErrUnsupported }
 
+// Comm is "" off Linux.
+func Comm(int) string { return "" }
+
 // ListenerOwner is unsupported off Linux.
 func ListenerOwner(uint16) (int, error) { return 0, ErrUnsupported }

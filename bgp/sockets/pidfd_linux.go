@@ -86,6 +86,9 @@ func verify(fd int, ref Ref) error {
 		return fmt.Errorf("pid %d fd %d is inode %d, want socket inode %d: %w", ref.PID, ref.FD, st.Ino, ref.Inode, ErrStale)
 	}
 	// A listener's cookie in a sock_diag dump does not always equal its
-	// SO_COOKIE (seen on Linux 6.18); the inode alone names a live socket.
+	// SO_COOKIE: a Multipath TCP listener's dump entry is its subflow,
+	// whose cookie is not the MPTCP socket's (seen on Linux 6.18, where
+	// both have the descriptor's inode); the inode alone names a live
+	// socket.
 	return nil
 }

@@ -28,7 +28,7 @@ func openFDs(t *testing.T) int {
 // borrow after its exit is stale and leaves no descriptor behind; another
 // process's first borrow sweeps an exited one that nobody asked again.
 func TestPidfdOncePerProcess(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	l, err := plainListen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Skipf("no IPv4 loopback: %v", err)
 	}

@@ -141,6 +141,16 @@ func FindOwner(inode uint64) (pid, fd int, err error) {
 	return 0, 0, fmt.Errorf("no readable process holds socket inode %d: %w", inode, ErrNotFound)
 }
 
+// Comm is process pid's command name (/proc/PID/comm), "" when it cannot
+// be read: for messages.
+func Comm(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func socketInode(link string) (uint64, bool) {
 	l, err := os.Readlink(link)
 	if err != nil {

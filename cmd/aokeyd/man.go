@@ -81,7 +81,12 @@ with its mode kept).`,
 hands each connect() to aokeyd (run with --connectguard PATH), which puts
 the peer's keys on the connecting socket before the SYN leaves. It stays as
 a small parent that keeps the filter's listener across aokeyd restarts and
-exits with the program's status. Usable as a systemd unit's ExecStart=.`,
+exits with the program's status. Usable as a systemd unit's ExecStart=.
+
+PROGRAM gets aokeyd's environment. A program whose go.mod says go 1.24 or
+later (gobgpd v4) listens with Multipath TCP by default on kernels with
+CONFIG_MPTCP, and TCP-AO cannot be set on such a listener: give it
+GODEBUG=multipathtcp=0 (the example unit gobgpd-aokeyd.service does).`,
 		Run: func(*cobra.Command, []string) {},
 	}
 	exe.Flags().AddGoFlagSet(efs)

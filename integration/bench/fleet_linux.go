@@ -201,6 +201,7 @@ func (f *fleet) connect(ctx context.Context, keys []keystore.MKT, cur int, sp *b
 				}
 				return nil
 			}}
+		d.SetMultipathTCP(false) // keyed: plain TCP (tcpao.ErrMPTCP)
 		c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(fleetLocal, f.port).String())
 		if err != nil {
 			return fmt.Errorf("bench: connect peer %d (%s): %w", i, fleetPeer(i), errors.Join(err, kerr))

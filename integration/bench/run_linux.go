@@ -227,6 +227,7 @@ type listener struct {
 
 func listen(ctx context.Context) (*listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1} // accepted harness sockets send no keepalives (see fleet connect)
+	lc.SetMultipathTCP(false)             // keys go on it: plain TCP (tcpao.ErrMPTCP)
 	l, err := lc.Listen(ctx, "tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: listen: %w", err)

@@ -59,9 +59,15 @@ type linkWatch struct {
 func (l *testbed) watchLink() *linkWatch {
 	w := &linkWatch{l: l, gobgpUps: map[string]bool{}}
 	// The probe can see a window: from B's address it is taken by a
-	// listener in A's namespace that holds no key.
+	// listener in A's namespace that holds no key (plain TCP, as the
+	// speaker's listener the probe watches is).
 	var ln net.Listener
-	if err := l.a.Do(func() (err error) { ln, err = net.Listen("tcp4", l.ipA().String()+":0"); return err }); err != nil {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	if err := l.a.Do(func() (err error) {
+		ln, err = lc.Listen(context.Background(), "tcp4", l.ipA().String()+":0")
+		return err
+	}); err != nil {
 		l.t.Fatal(err)
 	}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,6 +143,7 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	args = append(append([]string(nil), o.Launcher...), args...)
 	log := LogFile(t, g.Log)
 	g.Cmd = ns.Command(args[0], args[1:]...)
+	g.Cmd.Env = NoMPTCP(os.Environ())
 	g.Cmd.Stdout, g.Cmd.Stderr = log, log
 	if err := g.Cmd.Start(); err != nil {
 		t.Fatalf("gobgpd %s: %v", name, err)
@@ -174,6 +176,37 @@ func StartGobgpd(t testing.TB, ns *netns.NS, name string, conf GobgpdConfig, o G
 	t.Cleanup(func() { closer.Close() })
 	g.Speaker = sp
 	return g
+}
+
+// NoMPTCP is env with multipathtcp=0 in GODEBUG (added to the settings
+// there, or replacing a multipathtcp one), as gobgpd runs under
+// deploy/debian/gobgpd-aokeyd.service: gobgpd v4.8 is built with go 1.25,
+// and Go 1.24 and later listen with Multipath TCP by default where the
+// kernel has CONFIG_MPTCP (Debian's does), and TCP-AO cannot be set on
+// such a listener (tcpao.ErrMPTCP). A launcher (aokeyd exec) passes its
+// environment on to gobgpd.
+func NoMPTCP(env []string) []string {
+	const set = "multipathtcp=0"
+	out := slices.Clone(env)
+	found := false
+	for i, kv := range out {
+		v, ok := strings.CutPrefix(kv, "GODEBUG=")
+		if !ok {
+			continue
+		}
+		found = true
+		var keep []string
+		for _, s := range strings.Split(v, ",") {
+			if s != "" && !strings.HasPrefix(s, "multipathtcp=") {
+				keep = append(keep, s)
+			}
+		}
+		out[i] = "GODEBUG=" + strings.Join(append(keep, set), ",")
+	}
+	if !found {
+		out = append(out, "GODEBUG="+set)
+	}
+	return out
 }
 
 // Stop ends gobgpd: SIGTERM (through the launcher, if any), then SIGKILL

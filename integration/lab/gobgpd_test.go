@@ -2,6 +2,9 @@ package lab
 
 import (
 	"net/netip"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,3 +39,55 @@ func TestGobgpdConfigTOML(t *testing.T) {
 }
 
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// gobgpd's environment always says multipathtcp=0, whatever GODEBUG held:
+// the other settings are kept, a multipathtcp one is replaced, and the
+// rest of the environment is untouched.
+func TestNoMPTCP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in, out []string
+	}{
+		{"no GODEBUG", []string{"PATH=/bin"}, []string{"PATH=/bin", "GODEBUG=multipathtcp=0"}},
+		{"empty GODEBUG", []string{"GODEBUG="}, []string{"GODEBUG=multipathtcp=0"}},
+		{"other settings kept", []string{"GODEBUG=http2client=0,netdns=go", "HOME=/root"},
+			[]string{"GODEBUG=http2client=0,netdns=go,multipathtcp=0", "HOME=/root"}},
+		{"multipathtcp replaced", []string{"GODEBUG=multipathtcp=1,netdns=go"}, []string{"GODEBUG=netdns=go,multipathtcp=0"}},
+		{"a name that only starts alike", []string{"GODEBUGX=1"}, []string{"GODEBUGX=1", "GODEBUG=multipathtcp=0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.in)
+			if got := NoMPTCP(in); !slices.Equal(got, tc.out) {
+				t.Errorf("NoMPTCP(%q) = %q, want %q", tc.in, got, tc.out)
+			}
+			if !slices.Equal(in, tc.in) {
+				t.Errorf("NoMPTCP changed its argument to %q", in)
+			}
+		})
+	}
+}
+
+// The example unit that runs gobgpd under aokeyd exec says what the lab
+// says (NoMPTCP): gobgpd v4 is built with go 1.25 and would listen with
+// Multipath TCP on Debian's kernels, where TCP-AO cannot be set on its
+// listener.
+func TestGobgpdUnitNoMPTCP(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/debian/gobgpd-aokeyd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := ""
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+		}
+		if section == "[Service]" && line == "Environment=GODEBUG=multipathtcp=0" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("gobgpd-aokeyd.service has no Environment=GODEBUG=multipathtcp=0 in [Service]:\n%s", b)
+	}
+}

@@ -58,6 +58,7 @@ func DialFrom(ns *netns.NS, dst netip.AddrPort, timeout time.Duration, control f
 	var c net.Conn
 	err := ns.Do(func() error {
 		d := net.Dialer{Timeout: timeout}
+		d.SetMultipathTCP(false) // control may key it: plain TCP (tcpao.ErrMPTCP)
 		if control != nil {
 			d.ControlContext = func(_ context.Context, _, _ string, rc syscall.RawConn) error {
 				var cerr error

@@ -31,6 +31,7 @@ func SYNTaken(ns *netns.NS, from, to netip.Addr, port uint16, md5 string) bool {
 				}
 				return m.AddMD5(tcpao.MD5Key{MD5Ref: tcpao.MD5Ref{Peer: netip.PrefixFrom(to, to.BitLen())}, Secret: tcpao.NewSecret([]byte(md5))})
 			}}
+		d.SetMultipathTCP(false) // keys go on it: plain TCP (tcpao.ErrMPTCP)
 		if c, err := d.Dial("tcp", netip.AddrPortFrom(to, port).String()); err == nil {
 			taken = true
 			c.Close()

@@ -59,11 +59,16 @@ func connector(in io.Reader, out io.Writer) {
 	fmt.Fprintf(out, "ready %d\n", os.Getpid())
 	sc := bufio.NewScanner(in)
 	var keep []net.Conn
+	// Plain TCP, as the connects the supervisor keys must be: an MPTCP
+	// socket refuses the keys (tcpao.ErrMPTCP). Go's dialers default to
+	// it; said, since GODEBUG=multipathtcp=1 would change that default.
+	d := net.Dialer{Timeout: 30 * time.Second}
+	d.SetMultipathTCP(false)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 3 && f[0] == "connect":
-			c, err := net.DialTimeout(f[1], f[2], 30*time.Second)
+			c, err := d.Dial(f[1], f[2])
 			if err != nil {
 				var errno syscall.Errno
 				errors.As(err, &errno)
@@ -81,7 +86,7 @@ func connector(in io.Reader, out io.Writer) {
 			n, _ := strconv.Atoi(f[2])
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				c, err := net.Dial("tcp", f[1])
+				c, err := d.Dial("tcp", f[1])
 				if err != nil {
 					fmt.Fprintf(out, "err 0 %v\n", err)
 					break

@@ -95,13 +95,22 @@ func testKeys(peer netip.Addr) []tcpao.Key {
 
 // acceptAll listens on addr and accepts every connection, keeping it open
 // until the test ends (closeAccepted: closing it at once, for benchmarks).
+// listenPlain listens on network/addr as a BGP peer does: plain TCP, never
+// Go's Multipath TCP listener default, which no router's BGP listener is
+// and which takes no TCP-AO key (tcpao.ErrMPTCP).
+func listenPlain(network, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	return lc.Listen(context.Background(), network, addr)
+}
+
 func acceptAll(t testing.TB, network, addr string) net.Listener {
 	return acceptConns(t, network, addr, false)
 }
 
 func acceptConns(t testing.TB, network, addr string, closeAccepted bool) net.Listener {
 	t.Helper()
-	ln, err := net.Listen(network, addr)
+	ln, err := listenPlain(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +239,7 @@ func TestSupervise(t *testing.T) {
 	port := uint16(managed.Addr().(*net.TCPAddr).Port)
 	other := acceptAll(t, "tcp4", "127.0.0.1:0")                        // unmanaged port
 	sameport := acceptAll(t, "tcp4", fmt.Sprintf("127.0.0.2:%d", port)) // managed port, unmanaged address
-	v6, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", port))
+	v6, err := listenPlain("tcp6", fmt.Sprintf("[::1]:%d", port))
 	if err == nil {
 		v6.Close()
 	}

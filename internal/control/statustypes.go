@@ -41,12 +41,34 @@ type StatusReport struct {
 	// as aokeyd probed them at start; nil when not probed.
 	Kernel *KernelStatus `json:"kernel,omitempty"`
 	Peers  []PeerStatus  `json:"peers"`
+	// ListenerFaults are the speaker's listening sockets the last listener
+	// sync found unable to carry TCP-AO keys for a reason only the
+	// operator can fix; each also has a warning (Complete).
+	ListenerFaults []ListenerFault `json:"listener_faults,omitempty"`
 	// Chains are the policy's key chains as Junos' show security keychain
 	// shows them: the key the chain's peers send with now, the next one
 	// and when (aoctl status --keys). Only in a report of every peer.
 	Chains []ChainStatus `json:"chains,omitempty"`
 	// Warnings concern the whole daemon (stale key source, optmem).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Listener fault reasons (ListenerFault.Reason).
+const (
+	// ListenerMPTCP: the listener is a Multipath TCP socket (SO_PROTOCOL
+	// IPPROTO_MPTCP), which refuses every TCP-AO and TCP-MD5 key: Go 1.24
+	// and later listen so by default on kernels with CONFIG_MPTCP.
+	ListenerMPTCP = "mptcp"
+)
+
+// ListenerFault is one of the speaker's listening sockets that cannot carry
+// TCP-AO keys until the speaker runs otherwise.
+type ListenerFault struct {
+	Reason  string `json:"reason"` // ListenerMPTCP
+	Local   string `json:"local"`  // the listener's address, "0.0.0.0:179"
+	Port    uint16 `json:"port"`
+	PID     int    `json:"pid"`
+	Process string `json:"process,omitempty"` // the process's command name
 }
 
 // KernelStatus is the kernel aokeyd runs on: its release and the TCP-AO

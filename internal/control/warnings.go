@@ -49,9 +49,18 @@ func WarnKernelUnplaced(k KernelStatus) string {
 		k.Release, k.Unplaced, k.Mitigation)
 }
 
+// WarnListenerMPTCP is the warning (and aokeyd's log line) for a speaker
+// listening on port with a Multipath TCP socket (ListenerMPTCP): why, and
+// the fix.
+func WarnListenerMPTCP(port uint16) string {
+	return fmt.Sprintf("the speaker's listener on port %d is a Multipath TCP socket "+
+		"(Go 1.24 and later listen with MPTCP by default on kernels with CONFIG_MPTCP): "+
+		"TCP-AO cannot be set on it; start the speaker with GODEBUG=multipathtcp=0 (or net.mptcp.enabled=0)", port)
+}
+
 // Complete adds the warnings that follow from the report's fields (stale key
-// source, optmem too small, known kernel defects, peers whose outgoing
-// connections carry no keys, no Current_key), without
+// source, optmem too small, known kernel defects, listener faults, peers
+// whose outgoing connections carry no keys, no Current_key), without
 // duplicating ones already there. The server calls it on every report, so the
 // Backend need not.
 func (r *StatusReport) Complete() {
@@ -72,6 +81,11 @@ func (r *StatusReport) Complete() {
 		}
 		if k.Unplaced != "" {
 			add(&r.Warnings, WarnKernelUnplaced(*k))
+		}
+	}
+	for _, f := range r.ListenerFaults {
+		if f.Reason == ListenerMPTCP {
+			add(&r.Warnings, WarnListenerMPTCP(f.Port))
 		}
 	}
 	if r.Peers == nil {

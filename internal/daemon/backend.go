@@ -75,6 +75,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if w := d.configWarn.Load(); w != nil {
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
+	rep.ListenerFaults = d.listenerFaults() // their warnings: rep.Complete
 	if k := d.o.Kernel; k.Release != "" {
 		rep.Kernel = k.Status() // its defects' warnings: rep.Complete
 		for _, p := range snap.RefusedAlgorithms(k.Algorithms, k.Release) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -361,10 +362,16 @@ func (d *Daemon) dropListenerWant() {
 func (d *Daemon) syncListeners(ctx context.Context) {
 	v4, v6 := d.rec.want.v4, d.rec.want.v6
 	hs, err := d.tracker.Listeners(ctx)
+	if f, ok := mptcpFault(err, sockets.Ref{}); ok {
+		d.noteListenerFaults([]control.ListenerFault{f})
+		return
+	}
 	if err != nil {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
 		return
 	}
+	var faults []control.ListenerFault
+	defer func() { d.noteListenerFaults(faults) }()
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 	// The keys the sessions carry, and those peers that are down last
 	// authenticated with: the planner keeps every listener key they name.
@@ -413,6 +420,10 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			if h.Why == rotator.ReasonForeignClash {
 				kept = append(kept, h) // shown and counted as kept keys are
 			}
+		}
+		if f, ok := mptcpFault(err, ref); ok {
+			faults = append(faults, f)
+			continue
 		}
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -67,6 +68,9 @@ type reconciler struct {
 	optmem   optMemUse         // the listeners' optmem need at the last sync
 	kept     []rotator.Held    // what the last listener sync kept
 	md5Held  []rotator.MD5Held // TCP-MD5 keys the last listener sync held
+	// faults are the listeners the last listener sync that found the
+	// listeners (or a Multipath TCP one) could not key (mptcp.go).
+	faults []control.ListenerFault
 }
 
 func newReconciler() reconciler {
