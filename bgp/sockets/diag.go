@@ -75,6 +75,11 @@ var ErrNotFound = errors.New("sockets: no such socket")
 // pidfd_getfd.
 var ErrUnsupported = errors.New("sockets: socket discovery needs Linux")
 
+// ErrNoProcess: the speaker's process is not running (none by that name,
+// no process listening on its control socket): it has no sessions, which
+// is not a failure to read them.
+var ErrNoProcess = errors.New("not running")
+
 // ErrMalformed is returned for a netlink answer that cannot be decoded.
 var ErrMalformed = errors.New("sockets: malformed sock_diag message")
 

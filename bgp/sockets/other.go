@@ -46,3 +46,6 @@ func Comm(int) string { return "" }
 
 // ListenerOwner is unsupported off Linux.
 func ListenerOwner(uint16) (int, error) { return 0, ErrUnsupported }
+
+// UnixListenerOwner is unsupported off Linux.
+func UnixListenerOwner(string) (int, error) { return 0, ErrUnsupported }

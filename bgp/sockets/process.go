@@ -32,7 +32,7 @@ func FindProcess(name, setting string) (int, error) {
 		found = pid
 	}
 	if found == 0 {
-		return 0, fmt.Errorf("no %s process found", name)
+		return 0, fmt.Errorf("no %s process found: %w", name, ErrNoProcess)
 	}
 	return found, nil
 }

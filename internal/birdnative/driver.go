@@ -304,7 +304,15 @@ func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Tim
 			v.Warnings = append(v.Warnings, fmt.Sprintf("%s: %v: rewritten from the key source", v.File, err))
 		}
 		if pidErr == nil {
-			v.Session, in.Session = d.readSession(pid, id, record)
+			var err error
+			v.Session, in.Session, err = d.readSession(pid, id, record)
+			if err != nil {
+				in.Unread = err
+				v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD's session with %s could not be read from the kernel: %v: no key leaves its file until it can be (a roll waits at its retire step)", id, err))
+			}
+		} else if !errors.Is(pidErr, sockets.ErrNoProcess) { // not running: no session
+			in.Unread = fmt.Errorf("BIRD's process not found: %w", pidErr)
+			v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD's process not found, so its sessions are not read and no key leaves a file (a roll waits at its retire step): %v", pidErr))
 		}
 		pl := planPeer(in)
 		v.Kept = pl.Kept
@@ -357,40 +365,6 @@ func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys) int {
 		delete(d.early, id)
 	}
 	return best
-}
-
-// readSession reads BIRD's established socket with the peer (nil, nil when
-// there is none) and its keys' pkt_good against the previous pass's.
-func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo, *session) {
-	// The kernel is read without the lock: Status must not wait on it.
-	refs, err := sockets.System{}.Connections(pid, id.Addr)
-	var keys []tcpao.KeyInfo
-	if err == nil && len(refs) > 0 {
-		err = sockets.System{}.With(refs[0], func(fd int) error {
-			var err error
-			keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-			return err
-		})
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil || len(refs) == 0 {
-		if record && len(refs) == 0 {
-			delete(d.lastGood, id)
-		}
-		return nil, nil
-	}
-	s := &session{good: map[ids]uint64{}, before: d.lastGood[id]}
-	for _, k := range keys {
-		s.good[ids{k.SendID, k.RecvID}] = k.PktGood
-	}
-	if s.before == nil {
-		s.before = s.good // first look: nothing seen rising yet
-	}
-	if record {
-		d.lastGood[id] = s.good
-	}
-	return keys, s
 }
 
 // apply writes the changed files and reconfigures BIRD once.
@@ -447,7 +421,7 @@ func (d *Driver) verify(changes []change, views []peerView) {
 		v := &views[c.view]
 		want := idSet(v.Keys)
 		for {
-			keys, _ := d.readSession(pid, v.ID, false)
+			keys, _, _ := d.readSession(pid, v.ID, false)
 			if keys == nil {
 				break
 			}

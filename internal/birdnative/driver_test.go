@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"net"
 	"os"
 	"path/filepath"
@@ -119,7 +120,7 @@ func newTestDriverWith(t *testing.T, edit func(*Options), names ...string) (*Dri
 	sock := filepath.Join(dir, "bird.ctl")
 	fb.serve(t, sock)
 	o := Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol, Dir: filepath.Join(dir, "keys"),
-		Control: sock, Bird: "true", PID: func() (int, error) { return 0, errors.New("no BIRD process in this test") },
+		Control: sock, Bird: "true", PID: func() (int, error) { return 0, fmt.Errorf("no BIRD process in this test: %w", sockets.ErrNoProcess) },
 		RevocationsFile: filepath.Join(dir, "revocations.json")}
 	if edit != nil {
 		edit(&o)

@@ -2,9 +2,11 @@ package birdnative
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -65,4 +67,49 @@ func TestIncludeFilesReadableByBirdGroup(t *testing.T) {
 		check(t, d.o.Dir, -1, 0o700)
 		check(t, filepath.Join(d.o.Dir, "192.0.2.2.conf"), -1, 0o600)
 	})
+}
+
+// TestSessionUnreadIsWarned (issue 48): in the systemd guest, two BIRDs
+// (the router's and the lab's far end) made "the bird process" ambiguous;
+// the driver then read no session, said nothing, and kept the rolled-out
+// key forever as "no session is up". A BIRD it cannot find, or a session
+// it cannot read, is a warning naming the error, and a key no longer
+// desired is kept for that reason.
+func TestSessionUnreadIsWarned(t *testing.T) {
+	d, _, kf := newTestDriverWith(t, func(o *Options) {
+		o.PID = func() (int, error) {
+			return 0, errors.New("more than one bird process (12, 34): set speaker.bird.pid_file")
+		}
+	}, "k1")
+	ctx := context.Background()
+	d.pass(ctx, nil, true)
+	keyFile(t, kf, "k2") // k1 leaves the key source
+	d.refresh(ctx)
+	d.pass(ctx, nil, true)
+	rep, err := d.Status(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, w := range rep.Warnings {
+		warned = warned || strings.Contains(w, "more than one bird process")
+	}
+	for _, p := range rep.Peers {
+		for _, w := range p.Warnings {
+			warned = warned || strings.Contains(w, "more than one bird process")
+		}
+	}
+	if !warned {
+		t.Fatalf("no warning names why BIRD's sessions were not read: %q", rep.Warnings)
+	}
+	d.mu.Lock()
+	views := d.views
+	d.mu.Unlock()
+	for _, v := range views {
+		for _, k := range v.Kept {
+			if strings.Contains(k.Why, "no session is up") {
+				t.Fatalf("kept as %q, while the session was never read", k.Why)
+			}
+		}
+	}
 }

@@ -33,8 +33,14 @@ type input struct {
 	// Revoked are IDs an operator revoked (or the policy expired with
 	// on_key_expiry: remove): they leave the file even in use.
 	Revoked []ids
-	// Session is nil while no session is established.
+	// Session is nil while no session is established, or when it could
+	// not be read (Unread says why).
 	Session *session
+	// Unread: BIRD's sessions could not be read from the kernel (its
+	// process not found, its socket not borrowed): a key no longer desired
+	// is kept, as for a session up, and the reason names this, not "no
+	// session".
+	Unread error
 }
 
 // kept is a key planPeer keeps against the desired state, and why.
@@ -95,6 +101,8 @@ func planPeer(in input) plan {
 			continue
 		}
 		switch {
+		case in.Unread != nil:
+			p.Kept = append(p.Kept, kept{id, fmt.Sprintf("no longer desired, but BIRD's session with this neighbor could not be read (%v): kept until it can be seen to have switched", in.Unread)})
 		case in.Session == nil:
 			p.Kept = append(p.Kept, kept{id, "no longer desired, but no session is up: kept for the next reconnect"})
 		case !seenDesired || in.Session.rising(id):
