@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -163,60 +162,11 @@ func posOf(root *yaml.Node, file, field string) Pos {
 }
 
 // find follows a path such as "peers[2].key_chain" from the document root
-// and returns the deepest node it reaches (the value node for a mapping
-// key), or nil for an empty path.
-func find(root *yaml.Node, path string) *yaml.Node {
-	if root == nil {
-		return nil
-	}
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	if path == "" {
-		return n
-	}
-	for _, seg := range strings.Split(path, ".") {
-		name, idx := seg, -1
-		if i := strings.IndexByte(seg, '['); i >= 0 && strings.HasSuffix(seg, "]") {
-			name = seg[:i]
-			idx, _ = strconv.Atoi(seg[i+1 : len(seg)-1])
-		}
-		next := child(n, name)
-		if next == nil {
-			return n
-		}
-		n = next
-		if idx >= 0 {
-			if n.Kind == yaml.AliasNode {
-				n = n.Alias
-			}
-			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
-				return n
-			}
-			n = n.Content[idx]
-		}
-	}
-	return n
-}
+// and returns the deepest node it reaches (keystore.FindNode: the key
+// file's errors are placed the same way).
+func find(root *yaml.Node, path string) *yaml.Node { return keystore.FindNode(root, path) }
 
-func child(n *yaml.Node, key string) *yaml.Node {
-	if n == nil {
-		return nil
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
+func child(n *yaml.Node, key string) *yaml.Node { return keystore.ChildNode(n, key) }
 
 func (b *builder) build() *Policy {
 	r := &b.raw
