@@ -159,8 +159,96 @@ build_rootfs() {
 	echo "ROOTFS=$dir"
 }
 
+# The field guest (integration/field): what an operator runs, not what a
+# test launches. Debian trixie with systemd as PID 1, booted from a disk
+# image with Debian's own kernel package and initramfs: trixie-backports'
+# linux-image (7.3.x, built with CONFIG_TCP_AO=y; trixie's own 6.12 is
+# not). The speakers come as Debian packages under their own units and
+# users: bird2 and frr installed; bird3 (trixie-backports), which conflicts
+# with bird2, unpacked under /opt/bird3 and run by a copy of its own unit
+# (integration/field/bird3.service). aokeyd itself is not in the image:
+# the scenario installs the .deb from `make deb` with dpkg -i.
+#
+# Prints FIELD_KERNEL=, FIELD_INITRD=, FIELD_DISK= (an ext4 image the guest
+# boots read-write through -snapshot, so the cached image never changes).
+field_pkgs=systemd-sysv,udev,kmod,initramfs-tools,iproute2,procps,busybox,bird2,ca-certificates
+field_apt_pkgs=frr
+field_kernel=linux-image-cloud-amd64
+field_suite_bpo=trixie-backports
+field_recipe=2
+build_field() {
+	local key dir mirror
+	key=$(printf '%s\n' "$field_recipe" "$suite" "$field_pkgs" "$field_apt_pkgs" "$field_kernel" "$field_suite_bpo" |
+		cat - "$here/../field/bird3.service" | sha256sum | cut -c1-16)
+	dir=$cache/field-$key
+	if [ -f "$dir/.aokeyd-field-ok" ]; then
+		log "field image cached: $dir"
+		echo "FIELD_KERNEL=$dir/vmlinuz FIELD_INITRD=$dir/initrd.img FIELD_DISK=$dir/disk.ext4 FIELD_RELEASE=$(cat "$dir/release")"
+		return
+	fi
+	need debootstrap mke2fs
+	mirror=$(debian_mirror)
+	local root=$dir.tmp/root
+	rm -rf "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	log "building the field image (systemd, $field_kernel from $field_suite_bpo, bird2, bird3, frr) — one-off, about 10 minutes"
+	debootstrap --variant=minbase --include="$field_pkgs" "$suite" "$root" "$mirror" >&2
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+	echo "deb $mirror $field_suite_bpo main" >"$root/etc/apt/sources.list.d/backports.list"
+	local in=(chroot "$root" env DEBIAN_FRONTEND=noninteractive)
+	"${in[@]}" apt-get -qq update >&2
+	"${in[@]}" apt-get -qq -y --no-install-recommends install ${field_apt_pkgs//,/ } >&2
+	"${in[@]}" apt-get -qq -y --no-install-recommends -t "$field_suite_bpo" install "$field_kernel" >&2
+	"${in[@]}" sh -c "cd /tmp && apt-get -qq -t $field_suite_bpo download bird3 && dpkg-deb -x /tmp/bird3_*.deb /opt/bird3 && rm -f /tmp/bird3_*.deb" >&2
+	install -m 0644 "$here/../field/bird3.service" "$root/etc/systemd/system/bird3.service"
+	"${in[@]}" apt-get clean >&2
+	rm -f "$root/etc/apt/sources.list.d/backports.list"
+	rm -rf "$root/var/lib/apt/lists"/* "$root/var/cache/apt/archives"/*.deb
+	echo aokeyd-field >"$root/etc/hostname"
+	echo '/dev/vda / ext4 rw,errors=remount-ro 0 1' >"$root/etc/fstab"
+	# A console to read on the serial line, no password: the guest has
+	# no network to the outside and lives for one run.
+	"${in[@]}" passwd -d root >&2
+	# The entry unit: mounts the run's two disks (Debian's cloud kernel
+	# has no 9p: the share, read-write, and the sources, read-only, are
+	# ext4 images the runner makes) and runs the share's entry.sh.
+	cat >"$root/etc/systemd/system/aokeyd-field.service" <<'UNIT'
+[Unit]
+Description=aokeyd field scenario (integration/field)
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'mkdir -p /aokeyd/share /aokeyd/src && mount LABEL=aokeyd-share /aokeyd/share && mount -o ro LABEL=aokeyd-src /aokeyd/src && exec /bin/sh /aokeyd/share/entry.sh'
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+[Install]
+WantedBy=multi-user.target
+UNIT
+	"${in[@]}" systemctl enable aokeyd-field.service >&2
+	"${in[@]}" systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer >&2 || true
+	local vmlinuz
+	vmlinuz=$(ls "$root"/boot/vmlinuz-* | head -n 1)
+	cp "$vmlinuz" "$dir.tmp/vmlinuz"
+	cp "$root/boot/initrd.img-${vmlinuz##*/vmlinuz-}" "$dir.tmp/initrd.img"
+	echo "${vmlinuz##*/vmlinuz-}" >"$dir.tmp/release"
+	grep -q '^CONFIG_TCP_AO=y' "$root/boot/config-$(cat "$dir.tmp/release")" ||
+		{ log "$field_kernel $(cat "$dir.tmp/release") lacks CONFIG_TCP_AO=y"; exit 1; }
+	"${in[@]}" bird --version >"$dir.tmp/bird-version" 2>&1 || true
+	"${in[@]}" /opt/bird3/usr/sbin/bird --version >"$dir.tmp/bird3-version" 2>&1 || true
+	rm -f "$root/etc/resolv.conf"
+	mke2fs -q -t ext4 -L aokeyd-field -d "$root" "$dir.tmp/disk.ext4" 3G >&2
+	rm -rf "$root"
+	touch "$dir.tmp/.aokeyd-field-ok"
+	rm -rf "$dir"
+	mv "$dir.tmp" "$dir"
+	log "field image built: $dir (Linux $(cat "$dir/release"); $(cat "$dir/bird-version"); $(cat "$dir/bird3-version"))"
+	echo "FIELD_KERNEL=$dir/vmlinuz FIELD_INITRD=$dir/initrd.img FIELD_DISK=$dir/disk.ext4 FIELD_RELEASE=$(cat "$dir/release")"
+}
+
 mkdir -p "$cache"
 case "${1:-all}" in
+field) build_field ;;
 kernel) build_kernel ;;
 rootfs) build_rootfs ;;
 all)
@@ -169,7 +257,7 @@ all)
 	;;
 mirror) debian_mirror ;;
 *)
-	echo "usage: $0 kernel|rootfs|all|mirror" >&2
+	echo "usage: $0 kernel|rootfs|field|all|mirror" >&2
 	exit 2
 	;;
 esac

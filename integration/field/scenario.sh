@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# The field scenario (issue 48), run by the field guest's systemd unit at
+# every boot (entry.sh): aokeyd from its .deb under systemd, beside
+# Debian's BIRD 2 under its own unit and user (-u bird -g bird), through
+# the operator's events, each with a roll in progress. The far end is a
+# BIRD and an aokeyd the scenario starts in network namespace fe.
+#
+# After each event: the session with the far end is up with TCP-AO, the
+# roll in progress completes (the new key sends, the old one left the
+# session and the listener), an unsigned connection from the peer's
+# address is refused, and the hand-written TCP-AO key of a neighbor aokeyd
+# does not manage is still on BIRD's listener. Exits 0 when every check
+# held, 1 when one failed, 100 to ask entry.sh for a reboot (the state
+# kept in /var/lib/aokeyd-field says where to go on).
+set -uo pipefail
+exec > >(tee -a /dev/console) 2>&1
+share=${FIELD_SHARE:?} src=${FIELD_SRC:?}
+st=/var/lib/aokeyd-field
+mkdir -p "$st"
+phase=$(cat "$st/phase" 2>/dev/null || echo first)
+say() { printf 'field: %s\n' "$*"; }
+fail() {
+	say "FAIL: $*"
+	# The far end's aokeyd, if it runs: its goroutines, into its log.
+	pkill -QUIT -f 'aokeyd -config /srv/fe/aokeyd.yaml' && sleep 3
+	say "the router's sockets for $F: $(keys "$F")"
+	say "aoctl status:"; timeout 20 aoctl status; timeout 20 aoctl status "$F"
+	say "the far end's aoctl status:"; timeout 20 aoctl status --socket /srv/fe/control.sock "$R"
+	for f in /srv/fe/aokeyd.log /srv/fe/bird.log; do
+		[ -s "$f" ] && { say "$f (its own lines, last 60):"; grep -a 'level=\|^aokeyd' "$f" | tail -n 60; }
+	done
+	say "journal of aokeyd and bird (tail):"
+	journalctl -u aokeyd -u bird --no-pager | tail -n 40
+	echo 1 >"$share/results/scenario-fail"
+	exit 1
+}
+count() { echo $(($(cat "$st/$1" 2>/dev/null || echo 0) + 1)) >"$st/$1"; }
+get() { cat "$st/$1" 2>/dev/null || echo 0; }
+
+R=10.48.0.1 F=10.48.0.101 FOREIGN=10.48.0.201
+
+# guide STEP [SED]: runs the shell block of docs/operations.md that follows
+# its "<!-- step: STEP -->" line, as written but for the lab's addresses
+# (192.0.2.1 the router, 192.0.2.2 its neighbor) and SED's substitutions
+# (the lab's key names), with bash -e, and counts it.
+guide() {
+	local step=$1 extra=${2:-} block
+	block=$(awk -v want="<!-- step: $step -->" '
+		$0 == want { found = 1; next }
+		found && /^```sh$/ { inblock = 1; next }
+		inblock && /^```$/ { exit }
+		inblock { print }' "$src/docs/operations.md")
+	[ -n "$block" ] || fail "docs/operations.md has no step $step"
+	block=$(printf '%s\n' "$block" | sed -e "s/192\.0\.2\.1/$R/g" -e "s/192\.0\.2\.2/$F/g" ${extra:+-e "$extra"})
+	say "guide step $step"
+	bash -e -c "$block" || fail "docs/operations.md step $step failed"
+	count guide_steps
+}
+# wait_for SECONDS WHAT CMD...: until CMD succeeds; the bound holds on a
+# busy emulated machine (each check is cheap and repeated every second).
+wait_for() {
+	local n=$1 what=$2
+	shift 2
+	local i
+	for ((i = 0; i < n; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	fail "$what: not within ${n}s"
+}
+bird_pid() { systemctl show -p MainPID --value bird; }
+# Each check's commands are bounded (timeout): one that hangs (a birdc
+# BIRD does not answer) is one failed try of wait_for, not a stuck run.
+keys() { timeout -k 5 20 probe keys "$(bird_pid)" "$1" 2>/dev/null; }
+
+# --- the lab: a far end in namespace fe, kept across reboots by a unit.
+net_unit() {
+	cat >/etc/systemd/system/field-net.service <<UNIT
+[Unit]
+Description=field lab: the far end's namespace and link
+DefaultDependencies=no
+Before=network.target bird.service aokeyd.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'ip netns add fe; ip link add fe0 type veth peer name fe1; ip link set fe1 netns fe; ip addr add $R/24 dev fe0; ip link set fe0 up; ip -n fe addr add $F/24 dev fe1; ip -n fe addr add $FOREIGN/24 dev fe1; ip -n fe link set fe1 up; ip -n fe link set lo up'
+[Install]
+WantedBy=multi-user.target
+UNIT
+	systemctl daemon-reload
+	systemctl enable --now field-net.service
+}
+
+# key NAME SEND RECV [SEND_START SEND_END ACCEPT_END]: one key line of a
+# key file (hex secrets: the lab's, derived from the name).
+key() {
+	local l="      - {name: $1, send_id: $2, recv_id: $3, algorithm: hmac(sha256), secret_hex: $(printf 'field secret %s' "$1" | od -An -tx1 | tr -d ' \n')"
+	[ -n "${4:-}" ] && l="$l, send_lifetime: {start: $4${5:+, end: $5}}"
+	[ -n "${6:-}" ] && l="$l, accept_lifetime: {start: 2026-01-01T00:00:00Z, end: $6}"
+	echo "$l}"
+}
+# keyfile N PEER MIRROR T E: one end's key file for roll N (MIRROR 1: the
+# far end's, whose send and recv IDs are the router's swapped).
+keyfile() {
+	local n=$1 p=$2 m=$3 t=$4 e=$5 a b
+	echo "chains:"
+	echo "  core:"
+	echo "    peers: [$p]"
+	echo "    keys:"
+	if [ "$n" -gt 1 ]; then
+		a=$((n - 1)) b=$((n + 99))
+		[ "$m" = 1 ] && { a=$((n + 99)) b=$((n - 1)); }
+		key "k$((n - 1))" "$a" "$b" 2026-01-01T00:00:00Z "$t" "$e"
+	fi
+	a=$n b=$((n + 100))
+	[ "$m" = 1 ] && { a=$((n + 100)) b=$n; }
+	key "k$n" "$a" "$b" "$([ "$n" -gt 1 ] && echo "$t")"
+}
+# keyfiles N: the key files of both ends for roll N: key kN-1 ends, kN
+# starts 30 s from now; kN-1 is accepted 40 s longer.
+keyfiles() {
+	local n=$1 t e
+	t=$(date -u -d '+30 seconds' +%Y-%m-%dT%H:%M:%SZ)
+	e=$(date -u -d '+70 seconds' +%Y-%m-%dT%H:%M:%SZ)
+	keyfile "$n" "$F" 0 "$t" "$e" >"$st/keys.new" && install -m 0600 "$st/keys.new" /etc/aokeyd/keys.yaml
+	keyfile "$n" "$R" 1 "$t" "$e" >"$st/fe-keys.new" && install -m 0600 "$st/fe-keys.new" /srv/fe/keys.yaml
+	echo "$n" >"$st/roll"
+}
+
+# --- the far end: BIRD and aokeyd (type bird) in namespace fe, started
+# by hand (they are the lab, not the router under test).
+far_end() {
+	mkdir -p /srv/fe/keys && chmod 0700 /srv/fe /srv/fe/keys
+	cat >/srv/fe/aokeyd.yaml <<CONF
+key_source: {type: file, refresh: 1s, file: {path: /srv/fe/keys.yaml}}
+policy: {path: /srv/fe/policy.yaml}
+speaker:
+  type: bird
+  bird: {control_socket: /srv/fe/bird.ctl, keys_dir: /srv/fe/keys, pid_file: /srv/fe/bird.pid, poll_interval: 250ms, group: root}
+control: {socket: /srv/fe/control.sock}
+metrics: {listen: "off"}
+CONF
+	printf 'version: 1\nkey_chains:\n  - name: core\npeers:\n  - neighbor: %s\n    key_chain: core\n' "$R" >/srv/fe/policy.yaml
+	cat >/srv/fe/bird.conf <<CONF
+router id $F;
+protocol device {}
+protocol static { ipv4; route 198.51.100.0/24 blackhole; }
+protocol bgp router {
+	local $F as 65101;
+	neighbor $R as 65001;
+	hold time 30; keepalive time 10; connect retry time 2; error wait time 1, 4;
+	include "/srv/fe/keys/$R.conf";
+	ipv4 { import all; export all; };
+}
+CONF
+	say "the far end's config: $(ip netns exec fe aoctl validate /srv/fe/aokeyd.yaml 2>&1 | tr '\n' ' ')"
+	GOTRACEBACK=all ip netns exec fe setsid aokeyd -config /srv/fe/aokeyd.yaml -state-dir /srv/fe/state >>/srv/fe/aokeyd.log 2>&1 </dev/null &
+	sleep 5
+	say "far end: $(pgrep -a aokeyd | tr '\n' ' ')"
+	wait_for 120 "the far end's aokeyd writes BIRD's include file" test -f "/srv/fe/keys/$R.conf"
+	ip netns exec fe setsid bird -f -c /srv/fe/bird.conf -s /srv/fe/bird.ctl -P /srv/fe/bird.pid >>/srv/fe/bird.log 2>&1 </dev/null &
+	wait_for 60 "the far end's BIRD answers" timeout -k 5 20 birdc -s /srv/fe/bird.ctl show status
+	say "far end up: BIRD and aokeyd in namespace fe"
+}
+
+# --- the router's BIRD: Debian's, under bird.service (-u bird -g bird),
+# configured by the guide (bird-include); the lab adds a neighbor aokeyd
+# does not manage, keyed by hand, whose key must never be touched.
+foreign_protocol() {
+	cat >>/etc/bird/bird.conf <<CONF
+protocol bgp foreign {
+	local $R as 65001;
+	neighbor $FOREIGN as 65201;
+	passive;
+	authentication ao;
+	keys { key { send id 77; recv id 78; secret "operator's own key"; algorithm hmac sha256; }; };
+	ipv4 { import none; export none; };
+}
+CONF
+	systemctl reload bird || fail "systemctl reload bird (the foreign neighbor)"
+}
+
+# --- checks after an event.
+session_on() { # the session sends with key $1 and the old key left it
+	local k out
+	out=$(keys "$F") || return 1
+	k=$1
+	case "$out" in *" current=$k "*) ;; *) return 1 ;; esac
+	if [ "$k" -gt 1 ]; then
+		case "$out" in *"$((k - 1))/$((k + 99))"*) return 1 ;; esac
+	fi
+	return 0
+}
+current_is() { keys "$F" | grep -q " current=$1 "; }
+foreign_kept() { keys "$FOREIGN" | grep -q 'listener=77/78'; }
+established() { timeout -k 5 20 birdc -s /run/bird/bird.ctl show protocols fe | grep -q Established; }
+check() { # check WHAT: after an event
+	local what=$1 k
+	k=$(get roll)
+	wait_for 240 "$what: the session with the far end established" established
+	if ! wait_for 240 "$what: the roll to k$k completes (k$k sends, k$((k - 1)) gone)" session_on "$k"; then :; fi
+	if timeout -k 5 20 ip netns exec fe probe unsigned "$F" "$R" >/dev/null 2>&1; then
+		count unsigned
+		fail "$what: an unsigned connection from $F was accepted"
+	fi
+	foreign_kept || fail "$what: the foreign neighbor's key left BIRD's listener: $(keys $FOREIGN)"
+	say "$what: session up on k$k with TCP-AO ($(keys "$F")); unsigned refused; foreign key kept"
+}
+roll() { # roll: the next key, 30 s away
+	keyfiles $(($(get roll) + 1))
+	say "roll to k$(get roll) announced"
+}
+
+case $phase in
+first)
+	say "init=$(cat /proc/1/comm) kernel=$(uname -r) $(grep '^CONFIG_TCP_AO=' "/boot/config-$(uname -r)")"
+	# The boot's own job (this unit) is still running: is-system-running
+	# --wait would wait for itself. multi-user.target is what it follows.
+	wait_for 300 "multi-user.target" systemctl is-active --quiet multi-user.target
+	[ -z "$(systemctl --failed --no-legend)" ] || say "failed units: $(systemctl --failed --no-legend | tr '\n' ' ')"
+	say "TCP_AO_ADD_KEY per algorithm: $(probe algs 127.0.0.1 | tr '\n' ';')"
+	only=$(cat "$share/only")
+	if [ "$only" != scenario ]; then
+		# The tcpao package's kernel tests and the conformance table and
+		# differential test, on Debian's kernel.
+		(cd "$src/tcpao" && tcpao.test -test.timeout=20m 2>&1 | grep -v '^=== \|^    --- PASS\|^--- PASS')
+		echo "${PIPESTATUS[0]}" >"$share/results/tcpao"
+		say "the conformance table and the differential test on $(uname -r)"
+		(cd "$src/tcpao/tcpaotest/conformance" && AOKEYD_DIFFERENTIAL_SEQUENCES=200 conformance.test -test.v -test.timeout=20m 2>&1 | grep -v '^=== \|^    --- PASS')
+		echo "${PIPESTATUS[0]}" >"$share/results/conformance"
+	fi
+	if [ "$only" = conformance ]; then echo done >"$share/results/done"; echo 0 >"$share/results/done"; exit 0; fi
+	net_unit
+	(cd "$share/deb/1" && guide install) || exit 1
+	systemctl is-active --quiet aokeyd && fail "a first install started aokeyd"
+	mkdir -p /srv/fe
+	guide keys
+	keyfiles 1 # the lab's keys, for both ends
+	if [ -s "$share/dropin.conf" ]; then # an operator's drop-in (a run showing a later defect of an older package)
+		mkdir -p /etc/systemd/system/aokeyd.service.d && cp "$share/dropin.conf" /etc/systemd/system/aokeyd.service.d/field.conf
+		systemctl daemon-reload
+	fi
+	guide bird-config # aoctl validate, systemctl enable --now aokeyd
+	wait_for 120 "aokeyd writes BIRD's include file" test -f "/etc/bird/aokeyd/$F.conf"
+	# Debian's bird.service failed at boot on its default configuration
+	# (no router ID on a host without addresses): the guide's restart
+	# starts it.
+	guide bird-include
+	foreign_protocol
+	far_end
+	check "first start"
+	guide status
+	roll; guide reload; count reloads; check "systemctl reload aokeyd mid-roll"
+	guide roll-status
+	# /run/aokeyd holds the connect guard's socket a speaker under
+	# `aokeyd exec` keeps using across aokeyd's restarts.
+	touch /run/aokeyd/field-marker
+	roll; guide restart; count restarts
+	[ -e /run/aokeyd/field-marker ] || fail "systemctl restart aokeyd removed /run/aokeyd (RuntimeDirectoryPreserve)"
+	check "systemctl restart aokeyd mid-roll"
+	roll; (cd "$share/deb/2" && guide upgrade) || exit 1; count upgrades
+	check "dpkg -i of $(dpkg-query -W -f '${Version}' aokeyd) mid-roll"
+	roll; systemctl restart bird; count restarts; check "systemctl restart bird mid-roll"
+	# A global revoke of the key the roll leaves (k sends already; the
+	# old key is still accepted): written back into /etc/aokeyd/keys.yaml.
+	roll
+	n=$(get roll)
+	wait_for 120 "k$n sends before the revoke" current_is "$n"
+	guide revoke "s#core/k1#core/k$((n - 1))#"
+	grep -q "name: k$((n - 1)),.*revoked: true" /etc/aokeyd/keys.yaml || fail "the revoke was not written back into /etc/aokeyd/keys.yaml"
+	count revokes
+	check "a global revoke with write-back mid-roll"
+	roll; echo after-reboot >"$st/phase"; count reboots; sync
+	say "rebooting mid-roll"
+	exit 100
+	;;
+after-reboot)
+	say "back from the reboot: init=$(cat /proc/1/comm) kernel=$(uname -r)"
+	systemctl is-active --quiet aokeyd || fail "aokeyd is not running after the reboot"
+	# BIRD came back with the keys aokeyd wrote before the reboot: its
+	# sockets were keyed before any session (nothing listened unsigned).
+	if timeout -k 5 20 ip netns exec fe probe unsigned "$F" "$R" >/dev/null 2>&1; then count unsigned; fail "after the reboot: an unsigned connection was accepted"; fi
+	far_end
+	check "a reboot mid-roll"
+	echo purge >"$st/phase"
+	guide purge
+	check "dpkg --purge aokeyd"
+	say "field: init=systemd kernel=$(uname -r) speakers=bird2 guide_steps=$(get guide_steps) reloads=$(get reloads) restarts=$(get restarts) upgrades=$(get upgrades) reboots=$(get reboots) stranded=0 unsigned_accepted=$(get unsigned)" | sed 's/^field: field:/field:/'
+	echo 0 >"$share/results/done"
+	exit 0
+	;;
+esac
