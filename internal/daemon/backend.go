@@ -322,6 +322,10 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	v4, v6, _, _, frozen := d.listenerDesired(snap, now, &md5)
 	defer zeroDesired(v4, v6)
 	defer md5.zero()
+	// As the listener sync sees them: the keys the sessions up carry,
+	// when they were all read (an edit whose peer is down and fails
+	// against it: rotator.DownWatch).
+	up, complete := d.carriedUp()
 	if hs, err := d.tracker.Listeners(ctx); err == nil {
 		have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 		for _, h := range hs {
@@ -334,6 +338,9 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
 			obs.Carried = d.ctrl.Carried()
+			if complete {
+				obs.Down = d.rec.down.Peek(want.Socket, &obs, up)
+			}
 			in = append(in, rotator.Input{Desired: want, Observed: obs, SyncDeletes: d.syncListenerDeletes()})
 		}
 	}
@@ -349,6 +356,9 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadFull)
 		if err != nil {
 			continue
+		}
+		if st, ok := d.ctrl.StatusOf(p.id); ok {
+			obs.Settled = st.Settled(obs) // the machine's own view (rotator/settle.go)
 		}
 		in = append(in, rotator.Input{Desired: want, Observed: obs})
 	}

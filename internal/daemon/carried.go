@@ -267,3 +267,16 @@ func (d *Daemon) sessionsRead() bool {
 	d.rec.allRead = true
 	return true
 }
+
+// carriedUp are the keys the sessions that are up carry, and whether that
+// is all of them: every session the speaker reported up runs a machine
+// that has read it. Reconcile goroutine.
+func (d *Daemon) carriedUp() (up []tcpao.KeyRef, complete bool) {
+	up, complete = d.ctrl.CarriedUp()
+	for _, p := range d.peerList() {
+		if p.handle != nil && !d.ctrl.Runs(p.id, p.handle) {
+			complete = false
+		}
+	}
+	return up, complete
+}

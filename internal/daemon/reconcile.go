@@ -372,6 +372,18 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	// every session up has been read since the start, or when the record
 	// cannot be written, no listener key is deleted at all.
 	carried, hold := d.carriedNow()
+	// An edit in place of a listener key whose peer is down and fails
+	// against it takes effect (rotator.EditPeerDown): the watch of such
+	// keys needs every key the sessions up carry, all of them read, and
+	// is left alone by a sync that lacks them.
+	var down *rotator.DownWatch
+	var up []tcpao.KeyRef
+	if !hold {
+		var complete bool
+		if up, complete = d.carriedUp(); complete {
+			down = &d.rec.down
+		}
+	}
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
@@ -407,7 +419,8 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried, SyncDeletes: d.syncListenerDeletes()})
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
+			SyncDeletes: d.syncListenerDeletes(), Down: down, Up: up})
 		kept = append(kept, sp.Kept...)
 		for _, h := range sp.Blocked {
 			if h.Why == rotator.ReasonForeignClash {
@@ -429,6 +442,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 	}
 	d.noteListenerKept(kept)
+	socks := make(map[rotator.SocketID]bool, len(wants))
+	for _, w := range wants {
+		socks[w.Socket] = true
+	}
+	d.rec.down.Forget(socks)
 	limit, _ := optMemMax()
 	d.rec.mu.Lock()
 	d.rec.optmem = optMemUse{limit, needed}

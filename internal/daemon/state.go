@@ -61,6 +61,10 @@ type reconciler struct {
 	// allRead: since the start, every session up has been read from the
 	// kernel once (sessionsRead); until then no listener key is deleted.
 	allRead bool
+	// down keeps the bases of the listener keys no session up carries
+	// (rotator.DownWatch: an edit in place of a key whose peer is down and
+	// fails against it takes effect).
+	down rotator.DownWatch
 
 	mu       sync.Mutex
 	nextPass time.Time         // the policy's next time boundary
