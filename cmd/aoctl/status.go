@@ -32,6 +32,12 @@ connects to it (aokeyd exec does), optmem_max too small, key source
 stale, no Current_key, segments from the peer failing verification on the
 listener while its session is down, a kernel with a known TCP-AO defect
 (the defect, the releases that fix it and what aokeyd does meanwhile).
+Edits in place: a key the key source changed under the same IDs, on the
+session and on the listener, and the rule that decided it: applied when
+the installed key authenticated nothing, or (listener) when the peer is
+down and its connections fail against it; held while it authenticated
+something, before the sessions are read after a start, or (session) until
+the peer is seen to choose its key.
 `)
 	})
 	fs.BoolVar(&brief, "brief", false, "summary table only")
@@ -201,8 +207,25 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",
 		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired, c.PktDroppedICMP)
 	renderListener(w, p.Listener)
+	renderEdits(w, p.Edits)
 	for _, wn := range p.Warnings {
 		fmt.Fprintf(w, "  WARNING: %s\n", wn)
+	}
+}
+
+// renderEdits writes the edits in place of the peer's keys and the rule
+// that decided each (control.EditRule's text).
+func renderEdits(w io.Writer, es []control.EditStatus) {
+	if len(es) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  Edits in place (new material under an installed key's IDs):")
+	for _, e := range es {
+		key := fmt.Sprintf("send=%d recv=%d", e.SendID, e.RecvID)
+		if e.Key != "" {
+			key = fmt.Sprintf("%s/%s (%s)", e.Chain, e.Key, key)
+		}
+		fmt.Fprintf(w, "    %s on the %s: %s\n", key, e.Socket, e.Rule.Text())
 	}
 }
 

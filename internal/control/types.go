@@ -168,7 +168,10 @@ type PeerStatus struct {
 	Listener *ListenerCounters `json:"listener,omitempty"`
 	// Migration is the peer's move from TCP-MD5 to TCP-AO, if any.
 	Migration *Migration `json:"migration,omitempty"`
-	Warnings  []string   `json:"warnings,omitempty"`
+	// Edits are the edits in place of the peer's keys, on its session and
+	// its listener entry, and which rule decided each.
+	Edits    []EditStatus `json:"edits,omitempty"`
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 // Socket is a managed socket of the BGP daemon.

@@ -227,6 +227,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	// A peer this process never saw up is warned of too: after a restart
 	// the listener keeps what its last session carried (carried.go).
 	ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), info), names, now)...)
+	ps.Edits = editStatus(rs.Edits, d.listenerEditsFor(info), names)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -35,6 +36,23 @@ func materialOf(t *testing.T, s tcpao.Socket, k testKey) (fp tcpao.Fingerprint, 
 		}
 	}
 	return tcpao.Fingerprint{}, false, false
+}
+
+// editRule is the rule status names for the edit of k on socket
+// (control.EditSession or EditListener), "" when it names none; the
+// status must name k from the key source and agree with the rule on
+// whether the edit was applied.
+func (e *env) editRule(k testKey, socket string) control.EditRule {
+	e.t.Helper()
+	for _, es := range e.peerStatus().Edits {
+		if es.SendID == k.send && es.RecvID == k.recv && es.Socket == socket {
+			if es.Chain != chainName || es.Key != k.name || es.Applied != es.Rule.Applied() {
+				e.t.Errorf("status edit %+v: want core/%s, applied as its rule says", es, k.name)
+			}
+			return es.Rule
+		}
+	}
+	return ""
 }
 
 // listenerPlan is the daemon's plan (aoctl plan) for its listener.
@@ -78,6 +96,9 @@ func TestEditOfKeyThatAuthenticatedNothing(t *testing.T) {
 		if !holdsKey(t, e.lis, k1) {
 			t.Errorf("the listener kept the material that authenticated nothing")
 		}
+		if got := e.editRule(k1, control.EditListener); got != control.EditAppliedUnused {
+			t.Errorf("status says %q of the listener's edit, want %q (%s)", got, control.EditAppliedUnused, control.EditAppliedUnused.Text())
+		}
 		if err := e.reconnect([]testKey{k1}); err != nil {
 			t.Errorf("the far end cannot connect after the correction: %v", err)
 		}
@@ -114,6 +135,11 @@ func TestEditOfUnusedSessionKey(t *testing.T) {
 		if cur := info(t, e.acc).CurrentKey; cur != k2.send {
 			t.Errorf("the session sends with %d, want k2 (%d)", cur, k2.send)
 		}
+		for _, sock := range []string{control.EditSession, control.EditListener} {
+			if got := e.editRule(edited, sock); got != control.EditAppliedUnused {
+				t.Errorf("status says %q of the %s's edit, want %q", got, sock, control.EditAppliedUnused)
+			}
+		}
 		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
 			t.Errorf("the session broke after the edit: %v", err)
 		}
@@ -133,9 +159,10 @@ func TestEditWhilePeerDown(t *testing.T) {
 		name    string
 		fail    int  // connects that fail against the installed k2 before the correction
 		applied bool // the listener takes the correction
+		rule    control.EditRule
 	}{
-		{"its connections fail: applied", 3, true},
-		{"no connection tried: held", 0, false},
+		{"its connections fail: applied", 3, true, control.EditAppliedPeerDown},
+		{"no connection tried: held", 0, false, control.EditHeldInUse},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -190,6 +217,9 @@ func TestEditWhilePeerDown(t *testing.T) {
 				e.settle()
 				if got := holdsKey(t, e.lis, k2); got != c.applied {
 					t.Errorf("the listener holds the corrected k2: %t, want %t", got, c.applied)
+				}
+				if got := e.editRule(k2, control.EditListener); got != c.rule {
+					t.Errorf("status says %q of the listener's edit, want %q", got, c.rule)
 				}
 				if c.applied {
 					if err := e.reconnect([]testKey{k2}); err != nil {

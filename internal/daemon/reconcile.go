@@ -410,6 +410,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 	}
 	var kept []rotator.Held
+	var edits []rotator.Edit
 	var md5Held []rotator.MD5Held
 	defer func() {
 		d.rec.mu.Lock()
@@ -429,8 +430,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
+			// What it held is held; what it would have applied is not done.
+			edits = append(edits, slices.DeleteFunc(slices.Clone(sp.Edits), func(e rotator.Edit) bool { return e.Rule.Applied() })...)
 			continue
 		}
+		edits = append(edits, sp.Edits...)
 		if d.rec.md5Ever { // nothing to read before a binding had a password
 			md5Held = append(md5Held, d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))...)
 		}
@@ -442,6 +446,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 	}
 	d.noteListenerKept(kept)
+	d.noteListenerEdits(edits)
 	socks := make(map[rotator.SocketID]bool, len(wants))
 	for _, w := range wants {
 		socks[w.Socket] = true

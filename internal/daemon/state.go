@@ -71,6 +71,10 @@ type reconciler struct {
 	optmem   optMemUse         // the listeners' optmem need at the last sync
 	kept     []rotator.Held    // what the last listener sync kept
 	md5Held  []rotator.MD5Held // TCP-MD5 keys the last listener sync held
+	// editsHeld are the edits in place the last listener sync held back,
+	// editsApplied those the syncs applied, while the listeners' desired
+	// state holds their material (edits.go).
+	editsHeld, editsApplied []rotator.Edit
 }
 
 func newReconciler() reconciler {
