@@ -32,6 +32,9 @@ connects to it (aokeyd exec does), optmem_max too small, key source
 stale, no Current_key, segments from the peer failing verification on the
 listener while its session is down, a kernel with a known TCP-AO defect
 (the defect, the releases that fix it and what aokeyd does meanwhile).
+Start-up gate: after a start, until the speaker's sessions are listed and
+each one up is read, the listener sync deletes no key but a revoked one
+(aoctl plan lists what it holds back as held).
 Edits in place: a key the key source changed under the same IDs, on the
 session and on the listener, and the rule that decided it: applied when
 the installed key authenticated nothing, or (listener) when the peer is
@@ -89,6 +92,9 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 			fmt.Fprintf(w, "; refuses %s", strings.Join(k.Refused, " "))
 		}
 		fmt.Fprintln(w)
+	}
+	if g := rep.StartUpGate; g != nil {
+		fmt.Fprintf(w, "Start-up gate: %s\n", g.Text())
 	}
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)

@@ -61,3 +61,15 @@ func TestStatusEdits(t *testing.T) {
 	}
 	golden(t, "status-edits.json.golden", j.stdout)
 }
+
+// TestStatusStartUpGate: while the start-up gate holds, status says so
+// and why, before the peers.
+func TestStatusStartUpGate(t *testing.T) {
+	var b strings.Builder
+	for _, g := range []control.StartUpGate{{}, {Listed: true, Unread: 2}} {
+		rep := control.StatusReport{GeneratedAt: testNow, StartUpGate: &g,
+			KeySource: control.KeySourceStatus{Name: "file /etc/aokeyd/keys.yaml", LastSync: testNow.Add(-time.Second), Age: control.Duration(time.Second)}}
+		renderStatus(&b, rep, testNow, false, false)
+	}
+	golden(t, "status-gate.golden", b.String())
+}

@@ -65,7 +65,10 @@ type StatusReport struct {
 	// Kernel is the running kernel and the TCP-AO algorithms it accepts,
 	// as aokeyd probed them at start; nil when not probed.
 	Kernel *KernelStatus `json:"kernel,omitempty"`
-	Peers  []PeerStatus  `json:"peers"`
+	// StartUpGate, while it holds, says why the listener sync deletes
+	// nothing yet; nil once it opened.
+	StartUpGate *StartUpGate `json:"start_up_gate,omitempty"`
+	Peers       []PeerStatus `json:"peers"`
 	// Warnings concern the whole daemon (stale key source, optmem).
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -252,6 +252,7 @@ func (d *Daemon) sessionsRead() bool {
 	}
 	if !d.rec.trackerSynced.Load() {
 		d.log.Info("holding listener deletes: the speaker's sessions are not listed yet since the start")
+		d.noteGate(false, false, 0)
 		return false
 	}
 	var unread []string
@@ -262,9 +263,11 @@ func (d *Daemon) sessionsRead() bool {
 	}
 	if len(unread) > 0 {
 		d.log.Info("holding listener deletes until every session's keys are read since the start", "unread", len(unread), "first", unread[0])
+		d.noteGate(false, true, len(unread))
 		return false
 	}
 	d.rec.allRead = true
+	d.noteGate(true, true, 0)
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -44,6 +45,9 @@ type reconciler struct {
 	// trackerSynced: the tracker has reported the speaker's full peer
 	// list at least once since the start.
 	trackerSynced atomic.Bool
+	// gate is the start-up gate's state while it holds, nil once it
+	// opened (gate.go).
+	gate atomic.Pointer[control.StartUpGate]
 
 	// The inputs of the last full pass, when it ran, and the listeners'
 	// desired keys it computed (owning their secrets).
