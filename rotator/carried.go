@@ -95,3 +95,25 @@ func (c *Controller) Read(peer PeerID) bool {
 	st := s.run.status.Load()
 	return st != nil && !st.Counters.At.IsZero()
 }
+
+// CarriedUp are the keys the sessions that are up carry, as their
+// machines last read them, and whether every running machine has read its
+// session (complete): what the listener sync hands DownWatch
+// (ListenerOptions.Up), which needs them all.
+func (c *Controller) CarriedUp() (up []tcpao.KeyRef, complete bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	complete = true
+	for _, s := range c.peers {
+		if s.run == nil {
+			continue
+		}
+		st := s.run.status.Load()
+		if st == nil || st.Counters.At.IsZero() {
+			complete = false
+			continue
+		}
+		up = append(up, st.Counters.Carried...)
+	}
+	return up, complete
+}

@@ -603,6 +603,7 @@ func (r *runner) take(now func() time.Time) {
 		}
 		r.m.pre = r.exclusive(xs[i])
 		r.m.writes++
+		r.m.ownWrite(now()) // it may have set Current_key or RNext_key
 		r.m.setDesired(xs[i].desired, now())
 	}
 }

@@ -57,6 +57,9 @@ func opLines(sp SocketPlan) []string {
 	for _, o := range sp.Ops {
 		out = append(out, o.Line())
 	}
+	for _, e := range sp.Edits {
+		out = append(out, "edit "+refText(e.Ref)+" ("+e.Rule.String()+")")
+	}
 	for _, h := range sp.Deferred {
 		out = append(out, "defer "+heldRef(h)+" ("+h.Why.String()+")")
 	}

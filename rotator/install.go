@@ -114,6 +114,7 @@ func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, pee
 		return nil
 	}
 	back := before.ID
+	m.ownWrite(now)
 	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
 		"peer", m.peer, "moved_to", after.ID, "back_to", back)
 	if ae := m.guarded(StepRestore, func() error {

@@ -320,3 +320,26 @@ func (s *testSock) peerSendsKey(send, recv uint8, n int) {
 	}
 	s.peerSendsWith(k, n)
 }
+
+// synTo connects a far end holding the mirror of k to listener l, signed
+// with it: the listener verifies the SYN with its key under k's IDs
+// (pkt_good). With wrong the far end's key has another secret under those
+// IDs, and the listener counts the SYN bad (pkt_bad). It reports whether
+// the connection was accepted. The far end's address is the one k's
+// prefix names (farAddr); l must be of k's address family.
+func synTo(l *testSock, k tcpao.Key, wrong bool) bool {
+	c, err := l.net.Socket(farAddr(k.Peer))
+	setup(err)
+	defer c.Close()
+	m := mirror(k)
+	if wrong {
+		m.Secret = tcpao.NewSecret([]byte("not the listener's secret"))
+	}
+	setup(c.AddKey(m, tcpao.AddOptions{}))
+	a, err := l.net.Connect(c, l.Sock)
+	if err != nil {
+		return false
+	}
+	_ = a.Close()
+	return true
+}

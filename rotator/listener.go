@@ -209,6 +209,12 @@ type ListenerOptions struct {
 	// Carried are the keys the sessions accepted from the listener carry
 	// (Observed.Carried): the planner keeps every listener key they name.
 	Carried []tcpao.KeyRef
+	// Down, when set, keeps the bases of the listener's keys no session
+	// up carries (DownWatch; Observed.Down): Up must then be every key
+	// the sessions that are up carry, all of them read. Nil: the rule
+	// EditPeerDown is off for this sync, and the bases stay as they are.
+	Down *DownWatch
+	Up   []tcpao.KeyRef
 	// SyncDeletes deletes the listener's keys synchronously instead of
 	// with del_async, on a kernel with a defect in that path
 	// (tcpao.SyncListenerDeletes). Each delete then waits for an RCU grace
@@ -246,6 +252,9 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 		return SocketPlan{}, fmt.Errorf("listener %s: %w", d.Socket, err)
 	}
 	obs.Carried = o.Carried
+	if o.Down != nil {
+		obs.Down = o.Down.observe(d.Socket, &obs, o.Up)
+	}
 	sp := PlanSocket(d, obs)
 	// An invalid desired state plans nothing; a change the never-strand
 	// rule blocks (a replacement whose key in the way carries a session)

@@ -171,6 +171,15 @@ type Status struct {
 	// because a foreign key has their IDs (ReasonForeignClash: the roll
 	// waits), the last three from the last plan. Immutable once published.
 	Kept []Held
+	// Edits are the edits in place on the socket: those the last full
+	// plan held back, and those the machine applied while the desired
+	// state holds their material (settle.go). Immutable once published.
+	Edits []Edit
+	// SettleBase is the socket's pkt_good that the machine waits to see
+	// rise before an edit in place of a key that authenticated nothing
+	// (Observed.Settled), when SettleBaseSet (Status.Settled).
+	SettleBase    uint64
+	SettleBaseSet bool
 
 	// Counters are the socket's counters as the machine last read them
 	// (Counters.At zero: not read yet).
@@ -223,11 +232,13 @@ type machine struct {
 	// not desired, edits the ReasonEdited holds of the last full plan:
 	// Status.Kept (setKept).
 	carried, edits []Held
+	// settle is what the machine knows of edits in place (settle.go).
+	settle settleState
 }
 
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
 	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
-		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}}
+		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}, settle: settleState{since: now}}
 }
 
 // publish hands a copy of the machine's status to its readers.
@@ -289,6 +300,7 @@ func (m *machine) idleUntil(before keyView, next, now time.Time) bool {
 // setDesired changes the target; a roll towards another key starts over.
 func (m *machine) setDesired(d Desired, now time.Time) {
 	changed := d.WantRNext != m.desired.WantRNext || d.WantCurrent != m.desired.WantCurrent
+	m.newDesired(&m.desired, &d)
 	m.desired = d
 	if changed && (m.st.State == StateAnnounced || m.st.State == StateGrace) {
 		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
@@ -377,8 +389,9 @@ func (m *machine) step(now time.Time) time.Time {
 	// fingerprints, an HMAC of each secret on every poll of every peer in
 	// a fleet-wide roll. Each write of a step reads the socket back in
 	// full, and a step that plans reads in full.
-	bare := m.st.State == StateAnnounced ||
-		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.awaitingNewKey())
+	// An edit in place that may be pending is read in full (settle.go).
+	bare := !m.settle.pending && (m.st.State == StateAnnounced ||
+		m.st.State == StateGrace && (now.Before(m.st.Since.Add(m.cfg.Grace)) || m.awaitingNewKey()))
 	var obs Observed
 	var err error
 	if m.pre != nil {
@@ -396,6 +409,7 @@ func (m *machine) step(now time.Time) time.Time {
 		m.st.LastError = err.Error()
 		return now.Add(m.cfg.Poll)
 	}
+	m.countRead(&obs, now)
 	m.st.Current, m.st.RNext = curOf(&obs)
 	m.st.PktBad = obs.Info.PktBad
 	m.keptFrom(&obs)
@@ -414,8 +428,10 @@ func (m *machine) step(now time.Time) time.Time {
 
 func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	d := &m.desired
+	m.settledOn(obs)
 	sp := PlanSocket(*d, *obs)
 	m.editsFrom(sp)
+	m.noteEdits(sp, false)
 	m.st.Deferred = len(sp.Deferred)
 	cur, _ := curOf(obs)
 	if len(sp.Blocked) > 0 {
@@ -427,6 +443,11 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	if sp.Empty() && len(sp.Deferred) == 0 && (wantCur || desiredSendable(d, cur)) {
 		m.st.HavePending = false
 		m.attempting = false // a new desired state left nothing to roll
+		if unsettled(sp) {
+			// An edit waits for the peer's choice (settle.go): poll.
+			m.enter(StateSteady, now, "wait for the peer's choice of key: an edit in place waits for it", now.Add(m.cfg.Poll))
+			return m.st.NextAt
+		}
 		m.enter(StateSteady, now, "watch", m.steadyAt(now))
 		return m.st.NextAt
 	}
@@ -442,9 +463,14 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	if n > 0 {
 		good := obs.Info.PktGood
 		var ae *AbortError
-		if announced, ae = m.install(now, obs, sp.Ops[:n], cur); ae != nil {
+		announced, ae = m.install(now, obs, sp.Ops[:n], cur)
+		if announced || setsCurrentOrRNext(sp.Ops[:n]) {
+			m.ownWrite(now)
+		}
+		if ae != nil {
 			return m.abort(now, ae)
 		}
+		m.noteEdits(sp, true)
 		peerMoved := peerMovedCurrent(obs, sp.Ops[:n], good)
 		if ae := m.checkOwnSwitch(now, cur, obs, peerMoved); ae != nil {
 			return m.abort(now, ae)
@@ -469,6 +495,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 		m.log.Debug("rotator: announced new key with its install", "peer", m.peer, "rnext", d.WantRNext.ID)
 	} else if m.oldRNext != d.WantRNext {
 		want := d.WantRNext.ID
+		m.ownWrite(now)
 		if ae := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) }); ae != nil {
 			ae.Detail = "announce failed"
 			return m.abort(now, ae)
@@ -498,6 +525,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 	if peerSwitched || nk.PktGood > m.baseGood {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
+			m.ownWrite(now)
 			// The switch's read-back is bare: this step plans nothing from it.
 			if ae := m.guarded(StepSwitch, func() error {
 				_, err := m.writeRead(now, ReadBare, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &want}) }, nil)
@@ -532,6 +560,7 @@ func findSend(o *Observed, id uint8) *tcpao.KeyInfo {
 func (m *machine) abort(now time.Time, why *AbortError) time.Time {
 	if m.oldRNext.Valid && m.oldRNext != m.desired.WantRNext {
 		old := m.oldRNext.ID
+		m.ownWrite(now)
 		if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &old}) }); ae != nil {
 			why.Restore = fmt.Errorf("restoring rnext=%d failed: %w", old, ae)
 		}

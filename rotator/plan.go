@@ -27,9 +27,12 @@ type entry struct {
 	inUse    bool
 	retire   bool
 	approved bool
-	frozen   bool // covered by Desired.Frozen, not desired under its reference, not revoked: stays
-	foreign  bool // not desired, and Desired.Owner does not own it: stays
-	oi       int  // index into Observed.Keys, -1 for an added key
+	// editOK: the rule for edits in place applies new material over it
+	// (decideEdits): the replacement may delete it although it is in use.
+	editOK  bool
+	frozen  bool // covered by Desired.Frozen, not desired under its reference, not revoked: stays
+	foreign bool // not desired, and Desired.Owner does not own it: stays
+	oi      int  // index into Observed.Keys, -1 for an added key
 }
 
 type planner struct {
@@ -58,10 +61,13 @@ type planner struct {
 // approved its new material) or, on an established socket, listed in
 // Desired.Retire (the roll proved the peer moved off it). Otherwise it
 // stays: Deferred when a roll on the socket can move the peer off it, else
-// Kept (ReasonCarried). New material under the IDs of an installed key is
-// never applied unless Desired.Replace approves it: the installed key
-// stays and the desired one is Kept (ReasonEdited), on every socket alike.
-// mayRemove is the one check; every delete the planner emits passes it.
+// Kept (ReasonCarried). New material under the IDs of an installed key (an
+// edit in place) replaces it only where holding it back protects no
+// session (edit.go: the installed key authenticated nothing, its peer is
+// down and fails against it, or Desired.Replace approves it); else the
+// installed key stays and the desired one is Kept (ReasonEdited). Each
+// edit's rule is in SocketPlan.Edits. mayRemove is the one check; every
+// delete the planner emits passes it.
 //
 // Order: plain adds; then in-place replacements (delete the conflicting key,
 // add its successor); then one TCP_AO_INFO change (RNext, Current_key if the
@@ -104,7 +110,7 @@ func PlanSocket(d Desired, o Observed) SocketPlan {
 	}
 	p.load(o)
 	adds := p.classify()
-	adds = p.holdEdited(adds, &o)
+	adds = p.decideEdits(adds, &o)
 	// Room for every op the plan can hold (each add, each delete of a key
 	// not desired as is, one TCP_AO_INFO), so that appending never copies
 	// the ops (192 bytes each) of a plan of thousands.
@@ -198,7 +204,9 @@ func (p *planner) load(o Observed) {
 // Current_key or RNext_key (as the plan has left them so far): those two
 // go only by a forced delete, which del allows for revoked and approved
 // keys alone, so a retire never removes them. A key that new material
-// held back (holdEdited) would replace stays for any other change too.
+// held back (decideEdits) would replace stays for any other change too;
+// one the rule for edits lets new material replace (editOK) may go for
+// that replacement.
 func (p *planner) mayRemove(e int) bool {
 	en := &p.entries[e]
 	switch {
@@ -210,29 +218,10 @@ func (p *planner) mayRemove(e int) bool {
 		// A frozen binding's key stays; an edit held back keeps the
 		// installed key it would replace.
 		return false
-	case !en.inUse || en.approved:
+	case !en.inUse || en.approved || en.editOK:
 		return true
 	}
 	return !p.listen && en.retire
-}
-
-// edited reports whether job j's key is new material under the IDs of an
-// installed key: a blocker with both its IDs and an overlapping peer
-// prefix whose material differs. Such a key is held back unless an
-// operator approved it (Desired.Replace).
-func (p *planner) edited(j addJob, o *Observed) bool {
-	dk := &p.d.Keys[j.d]
-	r := normRef(dk.KeyRef)
-	for _, b := range j.blockers {
-		en := &p.entries[b]
-		if en.oi < 0 || en.approved || en.foreign || en.ref.SendID != r.SendID || en.ref.RecvID != r.RecvID {
-			continue
-		}
-		if !sameMaterial(&dk.Key, &o.Keys[en.oi]) {
-			return true
-		}
-	}
-	return false
 }
 
 // undesired counts the observed keys that are not desired as they are: the
@@ -304,33 +293,6 @@ func (p *planner) classify() []addJob {
 	return jobs
 }
 
-// holdEdited takes out of jobs the keys that are new material under an
-// installed key's IDs and not approved: their blockers stay (held) and the
-// desired key is Kept with ReasonEdited.
-func (p *planner) holdEdited(jobs []addJob, o *Observed) []addJob {
-	out := jobs[:0]
-	for _, j := range jobs {
-		if !p.edited(j, o) {
-			out = append(out, j)
-			continue
-		}
-		r := normRef(p.d.Keys[j.d].KeyRef)
-		for _, b := range j.blockers {
-			en := &p.entries[b]
-			en.held = true
-			if en.ref.SendID == r.SendID && en.ref.RecvID == r.RecvID {
-				// The installed key stands in for its edit: Current_key and
-				// RNext_key treat it as the desired key, so that no plan
-				// moves them off it while the edit is held back.
-				en.d = j.d
-			}
-		}
-		p.sp.Kept = append(p.sp.Kept, Held{Ref: p.d.Keys[j.d].KeyRef, Why: ReasonEdited,
-			Detail: "new material (secret, algorithm, MAC length or tcp_options) under the IDs of an installed key: the installed key stays and the new material is not applied to any socket; give the new material new IDs and roll to it, or approve it with aoctl replace (which resets the session)"})
-	}
-	return out
-}
-
 func (p *planner) emitAdds(jobs []addJob) {
 	// Plain adds first: they cannot fail on a conflict and give forced
 	// deletes their replacements.
@@ -360,6 +322,10 @@ func (p *planner) emitAdds(jobs []addJob) {
 		pending = left
 	}
 	for _, j := range pending {
+		// A replacement that cannot be made is no edit applied: the
+		// Blocked entry below says why.
+		dk := p.d.Keys[j.d].KeyRef
+		p.sp.Edits = slices.DeleteFunc(p.sp.Edits, func(e Edit) bool { return e.Ref == dk })
 		foreign := false
 		for _, b := range j.blockers {
 			p.entries[b].held = true

@@ -43,17 +43,29 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.1/32 async (stale)",
 		},
 	}, {
-		name: "listener secret edited in place is held back",
+		name: "listener secret edited in place is held back while a session carries it",
 		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}},
-		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
+		carr: []tcpao.KeyRef{a.KeyRef},
+		want: []string{"edit send=1 recv=1 peer=192.0.2.1/32 (held-in-use)", "kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
+	}, {
+		name: "listener secret edited in place that authenticated nothing is delete then add",
+		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
+		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}},
+		want: []string{
+			"del send=1 recv=1 peer=192.0.2.1/32 async (replace)",
+			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
+			"edit send=1 recv=1 peer=192.0.2.1/32 (applied-unused)",
+		},
 	}, {
 		name: "listener secret change an operator approved is delete then add",
 		sock: func() *testSock { s := newListener(); _ = s.AddKey(a, tcpao.AddOptions{}); return s },
 		d:    Desired{Kind: Listening, Keys: []DesiredKey{dk(a2)}, Replace: []tcpao.KeyRef{a.KeyRef}},
+		carr: []tcpao.KeyRef{a.KeyRef},
 		want: []string{
 			"del send=1 recv=1 peer=192.0.2.1/32 async (replace)",
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
+			"edit send=1 recv=1 peer=192.0.2.1/32 (applied-approved)",
 		},
 	}, {
 		name: "listener key a session carries stays after its lifetime ends",
@@ -143,6 +155,7 @@ func TestPlanSocket(t *testing.T) {
 			"del send=1 recv=1 peer=192.0.2.1/32 force-current=2 force-rnext=2 (replace)",
 			"add send=1 recv=1 peer=192.0.2.1/32 alg=hmac(sha256) maclen=12 (replace)",
 			"set rnext=1 (rnext)",
+			"edit send=1 recv=1 peer=192.0.2.1/32 (applied-approved)",
 		},
 	}, {
 		name: "established approved secret change of current key naming a spare the peer was never seen to use is refused",
@@ -158,7 +171,7 @@ func TestPlanSocket(t *testing.T) {
 			return s
 		},
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)},
-		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
+		want: []string{"edit send=1 recv=1 peer=192.0.2.1/32 (held-in-use)", "kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established key inherited with the binding's prefix is the desired host key",
 		sock: func() *testSock { return newEstablished(a64) },
@@ -195,7 +208,7 @@ func TestPlanSocket(t *testing.T) {
 		name: "established secret of the only key edited in place is held back",
 		sock: func() *testSock { return newEstablished(a) },
 		d:    Desired{Kind: Established, Keys: []DesiredKey{dk(a2)}},
-		want: []string{"kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
+		want: []string{"edit send=1 recv=1 peer=192.0.2.1/32 (held-in-use)", "kept send=1 recv=1 peer=192.0.2.1/32 (edited-in-place)"},
 	}, {
 		name: "established without TCP-AO",
 		sock: func() *testSock { return newEstablished() },
@@ -255,21 +268,23 @@ func TestPlanGolden(t *testing.T) {
 	}
 }
 
-// fleetInputs is a listener serving four peers plus the four sessions, each
-// in a different situation.
+// fleetInputs is a listener serving five peers plus the sessions of four,
+// each in a different situation; the fifth never came up, and its key is
+// edited in place.
 func fleetInputs(t *testing.T) []Input {
 	old := func(p string) tcpao.Key { return mkKey(p, 1, 1, "alpha-"+p) }
 	nw := func(p string) tcpao.Key { return mkKey(p, 2, 2, "bravo-"+p) }
-	pRoll, pSteady, pRevoke, pLeak := "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "2001:db8::4/128"
+	pRoll, pSteady, pRevoke, pLeak, pNew := "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "2001:db8::4/128", "2001:db8::5/128"
 
 	lis := newListener()
-	for _, p := range []string{pRoll, pSteady, pRevoke, pLeak} {
+	for _, p := range []string{pRoll, pSteady, pRevoke, pLeak, pNew} {
 		_ = lis.AddKey(old(p), tcpao.AddOptions{})
 	}
 	_ = lis.AddKey(mkKey("198.51.100.0/24", 7, 7, "gone"), tcpao.AddOptions{})
 	lisD := Desired{Socket: "listen [::]:179", Kind: Listening, AORequired: true, Keys: []DesiredKey{
 		dk(old(pRoll)), dk(nw(pRoll)), dk(old(pSteady)), dk(nw(pRevoke)), dk(mkKey(pLeak, 1, 1, "alpha-rotated")),
-	}}
+		dk(mkKey(pNew, 1, 1, "alpha-corrected")),
+	}, Revoked: revokedOf(old(pRevoke))}
 
 	roll := newEstablished(old(pRoll))
 	steady := newEstablished(old(pSteady))
@@ -277,8 +292,12 @@ func fleetInputs(t *testing.T) []Input {
 	leak := newEstablished(old(pLeak))
 	_ = leak.AddKey(nw(pLeak), tcpao.AddOptions{})
 	leak.peerSendsWith(nw(pLeak), 5) // the peer was seen sending with it: it may become current
+	lisObs := observe(t, lis)
+	for _, s := range []*testSock{roll, steady, revoke, leak} {
+		lisObs.Carried = append(lisObs.Carried, CarriedKeys(observe(t, s))...)
+	}
 	return []Input{
-		{Desired: lisD, Observed: observe(t, lis)},
+		{Desired: lisD, Observed: lisObs},
 		{Desired: Desired{Socket: SocketID("peer " + pRoll), Keys: []DesiredKey{dk(old(pRoll)), dk(nw(pRoll))}, WantCurrent: ID(2), WantRNext: ID(2)}, Observed: observe(t, roll)},
 		{Desired: Desired{Socket: SocketID("peer " + pSteady), Keys: []DesiredKey{dk(old(pSteady))}, WantCurrent: ID(1), WantRNext: ID(1)}, Observed: observe(t, steady)},
 		{Desired: Desired{Socket: SocketID("peer " + pRevoke), Keys: []DesiredKey{dk(nw(pRevoke))}, WantCurrent: ID(2), WantRNext: ID(2), Revoked: revokedOf(old(pRevoke))}, Observed: observe(t, revoke)},

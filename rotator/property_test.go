@@ -11,9 +11,23 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
+// observedExtra are the inputs of Observed that the kernel does not give:
+// what the sessions carry (Carried) and, for the rule for edits in
+// place, the listener keys' bases (Down) and the session's Settled.
+type observedExtra struct {
+	carried []tcpao.KeyRef
+	down    []DownKey
+	settled bool
+}
+
+func (x observedExtra) onto(o Observed) Observed {
+	o.Carried, o.Down, o.Settled = x.carried, x.down, x.settled
+	return o
+}
+
 // randomCase builds a random socket (through the fake kernel, so it is a
 // state the kernel can be in) and a random valid desired state for it.
-func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
+func randomCase(r *rand.Rand) (_ *testSock, _ Desired, x observedExtra) {
 	listen := r.IntN(2) == 0
 	peers := []string{"192.0.2.1/32"}
 	if listen {
@@ -37,8 +51,20 @@ func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
 	} else {
 		s = newEstablished(randKey())
 	}
+	var installed []tcpao.Key
 	for n := r.IntN(6); n > 0; n-- {
-		_ = s.AddKey(randKey(), tcpao.AddOptions{})
+		if k := randKey(); s.AddKey(k, tcpao.AddOptions{}) == nil {
+			installed = append(installed, k)
+		}
+	}
+	if listen {
+		// Connects through the listener (those of IPv6 peers reach it):
+		// verified, or failing against another secret; then the bases
+		// of some keys (DownWatch's first sight of them down), then
+		// more connects.
+		x.down = randomSYNs(r, s, installed)
+	} else {
+		x.settled = r.IntN(2) == 0
 	}
 	if !listen && s.hasAO() {
 		ks, _ := s.Keys(tcpao.KeyFilter{})
@@ -111,7 +137,7 @@ func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
 			if r.IntN(2) == 0 && c.Peer.Bits() < c.Peer.Addr().BitLen() {
 				c.Peer = netip.PrefixFrom(c.Peer.Addr().Next(), c.Peer.Addr().BitLen()) // a session under a prefix binding
 			}
-			carried = append(carried, c)
+			x.carried = append(x.carried, c)
 		case !listen && r.IntN(4) == 0:
 			d.Retire = append(d.Retire, o.KeyRef)
 		}
@@ -119,7 +145,11 @@ func randomCase(r *rand.Rand) (_ *testSock, _ Desired, carried []tcpao.KeyRef) {
 			d.Replace = append(d.Replace, o.KeyRef)
 		}
 	}
-	return s, d, carried
+	if r.IntN(8) == 0 && len(obs) > 0 {
+		// A frozen binding, or the start-up gate.
+		d.Frozen = []KeyRange{{Prefix: obs[r.IntN(len(obs))].Peer, AnyDevice: true}}
+	}
+	return s, d, x
 }
 
 // TestPlanProperties checks the planner's invariants over random states:
@@ -133,9 +163,8 @@ func TestPlanProperties(t *testing.T) {
 	const n = 5000
 	for seed := range uint64(n) {
 		r := rand.New(rand.NewPCG(seed, 0x5eed))
-		s, d, carried := randomCase(r)
-		before := observe(t, s)
-		before.Carried = carried
+		s, d, x := randomCase(r)
+		before := x.onto(observe(t, s))
 		sp := PlanSocket(d, before)
 		if err := checkPlan(s, d, before, sp); err != nil {
 			var b strings.Builder
@@ -217,7 +246,10 @@ func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 	if err := checkReached(d, before, after, sp); err != nil {
 		return err
 	}
-	after.Carried = before.Carried
+	after.Carried, after.Down = before.Carried, before.Down
+	// The machine's own write of Current_key or RNext_key makes it see
+	// the peer choose again (settle.go).
+	after.Settled = before.Settled && !setsCurrentOrRNext(sp.Ops)
 	again := PlanSocket(d, after)
 	if !again.Empty() {
 		return fmt.Errorf("not idempotent: replan has %d ops: %v", len(again.Ops), opLines(again))
@@ -231,6 +263,9 @@ func checkPlan(s *testSock, d Desired, before Observed, sp SocketPlan) error {
 // key unless a stale in-use key holds it.
 func checkReached(d Desired, before, after Observed, sp SocketPlan) error {
 	held := func(r tcpao.KeyRef) bool {
+		if frozenCovers(d.Frozen, r) {
+			return true // a frozen binding's keys stay, unreported
+		}
 		for _, h := range slices.Concat(sp.Deferred, sp.Blocked, sp.Kept) {
 			if normRef(h.Ref) == r || !h.Ref.Peer.IsValid() || conflicts(r, normRef(h.Ref)) {
 				return true
@@ -323,15 +358,16 @@ func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
 		for _, k := range before.Keys {
 			switch {
 			case op.Kind == OpDel && normRef(op.Del.KeyRef) == k.KeyRef && inUse(k):
-				ok := revokedAs(d.Revoked, k) || lists(d.Replace, k.KeyRef) || !listen && lists(d.Retire, k.KeyRef)
+				ok := revokedAs(d.Revoked, k) || lists(d.Replace, k.KeyRef) || !listen && lists(d.Retire, k.KeyRef) ||
+					op.Why == ReasonReplace && editAllowed(d, before, k)
 				if !ok {
 					return fmt.Errorf("op %d (%s): removes key %s in use without an operator action or a proven retire", i+1, op.Line(), k.KeyRef)
 				}
 			case op.Kind == OpAdd:
 				r := normRef(op.Key.KeyRef)
 				if r.SendID == k.SendID && r.RecvID == k.RecvID && conflicts(k.KeyRef, r) &&
-					!sameMaterial(&op.Key, &k) && !lists(d.Replace, k.KeyRef) {
-					return fmt.Errorf("op %d (%s): new material under the IDs of installed key %s, not approved", i+1, op.Line(), k.KeyRef)
+					!sameMaterial(&op.Key, &k) && !editAllowed(d, before, k) {
+					return fmt.Errorf("op %d (%s): new material under the IDs of installed key %s, which the rule for edits holds back", i+1, op.Line(), k.KeyRef)
 				}
 			}
 		}
@@ -344,11 +380,11 @@ func checkNeverStrand(d Desired, before Observed, sp SocketPlan) error {
 	for _, k := range before.Keys {
 		gone := slices.ContainsFunc(sp.Ops, func(op Op) bool { return op.Kind == OpDel && normRef(op.Del.KeyRef) == k.KeyRef })
 		desired := slices.ContainsFunc(d.Keys, func(x DesiredKey) bool { return normRef(x.KeyRef) == k.KeyRef && sameMaterial(&x.Key, &k) })
-		if (inUse(k) || k.IsCurrent || k.IsRNext) && !gone && !desired && !reported(k.KeyRef) {
+		if (inUse(k) || k.IsCurrent || k.IsRNext) && !gone && !desired && !reported(k.KeyRef) && !frozenCovers(d.Frozen, k.KeyRef) {
 			return fmt.Errorf("key %s in use and no longer desired is kept without a word", k.KeyRef)
 		}
 	}
-	return nil
+	return checkEdits(d, before, sp)
 }
 
 // sentWith reports whether the peer was seen sending with s's key whose

@@ -72,6 +72,7 @@ func refText(r tcpao.KeyRef) string {
 // blocked change:
 //
 //	<socket> <kind> <n>. <op line>
+//	<socket> <kind> edit <key> (<rule>): <text>
 //	<socket> <kind> defer <key> (<reason>): <detail>
 //	<socket> <kind> blocked <key> (<reason>): <detail>
 //	<socket> <kind> kept <key> (<reason>): <detail>
@@ -101,8 +102,10 @@ type PlanLine struct {
 	// held key).
 	Ref    tcpao.KeyRef
 	HasRef bool
-	// Why is the reason of an op or a held key (zero for ok).
+	// Why is the reason of an op or a held key (zero for ok and edit).
 	Why Reason
+	// Edit is the rule of an edit line (an edit in place applied).
+	Edit EditRule
 	// Head is the line up to and including the verb ("peer 192.0.2.2
 	// listening 1. add"), Tail the rest (" send=10 recv=110 ... (new)").
 	Head, Tail string
@@ -110,6 +113,18 @@ type PlanLine struct {
 
 // Line is the step as Render writes it.
 func (s PlanLine) Line() string { return s.Head + s.Tail }
+
+// Reason is the line's reason as Render writes it in parentheses: the
+// edit's rule on an edit line, else Why ("" for ok).
+func (s PlanLine) Reason() string {
+	switch {
+	case s.Edit != 0:
+		return s.Edit.String()
+	case s.Why != 0:
+		return s.Why.String()
+	}
+	return ""
+}
 
 // PlanLines is the plan as Render's lines, in order, as data. It never
 // includes key material.
@@ -125,6 +140,12 @@ func PlanLines(p Plan) []PlanLine {
 			ref := op.Ref()
 			out = append(out, PlanLine{Socket: sp.Socket, Kind: sp.Kind, Verb: verb, Ref: ref, HasRef: op.Kind == OpAdd || op.Kind == OpDel, Why: op.Why,
 				Head: fmt.Sprintf("%s %d. %s", head, i+1, verb), Tail: strings.TrimPrefix(op.Line(), verb)})
+		}
+		for _, e := range sp.Edits {
+			if e.Rule.Applied() {
+				out = append(out, PlanLine{Socket: sp.Socket, Kind: sp.Kind, Verb: "edit", Ref: e.Ref, HasRef: true, Edit: e.Rule,
+					Head: head + " edit", Tail: fmt.Sprintf(" %s (%s): %s", refText(e.Ref), e.Rule, e.Rule.Text())})
+			}
 		}
 		for _, held := range []struct {
 			verb string

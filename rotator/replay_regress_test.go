@@ -113,9 +113,12 @@ EV lsync 0`,
 	}, {
 		// The same edit once both ends send with B and a reconnect left
 		// A unused on end 0's session (pkt_good 0, neither Current_key
-		// nor RNext_key): only holding the edit back keeps A' off end
-		// 0's session and listener, while end 1 holds the old A.
-		name: "the old key edited in place after the roll",
+		// nor RNext_key) and its listener (no SYN verified with it): A
+		// authenticated nothing, so the edit takes effect on the
+		// listener at once, and on the session once end 1 is seen to
+		// choose Current_key (two reads of end 0's, then a segment of
+		// end 1's): A' beside B, and the session carries on with B.
+		name: "the old key edited in place after the roll: it authenticated nothing",
 		trace: `EV deliver 0 1
 EV deliver 1 1
 EV step 0
@@ -135,19 +138,62 @@ EV edit 0
 EV step 0
 EV send 1
 EV recv 1
-EV step 0`,
+EV step 0
+EV send 1
+EV recv 1
+EV step 0
+EV send 0
+EV recv 0
+EV send 1
+EV recv 1`,
 		after: func(t *testing.T, r *replay) {
 			s := r.state()
-			if s.keys != [2]int{modelA | modelB, modelA | modelB} || s.ln[0] != modelA|modelB || s.cur != [2]int{modelB, modelB} {
-				t.Errorf("after the edit: %s, want the installed A (not A') beside B on end 0's session and listener", s)
+			if s.keys != [2]int{modelAEdited | modelB, modelA | modelB} || s.ln[0] != modelAEdited|modelB || s.cur != [2]int{modelB, modelB} {
+				t.Errorf("after the edit: %s, want A' beside B on end 0's session and listener, the old A on end 1's, B current on both", s)
+			}
+		},
+	}, {
+		// The edit while end 1's RNext still names A (spin found it:
+		// mutant_edit_unsettled). End 1 aborted its roll to B and put
+		// RNext back to A; end 0 switched to B itself (a segment of end
+		// 1's verified with B) and then restarted: its A has pkt_good 0
+		// and is neither Current_key nor RNext_key. Applied then, end
+		// 0's Current_key would follow end 1's RNext to A', whose
+		// segments end 1 drops: it is held back until end 0 sees end 1
+		// choose, and end 1's next segment moves Current_key back to A.
+		name: "an edit held while the peer's RNext still names the old key",
+		trace: `EV edit 0
+EV reconnect 1
+EV deliver 0 1
+EV step 0
+EV deliver 1 1
+EV step 1
+EV timeout 1
+EV send 0
+EV recv 0
+EV send 1
+EV recv 1
+EV step 0
+EV lose-record 0
+EV step 0
+EV step 0
+EV send 1
+EV recv 1
+EV step 0
+EV send 0
+EV recv 0`,
+		after: func(t *testing.T, r *replay) {
+			s := r.state()
+			if s.keys[0] != modelA|modelB || s.cur[0] != modelA || s.ln[0] != modelA|modelB {
+				t.Errorf("after the edit: %s, want the installed A on end 0's session, Current_key again, and on its listener", s)
 			}
 		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			var b strings.Builder
-			b.WriteString("TRACE 0\nEV init\nST steady steady 1 1 1 1 1 1 1 1 0 0 0 0\n")
+			b.WriteString("TRACE 0\nEV init\nST steady steady 1 1 1 1 1 1 1 1 0 0 0 0 0 1\n")
 			for _, l := range strings.Split(c.trace, "\n") {
-				b.WriteString(l + "\nST steady steady 0 0 0 0 0 0 0 0 0 0 0 0\n")
+				b.WriteString(l + "\nST steady steady 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
 			}
 			traces, err := parseModelTraces(strings.NewReader(b.String()))
 			if err != nil {

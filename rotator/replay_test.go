@@ -32,7 +32,7 @@ func TestModelTraceReplay(t *testing.T) {
 		for _, ev := range tr.events {
 			r.apply(ev)
 			if got := r.state(); got != ev.after {
-				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases, edits; keys A=1 B=2, A's IDs with edited material 4)\nthe machines' next actions: %q, %q",
+				t.Fatalf("trace %d line %d (%s %d): the machine and kernel are at\n\t%s\nthe model at\n\t%s\n(states: st0 st1, then keys/cur/rnext per end, listeners, phases, edits, listener A verified a SYN; keys A=1 B=2, A's IDs with edited material 4)\nthe machines' next actions: %q, %q",
 					tr.seed, ev.line, ev.kind, ev.end, got, ev.after, r.end[0].m.st.NextAction, r.end[1].m.st.NextAction)
 			}
 			events++
@@ -131,6 +131,10 @@ type replayEnd struct {
 	phase  int
 	edited bool               // the desired A has new material (phases 0 and 1)
 	flight *tcpaotest.Segment // the segment in flight from this end
+	// read: the end's machine read its session since aokeyd's last
+	// restart (the model's rd): until then the listener sync runs under
+	// the daemon's start-up gate (everything frozen).
+	read bool
 }
 
 type replay struct {
@@ -189,7 +193,7 @@ func newReplay(t *testing.T, seed int) *replay {
 	t.Helper()
 	r := &replay{t: t, seed: seed, net: tcpaotest.NewNet()}
 	for i := range r.end {
-		r.end[i] = &replayEnd{addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), clk: t0}
+		r.end[i] = &replayEnd{addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), clk: t0, read: true}
 	}
 	for i, e := range r.end {
 		var err error
@@ -267,6 +271,10 @@ func (r *replay) syncListener(i int) {
 	e := r.end[i]
 	d := r.desired(i, e.phase)
 	d.Kind, d.Socket, d.WantCurrent, d.WantRNext = Listening, "listener", OptID{}, OptID{}
+	if !e.read {
+		// The start-up gate (internal/daemon/carried.go holdAll).
+		d.Frozen = []KeyRange{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), AnyDevice: true}}
+	}
 	o, err := Observe(e.sock, ReadFull)
 	if err != nil {
 		r.fail("observe end %d: %v", i, err)
@@ -306,6 +314,9 @@ func (r *replay) apply(ev modelEvent) {
 		if ev.crashAfter > 0 {
 			e.gate.allow = ev.crashAfter
 		}
+		if ev.kind == "step" {
+			e.read = true // the model's rd: the step reads the session first
+		}
 		before := e.m.st.State
 		e.m.step(e.clk)
 		if ev.kind == "timeout" && before == StateAnnounced && e.m.st.LastAbortReason != AbortSwitchTimeout {
@@ -313,9 +324,11 @@ func (r *replay) apply(ev modelEvent) {
 		}
 		if ev.crashAfter > 0 {
 			r.restart(i)
+			e.read = false
 		}
 	case "crash", "lose-record": // the record is the daemon's, not the machine's
 		r.restart(i)
+		e.read = false
 	case "send":
 		if e.flight != nil {
 			r.fail("line %d: end %d sends with a segment in flight", ev.line, i)
@@ -398,6 +411,11 @@ func (r *replay) state() modelState {
 			r.fail("observe listener %d: %v", i, err)
 		}
 		s.ln[i] = mask(lo.Keys)
+		for _, k := range lo.Keys {
+			if k.SendID == modelA && k.Fingerprint == original && k.PktGood > 0 {
+				s.lgood[i] = 1
+			}
+		}
 	}
 	return s
 }

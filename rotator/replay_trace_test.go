@@ -26,8 +26,9 @@ type modelEvent struct {
 }
 
 // modelState is one ST line: each end's machine state, session keys (mask,
-// A=1 B=2, A's IDs with edited material 4), Current_key and RNext_key,
-// listener keys, desired phase and whether its desired A is edited.
+// A=1 B=2, A's IDs with edited material 4), Current_key and RNext_key
+// (IDs), listener keys, desired phase, whether its desired A is edited,
+// and whether A on its listener verified a SYN (its pkt_good above zero).
 type modelState struct {
 	st     [2]State
 	keys   [2]int
@@ -36,11 +37,12 @@ type modelState struct {
 	ln     [2]int
 	phase  [2]int
 	edited [2]int
+	lgood  [2]int
 }
 
 func (s modelState) String() string {
-	return fmt.Sprintf("%s %s %d %d %d %d %d %d %d %d %d %d %d %d", s.st[0], s.st[1], s.keys[0], s.cur[0], s.rnext[0],
-		s.keys[1], s.cur[1], s.rnext[1], s.ln[0], s.ln[1], s.phase[0], s.phase[1], s.edited[0], s.edited[1])
+	return fmt.Sprintf("%s %s %d %d %d %d %d %d %d %d %d %d %d %d %d %d", s.st[0], s.st[1], s.keys[0], s.cur[0], s.rnext[0],
+		s.keys[1], s.cur[1], s.rnext[1], s.ln[0], s.ln[1], s.phase[0], s.phase[1], s.edited[0], s.edited[1], s.lgood[0], s.lgood[1])
 }
 
 type modelTrace struct {
@@ -135,12 +137,12 @@ func parseModelTraces(r io.Reader) ([]modelTrace, error) {
 			ev.crashAfter = v[1]
 		case "ST":
 			v, err := nums(3)
-			if err != nil || len(v) != 12 || ev == nil {
-				return nil, bad("want ST state state and 12 numbers after an event: %q", sc.Text())
+			if err != nil || len(v) != 14 || ev == nil {
+				return nil, bad("want ST state state and 14 numbers after an event: %q", sc.Text())
 			}
 			ev.after = modelState{st: [2]State{State(f[1]), State(f[2])},
 				keys: [2]int{v[0], v[3]}, cur: [2]int{v[1], v[4]}, rnext: [2]int{v[2], v[5]},
-				ln: [2]int{v[6], v[7]}, phase: [2]int{v[8], v[9]}, edited: [2]int{v[10], v[11]}}
+				ln: [2]int{v[6], v[7]}, phase: [2]int{v[8], v[9]}, edited: [2]int{v[10], v[11]}, lgood: [2]int{v[12], v[13]}}
 			ev = nil
 		default:
 			return nil, bad("unknown line %q", sc.Text())

@@ -62,8 +62,10 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		}
 		*obs = full
 	}
+	m.settledOn(obs)
 	sp := PlanSocket(m.desired, *obs)
 	m.editsFrom(sp)
+	m.noteEdits(sp, false)
 	// The old keys the peer sent with are in use by the never-strand
 	// rule: the plan defers them (those that are neither Current_key nor
 	// RNext_key are the ones to retire), and they go only once this step
@@ -124,11 +126,16 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 			read, err = m.writeRead(now, ReadFull, &o2, func(s tcpao.Socket) error { _, err := applyOps(s, sp.Ops, false); return err }, nil)
 			return err
 		})
+		if setsCurrentOrRNext(sp.Ops) {
+			m.ownWrite(now)
+		}
 		if ae != nil {
 			ae.Detail = "retire failed"
 			return m.abort(now, ae)
 		}
+		m.noteEdits(sp, true)
 		if read {
+			m.settledOn(&o2)
 			sp = PlanSocket(d, o2)
 			m.st.Current, m.st.RNext = curOf(&o2)
 			// What is kept is what the socket holds now: a warning (and
@@ -136,6 +143,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 			// ends with it, not at the next steady read.
 			m.keptFrom(&o2)
 			m.editsFrom(sp)
+			m.noteEdits(sp, false)
 		}
 	}
 	m.st.Deferred = len(sp.Deferred)
@@ -151,6 +159,10 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	m.attemptStarts(now)
 	m.attempting = false
 	m.emit(EventRollCompleted, now, m.st.State, AbortNone)
+	if unsettled(sp) {
+		m.enter(StateSteady, now, "wait for the peer's choice of key: an edit in place waits for it", now.Add(m.cfg.Poll))
+		return m.st.NextAt
+	}
 	m.enter(StateSteady, now, "watch", m.steadyAt(now))
 	return m.st.NextAt
 }

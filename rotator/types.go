@@ -181,6 +181,23 @@ type Observed struct {
 	// that one of them names (same IDs and L3 device, overlapping peer
 	// prefix) is in use by the never-strand rule.
 	Carried []tcpao.KeyRef
+	// Down, for a listening socket, are bases of its keys that no session
+	// up carries: each with its material and counters when that was first
+	// seen (DownWatch, which hands over those that verified bad segments
+	// since). An edit in place of one that verified bad segments and no
+	// good one since takes effect (EditPeerDown). Nil: none (or the rule
+	// is off: the sessions up were not all read).
+	Down []DownKey
+	// Settled, for an established socket, says that its Current_key is
+	// the peer's choice: since aokeyd's machine last wrote Current_key or
+	// RNext_key on it, or started, it read the socket twice and then a
+	// segment of the peer's was verified (the socket's pkt_good rose).
+	// The first read lets the segments in flight at that write land (the
+	// network's delay is shorter than a poll), so that segment was sent
+	// after the peer saw our RNext, and Current_key follows the peer's
+	// RNext. Until then an edit in place of a key that authenticated
+	// nothing is held back (EditUnsettled).
+	Settled bool
 }
 
 // OpKind is the kind of one planned operation.
@@ -307,8 +324,11 @@ type SocketPlan struct {
 	// (ReasonCarried: kept until an operator action removes them), and
 	// desired keys whose new material would replace an installed key under
 	// the same IDs (ReasonEdited: the installed key stays, the new
-	// material is not applied on any socket).
+	// material is not applied on that socket).
 	Kept []Held
+	// Edits are the edits in place the plan decided, applied or held
+	// back, each with its rule (edit.go).
+	Edits []Edit
 }
 
 // Empty reports whether the plan has no operations.

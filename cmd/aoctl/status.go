@@ -45,6 +45,15 @@ interrupted (Ctrl-C: exit status 0); with --json one object per line.
 --keys shows the key chains instead, as Junos' show security keychain
 does: per chain the key sent with now, the next one and from when, and
 the chain's keys with their lifetimes.
+Start-up gate: after a start, until the speaker's sessions are listed and
+each one up is read, the listener sync deletes no key but a revoked one
+(aoctl plan lists what it holds back as held).
+Edits in place: a key the key source changed under the same IDs, on the
+session and on the listener, and the rule that decided it: applied when
+the installed key authenticated nothing, or (listener) when the peer is
+down and its connections fail against it; held while it authenticated
+something, before the sessions are read after a start, or (session) until
+the peer is seen to choose its key.
 `)
 	})
 	var watch, every bool
@@ -134,6 +143,9 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 			fmt.Fprintf(w, "; refuses %s", strings.Join(k.Refused, " "))
 		}
 		fmt.Fprintln(w)
+	}
+	if g := rep.StartUpGate; g != nil {
+		fmt.Fprintf(w, "Start-up gate: %s\n", g.Text())
 	}
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)
@@ -246,8 +258,25 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",
 		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired, c.PktDroppedICMP)
 	renderListener(w, p.Listener)
+	renderEdits(w, p.Edits)
 	for _, wn := range p.Warnings {
 		fmt.Fprintf(w, "  WARNING: %s\n", wn)
+	}
+}
+
+// renderEdits writes the edits in place of the peer's keys and the rule
+// that decided each (control.EditRule's text).
+func renderEdits(w io.Writer, es []control.EditStatus) {
+	if len(es) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  Edits in place (new material under an installed key's IDs):")
+	for _, e := range es {
+		key := fmt.Sprintf("send=%d recv=%d", e.SendID, e.RecvID)
+		if e.Key != "" {
+			key = fmt.Sprintf("%s/%s (%s)", e.Chain, e.Key, key)
+		}
+		fmt.Fprintf(w, "    %s on the %s: %s\n", key, e.Socket, e.Rule.Text())
 	}
 }
 

@@ -40,7 +40,10 @@ type StatusReport struct {
 	// Kernel is the running kernel and the TCP-AO algorithms it accepts,
 	// as aokeyd probed them at start; nil when not probed.
 	Kernel *KernelStatus `json:"kernel,omitempty"`
-	Peers  []PeerStatus  `json:"peers"`
+	// StartUpGate, while it holds, says why the listener sync deletes
+	// nothing yet; nil once it opened.
+	StartUpGate *StartUpGate `json:"start_up_gate,omitempty"`
+	Peers       []PeerStatus `json:"peers"`
 	// ListenerFaults are the speaker's listening sockets the last listener
 	// sync found unable to carry TCP-AO keys for a reason only the
 	// operator can fix; each also has a warning (Complete).
@@ -192,7 +195,10 @@ type PeerStatus struct {
 	Listener *ListenerCounters `json:"listener,omitempty"`
 	// Migration is the peer's move from TCP-MD5 to TCP-AO, if any.
 	Migration *Migration `json:"migration,omitempty"`
-	Warnings  []string   `json:"warnings,omitempty"`
+	// Edits are the edits in place of the peer's keys, on its session and
+	// its listener entry, and which rule decided each.
+	Edits    []EditStatus `json:"edits,omitempty"`
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 // Socket is a managed socket of the BGP daemon.

@@ -79,7 +79,8 @@ type PlanStep struct {
 	Socket string `json:"socket"`
 	// Kind is listening or established.
 	Kind string `json:"kind"`
-	// Op is add, del or set; defer, blocked or kept (a key held); ok.
+	// Op is add, del or set; edit (an edit in place applied: Reason is
+	// its EditRule); defer, blocked or kept (a key held); ok.
 	Op string `json:"op"`
 	// KeyRef is the kernel key the step is about; nil for set and ok.
 	KeyRef *PlanKeyRef `json:"key_ref,omitempty"`
@@ -87,7 +88,8 @@ type PlanStep struct {
 	// key of those IDs for the socket (or more than one).
 	Chain string `json:"chain,omitempty"`
 	Key   string `json:"key,omitempty"`
-	// Reason is why the step is there ("new", "ao-required", "stale").
+	// Reason is why the step is there ("new", "ao-required", "stale";
+	// an edit's rule, "applied-unused").
 	Reason string `json:"reason,omitempty"`
 	// Text is the step's line of Plan.
 	Text string `json:"text"`

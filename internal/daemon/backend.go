@@ -10,7 +10,6 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -76,6 +75,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
 	rep.ListenerFaults = d.listenerFaults() // their warnings: rep.Complete
+	rep.StartUpGate = d.startUpGate()
 	if k := d.o.Kernel; k.Release != "" {
 		rep.Kernel = k.Status() // its defects' warnings: rep.Complete
 		for _, p := range snap.RefusedAlgorithms(k.Algorithms, k.Release) {
@@ -236,6 +236,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	// A peer this process never saw up is warned of too: after a restart
 	// the listener keeps what its last session carried (carried.go).
 	ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), info), names, now)...)
+	ps.Edits = editStatus(rs.Edits, d.listenerEditsFor(info), names)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
 	if rs.HavePending {
@@ -310,85 +311,6 @@ func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, sta
 		TCPOptions:   control.TCPOptions(!m.IncludeTCPOptions),
 		SendLifetime: control.Lifetime{Start: send.Start, End: send.End}, AcceptLifetime: control.Lifetime{Start: accept.Start, End: accept.End},
 		State: state}
-}
-
-// Plan implements control.Backend: a dry run against the kernel's state
-// now.
-func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
-	now := d.o.Clock.Now()
-	rep := control.PlanReport{GeneratedAt: now, Observed: true}
-	snap, release := d.shared()
-	defer release()
-	if snap == nil {
-		return rep, errors.New("no good key snapshot yet")
-	}
-	for _, h := range d.holds(snap) {
-		l := holdPlanLine(h)
-		rep.Plan = append(rep.Plan, l)
-		rep.Steps = append(rep.Steps, control.PlanStep{Op: "held back", Chain: h.Chain, Key: h.Key, Reason: h.Reason.String(), Text: l})
-	}
-	var in []rotator.Input
-	md5 := newMD5Want()
-	v4, v6, _, _, frozen := d.listenerDesired(snap, now, &md5)
-	defer zeroDesired(v4, v6)
-	defer md5.zero()
-	if hs, err := d.tracker.Listeners(ctx); err == nil {
-		have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
-		for _, h := range hs {
-			// As the listener sync plans it.
-			want := listenerWantOf(h.Ref(), v4, v6, have4)
-			want.Frozen = frozenKeys(frozen)
-			want.Owner = d.owned.owner(h.Ref().PID)
-			obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadFull)
-			if err != nil {
-				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
-			}
-			obs.Carried = d.ctrl.Carried()
-			in = append(in, rotator.Input{Desired: want, Observed: obs, SyncDeletes: d.syncListenerDeletes()})
-		}
-	}
-	for _, p := range d.peerList() {
-		if p.handle == nil {
-			continue
-		}
-		want, _, err := d.desiredFor(snap, p, now)
-		if err != nil {
-			continue
-		}
-		defer zeroDesired(want)
-		obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadFull)
-		if err != nil {
-			continue
-		}
-		in = append(in, rotator.Input{Desired: want, Observed: obs})
-	}
-	// Plan's lines as they were (their readers match them), and each as
-	// a step naming its key where the snapshot has exactly one of its IDs.
-	lines, steps := desired.PlanSteps(in, desired.SnapshotNamer(snap))
-	rep.Plan = append(rep.Plan, lines...)
-	rep.Steps = append(rep.Steps, steps...)
-	for _, l := range d.md5PlanLines(ctx, md5) {
-		rep.Plan = append(rep.Plan, l)
-		rep.Steps = append(rep.Steps, control.PlanStep{Op: "tcp-md5", Text: l})
-	}
-	for _, r := range d.migr.All() {
-		switch r.Step {
-		case migrate.Prepared:
-			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.At, Action: "migration to TCP-AO: the far end switches"})
-			fallthrough
-		case migrate.Switching:
-			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.Deadline(),
-				Action: "migration to TCP-AO rolls back unless a TCP-AO session is up"})
-		}
-	}
-	pol := d.policy()
-	for _, b := range pol.Bindings() {
-		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-		if err == nil && !pk.NextChange.IsZero() {
-			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: b.Neighbor.String(), VRF: b.VRF, Chain: b.KeyChain, At: pk.NextChange, Action: "key set changes (lifetime boundary)"})
-		}
-	}
-	return rep, nil
 }
 
 // observeMetrics publishes per-peer series; it runs on each metrics scrape

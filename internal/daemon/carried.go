@@ -252,6 +252,7 @@ func (d *Daemon) sessionsRead() bool {
 	}
 	if !d.rec.trackerSynced.Load() {
 		d.log.Info("holding listener deletes: the speaker's sessions are not listed yet since the start")
+		d.noteGate(false, false, 0)
 		return false
 	}
 	var unread []string
@@ -262,8 +263,23 @@ func (d *Daemon) sessionsRead() bool {
 	}
 	if len(unread) > 0 {
 		d.log.Info("holding listener deletes until every session's keys are read since the start", "unread", len(unread), "first", unread[0])
+		d.noteGate(false, true, len(unread))
 		return false
 	}
 	d.rec.allRead = true
+	d.noteGate(true, true, 0)
 	return true
+}
+
+// carriedUp are the keys the sessions that are up carry, and whether that
+// is all of them: every session the speaker reported up runs a machine
+// that has read it. Reconcile goroutine.
+func (d *Daemon) carriedUp() (up []tcpao.KeyRef, complete bool) {
+	up, complete = d.ctrl.CarriedUp()
+	for _, p := range d.peerList() {
+		if p.handle != nil && !d.ctrl.Runs(p.id, p.handle) {
+			complete = false
+		}
+	}
+	return up, complete
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -210,6 +211,7 @@ func New(o Options) (*Daemon, error) {
 		rec:     newReconciler(),
 	}
 	d.pol.Store(newPolicyState(o.Policy))
+	d.rec.gate.Store(&control.StartUpGate{}) // the start-up gate holds from the start
 	// The key cache holds back what a read loses of the chains in use.
 	o.Keys.SetBound(d.boundChain)
 	if o.Metrics != nil {

@@ -294,6 +294,9 @@ type testKey struct {
 	// end, when set, ends both lifetimes (send and accept) at that instant.
 	end   time.Time
 	chain string // empty: chainName
+	// exclude: tcp_options exclude (the MAC does not cover other TCP
+	// options); false is the key source's default, include.
+	exclude bool
 }
 
 func (k testKey) mkt() keystore.MKT {
@@ -304,7 +307,7 @@ func (k testKey) mkt() keystore.MKT {
 	return keystore.MKT{
 		Name: k.name, Chain: chain, SendID: k.send, RecvID: k.recv,
 		Algorithm: tcpao.HMACSHA256, Secret: tcpao.NewSecret([]byte(k.secret)), MACLen: 12,
-		IncludeTCPOptions: true, SendLifetime: keystore.Lifetime{Start: k.sendStart, End: k.end},
+		IncludeTCPOptions: !k.exclude, SendLifetime: keystore.Lifetime{Start: k.sendStart, End: k.end},
 		AcceptLifetime: keystore.Lifetime{End: k.end},
 		Source:         "test:" + k.name,
 	}
@@ -314,7 +317,7 @@ func (k testKey) mkt() keystore.MKT {
 func (k testKey) mirror() tcpao.Key {
 	return tcpao.Key{
 		KeyRef:    tcpao.KeyRef{Peer: netip.PrefixFrom(localAddr, 32), SendID: k.recv, RecvID: k.send},
-		Algorithm: tcpao.HMACSHA256, MACLen: 12, Secret: tcpao.NewSecret([]byte(k.secret)),
+		Algorithm: tcpao.HMACSHA256, MACLen: 12, Secret: tcpao.NewSecret([]byte(k.secret)), ExcludeOptions: k.exclude,
 	}
 }
 

@@ -379,6 +379,18 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	// every session up has been read since the start, or when the record
 	// cannot be written, no listener key is deleted at all.
 	carried, hold := d.carriedNow()
+	// An edit in place of a listener key whose peer is down and fails
+	// against it takes effect (rotator.EditPeerDown): the watch of such
+	// keys needs every key the sessions up carry, all of them read, and
+	// is left alone by a sync that lacks them.
+	var down *rotator.DownWatch
+	var up []tcpao.KeyRef
+	if !hold {
+		var complete bool
+		if up, complete = d.carriedUp(); complete {
+			down = &d.rec.down
+		}
+	}
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
@@ -405,6 +417,7 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 	}
 	var kept []rotator.Held
+	var edits []rotator.Edit
 	var md5Held []rotator.MD5Held
 	defer func() {
 		d.rec.mu.Lock()
@@ -414,7 +427,8 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		start := time.Now()
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried, SyncDeletes: d.syncListenerDeletes()})
+		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
+			SyncDeletes: d.syncListenerDeletes(), Down: down, Up: up})
 		kept = append(kept, sp.Kept...)
 		for _, h := range sp.Blocked {
 			if h.Why == rotator.ReasonForeignClash {
@@ -427,8 +441,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 		if err != nil {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
+			// What it held is held; what it would have applied is not done.
+			edits = append(edits, slices.DeleteFunc(slices.Clone(sp.Edits), func(e rotator.Edit) bool { return e.Rule.Applied() })...)
 			continue
 		}
+		edits = append(edits, sp.Edits...)
 		if d.rec.md5Ever { // nothing to read before a binding had a password
 			md5Held = append(md5Held, d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))...)
 		}
@@ -440,6 +457,12 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		}
 	}
 	d.noteListenerKept(kept)
+	d.noteListenerEdits(edits)
+	socks := make(map[rotator.SocketID]bool, len(wants))
+	for _, w := range wants {
+		socks[w.Socket] = true
+	}
+	d.rec.down.Forget(socks)
 	limit, _ := optMemMax()
 	d.rec.mu.Lock()
 	d.rec.optmem = optMemUse{limit, needed}

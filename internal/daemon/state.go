@@ -45,6 +45,9 @@ type reconciler struct {
 	// trackerSynced: the tracker has reported the speaker's full peer
 	// list at least once since the start.
 	trackerSynced atomic.Bool
+	// gate is the start-up gate's state while it holds, nil once it
+	// opened (gate.go).
+	gate atomic.Pointer[control.StartUpGate]
 
 	// The inputs of the last full pass, when it ran, and the listeners'
 	// desired keys it computed (owning their secrets).
@@ -62,6 +65,10 @@ type reconciler struct {
 	// allRead: since the start, every session up has been read from the
 	// kernel once (sessionsRead); until then no listener key is deleted.
 	allRead bool
+	// down keeps the bases of the listener keys no session up carries
+	// (rotator.DownWatch: an edit in place of a key whose peer is down and
+	// fails against it takes effect).
+	down rotator.DownWatch
 
 	mu       sync.Mutex
 	nextPass time.Time         // the policy's next time boundary
@@ -71,6 +78,10 @@ type reconciler struct {
 	// faults are the listeners the last listener sync that found the
 	// listeners (or a Multipath TCP one) could not key (mptcp.go).
 	faults []control.ListenerFault
+	// editsHeld are the edits in place the last listener sync held back,
+	// editsApplied those the syncs applied, while the listeners' desired
+	// state holds their material (edits.go).
+	editsHeld, editsApplied []rotator.Edit
 }
 
 func newReconciler() reconciler {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -61,6 +62,11 @@ func TestNeverStrand(t *testing.T) {
 			e.settle()
 			if after := fingerprints(t, e.lis, e.acc); !slices.Equal(before, after) {
 				t.Errorf("an edit in place changed the sockets' keys: %v, then %v", before, after)
+			}
+			for _, sock := range []string{control.EditSession, control.EditListener} {
+				if got := e.editRule(edited, sock); got != control.EditHeldInUse {
+					t.Errorf("status says %q of the %s's edit, want %q", got, sock, control.EditHeldInUse)
+				}
 			}
 			return []testKey{k1} // the peer still has the old secret
 		}, "edited-in-place"},

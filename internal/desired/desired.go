@@ -98,9 +98,7 @@ func PlanSteps(in []rotator.Input, name Namer) ([]string, []control.PlanStep) {
 	var steps []control.PlanStep
 	for _, l := range rotator.PlanLines(rotator.PlanAll(in)) {
 		st := control.PlanStep{Socket: string(l.Socket), Kind: l.Kind.String(), Op: l.Verb, Text: l.Line()}
-		if l.Verb != "ok" {
-			st.Reason = l.Why.String()
-		}
+		st.Reason = l.Reason()
 		if l.HasRef {
 			st.KeyRef = &control.PlanKeyRef{SendID: l.Ref.SendID, RecvID: l.Ref.RecvID, Peer: l.Ref.Peer.String(), IfIndex: l.Ref.IfIndex}
 			if name != nil {

@@ -3,7 +3,8 @@
 // roll protocol's (roll.pml: two
 // aokeyd-managed ends of one session and their listeners under the
 // kernel's RNext rules, with the old key's lifetime ending and in-place
-// edits of it) and its seeded mutants (mutant_*.pml), checked by
+// edits of it, whose rule is edit.pml's) and its seeded mutants
+// (mutant_*.pml), checked by
 // spin through `make model`. Its tests check that the model names the
 // states and steps rotator exports and that every mutant still violates a
 // property. It has no Go API; rotator's replay tests run spin's traces

@@ -66,7 +66,7 @@ func TestModelMutants(t *testing.T) {
 		t.Fatalf("want at least two mutants beside the model, found %v (%v)", mutants, err)
 	}
 	// One mutant per property the model exists for: none may go missing.
-	for _, name := range []string{"retire_early", "retire_in_use", "switch_unproven", "lifetime_drops_listener", "edit_applied", "md5_early", "restart_no_gate", "record_trusted"} {
+	for _, name := range []string{"retire_early", "retire_in_use", "switch_unproven", "lifetime_drops_listener", "edit_applied", "edit_counters_only", "edit_unsettled", "md5_early", "restart_no_gate", "record_trusted"} {
 		if !slices.Contains(mutants, "mutant_"+name+".pml") {
 			t.Errorf("mutant_%s.pml is missing: it shows that the model's properties catch its fault", name)
 		}

@@ -8,9 +8,13 @@
  *
  * Abstraction:
  *  - Keys: A (1, the old key) and B (2, the new one), SendID = RecvID = id,
- *    the same material on both ends. A key set is a bit mask (A=1, B=2);
- *    A' (4) is new material under A's IDs (an edit in place): the planner
- *    holds it back, so only a mutant's listener ever holds it.
+ *    the same material on both ends. A key set is a bit mask of materials
+ *    (A=1, B=2); A' (4) is new material under A's IDs (an edit in place).
+ *    Current_key and RNext_key are IDs (1: A or A', whichever the socket
+ *    holds; 2: B), as the kernel's are: a socket never holds A and A' at
+ *    once (same IDs: EEXIST), and a segment is signed with the material
+ *    of the sender's key under its Current_key's ID and verified only by
+ *    that material.
  *  - The key source hands each end a phase of its desired state:
  *      0: keys {A}, want A       (before the roll)
  *      1: keys {A,B}, want B     (the new key delivered; A still accepted)
@@ -22,9 +26,12 @@
  *    0 -> 4, 1 -> 2), also while its roll still waits for a lagging peer
  *    that never gets B. A revoke (3) comes only once the other end has
  *    phase 1 (the operator's action, not a clock's). An edit ("EV edit",
- *    ed[i]) makes end i's desired A new material A' in phases 0 and 1;
- *    the planner holds it back (ReasonEdited): the installed A stays and
- *    stands in for it on every socket. The daemon syncs the end's
+ *    ed[i]) makes end i's desired A new material A' in phases 0 and 1.
+ *    Each socket decides it alone (PlanSocket's rule for edits,
+ *    edit.pml): where the installed A authenticated something it is held
+ *    back (ReasonEdited: the installed A stays and stands in for A'),
+ *    else A' replaces A at once (a delete, then the add). The daemon
+ *    syncs the end's
  *    listener in the same pass, and again in any later pass ("EV lsync",
  *    its periodic full pass; only a sync that changes the listener is an
  *    event): the listener gets the desired keys and keeps every other key
@@ -55,21 +62,28 @@
  *    Whether the peer switched to the new key is not assumed: the machine
  *    waits until it sees it (machine.retire's graceSent).
  *  - pkt_good counters are the bits "rose since the machine's snapshot":
- *    gb (baseGood, read by await) and og (oldGood, read by retire), and ev
- *    (the old key's pkt_good is above zero: a key the peer sent with).
+ *    gb (baseGood, read by await) and og (oldGood, read by retire), both
+ *    by material; ev (the pkt_good of the session's key under A's IDs is
+ *    above zero: a key the peer sent with) and lg (that of A on the
+ *    listener: A verified a SYN). The session the model starts with is
+ *    end 0's connect through end 1's listener, signed with A (the replay
+ *    builds it so): ev[0] (end 0 verified the SYN-ACK) and lg[1].
  *  - One segment in flight per direction (a TCP retransmission is signed
  *    again, so a lost segment is one not sent).
  *  - Faults, each bounded: aokeyd crashing (between steps or after any
  *    kernel write of a step) and restarting from the kernel's state,
- *    segment loss, the switch timeout, a reconnect through a listener;
- *    and at most one edit in place per end (EDITS=0: none).
+ *    segment loss, the switch timeout, a reconnect through a listener,
+ *    a restart that loses the carried-keys record; and at most one edit
+ *    in place per end (EDITS=0: none). make model checks the safety
+ *    assertions in two searches: every fault but edits, and edits with
+ *    every fault but the lost record (see integration/tools/model.sh).
  *  - Reconnects: the session drops and BGP connects both ways; a client
  *    signs its SYN with its preferred desired key (connectguard's
- *    ConnectKeys), so an end whose desired state has no key (phase 4) or
- *    whose A is edited (its SYN would carry A', which no listener holds;
- *    with want B its socket would hold A' unused, not modelled) opens no
- *    connection. One of the two connects must get through while both
- *    ends open connections; when one does not, the other's must get
+ *    ConnectKeys), so an end whose desired state has no key (phase 4)
+ *    opens no connection; nor, to keep the model small, does an end
+ *    whose A is edited (its client socket's A' is not modelled). One of
+ *    the two connects must get through while both ends open
+ *    connections; when one does not, the other's must get
  *    through wherever the key it signs with still carries the session
  *    (the listener's never-strand rule). Beyond that rule the model does
  *    not require a way back: ConnectKeys offers desired keys only, so an
@@ -87,15 +101,23 @@ mtype:step = { install, announce, switch, retire, restore };
 #define KA 1
 #define KB 2
 #define KE 4   /* A': new material under A's IDs */
+/* the IDs of a set of materials (A' is under A's IDs) */
+#define IDM(m) (((m) & 3) | (((m) & KE) -> KA : 0))
+/* the materials of a set of IDs */
+#define MATS(d) ((d) | (((d) & KA) -> KE : 0))
+/* the material end i's session socket holds under ID id (0: none) */
+#define KEYOF(i, id) ((id) == KA -> (sk[i] & (KA | KE)) : (sk[i] & (id)))
 #define DK(p) ((p) == 0 -> 1 : ((p) == 1 -> 3 : ((p) == 4 -> 0 : 2)))
 #define WANT(p) ((p) == 0 -> KA : ((p) == 4 -> 0 : KB))
 #define HASB(p) ((p) >= 1 && (p) <= 3)
 #define REVOKED(i) (ph[i] == 3)
 #define REVMASK(i) (REVOKED(i) -> KA : 0)
-/* the keys end i's session carries (rotator.CarriedKeys): Current_key,
- * RNext_key, and A when the peer sent with it (B, once there, is desired
- * for good) */
+/* the IDs of the keys end i's session carries (rotator.CarriedKeys):
+ * Current_key, RNext_key, and A's IDs when the peer sent with them (B,
+ * once there, is desired for good) */
 #define CARRIED(i) (cur[i] | rnx[i] | ev[i])
+#include "edit.pml"
+
 /* end c opens connections: its SYN key (0: none) */
 #define CANOPEN(c) (!ed[c] && ph[c] != 4)
 #define SYNKEY(c) (CANOPEN(c) -> WANT(ph[c]) : 0)
@@ -130,7 +152,9 @@ byte oldR[2];          /* machine.oldRNext (0: invalid) */
 byte gb[2];            /* keys whose pkt_good rose since baseGood */
 byte og[2];            /* keys whose pkt_good rose since oldGood */
 byte gst[2];           /* grace: 1 !graceSent, 2 !graceBase (see machine.go); 8 a poll left in the grace period; after it, 64 then 128 the peer signed a segment and 32 it reached us */
-byte ev[2];            /* 1: the old key's pkt_good is above zero on the session socket */
+byte ev[2];            /* 1: the pkt_good of the session's key under A's IDs is above zero */
+byte lg[2];            /* 1: the pkt_good of A on the listener is above zero (it verified a SYN) */
+byte cr[2];            /* while an edit of the session's A is pending (EPEND), the machine's reads since its start, its own last write of Current_key or RNext_key, or the edit: 0, 1, 2 (the base: the peer's segments in flight at the first landed before it), 3 a segment of the peer's verified since the base; 0 otherwise */
 byte fl[2];            /* 1<<c: the segment on seg[c] was in flight at machine i's last step */
 byte rd[2];            /* 1: end i's machine read its session since aokeyd (re)started */
 #ifdef MUTANT_RECORD_TRUSTED
@@ -144,7 +168,7 @@ byte timeouts = TIMEOUTS;
 byte reconnects = RECONNECTS;
 byte lostrecs = LOSTRECORDS;
 
-#define SHOW printf("ST %e %e %d %d %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1], ed[0], ed[1])
+#define SHOW CHECK; printf("ST %e %e %d %d %d %d %d %d %d %d %d %d %d %d %d %d\n", st[0], st[1], sk[0], cur[0], rnx[0], sk[1], cur[1], rnx[1], ln[0], ln[1], ph[0], ph[1], ed[0], ed[1], lg[0], lg[1]); WITNESSED
 
 /* The machine's in-memory state is lost; the new one starts steady and
  * reads the kernel (Controller starts every machine so). */
@@ -158,7 +182,7 @@ inline reset(i) {
 /* aokeyd restarts: the machine's memory (reset) and what the daemon knew
  * of the keys the session carries are lost. */
 inline restart(i) {
-	reset(i); rd[i] = 0
+	reset(i); rd[i] = 0; cr[i] = 0
 }
 
 /* A kernel write of a step is done: aokeyd may crash right after it.
@@ -173,11 +197,11 @@ inline restart(i) {
 /* Deleting key k on end i's session socket: never a key the peer's
  * Current_key or RNext_key names while the two are connected. */
 inline deleting(i, k) {
-	assert(cur[1 - i] != k);
+	assert(cur[1 - i] != IDM(k));
 	/* a revoke is the operator's: the peer's RNext may still name the
 	 * revoked key (the kernel then cannot switch to it; harmless while
 	 * the peer's Current_key is another key) */
-	assert(REVOKED(i) || rnx[1 - i] != k)
+	assert(REVS(i, k) || rnx[1 - i] != IDM(k))
 }
 
 /* PlanSocket(desired(ph[i]), socket i), for this key universe: adds of
@@ -188,55 +212,64 @@ inline deleting(i, k) {
  * step proves the peer moved off it (Desired.Retire): here the plan's
  * deletes are applied only by retire_, after that proof. With nothing to
  * roll to (phase 4), the session's keys are Kept (ReasonCarried): its A
- * is Current_key. An edit is held back: the installed A stands in for A',
- * so plans read the desired A as A. */
+ * is Current_key. An edit held back leaves the installed A standing in
+ * for A' (SDK reads the desired A as A); one not held back is the
+ * replacement of A by A' (prep: the delete, then the add), after the
+ * plain adds. */
 inline plan(i) {
-	padd = DK(ph[i]) & ~sk[i] & 3;
+	padd = SDK(i) & ~sk[i];
+	prep = (((padd & KE) && (sk[i] & KA)) -> KA : 0);
+	padd = padd & ~((prep -> KE : 0));
 	pinfo = (WANT(ph[i]) != 0 && rnx[i] != WANT(ph[i]));
-	stale = sk[i] & ~DK(ph[i]) & 3;
+	stale = sk[i] & ~SDK(i) & ~prep;
 	pdel = 0; pdef = 0;
 	if
-	:: WANT(ph[i]) == 0 -> assert(stale == cur[i])
+	:: WANT(ph[i]) == 0 -> assert(IDM(stale) == cur[i])
 #ifdef MUTANT_RETIRE_IN_USE
 	/* mutant: a stale Current_key is deleted (forced) like a revoked one */
 	:: WANT(ph[i]) != 0 && stale != 0 -> pdel = stale
 #else
-	:: WANT(ph[i]) != 0 && stale != 0 && stale == cur[i] && !REVOKED(i) -> pdef = 1
-	:: WANT(ph[i]) != 0 && stale != 0 && (stale != cur[i] || REVOKED(i)) -> pdel = stale
+	:: WANT(ph[i]) != 0 && stale != 0 && IDM(stale) == cur[i] && !REVS(i, stale) -> pdef = 1
+	:: WANT(ph[i]) != 0 && stale != 0 && (IDM(stale) != cur[i] || REVS(i, stale)) -> pdel = stale
 #endif
 	:: else -> skip
 	fi
 }
 
 inline cleartmp() {
-	padd = 0; pinfo = 0; stale = 0; pdel = 0; pdef = 0; w = 0; k = 0; wc = 0
+	padd = 0; prep = 0; pinfo = 0; stale = 0; pdel = 0; pdef = 0; w = 0; k = 0; wc = 0
 }
 
-/* Apply(plan): adds, the TCP_AO_INFO change, deletes (a revoked Current_key
- * by a forced delete naming want as the new Current_key). */
+/* Apply(plan): plain adds in the desired keys' order (A or A', then B),
+ * the replacement of an edit (delete A, add A'), the TCP_AO_INFO change,
+ * deletes (a revoked Current_key by a forced delete naming want as the new
+ * Current_key). */
 inline apply(i) {
-	k = 1;
-	do
-	:: k <= 2 && (padd & k) -> sk[i] = sk[i] | k; wrote(i, done); k++
-	:: k <= 2 && !(padd & k) -> k++
-	:: k > 2 -> break
-	od;
 	if
-	:: pinfo -> rnx[i] = WANT(ph[i]); wrote(i, done)
+	:: padd & (KA | KE) -> sk[i] = sk[i] | (padd & (KA | KE)); wrote(i, done)
+	:: else -> skip
+	fi;
+	if
+	:: padd & KB -> sk[i] = sk[i] | KB; wrote(i, done)
+	:: else -> skip
+	fi;
+	replacement(i);
+	if
+	:: pinfo -> rnx[i] = WANT(ph[i]); cr[i] = 0; wrote(i, done)
 	:: else -> skip
 	fi;
 	k = 1;
 	do
-	:: k <= 2 && (pdel & k) ->
+	:: k <= 4 && (pdel & k) ->
 		deleting(i, k);
-		sk[i] = sk[i] & ~k; ev[i] = ev[i] & ~k;
+		sk[i] = sk[i] & ~k; ev[i] = ev[i] & ~IDM(k);
 		if
-		:: cur[i] == k -> cur[i] = WANT(ph[i])
+		:: cur[i] == IDM(k) -> cur[i] = WANT(ph[i]); cr[i] = 0
 		:: else -> skip
 		fi;
-		wrote(i, done); k++
-	:: k <= 2 && !(pdel & k) -> k++
-	:: k > 2 -> break
+		wrote(i, done); k = k * 2
+	:: k <= 4 && !(pdel & k) -> k = k * 2
+	:: k > 4 -> break
 	od
 }
 
@@ -259,7 +292,7 @@ inline polled(i) {
  * backoff. */
 inline abort(i) {
 	if
-	:: oldR[i] != 0 && oldR[i] != WANT(ph[i]) && (sk[i] & oldR[i]) -> rnx[i] = oldR[i]; wrote(i, done2)
+	:: oldR[i] != 0 && oldR[i] != WANT(ph[i]) && KEYOF(i, oldR[i]) -> rnx[i] = oldR[i]; cr[i] = 0; wrote(i, done2)
 	:: else -> skip
 	fi;
 	reset(i); st[i] = backoff
@@ -269,19 +302,19 @@ inline abort(i) {
 inline steady_(i) {
 	plan(i);
 	if
-	:: padd == 0 && !pinfo && pdel == 0 && !pdef && (WANT(ph[i]) == 0 || cur[i] == WANT(ph[i]) || (cur[i] & DK(ph[i]))) ->
+	:: padd == 0 && !prep && !pinfo && pdel == 0 && !pdef && (WANT(ph[i]) == 0 || cur[i] == WANT(ph[i]) || (cur[i] & DK(ph[i]))) ->
 		reset(i)
 	:: else ->
 		wc = (cur[i] == WANT(ph[i]));  /* wantCur, from the step's first read */
 		oldR[i] = rnx[i];
 		if
-		:: padd != 0 ->   /* install: the plan's leading adds */
+		:: padd != 0 || prep ->   /* install: the plan's leading adds and replacement */
 			pinfo = 0; pdel = 0; apply(i)
 		:: else -> skip
 		fi;
 		gb[i] = 0;        /* baseGood */
 		if
-		:: rnx[i] != WANT(ph[i]) -> rnx[i] = WANT(ph[i]); wrote(i, done)   /* announce */
+		:: rnx[i] != WANT(ph[i]) -> rnx[i] = WANT(ph[i]); cr[i] = 0; wrote(i, done)   /* announce */
 		:: else -> skip
 		fi;
 		if
@@ -294,21 +327,21 @@ inline steady_(i) {
 #ifdef MUTANT_SWITCH_UNPROVEN
 #define PROOF(i) true
 #else
-#define PROOF(i) (cur[i] == WANT(ph[i]) || (gb[i] & WANT(ph[i])))
+#define PROOF(i) (cur[i] == WANT(ph[i]) || (gb[i] & KEYOF(i, WANT(ph[i]))))
 #endif
 
 /* machine.await: proof that the peer holds the new key is a segment
  * verified with it, or Current_key switched to it by the peer's RNext. */
 inline await_(i) {
 	if
-	:: !(sk[i] & WANT(ph[i])) -> reset(i)
-	:: (sk[i] & WANT(ph[i])) && PROOF(i) ->
+	:: !KEYOF(i, WANT(ph[i])) -> reset(i)
+	:: KEYOF(i, WANT(ph[i])) && PROOF(i) ->
 		if
-		:: cur[i] != WANT(ph[i]) -> cur[i] = WANT(ph[i]); wrote(i, done)   /* switch */
+		:: cur[i] != WANT(ph[i]) -> cur[i] = WANT(ph[i]); cr[i] = 0; wrote(i, done)   /* switch */
 		:: else -> skip
 		fi;
 		toGrace(i)
-	:: (sk[i] & WANT(ph[i])) && !PROOF(i) -> skip
+	:: KEYOF(i, WANT(ph[i])) && !PROOF(i) -> skip
 	fi
 }
 
@@ -320,7 +353,7 @@ inline await_(i) {
 #else
 #define GRACE_OVER(i) !(st[i] == grace && (gst[i] & 40) != 32)
 #define RISING(i) ((pdel & og[i]) != 0)
-#define UNSENT(i) ((gst[i] & 1) && (pdel & ev[i]))
+#define UNSENT(i) ((gst[i] & 1) && (IDM(pdel) & ev[i]))
 #endif
 
 /* machine.retire, after the grace period */
@@ -333,7 +366,7 @@ inline retire_(i) {
 	:: !UNSENT(i) && !RISING(i) ->
 		og[i] = 0;
 		if
-		:: padd != 0 || pinfo || pdel != 0 -> apply(i); plan(i)
+		:: padd != 0 || prep || pinfo || pdel != 0 -> apply(i); plan(i)
 		:: else -> skip
 		fi;
 		if
@@ -343,17 +376,19 @@ inline retire_(i) {
 	fi
 }
 
-/* A segment from i verified at j with key kid: counters rise; the peer's
- * RNext switches Current_key to a key j holds. A segment j has no key for
- * is dropped: never while the two ends hold a common key. */
+/* A segment from i, signed with material kid, verified at j: counters
+ * rise; the peer's RNext (an ID) switches Current_key to the key j holds
+ * under it. A segment j has not the material for is dropped: never while
+ * the two ends hold a common key. */
 inline receive(i, kid, rn) {
 	if
 	:: sk[1 - i] & kid ->
-		ev[1 - i] = ev[1 - i] | (kid & KA);
+		ev[1 - i] = ev[1 - i] | (IDM(kid) & KA);
+		if :: EPEND(1 - i) && cr[1 - i] == 2 -> cr[1 - i] = 3 :: else -> skip fi;
 		if :: st[1 - i] == announced -> gb[1 - i] = gb[1 - i] | kid :: else -> skip fi;
 		if :: st[1 - i] == grace -> og[1 - i] = og[1 - i] | kid :: else -> skip fi;
 		if
-		:: rn != cur[1 - i] && (sk[1 - i] & rn) -> cur[1 - i] = rn
+		:: rn != cur[1 - i] && KEYOF(1 - i, rn) -> cur[1 - i] = rn
 		:: else -> skip
 		fi;
 		/* a segment the peer signed after our grace poll reached us */
@@ -363,7 +398,7 @@ inline receive(i, kid, rn) {
 		fi;
 		/* graceSent: the peer sends with the new key */
 		if
-		:: st[1 - i] == grace && kid == WANT(ph[1 - i]) && !(gst[1 - i] & 2) -> gst[1 - i] = gst[1 - i] & ~1
+		:: st[1 - i] == grace && IDM(kid) == WANT(ph[1 - i]) && !(gst[1 - i] & 2) -> gst[1 - i] = gst[1 - i] & ~1
 		:: else -> skip
 		fi
 	:: else ->
@@ -377,7 +412,7 @@ proctype link(byte i) {
 end:
 	do
 	:: atomic { len(seg[i]) == 0 && cur[i] != 0 && rnx[i] != 0 ->
-		seg[i]!cur[i], rnx[i];
+		seg[i]!KEYOF(i, cur[i]), rnx[i];
 		if
 		:: st[1 - i] == grace && (gst[1 - i] & 64) -> gst[1 - i] = gst[1 - i] | 128
 		:: else -> skip
@@ -389,7 +424,7 @@ end:
 }
 
 proctype aokeyd(byte i) {
-	byte padd, pinfo, stale, pdel, pdef, w, k, wc;
+	byte padd, prep, pinfo, stale, pdel, pdef, w, k, wc;
 end:
 	do
 	:: atomic {
@@ -397,6 +432,7 @@ end:
 		 * period outlasts two polls, and so two network delays) */
 		fl[i] == 0 && st[i] == grace && (gst[i] & 8) ->
 		printf("EV wait %d\n", i);
+		based(i);
 		gst[i] = (gst[i] - 8) | 64;
 		polled(i);
 		SHOW
@@ -406,6 +442,7 @@ end:
 		fl[i] == 0 && GRACE_OVER(i) ->
 		printf("EV step %d\n", i);
 		rd[i] = 1;  /* the step reads the session's socket first */
+		based(i);
 #ifdef MUTANT_RECORD_TRUSTED
 		lost[i] = 0;  /* and the record is written again from that read */
 #endif
@@ -419,10 +456,11 @@ done:
 		cleartmp();
 		SHOW
 	}
-	:: atomic { fl[i] == 0 && st[i] == announced && timeouts > 0 && (sk[i] & WANT(ph[i])) &&
+	:: atomic { fl[i] == 0 && st[i] == announced && timeouts > 0 && KEYOF(i, WANT(ph[i])) &&
 		!PROOF(i) ->
 		timeouts--;
 		printf("EV timeout %d\n", i);
+		based(i);
 		abort(i);
 done2:
 		polled(i);
@@ -441,9 +479,10 @@ done2:
 
 /* The daemon's listener sync of end i (rotator.SyncListener with
  * Observed.Carried): the desired keys are added; a key no longer desired
- * goes unless the end's session carries it; a revoked key goes whatever.
- * New material under A's IDs is held back: the installed A stays (and
- * phases 0 and 1 desire A, so the listener holds it then). */
+ * goes unless the end's session carries its IDs; a revoked key goes
+ * whatever. New material under A's IDs replaces A where A authenticated
+ * nothing (LHOLD), else the installed A stays (and phases 0 and 1 desire
+ * A, so the listener holds it then). */
 #ifdef MUTANT_LIFETIME_DROPS_LISTENER
 /* mutant: the listener holds the desired keys only (a key past its
  * lifetime goes although a session carries it) */
@@ -452,32 +491,31 @@ done2:
 /* mutant: after a restart the listener sync keeps what the carried-keys
  * record says instead of waiting for the session's read: safe while the
  * record is there, not once it is lost */
-#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : (lost[i] -> 0 : (ln[i] & CARRIED(i) & ~REVMASK(i))))
+#define LNKEEP(i) (rd[i] -> (ln[i] & MATS(CARRIED(i)) & ~REVMASK(i)) : (lost[i] -> 0 : (ln[i] & MATS(CARRIED(i)) & ~REVMASK(i))))
 #elif defined(MUTANT_RESTART_NO_GATE)
 /* mutant: after a restart the listener sync goes ahead before the
  * session was read, knowing of no key it carries (the behaviour before
  * issue 47) */
-#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : 0)
+#define LNKEEP(i) (rd[i] -> (ln[i] & MATS(CARRIED(i)) & ~REVMASK(i)) : 0)
 #else
-#define LNKEEP(i) (rd[i] -> (ln[i] & CARRIED(i) & ~REVMASK(i)) : (ln[i] & ~REVMASK(i)))
+#define LNKEEP(i) (rd[i] -> (ln[i] & MATS(CARRIED(i)) & ~REVMASK(i)) : (ln[i] & ~REVMASK(i)))
 #endif
-#ifdef MUTANT_EDIT_APPLIED
-/* mutant: an edit replaces A by A' on the listener at once (the session's
- * socket cannot take A' beside A and keeps A) */
-#define LNT(i) (ed[i] -> (((DK(ph[i]) | LNKEEP(i)) & ~KA) | KE) : (DK(ph[i]) | LNKEEP(i)))
-#else
-#define LNT(i) (DK(ph[i]) | LNKEEP(i))
-#endif
+#define LNT(i) (LDK(i) | (LNKEEP(i) & ~((LDK(i) & KE) -> KA : 0)))
 
 inline syncListener(i) {
-	/* never strand: a key the session carries stays on the listener
-	 * until a revoke removes it (phases 0 and 1 desire A, and its edit
-	 * is held back) */
-	assert((ln[i] & CARRIED(i) & ~REVMASK(i) & ~LNT(i)) == 0);
+	/* never strand: a key whose IDs the session carries stays on the
+	 * listener until a revoke removes it (phases 0 and 1 desire A, and
+	 * its edit is held back while the session carries it) */
+	assert((ln[i] & MATS(CARRIED(i)) & ~REVMASK(i) & ~LNT(i)) == 0);
 	ln[i] = LNT(i);
-	/* an edit is never half applied: new material on the listener while
-	 * the session holds the old */
-	assert(!(ln[i] & KE) || !(sk[i] & KA))
+	if
+	:: !(ln[i] & KA) -> lg[i] = 0   /* a later A has its own counters */
+	:: else -> skip
+	fi;
+	/* an edit is never half applied to a key that authenticated
+	 * something: new material on the listener while the session's old
+	 * material carries it (CHECK) */
+	assert(!HALF_L(i))
 }
 
 /* The key source (and the daemon's listener sync in the same pass), and
@@ -490,7 +528,7 @@ inline setDesired(i, p) {
 	fi;
 	ph[i] = p;
 	if
-	:: p > 1 -> ed[i] = 0   /* A no longer desired: no edit of it either */
+	:: p > 1 -> ed[i] = 0; cr[i] = 0   /* A no longer desired: no edit of it either */
 	:: else -> skip
 	fi;
 	syncListener(i)
@@ -503,10 +541,15 @@ inline setDesired(i, p) {
 inline reconnect(c) {
 	sk[c] = DK(ph[c]); cur[c] = WANT(ph[c]); rnx[c] = WANT(ph[c]);
 	sk[1 - c] = ln[1 - c]; cur[1 - c] = WANT(ph[c]); rnx[1 - c] = WANT(ph[c]);
-	reset(0); reset(1); fl[0] = 0; fl[1] = 0;
+	reset(0); reset(1); fl[0] = 0; fl[1] = 0; cr[0] = 0; cr[1] = 0;
 	/* counters: the client verified the SYN-ACK with its preferred key;
-	 * the accepted socket's copies start at zero */
+	 * the accepted socket's copies start at zero; the listener's key
+	 * verified the SYN */
 	ev[c] = WANT(ph[c]) & KA; ev[1 - c] = 0;
+	if
+	:: SYNKEY(c) == KA -> lg[1 - c] = 1
+	:: else -> skip
+	fi;
 	do
 	:: seg[0]?_, _
 	:: seg[1]?_, _
@@ -568,6 +611,8 @@ init {
 		sk[1] = KA; cur[1] = KA; rnx[1] = KA; ln[1] = KA;
 		st[0] = steady; st[1] = steady;
 		rd[0] = 1; rd[1] = 1;
+		/* the session is end 0's connect through end 1's listener */
+		ev[0] = 1; lg[1] = 1;
 		printf("EV init\n");
 		SHOW;
 		run env();
@@ -579,6 +624,6 @@ init {
 #define bothNew (HASB(ph[0]) && HASB(ph[1]))
 #define sendNew (cur[0] == KB && cur[1] == KB)
 #define bothOld ((ph[0] == 2 || ph[0] == 3) && (ph[1] == 2 || ph[1] == 3))
-#define oldGone ((sk[0] & KA) == 0 && (sk[1] & KA) == 0 && (ln[0] & KA) == 0 && (ln[1] & KA) == 0)
+#define oldGone ((sk[0] & (KA | KE)) == 0 && (sk[1] & (KA | KE)) == 0 && (ln[0] & (KA | KE)) == 0 && (ln[1] & (KA | KE)) == 0)
 
 ltl live { [] (bothNew -> <> sendNew) && [] (bothOld -> <> oldGone) }

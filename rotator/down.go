@@ -1,0 +1,143 @@
+package rotator
+
+import (
+	"sync"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// DownWatch keeps the bases of the rule for edits in place EditPeerDown
+// (edit.go): for each listener key that no session up carries, its
+// material's fingerprint and its counters when that was first seen. The
+// first listener sync after the last session carrying a key ended takes
+// its base, so the segments a key verifies or fails after the base came
+// from peers that are down: connects. Invariants:
+//   - A key has a base only while no session up carries it, and only for
+//     the material it had then: a key a session up carries again, or
+//     that is gone or of other material, loses its base; a new one is
+//     taken at the next sync that sees it down.
+//   - The watch is fed only by syncs that know every session up
+//     (ListenerOptions.Up): a sync that does not leaves the bases alone.
+//
+// The listener syncs feed it (one at a time); Peek reads it from any
+// goroutine. Its memory is lost with a restart; a base taken afresh after
+// it counts from then (later failures only).
+type DownWatch struct {
+	mu    sync.Mutex
+	bases map[SocketID]map[refKey]downBase
+	gen   uint64
+}
+
+// downBase is one base and the sync that last saw its key down.
+type downBase struct {
+	DownKey
+	gen uint64
+}
+
+// observe returns the bases of obs's keys (listener sock's) that no key in
+// up names and that verified bad segments since their base (the others
+// can take no edit by EditPeerDown), taking the base of each key it sees
+// down for the first time.
+func (w *DownWatch) observe(sock SocketID, obs *Observed, up []tcpao.KeyRef) []DownKey {
+	return w.look(sock, obs, up, true)
+}
+
+// Peek is what a sync of listener sock, read as obs, would hand the
+// planner (Observed.Down), without taking any base: a dry run's.
+func (w *DownWatch) Peek(sock SocketID, obs *Observed, up []tcpao.KeyRef) []DownKey {
+	return w.look(sock, obs, up, false)
+}
+
+// look is observe, and with take false Peek: a key without a base counts
+// from now (it hands over nothing).
+func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take bool) []DownKey {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !take {
+		return w.peek(w.bases[sock], obs, up)
+	}
+	if w.bases == nil {
+		w.bases = map[SocketID]map[refKey]downBase{}
+	}
+	m := w.bases[sock]
+	if m == nil {
+		m = map[refKey]downBase{}
+		w.bases[sock] = m
+	}
+	w.gen++
+	byIDs := make(map[[3]int][]tcpao.KeyRef, len(up))
+	for _, r := range up {
+		r = normRef(r)
+		id := [3]int{int(r.SendID), int(r.RecvID), r.IfIndex}
+		byIDs[id] = append(byIDs[id], r)
+	}
+	var out []DownKey
+	for i := range obs.Keys {
+		k := &obs.Keys[i]
+		upNow := false
+		for _, r := range byIDs[[3]int{int(k.SendID), int(k.RecvID), k.IfIndex}] {
+			if sameSessionKey(r, k.KeyRef) {
+				upNow = true
+				break
+			}
+		}
+		if upNow {
+			continue
+		}
+		key := keyOf(k.KeyRef)
+		b, ok := m[key]
+		if !ok || b.FP != k.Fingerprint {
+			b.DownKey = DownKey{Ref: k.KeyRef, FP: k.Fingerprint, PktGood: k.PktGood, PktBad: k.PktBad}
+		}
+		b.gen = w.gen
+		m[key] = b
+		if k.PktBad > b.PktBad {
+			out = append(out, b.DownKey)
+		}
+	}
+	for key, b := range m {
+		if b.gen != w.gen {
+			delete(m, key) // up again, or gone
+		}
+	}
+	return out
+}
+
+// peek is look without taking bases: the keys of obs down (not in up)
+// whose base in m shows bad segments since.
+func (w *DownWatch) peek(m map[refKey]downBase, obs *Observed, up []tcpao.KeyRef) []DownKey {
+	var out []DownKey
+	for i := range obs.Keys {
+		k := &obs.Keys[i]
+		b, ok := m[keyOf(k.KeyRef)]
+		if !ok || b.FP != k.Fingerprint || k.PktBad <= b.PktBad {
+			continue
+		}
+		if !namedBy(up, k.KeyRef) {
+			out = append(out, b.DownKey)
+		}
+	}
+	return out
+}
+
+// namedBy reports whether a key of up is r on a session (sameSessionKey).
+func namedBy(up []tcpao.KeyRef, r tcpao.KeyRef) bool {
+	for _, x := range up {
+		if sameSessionKey(normRef(x), r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Forget drops the bases of listeners not in socks (gone, or a restarted
+// speaker's).
+func (w *DownWatch) Forget(socks map[SocketID]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for s := range w.bases {
+		if !socks[s] {
+			delete(w.bases, s)
+		}
+	}
+}
