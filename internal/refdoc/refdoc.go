@@ -67,6 +67,14 @@ type Page struct {
 // (a duration, a lifetime) is one setting.
 func Fields(t reflect.Type) []string {
 	var out []string
+	walkFields(t, func(path string, _ reflect.StructField) { out = append(out, path) })
+	return out
+}
+
+// walkFields calls visit with each field of t's schema and its path, in
+// the order of the struct's fields, depth first: Fields and Types read
+// the schema the same way.
+func walkFields(t reflect.Type, visit func(path string, f reflect.StructField)) {
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
@@ -81,22 +89,16 @@ func Fields(t reflect.Type) []string {
 			if prefix != "" {
 				path = prefix + "." + name
 			}
-			out = append(out, path)
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
+			visit(path, f)
+			ft := deref(f.Type)
 			if ft.Kind() == reflect.Slice && elemStruct(ft.Elem()) {
 				walk(deref(ft.Elem()), path+"[]")
-				continue
-			}
-			if ft.Kind() == reflect.Struct && !leaf(ft) {
+			} else if ft.Kind() == reflect.Struct && !leaf(ft) {
 				walk(ft, path)
 			}
 		}
 	}
 	walk(deref(t), "")
-	return out
 }
 
 var unmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
@@ -185,30 +187,7 @@ func TypeOf(t reflect.Type) string {
 // Types returns TypeOf each field of t by its path, as Fields finds them.
 func Types(t reflect.Type) map[string]string {
 	out := map[string]string{}
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if !f.IsExported() || name == "-" {
-				continue
-			}
-			if name == "" {
-				name = strings.ToLower(f.Name)
-			}
-			path := name
-			if prefix != "" {
-				path = prefix + "." + name
-			}
-			out[path] = TypeOf(f.Type)
-			ft := deref(f.Type)
-			if ft.Kind() == reflect.Slice && elemStruct(ft.Elem()) {
-				walk(deref(ft.Elem()), path+"[]")
-			} else if ft.Kind() == reflect.Struct && !leaf(ft) {
-				walk(ft, path)
-			}
-		}
-	}
-	walk(deref(t), "")
+	walkFields(t, func(path string, f reflect.StructField) { out[path] = TypeOf(f.Type) })
 	return out
 }
 
