@@ -45,7 +45,10 @@ and ownership records: keep them across upgrades), /run/aokeyd/control.sock
 (aoctl's socket).
 
 The kernel needs CONFIG_TCP_AO (Linux 6.7 or later); aokeyd refuses to start
-without it and says so.`
+without it and says so. It refuses to start, too, on every problem aoctl
+validate refuses, of the configuration, the policy or the keys, in the
+same words, before it writes anything (exit status 1, before READY=1); a
+Vault key source that gives no answer at boot is waited for instead.`
 
 func manTree() *cobra.Command {
 	dfs, _ := daemonFlags()
