@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -61,7 +64,6 @@ func k2(edit ...string) string {
 // SkipKeySource): it started on each of these files, sent READY=1, and
 // left the rejected key to a log line and aoctl status.
 func TestStartRefusesWhatValidateRefusesInTheKeys(t *testing.T) {
-	soon := time.Now().UTC().Add(30 * 24 * time.Hour).Format(time.RFC3339)
 	for _, tc := range []struct {
 		name    string
 		keys    string      // the key file; "" leaves none
@@ -85,8 +87,10 @@ func TestStartRefusesWhatValidateRefusesInTheKeys(t *testing.T) {
 		{name: "readable by others", keys: startKeyFile(""), mode: 0o644, problem: "chmod 600"},
 		{name: "no key file", problem: "keys.yaml"},
 		{name: "duplicate IDs", keys: startKeyFile(k2("send_id: 2", "send_id: 1")), problem: "send_id"},
-		{name: "send-key coverage ends within the horizon",
-			keys:    strings.Replace(startKeyFile(""), "        algorithm:", "        send_lifetime: {start: \"2020-01-01T00:00:00Z\", end: \""+soon+"\"}\n        algorithm:", 1),
+		// A gap now (the only key's send lifetime has ended): refused. A
+		// gap ahead is a warning (TestStartWarnsOfAGapAhead).
+		{name: "no key to send with now",
+			keys:    strings.Replace(startKeyFile(""), "        algorithm:", "        send_lifetime: {start: \"2020-01-01T00:00:00Z\", end: \"2021-01-01T00:00:00Z\"}\n        algorithm:", 1),
 			problem: "no key"},
 		{name: "the policy's chain is not in the keys",
 			keys:   startKeyFile(""),
@@ -203,4 +207,42 @@ func redactTestSecrets(s string) string {
 		s = strings.ReplaceAll(s, secret, "[TEST SECRET]")
 	}
 	return s
+}
+
+// TestStartWarnsOfAGapAhead: keys that cover the peer today but run out
+// within validate's horizon are valid today. validate warns of the gap
+// (exit 0), and aokeyd starts (READY=1) and logs the same warning: a
+// refusal would leave a rebooted router's speakers unkeyed over a gap that
+// is weeks away. (It was a refusal in both.)
+func TestStartWarnsOfAGapAhead(t *testing.T) {
+	soon := time.Now().UTC().Add(30 * 24 * time.Hour).Format(time.RFC3339)
+	dir := t.TempDir()
+	cfgPath := initTestConfig(t, dir)
+	keys := strings.Replace(startKeyFile(""), "        algorithm:", "        send_lifetime: {start: \"2020-01-01T00:00:00Z\", end: \""+soon+"\"}\n        algorithm:", 1)
+	if err := os.WriteFile(filepath.Join(dir, "keys.yaml"), []byte(keys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := config.CheckOptions{Algorithms: func() (map[tcpao.Algorithm]error, string) {
+		return refusedAlgorithms(""), tcpao.KernelRelease()
+	}}
+	ch := config.Check(context.Background(), cfgPath, o)
+	ch.Snapshot.Zero()
+	var gap []string
+	for _, w := range ch.Warnings {
+		if errors.Is(w, policy.ErrGapAhead) {
+			gap = append(gap, w.Error())
+		}
+	}
+	if !ch.OK() || len(gap) == 0 {
+		t.Fatalf("validate: problems %v, warnings %v; want none and a gap ahead", ch.Problems, ch.Warnings)
+	}
+	logs, msgs, err := runStartCheck(t, cfgPath, filepath.Join(dir, "state"))
+	if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "READY=1") }) {
+		t.Fatalf("start refused keys that cover the peer today (%v):\n%s", err, logs)
+	}
+	for _, w := range gap {
+		if !strings.Contains(logs, strconv.Quote(w)) && !strings.Contains(logs, w) {
+			t.Errorf("start's log lacks validate's warning %q:\n%s", w, logs)
+		}
+	}
 }

@@ -198,6 +198,10 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	out.Problems = append(out.Problems, snap.Rejected()...)
 	out.Warnings = append(out.Warnings, snap.DemoKeys()...)
 	for _, p := range pol.Validate(snap, o.Now, o.Horizon) {
+		if errors.Is(p, policy.ErrGapAhead) { // valid today: warned of, never refused
+			out.Warnings = append(out.Warnings, p)
+			continue
+		}
 		out.Problems = append(out.Problems, p)
 	}
 	if c.IsBird() {
