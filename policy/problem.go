@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,8 +56,16 @@ var (
 	// ErrDuplicateID: two MKTs that may be installed on one peer's socket at
 	// the same time share a SendID or a RecvID (the kernel answers EEXIST).
 	ErrDuplicateID = errors.New("duplicate key ID")
-	// ErrGap: at some future instant a peer has no key it may send with.
+	// ErrGap: at some instant from now on a peer has no key it may send
+	// with. A gap that starts later than now also wraps ErrGapAhead.
 	ErrGap = errors.New("gap in send-key coverage")
+	// ErrGapAhead: the gap starts after now (the keys cover the peer
+	// today). aokeyd and aoctl validate warn of it instead of refusing:
+	// a key source valid today must not keep aokeyd from starting (a
+	// reboot would leave the speakers' sockets unkeyed), and the running
+	// daemon's aokeyd_peer_send_coverage_end_timestamp_seconds and its
+	// alert say when it comes. errors.Is(err, ErrGap) holds for it too.
+	ErrGapAhead = fmt.Errorf("%w ahead", ErrGap)
 	// ErrKeyLength: an MKT or a generated key is empty or longer than
 	// tcpao.MaxKeyLen (80) bytes, or not 16 bytes for cmac(aes128).
 	ErrKeyLength = errors.New("bad key length")

@@ -186,8 +186,12 @@ func (v *validation) binding(b *Binding, c *KeyChain, cands []candidate, md5 boo
 	}
 	covEnd := v.coverageEnd(b, c)
 	for _, g := range gaps(mine, v.now, covEnd) {
+		kind := ErrGap
+		if g.Start.After(v.now) {
+			kind = ErrGapAhead
+		}
 		v.add(field, nil, fmt.Errorf("%w: peer %s (chain %s) has no key to send with from %s until %s",
-			ErrGap, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
+			kind, b, c.SourceChain, fmtTime(g.Start), gapEnd(g.End, covEnd)))
 	}
 }
 

@@ -75,8 +75,14 @@ problem.
 		if o.VRFDevice = a.vrfDevice; o.VRFDevice == nil {
 			o.VRFDevice = config.LocalVRF
 		}
+		// The kernel is asked first: the keys' algorithms are checked
+		// against it (by Check, as aokeyd's start does) only when it
+		// could be asked at all.
+		var kernelErr error
 		if noKernel {
 			o.VRFDevice = nil
+		} else if kernelErr = a.kernelCheck(); kernelErr == nil {
+			o.Algorithms = a.algorithms
 		}
 		ch := config.Check(ctx, fs.Arg(0), o)
 		defer ch.Snapshot.Zero()
@@ -91,18 +97,9 @@ problem.
 		for _, w := range ch.Warnings {
 			res.Warnings = append(res.Warnings, keystore.ReportOf(w))
 		}
-		if !noKernel {
-			if err := a.kernelCheck(); err != nil {
-				res.Problems = append(res.Problems, keystore.ReportOf(err))
-				res.OK = false
-			} else if a.algorithms != nil && ch.Snapshot != nil {
-				// Every key's algorithm, as aokeyd would install it here.
-				algs, kernel := a.algorithms()
-				for _, p := range ch.Snapshot.RefusedAlgorithms(algs, kernel) {
-					res.Problems = append(res.Problems, keystore.ReportOf(p))
-					res.OK = false
-				}
-			}
+		if kernelErr != nil {
+			res.Problems = append(res.Problems, keystore.ReportOf(kernelErr))
+			res.OK = false
 		}
 		if a.json {
 			if c := a.printJSON(res); c != exitOK {

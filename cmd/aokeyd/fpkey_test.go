@@ -26,7 +26,7 @@ func TestFingerprintKeyFile(t *testing.T) {
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode %v (%v), want 0600", st.Mode(), err)
 	}
-	got, err := readFingerprintKey(path)
+	got, err := readFingerprintKey(path, true)
 	if err != nil || !bytes.Equal(got, made) {
 		t.Fatalf("read back: %v, same=%t", err, bytes.Equal(got, made))
 	}
@@ -49,8 +49,10 @@ func TestFingerprintKeyFile(t *testing.T) {
 		if err := os.Chmod(p, tc.mode); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := readFingerprintKey(p); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.want)
+		for _, repair := range []bool{false, true} {
+			if _, err := readFingerprintKey(p, repair); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s (repair %t): err %v, want one saying %q", tc.name, repair, err, tc.want)
+			}
 		}
 	}
 }
@@ -84,10 +86,10 @@ func TestFingerprintKeyNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 			var err error
-			testkit.NoBlock(t, 5*time.Second, []string{path}, func() { err = useFingerprintKey(dir) })
+			testkit.NoBlock(t, 5*time.Second, []string{path}, func() { _, err = chooseFingerprintKey(dir) })
 			// The test's name is in dir: it must not make the match.
 			if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tc.want) {
-				t.Fatalf("useFingerprintKey: %v, want an error saying %q", err, tc.want)
+				t.Fatalf("chooseFingerprintKey: %v, want an error saying %q", err, tc.want)
 			}
 			if strings.Contains(err.Error(), string(good)) {
 				t.Fatal("the error holds the key's bytes")
@@ -123,8 +125,17 @@ func TestFingerprintKeyBackup(t *testing.T) {
 			if err := tc.spoil(path); err != nil {
 				t.Fatal(err)
 			}
+			// The start's first read writes nothing and chooses the
+			// backup's key; the read after its checks restores the file.
 			var got []byte
-			testkit.NoBlock(t, 5*time.Second, []string{path}, func() { got, err = readFingerprintKey(path) })
+			testkit.NoBlock(t, 5*time.Second, []string{path}, func() { got, err = readFingerprintKey(path, false) })
+			if err != nil || !bytes.Equal(got, made) {
+				t.Fatalf("read without repair after the key file was %s: %v, same key %t", tc.name, err, bytes.Equal(got, made))
+			}
+			if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() && st.Size() == tcpao.FingerprintKeyLen {
+				t.Fatalf("the read without repair restored the key file")
+			}
+			testkit.NoBlock(t, 5*time.Second, []string{path}, func() { got, err = readFingerprintKey(path, true) })
 			if err != nil || !bytes.Equal(got, made) {
 				t.Fatalf("read after the key file was %s: %v, same key %t", tc.name, err, bytes.Equal(got, made))
 			}

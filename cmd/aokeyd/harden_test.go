@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // The hardening test re-executes this test binary in two roles, both as an
@@ -40,10 +42,12 @@ func hardenChild(role string) int {
 }
 
 // hardenTarget runs aokeyd's own serve path (its real start-up: harden,
-// configuration, key source, control socket) with only the kernel probe
-// passed, since this host has no TCP-AO; it keeps running until killed.
+// configuration, key source, control socket) with only the kernel probes
+// passed (TCP-AO, and every algorithm accepted), since this host has no
+// TCP-AO; it keeps running until killed.
 func hardenTarget() int {
 	probeKernel = func() error { return nil }
+	probeAlgorithms = func() map[tcpao.Algorithm]error { return nil }
 	if os.Getenv(hardenSkipEnv) == "1" {
 		hardenProcess = func() error { return nil }
 	}

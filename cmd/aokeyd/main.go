@@ -142,12 +142,8 @@ var (
 func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
 	// Refused before anything is written: the state directory, the
 	// fingerprint key, a speaker's files.
-	checked, log, err := start(ctx, cfgPath, logw)
+	checked, log, err := start(ctx, cfgPath, stateDir, logw)
 	if err != nil {
-		return err
-	}
-	// Before any key is read: fingerprints under the kept key.
-	if err := useFingerprintKey(stateDir); err != nil {
 		return err
 	}
 	cfg := checked.Config
@@ -266,13 +262,35 @@ func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, 
 	return err
 }
 
-// start readies the process before any key is read or any file written:
-// it hardens the process, probes the kernel for TCP-AO, checks the
-// configuration and policy (refusing any problem) and opens the log. A kernel without CONFIG_TCP_AO can hold no
-// key, and a probe that fails for any other reason (a seccomp filter or an
-// LSM denying it) is no answer: either gets one clear error before
-// READY=1 instead of failing every pass.
-func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
+// checkReadTimeout bounds the start's and a reload's read of the key
+// source: a Vault that accepts and never answers is waited for like one
+// that is down, not before READY=1 (the speakers' units start after
+// aokeyd's).
+const checkReadTimeout = 10 * time.Second
+
+// checkOptions are the start's and a reload's: everything aoctl validate
+// checks, this machine's kernel and VRF devices included.
+func checkOptions(log *slog.Logger) config.CheckOptions {
+	return config.CheckOptions{VRFDevice: config.LocalVRF, ReadTimeout: checkReadTimeout, Logger: log,
+		Algorithms: func() (map[tcpao.Algorithm]error, string) { return probeAlgorithms(), tcpao.KernelRelease() }}
+}
+
+// startWaitsMsg is the start's one log line for a Vault key source that
+// gave no answer (config.Checked.Unanswered).
+const startWaitsMsg = "key source gave no answer at start: aokeyd starts and waits for it"
+
+// start readies the process and checks everything aoctl validate checks
+// before it writes anything: it hardens the process, probes the kernel for
+// TCP-AO, chooses the fingerprint key (read, not written), checks the
+// configuration, the policy and the keys, refusing every problem validate
+// refuses in validate's words, opens the log, and only then writes the
+// state directory and the fingerprint key. A kernel without CONFIG_TCP_AO
+// can hold no key, and a probe that fails for any other reason (a seccomp
+// filter or an LSM denying it) is no answer: either gets one clear error
+// before READY=1 instead of failing every pass. The one problem of
+// validate's that does not refuse the start is a Vault key source that
+// gave no answer: it is logged once (startWaitsMsg) and waited for.
+func start(ctx context.Context, cfgPath, stateDir string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
 	// Before any key is read: no same-uid reader of our memory, no core.
 	if err := hardenProcess(); err != nil {
 		return nil, nil, err
@@ -282,19 +300,42 @@ func start(ctx context.Context, cfgPath string, logw io.Writer) (*config.Checked
 	if err := probeKernel(); err != nil {
 		return nil, nil, err
 	}
-	// Every problem `aoctl validate --no-keys` prints refuses the start,
-	// in its words (config.Checked.Refusal); nothing is written before.
-	// Its warnings (a binding's vrf: that is no VRF device here) refuse
-	// nothing and are logged, in validate's words too.
-	checked := config.Check(ctx, cfgPath, config.CheckOptions{SkipKeySource: true, VRFDevice: config.LocalVRF})
+	// Before any key is read: fingerprints under the kept key.
+	fpk, err := chooseFingerprintKey(stateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Every problem `aoctl validate` prints refuses the start, in its
+	// words (config.Checked.Refusal), but a Vault's that gave no answer;
+	// nothing is written before. Its warnings (a binding's vrf: that is
+	// no VRF device here, a demo key) refuse nothing and are logged, in
+	// validate's words too. What the check read is wiped: the key cache
+	// reads the source again as it runs.
+	checked := config.Check(ctx, cfgPath, checkOptions(nil))
+	checked.Snapshot.Zero()
+	checked.Snapshot = nil
 	if err := checked.Refusal(); err != nil {
+		clear(fpk.key)
 		return nil, nil, err
 	}
 	log, err := newLogger(checked.Config.Log, logw)
 	if err != nil {
+		clear(fpk.key)
 		return nil, nil, err
 	}
+	if len(checked.Unanswered) > 0 {
+		var ps []string
+		for _, p := range checked.Unanswered {
+			ps = append(ps, p.Error())
+		}
+		log.Warn(startWaitsMsg+"; until it answers, the keys on the sockets stay as they are, and what it then returns is checked "+
+			"as on every read (a key aoctl validate rejects is logged and named by aoctl status, not a refusal)",
+			"source", checked.Config.KeySource.Type, "problems", ps)
+	}
 	logWarnings(log, checked)
+	if err := fpk.keep(); err != nil {
+		return nil, nil, err
+	}
 	return checked, log, nil
 }
 

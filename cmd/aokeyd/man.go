@@ -30,11 +30,14 @@ told, and serves aoctl(8) on a unix socket.
 Stopping aokeyd leaves every installed key in place: sessions are not
 affected by a restart. aokeyd changes only keys it installed.
 
-SIGNALS: SIGHUP (systemctl reload aokeyd) validates the configuration again
-and applies its policy and log level (a bad file is refused and the running
-configuration kept; check first with aoctl validate); every other setting
-that changed takes effect on restart, and is named in a log line and a
-status warning until then. SIGTERM and
+SIGNALS: SIGHUP (systemctl reload aokeyd) checks the configuration, the
+policy and the keys again, as at start, and applies the policy and log
+level; a reload with a problem aoctl validate refuses is refused (each
+problem logged, a status warning until a reload passes) and the running
+configuration kept, and the keys are read either way (a key now rejected
+keeps its last good version); check first with aoctl validate. Every
+other setting that changed takes effect on restart, and is named in a
+log line and a status warning until then. SIGTERM and
 SIGINT stop the daemon. With systemd it reports readiness through
 $NOTIFY_SOCKET (Type=notify).
 
@@ -45,7 +48,10 @@ and ownership records: keep them across upgrades), /run/aokeyd/control.sock
 (aoctl's socket).
 
 The kernel needs CONFIG_TCP_AO (Linux 6.7 or later); aokeyd refuses to start
-without it and says so.`
+without it and says so. It refuses to start, too, on every problem aoctl
+validate refuses, of the configuration, the policy or the keys, in the
+same words, before it writes anything (exit status 1, before READY=1); a
+Vault key source that gives no answer at boot is waited for instead.`
 
 func manTree() *cobra.Command {
 	dfs, _ := daemonFlags()

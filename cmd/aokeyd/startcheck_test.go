@@ -1,28 +1,34 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // The start-check child runs aokeyd's real start-up (run, as main does)
-// with the process hardening and the kernel probe passed, so that what it
-// refuses or accepts is the configuration alone.
+// with the process hardening and the kernel probe passed, and every
+// TCP-AO algorithm accepted but those $AOKEYD_TEST_REFUSED_ALG names
+// (refusedAlgorithms), so that what it refuses or accepts is the
+// configuration and the keys alone.
 func init() { testChildren["start-check"] = startCheckChild }
+
+const refusedAlgEnv = "AOKEYD_TEST_REFUSED_ALG"
 
 func startCheckChild() int {
 	probeKernel = func() error { return nil }
 	hardenProcess = func() error { return nil }
+	probeAlgorithms = func() map[tcpao.Algorithm]error { return refusedAlgorithms(os.Getenv(refusedAlgEnv)) }
 	args := os.Args[1:]
 	for len(args) > 0 && strings.HasPrefix(args[0], "-test.") {
 		args = args[1:]
@@ -128,6 +134,15 @@ func replaceInFile(t *testing.T, path, old, new string) {
 	}
 }
 
+// refusedAlgorithms is what the start-check child's kernel answers: alg
+// refused (none when ""), every other algorithm accepted.
+func refusedAlgorithms(alg string) map[tcpao.Algorithm]error {
+	if alg == "" {
+		return nil
+	}
+	return map[tcpao.Algorithm]error{tcpao.Algorithm(alg): errors.New("the test's kernel refuses it")}
+}
+
 // TestStartWarnsWhatValidateWarns: a policy binding whose vrf: names no
 // VRF device on this machine passes aokeyd's start as it passes aoctl
 // validate, and the start logs validate's warning word for word (it would
@@ -136,9 +151,6 @@ func TestStartWarnsWhatValidateWarns(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("VRF devices are Linux's")
 	}
-	probe, harden := probeKernel, hardenProcess
-	probeKernel, hardenProcess = func() error { return nil }, func() error { return nil }
-	t.Cleanup(func() { probeKernel, hardenProcess = probe, harden })
 	for _, tc := range []struct {
 		name   string
 		policy string
@@ -158,18 +170,19 @@ func TestStartWarnsWhatValidateWarns(t *testing.T) {
 			if !ch.OK() || (len(ch.Warnings) == 1) != tc.warn {
 				t.Fatalf("validate: problems %v, warnings %v; want none and %v", ch.Problems, ch.Warnings, tc.warn)
 			}
-			var logs bytes.Buffer
-			checked, _, err := start(context.Background(), cfgPath, &logs)
-			if err != nil || checked == nil {
-				t.Fatalf("start refused: %v", err)
+			// The start runs in a child: it sets the process's
+			// fingerprint key, once per process.
+			logs, msgs, err := runStartCheck(t, cfgPath, filepath.Join(dir, "state"))
+			if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "READY=1") }) {
+				t.Fatalf("start refused (%v):\n%s", err, logs)
 			}
-			got := strings.Contains(logs.String(), "no VRF device")
+			got := strings.Contains(logs, "no VRF device")
 			if got != tc.warn {
-				t.Errorf("start logs a VRF warning: %v, want %v:\n%s", got, tc.warn, logs.String())
+				t.Errorf("start logs a VRF warning: %v, want %v:\n%s", got, tc.warn, logs)
 			}
 			for _, w := range ch.Warnings {
-				if !strings.Contains(logs.String(), strconv.Quote(w.Error())) && !strings.Contains(logs.String(), w.Error()) {
-					t.Errorf("start's log lacks validate's warning %q:\n%s", w, logs.String())
+				if !strings.Contains(logs, strconv.Quote(w.Error())) && !strings.Contains(logs, w.Error()) {
+					t.Errorf("start's log lacks validate's warning %q:\n%s", w, logs)
 				}
 			}
 		})

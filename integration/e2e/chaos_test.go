@@ -222,6 +222,7 @@ func (f *chaosFleet) drive(drv *chaosDriver, s chaos.Schedule, start time.Time) 
 	for _, a := range acts {
 		for {
 			wait := time.Until(start.Add(a.at))
+			drv.tryStarts()
 			drv.tryRevokes()
 			if wait <= 0 {
 				break
@@ -234,6 +235,7 @@ func (f *chaosFleet) drive(drv *chaosDriver, s chaos.Schedule, start time.Time) 
 		a.do()
 	}
 	for time.Since(start) < s.Duration {
+		drv.tryStarts()
 		drv.tryRevokes()
 		time.Sleep(time.Second)
 	}
@@ -463,6 +465,19 @@ func (f *chaosFleet) final(chk *chaos.Checker, drv *chaosDriver) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("the chains could not be written in 30s after the run: %v", f.pending)
+			break
+		}
+	}
+	// Every chain good again: every aokeyd a fault killed runs.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		drv.tryStarts()
+		if len(drv.starts) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, p := range drv.starts {
+				t.Errorf("%s: aokeyd could not be started again in 30s after the run", p.desc)
+			}
 			break
 		}
 	}

@@ -28,7 +28,9 @@ type chaosDriver struct {
 	failing      map[string]int
 	linkDown     map[int]int
 	// revokes waiting for their precondition.
-	pending  []pendingRevoke
+	pending []pendingRevoke
+	// starts are the aokeyds a fault killed that do not run again yet.
+	starts   []pendingStart
 	revokes  int // applied (local ones, the disk-full ones included)
 	fleetRev int
 	refused  int // local revokes refused (nothing revoked: its record could not be written)
@@ -63,13 +65,17 @@ func (d *chaosDriver) start(x chaos.Fault) (end func()) {
 			return nil
 		}
 		over := d.chk.Fault(desc, false, "router:"+r.name)
-		restart := d.kill(r)
+		running := d.kill(r)
 		d.injected[x.Kind]++
 		return func() {
-			if restart != nil {
-				restart()
+			if !running {
+				over()
+				return
 			}
-			over()
+			// The fault lasts until aokeyd runs again: a start it
+			// refuses while a key-source fault holds the chain
+			// invalid is tried again (startAgain).
+			d.startAgain(r, desc, over)
 		}
 	case chaos.KillLagging:
 		return d.killLagging(x, desc)

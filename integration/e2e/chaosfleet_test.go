@@ -477,15 +477,49 @@ func (f *chaosFleet) startAokeyd(r *chaosRouter) {
 			}
 		})
 	}
+	cmd := lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl, f.aokeydArgs(r)...)
+	r.mu.Lock()
+	r.aokeyd = cmd
+	r.mu.Unlock()
+}
+
+// aokeydArgs are r's aokeyd's arguments.
+func (f *chaosFleet) aokeydArgs(r *chaosRouter) []string {
 	args := []string{"-config", filepath.Join(r.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(r.dir, "state"),
 		"-roll-grace", "2s", "-roll-poll", "250ms"}
 	if r.kind != birdNative {
 		args = append(args, "-connectguard", filepath.Join(r.dir, "cg.sock"))
 	}
-	cmd := lab.StartAokeyd(t, nil, filepath.Join(r.dir, "aokeyd.log"), r.ctl, args...)
+	return args
+}
+
+// tryStartAokeyd starts r's aokeyd again after a kill, keeping the log
+// of the one before (StartCmd truncates it): an error, and r's aokeyd not
+// running, when aokeyd refuses to start (lab.ErrExited) or does not
+// answer. It does not fail the test: the run tries again.
+func (f *chaosFleet) tryStartAokeyd(r *chaosRouter) error {
+	log := filepath.Join(r.dir, "aokeyd.log")
+	_ = os.Rename(log, fmt.Sprintf("%s.%d", log, time.Now().UnixNano()))
+	cmd, err := lab.StartAokeydOrExit(f.t, nil, log, r.ctl, f.aokeydArgs(r)...)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	r.aokeyd = cmd
 	r.mu.Unlock()
+	return nil
+}
+
+// sourceInvalid reports whether a key-source fault holds r's chain in a
+// state aoctl validate refuses, which aokeyd refuses to start on.
+func (f *chaosFleet) sourceInvalid(r *chaosRouter) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.edited[r.name] {
+	case chaos.KeyInvalid, chaos.ChainEmptied, chaos.ChainRenamed:
+		return true
+	}
+	return false
 }
 
 // speaker is r's gobgpd API (nil while gobgpd is killed).

@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/chaos"
@@ -56,11 +56,10 @@ func (d *chaosDriver) killLagging(x chaos.Fault, desc string) (end func()) {
 		}
 	}
 	d.chk.Event("%s: a peer lagging on the dropped key when killed: %t", desc, lagging)
-	restart := d.kill(r)
-	if restart == nil {
-		d.chk.Event("%s: aokeyd was not running", desc)
+	if d.kill(r) {
+		d.startAgain(r, desc, nil) // the lone key is valid: at once
 	} else {
-		restart()
+		d.chk.Event("%s: aokeyd was not running", desc)
 	}
 	d.injected[x.Kind]++
 	return func() {
@@ -87,7 +86,7 @@ func (d *chaosDriver) recordLost(x chaos.Fault, desc string) (end func()) {
 		return nil
 	}
 	over := d.chk.Fault(desc, false, "router:"+r.name)
-	restart := d.kill(r)
+	running := d.kill(r)
 	name := []string{"carried-keys.json", "owned-keys.json", "migrations.json"}[x.Arg%3]
 	for _, p := range []string{name, name + ".bak"} {
 		if err := os.Remove(filepath.Join(r.dir, "state", p)); err != nil && !os.IsNotExist(err) {
@@ -97,13 +96,16 @@ func (d *chaosDriver) recordLost(x chaos.Fault, desc string) (end func()) {
 	d.chk.Event("%s: %s and its backup deleted while aokeyd is down", desc, name)
 	d.injected[x.Kind]++
 	return func() {
-		if restart != nil {
-			restart()
+		if !running {
+			over()
+			return
+		}
+		d.startAgain(r, desc, func() {
 			if name == "owned-keys.json" {
 				d.adoptAll(r, desc)
 			}
-		}
-		over()
+			over()
+		})
 	}
 }
 
@@ -132,22 +134,59 @@ func (r *chaosRouter) aokeydRunning() bool {
 	return r.aokeyd != nil
 }
 
-// kill SIGKILLs r's aokeyd and returns what starts it again (nil: it was
-// not running).
-func (d *chaosDriver) kill(r *chaosRouter) (restart func()) {
+// kill SIGKILLs r's aokeyd; false when it was not running.
+func (d *chaosDriver) kill(r *chaosRouter) bool {
 	r.mu.Lock()
 	cmd := r.aokeyd
 	r.aokeyd = nil
 	r.mu.Unlock()
 	if cmd == nil {
-		return nil
+		return false
 	}
 	_ = cmd.Process.Kill()
 	_, _ = cmd.Process.Wait()
-	return func() {
-		// Keep the killed daemon's log (StartCmd truncates it).
-		log := filepath.Join(r.dir, "aokeyd.log")
-		_ = os.Rename(log, fmt.Sprintf("%s.%d", log, time.Now().UnixNano()))
-		d.f.startAokeyd(r)
+	return true
+}
+
+// pendingStart is a router whose aokeyd a fault killed and that does not
+// run again yet; then runs once it does.
+type pendingStart struct {
+	r    *chaosRouter
+	desc string
+	then func()
+}
+
+// startAgain starts r's aokeyd again, at once or at a later tryStarts:
+// aokeyd refuses to start on a key source that holds what aoctl validate
+// refuses (issue 47 item 5), as a key-source fault's edit (a key made
+// invalid, the chain emptied or renamed) does until it ends and the good
+// chain is written back. The router's operator (or systemd's
+// Restart=on-failure) starts it once the keys are good; so does the run,
+// trying each second. then runs once aokeyd runs.
+func (d *chaosDriver) startAgain(r *chaosRouter, desc string, then func()) {
+	d.starts = append(d.starts, pendingStart{r: r, desc: desc, then: then})
+	d.tryStarts()
+}
+
+// tryStarts starts the pending aokeyds, but not on a chain a key-source
+// fault holds invalid; a start aokeyd refuses stays pending, and an event
+// says why.
+func (d *chaosDriver) tryStarts() {
+	todo := d.starts
+	d.starts = nil
+	for _, p := range todo {
+		if d.f.sourceInvalid(p.r) {
+			d.starts = append(d.starts, p)
+			continue
+		}
+		if err := d.f.tryStartAokeyd(p.r); err != nil {
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			d.chk.Event("%s: aokeyd's start refused, tried again in a second: %s", p.desc, first)
+			d.starts = append(d.starts, p)
+			continue
+		}
+		if p.then != nil {
+			p.then()
+		}
 	}
 }

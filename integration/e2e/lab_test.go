@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -308,8 +309,14 @@ func (l *testbed) restartAokeyd() {
 // extra (a flag given again overrides the lab's) and the lab's state
 // directory.
 func (l *testbed) startAokeydWith(extra ...string) *exec.Cmd {
-	t := l.t
-	t.Helper()
+	l.t.Helper()
+	ns, args := l.aokeydArgs(extra...)
+	return lab.StartAokeyd(l.t, ns, l.aokeydLog(), l.ctl, args...)
+}
+
+// aokeydArgs are the namespace aokeyd runs in and its arguments: the
+// lab's followed by extra.
+func (l *testbed) aokeydArgs(extra ...string) (*netns.NS, []string) {
 	args := []string{"-config", filepath.Join(l.dir, "aokeyd.yaml"), "-state-dir", filepath.Join(l.dir, "state"),
 		"-roll-grace", "2s", "-roll-poll", "250ms", "-roll-backoff", "2s"}
 	args = append(args, extra...)
@@ -319,5 +326,29 @@ func (l *testbed) startAokeydWith(extra ...string) *exec.Cmd {
 		// is reached through its unix API socket and pidfd, from anywhere.
 		ns = nil
 	}
-	return lab.StartAokeyd(t, ns, l.aokeydLog(), l.ctl, args...)
+	return ns, args
+}
+
+// restartRefused kills aokeyd and starts it again where it must refuse to
+// start (its key source holds what aoctl validate refuses: issue 47 item
+// 5). It returns the error that says how aokeyd exited, with its log's
+// tail, and leaves aokeyd down; the test fails if it started.
+func (l *testbed) restartRefused() error {
+	t := l.t
+	t.Helper()
+	if l.aokeyd != nil {
+		_ = l.aokeyd.Process.Kill()
+		_, _ = l.aokeyd.Process.Wait()
+		l.aokeyd = nil
+	}
+	ns, args := l.aokeydArgs()
+	cmd, err := lab.StartAokeydOrExit(t, ns, l.aokeydLog(), l.ctl, args...)
+	if cmd != nil {
+		l.aokeyd = cmd
+		t.Fatal("aokeyd started on a key source aoctl validate refuses")
+	}
+	if !errors.Is(err, lab.ErrExited) {
+		t.Fatalf("aokeyd neither started nor exited: %v", err)
+	}
+	return err
 }

@@ -138,10 +138,13 @@ func (l *testbed) lossyMetrics() (string, error) {
 // read successfully but loses keys (the only key made invalid three ways,
 // the chain emptied or renamed, the newest key made invalid; with Vault the
 // only key made invalid, and the chain deleted while another remains).
-// After a refresh, and again after an aokeyd restart with the source still
-// bad, BIRD's session is restarted and must come back with TCP-AO through
-// gobgpd's listener, which still has the key; status and the metrics show
-// what is held back.
+// After a refresh, BIRD's session is restarted and must come back with
+// TCP-AO through gobgpd's listener, which still has the key; status and
+// the metrics show what is held back. An aokeyd restart with the source
+// still bad is refused (aokeyd refuses to start on every problem aoctl
+// validate refuses, issue 47 item 5: exit status 1, the problem in its
+// log), and BIRD's session must come back all the same: the keys stay on
+// the sockets while aokeyd is down.
 //
 // Faults that start from the same keys and source share one lab, one
 // after another: before each fault but the first, the good keys are
@@ -282,39 +285,10 @@ func runLossy(t *testing.T, l *testbed, keys []key, f lossyFault) bool {
 	t.Logf("%s: fault applied to the key source", f.name)
 
 	stranded := false
-	check := func(when string, lastGood bool) {
+	// reconnect checks that gobgpd's listener keeps the keys BIRD uses,
+	// and that BIRD's restarted session comes back with TCP-AO.
+	reconnect := func(when string) {
 		t.Helper()
-		// A refresh (1s) and a pass: the warning shows.
-		if err := lab.Within(20*time.Second, "the warning in status", func() (bool, string) {
-			rep, err := l.ctl.Status(context.Background(), "")
-			if err != nil {
-				return false, err.Error()
-			}
-			ws := slices.Clone(rep.Warnings)
-			for _, p := range rep.Peers {
-				ws = append(ws, p.Warnings...)
-			}
-			return slices.ContainsFunc(ws, func(w string) bool {
-				for _, x := range f.warn {
-					if !strings.Contains(w, x) {
-						return false
-					}
-				}
-				return true
-			}), fmt.Sprintf("warnings %q, want one with %q", ws, f.warn)
-		}); err != nil {
-			t.Errorf("%s: aoctl status: %v", when, err)
-		}
-		if err := lab.Within(20*time.Second, "the keys_held_back series", func() (bool, string) {
-			page, err := l.lossyMetrics()
-			series := fmt.Sprintf(`last_good="%t"`, lastGood)
-			return err == nil && slices.ContainsFunc(strings.Split(page, "\n"), func(s string) bool {
-				return strings.HasPrefix(s, "aokeyd_keys_held_back{") && strings.Contains(s, `chain="core"`) && strings.Contains(s, series)
-			}), fmt.Sprintf("no aokeyd_keys_held_back{chain=\"core\",%s} series (%v)", series, err)
-		}); err != nil {
-			t.Errorf("%s: metrics: %v", when, err)
-		}
-		time.Sleep(2 * time.Second) // a few more passes
 		listenerOK := func() (bool, string) {
 			have := map[[2]uint8]bool{}
 			for _, k := range l.listenerKeys() {
@@ -343,9 +317,46 @@ func runLossy(t *testing.T, l *testbed, keys []key, f lossyFault) bool {
 			stranded = true
 		}
 	}
-	check("after the lossy read", true)
-	l.restartAokeyd()
-	t.Logf("%s: aokeyd restarted with the key source still bad", f.name)
-	check("after an aokeyd restart", false)
+	check := func(when string) {
+		t.Helper()
+		// A refresh (1s) and a pass: the warning shows.
+		if err := lab.Within(20*time.Second, "the warning in status", func() (bool, string) {
+			rep, err := l.ctl.Status(context.Background(), "")
+			if err != nil {
+				return false, err.Error()
+			}
+			ws := slices.Clone(rep.Warnings)
+			for _, p := range rep.Peers {
+				ws = append(ws, p.Warnings...)
+			}
+			return slices.ContainsFunc(ws, func(w string) bool {
+				for _, x := range f.warn {
+					if !strings.Contains(w, x) {
+						return false
+					}
+				}
+				return true
+			}), fmt.Sprintf("warnings %q, want one with %q", ws, f.warn)
+		}); err != nil {
+			t.Errorf("%s: aoctl status: %v", when, err)
+		}
+		if err := lab.Within(20*time.Second, "the keys_held_back series", func() (bool, string) {
+			page, err := l.lossyMetrics()
+			series := `last_good="true"`
+			return err == nil && slices.ContainsFunc(strings.Split(page, "\n"), func(s string) bool {
+				return strings.HasPrefix(s, "aokeyd_keys_held_back{") && strings.Contains(s, `chain="core"`) && strings.Contains(s, series)
+			}), fmt.Sprintf("no aokeyd_keys_held_back{chain=\"core\",%s} series (%v)", series, err)
+		}); err != nil {
+			t.Errorf("%s: metrics: %v", when, err)
+		}
+		time.Sleep(2 * time.Second) // a few more passes
+		reconnect(when)
+	}
+	check("after the lossy read")
+	if err := l.restartRefused(); !strings.Contains(err.Error(), "refusing to start") {
+		t.Errorf("%s: aokeyd restarted with the key source still bad: %v, want a refused start", f.name, err)
+	}
+	t.Logf("%s: aokeyd refused to start with the key source still bad", f.name)
+	reconnect("while aokeyd is down after a refused start")
 	return !stranded && !t.Failed()
 }

@@ -34,7 +34,13 @@ type CheckOptions struct {
 	// ReadTimeout bounds the key source's read, Vault included
 	// (ReadKeySource); 0 leaves it to the source's own timeouts.
 	ReadTimeout time.Duration
-	Logger      *slog.Logger
+	// Algorithms asks this machine's kernel which TCP-AO algorithms it
+	// accepts (tcpao.ProbeAlgorithms, and the kernel's release for the
+	// problem's words): a key of one it refuses is a problem. nil skips
+	// the check (validating for another machine, or a kernel that could
+	// not be asked).
+	Algorithms func() (map[tcpao.Algorithm]error, string)
+	Logger     *slog.Logger
 }
 
 // Checked is the outcome of Check: what loaded, and every problem found.
@@ -45,9 +51,19 @@ type Checked struct {
 	// zeroes it (Zero is safe on nil).
 	Snapshot *keystore.Snapshot
 	// Problems are the errors found, in order: config, control group,
-	// policy, key source read, rejected MKTs, policy versus keys. Each one
-	// names its file and line where it has them.
+	// policy, key source read, rejected MKTs, policy versus keys, keys of
+	// an algorithm the kernel refuses. Each one names its file and line
+	// where it has them.
 	Problems []error
+	// Unanswered are the Problems that say a Vault key source gave no
+	// answer to check: it could not be reached, was sealed, did not let
+	// aokeyd in, timed out, or the credential files it is read with are
+	// not there (yet). aoctl validate refuses them like any problem;
+	// aokeyd's start and reload do not (Refused): at boot Vault may come
+	// up after aokeyd, and the speakers' sockets must not stay unkeyed
+	// meanwhile. Whatever a key source does answer is never here: a file
+	// source always answers, and so does a Vault that returns keys.
+	Unanswered []error
 	// Warnings are what the checks pass but the operator must hear of,
 	// each named like a problem: a binding's vrf: that is no VRF device
 	// here (CheckOptions.VRFDevice), keys whose material is a public demo
@@ -58,23 +74,36 @@ type Checked struct {
 // OK reports whether no problem was found.
 func (c *Checked) OK() bool { return len(c.Problems) == 0 }
 
-// Refusal is nil when no problem was found, and otherwise the error that
-// refuses a start: every problem, one a line, each in the words
+// Refused are the problems aokeyd's start and reload refuse: every one
+// of Problems but the Unanswered, in the same order. The Unanswered are
+// always Problems' last: Check stops at them.
+func (c *Checked) Refused() []error {
+	return c.Problems[:len(c.Problems)-len(c.Unanswered)]
+}
+
+// Refusal is nil when nothing is Refused, and otherwise the error that
+// refuses a start: every refused problem, one a line, each in the words
 // `aoctl validate` prints it (its Error()). aokeyd's start and aoctl
 // validate read the same Problems of the same Check, so neither can accept
-// what the other refuses, nor word it differently.
+// what the other refuses, nor word it differently; the one difference is
+// a Vault that gave no answer (Unanswered), which the start waits for.
 func (c *Checked) Refusal() error {
-	if c.OK() {
+	ps := c.Refused()
+	if len(ps) == 0 {
 		return nil
 	}
-	return &refusal{c.Problems}
+	return &refusal{ps}
 }
 
 type refusal struct{ problems []error }
 
 func (r *refusal) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to start: %d configuration problems (aoctl validate lists the same):", len(r.problems))
+	noun := "problems"
+	if len(r.problems) == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(&b, "refusing to start: %d %s (aoctl validate lists the same):", len(r.problems), noun)
 	for _, p := range r.problems {
 		b.WriteString("\n")
 		b.WriteString(p.Error())
@@ -87,16 +116,18 @@ func (r *refusal) Unwrap() []error { return r.problems }
 // Check runs the checks the daemon runs at start and on reload: parse the
 // config, resolve the control group, load the policy, check the bindings
 // against the speaker (VRF twins, what BIRD cannot take), read the key
-// source, and validate the policy against the keys over the horizon. It
-// stops early only when a later step cannot run (no config, no policy).
+// source, validate the policy against the keys over the horizon, and ask
+// the kernel about the keys' algorithms. It stops early only when a later
+// step cannot run (no config, no policy, no keys).
 //
-// aokeyd's start runs it with SkipKeySource and refuses any problem
-// (Refusal) before it writes anything; so does a reload, with the key
-// source. Every check of the configuration and the policy belongs here,
-// before the SkipKeySource return, and nowhere else: that is what makes
-// `aoctl validate` and aokeyd refuse the same files. The key source's
-// problems are left out of a start: a source that is down or sealed at
-// boot is waited for (keystore.Cache), not a reason to stay down.
+// aokeyd's start runs it, key source included, and refuses every problem
+// but a Vault's that gave no answer (Refusal) before it writes anything;
+// a reload refuses the same (Refused). Every check of the configuration,
+// the policy and the keys belongs here, and nowhere else: that is what
+// makes `aoctl validate` and aokeyd refuse the same files, in the same
+// words. A Vault that gives no answer at boot (down, sealed) is waited
+// for (keystore.Cache), not a reason to stay down: its problem is in
+// Unanswered too.
 func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -143,7 +174,8 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		return out
 	}
 	if ps := c.credentialFileProblems(); len(ps) > 0 {
-		out.Problems = append(out.Problems, ps...)
+		// Vault Agent may not have written them yet at boot.
+		out.unanswered(ps...)
 		return out
 	}
 	src, err := c.OpenKeySource(SourceOptions{Logger: o.Logger, Now: func() time.Time { return o.Now }})
@@ -154,19 +186,49 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 	defer src.Close()
 	snap, err := ReadKeySource(ctx, src, o.ReadTimeout)
 	if err != nil {
-		out.Problems = append(out.Problems, c.sourceProblems(err)...)
+		ps := c.sourceProblems(err)
+		if c.KeySource.Type == SourceVault && !answered(err) {
+			out.unanswered(ps...)
+		} else {
+			out.Problems = append(out.Problems, ps...)
+		}
 		return out
 	}
 	out.Snapshot = snap
 	out.Problems = append(out.Problems, snap.Rejected()...)
 	out.Warnings = append(out.Warnings, snap.DemoKeys()...)
 	for _, p := range pol.Validate(snap, o.Now, o.Horizon) {
+		if errors.Is(p, policy.ErrGapAhead) { // valid today: warned of, never refused
+			out.Warnings = append(out.Warnings, p)
+			continue
+		}
 		out.Problems = append(out.Problems, p)
 	}
 	if c.IsBird() {
 		out.Problems = append(out.Problems, birdKeyProblems(pol, snap, o.Now)...)
 	}
+	if o.Algorithms != nil {
+		// Every key's algorithm, as aokeyd would install it here.
+		algs, kernel := o.Algorithms()
+		out.Problems = append(out.Problems, snap.RefusedAlgorithms(algs, kernel)...)
+	}
 	return out
+}
+
+// unanswered records ps as problems of a key source that gave no answer.
+func (c *Checked) unanswered(ps ...error) {
+	c.Problems = append(c.Problems, ps...)
+	c.Unanswered = append(c.Unanswered, ps...)
+}
+
+// answered reports whether a failed key source read failed on what the
+// source answered: a problem placed in what it returned (a chain that
+// does not decode, no chains at the prefix) is a *keystore.FieldError;
+// every other error (a connection refused, Vault sealed, 403, a timeout)
+// is the source not answering.
+func answered(err error) bool {
+	var fe *keystore.FieldError
+	return errors.As(err, &fe)
 }
 
 // credentialFileProblems are the Vault credential files (auth.token_file,

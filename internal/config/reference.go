@@ -30,7 +30,7 @@ Decoding is strict: an unknown field, a field given twice, a value of the wrong 
 
 Relative paths are relative to the directory of this file. Durations are a number with a unit, combinable: 30s, 10m, 1h30m, 1d (units w, d, h, m, s). No secret is ever written here: Vault credentials are named by their files.
 
-SIGHUP (systemctl reload aokeyd) checks this file again, refusing a reload on any problem, and then applies a changed policy and reads the keys; the other settings of this file take effect when aokeyd restarts.`
+SIGHUP (systemctl reload aokeyd) checks this file, the policy and the keys again, refusing a reload on any problem aokeyd's start refuses (named in the log and in aoctl status), and then applies a changed policy; the keys are read either way. The other settings of this file take effect when aokeyd restarts.`
 
 const referenceExample = `# /etc/aokeyd/aokeyd.yaml: a router with gobgpd, keys in Vault.
 key_source:

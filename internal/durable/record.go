@@ -96,19 +96,32 @@ func (r Record) ReadCopy(path string) ([]byte, error) {
 // Every other case is an error naming both files and what was wrong with
 // each: the record is not invented. It first checks the directory
 // (CheckDir) and removes temporary files a crash left behind.
-func (r Record) Load() (Loaded, error) {
+func (r Record) Load() (Loaded, error) { return r.load(true) }
+
+// Peek is Load without writing anything: the same copy chosen, the same
+// data and the same errors, but no temporary file removed, no backup
+// rewritten, no primary set aside or restored (SetAside and
+// BackupWritten stay unset). A start that may yet be refused reads its
+// records so, and writes nothing before its checks pass; Load then
+// chooses the same copy, as long as no one else wrote in between.
+func (r Record) Peek() (Loaded, error) { return r.load(false) }
+
+// load is Load, with its repairs only when repair is set.
+func (r Record) load(repair bool) (Loaded, error) {
 	if err := CheckDir(filepath.Dir(r.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Loaded{}, err
 	}
-	RemoveStaleTemps(r.Path)
-	RemoveStaleTemps(r.BackupPath())
+	if repair {
+		RemoveStaleTemps(r.Path)
+		RemoveStaleTemps(r.BackupPath())
+	}
 	pri, priErr := r.ReadCopy(r.Path)
 	bak, bakErr := r.ReadCopy(r.BackupPath())
 	missing := func(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 	switch {
 	case priErr == nil:
 		l := Loaded{Data: pri, From: Primary, Backup: bak, BackupErr: bakErr}
-		if bakErr != nil || !bytes.Equal(bak, pri) {
+		if repair && (bakErr != nil || !bytes.Equal(bak, pri)) {
 			l.BackupWritten = true
 			l.BackupWriteErr = Write(r.BackupPath(), pri, 0o600)
 		}
@@ -117,6 +130,9 @@ func (r Record) Load() (Loaded, error) {
 		return Loaded{From: None}, nil
 	case bakErr == nil && (missing(priErr) || errors.Is(priErr, ErrCorrupt)):
 		l := Loaded{Data: bak, From: Backup, PrimaryErr: priErr, Backup: bak}
+		if !repair {
+			return l, nil
+		}
 		if !missing(priErr) {
 			l.SetAside = r.Path + ".corrupt"
 			if err := os.Rename(r.Path, l.SetAside); err != nil {

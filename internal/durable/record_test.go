@@ -3,6 +3,7 @@ package durable
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -130,7 +131,8 @@ func TestCheckDir(t *testing.T) {
 // Load uses a good primary (and rewrites a backup that differs), restores
 // a missing or unreadable primary from a good backup (keeping the
 // unreadable one aside), reports which it used, and fails, naming both
-// files, when no copy is good.
+// files, when no copy is good. Peek, before it, gives the same answer and
+// leaves the directory as it was.
 func TestRecordLoad(t *testing.T) {
 	good, other := "good record", "older record"
 	check := func(b []byte) error {
@@ -170,7 +172,16 @@ func TestRecordLoad(t *testing.T) {
 			if tc.bak != nil {
 				tc.bak(t, r.BackupPath())
 			}
+			before := dirState(t, dir)
+			pl, perr := r.Peek()
+			if after := dirState(t, dir); after != before {
+				t.Errorf("Peek wrote: the directory was\n%s\nand is\n%s", before, after)
+			}
 			l, err := r.Load()
+			if (perr == nil) != (err == nil) || (err != nil && perr.Error() != err.Error()) ||
+				pl.From != l.From || !bytes.Equal(pl.Data, l.Data) {
+				t.Errorf("Peek: from %v %q (%v); Load: from %v %q (%v): want the same", pl.From, pl.Data, perr, l.From, l.Data, err)
+			}
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Load: %+v, want an error", l)
@@ -264,4 +275,31 @@ func TestCheckDirOwner(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "uid 12345") || !strings.Contains(err.Error(), "chown 0 "+dir) {
 		t.Fatalf("CheckDir of a directory uid 12345 owns: %v, want it refused with the chown", err)
 	}
+}
+
+// dirState lists dir's entries, each with its mode and content (a FIFO's
+// none: it is not opened).
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range es {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %v", e.Name(), fi.Mode())
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, " %q", data)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
