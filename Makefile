@@ -77,12 +77,13 @@ rules:
 # ietf-key-chain as the guest root's FRR package ships it (every feature
 # on; RFC 9648's augment is checked against its tree by TestYANGSchemaPaths
 # in test-unit), --for bird by BIRD 2.17's parser (bird -p, under chroot in
-# the guest root). Needs the guest root (built or cached by build.sh, as
-# test-kernel does).
+# the guest root), and both refuse the renderings without secrets at their
+# placeholders (TestPlaceholderRefused). Needs the guest root (built or
+# cached by build.sh, as test-kernel does).
 renderings: deps
 	@set -o pipefail; root=$$(bash integration/vm/build.sh rootfs | sed -n 's/^ROOTFS=//p') && [ -n "$$root" ] && \
 		AOKEYD_YANGLINT=$$(command -v yanglint) AOKEYD_YANG_DIR=$$root/usr/share/yang AOKEYD_BIRD_ROOT=$$root \
-		$(GO) test -count=1 -run '^(TestYANGLint|TestBIRDParse)$$' -v ./internal/peerconfig/ | grep -E '^(--- |ok|FAIL)|(yang|bird):'
+		$(GO) test -count=1 -run '^(TestYANGLint|TestBIRDParse|TestPlaceholderRefused)$$' -v ./internal/peerconfig/ | grep -E '^(--- |ok|FAIL)|(yang|bird):'
 
 # Every host package under the race detector (a data race fails the run).
 test-unit:

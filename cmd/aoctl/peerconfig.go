@@ -31,8 +31,9 @@ form. What the target cannot express is refused with the reason on stderr
 (exit status 4), and then nothing is printed on stdout: a configuration
 with a key or setting left out is not one to apply. BIRD has no time-based
 lifetimes: it gets the keys for --at and what to change at each later
-boundary. Secrets are placeholders naming where the key source keeps them
-(they do not parse, so a placeholder cannot be deployed by accident) unless
+boundary. Secrets are placeholders naming where the key source keeps them,
+in a statement starting SECRET-NOT-RENDERED: that every target refuses (a
+placeholder is never loaded, nor taken as the secret), unless
 --with-secrets. --for yang prints RFC 9648 (ietf-tcp) / RFC 8177
 (ietf-key-chain) JSON instance data. --json prints one object: the
 rendering as text (config), or what the target refused (refused: key,

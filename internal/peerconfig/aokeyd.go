@@ -32,6 +32,7 @@ func (r *renderer) aokeyd() {
 
 func (r *renderer) aokeydFiles() {
 	l := r.l
+	r.placeholderNote("#", "aokeyd")
 	r.printf("# --- keys.yaml of the far end (mode 0600) ---\nchains:\n  %s:\n", l.Chain)
 	r.printf("    peers: [%s]\n", strconv.Quote(r.local()))
 	if l.VRF != "" {
@@ -46,7 +47,11 @@ func (r *renderer) aokeydFiles() {
 		r.printf("      - name: %s\n", strconv.Quote(k.Name))
 		r.printf("        send_id: %d\n        recv_id: %d\n", k.SendID, k.RecvID)
 		r.printf("        algorithm: %s\n", k.Algorithm)
-		r.printf("        secret_hex: %s\n", r.secret(k, func(b []byte) string { return strconv.Quote(hex.EncodeToString(b)) }))
+		// The placeholder is the value: a plain scalar holding ": ",
+		// which YAML refuses ("mapping values are not allowed in this
+		// context"), so the key file does not load (quoted, aokeyd would
+		// still refuse it as no hex).
+		r.printf("        secret_hex: %s\n", r.notRendered(r.secret(k, func(b []byte) string { return strconv.Quote(hex.EncodeToString(b)) })))
 		r.printf("        maclen: %d\n        tcp_options: %s\n", k.MACLen, opt)
 		r.printf("        send_lifetime: %s\n        accept_lifetime: %s\n", yamlLifetime(k.Send), yamlLifetime(k.Accept))
 	}

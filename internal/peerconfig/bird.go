@@ -42,12 +42,15 @@ func (r *renderer) birdKeys(t time.Time, usable []bool) []birdKey {
 func (r *renderer) bird() {
 	r.header("#", birdDoc)
 	if r.l.HasMD5 && !r.o.Migrate {
+		r.placeholderNote("#", "BIRD")
 		r.printf("# TCP-MD5 (RFC 2385): the key chain's md5 password (aoctl migrate moves the link to TCP-AO). Inside `protocol bgp` for neighbor %s:\n", r.local())
-		pw := "\"<md5 password: " + r.l.MD5Source + ">\""
+		// Not `password "<...>"`, a quoted text BIRD takes as the
+		// password: notRendered (bird below says why BIRD refuses it).
+		pw := "<md5 password: " + r.l.MD5Source + ">"
 		if r.o.WithSecrets {
 			pw = strconv.Quote(string(r.l.MD5.Bytes()))
 		}
-		r.printf("\tauthentication md5;\n\tpassword %s;\n", pw)
+		r.printf("\tauthentication md5;\n\t%s;\n", r.notRendered("password "+pw))
 		return
 	}
 	if r.o.Migrate {
@@ -68,6 +71,7 @@ func (r *renderer) bird() {
 	for _, f := range r.refused {
 		r.printf("# REFUSED key %s: %s\n", f.Key, f.Reason)
 	}
+	r.placeholderNote("#", "BIRD")
 	at := r.o.At
 	r.printf("# BIRD has no time-based key lifetimes: these are the keys for %s\n", fmtTime(at))
 	r.printf("# (RFC 8177 send-lifetime -> preferred; accept-only -> deprecated). Inside `protocol bgp` for neighbor %s:\n", r.local())
@@ -77,8 +81,13 @@ func (r *renderer) bird() {
 	r.printf("\tauthentication ao;\n\tkeys {\n")
 	cur := r.birdKeys(at, usable)
 	for _, b := range cur {
-		r.printf("\t\tkey { send id %d; recv id %d; secret %s; algorithm %s;", b.k.SendID, b.k.RecvID,
-			r.secret(b.k, func(s []byte) string { return "hex:" + hex.EncodeToString(s) }), bird.Algorithm(b.k.Algorithm))
+		// In the key block the placeholder stands where a statement
+		// starts: SECRET is no BIRD keyword but an undefined symbol, and
+		// BIRD's parser stops there ("syntax error, unexpected
+		// CF_SYM_UNDEFINED"; TestPlaceholderRefused has BIRD 2.17 and
+		// 3.1 read it).
+		r.printf("\t\tkey { send id %d; recv id %d; %s; algorithm %s;", b.k.SendID, b.k.RecvID,
+			r.notRendered("secret "+r.secret(b.k, func(s []byte) string { return "hex:" + hex.EncodeToString(s) })), bird.Algorithm(b.k.Algorithm))
 		if b.preferred {
 			r.printf(" preferred;")
 		}

@@ -25,32 +25,9 @@ import (
 // AOKEYD_BIRD_ROOT is the guest root;
 // `make renderings` sets it, and without it the test is skipped.
 func TestBIRDParse(t *testing.T) {
-	root := os.Getenv("AOKEYD_BIRD_ROOT")
-	if root == "" {
+	parse := birdParser(t)
+	if parse == nil {
 		t.Skip("AOKEYD_BIRD_ROOT not set (make renderings sets it)")
-	}
-	parse := func(name, conf string) error {
-		dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "aokeyd-birdparse-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		f := filepath.Join(dir, name+".conf")
-		if err := os.WriteFile(f, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// Both BIRD lines Debian trixie serves: bird2 (2.17) and bird3
-		// (3.1, extracted to /opt/bird3 in the guest root).
-		for _, bin := range []string{"bird", "/opt/bird3/usr/sbin/bird"} {
-			out, err := exec.Command("chroot", root, bin, "-p", "-c", strings.TrimPrefix(f, root)).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%s: %v: %s", bin, err, strings.TrimSpace(string(out)))
-			}
-			if strings.Contains(string(out), "assuming") {
-				return fmt.Errorf("%s warns: %s", bin, strings.TrimSpace(string(out))) // e.g. "Missing authentication option, assuming MD5"
-			}
-		}
-		return nil
 	}
 	_, l := fixture(t)
 	l.Keys[1].IncludeTCPOptions = true // BIRD always includes them
@@ -126,4 +103,39 @@ func birdConfig(l Link, rendering string) string {
 	}
 	return fmt.Sprintf("router id 192.0.2.2;\nprotocol device {}\nprotocol bgp far {\n\tlocal %s as 65002;\n\tneighbor %s as 65001;\n\t%s { import all; export none; };\n%s}\n",
 		l.Peer, l.Local, ch, rendering)
+}
+
+// birdParser returns a function that has both BIRD lines Debian trixie
+// serves read conf with their own parser (`bird -p -c`, under chroot in
+// the guest root AOKEYD_BIRD_ROOT): nil when both take it, else what the
+// first that refuses it says, or a warning it prints ("assuming"). It is
+// nil when AOKEYD_BIRD_ROOT is not set (`make renderings` sets it).
+func birdParser(t *testing.T) func(name, conf string) error {
+	root := os.Getenv("AOKEYD_BIRD_ROOT")
+	if root == "" {
+		return nil
+	}
+	return func(name, conf string) error {
+		dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "aokeyd-birdparse-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		f := filepath.Join(dir, name+".conf")
+		if err := os.WriteFile(f, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// bird2 (2.17) and bird3 (3.1, extracted to /opt/bird3 in the
+		// guest root).
+		for _, bin := range []string{"bird", "/opt/bird3/usr/sbin/bird"} {
+			out, err := exec.Command("chroot", root, bin, "-p", "-c", strings.TrimPrefix(f, root)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s: %v: %s", bin, err, strings.TrimSpace(string(out)))
+			}
+			if strings.Contains(string(out), "assuming") {
+				return fmt.Errorf("%s warns: %s", bin, strings.TrimSpace(string(out))) // e.g. "Missing authentication option, assuming MD5"
+			}
+		}
+		return nil
+	}
 }

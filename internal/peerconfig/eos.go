@@ -93,8 +93,13 @@ func (r *renderer) eos() {
 		default:
 			recv, _ := eosLifetime(k.Accept.Widen(l.AcceptTolerance), r.o.At) // checked with the key
 			send, _ := eosLifetime(k.Send, r.o.At)
-			lines = append(lines, fmt.Sprintf("      ! aokeyd key %s\n      secret %d 0 %s receive-lifetime %s transmit-lifetime %s",
-				k.Name, k.SendID, r.secret(k, func(b []byte) string { return string(b) }), recv, send))
+			// `secret ID 0 TEXT ...` takes the word after the type as
+			// the secret: the placeholder is a line whose first word is
+			// no EOS command, which EOS's parser refuses ("% Invalid
+			// input"), leaving the profile without the secret.
+			lines = append(lines, fmt.Sprintf("      ! aokeyd key %s\n      %s", k.Name,
+				r.notRendered(fmt.Sprintf("secret %d 0 %s receive-lifetime %s transmit-lifetime %s",
+					k.SendID, r.secret(k, func(b []byte) string { return string(b) }), recv, send))))
 		}
 	}
 	if len(lines) == 0 {
@@ -111,6 +116,7 @@ func (r *renderer) eos() {
 		return
 	}
 	r.printf("! EOS reads these lifetimes as UTC (no local-time keyword).\n")
+	r.placeholderNote("!", "EOS")
 	r.printf("management security\n   session shared-secret profile %s\n", l.Chain)
 	for _, s := range lines {
 		r.printf("%s\n", s)

@@ -141,6 +141,7 @@ func (r *renderer) iosxr() {
 		return
 	}
 	r.printf("! IOS-XR lifetimes are in the router's clock zone: these are UTC (clock timezone UTC, or convert).\n")
+	r.placeholderNote("!", "IOS-XR")
 	r.printf("key chain %s\n", l.Chain)
 	switch {
 	case infinite:
@@ -151,7 +152,11 @@ func (r *renderer) iosxr() {
 	for _, x := range keys {
 		r.printf(" key %d\n", x.id)
 		r.printf("  ! aokeyd key %s\n", x.k.Name)
-		r.printf("  key-string clear %s\n", r.secret(x.k, func(b []byte) string { return string(b) }))
+		// `key-string clear TEXT` takes the text as the key, whatever
+		// it holds: the placeholder is a line whose first word is no
+		// IOS-XR command, which XR's parser refuses ("% Invalid input
+		// detected"), leaving the key without a key-string.
+		r.printf("  %s\n", r.notRendered("key-string clear "+r.secret(x.k, func(b []byte) string { return string(b) })))
 		r.printf("  cryptographic-algorithm %s\n", x.alg)
 		life, _ := iosxrLifetime(x.k.Send) // checked with the key
 		r.printf("  send-lifetime %s\n", life)

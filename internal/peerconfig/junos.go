@@ -69,14 +69,11 @@ func (r *renderer) junos() {
 		starts[k.Send.Start] = k.Name
 		p := fmt.Sprintf("%s key %d", kc, id)
 		id++
-		if r.o.WithSecrets {
-			add("%s secret \"%s\"", p, string(k.Secret.Bytes()))
-		} else {
-			// Not a quoted string, which Junos would load as the secret:
-			// a line no Junos CLI takes (an unknown command, and a value
-			// of several words even without the marker).
-			add("%s %s secret %s (%s)", secretNotRendered, p, r.secret(k, nil), withSecretsHint)
-		}
+		// Junos loads any quoted string after `secret` as the secret,
+		// spaces and angle brackets included: the placeholder is no
+		// `set` command at all, and `load set` refuses an unknown
+		// command with a syntax error.
+		add("%s", r.notRendered(p+" secret "+r.secret(k, func(b []byte) string { return `"` + string(b) + `"` })))
 		add("%s start-time \"%s\"", p, junosTime(k.Send.Start))
 		add("%s algorithm ao", p)
 		add("%s ao-attribute send-id %d", p, k.SendID)
@@ -108,9 +105,7 @@ func (r *renderer) junos() {
 	if id == 0 {
 		return
 	}
-	if !r.o.WithSecrets {
-		r.printf("# A line starting %s stands for a key's secret statement: Junos refuses to load it.\n", secretNotRendered)
-	}
+	r.placeholderNote("#", "Junos")
 	r.printf("# tcp-ao-option is Junos's include-tcp-options; its default is disabled (options excluded), so it is always set.\n")
 	r.printf("# start-time is UTC; tolerance is always set (Junos's default is 3600 s).\n")
 	if len(notes) > 0 {

@@ -10,8 +10,11 @@
 // of these fields silently drops the segments of the next connection.
 //
 // Secrets are rendered as a placeholder naming where the key source keeps
-// them, written so that the result does not parse (nobody deploys a
-// placeholder by accident), unless Options.WithSecrets is set.
+// them, written so that the far end refuses it (nobody deploys a
+// placeholder by accident, or has it taken as the secret), unless
+// Options.WithSecrets is set: one form on every target,
+// "SECRET-NOT-RENDERED: ... <secret: SOURCE> ... (aoctl peer-config
+// --with-secrets prints it)" (renderer.notRendered).
 //
 // Comments use the vocabulary of RFC 8177 (ietf-key-chain: send-lifetime,
 // accept-lifetime, accept-tolerance) and RFC 9648 (ietf-tcp authentication:
@@ -261,10 +264,10 @@ func algNames(as []tcpao.Algorithm) []string {
 	return out
 }
 
-// secret renders k's secret with enc, or a placeholder naming its source
-// that does not parse as any target's secret: it holds spaces and angle
-// brackets, and is never quoted (Junos puts its own marker before it:
-// secretNotRendered).
+// secret renders k's secret with enc, or, unless Options.WithSecrets,
+// where the key source keeps it: "<secret: SOURCE>". That alone may still
+// read as a secret to a target (IOS-XR's key-string takes the text that
+// follows it); the statement holding it goes through notRendered.
 func (r *renderer) secret(k Key, enc func([]byte) string) string {
 	if r.o.WithSecrets {
 		return enc(k.Secret.Bytes())
@@ -272,14 +275,37 @@ func (r *renderer) secret(k Key, enc func([]byte) string) string {
 	return "<secret: " + k.Source + ">"
 }
 
-// secretNotRendered starts a line that stands for a configuration line
-// whose secret is not rendered, where a target's own syntax would accept
-// the placeholder as the secret (a Junos quoted string): no target has a
-// command of that name, so the line is refused when loaded.
+// notRendered is stmt, a statement (or, in YAML and JSON, a value) that
+// holds a secret, as written: itself with Options.WithSecrets, else a
+// placeholder that the far end refuses, one form on every target:
+// "SECRET-NOT-RENDERED: STMT (aoctl peer-config --with-secrets prints
+// it)", STMT holding "<secret: SOURCE>" where the secret goes. In a CLI
+// (Junos, IOS-XR, EOS, BIRD) the marker stands where the command word
+// does, and no target has a command of that name; in YAML the value holds
+// ": ", which YAML refuses in a plain scalar; in JSON it is a
+// hexadecimal-string that is no hex string. Each target says next to its
+// use why its parser refuses it. Never a quoted string or a value after
+// the target's secret keyword: each target takes those as the secret.
+func (r *renderer) notRendered(stmt string) string {
+	if r.o.WithSecrets {
+		return stmt
+	}
+	return secretNotRendered + " " + stmt + " (" + withSecretsHint + ")"
+}
+
+// secretNotRendered starts every placeholder (notRendered).
 const (
 	secretNotRendered = "SECRET-NOT-RENDERED:"
 	withSecretsHint   = "aoctl peer-config --with-secrets prints it"
 )
+
+// placeholderNote is the comment line (comment leader c) a rendering with
+// placeholders carries above them.
+func (r *renderer) placeholderNote(c, target string) {
+	if !r.o.WithSecrets {
+		r.printf("%s A statement starting %s stands for one holding a secret that is not rendered: %s refuses it.\n", c, secretNotRendered, target)
+	}
+}
 
 // local is the far end's neighbor (aokeyd's router), or a placeholder.
 func (r *renderer) local() string {

@@ -117,14 +117,17 @@ func (r *renderer) yang() {
 			r.refuse(k.Name, "RFC 8177 and RFC 9648 have no MAC length; this key's MAC is %d bytes, not the algorithm's 12-byte default", k.MACLen)
 			continue
 		}
-		ks := yangKeyString{HexadecimalString: r.secret(k, func(b []byte) string {
+		// Always hexadecimal-string, never keystring (which takes any
+		// string): the placeholder is no yang:hex-string, whose pattern
+		// every validating server checks (yanglint refuses it).
+		ks := yangKeyString{HexadecimalString: r.notRendered(r.secret(k, func(b []byte) string {
 			h := hex.EncodeToString(b)
 			var parts []string
 			for j := 0; j < len(h); j += 2 {
 				parts = append(parts, h[j:j+2])
 			}
 			return strings.Join(parts, ":")
-		})}
+		}))}
 		kc.Key = append(kc.Key, yangKey{
 			KeyID:           strconv.Itoa(i + 1),
 			Lifetime:        yangLifetimes{Send: yangLife(k.Send), Accept: yangLife(k.Accept)},
