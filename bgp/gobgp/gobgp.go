@@ -251,9 +251,33 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 	}
 }
 
-// watchOnce opens the stream, then lists (so no change falls between the
-// two), sends the sync and relays events until the stream fails. delivered
-// is true once the sync went out.
+// The watch's listings after the first (watchOnce). GoBGP's WatchEvent
+// sends no initial state, and gobgpd registers the watcher only after the
+// client's stream has opened: a change between the first listing and that
+// registration is in neither, and a session established then would never
+// be reported (seen in the guest: both sides' active opens, B's session
+// never taken over). A second listing once the watcher is surely
+// registered closes that window; a listing now and then after it is a
+// safety net for anything else a stream loses (one ListPeer a minute).
+const (
+	relistFirst = 2 * time.Second
+	relistEvery = time.Minute
+)
+
+// peerRecv is one read of the event stream.
+type peerRecv struct {
+	p    bgp.PeerInfo
+	skip bool
+	err  error
+}
+
+// watchOnce opens the stream, then lists (so no change after the watcher's
+// registration falls between the two), sends the sync and relays events
+// until the stream fails, listing again relistFirst after the open and
+// every relistEvery after that. Each listing is a sync sent in the
+// stream's order: events the stream delivers after it were read after it,
+// so the last state relayed is the latest. delivered is true once the
+// first sync went out.
 func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -269,8 +293,43 @@ func (s *Speaker) watchOnce(ctx context.Context, ch chan<- bgp.Event) (delivered
 	if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: peers}) {
 		return true, ctx.Err()
 	}
+	// The stream is read by its own goroutine (ended with sctx: recv
+	// returns once the stream's context is cancelled), so that the
+	// listings can interleave with its events.
+	recvs := make(chan peerRecv)
+	go func() {
+		for {
+			p, skip, err := st.recv()
+			select {
+			case recvs <- peerRecv{p, skip, err}:
+			case <-sctx.Done():
+				return
+			}
+			if err != nil && !skip {
+				return
+			}
+		}
+	}()
+	relist := time.NewTimer(relistFirst)
+	defer relist.Stop()
 	for {
-		p, skip, err := st.recv()
+		var r peerRecv
+		select {
+		case r = <-recvs:
+		case <-relist.C:
+			peers, err := s.Peers(sctx)
+			if err != nil {
+				return true, err
+			}
+			if !bgp.SendEvent(ctx, ch, bgp.Event{Kind: bgp.EventSync, Peers: peers}) {
+				return true, ctx.Err()
+			}
+			relist.Reset(relistEvery)
+			continue
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
+		p, skip, err := r.p, r.skip, r.err
 		if skip {
 			if err != nil {
 				s.opt.Log.Warn("gobgpd peer event ignored", "speaker", s.opt.Name, "err", err)

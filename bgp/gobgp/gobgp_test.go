@@ -192,3 +192,51 @@ func TestResetPeer(t *testing.T) {
 		t.Fatalf("resets %+v", f.resets)
 	}
 }
+
+func TestWatchRelistsAfterOpening(t *testing.T) { synctest.Test(t, testWatchRelistsAfterOpening) }
+
+// testWatchRelistsAfterOpening: gobgpd's WatchEvent sends no initial
+// state, and the server registers the watcher after the client's stream
+// opened, so a state change between the watch's first listing and that
+// registration is in neither (seen in the guest: a session established
+// then was never taken over, its sockets never keyed by aokeyd). The watch
+// lists again once the stream has had time to register, and then now and
+// then, each listing a sync in the stream's order.
+func testWatchRelistsAfterOpening(t *testing.T) {
+	s1 := make(chan *api.WatchEventResponse, 4)
+	f := &fakeAPI{streams: []chan *api.WatchEventResponse{s1}}
+	f.setPeers(listed("10.255.0.2", api.PeerState_OPENCONFIRM, 0, true, "", 0))
+	sp := New(f, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := sp.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, ch); ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateOpenConfirm {
+		t.Fatalf("first event %+v, want the sync", ev)
+	}
+	// Established before the server's watcher was registered: no event.
+	f.setPeers(listed("10.255.0.2", api.PeerState_ESTABLISHED, 0, true, "", 0))
+	start := time.Now()
+	ev := next(t, ch)
+	if ev.Kind != bgp.EventSync || !ev.Peers[0].Established() {
+		t.Fatalf("after the missed change %+v, want a sync with the session established", ev)
+	}
+	if d := time.Since(start); d > relistFirst {
+		t.Fatalf("relisted after %v, want within %v", d, relistFirst)
+	}
+	// And again later: a safety net for any change the stream lost.
+	f.setPeers(listed("10.255.0.2", api.PeerState_IDLE, 1, true, "", 0))
+	select {
+	case ev := <-ch:
+		if ev.Kind != bgp.EventSync || ev.Peers[0].State != bgp.StateIdle {
+			t.Fatalf("the periodic listing %+v, want a sync with the session idle", ev)
+		}
+	case <-time.After(relistEvery + time.Second):
+		t.Fatalf("no listing within %v", relistEvery)
+	}
+	cancel()
+	for range ch {
+	}
+}
