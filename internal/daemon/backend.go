@@ -470,6 +470,10 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // publishes).
 func (d *Daemon) rollEvent(e rotator.Event) {
 	d.rolls.event(e)
+	if r, why, ended := d.ops.early.event(e); ended {
+		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", e.Peer, "key", r.label(), "why", why)
+		d.wake() // the peer's desired state goes back to the schedule's
+	}
 	m := d.o.Metrics
 	if m == nil {
 		return
@@ -504,6 +508,7 @@ func (d *Daemon) forget(id rotator.PeerID) {
 	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
 	d.rolls.forget(id)
+	d.ops.early.forget(id)
 	d.peers.mu.Lock()
 	p := d.peers.m[id]
 	delete(d.peers.m, id)
