@@ -239,6 +239,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	ps.Edits = editStatus(rs.Edits, d.listenerEditsFor(info), names)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
+	ps.EarlyRoll = d.ops.early.status(id, now)
 	if rs.HavePending {
 		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
 			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 )
@@ -207,7 +208,7 @@ func (e *earlyRolls) event(ev rotator.Event) (earlyRoll, string, bool) {
 		e.mu.Unlock()
 		return earlyRoll{}, "", false
 	}
-	why := fmt.Sprintf("the roll to it aborted (%s); not retried", ev.Reason)
+	why := fmt.Sprintf("the roll to it aborted (%s)", ev.Reason)
 	return r, why, e.end(ev.Peer, r, ev.At, why)
 }
 
@@ -264,6 +265,31 @@ func (e *earlyRolls) view(id rotator.PeerID, now time.Time) (r earlyRoll, inForc
 		return earlyRoll{}, false, en, true
 	}
 	return earlyRoll{}, false, earlyEnd{}, false
+}
+
+// status is id's request in force for status, or the last one that ended
+// before the schedule reached its target while that target's send start
+// is ahead; nil when there is neither.
+func (e *earlyRolls) status(id rotator.PeerID, now time.Time) *control.EarlyRoll {
+	r, inForce, end, ended := e.view(id, now)
+	switch {
+	case inForce:
+		st := control.EarlyRolling
+		if r.state == earlyHeld {
+			st = control.EarlyHeld
+		}
+		return r.status(st)
+	case ended:
+		s := end.roll.status(control.EarlyEnded)
+		s.EndedAt, s.Ended = end.at, end.why
+		return s
+	}
+	return nil
+}
+
+func (r earlyRoll) status(state string) *control.EarlyRoll {
+	return &control.EarlyRoll{Key: control.KeyName{Chain: r.chain, Name: r.name, SendID: r.send, RecvID: r.recv},
+		KeyStart: r.start, AskedAt: r.asked, State: state}
 }
 
 // newest is the index of the key an aoctl rotate rolls to: the one with

@@ -48,6 +48,19 @@ func (e *env) rollSteps(seq uint64) ([]control.RollStep, uint64) {
 	return rep.Steps, rep.Last
 }
 
+// earlyIs fails the test unless status shows the peer's aoctl rotate for k
+// in state, its end (if any) saying why.
+func (e *env) earlyIs(k testKey, state, why string) {
+	e.t.Helper()
+	er := e.peerStatus().EarlyRoll
+	switch {
+	case er == nil:
+		e.t.Fatalf("status shows no aoctl rotate, want it %s to %s", state, k.name)
+	case er.State != state || er.Key.String() != chainName+"/"+k.name || !er.KeyStart.Equal(k.sendStart) || !strings.Contains(er.Ended, why):
+		e.t.Fatalf("status shows aoctl rotate %+v, want it %s to %s/%s (send start %s), ended %q", er, state, chainName, k.name, k.sendStart, why)
+	}
+}
+
 // noRollTo fails the test if a step after seq announced a key, aborted
 // or named one of keys: a change of the session's key set (a key installed
 // accept-only, one retired) is a roll too, which stays on the key sent
@@ -133,8 +146,20 @@ func testRotateRollsToTheNewestKeyWhenAsked(t *testing.T) {
 	e.up(ids(k1, k2), k2, k1) // the remote router sends with k1
 	e.holdsKey(k1, "setup")
 
-	seq := e.followTo(k2, e.rotate(k2))
+	seq := e.rotate(k2)
+	e.earlyIs(k2, control.EarlyRolling, "")
+	seq = e.followTo(k2, seq)
 	e.holdsKey(k2, "after the roll to k2")
+	e.earlyIs(k2, control.EarlyHeld, "")
+	pl, err := e.d.Plan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pl.Upcoming, func(ev control.Event) bool {
+		return ev.At.Equal(k2.sendStart) && strings.Contains(ev.Action, "aoctl rotate's early roll to core/k2 ends")
+	}) {
+		t.Errorf("plan's upcoming %+v: want the end of aoctl rotate's hold on k2 at its send start", pl.Upcoming)
+	}
 
 	// k3 comes, its send start an hour ahead; the far end lacks it yet.
 	e.refreshWith(k1, k2, k3)
@@ -165,6 +190,7 @@ func testRotateRollsToTheNewestKeyWhenAsked(t *testing.T) {
 	m.Secret.Zero()
 	e.followTo(k3, e.rotate(k3))
 	e.holdsKey(k3, "after the second rotate")
+	e.earlyIs(k3, control.EarlyHeld, "")
 }
 
 // The key aoctl rotate named leaves the key source before any pass rolled
@@ -207,6 +233,7 @@ func testRotateTargetGoneBeforeTheRoll(t *testing.T) {
 		e.holdsKey(k1, "after the rotate's key left the source")
 	}
 	e.noRollTo(seq, "after the rotate's key left the source", k2, k3)
+	e.earlyIs(k2, control.EarlyEnded, "no longer one of the peer's keys")
 	if got := keyIDs(t, e.acc); !slices.Equal(got, ids(k1, k3)) {
 		t.Errorf("session keys %v, want %v (k2 gone, k3 accept-only)", got, ids(k1, k3))
 	}
@@ -244,6 +271,7 @@ func testRotateAbortedIsNotRetried(t *testing.T) {
 		e.holdsKey(k1, "after the rotate's roll aborted")
 	}
 	e.noRollTo(seq, "after the rotate's roll aborted (no retry nobody asked for)", k2)
+	e.earlyIs(k2, control.EarlyEnded, "the roll to it aborted (switch-timeout)")
 
 	// The far end gets k2; the operator asks again.
 	m := k2.mirror()
