@@ -2,11 +2,11 @@ package daemon
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 )
@@ -16,9 +16,9 @@ import (
 // start. What an operator expects of it, and what the daemon does:
 //
 //   - The roll goes to the key that was newest when they asked (the
-//     target, named by chain, name, IDs and material), once. A key added
-//     later is rolled to when the schedule reaches it, or when they ask
-//     again; never because it happens to be newest now.
+//     target, named by chain, name, IDs and material: early.Key),
+//     once. A key added later is rolled to when the schedule reaches it,
+//     or when they ask again; never because it happens to be newest now.
 //   - Once the roll completed the peer keeps sending with the target until
 //     the schedule reaches it: going back to the schedule's older key
 //     would be a roll nobody asked for. The request is then held.
@@ -48,37 +48,12 @@ const (
 // earlyRoll is one peer's request: its target as the key source had it
 // when the operator asked.
 type earlyRoll struct {
-	chain, name string // the source chain and the key's name in it
-	send, recv  uint8
-	mat         material
-	start       time.Time // the target's send start (the policy's)
-	asked       time.Time
-	state       earlyState
+	key   early.Key
+	asked time.Time
+	state earlyState
 }
 
-// label names the target, CHAIN/NAME.
-func (r earlyRoll) label() string { return r.chain + "/" + r.name }
-
-// index is the target's index in pk.Keys; why, when it is not there,
-// says why not.
-func (r earlyRoll) index(pk policy.PeerKeys) (i int, why string) {
-	if pk.SourceChain != r.chain {
-		return -1, fmt.Sprintf("the peer's key chain is %s now", pk.SourceChain)
-	}
-	for i, k := range pk.Keys {
-		if k.MKT.Name != r.name {
-			continue
-		}
-		if k.MKT.SendID != r.send || k.MKT.RecvID != r.recv || materialOf(&k.MKT) != r.mat {
-			return -1, "its IDs or material changed in the key source"
-		}
-		return i, ""
-	}
-	if slices.Contains(pk.Revoked, r.name) {
-		return -1, "it was revoked"
-	}
-	return -1, "it is no longer one of the peer's keys in the key source"
-}
+func (r earlyRoll) label() string { return r.key.Label() }
 
 // earlyEnd is a request that ended before the schedule reached its
 // target, kept for status until the target's send start.
@@ -103,11 +78,10 @@ type earlyRolls struct {
 
 // ask records the operator's request for id, replacing any other one. A
 // request for the same target stays as it is; ask returns it then.
-func (e *earlyRolls) ask(id rotator.PeerID, r earlyRoll) (same earlyRoll, ok bool) {
+func (e *earlyRolls) ask(id rotator.PeerID, r earlyRoll) (old earlyRoll, same bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old, ok := e.rolls[id]; ok && old.chain == r.chain && old.name == r.name && old.send == r.send &&
-		old.recv == r.recv && old.mat == r.mat {
+	if old, ok := e.rolls[id]; ok && old.key.Same(r.key) {
 		return old, true
 	}
 	if e.rolls == nil {
@@ -134,30 +108,12 @@ func (e *earlyRolls) get(id rotator.PeerID) (earlyRoll, bool) {
 	return r, ok
 }
 
-// in is the index in pk.Keys of the key the request has its peer send
-// with: its target, while the target is one of pk's keys and the schedule
-// has not reached it. Otherwise it is -1 and why says why not; caughtUp
-// when the schedule did reach it (its preferred key is the target, or one
-// that starts sending no earlier).
-func (r earlyRoll) in(pk policy.PeerKeys) (i int, why string, caughtUp bool) {
-	i, why = r.index(pk)
-	switch {
-	case i < 0:
-		return -1, why, false
-	case i == pk.Preferred:
-		return -1, "the schedule sends with it now", true
-	case pk.Preferred >= 0 && !pk.Keys[pk.Preferred].SendLifetime.Start.Before(pk.Keys[i].SendLifetime.Start):
-		return -1, "the schedule sends with " + pk.Keys[pk.Preferred].MKT.Name + ", which starts no earlier", true
-	}
-	return i, "", false
-}
-
 // prefer is the index in pk.Keys of the key id's peer is to send with:
-// its request's target while the request applies (earlyRoll.in), else the
-// schedule's preferred key.
+// its request's target while the request applies (early.Key.In),
+// else the schedule's preferred key.
 func (e *earlyRolls) prefer(id rotator.PeerID, pk policy.PeerKeys) int {
 	if r, ok := e.get(id); ok {
-		if i, _, _ := r.in(pk); i >= 0 {
+		if i, _, _ := r.key.In(pk); i >= 0 {
 			return i
 		}
 	}
@@ -172,7 +128,7 @@ func (e *earlyRolls) stale(id rotator.PeerID, pk policy.PeerKeys, now time.Time)
 	if !ok {
 		return r, ""
 	}
-	i, why, caughtUp := r.in(pk)
+	i, why, caughtUp := r.key.In(pk)
 	if i >= 0 {
 		return r, ""
 	}
@@ -196,7 +152,7 @@ func (e *earlyRolls) event(ev rotator.Event) (earlyRoll, string, bool) {
 	e.mu.Lock()
 	r, ok := e.rolls[ev.Peer]
 	e.mu.Unlock()
-	if !ok || ev.WantCurrent != rotator.ID(r.send) || ev.WantRNext != rotator.ID(r.recv) {
+	if !ok || ev.WantCurrent != rotator.ID(r.key.SendID) || ev.WantRNext != rotator.ID(r.key.RecvID) {
 		return earlyRoll{}, "", false // no request, or another roll
 	}
 	if ev.Kind == rotator.EventRollCompleted {
@@ -261,7 +217,7 @@ func (e *earlyRolls) view(id rotator.PeerID, now time.Time) (r earlyRoll, inForc
 	if r, ok := e.rolls[id]; ok {
 		return r, true, earlyEnd{}, false
 	}
-	if en, ok := e.ended[id]; ok && (en.roll.start.IsZero() || now.Before(en.roll.start)) {
+	if en, ok := e.ended[id]; ok && (en.roll.key.Start.IsZero() || now.Before(en.roll.key.Start)) {
 		return earlyRoll{}, false, en, true
 	}
 	return earlyRoll{}, false, earlyEnd{}, false
@@ -288,38 +244,7 @@ func (e *earlyRolls) status(id rotator.PeerID, now time.Time) *control.EarlyRoll
 }
 
 func (r earlyRoll) status(state string) *control.EarlyRoll {
-	return &control.EarlyRoll{Key: control.KeyName{Chain: r.chain, Name: r.name, SendID: r.send, RecvID: r.recv},
-		KeyStart: r.start, AskedAt: r.asked, State: state}
-}
-
-// newest is the index of the key an aoctl rotate rolls to: the one with
-// the latest send start whose send lifetime has not ended at now (ties go
-// to the schedule's preferred key); -1 when there is none.
-func newest(pk policy.PeerKeys, now time.Time) int {
-	best := -1
-	for i, k := range pk.Keys {
-		if end := k.SendLifetime.End; !end.IsZero() && !now.Before(end) {
-			continue // sent with no more: nothing to roll to ahead of time
-		}
-		if best < 0 {
-			best = i
-			continue
-		}
-		switch k.SendLifetime.Start.Compare(pk.Keys[best].SendLifetime.Start) {
-		case 1:
-			best = i
-		case 0:
-			if i == pk.Preferred {
-				best = i
-			}
-		}
-	}
-	return best
-}
-
-// earlyRollOf is the request for pk's key i asked at now.
-func earlyRollOf(pk policy.PeerKeys, i int, now time.Time) earlyRoll {
-	k := pk.Keys[i]
-	return earlyRoll{chain: pk.SourceChain, name: k.MKT.Name, send: k.MKT.SendID, recv: k.MKT.RecvID,
-		mat: materialOf(&k.MKT), start: k.SendLifetime.Start, asked: now}
+	k := r.key
+	return &control.EarlyRoll{Key: control.KeyName{Chain: k.Chain, Name: k.Name, SendID: k.SendID, RecvID: k.RecvID},
+		KeyStart: k.Start, AskedAt: r.asked, State: state}
 }

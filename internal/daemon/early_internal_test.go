@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -25,6 +26,11 @@ func earlyPeerKeys(t0 time.Time) policy.PeerKeys {
 	return policy.PeerKeys{Chain: "core", SourceChain: "core", Preferred: 0, Keys: []policy.ScheduledKey{
 		key("k1", 20, -time.Hour, "early-unit-k1"), key("k2", 30, 30*time.Minute, "early-unit-k2"), key("k3", 40, time.Hour, "early-unit-k3"),
 	}}
+}
+
+// earlyAsk is the request for pk's key i asked at.
+func earlyAsk(pk policy.PeerKeys, i int, at time.Time) earlyRoll {
+	return earlyRoll{key: early.KeyOf(pk, i), asked: at}
 }
 
 // A request names its target: the preference follows that key while it is
@@ -60,7 +66,7 @@ func TestEarlyRollPreference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e earlyRolls
-			e.ask(id, earlyRollOf(base, 1, t0))
+			e.ask(id, earlyAsk(base, 1, t0))
 			gen := e.generation()
 			pk := earlyPeerKeys(t0)
 			tc.change(&pk)
@@ -72,8 +78,8 @@ func TestEarlyRollPreference(t *testing.T) {
 			switch {
 			case tc.why == "" && (why != "" || !inForce || e.generation() != gen):
 				t.Errorf("stale: %q (in force %t), want the request to stay", why, inForce)
-			case tc.why != "" && (!strings.Contains(why, tc.why) || inForce || r.name != "k2" || e.generation() == gen):
-				t.Errorf("stale: %q for %s (in force %t), want the request for k2 ended: %q", why, r.name, inForce, tc.why)
+			case tc.why != "" && (!strings.Contains(why, tc.why) || inForce || r.key.Name != "k2" || e.generation() == gen):
+				t.Errorf("stale: %q for %s (in force %t), want the request for k2 ended: %q", why, r.key.Name, inForce, tc.why)
 			case ended != tc.noted || ended && end.why != why:
 				t.Errorf("status is told %+v (%t), want %t", end, ended, tc.noted)
 			}
@@ -103,7 +109,7 @@ func TestEarlyRollEvents(t *testing.T) {
 	}
 
 	var e earlyRolls
-	e.ask(id, earlyRollOf(pk, 1, t0))
+	e.ask(id, earlyAsk(pk, 1, t0))
 	e.event(ev(rotator.EventRollAborted, 20, 21)) // a roll to k1: not the request's
 	e.event(ev(rotator.EventRollCompleted, 40, 41))
 	if got := state(&e); got != "rolling" {
@@ -116,47 +122,26 @@ func TestEarlyRollEvents(t *testing.T) {
 	if _, ended := e.down(id, t0); ended || state(&e) != "held" {
 		t.Fatalf("a held request ended with the session")
 	}
-	if _, same := e.ask(id, earlyRollOf(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
+	if _, same := e.ask(id, earlyAsk(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
 		t.Fatalf("asked again for k2: same %t, %s; want the held request kept", same, state(&e))
 	}
 	if _, why, ended := e.event(ev(rotator.EventRollAborted, 30, 31)); !ended || !strings.Contains(why, "aborted (switch-timeout)") {
 		t.Fatalf("a roll to k2 aborted: ended %t %q", ended, why)
 	}
-	if _, _, end, ended := e.view(id, t0); state(&e) != "none" || !ended || end.roll.name != "k2" {
+	if _, _, end, ended := e.view(id, t0); state(&e) != "none" || !ended || end.roll.key.Name != "k2" {
 		t.Fatalf("after the abort: %s, status told %+v", state(&e), end)
 	}
 	if _, _, _, ended := e.view(id, t0.Add(30*time.Minute)); ended {
 		t.Errorf("status still told of the ended request once k2's send start came")
 	}
 
-	e.ask(id, earlyRollOf(pk, 2, t0))
-	if r, ended := e.down(id, t0); !ended || r.name != "k3" || state(&e) != "none" {
+	e.ask(id, earlyAsk(pk, 2, t0))
+	if r, ended := e.down(id, t0); !ended || r.key.Name != "k3" || state(&e) != "none" {
 		t.Fatalf("the session went down before the roll to k3 completed: ended %t, %s", ended, state(&e))
 	}
-	e.ask(id, earlyRollOf(pk, 2, t0))
+	e.ask(id, earlyAsk(pk, 2, t0))
 	e.forget(id)
 	if _, inForce, _, ended := e.view(id, t0); inForce || ended {
 		t.Errorf("a forgotten peer's request is still there")
-	}
-}
-
-// aoctl rotate rolls to the key with the latest send start, ties going
-// to the schedule's key; a key no longer sent with is none to roll to.
-func TestNewest(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	pk := earlyPeerKeys(t0)
-	if got := newest(pk, t0); got != 2 {
-		t.Errorf("newest = %d, want k3 (2)", got)
-	}
-	pk.Keys[2].SendLifetime.End = t0
-	if got := newest(pk, t0); got != 1 {
-		t.Errorf("newest with k3's send lifetime over = %d, want k2 (1)", got)
-	}
-	pk.Keys[1].SendLifetime.Start = pk.Keys[0].SendLifetime.Start
-	if got := newest(pk, t0); got != 0 {
-		t.Errorf("newest with k1 and k2 starting together = %d, want the schedule's k1 (0)", got)
-	}
-	if got := newest(policy.PeerKeys{Preferred: -1}, t0); got != -1 {
-		t.Errorf("newest of no keys = %d, want -1", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/early"
 )
 
 // Rotate implements control.Backend: roll now to the newest key the source
@@ -36,7 +37,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		id := p.info.Key()
 		out := control.RotateOutcome{Seq: seq, Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
 		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
-		n := newest(pk, now)
+		n := early.Newest(pk, now)
 		switch {
 		case err != nil:
 			out.Error = err.Error()
@@ -45,10 +46,10 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		case n < 0 || n == pk.Preferred:
 			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
 		default:
-			r := earlyRollOf(pk, n, now)
+			r := earlyRoll{key: early.KeyOf(pk, n), asked: now}
 			if old, same := d.ops.early.ask(id, r); same && old.state == earlyHeld {
 				out.Detail = fmt.Sprintf("already rolled to %s ahead of its send start (aoctl rotate at %s); the schedule sends with it from %s",
-					r.label(), old.asked.UTC().Format(time.RFC3339), r.start.UTC().Format(time.RFC3339))
+					r.label(), old.asked.UTC().Format(time.RFC3339), r.key.Start.UTC().Format(time.RFC3339))
 				break
 			}
 			out.Started = true
