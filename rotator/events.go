@@ -68,6 +68,13 @@ type Event struct {
 	HavePending    bool
 	Current, RNext OptID
 	Detail         string
+	// WantCurrent (a SendID) and WantRNext (a RecvID) are the preferred
+	// key of the desired state the machine had (Desired.WantCurrent and
+	// WantRNext): the key the roll that started, aborted or completed
+	// went to. An abort has no Pending key any more; these still say
+	// which roll it was (the daemon ends an aoctl rotate whose roll
+	// aborted by them).
+	WantCurrent, WantRNext OptID
 }
 
 // emit sends one event of the machine's peer, if anyone listens.
@@ -77,7 +84,8 @@ func (m *machine) emit(kind EventKind, now time.Time, from State, reason AbortRe
 	}
 	e := Event{Peer: m.peer, Kind: kind, At: now, State: m.st.State, From: from, Reason: reason,
 		Attempts: m.st.Attempts, LastAbortReason: m.st.LastAbortReason,
-		Pending: m.st.Pending, HavePending: m.st.HavePending, Current: m.st.Current, RNext: m.st.RNext}
+		Pending: m.st.Pending, HavePending: m.st.HavePending, Current: m.st.Current, RNext: m.st.RNext,
+		WantCurrent: m.desired.WantCurrent, WantRNext: m.desired.WantRNext}
 	if kind == EventRollAborted {
 		e.Detail = m.st.LastAbort
 	}

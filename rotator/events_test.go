@@ -19,7 +19,8 @@ import (
 // (with its own typed reason, not the last one's) or completed, and the
 // state changes come in order. The far end here holds only the old key at
 // first, so the first attempt times out; a session guard refuses the
-// second; the third completes once the far end has the new key.
+// second; the third completes once the far end has the new key. Each
+// event of a roll names the key it goes to.
 func TestRollEvents(t *testing.T) {
 	n := tcpaotest.NewNet()
 	x, y := eventLink(t, n)
@@ -54,6 +55,10 @@ func TestRollEvents(t *testing.T) {
 	for _, e := range got {
 		if e.Peer != pid("x") || e.At.IsZero() {
 			t.Errorf("event %+v: wrong peer or no time", e)
+		}
+		want := OptID{ID: 2, Valid: true}
+		if e.Kind != EventState && (e.WantCurrent != want || e.WantRNext != want) {
+			t.Errorf("event %s: want current %v, rnext %v; want the roll's key, 2/2", e.Kind, e.WantCurrent, e.WantRNext)
 		}
 		s := e.Kind.String()
 		switch e.Kind {

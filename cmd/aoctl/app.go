@@ -94,7 +94,7 @@ Examples:
   aoctl plan                           the daemon's dry run against the kernel state
   aoctl plan --config /etc/aokeyd/aokeyd.yaml --at 2026-11-01
                                        offline plan from the config files
-  aoctl rotate 192.0.2.2               roll one peer to its preferred key now
+  aoctl rotate 192.0.2.2               roll one peer to its newest key now
   aoctl rotate --all
   aoctl revoke core/2026-10            remove a compromised key everywhere
   aoctl replace core/2026-10           apply core/2026-10's new secret, edited in place in the key source

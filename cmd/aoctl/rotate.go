@@ -19,9 +19,13 @@ func (a *app) rotate() *cmd {
 	var vrf string
 	fs := a.flagSet("rotate", "PEER [--vrf VRF] | --all [--wait]", func(w io.Writer) {
 		fmt.Fprint(w, `
-Starts a rotation now: the daemon installs the peer's preferred key if
-needed, announces it with RNext, and switches once the peer sends with it.
-Exit status 1 when a peer could not start.
+Starts a rotation now, to the newest key the key source holds for the
+peer, ahead of its send start: the daemon installs it if needed, announces
+it with RNext, and switches once the peer sends with it. It rolls to that
+key once: the peer then keeps it until the schedule sends with it; a key
+added later waits for the schedule or another aoctl rotate; a roll that
+aborts, or whose session goes down, is not retried (the schedule governs
+again; aoctl status says why). Exit status 1 when a peer could not start.
 With --wait it then prints each step as the peer takes it (started,
 announced, switched, completed; or aborted, with the reason, or the
 session going down) and exits when every roll it started has ended:

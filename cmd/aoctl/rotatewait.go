@@ -168,7 +168,9 @@ func stepLine(r *rollFollowed, s control.RollStep) string {
 			what += ", sending with " + key
 		}
 	case control.RollAborted:
-		what = fmt.Sprintf("roll aborted (%s): %s; the old key is kept, aokeyd retries later", dash(s.Reason), dash(s.Detail))
+		// A roll aoctl rotate started is not retried (aokeyd's early.go):
+		// the schedule governs again.
+		what = fmt.Sprintf("roll aborted (%s): %s; the old key is kept and the roll is not retried", dash(s.Reason), dash(s.Detail))
 	case control.RollReplanned:
 		what = "the desired keys changed: aokeyd plans the roll again"
 	case control.RollSessionDown:
@@ -184,6 +186,14 @@ func stepLine(r *rollFollowed, s control.RollStep) string {
 	return fmt.Sprintf("%s  %s  %-12s  %s", stamp(s.At), peerLabel(r.Peer, r.VRF), s.Step, what)
 }
 
+// rotateArgs names a peer on aoctl rotate's command line.
+func rotateArgs(peer, vrf string) string {
+	if vrf != "" {
+		return peer + " --vrf " + vrf
+	}
+	return peer
+}
+
 // resultLine is how a followed roll ended.
 func resultLine(r rollFollowed, start, now time.Time, bound time.Duration) string {
 	p := peerLabel(r.Peer, r.VRF)
@@ -195,7 +205,7 @@ func resultLine(r rollFollowed, start, now time.Time, bound time.Duration) strin
 	case rollCompleted:
 		return fmt.Sprintf("%s: roll completed in %s", p, human(took))
 	case rollAborted, rollSessionDown:
-		return fmt.Sprintf("%s: roll FAILED (%s)", p, r.Result)
+		return fmt.Sprintf("%s: roll FAILED (%s): not retried, the schedule governs again (aoctl rotate %s to try again)", p, r.Result, rotateArgs(r.Peer, r.VRF))
 	case rollTimedOut:
 		return fmt.Sprintf("%s: roll did not end within %s; it goes on (aoctl status %s)", p, human(bound), r.Peer)
 	case rollInterrupted:

@@ -254,6 +254,9 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	if r.LastAbortReason != "" || r.LastAbort != "" {
 		fmt.Fprintf(w, "  Last abort: %s: %s\n", dash(r.LastAbortReason), r.LastAbort)
 	}
+	if er := p.EarlyRoll; er != nil {
+		fmt.Fprintf(w, "  aoctl rotate (asked %s): %s\n", when(er.AskedAt, now), earlyRollText(p, *er, now))
+	}
 	c := p.Counters
 	fmt.Fprintf(w, "  Counters: good %d, bad %d, key-not-found %d, ao-required %d, dropped-icmp %d\n",
 		c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired, c.PktDroppedICMP)
@@ -262,6 +265,21 @@ func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
 	for _, wn := range p.Warnings {
 		fmt.Fprintf(w, "  WARNING: %s\n", wn)
 	}
+}
+
+// earlyRollText says where the peer's aoctl rotate stands.
+func earlyRollText(p control.PeerStatus, er control.EarlyRoll, now time.Time) string {
+	key := er.Key.String()
+	switch er.State {
+	case control.EarlyRolling:
+		return fmt.Sprintf("rolling to %s ahead of its send start %s", key, when(er.KeyStart, now))
+	case control.EarlyHeld:
+		return fmt.Sprintf("rolled to %s; sending with it ahead of the schedule, which sends with it from %s", key, when(er.KeyStart, now))
+	case control.EarlyEnded:
+		return fmt.Sprintf("the roll to %s ended %s: %s; the schedule governs, nothing is retried (aoctl rotate %s asks again)",
+			key, when(er.EndedAt, now), dash(er.Ended), rotateArgs(p.Peer, p.VRF))
+	}
+	return er.State + " " + key
 }
 
 // renderEdits writes the edits in place of the peer's keys and the rule

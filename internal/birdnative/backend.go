@@ -9,6 +9,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/chainview"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 )
 
@@ -125,20 +126,46 @@ func (d *Driver) Plan(ctx context.Context) (control.PlanReport, error) {
 	return rep, nil
 }
 
-// Rotate implements control.Backend: BIRD prefers the newest key now,
-// ahead of its send time, until the schedule catches up.
+// Rotate implements control.Backend: BIRD prefers, from the next pass on,
+// the key that is the newest for the peer now, ahead of its send time,
+// until the schedule reaches it; that key, not whichever is newest later
+// (early.Key).
 func (d *Driver) Rotate(_ context.Context, req control.RotateRequest) (control.RotateResult, error) {
 	var res control.RotateResult
+	snap := d.o.Keys.Current()
+	if snap == nil {
+		return res, errors.New("no good key snapshot yet")
+	}
+	defer snap.Zero()
+	pol, now := d.policy(), d.o.Now()
 	d.mu.Lock()
 	views := d.views
-	for _, v := range views {
-		if req.All || v.ID.Addr.String() == req.Peer && (req.VRF == "" || req.VRF == v.ID.VRF) {
-			d.early[v.ID] = true
-			res.Peers = append(res.Peers, control.RotateOutcome{Peer: v.ID.Addr.String(), VRF: v.ID.VRF, Started: true, State: "native",
-				Detail: "BIRD's file prefers the newest key at the next pass"})
-		}
-	}
 	d.mu.Unlock()
+	for _, v := range views {
+		if !req.All && (v.ID.Addr.String() != req.Peer || req.VRF != "" && req.VRF != v.ID.VRF) {
+			continue
+		}
+		out := control.RotateOutcome{Peer: v.ID.Addr.String(), VRF: v.ID.VRF, State: "native"}
+		pk, err := pol.Desired(snap, v.ID.Addr, v.ID.VRF, now)
+		if err == nil {
+			d.scope(&pk, snap, v.ID)
+		}
+		n := early.Newest(pk, now)
+		switch {
+		case err != nil:
+			out.Error = err.Error()
+		case n < 0 || n == pk.Preferred:
+			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
+		default:
+			k := early.KeyOf(pk, n)
+			d.mu.Lock()
+			d.early[v.ID] = k
+			d.mu.Unlock()
+			out.Started = true
+			out.Detail = "rolling to " + k.Label() + ": BIRD's file prefers it from the next pass until its send start"
+		}
+		res.Peers = append(res.Peers, out)
+	}
 	if len(res.Peers) == 0 {
 		return res, fmt.Errorf("peer %q is not one of BIRD's neighbors aokeyd keys: %w", req.Peer, control.ErrNotFound)
 	}

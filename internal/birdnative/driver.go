@@ -18,6 +18,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -78,8 +79,10 @@ type Driver struct {
 	lastGood map[peer.Key]map[ids]uint64
 	views    []peerView // published by each pass; never modified
 	cfgErr   string     // the last configure's failure ("": none)
-	early    map[peer.Key]bool
-	revoked  []Revocation
+	// early are aoctl rotate's requests: the key each neighbor's file
+	// prefers until the schedule reaches it (early.Key).
+	early   map[peer.Key]early.Key
+	revoked []Revocation
 	// configWarn names the settings a reload could not apply.
 	configWarn []string
 }
@@ -135,7 +138,7 @@ func New(o Options) (*Driver, error) {
 		return nil, err
 	}
 	return &Driver{o: o, log: o.Logger, lastGood: map[peer.Key]map[ids]uint64{}, kick: make(chan struct{}, 1),
-		revokes: make(chan revokeAsk), early: map[peer.Key]bool{}, revoked: rev}, nil
+		revokes: make(chan revokeAsk), early: map[peer.Key]early.Key{}, revoked: rev}, nil
 }
 
 // Kick asks for a pass now.
@@ -286,7 +289,7 @@ func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Tim
 				v.Names[ids{m.SendID, m.RecvID}] = pk.SourceChain + "/" + m.Name
 			}
 		}
-		in := input{Desired: pk.Keys, Preferred: d.preferred(id, pk)}
+		in := input{Desired: pk.Keys, Preferred: d.preferred(id, pk, record)}
 		for _, name := range slices.Concat(pk.Revoked, pk.Expired) {
 			if c := snap.Chains[pk.SourceChain]; c != nil {
 				if m, ok := c.Key(name); ok {
@@ -347,24 +350,27 @@ func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Tim
 	return views, ok
 }
 
-// preferred is the key BIRD sends with: the policy's, or the newest after
-// aoctl rotate (until it is the policy's).
-func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys) int {
+// preferred is the key BIRD sends with: the policy's, or the key aoctl
+// rotate named while it is one of the peer's keys and the schedule has not
+// reached it (early.Key.In). A pass (record) ends a request that no
+// longer applies; a key added later is never preferred for being newest.
+// BIRD rolls by itself: there is no abort here to end a request on.
+func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys, record bool) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.early[id] {
+	k, ok := d.early[id]
+	if !ok {
 		return pk.Preferred
 	}
-	best := -1
-	for i, k := range pk.Keys {
-		if best < 0 || k.SendLifetime.Start.After(pk.Keys[best].SendLifetime.Start) {
-			best = i
-		}
+	i, why, _ := k.In(pk)
+	if i >= 0 {
+		return i
 	}
-	if best == pk.Preferred {
+	if record {
 		delete(d.early, id)
+		d.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", k.Label(), "why", why)
 	}
-	return best
+	return pk.Preferred
 }
 
 // apply writes the changed files and reconfigures BIRD once.

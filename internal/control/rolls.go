@@ -28,7 +28,8 @@ const (
 	RollCompleted RollStepKind = "completed"
 	// RollAborted: the roll gave up (Reason says why, with the words of
 	// the rotations_aborted_total reason label): the old key is kept and
-	// RNext put back; aokeyd retries later. The roll failed.
+	// RNext put back. aokeyd retries a scheduled roll later, not one
+	// aoctl rotate started (the schedule governs again). The roll failed.
 	RollAborted RollStepKind = "aborted"
 	// RollReplanned: the roll stopped short of completing because the
 	// desired keys changed; aokeyd plans again (a new roll may start).

@@ -189,7 +189,11 @@ type PeerStatus struct {
 	Sockets  []Socket `json:"sockets"`
 	Keys     []Key    `json:"keys"`
 	Rotation Rotation `json:"rotation"`
-	Counters Counters `json:"counters"`
+	// EarlyRoll is the peer's aoctl rotate while it governs the key the
+	// peer sends with, or the last one that ended before the schedule
+	// reached its key (until that key's send start); nil: none.
+	EarlyRoll *EarlyRoll `json:"early_roll,omitempty"`
+	Counters  Counters   `json:"counters"`
 	// Listener is what the listening sockets count for the peer's
 	// address: a session that is down is re-established through them.
 	Listener *ListenerCounters `json:"listener,omitempty"`
@@ -296,6 +300,35 @@ type Rotation struct {
 	Waiting         string `json:"waiting,omitempty"`
 	LastAbortReason string `json:"last_abort_reason,omitempty"`
 	LastAbort       string `json:"last_abort,omitempty"`
+}
+
+// The states of an EarlyRoll.
+const (
+	// EarlyRolling: aokeyd rolls the peer to Key; the roll has not
+	// completed yet.
+	EarlyRolling = "rolling"
+	// EarlyHeld: the roll completed; the peer sends with Key until the
+	// schedule does (KeyStart), not going back to the schedule's key.
+	EarlyHeld = "held"
+	// EarlyEnded: the request ended before the schedule reached Key
+	// (Ended says why: the roll aborted, the session went down, the key
+	// left the key source): the schedule governs again, and nothing is
+	// retried until an operator runs aoctl rotate again.
+	EarlyEnded = "ended"
+)
+
+// EarlyRoll is an operator's aoctl rotate of the peer: a roll, once, to
+// the key that was the newest for it in the key source when they asked,
+// ahead of that key's send start.
+type EarlyRoll struct {
+	Key KeyName `json:"key"`
+	// KeyStart is Key's send start: from then on the schedule sends with
+	// it, and the request has done its work.
+	KeyStart time.Time `json:"key_start,omitzero"`
+	AskedAt  time.Time `json:"asked_at"`
+	State    string    `json:"state"` // EarlyRolling, EarlyHeld or EarlyEnded
+	EndedAt  time.Time `json:"ended_at,omitzero"`
+	Ended    string    `json:"ended,omitempty"` // why it ended (EarlyEnded)
 }
 
 // Counters are the socket-level TCP_AO_INFO counters of the peer's

@@ -239,6 +239,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	ps.Edits = editStatus(rs.Edits, d.listenerEditsFor(info), names)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
+	ps.EarlyRoll = d.ops.early.status(id, now)
 	if rs.HavePending {
 		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
 			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name
@@ -470,6 +471,10 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // publishes).
 func (d *Daemon) rollEvent(e rotator.Event) {
 	d.rolls.event(e)
+	if r, why, ended := d.ops.early.event(e); ended {
+		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", e.Peer, "key", r.label(), "why", why)
+		d.wake() // the peer's desired state goes back to the schedule's
+	}
 	m := d.o.Metrics
 	if m == nil {
 		return
@@ -504,6 +509,7 @@ func (d *Daemon) forget(id rotator.PeerID) {
 	d.log.Info("peer has no binding any more; forgotten", "peer", id)
 	d.ctrl.Forget(id)
 	d.rolls.forget(id)
+	d.ops.early.forget(id)
 	d.peers.mu.Lock()
 	p := d.peers.m[id]
 	delete(d.peers.m, id)

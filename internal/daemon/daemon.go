@@ -207,7 +207,6 @@ func New(o Options) (*Daemon, error) {
 		migr:    migr,
 		revoked: rs,
 		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
-		ops:     operatorAsks{early: map[rotator.PeerID]bool{}},
 		rec:     newReconciler(),
 	}
 	d.pol.Store(newPolicyState(o.Policy))
@@ -549,6 +548,9 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := info.Key()
 	d.ctrl.PeerDown(id)
 	d.noteRollDown(info)
+	if r, ended := d.ops.early.down(id, d.o.Clock.Now()); ended {
+		d.log.Info("aoctl rotate's early roll ends with the session; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label())
+	}
 	d.noteDown(ctx, info)
 	d.peers.mu.Lock()
 	if old := d.peers.m[id]; old != nil {

@@ -102,6 +102,18 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 		}
 	}
 	pol := d.policy()
+	for _, p := range d.peerList() {
+		// An aoctl rotate in force: the peer sends with its key until the
+		// schedule does.
+		if r, ok := d.ops.early.get(p.id); ok && r.key.Start.After(now) {
+			chain := ""
+			if b, err := pol.BindingFor(p.info.Neighbor, p.info.VRF); err == nil {
+				chain = b.KeyChain
+			}
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: p.info.Neighbor.String(), VRF: p.info.VRF, Chain: chain, At: r.key.Start,
+				Action: "aoctl rotate's early roll to " + r.label() + " ends: the schedule sends with it from here"})
+		}
+	}
 	for _, b := range pol.Bindings() {
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err == nil && !pk.NextChange.IsZero() {

@@ -49,19 +49,7 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
-	pref := pk.Preferred
-	d.ops.mu.Lock()
-	early := d.ops.early[id]
-	d.ops.mu.Unlock()
-	if early {
-		if n := newest(pk); n >= 0 && n != pref {
-			pref = n
-		} else {
-			d.ops.mu.Lock()
-			delete(d.ops.early, id) // reached (or nothing newer): done
-			d.ops.mu.Unlock()
-		}
-	}
+	pref := d.ops.early.prefer(id, pk) // the schedule's key, or the one aoctl rotate named
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
 	if mp, ok := d.migrationPrefix(pk.Binding); ok {
 		prefix = mp // the listener's keys for a migrating peer, copied as they are
@@ -95,18 +83,6 @@ func sessionPrefix(b policy.Binding, peer netip.Addr) netip.Prefix {
 		return b.Neighbor.Masked()
 	}
 	return hostPrefix(peer)
-}
-
-// newest is the index of the key with the latest send start (the one a
-// rotate-now rolls to ahead of its time), -1 when there are no keys.
-func newest(pk policy.PeerKeys) int {
-	best := -1
-	for i, k := range pk.Keys {
-		if best < 0 || k.SendLifetime.Start.After(pk.Keys[best].SendLifetime.Start) {
-			best = i
-		}
-	}
-	return best
 }
 
 // listenerDesired is the key set of the speaker's listening sockets: every
@@ -188,10 +164,12 @@ type passInputs struct {
 	revoked int    // recorded revocations
 	pol     *policy.Policy
 	events  uint64 // Daemon.events
+	early   uint64 // aoctl rotate's requests (earlyRolls generation)
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load()}
+	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load(),
+		early: d.ops.early.generation()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -211,10 +189,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	r.mu.Lock()
 	boundary := r.nextPass
 	r.mu.Unlock()
-	d.ops.mu.Lock()
-	early := len(d.ops.early) > 0
-	d.ops.mu.Unlock()
-	changed := !d.rec.haveLast || in != d.rec.last || early || (!boundary.IsZero() && !now.Before(boundary))
+	changed := !d.rec.haveLast || in != d.rec.last || (!boundary.IsZero() && !now.Before(boundary))
 	if !changed && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
 		if sessions == d.rec.lastSessions {
 			r.idlePasses.Add(1)
@@ -229,7 +204,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	if d.log.Enabled(ctx, slog.LevelDebug) {
 		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
 			"revoked", in.revoked != d.rec.last.revoked, "policy", in.pol != d.rec.last.pol, "events", in.events != d.rec.last.events,
-			"early", early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.rec.retry,
+			"early", in.early != d.rec.last.early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.rec.retry,
 			"sessions", sessions != d.rec.lastSessions, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
@@ -279,6 +254,9 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
 			d.rec.retry = true
 			continue
+		}
+		if r, why := d.ops.early.stale(id, pk, now); why != "" {
+			d.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", r.label(), "why", why)
 		}
 		if !d.ctrl.SetDesired(id, desired) {
 			zeroDesired(desired) // the controller keeps the equal one it has

@@ -105,9 +105,12 @@ type peerTable struct {
 
 // operatorAsks are operator requests the passes apply.
 type operatorAsks struct {
+	// early are aoctl rotate's rolls to a key ahead of its send start
+	// (early.go), under their own lock.
+	early earlyRolls
+
 	mu       sync.Mutex
-	early    map[rotator.PeerID]bool // aoctl rotate: roll to the newest key ahead of its send time
-	approved map[string]material     // aoctl replace: edits in place approved, by chain/key
+	approved map[string]material // aoctl replace: edits in place approved, by chain/key
 	// md5Approved are TCP-MD5 password changes approved (aoctl replace
 	// --md5), by peer prefix: the password approved, by fingerprint.
 	md5Approved map[netip.Prefix]tcpao.Fingerprint
