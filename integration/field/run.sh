@@ -97,6 +97,9 @@ for r in "$share"/results/*; do
 	[ "$st" = 0 ] || { log "FAIL: $(basename "$r"): exit $st"; fail=1; }
 done
 [ -f "$share/results/done" ] || { log "FAIL: the scenario never reported its end"; fail=1; }
+# The scenario's result line, from its own log (the console may interleave
+# kernel messages with it).
+grep -a '^field: init=systemd ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1
 if [ "$fail" != 0 ] && [ -s "$share/logs/journal.txt" ]; then
 	log "the guest's journal (tail):"
 	tail -n 200 "$share/logs/journal.txt"

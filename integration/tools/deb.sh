@@ -81,6 +81,8 @@ cat >"$stage/common/changelog.yml" <<YAML
 YAML
 
 mkdir -p "$out"
+# The operator's pages of docs/ (the developers' stay in the source).
+opdocs="docs/operations.md docs/install.md docs/keys.md docs/migrate.md docs/kernel.md docs/speakers.md docs/fleet.md"
 for arch in $archs; do
 	s=$stage/$arch
 	cp -r "$stage"/common/. "$s/"
@@ -100,6 +102,10 @@ for arch in $archs; do
 	grep -q -- '-config /etc/aokeyd/%i.yaml -state-dir /var/lib/aokeyd/%i ' "$s/debian/aokeyd@.service" ||
 		{ echo "deb.sh: aokeyd@.service: ExecStart not rewritten" >&2; exit 1; }
 	mkdir -p "$s/doc" && cp docs/frr-bgpd-wrap.sh "$s/doc/"
+	# What an operator reads, under /usr/share/doc/aokeyd: the guide (its
+	# steps are the field guest's test), the pages it links to, and the
+	# configuration references (also man 5).
+	mkdir -p "$s/doc/md/reference" && cp $opdocs "$s/doc/md/" && cp docs/reference/*.md "$s/doc/md/reference/"
 	mkdir -p "$s/examples" && cp deploy/prometheus/aokeyd-rules.yml "$s/examples/"
 	for v in $DEB_VERSION ${DEB_REBUILD:+$DEB_VERSION+rebuild1}; do
 		deb=$out/aokeyd_${v}_$arch.deb
