@@ -23,6 +23,18 @@ type Discoverer interface {
 	With(ref sockets.Ref, fn func(fd int) error) error
 }
 
+// ListenerLister is what a Discoverer may also offer: the inodes, sorted,
+// of every listening TCP socket on port in the network namespace of
+// process pid (0: the caller's own), whoever holds them, listed cheaply
+// enough to poll every second (sockets.System: one sock_diag dump). A
+// change in that set is a listener that may have no keys yet (a speaker
+// restarted, or its BGP instance configured after it started).
+type ListenerLister interface {
+	ListenerInodes(pid int, port uint16) ([]uint64, error)
+}
+
+var _ ListenerLister = sockets.System{}
+
 // SocketHandle is one of the speaker's sockets, lent out one call at a
 // time. Do duplicates the descriptor, runs fn and closes the duplicate;
 // fn must not keep fd. tcpao.FromFD(fd) gives the TCP-AO surface of it.

@@ -180,6 +180,8 @@ type Discoverer struct {
 	lerr  error // Listeners' answer, when set
 }
 
+var _ bgp.ListenerLister = (*Discoverer)(nil)
+
 // FailListeners makes Listeners answer err (nil: the registered listeners
 // again), as sockets.Finder answers a *sockets.MPTCPError for a speaker
 // whose listener is Multipath TCP.
@@ -230,6 +232,26 @@ func (d *Discoverer) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
 			out = append(out, r)
 		}
 	}
+	return out, nil
+}
+
+// ListenerInodes implements bgp.ListenerLister: the inodes of the
+// listeners registered on port, sorted. The Discoverer's sockets are all
+// in one namespace, named by its pid or by 0 (the caller's own); another
+// pid is a process that is gone.
+func (d *Discoverer) ListenerInodes(pid int, port uint16) ([]uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pid != 0 && pid != d.pid {
+		return nil, fmt.Errorf("network namespace of pid %d: %w", pid, sockets.ErrNoProcess)
+	}
+	var out []uint64
+	for _, r := range d.refs {
+		if r.Listening && r.Local.Port() == port {
+			out = append(out, r.Inode)
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

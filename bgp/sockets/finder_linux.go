@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // Finder discovers the TCP sockets of one process.
@@ -120,6 +121,38 @@ func (System) Connections(pid int, neighbor netip.Addr) ([]Ref, error) {
 
 // With is WithSocket(ref, fn).
 func (System) With(ref Ref, fn func(fd int) error) error { return WithSocket(ref, fn) }
+
+// ListenerInodes is ListenerInodes(pid, port).
+func (System) ListenerInodes(pid int, port uint16) ([]uint64, error) {
+	return ListenerInodes(pid, port)
+}
+
+// ListenerInodes returns the inodes, sorted, of the listening TCP sockets
+// on port (both address families) in the network namespace of process pid
+// (0: the caller's own), whichever process holds them. It is one
+// sock_diag dump and reads no process's descriptors, so it stays cheap
+// however many sessions the speaker has: a watch polls it to notice a new
+// listener (a speaker restarted, or its BGP instance configured late),
+// which has no keys until aokeyd finds it.
+func ListenerInodes(pid int, port uint16) ([]uint64, error) {
+	d, err := OpenDiag(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	socks, err := d.Listeners()
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, s := range socks {
+		if s.Local.Port() == port {
+			out = append(out, s.Inode)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
 
 // ListenerOwner returns the pid of the process that holds a listening TCP
 // socket on port in the caller's network namespace (the BGP speaker when no

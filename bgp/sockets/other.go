@@ -41,6 +41,12 @@ func (System) Connections(int, netip.Addr) ([]Ref, error) { return nil, ErrUnsup
 // With is unsupported off Linux.
 func (System) With(Ref, func(fd int) error) error { return ErrUnsupported }
 
+// ListenerInodes is unsupported off Linux.
+func (System) ListenerInodes(int, uint16) ([]uint64, error) { return nil, ErrUnsupported }
+
+// ListenerInodes is unsupported off Linux.
+func ListenerInodes(int, uint16) ([]uint64, error) { return nil, ErrUnsupported }
+
 // Comm is "" off Linux.
 func Comm(int) string { return "" }
 

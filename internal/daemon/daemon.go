@@ -50,6 +50,12 @@ type Options struct {
 	// Established sessions are re-read by their own rotation machines
 	// (rotator.Config.Steady).
 	Resync time.Duration
+	// ListenerPoll is how often the listening sockets on ListenPort are
+	// listed, when the Discoverer is also a bgp.ListenerLister (1s;
+	// negative: never). A change in them asks for a full pass at once, so
+	// a listener the speaker opens is keyed within about a poll, not at
+	// the next Resync (lwatch.go).
+	ListenerPoll time.Duration
 	// StaleAfter is the key source age after which status warns (10m).
 	StaleAfter time.Duration
 	// Kernel is the running kernel as probed at start: its release and
@@ -115,6 +121,7 @@ type Daemon struct {
 	carried *carriedRecord // what each peer's sessions carry, durably
 	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
 	rolls   rollJournal    // each peer's last roll steps (rolls.go)
+	lwatch  listenerWatch  // the listener watch's state (lwatch.go)
 	// configWarn names the settings a reload could not apply.
 	configWarn atomic.Pointer[[]string]
 }
@@ -157,6 +164,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	if o.Refresh == 0 {
 		o.Refresh = config.DefaultRefresh
+	}
+	if o.ListenerPoll == 0 {
+		o.ListenerPoll = defaultListenerPoll
 	}
 	if o.StaleAfter == 0 {
 		o.StaleAfter = config.DefaultStaleAfter
@@ -313,7 +323,9 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 // listener part of each revoke between them: the listeners' one writer);
 // one follows the speaker (bgp.Tracker, whose events take sessions over);
 // one reads the key source every Refresh and wakes a pass after each read
-// (a read that finds nothing new makes it an idle pass). The controller's
+// (a read that finds nothing new makes it an idle pass); one, when the
+// Discoverer can list listeners, lists them every ListenerPoll and asks
+// for a full pass when they change (lwatch.go). The controller's
 // per-peer machines stop last.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { _ = d.owned.close() }() // last: after every writer stopped
@@ -347,6 +359,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.wake()
 		}
 	}()
+	if ll, ok := d.o.Discoverer.(bgp.ListenerLister); ok && d.o.ListenerPoll > 0 {
+		// The first listing, before the first pass: every listener
+		// opened after it is a change the watch sees (lwatch.go).
+		d.pollListeners(ll)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.watchListeners(ctx, ll)
+		}()
+	}
 	defer d.dropListenerWant()
 	defer d.dropShared()
 	for {

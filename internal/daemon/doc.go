@@ -35,7 +35,9 @@
 //     still up, asked of the speaker only when the tracker cannot vouch).
 //   - The listeners: the same pass's listenerWant (listenerDesired) and
 //     syncListeners (listenerWantOf per listener, rotator.SyncListener),
-//     after the sessions'.
+//     after the sessions'. A listener the speaker opens later is seen by
+//     the listener watch (lwatch.go: a sock_diag listing every
+//     ListenerPoll), which asks for that pass at once.
 //
 // An `aoctl revoke`: cmd/aoctl revoke.go → control POST /v1/revoke
 // (internal/control server.go revoke) → revoke.go Daemon.Revoke and

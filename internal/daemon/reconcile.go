@@ -348,6 +348,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
 		return
 	}
+	if len(hs) > 0 {
+		// The listener watch lists the listeners in this process's
+		// namespace from now on (lwatch.go).
+		d.lwatch.found(hs[0].Ref().PID)
+	}
 	var faults []control.ListenerFault
 	defer func() { d.noteListenerFaults(faults) }()
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })

@@ -27,6 +27,8 @@ import (
 //     (aoctl rotate's early rolls, aoctl replace's approvals).
 //   - policyState: the policy in force, swapped whole by SetPolicy.
 //   - scrapeView: what the metrics already hold, the scrape's alone.
+//   - listenerWatch: the speaker's pid as the listener syncs found it, and
+//     the listener watch's last listing (lwatch.go).
 
 // reconciler is the reconcile goroutine's state. The fields above mu are
 // that goroutine's alone (no lock); the counters are atomic; mu guards
