@@ -139,13 +139,14 @@ model: deps
 model-traces:
 	bash integration/tools/model-traces.sh
 
-# The field guest (make field) runs beside test-unit and model: its
-# scenario mostly waits on key lifetimes, so it costs the host phases
-# little; test-kernel's guest starts once it ended (never two guests at
-# once). integration/tools/beside.sh prints its output whole afterwards.
+# The field guest (make field) runs beside test-unit, model and
+# fuzz-short: its scenario mostly waits on key lifetimes, so it costs the
+# host phases little; test-kernel's guest starts once it ended (never two
+# guests at once). integration/tools/beside.sh prints its output whole
+# afterwards.
 test: deps lint rules
-	@bash integration/tools/beside.sh field bash integration/field/run.sh -- $(MAKE) --no-print-directory test-unit model
-	@$(MAKE) --no-print-directory test-kernel renderings fuzz-short
+	@bash integration/tools/beside.sh field bash integration/field/run.sh -- $(MAKE) --no-print-directory test-unit model fuzz-short
+	@$(MAKE) --no-print-directory test-kernel renderings
 
 vm:
 	bash integration/vm/build.sh all

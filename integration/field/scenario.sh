@@ -267,28 +267,41 @@ session_on() { # session_on SPEAKER K: its session sends with key K and the old 
 	fi
 	return 0
 }
+session_keyed() { keys "$1" "$F" | grep -q " current=[0-9]"; }
 current_is() { keys "$1" "$F" | grep -q " current=$2 "; }
 foreign_kept() { keys bird2 "$FOREIGN" | grep -q 'listener=77/78'; }
 # established SPEAKER: the far end's session with it (the far end's view:
 # one BIRD, one protocol per speaker).
 established() { timeout -k 5 20 birdc -s /srv/fe/bird.ctl show protocols "r_$1" | grep -q Established; }
-check() { # check WHAT: after an event, every speaker
-	local what=$1 k s
-	k=$(get roll)
+# check_up WHAT: after an event, every speaker's session is up with
+# TCP-AO (its sockets hold the chain's keys), an unsigned SYN is refused,
+# and the foreign key is kept. check WHAT: that, and the roll in progress
+# completes (two events may share one roll: the first gets check_up).
+check_up() {
+	local what=$1 s
 	for s in $SPEAKERS; do
 		# A session that does not come back is stranded: counted, then
 		# the run fails.
 		wait_for 240 "$what: $s's session with the far end established" established "$s"
 	done
 	for s in $SPEAKERS; do
-		wait_for 240 "$what: $s: the roll to k$k completes (k$k sends, k$((k - 1)) gone)" session_on "$s" "$k"
+		wait_for 240 "$what: $s's session keyed" session_keyed "$s"
 		if timeout -k 5 20 ip netns exec fe probe unsigned "$F" "$(addr_of "$s")" >/dev/null 2>&1; then
 			count unsigned
 			fail "$what: $s took an unsigned connection from $F"
 		fi
 	done
 	foreign_kept || fail "$what: the foreign neighbor's key left BIRD's listener: $(keys bird2 "$FOREIGN")"
-	say "$what: every speaker's session up on k$k with TCP-AO; unsigned refused; foreign key kept"
+	say "$what: every speaker's session up with TCP-AO; unsigned refused; foreign key kept"
+}
+check() {
+	local what=$1 k s
+	k=$(get roll)
+	check_up "$what"
+	for s in $SPEAKERS; do
+		wait_for 240 "$what: $s: the roll to k$k completes (k$k sends, k$((k - 1)) gone)" session_on "$s" "$k"
+	done
+	say "$what: every speaker's roll to k$k completed"
 	for s in $SPEAKERS; do say "  $s: $(keys "$s" "$F")"; done
 }
 # instances: aokeyd's instances (aokeyd@NAME), which the guide's
@@ -345,13 +358,15 @@ first)
 	far_end
 	check "first start"
 	guide status
+	# Two events to a roll: reload and restart, upgrade and the speakers'
+	# restart (each checked; the roll's completion after the second).
 	roll; guide reload; systemctl reload $(instances) || fail "systemctl reload $(instances)"
-	count reloads; check "systemctl reload aokeyd mid-roll"
+	count reloads; check_up "systemctl reload aokeyd mid-roll"
 	guide roll-status
 	# /run/aokeyd holds the connect guards' sockets of the speakers under
 	# `aokeyd exec` (FRR's bgpd, gobgpd), kept across aokeyd's restarts.
 	touch /run/aokeyd/field-marker
-	roll; guide restart; systemctl restart $(instances) || fail "systemctl restart $(instances)"
+	guide restart; systemctl restart $(instances) || fail "systemctl restart $(instances)"
 	count restarts
 	[ -e /run/aokeyd/field-marker ] || fail "systemctl restart aokeyd removed /run/aokeyd (RuntimeDirectoryPreserve)"
 	check "systemctl restart aokeyd mid-roll"
@@ -364,8 +379,8 @@ first)
 		was=$(printf '%s\n' "$before" | sed -n "s/^$u=//p")
 		[ "$(systemctl show -p MainPID --value "$u")" != "$was" ] || fail "dpkg -i did not restart $u: it runs the old binary on"
 	done
-	check "dpkg -i of $(dpkg-query -W -f '${Version}' aokeyd) mid-roll (every instance restarted)"
-	roll; systemctl restart bird bird3 frr || fail "systemctl restart bird bird3 frr"
+	check_up "dpkg -i of $(dpkg-query -W -f '${Version}' aokeyd) mid-roll (every instance restarted)"
+	systemctl restart bird bird3 frr || fail "systemctl restart bird bird3 frr"
 	count restarts; check "systemctl restart bird bird3 frr mid-roll"
 	# A global revoke of the key the roll leaves (k sends already; the
 	# old key is still accepted): written back into /etc/aokeyd/keys.yaml.
