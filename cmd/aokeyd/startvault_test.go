@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/vault/api"
 
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
@@ -38,20 +35,8 @@ func TestStartWithVault(t *testing.T) {
 		{name: "a secret pasted into recv_id refuses", keys: []any{good, pasted}, problem: "recv_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := vaulttest.New(vaulttest.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Close)
-			c, err := api.NewClient(&api.Config{Address: srv.URL()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetToken(srv.RootToken())
 			doc := map[string]any{"peers": []any{"192.0.2.2", "2001:db8::2"}, "keys": tc.keys}
-			if _, err := c.KVv2("secret").Put(context.Background(), "aokeyd/chains/demo", doc); err != nil {
-				t.Fatal(err)
-			}
+			srv := vaulttest.Holding(t, "aokeyd/chains/demo", doc)
 
 			dir := t.TempDir()
 			cfgPath := initTestConfig(t, dir)

@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // TestOperatorCommands runs the commands issue 49 items 10 to 12 gave the
@@ -311,7 +311,7 @@ func (l *testbed) aoctlJSON(v any, args ...string) {
 type aoctlRun struct {
 	args     string
 	cmd      *exec.Cmd
-	out, err lockedBuffer
+	out, err testkit.SyncBuffer
 	done     chan struct{}
 }
 
@@ -367,25 +367,6 @@ func (r *aoctlRun) stderr() string { return r.err.String() }
 
 func (r *aoctlRun) String() string {
 	return fmt.Sprintf("aoctl %s: stdout:\n%s\nstderr:\n%s", r.args, r.stdout(), r.stderr())
-}
-
-// lockedBuffer is a bytes.Buffer written by a command while the test reads
-// it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // watchReports are the reports `aoctl --json status --watch` printed, one

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/vault/api"
-
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -101,22 +99,9 @@ func TestCheckUnanswered(t *testing.T) {
 // vaultWith is a test Vault holding chain demo as doc.
 func vaultWith(t *testing.T, doc string) *vaulttest.Server {
 	t.Helper()
-	srv, err := vaulttest.New(vaulttest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetToken(srv.RootToken())
 	var data map[string]any
 	if err := json.Unmarshal([]byte(doc), &data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.KVv2("secret").Put(context.Background(), "aokeyd/chains/demo", data); err != nil {
-		t.Fatal(err)
-	}
-	return srv
+	return vaulttest.Holding(t, "aokeyd/chains/demo", data)
 }
