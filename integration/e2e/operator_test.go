@@ -132,7 +132,9 @@ func TestOperatorCommands(t *testing.T) {
 		t.Errorf("aoctl --json plan: no step about %s's sockets: %+v", peerB, plan.Steps)
 	}
 	if !slices.ContainsFunc(plan.Upcoming, func(e control.Event) bool {
-		return e.Peer == peerB && e.Chain == "core" && e.At.Equal(k2.sendStart) && e.Action != ""
+		// Upcoming changes are per policy binding: B's host binding
+		// reads as its address or its /32.
+		return (e.Peer == peerB || e.Peer == peerB+"/32") && e.Chain == "core" && e.At.Equal(k2.sendStart) && e.Action != ""
 	}) {
 		t.Errorf("aoctl --json plan: upcoming %+v, want %s's change at k2's send start %s", plan.Upcoming, peerB, k2.sendStart)
 	}

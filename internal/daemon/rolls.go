@@ -103,6 +103,15 @@ func (j *rollJournal) event(e rotator.Event) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.init()
+	// A roll to a key an earlier pass installed (accept-only) takes no
+	// install step: its first event is the announce. It starts all the
+	// same, for aoctl rotate --wait as for every reader of the steps.
+	if e.Kind == rotator.EventState && e.State == rotator.StateAnnounced && !j.rolling[e.Peer] {
+		if s, ok := j.stepOf(rotator.Event{Peer: e.Peer, Kind: rotator.EventRollStarted, From: e.From, State: e.From,
+			At: e.At, HavePending: e.HavePending, Pending: e.Pending}); ok {
+			j.addLocked(e.Peer, s)
+		}
+	}
 	if s, ok := j.stepOf(e); ok {
 		j.addLocked(e.Peer, s)
 	}

@@ -40,6 +40,12 @@ func TestRollJournalSteps(t *testing.T) {
 		{"new desired keys mid-roll", []rotator.Event{started, announced, back},
 			[]control.RollStepKind{control.RollStarted, control.RollAnnounced, control.RollReplanned}},
 		{"steady with no roll", []rotator.Event{back}, nil},
+		// A roll whose key was installed before (accept-only, by an
+		// earlier pass) takes no install step: its first event is the
+		// announce. aoctl rotate --wait still shows it start (seen in
+		// the guest: "replanned", then "announced" with no "started").
+		{"a roll to a key already installed", []rotator.Event{started, back, announced, grace, completed},
+			[]control.RollStepKind{control.RollStarted, control.RollReplanned, control.RollStarted, control.RollAnnounced, control.RollSwitched, control.RollCompleted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var j rollJournal
