@@ -325,7 +325,9 @@ first)
 	if [ "$only" != scenario ]; then
 		# The tcpao package's kernel tests and the conformance table and
 		# differential test, on Debian's kernel.
-		(cd "$src/tcpao" && tcpao.test -test.timeout=20m 2>&1 | grep -v '^=== \|^    --- PASS\|^--- PASS')
+		# TestKeyedSocketsArePlainTCP reads the whole source tree (the
+		# guest has tcpao's alone): it runs on the host, in test-unit.
+		(cd "$src/tcpao" && tcpao.test -test.timeout=20m -test.skip '^TestKeyedSocketsArePlainTCP$' 2>&1 | grep -v '^=== \|^    --- PASS\|^--- PASS')
 		echo "${PIPESTATUS[0]}" >"$share/results/tcpao"
 		say "the conformance table and the differential test on $(uname -r)"
 		(cd "$src/tcpao/tcpaotest/conformance" && AOKEYD_DIFFERENTIAL_SEQUENCES=200 conformance.test -test.v -test.timeout=20m 2>&1 | grep -v '^=== \|^    --- PASS')
