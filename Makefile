@@ -139,14 +139,7 @@ model: deps
 model-traces:
 	bash integration/tools/model-traces.sh
 
-# The field guest (make field) runs beside test-unit, model and
-# fuzz-short: its scenario mostly waits on key lifetimes, so it costs the
-# host phases little; test-kernel's guest starts once it ended (never two
-# guests at once). integration/tools/beside.sh prints its output whole
-# afterwards.
-test: deps lint rules
-	@bash integration/tools/beside.sh field bash integration/field/run.sh -- $(MAKE) --no-print-directory test-unit model fuzz-short
-	@$(MAKE) --no-print-directory test-kernel renderings
+test: deps lint rules test-unit model test-kernel renderings fuzz-short
 
 vm:
 	bash integration/vm/build.sh all
@@ -155,7 +148,10 @@ vm:
 # kernel with systemd, the .deb under its units beside Debian's BIRD 2,
 # BIRD 3, FRR and gobgpd, the conformance table on that kernel, the
 # operator's events, docs/operations.md's steps. Prints a "field:" line.
-# make test runs it (beside the host's tests).
+# Not in make test yet: about 18 minutes of wall time (1,034 s in the
+# guest), which even beside the host's unit tests, model and fuzzers
+# (about 15 minutes) would take a cached make test to about 36 minutes,
+# past its 30-minute bound (docs/wip/README.md).
 field: deps
 	bash integration/field/run.sh
 
