@@ -3,15 +3,14 @@
 package tcpao_test
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -80,22 +79,7 @@ func TestMPTCPSocketRefused(t *testing.T) {
 // silently), closed when the test ends.
 func listenMPTCP(t *testing.T, mptcp bool) tcpao.Socket {
 	t.Helper()
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(mptcp)
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	rc, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var proto int
-	var perr error
-	if err := rc.Control(func(fd uintptr) { proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL) }); err != nil || perr != nil {
-		t.Fatal(err, perr)
-	}
+	_, rc, _, proto := testkit.ListenLoopback(t, mptcp)
 	if want := map[bool]int{true: unix.IPPROTO_MPTCP, false: unix.IPPROTO_TCP}[mptcp]; proto != want {
 		t.Fatalf("listener with SetMultipathTCP(%v) has protocol %d, want %d", mptcp, proto, want)
 	}

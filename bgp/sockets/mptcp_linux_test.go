@@ -3,7 +3,6 @@
 package sockets
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -14,30 +13,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // listenMPTCP is a loopback listener in this process made as Go 1.24 and
 // later make one by default where the kernel has CONFIG_MPTCP, with its
-// descriptor number; ok false on a kernel without MPTCP (Go falls back to
-// plain TCP silently, so the socket's protocol is what tells).
+// descriptor number; ok false on a kernel without MPTCP.
 func listenMPTCP(t *testing.T) (ln net.Listener, fd int, ok bool) {
 	t.Helper()
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(true)
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	rc, err := ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	proto := 0
-	if err := rc.Control(func(f uintptr) { fd = int(f); proto, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL) }); err != nil {
-		t.Fatal(err)
-	}
+	ln, _, fd, proto := testkit.ListenLoopback(t, true)
 	if proto != unix.IPPROTO_MPTCP {
 		t.Logf("this kernel has no Multipath TCP (the listener is protocol %d)", proto)
 		return ln, fd, false
