@@ -27,15 +27,7 @@ func testCarriedAfterDropMidRoll(t *testing.T) {
 	defer them.Close()
 	id := pid("p")
 	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	x, y := pair(k1)
-	us.SetDesired(id, want(k1))
-	them.SetDesired(id, want(mirror(k1)))
-	if _, err := us.Accepted(id, x); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := them.Accepted(id, y); err != nil {
-		t.Fatal(err)
-	}
+	x, y := connect(t, us, them, id, k1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var mu sync.Mutex

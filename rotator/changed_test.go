@@ -41,15 +41,7 @@ func TestControllerChanged(t *testing.T) {
 		const pfx = "192.0.2.1/32"
 		p := pid(pfx)
 		a, b := mkKey(pfx, 1, 1, "a"), mkKey(pfx, 2, 2, "b")
-		x, y := pair(a)
-		us.SetDesired(p, want(a))
-		them.SetDesired(p, want(mirror(a))) // the far end's keys name our address
-		if _, err := us.Accepted(p, x); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := them.Accepted(p, y); err != nil {
-			t.Fatal(err)
-		}
+		x, y := connect(t, us, them, p, a)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		var mu sync.Mutex

@@ -72,6 +72,23 @@ func TestAcceptedRemovesDelAsyncLeftovers(t *testing.T) {
 	}
 }
 
+// connect gives us and them a session of peer id on a new socket pair
+// keyed with k (the far end with its mirror image), each accepted by its
+// controller.
+func connect(t *testing.T, us, them *Controller, id PeerID, k tcpao.Key) (x, y *testSock) {
+	t.Helper()
+	x, y = pair(k)
+	us.SetDesired(id, want(k))
+	them.SetDesired(id, want(mirror(k))) // the far end's keys name our address
+	if _, err := us.Accepted(id, x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := them.Accepted(id, y); err != nil {
+		t.Fatal(err)
+	}
+	return x, y
+}
+
 // pump carries segments both ways on each session until ctx ends and
 // counts drops.
 func pump(ctx context.Context, wg *sync.WaitGroup, x, y *testSock, drops *int, mu *sync.Mutex) {
@@ -109,15 +126,7 @@ func testControllerPeersIndependent(t *testing.T) {
 	var ss []*sess
 	for i, p := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
 		s := &sess{id: pid(p), a: mkKey(p, 1, 1, "a"), b: mkKey(p, 2, 2, fmt.Sprint("b", i))}
-		s.x, s.y = pair(s.a)
-		us.SetDesired(s.id, want(s.a))
-		them.SetDesired(s.id, want(mirror(s.a))) // the far end's keys name our address
-		if _, err := us.Accepted(s.id, s.x); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := them.Accepted(s.id, s.y); err != nil {
-			t.Fatal(err)
-		}
+		s.x, s.y = connect(t, us, them, s.id, s.a)
 		wg.Add(1)
 		go pump(ctx, &wg, s.x, s.y, &drops, &mu)
 		ss = append(ss, s)
