@@ -11,7 +11,8 @@ import (
 // and how it survives a restart. Invariants:
 //   - A peer's carried keys are, in this order of precedence: those its
 //     running machine last read from the session's socket; else those its
-//     last session carried when its machine stopped (peerSlot.carried);
+//     last session carried when its machine stopped (peerSlot.carried,
+//     with what that machine published after, while its step ended);
 //     else those Restore handed over from before a restart.
 //   - A restored entry stands until a session of that peer has been read
 //     (its machine published a read) or the peer is forgotten: a restart
@@ -37,6 +38,15 @@ func (c *Controller) carriedLocked(peer PeerID, s *peerSlot) (keys []CarriedKey,
 		if st := s.run.status.Load(); st != nil && !st.Counters.At.IsZero() {
 			delete(c.restored, peer) // superseded by the session read
 			return carriedOf(st.Counters), true
+		}
+	}
+	if s != nil && s.stopped != nil {
+		// The stopped machine's step may have ended after PeerDown took
+		// s.carried (a write that had not returned): what it published
+		// last counts too. Both are of the same session.
+		if st := s.stopped.status.Load(); st != nil && !st.Counters.At.IsZero() {
+			delete(c.restored, peer)
+			return unionCarried(s.carried, carriedOf(st.Counters)), true
 		}
 	}
 	if s != nil && s.carried != nil {
@@ -116,4 +126,18 @@ func (c *Controller) CarriedUp() (up []tcpao.KeyRef, complete bool) {
 		up = append(up, st.Counters.Carried...)
 	}
 	return up, complete
+}
+
+// unionCarried is a with b's keys that a lacks (a itself when b adds none).
+func unionCarried(a, b []CarriedKey) []CarriedKey {
+	out := a
+	for _, k := range b {
+		if !slices.ContainsFunc(a, func(x CarriedKey) bool { return x.Ref == k.Ref }) {
+			if len(out) == len(a) {
+				out = slices.Clone(a)
+			}
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -16,7 +16,7 @@ import (
 // goes down before the roll completes (a long grace period). The down
 // peer's carried keys (CarriedByPeer) are what its last session carried,
 // the new key among them: a listener must keep the key the peer last
-// authenticated with (busy run 9, TestEditInPlaceCorrected mid_roll).
+// authenticated with. (Busy run 9's case is TestCarriedAfterDropJustAnnounced.)
 func TestCarriedAfterDropMidRoll(t *testing.T) { synctest.Test(t, testCarriedAfterDropMidRoll) }
 
 func testCarriedAfterDropMidRoll(t *testing.T) {
@@ -75,4 +75,152 @@ func refsOf(ks []CarriedKey) []string {
 		out = append(out, k.Ref.String())
 	}
 	return out
+}
+
+// TestCarriedAfterDropJustAnnounced: busy run 9's case. The roll installs
+// k2 and announces it (RNext_key) in the install's borrow, after the
+// install's read-back; the session goes down before the machine reads its
+// socket again (its poll is far off). k2 was RNext_key on the session when
+// it ended (the peer may have switched to it at once: the kernel moves
+// Current_key to the key a peer's RNext names), so the down peer's carried
+// keys hold it: a write of RNext_key or Current_key counts as carried
+// from the write on, not from the next read.
+func TestCarriedAfterDropJustAnnounced(t *testing.T) {
+	synctest.Test(t, testCarriedAfterDropJustAnnounced)
+}
+
+func testCarriedAfterDropJustAnnounced(t *testing.T) {
+	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
+	us := NewController(Options{Config: cfg})
+	them := NewController(Options{Config: cfg})
+	defer us.Close()
+	defer them.Close()
+	id := pid("p")
+	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	connect(t, us, them, id, k1)
+	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
+	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	var at Status
+	waitUntil(t, time.Second, "k2 announced on our session", func() bool {
+		st, _ := us.StatusOf(id)
+		at = st
+		return st.State == StateAnnounced
+	})
+	us.PeerDown(id)
+	carried := us.CarriedByPeer()[id]
+	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
+		t.Fatalf("after the session dropped just after k2 was announced, the peer's carried keys %v lack k2 (RNext_key on the session); status at the announce: rnext=%s counters.carried=%v",
+			refsOf(carried), at.RNext, at.Counters.Carried)
+	}
+}
+
+// afterGuard holds the After of one step until released (like a speaker
+// slow to answer whether the session survived the write).
+type afterGuard struct {
+	step    Step
+	held    chan struct{} // closed when After starts holding
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *afterGuard) Before(context.Context, PeerID, Step) error { return nil }
+
+func (g *afterGuard) After(_ context.Context, _ PeerID, s Step) error {
+	if s == g.step {
+		g.once.Do(func() { close(g.held) })
+		<-g.release
+	}
+	return nil
+}
+
+// TestCarriedAfterDropInAnnounce: the session goes down (PeerDown) while
+// the machine is inside the step that announces k2, after the write and
+// before the step returns. The down peer's carried keys are what that
+// step left, not what the machine had published when PeerDown came: k2
+// was RNext_key on the session when the session ended.
+func TestCarriedAfterDropInAnnounce(t *testing.T) { synctest.Test(t, testCarriedAfterDropInAnnounce) }
+
+func testCarriedAfterDropInAnnounce(t *testing.T) {
+	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
+	g := &afterGuard{step: StepAnnounce, held: make(chan struct{}), release: make(chan struct{})}
+	us := NewController(Options{Config: cfg, Guard: g})
+	them := NewController(Options{Config: cfg})
+	defer us.Close()
+	defer them.Close()
+	id := pid("p")
+	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	connect(t, us, them, id, k1)
+	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
+	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	<-g.held
+	done := us.PeerDown(id)
+	close(g.release)
+	<-done
+	carried := us.CarriedByPeer()[id]
+	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
+		t.Fatalf("after the session dropped during k2's announce, the peer's carried keys %v lack k2", refsOf(carried))
+	}
+}
+
+// rnextHeld is a socket whose writes of RNext_key, once made, hold the
+// write's return until released (a kernel call slow to return).
+type rnextHeld struct {
+	*testSock
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *rnextHeld) BatchKeys(f func(tcpao.Socket) error) error { return f(rnextHeldIn{h}) }
+
+type rnextHeldIn struct{ h *rnextHeld }
+
+func (s rnextHeldIn) AddKey(k tcpao.Key, o tcpao.AddOptions) error { return s.h.testSock.AddKey(k, o) }
+func (s rnextHeldIn) DelKey(d tcpao.DelKey) error                  { return s.h.testSock.DelKey(d) }
+func (s rnextHeldIn) SetInfo(c tcpao.InfoChange) error             { return s.h.SetInfo(c) }
+func (s rnextHeldIn) Info() (tcpao.Info, error)                    { return s.h.testSock.Info() }
+func (s rnextHeldIn) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
+	return s.h.testSock.Keys(f)
+}
+
+func (h *rnextHeld) SetInfo(c tcpao.InfoChange) error {
+	err := h.testSock.SetInfo(c)
+	if c.RNext != nil && err == nil {
+		h.once.Do(func() { close(h.held) })
+		<-h.release
+	}
+	return err
+}
+
+// TestCarriedAfterDropInKernelCall: as TestCarriedAfterDropInAnnounce with
+// no session guard: PeerDown comes while the announce's write has been
+// made and has not returned, so nothing the machine publishes before the
+// step ends holds k2. The down peer's carried keys are what the stopped
+// machine's step left when it ended.
+func TestCarriedAfterDropInKernelCall(t *testing.T) {
+	synctest.Test(t, testCarriedAfterDropInKernelCall)
+}
+
+func testCarriedAfterDropInKernelCall(t *testing.T) {
+	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
+	us := NewController(Options{Config: cfg})
+	defer us.Close()
+	id := pid("p")
+	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	x, _ := pair(k1)
+	h := &rnextHeld{testSock: x, held: make(chan struct{}), release: make(chan struct{})}
+	us.SetDesired(id, want(k1))
+	if _, err := us.Accepted(id, h); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
+	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	<-h.held
+	done := us.PeerDown(id)
+	close(h.release)
+	<-done
+	carried := us.CarriedByPeer()[id]
+	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
+		t.Fatalf("after the session dropped during the announce's kernel call, the peer's carried keys %v lack k2", refsOf(carried))
+	}
 }

@@ -1,6 +1,7 @@
 package rotator
 
 import (
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -74,6 +75,32 @@ func carriedOf(c Counters) []CarriedKey {
 		}
 	}
 	return out
+}
+
+// carrying is c with k among its carried keys: a write of RNext_key or
+// Current_key that succeeded after c was read makes the key it names carry
+// the session from the write on (the peer may switch to it with its next
+// segment), not from the next read, which a session that ends first never
+// makes. c is not modified (published counters are immutable).
+func (c Counters) carrying(k CarriedKey) Counters {
+	if k.Ref == (tcpao.KeyRef{}) || slices.Contains(c.Carried, k.Ref) {
+		return c
+	}
+	fp := c.CarriedFP
+	if len(fp) < len(c.Carried) { // counters made without fingerprints
+		fp = append(slices.Clone(fp), make([]tcpao.Fingerprint, len(c.Carried)-len(fp))...)
+	}
+	c.Carried = append(slices.Clone(c.Carried), k.Ref)
+	c.CarriedFP = append(slices.Clone(fp), k.FP)
+	return c
+}
+
+// carriedKeyOf is k as a carried key (zero for nil).
+func carriedKeyOf(k *tcpao.KeyInfo) CarriedKey {
+	if k == nil {
+		return CarriedKey{}
+	}
+	return CarriedKey{Ref: k.KeyRef, FP: k.Fingerprint}
 }
 
 // CarriedKeys are the keys of an established socket that carry its

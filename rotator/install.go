@@ -41,6 +41,7 @@ func (m *machine) install(now time.Time, obs *Observed, ops []Op, before OptID) 
 			id := want.ID
 			if announceErr = bs.SetInfo(tcpao.InfoChange{RNext: &id}); announceErr == nil {
 				announced = true
+				m.st.Counters = m.st.Counters.carrying(carriedKeyOf(findRecv(obs, id)))
 			}
 		})
 		if err != nil {

@@ -208,8 +208,11 @@ type machine struct {
 	attempting bool
 
 	oldRNext OptID
-	baseGood uint64
-	oldGood  map[tcpao.KeyRef]uint64
+	// oldCarried is oldRNext's key as read with it: an abort that puts
+	// it back as RNext_key counts it carried from that write on.
+	oldCarried CarriedKey
+	baseGood   uint64
+	oldGood    map[tcpao.KeyRef]uint64
 	// ownCur is the Current_key this roll's own writes left on the socket
 	// (invalid when they did not change it): Current_key equal to it is no
 	// sign that the peer switched.
@@ -362,6 +365,15 @@ func (m *machine) guardedSteps(step Step, f func() (Step, error)) *AbortError {
 	return nil
 }
 
+// rnextCarried is the carried key of rnext's key in o (zero when rnext is
+// not valid or o lacks it).
+func rnextCarried(o *Observed, rnext OptID) CarriedKey {
+	if !rnext.Valid {
+		return CarriedKey{}
+	}
+	return carriedKeyOf(findRecv(o, rnext.ID))
+}
+
 func findRecv(o *Observed, id uint8) *tcpao.KeyInfo {
 	for i := range o.Keys {
 		if o.Keys[i].RecvID == id {
@@ -459,6 +471,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	}
 	m.ownCur = OptID{}
 	_, m.oldRNext = curOf(obs) // what an abort puts back
+	m.oldCarried = rnextCarried(obs, m.oldRNext)
 	announced := false
 	if n > 0 {
 		good := obs.Info.PktGood
@@ -491,12 +504,19 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	m.st.Pending, m.st.HavePending = nk.KeyRef, true
 	m.baseGood = nk.PktGood
 	_, m.oldRNext = curOf(obs)
+	m.oldCarried = rnextCarried(obs, m.oldRNext)
 	if announced {
 		m.log.Debug("rotator: announced new key with its install", "peer", m.peer, "rnext", d.WantRNext.ID)
 	} else if m.oldRNext != d.WantRNext {
 		want := d.WantRNext.ID
 		m.ownWrite(now)
-		if ae := m.guarded(StepAnnounce, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &want}) }); ae != nil {
+		if ae := m.guarded(StepAnnounce, func() error {
+			err := m.sock.SetInfo(tcpao.InfoChange{RNext: &want})
+			if err == nil {
+				m.st.Counters = m.st.Counters.carrying(carriedKeyOf(nk))
+			}
+			return err
+		}); ae != nil {
 			ae.Detail = "announce failed"
 			return m.abort(now, ae)
 		}
@@ -561,7 +581,13 @@ func (m *machine) abort(now time.Time, why *AbortError) time.Time {
 	if m.oldRNext.Valid && m.oldRNext != m.desired.WantRNext {
 		old := m.oldRNext.ID
 		m.ownWrite(now)
-		if ae := m.guarded(StepRestore, func() error { return m.sock.SetInfo(tcpao.InfoChange{RNext: &old}) }); ae != nil {
+		if ae := m.guarded(StepRestore, func() error {
+			err := m.sock.SetInfo(tcpao.InfoChange{RNext: &old})
+			if err == nil {
+				m.st.Counters = m.st.Counters.carrying(m.oldCarried)
+			}
+			return err
+		}); ae != nil {
 			why.Restore = fmt.Errorf("restoring rnext=%d failed: %w", old, ae)
 		}
 	}
