@@ -23,7 +23,9 @@ share=${FIELD_SHARE:?} src=${FIELD_SRC:?}
 st=/var/lib/aokeyd-field
 mkdir -p "$st"
 phase=$(cat "$st/phase" 2>/dev/null || echo first)
-say() { printf 'field: %s\n' "$*"; }
+# say: one line of the scenario's log, stamped with the guest's uptime
+# (where its minutes go); the result line is printed without it.
+say() { printf 'field: [%s] %s\n' "$(cut -d' ' -f1 /proc/uptime)" "$*"; }
 fail() {
 	say "FAIL: $*"
 	# The far end's aokeyd, if it runs: its goroutines, into its log.
@@ -48,7 +50,10 @@ get() { cat "$st/$1" 2>/dev/null || echo 0; }
 
 # The router's four speakers, each on its own address of the link to the
 # far end F: BIRD 2 on R, BIRD 3 on R3, FRR on RF, gobgpd on RG.
-R=10.48.0.1 R3=10.48.0.3 RF=10.48.0.4 RG=10.48.0.5 F=10.48.0.101 FOREIGN=10.48.0.201
+# FM is a second far-end address, FRR's neighbor on TCP-MD5 that the
+# guide's migration moves to TCP-AO (in a /30 of its own: the migration's
+# TCP-AO keys sit at 10.48.0.108/30 on bgpd's listener).
+R=10.48.0.1 R3=10.48.0.3 RF=10.48.0.4 RG=10.48.0.5 F=10.48.0.101 FOREIGN=10.48.0.201 FM=10.48.0.110
 SPEAKERS="bird2 bird3 frr gobgpd"
 addr_of() { case $1 in bird2) echo $R ;; bird3) echo $R3 ;; frr) echo $RF ;; gobgpd) echo $RG ;; esac; }
 # The aokeyd driving each, and its control socket.
@@ -114,7 +119,7 @@ Before=network.target bird.service bird3.service frr.service gobgpd-aokeyd.servi
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sh -c 'ip netns add fe; ip link add fe0 type veth peer name fe1; ip link set fe1 netns fe; ip addr add $R/24 dev fe0; ip addr add $R3/24 dev fe0; ip addr add $RF/24 dev fe0; ip addr add $RG/24 dev fe0; ip link set fe0 up; ip -n fe addr add $F/24 dev fe1; ip -n fe addr add $FOREIGN/24 dev fe1; ip -n fe link set fe1 up; ip -n fe link set lo up'
+ExecStart=/bin/sh -c 'ip netns add fe; ip link add fe0 type veth peer name fe1; ip link set fe1 netns fe; ip addr add $R/24 dev fe0; ip addr add $R3/24 dev fe0; ip addr add $RF/24 dev fe0; ip addr add $RG/24 dev fe0; ip link set fe0 up; ip -n fe addr add $F/24 dev fe1; ip -n fe addr add $FOREIGN/24 dev fe1; ip -n fe addr add $FM/24 dev fe1; ip -n fe link set fe1 up; ip -n fe link set lo up'
 [Install]
 WantedBy=multi-user.target
 UNIT
@@ -148,11 +153,12 @@ keyfile() {
 	key "k$n" "$a" "$b" "$([ "$n" -gt 1 ] && echo "$t")"
 }
 # keyfiles N: the key files of both ends for roll N: key kN-1 ends, kN
-# starts 30 s from now; kN-1 is accepted 40 s longer.
+# starts 20 s from now (each end reads its key file every 1 or 2 s);
+# kN-1 is accepted 25 s longer.
 keyfiles() {
 	local n=$1 t e
-	t=$(date -u -d '+30 seconds' +%Y-%m-%dT%H:%M:%SZ)
-	e=$(date -u -d '+70 seconds' +%Y-%m-%dT%H:%M:%SZ)
+	t=$(date -u -d '+20 seconds' +%Y-%m-%dT%H:%M:%SZ)
+	e=$(date -u -d '+45 seconds' +%Y-%m-%dT%H:%M:%SZ)
 	keyfile "$n" "$F" 0 "$t" "$e" >"$st/keys.new" && install -m 0600 "$st/keys.new" /etc/aokeyd/keys.yaml
 	keyfile "$n" "$R, $R3, $RF, $RG" 1 "$t" "$e" >"$st/fe-keys.new" && install -m 0600 "$st/fe-keys.new" /srv/fe/keys.yaml
 	echo "$n" >"$st/roll"
@@ -187,6 +193,19 @@ protocol bgp r_$s {
 }
 CONF
 	done
+	# FRR's TCP-MD5 neighbor (the guide's migration): not in the far
+	# end's aokeyd policy; its authentication is a file the lab swaps at
+	# the migration's switch time for what aoctl peer-config rendered.
+	[ -f /srv/fe/m_frr-auth.conf ] || echo 'password "field-md5-password";' >/srv/fe/m_frr-auth.conf
+	cat >>/srv/fe/bird.conf <<CONF
+protocol bgp m_frr {
+	local $FM as 65102;
+	neighbor $RF as 65001;
+	hold time 30; keepalive time 10; connect retry time 2; error wait time 1, 4;
+	include "/srv/fe/m_frr-auth.conf";
+	ipv4 { import all; export all; };
+}
+CONF
 	say "the far end's config: $(ip netns exec fe aoctl validate /srv/fe/aokeyd.yaml 2>&1 | tr '\n' ' ')"
 	GOTRACEBACK=all ip netns exec fe setsid aokeyd -config /srv/fe/aokeyd.yaml -state-dir /srv/fe/state >>/srv/fe/aokeyd.log 2>&1 </dev/null &
 	sleep 5
@@ -313,6 +332,36 @@ roll() { # roll: the next key, 30 s away
 	say "roll to k$(get roll) announced"
 }
 
+# fm: FRR's aokeyd's status of the migrating neighbor FM, as JSON on one
+# line without spaces; fm_has TEXT: it holds TEXT.
+fm() { timeout -k 5 20 aoctl --socket /run/aokeyd/frr.sock status "$FM" --json 2>/dev/null | tr -d ' \n'; }
+fm_has() { fm | grep -qF "$1"; }
+fm_up() { timeout -k 5 20 birdc -s /srv/fe/bird.ctl show protocols m_frr | grep -q Established; }
+# migration: the guide's two steps for FRR's neighbor FM on TCP-MD5, the
+# far end's change applied at the switch time, and the checks: the
+# session back with TCP-AO, the password gone, status done, an unsigned
+# SYN from FM refused before, during and after.
+migration() {
+	local unsigned=0
+	guide md5-peer "s/192\.0\.2\.3/$FM/g" "$RF"
+	wait_for 240 "FRR's session with $FM on TCP-MD5" fm_up
+	wait_for 60 "status: $FM on tcp-md5" fm_has '"auth":"tcp-md5"'
+	guide migrate "s/192\.0\.2\.3/$FM/g" "$RF"
+	[ -s "/root/far-end-$FM.conf" ] || fail "the migrate step rendered no far-end change"
+	wait_for 120 "the migration prepared, then switching" fm_has '"step":"switching"'
+	if timeout -k 5 20 ip netns exec fe probe unsigned "$FM" "$RF" >/dev/null 2>&1; then unsigned=1; fi
+	# The far end's operator applies the rendered change at the switch time.
+	cp "/root/far-end-$FM.conf" /srv/fe/m_frr-auth.conf
+	timeout -k 5 60 birdc -s /srv/fe/bird.ctl configure >/dev/null || fail "the far end's birdc configure with the migration's change"
+	wait_for 240 "the migration of $FM done" fm_has '"step":"done"'
+	wait_for 240 "FRR's session with $FM back, with TCP-AO" fm_up
+	wait_for 60 "status: $FM on tcp-ao" fm_has '"auth":"tcp-ao"'
+	if timeout -k 5 20 ip netns exec fe probe unsigned "$FM" "$RF" >/dev/null 2>&1; then unsigned=1; fi
+	[ "$unsigned" = 0 ] || { count unsigned; fail "FRR took an unsigned connection from $FM during the migration"; }
+	count migrations
+	say "migration of $FM (FRR, TCP-MD5 to TCP-AO): done, the session up with TCP-AO, unsigned refused"
+}
+
 case $phase in
 first)
 	say "init=$(cat /proc/1/comm) kernel=$(uname -r) $(grep '^CONFIG_TCP_AO=' "/boot/config-$(uname -r)")"
@@ -383,10 +432,10 @@ first)
 	done
 	check_up "dpkg -i of $(dpkg-query -W -f '${Version}' aokeyd) mid-roll (every instance restarted)"
 	systemctl restart bird bird3 frr || fail "systemctl restart bird bird3 frr"
-	count restarts; check "systemctl restart bird bird3 frr mid-roll"
-	# A global revoke of the key the roll leaves (k sends already; the
-	# old key is still accepted): written back into /etc/aokeyd/keys.yaml.
-	roll
+	count restarts; check_up "systemctl restart bird bird3 frr mid-roll"
+	# In the same roll, a global revoke of the key the roll leaves (k
+	# sends already; the old key is still accepted): written back into
+	# /etc/aokeyd/keys.yaml; the roll then completes.
 	n=$(get roll)
 	for s in $SPEAKERS; do wait_for 120 "$s sends with k$n before the revoke" current_is "$s" "$n"; done
 	guide revoke "s#core/k1#core/k$((n - 1))#"
@@ -415,13 +464,15 @@ after-reboot)
 	done
 	far_end
 	check "a reboot mid-roll"
+	migration
 	echo purge >"$st/phase"
 	guide purge
 	for u in aokeyd $(instances); do
 		systemctl is-active --quiet "$u" && fail "after dpkg --purge: $u still runs (its binary is gone)"
 	done
 	check "dpkg --purge aokeyd"
-	say "field: init=systemd kernel=$(uname -r) speakers=$(echo $SPEAKERS | tr ' ' ,) guide_steps=$(get guide_steps) reloads=$(get reloads) restarts=$(get restarts) upgrades=$(get upgrades) reboots=$(get reboots) stranded=$(get stranded) unsigned_accepted=$(get unsigned)" | sed 's/^field: field:/field:/'
+	printf 'field: init=systemd kernel=%s speakers=%s guide_steps=%s reloads=%s restarts=%s upgrades=%s reboots=%s stranded=%s unsigned_accepted=%s\n' \
+		"$(uname -r)" "$(echo $SPEAKERS | tr ' ' ,)" "$(get guide_steps)" "$(get reloads)" "$(get restarts)" "$(get upgrades)" "$(get reboots)" "$(get stranded)" "$(get unsigned)"
 	echo 0 >"$share/results/done"
 	exit 0
 	;;
