@@ -9,7 +9,9 @@
 # reboots itself once (the scenario's reboot event); the run ends when it
 # powers off.
 #
-#   AOKEYD_FIELD_ONLY   conformance|scenario: one part only (default both)
+#   AOKEYD_FIELD_ONLY   conformance|scenario: one part only (default both);
+#                       defects: the package defects of issue 48, each
+#                       checked and reported (scenario.sh defects)
 #   AOKEYD_VM_TIMEOUT   seconds before the guest is killed (2400)
 #   AOKEYD_VM_OUT       keep the share directory (logs, journal) here
 set -euo pipefail
@@ -100,6 +102,7 @@ done
 # The scenario's result line, from its own log (the console may interleave
 # kernel messages with it).
 grep -a '^field: init=systemd ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1
+grep -a '^field-defects: ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1
 if [ "$fail" != 0 ] && [ -s "$share/logs/journal.txt" ]; then
 	log "the guest's journal (tail):"
 	tail -n 200 "$share/logs/journal.txt"
