@@ -233,3 +233,22 @@ func TestListenMD5Password(t *testing.T) {
 		}
 	})
 }
+
+// gobgpd's pid is found by its listener (sockets.ListenerOwner): at its
+// first listen() there is none, and the speaker's listeners cannot be
+// listed. The held socket is keyed alone all the same.
+func TestListenKeyedWhenListenersNotListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, k1, _, _ := testKeys()
+		e := newEnv(t, envOptions{keys: []testKey{k1}})
+		e.waitKeys("listener", e.lis, ids(k1))
+		e.disc.FailListeners(errors.New("pid of fake-speaker: no listener on port 179"))
+		h := e.held(bgpPort)
+		if err := e.d.ListenKeys(context.Background(), h.ask()); err != nil {
+			t.Fatalf("ListenKeys: %v\nlogs:\n%s", err, e.logs.String())
+		}
+		if got := keyIDs(t, h.sock); !slices.Equal(got, ids(k1)) {
+			t.Fatalf("keys %v, want %v", got, ids(k1))
+		}
+	})
+}

@@ -357,8 +357,8 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	} else if err != nil {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
 	}
-	complete := err == nil
-	if !complete {
+	whole := err == nil // every listener listed: the sync status shows
+	if !whole {
 		if len(asks) == 0 {
 			return
 		}
@@ -375,7 +375,7 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	}
 	var faults []control.ListenerFault
 	defer func() {
-		if complete {
+		if whole {
 			d.noteListenerFaults(faults)
 		}
 	}()
@@ -427,7 +427,7 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	var edits []rotator.Edit
 	var md5Held []rotator.MD5Held
 	defer func() {
-		if !complete {
+		if !whole {
 			return
 		}
 		d.rec.mu.Lock()
@@ -488,8 +488,8 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 			d.log.Warn("listener change blocked", "socket", ref.String(), "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
 		}
 	}
-	if !complete {
-		return // what status shows stays the last complete sync's
+	if !whole {
+		return // what status shows stays the last whole sync's
 	}
 	d.noteListenerKept(kept)
 	d.noteListenerEdits(edits)
