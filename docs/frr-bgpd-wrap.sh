@@ -1,7 +1,10 @@
 #!/bin/sh
 # bgpd_wrap for FRR: start bgpd under `aokeyd exec`, so that the connections
-# bgpd opens carry TCP-AO keys (aokeyd, run with -connectguard on the same
-# socket, keys each connect() before its SYN). In /etc/frr/daemons (or
+# bgpd opens carry TCP-AO keys and its BGP listeners have theirs before they
+# listen (aokeyd, run with -connectguard on the same socket, keys each
+# connect() before its SYN and each listen() on port 179 before it takes
+# one; bgpd's other connects and listens, to zebra's socket and on its vty,
+# wait for aokeyd too and go on untouched). In /etc/frr/daemons (or
 # /etc/frr/NAME/daemons for an FRR started with a pathspace, -N NAME):
 #
 #   bgpd_wrap="/usr/local/sbin/frr-bgpd-wrap"

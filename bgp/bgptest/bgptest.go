@@ -213,6 +213,20 @@ func (d *Discoverer) Add(s tcpao.Socket, local, remote netip.AddrPort, listening
 	return ref
 }
 
+// Listen marks the socket registered under inode (as a connection with no
+// remote: bound, not listening) a listener from now on: the socket a
+// listen(2) held by aokeyd exec's supervisor listens on once keyed.
+func (d *Discoverer) Listen(inode uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, r := range d.refs {
+		if r.Inode == inode && !r.Listening {
+			delete(d.byTup, [2]netip.AddrPort{r.Local, r.Remote})
+			d.refs[i].Listening = true
+		}
+	}
+}
+
 // Socket is the socket registered under inode, nil when there is none.
 func (d *Discoverer) Socket(inode uint64) tcpao.Socket {
 	d.mu.Lock()

@@ -5,7 +5,7 @@
 //	                                     write the embedded first-run config, policy and demo keys
 //	                                     (refused when any of them exists; -force keeps FILE.bak)
 //	aokeyd exec [-socket PATH] -- gobgpd -f /etc/gobgpd.conf
-//	                                     run gobgpd so that its outgoing connects carry TCP-AO keys
+//	                                     run gobgpd so that its connects and listeners carry TCP-AO keys
 //	                                     (aokeyd -connectguard PATH answers them; see package connectguard)
 //	aokeyd version                      (also -version, --version)
 //	aokeyd help                         the commands and flags (also -h, -help, --help)

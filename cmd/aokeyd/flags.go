@@ -25,7 +25,7 @@ func daemonFlags() (*flag.FlagSet, *daemonOptions) {
 	fs := flag.NewFlagSet("aokeyd", flag.ContinueOnError)
 	fs.StringVar(&o.config, "config", config.DefaultPath, "configuration file")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/aokeyd", "directory for the revocation and ownership records")
-	fs.StringVar(&o.guard, "connectguard", "", "socket `PATH` of an aokeyd exec launcher: key the speaker's outgoing connects (active opens)")
+	fs.StringVar(&o.guard, "connectguard", "", "socket `PATH` of an aokeyd exec launcher: key the speaker's outgoing connects (active opens) and its listeners before they listen")
 	fs.DurationVar(&o.roll.Grace, "roll-grace", 0, "minimum time between switching to a new key and deleting the old one (default 1m; labs use seconds)")
 	fs.DurationVar(&o.roll.Poll, "roll-poll", 0, "how often counters are read during a roll (default 1s)")
 	fs.DurationVar(&o.roll.Backoff, "roll-backoff", 0, "first retry delay after an aborted roll (default 1m)")

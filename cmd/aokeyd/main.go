@@ -454,8 +454,9 @@ func notify(state string) {
 }
 
 // cmdExec is `aokeyd exec [-socket PATH] -- gobgpd ...`: it starts the BGP
-// daemon under a seccomp filter that hands each connect() to aokeyd (run
-// with -connectguard PATH), so outgoing BGP connections carry TCP-AO keys.
+// daemon under a seccomp filter that hands each connect() and listen() to
+// aokeyd (run with -connectguard PATH), so outgoing BGP connections carry
+// TCP-AO keys and a BGP listener has its keys before it listens.
 // It stays as a small parent that keeps the filter's listener for aokeyd
 // restarts, and exits with the program's status. Usable as systemd's
 // ExecStart=.
@@ -477,8 +478,9 @@ func cmdExec(args []string, stdout, stderr io.Writer) int {
 }
 
 // superviseConnects fetches the launcher's listener and answers the
-// speaker's connects with the daemon's keys, again after every restart of
-// either side.
+// speaker's connects with the daemon's keys, and its listens on the BGP
+// port once the daemon keyed the socket as a listener (Daemon.ListenKeys),
+// again after every restart of either side.
 func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *slog.Logger) {
 	for ctx.Err() == nil {
 		l, err := connectguard.Fetch(ctx, sock)
@@ -492,7 +494,8 @@ func superviseConnects(ctx context.Context, sock string, d *daemon.Daemon, log *
 			continue
 		}
 		log.Info("connect supervisor running", "socket", sock, "pid", l.PID)
-		sup := connectguard.NewSupervisor(l.FD, d.ConnectKeys, connectguard.SupervisorOptions{PID: l.PID, Logger: log, MD5: d.ConnectMD5})
+		sup := connectguard.NewSupervisor(l.FD, d.ConnectKeys, connectguard.SupervisorOptions{PID: l.PID, Logger: log, MD5: d.ConnectMD5,
+			Listen: d.ListenKeys})
 		if err := sup.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("connect supervisor stopped; fetching the listener again", "err", err)
 			time.Sleep(200 * time.Millisecond)

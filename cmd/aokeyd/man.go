@@ -82,17 +82,26 @@ with its mode kept).`,
 	efs, _ := execFlags()
 	exe := &cobra.Command{
 		Use:   "exec [--socket PATH] -- PROGRAM [ARGS]",
-		Short: "run a BGP daemon so that its outgoing connects carry TCP-AO keys",
+		Short: "run a BGP daemon so that its connects and listeners carry TCP-AO keys",
 		Long: `Starts PROGRAM (gobgpd, or watchfrr's bgpd) under a seccomp filter that
-hands each connect() to aokeyd (run with --connectguard PATH), which puts
-the peer's keys on the connecting socket before the SYN leaves. It stays as
-a small parent that keeps the filter's listener across aokeyd restarts and
-exits with the program's status. Usable as a systemd unit's ExecStart=.
+hands each connect() and listen() to aokeyd (run with --connectguard PATH).
+For a connect to the BGP port aokeyd puts the peer's keys on the
+connecting socket before the SYN leaves. For a listen on a socket bound to
+the BGP port it puts every listener's keys (and TCP-MD5 passwords) on the
+socket before it listens, so the listener never takes a peer's unsigned
+SYN; before aokeyd has read its keys the listen waits. A connect or listen
+that cannot be keyed fails with EKEYREJECTED ("Key was rejected by
+service" in the program's log; aokeyd logs why). Every connect and listen
+waits while no aokeyd serves PATH: start aokeyd first. It stays as a small
+parent that keeps the filter's listener across aokeyd restarts and exits
+with the program's status. Usable as a systemd unit's ExecStart=.
 
 PROGRAM gets aokeyd's environment. A program whose go.mod says go 1.24 or
 later (gobgpd v4) listens with Multipath TCP by default on kernels with
-CONFIG_MPTCP, and TCP-AO cannot be set on such a listener: give it
-GODEBUG=multipathtcp=0 (the example unit gobgpd-aokeyd.service does).`,
+CONFIG_MPTCP, and TCP-AO cannot be set on such a listener: its listen on
+the BGP port is refused, and Go listens with plain TCP instead. Give it
+GODEBUG=multipathtcp=0 all the same (the example unit gobgpd-aokeyd.service
+does): without aokeyd exec nothing else makes that fallback.`,
 		Run: func(*cobra.Command, []string) {},
 	}
 	exe.Flags().AddGoFlagSet(efs)

@@ -18,6 +18,13 @@
 //  3. B is restarted passive with keys on its listener: the session comes
 //     back through A's active open, keyed by A's supervisor.
 //
-// Run: integration/vm/run.sh ./integration/activeopen with gobgpd in
-// AOKEYD_GUEST_BINS (see integration/tools/gobgpd.sh).
+// TestGobgpdListenGuard is the proof of the listen guard with the real
+// daemon: gobgpd under `aokeyd exec`, aokeyd with -connectguard and its
+// neighbor's key in the key file; unsigned SYNs from the neighbor's
+// address, in a tight loop from before gobgpd starts until well after its
+// listener exists, are never taken (refused while nothing listens, dropped
+// by the keyed listener), and the signed session comes up.
+//
+// Run: integration/vm/run.sh ./integration/activeopen with gobgpd and
+// aokeyd in AOKEYD_GUEST_BINS (see integration/tools/guest-bins.sh).
 package activeopen

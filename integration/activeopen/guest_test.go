@@ -250,6 +250,10 @@ func TestGuestActiveOpen(t *testing.T) {
 
 	t.Run("supervisor killed and restarted", func(t *testing.T) {
 		sup := startSupervisor(t, b, keysB, "1")
+		// gobgpd B's listens wait for a supervisor too (this one
+		// continues them untouched: it has no Listen): its BGP listener
+		// exists once this one answered, before it is killed.
+		b.ListenerV4(t)
 		time.Sleep(time.Second)
 		if err := sup.Process.Kill(); err != nil {
 			t.Fatal(err)

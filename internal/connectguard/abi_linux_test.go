@@ -77,6 +77,9 @@ func TestFilterProgram(t *testing.T) {
 		want     uint32
 	}{
 		{"connect", a.connect, a.audit, unix.SECCOMP_RET_USER_NOTIF},
+		{"listen", a.listen, a.audit, unix.SECCOMP_RET_USER_NOTIF},
+		{"bind", unix.SYS_BIND, a.audit, unix.SECCOMP_RET_ALLOW},
+		{"listen nr, foreign arch", a.listen, unix.AUDIT_ARCH_I386, unix.SECCOMP_RET_ALLOW},
 		{"socket", unix.SYS_SOCKET, a.audit, unix.SECCOMP_RET_ALLOW},
 		{"accept4", unix.SYS_ACCEPT4, a.audit, unix.SECCOMP_RET_ALLOW},
 		{"sendto", unix.SYS_SENDTO, a.audit, unix.SECCOMP_RET_ALLOW},

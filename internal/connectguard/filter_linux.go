@@ -18,35 +18,40 @@ const (
 	offArch = 4
 )
 
-// arch is the audit architecture and connect(2) number of this build. The
-// filter only knows the native syscall ABI.
+// arch is the audit architecture and the connect(2) and listen(2) numbers
+// of this build. The filter only knows the native syscall ABI.
 type arch struct {
 	audit   uint32
 	connect uint32
+	listen  uint32
 }
 
 func nativeArch() (arch, error) {
 	switch runtime.GOARCH {
 	case "amd64":
-		return arch{audit: unix.AUDIT_ARCH_X86_64, connect: unix.SYS_CONNECT}, nil
+		return arch{audit: unix.AUDIT_ARCH_X86_64, connect: unix.SYS_CONNECT, listen: unix.SYS_LISTEN}, nil
 	case "arm64":
-		return arch{audit: unix.AUDIT_ARCH_AARCH64, connect: unix.SYS_CONNECT}, nil
+		return arch{audit: unix.AUDIT_ARCH_AARCH64, connect: unix.SYS_CONNECT, listen: unix.SYS_LISTEN}, nil
 	}
 	return arch{}, fmt.Errorf("%w: GOARCH %s", ErrUnsupported, runtime.GOARCH)
 }
 
-// program is the classic-BPF filter: connect(2) of the native ABI goes to
-// the user-notification listener, every other syscall (and every syscall of
-// a foreign ABI: i386 or x32 on amd64, which a Go program never uses) is
-// allowed. The filter never denies anything.
+// program is the classic-BPF filter: connect(2) and listen(2) of the
+// native ABI go to the user-notification listener, every other syscall
+// (and every syscall of a foreign ABI: i386 or x32 on amd64, which a Go
+// program never uses) is allowed. The filter never denies anything. A
+// filter sees only the syscall's number and arguments, never the port a
+// listen's socket is bound to: every listen goes to the supervisor, which
+// reads the port from the socket itself.
 func program(a arch) []bpf.Instruction {
 	return []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.audit, SkipTrue: 3},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.audit, SkipTrue: 3}, // -> allow
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.connect, SkipTrue: 1},
-		bpf.RetConstant{Val: unix.SECCOMP_RET_USER_NOTIF},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.connect, SkipTrue: 2}, // -> notify
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.listen, SkipTrue: 1},  // -> notify
 		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_USER_NOTIF},
 	}
 }
 

@@ -7,27 +7,29 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// Kick restarts the connect() calls of process pid that wait for a
-// supervisor's answer, and returns how many threads it signalled.
+// Kick restarts the calls of process pid to the syscalls nrs (the
+// filtered ones: connect, listen) that wait for a supervisor's answer, and
+// returns how many threads it signalled.
 //
 // A notification that a supervisor received (RECV) but never answered stays
 // owned by it: when that supervisor dies while the holder keeps the listener
-// open, the thread would wait in connect() for ever, because a new
+// open, the thread would wait in the call for ever, because a new
 // supervisor's RECV only returns notifications nobody has received. The wait
 // is interruptible, and the syscall is restarted after a signal handled with
 // SA_RESTART, which raises a fresh notification. Kick sends SIGURG to each
-// thread of pid whose /proc/<pid>/task/<tid>/syscall shows connect and whose
-// wchan (when the kernel shows it) is in seccomp. For a Go program SIGURG is
+// thread of pid whose /proc/<pid>/task/<tid>/syscall shows one of nrs and
+// whose wchan (when the kernel shows it) is in seccomp. For a Go program SIGURG is
 // the runtime's own preemption signal (installed with SA_RESTART, harmless
 // when unexpected); a program that ignores SIGURG is not interrupted by it
 // (ignored signals wake nothing), so Kick is a no-op there.
-func Kick(pid int, connectNr uint32) (int, error) {
+func Kick(pid int, nrs ...uint32) (int, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -40,7 +42,7 @@ func Kick(pid int, connectNr uint32) (int, error) {
 		if err != nil {
 			continue
 		}
-		if !blockedInConnect(dir+"/"+e.Name(), connectNr) {
+		if !blockedIn(dir+"/"+e.Name(), nrs) {
 			continue
 		}
 		if err := unix.Tgkill(pid, tid, unix.SIGURG); err != nil {
@@ -54,13 +56,15 @@ func Kick(pid int, connectNr uint32) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-func blockedInConnect(taskDir string, connectNr uint32) bool {
+// blockedIn reports whether the thread of taskDir waits in one of the
+// syscalls nrs inside seccomp.
+func blockedIn(taskDir string, nrs []uint32) bool {
 	b, err := os.ReadFile(taskDir + "/syscall")
 	if err != nil {
 		return false
 	}
 	nr, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-	if nr != strconv.FormatUint(uint64(connectNr), 10) {
+	if !slices.ContainsFunc(nrs, func(n uint32) bool { return nr == strconv.FormatUint(uint64(n), 10) }) {
 		return false
 	}
 	w, err := os.ReadFile(taskDir + "/wchan")

@@ -55,10 +55,14 @@ func TestMain(m *testing.M) {
 //
 //	connect NET ADDR   -> "ok COOKIE" or "err ERRNO-NAME MESSAGE" (conn kept open)
 //	bench ADDR N       -> "bench NS" (mean ns per connect+close)
+//	listen NET ADDR    -> "ok COOKIE PROTO" or "err ERRNO MESSAGE" (plain TCP; kept open)
+//	listenmptcp ADDR   -> the same, asking Go for Multipath TCP (it falls back to TCP)
+//	relisten COOKIE    -> listen(2) again on that listener: "ok" or "err ERRNO MESSAGE"
 func connector(in io.Reader, out io.Writer) {
 	fmt.Fprintf(out, "ready %d\n", os.Getpid())
 	sc := bufio.NewScanner(in)
 	var keep []net.Conn
+	listeners := map[uint64]net.Listener{}
 	// Plain TCP, as the connects the supervisor keys must be: an MPTCP
 	// socket refuses the keys (tcpao.ErrMPTCP). Go's dialers default to
 	// it; said, since GODEBUG=multipathtcp=1 would change that default.
@@ -82,6 +86,50 @@ func connector(in io.Reader, out io.Writer) {
 				_ = rc.Control(func(fd uintptr) { cookie, _ = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
 			}
 			fmt.Fprintf(out, "ok %d\n", cookie)
+		case len(f) == 3 && f[0] == "listen", len(f) == 2 && f[0] == "listenmptcp":
+			var lc net.ListenConfig
+			network, addr := "tcp4", f[1]
+			if f[0] == "listen" {
+				lc.SetMultipathTCP(false)
+				network, addr = f[1], f[2]
+			} else {
+				lc.SetMultipathTCP(true)
+			}
+			ln, err := lc.Listen(context.Background(), network, addr)
+			if err != nil {
+				var errno syscall.Errno
+				errors.As(err, &errno)
+				fmt.Fprintf(out, "err %d %v\n", int(errno), err)
+				continue
+			}
+			var cookie uint64
+			proto := 0
+			if sc, ok := ln.(syscall.Conn); ok {
+				rc, _ := sc.SyscallConn()
+				_ = rc.Control(func(fd uintptr) {
+					cookie, _ = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+					proto, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
+				})
+			}
+			listeners[cookie] = ln
+			fmt.Fprintf(out, "ok %d %d\n", cookie, proto)
+		case len(f) == 2 && f[0] == "relisten":
+			c, _ := strconv.ParseUint(f[1], 10, 64)
+			ln, ok := listeners[c]
+			if !ok {
+				fmt.Fprintf(out, "err 0 no listener %s\n", f[1])
+				continue
+			}
+			rc, _ := ln.(syscall.Conn).SyscallConn()
+			var lerr error
+			_ = rc.Control(func(fd uintptr) { lerr = unix.Listen(int(fd), 64) })
+			if lerr != nil {
+				var errno syscall.Errno
+				errors.As(lerr, &errno)
+				fmt.Fprintf(out, "err %d %v\n", int(errno), lerr)
+				continue
+			}
+			fmt.Fprintln(out, "ok")
 		case len(f) == 3 && f[0] == "bench":
 			n, _ := strconv.Atoi(f[2])
 			start := time.Now()
@@ -101,10 +149,13 @@ func connector(in io.Reader, out io.Writer) {
 	for _, c := range keep {
 		c.Close()
 	}
+	for _, ln := range listeners {
+		ln.Close()
+	}
 }
 
-// stallSupervisor takes the listener and never answers a managed connect:
-// a supervisor that hangs, then gets killed by the test.
+// stallSupervisor takes the listener and never answers a managed connect
+// or listen: a supervisor that hangs, then gets killed by the test.
 func stallSupervisor(sock string) int {
 	l, err := Fetch(context.Background(), sock)
 	if err != nil {
@@ -115,7 +166,10 @@ func stallSupervisor(sock string) int {
 	s := NewSupervisor(l.FD, func(int, netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) {
 		called <- struct{}{}
 		select {} // stalled for ever
-	}, SupervisorOptions{PID: l.PID, Ports: portsFromEnv()})
+	}, SupervisorOptions{PID: l.PID, Ports: portsFromEnv(), Listen: func(context.Context, ListenSocket) error {
+		called <- struct{}{}
+		select {} // stalled for ever, deaf to the context too
+	}})
 	go func() { <-called; fmt.Println("called") }()
 	fmt.Println("ready")
 	_ = s.Run(context.Background())

@@ -23,4 +23,4 @@ func NewSupervisor(int, KeysFunc, SupervisorOptions) *Supervisor { return &Super
 func (*Supervisor) Run(context.Context) error { return ErrUnsupported }
 
 // Kick is unsupported off Linux.
-func Kick(int, uint32) (int, error) { return 0, ErrUnsupported }
+func Kick(int, ...uint32) (int, error) { return 0, ErrUnsupported }

@@ -21,7 +21,8 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Supervisor answers the connect() notifications of one seccomp listener.
+// Supervisor answers the connect() and listen() notifications of one
+// seccomp listener.
 type Supervisor struct {
 	fd    int
 	keys  KeysFunc
@@ -56,9 +57,11 @@ func NewSupervisor(listenerFD int, keys KeysFunc, opts SupervisorOptions) *Super
 }
 
 // Run answers notifications until ctx is done (returns nil) or no process
-// uses the filter any more (ErrTargetGone). It first restarts connects left
-// blocked by a previous supervisor (see Kick). Run closes the listener fd
-// when it returns, after every managed connect in flight was answered.
+// uses the filter any more (ErrTargetGone). It first restarts connects and
+// listens left blocked by a previous supervisor (see Kick). Run closes the
+// listener fd when it returns, after every managed connect and every listen
+// in flight was answered (a listen still waiting for Listen when ctx ends is
+// refused: see handleListen).
 func (s *Supervisor) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
@@ -76,10 +79,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	defer stop()
 
 	if s.opts.PID > 0 {
-		if n, err := Kick(s.opts.PID, s.arch.connect); err != nil {
-			s.log.Warn("restarting connects left blocked by a previous supervisor", "pid", s.opts.PID, "err", err)
+		if n, err := Kick(s.opts.PID, s.arch.connect, s.arch.listen); err != nil {
+			s.log.Warn("restarting connects and listens left blocked by a previous supervisor", "pid", s.opts.PID, "err", err)
 		} else if n > 0 {
-			s.log.Info("restarted connects left blocked by a previous supervisor", "pid", s.opts.PID, "threads", n)
+			s.log.Info("restarted connects and listens left blocked by a previous supervisor", "pid", s.opts.PID, "threads", n)
 		}
 	}
 
@@ -109,6 +112,16 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			return fmt.Errorf("connectguard: SECCOMP_IOCTL_NOTIF_RECV: %w", err)
 		}
 		start := s.opts.Now()
+		if s.isListen(&n) {
+			// Not bounded by the slots: a listen may wait long for
+			// Listen, and must not hold up the connects meanwhile.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.handleListen(ctx, &n, start)
+			}()
+			continue
+		}
 		dst, managed := s.classify(&n)
 		if !managed {
 			s.answer(&n, Event{TID: int(n.PID), Dst: dst}, start, 0)
@@ -259,30 +272,43 @@ func (s *Supervisor) install(n *seccompNotif, pid int, keys []tcpao.Key, current
 // process or the connect is gone, Continued when there is no TCP socket
 // to key (a bad fd, which the kernel reports itself; UDP).
 func (s *Supervisor) borrow(n *seccompNotif, pid int, f func(sock tcpao.Socket, sockfd int) (Outcome, error)) (Outcome, error) {
+	fd, out, err := s.duplicate(n, pid)
+	if fd < 0 {
+		return out, err
+	}
+	defer unix.Close(fd)
+	return f(s.opts.Socket(fd), int(n.Data.Args[0]))
+}
+
+// duplicate returns a duplicate of the stream socket the notifying thread's
+// call names (its first argument, a descriptor of process pid), which the
+// caller closes; or -1 and the outcome without one: Gone when the process
+// or the call is gone, Continued when there is no stream socket (a bad fd,
+// which the kernel reports itself; UDP; not a socket).
+func (s *Supervisor) duplicate(n *seccompNotif, pid int) (int, Outcome, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return Gone, fmt.Errorf("pidfd_open pid %d: %w", pid, err)
+		return -1, Gone, fmt.Errorf("pidfd_open pid %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
 	// pid came from /proc/<tid>/status: if the thread is still in this
-	// connect, pid was not recycled and pidfd names its process.
+	// call, pid was not recycled and pidfd names its process.
 	if !idValid(s.fd, n.ID) {
-		return Gone, nil
+		return -1, Gone, nil
 	}
-	sockfd := int(n.Data.Args[0])
-	fd, err := unix.PidfdGetfd(pidfd, sockfd, 0)
+	fd, err := unix.PidfdGetfd(pidfd, int(n.Data.Args[0]), 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return Gone, nil
+			return -1, Gone, nil
 		}
-		// EBADF: connect() on a bad fd; let the kernel say so.
-		return Continued, nil
+		// EBADF: the call names a bad fd; let the kernel say so.
+		return -1, Continued, nil
 	}
-	defer unix.Close(fd)
 	if typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
-		return Continued, nil // not TCP (UDP "connect" to a BGP port, not a socket): untouched
+		unix.Close(fd)
+		return -1, Continued, nil // not TCP (UDP "connect" to a BGP port, not a socket): untouched
 	}
-	return f(s.opts.Socket(fd), sockfd)
+	return fd, Continued, nil
 }
 
 // tgid is the process (thread-group) id of thread tid, from

@@ -221,8 +221,9 @@ func okCookie(t *testing.T, line string) uint64 {
 	t.Helper()
 	v, ok := strings.CutPrefix(line, "ok ")
 	if !ok {
-		t.Fatalf("connect failed: %s", line)
+		t.Fatalf("call failed: %s", line)
 	}
+	v, _, _ = strings.Cut(v, " ") // a listen's line has the protocol after it
 	c, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -331,54 +332,69 @@ func TestSupervise(t *testing.T) {
 	})
 }
 
-// TestRestartAfterStall: a supervisor that received a connect and hangs is
-// killed; the launcher keeps the listener, so the connect keeps waiting (no
-// ENOSYS), and the next supervisor restarts it (Kick) and answers it.
+// TestRestartAfterStall: a supervisor that received a connect (or a
+// listen) and hangs is killed; the launcher keeps the listener, so the call
+// keeps waiting (no ENOSYS), and the next supervisor restarts it (Kick) and
+// answers it.
 func TestRestartAfterStall(t *testing.T) {
 	managed := acceptAll(t, "tcp4", "127.0.0.1:0")
 	port := managed.Addr().(*net.TCPAddr).Port
-	p := launchConnector(t)
+	for _, call := range []string{"connect", "listen"} {
+		t.Run(call, func(t *testing.T) {
+			p := launchConnector(t)
+			cmd := "connect tcp4 " + managed.Addr().String()
+			if call == "listen" {
+				cmd = fmt.Sprintf("listen tcp4 127.0.0.2:%d", port)
+			}
+			stall := exec.Command(os.Args[0], "cg-stall-supervisor", p.sock)
+			stall.Env = append(os.Environ(), "CG_PORT="+strconv.Itoa(port))
+			stall.Stderr = os.Stderr
+			out, err := stall.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stall.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = stall.Process.Kill(); _ = stall.Wait() }()
+			sc := bufio.NewScanner(out)
+			if !sc.Scan() || sc.Text() != "ready" {
+				t.Fatalf("stalling supervisor: %q", sc.Text())
+			}
+			p.send(cmd)
+			if !sc.Scan() || sc.Text() != "called" {
+				t.Fatalf("stalling supervisor: %q", sc.Text())
+			}
+			// The call now waits on a notification only the stalled
+			// supervisor holds; it cannot have returned.
+			select {
+			case l := <-p.lines:
+				t.Fatalf("%s returned while its notification was unanswered: %q", call, l)
+			default:
+			}
+			if err := stall.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = stall.Wait()
 
-	stall := exec.Command(os.Args[0], "cg-stall-supervisor", p.sock)
-	stall.Env = append(os.Environ(), "CG_PORT="+strconv.Itoa(port))
-	stall.Stderr = os.Stderr
-	out, err := stall.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stall.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stall.Process.Kill(); _ = stall.Wait() }()
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("stalling supervisor: %q", sc.Text())
-	}
-	p.send("connect tcp4 " + managed.Addr().String())
-	if !sc.Scan() || sc.Text() != "called" {
-		t.Fatalf("stalling supervisor: %q", sc.Text())
-	}
-	// The connect now waits on a notification only the stalled supervisor
-	// holds; it cannot have returned.
-	select {
-	case l := <-p.lines:
-		t.Fatalf("connect returned while its notification was unanswered: %q", l)
-	default:
-	}
-	if err := stall.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = stall.Wait()
-
-	rec := newRecorder()
-	peer := netip.MustParseAddr("127.0.0.1")
-	events, _ := startSupervisor(t, p.sock, func(int, netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) {
-		return testKeys(peer), 1, 2, true
-	}, SupervisorOptions{Ports: []uint16{uint16(port)}, Socket: rec.socket})
-	cookie := okCookie(t, p.line(60*time.Second))
-	e := nextEvent(t, events)
-	if e.Outcome != Keyed || len(rec.get(cookie)) != 2 {
-		t.Fatalf("after restart: event %+v, keys %v", e, rec.get(cookie))
+			rec := newRecorder()
+			peer := netip.MustParseAddr("127.0.0.1")
+			events, _ := startSupervisor(t, p.sock, func(int, netip.AddrPort) ([]tcpao.Key, uint8, uint8, bool) {
+				return testKeys(peer), 1, 2, true
+			}, SupervisorOptions{Ports: []uint16{uint16(port)}, Socket: rec.socket,
+				Listen: func(context.Context, ListenSocket) error { return nil }})
+			cookie := okCookie(t, p.line(60*time.Second))
+			e := nextEvent(t, events)
+			if call == "listen" {
+				if e.Outcome != Keyed || !e.Listen {
+					t.Fatalf("after restart: event %+v", e)
+				}
+				return
+			}
+			if e.Outcome != Keyed || len(rec.get(cookie)) != 2 {
+				t.Fatalf("after restart: event %+v, keys %v", e, rec.get(cookie))
+			}
+		})
 	}
 }
 

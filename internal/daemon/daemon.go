@@ -320,7 +320,8 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 // place: stopping aokeyd must not drop a session.
 //
 // Its goroutines: this one is the reconcile goroutine (the passes, and the
-// listener part of each revoke between them: the listeners' one writer);
+// listener part of each revoke and the keying of each socket held in
+// listen(2) between them: the listeners' one writer);
 // one follows the speaker (bgp.Tracker, whose events take sessions over);
 // one reads the key source every Refresh and wakes a pass after each read
 // (a read that finds nothing new makes it an idle pass); one, when the
@@ -371,6 +372,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer d.dropListenerWant()
 	defer d.dropShared()
+	defer d.dropAsks() // first: no ask is left waiting once Run returns
 	for {
 		next := d.reconcile(ctx)
 		var timer <-chan time.Time // nil: no pass due until woken
@@ -386,6 +388,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.revokeListeners(r)
 				close(r.done)
 				continue // the pass the revoke kicks comes after it
+			case a := <-d.rec.listens:
+				d.serveListen(ctx, a)
+				continue
 			case <-d.rec.kick:
 			case <-timer:
 			}

@@ -55,6 +55,9 @@ type frozenRange struct {
 	keys    rotator.KeyRange
 	binding string
 	why     string
+	// missing: the binding's keys could not be computed, and none of
+	// them is in the listeners' desired keys (a degraded chain's are).
+	missing bool
 }
 
 // frozenKeys are the frozen bindings' key ranges, for Desired.Frozen: the
@@ -78,7 +81,7 @@ func freeze(frozen []frozenRange, b policy.Binding, why error) []frozenRange {
 	} else {
 		r.IfIndex = idx
 	}
-	return append(frozen, frozenRange{keys: r, binding: b.String(), why: why.Error()})
+	return append(frozen, frozenRange{keys: r, binding: b.String(), why: why.Error(), missing: !errors.Is(why, errFrozen)})
 }
 
 // logFrozen warns about each frozen binding (once per recompute).

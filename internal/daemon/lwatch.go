@@ -28,8 +28,11 @@ const defaultListenerPoll = time.Second
 // starts after the observation (resync: at most maxPace later), and so by
 // a listener sync that sees the new listener. The first observation is
 // taken before the first pass (Run), so no listener opened after it goes
-// unnoticed. The window shrinks to a poll and a pass; it does not close:
-// only keying the socket inside listen() would.
+// unnoticed. The window shrinks to a poll and a pass; it does not close.
+// Keying the socket inside listen() closes it: under aokeyd exec the
+// listen guard does (listen.go), and the watch is the backstop there: it
+// finds such a listener keyed already, and the pass it asks for plans
+// nothing on it. A speaker not under aokeyd exec has the window.
 //
 // The set is listed in the network namespace of the speaker as the last
 // listener sync found it (the pid of its listeners; 0, the daemon's own

@@ -135,15 +135,17 @@ func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[neti
 }
 
 // syncMD5 brings one listening socket's TCP-MD5 keys to want. It returns
-// what it held.
-func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.MD5Held {
-	s := d.o.SocketOf(h)
+// what it held, and an error when a password wanted could not be read or
+// an operation failed (logged here).
+func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) ([]rotator.MD5Held, error) {
+	s := d.listenerSocket(h)
 	p, err := d.planMD5(s, want, d.rec.md5.known)
 	if err != nil {
 		if len(want.Keys) > 0 {
 			d.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
+			return nil, fmt.Errorf("TCP-MD5 keys not readable: %w", err)
 		}
-		return nil
+		return nil, nil
 	}
 	n, err := rotator.ApplyMD5(s, p.Ops)
 	for _, op := range p.Ops[:n] {
@@ -153,13 +155,14 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) []rotator.
 	}
 	if err != nil {
 		d.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
+		err = fmt.Errorf("TCP-MD5 sync: %w", err)
 	} else if n > 0 {
 		d.log.Info("listener TCP-MD5 keys synchronised", "socket", h.Ref().String(), "ops", n)
 	}
 	for _, x := range p.Held {
 		d.log.Debug("listener TCP-MD5 key held", "socket", h.Ref().String(), "key", x.Ref.String(), "reason", x.Why.String())
 	}
-	return p.Held
+	return p.Held, err
 }
 
 // md5Warning says what a held TCP-MD5 key means for its peer and what to

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -264,7 +265,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		next = sooner(next, pk.NextChange)
 	}
 	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
-	d.syncListeners(ctx)
+	d.syncListeners(ctx, d.takeAsks()...)
 	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
 	d.rec.lastCost = d.o.Clock.Now().Sub(now)
 	r.mu.Lock()
@@ -335,18 +336,37 @@ func (d *Daemon) dropListenerWant() {
 	d.rec.want, d.rec.frozen, d.rec.md5 = listenerWant{}, nil, md5Want{}
 }
 
-// syncListeners brings the speaker's listening sockets to the cached
-// desired keys, reading each one's keys from the kernel first.
-func (d *Daemon) syncListeners(ctx context.Context) {
+// syncListeners brings the speaker's listening sockets, and the sockets
+// of asks (held in listen(2): listen.go), to the cached desired keys,
+// reading each one's keys from the kernel first, and answers each ask it
+// claims. The held sockets are synced after the listed ones, each as the
+// listener it becomes. When the listeners cannot be listed (gobgpd's pid
+// is found by its listener: none yet) the held sockets are synced alone,
+// and what status shows of the last sync stays as it was.
+func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	v4, v6 := d.rec.want.v4, d.rec.want.v6
+	asks = claimAsks(asks)
+	defer func() {
+		for _, a := range asks {
+			a.answer(errors.New("the listener sync ended before it keyed the socket")) // a no-op once answered
+		}
+	}()
 	hs, err := d.tracker.Listeners(ctx)
 	if f, ok := mptcpFault(err, sockets.Ref{}); ok {
 		d.noteListenerFaults([]control.ListenerFault{f})
-		return
-	}
-	if err != nil {
+	} else if err != nil {
 		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
-		return
+	}
+	whole := err == nil // every listener listed: the sync status shows
+	if !whole {
+		if len(asks) == 0 {
+			return
+		}
+		hs = nil
+	}
+	listed := len(hs)
+	for _, a := range asks {
+		hs = append(hs, a.h)
 	}
 	if len(hs) > 0 {
 		// The listener watch lists the listeners in this process's
@@ -354,7 +374,11 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 		d.lwatch.found(hs[0].Ref().PID)
 	}
 	var faults []control.ListenerFault
-	defer func() { d.noteListenerFaults(faults) }()
+	defer func() {
+		if whole {
+			d.noteListenerFaults(faults)
+		}
+	}()
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 	// The keys the sessions carry, and those peers that are down last
 	// authenticated with: the planner keeps every listener key they name.
@@ -403,22 +427,34 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 	var edits []rotator.Edit
 	var md5Held []rotator.MD5Held
 	defer func() {
+		if !whole {
+			return
+		}
 		d.rec.mu.Lock()
 		d.rec.md5Held = md5Held
 		d.rec.mu.Unlock()
 	}()
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
+		var ask *listenAsk // a socket held in listen(2)
+		if i >= listed {
+			ask = asks[i-listed]
+			if why := missingOn(d.rec.frozen, ref, have4); why != "" {
+				ask.answer(fmt.Errorf("keys that belong on the listener could not be computed (%s): it would take those peers' unsigned SYNs", why))
+				continue
+			}
+		}
 		start := time.Now()
-		sp, err := rotator.SyncListener(d.o.SocketOf(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
-			SyncDeletes: d.syncListenerDeletes(), Down: down, Up: up})
+		// A socket that does not listen yet refuses del_async (EINVAL).
+		sp, err := rotator.SyncListener(d.listenerSocket(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
+			SyncDeletes: d.syncListenerDeletes() || ask != nil, Down: down, Up: up})
 		kept = append(kept, sp.Kept...)
 		for _, h := range sp.Blocked {
 			if h.Why == rotator.ReasonForeignClash {
 				kept = append(kept, h) // shown and counted as kept keys are
 			}
 		}
-		if f, ok := mptcpFault(err, ref); ok {
+		if f, ok := mptcpFault(err, ref); ok && ask == nil {
 			faults = append(faults, f)
 			continue
 		}
@@ -426,18 +462,34 @@ func (d *Daemon) syncListeners(ctx context.Context) {
 			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			// What it held is held; what it would have applied is not done.
 			edits = append(edits, slices.DeleteFunc(slices.Clone(sp.Edits), func(e rotator.Edit) bool { return e.Rule.Applied() })...)
+			if ask != nil {
+				ask.answer(err)
+			}
 			continue
 		}
 		edits = append(edits, sp.Edits...)
+		var md5Err error
 		if d.rec.md5Ever { // nothing to read before a binding had a password
-			md5Held = append(md5Held, d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))...)
+			var held []rotator.MD5Held
+			held, md5Err = d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))
+			md5Held = append(md5Held, held...)
 		}
-		if len(sp.Ops) > 0 {
+		switch {
+		case ask != nil:
+			if md5Err == nil {
+				d.log.Info("listener keyed in its listen(), before it takes a SYN", "socket", ref.String(), "ops", len(sp.Ops),
+					"took", time.Since(start).Round(time.Millisecond))
+			}
+			ask.answer(md5Err)
+		case len(sp.Ops) > 0:
 			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))
 		}
 		for _, h := range sp.Blocked {
 			d.log.Warn("listener change blocked", "socket", ref.String(), "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
 		}
+	}
+	if !whole {
+		return // what status shows stays the last whole sync's
 	}
 	d.noteListenerKept(kept)
 	d.noteListenerEdits(edits)

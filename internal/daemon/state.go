@@ -19,7 +19,8 @@ import (
 //     session's socket is written by its machine alone.
 //   - reconciler: the pass inputs, the listeners' desired keys and the
 //     listening sockets, which only the reconcile goroutine (Run) writes;
-//     a revoke asks it to take a key off them (listenerRevoke).
+//     a revoke asks it to take a key off them (listenerRevoke), the listen
+//     guard to key a socket held in listen(2) (listenAsk).
 //   - peerTable: what the speaker reported of each peer (session, binding,
 //     socket handle), written by the session events and the pass's
 //     take-overs and forgets.
@@ -36,6 +37,7 @@ import (
 type reconciler struct {
 	kick    chan struct{}        // wake: a pass now
 	revokes chan *listenerRevoke // a revoke's listener part, applied between passes
+	listens chan *listenAsk      // a socket held in listen(2) to key (listen.go)
 	done    chan struct{}        // closed when Run returns
 
 	// events counts the requests for a full pass with recompute that no
@@ -71,6 +73,9 @@ type reconciler struct {
 	// (rotator.DownWatch: an edit in place of a key whose peer is down and
 	// fails against it takes effect).
 	down rotator.DownWatch
+	// asks are the sockets held in listen(2) that arrived before the first
+	// full pass: its listener sync keys them (listen.go).
+	asks []*listenAsk
 
 	mu       sync.Mutex
 	nextPass time.Time         // the policy's next time boundary
@@ -87,7 +92,7 @@ type reconciler struct {
 }
 
 func newReconciler() reconciler {
-	return reconciler{kick: make(chan struct{}, 1), revokes: make(chan *listenerRevoke), done: make(chan struct{})}
+	return reconciler{kick: make(chan struct{}, 1), revokes: make(chan *listenerRevoke), listens: make(chan *listenAsk), done: make(chan struct{})}
 }
 
 // listenerWant is the listeners' desired state per address family.
