@@ -241,7 +241,11 @@ func TestStartWarnsOfAGapAhead(t *testing.T) {
 		t.Fatalf("start refused keys that cover the peer today (%v):\n%s", err, logs)
 	}
 	for _, w := range gap {
-		if !strings.Contains(logs, strconv.Quote(w)) && !strings.Contains(logs, w) {
+		// The gap's end is the validation window's (now plus its
+		// length, to the second): the start's check runs a moment
+		// after validate's, so the warning is compared up to it.
+		w, _, _ = strings.Cut(w, " until ")
+		if q := strconv.Quote(w); !strings.Contains(logs, q[:len(q)-1]) && !strings.Contains(logs, w) {
 			t.Errorf("start's log lacks validate's warning %q:\n%s", w, logs)
 		}
 	}
