@@ -15,7 +15,7 @@ import (
 var docPlaceholders = strings.NewReplacer(
 	"CHAIN/KEY", "core/2026-11", "PEER", "192.0.2.2", "TARGET", "junos", "TIME", "2026-11-01",
 	"CONFIG", "testdata/aokeyd.yaml", "FILE", "testdata/aokeyd.yaml", "DURATION", "90d", "VRF", "blue",
-	"ROUTER", "router-a",
+	"ROUTER", "router-a", `"$at"`, "2026-11-01T00:00:00Z",
 )
 
 // docCommandRE finds an aoctl command in a line of the docs: at the start
@@ -39,7 +39,14 @@ type docCommand struct {
 func docCommands(text string) []docCommand {
 	var out []docCommand
 	fenced := false
-	for i, line := range strings.Split(text, "\n") {
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line, first := lines[i], i
+		// A code line continued with a backslash is one command.
+		for fenced && strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+			i++
+			line = strings.TrimRight(strings.TrimSuffix(line, "\\"), " ") + " " + strings.TrimSpace(lines[i])
+		}
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			fenced = !fenced
 			continue
@@ -64,7 +71,7 @@ func docCommands(text string) []docCommand {
 			if inline && !positional(cmd) {
 				continue // prose naming a command ("`aoctl validate` and aokeyd refuse")
 			}
-			out = append(out, docCommand{i + 1, cmd})
+			out = append(out, docCommand{first + 1, cmd})
 		}
 	}
 	return out
@@ -162,10 +169,10 @@ func TestDocsCommands(t *testing.T) {
 
 // TestDocCommandExtraction pins what TestDocsCommands runs of a line.
 func TestDocCommandExtraction(t *testing.T) {
-	text := "intro `aoctl revoke <chain> <key>` and `aoctl status` (`aoctl peer-config --for bird`, `aoctl migrate PEER [--bound 5m]`)\n\n```sh\naoctl rotate 192.0.2.2 | --all   # roll\n$ aoctl plan --json > plan.json\nnot aoctl here\n```\n\n    aoctl validate CONFIG && systemctl reload aokeyd\n\nprose that says aoctl status is good\n"
+	text := "intro `aoctl revoke <chain> <key>` and `aoctl status` (`aoctl peer-config --for bird`, `aoctl migrate PEER [--bound 5m]`)\n\n```sh\naoctl rotate 192.0.2.2 | --all   # roll\n$ aoctl plan --json > plan.json\nnot aoctl here\n```\n\n    aoctl validate CONFIG && systemctl reload aokeyd\n\nprose that says aoctl status is good\n\n```sh\naoctl peer-config 192.0.2.3 --for bird \\\n  --local 192.0.2.1 >x\n```\n"
 	got := docCommands(text)
 	want := []docCommand{{1, "aoctl revoke <chain> <key>"}, {1, "aoctl migrate PEER"}, {4, "aoctl rotate 192.0.2.2"},
-		{5, "aoctl plan --json"}, {9, "aoctl validate CONFIG"}}
+		{5, "aoctl plan --json"}, {9, "aoctl validate CONFIG"}, {14, "aoctl peer-config 192.0.2.3 --for bird --local 192.0.2.1"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("commands %+v, want %+v", got, want)
 	}
