@@ -33,6 +33,18 @@ func earlyAsk(pk policy.PeerKeys, i int, at time.Time) earlyRoll {
 	return earlyRoll{key: early.KeyOf(pk, i), asked: at}
 }
 
+// askOne asks r for id alone; same: the request in force names r's
+// target, and stays.
+func askOne(t *testing.T, e *earlyRolls, id rotator.PeerID, r earlyRoll) (same bool) {
+	t.Helper()
+	kept, err := e.ask(map[rotator.PeerID]earlyRoll{id: r})
+	if err != nil {
+		t.Fatalf("ask: %v", err)
+	}
+	_, same = kept[id]
+	return same
+}
+
 // A request names its target: the preference follows that key while it is
 // one of the peer's keys and the schedule has not reached it, and a
 // request that no longer applies ends (and says why, unless the schedule
@@ -66,7 +78,7 @@ func TestEarlyRollPreference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e earlyRolls
-			e.ask(id, earlyAsk(base, 1, t0))
+			askOne(t, &e, id, earlyAsk(base, 1, t0))
 			gen := e.generation()
 			pk := earlyPeerKeys(t0)
 			tc.change(&pk)
@@ -109,7 +121,7 @@ func TestEarlyRollEvents(t *testing.T) {
 	}
 
 	var e earlyRolls
-	e.ask(id, earlyAsk(pk, 1, t0))
+	askOne(t, &e, id, earlyAsk(pk, 1, t0))
 	e.event(ev(rotator.EventRollAborted, 20, 21)) // a roll to k1: not the request's
 	e.event(ev(rotator.EventRollCompleted, 40, 41))
 	if got := state(&e); got != "rolling" {
@@ -122,7 +134,7 @@ func TestEarlyRollEvents(t *testing.T) {
 	if _, ended := e.down(id, t0); ended || state(&e) != "held" {
 		t.Fatalf("a held request ended with the session")
 	}
-	if _, same := e.ask(id, earlyAsk(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
+	if same := askOne(t, &e, id, earlyAsk(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
 		t.Fatalf("asked again for k2: same %t, %s; want the held request kept", same, state(&e))
 	}
 	if _, why, ended := e.event(ev(rotator.EventRollAborted, 30, 31)); !ended || !strings.Contains(why, "aborted (switch-timeout)") {
@@ -135,11 +147,11 @@ func TestEarlyRollEvents(t *testing.T) {
 		t.Errorf("status still told of the ended request once k2's send start came")
 	}
 
-	e.ask(id, earlyAsk(pk, 2, t0))
+	askOne(t, &e, id, earlyAsk(pk, 2, t0))
 	if r, ended := e.down(id, t0); !ended || r.key.Name != "k3" || state(&e) != "none" {
 		t.Fatalf("the session went down before the roll to k3 completed: ended %t, %s", ended, state(&e))
 	}
-	e.ask(id, earlyAsk(pk, 2, t0))
+	askOne(t, &e, id, earlyAsk(pk, 2, t0))
 	e.forget(id)
 	if _, inForce, _, ended := e.view(id, t0); inForce || ended {
 		t.Errorf("a forgotten peer's request is still there")
