@@ -43,6 +43,10 @@ import (
 //     another fingerprint key cannot tell its targets' material: its
 //     requests are dropped the same way, and the next pass rewrites it.
 //   - A request whose peer left the policy is dropped at start.
+//   - The first pass writes the record even when it holds no request, so
+//     that one found missing at a later start (with its backup: else the
+//     backup restores it) was lost, and the log says so; the requests it
+//     held cannot be told, and the schedule governs.
 type earlyRecord struct {
 	rec durable.Record
 	log *slog.Logger
@@ -85,8 +89,11 @@ func openEarly(path string, pol *policy.Policy, log *slog.Logger) (r *earlyRecor
 	}
 	switch l.From {
 	case durable.None:
-		log.Debug("no early-roll record: no aoctl rotate request is in force", "file", path)
-		return r, nil, false, nil
+		// Written at the first pass, empty: a record missing at a later
+		// start was lost with its backup.
+		log.Warn("no early-roll record (a first start, or it was lost with its backup): no aoctl rotate request is restored, "+
+			"the schedule governs every peer", "file", path)
+		return r, nil, true, nil
 	case durable.Backup:
 		why := "is missing"
 		if l.SetAside != "" {
@@ -149,6 +156,9 @@ func (r *earlyRecord) lost(why, aside string) {
 		"file", r.rec.Path, "set_aside", aside)
 	w := fmt.Sprintf("the early-roll record %s %s: aoctl rotate's requests it held are lost and the schedule governs every peer "+
 		"(aoctl rotate PEER asks again)", r.rec.Path, why)
+	if aside != "" {
+		w += "; " + aside
+	}
 	r.lostWarn.Store(&w)
 }
 
