@@ -62,6 +62,9 @@ type earlyRoll struct {
 	asked   time.Time
 	state   earlyState
 	session early.Session
+	// restored: read from the record at start (a roll under way began
+	// before it, on a machine that is gone). Not recorded.
+	restored bool
 }
 
 func (r earlyRoll) label() string { return r.key.Label() }
@@ -240,10 +243,11 @@ func (e *earlyRolls) down(id rotator.PeerID, at time.Time) (earlyRoll, bool) {
 // kernel's switch), with no event. So, while st (the machine's status,
 // asked for only when id has a request rolling) is steady: a session
 // that sends with the target and announces it holds the request, as a
-// completed roll does; one that does not, timeout after the request was
-// asked (the switch timeout: the machine's roll would have aborted by
-// then), ends it, as the abort does. It reports the request it held or
-// ended, and why it ended.
+// completed roll does; for a restored request, one that does not, timeout
+// after the request was asked (the switch timeout: the roll would have
+// aborted by then), ends it, as the abort does (a request asked since the
+// start has its roll on this machine, whose abort ends it). It reports
+// the request it held or ended, and why it ended.
 func (e *earlyRolls) observe(id rotator.PeerID, status func() (rotator.Status, bool), now time.Time, timeout time.Duration) (r earlyRoll, why string, held, ended bool) {
 	r, ok := e.get(id)
 	if !ok || r.state != earlyRolling {
@@ -264,7 +268,7 @@ func (e *earlyRolls) observe(id rotator.PeerID, status func() (rotator.Status, b
 		}
 		return r, "", false, false
 	}
-	if now.Before(r.asked.Add(timeout)) {
+	if !r.restored || now.Before(r.asked.Add(timeout)) {
 		return r, "", false, false
 	}
 	why = fmt.Sprintf("the roll to it did not complete within the switch timeout (%s)", timeout)
@@ -272,13 +276,13 @@ func (e *earlyRolls) observe(id rotator.PeerID, status func() (rotator.Status, b
 }
 
 // deadline is the earliest instant after now at which observe would end
-// a request still rolling (zero: none).
+// a restored request still rolling (zero: none).
 func (e *earlyRolls) deadline(now time.Time, timeout time.Duration) time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var next time.Time
 	for _, r := range e.rolls {
-		if at := r.asked.Add(timeout); r.state == earlyRolling && at.After(now) && (next.IsZero() || at.Before(next)) {
+		if at := r.asked.Add(timeout); r.restored && r.state == earlyRolling && at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}

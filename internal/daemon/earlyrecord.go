@@ -122,7 +122,7 @@ func openEarly(path string, pol *policy.Policy, log *slog.Logger) (r *earlyRecor
 		if q.Held {
 			st = earlyHeld
 		}
-		rolls[q.Peer] = earlyRoll{key: q.Key, asked: q.Asked, state: st, session: q.Session}
+		rolls[q.Peer] = earlyRoll{key: q.Key, asked: q.Asked, state: st, session: q.Session, restored: true}
 	}
 	if len(rolls) > 0 {
 		log.Info("aoctl rotate's early rolls restored from the record", "file", path, "peers", len(rolls))
