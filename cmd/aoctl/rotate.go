@@ -22,10 +22,12 @@ func (a *app) rotate() *cmd {
 Starts a rotation now, to the newest key the key source holds for the
 peer, ahead of its send start: the daemon installs it if needed, announces
 it with RNext, and switches once the peer sends with it. It rolls to that
-key once: the peer then keeps it until the schedule sends with it; a key
-added later waits for the schedule or another aoctl rotate; a roll that
-aborts, or whose session goes down, is not retried (the schedule governs
-again; aoctl status says why). Exit status 1 when a peer could not start.
+key once: the peer then keeps it until the schedule sends with it, also
+across restarts of aokeyd (the request is recorded before the roll
+starts); a key added later waits for the schedule or another aoctl
+rotate; a roll that aborts, or whose session goes down, is not retried
+(the schedule governs again; aoctl status says why). Exit status 1 when a
+peer could not start.
 With --wait it then prints each step as the peer takes it (started,
 announced, switched, completed; or aborted, with the reason, or the
 session going down) and exits when every roll it started has ended:

@@ -192,6 +192,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
 		OwnedKeysFile:   filepath.Join(stateDir, "owned-keys.json"),
 		CarriedKeysFile: filepath.Join(stateDir, "carried-keys.json"),
+		EarlyRollsFile:  filepath.Join(stateDir, "early-rolls.json"),
 		MigrationsFile:  filepath.Join(stateDir, "migrations.json"),
 		RaiseOptMem:     raiseOptMem,
 		Kernel:          kernel(log),

@@ -71,6 +71,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	if w := d.owned.warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
+	rep.Warnings = append(rep.Warnings, d.ops.early.warnings()...)
 	if w := d.configWarn.Load(); w != nil {
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
@@ -474,6 +475,8 @@ func (d *Daemon) rollEvent(e rotator.Event) {
 	if r, why, ended := d.ops.early.event(e); ended {
 		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", e.Peer, "key", r.label(), "why", why)
 		d.wake() // the peer's desired state goes back to the schedule's
+	} else if d.ops.early.pending() {
+		d.wake() // a roll held: the pass writes the record
 	}
 	m := d.o.Metrics
 	if m == nil {

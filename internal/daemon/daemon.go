@@ -79,6 +79,9 @@ type Options struct {
 	// CarriedKeysFile records the keys each peer's sessions carry, up or
 	// down, across restarts (carried.go; "" keeps them in memory only).
 	CarriedKeysFile string
+	// EarlyRollsFile records aoctl rotate's requests across restarts
+	// (earlyrecord.go; "" keeps them in memory only).
+	EarlyRollsFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
 	// RaiseOptMem (kernel.raise_optmem: tcpao.RaiseOptMemIn) makes
@@ -206,6 +209,10 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	earlyRec, earlyRolls, earlyRewrite, err := openEarly(o.EarlyRollsFile, o.Policy, o.Logger)
+	if err != nil {
+		return nil, err
+	}
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
@@ -220,7 +227,8 @@ func New(o Options) (*Daemon, error) {
 		rec:     newReconciler(),
 	}
 	d.pol.Store(newPolicyState(o.Policy))
-	d.rec.gate.Store(&control.StartUpGate{}) // the start-up gate holds from the start
+	d.ops.early.restore(earlyRec, earlyRolls, earlyRewrite) // before the first pass
+	d.rec.gate.Store(&control.StartUpGate{})                // the start-up gate holds from the start
 	// The key cache holds back what a read loses of the chains in use.
 	o.Keys.SetBound(d.boundChain)
 	if o.Metrics != nil {
@@ -253,10 +261,11 @@ func New(o Options) (*Daemon, error) {
 		Guard: stepGuard{bgp.NewGuard(d.tracker, o.Logger)},
 		// Roll events go to the metrics as they happen (rollEvent).
 		Events: d.rollEvent,
-		Changed: func(rotator.PeerID) {
+		Changed: func(id rotator.PeerID) {
 			if o.Changed != nil {
 				o.Changed()
 			}
+			d.observeEarly(id)
 			// A session's keys changed: when the listener keeps keys only
 			// because sessions carry them, the keys carried may have
 			// changed too (a roll retired the old key), and the next
@@ -330,6 +339,7 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 // per-peer machines stop last.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { _ = d.owned.close() }() // last: after every writer stopped
+	defer d.ops.early.flush()              // what the last events changed
 	defer d.ctrl.Close()
 	defer close(d.rec.done)
 	var wg sync.WaitGroup
@@ -544,6 +554,10 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	if d.ctrl.Runs(id, p.handle) {
 		return true
 	}
+	if r, ended := d.ops.early.session(id, sessionOf(p.handle), d.o.Clock.Now()); ended {
+		d.log.Info("aoctl rotate's early roll ends: the session it rolled went down before the roll completed; the schedule governs "+
+			"(aoctl rotate asks again)", "peer", id, "key", r.label())
+	}
 	if d.md5Session(snap, p.info, p.handle) {
 		d.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
 		return true
@@ -577,6 +591,7 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	d.noteRollDown(info)
 	if r, ended := d.ops.early.down(id, d.o.Clock.Now()); ended {
 		d.log.Info("aoctl rotate's early roll ends with the session; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label())
+		d.wake() // the pass writes the record
 	}
 	d.noteDown(ctx, info)
 	d.peers.mu.Lock()

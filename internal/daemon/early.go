@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,10 +34,18 @@ import (
 //     end lacks; `aoctl rotate --wait` reports the roll failed, status
 //     says the request ended and why, and `aoctl rotate` asks again); when
 //     the session went down before the roll completed (rotate --wait
-//     reports that roll failed too); when the peer left the policy.
+//     reports that roll failed too; a session that went down while aokeyd
+//     was stopped counts: a later session is another connection); when
+//     the peer left the policy.
 //
-// The requests live in memory: a restart forgets them, and the schedule
-// governs.
+// The requests survive a restart, an upgrade and a lost file
+// (earlyrecord.go): each is written to the early-roll record, durably and
+// with a backup, before any pass can act on it (ask), and the record
+// follows every other change (held, ended) at the next pass, at the
+// latest at the stop. A start reads the record before its first pass.
+// Without one it can read (both copies unreadable, or its fingerprints
+// under another fingerprint key) the schedule governs every peer, with a
+// warning in the log and in status: the safe side, never a refused start.
 
 // earlyState is where a request stands.
 type earlyState uint8
@@ -46,11 +56,15 @@ const (
 )
 
 // earlyRoll is one peer's request: its target as the key source had it
-// when the operator asked.
+// when the operator asked, and the session that was up then.
 type earlyRoll struct {
-	key   early.Key
-	asked time.Time
-	state earlyState
+	key     early.Key
+	asked   time.Time
+	state   earlyState
+	session early.Session
+	// restored: read from the record at start (a roll under way began
+	// before it, on a machine that is gone). Not recorded.
+	restored bool
 }
 
 func (r earlyRoll) label() string { return r.key.Label() }
@@ -74,23 +88,65 @@ type earlyRolls struct {
 	gen   uint64
 	rolls map[rotator.PeerID]earlyRoll
 	ended map[rotator.PeerID]earlyEnd
+	// changes counts the changes to rolls (a request, a hold, an end);
+	// saved is the count the record holds (both under mu; saved written
+	// under rec.wmu too). saved != changes: the next flush writes.
+	changes, saved uint64
+	// rec is the early-roll record (earlyrecord.go); nil: memory only.
+	rec *earlyRecord
 }
 
-// ask records the operator's request for id, replacing any other one. A
-// request for the same target stays as it is; ask returns it then.
-func (e *earlyRolls) ask(id rotator.PeerID, r earlyRoll) (old earlyRoll, same bool) {
+// ask makes asks the peers' requests, each replacing the peer's request
+// in force, in the record and then in memory: no pass sees a request
+// before the record holds it. A request for the target the peer's request
+// in force names leaves that one as it is: kept holds those. With an error
+// the record could not be written and no other request was made.
+func (e *earlyRolls) ask(asks map[rotator.PeerID]earlyRoll) (kept map[rotator.PeerID]earlyRoll, err error) {
+	if e.rec != nil {
+		e.rec.wmu.Lock() // no other write between the one below and the apply
+		defer e.rec.wmu.Unlock()
+	}
+	e.mu.Lock()
+	kept = map[rotator.PeerID]earlyRoll{}
+	next := maps.Clone(e.rolls)
+	if next == nil {
+		next = map[rotator.PeerID]earlyRoll{}
+	}
+	for id, r := range asks {
+		if old, ok := e.rolls[id]; ok && old.key.Same(r.key) {
+			kept[id] = old
+			continue
+		}
+		next[id] = r
+	}
+	base := e.changes
+	e.mu.Unlock()
+	if len(kept) == len(asks) {
+		return kept, nil
+	}
+	if e.rec != nil {
+		if err := e.rec.write(next); err != nil {
+			return kept, err
+		}
+		e.rec.asked()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old, ok := e.rolls[id]; ok && old.key.Same(r.key) {
-		return old, true
-	}
 	if e.rolls == nil {
 		e.rolls = map[rotator.PeerID]earlyRoll{}
 	}
-	e.rolls[id] = r
-	delete(e.ended, id)
+	for id, r := range asks {
+		if _, ok := kept[id]; !ok {
+			e.rolls[id] = r
+			delete(e.ended, id)
+		}
+	}
 	e.gen++
-	return earlyRoll{}, false
+	e.changes++
+	if e.rec != nil && base == e.changes-1 {
+		e.saved = e.changes // nothing else changed since next was taken
+	}
+	return kept, nil
 }
 
 // generation changes with every request and every end.
@@ -157,9 +213,10 @@ func (e *earlyRolls) event(ev rotator.Event) (earlyRoll, string, bool) {
 	}
 	if ev.Kind == rotator.EventRollCompleted {
 		e.mu.Lock()
-		if cur, ok := e.rolls[ev.Peer]; ok && cur == r {
+		if cur, ok := e.rolls[ev.Peer]; ok && cur == r && cur.state != earlyHeld {
 			cur.state = earlyHeld
 			e.rolls[ev.Peer] = cur
+			e.changes++
 		}
 		e.mu.Unlock()
 		return earlyRoll{}, "", false
@@ -179,6 +236,71 @@ func (e *earlyRolls) down(id rotator.PeerID, at time.Time) (earlyRoll, bool) {
 	return r, e.end(id, r, at, "the session went down before the roll to it completed")
 }
 
+// observe follows a roll the machine does not run as one: a machine that
+// started on a session mid-roll (aokeyd restarted after the roll
+// announced the target) finds RNext_key on the target and stays steady,
+// and the session switches when the peer's RNext asks for the target (the
+// kernel's switch), with no event. So, while st (the machine's status,
+// asked for only when id has a request rolling) is steady: a session
+// that sends with the target and announces it holds the request, as a
+// completed roll does; for a restored request, one that does not, timeout
+// after the request was asked (the switch timeout: the roll would have
+// aborted by then), ends it, as the abort does (a request asked since the
+// start has its roll on this machine, whose abort ends it). It reports
+// the request it held or ended, and why it ended.
+func (e *earlyRolls) observe(id rotator.PeerID, status func() (rotator.Status, bool), now time.Time, timeout time.Duration) (r earlyRoll, why string, held, ended bool) {
+	r, ok := e.get(id)
+	if !ok || r.state != earlyRolling {
+		return r, "", false, false
+	}
+	st, ok := status()
+	if !ok || st.State != rotator.StateSteady {
+		return r, "", false, false
+	}
+	if st.Current == rotator.ID(r.key.SendID) && st.RNext == rotator.ID(r.key.RecvID) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if cur, ok := e.rolls[id]; ok && cur == r {
+			cur.state = earlyHeld
+			e.rolls[id] = cur
+			e.changes++
+			return cur, "", true, false
+		}
+		return r, "", false, false
+	}
+	if !r.restored || now.Before(r.asked.Add(timeout)) {
+		return r, "", false, false
+	}
+	why = fmt.Sprintf("the roll to it did not complete within the switch timeout (%s)", timeout)
+	return r, why, false, e.end(id, r, now, why)
+}
+
+// deadline is the earliest instant after now at which observe would end
+// a restored request still rolling (zero: none).
+func (e *earlyRolls) deadline(now time.Time, timeout time.Duration) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var next time.Time
+	for _, r := range e.rolls {
+		if at := r.asked.Add(timeout); r.restored && r.state == earlyRolling && at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
+// session ends id's request whose roll had not completed when its
+// session is not s, a session being taken over: the one the roll ran on
+// went down (while aokeyd was stopped, or unseen), and with it the roll.
+// A request that names no session, or a session not named, stays.
+func (e *earlyRolls) session(id rotator.PeerID, s early.Session, at time.Time) (earlyRoll, bool) {
+	r, ok := e.get(id)
+	if !ok || r.state != earlyRolling || r.session.IsZero() || s.IsZero() || r.session == s {
+		return r, false
+	}
+	return r, e.end(id, r, at, "the session went down before the roll to it completed")
+}
+
 // end ends id's request r (unless another one replaced it meanwhile);
 // why, when not empty, is kept for status.
 func (e *earlyRolls) end(id rotator.PeerID, r earlyRoll, at time.Time, why string) bool {
@@ -189,6 +311,7 @@ func (e *earlyRolls) end(id rotator.PeerID, r earlyRoll, at time.Time, why strin
 	}
 	delete(e.rolls, id)
 	e.gen++
+	e.changes++
 	if why != "" {
 		if e.ended == nil {
 			e.ended = map[rotator.PeerID]earlyEnd{}
@@ -205,8 +328,16 @@ func (e *earlyRolls) forget(id rotator.PeerID) {
 	if _, ok := e.rolls[id]; ok {
 		delete(e.rolls, id)
 		e.gen++
+		e.changes++
 	}
 	delete(e.ended, id)
+}
+
+// peers are the peers that have a request in force.
+func (e *earlyRolls) peers() []rotator.PeerID {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Keys(e.rolls))
 }
 
 // view is id's request in force, or the last that ended before the

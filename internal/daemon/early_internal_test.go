@@ -33,6 +33,18 @@ func earlyAsk(pk policy.PeerKeys, i int, at time.Time) earlyRoll {
 	return earlyRoll{key: early.KeyOf(pk, i), asked: at}
 }
 
+// askOne asks r for id alone; same: the request in force names r's
+// target, and stays.
+func askOne(t *testing.T, e *earlyRolls, id rotator.PeerID, r earlyRoll) (same bool) {
+	t.Helper()
+	kept, err := e.ask(map[rotator.PeerID]earlyRoll{id: r})
+	if err != nil {
+		t.Fatalf("ask: %v", err)
+	}
+	_, same = kept[id]
+	return same
+}
+
 // A request names its target: the preference follows that key while it is
 // one of the peer's keys and the schedule has not reached it, and a
 // request that no longer applies ends (and says why, unless the schedule
@@ -66,7 +78,7 @@ func TestEarlyRollPreference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e earlyRolls
-			e.ask(id, earlyAsk(base, 1, t0))
+			askOne(t, &e, id, earlyAsk(base, 1, t0))
 			gen := e.generation()
 			pk := earlyPeerKeys(t0)
 			tc.change(&pk)
@@ -109,7 +121,7 @@ func TestEarlyRollEvents(t *testing.T) {
 	}
 
 	var e earlyRolls
-	e.ask(id, earlyAsk(pk, 1, t0))
+	askOne(t, &e, id, earlyAsk(pk, 1, t0))
 	e.event(ev(rotator.EventRollAborted, 20, 21)) // a roll to k1: not the request's
 	e.event(ev(rotator.EventRollCompleted, 40, 41))
 	if got := state(&e); got != "rolling" {
@@ -122,7 +134,7 @@ func TestEarlyRollEvents(t *testing.T) {
 	if _, ended := e.down(id, t0); ended || state(&e) != "held" {
 		t.Fatalf("a held request ended with the session")
 	}
-	if _, same := e.ask(id, earlyAsk(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
+	if same := askOne(t, &e, id, earlyAsk(pk, 1, t0.Add(time.Minute))); !same || state(&e) != "held" {
 		t.Fatalf("asked again for k2: same %t, %s; want the held request kept", same, state(&e))
 	}
 	if _, why, ended := e.event(ev(rotator.EventRollAborted, 30, 31)); !ended || !strings.Contains(why, "aborted (switch-timeout)") {
@@ -135,13 +147,88 @@ func TestEarlyRollEvents(t *testing.T) {
 		t.Errorf("status still told of the ended request once k2's send start came")
 	}
 
-	e.ask(id, earlyAsk(pk, 2, t0))
+	askOne(t, &e, id, earlyAsk(pk, 2, t0))
 	if r, ended := e.down(id, t0); !ended || r.key.Name != "k3" || state(&e) != "none" {
 		t.Fatalf("the session went down before the roll to k3 completed: ended %t, %s", ended, state(&e))
 	}
-	e.ask(id, earlyAsk(pk, 2, t0))
+	askOne(t, &e, id, earlyAsk(pk, 2, t0))
 	e.forget(id)
 	if _, inForce, _, ended := e.view(id, t0); inForce || ended {
 		t.Errorf("a forgotten peer's request is still there")
+	}
+}
+
+// observe, for a machine that does not run the roll as one (started
+// mid-roll after a restart): a steady session on the target holds the
+// request; a restored request not on it ends at the switch timeout after
+// the ask, and deadline names that instant; a request asked since the
+// start is left to its machine's abort. session ends a rolling request
+// whose session is another.
+func TestEarlyRollObserve(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	id := peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")
+	pk := earlyPeerKeys(t0)
+	const timeout = 2 * time.Minute
+	status := func(state rotator.State, cur, rnext uint8) func() (rotator.Status, bool) {
+		return func() (rotator.Status, bool) {
+			return rotator.Status{Peer: id, State: state, Current: rotator.ID(cur), RNext: rotator.ID(rnext)}, true
+		}
+	}
+	onK1, onK2 := status(rotator.StateSteady, 20, 21), status(rotator.StateSteady, 30, 31)
+	for _, tc := range []struct {
+		name     string
+		restored bool
+		st       func() (rotator.Status, bool)
+		at       time.Duration // after the ask
+		want     string        // rolling, held or ended
+	}{
+		{"restored, on the target", true, onK2, 0, "held"},
+		{"asked since the start, on the target", false, onK2, 0, "held"},
+		{"restored, announced (the machine rolls)", true, status(rotator.StateAnnounced, 20, 31), timeout, "rolling"},
+		{"restored, not on it, before the timeout", true, onK1, timeout - time.Second, "rolling"},
+		{"restored, not on it, at the timeout", true, onK1, timeout, "ended"},
+		{"asked since the start, not on it, past the timeout", false, onK1, 2 * timeout, "rolling"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e earlyRolls
+			r := earlyAsk(pk, 1, t0)
+			r.restored = tc.restored
+			e.restore(nil, map[rotator.PeerID]earlyRoll{id: r}, false)
+			wantDeadline := time.Time{}
+			if tc.restored {
+				wantDeadline = t0.Add(timeout)
+			}
+			if got := e.deadline(t0, timeout); !got.Equal(wantDeadline) {
+				t.Errorf("deadline %s, want %s", got, wantDeadline)
+			}
+			_, why, held, ended := e.observe(id, tc.st, t0.Add(tc.at), timeout)
+			got := "rolling"
+			switch {
+			case held:
+				got = "held"
+			case ended:
+				got = "ended"
+			}
+			if got != tc.want {
+				t.Errorf("observe: %s (%q), want %s", got, why, tc.want)
+			}
+		})
+	}
+
+	s1 := early.Session{Inode: 7, Local: netip.MustParseAddrPort("192.0.2.1:179"), Remote: netip.MustParseAddrPort("192.0.2.2:50001")}
+	s2 := s1
+	s2.Inode, s2.Remote = 8, netip.MustParseAddrPort("192.0.2.2:50002")
+	var e earlyRolls
+	r := earlyAsk(pk, 1, t0)
+	r.session = s1
+	askOne(t, &e, id, r)
+	if _, ended := e.session(id, s1, t0); ended {
+		t.Error("the session the roll runs on ended it")
+	}
+	if _, ended := e.session(id, early.Session{}, t0); ended {
+		t.Error("a session not named ended it")
+	}
+	if _, ended := e.session(id, s2, t0); !ended {
+		t.Error("another session did not end the rolling request")
 	}
 }

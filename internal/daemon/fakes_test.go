@@ -483,6 +483,7 @@ func (e *env) start(revocationsFile string) {
 		RevocationsFile: revocationsFile,
 		OwnedKeysFile:   e.ownedFile,
 		CarriedKeysFile: filepath.Join(filepath.Dir(e.ownedFile), "carried-keys.json"),
+		EarlyRollsFile:  filepath.Join(filepath.Dir(e.ownedFile), "early-rolls.json"),
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		RaiseOptMem:     e.raiseOptMem,
 		Logger:          log,

@@ -183,6 +183,7 @@ func (d *Daemon) inputs() passInputs {
 // only writer) and, when an input changed, every established peer gets
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
+	d.ops.early.flush() // the early rolls held or ended since the last pass
 	now := d.o.Clock.Now()
 	migrNext := d.advanceMigrations(ctx, now) // a step taken changes the inputs
 	in, sessions := d.inputs(), d.rec.sessions.Load()
@@ -247,6 +248,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 			d.takeOver(snap, id)
 			continue
 		}
+		d.observeEarly(id) // before its desired state: an early roll may end
 		if !changed {
 			continue // the same inputs give the same desired state
 		}
@@ -264,6 +266,11 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 		}
 		next = sooner(next, pk.NextChange)
 	}
+	if changed {
+		d.endUnbound()
+	}
+	d.ops.early.flush() // before the listeners: the ends this pass found
+	next = sooner(next, d.ops.early.deadline(now, d.ctrl.Config().SwitchTimeout))
 	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
 	d.syncListeners(ctx, d.takeAsks()...)
 	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now

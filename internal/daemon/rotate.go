@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/early"
+	"github.com/aokeyd/aokeyd/rotator"
 )
 
 // Rotate implements control.Backend: roll now to the newest key the source
 // holds for the peer, ahead of its send time: that key, once (early.go).
+// The requests are in the early-roll record before any pass acts on them
+// (earlyRolls.ask); when it cannot be written no roll starts.
 func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
 	var res control.RotateResult
 	snap, release := d.shared()
@@ -33,6 +37,8 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
 	seq := d.rolls.last() // the steps after it are this rotation's
+	asks := map[rotator.PeerID]earlyRoll{}
+	at := map[rotator.PeerID]int{} // each ask's outcome in res.Peers
 	for _, p := range targets {
 		id := p.info.Key()
 		out := control.RotateOutcome{Seq: seq, Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
@@ -46,17 +52,67 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		case n < 0 || n == pk.Preferred:
 			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
 		default:
-			r := earlyRoll{key: early.KeyOf(pk, n), asked: now}
-			if old, same := d.ops.early.ask(id, r); same && old.state == earlyHeld {
-				out.Detail = fmt.Sprintf("already rolled to %s ahead of its send start (aoctl rotate at %s); the schedule sends with it from %s",
-					r.label(), old.asked.UTC().Format(time.RFC3339), r.key.Start.UTC().Format(time.RFC3339))
-				break
-			}
-			out.Started = true
-			out.Detail = "rolling to " + r.label()
+			asks[id] = earlyRoll{key: early.KeyOf(pk, n), asked: now, session: sessionOf(p.handle)}
+			at[id] = len(res.Peers)
 		}
 		res.Peers = append(res.Peers, out)
 	}
+	kept, err := d.ops.early.ask(asks)
+	for id, i := range at {
+		out, r := &res.Peers[i], asks[id]
+		old, same := kept[id]
+		switch {
+		case same && old.state == earlyHeld:
+			out.Detail = fmt.Sprintf("already rolled to %s ahead of its send start (aoctl rotate at %s); the schedule sends with it from %s",
+				r.label(), old.asked.UTC().Format(time.RFC3339), r.key.Start.UTC().Format(time.RFC3339))
+		case !same && err != nil:
+			out.Error = fmt.Sprintf("the request to roll to %s could not be recorded, so no roll started: %v", r.label(), err)
+		default:
+			out.Started = true
+			out.Detail = "rolling to " + r.label()
+		}
+	}
 	d.Kick()
 	return res, nil
+}
+
+// observeEarly holds or ends id's early roll that its machine, started
+// on the session mid-roll, does not run as a roll (earlyRolls.observe).
+// From the controller's Changed (a machine's goroutine: it never waits)
+// and the passes.
+func (d *Daemon) observeEarly(id rotator.PeerID) {
+	status := func() (rotator.Status, bool) { return d.ctrl.StatusOf(id) }
+	r, why, held, ended := d.ops.early.observe(id, status, d.o.Clock.Now(), d.ctrl.Config().SwitchTimeout)
+	switch {
+	case held:
+		d.log.Info("aoctl rotate's early roll completed: the session sends with its key", "peer", id, "key", r.label())
+		d.wake() // the pass writes the record
+	case ended:
+		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label(), "why", why)
+		d.wake() // the peer's desired state goes back to the schedule's
+	}
+}
+
+// sessionOf names the connection h is (zero when its inode is not known).
+func sessionOf(h bgp.SocketHandle) early.Session {
+	if h == nil {
+		return early.Session{}
+	}
+	ref := h.Ref()
+	if ref.Inode == 0 {
+		return early.Session{}
+	}
+	return early.Session{Inode: ref.Inode, Local: ref.Local, Remote: ref.Remote}
+}
+
+// endUnbound ends the early rolls of peers that left the policy, the
+// peers no session report brought back since the start included (the
+// others are forgotten with their binding). Reconcile goroutine.
+func (d *Daemon) endUnbound() {
+	for _, id := range d.ops.early.peers() {
+		if _, err := d.policy().BindingFor(id.Addr, id.VRF); err != nil {
+			d.ops.early.forget(id)
+			d.log.Info("aoctl rotate's early roll ends: the peer left the policy", "peer", id)
+		}
+	}
 }
