@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -88,6 +89,10 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		}
 	}
 	t.Logf("fleet-lag: %s; flag read %s (write %s)", detail, flagged.Format("15:04:05.000"), written.Format("15:04:05.000"))
+	// The longest document write of the far ends' rounds around the
+	// announce: a round already writing when the announce came finishes
+	// that write before the next round publishes the announce.
+	var slowestWrite time.Duration
 	for _, far := range []string{"g3", "g5"} {
 		// Where the far ends' time went: their announce and the
 		// publisher's rounds around it (debug log).
@@ -98,6 +103,15 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 			}
 		}
 		lines = lines[max(0, len(lines)-12):]
+		for _, l := range lines {
+			var r struct {
+				Msg       string `json:"msg"`
+				PublishMS int64  `json:"publish_ms"`
+			}
+			if json.Unmarshal([]byte(l), &r) == nil && r.Msg == "fleet: round" {
+				slowestWrite = max(slowestWrite, time.Duration(r.PublishMS)*time.Millisecond)
+			}
+		}
 		t.Logf("fleet-lag: %s's announce and publisher rounds (last %d):\n%s", far, len(lines), strings.Join(lines, "\n"))
 	}
 	toFlag := published.Sub(announced)
@@ -110,8 +124,16 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 	// round waited for that round and the next one's record read, status
 	// and write (1,170 ms in a clean-clone make test beside the FRR
 	// scenarios, rounds of 0.5-0.6 s).
-	if toFlag > fleetRefresh || toFlag < 0 {
-		t.Errorf("g4 flagged %s after g3 and g5 announced %s to it, want within one refresh (%s)", toFlag, ref, fleetRefresh)
+	//
+	// The bound holds on a loaded emulated machine: one refresh, plus
+	// the longest document write of the far ends' rounds then (a round
+	// writing when the announce came ends its write first: 1,160 ms for
+	// one write to the guest's Vault server in a busy-host run, where
+	// toFlag was 1,196 ms; tens of ms on a quiet one, where the bound is
+	// the refresh).
+	if limit := fleetRefresh + slowestWrite; toFlag > limit || toFlag < 0 {
+		t.Errorf("g4 flagged %s after g3 and g5 announced %s to it, want within one refresh (%s) and the slowest round's write then (%s)",
+			toFlag, ref, fleetRefresh, slowestWrite)
 	}
 	// The far ends read the key at their next refresh; the roll's install
 	// and announce take a few hundred ms in the TCG guest.
