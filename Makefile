@@ -87,7 +87,7 @@ renderings: deps
 
 # Every host package under the race detector (a data race fails the run).
 test-unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Boots the bundled TCP-AO kernel and runs every kernel test inside it.
 # The scenario tests (e2e, frr) mostly wait on BGP and rotation timers, not
