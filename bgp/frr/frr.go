@@ -1,13 +1,9 @@
 package frr
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -287,23 +283,8 @@ func (s *Speaker) ResetPeer(ctx context.Context, k peerkey.Key, reason string) e
 }
 
 // FindPID returns bgpd's pid from pidFile ("" to skip) or, when that file
-// does not exist, the one process whose comm is name.
+// does not exist, the one process whose comm is name (sockets.FindPID,
+// naming FRR's setting).
 func FindPID(pidFile, name string) (int, error) {
-	if pidFile != "" {
-		b, err := os.ReadFile(pidFile)
-		if err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || pid <= 0 {
-				return 0, fmt.Errorf("pid file %s: %q is not a pid", pidFile, bytes.TrimSpace(b))
-			}
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
-				return 0, fmt.Errorf("pid file %s names pid %d, which is not running (stale pid file?)", pidFile, pid)
-			}
-			return pid, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) || name == "" {
-			return 0, err
-		}
-	}
-	return sockets.FindProcess(name, "speaker.frr.pid_file")
+	return sockets.FindPID(pidFile, name, "speaker.frr.pid_file")
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
@@ -47,12 +46,13 @@ func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgP
 // another namespace, has more than one process named bird); else the one
 // process by that name.
 func birdPID(b *config.Bird) (int, error) {
+	const birdPIDSetting = "speaker.bird.pid_file"
 	if b.PIDFile != "" {
-		return frr.FindPID(b.PIDFile, b.ProcessName)
+		return sockets.FindPID(b.PIDFile, b.ProcessName, birdPIDSetting)
 	}
 	pid, err := sockets.UnixListenerOwner(b.ControlSocket)
 	if err == nil || errors.Is(err, sockets.ErrNoProcess) {
 		return pid, err
 	}
-	return frr.FindPID("", b.ProcessName)
+	return sockets.FindProcess(b.ProcessName, birdPIDSetting)
 }
