@@ -17,6 +17,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 )
 
 // API is the part of GoBGP's gRPC API this package calls.
@@ -125,7 +126,7 @@ func newSpeaker(b backend, opt Options) *Speaker {
 		opt.Name = "gobgpd"
 	}
 	if opt.PID == nil {
-		opt.PID = func(context.Context) (int, error) { return sockets.ListenerOwner(179) }
+		opt.PID = func(context.Context) (int, error) { return sockets.ListenerOwner(speakers.Port) }
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

@@ -21,9 +21,6 @@ import (
 // waits for it.
 type KeysFunc func(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool)
 
-// BGPPort is the port the supervisor asks KeysFunc about by default.
-const BGPPort = 179
-
 // ChildEnv marks the re-executed launcher child (see RunChildIfRequested).
 const ChildEnv = "AOKEYD_CONNECTGUARD_CHILD"
 
@@ -65,7 +62,7 @@ type SupervisorOptions struct {
 	// previous supervisor received but never answered. 0 skips that.
 	PID int
 	// Ports are the destination ports KeysFunc is asked about (default
-	// [BGPPort]). Connects to any other port are continued at once.
+	// speakers.Port, BGP's). Connects to any other port are continued at once.
 	Ports []uint16
 	// Socket wraps a duplicated socket fd for the install (default
 	// tcpao.FromFD). Tests inject a recorder.
