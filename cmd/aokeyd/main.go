@@ -164,7 +164,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	if cfg.IsBird() {
+	if cfg.SpeakerKind().Opens() == config.OpensExecutor {
 		return serveBird(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, reg, log)
 	}
 	sp, closer, err := openSpeaker(cfg, log, m)

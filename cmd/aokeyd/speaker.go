@@ -17,7 +17,7 @@ import (
 // openSpeaker connects to the configured BGP speaker: gobgpd's gRPC API or
 // FRR's bgpd through its vty socket. The closer ends the connection.
 func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error) {
-	if f := cfg.Speaker.FRR; cfg.IsFRR() && f != nil {
+	if f := cfg.Speaker.FRR; cfg.SpeakerKind() == config.FRRKind && f != nil {
 		sp := frr.New(frr.Options{
 			Name:         "frr bgpd " + frr.VtySocketIn(f.VtySocket, f.Pathspace).Path,
 			Runner:       frr.VtySocketIn(f.VtySocket, f.Pathspace),
