@@ -35,12 +35,24 @@ func TestBirdPIDNamesBirdsSetting(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Process.Kill(); _, _ = c.Process.Wait() })
 	}
-	bc := &config.Bird{PIDFile: filepath.Join(dir, "bird.pid"), ProcessName: name, ControlSocket: filepath.Join(dir, "bird.ctl")}
-	pid, err := birdPID(bc)
+	cfg := speakerConfig(t, "speaker:\n  type: bird\n  bird:\n    pid_file: "+filepath.Join(dir, "bird.pid")+
+		"\n    process_name: "+name+"\n    control_socket: "+filepath.Join(dir, "bird.ctl")+"\n")
+	pid, err := processFinder(cfg.SpeakerProcess())()
 	if err == nil {
 		t.Fatalf("pid %d from two processes named %s", pid, name)
 	}
 	if !strings.Contains(err.Error(), "speaker.bird.pid_file") || strings.Contains(err.Error(), "frr") {
 		t.Errorf("error %q: want it to name speaker.bird.pid_file, and nothing of FRR's", err)
 	}
+}
+
+// speakerConfig is a checked configuration with the speaker settings
+// yaml (and a key file and policy that are never read).
+func speakerConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	c, err := config.Parse("", []byte("key_source:\n  type: file\n  file:\n    path: k.yaml\npolicy:\n  path: p.yaml\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
