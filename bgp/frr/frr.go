@@ -253,10 +253,6 @@ func (s *Speaker) Peer(ctx context.Context, k peerkey.Key) (bgp.PeerInfo, error)
 	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, k)
 }
 
-// SeparatesVRFs implements bgp.VRFSeparator: FRR keeps a neighbor per
-// VRF (router bgp AS vrf NAME), the same address in several.
-func (s *Speaker) SeparatesVRFs() bool { return true }
-
 // frrVRF is FRR's name of a VRF: "default" for the default one ("").
 func frrVRF(vrf string) string {
 	if vrf == "" {
