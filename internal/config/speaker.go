@@ -9,7 +9,8 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 )
 
-// Speaker types.
+// Speaker types: the names of the registry's entries (SpeakerKinds), as
+// speaker.type is written.
 const (
 	SpeakerGoBGP = "gobgp"
 	SpeakerFRR   = "frr"
@@ -59,8 +60,9 @@ const (
 	MaxFRRPollInterval     = time.Minute
 )
 
-// Speaker selects the BGP speaker whose sockets aokeyd keys: gobgpd (the
-// default, configured under the top-level gobgp section) or FRR's bgpd.
+// Speaker selects the BGP speaker aokeyd keys: Type names its kind (an
+// entry of SpeakerKinds; gobgp, configured under the top-level gobgp
+// section, by default), and only that kind's section may be set.
 type Speaker struct {
 	Type string `yaml:"type"`
 	// API is gobgpd's API line: v3, v4, or auto (the default: detected
