@@ -200,16 +200,6 @@ func SendEvent(ctx context.Context, ch chan<- Event, ev Event) bool {
 	}
 }
 
-// VRFSeparator is implemented by a Speaker that says whether it tells
-// the same neighbor address in two VRFs apart (two neighbors). One that
-// does not (gobgpd: one neighbor per address) cannot serve two policy
-// bindings of one address in two VRFs, and aokeyd refuses such a policy
-// for it (CheckVRFTwins). A Speaker without the method is taken to
-// separate them.
-type VRFSeparator interface {
-	SeparatesVRFs() bool
-}
-
 // Speaker is a BGP daemon seen from aokeyd (bgp/gobgp, bgp/frr).
 // Implementations keep their own types out of it; a peer is a peer.Key
 // (address and VRF) in both directions.

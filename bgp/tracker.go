@@ -12,6 +12,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 )
 
 // Discoverer finds and lends the speaker's sockets; sockets.System
@@ -59,10 +60,10 @@ type SessionObserver interface {
 
 // TrackerOptions configure a Tracker.
 type TrackerOptions struct {
-	// ListenPort is the speaker's BGP port (default 179). A session whose
-	// local port is another one was opened by the speaker (active) and
-	// carries no TCP-AO keys: it is logged, not handed to the observer --
-	// unless ActiveOpens is set.
+	// ListenPort is the speaker's BGP port (default speakers.Port). A
+	// session whose local port is another one was opened by the speaker
+	// (active) and carries no TCP-AO keys: it is logged, not handed to
+	// the observer -- unless ActiveOpens is set.
 	ListenPort uint16
 	// ActiveOpens: the speaker's outgoing connections carry TCP-AO keys
 	// (it runs under `aokeyd exec`, which keys each connect()), so its
@@ -129,7 +130,7 @@ type tracked struct {
 // NewTracker returns a Tracker; call Run.
 func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOptions) *Tracker {
 	if opt.ListenPort == 0 {
-		opt.ListenPort = 179
+		opt.ListenPort = speakers.Port
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

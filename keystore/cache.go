@@ -174,6 +174,10 @@ func (c *Cache) Status() CacheStatus {
 	return st
 }
 
+// DefaultRefresh is how often a key source is read unless configured
+// otherwise (key_source.refresh): the one place it is written.
+const DefaultRefresh = 30 * time.Second
+
 // Run refreshes on every tick until ctx ends, once at the start, and calls
 // onChange with a clone (owned by onChange) whenever the snapshot changed.
 func (c *Cache) Run(ctx context.Context, tick <-chan time.Time, onChange func(*Snapshot)) {

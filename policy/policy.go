@@ -286,47 +286,6 @@ func (p *Policy) Schedule(chain string) (Schedule, bool) {
 	return NewSchedule(*c.Rotation, p.seed), true
 }
 
-// CheckVRFTwins reports, for a speaker that keys its neighbors by address
-// alone (bgp.VRFSeparator false: gobgpd), each binding whose neighbor
-// address another binding also binds in another VRF: such a speaker has
-// one neighbor for both and aokeyd could not tell their sessions apart.
-// One Problem per such binding after the first, naming both and the fix.
-func (p *Policy) CheckVRFTwins(speaker string) []error {
-	var out []error
-	for i, b := range p.bindings {
-		for _, o := range p.bindings[:i] {
-			if o.VRF != b.VRF && o.Neighbor.Overlaps(b.Neighbor) {
-				out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".vrf", Err: fmt.Errorf(
-					"%w: %s is bound in vrf %q and, at line %d, in vrf %q: %s keys its neighbors by address alone and cannot tell the two sessions apart; bind the address in one VRF, or run a speaker that separates VRFs (FRR)",
-					ErrInvalid, b.Neighbor, b.VRF, o.Pos.Line, o.VRF, speaker)})
-				break
-			}
-		}
-	}
-	return out
-}
-
-// CheckBIRD reports the bindings BIRD cannot take when aokeyd drives it
-// natively: BIRD keys a `protocol bgp`, one neighbor, in the default VRF
-// here, and has no setting to exclude TCP options from the MAC.
-func (p *Policy) CheckBIRD() []error {
-	var out []error
-	for _, b := range p.bindings {
-		switch {
-		case !b.Neighbor.IsSingleIP():
-			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".neighbor", Err: fmt.Errorf(
-				"%w: %s is a prefix: with speaker type bird each neighbor's keys go to its own protocol's include file; bind single addresses", ErrInvalid, b.Neighbor)})
-		case b.VRF != "":
-			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".vrf", Err: fmt.Errorf(
-				"%w: vrf %q: the native BIRD driver keys default-VRF neighbors only", ErrInvalid, b.VRF)})
-		case b.IncludeTCPOptions != nil && !*b.IncludeTCPOptions:
-			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".include_tcp_options", Err: fmt.Errorf(
-				"%w: BIRD has no setting to exclude TCP options from the MAC: its keys always include them", ErrInvalid)})
-		}
-	}
-	return out
-}
-
 // CheckVRFDevices returns a warning for each binding whose vrf: device
 // says is not a VRF device here (device returns why, nil for a VRF):
 // aokeyd keys a binding's sessions in its VRF only, so such a binding would

@@ -1,13 +1,9 @@
 package frr
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -257,10 +253,6 @@ func (s *Speaker) Peer(ctx context.Context, k peerkey.Key) (bgp.PeerInfo, error)
 	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, k)
 }
 
-// SeparatesVRFs implements bgp.VRFSeparator: FRR keeps a neighbor per
-// VRF (router bgp AS vrf NAME), the same address in several.
-func (s *Speaker) SeparatesVRFs() bool { return true }
-
 // frrVRF is FRR's name of a VRF: "default" for the default one ("").
 func frrVRF(vrf string) string {
 	if vrf == "" {
@@ -287,23 +279,8 @@ func (s *Speaker) ResetPeer(ctx context.Context, k peerkey.Key, reason string) e
 }
 
 // FindPID returns bgpd's pid from pidFile ("" to skip) or, when that file
-// does not exist, the one process whose comm is name.
+// does not exist, the one process whose comm is name (sockets.FindPID,
+// naming FRR's setting).
 func FindPID(pidFile, name string) (int, error) {
-	if pidFile != "" {
-		b, err := os.ReadFile(pidFile)
-		if err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || pid <= 0 {
-				return 0, fmt.Errorf("pid file %s: %q is not a pid", pidFile, bytes.TrimSpace(b))
-			}
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
-				return 0, fmt.Errorf("pid file %s names pid %d, which is not running (stale pid file?)", pidFile, pid)
-			}
-			return pid, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) || name == "" {
-			return 0, err
-		}
-	}
-	return sockets.FindProcess(name, "speaker.frr.pid_file")
+	return sockets.FindPID(pidFile, name, "speaker.frr.pid_file")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 )
 
 // API is the part of GoBGP's gRPC API this package calls.
@@ -125,7 +126,7 @@ func newSpeaker(b backend, opt Options) *Speaker {
 		opt.Name = "gobgpd"
 	}
 	if opt.PID == nil {
-		opt.PID = func(context.Context) (int, error) { return sockets.ListenerOwner(179) }
+		opt.PID = func(context.Context) (int, error) { return sockets.ListenerOwner(speakers.Port) }
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
@@ -192,11 +193,6 @@ func (s *Speaker) Peer(ctx context.Context, k peer.Key) (bgp.PeerInfo, error) {
 	return bgp.PeerInfo{}, fmt.Errorf("%s: %w: %s", s.opt.Name, bgp.ErrNoPeer, k)
 }
 
-// SeparatesVRFs implements bgp.VRFSeparator: gobgpd keys its neighbors by
-// address alone (one neighbor per address, whatever its VRF), so the same
-// address in two VRFs cannot be configured there.
-func (s *Speaker) SeparatesVRFs() bool { return false }
-
 // listPeer calls ListPeer for address ("": every neighbor).
 func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo, error) {
 	s.rpc(rpcListPeer)
@@ -209,7 +205,9 @@ func (s *Speaker) listPeer(ctx context.Context, address string) ([]bgp.PeerInfo,
 
 // ResetPeer implements bgp.Speaker (a hard reset with a Cease
 // communication).
-// (gobgpd's neighbors are unique by address: see SeparatesVRFs).
+// gobgpd keys its neighbors by address alone, so k.VRF is not asked for:
+// config refuses one address bound in two VRFs with gobgpd (its registry
+// entry does not separate VRFs; policy.CheckSpeaker).
 func (s *Speaker) ResetPeer(ctx context.Context, k peer.Key, reason string) error {
 	s.rpc(rpcResetPeer)
 	if err := s.b.resetPeer(ctx, k.Addr.String(), reason); err != nil {

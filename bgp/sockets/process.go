@@ -1,6 +1,8 @@
 package sockets
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,4 +37,29 @@ func FindProcess(name, setting string) (int, error) {
 		return 0, fmt.Errorf("no %s process found: %w", name, ErrNoProcess)
 	}
 	return found, nil
+}
+
+// FindPID returns a speaker's pid from pidFile ("" to skip) or, when that
+// file does not exist, the one process whose comm is name ("" for none:
+// the missing file is the error then). setting is the configuration field
+// that names the pid file: the error of an ambiguous name names it, so
+// that each speaker's finder points at its own setting.
+func FindPID(pidFile, name, setting string) (int, error) {
+	if pidFile != "" {
+		b, err := os.ReadFile(pidFile)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("pid file %s: %q is not a pid", pidFile, bytes.TrimSpace(b))
+			}
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+				return 0, fmt.Errorf("pid file %s names pid %d, which is not running (stale pid file?)", pidFile, pid)
+			}
+			return pid, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || name == "" {
+			return 0, err
+		}
+	}
+	return FindProcess(name, setting)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/peerconfig"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 )
 
 func (a *app) peerConfig() *cmd {
@@ -76,7 +77,8 @@ reason; then no config, exit status 4).
 		// key list missing a key aokeyd sends with) is not one to apply.
 		var out bytes.Buffer
 		defer func() { b := out.Bytes(); clear(b[:cap(b)]) }() // it may hold secrets
-		refused, err := renderPeerConfig(ctx, &out, cfgPath, peer, vrf, local, t, peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate})
+		o := peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate, FarEnd: farEnd(t)}
+		refused, err := renderPeerConfig(ctx, &out, cfgPath, peer, vrf, local, t, o)
 		if a.json && err == nil {
 			return a.peerConfigJSON(peerConfigResult{Peer: peer.String(), VRF: vrf, For: string(t), At: now.UTC(),
 				WithSecrets: withSecrets, Migrate: migrate}, out.Bytes(), refused)
@@ -104,6 +106,17 @@ reason; then no config, exit status 4).
 		}
 		return exitOK
 	})
+}
+
+// farEnd is what a far end of target t can hold: its kind's capabilities
+// when the registry (config.SpeakerKinds) has a kind by the target's
+// name, else nothing (the targets that are no kind aokeyd drives decide
+// by their own syntax).
+func farEnd(t peerconfig.Target) speakers.Caps {
+	if k, ok := config.SpeakerKindNamed(string(t)); ok {
+		return k.Caps
+	}
+	return speakers.Caps{}
 }
 
 // renderPeerConfig loads the config, policy and key source as `aoctl plan

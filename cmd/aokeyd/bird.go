@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/frr"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
@@ -28,7 +25,8 @@ func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgP
 	}
 	d, err := birdnative.New(birdnative.Options{
 		Keys: cache, Source: src, Policy: pol, Dir: b.KeysDir, Control: b.ControlSocket, Bird: b.Binary, ReadGID: gid,
-		PID:             func() (int, error) { return birdPID(b) },
+		PID:             processFinder(cfg.SpeakerProcess()),
+		Port:            cfg.SpeakerKind().Port,
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Poll:            time.Duration(b.PollInterval),
 		RevocationsFile: filepath.Join(stateDir, "bird-revocations.json"),
@@ -39,20 +37,4 @@ func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgP
 		return err
 	}
 	return superviseCore(ctx, cfg, pol, cfgPath, src, m, reg, log, d, "bird", &fleetWaker{}, nil, "speaker", "bird (native)", "keys_dir", b.KeysDir)
-}
-
-// birdPID finds BIRD: by its pid file when one is set; else the process
-// listening on its control socket, in this network namespace (Debian's
-// unit writes no pid file, and a router with bird2 and bird3, or a BIRD in
-// another namespace, has more than one process named bird); else the one
-// process by that name.
-func birdPID(b *config.Bird) (int, error) {
-	if b.PIDFile != "" {
-		return frr.FindPID(b.PIDFile, b.ProcessName)
-	}
-	pid, err := sockets.UnixListenerOwner(b.ControlSocket)
-	if err == nil || errors.Is(err, sockets.ErrNoProcess) {
-		return pid, err
-	}
-	return frr.FindPID("", b.ProcessName)
 }

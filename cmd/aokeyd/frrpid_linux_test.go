@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/aokeyd/aokeyd/internal/config"
 )
 
 // TestFRRPathspaceNeverScans: for an FRR started with a pathspace, a
@@ -45,7 +42,11 @@ func TestFRRPathspaceNeverScans(t *testing.T) {
 		{"no pathspace", "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pid, err := frrPID(&config.FRR{Pathspace: c.pathspace, PIDFile: missing, ProcessName: "bgpd"})(context.Background())
+			frr := "speaker:\n  type: frr\n  frr:\n    pid_file: " + missing + "\n    process_name: bgpd\n"
+			if c.pathspace != "" {
+				frr += "    pathspace: " + c.pathspace + "\n"
+			}
+			pid, err := processFinder(speakerConfig(t, frr).SpeakerProcess())()
 			if c.wantScan {
 				if err != nil || pid != other.Process.Pid {
 					t.Errorf("pid %d, %v; want the one bgpd, %d", pid, err, other.Process.Pid)

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -164,8 +163,13 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 	if err != nil {
 		return err
 	}
-	if cfg.IsBird() {
-		return serveBird(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, reg, log)
+	kind := cfg.SpeakerKind()
+	if kind.Opens() == config.OpensExecutor {
+		run, ok := executors[kind]
+		if !ok {
+			return fmt.Errorf("speaker.type %s has no executor", kind.Name)
+		}
+		return run(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, reg, log)
 	}
 	sp, closer, err := openSpeaker(cfg, log, m)
 	if err != nil {
@@ -185,6 +189,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Speaker:         sp,
 		Discoverer:      sockets.System{},
 		Rotator:         rc,
+		ListenPort:      kind.Port,
 		ActiveOpens:     guardSock != "",
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Resync:          resync,
@@ -421,20 +426,6 @@ func serveUntilDone(ctx context.Context, serve func() error, shutdown func()) er
 	shutdown()
 	<-served
 	return nil
-}
-
-// pidFinder finds gobgpd by pid file or process name.
-func pidFinder(g config.GoBGP) func(context.Context) (int, error) {
-	return func(context.Context) (int, error) {
-		if g.PIDFile != "" {
-			b, err := os.ReadFile(g.PIDFile)
-			if err != nil {
-				return 0, err
-			}
-			return strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-		return sockets.FindProcess(g.ProcessName, "gobgp.pid_file")
-	}
 }
 
 // notify sends a systemd readiness message when started as Type=notify.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,32 +11,68 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/bgp/gobgp"
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// openSpeaker connects to the configured BGP speaker: gobgpd's gRPC API or
-// FRR's bgpd through its vty socket. The closer ends the connection.
+// speakerOpener connects to a speaker whose sockets aokeyd keys
+// (config.OpensSpeaker); the closer ends the connection.
+type speakerOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error)
+
+// executor runs aokeyd for a speaker that keys its own sockets
+// (config.OpensExecutor), until ctx ends.
+type executor func(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath, stateDir string, src keystore.Source,
+	cache *keystore.Cache, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) error
+
+// The adapters of the registry's entries (config.SpeakerKinds), the one
+// place a kind is mapped to code: each entry that opens as a Speaker has
+// its opener, each that opens as an executor its executor
+// (TestEveryKindOpens).
+var (
+	speakerOpeners = map[*config.SpeakerKind]speakerOpener{config.GoBGPKind: openGoBGP, config.FRRKind: openFRR}
+	executors      = map[*config.SpeakerKind]executor{config.BirdKind: serveBird}
+)
+
+// openSpeaker connects to the configured speaker with its kind's opener.
 func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error) {
-	if f := cfg.Speaker.FRR; cfg.IsFRR() && f != nil {
-		sp := frr.New(frr.Options{
-			Name:         "frr bgpd " + frr.VtySocketIn(f.VtySocket, f.Pathspace).Path,
-			Runner:       frr.VtySocketIn(f.VtySocket, f.Pathspace),
-			PID:          frrPID(f),
-			PollInterval: time.Duration(f.PollInterval),
-			Log:          log,
-			OnCall:       m.SpeakerRPC,
-		})
-		return sp, io.NopCloser(nil), nil
+	k := cfg.SpeakerKind()
+	open, ok := speakerOpeners[k]
+	if !ok {
+		return nil, nil, fmt.Errorf("speaker.type %s is not opened as a speaker whose sockets aokeyd keys", k.Name)
 	}
+	return open(cfg, log, m)
+}
+
+// openFRR reaches FRR's bgpd through its vty socket.
+func openFRR(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error) {
+	f := cfg.Speaker.FRR
+	find := processFinder(cfg.SpeakerProcess())
+	sp := frr.New(frr.Options{
+		Name:         "frr bgpd " + frr.VtySocketIn(f.VtySocket, f.Pathspace).Path,
+		Runner:       frr.VtySocketIn(f.VtySocket, f.Pathspace),
+		PID:          func(context.Context) (int, error) { return find() },
+		PollInterval: time.Duration(f.PollInterval),
+		Log:          log,
+		OnCall:       m.SpeakerRPC,
+	})
+	return sp, io.NopCloser(nil), nil
+}
+
+// openGoBGP dials gobgpd's gRPC API.
+func openGoBGP(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error) {
 	line := cfg.Speaker.API
 	if line == config.GoBGPAPIAuto {
 		line = gobgp.APIAuto
 	}
+	find := processFinder(cfg.SpeakerProcess())
 	sp, closer, err := gobgp.Dial(cfg.GoBGP.Address, gobgp.Options{
 		API:  line,
 		Name: "gobgpd " + cfg.GoBGP.Address,
-		PID:  pidFinder(cfg.GoBGP),
+		PID:  func(context.Context) (int, error) { return find() },
 		Log:  log,
 		// A restarted gobgpd must be followed within seconds.
 		MaxBackoff: 3 * time.Second,
@@ -47,16 +84,23 @@ func openSpeaker(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.
 	return sp, closer, nil
 }
 
-// frrPID finds FRR's bgpd: its pid file, or when that does not exist the
-// one process named ProcessName. Not for an FRR started with a pathspace
-// (-N): several instances run side by side then, a process scan cannot
-// tell them apart, and the one bgpd it finds while this instance's
-// restarts (its pid file gone) is another instance's, whose sockets are
-// not aokeyd's to key. The pid file alone names it.
-func frrPID(f *config.FRR) func(context.Context) (int, error) {
-	name := f.ProcessName
-	if f.Pathspace != "" {
-		name = ""
+// processFinder finds a speaker's process as its registry entry says
+// (config.Process): by its pid file when one is set (and, when that file
+// does not exist, by the process name, unless the entry gives none); else
+// the process listening on its unix socket, in this network namespace;
+// else the one process by that name. An ambiguous name's error names the
+// entry's own pid file setting.
+func processFinder(p config.Process) func() (int, error) {
+	return func() (int, error) {
+		if p.PIDFile != "" {
+			return sockets.FindPID(p.PIDFile, p.Name, p.Setting)
+		}
+		if p.UnixSocket != "" {
+			pid, err := sockets.UnixListenerOwner(p.UnixSocket)
+			if err == nil || errors.Is(err, sockets.ErrNoProcess) {
+				return pid, err
+			}
+		}
+		return sockets.FindProcess(p.Name, p.Setting)
 	}
-	return func(context.Context) (int, error) { return frr.FindPID(f.PIDFile, name) }
 }

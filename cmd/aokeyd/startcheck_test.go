@@ -55,7 +55,7 @@ func TestStartRefusesWhatValidateRefuses(t *testing.T) {
 		problem string      // in one of validate's problems
 	}{
 		{"bird vrf", bird, "  - neighbor: 192.0.2.2\n    vrf: red\n    key_chain: demo\n",
-			"the native BIRD driver keys default-VRF neighbors only"},
+			"with speaker type bird aokeyd keys default-VRF neighbors only"},
 		{"bird prefix", bird, "  - neighbor: 192.0.2.0/24\n    key_chain: demo\n",
 			"is a prefix: with speaker type bird"},
 		{"bird include_tcp_options false", bird, "  - neighbor: 192.0.2.2\n    key_chain: demo\n    include_tcp_options: false\n",

@@ -20,6 +20,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -46,7 +47,7 @@ type Options struct {
 	ReadGID int
 	// PID finds BIRD's process, whose sockets are read (never written).
 	PID func() (int, error)
-	// Port is BIRD's BGP port (179).
+	// Port is BIRD's BGP port (default speakers.Port).
 	Port uint16
 	// Refresh is how often the key source is read, Poll how often a pass
 	// runs (schedules, and the peer's switch to a new key, are seen
@@ -105,10 +106,10 @@ func New(o Options) (*Driver, error) {
 		return nil, errors.New("birdnative: Keys, Policy, Dir, Control and Bird are required")
 	}
 	if o.Port == 0 {
-		o.Port = 179
+		o.Port = speakers.Port
 	}
 	if o.Refresh == 0 {
-		o.Refresh = 30 * time.Second
+		o.Refresh = keystore.DefaultRefresh
 	}
 	if o.Poll == 0 {
 		o.Poll = time.Second

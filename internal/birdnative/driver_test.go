@@ -226,7 +226,7 @@ func TestDriverPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "bird 192.0.2.2 " + filepath.Join(d.o.Dir, "192.0.2.2.conf") + ": write [1/101 preferred, 2/102]" // the policy's preferred key
+	want := "bird 192.0.2.2 " + filepath.Join(d.o.Dir, "192.0.2.2.conf") + ": write [1/101, 2/102 preferred]" // the policy's preferred key: the same send start and no end, so the greater name
 	if len(rep.Plan) != 1 || rep.Plan[0] != want {
 		t.Fatalf("plan %q, want %q", rep.Plan, want)
 	}

@@ -70,8 +70,12 @@ func encodeRevocations(rs []Revocation) []byte {
 	return b
 }
 
-// scope marks pk's keys revoked by the record: removed from Keys, named in
-// Revoked (so that the files drop them even in use).
+// scope marks pk's keys revoked by the record through the daemon's own
+// rule (policy.PeerKeys.Revoke): removed from Keys, named in Revoked (so
+// that the files drop them even in use), and Preferred chosen again by the
+// policy's one preference rule, so that BIRD's end of a chain sends with
+// the key the daemon's end does. A revoked key not due for the peer now is
+// named in Revoked all the same: its file may still hold it.
 func (d *Driver) scope(pk *policy.PeerKeys, snap *keystore.Snapshot, id peer.Key) {
 	d.mu.Lock()
 	rs := slices.Clone(d.revoked)
@@ -80,16 +84,8 @@ func (d *Driver) scope(pk *policy.PeerKeys, snap *keystore.Snapshot, id peer.Key
 		if r.Chain != pk.SourceChain || (r.Peer != "" && (r.Peer != id.Addr.String() || r.VRF != id.VRF)) {
 			continue
 		}
-		pk.Keys = slices.DeleteFunc(pk.Keys, func(k policy.ScheduledKey) bool { return k.MKT.Name == r.Key })
-		if !slices.Contains(pk.Revoked, r.Key) {
+		if !pk.Revoke(r.Key) && !slices.Contains(pk.Revoked, r.Key) {
 			pk.Revoked = append(pk.Revoked, r.Key)
-		}
-	}
-	// The preferred index after the deletes.
-	pk.Preferred = -1
-	for i, k := range pk.Keys {
-		if k.Sendable && (pk.Preferred < 0 || k.SendLifetime.Start.After(pk.Keys[pk.Preferred].SendLifetime.Start)) {
-			pk.Preferred = i
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -115,10 +114,11 @@ func (r *refusal) Unwrap() []error { return r.problems }
 
 // Check runs the checks the daemon runs at start and on reload: parse the
 // config, resolve the control group, load the policy, check the bindings
-// against the speaker (VRF twins, what BIRD cannot take), read the key
-// source, validate the policy against the keys over the horizon, and ask
-// the kernel about the keys' algorithms. It stops early only when a later
-// step cannot run (no config, no policy, no keys).
+// and the keys against what the speaker's kind can hold (its registry
+// entry: VRF twins, prefixes, VRFs, TCP options, MAC lengths), read the
+// key source, validate the policy against the keys over the horizon, and
+// ask the kernel about the keys' algorithms. It stops early only when a
+// later step cannot run (no config, no policy, no keys).
 //
 // aokeyd's start runs it, key source included, and refuses every problem
 // but a Vault's that gave no answer (Refusal) before it writes anything;
@@ -161,12 +161,8 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		return out
 	}
 	out.Policy = pol
-	if !c.SeparatesVRFs() {
-		out.Problems = append(out.Problems, pol.CheckVRFTwins(c.Speaker.Type)...)
-	}
-	if c.IsBird() {
-		out.Problems = append(out.Problems, pol.CheckBIRD()...)
-	}
+	kind := c.SpeakerKind()
+	out.Problems = append(out.Problems, pol.CheckSpeaker(kind.Kind, kinds())...)
 	if o.VRFDevice != nil {
 		out.Warnings = append(out.Warnings, pol.CheckVRFDevices(o.VRFDevice)...)
 	}
@@ -204,9 +200,7 @@ func Check(ctx context.Context, path string, o CheckOptions) *Checked {
 		}
 		out.Problems = append(out.Problems, p)
 	}
-	if c.IsBird() {
-		out.Problems = append(out.Problems, birdKeyProblems(pol, snap, o.Now)...)
-	}
+	out.Problems = append(out.Problems, pol.CheckSpeakerKeys(kind.Kind, snap, o.Now)...)
 	if o.Algorithms != nil {
 		// Every key's algorithm, as aokeyd would install it here.
 		algs, kernel := o.Algorithms()
@@ -302,35 +296,4 @@ func flatten(err error) []error {
 		return ps.Unwrap()
 	}
 	return []error{err}
-}
-
-// birdKeyProblems are the bound keys BIRD cannot hold (bird.Check: an
-// excluded TCP option, a MAC length other than the kernel's default),
-// named by chain and key, when aokeyd drives BIRD natively.
-func birdKeyProblems(pol *policy.Policy, snap *keystore.Snapshot, now time.Time) []error {
-	var out []error
-	seen := map[string]bool{}
-	for _, b := range pol.Bindings() {
-		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-		if err != nil {
-			continue // Validate reports it
-		}
-		c := snap.Chains[pk.SourceChain]
-		if c == nil {
-			continue
-		}
-		for _, m := range c.Keys {
-			inc := m.IncludeTCPOptions
-			if b.IncludeTCPOptions != nil {
-				inc = *b.IncludeTCPOptions
-			}
-			err := bird.Check(tcpao.Key{Algorithm: m.Algorithm, MACLen: m.MACLen, ExcludeOptions: !inc})
-			if k := pk.SourceChain + "/" + m.Name; err != nil && !seen[k] {
-				seen[k] = true
-				out = append(out, &keystore.FieldError{Pos: m.At, Field: m.Path, Chain: pk.SourceChain, Key: m.Name,
-					Err: fmt.Errorf("%w (speaker type bird)", err)})
-			}
-		}
-	}
-	return out
 }

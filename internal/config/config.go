@@ -31,10 +31,9 @@ const (
 	DefaultMetricsListen       = "127.0.0.1:9179"
 	DefaultGoBGPAddress        = "127.0.0.1:50051"
 	DefaultProcessName         = "gobgpd"
-	DefaultRefresh             = 30 * time.Second
+	DefaultRefresh             = keystore.DefaultRefresh
 	DefaultStaleAfter          = 10 * time.Minute
 	DefaultResync              = 30 * time.Second // not a setting: the longest time between two full reconcile passes
-	DefaultBGPPort             = 179              // not a setting: the port whose connects aokeyd exec keys
 	DefaultLogFormat           = "text"
 	DefaultLogLevel            = "info"
 	// MetricsOff as metrics.listen disables the metrics listener.

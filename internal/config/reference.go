@@ -92,7 +92,7 @@ func settingDocs() map[string]refdoc.Doc {
 		"policy.path":                          {Required: "yes", Text: "The policy file, see aokeyd-policy.yaml(5).", Example: "path: /etc/aokeyd/policy.yaml"},
 		"policy.jitter_seed":                   {Text: "The seed of the per-peer jitter of generated rotations. Routers that must agree on a plan (both ends of a session) use the same seed."},
 		"speaker":                              {Text: "The BGP speaker whose sessions aokeyd keys."},
-		"speaker.type": {Type: SpeakerGoBGP + " | " + SpeakerFRR + " | " + SpeakerBird, Default: SpeakerGoBGP,
+		"speaker.type": {Type: speakerKindList("|"), Default: defaultSpeakerKind.Name,
 			Text: "gobgp: gobgpd, through its gRPC API (settings under gobgp); frr: FRR's bgpd, through its vty socket; bird: BIRD, driven through its own configuration (aokeyd writes an include file per neighbor and reconfigures BIRD)."},
 		"speaker.api": {Type: GoBGPAPIAuto + " | " + GoBGPAPIv3 + " | " + GoBGPAPIv4, Default: GoBGPAPIAuto,
 			Text: "gobgpd's API line; auto detects it at the first call that reaches gobgpd. Type gobgp only."},

@@ -9,7 +9,8 @@ import (
 	"github.com/aokeyd/aokeyd/keystore"
 )
 
-// Speaker types.
+// Speaker types: the names of the registry's entries (SpeakerKinds), as
+// speaker.type is written.
 const (
 	SpeakerGoBGP = "gobgp"
 	SpeakerFRR   = "frr"
@@ -59,8 +60,9 @@ const (
 	MaxFRRPollInterval     = time.Minute
 )
 
-// Speaker selects the BGP speaker whose sockets aokeyd keys: gobgpd (the
-// default, configured under the top-level gobgp section) or FRR's bgpd.
+// Speaker selects the BGP speaker aokeyd keys: Type names its kind (an
+// entry of SpeakerKinds; gobgp, configured under the top-level gobgp
+// section, by default), and only that kind's section may be set.
 type Speaker struct {
 	Type string `yaml:"type"`
 	// API is gobgpd's API line: v3, v4, or auto (the default: detected
@@ -93,74 +95,63 @@ type FRR struct {
 	PollInterval Duration `yaml:"poll_interval"`
 }
 
-// IsFRR reports whether the speaker is FRR.
-func (c *Config) IsFRR() bool { return c.Speaker.Type == SpeakerFRR }
-
-// SeparatesVRFs reports whether the configured speaker tells the same
-// neighbor address in two VRFs apart (bgp.VRFSeparator): FRR does, gobgpd
-// keys its neighbors by address alone.
-func (c *Config) SeparatesVRFs() bool { return c.IsFRR() }
-
-func (p *parser) checkSpeaker(c *Config) {
+// checkGoBGPSpeaker is gobgpd's entry's check: its API line and the
+// gobgp section.
+func (p *parser) checkGoBGPSpeaker(c *Config) {
 	s := &c.Speaker
-	switch s.Type {
+	switch s.API {
 	case "":
-		s.Type = SpeakerGoBGP
-		fallthrough
-	case SpeakerGoBGP:
-		if s.FRR != nil {
-			p.at("speaker.frr", keystore.ErrInvalid, "set only with speaker.type %s", SpeakerFRR)
-		}
-		switch s.API {
-		case "":
-			s.API = GoBGPAPIAuto
-		case GoBGPAPIAuto, GoBGPAPIv3, GoBGPAPIv4:
-		default:
-			p.at("speaker.api", keystore.ErrInvalid, "want %s, %s or %s: gobgpd's API line", GoBGPAPIv3, GoBGPAPIv4, GoBGPAPIAuto)
-		}
-		p.checkGoBGP(&c.GoBGP)
-	case SpeakerFRR:
-		if c.GoBGP != (GoBGP{}) {
-			p.at("gobgp", keystore.ErrInvalid, "set only with speaker.type %s (this config says %s)", SpeakerGoBGP, SpeakerFRR)
-		}
-		if s.API != "" {
-			p.at("speaker.api", keystore.ErrInvalid, "set only with speaker.type %s (FRR has no API line to choose)", SpeakerGoBGP)
-		}
-		if s.FRR == nil {
-			s.FRR = &FRR{}
-		}
-		p.checkFRR(s.FRR)
-	case SpeakerBird:
-		if c.GoBGP != (GoBGP{}) {
-			p.at("gobgp", keystore.ErrInvalid, "set only with speaker.type %s (this config says %s)", SpeakerGoBGP, SpeakerBird)
-		}
-		if s.API != "" || s.FRR != nil {
-			p.at("speaker", keystore.ErrInvalid, "api and frr are set only with speaker.type gobgp and frr (this config says %s)", SpeakerBird)
-		}
-		if s.Bird == nil {
-			s.Bird = &Bird{}
-		}
-		b := s.Bird
-		b.ControlSocket = cmp.Or(b.ControlSocket, DefaultBirdControlSocket)
-		b.KeysDir = cmp.Or(b.KeysDir, DefaultBirdKeysDir)
-		b.Binary = cmp.Or(b.Binary, DefaultBirdBinary)
-		b.ProcessName = cmp.Or(b.ProcessName, DefaultBirdProcessName)
-		if b.PollInterval == 0 {
-			b.PollInterval = Duration(DefaultFRRPollInterval)
-		}
-		if d := time.Duration(b.PollInterval); d < MinFRRPollInterval || d > MaxFRRPollInterval {
-			p.at("speaker.bird.poll_interval", keystore.ErrInvalid, "%s is out of range (%s..%s)", d, MinFRRPollInterval, MaxFRRPollInterval)
-		}
+		s.API = GoBGPAPIAuto
+	case GoBGPAPIAuto, GoBGPAPIv3, GoBGPAPIv4:
 	default:
-		p.at("speaker.type", keystore.ErrInvalid, "want %s, %s or %s", SpeakerGoBGP, SpeakerFRR, SpeakerBird)
+		p.at("speaker.api", keystore.ErrInvalid, "want %s, %s or %s: gobgpd's API line", GoBGPAPIv3, GoBGPAPIv4, GoBGPAPIAuto)
 	}
-	if s.Type != SpeakerBird && s.Bird != nil {
-		p.at("speaker.bird", keystore.ErrInvalid, "set only with speaker.type %s", SpeakerBird)
+	p.checkGoBGP(&c.GoBGP)
+}
+
+// checkFRRSpeaker is FRR's entry's check: speaker.frr, its settings'
+// defaults applied.
+func (p *parser) checkFRRSpeaker(c *Config) {
+	if c.Speaker.FRR == nil {
+		c.Speaker.FRR = &FRR{}
+	}
+	p.checkFRR(c.Speaker.FRR)
+}
+
+// checkBirdSpeaker is BIRD's entry's check: speaker.bird, its settings'
+// defaults applied.
+func (p *parser) checkBirdSpeaker(c *Config) {
+	s := &c.Speaker
+	if s.Bird == nil {
+		s.Bird = &Bird{}
+	}
+	b := s.Bird
+	b.ControlSocket = cmp.Or(b.ControlSocket, DefaultBirdControlSocket)
+	b.KeysDir = cmp.Or(b.KeysDir, DefaultBirdKeysDir)
+	b.Binary = cmp.Or(b.Binary, DefaultBirdBinary)
+	b.ProcessName = cmp.Or(b.ProcessName, DefaultBirdProcessName)
+	if b.PollInterval == 0 {
+		b.PollInterval = Duration(DefaultFRRPollInterval)
+	}
+	if d := time.Duration(b.PollInterval); d < MinFRRPollInterval || d > MaxFRRPollInterval {
+		p.at("speaker.bird.poll_interval", keystore.ErrInvalid, "%s is out of range (%s..%s)", d, MinFRRPollInterval, MaxFRRPollInterval)
 	}
 }
 
-// IsBird reports whether BIRD is driven natively.
-func (c *Config) IsBird() bool { return c.Speaker.Type == SpeakerBird }
+// frrProcess finds FRR's bgpd: its pid file, or when that does not exist
+// the one process named ProcessName. Not for an FRR started with a
+// pathspace (-N): several instances run side by side then, a process scan
+// cannot tell them apart, and the one bgpd it finds while this instance's
+// restarts (its pid file gone) is another instance's, whose sockets are
+// not aokeyd's to key. The pid file alone names it.
+func frrProcess(c *Config) Process {
+	f := c.Speaker.FRR
+	name := f.ProcessName
+	if f.Pathspace != "" {
+		name = ""
+	}
+	return Process{PIDFile: f.PIDFile, Name: name}
+}
 
 func (p *parser) checkFRR(f *FRR) {
 	if f.PIDFile == "" {

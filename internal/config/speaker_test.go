@@ -33,7 +33,7 @@ func TestSpeakerFRR(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !c.IsFRR() || c.Speaker.FRR == nil || *c.Speaker.FRR != tt.want {
+			if c.SpeakerKind() != FRRKind || c.Speaker.FRR == nil || *c.Speaker.FRR != tt.want {
 				t.Fatalf("speaker = %+v frr %+v, want frr %+v", c.Speaker, c.Speaker.FRR, tt.want)
 			}
 			if c.GoBGP != (GoBGP{}) {
@@ -48,7 +48,7 @@ func TestSpeakerDefaultIsGoBGP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Speaker.Type != SpeakerGoBGP || c.IsFRR() || c.GoBGP.Address != DefaultGoBGPAddress || c.Speaker.API != GoBGPAPIAuto {
+	if c.Speaker.Type != SpeakerGoBGP || c.SpeakerKind() != GoBGPKind || c.GoBGP.Address != DefaultGoBGPAddress || c.Speaker.API != GoBGPAPIAuto {
 		t.Fatalf("speaker %+v gobgp %+v, want gobgp with its defaults", c.Speaker, c.GoBGP)
 	}
 }
@@ -70,6 +70,11 @@ func TestSpeakerErrors(t *testing.T) {
 		{"poll too slow", "speaker:\n  type: frr\n  frr:\n    poll_interval: 5m\n", 10, "speaker.frr.poll_interval", "out of range"},
 		{"unknown gobgp api", "speaker:\n  type: gobgp\n  api: v5\n", 9, "speaker.api", "invalid value: want v3, v4 or auto"},
 		{"api with frr", "speaker:\n  type: frr\n  api: v4\n", 9, "speaker.api", "only with speaker.type gobgp"},
+		// Each other kind's section is named at its own field, whatever
+		// the kind configured.
+		{"api with bird", "speaker:\n  type: bird\n  api: v4\n", 9, "speaker.api", "set only with speaker.type gobgp (this config says bird)"},
+		{"frr section with bird", "speaker:\n  type: bird\n  frr:\n    pid_file: /run/frr/bgpd.pid\n", 10, "speaker.frr", "set only with speaker.type frr (this config says bird)"},
+		{"bird section with frr", "speaker:\n  type: frr\n  bird:\n    keys_dir: /etc/bird/aokeyd\n", 10, "speaker.bird", "set only with speaker.type bird (this config says frr)"},
 		{"unknown frr field", "speaker:\n  type: frr\n  frr:\n    socket: /run/frr\n", 10, "speaker.frr", "unknown field (its name is not shown) in speaker.frr; allowed: vty_socket, pathspace"},
 	}
 	for _, tt := range tests {

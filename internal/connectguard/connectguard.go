@@ -54,9 +54,6 @@ type ListenSocket struct {
 // It is called from a goroutine of its own for each listen.
 type ListenFunc func(ctx context.Context, l ListenSocket) error
 
-// BGPPort is the port the supervisor asks KeysFunc about by default.
-const BGPPort = 179
-
 // ChildEnv marks the re-executed launcher child (see RunChildIfRequested).
 const ChildEnv = "AOKEYD_CONNECTGUARD_CHILD"
 
@@ -98,10 +95,10 @@ type SupervisorOptions struct {
 	// listens that a previous supervisor received but never answered. 0
 	// skips that.
 	PID int
-	// Ports are the managed ports (default [BGPPort]): the destination
-	// ports KeysFunc is asked about, and the local ports Listen is. A
-	// connect to any other port is continued at once, a listen as soon as
-	// its socket's port is read.
+	// Ports are the managed ports (default speakers.Port, BGP's): the
+	// destination ports KeysFunc is asked about, and the local ports
+	// Listen is. A connect to any other port is continued at once, a
+	// listen as soon as its socket's port is read.
 	Ports []uint16
 	// Listen keys a socket bound to a managed port before its listen(2)
 	// proceeds. nil: every listen is continued at once, untouched.

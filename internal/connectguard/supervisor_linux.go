@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -37,7 +38,7 @@ type Supervisor struct {
 // its notifications with keys.
 func NewSupervisor(listenerFD int, keys KeysFunc, opts SupervisorOptions) *Supervisor {
 	if len(opts.Ports) == 0 {
-		opts.Ports = []uint16{BGPPort}
+		opts.Ports = []uint16{speakers.Port}
 	}
 	if opts.Socket == nil {
 		opts.Socket = tcpao.FromFD

@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
+	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -28,7 +29,7 @@ type Options struct {
 	Source     keystore.Source // for Revoke write-back; nil: Keys' source cannot be written
 	Speaker    bgp.Speaker
 	Discoverer bgp.Discoverer
-	// ListenPort is the speaker's BGP port (179).
+	// ListenPort is the speaker's BGP port (default speakers.Port).
 	ListenPort uint16
 	// ActiveOpens: the speaker runs under `aokeyd exec`, so its outgoing
 	// sessions carry keys (ConnectKeys) and are managed too.
@@ -36,8 +37,9 @@ type Options struct {
 	// Rotator tunes roll timing; zero fields get the rotator's defaults,
 	// except SwitchTimeout which defaults to the policy's.
 	Rotator rotator.Config
-	// Refresh is how often the key source is read (30s). A read that
-	// finds nothing new costs a pass nothing: see Resync.
+	// Refresh is how often the key source is read (default
+	// keystore.DefaultRefresh). A read that finds nothing new costs a
+	// pass nothing: see Resync.
 	Refresh time.Duration
 	// Resync is the longest time between two full reconcile passes (30s).
 	// A full pass re-reads the listening sockets' keys from the kernel and
@@ -160,13 +162,13 @@ func New(o Options) (*Daemon, error) {
 	}
 	// The defaults are config's, the one place they are written.
 	if o.ListenPort == 0 {
-		o.ListenPort = config.DefaultBGPPort
+		o.ListenPort = speakers.Port
 	}
 	if o.Resync == 0 {
 		o.Resync = config.DefaultResync
 	}
 	if o.Refresh == 0 {
-		o.Refresh = config.DefaultRefresh
+		o.Refresh = keystore.DefaultRefresh
 	}
 	if o.ListenerPoll == 0 {
 		o.ListenerPoll = defaultListenerPoll

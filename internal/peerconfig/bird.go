@@ -60,9 +60,9 @@ func (r *renderer) bird() {
 	usable := make([]bool, len(r.l.Keys))
 	for i, k := range r.l.Keys {
 		switch {
-		case !k.IncludeTCPOptions:
+		case !k.IncludeTCPOptions && !r.o.FarEnd.ExcludesTCPOptions:
 			r.refuse(k.Name, "BIRD has no setting to exclude TCP options from the MAC (include-tcp-options false); its keys always include them, so this key would never verify")
-		case k.MACLen != tcpao.DefaultMACLen:
+		case k.MACLen != tcpao.DefaultMACLen && !r.o.FarEnd.SetsMACLength:
 			r.refuse(k.Name, "BIRD has no MAC length setting and uses the kernel's %d-byte default; this key's MAC is %d bytes", tcpao.DefaultMACLen, k.MACLen)
 		default:
 			usable[i] = true

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -132,6 +133,12 @@ type Options struct {
 	// migrate's switch time): the TCP-AO configuration that replaces the
 	// password. Without it a TCP-MD5 link renders its password.
 	Migrate bool
+	// FarEnd is what the far end's speaker can hold when the target is a
+	// kind of speaker aokeyd drives (aoctl peer-config passes its entry's
+	// of config's registry): a BIRD far end refuses the keys it says BIRD
+	// cannot hold. The zero value holds least, so a caller that passes
+	// none gets every refusal.
+	FarEnd speakers.Caps
 }
 
 // Refusal is one thing a target cannot express: the key (or "" for the
