@@ -97,12 +97,22 @@ type Link struct {
 	Flags []Flag `json:"flags,omitempty"`
 }
 
-// Name is "A <-> B", with the far address when B does not report.
+// Name is "A <-> B", with the far address when B does not report. An
+// end outside its router's default VRF is named with it ("r1 vrf red"):
+// the same two routers may be linked once in each of several VRFs.
 func (l Link) Name() string {
 	if l.B == nil {
-		return l.A.Router + " <-> " + l.A.Peer.Address + " (not reporting)"
+		return l.A.label() + " <-> " + l.A.Peer.Address + " (not reporting)"
 	}
-	return l.A.Router + " <-> " + l.B.Router
+	return l.A.label() + " <-> " + l.B.label()
+}
+
+// label is the end's router, with its VRF outside the default one.
+func (e End) label() string {
+	if e.Peer.VRF == "" {
+		return e.Router
+	}
+	return e.Router + " vrf " + e.Peer.VRF
 }
 
 // JoinOptions tune Join.
@@ -120,75 +130,145 @@ type JoinOptions struct {
 }
 
 // Join pairs the routers' peers into links and flags each. Links are
-// ordered by their first end (router, then peer address).
+// ordered by their first end (router, then peer: address, then VRF).
+//
+// A peer p of router R and a peer q of router S (another router) may be
+// the two ends of one session when p's address is one of S's and q's one
+// of R's. An address is not a router: two routers may peer over the same
+// addresses in several VRFs (VRF twins), and a provider edge's customers
+// may use the same addresses in their own VRFs at it. So every possible
+// pair is ranked by what ties its two ends together, strongest first
+// (pairScore), and pairs are taken best first, each end in one link at
+// most: one address in two VRFs is two links, each joining the ends of
+// its own VRF. An end left without a far end is a link of its own,
+// flagged far-end-not-reporting.
 func Join(docs []Document, o JoinOptions) []Link {
 	if o.Horizon == 0 {
 		o.Horizon = 7 * 24 * time.Hour
 	}
-	owner := map[netip.Addr]int{}
+	// owners are the routers (document indexes, each once, in order)
+	// claiming each address.
+	owners := map[netip.Addr][]int{}
 	for i, d := range docs {
 		for _, a := range d.Addresses {
-			if x, err := netip.ParseAddr(a); err == nil {
-				owner[x.Unmap().WithZone("")] = i
+			if x := addrOf(a); x.IsValid() && !slices.Contains(owners[x], i) {
+				owners[x] = append(owners[x], i)
 			}
 		}
 	}
-	addrOf := func(s string) netip.Addr {
-		x, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Addr{}
-		}
-		return x.Unmap().WithZone("")
+	owns := func(i int, a netip.Addr) bool { return slices.Contains(owners[a], i) }
+	type endID struct{ doc, peer int }
+	type pair struct {
+		a, b  endID
+		score pairScore
 	}
-	mine := func(d Document, a netip.Addr) bool {
-		return slices.ContainsFunc(d.Addresses, func(s string) bool { return addrOf(s) == a })
-	}
-	type endID struct {
-		doc  int
-		peer int
-	}
-	done := map[endID]bool{}
-	var links []Link
+	var pairs []pair
 	for i, d := range docs {
 		for pi, p := range d.Peers {
-			if done[endID{i, pi}] {
-				continue
-			}
-			done[endID{i, pi}] = true
-			a := end(d, p, o)
-			j, ok := owner[addrOf(p.Address)]
-			if !ok || j == i {
-				links = append(links, oneEnded(a, o, "no router reports address "+p.Address))
-				continue
-			}
-			far := docs[j]
-			qi := -1
-			for k, q := range far.Peers {
-				if done[endID{j, k}] || !mine(d, addrOf(q.Address)) {
+			for _, j := range owners[addrOf(p.Address)] {
+				if j <= i { // each two routers once: (j, i) is found from j's peers
 					continue
 				}
-				if qi < 0 || (p.Local != "" && q.Address == p.Local) {
-					qi = k
+				for qi, q := range docs[j].Peers {
+					if owns(i, addrOf(q.Address)) {
+						pairs = append(pairs, pair{endID{i, pi}, endID{j, qi}, scorePair(p, q)})
+					}
 				}
 			}
-			if qi < 0 {
-				links = append(links, oneEnded(a, o, fmt.Sprintf("router %s has no peer for %s", far.RouterID, d.RouterID)))
+		}
+	}
+	peerOf := func(e endID) Peer { return docs[e.doc].Peers[e.peer] }
+	// Best first; among equals, by the ends' routers and peers, so that
+	// the documents' order does not matter.
+	slices.SortStableFunc(pairs, func(x, y pair) int {
+		return cmp.Or(y.score.compare(x.score),
+			strings.Compare(docs[x.a.doc].RouterID, docs[y.a.doc].RouterID), comparePeers(peerOf(x.a), peerOf(y.a)),
+			strings.Compare(docs[x.b.doc].RouterID, docs[y.b.doc].RouterID), comparePeers(peerOf(x.b), peerOf(y.b)))
+	})
+	paired := map[endID]bool{}
+	var links []Link
+	for _, pr := range pairs {
+		if paired[pr.a] || paired[pr.b] {
+			continue
+		}
+		paired[pr.a], paired[pr.b] = true, true
+		da, db := docs[pr.a.doc], docs[pr.b.doc]
+		a, b := end(da, peerOf(pr.a), o), end(db, peerOf(pr.b), o)
+		if b.Router < a.Router {
+			a, b = b, a
+			da, db = db, da
+		}
+		links = append(links, Link{A: a, B: &b, Flags: twoEnded(a, b, da, db, o)})
+	}
+	for i, d := range docs {
+		for pi, p := range d.Peers {
+			if paired[endID{i, pi}] {
 				continue
 			}
-			done[endID{j, qi}] = true
-			b := end(far, far.Peers[qi], o)
-			if b.Router < a.Router {
-				a, b = b, a
+			why := "no router reports address " + p.Address
+			if j := slices.IndexFunc(owners[addrOf(p.Address)], func(j int) bool { return j != i }); j >= 0 {
+				why = fmt.Sprintf("router %s has no peer for %s", docs[owners[addrOf(p.Address)][j]].RouterID, d.RouterID)
 			}
-			l := Link{A: a, B: &b}
-			l.Flags = twoEnded(a, b, docs[i], far, o)
-			links = append(links, l)
+			links = append(links, oneEnded(end(d, p, o), o, why))
 		}
 	}
 	slices.SortFunc(links, func(x, y Link) int {
-		return cmp.Or(strings.Compare(x.A.Router, y.A.Router), strings.Compare(x.A.Peer.Address, y.A.Peer.Address))
+		return cmp.Or(strings.Compare(x.A.Router, y.A.Router), comparePeers(x.A.Peer, y.A.Peer))
 	})
 	return links
+}
+
+// addrOf is an address as Join compares it (unmapped, without a zone),
+// invalid when s is none.
+func addrOf(s string) netip.Addr {
+	x, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return x.Unmap().WithZone("")
+}
+
+// comparePeers orders peers by address, then VRF.
+func comparePeers(p, q Peer) int {
+	return cmp.Or(addrOf(p.Address).Compare(addrOf(q.Address)), strings.Compare(p.Address, q.Address), strings.Compare(p.VRF, q.VRF))
+}
+
+// pairScore is what ties two peers of two routers together as the ends
+// of one session, compared field by field in order.
+type pairScore struct {
+	// sameVRF: both ends name the same VRF (VRF twins are named alike at
+	// both ends, as the fleet's migration follow assumes too).
+	sameVRF int
+	// sessions: how many of the two established sessions run from the
+	// other end's address (p's local address is q's address, and the
+	// reverse): parallel sessions over several addresses.
+	sessions int
+	// keys: how many of one end's named keys the other holds (the two
+	// ends of one chain).
+	keys int
+}
+
+func (s pairScore) compare(o pairScore) int {
+	return cmp.Or(cmp.Compare(s.sameVRF, o.sameVRF), cmp.Compare(s.sessions, o.sessions), cmp.Compare(s.keys, o.keys))
+}
+
+func scorePair(p, q Peer) pairScore {
+	var s pairScore
+	if p.VRF == q.VRF {
+		s.sameVRF = 1
+	}
+	if p.Local != "" && addrOf(p.Local) == addrOf(q.Address) {
+		s.sessions++
+	}
+	if q.Local != "" && addrOf(q.Local) == addrOf(p.Address) {
+		s.sessions++
+	}
+	for _, k := range p.Keys {
+		if _, ok := mirror(q, k); ok && k.Name != "" {
+			s.keys++
+		}
+	}
+	return s
 }
 
 func staleAfter(d Document, o JoinOptions) time.Duration {

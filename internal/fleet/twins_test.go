@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,4 +53,80 @@ func TestDocumentVRFTwins(t *testing.T) {
 	if !r.CurrentSince.Equal(now) || !b.CurrentSince.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("current key since: red %v (want %v), blue %v (want %v)", r.CurrentSince, now, b.CurrentSince, now.Add(-time.Minute))
 	}
+}
+
+// twinPeer is a peer of a VRF twin: the peer at addr in vrf, whose
+// session runs from local, holding one key of the chain named after the
+// VRF.
+func twinPeer(addr, vrf, local string, k Key) Peer {
+	p := peer(addr, k)
+	p.VRF, p.Local, p.Chain = vrf, local, k.Chain
+	return p
+}
+
+func twinKey(chain, name string, send, recv uint8) Key {
+	k := key(name, send, recv, true, true)
+	k.Chain = chain
+	return k
+}
+
+// TestJoinVRFTwins: one address in two VRFs is two sessions, so two
+// links, each joining the ends of its own VRF: two routers peering over
+// the same addresses in VRFs red and blue, and a provider edge whose two
+// customers (their routers' own default VRF) use the same addresses.
+// Neither link is flagged: each end's keys are the mirror of its own far
+// end's, and only a pairing across the VRFs would see different keys.
+func TestJoinVRFTwins(t *testing.T) {
+	red := func(send, recv uint8) Key { return twinKey("red", "k1", send, recv) }
+	blue := func(send, recv uint8) Key { return twinKey("blue", "k61", send, recv) }
+	tests := []struct {
+		name  string
+		docs  []Document
+		links []string // each link as "A-router A-peer <-> B-router B-peer"
+	}{
+		{"two routers, two VRFs", []Document{
+			router("r1", "10.0.0.1", twinPeer("10.0.0.2", "red", "10.0.0.1", red(1, 101)), twinPeer("10.0.0.2", "blue", "10.0.0.1", blue(61, 161))),
+			router("r2", "10.0.0.2", twinPeer("10.0.0.1", "blue", "10.0.0.2", blue(161, 61)), twinPeer("10.0.0.1", "red", "10.0.0.2", red(101, 1))),
+		}, []string{"r1 10.0.0.2 vrf blue <-> r2 10.0.0.1 vrf blue", "r1 10.0.0.2 vrf red <-> r2 10.0.0.1 vrf red"}},
+		{"two routers, two VRFs, listed in another order", []Document{
+			router("r1", "10.0.0.1", twinPeer("10.0.0.2", "red", "10.0.0.1", red(1, 101)), twinPeer("10.0.0.2", "blue", "10.0.0.1", blue(61, 161))),
+			router("r2", "10.0.0.2", twinPeer("10.0.0.1", "red", "10.0.0.2", red(101, 1)), twinPeer("10.0.0.1", "blue", "10.0.0.2", blue(161, 61))),
+		}, []string{"r1 10.0.0.2 vrf blue <-> r2 10.0.0.1 vrf blue", "r1 10.0.0.2 vrf red <-> r2 10.0.0.1 vrf red"}},
+		{"a provider edge, two customers with one address", []Document{
+			router("pe", "10.0.0.1", twinPeer("10.0.0.2", "red", "10.0.0.1", red(1, 101)), twinPeer("10.0.0.2", "blue", "10.0.0.1", blue(61, 161))),
+			router("cust-b", "10.0.0.2", twinPeer("10.0.0.1", "", "10.0.0.2", blue(161, 61))),
+			router("cust-r", "10.0.0.2", twinPeer("10.0.0.1", "", "10.0.0.2", red(101, 1))),
+		}, []string{"cust-b 10.0.0.1 <-> pe 10.0.0.2 vrf blue", "cust-r 10.0.0.1 <-> pe 10.0.0.2 vrf red"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			backward := slices.Clone(tc.docs)
+			slices.Reverse(backward)
+			for _, order := range [][]Document{tc.docs, backward} {
+				links := Join(order, JoinOptions{Now: t0})
+				var got []string
+				for _, l := range links {
+					if l.B == nil {
+						got = append(got, l.A.Router+" "+endPeer(l.A)+" (one end)")
+						continue
+					}
+					got = append(got, l.A.Router+" "+endPeer(l.A)+" <-> "+l.B.Router+" "+endPeer(*l.B))
+					if len(l.Flags) > 0 {
+						t.Errorf("%s flagged: %v", got[len(got)-1], kinds(l))
+					}
+				}
+				if !slices.Equal(got, tc.links) {
+					t.Errorf("links\n  %q\nwant\n  %q", got, tc.links)
+				}
+			}
+		})
+	}
+}
+
+// endPeer is an end's peer as aoctl fleet status shows it.
+func endPeer(e End) string {
+	if e.Peer.VRF == "" {
+		return e.Peer.Address
+	}
+	return e.Peer.Address + " vrf " + e.Peer.VRF
 }
