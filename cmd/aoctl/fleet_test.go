@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/fleet"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
@@ -56,7 +58,7 @@ func fkey(name string, send, recv uint8, cur, rnext bool) fleet.Key {
 }
 
 func fpeer(addr string, keys ...fleet.Key) fleet.Peer {
-	p := fleet.Peer{Address: addr, Session: "established", Chain: "core", Keys: keys, CurrentSince: testNow.Add(-time.Hour),
+	p := fleet.Peer{ID: peer.KeyOf(netip.MustParseAddr(addr), ""), Session: "established", Chain: "core", Keys: keys, CurrentSince: testNow.Add(-time.Hour),
 		Roll: fleet.Roll{State: "steady"}}
 	for _, k := range keys {
 		if k.Current {
@@ -70,7 +72,7 @@ func fpeer(addr string, keys ...fleet.Key) fleet.Peer {
 }
 
 func fdoc(id, addr string, peers ...fleet.Peer) fleet.Document {
-	return fleet.Document{Schema: fleet.Schema, RouterID: id, Addresses: []string{addr}, PublishedAt: testNow.Add(-10 * time.Second),
+	return fleet.Document{Schema: fleet.Schema, RouterID: id, Addresses: []netip.Addr{netip.MustParseAddr(addr)}, PublishedAt: testNow.Add(-10 * time.Second),
 		Refresh: fleet.Duration(30 * time.Second), SwitchTimeout: fleet.Duration(5 * time.Minute), Peers: peers}
 }
 
@@ -79,12 +81,12 @@ func fdoc(id, addr string, peers ...fleet.Peer) fleet.Document {
 // BIRD end (10.0.9.9) is one-ended; r4 stopped reporting.
 func fleetDocs() []fleet.Document {
 	r1 := fdoc("r1", "10.0.0.1", fpeer("10.0.0.2", fkey("k1", 1, 2, true, true)), fpeer("10.0.9.9", fkey("k1", 1, 2, true, true)))
-	r1.Addresses = append(r1.Addresses, "10.0.9.1")
+	r1.Addresses = append(r1.Addresses, netip.MustParseAddr("10.0.9.1"))
 	r2 := fdoc("r2", "10.0.0.2", fpeer("10.0.0.1", fkey("k1", 2, 1, true, true)), fpeer("10.0.1.3", fkey("k1", 2, 1, true, true)))
 	r2.Peers[1].Keys[0].IncludeTCPOptions = false
-	r2.Addresses = append(r2.Addresses, "10.0.1.2")
+	r2.Addresses = append(r2.Addresses, netip.MustParseAddr("10.0.1.2"))
 	r3 := fdoc("r3", "10.0.1.3", fpeer("10.0.1.2", fkey("k1", 1, 2, true, false), fkey("k2", 3, 4, false, true)), fpeer("10.0.2.4", fkey("k1", 1, 2, true, true)))
-	r3.Addresses = append(r3.Addresses, "10.0.2.3")
+	r3.Addresses = append(r3.Addresses, netip.MustParseAddr("10.0.2.3"))
 	r4 := fdoc("r4", "10.0.2.4", fpeer("10.0.2.3", fkey("k1", 2, 1, true, true)))
 	r4.PublishedAt = testNow.Add(-20 * time.Minute)
 	return []fleet.Document{r1, r2, r3, r4}
@@ -250,6 +252,42 @@ func TestFleetRevokePrintsEachRouterAsItIsClean(t *testing.T) {
 		}
 		if s := out.String(); strings.Index(s, "  r3 clean at ") > strings.Index(s, "ROUTER") {
 			t.Errorf("the table before the last router's line:\n%s", s)
+		}
+	})
+}
+
+// TestFleetStatusVRFTwins: two routers peering over the same addresses
+// in VRFs red and blue are two links in aoctl fleet status, each named
+// with its VRF and joining the ends of its own VRF (none flagged), each
+// end's peer shown with its VRF.
+func TestFleetStatusVRFTwins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, client := fleetVault(t)
+		root := client("root")
+		st := fleet.Store{V: fleet.Client{C: root}, Mount: "secret", Prefix: "aokeyd/fleet"}
+		twin := func(addr, vrf, local string, k fleet.Key) fleet.Peer {
+			k.Chain = vrf
+			p := fpeer(addr, k)
+			p.ID.VRF, p.Local, p.Chain, p.Current, p.RNext = vrf, netip.MustParseAddr(local), vrf, k.Ref(), k.Ref()
+			return p
+		}
+		r1 := fdoc("r1", "10.0.0.1", twin("10.0.0.2", "red", "10.0.0.1", fkey("k1", 1, 101, true, true)),
+			twin("10.0.0.2", "blue", "10.0.0.1", fkey("k61", 61, 161, true, true)))
+		r2 := fdoc("r2", "10.0.0.2", twin("10.0.0.1", "red", "10.0.0.2", fkey("k1", 101, 1, true, true)),
+			twin("10.0.0.1", "blue", "10.0.0.2", fkey("k61", 161, 61, true, true)))
+		for _, d := range []fleet.Document{r1, r2} {
+			if err := st.PutStatus(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := runFleet(t, root, func() time.Time { return testNow }, "fleet", "status")
+		if r.code != exitOK || r.stderr != "" || !strings.Contains(r.stdout, "2 links, 0 flagged") {
+			t.Fatalf("exit %d, want 0 and two links, none flagged:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		for _, want := range []string{"\nr1 vrf blue <-> r2 vrf blue\n", "\nr1 vrf red <-> r2 vrf red\n", " 10.0.0.2 vrf red ", " 10.0.0.1 vrf blue "} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("no %q in\n%s", want, r.stdout)
+			}
 		}
 	})
 }

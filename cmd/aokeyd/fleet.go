@@ -77,7 +77,7 @@ func fleetPublisher(cfg *config.Config, switchTimeout time.Duration, v *keystore
 	var followWanted func() bool
 	if f, ok := d.(migrationFollower); ok {
 		follow = func(ctx context.Context, m fleet.FarMigration) {
-			f.FollowMigration(ctx, m.Router, m.Peer, m.VRF, m.At, m.Bound)
+			f.FollowMigration(ctx, m.Router, m.Peer.Addr, m.Peer.VRF, m.At, m.Bound)
 		}
 		followWanted = f.MigrationFollowWanted
 	}

@@ -54,7 +54,7 @@ func TestDriverFleet(t *testing.T) {
 		Status: func(ctx context.Context) (control.StatusReport, error) { return d.Status(ctx, "") }, Revoke: d.RevokeFleet})
 	p.Round(ctx)
 	doc := p.Last()
-	if len(doc.Peers) != 1 || doc.Peers[0].Address != "192.0.2.2" {
+	if len(doc.Peers) != 1 || doc.Peers[0].ID.String() != "192.0.2.2" {
 		t.Fatalf("fleet document peers %+v, want BIRD's neighbor 192.0.2.2", doc.Peers)
 	}
 	if _, _, err := st.AddRevocation(ctx, fleet.Revocation{Chain: "core", Key: "k1", By: "test", Reason: "leaked", At: time.Now()}); err != nil {

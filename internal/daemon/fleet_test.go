@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/fleet"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
@@ -102,8 +103,8 @@ func testFleetDocumentHoldsNoKeyMaterial(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if pe.Address != peerAddr.String() || pe.Local != localAddr.String() || pe.Current == "" || pe.RNext == "" ||
-		!slices.Equal(names, []string{"core/k1", "core/k2"}) || !slices.Contains(docs[0].Addresses, localAddr.String()) {
+	if pe.ID != peer.KeyOf(peerAddr, "") || pe.Local != localAddr || pe.Current == "" || pe.RNext == "" ||
+		!slices.Equal(names, []string{"core/k1", "core/k2"}) || !slices.Contains(docs[0].Addresses, localAddr) {
 		t.Errorf("published peer %+v (addresses %v)", pe, docs[0].Addresses)
 	}
 }

@@ -2,10 +2,12 @@ package daemon_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/fleet"
 )
@@ -23,8 +25,8 @@ func TestFleetFollowsFarMigration(t *testing.T) {
 		st := fleet.Store{V: fleet.Client{C: c}, Mount: "secret", Prefix: "aokeyd/fleet"}
 		ctx := context.Background()
 		at := time.Now().Add(10 * time.Minute).UTC()
-		far := fleet.Document{Schema: fleet.Schema, RouterID: "r2", Addresses: []string{peerAddr.String()}, PublishedAt: time.Now(),
-			Refresh: fleet.Duration(time.Second), Peers: []fleet.Peer{{Address: localAddr.String(), Local: peerAddr.String(), Session: "established",
+		far := fleet.Document{Schema: fleet.Schema, RouterID: "r2", Addresses: []netip.Addr{peerAddr}, PublishedAt: time.Now(),
+			Refresh: fleet.Duration(time.Second), Peers: []fleet.Peer{{ID: peer.KeyOf(localAddr, ""), Local: peerAddr, Session: "established",
 				Auth: "migrating (prepared)", Keys: []fleet.Key{},
 				Migration: &control.Migration{Peer: localAddr.String(), Step: "prepared", Prefix: "192.0.2.0/30", At: at, Deadline: at.Add(3 * time.Minute)}}}}
 		if err := st.PutStatus(ctx, far); err != nil {
@@ -33,7 +35,7 @@ func TestFleetFollowsFarMigration(t *testing.T) {
 		p := fleet.NewPublisher(fleet.Options{Store: st, RouterID: "r1", Refresh: time.Second,
 			Status: func(ctx context.Context) (control.StatusReport, error) { return e.d.Status(ctx, "") }, Revoke: e.d.RevokeFleet,
 			Follow: func(ctx context.Context, m fleet.FarMigration) {
-				e.d.FollowMigration(ctx, m.Router, m.Peer, m.VRF, m.At, m.Bound)
+				e.d.FollowMigration(ctx, m.Router, m.Peer.Addr, m.Peer.VRF, m.At, m.Bound)
 			},
 			FollowWanted: e.d.MigrationFollowWanted})
 		if !e.d.MigrationFollowWanted() {

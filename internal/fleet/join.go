@@ -102,17 +102,17 @@ type Link struct {
 // the same two routers may be linked once in each of several VRFs.
 func (l Link) Name() string {
 	if l.B == nil {
-		return l.A.label() + " <-> " + l.A.Peer.Address + " (not reporting)"
+		return l.A.label() + " <-> " + l.A.Peer.ID.Addr.String() + " (not reporting)"
 	}
 	return l.A.label() + " <-> " + l.B.label()
 }
 
 // label is the end's router, with its VRF outside the default one.
 func (e End) label() string {
-	if e.Peer.VRF == "" {
+	if e.Peer.ID.VRF == "" {
 		return e.Router
 	}
-	return e.Router + " vrf " + e.Peer.VRF
+	return e.Router + " vrf " + e.Peer.ID.VRF
 }
 
 // JoinOptions tune Join.
@@ -151,7 +151,7 @@ func Join(docs []Document, o JoinOptions) []Link {
 	owners := map[netip.Addr][]int{}
 	for i, d := range docs {
 		for _, a := range d.Addresses {
-			if x := addrOf(a); x.IsValid() && !slices.Contains(owners[x], i) {
+			if x := a.Unmap().WithZone(""); x.IsValid() && !slices.Contains(owners[x], i) {
 				owners[x] = append(owners[x], i)
 			}
 		}
@@ -165,12 +165,12 @@ func Join(docs []Document, o JoinOptions) []Link {
 	var pairs []pair
 	for i, d := range docs {
 		for pi, p := range d.Peers {
-			for _, j := range owners[addrOf(p.Address)] {
+			for _, j := range owners[p.ID.Addr] {
 				if j <= i { // each two routers once: (j, i) is found from j's peers
 					continue
 				}
 				for qi, q := range docs[j].Peers {
-					if owns(i, addrOf(q.Address)) {
+					if owns(i, q.ID.Addr) {
 						pairs = append(pairs, pair{endID{i, pi}, endID{j, qi}, scorePair(p, q)})
 					}
 				}
@@ -205,9 +205,9 @@ func Join(docs []Document, o JoinOptions) []Link {
 			if paired[endID{i, pi}] {
 				continue
 			}
-			why := "no router reports address " + p.Address
-			if j := slices.IndexFunc(owners[addrOf(p.Address)], func(j int) bool { return j != i }); j >= 0 {
-				why = fmt.Sprintf("router %s has no peer for %s", docs[owners[addrOf(p.Address)][j]].RouterID, d.RouterID)
+			why := "no router reports address " + p.ID.Addr.String()
+			if j := slices.IndexFunc(owners[p.ID.Addr], func(j int) bool { return j != i }); j >= 0 {
+				why = fmt.Sprintf("router %s has no peer for %s", docs[owners[p.ID.Addr][j]].RouterID, d.RouterID)
 			}
 			links = append(links, oneEnded(end(d, p, o), o, why))
 		}
@@ -218,20 +218,8 @@ func Join(docs []Document, o JoinOptions) []Link {
 	return links
 }
 
-// addrOf is an address as Join compares it (unmapped, without a zone),
-// invalid when s is none.
-func addrOf(s string) netip.Addr {
-	x, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return x.Unmap().WithZone("")
-}
-
 // comparePeers orders peers by address, then VRF.
-func comparePeers(p, q Peer) int {
-	return cmp.Or(addrOf(p.Address).Compare(addrOf(q.Address)), strings.Compare(p.Address, q.Address), strings.Compare(p.VRF, q.VRF))
-}
+func comparePeers(p, q Peer) int { return p.ID.Compare(q.ID) }
 
 // pairScore is what ties two peers of two routers together as the ends
 // of one session, compared field by field in order.
@@ -254,13 +242,13 @@ func (s pairScore) compare(o pairScore) int {
 
 func scorePair(p, q Peer) pairScore {
 	var s pairScore
-	if p.VRF == q.VRF {
+	if p.ID.VRF == q.ID.VRF {
 		s.sameVRF = 1
 	}
-	if p.Local != "" && addrOf(p.Local) == addrOf(q.Address) {
+	if p.Local.IsValid() && p.Local == q.ID.Addr {
 		s.sessions++
 	}
-	if q.Local != "" && addrOf(q.Local) == addrOf(p.Address) {
+	if q.Local.IsValid() && q.Local == p.ID.Addr {
 		s.sessions++
 	}
 	for _, k := range p.Keys {

@@ -2,10 +2,12 @@ package fleet
 
 import (
 	"encoding/json"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
@@ -18,12 +20,12 @@ func key(name string, send, recv uint8, cur, rnext bool) Key {
 
 // router is a reporting router with one peer per (address, keys) given.
 func router(id, addr string, peers ...Peer) Document {
-	return Document{Schema: Schema, RouterID: id, Addresses: []string{addr}, PublishedAt: t0.Add(-5 * time.Second),
+	return Document{Schema: Schema, RouterID: id, Addresses: []netip.Addr{netip.MustParseAddr(addr)}, PublishedAt: t0.Add(-5 * time.Second),
 		Refresh: Duration(30 * time.Second), SwitchTimeout: Duration(5 * time.Minute), Peers: peers}
 }
 
 func peer(addr string, keys ...Key) Peer {
-	p := Peer{Address: addr, Session: "established", Chain: "core", Keys: keys, CurrentSince: t0.Add(-time.Hour)}
+	p := Peer{ID: peerkey.KeyOf(netip.MustParseAddr(addr), ""), Session: "established", Chain: "core", Keys: keys, CurrentSince: t0.Add(-time.Hour)}
 	for _, k := range keys {
 		if k.Current {
 			p.Current = k.Ref()
@@ -60,7 +62,7 @@ func TestJoinFlags(t *testing.T) {
 			[]string{"far-end-not-reporting@:"}},
 		{"far router has no peer for this one", func() []Document {
 			a, b := good()
-			b.Peers[0].Address = "10.0.0.9"
+			b.Peers[0].ID = peerkey.KeyOf(netip.MustParseAddr("10.0.0.9"), "")
 			return []Document{a, b}
 		}, 2, []string{"far-end-not-reporting@:"}},
 		{"stale router", func() []Document {
@@ -147,7 +149,7 @@ func TestJoinFlags(t *testing.T) {
 // a router with two sessions to two routers makes two links.
 func TestJoinPairsEachLinkOnce(t *testing.T) {
 	r1 := router("r1", "10.0.0.1", peer("10.0.0.2", key("a", 1, 2, true, true)), peer("10.0.1.3", key("b", 5, 6, true, true)))
-	r1.Addresses = append(r1.Addresses, "10.0.1.1")
+	r1.Addresses = append(r1.Addresses, netip.MustParseAddr("10.0.1.1"))
 	r2 := router("r2", "10.0.0.2", peer("10.0.0.1", key("a", 2, 1, true, true)))
 	r3 := router("r3", "10.0.1.3", peer("10.0.1.1", key("b", 6, 5, true, true)))
 	for _, order := range [][]Document{{r1, r2, r3}, {r3, r2, r1}, {r2, r3, r1}} {

@@ -327,16 +327,23 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 		Refresh: Duration(p.o.Refresh), SwitchTimeout: Duration(p.o.SwitchTimeout),
 		KeySource: KeySource{LastSync: rep.KeySource.LastSync, Stale: rep.KeySource.Stale},
 		Warnings:  slices.Clone(rep.Warnings), Peers: []Peer{}}
-	addrs := map[string]bool{}
+	addrs := map[netip.Addr]bool{}
 	for _, a := range p.o.Addresses {
-		addrs[a] = true
+		if x, err := netip.ParseAddr(a); err == nil { // config.Check refuses any other
+			addrs[x.Unmap().WithZone("")] = true
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	seenPeers := map[peerkey.Key]bool{}
 	for _, ps := range rep.Peers {
-		d.Peers = append(d.Peers, p.peer(ps, now, addrs))
-		seenPeers[keyOf(ps)] = true
+		id, ok := keyOf(ps)
+		if !ok {
+			p.log.Warn("fleet: a peer whose address is none is not published", "peer", ps.Peer)
+			continue
+		}
+		d.Peers = append(d.Peers, p.peer(id, ps, now, addrs))
+		seenPeers[id] = true
 	}
 	for k := range p.since {
 		if !seenPeers[k] {
@@ -346,7 +353,7 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 	for a := range addrs {
 		d.Addresses = append(d.Addresses, a)
 	}
-	slices.Sort(d.Addresses)
+	slices.SortFunc(d.Addresses, netip.Addr.Compare)
 	for _, r := range p.revs {
 		if a := p.applied[r.Ref()]; a != nil {
 			d.Revocations = append(d.Revocations, *a)
@@ -356,16 +363,16 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 }
 
 // keyOf is the identity of the peer a status reports (its address and
-// VRF, as the daemon wrote them).
-func keyOf(ps control.PeerStatus) peerkey.Key {
-	a, _ := netip.ParseAddr(ps.Peer)
-	return peerkey.KeyOf(a, ps.VRF)
+// VRF, as the daemon wrote them); false when it names no address.
+func keyOf(ps control.PeerStatus) (peerkey.Key, bool) {
+	a, err := netip.ParseAddr(ps.Peer)
+	return peerkey.KeyOf(a, ps.VRF), err == nil
 }
 
 // peer converts one peer's status (p.mu held). Only names, IDs, settings
 // and counters are copied: control.Key has no field for key material.
-func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]bool) Peer {
-	out := Peer{Address: ps.Peer, VRF: ps.VRF, Session: ps.SessionState, Auth: ps.Auth, Migration: ps.Migration, Keys: []Key{},
+func (p *Publisher) peer(id peerkey.Key, ps control.PeerStatus, now time.Time, addrs map[netip.Addr]bool) Peer {
+	out := Peer{ID: id, Session: ps.SessionState, Auth: ps.Auth, Migration: ps.Migration, Keys: []Key{},
 		Roll:     Roll{State: ps.Rotation.State, Since: ps.Rotation.Since, PendingKey: ps.Rotation.PendingKey, LastAbort: ps.Rotation.LastAbortReason},
 		Counters: Counters{PktGood: ps.Counters.PktGood, PktBad: ps.Counters.PktBad, PktKeyNotFound: ps.Counters.PktKeyNotFound},
 		Warnings: slices.Clone(ps.Warnings)}
@@ -374,13 +381,13 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 			continue
 		}
 		if ap, err := netip.ParseAddrPort(s.Local); err == nil {
-			out.Local = ap.Addr().Unmap().WithZone("").String()
+			out.Local = ap.Addr().Unmap().WithZone("")
 			addrs[out.Local] = true
 		}
 	}
-	if out.Local == "" && ps.Local != "" {
+	if a, err := netip.ParseAddr(ps.Local); err == nil && !out.Local.IsValid() {
 		// A session aokeyd does not key (TCP-MD5): the speaker's report.
-		out.Local = ps.Local
+		out.Local = a.Unmap().WithZone("")
 		addrs[out.Local] = true
 	}
 	for _, k := range ps.Keys {
@@ -399,7 +406,6 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 		}
 		out.Keys = append(out.Keys, fk)
 	}
-	id := keyOf(ps)
 	if s, ok := p.since[id]; !ok || s.key != out.Current {
 		p.since[id] = sinceRec{key: out.Current, since: now}
 	}
@@ -410,12 +416,12 @@ func (p *Publisher) peer(ps control.PeerStatus, now time.Time, addrs map[string]
 }
 
 // FarMigration is a far end's migration of a link to this router, as its
-// document shows it: Peer is the far end's address on the link (this
-// router's peer), VRF this router's VRF of it.
+// document shows it: Peer is this router's peer on the link, the far
+// end's address there in the VRF the far end names (VRF twins are named
+// alike at both ends).
 type FarMigration struct {
 	Router string
-	Peer   netip.Addr
-	VRF    string
+	Peer   peerkey.Key
 	Step   string
 	At     time.Time
 	Bound  time.Duration
@@ -431,9 +437,9 @@ func (p *Publisher) follow(ctx context.Context) {
 		return
 	}
 	p.mu.Lock()
-	mine := map[string]bool{}
+	mine := map[netip.Addr]bool{}
 	for _, a := range p.last.Addresses {
-		mine[a] = true
+		mine[a.Unmap().WithZone("")] = true
 	}
 	p.mu.Unlock()
 	for _, d := range docs {
@@ -442,14 +448,10 @@ func (p *Publisher) follow(ctx context.Context) {
 		}
 		for _, pe := range d.Peers {
 			m := pe.Migration
-			if m == nil || (m.Step != "prepared" && m.Step != "switching") || !mine[pe.Address] || pe.Local == "" {
+			if m == nil || (m.Step != "prepared" && m.Step != "switching") || !mine[pe.ID.Addr] || !pe.Local.IsValid() {
 				continue
 			}
-			far, err := netip.ParseAddr(pe.Local)
-			if err != nil {
-				continue
-			}
-			p.o.Follow(ctx, FarMigration{Router: d.RouterID, Peer: far.Unmap(), VRF: pe.VRF, Step: m.Step, At: m.At, Bound: m.Deadline.Sub(m.At)})
+			p.o.Follow(ctx, FarMigration{Router: d.RouterID, Peer: peerkey.KeyOf(pe.Local, pe.ID.VRF), Step: m.Step, At: m.At, Bound: m.Deadline.Sub(m.At)})
 		}
 	}
 }

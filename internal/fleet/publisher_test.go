@@ -86,7 +86,7 @@ func TestPublisherPublishesAndAppliesRevocations(t *testing.T) {
 		}
 		d := docs[0]
 		pe := d.Peers[0]
-		if d.RouterID != "r1" || len(d.Addresses) != 2 || pe.Local != "10.0.0.1" || pe.Current != "core/k1" || pe.RNext != "core/k1" ||
+		if d.RouterID != "r1" || len(d.Addresses) != 2 || pe.Local.String() != "10.0.0.1" || pe.Current != "core/k1" || pe.RNext != "core/k1" ||
 			pe.Keys[0].IncludeTCPOptions || pe.Counters.PktKeyNotFound != 2 || pe.CurrentSince.IsZero() || time.Duration(d.Refresh) != time.Second {
 			t.Errorf("document %+v", d)
 		}

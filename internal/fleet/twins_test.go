@@ -2,10 +2,13 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
@@ -43,10 +46,10 @@ func TestDocumentVRFTwins(t *testing.T) {
 	}
 	byVRF := map[string]Peer{}
 	for _, pr := range doc2.Peers {
-		byVRF[pr.VRF] = pr
+		byVRF[pr.ID.VRF] = pr
 	}
 	r, b := byVRF["red"], byVRF["blue"]
-	if r.Address != "10.255.17.2" || b.Address != "10.255.17.2" || len(r.Keys) != 1 || len(b.Keys) != 1 ||
+	if r.ID.Addr.String() != "10.255.17.2" || b.ID.Addr.String() != "10.255.17.2" || len(r.Keys) != 1 || len(b.Keys) != 1 ||
 		r.Keys[0].Name != "k2" || b.Keys[0].Name != "k61" || r.Counters.PktGood != 10 || b.Counters.PktGood != 20 {
 		t.Fatalf("the twins were mixed up: red %+v, blue %+v", r, b)
 	}
@@ -60,7 +63,7 @@ func TestDocumentVRFTwins(t *testing.T) {
 // VRF.
 func twinPeer(addr, vrf, local string, k Key) Peer {
 	p := peer(addr, k)
-	p.VRF, p.Local, p.Chain = vrf, local, k.Chain
+	p.ID.VRF, p.Local, p.Chain = vrf, netip.MustParseAddr(local), k.Chain
 	return p
 }
 
@@ -125,8 +128,38 @@ func TestJoinVRFTwins(t *testing.T) {
 
 // endPeer is an end's peer as aoctl fleet status shows it.
 func endPeer(e End) string {
-	if e.Peer.VRF == "" {
-		return e.Peer.Address
+	return e.Peer.ID.String()
+}
+
+// TestDocumentWireForm: a document as every aokeyd has written it (a
+// peer's identity as the fields address and vrf, addresses and the local
+// address as text) reads into peer identities, and is written back byte
+// for byte: routers of any version read each other's documents.
+func TestDocumentWireForm(t *testing.T) {
+	const doc = `{"schema":1,"router_id":"pe","addresses":["10.0.0.1","2001:db8::1"],"published_at":"2026-12-03T12:00:00Z",` +
+		`"refresh":"30s","switch_timeout":"5m0s","key_source":{"stale":false},"peers":[` +
+		`{"address":"10.0.0.2","vrf":"red","local":"10.0.0.1","session":"established","keys":[],"roll":{"state":"steady"},` +
+		`"counters":{"pkt_good":1,"pkt_bad":0,"pkt_key_not_found":0}},` +
+		`{"address":"2001:db8::2","session":"idle","keys":[],"roll":{"state":""},"counters":{"pkt_good":0,"pkt_bad":0,"pkt_key_not_found":0}}]}`
+	var d Document
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		t.Fatal(err)
 	}
-	return e.Peer.Address + " vrf " + e.Peer.VRF
+	red := peerkey.KeyOf(netip.MustParseAddr("10.0.0.2"), "red")
+	v6 := peerkey.KeyOf(netip.MustParseAddr("2001:db8::2"), "")
+	if len(d.Peers) != 2 || d.Peers[0].ID != red || d.Peers[0].Local != netip.MustParseAddr("10.0.0.1") ||
+		d.Peers[1].ID != v6 || d.Peers[1].Local.IsValid() || len(d.Addresses) != 2 {
+		t.Fatalf("read %+v", d)
+	}
+	b, err := json.Marshal(d)
+	if err != nil || string(b) != doc {
+		t.Fatalf("written back as\n%s (%v)\nwant\n%s", b, err, doc)
+	}
+	var bad Peer
+	if err := json.Unmarshal([]byte(`{"address":"nonsense"}`), &bad); err == nil {
+		t.Error("a peer whose address is none was read")
+	}
+	if _, err := json.Marshal(Peer{}); err == nil {
+		t.Error("a peer without an address was written")
+	}
 }

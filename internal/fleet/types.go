@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
 	"time"
 
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 )
 
@@ -13,11 +17,13 @@ const Schema = 1
 type Document struct {
 	Schema   int    `json:"schema"`
 	RouterID string `json:"router_id"`
-	// Addresses are the router's own addresses: the configured ones and
-	// the local addresses of its established sessions. A link is found by
-	// matching a peer's address against the other router's addresses.
-	Addresses   []string  `json:"addresses"`
-	PublishedAt time.Time `json:"published_at"`
+	// Addresses are the router's own addresses (unmapped, without a
+	// zone): the configured ones and the local addresses of its
+	// established sessions, in whatever VRF. A link's candidate ends are
+	// found by matching a peer's address against the other router's
+	// addresses (Join).
+	Addresses   []netip.Addr `json:"addresses"`
+	PublishedAt time.Time    `json:"published_at"`
 	// Refresh is the router's key source refresh interval: how often it
 	// publishes and reads the revocation record.
 	Refresh Duration `json:"refresh"`
@@ -39,12 +45,15 @@ type KeySource struct {
 
 // Peer is one BGP neighbor of the router.
 type Peer struct {
-	Address string `json:"address"`
-	VRF     string `json:"vrf,omitempty"`
-	// Local is the local address of the established session ("" when
+	// ID is the peer: its address and this router's VRF of it. In the
+	// document it is the two fields every aokeyd has written, address and
+	// vrf (MarshalJSON), so that routers of any version read each
+	// other's documents during an upgrade.
+	ID peerkey.Key `json:"-"`
+	// Local is the local address of the established session (zero when
 	// down).
-	Local   string `json:"local,omitempty"`
-	Session string `json:"session"`
+	Local   netip.Addr `json:"local,omitzero"`
+	Session string     `json:"session"`
 	// Auth is how the peer's sessions authenticate (control.PeerStatus
 	// Auth: none, tcp-md5, tcp-ao, migrating (STEP)); Migration the
 	// peer's move from TCP-MD5 to TCP-AO, if any.
@@ -62,6 +71,44 @@ type Peer struct {
 	Roll         Roll      `json:"roll"`
 	Counters     Counters  `json:"counters"`
 	Warnings     []string  `json:"warnings,omitempty"`
+}
+
+// peerFields is Peer without its methods: the fields encoding/json
+// writes besides the identity.
+type peerFields Peer
+
+// MarshalJSON writes the peer's identity as the fields address and vrf
+// ("" omitted), then the other fields. A peer without an address is not
+// written.
+func (p Peer) MarshalJSON() ([]byte, error) {
+	if !p.ID.IsValid() {
+		return nil, fmt.Errorf("fleet: a peer without an address")
+	}
+	return json.Marshal(struct {
+		Address netip.Addr `json:"address"`
+		VRF     string     `json:"vrf,omitempty"`
+		peerFields
+	}{p.ID.Addr, p.ID.VRF, peerFields(p)})
+}
+
+// UnmarshalJSON reads MarshalJSON's form: an address (normalised as
+// peer.KeyOf does) and a VRF.
+func (p *Peer) UnmarshalJSON(b []byte) error {
+	w := struct {
+		Address string `json:"address"`
+		VRF     string `json:"vrf"`
+		*peerFields
+	}{peerFields: (*peerFields)(p)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	a, err := netip.ParseAddr(w.Address)
+	if err != nil {
+		return fmt.Errorf("fleet: peer address %q: %w", w.Address, err)
+	}
+	p.ID = peerkey.KeyOf(a, w.VRF)
+	p.Local = p.Local.Unmap().WithZone("")
+	return nil
 }
 
 // Key is one MKT of a peer, by name and IDs only.
