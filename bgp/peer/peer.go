@@ -54,6 +54,27 @@ func Parse(s string) (Key, error) {
 	return KeyOf(a, vrf), nil
 }
 
+// ParseWithVRF reads a key from a record written before a key was one
+// field: s is String's form, or a bare address (mapped, or with a zone,
+// as older records kept it: normalised as KeyOf does) whose VRF is vrf,
+// the field older records kept beside it ("" the default VRF). A VRF
+// named in both places must be the same one. Every record that holds a
+// Key reads its older entries through it, so that an upgrade loses none.
+func ParseWithVRF(s, vrf string) (Key, error) {
+	if _, inS, ok := strings.Cut(s, " vrf "); ok {
+		k, err := Parse(s)
+		if err == nil && vrf != "" && vrf != inS {
+			err = fmt.Errorf("peer %q: vrf %q beside it names another VRF", s, vrf)
+		}
+		return k, err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return Key{}, fmt.Errorf("peer %q: %w", s, err)
+	}
+	return KeyOf(a, vrf), nil
+}
+
 // Compare orders keys by address, then VRF.
 func (k Key) Compare(o Key) int {
 	if c := k.Addr.Compare(o.Addr); c != 0 {

@@ -85,3 +85,31 @@ func TestKeyJSON(t *testing.T) {
 		t.Errorf("an empty VRF name was read as %v", k)
 	}
 }
+
+// TestParseWithVRF: a record's older entries (a bare address, its VRF in
+// a field of its own, the address as older writers left it) read as the
+// same Key as the one-field form.
+func TestParseWithVRF(t *testing.T) {
+	red := KeyOf(netip.MustParseAddr("10.0.0.2"), "red")
+	for _, c := range []struct {
+		s, vrf string
+		want   Key
+		err    bool
+	}{
+		{"10.0.0.2 vrf red", "", red, false},
+		{"10.0.0.2", "red", red, false},
+		{"10.0.0.2 vrf red", "red", red, false},
+		{"::ffff:10.0.0.2", "red", red, false},
+		{"fe80::1%eth0", "", KeyOf(netip.MustParseAddr("fe80::1"), ""), false},
+		{"10.0.0.2", "", KeyOf(netip.MustParseAddr("10.0.0.2"), ""), false},
+		{"10.0.0.2 vrf red", "blue", Key{}, true},
+		{"10.0.0.2 vrf ", "", Key{}, true},
+		{"", "red", Key{}, true},
+		{"bogus", "", Key{}, true},
+	} {
+		k, err := ParseWithVRF(c.s, c.vrf)
+		if (err != nil) != c.err || (!c.err && k != c.want) {
+			t.Errorf("ParseWithVRF(%q, %q) = %+v, %v; want %+v (error %t)", c.s, c.vrf, k, err, c.want, c.err)
+		}
+	}
+}

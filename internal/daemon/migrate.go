@@ -28,7 +28,7 @@ import (
 
 // migrationOf is the peer's migration record.
 func (d *Daemon) migrationOf(addr netip.Addr, vrf string) (migrate.Record, bool) {
-	return d.migr.Get(migrate.Key{Addr: addr.Unmap().String(), VRF: vrf})
+	return d.migr.Get(peer.KeyOf(addr, vrf))
 }
 
 // migrationPrefix is where a binding's TCP-AO keys go on the listener:
@@ -143,7 +143,7 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 	if bound == 0 {
 		bound = migrate.DefaultBound
 	}
-	r := migrate.Record{Peer: addr, VRF: b.VRF, Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
+	r := migrate.Record{Peer: peer.KeyOf(addr, b.VRF), Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
 	d.log.Info("migration to TCP-AO prepared", "peer", peer.KeyOf(addr, b.VRF), "prefix", prefix, "at", at, "bound", bound)
 	return r, d.migr.Put(r)
 }
@@ -169,14 +169,14 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 			d.noteHeld(r, "the key source's last read failed")
 			continue
 		}
-		pk, err := d.peerDesired(d.policy(), snap, r.Peer, r.VRF, now)
+		pk, err := d.peerDesired(d.policy(), snap, r.Peer.Addr, r.Peer.VRF, now)
 		if err != nil || snap.Degraded(pk.SourceChain) {
 			d.noteHeld(r, "the peer's keys cannot be computed from the key source, or its chain is degraded")
 			continue
 		}
-		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer, r.VRF), NoAOKey: pk.Preferred < 0}, now)
+		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer.Addr, r.Peer.VRF), NoAOKey: pk.Preferred < 0}, now)
 		if n != r {
-			id := peer.KeyOf(r.Peer, r.VRF)
+			id := r.Peer
 			switch n.Step {
 			case migrate.RolledBack:
 				d.log.Warn("migration rolled back", "peer", id, "reason", n.Reason)
@@ -244,7 +244,7 @@ func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) (reco
 				}
 			}
 		}
-		r := migrate.Record{Peer: p.info.Neighbor.Unmap(), VRF: p.info.VRF, Prefix: prefix, At: now, Step: migrate.Done, Since: now,
+		r := migrate.Record{Peer: peer.KeyOf(p.info.Neighbor, p.info.VRF), Prefix: prefix, At: now, Step: migrate.Done, Since: now,
 			Reason: "recovered from the kernel: the session runs TCP-AO with verified segments, and no migration was recorded"}
 		if err := d.migr.Put(r); err != nil {
 			d.log.Error("migration recovered from the kernel but not recorded; it is recovered again at the next pass", "peer", p.id, "err", err)
@@ -275,9 +275,9 @@ const migrationVerifyPoll = time.Second
 // so that the next connect carries TCP-AO (ConnectMD5 no longer answers).
 // A passive side waits for the far end's connect.
 func (d *Daemon) switchReset(ctx context.Context, r migrate.Record) {
-	id := peer.KeyOf(r.Peer, r.VRF)
+	id := r.Peer
 	p := d.peer(id)
-	if p == nil || !d.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || d.aoSession(r.Peer, r.VRF) {
+	if p == nil || !d.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || d.aoSession(r.Peer.Addr, r.Peer.VRF) {
 		return
 	}
 	if err := d.o.Speaker.ResetPeer(ctx, id, "migration to TCP-AO: reconnect with TCP-AO"); err != nil {
@@ -289,7 +289,7 @@ func (d *Daemon) switchReset(ctx context.Context, r migrate.Record) {
 
 // noteHeld logs that a migration holds its step (at debug: every pass).
 func (d *Daemon) noteHeld(r migrate.Record, why string) {
-	d.log.Debug("migration holds its step: "+why, "peer", peer.KeyOf(r.Peer, r.VRF), "step", string(r.Step))
+	d.log.Debug("migration holds its step: "+why, "peer", r.Peer, "step", string(r.Step))
 }
 
 // aoSession reports whether the peer's session socket carries TCP-AO and
@@ -327,7 +327,7 @@ func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.So
 
 // statusMigration is a record as control shows it.
 func statusMigration(r migrate.Record) control.Migration {
-	return control.Migration{Peer: r.Peer.String(), VRF: r.VRF, Step: string(r.Step), Prefix: r.Prefix.String(),
+	return control.Migration{Peer: r.Peer.Addr.String(), VRF: r.Peer.VRF, Step: string(r.Step), Prefix: r.Prefix.String(),
 		At: r.At, Deadline: r.Deadline(), Since: r.Since, Reason: r.Reason}
 }
 

@@ -94,10 +94,10 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	for _, r := range d.migr.All() {
 		switch r.Step {
 		case migrate.Prepared:
-			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.At, Action: "migration to TCP-AO: the far end switches"})
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.Addr.String(), VRF: r.Peer.VRF, At: r.At, Action: "migration to TCP-AO: the far end switches"})
 			fallthrough
 		case migrate.Switching:
-			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.String(), VRF: r.VRF, At: r.Deadline(),
+			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.Addr.String(), VRF: r.Peer.VRF, At: r.Deadline(),
 				Action: "migration to TCP-AO rolls back unless a TCP-AO session is up"})
 		}
 	}

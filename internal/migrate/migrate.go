@@ -34,10 +34,13 @@
 package migrate
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // Step is a migration's state.
@@ -62,8 +65,10 @@ const DefaultBound = 5 * time.Minute
 
 // Record is one peer's migration.
 type Record struct {
-	Peer netip.Addr `json:"peer"`
-	VRF  string     `json:"vrf,omitempty"`
+	// Peer is the migrating peer, written in its text form ("10.0.0.2",
+	// "10.0.0.2 vrf red"); a record written before that kept the VRF in
+	// a field of its own, vrf, which UnmarshalJSON still reads.
+	Peer peer.Key `json:"peer"`
 	// Prefix is where the peer's TCP-AO keys sit on the listener: a
 	// prefix covering the peer whose first address is not the peer's
 	// (CoveringPrefix).
@@ -76,6 +81,29 @@ type Record struct {
 	// Since is when Step was entered; Reason why it was (a roll-back's).
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason,omitempty"`
+}
+
+// recordFields is Record without its methods.
+type recordFields Record
+
+// UnmarshalJSON reads a record in its own form, or in the one aokeyd
+// wrote before the peer was one field (peer.ParseWithVRF): an upgrade
+// loses no migration.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	w := struct {
+		Peer string `json:"peer"`
+		VRF  string `json:"vrf"`
+		*recordFields
+	}{recordFields: (*recordFields)(r)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	k, err := peer.ParseWithVRF(w.Peer, w.VRF)
+	if err != nil {
+		return err
+	}
+	r.Peer = k
+	return nil
 }
 
 // Deadline is when a migration without a TCP-AO session rolls back.
@@ -99,13 +127,13 @@ func Advance(r Record, o Observed, now time.Time) Record {
 		switch {
 		case o.NoAOKey:
 			r.Step, r.Since = RolledBack, now
-			r.Reason = fmt.Sprintf("%s has no TCP-AO key to send with any more (revoked, or its lifetime over): TCP-MD5 kept", r.Peer)
+			r.Reason = fmt.Sprintf("%s has no TCP-AO key to send with any more (revoked, or its lifetime over): TCP-MD5 kept", r.Peer.Addr)
 		case o.AOSession:
 			r.Step, r.Since, r.Reason = Done, now, ""
 		case !now.Before(r.Deadline()):
 			r.Step, r.Since = RolledBack, now
 			r.Reason = fmt.Sprintf("no TCP-AO session from %s within %s of the switch time %s: TCP-MD5 kept",
-				r.Peer, r.Bound, r.At.UTC().Format(time.RFC3339))
+				r.Peer.Addr, r.Bound, r.At.UTC().Format(time.RFC3339))
 		case r.Step == Prepared && !now.Before(r.At):
 			r.Step, r.Since = Switching, now
 		}

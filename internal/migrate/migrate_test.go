@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 func TestCoveringPrefix(t *testing.T) {
@@ -35,7 +37,7 @@ func TestCoveringPrefix(t *testing.T) {
 
 func TestAdvance(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	r := Record{Peer: netip.MustParseAddr("10.255.0.2"), At: t0.Add(time.Minute), Bound: time.Minute, Step: Prepared, Since: t0}
+	r := Record{Peer: peer.KeyOf(netip.MustParseAddr("10.255.0.2"), ""), At: t0.Add(time.Minute), Bound: time.Minute, Step: Prepared, Since: t0}
 	for _, tc := range []struct {
 		name string
 		in   Record

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/durable"
 )
 
-// Store holds the migrations, one per peer (address and VRF), kept in a
+// Store holds the migrations, one per peer (its peer.Key), kept in a
 // file (JSON, 0600, written durably at each change) so that a restarted
 // aokeyd goes on where it was. It is safe for concurrent use.
 type Store struct {
@@ -65,7 +65,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("migrations record %s: %w", path, err)
 	}
 	for _, r := range f.Migrations {
-		if !r.Peer.IsValid() || !r.Prefix.IsValid() || !r.Prefix.Contains(r.Peer) {
+		if !r.Peer.IsValid() || !r.Prefix.IsValid() || !r.Prefix.Contains(r.Peer.Addr) {
 			return nil, fmt.Errorf("migrations record %s: peer %s: prefix %s does not cover it", path, r.Peer, r.Prefix)
 		}
 	}
@@ -98,27 +98,18 @@ func (s *Store) All() []Record {
 }
 
 // Get returns the peer's record.
-func (s *Store) Get(peer Key) (Record, bool) {
+func (s *Store) Get(id peer.Key) (Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := s.find(peer)
+	i := s.find(id)
 	if i < 0 {
 		return Record{}, false
 	}
 	return s.recs[i], true
 }
 
-// Key is a peer: address and VRF.
-type Key struct {
-	Addr string // netip.Addr text, unmapped
-	VRF  string
-}
-
-// KeyOf is r's peer.
-func KeyOf(r Record) Key { return Key{r.Peer.Unmap().String(), r.VRF} }
-
-func (s *Store) find(k Key) int {
-	return slices.IndexFunc(s.recs, func(r Record) bool { return KeyOf(r) == k })
+func (s *Store) find(id peer.Key) int {
+	return slices.IndexFunc(s.recs, func(r Record) bool { return r.Peer == id })
 }
 
 // Put stores r (replacing the peer's record) and writes the file. The
@@ -127,19 +118,14 @@ func (s *Store) find(k Key) int {
 func (s *Store) Put(r Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := s.find(KeyOf(r)); i >= 0 {
+	if i := s.find(r.Peer); i >= 0 {
 		if s.recs[i] == r {
 			return nil
 		}
 		s.recs[i] = r
 	} else {
 		s.recs = append(s.recs, r)
-		slices.SortFunc(s.recs, func(a, b Record) int {
-			if c := a.Peer.Compare(b.Peer); c != 0 {
-				return c
-			}
-			return strings.Compare(a.VRF, b.VRF)
-		})
+		slices.SortFunc(s.recs, func(a, b Record) int { return a.Peer.Compare(b.Peer) })
 	}
 	s.gen++
 	return s.writeLocked()

@@ -1,12 +1,14 @@
 package migrate
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
@@ -59,7 +61,7 @@ func TestOpenFile(t *testing.T) {
 			// Each write keeps the backup; a record lost afterwards is
 			// restored from it.
 			r := s.All()[0]
-			r.VRF = "blue"
+			r.Peer.VRF = "blue"
 			if err := s.Put(r); err != nil {
 				t.Fatal(err)
 			}
@@ -71,5 +73,81 @@ func TestOpenFile(t *testing.T) {
 				t.Fatalf("reopened from the backup: %v, %d records, want 2", err, len(s.All()))
 			}
 		})
+	}
+}
+
+// TestOpenTodaysRecord: a migrations record as aokeyd wrote it before the
+// peer was one field (its VRF in a field of its own) reads, peer by peer,
+// and the next write keeps each peer in the one-field form, which reads
+// back the same.
+func TestOpenTodaysRecord(t *testing.T) {
+	const today = `{
+  "migrations": [
+    {
+      "peer": "10.0.0.2",
+      "prefix": "10.0.0.0/30",
+      "at": "2026-12-04T09:00:00Z",
+      "bound": 300000000000,
+      "step": "prepared",
+      "since": "2026-12-04T08:50:00Z"
+    },
+    {
+      "peer": "10.0.0.2",
+      "vrf": "red",
+      "prefix": "10.0.0.0/30",
+      "at": "2026-12-04T09:00:00Z",
+      "bound": 300000000000,
+      "step": "rolled-back",
+      "since": "2026-12-04T09:05:00Z",
+      "reason": "no TCP-AO session"
+    }
+  ]
+}
+`
+	path := filepath.Join(t.TempDir(), "migrations.json")
+	if err := os.WriteFile(path, []byte(today), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		def, red := peer.KeyOf(netip.MustParseAddr("10.0.0.2"), ""), peer.KeyOf(netip.MustParseAddr("10.0.0.2"), "red")
+		r, ok := s.Get(def)
+		if !ok || r.Step != Prepared || r.Bound != 5*time.Minute || r.Prefix != netip.MustParsePrefix("10.0.0.0/30") {
+			t.Fatalf("default VRF's record %+v, %v", r, ok)
+		}
+		r, ok = s.Get(red)
+		if !ok || r.Step != RolledBack || r.Reason != "no TCP-AO session" || len(s.All()) != 2 {
+			t.Fatalf("vrf red's record %+v, %v; %d records", r, ok, len(s.All()))
+		}
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s)
+	r, _ := s.Get(peer.KeyOf(netip.MustParseAddr("10.0.0.2"), "red"))
+	r.Since = r.Since.Add(time.Second)
+	if err := s.Put(r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"peer": "10.0.0.2 vrf red"`) || strings.Contains(string(b), `"vrf"`) {
+		t.Errorf("written as\n%s\nwant the peer in one field", b)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	check(s)
+	for _, bad := range []string{
+		`{"migrations":[{"peer":"10.0.0.2 vrf red","vrf":"blue","prefix":"10.0.0.0/30"}]}`,
+		`{"migrations":[{"vrf":"red","prefix":"10.0.0.0/30"}]}`,
+	} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path + ".bak")
+		if _, err := Open(path); err == nil {
+			t.Errorf("Open read %s", bad)
+		}
 	}
 }
