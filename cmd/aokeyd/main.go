@@ -26,6 +26,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -194,7 +195,7 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Resync:          resync,
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
-		RevocationsFile: filepath.Join(stateDir, "revocations.json"),
+		RevocationsFile: filepath.Join(stateDir, revocation.File),
 		OwnedKeysFile:   filepath.Join(stateDir, "owned-keys.json"),
 		CarriedKeysFile: filepath.Join(stateDir, "carried-keys.json"),
 		EarlyRollsFile:  filepath.Join(stateDir, "early-rolls.json"),

@@ -34,6 +34,9 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 	if cfgErr != "" {
 		rep.Warnings = append(rep.Warnings, cfgErr)
 	}
+	if w := d.revoked.Warning(); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	for _, v := range views {
 		if peerArg != "" && peerArg != v.ID.Addr.String() && peerArg != v.ID.String() {
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/internal/early"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -53,7 +54,10 @@ type Options struct {
 	// runs (schedules, and the peer's switch to a new key, are seen
 	// within one).
 	Refresh, Poll time.Duration
-	// RevocationsFile records revocations across restarts ("": memory).
+	// RevocationsFile records revocations across restarts ("": memory):
+	// the daemon's one record (revocation.File in the state directory),
+	// which every speaker reads, so that switching speaker.type forgets
+	// none.
 	RevocationsFile string
 	Logger          *slog.Logger
 	Metrics         *metrics.Metrics
@@ -74,6 +78,9 @@ type Driver struct {
 	mended  map[string]time.Time // protocol name: when mend last enabled it
 	kick    chan struct{}
 	revokes chan revokeAsk
+	// revoked is the revocation record (safe for concurrent use): the run
+	// loop adds to it, each pass reads it.
+	revoked *revocation.Store
 
 	mu sync.Mutex
 	// lastGood is each session's pkt_good per key at the last pass.
@@ -82,8 +89,7 @@ type Driver struct {
 	cfgErr   string     // the last configure's failure ("": none)
 	// early are aoctl rotate's requests: the key each neighbor's file
 	// prefers until the schedule reaches it (early.Key).
-	early   map[peer.Key]early.Key
-	revoked []Revocation
+	early map[peer.Key]early.Key
 	// configWarn names the settings a reload could not apply.
 	configWarn []string
 }
@@ -134,7 +140,7 @@ func New(o Options) (*Driver, error) {
 	if err := shareDir(o.Dir, o.ReadGID); err != nil {
 		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
 	}
-	rev, err := loadRevocations(o.RevocationsFile)
+	rev, err := revocation.Open(o.RevocationsFile, o.Logger)
 	if err != nil {
 		return nil, err
 	}

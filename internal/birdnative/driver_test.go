@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
@@ -212,9 +213,12 @@ func TestDriverRevoke(t *testing.T) {
 	}
 	cancel()
 	<-done
-	rs, err := loadRevocations(d.o.RevocationsFile)
-	if err != nil || len(rs) != 1 || rs[0].Key != "k1" {
-		t.Fatalf("recorded %+v (%v)", rs, err)
+	s, err := revocation.Open(d.o.RevocationsFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := s.List(); len(rs) != 1 || rs[0].Key != "k1" {
+		t.Fatalf("recorded %+v", rs)
 	}
 }
 

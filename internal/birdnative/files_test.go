@@ -15,46 +15,6 @@ import (
 	"github.com/aokeyd/aokeyd/policy"
 )
 
-// TestRevocationsFileNotRegular: the revocation record is read only as a
-// regular file (a FIFO at its name once blocked the start, a symlink was
-// read through), and one found unreadable is restored from its backup.
-func TestRevocationsFileNotRegular(t *testing.T) {
-	good := `[{"chain":"core","key":"k1","at":"2026-11-30T12:00:00Z"}]`
-	fifo, write := testkit.FIFO, testkit.Content
-	for _, tc := range []struct {
-		name        string
-		record, bak testkit.Planter
-		wantErr     string // "": loads
-		want        int    // revocations loaded
-	}{
-		{name: "fifo", record: fifo, wantErr: "FIFO"},
-		{name: "symlink to a good record", record: testkit.SymlinkTo(good), wantErr: "symlink"},
-		{name: "corrupt", record: write("[{"), wantErr: "backup"},
-		{name: "fifo with backup", record: fifo, bak: write(good), want: 1},
-		{name: "corrupt with backup", record: write("[{"), bak: write(good), want: 1},
-		{name: "good", record: write(good), want: 1},
-		{name: "none"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "bird-revocations.json")
-			testkit.PlantRecord(t, path, tc.record, tc.bak)
-			var rs []Revocation
-			var err error
-			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() { rs, err = loadRevocations(path) })
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tc.wantErr) {
-					t.Fatalf("loadRevocations: %v, want an error saying %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || len(rs) != tc.want {
-				t.Fatalf("loadRevocations: %d revocations (%v), want %d", len(rs), err, tc.want)
-			}
-		})
-	}
-}
-
 // TestIncludeFileNotRegular: a neighbor's include file that is not a
 // regular file is never read nor written through: a FIFO does not block
 // the pass (the driver's one loop), and a symlink's target is not copied

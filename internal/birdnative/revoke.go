@@ -2,7 +2,6 @@ package birdnative
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,86 +12,31 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Revocation is one recorded `aoctl revoke`: a chain's key, everywhere or
-// for one peer (Peer "").
-type Revocation struct {
-	Chain string    `json:"chain"`
-	Key   string    `json:"key"`
-	Peer  string    `json:"peer,omitempty"`
-	VRF   string    `json:"vrf,omitempty"`
-	At    time.Time `json:"at"`
-}
-
-// maxRevocationsBytes caps the revocation record read at start: about 100
-// bytes a revocation, so over 100,000 of them.
-const maxRevocationsBytes = 16 << 20
-
-// revocationsRecord is the record at path in the shared record layer
-// (durable.Record): read as a regular file only, capped, kept with a
-// backup at path.bak that restores it when it is found unreadable.
-func revocationsRecord(path string) durable.Record {
-	return durable.Record{Path: path, Max: maxRevocationsBytes, Check: func(b []byte) error {
-		var rs []Revocation
-		return json.Unmarshal(b, &rs)
-	}}
-}
-
-func loadRevocations(path string) ([]Revocation, error) {
-	if path == "" {
-		return nil, nil
-	}
-	l, err := revocationsRecord(path).Load()
-	if err != nil {
-		return nil, fmt.Errorf("revocation record %w (it must not be lost: fix or restore it)", err)
-	}
-	if l.From == durable.None {
-		return nil, nil
-	}
-	var rs []Revocation
-	if err := json.Unmarshal(l.Data, &rs); err != nil { // Load checked it
-		return nil, fmt.Errorf("revocation record %s: %w", path, err)
-	}
-	return rs, nil
-}
-
-// encodeRevocations is rs as the record holds it ([] when empty).
-func encodeRevocations(rs []Revocation) []byte {
-	if rs == nil {
-		rs = []Revocation{}
-	}
-	b, _ := json.MarshalIndent(rs, "", "  ") // strings and a time
-	return b
-}
-
-// scope marks pk's keys revoked by the record through the daemon's own
-// rule (policy.PeerKeys.Revoke): removed from Keys, named in Revoked (so
-// that the files drop them even in use), and Preferred chosen again by the
-// policy's one preference rule, so that BIRD's end of a chain sends with
-// the key the daemon's end does. A revoked key not due for the peer now is
-// named in Revoked all the same: its file may still hold it.
+// scope marks pk's keys revoked by the record (the daemon's one
+// revocation record: global ones and those scoped to id) through the
+// daemon's own rule (policy.PeerKeys.Revoke): removed from Keys, named in
+// Revoked (so that the files drop them even in use), and Preferred chosen
+// again by the policy's one preference rule, so that BIRD's end of a
+// chain sends with the key the daemon's end does. A revoked key not due
+// for the peer now is named in Revoked all the same: its file may still
+// hold it.
 func (d *Driver) scope(pk *policy.PeerKeys, snap *keystore.Snapshot, id peer.Key) {
-	d.mu.Lock()
-	rs := slices.Clone(d.revoked)
-	d.mu.Unlock()
-	for _, r := range rs {
-		if r.Chain != pk.SourceChain || (r.Peer != "" && (r.Peer != id.Addr.String() || r.VRF != id.VRF)) {
-			continue
-		}
-		if !pk.Revoke(r.Key) && !slices.Contains(pk.Revoked, r.Key) {
-			pk.Revoked = append(pk.Revoked, r.Key)
+	for _, name := range d.revoked.Revoked(pk.SourceChain, id) {
+		if !pk.Revoke(name) && !slices.Contains(pk.Revoked, name) {
+			pk.Revoked = append(pk.Revoked, name)
 		}
 	}
 }
 
 // revokeAsk is a revoke handed to the run loop, the files' one writer.
 type revokeAsk struct {
-	r Revocation
+	r revocation.Revocation
 	// writeBack: mark the key revoked in the key source too (not for a
 	// fleet revocation, whose record is the fleet's).
 	writeBack bool
@@ -120,7 +64,17 @@ func (d *Driver) RevokeFleet(ctx context.Context, chain, key string) (control.Re
 }
 
 func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
-	a := revokeAsk{r: Revocation{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF, At: d.o.Now()}, writeBack: writeBack, done: make(chan revokeDone, 1)}
+	r := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Now()}
+	switch addr, err := netip.ParseAddr(req.Peer); {
+	case req.Peer == "" && req.VRF != "":
+		return control.RevokeResult{}, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
+	case req.Peer == "":
+	case err != nil:
+		return control.RevokeResult{}, fmt.Errorf("peer %q is not an IP address: %w", req.Peer, control.ErrInvalid)
+	default:
+		r.Peer = peer.KeyOf(addr, req.VRF)
+	}
+	a := revokeAsk{r: r, writeBack: writeBack, done: make(chan revokeDone, 1)}
 	select {
 	case d.revokes <- a:
 	case <-ctx.Done():
@@ -136,7 +90,10 @@ func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 
 func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	start := time.Now()
-	res := control.RevokeResult{Chain: a.r.Chain, Key: a.r.Key, Peer: a.r.Peer, VRF: a.r.VRF, Sockets: []control.RevokeSocket{}}
+	res := control.RevokeResult{Chain: a.r.Chain, Key: a.r.Key, Sockets: []control.RevokeSocket{}}
+	if !a.r.Global() {
+		res.Peer, res.VRF = a.r.Peer.Addr.String(), a.r.Peer.VRF
+	}
 	snap := d.o.Keys.Current()
 	if snap == nil {
 		return revokeDone{err: errors.New("no good key snapshot yet")}
@@ -151,31 +108,20 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	if !ok {
 		return revokeDone{err: fmt.Errorf("key %s/%s: %w", a.r.Chain, a.r.Key, control.ErrNotFound)}
 	}
-	d.mu.Lock()
-	prev := d.revoked
-	next := append(slices.Clone(prev), a.r)
-	d.mu.Unlock()
-	if d.o.RevocationsFile != "" {
-		// One outcome (durable.Record.Commit): recorded, or nothing changed.
-		recorded, err := revocationsRecord(d.o.RevocationsFile).Commit(encodeRevocations(prev), encodeRevocations(next))
-		if !recorded {
-			return revokeDone{err: fmt.Errorf("the revocation could not be recorded, nothing was changed: %w", err)}
-		}
-		if err != nil {
-			d.log.Error("the revocation is recorded and in force, but its record is not whole: check the disk", "err", err)
-		}
+	// Record first (one outcome: recorded and in force, or nothing
+	// changed), in the record every speaker reads.
+	inForce, err := d.revoked.Add(a.r)
+	if !inForce {
+		return revokeDone{err: fmt.Errorf("the revocation could not be recorded, nothing was changed: %w", err)}
 	}
-	d.mu.Lock()
-	d.revoked = next
-	d.mu.Unlock()
+	if err != nil {
+		res.RecordError = err.Error()
+		d.log.Error("the revocation is recorded and in force, but its record is not whole: check the disk", "err", err)
+	}
 	d.retryAt = time.Time{} // a revoke does not wait out a backoff
 	var only map[peer.Key]bool
-	if a.r.Peer != "" {
-		addr, err := netip.ParseAddr(a.r.Peer)
-		if err != nil {
-			return revokeDone{err: fmt.Errorf("%w: peer %q", control.ErrInvalid, a.r.Peer)}
-		}
-		only = map[peer.Key]bool{peer.KeyOf(addr, a.r.VRF): true}
+	if !a.r.Global() {
+		only = map[peer.Key]bool{a.r.Peer: true}
 	}
 	recorded := time.Now()
 	views := d.pass(ctx, only, false)
@@ -186,7 +132,7 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	go func() {
 		defer close(source)
 		switch {
-		case a.r.Peer != "":
+		case !a.r.Global():
 			// The source is shared by every peer: a peer-scoped revoke
 			// lives in aokeyd's record only.
 		case !a.writeBack:

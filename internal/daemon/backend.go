@@ -65,7 +65,7 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 		rep.KeySource.Held = append(rep.KeySource.Held, heldKey(h))
 		rep.Warnings = append(rep.Warnings, holdWarning(h))
 	}
-	if w := d.revoked.warning(); w != "" {
+	if w := d.revoked.Warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
 	if w := d.owned.warning(); w != "" {

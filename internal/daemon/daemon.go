@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -115,7 +116,7 @@ type Daemon struct {
 	log     *slog.Logger
 	ctrl    *rotator.Controller // each peer's desired keys and rotation machine
 	tracker *bgp.Tracker        // the speaker's sessions and sockets
-	revoked *revokeStore        // recorded revocations
+	revoked *revocation.Store   // recorded revocations
 	pol     atomic.Pointer[policyState]
 	peers   peerTable      // what the speaker reported, per peer
 	ops     operatorAsks   // rotate-now and replace approvals
@@ -191,7 +192,7 @@ func New(o Options) (*Daemon, error) {
 	if o.Rotator.SwitchTimeout == 0 {
 		o.Rotator.SwitchTimeout = o.Policy.Safety().SwitchTimeout
 	}
-	rs, err := openRevokeStore(o.RevocationsFile, o.Logger)
+	rs, err := revocation.Open(o.RevocationsFile, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +446,7 @@ func (d *Daemon) snapshot() *keystore.Snapshot {
 	if s == nil {
 		return nil
 	}
-	d.revoked.apply(s)
+	d.revoked.Apply(s)
 	return s
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -303,11 +303,11 @@ func testRevokeCurrentKeyWithBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []daemon.Revocation
+	var recs []revocation.Revocation
 	if err := json.Unmarshal(b, &recs); err != nil {
 		t.Fatalf("revocations file: %v", err)
 	}
-	if !slices.ContainsFunc(recs, func(r daemon.Revocation) bool { return r.Chain == chainName && r.Key == k1.name && !r.At.IsZero() }) {
+	if !slices.ContainsFunc(recs, func(r revocation.Revocation) bool { return r.Chain == chainName && r.Key == k1.name && !r.At.IsZero() }) {
 		t.Errorf("revocations file %s does not record %s/%s", b, chainName, k1.name)
 	}
 

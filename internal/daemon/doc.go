@@ -41,7 +41,7 @@
 //
 // An `aoctl revoke`: cmd/aoctl revoke.go → control POST /v1/revoke
 // (internal/control server.go revoke) → revoke.go Daemon.Revoke and
-// revoke: revokeTarget; revokeStore.add records it first (revoked.go);
+// revoke: revokeTarget; revocation.Store.Add records it first (internal/revocation);
 // revokeSockets asks the reconcile goroutine for the listener part
 // (askListenerRevoke; Run serves it with revokeListeners between two
 // passes) and takes the key off each session through its own machine

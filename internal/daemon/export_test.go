@@ -22,9 +22,6 @@ func WriteOwnedRecord(path string, pid int, keys ...tcpao.Key) error {
 	return l.close()
 }
 
-// MaxRecordBytes is the largest revocations record (or backup) read.
-var MaxRecordBytes = int(maxRecordBytes)
-
 // InjectWriteFault has every durable file write ask fault before each of
 // its steps (create, write, fsync, rename, fsync-dir) for the rest of the
 // test; a non-nil answer fails that step.

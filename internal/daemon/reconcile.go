@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
@@ -65,10 +66,10 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 
 // peerDesired is the policy's answer for one peer with the revocations
 // scoped to that peer applied.
-func (d *Daemon) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, peer netip.Addr, vrf string, now time.Time) (policy.PeerKeys, error) {
-	pk, err := pol.Desired(snap, peer, vrf, now)
+func (d *Daemon) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, addr netip.Addr, vrf string, now time.Time) (policy.PeerKeys, error) {
+	pk, err := pol.Desired(snap, addr, vrf, now)
 	if err == nil {
-		d.revoked.scope(&pk, peer, vrf)
+		d.revoked.Scope(&pk, peer.KeyOf(addr, vrf))
 	}
 	return pk, err
 }
@@ -106,7 +107,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md
 		if err == nil && b.Neighbor.IsSingleIP() {
 			// A peer-scoped revocation covers the peer's own listener
 			// entry, not a prefix binding's, which other peers share.
-			d.revoked.scope(&pk, b.Neighbor.Addr(), b.VRF)
+			d.revoked.Scope(&pk, peer.KeyOf(b.Neighbor.Addr(), b.VRF))
 		}
 		if md5 != nil {
 			d.addMD5Binding(md5, b, pk, err)
@@ -169,7 +170,7 @@ type passInputs struct {
 }
 
 func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.count(), pol: d.policy(), events: d.rec.events.Load(),
+	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.Count(), pol: d.policy(), events: d.rec.events.Load(),
 		early: d.ops.early.generation()}
 }
 

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -51,10 +53,12 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	if err != nil {
 		return res, err
 	}
-	res.Peer = rec.Peer
+	if !rec.Global() {
+		res.Peer = rec.Peer.Addr.String()
+	}
 	// Record first: a crash from here on must not re-install the key, and
 	// a revocation that cannot be recorded must not be applied.
-	inForce, err := d.revoked.add(rec)
+	inForce, err := d.revoked.Add(rec)
 	if !inForce {
 		return res, fmt.Errorf("recording the revocation (nothing was revoked): %w", err)
 	}
@@ -99,7 +103,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 		}
 		d.o.Metrics.RevokeDone(time.Since(start))
 	}
-	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", rec.Peer, "vrf", rec.VRF,
+	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", res.Peer, "vrf", req.VRF,
 		"sockets", len(res.Sockets), "elapsed", time.Since(start))
 	d.Kick()
 	return res, nil
@@ -108,8 +112,8 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 // revokeTarget finds the MKT req names in snap and the revocation to
 // record: global, or scoped to the peer (an address of a known peer) and
 // VRF req names.
-func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, Revocation, netip.Addr, error) {
-	rec := Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
+func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, netip.Addr, error) {
+	rec := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
 	var mkt *keystore.MKT
 	if c := snap.Chains[req.Chain]; c != nil {
 		for i := range c.Keys {
@@ -127,7 +131,7 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 		if err != nil {
 			return nil, rec, netip.Addr{}, err
 		}
-		scope, rec.Peer, rec.VRF = a, a.String(), req.VRF
+		scope, rec.Peer = a, peer.KeyOf(a, req.VRF)
 	} else if req.VRF != "" {
 		return nil, rec, netip.Addr{}, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
 	}

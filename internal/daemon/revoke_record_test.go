@@ -20,6 +20,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -261,7 +262,7 @@ func TestRevocationsRecordUnreadable(t *testing.T) {
 	}
 	// oversized is a valid list, padded with spaces past the size cap.
 	oversized := func(p string) error {
-		return os.WriteFile(p, append([]byte(good), bytes.Repeat([]byte(" "), daemon.MaxRecordBytes)...), 0o600)
+		return os.WriteFile(p, append([]byte(good), bytes.Repeat([]byte(" "), revocation.MaxRecordBytes)...), 0o600)
 	}
 	for _, tc := range []struct {
 		name        string

@@ -15,7 +15,7 @@ import (
 	"testing/synctest"
 
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -133,11 +133,11 @@ func testRevokePeerScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []daemon.Revocation
+	var recs []revocation.Revocation
 	if err := json.Unmarshal(b, &recs); err != nil {
 		t.Fatalf("revocations file: %v", err)
 	}
-	if len(recs) != 1 || recs[0].Peer != peerAddr.String() {
+	if len(recs) != 1 || recs[0].Peer != peerKey {
 		t.Errorf("revocations file %s, want one record scoped to %s", b, peerAddr)
 	}
 
@@ -216,4 +216,23 @@ func testRevokePeerScopedPrefixBinding(t *testing.T) {
 	if c := e.src.revokeCalls(); len(c) != 0 {
 		t.Errorf("source written: %v", c)
 	}
+}
+
+// A record written before a peer was one field holds a scoped
+// revocation's peer as its writer spelled it (the BIRD driver kept the
+// request's text, a mapped address among them) and its VRF in a field of
+// its own: it is in force for that peer, and that peer alone, at start.
+func TestScopedRevocationOfAnOlderRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, k1, k2, _ := testKeys()
+		file := filepath.Join(t.TempDir(), "revocations.json")
+		rec := `[{"chain":"core","key":"k1","peer":"::ffff:` + peerAddr.String() + `","at":"2026-11-30T12:00:00Z"},` +
+			`{"chain":"core","key":"k2","peer":"` + otherAddr.String() + `","vrf":"red","at":"2026-11-30T12:00:00Z"}]`
+		if err := os.WriteFile(file, []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, envOptions{keys: []testKey{k1, k2}, policy: twoPeerPolicy, revocationsFile: file})
+		e.waitPeerKeys("start: k1 revoked for the peer", peerHost, ids(k2))
+		e.waitPeerKeys("start: k2 revoked for the other peer in vrf red only", otherHost, ids(k1, k2))
+	})
 }

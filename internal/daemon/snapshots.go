@@ -29,7 +29,7 @@ type sharedSnap struct {
 // modify the snapshot or zero it; one that needs to (Revoke) takes its own
 // copy with snapshot.
 func (d *Daemon) shared() (*keystore.Snapshot, func()) {
-	gen, rev := d.o.Keys.Generation(), d.revoked.count()
+	gen, rev := d.o.Keys.Generation(), d.revoked.Count()
 	d.snaps.mu.Lock()
 	defer d.snaps.mu.Unlock()
 	c := d.snaps.cur

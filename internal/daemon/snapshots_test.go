@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -41,7 +42,7 @@ func TestSharedSnapshot(t *testing.T) {
 	src.set(1, "shared-snapshot-secret-one")
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	defer cache.Close()
-	d := &Daemon{o: Options{Keys: cache}, revoked: &revokeStore{}}
+	d := &Daemon{o: Options{Keys: cache}, revoked: memRevocations(t)}
 	if s, release := d.shared(); s != nil {
 		t.Fatal("a snapshot before the first read")
 	} else {
@@ -77,7 +78,7 @@ func TestSharedSnapshot(t *testing.T) {
 	}
 
 	// A revocation: a new clone with the key marked revoked.
-	if inForce, err := d.revoked.add(Revocation{Chain: "core", Key: "k1"}); !inForce || err != nil {
+	if inForce, err := d.revoked.Add(revocation.Revocation{Chain: "core", Key: "k1"}); !inForce || err != nil {
 		t.Fatal(inForce, err)
 	}
 	e, releaseE := d.shared()
@@ -90,4 +91,13 @@ func TestSharedSnapshot(t *testing.T) {
 	if !bytes.Equal(keyOf(e), make([]byte, len(keyOf(e)))) {
 		t.Fatal("dropShared left the last snapshot's key bytes")
 	}
+}
+
+// memRevocations is a revocation record kept in memory only.
+func memRevocations(t *testing.T) *revocation.Store {
+	s, err := revocation.Open("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -1,10 +1,9 @@
-package daemon
+package revocation
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aokeyd/aokeyd/internal/durable"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // fault fails the step of the nth durable write (from 1) of path.
@@ -46,8 +48,8 @@ func injectFaults(t *testing.T, path string, faults ...fault) {
 }
 
 // addOutcome adds r and says whether it is in force, and what failed.
-func addOutcome(s *revokeStore, r Revocation) (inForce bool, err error) {
-	return s.add(r)
+func addOutcome(s *Store, r Revocation) (inForce bool, err error) {
+	return s.Add(r)
 }
 
 // One outcome per revoke: whatever fails while a revocation is recorded,
@@ -91,7 +93,7 @@ func TestRevocationOneOutcome(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "revocations.json")
 				var logs bytes.Buffer
 				log := slog.New(slog.NewTextHandler(&logs, nil))
-				s, err := openRevokeStore(path, log)
+				s, err := Open(path, log)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,21 +120,21 @@ func TestRevocationOneOutcome(t *testing.T) {
 				if tc.inForce {
 					want = append(slices.Clone(before), r)
 				}
-				if got := s.snapshotList(); !equalRevocations(got, want) {
+				if got := s.snapshotList(); !equal(got, want) {
 					t.Errorf("in force now %v, want %v", got, want)
 				}
 				// The record on disk agrees...
 				if got, err := readRecord(path); err != nil && !(first && !tc.inForce && errors.Is(err, os.ErrNotExist)) {
 					t.Errorf("record after add: %v", err)
-				} else if !equalRevocations(got, want) {
+				} else if !equal(got, want) {
 					t.Errorf("record after add holds %v, want %v", got, want)
 				}
 				// ... and so does the next start, whatever the backup holds.
-				s2, err := openRevokeStore(path, log)
+				s2, err := Open(path, log)
 				if err != nil {
 					t.Fatalf("the next start: %v", err)
 				}
-				if got := s2.snapshotList(); !equalRevocations(got, want) {
+				if got := s2.snapshotList(); !equal(got, want) {
 					t.Errorf("in force after a restart %v, want %v\n%s", got, want, logs.String())
 				}
 				// That start left the backup equal to the record.
@@ -146,7 +148,7 @@ func TestRevocationOneOutcome(t *testing.T) {
 	}
 }
 
-func (s *revokeStore) snapshotList() []Revocation {
+func (s *Store) snapshotList() []Revocation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.list)
@@ -158,42 +160,91 @@ func (s *revokeStore) snapshotList() []Revocation {
 func TestRevocationRecordFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "revocations.json")
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
-	s, err := openRevokeStore(path, log)
+	s, err := Open(path, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	prior := Revocation{Chain: "core", Key: "k0"}
-	if ok, err := s.add(prior); !ok || err != nil {
+	if ok, err := s.Add(prior); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	old := maxRecordBytes
 	maxRecordBytes = int64(len(encodeRecord(s.list))) + 10
 	t.Cleanup(func() { maxRecordBytes = old })
-	inForce, err := s.add(Revocation{Chain: "core", Key: "k1"})
+	inForce, err := s.Add(Revocation{Chain: "core", Key: "k1"})
 	if inForce || err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("add past the size cap: in force %v, %v; want an error naming %s", inForce, err, path)
 	}
 	t.Logf("add: %v", err)
-	s2, err := openRevokeStore(path, log)
+	s2, err := Open(path, log)
 	if err != nil {
 		t.Fatalf("the next start: %v", err)
 	}
-	if got := s2.snapshotList(); !equalRevocations(got, []Revocation{prior}) {
+	if got := s2.snapshotList(); !equal(got, []Revocation{prior}) {
 		t.Errorf("after a restart %v, want the prior revocation alone", got)
 	}
 }
 
 // readRecord reads one record file (durable.Record.ReadCopy): nil,
-// fs.ErrNotExist when there is none, an error wrapping errBadRecord when
+// fs.ErrNotExist when there is none, an error wrapping ErrBadRecord when
 // it is not a regular file (a symlink, dangling or not, a FIFO, a
 // device), is larger than maxRecordBytes, empty, null or corrupt.
 func readRecord(path string) ([]Revocation, error) {
-	b, err := (&revokeStore{path: path}).record().ReadCopy(path)
+	b, err := (&Store{path: path}).record().ReadCopy(path)
 	if errors.Is(err, durable.ErrCorrupt) {
-		return nil, fmt.Errorf("%w: %w", errBadRecord, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return parseRecord(b)
+}
+
+// equal reports whether a and b are the same list, times included.
+func equal(a, b []Revocation) bool {
+	return slices.EqualFunc(a, b, func(x, y Revocation) bool { return x.Same(y) && x.At.Equal(y.At) })
+}
+
+// TestOpenNotRegular: the revocation record is read only as a regular
+// file (a FIFO at the BIRD driver's record's name once blocked its start,
+// a symlink was read through), and one found unreadable is restored from
+// its backup.
+func TestOpenNotRegular(t *testing.T) {
+	good := `[{"chain":"core","key":"k1","at":"2026-11-30T12:00:00Z"}]`
+	fifo, write := testkit.FIFO, testkit.Content
+	for _, tc := range []struct {
+		name        string
+		record, bak testkit.Planter
+		wantErr     string // "": loads
+		want        int    // revocations loaded
+	}{
+		{name: "fifo", record: fifo, wantErr: "FIFO"},
+		{name: "symlink to a good record", record: testkit.SymlinkTo(good), wantErr: "symlink"},
+		{name: "corrupt", record: write("[{"), wantErr: "backup"},
+		{name: "fifo with backup", record: fifo, bak: write(good), want: 1},
+		{name: "corrupt with backup", record: write("[{"), bak: write(good), want: 1},
+		{name: "good", record: write(good), want: 1},
+		{name: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, File)
+			testkit.PlantRecord(t, path, tc.record, tc.bak)
+			var s *Store
+			var err error
+			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() { s, err = Open(path, nil) })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tc.wantErr) {
+					t.Fatalf("Open: %v, want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			if n := s.Count(); n != tc.want {
+				t.Fatalf("Open: %d revocations, want %d", n, tc.want)
+			}
+		})
+	}
 }

@@ -1,73 +1,43 @@
-package daemon
+package revocation
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"io/fs"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"sync"
-	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
 
-// Revocation is one recorded emergency revoke. Peer (and VRF, "" for the
-// default VRF) scope it to one peer's sockets; without Peer it applies
-// everywhere. Records written before scopes existed have no Peer and stay
-// global.
-type Revocation struct {
-	Chain string    `json:"chain"`
-	Key   string    `json:"key"`
-	Peer  string    `json:"peer,omitempty"`
-	VRF   string    `json:"vrf,omitempty"`
-	At    time.Time `json:"at"`
-}
-
-// Global reports whether r applies to every peer.
-func (r Revocation) Global() bool { return r.Peer == "" }
-
-func (r Revocation) same(o Revocation) bool {
-	return r.Chain == o.Chain && r.Key == o.Key && r.Peer == o.Peer && r.VRF == o.VRF
-}
-
-func (r Revocation) String() string {
-	s := r.Chain + "/" + r.Key
-	if r.Peer != "" {
-		s += " for peer " + r.Peer
-		if r.VRF != "" {
-			s += " (vrf " + r.VRF + ")"
-		}
-	}
-	return s
-}
-
-// revokeStore persists revocations (names only, never key material) so a
-// restarted daemon does not re-install a revoked key even when the key
-// source could not be told, or has not caught up.
+// Store persists revocations (names only, never key material) so that a
+// restarted aokeyd, whichever its speaker, does not re-install a revoked
+// key even when the key source could not be told, or has not caught up.
+// It is safe for concurrent use.
 //
 // The record is a JSON list at path, the truth; path.bak is a copy that
 // exists to restore a record found unreadable at start. Each revoke has
 // one outcome, the same now and after a restart: it is recorded and in
-// force, or neither. add writes the record, then the backup, each
+// force, or neither. Add writes the record, then the backup, each
 // durably (durable.Write), and is done when both are. If the record write
 // fails, nothing changed. If a write fails after the record was
 // replaced (its backup's, or its own directory fsync), the record is put
 // back to its previous content, and the backup too if it was replaced:
 // nothing changed. Only if the record cannot be put back does it hold the
-// revocation: then it is in force, and add says what failed (the backup
+// revocation: then it is in force, and Add says what failed (the backup
 // is behind until the next revoke or start rewrites it). At start a
 // readable record wins over its backup, which is rewritten to match.
-type revokeStore struct {
+type Store struct {
 	path string
 	log  *slog.Logger
 	mu   sync.Mutex
 	list []Revocation
-	peer map[netip.Addr][]Revocation // the peer-scoped ones, by peer
+	peer map[peer.Key][]Revocation // the peer-scoped ones, by peer
 	// degraded: the last write left the backup behind the record (or the
 	// record not durable); nil once a write or a start has put it right.
 	degraded error
@@ -78,18 +48,35 @@ const recordHelp = "aokeyd will not start without it, so that no revoked key is 
 	"restore it, as a regular file, from a backup; or, only if you know which keys are revoked, " +
 	`write them as a JSON list ([{"chain":"CHAIN","key":"KEY","at":"2026-01-02T15:04:05Z"}], or [] for none) and start again`
 
+// MaxRecordBytes caps what a read of the record takes. A record holds
+// names only, about 100 bytes a revocation, so this is over 100,000
+// revocations: a larger file is not one aokeyd wrote, and reading it
+// whole could exhaust memory (a symlink to /dev/zero once did).
+const MaxRecordBytes = 16 << 20
+
+// maxRecordBytes is MaxRecordBytes, a variable so that a test can lower it.
+var maxRecordBytes int64 = MaxRecordBytes
+
 // record is the revocations record in the shared record layer (read when
 // used: a test lowers maxRecordBytes).
-func (s *revokeStore) record() durable.Record {
+func (s *Store) record() durable.Record {
 	return durable.Record{Path: s.path, Max: maxRecordBytes, Check: func(b []byte) error {
 		_, err := parseRecord(b)
 		return err
 	}}
 }
 
-func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
-	s := &revokeStore{path: path, log: log}
+// Open reads the record at path ("": revocations are kept in memory
+// only), restoring it from its backup when it is unreadable. A record
+// that cannot be read is an error naming it and what to do. log may be
+// nil.
+func Open(path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{path: path, log: log}
 	if path == "" {
+		s.index()
 		return s, nil
 	}
 	l, err := s.record().Load()
@@ -130,7 +117,7 @@ func openRevokeStore(path string, log *slog.Logger) (*revokeStore, error) {
 // wins: what the backup holds beyond it was never reported done, and is
 // not in force. A failure to rewrite it is logged and shown in status;
 // the record is good, so the start goes on.
-func (s *revokeStore) matchBackup(l durable.Loaded, bak []Revocation, bakErr error) {
+func (s *Store) matchBackup(l durable.Loaded, bak []Revocation, bakErr error) {
 	if !l.BackupWritten {
 		return
 	}
@@ -163,44 +150,32 @@ func (s *revokeStore) matchBackup(l durable.Loaded, bak []Revocation, bakErr err
 func missingFrom(b, list []Revocation) []Revocation {
 	var out []Revocation
 	for _, r := range list {
-		if !slices.ContainsFunc(b, r.same) {
+		if !slices.ContainsFunc(b, r.Same) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-var errBadRecord = errors.New("not a revocations record")
-
-// maxRecordBytes caps what a read of the record takes. A record holds names only,
-// about 100 bytes a revocation, so this is over 100,000 revocations: a
-// larger file is not one aokeyd wrote, and reading it whole could exhaust
-// memory (a symlink to /dev/zero once did).
-var maxRecordBytes int64 = 16 << 20 // a variable so that a test can lower it
+// ErrBadRecord is in the error of content that is no revocations record.
+var ErrBadRecord = errors.New("not a revocations record")
 
 // parseRecord is the revocations of a record file's content.
 func parseRecord(b []byte) ([]Revocation, error) {
-	var list []Revocation
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
+	var ws []wire
+	if err := json.Unmarshal(b, &ws); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}
-	if list == nil { // `null`: no list, not an empty one
-		return nil, fmt.Errorf("%w: null, not a list", errBadRecord)
+	if ws == nil { // `null`: no list, not an empty one
+		return nil, fmt.Errorf("%w: null, not a list", ErrBadRecord)
 	}
-	for i, r := range list {
-		if r.Chain == "" || r.Key == "" {
-			return nil, fmt.Errorf("%w: entry %d lacks its chain or key", errBadRecord, i+1)
+	list := make([]Revocation, 0, len(ws))
+	for i, w := range ws {
+		r, err := revocationOf(w)
+		if err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %v", ErrBadRecord, i+1, err)
 		}
-		if r.Peer == "" && r.VRF != "" {
-			return nil, fmt.Errorf("%w: entry %d has a vrf but no peer", errBadRecord, i+1)
-		}
-		if r.Peer != "" {
-			a, err := netip.ParseAddr(r.Peer)
-			if err != nil {
-				return nil, fmt.Errorf("%w: entry %d: peer %q is not an address", errBadRecord, i+1, r.Peer)
-			}
-			list[i].Peer = a.String()
-		}
+		list = append(list, r)
 	}
 	return list, nil
 }
@@ -212,7 +187,7 @@ func encodeRecord(list []Revocation) []byte {
 		list = []Revocation{}
 	}
 	b, err := json.MarshalIndent(list, "", "  ")
-	if err != nil { // a Revocation is strings and a time
+	if err != nil { // a Revocation is strings, a valid peer and a time
 		panic(err)
 	}
 	return b
@@ -225,7 +200,7 @@ func encodeRecord(list []Revocation) []byte {
 // could not be put back: harmless, see matchBackup); with recorded true,
 // the error says what is amiss (the backup is behind, or the record may
 // not survive a crash).
-func (s *revokeStore) commit(prev, next []byte) (recorded bool, err error) {
+func (s *Store) commit(prev, next []byte) (recorded bool, err error) {
 	recorded, err = s.record().Commit(prev, next)
 	switch {
 	case err == nil:
@@ -242,7 +217,7 @@ func (s *revokeStore) commit(prev, next []byte) (recorded bool, err error) {
 }
 
 // healBackup rewrites a backup a failed write left behind its record.
-func (s *revokeStore) healBackup() error {
+func (s *Store) healBackup() error {
 	if s.degraded == nil || s.path == "" {
 		return nil
 	}
@@ -253,8 +228,8 @@ func (s *revokeStore) healBackup() error {
 	return nil
 }
 
-// warning is the status warning while the backup is behind, or "".
-func (s *revokeStore) warning() string {
+// Warning is the status warning while the backup is behind, or "".
+func (s *Store) Warning() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.degraded == nil {
@@ -264,23 +239,27 @@ func (s *revokeStore) warning() string {
 }
 
 // index rebuilds the by-peer view (s.mu held, or s not shared yet).
-func (s *revokeStore) index() {
-	s.peer = map[netip.Addr][]Revocation{}
+func (s *Store) index() {
+	s.peer = map[peer.Key][]Revocation{}
 	for _, r := range s.list {
-		if a, err := netip.ParseAddr(r.Peer); err == nil {
-			s.peer[a] = append(s.peer[a], r)
+		if !r.Global() {
+			s.peer[r.Peer] = append(s.peer[r.Peer], r)
 		}
 	}
 }
 
-// add records r durably and only then puts it in force, or does neither.
+// Add records r durably and only then puts it in force, or does neither.
 // inForce false: nothing changed, on disk or in memory, and err says why.
 // inForce true with an error: r is recorded and in force, but its backup
-// is behind (or the record may not survive a crash), as err says.
-func (s *revokeStore) add(r Revocation) (inForce bool, err error) {
+// is behind (or the record may not survive a crash), as err says. A
+// revocation already recorded (Same) is in force: nothing is added.
+func (s *Store) Add(r Revocation) (inForce bool, err error) {
+	if r.Chain == "" || r.Key == "" {
+		return false, fmt.Errorf("a revocation names a chain and a key")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slices.ContainsFunc(s.list, r.same) {
+	if slices.ContainsFunc(s.list, r.Same) {
 		return true, s.healBackup()
 	}
 	next := append(slices.Clone(s.list), r)
@@ -294,16 +273,23 @@ func (s *revokeStore) add(r Revocation) (inForce bool, err error) {
 	return true, err
 }
 
-// count is the number of recorded revocations (it only grows).
-func (s *revokeStore) count() int {
+// Count is the number of recorded revocations (it only grows).
+func (s *Store) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.list)
 }
 
-// apply marks the recorded global revocations in snap (a snapshot the
-// caller owns). Peer-scoped ones apply to a peer's answer (scope).
-func (s *revokeStore) apply(snap *keystore.Snapshot) {
+// List is the recorded revocations, in the order they were recorded.
+func (s *Store) List() []Revocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.list)
+}
+
+// Apply marks the recorded global revocations in snap (a snapshot the
+// caller owns). Peer-scoped ones apply to a peer's answer (Scope).
+func (s *Store) Apply(snap *keystore.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.list {
@@ -322,19 +308,29 @@ func (s *revokeStore) apply(snap *keystore.Snapshot) {
 	}
 }
 
-// scope applies the revocations scoped to peer in vrf to pk, the policy's
-// answer for that peer.
-func (s *revokeStore) scope(pk *policy.PeerKeys, peer netip.Addr, vrf string) {
+// Scope applies the revocations scoped to the peer id to pk, the
+// policy's answer for it (policy.PeerKeys.Revoke).
+func (s *Store) Scope(pk *policy.PeerKeys, id peer.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.peer[peer.Unmap().WithZone("")] {
-		if r.VRF == vrf && r.Chain == pk.SourceChain {
+	for _, r := range s.peer[id] {
+		if r.Chain == pk.SourceChain {
 			pk.Revoke(r.Key)
 		}
 	}
 }
 
-// equalRevocations reports whether a and b are the same list.
-func equalRevocations(a, b []Revocation) bool {
-	return slices.EqualFunc(a, b, func(x, y Revocation) bool { return x.same(y) && x.At.Equal(y.At) })
+// Revoked is the names of chain's keys revoked for the peer id: every
+// global revocation of the chain, and those scoped to id, each once, in
+// the order they were recorded.
+func (s *Store) Revoked(chain string, id peer.Key) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.list {
+		if r.Chain == chain && (r.Global() || r.Peer == id) && !slices.Contains(out, r.Key) {
+			out = append(out, r.Key)
+		}
+	}
+	return out
 }

@@ -1,0 +1,63 @@
+package birdnative
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/control"
+)
+
+// TestDriverRevokeScoped: a revoke scoped to one peer takes the key out
+// of that neighbor's file however the request spells the peer's address
+// (a mapped IPv4 address is the same peer), leaves the key source alone,
+// and is recorded once, naming the peer as it is; a scope naming another
+// VRF of that address leaves the neighbor alone; a peer that is no
+// address is refused and nothing is recorded.
+func TestDriverRevokeScoped(t *testing.T) {
+	for _, spelling := range []string{"192.0.2.2", "::ffff:192.0.2.2"} {
+		t.Run(spelling, func(t *testing.T) {
+			d, _, kf := newTestDriver(t, "k1", "k2")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
+
+			if _, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1", Peer: "bogus"}); !errors.Is(err, control.ErrInvalid) {
+				t.Errorf("a revoke for peer bogus: %v, want control.ErrInvalid", err)
+			}
+			if _, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1", Peer: spelling, VRF: "red"}); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(file); !strings.Contains(string(b), "send id 1;") {
+				t.Fatalf("a revoke scoped to vrf red took k1 from the default VRF's neighbor:\n%s", b)
+			}
+			if _, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1", Peer: spelling}); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(file); strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {
+				t.Fatalf("file after the scoped revoke:\n%s", b)
+			}
+			if k, _ := os.ReadFile(kf); strings.Contains(string(k), "revoked") {
+				t.Error("a peer-scoped revoke wrote the key source")
+			}
+			b, err := os.ReadFile(d.o.RevocationsFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rs []map[string]string
+			if err := json.Unmarshal(b, &rs); err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 2 || rs[0]["peer"] != "192.0.2.2 vrf red" || rs[1]["peer"] != "192.0.2.2" {
+				t.Errorf("record %s, want the two scoped revocations, each naming its peer", b)
+			}
+		})
+	}
+}
