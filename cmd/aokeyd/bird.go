@@ -9,6 +9,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,7 @@ func serveBird(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgP
 		Port:            cfg.SpeakerKind().Port,
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Poll:            time.Duration(b.PollInterval),
-		RevocationsFile: filepath.Join(stateDir, "bird-revocations.json"),
+		RevocationsFile: filepath.Join(stateDir, revocation.File), // the daemon's: one record whichever the speaker
 		Logger:          log,
 		Metrics:         m,
 	})

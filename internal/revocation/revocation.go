@@ -1,6 +1,8 @@
-// Package revocation is aokeyd's one record of revoked keys: the daemon
-// that keys a speaker's sockets and the BIRD driver both record a revoke
-// through it, of one type, and read it at start.
+// Package revocation is aokeyd's one record of revoked keys, whichever
+// speaker it drives: the daemon that keys a speaker's sockets and the
+// BIRD driver both record a revoke here, and both read the same record,
+// revocations.json in the state directory (File), at start. Switching
+// speaker.type forgets no revocation.
 //
 // Invariants:
 //   - The record names keys only (chain, key, the peer a revoke is scoped
@@ -15,6 +17,8 @@
 //   - A peer is its peer.Key, written in its text form ("10.0.0.2 vrf
 //     red"); entries written before, with the VRF in a field of its own
 //     and the address as older writers left it, read as the same peer.
+//   - A record an older BIRD driver kept on its own (BirdFile) is merged
+//     into this one at the first start, recorded before it is removed.
 package revocation
 
 import (

@@ -67,9 +67,10 @@ func (s *Store) record() durable.Record {
 }
 
 // Open reads the record at path ("": revocations are kept in memory
-// only), restoring it from its backup when it is unreadable. A record
-// that cannot be read is an error naming it and what to do. log may be
-// nil.
+// only), restoring it from its backup when it is unreadable, and merges
+// into it, once, what an older BIRD driver recorded beside it
+// (BirdFile). A record that cannot be read is an error naming it and what
+// to do. log may be nil.
 func Open(path string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -105,6 +106,9 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 			"file", path, "backup", path+".bak", "revocations", len(s.list))
 	}
 	s.index()
+	if err := s.mergeBird(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
