@@ -90,3 +90,37 @@ func TestCarriedRecord(t *testing.T) {
 		t.Errorf("references lost with the fingerprints: %v", got)
 	}
 }
+
+// TestCarriedTodaysRecord: a carried-keys record as aokeyd writes it
+// today (each peer in peer.Key's text form, a VRF twin beside its
+// default-VRF namesake) reads, each peer's keys to that peer.
+func TestCarriedTodaysRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "carried-keys.json")
+	rec := `{
+  "version": 1,
+  "check": "` + checkValue() + `",
+  "peers": [
+    {"peer": "192.0.2.2", "keys": [{"prefix": "192.0.2.2/32", "send_id": 20, "recv_id": 21, "fingerprint": "01000000000000000000000000000001"}]},
+    {"peer": "192.0.2.2 vrf red", "keys": [{"prefix": "192.0.2.0/30", "ifindex": 7, "send_id": 30, "recv_id": 31}]}
+  ]
+}
+`
+	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := openCarried(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := rotator.PeerID{Addr: netip.MustParseAddr("192.0.2.2")}
+	red := rotator.PeerID{Addr: netip.MustParseAddr("192.0.2.2"), VRF: "red"}
+	var fp tcpao.Fingerprint
+	fp[0], fp[15] = 1, 1
+	want := map[rotator.PeerID][]rotator.CarriedKey{
+		def: {{Ref: tcpao.KeyRef{Peer: netip.MustParsePrefix("192.0.2.2/32"), SendID: 20, RecvID: 21}, FP: fp}},
+		red: {{Ref: tcpao.KeyRef{Peer: netip.MustParsePrefix("192.0.2.0/30"), IfIndex: 7, SendID: 30, RecvID: 31}}},
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("read %v, want %v", got, want)
+	}
+}

@@ -144,3 +144,48 @@ func TestLedgerRowWithoutPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnedTodaysRecord: an ownership record as aokeyd writes it today
+// (rows with a peer prefix, cookies and an adoption; TCP-MD5 passwords by
+// prefix) reads: each key is aokeyd's for its process, prefix, IDs and
+// material, the adopted one too, and each password for its prefix. Rows
+// name kernel keys, not peers: a key's prefix is its identity there.
+func TestOwnedTodaysRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "owned-keys.json")
+	fp := tcpao.NewSecret([]byte("key a of 16 bytes")).Fingerprint()
+	md5 := tcpao.NewSecret([]byte("md5-Password-one")).Fingerprint()
+	rec := fmt.Sprintf(`{
+  "version": 1,
+  "check": %q,
+  "keys": [
+    {"pid": 100, "start": 7, "peer": "192.0.2.2/32", "send_id": 1, "recv_id": 101, "fingerprint": %q, "cookies": [5, 9], "since": "2026-11-01T00:00:00Z"},
+    {"pid": 100, "start": 7, "peer": "192.0.2.0/30", "send_id": 2, "recv_id": 102, "fingerprint": %q, "since": "2026-11-01T00:00:00Z", "adopted": true}
+  ],
+  "md5": [
+    {"prefix": "198.51.100.2/32", "fingerprints": [%q]}
+  ]
+}
+`, checkValue(), fmt.Sprintf("%x", fp[:]), fmt.Sprintf("%x", fp[:]), fmt.Sprintf("%x", md5[:]))
+	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	procStartHook = func(int) uint64 { return 7 }
+	defer func() { procStartHook = nil }()
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(p string, send, recv uint8) tcpao.KeyInfo {
+		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{Peer: netip.MustParsePrefix(p), SendID: send, RecvID: recv}, Fingerprint: fp}
+	}
+	o := l.owner(100)
+	if !o.Owns(key("192.0.2.2/32", 1, 101)) || !o.Owns(key("192.0.2.0/30", 2, 102)) {
+		t.Error("a recorded key is not aokeyd's")
+	}
+	if o.Owns(key("192.0.2.3/32", 1, 101)) || l.owner(101).Owns(key("192.0.2.2/32", 1, 101)) {
+		t.Error("a key of another prefix or process is aokeyd's")
+	}
+	if !l.ownsMD5(netip.MustParsePrefix("198.51.100.2/32"), md5) || l.ownsMD5(netip.MustParsePrefix("198.51.100.3/32"), md5) {
+		t.Error("the recorded TCP-MD5 password is not aokeyd's for its prefix alone")
+	}
+}
