@@ -155,7 +155,7 @@ func TestSuperviseListen(t *testing.T) {
 			t.Fatalf("listen returned before it was keyed: %q", l)
 		default:
 		}
-		if conn, err := net.DialTimeout("tcp4", addr("127.0.0.1"), 2*time.Second); err == nil {
+		if conn, err := dialPlain(addr("127.0.0.1"), 2*time.Second); err == nil {
 			conn.Close()
 			t.Fatal("a SYN to the socket held in listen() was accepted")
 		} else if !errors.Is(err, unix.ECONNREFUSED) {
@@ -170,7 +170,7 @@ func TestSuperviseListen(t *testing.T) {
 		if e.Outcome != Keyed || !e.Listen || e.PID != p.prog || e.Local.String() != addr("127.0.0.1") || e.Err != nil {
 			t.Fatalf("event %+v", e)
 		}
-		conn, err := net.DialTimeout("tcp4", addr("127.0.0.1"), 5*time.Second)
+		conn, err := dialPlain(addr("127.0.0.1"), 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial after the listen: %v", err)
 		}
@@ -225,7 +225,7 @@ func TestSuperviseListen(t *testing.T) {
 		if e := nextEvent(t, events); e.Outcome != Denied || !e.Listen || e.Err == nil || !strings.Contains(e.Err.Error(), "no keys for you") {
 			t.Fatalf("event %+v", e)
 		}
-		if conn, err := net.DialTimeout("tcp4", addr("127.0.0.2"), 2*time.Second); err == nil {
+		if conn, err := dialPlain(addr("127.0.0.2"), 2*time.Second); err == nil {
 			conn.Close()
 			t.Fatal("the refused socket accepts connections")
 		}
@@ -274,4 +274,12 @@ func TestSuperviseListen(t *testing.T) {
 			t.Fatalf("event %+v", e)
 		}
 	})
+}
+
+// dialPlain dials addr over plain TCP (never Multipath TCP, which a keyed
+// listener's peer must not be: tcpao's TestKeyedSocketsArePlainTCP).
+func dialPlain(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	d.SetMultipathTCP(false)
+	return d.Dial("tcp4", addr)
 }
