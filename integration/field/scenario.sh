@@ -186,6 +186,7 @@ CONF
 		cat >>/srv/fe/bird.conf <<CONF
 protocol bgp r_$s {
 	local $F as 65101;
+	strict bind yes;
 	neighbor $a as 65001;
 	hold time 30; keepalive time 10; connect retry time 2; error wait time 1, 4;
 	include "/srv/fe/keys/$a.conf";
@@ -196,10 +197,16 @@ CONF
 	# FRR's TCP-MD5 neighbor (the guide's migration): not in the far
 	# end's aokeyd policy; its authentication is a file the lab swaps at
 	# the migration's switch time for what aoctl peer-config rendered.
+	# Every protocol binds its own local address (strict bind): m_frr's
+	# and r_frr's neighbor is one address, RF, and one listening socket
+	# cannot hold a TCP-MD5 and a TCP-AO key for it (the kernel refuses
+	# the second kind; BIRD then fails r_frr with "Authentication
+	# failed").
 	[ -f /srv/fe/m_frr-auth.conf ] || echo 'password "field-md5-password";' >/srv/fe/m_frr-auth.conf
 	cat >>/srv/fe/bird.conf <<CONF
 protocol bgp m_frr {
 	local $FM as 65102;
+	strict bind yes;
 	neighbor $RF as 65001;
 	hold time 30; keepalive time 10; connect retry time 2; error wait time 1, 4;
 	include "/srv/fe/m_frr-auth.conf";
