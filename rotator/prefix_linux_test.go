@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // Bin finds a program the scenarios run (aokeyd, aoctl, gobgpd, bird) in
