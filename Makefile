@@ -53,13 +53,14 @@ lint: $(STATICCHECK)
 		bad=$$(grep '^gonum\.org/v1/plot' <<<"$$deps"); \
 		if [ -n "$$bad" ]; then echo "aokeyd-bench links the plotting library:"; echo "$$bad"; exit 1; fi
 	@# The harness depends on the machinery, never the other way: no package
-	@# under internal/, nor its tests, nor anything they link, imports a
+	@# outside integration/, nor its tests, nor anything they link, imports a
 	@# package under integration/. Prints each import that crosses into
 	@# integration/ (not the imports inside it).
 	@mod=$$($(GO) list -m) || exit 1; \
-		edges=$$($(GO) list -deps -test -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' ./internal/...) || exit 1; \
-		bad=$$(grep -F " imports $$mod/integration/" <<<"$$edges" | grep -v "^$$mod/integration/" | sort -u); \
-		if [ -n "$$bad" ]; then echo "internal/ links packages under integration/:"; echo "$$bad"; exit 1; fi
+		pkgs=$$($(GO) list ./... | grep -Ev "^$$mod/integration(/|$$)") || exit 1; \
+		edges=$$($(GO) list -deps -test -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' $$pkgs) || exit 1; \
+		bad=$$(grep -E " imports $$mod/integration(/|$$)" <<<"$$edges" | grep -Ev "^$$mod/integration(/| |$$)" | sort -u); \
+		if [ -n "$$bad" ]; then echo "packages outside integration/ link packages under integration/:"; echo "$$bad"; exit 1; fi
 
 # The Prometheus alerting rules (deploy/prometheus/aokeyd-rules.yml):
 # promtool check rules, promtool test rules (a firing and a non-firing case
