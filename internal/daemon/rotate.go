@@ -19,7 +19,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
-	now := d.o.Clock.Now()
+	now := time.Now()
 	var targets []*peerState
 	for _, p := range d.peerList() {
 		// One peer by address, in the VRF named (without one: every VRF
