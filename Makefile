@@ -27,7 +27,10 @@ deps:
 	@bash integration/tools/deps.sh
 	@bash integration/tools/gobgpd.sh >/dev/null
 	@bash integration/tools/promtool.sh >/dev/null
-	@$(GO) mod download
+	@# Each module's own requirements (go.work would download the whole
+	@# workspace's module graph and write a go.work.sum).
+	@GOWORK=off $(GO) mod download
+	@cd integration && GOWORK=off $(GO) mod download
 
 # staticcheck at a pinned version, installed once into the cache.
 STATICCHECK_VERSION = v0.8.2
@@ -37,12 +40,27 @@ STATICCHECK = $(TOOLS)/staticcheck
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# Two modules (go.work joins them; ./... names the main module's packages
+# only, so the harness's are named as ./integration/...).
 lint: $(STATICCHECK)
 	$(GO) mod tidy -diff
-	$(GO) vet ./...
+	cd integration && $(GO) mod tidy -diff
+	$(GO) vet ./... ./integration/...
 	GOARCH=386 $(GO) vet ./tcpao/...
 	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(STATICCHECK) ./...
+	$(STATICCHECK) ./... ./integration/...
+	@# The shipped module is free of the harness's dependencies: aokeyd and
+	@# aoctl link no plotting, font, LaTeX or PDF package, and go.mod names
+	@# none (the benchmark's chart is the integration module's).
+	@bad=$$( { $(GO) list -deps ./cmd/aokeyd ./cmd/aoctl && cat go.mod; } | grep -Ei 'gonum|latex|pdf|font' || true); \
+		if [ -n "$$bad" ]; then echo "the main module needs the harness's plotting dependencies:"; echo "$$bad"; exit 1; fi
+	@# go.work must not change what the main module builds with: every
+	@# module its packages and their tests link is at the version the main
+	@# module's own go.mod selects (GOWORK=off), as for go install.
+	@f='{{with .Module}}{{.Path}} {{.Version}}{{end}}'; \
+		alone=$$(GOWORK=off $(GO) list -deps -test -f "$$f" ./... | sort -u) || exit 1; \
+		work=$$($(GO) list -deps -test -f "$$f" ./... | sort -u) || exit 1; \
+		if [ "$$alone" != "$$work" ]; then echo "go.work changes the main module's dependencies (< alone, > in the workspace):"; diff <(echo "$$alone") <(echo "$$work"); exit 1; fi
 	@# aoctl is the operator's CLI: it must not link the daemon, a speaker
 	@# adapter or the metrics client (desired state lives in internal/desired).
 	@bad=$$($(GO) list -deps ./cmd/aoctl | grep -E '/internal/daemon$$|/internal/metrics$$|/bgp/gobgp$$|/bgp/frr$$|prometheus/client_golang' || true); \
@@ -53,13 +71,14 @@ lint: $(STATICCHECK)
 		bad=$$(grep '^gonum\.org/v1/plot' <<<"$$deps"); \
 		if [ -n "$$bad" ]; then echo "aokeyd-bench links the plotting library:"; echo "$$bad"; exit 1; fi
 	@# The harness depends on the machinery, never the other way: no package
-	@# under internal/, nor its tests, nor anything they link, imports a
+	@# outside integration/, nor its tests, nor anything they link, imports a
 	@# package under integration/. Prints each import that crosses into
 	@# integration/ (not the imports inside it).
-	@mod=$$($(GO) list -m) || exit 1; \
-		edges=$$($(GO) list -deps -test -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' ./internal/...) || exit 1; \
-		bad=$$(grep -F " imports $$mod/integration/" <<<"$$edges" | grep -v "^$$mod/integration/" | sort -u); \
-		if [ -n "$$bad" ]; then echo "internal/ links packages under integration/:"; echo "$$bad"; exit 1; fi
+	@mod=$$(GOWORK=off $(GO) list -m) || exit 1; \
+		pkgs=$$($(GO) list ./... | grep -Ev "^$$mod/integration(/|$$)") || exit 1; \
+		edges=$$($(GO) list -deps -test -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' $$pkgs) || exit 1; \
+		bad=$$(grep -E " imports $$mod/integration(/|$$)" <<<"$$edges" | grep -Ev "^$$mod/integration(/| |$$)" | sort -u); \
+		if [ -n "$$bad" ]; then echo "packages outside integration/ link packages under integration/:"; echo "$$bad"; exit 1; fi
 
 # The Prometheus alerting rules (deploy/prometheus/aokeyd-rules.yml):
 # promtool check rules, promtool test rules (a firing and a non-firing case
@@ -87,7 +106,7 @@ renderings: deps
 
 # Every host package under the race detector (a data race fails the run).
 test-unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./... ./integration/...
 
 # Boots the bundled TCP-AO kernel and runs every kernel test inside it.
 # The scenario tests (e2e, frr) mostly wait on BGP and rotation timers, not

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

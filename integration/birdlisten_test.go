@@ -11,8 +11,8 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // TestBIRDRestartWhileListenerHeld pins a fact of BIRD 2.17 that the chaos

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // TestGuestKernel proves the harness boots what it claims: the bundled

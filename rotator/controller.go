@@ -17,13 +17,13 @@ import (
 // for (call SetDesired first).
 var ErrUnknownPeer = errors.New("rotator: unknown peer")
 
-// Options configure a Controller. Zero values get defaults: the system
-// clock, SystemJitter (the ±10% steady-read and ±20% backoff jitter are on
-// unless a test injects its own source), slog.DiscardHandler, no session
-// guard.
+// Options configure a Controller. Zero values get defaults: SystemJitter
+// (the ±10% steady-read and ±20% backoff jitter are on unless a test
+// injects its own source), slog.DiscardHandler, no session guard. The
+// controller runs on the system clock: tests run it in a testing/synctest
+// bubble, whose clock that then is.
 type Options struct {
 	Config Config
-	Clock  Clock
 	Rand   Jitter
 	Logger *slog.Logger
 	Guard  SessionGuard
@@ -100,8 +100,7 @@ type runner struct {
 	running bool        // a run is under way
 	woken   bool        // woken during the run under way: it steps again before it ends
 	halted  bool        // stopped: no run starts again
-	timer   *time.Timer // the system clock's wake-up (nil until the first wait, or with another clock)
-	tgen    uint64      // with another clock: the wait that is current (older ones are ignored)
+	timer   *time.Timer // the wake-up (nil until the first wait)
 }
 
 // exclusive is an Exclusive call waiting for the runner's goroutine.
@@ -120,9 +119,6 @@ const (
 
 // NewController starts a controller; Close stops its goroutines.
 func NewController(opts Options) *Controller {
-	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
-	}
 	if opts.Rand == nil {
 		opts.Rand = SystemJitter{}
 	}
@@ -303,7 +299,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 			err = fmt.Errorf("accepted socket for %s: %w", peer, err)
 		}
 	}
-	now := c.opts.Clock.Now()
+	now := time.Now()
 	r := &runner{
 		c:       c,
 		after:   busy,
@@ -546,32 +542,13 @@ func (r *runner) Err() error {
 }
 
 // waitLocked arms the machine's wake-up d from now (r.mu held, the run
-// ending): one reusable timer on the system clock; with another clock (a
-// test's), a goroutine per wait on its After.
+// ending): one reusable timer per machine.
 func (r *runner) waitLocked(d time.Duration) {
-	if _, sys := r.c.opts.Clock.(SystemClock); sys {
-		if r.timer == nil {
-			r.timer = time.AfterFunc(d, r.fire)
-		} else {
-			r.timer.Reset(d)
-		}
-		return
+	if r.timer == nil {
+		r.timer = time.AfterFunc(d, r.fire)
+	} else {
+		r.timer.Reset(d)
 	}
-	r.tgen++
-	gen, ch := r.tgen, r.c.opts.Clock.After(d)
-	go func() {
-		select {
-		case <-ch:
-		case <-r.halting:
-			return
-		}
-		r.mu.Lock()
-		start := r.tgen == gen && r.beginLocked()
-		r.mu.Unlock()
-		if start {
-			r.c.run(r)
-		}
-	}()
 }
 
 // post puts d in the mailbox (replacing what the machine has not taken
@@ -638,7 +615,6 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 // the run step again rather than start another, so one goroutine at a
 // time touches the machine, and events and Changed stay in order.
 func (c *Controller) run(r *runner) {
-	clk := c.opts.Clock
 	if !r.begun {
 		r.begun = true
 		if r.after != nil {
@@ -648,7 +624,7 @@ func (c *Controller) run(r *runner) {
 			}
 			r.after = nil
 			if r.Err() == nil {
-				r.take(clk.Now)
+				r.take(time.Now)
 				sp, err := Clean(r.m.sock, r.m.desired)
 				if err != nil {
 					r.m.st.LastError = fmt.Sprintf("accepted socket: %v", err)
@@ -667,8 +643,8 @@ func (c *Controller) run(r *runner) {
 		if r.Err() == nil {
 			before := r.m.keyView()
 			r.m.pre = nil // a read of an earlier Exclusive call is stale now
-			r.take(clk.Now)
-			if now := clk.Now(); !r.m.idleUntil(before, r.next, now) {
+			r.take(time.Now)
+			if now := time.Now(); !r.m.idleUntil(before, r.next, now) {
 				r.next = r.m.step(now)
 				r.m.publish()
 			}
@@ -676,7 +652,7 @@ func (c *Controller) run(r *runner) {
 				c.changed(r.m.peer)
 			}
 		}
-		wait := r.next.Sub(clk.Now())
+		wait := time.Until(r.next)
 		r.mu.Lock()
 		switch {
 		case r.halted:

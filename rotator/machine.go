@@ -16,23 +16,6 @@ import (
 // identity of a peer in aokeyd), the key of every per-peer map.
 type PeerID = peer.Key
 
-// Clock is the time source. Tests need no fake one: they run the
-// controller in a testing/synctest bubble, where SystemClock is the
-// bubble's clock.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-// SystemClock is the real clock (the bubble's, in a synctest bubble).
-type SystemClock struct{}
-
-// Now is time.Now.
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// After is time.After.
-func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Jitter is the randomness source for the steady re-read (±10%) and the
 // retry backoff (±20%). A Controller shares it between its peers' goroutines,
 // so it must be safe for concurrent use (a *math/rand/v2.Rand is not, unless

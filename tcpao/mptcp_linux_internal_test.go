@@ -35,10 +35,8 @@ func TestClassifyMPTCP(t *testing.T) {
 		{name: "protocol unreadable", errno: unix.ENOPROTOOPT, protoErr: protoErr, want: unix.ENOPROTOOPT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := soProtocol
-			t.Cleanup(func() { soProtocol = old })
 			asked := 0
-			soProtocol = func(fd int) (int, error) {
+			protocol := func(fd int) (int, error) {
 				asked++
 				if fd != 42 {
 					t.Errorf("SO_PROTOCOL read on fd %d, want 42", fd)
@@ -46,7 +44,7 @@ func TestClassifyMPTCP(t *testing.T) {
 				return tc.proto, tc.protoErr
 			}
 			in := os.NewSyscallError("setsockopt(TCP_AO_ADD_KEY)", tc.errno)
-			err := classifyMPTCP(42, in)
+			err := classifyMPTCPBy(protocol, 42, in)
 			if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) {
 				t.Fatalf("classifyMPTCP(%v) = %v, want it to match %v and %v", in, err, tc.want, tc.errno)
 			}

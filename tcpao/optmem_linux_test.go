@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

@@ -22,16 +22,19 @@ import (
 // come out as Multipath TCP (a BPF update_socket_protocol program or an
 // LD_PRELOAD shim that turns TCP sockets into MPTCP ones), the answer is
 // ErrMPTCP: neither a kernel without TCP-AO nor a confined caller.
-func Probe() error {
-	fd, err := probeSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+func Probe() error { return probe(unix.Socket, probeInfo) }
+
+// probe is Probe with its two system calls given (a test fails them).
+func probe(socket func(domain, typ, proto int) (int, error), info func(fd int) error) error {
+	fd, err := socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if errors.Is(err, unix.EAFNOSUPPORT) {
-		fd, err = probeSocket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+		fd, err = socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	}
 	if err != nil {
 		return &ProbeError{Err: os.NewSyscallError("socket", err)}
 	}
 	defer unix.Close(fd)
-	err = probeInfo(fd)
+	err = info(fd)
 	switch {
 	case err == nil, errors.Is(err, unix.ENOENT):
 		return nil
@@ -43,11 +46,8 @@ func Probe() error {
 	return &ProbeError{Err: err}
 }
 
-// The probe's system calls: variables so that a test can fail them.
-var (
-	probeSocket = unix.Socket
-	probeInfo   = func(fd int) error { _, err := info(fd); return err }
-)
+// probeInfo is the probe's read of TCP_AO_INFO.
+func probeInfo(fd int) error { _, err := info(fd); return err }
 
 // ProbeAlgorithms asks the running kernel which of Algorithms it accepts
 // (ProbeAlgorithmsOn, on scratch IPv4 sockets, or IPv6 ones where IPv4 is
@@ -56,13 +56,13 @@ var (
 func ProbeAlgorithms() map[Algorithm]error {
 	const typ = unix.SOCK_STREAM | unix.SOCK_CLOEXEC
 	fam, peer := unix.AF_INET, netip.MustParsePrefix("127.0.0.1/32")
-	if fd, err := probeSocket(fam, typ, unix.IPPROTO_TCP); errors.Is(err, unix.EAFNOSUPPORT) {
+	if fd, err := unix.Socket(fam, typ, unix.IPPROTO_TCP); errors.Is(err, unix.EAFNOSUPPORT) {
 		fam, peer = unix.AF_INET6, netip.MustParsePrefix("::1/128")
 	} else if err == nil {
 		unix.Close(fd)
 	}
 	return ProbeAlgorithmsOn(func() (Socket, func(), error) {
-		fd, err := probeSocket(fam, typ, unix.IPPROTO_TCP)
+		fd, err := unix.Socket(fam, typ, unix.IPPROTO_TCP)
 		if err != nil {
 			return nil, nil, os.NewSyscallError("socket", err)
 		}

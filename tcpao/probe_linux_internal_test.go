@@ -52,10 +52,8 @@ func TestProbeOutcomes(t *testing.T) {
 			os.NewSyscallError("getsockopt(TCP_AO_INFO)", unix.EOPNOTSUPP)), want: ErrMPTCP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sock, info := probeSocket, probeInfo
-			t.Cleanup(func() { probeSocket, probeInfo = sock, info })
 			calls := 0
-			probeSocket = func(domain, typ, proto int) (int, error) {
+			socket := func(domain, typ, proto int) (int, error) {
 				calls++
 				if proto != unix.IPPROTO_TCP {
 					t.Errorf("probe socket of protocol %d, want IPPROTO_TCP", proto)
@@ -63,9 +61,9 @@ func TestProbeOutcomes(t *testing.T) {
 				if calls <= len(tc.socket) && tc.socket[calls-1] != nil {
 					return -1, tc.socket[calls-1]
 				}
-				return sock(domain, typ, proto)
+				return unix.Socket(domain, typ, proto)
 			}
-			probeInfo = func(int) error {
+			info := func(int) error {
 				if tc.infoErr != nil {
 					return tc.infoErr
 				}
@@ -74,7 +72,7 @@ func TestProbeOutcomes(t *testing.T) {
 				}
 				return os.NewSyscallError("getsockopt(TCP_AO_INFO)", tc.info)
 			}
-			err := Probe()
+			err := probe(socket, info)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("Probe: %v, want nil", err)

@@ -27,7 +27,14 @@ type Finder struct {
 // descriptor's inode (6.18 does) gives a Ref as for TCP, and the keys
 // then fail with tcpao.ErrMPTCP. A found TCP listener costs nothing more.
 func (f Finder) Listeners(port uint16) ([]Ref, error) {
-	refs, unowned, err := f.owned(listenerDump, func(s Socket) bool { return port == 0 || s.Local.Port() == port }, true)
+	return f.listeners((*Diag).Listeners, port)
+}
+
+// listeners is Listeners reading the listener dump with dump (a test
+// lists a socket no descriptor is, as a kernel that gives an MPTCP
+// listener's subflow an inode of its own does).
+func (f Finder) listeners(dump func(*Diag) ([]Socket, error), port uint16) ([]Ref, error) {
+	refs, unowned, err := f.owned(dump, func(s Socket) bool { return port == 0 || s.Local.Port() == port }, true)
 	if err != nil || len(refs) > 0 || unowned == 0 {
 		return refs, err
 	}

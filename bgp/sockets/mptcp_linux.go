@@ -10,11 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listenerDump is the listener dump Finder.Listeners reads (a variable so
-// that a test can list a socket no descriptor is, as a kernel that gives
-// an MPTCP listener's subflow an inode of its own does).
-var listenerDump = (*Diag).Listeners
-
 // mptcpListener looks through process pid's socket descriptors, lowest
 // first (a speaker opens its listeners first), for a Multipath TCP socket
 // listening on port (0: any), and returns it as an *MPTCPError; nil when

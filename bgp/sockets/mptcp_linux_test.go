@@ -66,10 +66,8 @@ func TestListenersMPTCPUnowned(t *testing.T) {
 			listed: []Socket{{Family: afInet, State: StateListen, Local: netip.AddrPortFrom(local.Addr(), plainPort), Inode: 1<<40 + 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := listenerDump
-			t.Cleanup(func() { listenerDump = old })
-			listenerDump = func(*Diag) ([]Socket, error) { return tc.listed, nil }
-			refs, err := Finder{PID: os.Getpid()}.Listeners(tc.port)
+			dump := func(*Diag) ([]Socket, error) { return tc.listed, nil }
+			refs, err := Finder{PID: os.Getpid()}.listeners(dump, tc.port)
 			if !tc.want {
 				if err != nil || len(refs) != 0 {
 					t.Fatalf("Listeners(%d) = %v, %v; want none and no error", tc.port, refs, err)

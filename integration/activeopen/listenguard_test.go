@@ -19,10 +19,10 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

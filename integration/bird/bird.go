@@ -20,7 +20,7 @@ import (
 
 	birdctl "github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // Key is one entry of BIRD's `keys { key { ... } }` list, written from

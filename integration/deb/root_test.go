@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // root is a throwaway Debian root: an overlay of the guest's root (lower,

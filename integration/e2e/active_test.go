@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // router is one gobgpd started through `aokeyd exec`, with its own aokeyd

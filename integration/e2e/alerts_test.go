@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // scrapes are aokeyd's metrics pages read once a second: per aokeyd_

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // The far end's files in `aoctl peer-config --for aokeyd` output: the key

@@ -17,9 +17,9 @@ import (
 	bgpfrr "github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // nativeB is router B's aokeyd driving BIRD natively, with B's chain:

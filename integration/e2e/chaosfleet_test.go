@@ -27,9 +27,9 @@ import (
 	"github.com/aokeyd/aokeyd/integration/chaos"
 	"github.com/aokeyd/aokeyd/integration/frr"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 

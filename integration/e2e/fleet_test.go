@@ -18,11 +18,11 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/fleet"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // lossyFault is one way a key source read can succeed and still lose keys.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/testkit"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // TestOperatorCommands runs the commands issue 49 items 10 to 12 gave the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // peerConfigBird runs `aoctl peer-config B --for bird --with-secrets` on

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // TestTCPOptionsMismatch: A rolls to a key whose tcp_options (exclude) differ

@@ -10,9 +10,9 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // birdLab is FRR (A, managed by aokeyd) and BIRD (B).

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/integration/bird"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // TestFRRBirdNative (issue 33): FRR (A, passive, keyed by aokeyd on bgpd's

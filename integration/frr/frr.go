@@ -30,7 +30,7 @@ import (
 	bgpfrr "github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // BgpdPath is bgpd in the guest root (Debian's frr package).

@@ -14,9 +14,9 @@ import (
 
 	vaultapi "github.com/hashicorp/vault/api"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 

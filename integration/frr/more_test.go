@@ -13,9 +13,9 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

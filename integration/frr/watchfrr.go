@@ -15,7 +15,7 @@ import (
 
 	bgpfrr "github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/integration/lab"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // wrapScript is the bgpd_wrap docs/speakers.md documents (docs/frr-bgpd-wrap.sh),

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 )
 
 // Bin finds a program the scenarios run (aokeyd, aoctl, gobgpd, bird) in
@@ -99,21 +99,28 @@ func isExec(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// repoFile finds path (relative to the module root) from the working
-// directory, which is a package directory when tests run.
+// repoFile finds path (relative to the checkout's root) from the working
+// directory, which is a package directory when tests run: in it or the
+// nearest of its parents that has it. (Not the nearest go.mod: integration/
+// is a module of its own inside the checkout.)
 func repoFile(path string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, path), nil
+		if p := filepath.Join(dir, path); fileExists(p) {
+			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("%s: no go.mod above the working directory", path)
+			return "", fmt.Errorf("%s: not in the working directory nor above it", path)
 		}
 		dir = parent
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/frr"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/integration/netns"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	bgpgobgp "github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // GobgpdConfig is the part of gobgpd's TOML configuration the scenarios

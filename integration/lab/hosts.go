@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
-	"github.com/aokeyd/aokeyd/integration/netns"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/netns"
 )
 
 // RequireNetns skips the test unless network namespaces can be made here

@@ -51,7 +51,7 @@ ldflags="-s -w -X main.version=$describe"
 host=$(go env GOARCH)
 for arch in $host $archs; do
 	[ -x "$stage/$arch/bin/aokeyd" ] && continue
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$stage/$arch/bin/" ./cmd/aokeyd ./cmd/aoctl
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch GOWORK=off go build -trimpath -ldflags "$ldflags" -o "$stage/$arch/bin/" ./cmd/aokeyd ./cmd/aoctl
 done
 mkdir -p "$stage/host" && ln -s "$stage/$host/bin/aokeyd" "$stage/$host/bin/aoctl" "$stage/host/"
 mkdir -p "$stage/common/man" "$stage/common/completion" "$stage/common/etc"

@@ -20,7 +20,7 @@ if [ -x "$repo/integration/tools/gobgpd.sh" ] || [ -f "$repo/integration/tools/g
 fi
 for c in aokeyd aoctl; do
 	if [ -d "$repo/cmd/$c" ] && ls "$repo/cmd/$c"/*.go >/dev/null 2>&1; then
-		(cd "$repo" && CGO_ENABLED=0 go build ${tags:+-tags "$tags"} -o "$out/$c" "./cmd/$c")
+		(cd "$repo" && CGO_ENABLED=0 GOWORK=off go build ${tags:+-tags "$tags"} -o "$out/$c" "./cmd/$c")
 		bins+=("$out/$c")
 	fi
 done

@@ -2,7 +2,7 @@
 # Runs Go test packages (or a command) as root inside a QEMU guest whose
 # kernel has CONFIG_TCP_AO=y, and streams what the guest prints.
 #
-#   integration/vm/run.sh ./tcpao/... ./rotator      test packages in the guest
+#   integration/vm/run.sh ./tcpao/... ./integration/rotatorkernel   test packages in the guest
 #   AOKEYD_GUEST_CMD='cmd args' integration/vm/run.sh  a command instead (demo, bench)
 #
 # Environment:

@@ -41,7 +41,7 @@ func mktIndex(snap *keystore.Snapshot, chain string) map[[2]uint8]keyName {
 
 // Status implements control.Backend.
 func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport, error) {
-	now := d.o.Clock.Now()
+	now := time.Now()
 	cs := d.o.Keys.Status()
 	rep := control.StatusReport{
 		GeneratedAt: now,
@@ -342,7 +342,7 @@ func (d *Daemon) observeMetrics() {
 	m.SetKept(metricKept(sts, d.peer, d.listenerKept()))
 	d.view.scrapes++
 	d.observeVerify(m)
-	now := d.o.Clock.Now()
+	now := time.Now()
 	pol := d.policy()
 	fresh := 2 * d.ctrl.Config().Steady
 	var kcs []metrics.KeyCounters // reused: ObserveKeys keeps none of it

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -56,7 +57,7 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if snap == nil {
 		return nil, 0, 0, true
 	}
-	pk, err := d.peerDesired(d.policy(), snap, addr, "", d.o.Clock.Now())
+	pk, err := d.peerDesired(d.policy(), snap, addr, "", time.Now())
 	if err != nil {
 		return nil, 0, 0, true
 	}
@@ -171,7 +172,7 @@ func (d *Daemon) ConnectMD5(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool) {
 	if snap == nil {
 		return tcpao.MD5Key{}, false
 	}
-	pk, err := d.peerDesired(d.policy(), snap, addr, "", d.o.Clock.Now())
+	pk, err := d.peerDesired(d.policy(), snap, addr, "", time.Now())
 	if err != nil || !md5Peer(pk) {
 		return tcpao.MD5Key{}, false
 	}

@@ -93,7 +93,6 @@ type Options struct {
 	// listener sync the daemon asks for what the listener's keys need, with
 	// headroom (optMemTarget). nil leaves the sysctl alone.
 	RaiseOptMem func(pid, want int) (before, after int, err error)
-	Clock       rotator.Clock
 	// Rand jitters the rotation machines' steady re-reads and retry
 	// backoffs; nil is rotator.SystemJitter (tests inject their own).
 	Rand    rotator.Jitter
@@ -180,9 +179,6 @@ func New(o Options) (*Daemon, error) {
 	if o.OptMemMax == nil {
 		o.OptMemMax = tcpao.OptMemMax
 	}
-	if o.Clock == nil {
-		o.Clock = rotator.SystemClock{}
-	}
 	if o.SocketOf == nil {
 		o.SocketOf = bgp.AOSocket
 	}
@@ -196,7 +192,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	owned, err := openLedger(o.OwnedKeysFile, o.Logger, o.Clock.Now)
+	owned, err := openLedger(o.OwnedKeysFile, o.Logger, time.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +233,6 @@ func New(o Options) (*Daemon, error) {
 	if o.Metrics != nil {
 		// Per-peer series are read from the kernel when scraped.
 		o.Metrics.OnCollect(d.observeMetrics)
-		o.Metrics.SetClock(o.Clock.Now)
 	}
 	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
 		ListenPort:  o.ListenPort,
@@ -254,7 +249,6 @@ func New(o Options) (*Daemon, error) {
 	}
 	d.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,
-		Clock:  o.Clock,
 		Rand:   o.Rand,
 		Logger: o.Logger,
 		// The guard asks the tracker, which answers from the session
@@ -355,7 +349,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.log.Warn("speaker watch ended; retrying", "speaker", d.o.Speaker.Name(), "err", err)
 				select {
 				case <-ctx.Done():
-				case <-d.o.Clock.After(2 * time.Second):
+				case <-time.After(2 * time.Second):
 				}
 			}
 		}
@@ -367,7 +361,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-d.o.Clock.After(d.o.Refresh):
+			case <-time.After(d.o.Refresh):
 			}
 			d.refresh(ctx)
 			d.wake()
@@ -390,7 +384,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		next := d.reconcile(ctx)
 		var timer <-chan time.Time // nil: no pass due until woken
 		if !next.IsZero() {
-			timer = d.o.Clock.After(max(next.Sub(d.o.Clock.Now()), 100*time.Millisecond))
+			timer = time.After(max(time.Until(next), 100*time.Millisecond))
 		}
 		for served := true; served; {
 			select {
@@ -423,7 +417,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		}
 	default:
 		if d.o.Metrics != nil {
-			d.o.Metrics.KeySourceSynced(d.o.Clock.Now())
+			d.o.Metrics.KeySourceSynced(time.Now())
 		}
 		if changed {
 			d.log.Info("key source changed", "source", d.o.Keys.Status().Source)
@@ -557,7 +551,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	if d.ctrl.Runs(id, p.handle) {
 		return true
 	}
-	if r, ended := d.ops.early.session(id, sessionOf(p.handle), d.o.Clock.Now()); ended {
+	if r, ended := d.ops.early.session(id, sessionOf(p.handle), time.Now()); ended {
 		d.log.Info("aoctl rotate's early roll ends: the session it rolled went down before the roll completed; the schedule governs "+
 			"(aoctl rotate asks again)", "peer", id, "key", r.label())
 	}
@@ -565,7 +559,7 @@ func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 		d.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
 		return true
 	}
-	desired, _, err := d.desiredFor(snap, p, d.o.Clock.Now())
+	desired, _, err := d.desiredFor(snap, p, time.Now())
 	if err != nil {
 		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
 		return false
@@ -592,7 +586,7 @@ func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := info.Key()
 	d.ctrl.PeerDown(id)
 	d.noteRollDown(info)
-	if r, ended := d.ops.early.down(id, d.o.Clock.Now()); ended {
+	if r, ended := d.ops.early.down(id, time.Now()); ended {
 		d.log.Info("aoctl rotate's early roll ends with the session; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label())
 		d.wake() // the pass writes the record
 	}

@@ -413,7 +413,7 @@ type envOptions struct {
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
 // key cache and its rotation machines then run on the bubble's clock
-// through rotator.SystemClock and time.Now, and waitFor and quiet use
+// through time.Now and timers, and waitFor and quiet use
 // synctest.Wait as their synchronisation point. Only a benchmark, which
 // measures real CPU time, runs it outside a bubble.
 func newEnv(t testing.TB, o envOptions) *env {

@@ -117,7 +117,7 @@ func (d *Daemon) watchListeners(ctx context.Context, ll bgp.ListenerLister) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.o.Clock.After(d.o.ListenerPoll):
+		case <-time.After(d.o.ListenerPoll):
 		}
 		d.pollListeners(ll)
 	}

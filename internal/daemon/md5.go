@@ -254,7 +254,7 @@ func (d *Daemon) replaceMD5(ctx context.Context, req control.ReplaceRequest) (co
 		release()
 		return res, errors.New("no good key snapshot yet")
 	}
-	pol, now := d.policy(), d.o.Clock.Now()
+	pol, now := d.policy(), time.Now()
 	var peers []policy.Binding
 	d.ops.mu.Lock()
 	if d.ops.md5Approved == nil {

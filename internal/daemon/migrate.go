@@ -50,7 +50,7 @@ func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (contr
 	if snap == nil {
 		return control.MigrateResult{}, fmt.Errorf("%w: no good read of the key source yet: try again after it", control.ErrServer)
 	}
-	now := d.o.Clock.Now()
+	now := time.Now()
 	pol := d.policy()
 	var targets []policy.Binding
 	if req.All {
@@ -310,7 +310,7 @@ func (d *Daemon) aoSession(addr netip.Addr, vrf string) bool {
 func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.SocketHandle) bool {
 	r, ok := d.migrationOf(info.Neighbor, info.VRF)
 	active := ok && r.Step.Active()
-	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, d.o.Clock.Now())
+	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, time.Now())
 	if err != nil || (!md5Peer(pk) && !active) {
 		return false
 	}
@@ -350,7 +350,7 @@ func (d *Daemon) FollowMigration(ctx context.Context, router string, addr netip.
 	if err != nil || !b.Neighbor.IsSingleIP() {
 		return
 	}
-	now := d.o.Clock.Now()
+	now := time.Now()
 	if pk, err := pol.Desired(snap, addr, vrf, now); err != nil || !md5Peer(pk) {
 		return
 	}
@@ -374,7 +374,7 @@ func (d *Daemon) MigrationFollowWanted() bool {
 	if !anyMD5(snap) {
 		return false // no TCP-MD5 password anywhere: no binding's policy is computed
 	}
-	pol, now := d.policy(), d.o.Clock.Now()
+	pol, now := d.policy(), time.Now()
 	for _, b := range pol.Bindings() {
 		if !b.Neighbor.IsSingleIP() {
 			continue

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -16,7 +17,7 @@ import (
 // Plan implements control.Backend: a dry run against the kernel's state
 // now.
 func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
-	now := d.o.Clock.Now()
+	now := time.Now()
 	rep := control.PlanReport{GeneratedAt: now, Observed: true}
 	snap, release := d.shared()
 	defer release()

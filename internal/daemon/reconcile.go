@@ -185,7 +185,7 @@ func (d *Daemon) inputs() passInputs {
 // its new desired state (its own goroutine acts on it).
 func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	d.ops.early.flush() // the early rolls held or ended since the last pass
-	now := d.o.Clock.Now()
+	now := time.Now()
 	migrNext := d.advanceMigrations(ctx, now) // a step taken changes the inputs
 	in, sessions := d.inputs(), d.rec.sessions.Load()
 	r := &d.rec
@@ -275,7 +275,7 @@ func (d *Daemon) reconcile(ctx context.Context) time.Time {
 	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
 	d.syncListeners(ctx, d.takeAsks()...)
 	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
-	d.rec.lastCost = d.o.Clock.Now().Sub(now)
+	d.rec.lastCost = time.Since(now)
 	r.mu.Lock()
 	r.nextPass = next
 	r.mu.Unlock()

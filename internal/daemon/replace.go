@@ -138,7 +138,7 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 		}
 	}
 	pol := d.policy()
-	now := d.o.Clock.Now()
+	now := time.Now()
 	for _, p := range d.peerList() {
 		if p.handle == nil || !readsChain(pol, p.info.Neighbor, p.info.VRF, req.Chain) {
 			continue

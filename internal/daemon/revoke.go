@@ -113,7 +113,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 // record: global, or scoped to the peer (an address of a known peer) and
 // VRF req names.
 func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, netip.Addr, error) {
-	rec := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Clock.Now()}
+	rec := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: time.Now()}
 	var mkt *keystore.MKT
 	if c := snap.Chains[req.Chain]; c != nil {
 		for i := range c.Keys {
@@ -199,7 +199,7 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 		ps = append(ps, p)
 	}
 	sem := make(chan struct{}, revokeParallel)
-	now := d.o.Clock.Now()
+	now := time.Now()
 	for _, p := range ps {
 		wg.Add(1)
 		sem <- struct{}{}

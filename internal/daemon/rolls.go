@@ -185,7 +185,7 @@ func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.R
 	rep := control.RollsReport{Peer: id.Addr.String(), VRF: id.VRF, Last: req.After}
 	var timeout <-chan time.Time
 	if req.Wait > 0 {
-		timeout = d.o.Clock.After(req.Wait)
+		timeout = time.After(req.Wait)
 	}
 	steps, changed := d.rolls.after(id, req.After)
 	for len(steps) == 0 && timeout != nil {
@@ -275,7 +275,7 @@ func (d *Daemon) rollNames(id rotator.PeerID) rollKeyNames {
 	if snap == nil {
 		return rollKeyNames{}
 	}
-	pk, err := d.peerDesired(d.policy(), snap, id.Addr, id.VRF, d.o.Clock.Now())
+	pk, err := d.peerDesired(d.policy(), snap, id.Addr, id.VRF, time.Now())
 	if err != nil {
 		return rollKeyNames{}
 	}
@@ -286,5 +286,5 @@ func (d *Daemon) rollNames(id rotator.PeerID) rollKeyNames {
 // speaker's reason when it gives one.
 func (d *Daemon) noteRollDown(info bgp.PeerInfo) {
 	_, why := info.LastDown()
-	d.rolls.down(info.Key(), d.o.Clock.Now(), why)
+	d.rolls.down(info.Key(), time.Now(), why)
 }

@@ -23,7 +23,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
-	now := d.o.Clock.Now()
+	now := time.Now()
 	var targets []*peerState
 	for _, p := range d.peerList() {
 		// One peer by address, in the VRF named (without one: every VRF
@@ -82,7 +82,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 // and the passes.
 func (d *Daemon) observeEarly(id rotator.PeerID) {
 	status := func() (rotator.Status, bool) { return d.ctrl.StatusOf(id) }
-	r, why, held, ended := d.ops.early.observe(id, status, d.o.Clock.Now(), d.ctrl.Config().SwitchTimeout)
+	r, why, held, ended := d.ops.early.observe(id, status, time.Now(), d.ctrl.Config().SwitchTimeout)
 	switch {
 	case held:
 		d.log.Info("aoctl rotate's early roll completed: the session sends with its key", "peer", id, "key", r.label())

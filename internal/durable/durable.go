@@ -17,9 +17,8 @@ import (
 // live next to the file they replace.
 func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
 
-// tempName names a temporary file for path: in its directory, random (a
-// variable so that a test can plant something at the name).
-var tempName = func(path string) string {
+// tempName names a temporary file for path: in its directory, random.
+func tempName(path string) string {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	return filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(rnd[:]))
@@ -62,7 +61,7 @@ func SetFault(f func(path, step string) error) (old func(path, step string) erro
 // the error is a *NotDurableError: path holds data, but a crash may undo
 // that.
 func Write(path string, data []byte, perm fs.FileMode) error {
-	return write(path, data, perm, -1)
+	return write(path, data, perm, -1, tempName)
 }
 
 // WriteGroup is Write for a file another daemon's group reads (BIRD's
@@ -71,10 +70,13 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 // narrow it), both set on the temporary file before the rename, so that
 // path is never, even for an instant, a file its reader cannot open.
 func WriteGroup(path string, data []byte, perm fs.FileMode, gid int) error {
-	return write(path, data, perm, gid)
+	return write(path, data, perm, gid, tempName)
 }
 
-func write(path string, data []byte, perm fs.FileMode, gid int) error {
+// write is Write and WriteGroup (gid -1: the process's group), naming the
+// temporary file with nameFor (tempName; a test plants something at the
+// name it gives).
+func write(path string, data []byte, perm fs.FileMode, gid int, nameFor func(path string) string) error {
 	fault := func(step string) error {
 		f := fault.Load()
 		if f == nil {
@@ -97,7 +99,7 @@ func write(path string, data []byte, perm fs.FileMode, gid int) error {
 	}
 	var f *os.File
 	for range 5 {
-		name := tempName(path)
+		name := nameFor(path)
 		var err error
 		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 		if err == nil {

@@ -31,11 +31,8 @@ func TestWriteDurableTempNotFollowed(t *testing.T) {
 			if err := tc.plant(tmp, victim); err != nil {
 				t.Fatal(err)
 			}
-			old := tempName
-			tempName = func(string) string { return tmp }
-			t.Cleanup(func() { tempName = old })
-
-			if err := Write(path, []byte("[]"), 0o600); err == nil {
+			planted := func(string) string { return tmp }
+			if err := write(path, []byte("[]"), 0o600, -1, planted); err == nil {
 				t.Errorf("Write through a planted %s succeeded", tc.name)
 			}
 			if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {

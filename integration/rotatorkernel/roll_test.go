@@ -1,6 +1,6 @@
 //go:build linux
 
-package rotator
+package rotatorkernel
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
 	"github.com/aokeyd/aokeyd/integration/lab"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -174,13 +175,13 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	}
 }
 
-func statusOf(c *Controller, p PeerID) Status {
+func statusOf(c *rotator.Controller, p rotator.PeerID) rotator.Status {
 	for _, s := range c.Status() {
 		if s.Peer == p {
 			return s
 		}
 	}
-	return Status{}
+	return rotator.Status{}
 }
 
 // TestKernelRollTwentyTimes: two sockets connected over loopback exchange
@@ -190,8 +191,8 @@ func statusOf(c *Controller, p PeerID) Status {
 func TestKernelRollTwentyTimes(t *testing.T) {
 	kerneltest.Require(t)
 	s := dialSession(t, loKey(0))
-	cfg := Config{SwitchTimeout: 30 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: time.Second}
-	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
+	cfg := rotator.Config{SwitchTimeout: 30 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: time.Second}
+	us, them := rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
 	defer us.Close()
 	defer them.Close()
 	us.SetDesired(pid("client"), want(loKey(0)))
@@ -245,8 +246,8 @@ func TestKernelPeerNeverGetsKey(t *testing.T) {
 	kerneltest.Require(t)
 	a, b := loKey(0), loKey(1)
 	s := dialSession(t, a)
-	cfg := Config{SwitchTimeout: 2 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 500 * time.Millisecond, MaxBackoff: time.Second}
-	us, them := NewController(Options{Config: cfg}), NewController(Options{Config: cfg})
+	cfg := rotator.Config{SwitchTimeout: 2 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 500 * time.Millisecond, MaxBackoff: time.Second}
+	us, them := rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
 	defer us.Close()
 	defer them.Close()
 	us.SetDesired(pid("client"), want(a))
@@ -294,32 +295,32 @@ func TestKernelListenerSync(t *testing.T) {
 	defer ln.Close()
 	rc, _ := ln.(*net.TCPListener).SyscallConn()
 	sock := tcpao.New(rc)
-	d := Desired{Socket: "lis", Kind: Listening}
+	d := rotator.Desired{Socket: "lis", Kind: rotator.Listening}
 	for i := range 50 {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 32).String()
 		d.Keys = append(d.Keys, dk(mkKey(p, 1, 1, "old")))
 	}
-	if _, err := SyncListener(sock, d, ListenerOptions{PeersPerBatch: 8}); err != nil {
+	if _, err := rotator.SyncListener(sock, d, rotator.ListenerOptions{PeersPerBatch: 8}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range d.Keys {
 		d.Keys[i] = dk(mkKey(d.Keys[i].Peer.String(), 2, 2, "new"))
 	}
-	sp, err := SyncListener(sock, d, ListenerOptions{PeersPerBatch: 8})
+	sp, err := rotator.SyncListener(sock, d, rotator.ListenerOptions{PeersPerBatch: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sp.Ops) != 100 {
 		t.Fatalf("%d ops, want 100", len(sp.Ops))
 	}
-	obs, err := Observe(sock, ReadFull)
+	obs, err := rotator.Observe(sock, rotator.ReadFull)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := PlanSocket(d, obs); !again.Empty() || len(obs.Keys) != 50 {
-		t.Fatalf("not converged: %d keys, replan %v", len(obs.Keys), opLines(again))
+	if again := rotator.PlanSocket(d, obs); !again.Empty() || len(obs.Keys) != 50 {
+		t.Fatalf("not converged: %d keys, replan %v", len(obs.Keys), planText(again))
 	}
-	_, err = SyncListener(sock, Desired{Socket: "lis", Keys: d.Keys, AORequired: true}, ListenerOptions{OptMemMax: func() (int, error) { return 1000, nil }})
+	_, err = rotator.SyncListener(sock, rotator.Desired{Socket: "lis", Keys: d.Keys, AORequired: true}, rotator.ListenerOptions{OptMemMax: func() (int, error) { return 1000, nil }})
 	if err == nil || !strings.Contains(err.Error(), "optmem_max") {
 		t.Fatalf("err %v, want the optmem error", err)
 	}

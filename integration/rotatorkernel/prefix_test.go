@@ -1,6 +1,6 @@
 //go:build linux
 
-package rotator
+package rotatorkernel
 
 import (
 	"fmt"
@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aokeyd/aokeyd/integration/kerneltest"
+	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -31,16 +32,16 @@ func TestKernelPrefixSessionLaggingPeer(t *testing.T) {
 			if len(obs.Keys) != 1 || obs.Keys[0].Peer.String() != "127.0.0.0/8" {
 				t.Fatalf("accepted socket keys %+v, want the listener's key for 127.0.0.0/8", obs.Keys)
 			}
-			d := Desired{Kind: Established, Keys: []DesiredKey{dk(a)}, WantCurrent: ID(1), WantRNext: ID(1)}
-			if sp := PlanSocket(d, obs); !sp.Empty() || len(sp.Blocked) > 0 {
-				t.Fatalf("plan for the inherited key: %v, want nothing", opLines(sp))
+			d := rotator.Desired{Kind: rotator.Established, Keys: []rotator.DesiredKey{dk(a)}, WantCurrent: rotator.ID(1), WantRNext: rotator.ID(1)}
+			if sp := rotator.PlanSocket(d, obs); !sp.Empty() || len(sp.Blocked) > 0 {
+				t.Fatalf("plan for the inherited key: %v, want nothing", planText(sp))
 			}
-			cfg := Config{SwitchTimeout: time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 300 * time.Millisecond, MaxBackoff: time.Second}
-			us := NewController(Options{Config: cfg})
+			cfg := rotator.Config{SwitchTimeout: time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 300 * time.Millisecond, MaxBackoff: time.Second}
+			us := rotator.NewController(rotator.Options{Config: cfg})
 			defer us.Close()
 			us.SetDesired(pid("client"), d)
 			if sp, err := us.Accepted(pid("client"), s.srvS); err != nil || len(sp.Ops) > 0 {
-				t.Fatalf("take-over wrote %v (%v), want nothing", opLines(sp), err)
+				t.Fatalf("take-over wrote %v (%v), want nothing", planText(sp), err)
 			}
 
 			var samples, early atomic.Int64
@@ -67,7 +68,7 @@ func TestKernelPrefixSessionLaggingPeer(t *testing.T) {
 			}()
 			defer func() { close(stop); wg.Wait() }()
 
-			us.SetDesired(pid("client"), Desired{Kind: Established, Keys: []DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
+			us.SetDesired(pid("client"), rotator.Desired{Kind: rotator.Established, Keys: []rotator.DesiredKey{{Key: a, AcceptOnly: true}, dk(b)}, WantCurrent: rotator.ID(2), WantRNext: rotator.ID(2)})
 			waitFor(t, "two aborted attempts", time.Minute, func() bool { s.check(t); return statusOf(us, pid("client")).Attempts >= 2 })
 			if st := statusOf(us, pid("client")); !strings.Contains(st.LastAbort, fmt.Sprintf("did not send with key recv=%d", b.RecvID)) || st.Rolls != 0 {
 				t.Fatalf("status %+v, want aborts saying why and no roll", st)
