@@ -132,3 +132,19 @@ func (l *testbed) checkNoFlap(s session, when string) {
 		l.t.Fatalf("%s: gobgpd has %d routes (want %d)", when, ra, len(routesA)+len(routesB))
 	}
 }
+
+// aKey is A's key of send ID id on its session with B, from A's status
+// (zero when A does not list it).
+func (l *testbed) aKey(id uint8) control.Key {
+	l.t.Helper()
+	st, err := l.tryStatus()
+	if err != nil {
+		return control.Key{}
+	}
+	for _, k := range st.Keys {
+		if k.SendID == id {
+			return k
+		}
+	}
+	return control.Key{}
+}

@@ -129,7 +129,7 @@ func (l *testbed) birdConfig(keys []key) bird.Config {
 	_, rb := l.routes()
 	cfg := bird.Config{
 		RouterID: addrB.String(), LocalAddr: l.ipB().String(), LocalAS: asB,
-		Neighbor: l.ipA().String(), PeerAS: asA, Routes: rb, HoldTime: 3, IPv6: l.v6,
+		Neighbor: l.ipA().String(), PeerAS: asA, Routes: rb, HoldTime: l.holdTime(), IPv6: l.v6,
 	}
 	for _, k := range keys {
 		cfg.Keys = append(cfg.Keys, bird.Key{SendID: k.recvID(), RecvID: k.sendID(), Secret: secretOf(k.i),

@@ -98,6 +98,9 @@ type testbed struct {
 	// another agent would (TestForeignKeys): roll leaves them out of its
 	// "only the new key" checks.
 	foreign map[[2]uint8]bool
+	// hold is the BGP hold time both speakers are given, in seconds (0: the
+	// lab's 3, keepalive 1; otherwise keepalive hold/3).
+	hold int
 	// metricsURL is aokeyd's metrics page: in A's namespace (fetched there
 	// with wget) for a file source, in the guest's root namespace (on a
 	// free port, fetched by the test itself) with Vault.
@@ -202,7 +205,7 @@ func (l *testbed) startGobgpd() {
 	l.gobgp = lab.StartGobgpd(t, l.a, "gobgpd", lab.GobgpdConfig{
 		AS: asA, RouterID: addrA, LocalAddrs: []netip.Addr{l.ipA()},
 		Neighbors: []lab.Neighbor{{Addr: l.ipB(), AS: asB, Passive: true}},
-		HoldTime:  3, Keepalive: 1,
+		HoldTime:  l.holdTime(), Keepalive: max(l.holdTime()/3, 1),
 	}, lab.GobgpdOptions{Dir: l.dir, V4: l.v4})
 	conn, err := grpc.NewClient(l.gobgp.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -215,6 +218,14 @@ func (l *testbed) startGobgpd() {
 	for _, r := range ra {
 		l.announce(r)
 	}
+}
+
+// holdTime is the hold time the lab's speakers are given (l.hold, else 3).
+func (l *testbed) holdTime() int {
+	if l.hold > 0 {
+		return l.hold
+	}
+	return 3
 }
 
 // restartGobgpd kills gobgpd and starts it again (a new pid, new sockets).
