@@ -101,8 +101,8 @@ done
 [ -f "$share/results/done" ] || { log "FAIL: the scenario never reported its end"; fail=1; }
 # The scenario's result line, from its own log (the console may interleave
 # kernel messages with it).
-grep -a '^field: init=systemd ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1
-grep -a '^field-defects: ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1
+grep -a '^field: init=systemd ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1 || true
+grep -a '^field-defects: ' "$share/logs/scenario.log" 2>/dev/null | tail -n 1 || true
 if [ "$fail" != 0 ] && [ -s "$share/logs/journal.txt" ]; then
 	log "the guest's journal (tail):"
 	tail -n 200 "$share/logs/journal.txt"
