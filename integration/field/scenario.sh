@@ -84,6 +84,10 @@ guide() {
 	[ -n "$block" ] || fail "docs/operations.md has no step $step"
 	block=$(printf '%s\n' "$block" | sed -e "s/192\.0\.2\.1/$r/g" -e "s/192\.0\.2\.2/$F/g" ${extra:+-e "$extra"})
 	say "guide step $step"
+	if [ -n "${GUIDE_SOFT:-}" ]; then # the defects mode: a failed step is reported, not fatal
+		bash -e -c "$block" || say "docs/operations.md step $step failed (defects mode: going on)"
+		return 0
+	fi
 	bash -e -c "$block" || fail "docs/operations.md step $step failed"
 	count guide_steps
 }
@@ -387,7 +391,7 @@ defects() {
 		mkdir -p /etc/systemd/system/aokeyd.service.d && cp "$share/dropin.conf" /etc/systemd/system/aokeyd.service.d/field.conf
 		systemctl daemon-reload
 	fi
-	guide bird-config
+	GUIDE_SOFT=1 guide bird-config
 	# ProtectSystem: aokeyd writes BIRD's include file.
 	for ((i = 0; i < 60; i++)); do [ -f "/etc/bird/aokeyd/$F.conf" ] && { w=1; break; }; sleep 1; done
 	[ "$w" = 1 ] || say "defect: no include file in /etc/bird/aokeyd after 60 s; aokeyd: $(journalctl -u aokeyd -o cat --no-pager | grep -i -m 3 'read-only\|denied\|error' | tr '\n' ' ')"
