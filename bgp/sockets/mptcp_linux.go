@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/internal/sockaddr"
 )
 
 // mptcpListener looks through process pid's socket descriptors, lowest
@@ -59,15 +61,5 @@ func mptcpListening(fd int) (netip.AddrPort, bool) {
 	if l, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || l != 1 {
 		return netip.AddrPort{}, false
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, false
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), true
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), true
-	}
-	return netip.AddrPort{}, false
+	return sockaddr.Bound(fd)
 }

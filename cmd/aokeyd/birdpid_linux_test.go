@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,26 +13,9 @@ import (
 // does, speaker.bird.pid_file: never FRR's.
 func TestBirdPIDNamesBirdsSetting(t *testing.T) {
 	dir := t.TempDir()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "aokeyd-tbird" // a comm no other process has
-	bin := filepath.Join(dir, name)
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 { // bird2 and bird3, say
-		c := exec.Command(bin, "60")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _, _ = c.Process.Wait() })
-	}
+	startNamed(t, dir, name)    // bird2 and bird3, say
+	startNamed(t, dir, name)
 	cfg := speakerConfig(t, "speaker:\n  type: bird\n  bird:\n    pid_file: "+filepath.Join(dir, "bird.pid")+
 		"\n    process_name: "+name+"\n    control_socket: "+filepath.Join(dir, "bird.ctl")+"\n")
 	pid, err := processFinder(cfg.SpeakerProcess())()

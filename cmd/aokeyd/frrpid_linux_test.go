@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -15,23 +13,7 @@ import (
 // pathspace the scan still answers.
 func TestFRRPathspaceNeverScans(t *testing.T) {
 	dir := t.TempDir()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bgpd") // another instance's bgpd, as a scan sees it
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	other := exec.Command(bin, "60")
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Process.Kill(); _, _ = other.Process.Wait() })
+	other := startNamed(t, dir, "bgpd") // another instance's bgpd, as a scan sees it
 	missing := filepath.Join(dir, "red", "bgpd.pid")
 	for _, c := range []struct {
 		name      string

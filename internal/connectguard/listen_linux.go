@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/internal/sockaddr"
 )
 
 // errMPTCP denies a listen of a Multipath TCP socket on a managed port.
@@ -164,16 +166,4 @@ func (s *Supervisor) finishListen(n *seccompNotif, ev Event, start time.Time) {
 }
 
 // boundAddr is the IPv4 or IPv6 address socket fd is bound to.
-func boundAddr(fd int) (netip.AddrPort, bool) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, false
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), true
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), true
-	}
-	return netip.AddrPort{}, false
-}
+func boundAddr(fd int) (netip.AddrPort, bool) { return sockaddr.Bound(fd) }
