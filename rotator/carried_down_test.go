@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -90,16 +91,7 @@ func TestCarriedAfterDropJustAnnounced(t *testing.T) {
 }
 
 func testCarriedAfterDropJustAnnounced(t *testing.T) {
-	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
-	us := NewController(Options{Config: cfg})
-	them := NewController(Options{Config: cfg})
-	defer us.Close()
-	defer them.Close()
-	id := pid("p")
-	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	connect(t, us, them, id, k1)
-	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
-	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	us, id, k2 := rollToK2(t, nil, nil)
 	var at Status
 	waitUntil(t, time.Second, "k2 announced on our session", func() bool {
 		st, _ := us.StatusOf(id)
@@ -107,11 +99,8 @@ func testCarriedAfterDropJustAnnounced(t *testing.T) {
 		return st.State == StateAnnounced
 	})
 	us.PeerDown(id)
-	carried := us.CarriedByPeer()[id]
-	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
-		t.Fatalf("after the session dropped just after k2 was announced, the peer's carried keys %v lack k2 (RNext_key on the session); status at the announce: rnext=%s counters.carried=%v",
-			refsOf(carried), at.RNext, at.Counters.Carried)
-	}
+	carriesK2(t, us, id, k2, fmt.Sprintf("just after k2 was announced (RNext_key on the session; status at the announce: rnext=%s counters.carried=%v)",
+		at.RNext, at.Counters.Carried))
 }
 
 // afterGuard holds the After of one step until released (like a speaker
@@ -141,25 +130,13 @@ func (g *afterGuard) After(_ context.Context, _ PeerID, s Step) error {
 func TestCarriedAfterDropInAnnounce(t *testing.T) { synctest.Test(t, testCarriedAfterDropInAnnounce) }
 
 func testCarriedAfterDropInAnnounce(t *testing.T) {
-	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
 	g := &afterGuard{step: StepAnnounce, held: make(chan struct{}), release: make(chan struct{})}
-	us := NewController(Options{Config: cfg, Guard: g})
-	them := NewController(Options{Config: cfg})
-	defer us.Close()
-	defer them.Close()
-	id := pid("p")
-	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	connect(t, us, them, id, k1)
-	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
-	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	us, id, k2 := rollToK2(t, g, nil)
 	<-g.held
 	done := us.PeerDown(id)
 	close(g.release)
 	<-done
-	carried := us.CarriedByPeer()[id]
-	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
-		t.Fatalf("after the session dropped during k2's announce, the peer's carried keys %v lack k2", refsOf(carried))
-	}
+	carriesK2(t, us, id, k2, "during k2's announce")
 }
 
 // rnextHeld is a socket whose writes of RNext_key, once made, hold the
@@ -202,25 +179,48 @@ func TestCarriedAfterDropInKernelCall(t *testing.T) {
 }
 
 func testCarriedAfterDropInKernelCall(t *testing.T) {
-	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
-	us := NewController(Options{Config: cfg})
-	defer us.Close()
-	id := pid("p")
-	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	x, _ := pair(k1)
-	h := &rnextHeld{testSock: x, held: make(chan struct{}), release: make(chan struct{})}
-	us.SetDesired(id, want(k1))
-	if _, err := us.Accepted(id, h); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
-	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	var h *rnextHeld
+	us, id, k2 := rollToK2(t, nil, func(x *testSock) tcpao.Socket {
+		h = &rnextHeld{testSock: x, held: make(chan struct{}), release: make(chan struct{})}
+		return h
+	})
 	<-h.held
 	done := us.PeerDown(id)
 	close(h.release)
 	<-done
+	carriesK2(t, us, id, k2, "during the announce's kernel call")
+}
+
+// rollToK2 is our end of one peer's session on k1 (wrap, when not nil,
+// wraps its socket), read once, then k1 and k2 desired with k2
+// preferred: the machine's next step installs and announces k2, and its
+// polls are an hour apart (nothing reads the socket again by itself).
+func rollToK2(t *testing.T, g SessionGuard, wrap func(*testSock) tcpao.Socket) (*Controller, PeerID, tcpao.Key) {
+	t.Helper()
+	cfg := Config{SwitchTimeout: 2 * time.Hour, Grace: time.Millisecond, Poll: time.Hour, Backoff: time.Hour}
+	us := NewController(Options{Config: cfg, Guard: g})
+	t.Cleanup(us.Close)
+	id := pid("p")
+	k1, k2 := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	x, _ := pair(k1)
+	var sock tcpao.Socket = x
+	if wrap != nil {
+		sock = wrap(x)
+	}
+	us.SetDesired(id, want(k1))
+	if _, err := us.Accepted(id, sock); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Second, "the first read of the session", func() bool { return us.Read(id) })
+	us.SetDesired(id, Desired{Keys: []DesiredKey{dk(k1), dk(k2)}, WantCurrent: ID(2), WantRNext: ID(2)})
+	return us, id, k2
+}
+
+// carriesK2 fails t unless the down peer id's carried keys hold k2.
+func carriesK2(t *testing.T, us *Controller, id PeerID, k2 tcpao.Key, when string) {
+	t.Helper()
 	carried := us.CarriedByPeer()[id]
 	if !slices.ContainsFunc(carried, func(c CarriedKey) bool { return sameSessionKey(normRef(c.Ref), normRef(k2.KeyRef)) }) {
-		t.Fatalf("after the session dropped during the announce's kernel call, the peer's carried keys %v lack k2", refsOf(carried))
+		t.Fatalf("after the session dropped %s, the peer's carried keys %v lack k2", when, refsOf(carried))
 	}
 }
