@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aokeyd/aokeyd/internal/testkit"
 )
 
 // fakeBgpd serves a vty socket like bgpd's: NUL-terminated commands,
@@ -17,34 +19,20 @@ import (
 func fakeBgpd(t *testing.T, answer func(cmd string) (string, byte)) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "bgpd.vty")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	testkit.ServeUnix(t, path, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			cmd, err := r.ReadString(0)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					cmd, err := r.ReadString(0)
-					if err != nil {
-						return
-					}
-					out, st := answer(strings.TrimSuffix(cmd, "\x00"))
-					// Split the answer in two writes, as a long one arrives.
-					half := len(out) / 2
-					_, _ = c.Write([]byte(out[:half]))
-					_, _ = c.Write(append([]byte(out[half:]), 0, 0, 0, st))
-				}
-			}()
+			out, st := answer(strings.TrimSuffix(cmd, "\x00"))
+			// Split the answer in two writes, as a long one arrives.
+			half := len(out) / 2
+			_, _ = c.Write([]byte(out[:half]))
+			_, _ = c.Write(append([]byte(out[half:]), 0, 0, 0, st))
 		}
-	}()
+	})
 	return path
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/revocation"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
@@ -33,41 +34,27 @@ type fakeBird struct {
 }
 
 func (f *fakeBird) serve(t *testing.T, sock string) {
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	testkit.ServeUnix(t, sock, func(c net.Conn) {
+		_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
+		cmd, _ := bufio.NewReader(c).ReadString('\n')
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch {
+		case strings.HasPrefix(cmd, "configure") && f.refuse:
+			f.configures++
+			_, _ = c.Write([]byte("8002 /etc/bird.conf:3:1 syntax error\n"))
+		case strings.HasPrefix(cmd, "configure"):
+			f.configures++
+			_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
+		case strings.HasPrefix(cmd, "show protocols") && f.protocols != "":
+			_, _ = c.Write([]byte(f.protocols))
+		default:
+			if !strings.HasPrefix(cmd, "show") {
+				f.commands = append(f.commands, strings.TrimSpace(cmd))
 			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
-				cmd, _ := bufio.NewReader(c).ReadString('\n')
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				switch {
-				case strings.HasPrefix(cmd, "configure") && f.refuse:
-					f.configures++
-					_, _ = c.Write([]byte("8002 /etc/bird.conf:3:1 syntax error\n"))
-				case strings.HasPrefix(cmd, "configure"):
-					f.configures++
-					_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
-				case strings.HasPrefix(cmd, "show protocols") && f.protocols != "":
-					_, _ = c.Write([]byte(f.protocols))
-				default:
-					if !strings.HasPrefix(cmd, "show") {
-						f.commands = append(f.commands, strings.TrimSpace(cmd))
-					}
-					_, _ = c.Write([]byte("0000 \n"))
-				}
-			}()
+			_, _ = c.Write([]byte("0000 \n"))
 		}
-	}()
+	})
 }
 
 func (f *fakeBird) count() int {

@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 )
 
@@ -122,27 +123,13 @@ func waitConf(t *testing.T, path string, ok func(string) bool) string {
 // empty answer.
 func serveFakeBird(t *testing.T, sock string) {
 	t.Helper()
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
-				cmd, _ := bufio.NewReader(c).ReadString('\n')
-				if strings.HasPrefix(cmd, "configure") {
-					_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
-					return
-				}
-				_, _ = c.Write([]byte("0000 \n"))
-			}()
+	testkit.ServeUnix(t, sock, func(c net.Conn) {
+		_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
+		cmd, _ := bufio.NewReader(c).ReadString('\n')
+		if strings.HasPrefix(cmd, "configure") {
+			_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
+			return
 		}
-	}()
+		_, _ = c.Write([]byte("0000 \n"))
+	})
 }
