@@ -410,9 +410,12 @@ defects() {
 	wait_for 60 "BIRD's control socket" test -S /run/bird/bird.ctl
 	caps=$(systemctl show -p CapabilityBoundingSet --value aokeyd)
 	groups=$(systemctl show -p SupplementaryGroups --value aokeyd)
-	local out
-	if out=$(systemd-run --quiet --wait --pipe --collect -p CapabilityBoundingSet="$caps" ${groups:+-p SupplementaryGroups="$groups"} \
-		-p NoNewPrivileges=yes -- /usr/bin/timeout 20 /usr/sbin/birdc -s /run/bird/bird.ctl show status 2>&1); then
+	# birdc run as root with exactly the unit's capability bounding set
+	# (what exec leaves a root process) and supplementary groups.
+	local out bset
+	bset=-all$(for c in $caps; do printf ',+%s' "${c#cap_}"; done)
+	if out=$(setpriv --bounding-set="$bset" ${groups:+--groups="$(echo "$groups" | tr ' ' ,)"} \
+		-- /usr/bin/timeout 20 /usr/sbin/birdc -s /run/bird/bird.ctl show status 2>&1); then
 		c=1
 	else
 		say "defect: BIRD's control socket ($(stat -c '%U:%G %a' /run/bird/bird.ctl)) unreachable with aokeyd's capabilities ($caps) and groups (${groups:-none}): $(printf '%s' "$out" | tr '\n' ' ' | cut -c1-300)"
