@@ -128,26 +128,46 @@ log:
 
 func (f *farEnd) peer(t *testing.T) bgp.PeerInfo {
 	t.Helper()
+	p, err := f.tryPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryPeer is B's gobgpd's neighbor A, or why not: while B starts (its
+// gobgpd under aokeyd exec waits for its aokeyd to key its listener
+// before it serves its API) there is none yet.
+func (f *farEnd) tryPeer() (bgp.PeerInfo, error) {
 	ps, err := f.gobgp.Speaker.Peers(context.Background())
 	if err != nil {
-		t.Fatalf("B's gobgpd ListPeer: %v", err)
+		return bgp.PeerInfo{}, fmt.Errorf("B's gobgpd ListPeer: %w", err)
 	}
 	for _, p := range ps {
 		if p.Neighbor == addrA {
-			return p
+			return p, nil
 		}
 	}
-	t.Fatalf("B's gobgpd has no neighbor %s", addrA)
-	return bgp.PeerInfo{}
+	return bgp.PeerInfo{}, fmt.Errorf("B's gobgpd has no neighbor %s", addrA)
 }
 
 func (f *farEnd) status(t *testing.T) control.PeerStatus {
 	t.Helper()
+	st, err := f.tryStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// tryStatus is B's aokeyd's status of A, or why not (while B starts,
+// its aokeyd knows no peer until its gobgpd lists them).
+func (f *farEnd) tryStatus() (control.PeerStatus, error) {
 	rep, err := f.ctl.Status(context.Background(), addrA.String())
 	if err != nil || len(rep.Peers) != 1 {
-		t.Fatalf("B's aokeyd status: %v (%d peers)", err, len(rep.Peers))
+		return control.PeerStatus{}, fmt.Errorf("B's aokeyd status: %v (%d peers)", err, len(rep.Peers))
 	}
-	return rep.Peers[0]
+	return rep.Peers[0], nil
 }
 
 // currentSend is the send ID of a status's Current_key with good
@@ -191,8 +211,16 @@ func TestAokeydFromPeerConfig(t *testing.T) {
 
 	var upA, upB bgp.PeerInfo
 	lab.Eventually(t, 40*time.Second, "the session established with TCP-AO on k1 at both ends", func() (bool, string) {
-		upA, upB = l.peerA(), f.peer(t)
-		sa, sb := l.status(), f.status(t)
+		var err error
+		upA = l.peerA()
+		if upB, err = f.tryPeer(); err != nil {
+			return false, err.Error()
+		}
+		sa := l.status()
+		sb, err := f.tryStatus()
+		if err != nil {
+			return false, err.Error()
+		}
 		ok := upA.Established() && upB.Established() && currentSend(sa.Keys) == k1.sendID() && currentSend(sb.Keys) == k1.recvID()
 		return ok, fmt.Sprintf("A %s keys %s; B %s keys %s", upA.State, lab.KeyList(sa.Keys), upB.State, lab.KeyList(sb.Keys))
 	})
