@@ -180,10 +180,7 @@ func TestDriverApplyAndRestore(t *testing.T) {
 // new Driver.
 func TestDriverRevoke(t *testing.T) {
 	d, _, kf := newTestDriver(t, "k1", "k2")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	ctx, stop := runDriver(t, d)
 	res, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1"})
 	if err != nil {
 		t.Fatal(err)
@@ -198,8 +195,7 @@ func TestDriverRevoke(t *testing.T) {
 	if strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {
 		t.Fatalf("file after the revoke:\n%s", b)
 	}
-	cancel()
-	<-done
+	stop()
 	s, err := revocation.Open(d.o.RevocationsFile, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -290,4 +286,16 @@ func TestDriverMendsNoListeningSocket(t *testing.T) {
 	if n := enables(); n != 1 {
 		t.Fatalf("%d enables of the protocol BIRD disabled for want of its listener over two passes, want 1", n)
 	}
+}
+
+// runDriver runs d until stop or the test's end, whichever comes first;
+// stop returns once Run has.
+func runDriver(t *testing.T, d *Driver) (ctx context.Context, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return ctx, stop
 }

@@ -22,11 +22,7 @@ import (
 // record is the fleet's).
 func TestDriverFleet(t *testing.T) {
 	d, _, kf := newTestDriver(t, "k1", "k2")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx, _ := runDriver(t, d)
 	file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
 	deadline := time.Now().Add(10 * time.Second)
 	for {

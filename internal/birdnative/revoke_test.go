@@ -1,7 +1,6 @@
 package birdnative
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -22,11 +21,7 @@ func TestDriverRevokeScoped(t *testing.T) {
 	for _, spelling := range []string{"192.0.2.2", "::ffff:192.0.2.2"} {
 		t.Run(spelling, func(t *testing.T) {
 			d, _, kf := newTestDriver(t, "k1", "k2")
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			ctx, _ := runDriver(t, d)
 			file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
 
 			if _, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1", Peer: "bogus"}); !errors.Is(err, control.ErrInvalid) {
