@@ -104,12 +104,8 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		}
 		lines = lines[max(0, len(lines)-12):]
 		for _, l := range lines {
-			var r struct {
-				Msg       string `json:"msg"`
-				PublishMS int64  `json:"publish_ms"`
-			}
-			if json.Unmarshal([]byte(l), &r) == nil && r.Msg == "fleet: round" {
-				slowestWrite = max(slowestWrite, time.Duration(r.PublishMS)*time.Millisecond)
+			if r, ok := fleetRoundOf(l); ok {
+				slowestWrite = max(slowestWrite, r.publish)
 			}
 		}
 		t.Logf("fleet-lag: %s's announce and publisher rounds (last %d):\n%s", far, len(lines), strings.Join(lines, "\n"))
@@ -160,14 +156,29 @@ func slowestFleetRound(paths []string) time.Duration {
 	for _, p := range paths {
 		lines := strings.Split(lab.Tail(p, 256<<10), "\n")
 		for _, l := range lines[max(0, len(lines)-400):] {
-			var raw map[string]any
-			if json.Unmarshal([]byte(l), &raw) != nil || raw["msg"] != "fleet: round" {
-				continue
+			if r, ok := fleetRoundOf(l); ok {
+				slowest = max(slowest, r.revocations+r.apply, r.status+r.publish)
 			}
-			num := func(k string) int64 { f, _ := raw[k].(float64); return int64(f) }
-			d := time.Duration(max(num("revocations_ms")+num("apply_ms"), num("status_ms")+num("publish_ms"))) * time.Millisecond
-			slowest = max(slowest, d)
 		}
 	}
 	return slowest
+}
+
+// fleetRound is one "fleet: round" debug line's step times.
+type fleetRound struct{ revocations, apply, status, publish time.Duration }
+
+// fleetRoundOf parses line as a publisher round's debug line.
+func fleetRoundOf(line string) (fleetRound, bool) {
+	var r struct {
+		Msg           string `json:"msg"`
+		RevocationsMS int64  `json:"revocations_ms"`
+		ApplyMS       int64  `json:"apply_ms"`
+		StatusMS      int64  `json:"status_ms"`
+		PubMS         int64  `json:"publish_ms"`
+	}
+	if json.Unmarshal([]byte(line), &r) != nil || r.Msg != "fleet: round" {
+		return fleetRound{}, false
+	}
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	return fleetRound{ms(r.RevocationsMS), ms(r.ApplyMS), ms(r.StatusMS), ms(r.PubMS)}, true
 }
