@@ -380,9 +380,10 @@ migration() {
 # past ProtectSystem to show the next). The full scenario makes the same
 # checks on this tree's package and fails at the first. Prints
 # "field-defects: package=V keys_dir_writable=B include_readable=B
-# control_socket=B runtime_kept=B" (1 held, 0 broken).
+# control_socket=B key_file_written_back=B runtime_kept=B" (1 held, 0
+# broken).
 defects() {
-	local w=0 r=0 c=0 k=0 caps groups
+	local w=0 r=0 c=0 b=0 k=0 caps groups
 	net_unit
 	(cd "$share/deb/1" && guide install) || exit 1
 	guide keys
@@ -401,6 +402,11 @@ defects() {
 		runuser -u bird -- cat "/etc/bird/aokeyd/$F.conf" >/dev/null 2>&1 && r=1
 		[ "$r" = 1 ] || say "defect: user bird cannot read the include file: $(ls -ld /etc/bird/aokeyd "/etc/bird/aokeyd/$F.conf" | tr '\n' ' ')"
 	fi
+	# ProtectSystem: a global revoke writes revoked: true back into the
+	# shipped key file, /etc/aokeyd/keys.yaml.
+	GUIDE_SOFT=1 guide revoke
+	grep -q 'name: k1,.*revoked: true' /etc/aokeyd/keys.yaml && b=1
+	[ "$b" = 1 ] || say "defect: the revoke was not written back into /etc/aokeyd/keys.yaml; aokeyd: $(journalctl -u aokeyd -o cat --no-pager | grep -i -m 3 'read-only\|denied\|keys.yaml' | tr '\n' ' ')"
 	# BIRD's control socket, made by BIRD running as bird (a
 	# configuration that includes nothing), reached with aokeyd's unit's
 	# capability bounding set and supplementary groups, as root.
@@ -426,8 +432,8 @@ defects() {
 	systemctl restart aokeyd
 	[ -e /run/aokeyd/field-marker ] && k=1
 	[ "$k" = 1 ] || say "defect: systemctl restart aokeyd removed /run/aokeyd"
-	printf 'field-defects: package=%s keys_dir_writable=%s include_readable=%s control_socket=%s runtime_kept=%s\n' \
-		"$(dpkg-query -W -f '${Version}' aokeyd)" "$w" "$r" "$c" "$k"
+	printf 'field-defects: package=%s keys_dir_writable=%s include_readable=%s control_socket=%s key_file_written_back=%s runtime_kept=%s\n' \
+		"$(dpkg-query -W -f '${Version}' aokeyd)" "$w" "$r" "$c" "$b" "$k"
 	echo 0 >"$share/results/done"
 }
 
