@@ -113,27 +113,55 @@ if [ $# -eq 0 ]; then
 	printf '  liveness, exhaustive, weak fairness (%s): %s states, depth %s, %s MB, %.1f s\n' \
 		"${MODEL_LIVENESS_FLAGS:--DCRASHES=0 -DLOSSES=0}" "$states" "$depth" "$mem" "$secs"
 	set -- $(cd "$dir" && ls mutant_*.pml | sed 's/^mutant_//; s/\.pml$//')
+	MODEL_ALL_MUTANTS=1
 fi
 
+# mutant NAME: builds and searches one mutant; writes its report (the
+# "model: mutant=" line and the counterexample) to $work/NAME.report and
+# exits non-zero when the mutant violates nothing.
+mutant() {
+	local m=$1 out=$work/$1 errors
+	[ -f "$dir/mutant_$m.pml" ] || { echo "model: no mutant $m" >"$work/$m.report"; return 1; }
+	{
+		# A mutant needs one counterexample: a safety search, unoptimised pan.
+		build "mutant_$m.pml" "$out" "-DNOCLAIM" || { echo "model: mutant=$m did not build"; return 1; }
+		(cd "$out" && ./pan -m200000 >pan.out 2>&1) || true
+		errors=$(field 's/.*errors: \([0-9]*\).*/\1/p' "$out/pan.out")
+		echo "model: mutant=$m errors=${errors:-?}"
+		if [ "${errors:-0}" = 0 ]; then
+			echo "  mutant $m violates no property: the properties are too weak"
+			return 1
+		fi
+		if grep -q '"roll.pml"' "$dir/mutant_$m.pml"; then
+			echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1 edited0 edited1 listenerA-verified0 listenerA-verified1; keys A=1 B=2 A'=4 (A's IDs, edited material), a mask; cur and rnext are IDs):"
+		else
+			echo "  counterexample (events):"
+		fi
+		(cd "$out" && spin -t "mutant_$m.pml" 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|violated|error' |
+			sed 's/^[[:space:]]*/    /' | tail -n "${MODEL_TRAIL_LINES:-40}") || true
+	} >"$work/$m.report" 2>&1
+}
+
+# Every mutant beside the model, and each one the model exists for (a
+# missing file is a failure: the property it stands for would go
+# unchecked). pan is single-threaded: two mutants at a time, one per
+# core; the reports are printed in name order once all ended.
+required="retire_early retire_in_use switch_unproven lifetime_drops_listener edit_applied edit_counters_only edit_unsettled md5_early restart_no_gate record_trusted"
+if [ "${MODEL_ALL_MUTANTS:-}" = 1 ]; then
+	for m in $required; do
+		case " $* " in *" $m "*) ;; *) set -- "$@" "$m" ;; esac
+	done
+fi
+pids=()
 for m in "$@"; do
-	out=$work/$m
-	[ -f "$dir/mutant_$m.pml" ] || { echo "model: no mutant $m" >&2; rc=1; continue; }
-	# A mutant needs one counterexample: a safety search, unoptimised pan.
-	build "mutant_$m.pml" "$out" "-DNOCLAIM"
-	(cd "$out" && ./pan -m200000 >pan.out 2>&1) || true
-	errors=$(field 's/.*errors: \([0-9]*\).*/\1/p' "$out/pan.out")
-	echo "model: mutant=$m errors=${errors:-?}"
-	if [ "${errors:-0}" = 0 ]; then
-		echo "  mutant $m violates no property: the properties are too weak" >&2
-		rc=1
-		continue
-	fi
-	if grep -q '"roll.pml"' "$dir/mutant_$m.pml"; then
-		echo "  counterexample (events, then ST: state0 state1 keys0 cur0 rnext0 keys1 cur1 rnext1 listener0 listener1 phase0 phase1 edited0 edited1 listenerA-verified0 listenerA-verified1; keys A=1 B=2 A'=4 (A's IDs, edited material), a mask; cur and rnext are IDs):"
-	else
-		echo "  counterexample (events):"
-	fi
-	(cd "$out" && spin -t "mutant_$m.pml" 2>&1 | grep -E 'EV |ST |CRASHAT|DROP|assert|CYCLE|violated|error' |
-		sed 's/^[[:space:]]*/    /' | tail -n "${MODEL_TRAIL_LINES:-40}") || true
+	while [ "$(jobs -rp | wc -l)" -ge "${MODEL_JOBS:-2}" ]; do wait -n || true; done
+	mutant "$m" &
+	pids+=("$!")
+done
+i=0
+for m in "$@"; do
+	wait "${pids[$i]}" || rc=1
+	cat "$work/$m.report"
+	i=$((i + 1))
 done
 exit $rc

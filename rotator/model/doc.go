@@ -5,8 +5,9 @@
 // kernel's RNext rules, with the old key's lifetime ending and in-place
 // edits of it, whose rule is edit.pml's) and its seeded mutants
 // (mutant_*.pml), checked by
-// spin through `make model`. Its tests check that the model names the
-// states and steps rotator exports and that every mutant still violates a
-// property. It has no Go API; rotator's replay tests run spin's traces
+// spin through `make model` (integration/tools/model.sh: the model's
+// searches, then every mutant, each of which must violate a property, and
+// each property's mutant must be there). Its test checks that the model
+// names the states and steps rotator exports. It has no Go API; rotator's replay tests run spin's traces
 // against the real machine.
 package model
