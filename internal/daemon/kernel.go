@@ -78,4 +78,4 @@ func (k Kernel) LogDefects(log *slog.Logger) {
 }
 
 // syncListenerDeletes is Options.Kernel.SyncListenerDeletes.
-func (d *Daemon) syncListenerDeletes() bool { return d.o.Kernel.SyncListenerDeletes() }
+func (rc *reconciler) syncListenerDeletes() bool { return rc.o.Kernel.SyncListenerDeletes() }
