@@ -15,7 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Adopt implements control.Backend: the keys for the peer that another
+// adopt is Daemon.Adopt (control.Backend): the keys for the peer that another
 // agent installed (foreign keys, owned.go) on its session's socket and on
 // the speaker's listeners become aokeyd's, recorded as adopted. From the
 // next pass they are planned as aokeyd's own: kept while desired or

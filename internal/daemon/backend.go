@@ -39,7 +39,7 @@ func mktIndex(snap *keystore.Snapshot, chain string) map[[2]uint8]keyName {
 	return out
 }
 
-// Status implements control.Backend.
+// status is Daemon.Status (control.Backend).
 func (sv *statusView) status(ctx context.Context, peer string) (control.StatusReport, error) {
 	now := time.Now()
 	cs := sv.o.Keys.Status()
@@ -502,16 +502,6 @@ func (sv *statusView) rollEvent(e rotator.Event) {
 // metricPeer is a peer's metric labels: its identity as text, at the edge.
 func metricPeer(id rotator.PeerID) metrics.Peer {
 	return metrics.Peer{Addr: id.Addr.String(), VRF: id.VRF}
-}
-
-// forget drops a peer that left the speaker's configuration, with its
-// metric series.
-func (rc *reconciler) forget(id rotator.PeerID) {
-	rc.log.Info("peer has no binding any more; forgotten", "peer", id)
-	rc.ctrl.Forget(id)
-	rc.early.forget(id)
-	p := rc.table.remove(id)
-	rc.stat.forget(id, p != nil)
 }
 
 func isNoAO(err error) bool {

@@ -29,7 +29,7 @@ func (cn *connector) keysActiveOpens(info bgp.PeerInfo) bool {
 	return cn.o.ActiveOpens && info.VRF == ""
 }
 
-// ConnectKeys answers connectguard's question for one connect() of the
+// connectKeys answers connectguard's question for one connect() of the
 // speaker (pid) to dst: the keys the peer's socket must carry before the
 // SYN leaves, with the key to sign it with as Current_key and RNext_key.
 // ok is false for a destination that is not a managed TCP-AO peer on the
@@ -159,7 +159,7 @@ func (c *connectTries) alternate(addr netip.Addr) bool {
 	return n%2 == 0
 }
 
-// ConnectMD5 answers connectguard's first question for one connect() of
+// connectMD5 answers connectguard's first question for one connect() of
 // the speaker (pid) to dst: the TCP-MD5 password to sign it with, when the
 // peer still runs TCP-MD5 (its chain holds a password and no migration
 // has reached its switch time; after a roll-back TCP-MD5 again). The key

@@ -16,7 +16,10 @@ import (
 // tracker's session events. Each hands the request to the part that owns
 // what it reads or changes; none holds state here.
 
-var _ control.Backend = (*Daemon)(nil)
+var (
+	_ control.Backend     = (*Daemon)(nil)
+	_ control.RollWatcher = (*Daemon)(nil)
+)
 
 // Kick asks for a full reconcile pass now: desired state recomputed and
 // the listeners re-read from the kernel.

@@ -75,3 +75,7 @@ func (co *core) snapshot() *keystore.Snapshot {
 	co.revs.Apply(s)
 	return s
 }
+
+// boundChain reports whether a source chain is read by a key chain that
+// some binding uses (the key cache holds only those back).
+func (co *core) boundChain(chain string) bool { return co.pol.Load().bound[chain] }

@@ -14,7 +14,7 @@ import (
 // status has a line while it holds, and aoctl plan plans the listeners as
 // the sync does under it (every key frozen but a revoked one) and lists
 // each delete it holds back. Invariants:
-//   - d.rec.gate is non-nil exactly while the gate holds: from New until
+//   - the reconciler's gate is non-nil exactly while the gate holds: from New until
 //     sessionsRead latches; the reconcile goroutine writes it, any reader
 //     loads it.
 //   - A held line is a delete the same plan makes without the gate: what

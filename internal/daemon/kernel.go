@@ -76,6 +76,3 @@ func (k Kernel) LogDefects(log *slog.Logger) {
 			"err", k.Unplaced, "mitigation", k.Mitigations().String())
 	}
 }
-
-// syncListenerDeletes is Options.Kernel.SyncListenerDeletes.
-func (rc *reconciler) syncListenerDeletes() bool { return rc.o.Kernel.SyncListenerDeletes() }

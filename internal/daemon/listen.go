@@ -100,7 +100,7 @@ type heldListener struct {
 func (h *heldListener) Ref() sockets.Ref               { return h.ref }
 func (h *heldListener) Do(fn func(fd int) error) error { return fn(h.fd) }
 
-// ListenKeys is the connect guard's Listen (connectguard.ListenFunc): it
+// listenKeys is the connect guard's Listen (connectguard.ListenFunc): it
 // keys the socket l of the speaker, held in its listen(2) on the BGP port,
 // as a listener before the listen proceeds, and says whether that was
 // done. A socket on another port is none of aokeyd's: nil, untouched. It

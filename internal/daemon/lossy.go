@@ -26,10 +26,6 @@ import (
 // errFrozen is wrapped by desiredFor for a peer whose chain is degraded.
 var errFrozen = errors.New("key chain degraded in the key source: the session's keys are left as they are (nothing deleted or switched) until the source is fixed")
 
-// boundChain reports whether a source chain is read by a key chain that
-// some binding uses (the key cache holds only those back).
-func (co *core) boundChain(chain string) bool { return co.pol.Load().bound[chain] }
-
 // holds is what the snapshot holds back (keystore.Snapshot.Held) plus the
 // bound source chains it does not have at all, in a stable order.
 func (rc *reconciler) holds(snap *keystore.Snapshot) []keystore.Hold {

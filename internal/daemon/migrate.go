@@ -58,7 +58,7 @@ func (mg *migrations) migrationPrefix(b policy.Binding) (netip.Prefix, bool) {
 	return b.Neighbor, false
 }
 
-// Migrate implements control.Backend: it records a migration for the
+// handle is Daemon.Migrate (control.Backend): it records a migration for the
 // TCP-MD5 peer (or every one), which the passes then carry out.
 func (mg *migrations) handle(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
 	snap, release := mg.shared()
@@ -347,7 +347,7 @@ func statusMigration(r migrate.Record) control.Migration {
 		At: r.At, Deadline: r.Deadline(), Since: r.Since, Reason: r.Reason}
 }
 
-// FollowMigration starts this end's migration of the link to peer when
+// follow starts this end's migration of the link to peer when
 // the far end (router, another aokeyd, through the fleet document) runs
 // one: the same switch time and bound, so that the two ends switch
 // together. Nothing happens when the peer is not a TCP-MD5 peer here,
@@ -378,7 +378,7 @@ func (mg *migrations) follow(ctx context.Context, router string, addr netip.Addr
 	mg.recon.resync()
 }
 
-// MigrationFollowWanted reports whether any peer could follow a far
+// followWanted reports whether any peer could follow a far
 // end's migration: a TCP-MD5 peer without a migration in progress or
 // done. The fleet's documents are read for FollowMigration only then.
 func (mg *migrations) followWanted() bool {

@@ -41,7 +41,7 @@ type peerState struct {
 
 // peer returns the peer's current state. A *peerState is never modified
 // once published (updatePeer replaces it), so the caller may read it
-// without holding d.peers.mu.
+// without holding the table's lock.
 func (pt *peerTable) peer(id rotator.PeerID) *peerState {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-// Plan implements control.Backend: a dry run against the kernel's state
+// plan is Daemon.Plan (control.Backend): a dry run against the kernel's state
 // now.
 func (rc *reconciler) plan(ctx context.Context) (control.PlanReport, error) {
 	now := time.Now()

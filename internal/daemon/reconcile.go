@@ -165,7 +165,7 @@ type passInputs struct {
 	migr    uint64 // migrate.Store generation
 	revoked int    // recorded revocations
 	pol     *policy.Policy
-	events  uint64 // Daemon.events
+	events  uint64 // reconciler.events
 	early   uint64 // aoctl rotate's requests (earlyRolls generation)
 }
 

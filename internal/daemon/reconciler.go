@@ -26,7 +26,7 @@ type reconciler struct {
 	kick    chan struct{}        // wake: a pass now
 	revokes chan *listenerRevoke // a revoke's listener part, applied between passes
 	listens chan *listenAsk      // a socket held in listen(2) to key (listen.go)
-	done    chan struct{}        // closed when Run returns
+	done    chan struct{}        // closed when Run returns (stopped)
 
 	// events counts the requests for a full pass with recompute that no
 	// version records: Kick (SIGHUP reload, aoctl rotate and revoke, a key
@@ -177,3 +177,16 @@ func (rc *reconciler) md5HeldNow() []rotator.MD5Held {
 	defer rc.mu.Unlock()
 	return rc.md5Held
 }
+
+// forget drops a peer that left the speaker's configuration, with its
+// metric series.
+func (rc *reconciler) forget(id rotator.PeerID) {
+	rc.log.Info("peer has no binding any more; forgotten", "peer", id)
+	rc.ctrl.Forget(id)
+	rc.early.forget(id)
+	p := rc.table.remove(id)
+	rc.stat.forget(id, p != nil)
+}
+
+// syncListenerDeletes is Options.Kernel.SyncListenerDeletes.
+func (rc *reconciler) syncListenerDeletes() bool { return rc.o.Kernel.SyncListenerDeletes() }

@@ -95,7 +95,7 @@ func (ow *ownership) kickAndWait(ctx context.Context) bool {
 	}
 }
 
-// Replace implements control.Backend: it approves the key source's
+// replace is Daemon.Replace (control.Backend): it approves the key source's
 // material of req's key, waits for the listeners to take it, then applies
 // it to every session that reads the key's chain and resets those that
 // cannot take it in place.

@@ -174,7 +174,7 @@ func (j *rollJournal) after(id rotator.PeerID, seq uint64) ([]journalStep, <-cha
 	return out, j.changed
 }
 
-// Rolls implements control.RollWatcher: the peer's roll steps after
+// rollsReport is Daemon.Rolls (control.RollWatcher): the peer's roll steps after
 // req.After, waiting up to req.Wait for one, keys named from the key
 // source.
 func (sv *statusView) rollsReport(ctx context.Context, req control.RollsRequest) (control.RollsReport, error) {

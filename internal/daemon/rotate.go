@@ -12,7 +12,7 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-// Rotate implements control.Backend: roll now to the newest key the source
+// rotate is Daemon.Rotate (control.Backend): roll now to the newest key the source
 // holds for the peer, ahead of its send time: that key, once (early.go).
 // The requests are in the early-roll record before any pass acts on them
 // (earlyRolls.ask); when it cannot be written no roll starts.

@@ -5,24 +5,38 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-// The Daemon's state, one owner for each piece (see doc.go):
+// The Daemon's state, one owner for each piece (see doc.go). Each part
+// is a type with its own fields and methods, built by New (newCore) over
+// the core they share (core.go), and reached by the others through its
+// methods only (parts_test.go):
 //
-//   - rotator.Controller: each peer's desired keys and whether a rotation
-//     machine runs on its session (SetDesired, Adopt, Runs); each
-//     session's socket is written by its machine alone.
-//   - reconciler: the pass inputs, the listeners' desired keys and the
-//     listening sockets, which only the reconcile goroutine (Run) writes;
-//     a revoke asks it to take a key off them (listenerRevoke), the listen
-//     guard to key a socket held in listen(2) (listenAsk).
-//   - peerTable: what the speaker reported of each peer (session, binding,
-//     socket handle), written by the session events and the pass's
-//     take-overs and forgets.
-//   - operatorAsks: what operators asked for that the next pass applies
-//     (aoctl rotate's early rolls, aoctl replace's approvals).
-//   - policyState: the policy in force, swapped whole by SetPolicy.
-//   - scrapeView: what the metrics already hold, the scrape's alone.
-//   - listenerWatch: the speaker's pid as the listener syncs found it, and
-//     the listener watch's last listing (lwatch.go).
+//   - rotator.Controller (core.ctrl): each peer's desired keys and whether
+//     a rotation machine runs on its session (SetDesired, Adopt, Runs);
+//     each session's socket is written by its machine alone.
+//   - reconciler (reconciler.go, reconcile.go, listen.go, md5.go,
+//     carried.go, lwatch.go, ...): the pass inputs, the listeners' desired
+//     keys and the listening sockets, which only the reconcile goroutine
+//     (run) writes; a revoke asks it to take a key off them
+//     (askListenerRevoke), the listen guard to key a socket held in
+//     listen(2) (listenKeys). It owns the carried-keys record and the
+//     listener watch's state (listenerWatch) too.
+//   - peerTable (peers.go): what the speaker reported of each peer
+//     (session, binding, socket handle), written by the session events it
+//     handles (OnEstablished, OnDown, takeOver) and the pass's forgets.
+//   - revocations (revoke.go): the revocation record, written only by a
+//     revoke; the passes read it (Apply, Scope, Count).
+//   - ownership (ownership.go, adopt.go, replace.go): the ledger of the
+//     keys aokeyd installed and aoctl replace's approvals.
+//   - migrations (migrate.go): the TCP-MD5 to TCP-AO migration record.
+//   - earlyRolls (early.go, earlyrecord.go, rotate.go): aoctl rotate's
+//     early rolls and their record.
+//   - statusView (statusview.go, backend.go, verify.go, rolls.go): what
+//     the metrics already hold (the scrape's alone), the roll journal,
+//     the reload's warnings.
+//   - connector (connect.go): the alternation of the keys offered to the
+//     speaker's connects.
+//   - core: policyState, the policy in force, swapped whole by SetPolicy;
+//     snapshots, the shared key snapshot under its lock.
 
 // listenerWant is the listeners' desired state per address family.
 type listenerWant struct{ v4, v6 rotator.Desired }

@@ -74,7 +74,7 @@ func keysInUse(ps *control.PeerStatus, rs rotator.Status) {
 	}
 }
 
-// SetConfigWarnings replaces the warnings about the configuration that
+// setConfigWarnings replaces the warnings about the configuration that
 // status shows: the settings a reload (SIGHUP) could not apply, each
 // waiting for a restart.
 func (sv *statusView) setConfigWarnings(w []string) {
