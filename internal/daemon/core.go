@@ -41,6 +41,9 @@ type core struct {
 
 func (co *core) policy() *policy.Policy { return co.pol.Load().pol }
 
+// setPolicy swaps in the policy in force, whole (Daemon.SetPolicy).
+func (co *core) setPolicy(p *policy.Policy) { co.pol.Store(newPolicyState(p)) }
+
 func (co *core) managed(p bgp.PeerInfo) bool {
 	_, err := co.policy().BindingFor(p.Neighbor, p.VRF)
 	return err == nil

@@ -126,7 +126,7 @@ type Daemon struct {
 func newCore(o Options, rs *revocation.Store, owned *ledger, migr *migrate.Store, carried *carriedRecord) *core {
 	co := &core{o: o, log: o.Logger}
 	if o.Policy != nil { // New requires it; a test's core may go without
-		co.pol.Store(newPolicyState(o.Policy))
+		co.setPolicy(o.Policy)
 	}
 	co.revs = &revocations{core: co, store: rs}
 	co.owns = &ownership{core: co, led: owned}
@@ -269,7 +269,7 @@ func New(o Options) (*Daemon, error) {
 // SetPolicy swaps in a new, already validated policy (SIGHUP reload) and
 // reconciles at once.
 func (d *Daemon) SetPolicy(p *policy.Policy) {
-	d.co.pol.Store(newPolicyState(p))
+	d.co.setPolicy(p)
 	d.rec.askFull()
 }
 

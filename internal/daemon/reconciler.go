@@ -183,9 +183,10 @@ func (rc *reconciler) md5HeldNow() []rotator.MD5Held {
 func (rc *reconciler) forget(id rotator.PeerID) {
 	rc.log.Info("peer has no binding any more; forgotten", "peer", id)
 	rc.ctrl.Forget(id)
+	rc.stat.forgetRolls(id)
 	rc.early.forget(id)
 	p := rc.table.remove(id)
-	rc.stat.forget(id, p != nil)
+	rc.stat.forgetPeer(id, p != nil)
 }
 
 // syncListenerDeletes is Options.Kernel.SyncListenerDeletes.

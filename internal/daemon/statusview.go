@@ -33,11 +33,13 @@ type statusView struct {
 // lastRoll is the sequence number of the last roll step journaled.
 func (sv *statusView) lastRoll() uint64 { return sv.rolls.last() }
 
-// forget drops what the view holds of a peer forgotten, with its metric
-// series when it was in the peer table (had): after the table let it go,
-// so that no roll event publishes a series again (rollEvent).
-func (sv *statusView) forget(id rotator.PeerID, had bool) {
-	sv.rolls.forget(id)
+// forgetRolls drops a forgotten peer's roll steps.
+func (sv *statusView) forgetRolls(id rotator.PeerID) { sv.rolls.forget(id) }
+
+// forgetPeer drops what the view holds of a peer forgotten, with its
+// metric series when it was in the peer table (had): after the table let
+// it go, so that no roll event publishes a series again (rollEvent).
+func (sv *statusView) forgetPeer(id rotator.PeerID, had bool) {
 	sv.verify.forget(id)
 	if had && sv.o.Metrics != nil {
 		sv.o.Metrics.DeletePeer(metricPeer(id))
