@@ -36,8 +36,8 @@ func TestAbortMetricLabelFromReason(t *testing.T) {
 			}
 			d := eventDaemon(t, m)
 			for i := 1; i <= 2; i++ {
-				d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted})
-				d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: c.reason, Attempts: i, LastAbortReason: c.reason})
+				d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted})
+				d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: c.reason, Attempts: i, LastAbortReason: c.reason})
 			}
 			exp := fmt.Sprintf(`# HELP %[1]s Key rotations aborted, by reason.
 # TYPE %[1]s counter
@@ -62,11 +62,11 @@ func TestAbortsCountedEachUnderItsReason(t *testing.T) {
 	}
 	d := eventDaemon(t, m)
 	for i, r := range []rotator.AbortReason{rotator.AbortSwitchTimeout, rotator.AbortGuardRefused, rotator.AbortSwitchTimeout} {
-		d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted})
-		d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: r, Attempts: i + 1, LastAbortReason: r})
+		d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted})
+		d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: r, Attempts: i + 1, LastAbortReason: r})
 	}
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollCompleted})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollStarted, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollCompleted})
 	exp := fmt.Sprintf(`# HELP %[1]s Key rotations aborted, by reason.
 # TYPE %[1]s counter
 %[1]s{peer="192.0.2.2",reason="guard-refused",vrf=""} 1
@@ -82,8 +82,8 @@ func TestAbortsCountedEachUnderItsReason(t *testing.T) {
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(started), metrics.NameRotationsStarted); err != nil {
 		t.Error(err)
 	}
-	d.forget(testPeer)
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventState, State: rotator.StateSteady})
+	d.rec.forget(testPeer)
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventState, State: rotator.StateSteady})
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(""), metrics.NameRotationsAborted, metrics.NameRotationState); err != nil {
 		t.Errorf("a forgotten peer's late event: %v", err)
 	}
@@ -94,6 +94,8 @@ func TestAbortsCountedEachUnderItsReason(t *testing.T) {
 func eventDaemon(t *testing.T, m *metrics.Metrics) *Daemon {
 	ctrl := rotator.NewController(rotator.Options{})
 	t.Cleanup(ctrl.Close)
-	return &Daemon{o: Options{Metrics: m}, log: slog.New(slog.DiscardHandler), ctrl: ctrl,
-		peers: peerTable{m: map[rotator.PeerID]*peerState{testPeer: {id: testPeer}}}}
+	co := newCore(Options{Metrics: m, Logger: slog.New(slog.DiscardHandler)}, nil, nil, nil, nil)
+	co.ctrl = ctrl
+	co.table.updatePeer(testPeer, func(*peerState) {})
+	return wire(co)
 }

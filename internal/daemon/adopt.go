@@ -15,7 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Adopt implements control.Backend: the keys for the peer that another
+// adopt is Daemon.Adopt (control.Backend): the keys for the peer that another
 // agent installed (foreign keys, owned.go) on its session's socket and on
 // the speaker's listeners become aokeyd's, recorded as adopted. From the
 // next pass they are planned as aokeyd's own: kept while desired or
@@ -30,13 +30,13 @@ import (
 // without req.Prefix such keys are only listed (Left), and with it the
 // adopt is refused while another neighbor relies on the prefix
 // (adoptConflicts).
-func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
+func (ow *ownership) adopt(ctx context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
 	addr, err := netip.ParseAddr(req.Peer)
 	if err != nil {
 		return control.AdoptResult{}, fmt.Errorf("%w: peer %q is not an IP address", control.ErrInvalid, req.Peer)
 	}
 	addr = addr.Unmap()
-	if _, err := d.policy().BindingFor(addr, req.VRF); err != nil {
+	if _, err := ow.policy().BindingFor(addr, req.VRF); err != nil {
 		return control.AdoptResult{}, fmt.Errorf("peer %s: %v: %w", addr, err, control.ErrNotFound)
 	}
 	idx, err := ifIndex(req.VRF)
@@ -45,7 +45,7 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	}
 	want := hostPrefix(addr)
 	if req.Prefix != "" {
-		if want, err = d.adoptPrefix(ctx, addr, req); err != nil {
+		if want, err = ow.adoptPrefix(ctx, addr, req); err != nil {
 			return control.AdoptResult{}, err
 		}
 	}
@@ -61,11 +61,11 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	var all []found
 	look := func(h bgp.SocketHandle, where string) error {
 		ref := h.Ref()
-		obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadFull)
+		obs, err := rotator.Observe(ow.o.SocketOf(h), rotator.ReadFull)
 		if err != nil {
 			return fmt.Errorf("read the %s: %w", where, err)
 		}
-		o := d.owned.owner(ref.PID)
+		o := ow.led.owner(ref.PID)
 		for _, k := range obs.Keys {
 			if !k.Peer.Contains(addr) || k.IfIndex != idx || o.Owns(k) {
 				continue
@@ -78,12 +78,12 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 		}
 		return nil
 	}
-	if p := d.peer(peer.KeyOf(addr, req.VRF)); p != nil && p.handle != nil {
+	if p := ow.table.peer(peer.KeyOf(addr, req.VRF)); p != nil && p.handle != nil {
 		if err := look(p.handle, "session"); err != nil {
 			return res, err
 		}
 	}
-	hs, err := d.tracker.Listeners(ctx)
+	hs, err := ow.tracker.Listeners(ctx)
 	if err != nil {
 		return res, fmt.Errorf("the speaker's listeners: %w", err)
 	}
@@ -97,18 +97,18 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 	}
 	for _, f := range all {
 		k := f.k
-		d.owned.record(f.o.p, f.ref.Cookie, k.KeyRef, k.Fingerprint, true)
+		ow.led.record(f.o.p, f.ref.Cookie, k.KeyRef, k.Fingerprint, true)
 		res.Adopted = append(res.Adopted, control.AdoptedKey{Socket: f.at, Prefix: k.Peer.String(), SendID: k.SendID, RecvID: k.RecvID})
-		d.log.Warn("foreign key adopted: aokeyd may now change or retire it", "peer", addr, "vrf", req.VRF,
+		ow.log.Warn("foreign key adopted: aokeyd may now change or retire it", "peer", addr, "vrf", req.VRF,
 			"socket", f.ref.String(), "send_id", k.SendID, "recv_id", k.RecvID)
 	}
 	if len(res.Adopted) > 0 {
-		d.owned.adopted()
-		if err := d.owned.flush(); err != nil {
+		ow.led.adopted()
+		if err := ow.led.flush(); err != nil {
 			return res, fmt.Errorf("adopted, but the ownership record cannot be written (the adoption is lost at a restart): %w", err)
 		}
 	}
-	d.Kick()
+	ow.recon.askFull()
 	return res, nil
 }
 
@@ -118,7 +118,7 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 // session (its socket may carry the key), and none inside it may be one
 // that no binding of the policy covers (aokeyd does not manage it, so
 // nothing would give it a key once the prefix's were retired).
-func (d *Daemon) adoptPrefix(ctx context.Context, addr netip.Addr, req control.AdoptRequest) (netip.Prefix, error) {
+func (ow *ownership) adoptPrefix(ctx context.Context, addr netip.Addr, req control.AdoptRequest) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(req.Prefix)
 	if err != nil {
 		return p, fmt.Errorf("%w: prefix %q: %v", control.ErrInvalid, req.Prefix, err)
@@ -127,7 +127,7 @@ func (d *Daemon) adoptPrefix(ctx context.Context, addr netip.Addr, req control.A
 	if !p.Contains(addr) {
 		return p, fmt.Errorf("%w: prefix %s does not contain the peer %s", control.ErrInvalid, p, addr)
 	}
-	peers, err := d.o.Speaker.Peers(ctx)
+	peers, err := ow.o.Speaker.Peers(ctx)
 	if err != nil {
 		return p, fmt.Errorf("the speaker's neighbors (to check that no other one relies on %s): %w", p, err)
 	}
@@ -137,7 +137,7 @@ func (d *Daemon) adoptPrefix(ctx context.Context, addr netip.Addr, req control.A
 		if n.VRF != req.VRF || a == addr || !p.Contains(a) {
 			continue
 		}
-		_, berr := d.policy().BindingFor(a, n.VRF)
+		_, berr := ow.policy().BindingFor(a, n.VRF)
 		switch {
 		case n.State == bgp.StateEstablished:
 			uses = append(uses, a.String()+" (established)")

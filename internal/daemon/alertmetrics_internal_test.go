@@ -33,13 +33,13 @@ func TestRollAttemptsGauge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 1, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 1)
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortGuardRefused, Attempts: 2, LastAbortReason: rotator.AbortGuardRefused})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortGuardRefused, Attempts: 2, LastAbortReason: rotator.AbortGuardRefused})
 	want("guard-refused", 2)
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollAborted, Reason: rotator.AbortSwitchTimeout, Attempts: 3, LastAbortReason: rotator.AbortSwitchTimeout})
 	want("switch-timeout", 3)
-	d.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollCompleted})
+	d.stat.rollEvent(rotator.Event{Peer: testPeer, Kind: rotator.EventRollCompleted})
 	want("", 0)
 }
 

@@ -39,45 +39,44 @@ func mktIndex(snap *keystore.Snapshot, chain string) map[[2]uint8]keyName {
 	return out
 }
 
-// Status implements control.Backend.
-func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport, error) {
+// status is Daemon.Status (control.Backend).
+func (sv *statusView) status(ctx context.Context, peer string) (control.StatusReport, error) {
 	now := time.Now()
-	cs := d.o.Keys.Status()
+	cs := sv.o.Keys.Status()
 	rep := control.StatusReport{
 		GeneratedAt: now,
-		Speaker:     d.o.Speaker.Name(),
+		Speaker:     sv.o.Speaker.Name(),
 		KeySource: control.KeySourceStatus{
 			Name: cs.Source, LastSync: cs.LastGood, Age: control.Duration(cs.Age),
-			Stale: !cs.HaveSnapshot || cs.Age > d.o.StaleAfter,
+			Stale: !cs.HaveSnapshot || cs.Age > sv.o.StaleAfter,
 		},
 	}
 	if cs.LastError != nil {
 		rep.KeySource.LastError = cs.LastError.Error()
 	}
-	d.rec.mu.Lock()
-	rep.Optmem = control.Optmem{Limit: d.rec.optmem.limit, Needed: d.rec.optmem.needed}
-	d.rec.mu.Unlock()
+	om := sv.recon.optMem()
+	rep.Optmem = control.Optmem{Limit: om.limit, Needed: om.needed}
 	// Stale-source, optmem and not-passive warnings are derived from these
 	// fields (StatusReport.Complete, below).
-	snap, release := d.shared()
+	snap, release := sv.shared()
 	defer release()
-	for _, h := range d.holds(snap) {
+	for _, h := range sv.recon.holds(snap) {
 		rep.KeySource.Held = append(rep.KeySource.Held, heldKey(h))
 		rep.Warnings = append(rep.Warnings, holdWarning(h))
 	}
-	if w := d.revoked.Warning(); w != "" {
+	if w := sv.revs.Warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
-	if w := d.owned.warning(); w != "" {
+	if w := sv.owns.warning(); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
-	rep.Warnings = append(rep.Warnings, d.ops.early.warnings()...)
-	if w := d.configWarn.Load(); w != nil {
+	rep.Warnings = append(rep.Warnings, sv.early.warnings()...)
+	if w := sv.configWarn.Load(); w != nil {
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
-	rep.ListenerFaults = d.listenerFaults() // their warnings: rep.Complete
-	rep.StartUpGate = d.startUpGate()
-	if k := d.o.Kernel; k.Release != "" {
+	rep.ListenerFaults = sv.recon.listenerFaults() // their warnings: rep.Complete
+	rep.StartUpGate = sv.recon.startUpGate()
+	if k := sv.o.Kernel; k.Release != "" {
 		rep.Kernel = k.Status() // its defects' warnings: rep.Complete
 		for _, p := range snap.RefusedAlgorithms(k.Algorithms, k.Release) {
 			rep.Warnings = append(rep.Warnings, p.Error())
@@ -87,47 +86,47 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 	var infos []bgp.PeerInfo
 	var err error
 	if peer == "" {
-		infos, err = d.speakerPeers(ctx)
+		infos, err = sv.speakerPeers(ctx)
 	} else {
-		infos, err = d.speakerPeer(ctx, peer)
+		infos, err = sv.speakerPeer(ctx, peer)
 	}
 	if err != nil {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", d.o.Speaker.Name(), err))
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", sv.o.Speaker.Name(), err))
 		infos = infos[:0]
-		for _, p := range d.peerList() {
+		for _, p := range sv.table.peerList() {
 			infos = append(infos, p.info)
 		}
 	}
-	rot := d.rotationStatus(peer, infos)
+	rot := sv.rotationStatus(peer, infos)
 	// The listeners are found once (a sock_diag dump and a scan of the
 	// speaker's descriptors) for the sockets list and the verify view.
 	var listeners []control.Socket
-	hs, _ := d.tracker.Listeners(ctx)
+	hs, _ := sv.tracker.Listeners(ctx)
 	for _, h := range hs {
 		r := h.Ref()
 		listeners = append(listeners, control.Socket{Kind: control.KindListen, Local: r.Local.String(), Inode: r.Inode})
 	}
-	verify := d.verifyViewer(hs, infos, peer != "")
+	verify := sv.verifyViewer(hs, infos, peer != "")
 	found := false
 	for _, info := range infos {
 		id := info.Key()
 		if peer != "" && peer != info.Key().String() && peer != info.Neighbor.String() {
 			continue
 		}
-		if !d.managed(info) {
+		if !sv.managed(info) {
 			if peer != "" {
 				return rep, fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", peer, control.ErrNotFound)
 			}
 			continue
 		}
 		found = true
-		rep.Peers = append(rep.Peers, verify(d.peerStatus(snap, info, rot[id], listeners, now), info))
+		rep.Peers = append(rep.Peers, verify(sv.peerStatus(snap, info, rot[id], listeners, now), info))
 	}
 	if peer != "" && !found {
 		return rep, fmt.Errorf("peer %s: %w", peer, control.ErrNotFound)
 	}
 	if peer == "" {
-		rep.Chains = chainview.Chains(d.policy(), snap, now)
+		rep.Chains = chainview.Chains(sv.policy(), snap, now)
 	}
 	rep.Complete()
 	return rep, nil
@@ -141,7 +140,7 @@ const statusListWait = 2 * time.Second
 
 // speakerPeers is Speaker.Peers, waited for no longer than statusListWait
 // even when the speaker does not heed its context.
-func (d *Daemon) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
+func (sv *statusView) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusListWait)
 	defer cancel()
 	type answer struct {
@@ -150,7 +149,7 @@ func (d *Daemon) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		ps, err := d.o.Speaker.Peers(ctx)
+		ps, err := sv.o.Speaker.Peers(ctx)
 		ch <- answer{ps, err}
 	}()
 	select {
@@ -161,11 +160,11 @@ func (d *Daemon) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) {
 	}
 }
 
-func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
+func (sv *statusView) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
 	id := info.Key()
 	ps := control.PeerStatus{
 		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
-		Passive: info.Passive, ActiveOpensKeyed: d.keysActiveOpens(info), Sockets: slices.Clone(listeners),
+		Passive: info.Passive, ActiveOpensKeyed: sv.conns.keysActiveOpens(info), Sockets: slices.Clone(listeners),
 	}
 	if info.Established() && !info.Uptime.IsZero() {
 		ps.Uptime = control.Duration(now.Sub(info.Uptime).Truncate(time.Second))
@@ -178,21 +177,21 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 		ps.Warnings = append(ps.Warnings, md5Fix(info.Neighbor))
 	}
 	var h bgp.SocketHandle
-	if p := d.peer(id); p != nil {
+	if p := sv.table.peer(id); p != nil {
 		h = p.handle
 	}
 
 	var pk policy.PeerKeys
 	if snap != nil {
 		var err error
-		pk, err = d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, now)
+		pk, err = sv.recon.peerDesired(sv.policy(), snap, info.Neighbor, info.VRF, now)
 		if err != nil {
 			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
 		} else if snap.Degraded(pk.SourceChain) {
 			ps.Warnings = append(ps.Warnings, fmt.Sprintf("key chain %s: %v", pk.SourceChain, errFrozen))
 		}
 	}
-	mr, migrating := d.migrationOf(info.Neighbor, info.VRF)
+	mr, migrating := sv.migrs.migrationOf(info.Neighbor, info.VRF)
 	if migrating {
 		m := statusMigration(mr)
 		ps.Migration = &m
@@ -204,7 +203,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	// says what a peer that is down will run.
 	sessionAO := false
 	if h != nil {
-		_, err := d.o.SocketOf(h).Info()
+		_, err := sv.o.SocketOf(h).Info()
 		sessionAO = err == nil
 	}
 	ps.Auth = control.AuthNone
@@ -225,7 +224,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	if migrating && mr.Step == migrate.Done && md5Peer(pk) {
 		ps.Warnings = append(ps.Warnings, migratedMD5Warning(pk.SourceChain))
 	}
-	ps.Warnings = append(ps.Warnings, d.md5Warnings(info.Neighbor)...)
+	ps.Warnings = append(ps.Warnings, sv.recon.md5Warnings(info.Neighbor)...)
 	if md5Peer(pk) && (!migrating || !mr.Step.Active()) {
 		pk.Keys = nil // none of the chain's TCP-AO keys is installed for a TCP-MD5 peer
 	}
@@ -236,11 +235,11 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	// A peer this process never saw up is warned of too: after a restart
 	// the listener keeps what its last session carried (carried.go).
-	ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(d.listenerKept(), info), names, now)...)
-	ps.Edits = editStatus(rs.Edits, d.listenerEditsFor(info), names)
+	ps.Warnings = append(ps.Warnings, keptWarnings(rs, listenerKeptFor(sv.recon.listenerKept(), info), names, now)...)
+	ps.Edits = editStatus(rs.Edits, sv.recon.listenerEditsFor(info), names)
 	ps.Rotation = control.Rotation{State: string(rs.State), Since: rs.Since, NextAction: rs.NextAction, NextAt: rs.NextAt,
 		Waiting: rs.Waiting, LastAbortReason: rs.LastAbortReason.String(), LastAbort: rs.LastAbort}
-	ps.EarlyRoll = d.ops.early.status(id, now)
+	ps.EarlyRoll = sv.early.status(id, now)
 	if rs.HavePending {
 		if n, ok := names[[2]uint8{rs.Pending.SendID, rs.Pending.RecvID}]; ok {
 			ps.Rotation.PendingKey = n.chain + "/" + n.mkt.Name
@@ -259,7 +258,7 @@ func (d *Daemon) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotat
 	}
 	r := h.Ref()
 	ps.Sockets = append(ps.Sockets, control.Socket{Kind: control.KindEstablished, Local: r.Local.String(), Remote: r.Remote.String(), Inode: r.Inode})
-	obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadBare)
+	obs, err := rotator.Observe(sv.o.SocketOf(h), rotator.ReadBare)
 	if err != nil {
 		ps.Warnings = append(ps.Warnings, "reading the session's TCP-AO state: "+err.Error())
 		return ps
@@ -325,34 +324,33 @@ func statusKey(chain string, m keystore.MKT, send, accept keystore.Lifetime, sta
 // costs nothing more: its series hold what the last scrape put there, and
 // the metrics serve the counters' age from their read time. Peers that are
 // gone lost their series when they went (forget).
-func (d *Daemon) observeMetrics() {
-	m := d.o.Metrics
+func (sv *statusView) observeMetrics() {
+	m := sv.o.Metrics
 	if m == nil {
 		return
 	}
-	// The controller's status first: its goroutines take d.mu (through the
+	// The controller's status first: its goroutines take  (through the
 	// session guard) while they hold their own lock.
-	sts := d.ctrl.Snapshots()
-	d.rec.mu.Lock()
-	m.SetOptmem(d.rec.optmem.limit, d.rec.optmem.needed)
-	d.rec.mu.Unlock()
-	snap, release := d.shared()
+	sts := sv.ctrl.Snapshots()
+	om := sv.recon.optMem()
+	m.SetOptmem(om.limit, om.needed)
+	snap, release := sv.shared()
 	defer release()
-	m.SetHeldBack(metricHolds(d.holds(snap)))
-	m.SetKept(metricKept(sts, d.peer, d.listenerKept()))
-	d.view.scrapes++
-	d.observeVerify(m)
+	m.SetHeldBack(metricHolds(sv.recon.holds(snap)))
+	m.SetKept(metricKept(sts, sv.table.peer, sv.recon.listenerKept()))
+	sv.scrapes++
+	sv.observeVerify(m)
 	now := time.Now()
-	pol := d.policy()
-	fresh := 2 * d.ctrl.Config().Steady
+	pol := sv.policy()
+	fresh := 2 * sv.ctrl.Config().Steady
 	var kcs []metrics.KeyCounters // reused: ObserveKeys keeps none of it
 	for _, s := range sts {
-		p := d.peer(s.Peer)
+		p := sv.table.peer(s.Peer)
 		if p == nil {
 			continue
 		}
-		e := d.scrapedFor(p)
-		d.observeCoverage(m, p, e, pol, snap, now)
+		e := sv.scrapedFor(p)
+		sv.observeCoverage(m, p, e, pol, snap, now)
 		if e.status != s {
 			// A new snapshot: most (every steady re-read) change only
 			// the counters. The roll's state and counts come as events
@@ -376,7 +374,7 @@ func (d *Daemon) observeMetrics() {
 		}
 		c := s.Counters
 		if c.At.IsZero() || now.Sub(c.At) > fresh {
-			obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadBare)
+			obs, err := rotator.Observe(sv.o.SocketOf(p.handle), rotator.ReadBare)
 			if err != nil {
 				continue
 			}
@@ -387,9 +385,9 @@ func (d *Daemon) observeMetrics() {
 		e.countersAt = c.At
 		kcs = publishCounters(m, e.mp, c, kcs[:0])
 	}
-	for p, e := range d.view.scraped {
-		if e.pass != d.view.scrapes {
-			delete(d.view.scraped, p)
+	for p, e := range sv.scraped {
+		if e.pass != sv.scrapes {
+			delete(sv.scraped, p)
 		}
 	}
 }
@@ -404,16 +402,16 @@ type scrapedIDs struct {
 // scrape. Entries are by peer state: one that was replaced (a new session,
 // new desired keys) starts over, and the old one goes at the end of the
 // scrape.
-func (d *Daemon) scrapedFor(p *peerState) *scraped {
-	if d.view.scraped == nil {
-		d.view.scraped = map[*peerState]*scraped{}
+func (sv *statusView) scrapedFor(p *peerState) *scraped {
+	if sv.scraped == nil {
+		sv.scraped = map[*peerState]*scraped{}
 	}
-	e := d.view.scraped[p]
+	e := sv.scraped[p]
 	if e == nil {
 		e = &scraped{mp: metricPeer(p.id)}
-		d.view.scraped[p] = e
+		sv.scraped[p] = e
 	}
-	e.pass = d.view.scrapes
+	e.pass = sv.scrapes
 	return e
 }
 
@@ -438,7 +436,7 @@ type scraped struct {
 // observeCoverage publishes when p's keys leave it with nothing to send
 // with (policy.SendCoverageEnd), recomputed only when the policy or the
 // key snapshot changed or that instant has come; e is p's record.
-func (d *Daemon) observeCoverage(m *metrics.Metrics, p *peerState, e *scraped, pol *policy.Policy, snap *keystore.Snapshot, now time.Time) {
+func (sv *statusView) observeCoverage(m *metrics.Metrics, p *peerState, e *scraped, pol *policy.Policy, snap *keystore.Snapshot, now time.Time) {
 	if pol == nil || snap == nil {
 		return
 	}
@@ -470,57 +468,40 @@ func publishCounters(m *metrics.Metrics, mp metrics.Peer, c rotator.Counters, kc
 // left alone: its series went with it (forget deletes them after taking
 // it out of the table, and this holds the table's lock while it
 // publishes).
-func (d *Daemon) rollEvent(e rotator.Event) {
-	d.rolls.event(e)
-	if r, why, ended := d.ops.early.event(e); ended {
-		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", e.Peer, "key", r.label(), "why", why)
-		d.wake() // the peer's desired state goes back to the schedule's
-	} else if d.ops.early.pending() {
-		d.wake() // a roll held: the pass writes the record
+func (sv *statusView) rollEvent(e rotator.Event) {
+	sv.rolls.event(e)
+	if r, why, ended := sv.early.event(e); ended {
+		sv.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", e.Peer, "key", r.label(), "why", why)
+		sv.recon.wake() // the peer's desired state goes back to the schedule's
+	} else if sv.early.pending() {
+		sv.recon.wake() // a roll held: the pass writes the record
 	}
-	m := d.o.Metrics
+	m := sv.o.Metrics
 	if m == nil {
 		return
 	}
-	d.peers.mu.Lock()
-	defer d.peers.mu.Unlock()
-	if d.peers.m[e.Peer] == nil {
-		return
-	}
-	mp := metricPeer(e.Peer)
-	switch e.Kind {
-	case rotator.EventState:
-		m.SetRotationState(mp, string(e.State))
-	case rotator.EventRollStarted:
-		m.RotationStarted(mp)
-	case rotator.EventRollAborted:
-		m.RotationAborted(mp, e.Reason.String())
-	case rotator.EventRollCompleted:
-		m.RotationCompleted(mp)
-	}
-	m.SetRollAttempts(mp, e.Attempts, e.LastAbortReason.String())
+	sv.table.read(func(peers map[rotator.PeerID]*peerState) {
+		if peers[e.Peer] == nil {
+			return
+		}
+		mp := metricPeer(e.Peer)
+		switch e.Kind {
+		case rotator.EventState:
+			m.SetRotationState(mp, string(e.State))
+		case rotator.EventRollStarted:
+			m.RotationStarted(mp)
+		case rotator.EventRollAborted:
+			m.RotationAborted(mp, e.Reason.String())
+		case rotator.EventRollCompleted:
+			m.RotationCompleted(mp)
+		}
+		m.SetRollAttempts(mp, e.Attempts, e.LastAbortReason.String())
+	})
 }
 
 // metricPeer is a peer's metric labels: its identity as text, at the edge.
 func metricPeer(id rotator.PeerID) metrics.Peer {
 	return metrics.Peer{Addr: id.Addr.String(), VRF: id.VRF}
-}
-
-// forget drops a peer that left the speaker's configuration, with its
-// metric series.
-func (d *Daemon) forget(id rotator.PeerID) {
-	d.log.Info("peer has no binding any more; forgotten", "peer", id)
-	d.ctrl.Forget(id)
-	d.rolls.forget(id)
-	d.ops.early.forget(id)
-	d.peers.mu.Lock()
-	p := d.peers.m[id]
-	delete(d.peers.m, id)
-	d.peers.mu.Unlock()
-	d.view.verify.forget(id)
-	if p != nil && d.o.Metrics != nil {
-		d.o.Metrics.DeletePeer(metricPeer(id))
-	}
 }
 
 func isNoAO(err error) bool {

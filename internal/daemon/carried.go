@@ -222,21 +222,21 @@ var holdAll = []rotator.KeyRange{
 // delete nothing (hold): the sessions up were not all read since the
 // start, or the record could not be written. Restored peers that left
 // the policy are forgotten (an operator's removal). Reconcile goroutine.
-func (d *Daemon) carriedNow() (carried []tcpao.KeyRef, hold bool) {
+func (rc *reconciler) carriedNow() (carried []tcpao.KeyRef, hold bool) {
 	// Whether every session was read is asked first: a session taken
 	// over between the two questions is then in what is recorded.
-	hold = !d.sessionsRead()
-	byPeer := d.ctrl.CarriedByPeer()
+	hold = !rc.sessionsRead()
+	byPeer := rc.ctrl.CarriedByPeer()
 	for id := range byPeer {
-		if _, err := d.policy().BindingFor(id.Addr, id.VRF); err != nil {
+		if _, err := rc.policy().BindingFor(id.Addr, id.VRF); err != nil {
 			delete(byPeer, id)
-			if d.peer(id) == nil {
-				d.ctrl.Forget(id)
+			if rc.table.peer(id) == nil {
+				rc.ctrl.Forget(id)
 			}
 		}
 	}
-	if err := d.carried.save(byPeer); err != nil {
-		d.log.Error("the keys the sessions carry could not be recorded: no listener key is deleted until they are", "err", err)
+	if err := rc.carried.save(byPeer); err != nil {
+		rc.log.Error("the keys the sessions carry could not be recorded: no listener key is deleted until they are", "err", err)
 		hold = true
 	}
 	return rotator.CarriedRefs(byPeer), hold
@@ -246,38 +246,38 @@ func (d *Daemon) carriedNow() (carried []tcpao.KeyRef, hold bool) {
 // have been listed and every session up that a machine runs on has been
 // read from the kernel: what they carry is then known from the kernel,
 // whatever the record said. It latches. Reconcile goroutine.
-func (d *Daemon) sessionsRead() bool {
-	if d.rec.allRead {
+func (rc *reconciler) sessionsRead() bool {
+	if rc.allRead {
 		return true
 	}
-	if !d.rec.trackerSynced.Load() {
-		d.log.Info("holding listener deletes: the speaker's sessions are not listed yet since the start")
-		d.noteGate(false, false, 0)
+	if !rc.trackerSynced.Load() {
+		rc.log.Info("holding listener deletes: the speaker's sessions are not listed yet since the start")
+		rc.noteGate(false, false, 0)
 		return false
 	}
 	var unread []string
-	for _, p := range d.peerList() {
-		if p.handle != nil && d.ctrl.Runs(p.id, p.handle) && !d.ctrl.Read(p.id) {
+	for _, p := range rc.table.peerList() {
+		if p.handle != nil && rc.ctrl.Runs(p.id, p.handle) && !rc.ctrl.Read(p.id) {
 			unread = append(unread, p.id.String())
 		}
 	}
 	if len(unread) > 0 {
-		d.log.Info("holding listener deletes until every session's keys are read since the start", "unread", len(unread), "first", unread[0])
-		d.noteGate(false, true, len(unread))
+		rc.log.Info("holding listener deletes until every session's keys are read since the start", "unread", len(unread), "first", unread[0])
+		rc.noteGate(false, true, len(unread))
 		return false
 	}
-	d.rec.allRead = true
-	d.noteGate(true, true, 0)
+	rc.allRead = true
+	rc.noteGate(true, true, 0)
 	return true
 }
 
 // carriedUp are the keys the sessions that are up carry, and whether that
 // is all of them: every session the speaker reported up runs a machine
 // that has read it. Reconcile goroutine.
-func (d *Daemon) carriedUp() (up []tcpao.KeyRef, complete bool) {
-	up, complete = d.ctrl.CarriedUp()
-	for _, p := range d.peerList() {
-		if p.handle != nil && !d.ctrl.Runs(p.id, p.handle) {
+func (rc *reconciler) carriedUp() (up []tcpao.KeyRef, complete bool) {
+	up, complete = rc.ctrl.CarriedUp()
+	for _, p := range rc.table.peerList() {
+		if p.handle != nil && !rc.ctrl.Runs(p.id, p.handle) {
 			complete = false
 		}
 	}

@@ -14,14 +14,22 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
+// connector answers the connect guard for the speaker's own connects
+// (aokeyd exec): the keys or TCP-MD5 password to sign each with. It owns
+// the alternation between the keys offered to a lagging peer (tries).
+type connector struct {
+	*core
+	tries connectTries // ConnectKeys' alternation per peer
+}
+
 // keysActiveOpens reports whether the speaker's own connects to the peer
 // carry its keys: the speaker runs under aokeyd exec (Options.ActiveOpens)
 // and the peer is in the default VRF, the only one ConnectKeys answers for.
-func (d *Daemon) keysActiveOpens(info bgp.PeerInfo) bool {
-	return d.o.ActiveOpens && info.VRF == ""
+func (cn *connector) keysActiveOpens(info bgp.PeerInfo) bool {
+	return cn.o.ActiveOpens && info.VRF == ""
 }
 
-// ConnectKeys answers connectguard's question for one connect() of the
+// connectKeys answers connectguard's question for one connect() of the
 // speaker (pid) to dst: the keys the peer's socket must carry before the
 // SYN leaves, with the key to sign it with as Current_key and RNext_key.
 // ok is false for a destination that is not a managed TCP-AO peer on the
@@ -43,25 +51,25 @@ func (d *Daemon) keysActiveOpens(info bgp.PeerInfo) bool {
 // they can verify. A key whose new material is held back (an edit in
 // place) is not offered: aokeyd no longer has the installed material, and
 // the new one would sign SYNs the peer may not verify (aoctl replace).
-func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool) {
-	if dst.Port() != d.o.ListenPort {
+func (cn *connector) connectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, current, rnext uint8, ok bool) {
+	if dst.Port() != cn.o.ListenPort {
 		return nil, 0, 0, false
 	}
 	addr := dst.Addr().Unmap()
 	// Connects carry no VRF here; the default VRF's binding applies.
-	if _, err := d.policy().BindingFor(addr, ""); err != nil {
+	if _, err := cn.policy().BindingFor(addr, ""); err != nil {
 		return nil, 0, 0, false
 	}
-	snap, release := d.shared()
+	snap, release := cn.shared()
 	defer release()
 	if snap == nil {
 		return nil, 0, 0, true
 	}
-	pk, err := d.peerDesired(d.policy(), snap, addr, "", time.Now())
+	pk, err := cn.recon.peerDesired(cn.policy(), snap, addr, "", time.Now())
 	if err != nil {
 		return nil, 0, 0, true
 	}
-	last, _ := d.ctrl.LastRead(peer.KeyOf(addr, ""))
+	last, _ := cn.ctrl.LastRead(peer.KeyOf(addr, ""))
 	edited := func(send, recv uint8) bool {
 		return slices.ContainsFunc(last.Kept, func(h rotator.Held) bool {
 			return h.Why == rotator.ReasonEdited && h.Ref.SendID == send && h.Ref.RecvID == recv
@@ -101,15 +109,15 @@ func (d *Daemon) ConnectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key, cur
 	if pref, ok := pk.PreferredKey(); ok && have(pref.MKT.SendID, pref.MKT.RecvID) {
 		sign = slices.IndexFunc(cands, func(k policy.ScheduledKey) bool { return k.MKT.Name == pref.MKT.Name })
 	}
-	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && d.peers.connects.alternate(addr) {
+	if seen := seenKey(last.Counters, cands); seen >= 0 && seen != sign && !sentWith(last.Counters, cands[sign]) && cn.tries.alternate(addr) {
 		sign = seen
 	}
 	// The connect guard adds them on the speaker's new socket: aokeyd's
 	// keys, recorded before they leave (owned.go).
-	p := d.owned.owner(pid).p
+	p := cn.owns.owner(pid).p
 	for _, k := range cands {
 		tk := k.TCPAOKey(hostPrefix(addr), 0)
-		d.owned.record(p, 0, tk.KeyRef, tk.Secret.Fingerprint(), false)
+		cn.owns.record(p, 0, tk.KeyRef, tk.Secret.Fingerprint(), false)
 		keys = append(keys, tk)
 	}
 	return keys, cands[sign].MKT.SendID, cands[sign].MKT.RecvID, true
@@ -151,28 +159,28 @@ func (c *connectTries) alternate(addr netip.Addr) bool {
 	return n%2 == 0
 }
 
-// ConnectMD5 answers connectguard's first question for one connect() of
+// connectMD5 answers connectguard's first question for one connect() of
 // the speaker (pid) to dst: the TCP-MD5 password to sign it with, when the
 // peer still runs TCP-MD5 (its chain holds a password and no migration
 // has reached its switch time; after a roll-back TCP-MD5 again). The key
 // is a copy the caller zeroes. false: ask ConnectKeys.
-func (d *Daemon) ConnectMD5(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool) {
-	if dst.Port() != d.o.ListenPort {
+func (cn *connector) connectMD5(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool) {
+	if dst.Port() != cn.o.ListenPort {
 		return tcpao.MD5Key{}, false
 	}
 	addr := dst.Addr().Unmap()
-	if _, err := d.policy().BindingFor(addr, ""); err != nil {
+	if _, err := cn.policy().BindingFor(addr, ""); err != nil {
 		return tcpao.MD5Key{}, false
 	}
-	if r, ok := d.migrationOf(addr, ""); ok && (r.Step == migrate.Switching || r.Step == migrate.Done) {
+	if r, ok := cn.migrs.migrationOf(addr, ""); ok && (r.Step == migrate.Switching || r.Step == migrate.Done) {
 		return tcpao.MD5Key{}, false // the far end takes TCP-AO now
 	}
-	snap, release := d.shared()
+	snap, release := cn.shared()
 	defer release()
 	if snap == nil {
 		return tcpao.MD5Key{}, false
 	}
-	pk, err := d.peerDesired(d.policy(), snap, addr, "", time.Now())
+	pk, err := cn.recon.peerDesired(cn.policy(), snap, addr, "", time.Now())
 	if err != nil || !md5Peer(pk) {
 		return tcpao.MD5Key{}, false
 	}

@@ -3,16 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/config"
-	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/internal/revocation"
@@ -109,38 +105,44 @@ type Options struct {
 	SocketOf func(bgp.SocketHandle) tcpao.Socket
 }
 
-// Daemon is a running aokeyd controller.
+// Daemon is a running aokeyd controller: the wiring of its parts. New
+// builds the core and each part, Run starts the goroutines in order under
+// one supervisor, and the control API's entry points (control.go) hand each
+// request to the part that owns its state. It keeps no state of its own.
 type Daemon struct {
-	o       Options
-	log     *slog.Logger
-	ctrl    *rotator.Controller // each peer's desired keys and rotation machine
-	tracker *bgp.Tracker        // the speaker's sessions and sockets
-	revoked *revocation.Store   // recorded revocations
-	pol     atomic.Pointer[policyState]
-	peers   peerTable      // what the speaker reported, per peer
-	ops     operatorAsks   // rotate-now and replace approvals
-	rec     reconciler     // the reconcile goroutine's; it alone writes the listeners
-	view    scrapeView     // what the metrics hold
-	snaps   snapshots      // the shared read-only key snapshot
-	owned   *ledger        // which installed keys are aokeyd's
-	carried *carriedRecord // what each peer's sessions carry, durably
-	migr    *migrate.Store // TCP-MD5 to TCP-AO migrations (migrate.go)
-	rolls   rollJournal    // each peer's last roll steps (rolls.go)
-	lwatch  listenerWatch  // the listener watch's state (lwatch.go)
-	// configWarn names the settings a reload could not apply.
-	configWarn atomic.Pointer[[]string]
+	co    *core        // the shared services, which hold the parts too (core.go)
+	rec   *reconciler  // the passes and the listeners (reconciler.go)
+	table *peerTable   // the speaker's sessions (peers.go)
+	revs  *revocations // the revocation service (revoke.go)
+	owns  *ownership   // the ownership ledger, adopt and replace (ownership.go)
+	migrs *migrations  // the migration controller (migrate.go)
+	stat  *statusView  // status, rolls and the metrics view (statusview.go)
+	early *earlyRolls  // aoctl rotate's early rolls (early.go)
+	conns *connector   // the keys of the speaker's connects (connect.go)
 }
 
-// peerState is what the speaker reported of one managed peer: its session
-// and the socket handle. Its desired keys, and whether a machine runs on
-// the session, are the rotation controller's (SetDesired, Runs). Published
-// values are never modified: updatePeer replaces them, so readers need no
-// lock once they hold one.
-type peerState struct {
-	id      rotator.PeerID
-	info    bgp.PeerInfo
-	binding policy.Binding
-	handle  bgp.SocketHandle // nil while the session is down
+// newCore builds the core and the parts in it, each with its own state;
+// the controller and the tracker are New's to add.
+func newCore(o Options, rs *revocation.Store, owned *ledger, migr *migrate.Store, carried *carriedRecord) *core {
+	co := &core{o: o, log: o.Logger}
+	if o.Policy != nil { // New requires it; a test's core may go without
+		co.setPolicy(o.Policy)
+	}
+	co.revs = &revocations{core: co, store: rs}
+	co.owns = &ownership{core: co, led: owned}
+	co.migrs = &migrations{core: co, store: migr}
+	co.stat = &statusView{core: co}
+	co.early = &earlyRolls{core: co}
+	co.table = &peerTable{core: co, m: map[rotator.PeerID]*peerState{}}
+	co.conns = &connector{core: co}
+	co.recon = newReconciler(co, carried)
+	return co
+}
+
+// wire is the Daemon over the core's parts.
+func wire(co *core) *Daemon {
+	return &Daemon{co: co, rec: co.recon, table: co.table, revs: co.revs, owns: co.owns, migrs: co.migrs,
+		stat: co.stat, early: co.early, conns: co.conns}
 }
 
 // Kernel is what aokeyd knows of the kernel it runs on (Options.Kernel;
@@ -208,46 +210,34 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	earlyRec, earlyRolls, earlyRewrite, err := openEarly(o.EarlyRollsFile, o.Policy, o.Logger)
+	earlyRec, earlyAsks, earlyRewrite, err := openEarly(o.EarlyRollsFile, o.Policy, o.Logger)
 	if err != nil {
 		return nil, err
 	}
 	// Every socket the daemon writes records its adds (owned.go).
 	socketOf := o.SocketOf
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
-	d := &Daemon{
-		o:       o,
-		log:     o.Logger,
-		owned:   owned,
-		carried: carried,
-		migr:    migr,
-		revoked: rs,
-		peers:   peerTable{m: map[rotator.PeerID]*peerState{}},
-		rec:     newReconciler(),
-	}
-	d.pol.Store(newPolicyState(o.Policy))
-	d.ops.early.restore(earlyRec, earlyRolls, earlyRewrite) // before the first pass
-	d.rec.gate.Store(&control.StartUpGate{})                // the start-up gate holds from the start
+	co := newCore(o, rs, owned, migr, carried)
+	d := wire(co)
+	d.early.restore(earlyRec, earlyAsks, earlyRewrite) // before the first pass
+	d.rec.holdGate()                                   // the start-up gate holds from the start
 	// The key cache holds back what a read loses of the chains in use.
-	o.Keys.SetBound(d.boundChain)
+	o.Keys.SetBound(co.boundChain)
 	if o.Metrics != nil {
 		// Per-peer series are read from the kernel when scraped.
-		o.Metrics.OnCollect(d.observeMetrics)
+		o.Metrics.OnCollect(d.stat.observeMetrics)
 	}
-	d.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d, bgp.TrackerOptions{
+	co.tracker = bgp.NewTracker(o.Speaker, o.Discoverer, d.table, bgp.TrackerOptions{
 		ListenPort:  o.ListenPort,
 		ActiveOpens: o.ActiveOpens,
-		Managed:     d.managed,
-		Synced: func() {
-			d.rec.trackerSynced.Store(true)
-			d.resync()
-		},
-		Log: o.Logger,
+		Managed:     co.managed,
+		Synced:      d.rec.speakerSynced,
+		Log:         o.Logger,
 	})
 	if o.Metrics != nil {
-		o.Metrics.SessionCacheFrom(d.tracker.CacheStats)
+		o.Metrics.SessionCacheFrom(co.tracker.CacheStats)
 	}
-	d.ctrl = rotator.NewController(rotator.Options{
+	co.ctrl = rotator.NewController(rotator.Options{
 		Config: o.Rotator,
 		Rand:   o.Rand,
 		Logger: o.Logger,
@@ -255,71 +245,32 @@ func New(o Options) (*Daemon, error) {
 		// state it follows on the speaker's event stream and asks the
 		// speaker (about that neighbor alone) only when it cannot vouch
 		// for it.
-		Guard: stepGuard{bgp.NewGuard(d.tracker, o.Logger)},
+		Guard: stepGuard{bgp.NewGuard(co.tracker, o.Logger)},
 		// Roll events go to the metrics as they happen (rollEvent).
-		Events: d.rollEvent,
+		Events: d.stat.rollEvent,
 		Changed: func(id rotator.PeerID) {
 			if o.Changed != nil {
 				o.Changed()
 			}
-			d.observeEarly(id)
+			d.early.observeEarly(id)
 			// A session's keys changed: when the listener keeps keys only
 			// because sessions carry them, the keys carried may have
 			// changed too (a roll retired the old key), and the next
 			// listener sync, not the next resync, lets them go.
-			if d.listenerCarries() {
-				d.resync()
+			if d.rec.listenerCarries() {
+				d.rec.resync()
 			}
 		},
 	})
-	d.ctrl.Restore(restored)
+	co.ctrl.Restore(restored)
 	return d, nil
 }
-
-func (d *Daemon) policy() *policy.Policy { return d.pol.Load().pol }
 
 // SetPolicy swaps in a new, already validated policy (SIGHUP reload) and
 // reconciles at once.
 func (d *Daemon) SetPolicy(p *policy.Policy) {
-	d.pol.Store(newPolicyState(p))
-	d.Kick()
-}
-
-// Kick asks for a full reconcile pass now: desired state recomputed and
-// the listeners re-read from the kernel.
-func (d *Daemon) Kick() {
-	d.rec.events.Add(1)
-	d.wake()
-}
-
-// resync asks for a full pass that synchronises the listeners and takes
-// over sessions not yet taken over, without recomputing every peer's
-// desired state: a session event changes nothing for the other peers (a
-// mass take-over must not cost a fleet-wide recompute per session).
-func (d *Daemon) resync() {
-	d.rec.sessions.Add(1)
-	d.wake()
-}
-
-// wake runs a pass now; it is a full one only if an input changed or one
-// is due.
-func (d *Daemon) wake() {
-	select {
-	case d.rec.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Passes reports how many reconcile passes have run: idle ones (no input
-// changed and no full pass due: nothing computed, nothing read from the
-// kernel) and full ones.
-func (d *Daemon) Passes() (idle, full uint64) {
-	return d.rec.idlePasses.Load(), d.rec.fullPasses.Load()
-}
-
-func (d *Daemon) managed(p bgp.PeerInfo) bool {
-	_, err := d.policy().BindingFor(p.Neighbor, p.VRF)
-	return err == nil
+	d.co.setPolicy(p)
+	d.rec.askFull()
 }
 
 // Run reconciles until ctx ends. It returns leaving every installed key in
@@ -335,18 +286,18 @@ func (d *Daemon) managed(p bgp.PeerInfo) bool {
 // for a full pass when they change (lwatch.go). The controller's
 // per-peer machines stop last.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer func() { _ = d.owned.close() }() // last: after every writer stopped
-	defer d.ops.early.flush()              // what the last events changed
-	defer d.ctrl.Close()
-	defer close(d.rec.done)
+	defer func() { _ = d.owns.close() }() // last: after every writer stopped
+	defer d.early.flush()                 // what the last events changed
+	defer d.co.ctrl.Close()
+	defer d.rec.stopped()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if err := d.tracker.Run(ctx); err != nil && ctx.Err() == nil {
-				d.log.Warn("speaker watch ended; retrying", "speaker", d.o.Speaker.Name(), "err", err)
+			if err := d.co.tracker.Run(ctx); err != nil && ctx.Err() == nil {
+				d.co.log.Warn("speaker watch ended; retrying", "speaker", d.co.o.Speaker.Name(), "err", err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(2 * time.Second):
@@ -354,94 +305,38 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	d.refresh(ctx)
+	d.co.refresh(ctx)
 	go func() {
 		defer wg.Done()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(d.o.Refresh):
+			case <-time.After(d.co.o.Refresh):
 			}
-			d.refresh(ctx)
-			d.wake()
+			d.co.refresh(ctx)
+			d.rec.wake()
 		}
 	}()
-	if ll, ok := d.o.Discoverer.(bgp.ListenerLister); ok && d.o.ListenerPoll > 0 {
+	if ll, ok := d.co.o.Discoverer.(bgp.ListenerLister); ok && d.co.o.ListenerPoll > 0 {
 		// The first listing, before the first pass: every listener
 		// opened after it is a change the watch sees (lwatch.go).
-		d.pollListeners(ll)
+		d.rec.pollListeners(ll)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.watchListeners(ctx, ll)
+			d.rec.watchListeners(ctx, ll)
 		}()
 	}
-	defer d.dropListenerWant()
-	defer d.dropShared()
-	defer d.dropAsks() // first: no ask is left waiting once Run returns
-	for {
-		next := d.reconcile(ctx)
-		var timer <-chan time.Time // nil: no pass due until woken
-		if !next.IsZero() {
-			timer = time.After(max(time.Until(next), 100*time.Millisecond))
-		}
-		for served := true; served; {
-			select {
-			case <-ctx.Done():
-				d.log.Info("stopping; installed keys stay in place")
-				return nil
-			case r := <-d.rec.revokes:
-				d.revokeListeners(r)
-				close(r.done)
-				continue // the pass the revoke kicks comes after it
-			case a := <-d.rec.listens:
-				d.serveListen(ctx, a)
-				continue
-			case <-d.rec.kick:
-			case <-timer:
-			}
-			served = false
-		}
-	}
-}
-
-// refresh reads the key source once.
-func (d *Daemon) refresh(ctx context.Context) {
-	changed, err := d.o.Keys.Refresh(ctx)
-	switch {
-	case err != nil:
-		d.log.Warn("key source read failed; last good snapshot stays in force", "source", d.o.Keys.Status().Source, "err", err)
-		if d.o.Metrics != nil {
-			d.o.Metrics.KeySourceFailed()
-		}
-	default:
-		if d.o.Metrics != nil {
-			d.o.Metrics.KeySourceSynced(time.Now())
-		}
-		if changed {
-			d.log.Info("key source changed", "source", d.o.Keys.Status().Source)
-		}
-	}
+	return d.rec.run(ctx)
 }
 
 // RefreshKeys re-reads the key source now and runs a full pass (for tests,
 // and for `aoctl rotate` after an operator changed the source).
 func (d *Daemon) RefreshKeys(ctx context.Context) error {
-	_, err := d.o.Keys.Refresh(ctx)
-	d.Kick() // asked for: a full pass even if nothing changed
+	_, err := d.co.o.Keys.Refresh(ctx)
+	d.rec.askFull() // asked for: a full pass even if nothing changed
 	return err
-}
-
-// snapshot returns a clone of the last good snapshot with the recorded
-// revocations applied, or nil when there is none yet. The caller zeroes it.
-func (d *Daemon) snapshot() *keystore.Snapshot {
-	s := d.o.Keys.Current()
-	if s == nil {
-		return nil
-	}
-	d.revoked.Apply(s)
-	return s
 }
 
 // stepGuard lets the bgp session guard watch the rotator's steps; the
@@ -463,147 +358,3 @@ func (s stepGuard) After(ctx context.Context, k rotator.PeerID, step rotator.Ste
 // WaitingFor implements rotator.GuardWaiter: what the peer's step waits
 // for while the guard asks the speaker.
 func (stepGuard) WaitingFor(k rotator.PeerID, _ rotator.Step) string { return bgp.WaitingFor(k) }
-
-// peer returns the peer's current state. A *peerState is never modified
-// once published (updatePeer replaces it), so the caller may read it
-// without holding d.peers.mu.
-func (d *Daemon) peer(id rotator.PeerID) *peerState {
-	d.peers.mu.Lock()
-	defer d.peers.mu.Unlock()
-	return d.peers.m[id]
-}
-
-// peerList returns every peer's current state (read-only, see peer).
-func (d *Daemon) peerList() []*peerState {
-	d.peers.mu.Lock()
-	defer d.peers.mu.Unlock()
-	out := make([]*peerState, 0, len(d.peers.m))
-	for _, p := range d.peers.m {
-		out = append(out, p)
-	}
-	return out
-}
-
-// updatePeer replaces the peer's state by a modified copy (creating it when
-// missing) and returns the new one.
-func (d *Daemon) updatePeer(id rotator.PeerID, fn func(p *peerState)) *peerState {
-	d.peers.mu.Lock()
-	defer d.peers.mu.Unlock()
-	var n peerState
-	if old := d.peers.m[id]; old != nil {
-		n = *old
-	}
-	n.id = id
-	fn(&n)
-	d.peers.m[id] = &n
-	return &n
-}
-
-// OnEstablished implements bgp.SessionObserver: a managed peer's session is
-// up on an accepted connection. Its keys are checked against the desired
-// set at once (the del_async race) and its rotation machine starts.
-func (d *Daemon) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
-	id := info.Key()
-	b, err := d.policy().BindingFor(info.Neighbor, info.VRF)
-	if err != nil {
-		return
-	}
-	if info.MD5 {
-		// The kernel refuses TCP-AO next to TCP-MD5 on one socket: the
-		// session is left alone (no handle, so no pass touches it).
-		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
-		d.log.Error("refusing to manage the session: "+md5Fix(info.Neighbor), "peer", id)
-		return
-	}
-	snap, release := d.shared()
-	defer release()
-	if snap != nil && d.md5Session(snap, info, h) {
-		// A TCP-MD5 peer's session: an established TCP-MD5 connection
-		// never takes a TCP-AO key (EISCONN), so no pass touches it.
-		d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
-		d.log.Info("session established on TCP-MD5: not managed", "peer", id, "socket", h.Ref().String())
-		return
-	}
-	d.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, h })
-	d.log.Info("session established", "peer", id, "socket", h.Ref().String())
-	if snap == nil {
-		// reconcile takes the session over after the first good read.
-		d.log.Warn("no key snapshot yet: not touching the new session until the first good read", "peer", id)
-		d.resync()
-		return
-	}
-	if !d.takeOver(snap, id) {
-		d.resync() // the next pass retries
-	}
-	if r, ok := d.migrationOf(info.Neighbor, info.VRF); ok && (r.Step == migrate.Prepared || r.Step == migrate.Switching) {
-		d.wake() // the pass sees whether the new session is the migration's TCP-AO one
-	}
-}
-
-// takeOver checks a session's keys against the desired set and starts its
-// rotation machine, unless one already runs for this socket. It reports
-// whether a machine runs on the session's socket now.
-func (d *Daemon) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
-	p := d.peer(id)
-	if p == nil || p.handle == nil {
-		return false
-	}
-	if d.ctrl.Runs(id, p.handle) {
-		return true
-	}
-	if r, ended := d.ops.early.session(id, sessionOf(p.handle), time.Now()); ended {
-		d.log.Info("aoctl rotate's early roll ends: the session it rolled went down before the roll completed; the schedule governs "+
-			"(aoctl rotate asks again)", "peer", id, "key", r.label())
-	}
-	if d.md5Session(snap, p.info, p.handle) {
-		d.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
-		return true
-	}
-	desired, _, err := d.desiredFor(snap, p, time.Now())
-	if err != nil {
-		d.log.Warn("no desired keys for peer", "peer", id, "err", err)
-		return false
-	}
-	// The session event and a reconcile pass may both get here for the
-	// same new session: the controller starts one machine.
-	started, sp, err := d.ctrl.Adopt(id, p.handle, d.o.SocketOf(p.handle), desired)
-	if !started {
-		zeroDesired(desired)
-		return true // taken over by the other caller
-	}
-	if err != nil {
-		d.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
-	}
-	if len(sp.Ops) > 0 {
-		d.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
-	}
-	d.log.Info("rotation machine started", "peer", id)
-	return true
-}
-
-// OnDown implements bgp.SessionObserver.
-func (d *Daemon) OnDown(ctx context.Context, info bgp.PeerInfo) {
-	id := info.Key()
-	d.ctrl.PeerDown(id)
-	d.noteRollDown(info)
-	if r, ended := d.ops.early.down(id, time.Now()); ended {
-		d.log.Info("aoctl rotate's early roll ends with the session; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label())
-		d.wake() // the pass writes the record
-	}
-	d.noteDown(ctx, info)
-	d.peers.mu.Lock()
-	if old := d.peers.m[id]; old != nil {
-		n := *old
-		n.handle, n.info = nil, info
-		d.peers.m[id] = &n
-	}
-	d.peers.mu.Unlock()
-	d.log.Info("session down; its socket is no longer touched", "peer", id)
-}
-
-// md5Fix says why a neighbor with a TCP-MD5 password cannot carry TCP-AO
-// keys and how to fix it, in each speaker's words.
-func md5Fix(n netip.Addr) string {
-	return fmt.Sprintf("neighbor %s has a TCP-MD5 password and a TCP-AO binding: the kernel refuses TCP-AO next to TCP-MD5 on one socket (EKEYREJECTED); "+
-		"remove the password from the speaker (FRR: `no neighbor %s password`; gobgpd: the neighbor's auth-password) or the neighbor from aokeyd's policy", n, n)
-}

@@ -3,6 +3,19 @@
 // sockets (bgp.Tracker) and the rotation engine (rotator.Controller)
 // together, and serves the control API (control.Backend).
 //
+// The daemon is made of parts, each the one owner of its state with its
+// own type and methods (state.go lists them): the reconciler (the passes,
+// the listener syncs, TCP-MD5 on the listeners, the keys the sessions
+// carry), the peer table (the speaker's sessions and their events), the
+// revocation service, the ownership ledger (with adopt and replace), the
+// migration controller (beside internal/migrate), the status and metrics
+// view, the early rolls (aoctl rotate) and the connector (the speaker's
+// connects). They share a core (core.go: options, logger, controller,
+// tracker, policy, key snapshot) and use each other through methods only.
+// Daemon is the wiring: New builds the parts, Run starts their goroutines
+// in order under it, and its entry points (control.go) hand each request
+// to the part that owns what it touches.
+//
 // Reconciliation follows the controller pattern: every pass re-reads the
 // kernel's state of each managed socket, a pure planner
 // (rotator.PlanSocket) turns (desired, observed) into an ordered plan, and
@@ -14,10 +27,12 @@
 // peer's desired keys from the policy and hands them to the controller,
 // whose per-peer machine rolls to them. A scheduled roll:
 //
-//   - daemon.go Run: the key-source goroutine reads the source (refresh)
+//   - daemon.go Run: the key-source goroutine reads the source (core.go
+//     refresh)
 //     and wakes a pass; or the policy's next time boundary (a key's send
 //     lifetime starting) fires the pass's timer.
-//   - reconcile.go reconcile: inputs or boundary changed, so a full pass;
+//   - reconcile.go reconciler.reconcile (run from reconciler.go run,
+//     the reconcile goroutine): inputs or boundary changed, so a full pass;
 //     for each established peer desiredFor (policy.Policy.Desired picks
 //     the preferred key at now; internal/desired.Socket builds the
 //     rotator.Desired) and rotator.Controller.SetDesired, which posts it
@@ -40,15 +55,17 @@
 //     ListenerPoll), which asks for that pass at once.
 //
 // An `aoctl revoke`: cmd/aoctl revoke.go → control POST /v1/revoke
-// (internal/control server.go revoke) → revoke.go Daemon.Revoke and
-// revoke: revokeTarget; revocation.Store.Add records it first (internal/revocation);
+// (internal/control server.go revoke) → Daemon.Revoke → revoke.go
+// revocations.request and revoke: revokeTarget;
+// revocation.Store.Add records it first (internal/revocation);
 // revokeSockets asks the reconcile goroutine for the listener part
-// (askListenerRevoke; Run serves it with revokeListeners between two
-// passes) and takes the key off each session through its own machine
-// (revokePeer → rotator.Controller.Exclusive, which runs revokeOn between
-// two steps: one forced TCP_AO_DEL_KEY naming the replacement); the key
-// source is marked; Kick runs a full pass that recomputes every desired
-// state without the key.
+// (revokelisteners.go askListenerRevoke; the reconciler's run serves it
+// with revokeListeners between two passes) and takes the key off each
+// session through its own machine (revokePeer →
+// rotator.Controller.Exclusive, which runs revokeOn between two steps:
+// one forced TCP_AO_DEL_KEY naming the replacement); the key source is
+// marked; the reconciler's askFull (Kick) runs a full pass that
+// recomputes every desired state without the key.
 //
 // # One owner for each piece of state (state.go)
 //
@@ -59,16 +76,25 @@
 //   - Each session's socket: its machine's goroutine alone (an Exclusive
 //     call runs inside it).
 //   - The pass inputs, the listeners' desired keys and the listening
-//     sockets: the reconcile goroutine (reconciler; Run). A revoke asks it
-//     (listenerRevoke); nothing else writes a listener.
-//   - What the speaker reported of each peer: peerTable, written by the
-//     session events (OnEstablished, OnDown) and the pass's forget.
-//   - Operator asks the passes apply (aoctl rotate, aoctl replace):
-//     operatorAsks. The policy: policyState, swapped whole (SetPolicy).
-//   - What the metrics hold: scrapeView (the scrape's), for the socket
+//     sockets: the reconciler, on the reconcile goroutine (its run). A
+//     revoke asks it (askListenerRevoke), the listen guard too
+//     (listenKeys); nothing else writes a listener. The keys the sessions
+//     carry (carried.go) and the listener watch are its too.
+//   - What the speaker reported of each peer: the peerTable, written by
+//     the session events it handles (OnEstablished, OnDown) and the pass's
+//     forget (remove).
+//   - The recorded revocations: the revocations part, their one writer.
+//   - Which installed keys are aokeyd's, and aoctl replace's approvals:
+//     ownership (its ledger; adopt and replace). The migrations: the
+//     migrations part (its migrate.Store). aoctl rotate's early rolls:
+//     earlyRolls. The policy: policyState in the core, swapped whole
+//     (SetPolicy).
+//   - What the metrics hold: the statusView (the scrape's), for the socket
 //     counters and key IDs; the roll's attempts, outcomes and state come
 //     as the rotator's events (rotator.Options.Events → backend.go
 //     rollEvent), never rebuilt from snapshots.
+//   - Daemon holds no state: it is the wiring (daemon.go, control.go),
+//     with at most 25 methods (parts_test.go).
 //
 // A peer is a bgp/peer.Key (address and VRF) everywhere: the tracker, the
 // guard, the rotation controller (rotator.PeerID is that key) and every

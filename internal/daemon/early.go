@@ -82,6 +82,7 @@ type earlyEnd struct {
 // end those the key source and the schedule left behind (stale), the
 // rotator's events and the sessions going down end or hold them.
 type earlyRolls struct {
+	*core
 	mu sync.Mutex
 	// gen changes with every request and every end: a pass input, so that
 	// the next pass recomputes each peer's desired state.

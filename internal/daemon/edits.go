@@ -21,18 +21,18 @@ import (
 // noteListenerEdits records what the last listener sync decided of edits
 // in place: edits are the plans' edits, applied only where the sync of
 // their listener succeeded. The reconcile goroutine calls it.
-func (d *Daemon) noteListenerEdits(edits []rotator.Edit) {
+func (rc *reconciler) noteListenerEdits(edits []rotator.Edit) {
 	want := func(e rotator.Edit) bool {
-		for _, w := range []rotator.Desired{d.rec.want.v4, d.rec.want.v6} {
+		for _, w := range []rotator.Desired{rc.want.v4, rc.want.v6} {
 			if slices.ContainsFunc(w.Keys, func(k rotator.DesiredKey) bool { return k.KeyRef == e.Ref && k.Secret.Fingerprint() == e.FP }) {
 				return true
 			}
 		}
 		return false
 	}
-	d.rec.mu.Lock()
-	defer d.rec.mu.Unlock()
-	applied := slices.DeleteFunc(slices.Clone(d.rec.editsApplied), func(e rotator.Edit) bool { return !want(e) })
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	applied := slices.DeleteFunc(slices.Clone(rc.editsApplied), func(e rotator.Edit) bool { return !want(e) })
 	var held []rotator.Edit
 	for _, e := range edits {
 		if !e.Rule.Applied() {
@@ -41,18 +41,18 @@ func (d *Daemon) noteListenerEdits(edits []rotator.Edit) {
 		}
 		applied = slices.DeleteFunc(applied, func(x rotator.Edit) bool { return x.Ref == e.Ref })
 		applied = append(applied, e)
-		d.log.Info("edit in place applied on the listener", "key", e.Ref.String(), "rule", e.Rule.String(), "why", e.Rule.Text())
+		rc.log.Info("edit in place applied on the listener", "key", e.Ref.String(), "rule", e.Rule.String(), "why", e.Rule.Text())
 	}
-	d.rec.editsHeld, d.rec.editsApplied = held, applied
+	rc.editsHeld, rc.editsApplied = held, applied
 }
 
 // listenerEditsFor are the listener's edits (held by the last sync, then
 // applied) of the keys for peer p's address (same L3 device, the key's
 // prefix holds the address).
-func (d *Daemon) listenerEditsFor(p bgp.PeerInfo) []rotator.Edit {
-	d.rec.mu.Lock()
-	all := slices.Concat(d.rec.editsHeld, d.rec.editsApplied)
-	d.rec.mu.Unlock()
+func (rc *reconciler) listenerEditsFor(p bgp.PeerInfo) []rotator.Edit {
+	rc.mu.Lock()
+	all := slices.Concat(rc.editsHeld, rc.editsApplied)
+	rc.mu.Unlock()
 	idx, _ := ifIndex(p.VRF)
 	return slices.DeleteFunc(all, func(e rotator.Edit) bool {
 		return e.Ref.IfIndex != idx || !e.Ref.Peer.Contains(p.Neighbor.Unmap())

@@ -32,4 +32,4 @@ func InjectWriteFault(t testing.TB, fault func(path, step string) error) {
 
 // SessionEvent asks for a pass as a session event does (a session taken
 // over, up or down, a roll done): a listener sync without recompute.
-func (d *Daemon) SessionEvent() { d.resync() }
+func (d *Daemon) SessionEvent() { d.rec.resync() }

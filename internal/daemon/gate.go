@@ -14,7 +14,7 @@ import (
 // status has a line while it holds, and aoctl plan plans the listeners as
 // the sync does under it (every key frozen but a revoked one) and lists
 // each delete it holds back. Invariants:
-//   - d.rec.gate is non-nil exactly while the gate holds: from New until
+//   - the reconciler's gate is non-nil exactly while the gate holds: from New until
 //     sessionsRead latches; the reconcile goroutine writes it, any reader
 //     loads it.
 //   - A held line is a delete the same plan makes without the gate: what
@@ -22,17 +22,17 @@ import (
 
 // noteGate records the gate's state at a pass: open, or holding with the
 // sessions listed or not and how many up were not read.
-func (d *Daemon) noteGate(open, listed bool, unread int) {
+func (rc *reconciler) noteGate(open, listed bool, unread int) {
 	if open {
-		d.rec.gate.Store(nil)
+		rc.gate.Store(nil)
 		return
 	}
-	d.rec.gate.Store(&control.StartUpGate{Listed: listed, Unread: unread})
+	rc.gate.Store(&control.StartUpGate{Listed: listed, Unread: unread})
 }
 
 // startUpGate is the gate's state for status (nil: open).
-func (d *Daemon) startUpGate() *control.StartUpGate {
-	g := d.rec.gate.Load()
+func (rc *reconciler) startUpGate() *control.StartUpGate {
+	g := rc.gate.Load()
 	if g == nil {
 		return nil
 	}

@@ -20,32 +20,32 @@ import (
 
 // noteListenerKept records what the last listener sync kept, logging each
 // kept key once when it appears. The reconcile goroutine calls it.
-func (d *Daemon) noteListenerKept(kept []rotator.Held) {
-	d.rec.mu.Lock()
-	old := d.rec.kept
-	d.rec.kept = kept
-	d.rec.mu.Unlock()
+func (rc *reconciler) noteListenerKept(kept []rotator.Held) {
+	rc.mu.Lock()
+	old := rc.kept
+	rc.kept = kept
+	rc.mu.Unlock()
 	for _, h := range kept {
 		if slices.ContainsFunc(old, func(o rotator.Held) bool { return o.Ref == h.Ref && o.Why == h.Why }) {
 			continue
 		}
-		d.log.Warn("listener key kept by the never-strand rule", "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
+		rc.log.Warn("listener key kept by the never-strand rule", "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
 	}
 }
 
 // listenerCarries reports whether the last listener sync kept a key only
 // because a session carries it.
-func (d *Daemon) listenerCarries() bool {
-	d.rec.mu.Lock()
-	defer d.rec.mu.Unlock()
-	return slices.ContainsFunc(d.rec.kept, func(h rotator.Held) bool { return h.Why == rotator.ReasonCarried })
+func (rc *reconciler) listenerCarries() bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.ContainsFunc(rc.kept, func(h rotator.Held) bool { return h.Why == rotator.ReasonCarried })
 }
 
 // listenerKept is what the last listener sync kept.
-func (d *Daemon) listenerKept() []rotator.Held {
-	d.rec.mu.Lock()
-	defer d.rec.mu.Unlock()
-	return d.rec.kept
+func (rc *reconciler) listenerKept() []rotator.Held {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.kept
 }
 
 // keptWarning is the status warning for a key kept on a socket of peer

@@ -76,6 +76,3 @@ func (k Kernel) LogDefects(log *slog.Logger) {
 			"err", k.Unplaced, "mitigation", k.Mitigations().String())
 	}
 }
-
-// syncListenerDeletes is Options.Kernel.SyncListenerDeletes.
-func (d *Daemon) syncListenerDeletes() bool { return d.o.Kernel.SyncListenerDeletes() }

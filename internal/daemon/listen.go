@@ -100,13 +100,13 @@ type heldListener struct {
 func (h *heldListener) Ref() sockets.Ref               { return h.ref }
 func (h *heldListener) Do(fn func(fd int) error) error { return fn(h.fd) }
 
-// ListenKeys is the connect guard's Listen (connectguard.ListenFunc): it
+// listenKeys is the connect guard's Listen (connectguard.ListenFunc): it
 // keys the socket l of the speaker, held in its listen(2) on the BGP port,
 // as a listener before the listen proceeds, and says whether that was
 // done. A socket on another port is none of aokeyd's: nil, untouched. It
 // waits while aokeyd has read no keys yet, until ctx ends.
-func (d *Daemon) ListenKeys(ctx context.Context, l connectguard.ListenSocket) error {
-	if l.Local.Port() != d.o.ListenPort {
+func (rc *reconciler) listenKeys(ctx context.Context, l connectguard.ListenSocket) error {
+	if l.Local.Port() != rc.o.ListenPort {
 		return nil
 	}
 	a := &listenAsk{done: make(chan struct{}), h: &heldListener{fd: l.Dup, ref: sockets.Ref{
@@ -114,10 +114,10 @@ func (d *Daemon) ListenKeys(ctx context.Context, l connectguard.ListenSocket) er
 		Listening: true, // keyed as the listener it becomes
 	}}}
 	select {
-	case d.rec.listens <- a:
+	case rc.listens <- a:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-d.rec.done:
+	case <-rc.done:
 		return errStopping
 	}
 	select {
@@ -134,25 +134,25 @@ func (d *Daemon) ListenKeys(ctx context.Context, l connectguard.ListenSocket) er
 // serveListen takes an ask between passes (the reconcile goroutine's): it
 // is keyed at once by a listener sync when a full pass has computed the
 // listeners' desired keys, else it waits for the first full pass.
-func (d *Daemon) serveListen(ctx context.Context, a *listenAsk) {
-	if !d.rec.haveLast {
-		d.log.Info("a listener held in its listen() waits for aokeyd's first pass with keys", "socket", a.h.ref.String())
-		d.rec.asks = append(d.rec.asks, a)
+func (rc *reconciler) serveListen(ctx context.Context, a *listenAsk) {
+	if !rc.haveLast {
+		rc.log.Info("a listener held in its listen() waits for aokeyd's first pass with keys", "socket", a.h.ref.String())
+		rc.asks = append(rc.asks, a)
 		return
 	}
-	d.syncListeners(ctx, a)
+	rc.syncListeners(ctx, a)
 }
 
 // takeAsks returns the asks waiting for a full pass and forgets them.
-func (d *Daemon) takeAsks() []*listenAsk {
-	as := d.rec.asks
-	d.rec.asks = nil
+func (rc *reconciler) takeAsks() []*listenAsk {
+	as := rc.asks
+	rc.asks = nil
 	return as
 }
 
 // dropAsks answers the asks still waiting when Run returns.
-func (d *Daemon) dropAsks() {
-	for _, a := range d.takeAsks() {
+func (rc *reconciler) dropAsks() {
+	for _, a := range rc.takeAsks() {
 		if a.claim() {
 			a.answer(errStopping)
 		}
@@ -209,8 +209,8 @@ func (u unlistened) AddMD5(k tcpao.MD5Key) error       { return tcpao.AddMD5(u.S
 func (u unlistened) DelMD5(r tcpao.MD5Ref) error       { return tcpao.DelMD5(u.Socket, r) }
 
 // listenerSocket is the socket of a listener the listener sync writes.
-func (d *Daemon) listenerSocket(h bgp.SocketHandle) tcpao.Socket {
-	s := d.o.SocketOf(h)
+func (rc *reconciler) listenerSocket(h bgp.SocketHandle) tcpao.Socket {
+	s := rc.o.SocketOf(h)
 	if _, ok := h.(*heldListener); ok {
 		return unlistened{s}
 	}

@@ -26,18 +26,14 @@ import (
 // errFrozen is wrapped by desiredFor for a peer whose chain is degraded.
 var errFrozen = errors.New("key chain degraded in the key source: the session's keys are left as they are (nothing deleted or switched) until the source is fixed")
 
-// boundChain reports whether a source chain is read by a key chain that
-// some binding uses (the key cache holds only those back).
-func (d *Daemon) boundChain(chain string) bool { return d.pol.Load().bound[chain] }
-
 // holds is what the snapshot holds back (keystore.Snapshot.Held) plus the
 // bound source chains it does not have at all, in a stable order.
-func (d *Daemon) holds(snap *keystore.Snapshot) []keystore.Hold {
+func (rc *reconciler) holds(snap *keystore.Snapshot) []keystore.Hold {
 	if snap == nil {
 		return nil
 	}
 	out := slices.Clone(snap.Held)
-	pol := d.policy()
+	pol := rc.policy()
 	seen := map[string]bool{}
 	for _, b := range pol.Bindings() {
 		c, ok := pol.Chain(b.KeyChain)
@@ -85,9 +81,9 @@ func freeze(frozen []frozenRange, b policy.Binding, why error) []frozenRange {
 }
 
 // logFrozen warns about each frozen binding (once per recompute).
-func (d *Daemon) logFrozen(frozen []frozenRange) {
+func (rc *reconciler) logFrozen(frozen []frozenRange) {
 	for _, f := range frozen {
-		d.log.Warn("binding's keys cannot be computed or its key chain is degraded in the key source: none of its listener keys is deleted",
+		rc.log.Warn("binding's keys cannot be computed or its key chain is degraded in the key source: none of its listener keys is deleted",
 			"binding", f.binding, "why", f.why)
 	}
 }

@@ -96,29 +96,29 @@ func (w *listenerWatch) observe(pid int, inodes []uint64, err error) (pass bool)
 
 // pollListeners lists the listeners once and asks for a full pass when
 // the listing asks for one (listenerWatch.observe).
-func (d *Daemon) pollListeners(ll bgp.ListenerLister) {
-	pid := d.lwatch.target()
-	inodes, err := ll.ListenerInodes(pid, d.o.ListenPort)
-	if !d.lwatch.observe(pid, inodes, err) {
+func (rc *reconciler) pollListeners(ll bgp.ListenerLister) {
+	pid := rc.lwatch.target()
+	inodes, err := ll.ListenerInodes(pid, rc.o.ListenPort)
+	if !rc.lwatch.observe(pid, inodes, err) {
 		return
 	}
 	if err != nil {
-		d.log.Warn("listing the listening sockets failed; syncing the listeners now, and watching aokeyd's own network namespace until a sync finds the speaker",
-			"port", d.o.ListenPort, "pid", pid, "err", err)
+		rc.log.Warn("listing the listening sockets failed; syncing the listeners now, and watching aokeyd's own network namespace until a sync finds the speaker",
+			"port", rc.o.ListenPort, "pid", pid, "err", err)
 	} else {
-		d.log.Info("the listening sockets changed; syncing the listeners now", "port", d.o.ListenPort, "pid", pid, "listeners", len(inodes))
+		rc.log.Info("the listening sockets changed; syncing the listeners now", "port", rc.o.ListenPort, "pid", pid, "listeners", len(inodes))
 	}
-	d.resync()
+	rc.resync()
 }
 
 // watchListeners polls the listeners every ListenerPoll until ctx ends.
-func (d *Daemon) watchListeners(ctx context.Context, ll bgp.ListenerLister) {
+func (rc *reconciler) watchListeners(ctx context.Context, ll bgp.ListenerLister) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d.o.ListenerPoll):
+		case <-time.After(rc.o.ListenerPoll):
 		}
-		d.pollListeners(ll)
+		rc.pollListeners(ll)
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
-	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
-	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -54,7 +51,7 @@ func newMD5Want() md5Want { return md5Want{known: map[netip.Prefix]tcpao.Fingerp
 // password (a copy), for the binding's neighbor address or prefix, or its
 // retirement once its migration is done. listenerDesired calls it for
 // each binding, beside the binding's TCP-AO keys.
-func (d *Daemon) addMD5Binding(w *md5Want, b policy.Binding, pk policy.PeerKeys, err error) {
+func (rc *reconciler) addMD5Binding(w *md5Want, b policy.Binding, pk policy.PeerKeys, err error) {
 	idx, ierr := ifIndex(b.VRF)
 	if ierr != nil {
 		return // listenerDesired says why
@@ -66,7 +63,7 @@ func (d *Daemon) addMD5Binding(w *md5Want, b policy.Binding, pk policy.PeerKeys,
 	if err == nil && pk.MD5 != nil {
 		w.known[rotator.MD5Prefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
 	}
-	if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step == migrate.Done && b.Neighbor.IsSingleIP() {
+	if r, ok := rc.migrs.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step == migrate.Done && b.Neighbor.IsSingleIP() {
 		// Its session ran TCP-AO: the password may leave.
 		dst.Retire = append(dst.Retire, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
 		return
@@ -75,9 +72,7 @@ func (d *Daemon) addMD5Binding(w *md5Want, b policy.Binding, pk policy.PeerKeys,
 		return
 	}
 	dst.Keys = append(dst.Keys, pk.MD5.Key(b.Neighbor, idx))
-	d.ops.mu.Lock()
-	fp, approved := d.ops.md5Approved[rotator.MD5Prefix(b.Neighbor)]
-	d.ops.mu.Unlock()
+	fp, approved := rc.owns.approvedMD5(rotator.MD5Prefix(b.Neighbor))
 	if approved && fp == pk.MD5.Secret.Fingerprint() {
 		dst.ApproveChange = append(dst.ApproveChange, tcpao.MD5Ref{Peer: b.Neighbor, IfIndex: idx})
 	}
@@ -105,7 +100,7 @@ func md5WantOf(ref sockets.Ref, w md5Want, have4 bool) rotator.MD5Desired {
 // planMD5 plans one listening socket's TCP-MD5 keys against what the
 // kernel holds (read back through sock_diag): rotator.PlanMD5 with what
 // this daemon knows of ownership and of the socket's TCP-AO keys.
-func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[netip.Prefix]tcpao.Fingerprint) (rotator.MD5Plan, error) {
+func (rc *reconciler) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[netip.Prefix]tcpao.Fingerprint) (rotator.MD5Plan, error) {
 	have, err := tcpao.ReadMD5(s)
 	if err != nil {
 		return rotator.MD5Plan{}, err
@@ -121,7 +116,7 @@ func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[neti
 		return slices.ContainsFunc(ao, func(k tcpao.KeyInfo) bool { return k.Peer.Contains(a) || k.Peer.Contains(a.Unmap()) })
 	}
 	want.Owns = func(k tcpao.MD5Info) bool {
-		if d.owned.ownsMD5(rotator.MD5Prefix(k.Peer), k.Fingerprint) {
+		if rc.owns.ownsMD5(rotator.MD5Prefix(k.Peer), k.Fingerprint) {
 			return true
 		}
 		if fp, ok := known[rotator.MD5Prefix(k.Peer)]; ok && fp == k.Fingerprint {
@@ -137,12 +132,12 @@ func (d *Daemon) planMD5(s tcpao.Socket, want rotator.MD5Desired, known map[neti
 // syncMD5 brings one listening socket's TCP-MD5 keys to want. It returns
 // what it held, and an error when a password wanted could not be read or
 // an operation failed (logged here).
-func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) ([]rotator.MD5Held, error) {
-	s := d.listenerSocket(h)
-	p, err := d.planMD5(s, want, d.rec.md5.known)
+func (rc *reconciler) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) ([]rotator.MD5Held, error) {
+	s := rc.listenerSocket(h)
+	p, err := rc.planMD5(s, want, rc.md5.known)
 	if err != nil {
 		if len(want.Keys) > 0 {
-			d.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
+			rc.log.Error("listener's TCP-MD5 keys not readable; none installed", "socket", h.Ref().String(), "err", err)
 			return nil, fmt.Errorf("TCP-MD5 keys not readable: %w", err)
 		}
 		return nil, nil
@@ -150,17 +145,17 @@ func (d *Daemon) syncMD5(h bgp.SocketHandle, want rotator.MD5Desired) ([]rotator
 	n, err := rotator.ApplyMD5(s, p.Ops)
 	for _, op := range p.Ops[:n] {
 		if !op.Del {
-			d.owned.recordMD5(rotator.MD5Prefix(op.Ref.Peer), op.Key.Secret.Fingerprint())
+			rc.owns.recordMD5(rotator.MD5Prefix(op.Ref.Peer), op.Key.Secret.Fingerprint())
 		}
 	}
 	if err != nil {
-		d.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
+		rc.log.Error("listener TCP-MD5 sync failed", "socket", h.Ref().String(), "done", n, "of", len(p.Ops), "err", err)
 		err = fmt.Errorf("TCP-MD5 sync: %w", err)
 	} else if n > 0 {
-		d.log.Info("listener TCP-MD5 keys synchronised", "socket", h.Ref().String(), "ops", n)
+		rc.log.Info("listener TCP-MD5 keys synchronised", "socket", h.Ref().String(), "ops", n)
 	}
 	for _, x := range p.Held {
-		d.log.Debug("listener TCP-MD5 key held", "socket", h.Ref().String(), "key", x.Ref.String(), "reason", x.Why.String())
+		rc.log.Debug("listener TCP-MD5 key held", "socket", h.Ref().String(), "key", x.Ref.String(), "reason", x.Why.String())
 	}
 	return p.Held, err
 }
@@ -187,10 +182,10 @@ func md5Warning(x rotator.MD5Held) string {
 
 // md5Warnings are the status warnings of the TCP-MD5 keys the last
 // listener sync held for peer.
-func (d *Daemon) md5Warnings(peer netip.Addr) []string {
-	d.rec.mu.Lock()
-	held := d.rec.md5Held
-	d.rec.mu.Unlock()
+func (rc *reconciler) md5Warnings(peer netip.Addr) []string {
+	rc.mu.Lock()
+	held := rc.md5Held
+	rc.mu.Unlock()
 	var out []string
 	for _, x := range held {
 		if w := md5Warning(x); w != "" && x.Ref.Peer.Contains(peer) && !slices.Contains(out, w) {
@@ -203,8 +198,8 @@ func (d *Daemon) md5Warnings(peer netip.Addr) []string {
 // md5PlanLines are the TCP-MD5 part of aoctl plan: each listener's
 // planned MD5 operations and held keys against w (listenerDesired's), as
 // the listener sync would plan them now.
-func (d *Daemon) md5PlanLines(ctx context.Context, w md5Want) []string {
-	hs, err := d.tracker.Listeners(ctx)
+func (rc *reconciler) md5PlanLines(ctx context.Context, w md5Want) []string {
+	hs, err := rc.tracker.Listeners(ctx)
 	if err != nil {
 		return nil
 	}
@@ -212,7 +207,7 @@ func (d *Daemon) md5PlanLines(ctx context.Context, w md5Want) []string {
 	var out []string
 	for _, h := range hs {
 		sock := "listen " + h.Ref().Local.String()
-		p, err := d.planMD5(d.o.SocketOf(h), md5WantOf(h.Ref(), w, have4), w.known)
+		p, err := rc.planMD5(rc.o.SocketOf(h), md5WantOf(h.Ref(), w, have4), w.known)
 		if err != nil {
 			if errors.Is(err, tcpao.ErrNoMD5) {
 				continue
@@ -236,69 +231,4 @@ func (d *Daemon) md5PlanLines(ctx context.Context, w md5Want) []string {
 		}
 	}
 	return out
-}
-
-// replaceMD5 applies a chain's changed TCP-MD5 password at the operator's
-// planned reset (aoctl replace CHAIN --md5): the change is approved for
-// the chain's TCP-MD5 peers, the listeners take it at the next pass (in
-// place: the kernel replaces an MD5 key's password), and each peer's
-// established session is reset to reconnect with it. A TCP-MD5 session
-// has one password for its life: without the reset it would run on with
-// the old one until its next reconnect, which the new password must then
-// carry at both ends.
-func (d *Daemon) replaceMD5(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
-	start := time.Now()
-	res := control.ReplaceResult{Chain: req.Chain, Sockets: []control.RevokeSocket{}}
-	snap, release := d.shared()
-	if snap == nil {
-		release()
-		return res, errors.New("no good key snapshot yet")
-	}
-	pol, now := d.policy(), time.Now()
-	var peers []policy.Binding
-	d.ops.mu.Lock()
-	if d.ops.md5Approved == nil {
-		d.ops.md5Approved = map[netip.Prefix]tcpao.Fingerprint{}
-	}
-	for _, b := range pol.Bindings() {
-		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-		if err != nil || !md5Peer(pk) || pk.SourceChain != req.Chain {
-			continue
-		}
-		d.ops.md5Approved[rotator.MD5Prefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
-		peers = append(peers, b)
-	}
-	d.ops.mu.Unlock()
-	release()
-	if len(peers) == 0 {
-		return res, fmt.Errorf("chain %s: no TCP-MD5 peer reads its password: %w", req.Chain, control.ErrNotFound)
-	}
-	d.log.Warn("TCP-MD5 password change approved: the listeners take it and the sessions are reset", "chain", req.Chain, "peers", len(peers))
-	if !d.kickAndWait(ctx) {
-		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new password at the next one"})
-		return res, nil
-	}
-	d.rec.mu.Lock()
-	held := d.rec.md5Held
-	d.rec.mu.Unlock()
-	for _, b := range peers {
-		r := control.RevokeSocket{Socket: "listeners", Peer: b.Neighbor.String(), Action: control.ActionReplaced}
-		if slices.ContainsFunc(held, func(x rotator.MD5Held) bool {
-			return x.Why == rotator.ReasonEdited && x.Ref.Peer.Contains(b.Neighbor.Addr())
-		}) {
-			r.Action, r.Error = "", "still held back on the listener"
-		}
-		res.Sockets = append(res.Sockets, r)
-		id := peer.KeyOf(b.Neighbor.Addr(), b.VRF)
-		if p := d.peer(id); p == nil || !p.info.Established() || r.Error != "" {
-			continue
-		}
-		s := control.RevokeSocket{Socket: "session", Peer: b.Neighbor.String(), Action: control.ActionReset}
-		if err := d.o.Speaker.ResetPeer(ctx, id, "TCP-MD5 password changed (aoctl replace --md5)"); err != nil {
-			s.Action, s.Error = "", err.Error()
-		}
-		res.Sockets = append(res.Sockets, s)
-	}
-	res.Elapsed = control.Duration(time.Since(start))
-	return res, nil
 }

@@ -16,6 +16,22 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
+// migrations is the migration controller beside internal/migrate: it
+// starts, follows, advances and rolls back the TCP-MD5 to TCP-AO moves,
+// and alone writes their record (store). The passes ask it where a
+// migrating peer's keys sit (migrationPrefix) and whether a session is
+// the migration's (md5Session); Generation is a pass input.
+type migrations struct {
+	*core
+	store *migrate.Store // TCP-MD5 to TCP-AO migrations, durably
+}
+
+// Generation changes with every write of the record (a pass input).
+func (mg *migrations) Generation() uint64 { return mg.store.Generation() }
+
+// All lists the recorded migrations.
+func (mg *migrations) All() []migrate.Record { return mg.store.All() }
+
 // TCP-MD5 to TCP-AO migrations (internal/migrate has the machine and why
 // it is safe). What a migration changes of the desired state, in one
 // place each:
@@ -27,36 +43,36 @@ import (
 //   - advanceMigrations: each full pass moves the machines on.
 
 // migrationOf is the peer's migration record.
-func (d *Daemon) migrationOf(addr netip.Addr, vrf string) (migrate.Record, bool) {
-	return d.migr.Get(peer.KeyOf(addr, vrf))
+func (mg *migrations) migrationOf(addr netip.Addr, vrf string) (migrate.Record, bool) {
+	return mg.store.Get(peer.KeyOf(addr, vrf))
 }
 
 // migrationPrefix is where a binding's TCP-AO keys go on the listener:
 // its migration's prefix while one is active, else its own neighbor.
-func (d *Daemon) migrationPrefix(b policy.Binding) (netip.Prefix, bool) {
+func (mg *migrations) migrationPrefix(b policy.Binding) (netip.Prefix, bool) {
 	if b.Neighbor.IsSingleIP() {
-		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step.Active() {
+		if r, ok := mg.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step.Active() {
 			return r.Prefix, true
 		}
 	}
 	return b.Neighbor, false
 }
 
-// Migrate implements control.Backend: it records a migration for the
+// handle is Daemon.Migrate (control.Backend): it records a migration for the
 // TCP-MD5 peer (or every one), which the passes then carry out.
-func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
-	snap, release := d.shared()
+func (mg *migrations) handle(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
+	snap, release := mg.shared()
 	defer release()
 	if snap == nil {
 		return control.MigrateResult{}, fmt.Errorf("%w: no good read of the key source yet: try again after it", control.ErrServer)
 	}
 	now := time.Now()
-	pol := d.policy()
+	pol := mg.policy()
 	var targets []policy.Binding
 	if req.All {
 		for _, b := range pol.Bindings() {
 			pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
-			r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF)
+			r, ok := mg.migrationOf(b.Neighbor.Addr(), b.VRF)
 			if err == nil && md5Peer(pk) && b.Neighbor.IsSingleIP() && (!ok || r.Step == migrate.RolledBack || req.Abort) {
 				targets = append(targets, b)
 			}
@@ -78,31 +94,31 @@ func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (contr
 	}
 	res := control.MigrateResult{Migrations: []control.Migration{}}
 	for _, b := range targets {
-		r, err := d.startMigration(snap, pol, b, req, now)
+		r, err := mg.startMigration(snap, pol, b, req, now)
 		if err != nil {
 			if req.All {
-				d.log.Warn("not migrating", "peer", b.String(), "err", err)
+				mg.log.Warn("not migrating", "peer", b.String(), "err", err)
 				continue
 			}
 			return res, err
 		}
 		res.Migrations = append(res.Migrations, statusMigration(r))
 	}
-	d.resync()
+	mg.recon.resync()
 	return res, nil
 }
 
 // startMigration checks one binding and records its migration (or its
 // abort).
-func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b policy.Binding, req control.MigrateRequest, now time.Time) (migrate.Record, error) {
+func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b policy.Binding, req control.MigrateRequest, now time.Time) (migrate.Record, error) {
 	addr := b.Neighbor.Addr()
-	old, have := d.migrationOf(addr, b.VRF)
+	old, have := mg.migrationOf(addr, b.VRF)
 	if req.Abort {
 		if !have || (old.Step != migrate.Prepared && old.Step != migrate.Switching) {
 			return old, fmt.Errorf("%w: peer %s has no migration in progress", control.ErrInvalid, addr)
 		}
 		old.Step, old.Since, old.Reason = migrate.RolledBack, now, "aborted by an operator (aoctl migrate --abort): TCP-MD5 kept"
-		return old, d.migr.Put(old)
+		return old, mg.store.Put(old)
 	}
 	if have && old.Step != migrate.RolledBack {
 		return old, fmt.Errorf("%w: peer %s: migration already %s (since %s)", control.ErrInvalid, addr, old.Step, old.Since.UTC().Format(time.RFC3339))
@@ -122,7 +138,7 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 			others = append(others, o.Neighbor.Addr())
 		}
 	}
-	for _, p := range d.peerList() {
+	for _, p := range mg.table.peerList() {
 		if p.info.VRF == b.VRF {
 			others = append(others, p.info.Neighbor)
 		}
@@ -138,14 +154,14 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 	}
 	bound := time.Duration(req.Bound)
 	if bound == 0 {
-		bound = d.o.MigrationBound
+		bound = mg.o.MigrationBound
 	}
 	if bound == 0 {
 		bound = migrate.DefaultBound
 	}
 	r := migrate.Record{Peer: peer.KeyOf(addr, b.VRF), Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
-	d.log.Info("migration to TCP-AO prepared", "peer", peer.KeyOf(addr, b.VRF), "prefix", prefix, "at", at, "bound", bound)
-	return r, d.migr.Put(r)
+	mg.log.Info("migration to TCP-AO prepared", "peer", peer.KeyOf(addr, b.VRF), "prefix", prefix, "at", at, "bound", bound)
+	return r, mg.store.Put(r)
 }
 
 // advanceMigrations moves every migration in progress on by what this
@@ -155,39 +171,39 @@ func (d *Daemon) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b p
 // A key source fault holds a migration where it is: while the source's
 // last read failed, or the peer's keys cannot be computed, or its chain
 // is degraded, no step is taken (the listener keeps both kinds, frozen).
-func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time {
+func (mg *migrations) advanceMigrations(ctx context.Context, now time.Time) time.Time {
 	var next time.Time
-	recs := slices.DeleteFunc(d.migr.All(), func(r migrate.Record) bool { return r.Step != migrate.Prepared && r.Step != migrate.Switching })
+	recs := slices.DeleteFunc(mg.store.All(), func(r migrate.Record) bool { return r.Step != migrate.Prepared && r.Step != migrate.Switching })
 	if len(recs) == 0 {
 		return next // every pass, the idle ones too: nothing read while nothing migrates
 	}
-	snap, release := d.shared()
+	snap, release := mg.shared()
 	defer release()
-	sourceDown := d.o.Keys.Status().LastError != nil
+	sourceDown := mg.o.Keys.Status().LastError != nil
 	for _, r := range recs {
 		if snap == nil || sourceDown {
-			d.noteHeld(r, "the key source's last read failed")
+			mg.noteHeld(r, "the key source's last read failed")
 			continue
 		}
-		pk, err := d.peerDesired(d.policy(), snap, r.Peer.Addr, r.Peer.VRF, now)
+		pk, err := mg.recon.peerDesired(mg.policy(), snap, r.Peer.Addr, r.Peer.VRF, now)
 		if err != nil || snap.Degraded(pk.SourceChain) {
-			d.noteHeld(r, "the peer's keys cannot be computed from the key source, or its chain is degraded")
+			mg.noteHeld(r, "the peer's keys cannot be computed from the key source, or its chain is degraded")
 			continue
 		}
-		n := migrate.Advance(r, migrate.Observed{AOSession: d.aoSession(r.Peer.Addr, r.Peer.VRF), NoAOKey: pk.Preferred < 0}, now)
+		n := migrate.Advance(r, migrate.Observed{AOSession: mg.aoSession(r.Peer.Addr, r.Peer.VRF), NoAOKey: pk.Preferred < 0}, now)
 		if n != r {
 			id := r.Peer
 			switch n.Step {
 			case migrate.RolledBack:
-				d.log.Warn("migration rolled back", "peer", id, "reason", n.Reason)
+				mg.log.Warn("migration rolled back", "peer", id, "reason", n.Reason)
 			default:
-				d.log.Info("migration step", "peer", id, "step", string(n.Step))
+				mg.log.Info("migration step", "peer", id, "step", string(n.Step))
 			}
 			if n.Step == migrate.Switching {
-				d.switchReset(ctx, n)
+				mg.switchReset(ctx, n)
 			}
-			if err := d.migr.Put(n); err != nil {
-				d.log.Error("migrations record not written; the step may be lost at a restart", "peer", id, "err", err)
+			if err := mg.store.Put(n); err != nil {
+				mg.log.Error("migrations record not written; the step may be lost at a restart", "peer", id, "err", err)
 			}
 		}
 		t := migrate.Next(n)
@@ -217,27 +233,27 @@ func (d *Daemon) advanceMigrations(ctx context.Context, now time.Time) time.Time
 // computed; it reports whether it recorded one, which changes the desired
 // state. It reads nothing while no chain holds a password, and only the
 // sessions of peers whose chain does.
-func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) (recovered bool) {
+func (mg *migrations) recoverMigrations(snap *keystore.Snapshot, now time.Time) (recovered bool) {
 	if !anyMD5(snap) {
 		return false
 	}
-	pol := d.policy()
-	for _, p := range d.peerList() {
+	pol := mg.policy()
+	for _, p := range mg.table.peerList() {
 		if p.handle == nil || !p.binding.Neighbor.IsSingleIP() {
 			continue
 		}
 		if c, ok := pol.Chain(p.binding.KeyChain); !ok || snap.Chains[c.SourceChain] == nil || snap.Chains[c.SourceChain].MD5 == nil {
 			continue // no password in its chain: not a TCP-MD5 peer
 		}
-		if r, ok := d.migrationOf(p.info.Neighbor, p.info.VRF); ok && r.Step != migrate.RolledBack {
+		if r, ok := mg.migrationOf(p.info.Neighbor, p.info.VRF); ok && r.Step != migrate.RolledBack {
 			continue
 		}
-		pk, err := d.peerDesired(pol, snap, p.info.Neighbor, p.info.VRF, now)
-		if err != nil || !md5Peer(pk) || !d.aoSession(p.info.Neighbor, p.info.VRF) {
+		pk, err := mg.recon.peerDesired(pol, snap, p.info.Neighbor, p.info.VRF, now)
+		if err != nil || !md5Peer(pk) || !mg.aoSession(p.info.Neighbor, p.info.VRF) {
 			continue
 		}
 		prefix := hostPrefix(p.info.Neighbor.Unmap())
-		if ks, err := d.o.SocketOf(p.handle).Keys(tcpao.KeyFilter{SkipFingerprint: true}); err == nil {
+		if ks, err := mg.o.SocketOf(p.handle).Keys(tcpao.KeyFilter{SkipFingerprint: true}); err == nil {
 			for _, k := range ks {
 				if k.Peer.Contains(p.info.Neighbor.Unmap()) && k.Peer.Bits() < prefix.Bits() {
 					prefix = k.Peer.Masked() // the listener's migration prefix, copied to the session
@@ -246,11 +262,11 @@ func (d *Daemon) recoverMigrations(snap *keystore.Snapshot, now time.Time) (reco
 		}
 		r := migrate.Record{Peer: peer.KeyOf(p.info.Neighbor, p.info.VRF), Prefix: prefix, At: now, Step: migrate.Done, Since: now,
 			Reason: "recovered from the kernel: the session runs TCP-AO with verified segments, and no migration was recorded"}
-		if err := d.migr.Put(r); err != nil {
-			d.log.Error("migration recovered from the kernel but not recorded; it is recovered again at the next pass", "peer", p.id, "err", err)
+		if err := mg.store.Put(r); err != nil {
+			mg.log.Error("migration recovered from the kernel but not recorded; it is recovered again at the next pass", "peer", p.id, "err", err)
 			continue
 		}
-		d.log.Warn("TCP-MD5 peer found running TCP-AO with no migration recorded: it is migrated (done); its password stays off the listener. "+
+		mg.log.Warn("TCP-MD5 peer found running TCP-AO with no migration recorded: it is migrated (done); its password stays off the listener. "+
 			"Remove md5 from its key chain", "peer", p.id, "prefix", prefix, "chain", pk.SourceChain)
 		recovered = true
 	}
@@ -274,32 +290,32 @@ const migrationVerifyPoll = time.Second
 // neighbor is not passive) and the session runs TCP-MD5, it is reset once
 // so that the next connect carries TCP-AO (ConnectMD5 no longer answers).
 // A passive side waits for the far end's connect.
-func (d *Daemon) switchReset(ctx context.Context, r migrate.Record) {
+func (mg *migrations) switchReset(ctx context.Context, r migrate.Record) {
 	id := r.Peer
-	p := d.peer(id)
-	if p == nil || !d.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || d.aoSession(r.Peer.Addr, r.Peer.VRF) {
+	p := mg.table.peer(id)
+	if p == nil || !mg.conns.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || mg.aoSession(r.Peer.Addr, r.Peer.VRF) {
 		return
 	}
-	if err := d.o.Speaker.ResetPeer(ctx, id, "migration to TCP-AO: reconnect with TCP-AO"); err != nil {
-		d.log.Error("migration switch: the session could not be reset; it moves at its next reconnect", "peer", id, "err", err)
+	if err := mg.o.Speaker.ResetPeer(ctx, id, "migration to TCP-AO: reconnect with TCP-AO"); err != nil {
+		mg.log.Error("migration switch: the session could not be reset; it moves at its next reconnect", "peer", id, "err", err)
 		return
 	}
-	d.log.Info("migration switch: session reset to reconnect with TCP-AO", "peer", id)
+	mg.log.Info("migration switch: session reset to reconnect with TCP-AO", "peer", id)
 }
 
 // noteHeld logs that a migration holds its step (at debug: every pass).
-func (d *Daemon) noteHeld(r migrate.Record, why string) {
-	d.log.Debug("migration holds its step: "+why, "peer", r.Peer, "step", string(r.Step))
+func (mg *migrations) noteHeld(r migrate.Record, why string) {
+	mg.log.Debug("migration holds its step: "+why, "peer", r.Peer, "step", string(r.Step))
 }
 
 // aoSession reports whether the peer's session socket carries TCP-AO and
 // has verified segments with it.
-func (d *Daemon) aoSession(addr netip.Addr, vrf string) bool {
-	p := d.peer(peer.KeyOf(addr, vrf))
+func (mg *migrations) aoSession(addr netip.Addr, vrf string) bool {
+	p := mg.table.peer(peer.KeyOf(addr, vrf))
 	if p == nil || p.handle == nil {
 		return false
 	}
-	in, err := d.o.SocketOf(p.handle).Info()
+	in, err := mg.o.SocketOf(p.handle).Info()
 	return err == nil && in.PktGood > 0
 }
 
@@ -307,10 +323,10 @@ func (d *Daemon) aoSession(addr netip.Addr, vrf string) bool {
 // TCP-MD5 one: the peer is a TCP-MD5 peer (or migrating) and its socket
 // carries no TCP-AO. A migrating peer's session is managed as soon as it
 // does (the far end reconnected with TCP-AO).
-func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.SocketHandle) bool {
-	r, ok := d.migrationOf(info.Neighbor, info.VRF)
+func (mg *migrations) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.SocketHandle) bool {
+	r, ok := mg.migrationOf(info.Neighbor, info.VRF)
 	active := ok && r.Step.Active()
-	pk, err := d.peerDesired(d.policy(), snap, info.Neighbor, info.VRF, time.Now())
+	pk, err := mg.recon.peerDesired(mg.policy(), snap, info.Neighbor, info.VRF, time.Now())
 	if err != nil || (!md5Peer(pk) && !active) {
 		return false
 	}
@@ -318,7 +334,7 @@ func (d *Daemon) md5Session(snap *keystore.Snapshot, info bgp.PeerInfo, h bgp.So
 		return false
 	}
 	if h != nil {
-		if _, err := d.o.SocketOf(h).Info(); err == nil {
+		if _, err := mg.o.SocketOf(h).Info(); err == nil {
 			return false // it carries TCP-AO
 		}
 	}
@@ -331,21 +347,21 @@ func statusMigration(r migrate.Record) control.Migration {
 		At: r.At, Deadline: r.Deadline(), Since: r.Since, Reason: r.Reason}
 }
 
-// FollowMigration starts this end's migration of the link to peer when
+// follow starts this end's migration of the link to peer when
 // the far end (router, another aokeyd, through the fleet document) runs
 // one: the same switch time and bound, so that the two ends switch
 // together. Nothing happens when the peer is not a TCP-MD5 peer here,
 // has a migration in progress or done, or rolled back this same one.
-func (d *Daemon) FollowMigration(ctx context.Context, router string, addr netip.Addr, vrf string, at time.Time, bound time.Duration) {
-	if r, ok := d.migrationOf(addr, vrf); ok && (r.Step != migrate.RolledBack || r.At.Equal(at)) {
+func (mg *migrations) follow(ctx context.Context, router string, addr netip.Addr, vrf string, at time.Time, bound time.Duration) {
+	if r, ok := mg.migrationOf(addr, vrf); ok && (r.Step != migrate.RolledBack || r.At.Equal(at)) {
 		return
 	}
-	snap, release := d.shared()
+	snap, release := mg.shared()
 	defer release()
 	if snap == nil {
 		return
 	}
-	pol := d.policy()
+	pol := mg.policy()
 	b, err := pol.BindingFor(addr, vrf)
 	if err != nil || !b.Neighbor.IsSingleIP() {
 		return
@@ -354,19 +370,19 @@ func (d *Daemon) FollowMigration(ctx context.Context, router string, addr netip.
 	if pk, err := pol.Desired(snap, addr, vrf, now); err != nil || !md5Peer(pk) {
 		return
 	}
-	if _, err := d.startMigration(snap, pol, b, control.MigrateRequest{At: at, Bound: control.Duration(bound)}, now); err != nil {
-		d.log.Warn("the far end migrates the link to TCP-AO, this end cannot follow", "peer", peer.KeyOf(addr, vrf), "router", router, "err", err)
+	if _, err := mg.startMigration(snap, pol, b, control.MigrateRequest{At: at, Bound: control.Duration(bound)}, now); err != nil {
+		mg.log.Warn("the far end migrates the link to TCP-AO, this end cannot follow", "peer", peer.KeyOf(addr, vrf), "router", router, "err", err)
 		return
 	}
-	d.log.Info("migration to TCP-AO started to follow the far end's (fleet document)", "peer", peer.KeyOf(addr, vrf), "router", router, "at", at)
-	d.resync()
+	mg.log.Info("migration to TCP-AO started to follow the far end's (fleet document)", "peer", peer.KeyOf(addr, vrf), "router", router, "at", at)
+	mg.recon.resync()
 }
 
-// MigrationFollowWanted reports whether any peer could follow a far
+// followWanted reports whether any peer could follow a far
 // end's migration: a TCP-MD5 peer without a migration in progress or
 // done. The fleet's documents are read for FollowMigration only then.
-func (d *Daemon) MigrationFollowWanted() bool {
-	snap, release := d.shared()
+func (mg *migrations) followWanted() bool {
+	snap, release := mg.shared()
 	defer release()
 	if snap == nil {
 		return false
@@ -374,12 +390,12 @@ func (d *Daemon) MigrationFollowWanted() bool {
 	if !anyMD5(snap) {
 		return false // no TCP-MD5 password anywhere: no binding's policy is computed
 	}
-	pol, now := d.policy(), time.Now()
+	pol, now := mg.policy(), time.Now()
 	for _, b := range pol.Bindings() {
 		if !b.Neighbor.IsSingleIP() {
 			continue
 		}
-		if r, ok := d.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step != migrate.RolledBack {
+		if r, ok := mg.migrationOf(b.Neighbor.Addr(), b.VRF); ok && r.Step != migrate.RolledBack {
 			continue
 		}
 		if pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now); err == nil && md5Peer(pk) {

@@ -38,26 +38,26 @@ func mptcpFault(err error, ref sockets.Ref) (control.ListenerFault, bool) {
 // noteListenerFaults makes faults, what the listener sync that just ran
 // found, status's, and logs each new one with its fix at error level, and
 // each one gone (the speaker restarted plain TCP, say).
-func (d *Daemon) noteListenerFaults(faults []control.ListenerFault) {
-	d.rec.mu.Lock()
-	before := d.rec.faults
-	d.rec.faults = faults
-	d.rec.mu.Unlock()
+func (rc *reconciler) noteListenerFaults(faults []control.ListenerFault) {
+	rc.mu.Lock()
+	before := rc.faults
+	rc.faults = faults
+	rc.mu.Unlock()
 	for _, f := range faults {
 		if !slices.Contains(before, f) {
-			d.log.Error(control.WarnListenerMPTCP(f.Port), "listener", f.Local, "pid", f.PID, "process", f.Process)
+			rc.log.Error(control.WarnListenerMPTCP(f.Port), "listener", f.Local, "pid", f.PID, "process", f.Process)
 		}
 	}
 	for _, f := range before {
 		if !slices.Contains(faults, f) {
-			d.log.Info("the speaker's listener is plain TCP now, or gone: TCP-AO keys go on it again", "listener", f.Local, "pid", f.PID)
+			rc.log.Info("the speaker's listener is plain TCP now, or gone: TCP-AO keys go on it again", "listener", f.Local, "pid", f.PID)
 		}
 	}
 }
 
 // listenerFaults are the faults of the last listener sync.
-func (d *Daemon) listenerFaults() []control.ListenerFault {
-	d.rec.mu.Lock()
-	defer d.rec.mu.Unlock()
-	return slices.Clone(d.rec.faults)
+func (rc *reconciler) listenerFaults() []control.ListenerFault {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.faults)
 }

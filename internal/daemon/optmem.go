@@ -18,24 +18,24 @@ func optMemTarget(need int) int {
 
 // raiseOptMem asks for optMemTarget(need) in the speaker's namespace and
 // returns the limit there when it could be read.
-func (d *Daemon) raiseOptMem(pid, need int) (int, bool) {
+func (rc *reconciler) raiseOptMem(pid, need int) (int, bool) {
 	target := optMemTarget(need)
-	before, after, err := d.o.RaiseOptMem(pid, target)
+	before, after, err := rc.o.RaiseOptMem(pid, target)
 	st := raiseState{pid: pid, target: target, limit: after}
 	if err != nil {
 		st.err = err.Error()
 	}
-	last := d.rec.raised
-	d.rec.raised = st
+	last := rc.raised
+	rc.raised = st
 	switch {
 	case err != nil:
 		if st != last {
-			d.log.Warn("kernel.raise_optmem: could not raise net.core.optmem_max in the speaker's network namespace",
+			rc.log.Warn("kernel.raise_optmem: could not raise net.core.optmem_max in the speaker's network namespace",
 				"pid", pid, "target", target, "needed", need, "err", err)
 		}
 		return after, after > 0
 	case after > before:
-		d.log.Info("raised net.core.optmem_max in the speaker's network namespace",
+		rc.log.Info("raised net.core.optmem_max in the speaker's network namespace",
 			"pid", pid, "from", before, "to", after, "needed", need)
 	}
 	return after, true

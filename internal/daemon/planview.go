@@ -14,17 +14,17 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-// Plan implements control.Backend: a dry run against the kernel's state
+// plan is Daemon.Plan (control.Backend): a dry run against the kernel's state
 // now.
-func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
+func (rc *reconciler) plan(ctx context.Context) (control.PlanReport, error) {
 	now := time.Now()
 	rep := control.PlanReport{GeneratedAt: now, Observed: true}
-	snap, release := d.shared()
+	snap, release := rc.shared()
 	defer release()
 	if snap == nil {
 		return rep, errors.New("no good key snapshot yet")
 	}
-	for _, h := range d.holds(snap) {
+	for _, h := range rc.holds(snap) {
 		l := holdPlanLine(h)
 		rep.Plan = append(rep.Plan, l)
 		rep.Steps = append(rep.Steps, control.PlanStep{Op: "held back", Chain: h.Chain, Key: h.Key, Reason: h.Reason.String(), Text: l})
@@ -32,50 +32,50 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	var in []rotator.Input
 	var gs []gated // the listeners without the start-up gate, while it holds
 	md5 := newMD5Want()
-	v4, v6, _, _, frozen := d.listenerDesired(snap, now, &md5)
+	v4, v6, _, _, frozen := rc.listenerDesired(snap, now, &md5)
 	defer zeroDesired(v4, v6)
 	defer md5.zero()
 	// As the listener sync sees them: the keys the sessions up carry,
 	// when they were all read (an edit whose peer is down and fails
 	// against it: rotator.DownWatch).
-	up, complete := d.carriedUp()
-	if hs, err := d.tracker.Listeners(ctx); err == nil {
+	up, complete := rc.carriedUp()
+	if hs, err := rc.tracker.Listeners(ctx); err == nil {
 		have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
 		for _, h := range hs {
 			// As the listener sync plans it.
 			want := listenerWantOf(h.Ref(), v4, v6, have4)
 			want.Frozen = frozenKeys(frozen)
-			want.Owner = d.owned.owner(h.Ref().PID)
-			obs, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadFull)
+			want.Owner = rc.owns.owner(h.Ref().PID)
+			obs, err := rotator.Observe(rc.o.SocketOf(h), rotator.ReadFull)
 			if err != nil {
 				return rep, fmt.Errorf("observe %s: %w", h.Ref(), err)
 			}
-			obs.Carried = d.ctrl.Carried()
-			li := rotator.Input{Desired: want, Observed: obs, SyncDeletes: d.syncListenerDeletes()}
-			if d.rec.gate.Load() != nil {
+			obs.Carried = rc.ctrl.Carried()
+			li := rotator.Input{Desired: want, Observed: obs, SyncDeletes: rc.syncListenerDeletes()}
+			if rc.gate.Load() != nil {
 				without := li
 				li.Desired.Frozen = append(slices.Clip(want.Frozen), holdAll...)
 				gs = append(gs, gated{under: li, without: without})
 			} else if complete {
-				li.Observed.Down = d.rec.down.Peek(want.Socket, &li.Observed, up)
+				li.Observed.Down = rc.down.Peek(want.Socket, &li.Observed, up)
 			}
 			in = append(in, li)
 		}
 	}
-	for _, p := range d.peerList() {
+	for _, p := range rc.table.peerList() {
 		if p.handle == nil {
 			continue
 		}
-		want, _, err := d.desiredFor(snap, p, now)
+		want, _, err := rc.desiredFor(snap, p, now)
 		if err != nil {
 			continue
 		}
 		defer zeroDesired(want)
-		obs, err := rotator.Observe(d.o.SocketOf(p.handle), rotator.ReadFull)
+		obs, err := rotator.Observe(rc.o.SocketOf(p.handle), rotator.ReadFull)
 		if err != nil {
 			continue
 		}
-		if st, ok := d.ctrl.StatusOf(p.id); ok {
+		if st, ok := rc.ctrl.StatusOf(p.id); ok {
 			obs.Settled = st.Settled(obs) // the machine's own view (rotator/settle.go)
 		}
 		in = append(in, rotator.Input{Desired: want, Observed: obs})
@@ -88,11 +88,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 	lines, steps = gateHeld(gs, desired.SnapshotNamer(snap))
 	rep.Plan = append(rep.Plan, lines...)
 	rep.Steps = append(rep.Steps, steps...)
-	for _, l := range d.md5PlanLines(ctx, md5) {
+	for _, l := range rc.md5PlanLines(ctx, md5) {
 		rep.Plan = append(rep.Plan, l)
 		rep.Steps = append(rep.Steps, control.PlanStep{Op: "tcp-md5", Text: l})
 	}
-	for _, r := range d.migr.All() {
+	for _, r := range rc.migrs.All() {
 		switch r.Step {
 		case migrate.Prepared:
 			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: r.Peer.Addr.String(), VRF: r.Peer.VRF, At: r.At, Action: "migration to TCP-AO: the far end switches"})
@@ -102,11 +102,11 @@ func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
 				Action: "migration to TCP-AO rolls back unless a TCP-AO session is up"})
 		}
 	}
-	pol := d.policy()
-	for _, p := range d.peerList() {
+	pol := rc.policy()
+	for _, p := range rc.table.peerList() {
 		// An aoctl rotate in force: the peer sends with its key until the
 		// schedule does.
-		if r, ok := d.ops.early.get(p.id); ok && r.key.Start.After(now) {
+		if r, ok := rc.early.get(p.id); ok && r.key.Start.After(now) {
 			chain := ""
 			if b, err := pol.BindingFor(p.info.Neighbor, p.info.VRF); err == nil {
 				chain = b.KeyChain

@@ -38,9 +38,9 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 
 // desiredFor turns the policy's answer for one established peer into the
 // rotator's input. The keys carry cloned secrets that the rotator owns.
-func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
+func (rc *reconciler) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
 	id := p.info.Key()
-	pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
+	pk, err := rc.peerDesired(rc.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
@@ -51,25 +51,25 @@ func (d *Daemon) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
-	pref := d.ops.early.prefer(id, pk) // the schedule's key, or the one aoctl rotate named
+	pref := rc.early.prefer(id, pk) // the schedule's key, or the one aoctl rotate named
 	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
-	if mp, ok := d.migrationPrefix(pk.Binding); ok {
+	if mp, ok := rc.migrs.migrationPrefix(pk.Binding); ok {
 		prefix = mp // the listener's keys for a migrating peer, copied as they are
 	}
 	out := desired.Socket(pk, snap, prefix, idx, pref, rotator.SocketID("peer "+id.String()), rotator.Established)
-	out.Replace = d.approvedRefs(pk, prefix, idx)
+	out.Replace = rc.owns.approvedRefs(pk, prefix, idx)
 	if p.handle != nil {
-		out.Owner = d.owned.owner(p.handle.Ref().PID)
+		out.Owner = rc.owns.owner(p.handle.Ref().PID)
 	}
 	return out, pk, nil
 }
 
 // peerDesired is the policy's answer for one peer with the revocations
 // scoped to that peer applied.
-func (d *Daemon) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, addr netip.Addr, vrf string, now time.Time) (policy.PeerKeys, error) {
+func (rc *reconciler) peerDesired(pol *policy.Policy, snap *keystore.Snapshot, addr netip.Addr, vrf string, now time.Time) (policy.PeerKeys, error) {
 	pk, err := pol.Desired(snap, addr, vrf, now)
 	if err == nil {
-		d.revoked.Scope(&pk, peer.KeyOf(addr, vrf))
+		rc.revs.Scope(&pk, peer.KeyOf(addr, vrf))
 	}
 	return pk, err
 }
@@ -93,27 +93,27 @@ func sessionPrefix(b policy.Binding, peer netip.Addr) netip.Prefix {
 // incomplete when a binding's keys could not be computed. frozen are the
 // bindings whose installed keys must stay: their keys could not be
 // computed, or their chain is degraded in the key source (see lossy.go).
-func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md5Want) (v4, v6 rotator.Desired, next time.Time, incomplete bool, frozen []frozenRange) {
+func (rc *reconciler) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md5Want) (v4, v6 rotator.Desired, next time.Time, incomplete bool, frozen []frozenRange) {
 	v4 = rotator.Desired{Kind: rotator.Listening}
 	v6 = rotator.Desired{Kind: rotator.Listening}
-	pol := d.policy()
+	pol := rc.policy()
 	for _, b := range pol.Bindings() {
 		// A migrating peer's keys sit at its migration's prefix: that is
 		// what a freeze keeps.
-		prefix, migrating := d.migrationPrefix(b)
+		prefix, migrating := rc.migrs.migrationPrefix(b)
 		fb := b
 		fb.Neighbor = prefix
 		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
 		if err == nil && b.Neighbor.IsSingleIP() {
 			// A peer-scoped revocation covers the peer's own listener
 			// entry, not a prefix binding's, which other peers share.
-			d.revoked.Scope(&pk, peer.KeyOf(b.Neighbor.Addr(), b.VRF))
+			rc.revs.Scope(&pk, peer.KeyOf(b.Neighbor.Addr(), b.VRF))
 		}
 		if md5 != nil {
-			d.addMD5Binding(md5, b, pk, err)
+			rc.addMD5Binding(md5, b, pk, err)
 		}
 		if err != nil {
-			d.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
+			rc.log.Warn("no desired keys for binding", "binding", b.String(), "err", err)
 			incomplete = true
 			frozen = freeze(frozen, fb, err)
 			continue
@@ -124,7 +124,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md
 		next = sooner(next, pk.NextChange)
 		idx, err := ifIndex(b.VRF)
 		if err != nil {
-			d.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
+			rc.log.Warn("binding's VRF not found", "binding", b.String(), "err", err)
 			incomplete = true
 			frozen = freeze(frozen, fb, err)
 			continue
@@ -144,7 +144,7 @@ func (d *Daemon) listenerDesired(snap *keystore.Snapshot, now time.Time, md5 *md
 		}
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
-		dst.Replace = append(dst.Replace, d.approvedRefs(pk, prefix, idx)...)
+		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
 	}
 	return v4, v6, next, incomplete, frozen
 }
@@ -165,13 +165,13 @@ type passInputs struct {
 	migr    uint64 // migrate.Store generation
 	revoked int    // recorded revocations
 	pol     *policy.Policy
-	events  uint64 // Daemon.events
+	events  uint64 // reconciler.events
 	early   uint64 // aoctl rotate's requests (earlyRolls generation)
 }
 
-func (d *Daemon) inputs() passInputs {
-	return passInputs{keys: d.o.Keys.Generation(), migr: d.migr.Generation(), revoked: d.revoked.Count(), pol: d.policy(), events: d.rec.events.Load(),
-		early: d.ops.early.generation()}
+func (rc *reconciler) inputs() passInputs {
+	return passInputs{keys: rc.o.Keys.Generation(), migr: rc.migrs.Generation(), revoked: rc.revs.Count(), pol: rc.policy(), events: rc.events.Load(),
+		early: rc.early.generation()}
 }
 
 // reconcile is one pass. It returns when the next pass is due (zero: no
@@ -183,107 +183,106 @@ func (d *Daemon) inputs() passInputs {
 // listeners are synchronised against the kernel (this goroutine is their
 // only writer) and, when an input changed, every established peer gets
 // its new desired state (its own goroutine acts on it).
-func (d *Daemon) reconcile(ctx context.Context) time.Time {
-	d.ops.early.flush() // the early rolls held or ended since the last pass
+func (rc *reconciler) reconcile(ctx context.Context) time.Time {
+	rc.early.flush() // the early rolls held or ended since the last pass
 	now := time.Now()
-	migrNext := d.advanceMigrations(ctx, now) // a step taken changes the inputs
-	in, sessions := d.inputs(), d.rec.sessions.Load()
-	r := &d.rec
-	r.mu.Lock()
-	boundary := r.nextPass
-	r.mu.Unlock()
-	changed := !d.rec.haveLast || in != d.rec.last || (!boundary.IsZero() && !now.Before(boundary))
-	if !changed && now.Before(d.rec.lastFull.Add(d.o.Resync)) {
-		if sessions == d.rec.lastSessions {
-			r.idlePasses.Add(1)
-			return sooner(d.due(boundary), migrNext)
+	migrNext := rc.migrs.advanceMigrations(ctx, now) // a step taken changes the inputs
+	in, sessions := rc.inputs(), rc.sessions.Load()
+	rc.mu.Lock()
+	boundary := rc.nextPass
+	rc.mu.Unlock()
+	changed := !rc.haveLast || in != rc.last || (!boundary.IsZero() && !now.Before(boundary))
+	if !changed && now.Before(rc.lastFull.Add(rc.o.Resync)) {
+		if sessions == rc.lastSessions {
+			rc.idlePasses.Add(1)
+			return sooner(rc.due(boundary), migrNext)
 		}
-		if at := d.rec.lastFull.Add(pace(d.rec.lastCost)); now.Before(at) {
+		if at := rc.lastFull.Add(pace(rc.lastCost)); now.Before(at) {
 			// Only session events asked for this pass: it waits its turn.
-			r.idlePasses.Add(1)
-			return sooner(at, sooner(d.due(boundary), migrNext))
+			rc.idlePasses.Add(1)
+			return sooner(at, sooner(rc.due(boundary), migrNext))
 		}
 	}
-	if d.log.Enabled(ctx, slog.LevelDebug) {
-		d.log.Debug("full reconcile pass", "first", !d.rec.haveLast, "keys", in.keys != d.rec.last.keys,
-			"revoked", in.revoked != d.rec.last.revoked, "policy", in.pol != d.rec.last.pol, "events", in.events != d.rec.last.events,
-			"early", in.early != d.rec.last.early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", d.rec.retry,
-			"sessions", sessions != d.rec.lastSessions, "drift_check", !changed)
+	if rc.log.Enabled(ctx, slog.LevelDebug) {
+		rc.log.Debug("full reconcile pass", "first", !rc.haveLast, "keys", in.keys != rc.last.keys,
+			"revoked", in.revoked != rc.last.revoked, "policy", in.pol != rc.last.pol, "events", in.events != rc.last.events,
+			"early", in.early != rc.last.early, "boundary", !boundary.IsZero() && !now.Before(boundary), "retry", rc.retry,
+			"sessions", sessions != rc.lastSessions, "drift_check", !changed)
 	}
 	// Desired state that could not be computed last time (a VRF device
 	// not there yet, ...) is retried with each full pass.
-	changed = changed || d.rec.retry
-	d.rec.retry = false
-	snap, release := d.shared()
+	changed = changed || rc.retry
+	rc.retry = false
+	snap, release := rc.shared()
 	defer release()
 	if snap == nil {
-		d.log.Warn("no good key snapshot yet: touching nothing", "source", d.o.Keys.Status().Source)
+		rc.log.Warn("no good key snapshot yet: touching nothing", "source", rc.o.Keys.Status().Source)
 		return time.Time{}
 	}
 	next := boundary
-	if d.recoverMigrations(snap, now) {
+	if rc.migrs.recoverMigrations(snap, now) {
 		changed = true // a migration recorded: every desired state follows it
 	}
 	if changed { // always on the first pass
-		next = d.listenerWant(snap, now)
+		next = rc.listenerWant(snap, now)
 	}
-	d.dropStale(ctx)
+	rc.dropStale(ctx)
 	// The sessions get their desired state first, the listeners after: a
 	// machine's roll starts at once on its own goroutine, and a listener
 	// with thousands of keys (256 writes at a fleet-wide key change) holds
 	// up no session's. Each peer gets its state as soon as it is computed,
 	// so its machine's roll overlaps the rest of this loop (no wave of
 	// machines woken at once at the end; docs/performance.md).
-	for _, p := range d.peerList() {
+	for _, p := range rc.table.peerList() {
 		id := p.id
-		if !d.managed(p.info) {
-			d.forget(id) // its binding left the policy
+		if !rc.managed(p.info) {
+			rc.forget(id) // its binding left the policy
 			continue
 		}
 		if p.handle == nil {
 			continue
 		}
-		if !d.ctrl.Runs(id, p.handle) {
+		if !rc.ctrl.Runs(id, p.handle) {
 			// A session reported before the first good key read, or
 			// whose take-over failed: take it over now.
-			d.takeOver(snap, id)
+			rc.table.takeOver(snap, id)
 			continue
 		}
-		d.observeEarly(id) // before its desired state: an early roll may end
+		rc.early.observeEarly(id) // before its desired state: an early roll may end
 		if !changed {
 			continue // the same inputs give the same desired state
 		}
-		desired, pk, err := d.desiredFor(snap, p, now)
+		desired, pk, err := rc.desiredFor(snap, p, now)
 		if err != nil {
-			d.log.Warn("no desired keys for peer", "peer", id, "err", err)
-			d.rec.retry = true
+			rc.log.Warn("no desired keys for peer", "peer", id, "err", err)
+			rc.retry = true
 			continue
 		}
-		if r, why := d.ops.early.stale(id, pk, now); why != "" {
-			d.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", r.label(), "why", why)
+		if r, why := rc.early.stale(id, pk, now); why != "" {
+			rc.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", r.label(), "why", why)
 		}
-		if !d.ctrl.SetDesired(id, desired) {
+		if !rc.ctrl.SetDesired(id, desired) {
 			zeroDesired(desired) // the controller keeps the equal one it has
 		}
 		next = sooner(next, pk.NextChange)
 	}
 	if changed {
-		d.endUnbound()
+		rc.early.endUnbound()
 	}
-	d.ops.early.flush() // before the listeners: the ends this pass found
-	next = sooner(next, d.ops.early.deadline(now, d.ctrl.Config().SwitchTimeout))
-	d.noteFirstContact(ctx) // before the sync installs a new peer's keys
-	d.syncListeners(ctx, d.takeAsks()...)
-	d.rec.last, d.rec.lastSessions, d.rec.haveLast, d.rec.lastFull = in, sessions, true, now
-	d.rec.lastCost = time.Since(now)
-	r.mu.Lock()
-	r.nextPass = next
-	r.mu.Unlock()
-	r.fullPasses.Add(1)
+	rc.early.flush() // before the listeners: the ends this pass found
+	next = sooner(next, rc.early.deadline(now, rc.ctrl.Config().SwitchTimeout))
+	rc.stat.noteFirstContact(ctx) // before the sync installs a new peer's keys
+	rc.syncListeners(ctx, rc.takeAsks()...)
+	rc.last, rc.lastSessions, rc.haveLast, rc.lastFull = in, sessions, true, now
+	rc.lastCost = time.Since(now)
+	rc.mu.Lock()
+	rc.nextPass = next
+	rc.mu.Unlock()
+	rc.fullPasses.Add(1)
 	// A migration's next instant wakes a pass, not a full one: the pass
 	// moves it first (advanceMigrations), and a step taken changes the
 	// inputs, which makes that pass full.
-	return sooner(d.due(next), migrNext)
+	return sooner(rc.due(next), migrNext)
 }
 
 // Session events (a session taken over, up or down, a roll done) ask for
@@ -319,29 +318,29 @@ func sooner(a, b time.Time) time.Time {
 
 // due is when the next pass must run: the policy's next time boundary or
 // the next full pass, whichever is first.
-func (d *Daemon) due(boundary time.Time) time.Time {
-	return sooner(boundary, d.rec.lastFull.Add(d.o.Resync))
+func (rc *reconciler) due(boundary time.Time) time.Time {
+	return sooner(boundary, rc.lastFull.Add(rc.o.Resync))
 }
 
 // listenerWant recomputes the listeners' desired keys into the cache the
 // full passes sync against, and returns the first policy time boundary.
-func (d *Daemon) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
+func (rc *reconciler) listenerWant(snap *keystore.Snapshot, now time.Time) time.Time {
 	md5 := newMD5Want()
-	v4, v6, next, incomplete, frozen := d.listenerDesired(snap, now, &md5)
-	d.rec.retry = d.rec.retry || incomplete || len(frozen) > 0
-	d.logFrozen(frozen)
-	d.dropListenerWant()
-	d.rec.want, d.rec.frozen = listenerWant{v4, v6}, frozen
-	d.rec.md5 = md5
-	d.rec.md5Ever = d.rec.md5Ever || len(d.rec.md5.v4.Keys)+len(d.rec.md5.v6.Keys)+len(d.rec.md5.v4.Retire)+len(d.rec.md5.v6.Retire) > 0
+	v4, v6, next, incomplete, frozen := rc.listenerDesired(snap, now, &md5)
+	rc.retry = rc.retry || incomplete || len(frozen) > 0
+	rc.logFrozen(frozen)
+	rc.dropListenerWant()
+	rc.want, rc.frozen = listenerWant{v4, v6}, frozen
+	rc.md5 = md5
+	rc.md5Ever = rc.md5Ever || len(rc.md5.v4.Keys)+len(rc.md5.v6.Keys)+len(rc.md5.v4.Retire)+len(rc.md5.v6.Retire) > 0
 	return next
 }
 
 // dropListenerWant zeroes the cached listener keys.
-func (d *Daemon) dropListenerWant() {
-	zeroDesired(d.rec.want.v4, d.rec.want.v6)
-	d.rec.md5.zero()
-	d.rec.want, d.rec.frozen, d.rec.md5 = listenerWant{}, nil, md5Want{}
+func (rc *reconciler) dropListenerWant() {
+	zeroDesired(rc.want.v4, rc.want.v6)
+	rc.md5.zero()
+	rc.want, rc.frozen, rc.md5 = listenerWant{}, nil, md5Want{}
 }
 
 // syncListeners brings the speaker's listening sockets, and the sockets
@@ -351,19 +350,19 @@ func (d *Daemon) dropListenerWant() {
 // listener it becomes. When the listeners cannot be listed (gobgpd's pid
 // is found by its listener: none yet) the held sockets are synced alone,
 // and what status shows of the last sync stays as it was.
-func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
-	v4, v6 := d.rec.want.v4, d.rec.want.v6
+func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
+	v4, v6 := rc.want.v4, rc.want.v6
 	asks = claimAsks(asks)
 	defer func() {
 		for _, a := range asks {
 			a.answer(errors.New("the listener sync ended before it keyed the socket")) // a no-op once answered
 		}
 	}()
-	hs, err := d.tracker.Listeners(ctx)
+	hs, err := rc.tracker.Listeners(ctx)
 	if f, ok := mptcpFault(err, sockets.Ref{}); ok {
-		d.noteListenerFaults([]control.ListenerFault{f})
+		rc.noteListenerFaults([]control.ListenerFault{f})
 	} else if err != nil {
-		d.log.Warn("speaker's listening sockets not found; will retry", "err", err)
+		rc.log.Warn("speaker's listening sockets not found; will retry", "err", err)
 	}
 	whole := err == nil // every listener listed: the sync status shows
 	if !whole {
@@ -379,12 +378,12 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	if len(hs) > 0 {
 		// The listener watch lists the listeners in this process's
 		// namespace from now on (lwatch.go).
-		d.lwatch.found(hs[0].Ref().PID)
+		rc.lwatch.found(hs[0].Ref().PID)
 	}
 	var faults []control.ListenerFault
 	defer func() {
 		if whole {
-			d.noteListenerFaults(faults)
+			rc.noteListenerFaults(faults)
 		}
 	}()
 	have4 := slices.ContainsFunc(hs, func(h bgp.SocketHandle) bool { return h.Ref().Local.Addr().Unmap().Is4() })
@@ -393,7 +392,7 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	// They are recorded before anything is applied (carried.go); until
 	// every session up has been read since the start, or when the record
 	// cannot be written, no listener key is deleted at all.
-	carried, hold := d.carriedNow()
+	carried, hold := rc.carriedNow()
 	// An edit in place of a listener key whose peer is down and fails
 	// against it takes effect (rotator.EditPeerDown): the watch of such
 	// keys needs every key the sessions up carry, all of them read, and
@@ -402,19 +401,19 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	var up []tcpao.KeyRef
 	if !hold {
 		var complete bool
-		if up, complete = d.carriedUp(); complete {
-			down = &d.rec.down
+		if up, complete = rc.carriedUp(); complete {
+			down = &rc.down
 		}
 	}
 	needed, most := 0, 0
 	wants := make([]rotator.Desired, len(hs))
 	for i, h := range hs {
 		want := listenerWantOf(h.Ref(), v4, v6, have4)
-		want.Frozen = frozenKeys(d.rec.frozen)
+		want.Frozen = frozenKeys(rc.frozen)
 		if hold {
 			want.Frozen = append(want.Frozen, holdAll...)
 		}
-		want.Owner = d.owned.owner(h.Ref().PID)
+		want.Owner = rc.owns.owner(h.Ref().PID)
 		n := 0
 		for _, k := range want.Keys {
 			n += tcpao.KeyOptMem(k.Algorithm)
@@ -423,11 +422,11 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 		most = max(most, n)
 		wants[i] = want
 	}
-	optMemMax := d.o.OptMemMax
-	if d.o.RaiseOptMem != nil && len(hs) > 0 {
+	optMemMax := rc.o.OptMemMax
+	if rc.o.RaiseOptMem != nil && len(hs) > 0 {
 		// optmem_max is per socket and per network namespace: the
 		// listener with the most keys, in the speaker's namespace.
-		if limit, ok := d.raiseOptMem(hs[0].Ref().PID, most); ok {
+		if limit, ok := rc.raiseOptMem(hs[0].Ref().PID, most); ok {
 			optMemMax = func() (int, error) { return limit, nil }
 		}
 	}
@@ -438,24 +437,24 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 		if !whole {
 			return
 		}
-		d.rec.mu.Lock()
-		d.rec.md5Held = md5Held
-		d.rec.mu.Unlock()
+		rc.mu.Lock()
+		rc.md5Held = md5Held
+		rc.mu.Unlock()
 	}()
 	for i, h := range hs {
 		ref, want := h.Ref(), wants[i]
 		var ask *listenAsk // a socket held in listen(2)
 		if i >= listed {
 			ask = asks[i-listed]
-			if why := missingOn(d.rec.frozen, ref, have4); why != "" {
+			if why := missingOn(rc.frozen, ref, have4); why != "" {
 				ask.answer(fmt.Errorf("keys that belong on the listener could not be computed (%s): it would take those peers' unsigned SYNs", why))
 				continue
 			}
 		}
 		start := time.Now()
 		// A socket that does not listen yet refuses del_async (EINVAL).
-		sp, err := rotator.SyncListener(d.listenerSocket(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
-			SyncDeletes: d.syncListenerDeletes() || ask != nil, Down: down, Up: up})
+		sp, err := rotator.SyncListener(rc.listenerSocket(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
+			SyncDeletes: rc.syncListenerDeletes() || ask != nil, Down: down, Up: up})
 		kept = append(kept, sp.Kept...)
 		for _, h := range sp.Blocked {
 			if h.Why == rotator.ReasonForeignClash {
@@ -467,7 +466,7 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 			continue
 		}
 		if err != nil {
-			d.log.Error("listener sync failed", "socket", ref.String(), "err", err)
+			rc.log.Error("listener sync failed", "socket", ref.String(), "err", err)
 			// What it held is held; what it would have applied is not done.
 			edits = append(edits, slices.DeleteFunc(slices.Clone(sp.Edits), func(e rotator.Edit) bool { return e.Rule.Applied() })...)
 			if ask != nil {
@@ -477,39 +476,39 @@ func (d *Daemon) syncListeners(ctx context.Context, asks ...*listenAsk) {
 		}
 		edits = append(edits, sp.Edits...)
 		var md5Err error
-		if d.rec.md5Ever { // nothing to read before a binding had a password
+		if rc.md5Ever { // nothing to read before a binding had a password
 			var held []rotator.MD5Held
-			held, md5Err = d.syncMD5(h, md5WantOf(ref, d.rec.md5, have4))
+			held, md5Err = rc.syncMD5(h, md5WantOf(ref, rc.md5, have4))
 			md5Held = append(md5Held, held...)
 		}
 		switch {
 		case ask != nil:
 			if md5Err == nil {
-				d.log.Info("listener keyed in its listen(), before it takes a SYN", "socket", ref.String(), "ops", len(sp.Ops),
+				rc.log.Info("listener keyed in its listen(), before it takes a SYN", "socket", ref.String(), "ops", len(sp.Ops),
 					"took", time.Since(start).Round(time.Millisecond))
 			}
 			ask.answer(md5Err)
 		case len(sp.Ops) > 0:
-			d.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))
+			rc.log.Info("listener synchronised", "socket", ref.String(), "ops", len(sp.Ops), "took", time.Since(start).Round(time.Millisecond))
 		}
 		for _, h := range sp.Blocked {
-			d.log.Warn("listener change blocked", "socket", ref.String(), "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
+			rc.log.Warn("listener change blocked", "socket", ref.String(), "key", h.Ref.String(), "reason", h.Why.String(), "detail", h.Detail)
 		}
 	}
 	if !whole {
 		return // what status shows stays the last whole sync's
 	}
-	d.noteListenerKept(kept)
-	d.noteListenerEdits(edits)
+	rc.noteListenerKept(kept)
+	rc.noteListenerEdits(edits)
 	socks := make(map[rotator.SocketID]bool, len(wants))
 	for _, w := range wants {
 		socks[w.Socket] = true
 	}
-	d.rec.down.Forget(socks)
+	rc.down.Forget(socks)
 	limit, _ := optMemMax()
-	d.rec.mu.Lock()
-	d.rec.optmem = optMemUse{limit, needed}
-	d.rec.mu.Unlock()
+	rc.mu.Lock()
+	rc.optmem = optMemUse{limit, needed}
+	rc.mu.Unlock()
 }
 
 // listenerWantOf is the desired state of one listening socket: the
@@ -547,19 +546,19 @@ func listenerWantOf(ref sockets.Ref, v4, v6 rotator.Desired, have4 bool) rotator
 // dropStale stops touching sessions of a speaker process that is gone (a
 // restarted gobgpd): their handles name the old pid. The tracker hands the
 // new process's sessions over as it sees them.
-func (d *Daemon) dropStale(ctx context.Context) {
-	pid, err := d.o.Speaker.PID(ctx)
+func (rc *reconciler) dropStale(ctx context.Context) {
+	pid, err := rc.o.Speaker.PID(ctx)
 	if err != nil {
 		return
 	}
 	var stale []bgp.PeerInfo
-	for _, p := range d.peerList() {
+	for _, p := range rc.table.peerList() {
 		if p.handle != nil && p.handle.Ref().PID != pid {
 			stale = append(stale, p.info)
 		}
 	}
 	for _, info := range stale {
-		d.log.Info("speaker process changed; dropping the old session's socket", "peer", info.Key(), "pid", pid)
-		d.OnDown(ctx, info)
+		rc.log.Info("speaker process changed; dropping the old session's socket", "peer", info.Key(), "pid", pid)
+		rc.table.OnDown(ctx, info)
 	}
 }

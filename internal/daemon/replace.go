@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -42,16 +43,16 @@ func materialOf(m *keystore.MKT) material {
 
 // approvedRefs are pk's keys whose material an operator approved (aoctl
 // replace), as kernel key references for peer on ifindex idx.
-func (d *Daemon) approvedRefs(pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
-	d.ops.mu.Lock()
-	defer d.ops.mu.Unlock()
-	if len(d.ops.approved) == 0 {
+func (ow *ownership) approvedRefs(pk policy.PeerKeys, peer netip.Prefix, idx int) []tcpao.KeyRef {
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
+	if len(ow.approved) == 0 {
 		return nil
 	}
 	var out []tcpao.KeyRef
 	for i := range pk.Keys {
 		m := &pk.Keys[i].MKT
-		if a, ok := d.ops.approved[pk.SourceChain+"/"+m.Name]; ok && a == materialOf(m) {
+		if a, ok := ow.approved[pk.SourceChain+"/"+m.Name]; ok && a == materialOf(m) {
 			out = append(out, tcpao.KeyRef{Peer: peer, IfIndex: idx, SendID: m.SendID, RecvID: m.RecvID})
 		}
 	}
@@ -77,13 +78,13 @@ const replaceWait = 10 * time.Second
 
 // kickAndWait asks for a pass that recomputes the desired state and waits
 // (at most replaceWait) until a full pass has run; false when none did.
-func (d *Daemon) kickAndWait(ctx context.Context) bool {
-	_, full := d.Passes()
-	d.Kick()
+func (ow *ownership) kickAndWait(ctx context.Context) bool {
+	_, full := ow.recon.passes()
+	ow.recon.askFull()
 	wctx, cancel := context.WithTimeout(ctx, replaceWait)
 	defer cancel()
 	for {
-		if _, f := d.Passes(); f > full {
+		if _, f := ow.recon.passes(); f > full {
 			return true
 		}
 		select {
@@ -94,17 +95,17 @@ func (d *Daemon) kickAndWait(ctx context.Context) bool {
 	}
 }
 
-// Replace implements control.Backend: it approves the key source's
+// replace is Daemon.Replace (control.Backend): it approves the key source's
 // material of req's key, waits for the listeners to take it, then applies
 // it to every session that reads the key's chain and resets those that
 // cannot take it in place.
-func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+func (ow *ownership) replace(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
 	if req.MD5 {
-		return d.replaceMD5(ctx, req)
+		return ow.replaceMD5(ctx, req)
 	}
 	start := time.Now()
 	res := control.ReplaceResult{Chain: req.Chain, Key: req.Key, Sockets: []control.RevokeSocket{}}
-	snap := d.snapshot()
+	snap := ow.snapshot()
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
@@ -118,36 +119,36 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 	if mkt == nil {
 		return res, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
 	}
-	d.ops.mu.Lock()
-	if d.ops.approved == nil {
-		d.ops.approved = map[string]material{}
+	ow.mu.Lock()
+	if ow.approved == nil {
+		ow.approved = map[string]material{}
 	}
-	d.ops.approved[req.Chain+"/"+req.Key] = materialOf(mkt)
-	d.ops.mu.Unlock()
-	d.log.Warn("edit in place approved: new material replaces the installed key", "chain", req.Chain, "key", req.Key)
+	ow.approved[req.Chain+"/"+req.Key] = materialOf(mkt)
+	ow.mu.Unlock()
+	ow.log.Warn("edit in place approved: new material replaces the installed key", "chain", req.Chain, "key", req.Key)
 
 	// The listeners first, so that a session reset below comes back with
 	// the new material.
-	if !d.kickAndWait(ctx) {
+	if !ow.kickAndWait(ctx) {
 		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new material at the next one"})
 		return res, nil
 	}
-	for _, h := range d.listenerKept() {
+	for _, h := range ow.recon.listenerKept() {
 		if h.Why == rotator.ReasonEdited && h.Ref.SendID == mkt.SendID && h.Ref.RecvID == mkt.RecvID {
 			res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Peer: h.Ref.Peer.String(), Error: "still held back on the listener"})
 		}
 	}
-	pol := d.policy()
+	pol := ow.policy()
 	now := time.Now()
-	for _, p := range d.peerList() {
+	for _, p := range ow.table.peerList() {
 		if p.handle == nil || !readsChain(pol, p.info.Neighbor, p.info.VRF, req.Chain) {
 			continue
 		}
-		res.Sockets = append(res.Sockets, d.replacePeer(ctx, snap, p, [2]uint8{mkt.SendID, mkt.RecvID}, now))
+		res.Sockets = append(res.Sockets, ow.replacePeer(ctx, snap, p, [2]uint8{mkt.SendID, mkt.RecvID}, now))
 	}
 	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
 	res.Elapsed = control.Duration(time.Since(start))
-	d.log.Warn("edit in place applied", "chain", req.Chain, "key", req.Key, "sockets", len(res.Sockets), "elapsed", time.Since(start))
+	ow.log.Warn("edit in place applied", "chain", req.Chain, "key", req.Key, "sockets", len(res.Sockets), "elapsed", time.Since(start))
 	return res, nil
 }
 
@@ -155,16 +156,16 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 // steps of its rotation machine: the plan's replacement (a forced delete
 // naming a key the peer was seen to use, then the add), or, when the
 // planner finds no such key, a reset of the session through the speaker.
-func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
+func (ow *ownership) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, ids [2]uint8, now time.Time) control.RevokeSocket {
 	id := p.info.Key()
 	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String(), Action: control.ActionAbsent}
-	want, _, err := d.desiredFor(snap, p, now)
+	want, _, err := ow.recon.desiredFor(snap, p, now)
 	if err != nil {
 		rs.Action, rs.Error = control.ActionError, err.Error()
 		return rs
 	}
 	reset := false
-	ran := d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) {
+	ran := ow.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) {
 		obs, err := rotator.Observe(sock, rotator.ReadFull)
 		if err != nil {
 			rs.Error = err.Error()
@@ -202,9 +203,72 @@ func (d *Daemon) replacePeer(ctx context.Context, snap *keystore.Snapshot, p *pe
 	}
 	if reset {
 		rs.Action = control.ActionReset
-		if err := d.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key replaced in place (aoctl replace)"); err != nil {
+		if err := ow.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key replaced in place (aoctl replace)"); err != nil {
 			rs.Error = err.Error()
 		}
 	}
 	return rs
+}
+
+// replaceMD5 applies a chain's changed TCP-MD5 password at the operator's
+// planned reset (aoctl replace CHAIN --md5): the change is approved for
+// the chain's TCP-MD5 peers, the listeners take it at the next pass (in
+// place: the kernel replaces an MD5 key's password), and each peer's
+// established session is reset to reconnect with it. A TCP-MD5 session
+// has one password for its life: without the reset it would run on with
+// the old one until its next reconnect, which the new password must then
+// carry at both ends.
+func (ow *ownership) replaceMD5(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+	start := time.Now()
+	res := control.ReplaceResult{Chain: req.Chain, Sockets: []control.RevokeSocket{}}
+	snap, release := ow.shared()
+	if snap == nil {
+		release()
+		return res, errors.New("no good key snapshot yet")
+	}
+	pol, now := ow.policy(), time.Now()
+	var peers []policy.Binding
+	ow.mu.Lock()
+	if ow.md5Approved == nil {
+		ow.md5Approved = map[netip.Prefix]tcpao.Fingerprint{}
+	}
+	for _, b := range pol.Bindings() {
+		pk, err := pol.Desired(snap, b.Neighbor.Addr(), b.VRF, now)
+		if err != nil || !md5Peer(pk) || pk.SourceChain != req.Chain {
+			continue
+		}
+		ow.md5Approved[rotator.MD5Prefix(b.Neighbor)] = pk.MD5.Secret.Fingerprint()
+		peers = append(peers, b)
+	}
+	ow.mu.Unlock()
+	release()
+	if len(peers) == 0 {
+		return res, fmt.Errorf("chain %s: no TCP-MD5 peer reads its password: %w", req.Chain, control.ErrNotFound)
+	}
+	ow.log.Warn("TCP-MD5 password change approved: the listeners take it and the sessions are reset", "chain", req.Chain, "peers", len(peers))
+	if !ow.kickAndWait(ctx) {
+		res.Sockets = append(res.Sockets, control.RevokeSocket{Socket: "listeners", Error: "no reconcile pass within " + replaceWait.String() + ": the listeners take the new password at the next one"})
+		return res, nil
+	}
+	held := ow.recon.md5HeldNow()
+	for _, b := range peers {
+		r := control.RevokeSocket{Socket: "listeners", Peer: b.Neighbor.String(), Action: control.ActionReplaced}
+		if slices.ContainsFunc(held, func(x rotator.MD5Held) bool {
+			return x.Why == rotator.ReasonEdited && x.Ref.Peer.Contains(b.Neighbor.Addr())
+		}) {
+			r.Action, r.Error = "", "still held back on the listener"
+		}
+		res.Sockets = append(res.Sockets, r)
+		id := peer.KeyOf(b.Neighbor.Addr(), b.VRF)
+		if p := ow.table.peer(id); p == nil || !p.info.Established() || r.Error != "" {
+			continue
+		}
+		s := control.RevokeSocket{Socket: "session", Peer: b.Neighbor.String(), Action: control.ActionReset}
+		if err := ow.o.Speaker.ResetPeer(ctx, id, "TCP-MD5 password changed (aoctl replace --md5)"); err != nil {
+			s.Action, s.Error = "", err.Error()
+		}
+		res.Sockets = append(res.Sockets, s)
+	}
+	res.Elapsed = control.Duration(time.Since(start))
+	return res, nil
 }

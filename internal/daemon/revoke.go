@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aokeyd/aokeyd/rotator"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,7 +19,29 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Revoke implements control.Backend: the key leaves every listener and
+// revocations is the revocation service: aoctl revoke and the fleet's
+// revocations (request, fleet), recorded in its store before anything is
+// applied, then taken off each session through its machine and off the
+// listeners through the reconciler (askListenerRevoke). It alone writes
+// the store (Add); the passes read it through Apply, Scope and Count.
+type revocations struct {
+	*core
+	store *revocation.Store // recorded revocations
+}
+
+// Apply removes the recorded revocations from s.
+func (rv *revocations) Apply(s *keystore.Snapshot) { rv.store.Apply(s) }
+
+// Scope applies the revocations scoped to the peer to pk.
+func (rv *revocations) Scope(pk *policy.PeerKeys, id rotator.PeerID) { rv.store.Scope(pk, id) }
+
+// Count is how many revocations are recorded (a pass input).
+func (rv *revocations) Count() int { return rv.store.Count() }
+
+// Warning is what status warns of the record ("" when nothing).
+func (rv *revocations) Warning() string { return rv.store.Warning() }
+
+// request is Daemon.Revoke (control.Backend): the key leaves every listener and
 // established socket at once (or, scoped to a peer, that peer's session
 // and its own listener entries). Where it is Current_key or RNext_key one
 // forced TCP_AO_DEL_KEY names the best remaining key (atomic); where no
@@ -28,28 +51,28 @@ import (
 // is recorded but whose record is left degraded (its backup behind) is
 // done, with RecordError saying so. Only a global revoke is written back
 // to the key source, which every peer shares.
-func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
-	return d.revoke(ctx, req, true)
+func (rv *revocations) request(ctx context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	return rv.revoke(ctx, req, true)
 }
 
-// RevokeFleet applies a fleet revocation (read from the fleet record in
+// fleet applies a fleet revocation (read from the fleet record in
 // Vault): as a global Revoke, recorded durably and taken off every socket
 // at once, but the key source is not written: the fleet record is the
 // fleet's, and a router's token may only read. An unknown key is
 // control.ErrNotFound.
-func (d *Daemon) RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error) {
-	return d.revoke(ctx, control.RevokeRequest{Chain: chain, Key: key}, false)
+func (rv *revocations) fleet(ctx context.Context, chain, key string) (control.RevokeResult, error) {
+	return rv.revoke(ctx, control.RevokeRequest{Chain: chain, Key: key}, false)
 }
 
-func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
+func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
 	start := time.Now()
 	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
-	snap := d.snapshot()
+	snap := rv.snapshot()
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
 	defer snap.Zero()
-	mkt, rec, scope, err := d.revokeTarget(snap, req)
+	mkt, rec, scope, err := rv.revokeTarget(snap, req)
 	if err != nil {
 		return res, err
 	}
@@ -58,7 +81,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	}
 	// Record first: a crash from here on must not re-install the key, and
 	// a revocation that cannot be recorded must not be applied.
-	inForce, err := d.revoked.Add(rec)
+	inForce, err := rv.store.Add(rec)
 	if !inForce {
 		return res, fmt.Errorf("recording the revocation (nothing was revoked): %w", err)
 	}
@@ -66,7 +89,7 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 		// Recorded, so in force (and after a restart): revoke it now too,
 		// and say what is amiss with the record.
 		res.RecordError = err.Error()
-		d.log.Error("REVOCATION RECORDED, BUT ITS RECORD IS DEGRADED: revoking the key anyway", "chain", req.Chain, "key", req.Key, "err", err)
+		rv.log.Error("REVOCATION RECORDED, BUT ITS RECORD IS DEGRADED: revoking the key anyway", "chain", req.Chain, "key", req.Key, "err", err)
 	}
 	if rec.Global() {
 		mkt.Revoked = true
@@ -78,15 +101,15 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 		res.Sockets = append(res.Sockets, s)
 		mu.Unlock()
 	}
-	wait := d.revokeSockets(ctx, snap, req.Chain, rk, scope, req.VRF, add)
+	wait := rv.revokeSockets(ctx, snap, req.Chain, rk, scope, req.VRF, add)
 	switch {
 	case !rec.Global():
 		// The source is shared by every peer: a peer-scoped revoke lives
 		// in aokeyd's record only.
 	case !writeBack:
 		// A fleet revocation: the fleet record in Vault holds it.
-	case d.o.Source != nil:
-		if err := d.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
+	case rv.o.Source != nil:
+		if err := rv.o.Source.Revoke(ctx, req.Chain, req.Key); err != nil {
 			res.SourceError = err.Error()
 		} else {
 			res.SourceRevoked = true
@@ -97,22 +120,22 @@ func (d *Daemon) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	wait()
 	slices.SortFunc(res.Sockets, func(a, b control.RevokeSocket) int { return strings.Compare(a.Socket, b.Socket) })
 	res.Elapsed = control.Duration(time.Since(start))
-	if d.o.Metrics != nil {
+	if rv.o.Metrics != nil {
 		for _, s := range res.Sockets {
-			d.o.Metrics.Revoked(string(s.Action))
+			rv.o.Metrics.Revoked(string(s.Action))
 		}
-		d.o.Metrics.RevokeDone(time.Since(start))
+		rv.o.Metrics.RevokeDone(time.Since(start))
 	}
-	d.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", res.Peer, "vrf", req.VRF,
+	rv.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", res.Peer, "vrf", req.VRF,
 		"sockets", len(res.Sockets), "elapsed", time.Since(start))
-	d.Kick()
+	rv.recon.askFull()
 	return res, nil
 }
 
 // revokeTarget finds the MKT req names in snap and the revocation to
 // record: global, or scoped to the peer (an address of a known peer) and
 // VRF req names.
-func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, netip.Addr, error) {
+func (rv *revocations) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, netip.Addr, error) {
 	rec := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: time.Now()}
 	var mkt *keystore.MKT
 	if c := snap.Chains[req.Chain]; c != nil {
@@ -127,7 +150,7 @@ func (d *Daemon) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest
 	}
 	var scope netip.Addr
 	if req.Peer != "" {
-		a, err := d.revokeScope(req)
+		a, err := rv.revokeScope(req)
 		if err != nil {
 			return nil, rec, netip.Addr{}, err
 		}
@@ -159,10 +182,10 @@ func (r revokedKey) is(k tcpao.KeyInfo) (ids, same bool) {
 // material is not the revoked key's, as kept: in the outcome (absent: the
 // revoked key is not there) and in the log, naming the socket, peer and
 // IDs (never the material).
-func (d *Daemon) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) {
+func (rv *revocations) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) {
 	rs.Action = control.ActionAbsent
 	rs.Warning = fmt.Sprintf("the key send=%d recv=%d for %s has other material than the revoked key: not the revoked key, kept (remove it by hand if it must go)", k.SendID, k.RecvID, k.Peer)
-	d.log.Warn("revoke: a key under the revoked key's IDs has other material: kept", "socket", rs.Socket, "peer", k.Peer,
+	rv.log.Warn("revoke: a key under the revoked key's IDs has other material: kept", "socket", rs.Socket, "peer", k.Peer,
 		"send_id", k.SendID, "recv_id", k.RecvID)
 }
 
@@ -175,18 +198,18 @@ func (d *Daemon) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) {
 // of its own with the same IDs: only the listener entries and sessions of
 // bindings that read chain are touched, and on them only a key with the
 // revoked key's material too.
-func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
-	pol := d.policy()
+func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+	pol := rv.policy()
 	var wg sync.WaitGroup
 	if !mutantRevokeSkipsListener {
 		wg.Add(1)
 		go func() { // listeners, by their owner, the reconcile goroutine
 			defer wg.Done()
-			d.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), key: rk, scope: scope, vrf: vrf, add: add})
+			rv.recon.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), key: rk, scope: scope, vrf: vrf, add: add})
 		}()
 	}
 	var ps []*peerState
-	for _, p := range d.peerList() {
+	for _, p := range rv.table.peerList() {
 		if p.handle == nil {
 			continue
 		}
@@ -206,7 +229,7 @@ func (d *Daemon) revokeSockets(ctx context.Context, snap *keystore.Snapshot, cha
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			add(d.revokePeer(ctx, snap, p, rk, now))
+			add(rv.revokePeer(ctx, snap, p, rk, now))
 		}()
 	}
 	return wg.Wait
@@ -257,7 +280,7 @@ func chainEntries(pol *policy.Policy, chain string) map[listenerEntry]bool {
 
 // revokeScope checks a peer-scoped revoke's peer: an address some binding
 // of the policy covers, with the key's chain.
-func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
+func (rv *revocations) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 	a, err := netip.ParseAddr(req.Peer)
 	if err != nil {
 		return a, fmt.Errorf("peer %q is not an IP address: %w", req.Peer, control.ErrInvalid)
@@ -267,7 +290,7 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 	if req.VRF != "" {
 		where = " in vrf " + req.VRF
 	}
-	pol := d.policy()
+	pol := rv.policy()
 	b, err := pol.BindingFor(a, req.VRF)
 	if err != nil {
 		return a, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address and --vrf): %w", req.Peer, where, control.ErrNotFound)
@@ -279,140 +302,48 @@ func (d *Daemon) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
 	return a, nil
 }
 
-// listenerRevoke is a revoke's listener part: the key goes from
-// the listening sockets, all of its entries of the chain's bindings
-// (inChain), or with scope only the peer's own (host prefix, vrf's
-// device). The reconcile goroutine, the listeners' one writer, applies it
-// between two passes (Run) and closes done.
-type listenerRevoke struct {
-	ctx     context.Context
-	inChain map[listenerEntry]bool
-	key     revokedKey
-	scope   netip.Addr
-	vrf     string
-	add     func(control.RevokeSocket)
-	done    chan struct{}
-}
-
-// askListenerRevoke hands r to the reconcile goroutine and waits until it
-// is applied. A daemon that is not running (or stops first) applies
-// nothing: the revocation is recorded, and the next pass's listener sync
-// deletes the key (a revoked key is never kept).
-func (d *Daemon) askListenerRevoke(ctx context.Context, r *listenerRevoke) {
-	r.done = make(chan struct{})
-	select {
-	case d.rec.revokes <- r:
-		<-r.done
-	case <-ctx.Done():
-		r.add(control.RevokeSocket{Socket: "listeners", Error: "the revoke ended before the reconcile loop took it: " + ctx.Err().Error()})
-	case <-d.rec.done:
-		r.add(control.RevokeSocket{Socket: "listeners", Error: "aokeyd is stopping: the listeners keep the key until the next start's first pass"})
-	}
-}
-
-// revokeListeners applies r (the reconcile goroutine's). An entry of a
-// prefix binding that covers the scoped peer stays: other peers use it;
-// the outcome says so.
-func (d *Daemon) revokeListeners(r *listenerRevoke) {
-	inChain, scope, add := r.inChain, r.scope, r.add
-	idx, idxErr := ifIndex(r.vrf)
-	hs, err := d.tracker.Listeners(r.ctx)
-	if err != nil {
-		add(control.RevokeSocket{Socket: "listeners", Error: err.Error()})
-		return
-	}
-	for _, h := range hs {
-		name := "listen " + h.Ref().Local.String()
-		// One borrow of the listener's descriptor for its read and all
-		// its deletes (a borrow is a pidfd_getfd round trip).
-		err := tcpao.Batch(d.o.SocketOf(h), func(s tcpao.Socket) error {
-			keys, err := r.candidates(s)
-			if err != nil {
-				if !isNoAO(err) {
-					add(control.RevokeSocket{Socket: name, Error: err.Error()})
-				}
-				return nil
-			}
-			for _, k := range keys {
-				if scope.IsValid() && !k.Peer.Contains(scope) {
-					continue
-				}
-				if !inChain[listenerEntry{k.Peer, k.IfIndex}] {
-					continue // another chain's key with the same IDs
-				}
-				if scope.IsValid() && idxErr == nil && k.IfIndex != idx {
-					continue
-				}
-				if scope.IsValid() && k.Peer != hostPrefix(scope) {
-					add(control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionKept,
-						Error: "this listener key for " + k.Peer.String() + " serves other peers too: a peer-scoped revoke leaves it; revoke without --peer to remove it"})
-					continue
-				}
-				rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
-				if same, err := r.sameMaterial(s, k); err != nil || !same {
-					if err != nil {
-						rs.Action, rs.Error = control.ActionError, err.Error()
-					} else {
-						d.otherMaterial(&rs, k)
-					}
-					add(rs)
-					continue
-				}
-				if err := (&tcpao.Deleter{S: s, NoAsync: d.syncListenerDeletes()}).Delete(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
-					rs.Error = err.Error()
-				}
-				add(rs)
-			}
-			return nil
-		})
-		if err != nil {
-			add(control.RevokeSocket{Socket: name, Error: err.Error()})
-		}
-	}
-}
-
 // revokePeer takes the key off one established session. The peer's rotator
 // goroutine is held off meanwhile so that it stays the socket's only
 // writer, and then resumes with the desired state without the key.
-func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, rk revokedKey, now time.Time) control.RevokeSocket {
+func (rv *revocations) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *peerState, rk revokedKey, now time.Time) control.RevokeSocket {
 	id := p.info.Key()
 	rs := control.RevokeSocket{Socket: "peer " + id.String(), Peer: p.info.Neighbor.String()}
 	// The desired state without the revoked key: it picks the replacement
 	// and then resumes the peer's rotation (the controller owns it then).
-	want, pk, werr := d.desiredFor(snap, p, now)
+	want, pk, werr := rv.recon.desiredFor(snap, p, now)
 	var pref *policy.ScheduledKey
 	if werr == nil {
 		if k, ok := pk.PreferredKey(); ok {
 			pref = &k
 		}
 		only := false
-		if d.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = d.revokeOn(sock, rk, pref, &rs) }) {
+		if rv.ctrl.Exclusive(ctx, id, want, func(sock tcpao.Socket) { only = rv.revokeOn(sock, rk, pref, &rs) }) {
 			if only {
-				d.revokeOnly(ctx, p, &rs)
+				rv.revokeOnly(ctx, p, &rs)
 			}
 			return rs
 		}
 	}
 	// No rotation machine runs on the session (yet): stop any that
 	// starts, revoke, then start it on the socket.
-	sock := d.o.SocketOf(p.handle)
+	sock := rv.o.SocketOf(p.handle)
 	select {
-	case <-d.ctrl.PeerDown(id):
+	case <-rv.ctrl.PeerDown(id):
 	case <-ctx.Done():
 		// Its machine is in a step that does not return: the socket is
 		// not touched beside it. The machine restarts once it returns.
 		rs.Action, rs.Error = control.ActionError, "the peer's rotation machine is in a step that has not returned; not revoked on this socket"
 		if werr == nil {
-			_, _, _ = d.ctrl.Adopt(id, p.handle, sock, want)
+			_, _, _ = rv.ctrl.Adopt(id, p.handle, sock, want)
 		}
 		return rs
 	}
-	if d.revokeOn(sock, rk, pref, &rs) {
-		d.revokeOnly(ctx, p, &rs)
+	if rv.revokeOn(sock, rk, pref, &rs) {
+		rv.revokeOnly(ctx, p, &rs)
 	}
 	if werr == nil {
-		if _, _, err := d.ctrl.Adopt(id, p.handle, sock, want); err != nil {
-			d.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
+		if _, _, err := rv.ctrl.Adopt(id, p.handle, sock, want); err != nil {
+			rv.log.Warn("resuming the peer after revoke", "peer", id, "err", err)
 		}
 	}
 	return rs
@@ -428,7 +359,7 @@ func (d *Daemon) revokePeer(ctx context.Context, snap *keystore.Snapshot, p *pee
 // session's only one: the caller then runs the policy's on_revoke_only_key
 // (revokeOnly), outside the borrow (a reset asks the speaker, which must not
 // wait on a descriptor aokeyd holds).
-func (d *Daemon) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
+func (rv *revocations) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
 		keys, err := s.Keys(tcpao.KeyFilter{})
 		if isNoAO(err) {
@@ -454,7 +385,7 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.Schedul
 		if victim == nil {
 			rs.Action = control.ActionAbsent
 			if other != nil {
-				d.otherMaterial(rs, *other)
+				rv.otherMaterial(rs, *other)
 			}
 			return nil
 		}
@@ -492,10 +423,10 @@ func (d *Daemon) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.Schedul
 
 // revokeOnly runs the policy's on_revoke_only_key for a session whose only
 // key was the revoked one.
-func (d *Daemon) revokeOnly(ctx context.Context, p *peerState, rs *control.RevokeSocket) {
+func (rv *revocations) revokeOnly(ctx context.Context, p *peerState, rs *control.RevokeSocket) {
 	if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
 		rs.Action = control.ActionReset
-		if err := d.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key revoked"); err != nil {
+		if err := rv.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key revoked"); err != nil {
 			rs.Error = err.Error()
 		}
 		return

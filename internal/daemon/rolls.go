@@ -174,11 +174,11 @@ func (j *rollJournal) after(id rotator.PeerID, seq uint64) ([]journalStep, <-cha
 	return out, j.changed
 }
 
-// Rolls implements control.RollWatcher: the peer's roll steps after
+// rollsReport is Daemon.Rolls (control.RollWatcher): the peer's roll steps after
 // req.After, waiting up to req.Wait for one, keys named from the key
 // source.
-func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.RollsReport, error) {
-	id, err := d.rollPeer(req)
+func (sv *statusView) rollsReport(ctx context.Context, req control.RollsRequest) (control.RollsReport, error) {
+	id, err := sv.rollPeer(req)
 	if err != nil {
 		return control.RollsReport{}, err
 	}
@@ -187,7 +187,7 @@ func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.R
 	if req.Wait > 0 {
 		timeout = time.After(req.Wait)
 	}
-	steps, changed := d.rolls.after(id, req.After)
+	steps, changed := sv.rolls.after(id, req.After)
 	for len(steps) == 0 && timeout != nil {
 		select {
 		case <-changed:
@@ -196,12 +196,12 @@ func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.R
 		case <-ctx.Done():
 			return rep, ctx.Err()
 		}
-		steps, changed = d.rolls.after(id, req.After)
+		steps, changed = sv.rolls.after(id, req.After)
 	}
 	if len(steps) == 0 {
 		return rep, nil
 	}
-	names := d.rollNames(id)
+	names := sv.rollNames(id)
 	for _, s := range steps {
 		rs := control.RollStep{Seq: s.seq, At: s.at, Step: s.kind, State: string(s.state), Reason: s.reason, Detail: s.detail}
 		switch s.key {
@@ -218,9 +218,9 @@ func (d *Daemon) Rolls(ctx context.Context, req control.RollsRequest) (control.R
 
 // rollPeer is the one peer a RollsRequest names: by peer.Key's text, or by
 // address in req.VRF (without one: the one VRF that has the address).
-func (d *Daemon) rollPeer(req control.RollsRequest) (rotator.PeerID, error) {
+func (sv *statusView) rollPeer(req control.RollsRequest) (rotator.PeerID, error) {
 	var found []rotator.PeerID
-	for _, p := range d.peerList() {
+	for _, p := range sv.table.peerList() {
 		if p.id.String() == req.Peer || p.info.Neighbor.String() == req.Peer && (req.VRF == "" || req.VRF == p.info.VRF) {
 			found = append(found, p.id)
 		}
@@ -269,13 +269,13 @@ func (n rollKeyNames) bySend(send uint8) *control.KeyName {
 }
 
 // rollNames is id's key names.
-func (d *Daemon) rollNames(id rotator.PeerID) rollKeyNames {
-	snap, release := d.shared()
+func (sv *statusView) rollNames(id rotator.PeerID) rollKeyNames {
+	snap, release := sv.shared()
 	defer release()
 	if snap == nil {
 		return rollKeyNames{}
 	}
-	pk, err := d.peerDesired(d.policy(), snap, id.Addr, id.VRF, time.Now())
+	pk, err := sv.recon.peerDesired(sv.policy(), snap, id.Addr, id.VRF, time.Now())
 	if err != nil {
 		return rollKeyNames{}
 	}
@@ -284,7 +284,7 @@ func (d *Daemon) rollNames(id rotator.PeerID) rollKeyNames {
 
 // noteRollDown records a session's end in the roll journal, with the
 // speaker's reason when it gives one.
-func (d *Daemon) noteRollDown(info bgp.PeerInfo) {
+func (sv *statusView) noteRollDown(info bgp.PeerInfo) {
 	_, why := info.LastDown()
-	d.rolls.down(info.Key(), time.Now(), why)
+	sv.rolls.down(info.Key(), time.Now(), why)
 }

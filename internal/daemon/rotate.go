@@ -12,20 +12,20 @@ import (
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
-// Rotate implements control.Backend: roll now to the newest key the source
+// rotate is Daemon.Rotate (control.Backend): roll now to the newest key the source
 // holds for the peer, ahead of its send time: that key, once (early.go).
 // The requests are in the early-roll record before any pass acts on them
 // (earlyRolls.ask); when it cannot be written no roll starts.
-func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
+func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
 	var res control.RotateResult
-	snap, release := d.shared()
+	snap, release := e.shared()
 	defer release()
 	if snap == nil {
 		return res, errors.New("no good key snapshot yet")
 	}
 	now := time.Now()
 	var targets []*peerState
-	for _, p := range d.peerList() {
+	for _, p := range e.table.peerList() {
 		// One peer by address, in the VRF named (without one: every VRF
 		// that has the address), or by peer.Key's text.
 		if req.All || p.id.String() == req.Peer ||
@@ -36,13 +36,13 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 	if len(targets) == 0 {
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
-	seq := d.rolls.last() // the steps after it are this rotation's
+	seq := e.stat.lastRoll() // the steps after it are this rotation's
 	asks := map[rotator.PeerID]earlyRoll{}
 	at := map[rotator.PeerID]int{} // each ask's outcome in res.Peers
 	for _, p := range targets {
 		id := p.info.Key()
 		out := control.RotateOutcome{Seq: seq, Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
-		pk, err := d.peerDesired(d.policy(), snap, p.info.Neighbor, p.info.VRF, now)
+		pk, err := e.recon.peerDesired(e.policy(), snap, p.info.Neighbor, p.info.VRF, now)
 		n := early.Newest(pk, now)
 		switch {
 		case err != nil:
@@ -57,7 +57,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 		}
 		res.Peers = append(res.Peers, out)
 	}
-	kept, err := d.ops.early.ask(asks)
+	kept, err := e.ask(asks)
 	for id, i := range at {
 		out, r := &res.Peers[i], asks[id]
 		old, same := kept[id]
@@ -72,7 +72,7 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 			out.Detail = "rolling to " + r.label()
 		}
 	}
-	d.Kick()
+	e.recon.askFull()
 	return res, nil
 }
 
@@ -80,16 +80,16 @@ func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control
 // on the session mid-roll, does not run as a roll (earlyRolls.observe).
 // From the controller's Changed (a machine's goroutine: it never waits)
 // and the passes.
-func (d *Daemon) observeEarly(id rotator.PeerID) {
-	status := func() (rotator.Status, bool) { return d.ctrl.StatusOf(id) }
-	r, why, held, ended := d.ops.early.observe(id, status, time.Now(), d.ctrl.Config().SwitchTimeout)
+func (e *earlyRolls) observeEarly(id rotator.PeerID) {
+	status := func() (rotator.Status, bool) { return e.ctrl.StatusOf(id) }
+	r, why, held, ended := e.observe(id, status, time.Now(), e.ctrl.Config().SwitchTimeout)
 	switch {
 	case held:
-		d.log.Info("aoctl rotate's early roll completed: the session sends with its key", "peer", id, "key", r.label())
-		d.wake() // the pass writes the record
+		e.log.Info("aoctl rotate's early roll completed: the session sends with its key", "peer", id, "key", r.label())
+		e.recon.wake() // the pass writes the record
 	case ended:
-		d.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label(), "why", why)
-		d.wake() // the peer's desired state goes back to the schedule's
+		e.log.Warn("aoctl rotate's early roll ends; the schedule governs (aoctl rotate asks again)", "peer", id, "key", r.label(), "why", why)
+		e.recon.wake() // the peer's desired state goes back to the schedule's
 	}
 }
 
@@ -108,11 +108,11 @@ func sessionOf(h bgp.SocketHandle) early.Session {
 // endUnbound ends the early rolls of peers that left the policy, the
 // peers no session report brought back since the start included (the
 // others are forgotten with their binding). Reconcile goroutine.
-func (d *Daemon) endUnbound() {
-	for _, id := range d.ops.early.peers() {
-		if _, err := d.policy().BindingFor(id.Addr, id.VRF); err != nil {
-			d.ops.early.forget(id)
-			d.log.Info("aoctl rotate's early roll ends: the peer left the policy", "peer", id)
+func (e *earlyRolls) endUnbound() {
+	for _, id := range e.peers() {
+		if _, err := e.policy().BindingFor(id.Addr, id.VRF); err != nil {
+			e.forget(id)
+			e.log.Info("aoctl rotate's early roll ends: the peer left the policy", "peer", id)
 		}
 	}
 }

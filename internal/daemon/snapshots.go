@@ -28,24 +28,24 @@ type sharedSnap struct {
 // no good one yet) and the function that releases it. Callers must not
 // modify the snapshot or zero it; one that needs to (Revoke) takes its own
 // copy with snapshot.
-func (d *Daemon) shared() (*keystore.Snapshot, func()) {
-	gen, rev := d.o.Keys.Generation(), d.revoked.Count()
-	d.snaps.mu.Lock()
-	defer d.snaps.mu.Unlock()
-	c := d.snaps.cur
+func (co *core) shared() (*keystore.Snapshot, func()) {
+	gen, rev := co.o.Keys.Generation(), co.revs.Count()
+	co.snaps.mu.Lock()
+	defer co.snaps.mu.Unlock()
+	c := co.snaps.cur
 	if c == nil || c.gen != gen || c.rev != rev {
-		s := d.snapshot()
+		s := co.snapshot()
 		if s == nil {
 			return nil, func() {}
 		}
-		d.retire(c)
+		co.retire(c)
 		c = &sharedSnap{snap: s, gen: gen, rev: rev}
-		d.snaps.cur = c
+		co.snaps.cur = c
 	}
 	c.refs++
 	return c.snap, func() {
-		d.snaps.mu.Lock()
-		defer d.snaps.mu.Unlock()
+		co.snaps.mu.Lock()
+		defer co.snaps.mu.Unlock()
 		c.refs--
 		if c.stale && c.refs == 0 {
 			c.snap.Zero()
@@ -55,7 +55,7 @@ func (d *Daemon) shared() (*keystore.Snapshot, func()) {
 
 // retire marks c replaced (d.snaps.mu held), zeroing it now if no reader
 // holds it.
-func (d *Daemon) retire(c *sharedSnap) {
+func (co *core) retire(c *sharedSnap) {
 	if c == nil {
 		return
 	}
@@ -66,9 +66,9 @@ func (d *Daemon) retire(c *sharedSnap) {
 }
 
 // dropShared retires the current shared snapshot (Run's end).
-func (d *Daemon) dropShared() {
-	d.snaps.mu.Lock()
-	defer d.snaps.mu.Unlock()
-	d.retire(d.snaps.cur)
-	d.snaps.cur = nil
+func (co *core) dropShared() {
+	co.snaps.mu.Lock()
+	defer co.snaps.mu.Unlock()
+	co.retire(co.snaps.cur)
+	co.snaps.cur = nil
 }

@@ -42,8 +42,8 @@ func TestSharedSnapshot(t *testing.T) {
 	src.set(1, "shared-snapshot-secret-one")
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	defer cache.Close()
-	d := &Daemon{o: Options{Keys: cache}, revoked: memRevocations(t)}
-	if s, release := d.shared(); s != nil {
+	d := wire(newCore(Options{Keys: cache}, memRevocations(t), nil, nil, nil))
+	if s, release := d.co.shared(); s != nil {
 		t.Fatal("a snapshot before the first read")
 	} else {
 		release()
@@ -51,8 +51,8 @@ func TestSharedSnapshot(t *testing.T) {
 	if _, err := cache.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a, releaseA := d.shared()
-	b, releaseB := d.shared()
+	a, releaseA := d.co.shared()
+	b, releaseB := d.co.shared()
 	if a == nil || a != b {
 		t.Fatalf("two readers got %p and %p, want one shared snapshot", a, b)
 	}
@@ -65,7 +65,7 @@ func TestSharedSnapshot(t *testing.T) {
 	if _, err := cache.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, releaseC := d.shared()
+	c, releaseC := d.co.shared()
 	if c == a || string(keyOf(c)) != "shared-snapshot-secret-two" {
 		t.Fatalf("after a source change: same snapshot %t, key %q", c == a, keyOf(c))
 	}
@@ -78,16 +78,16 @@ func TestSharedSnapshot(t *testing.T) {
 	}
 
 	// A revocation: a new clone with the key marked revoked.
-	if inForce, err := d.revoked.Add(revocation.Revocation{Chain: "core", Key: "k1"}); !inForce || err != nil {
+	if inForce, err := d.revs.store.Add(revocation.Revocation{Chain: "core", Key: "k1"}); !inForce || err != nil {
 		t.Fatal(inForce, err)
 	}
-	e, releaseE := d.shared()
+	e, releaseE := d.co.shared()
 	if e == c || !e.Chains["core"].Keys[0].Revoked {
 		t.Fatalf("after a revocation: same snapshot %t, revoked %t", e == c, e.Chains["core"].Keys[0].Revoked)
 	}
 	releaseC()
 	releaseE()
-	d.dropShared()
+	d.co.dropShared()
 	if !bytes.Equal(keyOf(e), make([]byte, len(keyOf(e)))) {
 		t.Fatal("dropShared left the last snapshot's key bytes")
 	}

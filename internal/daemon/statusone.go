@@ -19,7 +19,7 @@ import (
 // the address in (the default VRF when it tracks it in none). A peer the
 // speaker does not have is left out (the caller reports it not found); an
 // error is a speaker that did not answer.
-func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo, error) {
+func (sv *statusView) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo, error) {
 	k, err := peer.Parse(which)
 	if err != nil {
 		return nil, nil // no such peer: every peer's key parses
@@ -28,7 +28,7 @@ func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo,
 	vrfs := []string{k.VRF}
 	if !strings.Contains(which, " vrf ") {
 		vrfs = vrfs[:0]
-		for _, p := range d.peerList() {
+		for _, p := range sv.table.peerList() {
 			if p.info.Neighbor == addr {
 				vrfs = append(vrfs, p.info.VRF)
 			}
@@ -47,7 +47,7 @@ func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo,
 		}
 		ch := make(chan answer, 1)
 		go func() {
-			p, err := d.o.Speaker.Peer(ctx, peer.KeyOf(addr, v))
+			p, err := sv.o.Speaker.Peer(ctx, peer.KeyOf(addr, v))
 			ch <- answer{p, err}
 		}()
 		var a answer
@@ -70,17 +70,17 @@ func (d *Daemon) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo,
 // rotationStatus is the rotation machines' status of the peers in infos:
 // of every peer when peer is "" (one sorted copy of all), else of these
 // alone, read one by one.
-func (d *Daemon) rotationStatus(peer string, infos []bgp.PeerInfo) map[rotator.PeerID]rotator.Status {
+func (sv *statusView) rotationStatus(peer string, infos []bgp.PeerInfo) map[rotator.PeerID]rotator.Status {
 	rot := map[rotator.PeerID]rotator.Status{}
 	if peer == "" {
-		for _, s := range d.ctrl.Status() {
+		for _, s := range sv.ctrl.Status() {
 			rot[s.Peer] = s
 		}
 		return rot
 	}
 	for _, info := range infos {
 		id := info.Key()
-		if s, ok := d.ctrl.StatusOf(id); ok {
+		if s, ok := sv.ctrl.StatusOf(id); ok {
 			rot[id] = s
 		}
 	}

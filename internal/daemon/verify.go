@@ -27,19 +27,19 @@ type listenerObs struct {
 
 // observeListeners reads every listening socket of the speaker that has
 // TCP-AO. Errors leave a socket out: status is best effort.
-func (d *Daemon) observeListeners(ctx context.Context) []listenerObs {
-	hs, err := d.tracker.Listeners(ctx)
+func (sv *statusView) observeListeners(ctx context.Context) []listenerObs {
+	hs, err := sv.tracker.Listeners(ctx)
 	if err != nil {
 		return nil
 	}
-	return d.observeListenersOf(hs)
+	return sv.observeListenersOf(hs)
 }
 
 // observeListenersOf reads the listeners hs (found by the caller).
-func (d *Daemon) observeListenersOf(hs []bgp.SocketHandle) []listenerObs {
+func (sv *statusView) observeListenersOf(hs []bgp.SocketHandle) []listenerObs {
 	var out []listenerObs
 	for _, h := range hs {
-		o, err := rotator.Observe(d.o.SocketOf(h), rotator.ReadBare)
+		o, err := rotator.Observe(sv.o.SocketOf(h), rotator.ReadBare)
 		if err != nil || !o.HaveAO {
 			continue
 		}
@@ -179,34 +179,34 @@ func (v *verifyBase) forget(id rotator.PeerID) {
 // first failing SYN after it warns at the first look. (A binding of a
 // prefix of peers names no address: such a peer gets its base at the
 // first status.) The listeners are read only when such a peer exists.
-func (d *Daemon) noteFirstContact(ctx context.Context) {
+func (sv *statusView) noteFirstContact(ctx context.Context) {
 	var need []bgp.PeerInfo
-	for _, info := range d.notUp() {
-		if !d.view.verify.has(info.Key()) {
+	for _, info := range sv.notUp() {
+		if !sv.verify.has(info.Key()) {
 			need = append(need, info)
 		}
 	}
 	if len(need) == 0 {
 		return
 	}
-	ls, others := d.observeListeners(ctx), d.peerAddrs()
+	ls, others := sv.observeListeners(ctx), sv.peerAddrs()
 	for _, info := range need {
-		d.view.verify.noteFirst(info.Key(), countsFor(ls, info, others))
+		sv.verify.noteFirst(info.Key(), countsFor(ls, info, others))
 	}
 }
 
 // notUp are the peers the policy binds by address whose session is not up
 // (as the speaker's events reported them: never up, or down since).
-func (d *Daemon) notUp() []bgp.PeerInfo {
+func (sv *statusView) notUp() []bgp.PeerInfo {
 	var out []bgp.PeerInfo
-	d.peers.mu.Lock()
-	defer d.peers.mu.Unlock()
-	d.policy().ForEachHost(func(addr netip.Addr, vrf string) {
-		info := bgp.PeerInfo{Neighbor: addr, VRF: vrf}
-		if p := d.peers.m[info.Key()]; p != nil && p.handle != nil {
-			return
-		}
-		out = append(out, info)
+	sv.table.read(func(peers map[rotator.PeerID]*peerState) {
+		sv.policy().ForEachHost(func(addr netip.Addr, vrf string) {
+			info := bgp.PeerInfo{Neighbor: addr, VRF: vrf}
+			if p := peers[info.Key()]; p != nil && p.handle != nil {
+				return
+			}
+			out = append(out, info)
+		})
 	})
 	return out
 }
@@ -222,17 +222,17 @@ func countsFor(ls []listenerObs, info bgp.PeerInfo, others []netip.Addr) verifyC
 // peers bound by address that are not up): what lets the listeners'
 // shared key-not-found counter be one peer's. A binding of a prefix of
 // peers may hide down peers, so with one it is never alone.
-func (d *Daemon) aloneDown(notUp []bgp.PeerInfo) bool {
-	if d.policy().HasPrefixBinding() {
+func (sv *statusView) aloneDown(notUp []bgp.PeerInfo) bool {
+	if sv.policy().HasPrefixBinding() {
 		return false
 	}
 	return len(notUp) <= 1
 }
 
 // peerAddrs is every known peer's address (for Shared).
-func (d *Daemon) peerAddrs() []netip.Addr {
+func (sv *statusView) peerAddrs() []netip.Addr {
 	var out []netip.Addr
-	for _, p := range d.peerList() {
+	for _, p := range sv.table.peerList() {
 		out = append(out, p.info.Neighbor)
 	}
 	return out
@@ -243,26 +243,26 @@ func (d *Daemon) peerAddrs() []netip.Addr {
 // fail verification. infos are the speaker's peers; with one (a status of
 // one peer: infos hold it alone) the other peers are the ones the daemon
 // tracks, so that no other peer is asked about.
-func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one bool) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
-	ls := d.observeListenersOf(hs)
+func (sv *statusView) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one bool) func(control.PeerStatus, bgp.PeerInfo) control.PeerStatus {
+	ls := sv.observeListenersOf(hs)
 	var others []netip.Addr
 	if one {
-		for _, p := range d.peerList() {
-			if d.managed(p.info) {
+		for _, p := range sv.table.peerList() {
+			if sv.managed(p.info) {
 				others = append(others, p.info.Neighbor)
 			}
 		}
 	}
 	for _, info := range infos {
-		if d.managed(info) {
+		if sv.managed(info) {
 			others = append(others, info.Neighbor)
 		}
 	}
-	alone := d.aloneDown(d.notUp())
+	alone := sv.aloneDown(sv.notUp())
 	return func(ps control.PeerStatus, info bgp.PeerInfo) control.PeerStatus {
 		idx, _ := ifIndex(info.VRF)
 		lc, bad := listenerFor(ls, info.Neighbor, idx, others)
-		switch d.view.verify.failing(info.Key(), info.Established(), verifyCounts{bad, lc.PktKeyNotFound}, alone) {
+		switch sv.verify.failing(info.Key(), info.Established(), verifyCounts{bad, lc.PktKeyNotFound}, alone) {
 		case verifyBadMAC:
 			lc.VerifyFailing = true
 			ps.Warnings = append(ps.Warnings, control.WarnVerifyFailing(info.Neighbor.String()))
@@ -277,50 +277,50 @@ func (d *Daemon) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, one b
 
 // noteDown records peer info's base from the listeners as its session
 // goes down.
-func (d *Daemon) noteDown(ctx context.Context, info bgp.PeerInfo) {
-	d.view.verify.noteDown(info.Key(), countsFor(d.observeListeners(ctx), info, d.peerAddrs()))
+func (sv *statusView) noteDown(ctx context.Context, info bgp.PeerInfo) {
+	sv.verify.noteDown(info.Key(), countsFor(sv.observeListeners(ctx), info, sv.peerAddrs()))
 }
 
 // observeVerify publishes each managed peer's verify-failing gauge (a
 // metrics scrape). The listeners are read only when a session is down.
-func (d *Daemon) observeVerify(m *metrics.Metrics) {
-	peers := d.peerList()
+func (sv *statusView) observeVerify(m *metrics.Metrics) {
+	peers := sv.table.peerList()
 	// The peers bound by address that were never up have no peer state:
 	// their first contact is published too.
 	var contact []bgp.PeerInfo
-	notUp := d.notUp()
+	notUp := sv.notUp()
 	for _, info := range notUp {
-		if d.peer(info.Key()) == nil {
+		if sv.table.peer(info.Key()) == nil {
 			contact = append(contact, info)
 		}
 	}
-	alone := d.aloneDown(notUp)
+	alone := sv.aloneDown(notUp)
 	var ls []listenerObs
 	others := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
 		others = append(others, p.info.Neighbor)
 		if !p.info.Established() && ls == nil {
-			ls = d.observeListeners(context.Background())
+			ls = sv.observeListeners(context.Background())
 		}
 	}
 	if len(contact) > 0 && ls == nil {
-		ls = d.observeListeners(context.Background())
+		ls = sv.observeListeners(context.Background())
 	}
 	for _, p := range peers {
-		if e := d.view.scraped[p]; e != nil && e.verifySet && e.verify == verifyOK && p.info.Established() {
+		if e := sv.scraped[p]; e != nil && e.verifySet && e.verify == verifyOK && p.info.Established() {
 			// Published not failing for this very state: an established
 			// session stays so (no policy lookup per scrape).
-			e.pass = d.view.scrapes
+			e.pass = sv.scrapes
 			continue
 		}
-		if !d.managed(p.info) {
+		if !sv.managed(p.info) {
 			continue
 		}
 		cause := verifyOK
 		if !p.info.Established() {
-			cause = d.view.verify.failing(p.id, false, countsFor(ls, p.info, others), alone)
+			cause = sv.verify.failing(p.id, false, countsFor(ls, p.info, others), alone)
 		}
-		if e := d.scrapedFor(p); !e.verifySet || e.verify != cause {
+		if e := sv.scrapedFor(p); !e.verifySet || e.verify != cause {
 			m.SetVerifyFailing(e.mp, cause == verifyBadMAC)
 			m.SetKeyNotFound(e.mp, cause == verifyKeyNotFound)
 			e.verifySet, e.verify = true, cause
@@ -330,14 +330,14 @@ func (d *Daemon) observeVerify(m *metrics.Metrics) {
 	for _, info := range contact {
 		id := info.Key()
 		seen[id] = true
-		cause := d.view.verify.failing(id, false, countsFor(ls, info, others), alone)
+		cause := sv.verify.failing(id, false, countsFor(ls, info, others), alone)
 		m.SetVerifyFailing(metricPeer(id), cause == verifyBadMAC)
 		m.SetKeyNotFound(metricPeer(id), cause == verifyKeyNotFound)
 	}
-	for id := range d.view.contact {
-		if !seen[id] && d.peer(id) == nil {
+	for id := range sv.contact {
+		if !seen[id] && sv.table.peer(id) == nil {
 			m.DeletePeer(metricPeer(id)) // its binding went
 		}
 	}
-	d.view.contact = seen
+	sv.contact = seen
 }
