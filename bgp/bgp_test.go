@@ -1,14 +1,14 @@
-package bgp
+package bgp_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
@@ -20,60 +20,25 @@ var (
 	t0     = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 )
 
-func up(flops uint32, uptime time.Time, rport uint16) PeerInfo {
-	return PeerInfo{Neighbor: nbr, Local: local, LocalPort: 179, RemotePort: rport, State: StateEstablished, Flops: flops, Uptime: uptime, Passive: true}
+func up(flops uint32, uptime time.Time, rport uint16) bgp.PeerInfo {
+	return bgp.PeerInfo{Neighbor: nbr, Local: local, LocalPort: 179, RemotePort: rport, State: bgp.StateEstablished, Flops: flops, Uptime: uptime, Passive: true}
 }
 
 // event is an Established session as GoBGP's peer-state event reports it:
 // no uptime, no flop count.
-func event(rport uint16) PeerInfo {
+func event(rport uint16) bgp.PeerInfo {
 	p := up(0, time.Time{}, rport)
 	p.Partial = true
 	return p
 }
 
-// seqPeers returns the scripted peer lists one call at a time (the last
-// one repeats).
-type seqPeers struct {
-	mu    sync.Mutex
-	lists [][]PeerInfo
-	err   error
-}
-
-func (s *seqPeers) Peers(context.Context) ([]PeerInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
-	}
-	l := s.lists[0]
-	if len(s.lists) > 1 {
-		s.lists = s.lists[1:]
-	}
-	return l, nil
-}
-
-// Peer is the guard's question: the neighbor from the next scripted list.
-func (s *seqPeers) Peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
-	ps, err := s.Peers(ctx)
-	if err != nil {
-		return PeerInfo{}, err
-	}
-	for _, p := range ps {
-		if p.Key() == k {
-			return p, nil
-		}
-	}
-	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, k)
-}
-
 func TestGuardStep(t *testing.T) {
 	down := up(1, time.Time{}, 0)
-	down.State = StateActive
+	down.State = bgp.StateActive
 	tests := []struct {
 		name    string
-		before  PeerInfo
-		after   PeerInfo
+		before  bgp.PeerInfo
+		after   bgp.PeerInfo
 		stepErr error
 		ran     bool
 		wantErr error
@@ -81,25 +46,30 @@ func TestGuardStep(t *testing.T) {
 	}{
 		{name: "stays up", before: up(0, t0, 40000), after: up(0, t0, 40000), ran: true},
 		{name: "step error, session fine", before: up(0, t0, 40000), after: up(0, t0, 40000), stepErr: errors.New("EBUSY"), ran: true},
-		{name: "not established: step not run", before: down, wantErr: ErrNotEstablished},
-		{name: "went down", before: up(0, t0, 40000), after: down, ran: true, wantErr: ErrSessionDropped, why: "state"},
-		{name: "flapped within the uptime second", before: up(0, t0, 40000), after: up(1, t0, 40000), ran: true, wantErr: ErrSessionDropped, why: "flops"},
-		{name: "came back later", before: up(0, t0, 40000), after: up(1, t0.Add(5*time.Second), 40001), ran: true, wantErr: ErrSessionDropped, why: "uptime"},
-		{name: "other connection", before: up(0, t0, 40000), after: up(0, t0, 40001), ran: true, wantErr: ErrSessionDropped, why: "connection"},
+		{name: "not established: step not run", before: down, wantErr: bgp.ErrNotEstablished},
+		{name: "went down", before: up(0, t0, 40000), after: down, ran: true, wantErr: bgp.ErrSessionDropped, why: "state"},
+		{name: "flapped within the uptime second", before: up(0, t0, 40000), after: up(1, t0, 40000), ran: true, wantErr: bgp.ErrSessionDropped, why: "flops"},
+		{name: "came back later", before: up(0, t0, 40000), after: up(1, t0.Add(5*time.Second), 40001), ran: true, wantErr: bgp.ErrSessionDropped, why: "uptime"},
+		{name: "other connection", before: up(0, t0, 40000), after: up(0, t0, 40001), ran: true, wantErr: bgp.ErrSessionDropped, why: "connection"},
 		// GoBGP's events give no uptime or flops, its listing does: the
 		// same connection reported one way and then the other is the
 		// same session (a DropError "uptime changed" before).
 		{name: "event's report, then the listing's", before: event(40000), after: up(3, t0, 40000), ran: true},
 		{name: "listing's report, then an event's", before: up(3, t0, 40000), after: event(40000), ran: true},
-		{name: "event's report, then another connection", before: event(40000), after: up(3, t0, 40001), ran: true, wantErr: ErrSessionDropped, why: "connection"},
-		{name: "event's report, then down", before: event(40000), after: down, ran: true, wantErr: ErrSessionDropped, why: "state"},
-		{name: "drop and step error", before: up(0, t0, 40000), after: down, stepErr: errors.New("EBUSY"), ran: true, wantErr: ErrSessionDropped, why: "state"},
+		{name: "event's report, then another connection", before: event(40000), after: up(3, t0, 40001), ran: true, wantErr: bgp.ErrSessionDropped, why: "connection"},
+		{name: "event's report, then down", before: event(40000), after: down, ran: true, wantErr: bgp.ErrSessionDropped, why: "state"},
+		{name: "drop and step error", before: up(0, t0, 40000), after: down, stepErr: errors.New("EBUSY"), ran: true, wantErr: bgp.ErrSessionDropped, why: "state"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := NewGuard(&seqPeers{lists: [][]PeerInfo{{tt.before}, {tt.after}}}, nil)
+			sp := bgptest.NewSpeaker("fake", 100, 1, tt.before)
+			g := bgp.NewGuard(sp, nil)
 			ran := false
-			err := step(context.Background(), g, nbrKey, "step-1", func(context.Context) error { ran = true; return tt.stepErr })
+			err := step(context.Background(), g, nbrKey, "step-1", func(context.Context) error {
+				ran = true
+				sp.Set(tt.after) // what the step saw happen to the session
+				return tt.stepErr
+			})
 			if ran != tt.ran {
 				t.Fatalf("step ran = %v, want %v", ran, tt.ran)
 			}
@@ -115,7 +85,7 @@ func TestGuardStep(t *testing.T) {
 			case err != nil:
 				t.Fatal(err)
 			}
-			var d *DropError
+			var d *bgp.DropError
 			if tt.why != "" {
 				if !errors.As(err, &d) || d.Why != tt.why || d.Step != "step-1" {
 					t.Fatalf("drop = %+v, want why %q for step-1", d, tt.why)
@@ -129,78 +99,10 @@ func TestGuardStep(t *testing.T) {
 }
 
 func TestGuardNoPeer(t *testing.T) {
-	g := NewGuard(&seqPeers{lists: [][]PeerInfo{{}}}, nil)
-	if err := step(context.Background(), g, nbrKey, "s", func(context.Context) error { return nil }); !errors.Is(err, ErrNoPeer) {
+	g := bgp.NewGuard(bgptest.NewSpeaker("fake", 100, 0), nil)
+	if err := step(context.Background(), g, nbrKey, "s", func(context.Context) error { return nil }); !errors.Is(err, bgp.ErrNoPeer) {
 		t.Fatalf("err = %v", err)
 	}
-}
-
-// fakeSpeaker delivers scripted events.
-type fakeSpeaker struct {
-	ch  chan Event
-	pid int
-}
-
-func (f *fakeSpeaker) Name() string                              { return "fake" }
-func (f *fakeSpeaker) Peers(context.Context) ([]PeerInfo, error) { return nil, nil }
-func (f *fakeSpeaker) Peer(_ context.Context, n peer.Key) (PeerInfo, error) {
-	return PeerInfo{}, fmt.Errorf("%w: %s", ErrNoPeer, n)
-}
-func (f *fakeSpeaker) Watch(context.Context) (<-chan Event, error) { return f.ch, nil }
-func (f *fakeSpeaker) ResetPeer(context.Context, peer.Key, string) error {
-	return nil
-}
-func (f *fakeSpeaker) PID(context.Context) (int, error) { return f.pid, nil }
-
-// fakeDisc knows the sockets of fake processes.
-type fakeDisc struct {
-	mu    sync.Mutex
-	conns map[int][]sockets.Ref // pid -> established sockets
-	lis   map[int][]sockets.Ref
-	used  []sockets.Ref
-}
-
-func (d *fakeDisc) Listeners(pid int, port uint16) ([]sockets.Ref, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.lis[pid], nil
-}
-
-func (d *fakeDisc) Established(pid int, l, r netip.AddrPort) (sockets.Ref, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, s := range d.conns[pid] {
-		if s.Local == l && s.Remote == r {
-			return s, nil
-		}
-	}
-	return sockets.Ref{}, sockets.ErrNotFound
-}
-
-func (d *fakeDisc) Connections(pid int, n netip.Addr) ([]sockets.Ref, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []sockets.Ref
-	for _, s := range d.conns[pid] {
-		if s.Remote.Addr() == n {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-func (d *fakeDisc) With(ref sockets.Ref, fn func(int) error) error {
-	d.mu.Lock()
-	alive := false
-	for _, s := range append(d.conns[ref.PID], d.lis[ref.PID]...) {
-		alive = alive || s.Inode == ref.Inode
-	}
-	d.used = append(d.used, ref)
-	d.mu.Unlock()
-	if !alive {
-		return sockets.ErrStale
-	}
-	return fn(ref.FD)
 }
 
 type call struct {
@@ -211,20 +113,22 @@ type call struct {
 
 type recObs struct{ calls chan call }
 
-func (o *recObs) OnEstablished(_ context.Context, p PeerInfo, s SocketHandle) {
+func (o *recObs) OnEstablished(_ context.Context, p bgp.PeerInfo, s bgp.SocketHandle) {
 	o.calls <- call{"up", p.Neighbor, s.Ref().Inode}
 }
-func (o *recObs) OnDown(_ context.Context, p PeerInfo) { o.calls <- call{"down", p.Neighbor, 0} }
+func (o *recObs) OnDown(_ context.Context, p bgp.PeerInfo) { o.calls <- call{"down", p.Neighbor, 0} }
 
-func conn(pid int, inode uint64, lport, rport uint16) sockets.Ref {
-	return sockets.Ref{PID: pid, Inode: inode, FD: int(inode), Local: netip.AddrPortFrom(local, lport), Remote: netip.AddrPortFrom(nbr, rport)}
+// connect registers with d a connection from local:lport to nbr:rport.
+func connect(d *bgptest.Discoverer, lport, rport uint16) sockets.Ref {
+	return d.Add(nil, netip.AddrPortFrom(local, lport), netip.AddrPortFrom(nbr, rport), false)
 }
 
 func TestTracker(t *testing.T) {
-	sp := &fakeSpeaker{ch: make(chan Event), pid: 100}
-	disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000)}}}
+	sp := bgptest.NewScriptedSpeaker("fake", 100, 0)
+	disc := bgptest.NewDiscoverer(100, 7)
+	c := connect(disc, 179, 40000)
 	obs := &recObs{calls: make(chan call, 16)}
-	tr := NewTracker(sp, disc, obs, TrackerOptions{Synced: func() { obs.calls <- call{kind: "synced"} }})
+	tr := bgp.NewTracker(sp, disc, obs, bgp.TrackerOptions{Synced: func() { obs.calls <- call{kind: "synced"} }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- tr.Run(ctx) }()
@@ -239,89 +143,85 @@ func TestTracker(t *testing.T) {
 			t.Fatalf("observer got nothing, want %+v", want)
 		}
 	}
-	idle := PeerInfo{Neighbor: nbr, State: StateIdle}
+	idle := bgp.PeerInfo{Neighbor: nbr, State: bgp.StateIdle}
 	// Sync from ListPeer: established, ports unknown -> found among the
 	// connections to the neighbor.
-	est := PeerInfo{Neighbor: nbr, Local: local, State: StateEstablished}
-	sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
-	expect(call{"up", nbr, 7})
+	est := bgp.PeerInfo{Neighbor: nbr, Local: local, State: bgp.StateEstablished}
+	sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{est}})
+	expect(call{"up", nbr, c.Inode})
 	expect(call{kind: "synced"}) // after the list's sessions, not per event
 	// The same connection again: nothing new.
-	sp.ch <- Event{Kind: EventState, Peer: up(0, t0, 40000)}
-	sp.ch <- Event{Kind: EventState, Peer: idle}
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: up(0, t0, 40000)})
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: idle})
 	expect(call{"down", nbr, 0})
 	// Re-established on a new connection: exact 4-tuple lookup.
-	disc.mu.Lock()
-	disc.conns[100] = []sockets.Ref{conn(100, 8, 179, 40001)}
-	disc.mu.Unlock()
-	sp.ch <- Event{Kind: EventState, Peer: up(1, t0, 40001)}
-	expect(call{"up", nbr, 8})
+	disc.Drop(c.Inode)
+	c = connect(disc, 179, 40001)
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: up(1, t0, 40001)})
+	expect(call{"up", nbr, c.Inode})
 	// An active (outgoing) session is not handed over.
-	sp.ch <- Event{Kind: EventState, Peer: idle}
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: idle})
 	expect(call{"down", nbr, 0})
-	disc.mu.Lock()
-	disc.conns[100] = []sockets.Ref{conn(100, 9, 50000, 179)}
-	disc.mu.Unlock()
-	sp.ch <- Event{Kind: EventState, Peer: PeerInfo{Neighbor: nbr, Local: local, LocalPort: 50000, RemotePort: 179, State: StateEstablished}}
+	disc.Drop(c.Inode)
+	c = connect(disc, 50000, 179)
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: bgp.PeerInfo{Neighbor: nbr, Local: local, LocalPort: 50000, RemotePort: 179, State: bgp.StateEstablished}})
 	// A sync without the neighbor (removed from the config) while up.
-	disc.mu.Lock()
-	disc.conns[100] = []sockets.Ref{conn(100, 10, 179, 40002)}
-	disc.mu.Unlock()
-	sp.ch <- Event{Kind: EventState, Peer: up(2, t0, 40002)}
-	expect(call{"up", nbr, 10})
-	sp.ch <- Event{Kind: EventSync}
+	disc.Drop(c.Inode)
+	c = connect(disc, 179, 40002)
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: up(2, t0, 40002)})
+	expect(call{"up", nbr, c.Inode})
+	sp.Send(bgp.Event{Kind: bgp.EventSync})
 	expect(call{"down", nbr, 0})
 	expect(call{kind: "synced"})
 	cancel()
-	close(sp.ch)
+	sp.Close()
 	<-done
 }
 
 func TestHandleRediscoversAfterRestart(t *testing.T) {
-	sp := &fakeSpeaker{pid: 100}
-	disc := &fakeDisc{lis: map[int][]sockets.Ref{100: {{PID: 100, Inode: 5, FD: 5, Local: netip.MustParseAddrPort("0.0.0.0:179"), Listening: true}}}}
-	tr := NewTracker(sp, disc, &recObs{}, TrackerOptions{})
+	sp := bgptest.NewSpeaker("fake", 100, 0)
+	disc := bgptest.NewDiscoverer(100, 5)
+	disc.LendFDs()
+	anyAddr := netip.MustParseAddrPort("0.0.0.0:179")
+	disc.Add(nil, anyAddr, netip.AddrPort{}, true)
+	tr := bgp.NewTracker(sp, disc, &recObs{}, bgp.TrackerOptions{})
 	hs, err := tr.Listeners(context.Background())
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("listeners %v %v", hs, err)
 	}
 	// gobgpd restarts: new pid, new listener.
-	disc.mu.Lock()
-	disc.lis = map[int][]sockets.Ref{200: {{PID: 200, Inode: 6, FD: 4, Local: netip.MustParseAddrPort("0.0.0.0:179"), Listening: true}}}
-	disc.mu.Unlock()
-	sp.pid = 200
+	disc.Restart(200)
+	relisten := disc.Add(nil, anyAddr, netip.AddrPort{}, true)
+	sp.SetPID(200)
 	var got int
 	if err := hs[0].Do(func(fd int) error { got = fd; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if got != 4 || hs[0].Ref().PID != 200 {
-		t.Fatalf("after restart: fd %d ref %s", got, hs[0].Ref())
+	if got != relisten.FD || hs[0].Ref().PID != 200 {
+		t.Fatalf("after restart: fd %d ref %s, want the new listener's fd %d in pid 200", got, hs[0].Ref(), relisten.FD)
 	}
 	// gobgpd gone: stale.
-	disc.mu.Lock()
-	disc.lis = nil
-	disc.mu.Unlock()
+	disc.Drop(relisten.Inode)
 	if err := hs[0].Do(func(int) error { return nil }); !errors.Is(err, sockets.ErrStale) {
 		t.Fatalf("err = %v, want stale", err)
 	}
 }
 
 func TestGuardBeforeAfter(t *testing.T) {
-	down := PeerInfo{Neighbor: nbr, State: StateIdle}
+	down := bgp.PeerInfo{Neighbor: nbr, State: bgp.StateIdle}
 	tests := []struct {
-		name       string
-		lists      [][]PeerInfo
-		before     error
-		after      error
-		skipBefore bool
+		name          string
+		first, then   bgp.PeerInfo // the session at Before, and at After
+		before, after error
 	}{
-		{name: "healthy", lists: [][]PeerInfo{{up(0, t0, 1)}, {up(0, t0, 1)}}},
-		{name: "dropped", lists: [][]PeerInfo{{up(0, t0, 1)}, {down}}, after: ErrSessionDropped},
-		{name: "down before", lists: [][]PeerInfo{{down}}, before: ErrNotEstablished},
+		{name: "healthy", first: up(0, t0, 1), then: up(0, t0, 1)},
+		{name: "dropped", first: up(0, t0, 1), then: down, after: bgp.ErrSessionDropped},
+		{name: "down before", first: down, before: bgp.ErrNotEstablished},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := NewGuard(&seqPeers{lists: tt.lists}, nil)
+			sp := bgptest.NewSpeaker("fake", 100, 1, tt.first)
+			g := bgp.NewGuard(sp, nil)
 			err := g.Before(context.Background(), nbrKey, "switch")
 			if !errors.Is(err, tt.before) || (tt.before == nil && err != nil) {
 				t.Fatalf("Before: %v, want %v", err, tt.before)
@@ -329,13 +229,14 @@ func TestGuardBeforeAfter(t *testing.T) {
 			if tt.before != nil {
 				return
 			}
+			sp.Set(tt.then)
 			err = g.After(context.Background(), nbrKey, "switch")
 			if !errors.Is(err, tt.after) || (tt.after == nil && err != nil) {
 				t.Fatalf("After: %v, want %v", err, tt.after)
 			}
 		})
 	}
-	if err := NewGuard(&seqPeers{lists: [][]PeerInfo{{up(0, t0, 1)}}}, nil).After(context.Background(), nbrKey, "x"); err == nil {
+	if err := bgp.NewGuard(bgptest.NewSpeaker("fake", 100, 0, up(0, t0, 1)), nil).After(context.Background(), nbrKey, "x"); err == nil {
 		t.Fatal("After without Before passed")
 	}
 }
@@ -343,13 +244,13 @@ func TestGuardBeforeAfter(t *testing.T) {
 // step runs fn between g's Before and After, as the rotator's machine runs
 // a step: ErrNotEstablished without running fn, a *DropError (carrying
 // fn's error) when the session dropped, else fn's error.
-func step(ctx context.Context, g *Guard, k peer.Key, name string, fn func(context.Context) error) error {
+func step(ctx context.Context, g *bgp.Guard, k peer.Key, name string, fn func(context.Context) error) error {
 	if err := g.Before(ctx, k, name); err != nil {
 		return err
 	}
 	ferr := fn(ctx)
 	if err := g.After(ctx, k, name); err != nil {
-		var d *DropError
+		var d *bgp.DropError
 		if errors.As(err, &d) {
 			d.StepErr = ferr
 		}

@@ -1,29 +1,31 @@
-package bgp
+package bgp_test
 
 import (
 	"context"
 	"errors"
-	"github.com/aokeyd/aokeyd/bgp/peer"
 	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // slowQuerier answers about ok at once and never about anyone else (it
 // returns only when the caller's context ends, as a gRPC call does).
 type slowQuerier struct {
-	ok    PeerInfo
+	ok    bgp.PeerInfo
 	asked []peer.Key
 }
 
-func (q *slowQuerier) Peer(ctx context.Context, k peer.Key) (PeerInfo, error) {
+func (q *slowQuerier) Peer(ctx context.Context, k peer.Key) (bgp.PeerInfo, error) {
 	q.asked = append(q.asked, k)
 	if k == q.ok.Key() {
 		return q.ok, nil
 	}
 	<-ctx.Done()
-	return PeerInfo{}, ctx.Err()
+	return bgp.PeerInfo{}, ctx.Err()
 }
 
 // TestGuardQueryTimeout: the guard asks about the one neighbor, and each
@@ -38,15 +40,15 @@ func TestGuardQueryTimeout(t *testing.T) {
 		wantErr  error
 		wantTook time.Duration
 	}{
-		{name: "answered", timeout: DefaultQueryTimeout, neighbor: nbrKey},
-		{name: "default timeout", timeout: DefaultQueryTimeout, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: DefaultQueryTimeout},
+		{name: "answered", timeout: bgp.DefaultQueryTimeout, neighbor: nbrKey},
+		{name: "default timeout", timeout: bgp.DefaultQueryTimeout, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: bgp.DefaultQueryTimeout},
 		{name: "own timeout", timeout: 300 * time.Millisecond, neighbor: slow, wantErr: context.DeadlineExceeded, wantTook: 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				q := &slowQuerier{ok: up(0, time.Unix(1700000000, 0), 40000)}
-				g := NewGuard(q, nil)
-				if tc.timeout != DefaultQueryTimeout {
+				g := bgp.NewGuard(q, nil)
+				if tc.timeout != bgp.DefaultQueryTimeout {
 					g.SetQueryTimeout(tc.timeout)
 				}
 				start := time.Now()
@@ -64,16 +66,16 @@ func TestGuardQueryTimeout(t *testing.T) {
 
 // cachedQuerier is a PeerQuerier with a PeerCache that holds one session.
 type cachedQuerier struct {
-	held  PeerInfo
+	held  bgp.PeerInfo
 	asked int
 }
 
-func (q *cachedQuerier) Peer(context.Context, peer.Key) (PeerInfo, error) {
+func (q *cachedQuerier) Peer(context.Context, peer.Key) (bgp.PeerInfo, error) {
 	q.asked++
 	return q.held, nil
 }
 
-func (q *cachedQuerier) CachedPeer(k peer.Key) (PeerInfo, bool) {
+func (q *cachedQuerier) CachedPeer(k peer.Key) (bgp.PeerInfo, bool) {
 	return q.held, k == q.held.Key()
 }
 
@@ -85,7 +87,7 @@ func (q *cachedQuerier) CachedPeer(k peer.Key) (PeerInfo, bool) {
 // fleet-wide roll in the emulated guest.
 func TestGuardAsksTheCacheFirst(t *testing.T) {
 	q := &cachedQuerier{held: up(0, t0, 40000)}
-	g := NewGuard(q, nil)
+	g := bgp.NewGuard(q, nil)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
 		if err := g.Before(ctx, nbrKey, "install"); err != nil {
@@ -102,7 +104,7 @@ func TestGuardAsksTheCacheFirst(t *testing.T) {
 		t.Errorf("a guarded step on a cache hit allocates %.0f times, want at most 1", allocs)
 	}
 	other := peer.KeyOf(netip.MustParseAddr("192.0.2.99"), "")
-	if _, err := g.snapshot(ctx, other); err == nil || q.asked != 1 {
+	if err := g.Before(ctx, other, "install"); err == nil || q.asked != 1 {
 		t.Errorf("a neighbor the cache lacks: err %v after %d questions, want Peer asked once (and its answer, about %s, refused)", err, q.asked, nbr)
 	}
 }

@@ -1,22 +1,26 @@
-package bgp
+package bgp_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/aokeyd/aokeyd/bgp"
+)
 
 func TestParseSessionState(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want SessionState
+		want bgp.SessionState
 	}{
-		{"Established", StateEstablished}, {"established", StateEstablished}, {"ESTABLISHED", StateEstablished},
-		{"OpenSent", StateOpenSent}, {"OpenConfirm", StateOpenConfirm}, {"Active", StateActive}, {"Connect", StateConnect},
-		{"Idle", StateIdle}, {"Down", StateUnknown}, {"", StateUnknown}, {"state(7)", StateUnknown},
+		{"Established", bgp.StateEstablished}, {"established", bgp.StateEstablished}, {"ESTABLISHED", bgp.StateEstablished},
+		{"OpenSent", bgp.StateOpenSent}, {"OpenConfirm", bgp.StateOpenConfirm}, {"Active", bgp.StateActive}, {"Connect", bgp.StateConnect},
+		{"Idle", bgp.StateIdle}, {"Down", bgp.StateUnknown}, {"", bgp.StateUnknown}, {"state(7)", bgp.StateUnknown},
 	} {
-		if got := ParseSessionState(tc.in); got != tc.want {
+		if got := bgp.ParseSessionState(tc.in); got != tc.want {
 			t.Errorf("ParseSessionState(%q) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
-	for s := StateUnknown; s <= StateEstablished; s++ {
-		if got := ParseSessionState(s.String()); got != s {
+	for s := bgp.StateUnknown; s <= bgp.StateEstablished; s++ {
+		if got := bgp.ParseSessionState(s.String()); got != s {
 			t.Errorf("round trip of %v: %v", s, got)
 		}
 	}

@@ -1,4 +1,4 @@
-package bgp
+package bgp_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 )
 
 // gateObs holds the tracker's event loop in OnEstablished of other (the
@@ -17,12 +18,12 @@ type gateObs struct {
 	open  chan struct{}
 }
 
-func (o *gateObs) OnEstablished(_ context.Context, p PeerInfo, _ SocketHandle) {
+func (o *gateObs) OnEstablished(_ context.Context, p bgp.PeerInfo, _ bgp.SocketHandle) {
 	if p.Neighbor == o.other {
 		<-o.open
 	}
 }
-func (o *gateObs) OnDown(context.Context, PeerInfo) {}
+func (o *gateObs) OnDown(context.Context, bgp.PeerInfo) {}
 
 // TestTrackerWaitsForPendingEvents: a question the cache cannot answer
 // only because events are being applied (under load the tracker's loop
@@ -34,48 +35,47 @@ func (o *gateObs) OnDown(context.Context, PeerInfo) {}
 func TestTrackerWaitsForPendingEvents(t *testing.T) {
 	other := netip.MustParseAddr("10.255.0.9")
 	est := up(0, t0, 40000)
-	otherUp := PeerInfo{Neighbor: other, Local: local, LocalPort: 179, RemotePort: 40009, State: StateEstablished, Passive: true}
-	idle := PeerInfo{Neighbor: nbr, State: StateIdle}
+	otherUp := bgp.PeerInfo{Neighbor: other, Local: local, LocalPort: 179, RemotePort: 40009, State: bgp.StateEstablished, Passive: true}
+	idle := bgp.PeerInfo{Neighbor: nbr, State: bgp.StateIdle}
 	for _, tc := range []struct {
 		name string
-		// pending is sent after the event that holds the loop.
-		pending   []Event
+		// pending is set (the speaker's table, and an event) after the
+		// event that holds the loop.
+		pending   []bgp.PeerInfo
 		hold      time.Duration // how long the loop is held (0: until the end)
-		want      SessionState
+		want      bgp.SessionState
 		wantAsked int
 		wantWait  time.Duration
 	}{
 		{name: "another session's event: from the cache once applied", hold: 300 * time.Millisecond,
-			want: StateEstablished, wantWait: 300 * time.Millisecond},
+			want: bgp.StateEstablished, wantWait: 300 * time.Millisecond},
 		{name: "the session dropped in a pending event: asks the speaker", hold: 300 * time.Millisecond,
-			pending: []Event{{Kind: EventState, Peer: idle}}, want: StateIdle, wantAsked: 1, wantWait: 300 * time.Millisecond},
+			pending: []bgp.PeerInfo{idle}, want: bgp.StateIdle, wantAsked: 1, wantWait: 300 * time.Millisecond},
 		{name: "not applied within PendingWait: asks the speaker",
-			want: StateEstablished, wantAsked: 1, wantWait: time.Second},
+			want: bgp.StateEstablished, wantAsked: 1, wantWait: time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sp := &answerSpeaker{fakeSpeaker: fakeSpeaker{ch: make(chan Event, 4), pid: 100}, answer: est}
-				disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000),
-					{PID: 100, Inode: 9, FD: 9, Local: netip.AddrPortFrom(local, 179), Remote: netip.AddrPortFrom(other, 40009)}}}}
+				sp := bgptest.NewScriptedSpeaker("fake", 100, 4, est)
+				disc := bgptest.NewDiscoverer(100, 7)
+				connect(disc, 179, 40000)
+				disc.Add(nil, netip.AddrPortFrom(local, 179), netip.AddrPortFrom(other, 40009), false)
 				obs := &gateObs{other: other, open: make(chan struct{})}
-				tr := NewTracker(sp, disc, obs, TrackerOptions{PendingWait: time.Second})
+				tr := bgp.NewTracker(sp, disc, obs, bgp.TrackerOptions{PendingWait: time.Second})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error)
 				go func() { done <- tr.Run(ctx) }()
-				defer func() { cancel(); close(sp.ch); <-done }()
-				sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
+				defer func() { cancel(); sp.Close(); <-done }()
+				sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{est}})
 				synctest.Wait()
 				if _, ok := tr.CachedPeer(nbrKey); !ok {
 					t.Fatal("synced and quiet, the tracker does not vouch for the session")
 				}
-				sp.ch <- Event{Kind: EventState, Peer: otherUp}
-				for _, e := range tc.pending {
-					sp.ch <- e
+				sp.Send(bgp.Event{Kind: bgp.EventState, Peer: otherUp})
+				for _, p := range tc.pending {
+					sp.Set(p)
 				}
 				synctest.Wait() // the loop is held applying otherUp
-				if tc.pending != nil {
-					sp.set(idle)
-				}
 				if tc.hold > 0 {
 					go func() { time.Sleep(tc.hold); close(obs.open) }()
 				} else {
@@ -92,7 +92,7 @@ func TestTrackerWaitsForPendingEvents(t *testing.T) {
 				if got := time.Since(start); got != tc.wantWait {
 					t.Errorf("Peer answered after %v, want %v", got, tc.wantWait)
 				}
-				if got := sp.asked(); got != tc.wantAsked {
+				if got := sp.Queries(); got != tc.wantAsked {
 					t.Errorf("the speaker was asked %d times, want %d", got, tc.wantAsked)
 				}
 			})

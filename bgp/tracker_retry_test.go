@@ -1,4 +1,4 @@
-package bgp
+package bgp_test
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 )
 
 // TestTrackerRetriesSocketNotFound: a session the speaker lists as
@@ -16,45 +17,44 @@ import (
 // without a socket until the speaker's next event for it, which a stable
 // session never sends. A state change for the peer ends the search.
 func TestTrackerRetriesSocketNotFound(t *testing.T) {
-	est := PeerInfo{Neighbor: nbr, Local: local, State: StateEstablished}
+	est := bgp.PeerInfo{Neighbor: nbr, Local: local, State: bgp.StateEstablished}
 	for _, tc := range []struct {
 		name   string
-		then   []Event // after the failed lookup, before the collision is resolved
+		then   []bgp.Event // after the failed lookup, before the collision is resolved
 		wantUp bool
 	}{
 		{"collision resolved", nil, true},
-		{"peer went down meanwhile", []Event{{Kind: EventState, Peer: PeerInfo{Neighbor: nbr, State: StateIdle}}}, false},
-		{"removed from the speaker's config", []Event{{Kind: EventSync}}, false},
+		{"peer went down meanwhile", []bgp.Event{{Kind: bgp.EventState, Peer: bgp.PeerInfo{Neighbor: nbr, State: bgp.StateIdle}}}, false},
+		{"removed from the speaker's config", []bgp.Event{{Kind: bgp.EventSync}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sp := &fakeSpeaker{ch: make(chan Event), pid: 100}
+				sp := bgptest.NewScriptedSpeaker("fake", 100, 0)
 				// The collision: the passive connection and the speaker's own.
-				disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {conn(100, 7, 179, 40000), conn(100, 8, 50000, 179)}}}
+				disc := bgptest.NewDiscoverer(100, 7)
+				passive, own := connect(disc, 179, 40000), connect(disc, 50000, 179)
 				obs := &recObs{calls: make(chan call, 16)}
-				tr := NewTracker(sp, disc, obs, TrackerOptions{})
+				tr := bgp.NewTracker(sp, disc, obs, bgp.TrackerOptions{})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error)
 				go func() { done <- tr.Run(ctx) }()
 				defer func() {
 					cancel()
-					close(sp.ch)
+					sp.Close()
 					<-done
 				}()
 
-				sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{est}}
+				sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{est}})
 				synctest.Wait()
 				if len(obs.calls) != 0 {
 					t.Fatalf("handed over %+v with two connections to the neighbor", <-obs.calls)
 				}
 				for _, ev := range tc.then {
-					sp.ch <- ev
+					sp.Send(ev)
 				}
 				synctest.Wait()
 				// The collision's loser is closed.
-				disc.mu.Lock()
-				disc.conns[100] = disc.conns[100][:1]
-				disc.mu.Unlock()
+				disc.Drop(own.Inode)
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				var got []call
@@ -62,8 +62,8 @@ func TestTrackerRetriesSocketNotFound(t *testing.T) {
 					got = append(got, <-obs.calls)
 				}
 				switch {
-				case tc.wantUp && (len(got) != 1 || got[0] != call{"up", nbr, 7}):
-					t.Fatalf("observer got %+v, want the session on inode 7 once", got)
+				case tc.wantUp && (len(got) != 1 || got[0] != call{"up", nbr, passive.Inode}):
+					t.Fatalf("observer got %+v, want the session on inode %d once", got, passive.Inode)
 				case !tc.wantUp && len(got) != 0:
 					t.Fatalf("observer got %+v after the peer's state changed, want nothing", got)
 				}

@@ -1,21 +1,22 @@
-package bgp
+package bgp_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/bgp/peer"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 )
 
 // twinObs records the observer calls with the session's VRF.
 type twinObs struct{ calls chan string }
 
-func (o *twinObs) OnEstablished(_ context.Context, p PeerInfo, s SocketHandle) {
+func (o *twinObs) OnEstablished(_ context.Context, p bgp.PeerInfo, s bgp.SocketHandle) {
 	o.calls <- "up " + p.Neighbor.String() + " vrf " + p.VRF
 }
-func (o *twinObs) OnDown(_ context.Context, p PeerInfo) {
+func (o *twinObs) OnDown(_ context.Context, p bgp.PeerInfo) {
 	o.calls <- "down " + p.Neighbor.String() + " vrf " + p.VRF
 }
 
@@ -25,17 +26,17 @@ func (o *twinObs) OnDown(_ context.Context, p PeerInfo) {
 // other, bracketed by the guard while its twin drops and comes back, is
 // not taken for a drop.
 func TestVRFTwins(t *testing.T) {
-	sp := &fakeSpeaker{ch: make(chan Event), pid: 100}
-	red, blue := conn(100, 7, 179, 40000), conn(100, 8, 179, 40001)
-	disc := &fakeDisc{conns: map[int][]sockets.Ref{100: {red, blue}}}
+	sp := bgptest.NewScriptedSpeaker("fake", 100, 0)
+	disc := bgptest.NewDiscoverer(100, 7)
+	_, blue := connect(disc, 179, 40000), connect(disc, 179, 40001)
 	obs := &twinObs{calls: make(chan string, 16)}
-	tr := NewTracker(sp, disc, obs, TrackerOptions{})
+	tr := bgp.NewTracker(sp, disc, obs, bgp.TrackerOptions{})
 	redKey := peer.KeyOf(nbr, "red")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = tr.Run(ctx) }()
-	twin := func(vrf string, rport uint16, state SessionState) PeerInfo {
-		return PeerInfo{Neighbor: nbr, Local: local, LocalPort: 179, RemotePort: rport, State: state, VRF: vrf, Uptime: t0, Passive: true}
+	twin := func(vrf string, rport uint16, state bgp.SessionState) bgp.PeerInfo {
+		return bgp.PeerInfo{Neighbor: nbr, Local: local, LocalPort: 179, RemotePort: rport, State: state, VRF: vrf, Uptime: t0, Passive: true}
 	}
 	expect := func(want ...string) {
 		t.Helper()
@@ -60,24 +61,22 @@ func TestVRFTwins(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	sp.ch <- Event{Kind: EventSync, Peers: []PeerInfo{twin("red", 40000, StateEstablished), twin("blue", 40001, StateEstablished)}}
+	sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{twin("red", 40000, bgp.StateEstablished), twin("blue", 40001, bgp.StateEstablished)}})
 	expect("up "+nbr.String()+" vrf red", "up "+nbr.String()+" vrf blue")
 	if p, ok := tr.CachedPeer(redKey); !ok || p.VRF != "red" || p.RemotePort != 40000 {
 		t.Fatalf("the tracker's red session: %+v (held %t)", p, ok)
 	}
 
-	g := NewGuard(tr, nil)
+	g := bgp.NewGuard(tr, nil)
 	if err := g.Before(ctx, redKey, "announce"); err != nil { // red's step
 		t.Fatalf("Before on red: %v", err)
 	}
 	// Blue flaps during red's step, and comes back on a new connection.
-	sp.ch <- Event{Kind: EventState, Peer: twin("blue", 0, StateIdle)}
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: twin("blue", 0, bgp.StateIdle)})
 	expect("down " + nbr.String() + " vrf blue")
-	blue2 := conn(100, 9, 179, 40002)
-	disc.mu.Lock()
-	disc.conns[100] = []sockets.Ref{red, blue2}
-	disc.mu.Unlock()
-	sp.ch <- Event{Kind: EventState, Peer: twin("blue", 40002, StateEstablished)}
+	disc.Drop(blue.Inode)
+	connect(disc, 179, 40002)
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: twin("blue", 40002, bgp.StateEstablished)})
 	expect("up " + nbr.String() + " vrf blue")
 	if err := g.After(ctx, redKey, "announce"); err != nil {
 		t.Fatalf("After on red, whose session stayed up while blue flapped: %v", err)

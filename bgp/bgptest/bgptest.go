@@ -16,10 +16,11 @@ import (
 
 // Speaker is a bgp.Speaker whose neighbor table the caller sets: each Watch
 // starts with an EventSync of the table, then relays every Set as an
-// EventState.
+// EventState. A scripted one (NewScriptedSpeaker) delivers only what the
+// caller sends.
 type Speaker struct {
-	name string
-	pid  int
+	name     string
+	scripted bool
 	// ResetErr, when set, is what ResetPeer returns (the call is recorded
 	// either way).
 	ResetErr error
@@ -28,6 +29,7 @@ type Speaker struct {
 	OnReset func(k peer.Key)
 
 	mu     sync.Mutex
+	pid    int
 	peers  map[peer.Key]bgp.PeerInfo
 	events chan bgp.Event
 	resets []peer.Key
@@ -44,6 +46,18 @@ func NewSpeaker(name string, pid, buffer int, peers ...bgp.PeerInfo) *Speaker {
 	for _, p := range peers {
 		s.peers[p.Key()] = p
 	}
+	return s
+}
+
+// NewScriptedSpeaker is NewSpeaker whose Watch hands out the event
+// channel itself, for tests of how a consumer follows the stream: no
+// EventSync of its own (Send one), and the events Set, Send and Lose queue
+// wait in the channel's buffer, where the watcher sees how many are
+// pending, as on a real adapter's buffered stream. Close ends the stream;
+// the stream is one, so Watch is called once.
+func NewScriptedSpeaker(name string, pid, buffer int, peers ...bgp.PeerInfo) *Speaker {
+	s := NewSpeaker(name, pid, buffer, peers...)
+	s.scripted = true
 	return s
 }
 
@@ -81,6 +95,9 @@ func (s *Speaker) Peer(_ context.Context, k peer.Key) (bgp.PeerInfo, error) {
 }
 
 func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
+	if s.scripted {
+		return s.events, nil
+	}
 	s.mu.Lock()
 	gate := s.gate
 	s.gate = nil
@@ -128,7 +145,25 @@ func (s *Speaker) ResetPeer(_ context.Context, k peer.Key, _ string) error {
 	return s.ResetErr
 }
 
-func (s *Speaker) PID(context.Context) (int, error) { return s.pid, nil }
+func (s *Speaker) PID(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid, nil
+}
+
+// SetPID makes pid the speaker's process from now on: a restarted speaker.
+func (s *Speaker) SetPID(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pid = pid
+}
+
+// Send delivers ev to the watcher as it is, leaving the table alone: a
+// stream that says what the speaker, asked, would not (yet).
+func (s *Speaker) Send(ev bgp.Event) { s.events <- ev }
+
+// Close ends a scripted speaker's stream: its watcher's channel closes.
+func (s *Speaker) Close() { close(s.events) }
 
 // HoldSync makes the next Watch deliver its EventSync only once release is
 // called.
@@ -178,6 +213,7 @@ type Discoverer struct {
 	byTup map[[2]netip.AddrPort]sockets.Ref
 	socks map[uint64]tcpao.Socket
 	lerr  error // Listeners' answer, when set
+	lend  bool  // With lends the registered sockets' fd numbers (LendFDs)
 }
 
 var _ bgp.ListenerLister = (*Discoverer)(nil)
@@ -225,6 +261,42 @@ func (d *Discoverer) Listen(inode uint64) {
 			d.refs[i].Listening = true
 		}
 	}
+}
+
+// Drop forgets the socket registered under inode: it was closed, and a
+// reference to it is stale.
+func (d *Discoverer) Drop(inode uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refs = slices.DeleteFunc(d.refs, func(r sockets.Ref) bool {
+		if r.Inode == inode && !r.Listening {
+			delete(d.byTup, [2]netip.AddrPort{r.Local, r.Remote})
+		}
+		return r.Inode == inode
+	})
+	delete(d.socks, inode)
+}
+
+// Restart is the speaker's process restarted as pid: every socket
+// registered so far is gone, and Add registers pid's from now on.
+func (d *Discoverer) Restart(pid int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pid = pid
+	d.refs = nil
+	d.byTup = map[[2]netip.AddrPort]sockets.Ref{}
+	d.socks = map[uint64]tcpao.Socket{}
+}
+
+// LendFDs makes With lend: it runs fn with the reference's FD -- the
+// number Add gave it, not an open descriptor, so fn must not use it as one
+// -- while the socket is registered to that process, and answers
+// sockets.ErrStale once it is not (dropped, or its process restarted), as
+// sockets.System does. For tests of code that holds handles to sockets.
+func (d *Discoverer) LendFDs() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lend = true
 }
 
 // Socket is the socket registered under inode, nil when there is none.
@@ -290,7 +362,18 @@ func (d *Discoverer) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, e
 	return out, nil
 }
 
-// With refuses: the sockets are reached through Socket, not descriptors.
-func (d *Discoverer) With(sockets.Ref, func(fd int) error) error {
-	return errors.New("bgptest discoverer lends no descriptors: reach its sockets with Socket (daemon.Options.SocketOf)")
+// With refuses unless LendFDs was called: the sockets are reached through
+// Socket, not descriptors.
+func (d *Discoverer) With(ref sockets.Ref, fn func(fd int) error) error {
+	d.mu.Lock()
+	lend := d.lend
+	alive := slices.ContainsFunc(d.refs, func(r sockets.Ref) bool { return r.PID == ref.PID && r.Inode == ref.Inode })
+	d.mu.Unlock()
+	if !lend {
+		return errors.New("bgptest discoverer lends no descriptors: reach its sockets with Socket (daemon.Options.SocketOf)")
+	}
+	if !alive {
+		return fmt.Errorf("%s: %w", ref, sockets.ErrStale)
+	}
+	return fn(ref.FD)
 }

@@ -194,7 +194,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	owned, err := openLedger(o.OwnedKeysFile, o.Logger, time.Now)
+	owned, err := openLedger(o.OwnedKeysFile, o.Logger, time.Now, nil)
 	if err != nil {
 		return nil, err
 	}

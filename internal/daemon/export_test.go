@@ -12,7 +12,7 @@ import (
 // WriteOwnedRecord writes the ownership record at path of a previous run
 // that installed keys on sockets of process pid.
 func WriteOwnedRecord(path string, pid int, keys ...tcpao.Key) error {
-	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now, nil)
 	if err != nil {
 		return err
 	}

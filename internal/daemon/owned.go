@@ -148,13 +148,13 @@ func checkValue() string {
 }
 
 // openLedger loads the record at path ("": kept in memory only, every start
-// is an upgrade). A record that cannot be read is an error: starting
+// is an upgrade), telling a process's start time with start (nil:
+// procStart, from /proc). A record that cannot be read is an error: starting
 // without it would make every non-desired key of aokeyd's look foreign
 // (kept, harmless) but lose adoptions.
-func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger, error) {
-	start := procStart
-	if procStartHook != nil {
-		start = procStartHook
+func openLedger(path string, log *slog.Logger, clock func() time.Time, start func(pid int) uint64) (*ledger, error) {
+	if start == nil {
+		start = procStart
 	}
 	l := &ledger{path: path, log: log, clock: clock, start: start,
 		keys: map[ownKey]*ownRec{}, owners: map[int]*procOwner{}}
@@ -209,9 +209,6 @@ func openLedger(path string, log *slog.Logger, clock func() time.Time) (*ledger,
 	}
 	return l, nil
 }
-
-// procStartHook, set by tests only, replaces procStart.
-var procStartHook func(pid int) uint64
 
 // procStart is pid's start time from /proc (0 when it cannot be read: no
 // such process, or not a real one).

@@ -25,9 +25,7 @@ func TestLedgerRecord(t *testing.T) {
 	starts := map[int]uint64{100: 7, 200: 9}
 	reopen := func() *ledger {
 		t.Helper()
-		procStartHook = func(pid int) uint64 { return starts[pid] }
-		defer func() { procStartHook = nil }()
-		l, err := openLedger(path, log, time.Now)
+		l, err := openLedger(path, log, time.Now, func(pid int) uint64 { return starts[pid] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,9 +117,7 @@ func TestLedgerRowWithoutPeer(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procStartHook = func(int) uint64 { return 7 }
-	defer func() { procStartHook = nil }()
-	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +165,7 @@ func TestOwnedTodaysRecord(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procStartHook = func(int) uint64 { return 7 }
-	defer func() { procStartHook = nil }()
-	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now)
+	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //     neither, the same now and after a restart; what is in force in
 //     memory is what the record holds.
 //   - The record lives in the shared record layer (durable.Record): read
-//     as a regular file only, capped (maxRecordBytes), kept with a backup
+//     as a regular file only, capped (MaxRecordBytes), kept with a backup
 //     that restores it when it is found unreadable; a record that cannot
 //     be read refuses the start, never an empty record invented.
 //   - A peer is its peer.Key, written in its text form ("10.0.0.2 vrf

@@ -35,6 +35,9 @@ import (
 type Store struct {
 	path string
 	log  *slog.Logger
+	// max caps a read or a write of the record (0: MaxRecordBytes; a
+	// test lowers it on its own Store).
+	max  int64
 	mu   sync.Mutex
 	list []Revocation
 	peer map[peer.Key][]Revocation // the peer-scoped ones, by peer
@@ -54,13 +57,17 @@ const recordHelp = "aokeyd will not start without it, so that no revoked key is 
 // whole could exhaust memory (a symlink to /dev/zero once did).
 const MaxRecordBytes = 16 << 20
 
-// maxRecordBytes is MaxRecordBytes, a variable so that a test can lower it.
-var maxRecordBytes int64 = MaxRecordBytes
+// maxBytes is the cap of the record's size.
+func (s *Store) maxBytes() int64 {
+	if s.max > 0 {
+		return s.max
+	}
+	return MaxRecordBytes
+}
 
-// record is the revocations record in the shared record layer (read when
-// used: a test lowers maxRecordBytes).
+// record is the revocations record in the shared record layer.
 func (s *Store) record() durable.Record {
-	return durable.Record{Path: s.path, Max: maxRecordBytes, Check: func(b []byte) error {
+	return durable.Record{Path: s.path, Max: s.maxBytes(), Check: func(b []byte) error {
 		_, err := parseRecord(b)
 		return err
 	}}
@@ -214,7 +221,7 @@ func (s *Store) commit(prev, next []byte) (recorded bool, err error) {
 		err = fmt.Errorf("revocations record %w; the revocation is in force", err)
 		s.degraded = err
 		return true, err
-	case int64(len(next)) > maxRecordBytes:
+	case int64(len(next)) > s.maxBytes():
 		return false, fmt.Errorf("revocations record %w; with aokeyd stopped, remove the revocations of keys no key source holds any more from it and its backup", err)
 	}
 	return false, fmt.Errorf("revocations record %w", err)

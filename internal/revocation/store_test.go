@@ -168,9 +168,7 @@ func TestRevocationRecordFull(t *testing.T) {
 	if ok, err := s.Add(prior); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	old := maxRecordBytes
-	maxRecordBytes = int64(len(encodeRecord(s.list))) + 10
-	t.Cleanup(func() { maxRecordBytes = old })
+	s.max = int64(len(encodeRecord(s.list))) + 10
 	inForce, err := s.Add(Revocation{Chain: "core", Key: "k1"})
 	if inForce || err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("add past the size cap: in force %v, %v; want an error naming %s", inForce, err, path)
@@ -188,7 +186,7 @@ func TestRevocationRecordFull(t *testing.T) {
 // readRecord reads one record file (durable.Record.ReadCopy): nil,
 // fs.ErrNotExist when there is none, an error wrapping ErrBadRecord when
 // it is not a regular file (a symlink, dangling or not, a FIFO, a
-// device), is larger than maxRecordBytes, empty, null or corrupt.
+// device), is larger than MaxRecordBytes, empty, null or corrupt.
 func readRecord(path string) ([]Revocation, error) {
 	b, err := (&Store{path: path}).record().ReadCopy(path)
 	if errors.Is(err, durable.ErrCorrupt) {
