@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # that calls kerneltest.Require. Found, not listed, so none is forgotten.
 KERNEL_PKGS = $(shell grep -rl --include='*_test.go' 'kerneltest.Require' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: field all build deps test test-unit test-kernel differential fuzz bench demo soak chaos chaos-mutant lint rules renderings vm clean model model-traces deb fuzz-short
+.PHONY: vault-real field all build deps test test-unit test-kernel differential fuzz bench demo soak chaos chaos-mutant lint rules renderings vm clean model model-traces deb fuzz-short
 
 all: build
 
@@ -233,3 +233,10 @@ demo: deps
 
 clean:
 	rm -rf bin
+
+# The tests against a real HashiCorp Vault (built once per machine by
+# integration/tools/vault.sh; a test dependency only, never shipped: Vault
+# is BUSL-1.1). Prints the vault-real: proof line; see
+# integration/tools/vault-real.sh.
+vault-real:
+	GO=$(GO) bash integration/tools/vault-real.sh

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -350,6 +351,11 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 			return fail(fmt.Errorf("vault: metadata %s/%s: %w", v.opts.Mount, v.chainPath(name), err))
 		}
 		ver := md.CurrentVersion
+		if err := v.currentGone(name, ver, md); err != nil {
+			// Also when the version is cached: an operator who deletes
+			// or destroys it means it, and the status must say so.
+			return fail(err)
+		}
 		if c, ok := v.cache[name]; ok && c.Version == uint64(ver) {
 			fresh[name] = c
 			s.Chains[name] = c.Clone()
@@ -370,6 +376,23 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 	v.cache = fresh
 	checkDuplicateIDs(s)
 	return s, nil
+}
+
+// currentGone is an error when the chain's current version ver was deleted
+// (vault kv delete) or destroyed (vault kv destroy): Vault keeps the
+// version's number, and current_version, but has no data for it. A
+// deletion_time still to come (delete_version_after) is not a deletion.
+func (v *VaultSource) currentGone(name string, ver int, md *api.KVMetadata) error {
+	x, ok := md.Versions[strconv.Itoa(ver)]
+	switch {
+	case !ok:
+		return nil
+	case x.Destroyed:
+		return fmt.Errorf("%s: its current version %d is destroyed; write a new version", v.where(name), ver)
+	case !x.DeletionTime.IsZero() && !x.DeletionTime.After(v.opts.Now()):
+		return fmt.Errorf("%s: its current version %d is deleted; undelete it or write a new version", v.where(name), ver)
+	}
+	return nil
 }
 
 // readRaw GETs a path and returns the body, which the caller clears.

@@ -9,25 +9,58 @@ import (
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/internal/vaultreal"
 )
 
-// TestVaultContract runs the shared Vault suite against a real Vault (or
-// OpenBao) server, to prove package vaulttest faithful. It needs VAULT_ADDR
-// and a token with rights to write the KV v2 mount (AOKEYD_VAULT_KV_MOUNT,
-// default "secret"), enable the approle auth method and write policies,
-// e.g. a dev server's root token. It writes under a fresh prefix and deletes
-// what it wrote. See docs/keys.md.
+// TestVaultContract runs the shared Vault suite (runVaultSuite: what aokeyd
+// relies on from Vault's HTTP API) against each kind of server: the
+// project's fake (package vaulttest), a real Vault dev server and a real
+// Vault with file storage, both started from $AOKEYD_VAULT (see
+// internal/vaultreal; they skip without it, or fail with
+// AOKEYD_REQUIRE_VAULT=1), and any Vault or OpenBao at VAULT_ADDR with
+// VAULT_TOKEN (skipped without them). Where the fake and real Vault differ,
+// real Vault is right and the fake is corrected. Each case writes under a
+// fresh prefix of its server and deletes what it wrote.
 func TestVaultContract(t *testing.T) {
-	addr, tok := os.Getenv("VAULT_ADDR"), os.Getenv("VAULT_TOKEN")
-	if addr == "" || tok == "" {
-		t.Skip("contract test against a real Vault: set VAULT_ADDR and VAULT_TOKEN (e.g. `vault server -dev`) to run it")
+	kinds := []struct {
+		name string
+		// server returns the envs of one server, started once for all
+		// of the suite's cases.
+		server func(t *testing.T) func(t *testing.T) *vaultEnv
+	}{
+		{"vaulttest", func(*testing.T) func(*testing.T) *vaultEnv { return newFakeEnv }},
+		{"vault-dev", func(t *testing.T) func(*testing.T) *vaultEnv {
+			s := vaultreal.StartDev(t)
+			return realEnvs(s.Addr, s.RootToken, "secret")
+		}},
+		{"vault-file", func(t *testing.T) func(*testing.T) *vaultEnv {
+			s := vaultreal.StartFile(t)
+			return realEnvs(s.Addr, s.RootToken, "secret")
+		}},
+		{"external", func(t *testing.T) func(*testing.T) *vaultEnv {
+			addr, tok := os.Getenv("VAULT_ADDR"), os.Getenv("VAULT_TOKEN")
+			if addr == "" || tok == "" {
+				t.Skip("a Vault of your own: set VAULT_ADDR and VAULT_TOKEN (e.g. `vault server -dev`) to run it")
+			}
+			mount := os.Getenv("AOKEYD_VAULT_KV_MOUNT")
+			if mount == "" {
+				mount = "secret"
+			}
+			return realEnvs(addr, tok, mount)
+		}},
 	}
-	mount := os.Getenv("AOKEYD_VAULT_KV_MOUNT")
-	if mount == "" {
-		mount = "secret"
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { runVaultSuite(t, k.server(t)) })
 	}
+}
+
+// realEnvs returns fresh envs on a real Vault at addr whose token tok may
+// write the KV v2 mount, enable the approle auth method and write
+// policies (a root token).
+func realEnvs(addr, tok, mount string) func(t *testing.T) *vaultEnv {
 	n := 0
-	runVaultSuite(t, func(t *testing.T) *vaultEnv {
+	return func(t *testing.T) *vaultEnv {
 		n++
 		e := &vaultEnv{addr: addr, root: tok, mount: mount,
 			prefix: fmt.Sprintf("aokeyd-contract-%d-%d", time.Now().UnixNano(), n)}
@@ -36,6 +69,7 @@ func TestVaultContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		admin.SetToken(tok)
+		e.admin = admin
 		t.Cleanup(func() {
 			ctx := context.Background()
 			sec, _ := admin.Logical().ListWithContext(ctx, mount+"/metadata/"+e.prefix+"/chains")
@@ -47,7 +81,7 @@ func TestVaultContract(t *testing.T) {
 			}
 		})
 		e.appRole = func(t *testing.T) (string, string) {
-			return realAppRole(t, admin, e)
+			return realAppRole(t, admin, e, "10m", "30m")
 		}
 		e.namedToken = func(t *testing.T, name string) string {
 			s, err := admin.Auth().Token().Create(&api.TokenCreateRequest{DisplayName: name, TTL: "1h"})
@@ -58,10 +92,13 @@ func TestVaultContract(t *testing.T) {
 			return s.Auth.ClientToken
 		}
 		return e
-	})
+	}
 }
 
-func realAppRole(t *testing.T, c *api.Client, e *vaultEnv) (string, string) {
+// realAppRole creates a policy that may read and write e's prefix and an
+// AppRole with it whose tokens live ttl, renewable up to maxTTL, and
+// returns its role_id and secret_id files.
+func realAppRole(t *testing.T, c *api.Client, e *vaultEnv, ttl, maxTTL string) (string, string) {
 	t.Helper()
 	err := c.Sys().EnableAuthWithOptions("approle", &api.EnableAuthOptions{Type: "approle"})
 	if err != nil && !strings.Contains(err.Error(), "path is already in use") {
@@ -76,7 +113,7 @@ path "%[1]s/metadata/%[2]s/*" { capabilities = ["read", "list"] }
 	}
 	t.Cleanup(func() { _ = c.Sys().DeletePolicy(name) })
 	if _, err := c.Logical().Write("auth/approle/role/"+name, map[string]any{
-		"token_policies": name, "token_ttl": "10m", "token_max_ttl": "30m"}); err != nil {
+		"token_policies": name, "token_ttl": ttl, "token_max_ttl": maxTTL}); err != nil {
 		t.Fatalf("role: %v", err)
 	}
 	t.Cleanup(func() { _, _ = c.Logical().Delete("auth/approle/role/" + name) })

@@ -16,10 +16,6 @@ import (
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
-func TestVaultFake(t *testing.T) {
-	runVaultSuite(t, newFakeEnv)
-}
-
 // seeded returns a fake env with chain core written, and a Cache over a
 // source with the given auth that has read it once.
 func seeded(t *testing.T, auth func(e *vaultEnv) VaultAuth) (*vaultEnv, *VaultSource, *Cache) {

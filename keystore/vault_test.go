@@ -22,6 +22,7 @@ import (
 type vaultEnv struct {
 	addr, root, mount, prefix string
 	fake                      *vaulttest.Server // nil for a real Vault
+	admin                     *api.Client       // a real Vault's root client; nil for the fake
 	// appRole returns role_id and secret_id files for a role that can read
 	// and write the prefix.
 	appRole func(t *testing.T) (roleFile, secretFile string)
@@ -239,6 +240,75 @@ func runVaultSuite(t *testing.T, newEnv func(t *testing.T) *vaultEnv) {
 		}
 		if ver := mustWrite(t, v, "core", core(t), 1); ver != 2 {
 			t.Fatalf("cas=1 wrote version %d", ver)
+		}
+	})
+
+	// vault kv delete (soft, of the latest version), undelete and
+	// destroy: the version keeps its number, current_version does not go
+	// back, and a read of the chain fails (404) while its current version
+	// has no data; a destroyed version never comes back.
+	t.Run("SoftDeleteUndeleteDestroy", func(t *testing.T) {
+		e := newEnv(t)
+		v := e.rootSource(t)
+		kv := v.Client().KVv2(e.mount)
+		p := e.prefix + "/chains/core"
+		mustWrite(t, v, "core", core(t), 0)
+		mustWrite(t, v, "core", core(t), 1)
+		// The source says which version is gone, and how, without
+		// reading it.
+		readFails := func(ver int, how string) {
+			t.Helper()
+			_, err := v.Read(ctx)
+			want := fmt.Sprintf("chains/core: its current version %d is %s", ver, how)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("read: %v, want %q", err, want)
+			}
+			noSecret(t, err.Error())
+			// What Vault answers for the version's data: 404.
+			_, err = v.Client().Logical().ReadRawWithDataWithContext(ctx, e.mount+"/data/"+p,
+				map[string][]string{"version": {fmt.Sprint(ver)}})
+			var re *api.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+				t.Errorf("data read of a %s version: %v, want Vault's 404", how, err)
+			}
+		}
+		meta := func(ver int) (current int, deleted bool, destroyed bool) {
+			t.Helper()
+			md, err := kv.GetMetadata(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := md.Versions[fmt.Sprint(ver)]
+			return md.CurrentVersion, !x.DeletionTime.IsZero(), x.Destroyed
+		}
+		if err := kv.Delete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if cur, del, des := meta(2); cur != 2 || !del || des {
+			t.Fatalf("after delete: current %d deleted %t destroyed %t", cur, del, des)
+		}
+		readFails(2, "deleted")
+		if err := kv.Undelete(ctx, p, []int{2}); err != nil {
+			t.Fatal(err)
+		}
+		if s := mustRead(t, v); s.Chains["core"].Version != 2 {
+			t.Fatalf("after undelete: version %d", s.Chains["core"].Version)
+		}
+		if err := kv.Destroy(ctx, p, []int{2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Undelete(ctx, p, []int{2}); err != nil {
+			t.Fatal(err)
+		}
+		if cur, del, des := meta(2); cur != 2 || del || !des {
+			t.Fatalf("after destroy and undelete: current %d deleted %t destroyed %t", cur, del, des)
+		}
+		readFails(2, "destroyed")
+		if ver := mustWrite(t, v, "core", core(t), 2); ver != 3 {
+			t.Fatalf("write after destroy: version %d", ver)
+		}
+		if s := mustRead(t, v); s.Chains["core"].Version != 3 {
+			t.Fatalf("after a new version: %d", s.Chains["core"].Version)
 		}
 	})
 

@@ -56,35 +56,39 @@ func (h *hookVault) WithClient(ctx context.Context, f func(*api.Client) error) e
 func TestAddRevocationCheckAndSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, c := newVault(t)
-		other := Store{V: Client{c}, Mount: "secret", Prefix: "aokeyd/fleet"}
-		ctx := context.Background()
-		racer := &hookVault{Vault: Client{c}, at: 2, hook: func() {
-			// Between our read (use 1) and our write (use 2).
-			if _, _, err := other.AddRevocation(ctx, Revocation{Chain: "core", Key: "k9", By: "bob", Reason: "r", At: time.Now()}); err != nil {
-				t.Errorf("the other writer: %v", err)
-			}
-		}}
-		st := Store{V: racer, Mount: "secret", Prefix: "aokeyd/fleet"}
-		_, ver, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", Reason: "leaked", At: time.Now()})
-		if err != nil {
-			t.Fatalf("AddRevocation: %v", err)
-		}
-		l, got, err := st.Revocations(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var refs []string
-		for _, r := range l.Revocations {
-			refs = append(refs, r.Ref()+" by "+r.By)
-		}
-		if !slices.Equal(refs, []string{"core/k9 by bob", "core/k1 by alice"}) || ver != 2 || got != 2 {
-			t.Errorf("record %v at version %d (returned %d), want both revocations at version 2", refs, got, ver)
-		}
-		e, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "carol", Reason: "again", At: time.Now()})
-		if !errors.Is(err, ErrAlreadyRevoked) || e.By != "alice" {
-			t.Errorf("a second revoke of core/k1: %v, entry by %q; want ErrAlreadyRevoked with alice's entry", err, e.By)
-		}
+		testAddRevocationCheckAndSet(t, c, "aokeyd/fleet")
 	})
+}
+
+func testAddRevocationCheckAndSet(t *testing.T, c *api.Client, prefix string) {
+	other := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
+	ctx := context.Background()
+	racer := &hookVault{Vault: Client{c}, at: 2, hook: func() {
+		// Between our read (use 1) and our write (use 2).
+		if _, _, err := other.AddRevocation(ctx, Revocation{Chain: "core", Key: "k9", By: "bob", Reason: "r", At: time.Now()}); err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+	}}
+	st := Store{V: racer, Mount: "secret", Prefix: prefix}
+	_, ver, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", Reason: "leaked", At: time.Now()})
+	if err != nil {
+		t.Fatalf("AddRevocation: %v", err)
+	}
+	l, got, err := st.Revocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, r := range l.Revocations {
+		refs = append(refs, r.Ref()+" by "+r.By)
+	}
+	if !slices.Equal(refs, []string{"core/k9 by bob", "core/k1 by alice"}) || ver != 2 || got != 2 {
+		t.Errorf("record %v at version %d (returned %d), want both revocations at version 2", refs, got, ver)
+	}
+	e, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "carol", Reason: "again", At: time.Now()})
+	if !errors.Is(err, ErrAlreadyRevoked) || e.By != "alice" {
+		t.Errorf("a second revoke of core/k1: %v, entry by %q; want ErrAlreadyRevoked with alice's entry", err, e.By)
+	}
 }
 
 // Statuses lists every router's document and reports (not fails on) one
@@ -92,28 +96,32 @@ func TestAddRevocationCheckAndSet(t *testing.T) {
 func TestStatusesSkipsABadDocument(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, c := newVault(t)
-		st := Store{V: Client{c}, Mount: "secret", Prefix: "fleet"}
-		ctx := context.Background()
-		// Vault answers a LIST of nothing with 404: an empty fleet.
-		if docs, errs, err := st.Statuses(ctx); err != nil || len(docs) != 0 || len(errs) != 0 {
-			t.Errorf("empty fleet: %v %v %v, want nothing and no error", docs, errs, err)
-		}
-		for _, id := range []string{"r1", "r2"} {
-			if err := st.PutStatus(ctx, Document{Schema: Schema, RouterID: id, PublishedAt: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := c.KVv2("secret").Put(ctx, "fleet/routers/r3", map[string]any{"router_id": 7}); err != nil {
-			t.Fatal(err)
-		}
-		docs, errs, err := st.Statuses(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(docs) != 2 || docs[0].RouterID != "r1" || docs[1].RouterID != "r2" || len(errs) != 1 {
-			t.Errorf("docs %+v errs %v; want r1, r2 and one error for r3", docs, errs)
-		}
+		testStatusesSkipsABadDocument(t, c, "fleet")
 	})
+}
+
+func testStatusesSkipsABadDocument(t *testing.T, c *api.Client, prefix string) {
+	st := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
+	ctx := context.Background()
+	// Vault answers a LIST of nothing with 404: an empty fleet.
+	if docs, errs, err := st.Statuses(ctx); err != nil || len(docs) != 0 || len(errs) != 0 {
+		t.Errorf("empty fleet: %v %v %v, want nothing and no error", docs, errs, err)
+	}
+	for _, id := range []string{"r1", "r2"} {
+		if err := st.PutStatus(ctx, Document{Schema: Schema, RouterID: id, PublishedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.KVv2("secret").Put(ctx, prefix+"/routers/r3", map[string]any{"router_id": 7}); err != nil {
+		t.Fatal(err)
+	}
+	docs, errs, err := st.Statuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != 2 || docs[0].RouterID != "r1" || docs[1].RouterID != "r2" || len(errs) != 1 {
+		t.Errorf("docs %+v errs %v; want r1, r2 and one error for r3", docs, errs)
+	}
 }
 
 // overlapVault holds each use of the client after the first free ones

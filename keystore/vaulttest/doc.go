@@ -1,6 +1,8 @@
 // Package vaulttest is a Vault-compatible HTTP server for tests, written for
-// aokeyd because no Vault or OpenBao server can be built or installed here
-// without patching another project's sources.
+// aokeyd: in memory, fast, with controls no real server has (Fail, Delay,
+// ExpireToken) and able to run in a testing/synctest bubble. A real Vault
+// (internal/vaultreal, make vault-real) runs the same contract suite; where
+// the two differ, real Vault is right and this server is corrected.
 //
 // It implements only what aokeyd's keystore uses, following the HashiCorp
 // Vault 1.21.x HTTP API documentation (developer.hashicorp.com/vault/api-docs):

@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// The KV version 2 engine: read, write (with check-and-set), metadata and
-// list.
+// The KV version 2 engine: read, write (with check-and-set), metadata,
+// list, and soft delete, undelete and destroy of versions. As in Vault, a
+// deleted or destroyed version keeps its number (current_version does not
+// go back) and a read of it answers 404 with its metadata and null data.
 
 func readBody(r *http.Request) ([]byte, error) {
 	var b bytes.Buffer
@@ -20,13 +22,21 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 func (s *Server) versionMeta(e *kvEntry, v int) map[string]any {
+	x := e.versions[v-1]
 	return map[string]any{
-		"created_time":    rfc3339(e.versions[v-1].created),
+		"created_time":    rfc3339(x.created),
 		"custom_metadata": nil,
-		"deletion_time":   "",
-		"destroyed":       false,
+		"deletion_time":   deletionTime(x),
+		"destroyed":       x.destroyed,
 		"version":         v,
 	}
+}
+
+func deletionTime(x version) string {
+	if x.deleted.IsZero() {
+		return ""
+	}
+	return rfc3339(x.deleted)
 }
 
 func (s *Server) kvRead(r *http.Request, key string) reply {
@@ -45,7 +55,14 @@ func (s *Server) kvRead(r *http.Request, key string) reply {
 		}
 		v = n
 	}
-	data := map[string]any{"data": e.versions[v-1].data, "metadata": s.versionMeta(e, v)}
+	x := e.versions[v-1]
+	if x.destroyed || !x.deleted.IsZero() {
+		// Vault's answer: 404, the version's metadata, no data.
+		env := s.envelope(map[string]any{"data": nil, "metadata": s.versionMeta(e, v)}, nil, nil)
+		env["mount_type"] = "kv"
+		return reply{http.StatusNotFound, env}
+	}
+	data := map[string]any{"data": x.data, "metadata": s.versionMeta(e, v)}
 	env := s.envelope(data, nil, nil)
 	env["mount_type"] = "kv"
 	return reply{http.StatusOK, env}
@@ -96,7 +113,7 @@ func (s *Server) kvMetadata(key string) reply {
 	}
 	versions := map[string]any{}
 	for i, v := range e.versions {
-		versions[strconv.Itoa(i+1)] = map[string]any{"created_time": rfc3339(v.created), "deletion_time": "", "destroyed": false}
+		versions[strconv.Itoa(i+1)] = map[string]any{"created_time": rfc3339(v.created), "deletion_time": deletionTime(v), "destroyed": v.destroyed}
 	}
 	data := map[string]any{
 		"cas_required":         false,
@@ -142,4 +159,57 @@ func (s *Server) kvList(dir string) reply {
 	env := s.envelope(map[string]any{"keys": keys}, nil, nil)
 	env["mount_type"] = "kv"
 	return reply{http.StatusOK, env}
+}
+
+// kvDeleteLatest is DELETE <mount>/data/<path>: a soft delete of the
+// latest version.
+func (s *Server) kvDeleteLatest(key string) reply {
+	e, ok := s.kv[key]
+	if ok && len(e.versions) > 0 {
+		if x := &e.versions[len(e.versions)-1]; x.deleted.IsZero() && !x.destroyed {
+			x.deleted = time.Now()
+		}
+	}
+	return reply{http.StatusNoContent, nil}
+}
+
+// kvVersions is POST|PUT <mount>/{delete,undelete,destroy}/<path> with
+// {"versions":[…]}. A destroyed version cannot be undeleted; unknown
+// versions are ignored, as Vault does.
+func (s *Server) kvVersions(r *http.Request, op, key string) reply {
+	body, err := readBody(r)
+	if err != nil {
+		return errReply(http.StatusBadRequest, err.Error())
+	}
+	var in struct {
+		Versions []int `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return errReply(http.StatusBadRequest, "failed to parse JSON input: "+err.Error())
+	}
+	if len(in.Versions) == 0 {
+		return errReply(http.StatusBadRequest, "no version number provided")
+	}
+	e, ok := s.kv[key]
+	if !ok {
+		return reply{http.StatusNoContent, nil}
+	}
+	now := time.Now()
+	for _, n := range in.Versions {
+		if n < 1 || n > len(e.versions) {
+			continue
+		}
+		x := &e.versions[n-1]
+		switch {
+		case x.destroyed:
+		case op == "delete" && x.deleted.IsZero():
+			x.deleted = now
+		case op == "undelete":
+			x.deleted = time.Time{}
+		case op == "destroy":
+			clear(x.data)
+			x.data, x.destroyed = nil, true
+		}
+	}
+	return reply{http.StatusNoContent, nil}
 }

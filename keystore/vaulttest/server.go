@@ -62,8 +62,10 @@ type appRole struct {
 }
 
 type version struct {
-	data    json.RawMessage
-	created time.Time
+	data      json.RawMessage // nil once destroyed
+	created   time.Time
+	deleted   time.Time // zero: not (soft) deleted
+	destroyed bool
 }
 
 type kvEntry struct {
@@ -478,6 +480,10 @@ func (s *Server) route(r *http.Request, method, path, ns string) reply {
 	case kind == "metadata" && method == http.MethodDelete:
 		delete(s.kv, key)
 		return reply{http.StatusNoContent, nil}
+	case kind == "data" && method == http.MethodDelete:
+		return s.kvDeleteLatest(key)
+	case (kind == "delete" || kind == "undelete" || kind == "destroy") && (method == http.MethodPost || method == http.MethodPut):
+		return s.kvVersions(r, kind, key)
 	}
 	return errReply(http.StatusMethodNotAllowed, "1 error occurred:\n\t* unsupported operation\n\n")
 }
