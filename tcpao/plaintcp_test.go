@@ -23,6 +23,7 @@ var notKeyed = map[string]string{
 	"integration/e2e/lab_test.go":          "a free port for aokeyd's metrics listener",
 	"integration/activeopen/guest_test.go": "the BMP collector's listener",
 	"cmd/aokeyd/reload_test.go":            "a free port where no Vault answers",
+	"internal/vaultreal/vaultreal.go":      "a free port for a real Vault's listener",
 }
 
 // Every socket this module makes to put TCP-AO or TCP-MD5 keys on (tests,
