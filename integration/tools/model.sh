@@ -26,9 +26,10 @@ dir=$PWD/rotator/model
 command -v spin >/dev/null || { echo "model: spin is not installed (make deps installs Debian's spin package)" >&2; exit 1; }
 CC=${CC:-cc}
 if [ $# -eq 0 ]; then
+	# The key names the files, not where the checkout is.
 	key=$({
 		cat "$0" "$dir"/*.pml
-		ls "$dir"/*.pml
+		(cd "$dir" && ls ./*.pml)
 		spin -V
 		$CC --version
 		echo "liveness=${MODEL_LIVENESS_FLAGS:-}"
