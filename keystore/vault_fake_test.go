@@ -20,8 +20,14 @@ import (
 // source with the given auth that has read it once.
 func seeded(t *testing.T, auth func(e *vaultEnv) VaultAuth) (*vaultEnv, *VaultSource, *Cache) {
 	t.Helper()
+	return seededIn(t, newFakeEnv(t), auth)
+}
+
+// seededIn is seeded against the Vault of env e (the test server's or a
+// real one's).
+func seededIn(t *testing.T, e *vaultEnv, auth func(e *vaultEnv) VaultAuth) (*vaultEnv, *VaultSource, *Cache) {
+	t.Helper()
 	sec := loadSecrets(t)
-	e := newFakeEnv(t)
 	mustWrite(t, e.rootSource(t), "core", chainJSON(t, []string{"192.0.2.2"}, key("k1", 1, 2, sec[0])), 0)
 	v := e.source(t, auth(e))
 	c := NewCache(v, CacheOptions{Logger: logger(t)})

@@ -25,16 +25,7 @@ import (
 // returns the env, a Cache over a source with auth(e), refreshed once.
 func realSeeded(t *testing.T, srv *vaultreal.Server, auth func(e *vaultEnv) VaultAuth) (*vaultEnv, *VaultSource, *Cache) {
 	t.Helper()
-	sec := loadSecrets(t)
-	e := realEnvs(srv.Addr, srv.RootToken, "secret")(t)
-	mustWrite(t, e.rootSource(t), "core", chainJSON(t, []string{"192.0.2.2"}, key("k1", 1, 2, sec[0])), 0)
-	v := e.source(t, auth(e))
-	c := NewCache(v, CacheOptions{Logger: logger(t)})
-	t.Cleanup(c.Close)
-	if ch, err := c.Refresh(context.Background()); err != nil || !ch {
-		t.Fatalf("first refresh: %t %v", ch, err)
-	}
-	return e, v, c
+	return seededIn(t, realEnvs(srv.Addr, srv.RootToken, "secret")(t), auth)
 }
 
 // noToken fails t if text holds one of the tokens.

@@ -21,7 +21,7 @@ if [ -z "${AOKEYD_VAULT:-}" ]; then
 fi
 export AOKEYD_VAULT AOKEYD_REQUIRE_VAULT=1
 # The packages whose tests call internal/vaultreal: found, not listed.
-mapfile -t pkgs < <(grep -rl --include='*_test.go' 'vaultreal\.' . | xargs -r -n1 dirname | sort -u)
+mapfile -t pkgs < <(grep -rlF --include='*_test.go' '"github.com/aokeyd/aokeyd/internal/vaultreal"' . | xargs -r -n1 dirname | sort -u)
 [ ${#pkgs[@]} -gt 0 ] || { echo "vault-real: no test uses internal/vaultreal" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

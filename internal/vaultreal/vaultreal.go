@@ -130,7 +130,9 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func newServer(t testing.TB) *Server {
+// newServer prepares a server on a free port of 127.0.0.1 (s.Addr), not
+// yet started, and returns it with that port.
+func newServer(t testing.TB) (*Server, int) {
 	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
@@ -142,15 +144,15 @@ func newServer(t testing.TB) *Server {
 		// Only what Vault needs: no VAULT_* of the caller's shell.
 		env: []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "VAULT_LOG_LEVEL=warn"}}
 	t.Cleanup(s.kill)
-	return s
+	port := freePort(t)
+	s.Addr = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return s, port
 }
 
 // StartDev starts `vault server -dev` on a random port.
 func StartDev(t testing.TB) *Server {
 	t.Helper()
-	s := newServer(t)
-	port := freePort(t)
-	s.Addr = fmt.Sprintf("http://127.0.0.1:%d", port)
+	s, port := newServer(t)
 	// Vault refuses a custom token ID with its own prefixes (hvs., s.).
 	s.RootToken = "aokeyd-dev-" + randomHex(t, 12)
 	s.args = []string{"server", "-dev", fmt.Sprintf("-dev-listen-address=127.0.0.1:%d", port), "-dev-no-store-token"}
@@ -165,9 +167,7 @@ func StartDev(t testing.TB) *Server {
 // key share, unseals it and mounts KV v2 at "secret/".
 func StartFile(t testing.TB) *Server {
 	t.Helper()
-	s := newServer(t)
-	port := freePort(t)
-	s.Addr = fmt.Sprintf("http://127.0.0.1:%d", port)
+	s, port := newServer(t)
 	cfg := fmt.Sprintf(`storage "file" { path = %q }
 listener "tcp" {
   address = "127.0.0.1:%d"
