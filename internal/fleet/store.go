@@ -104,6 +104,15 @@ func (s Store) get(ctx context.Context, rel string, v any) (int, error) {
 			return fmt.Errorf("vault: read %s: %w", p, err)
 		}
 		if sec == nil || sec.Data == nil || sec.Data["data"] == nil {
+			// No data but a version's metadata: that version, the
+			// current one, was deleted or destroyed. Not an empty
+			// document: its reader must not take it for one.
+			if sec == nil {
+				return nil
+			}
+			if md, ok := sec.Data["metadata"].(map[string]any); ok {
+				return goneVersion(p, md)
+			}
 			return nil
 		}
 		if md, ok := sec.Data["metadata"].(map[string]any); ok {
@@ -122,6 +131,37 @@ func (s Store) get(ctx context.Context, rel string, v any) (int, error) {
 		return nil
 	})
 	return ver, err
+}
+
+// GoneError is a document whose current version was deleted (vault kv
+// delete) or destroyed (vault kv destroy): Vault keeps its number, and
+// current_version, but answers no data for it.
+type GoneError struct {
+	Path      string
+	Version   int
+	Destroyed bool
+}
+
+func (e *GoneError) Error() string {
+	if e.Destroyed {
+		return fmt.Sprintf("%s: its current version %d is destroyed; write a new version", e.Path, e.Version)
+	}
+	return fmt.Sprintf("%s: its current version %d is deleted; undelete it (vault kv undelete -versions=%d) or write a new version", e.Path, e.Version, e.Version)
+}
+
+// goneVersion is the GoneError of a read that answered md and no data;
+// nil when md names no version.
+func goneVersion(p string, md map[string]any) error {
+	n, ok := md["version"].(json.Number)
+	if !ok {
+		return nil
+	}
+	v, err := n.Int64()
+	if err != nil || v <= 0 {
+		return nil
+	}
+	destroyed, _ := md["destroyed"].(bool)
+	return &GoneError{Path: p, Version: int(v), Destroyed: destroyed}
 }
 
 // version is rel's current KV version, 0 when it does not exist.
@@ -197,7 +237,10 @@ func (s Store) Statuses(ctx context.Context) (docs []Document, errs []error, err
 	wg.Wait()
 	for i, id := range ids {
 		r := reads[i]
+		var gone *GoneError
 		switch {
+		case errors.As(r.err, &gone):
+			// a router's document deleted: as if it were not there
 		case r.err != nil:
 			errs = append(errs, r.err)
 		case r.ver == 0:

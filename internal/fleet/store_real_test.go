@@ -23,6 +23,7 @@ var storeCases = []struct {
 	{"AddRevocationCheckAndSet", testAddRevocationCheckAndSet},
 	{"StatusesSkipsABadDocument", testStatusesSkipsABadDocument},
 	{"RoutersRaceARevoke", testRoutersRaceARevoke},
+	{"RevocationRecordGone", testRevocationRecordGone},
 }
 
 // TestStoreRealVault runs the store's cases against a real Vault dev server

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 	"github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
 // newVault is the test Vault in memory (its clock is the bubble's) and a
@@ -182,4 +184,44 @@ func TestStatusesReadsAtOnce(t *testing.T) {
 			t.Errorf("Statuses took %v of waiting for reads to overlap, want none", took)
 		}
 	})
+}
+
+func TestRevocationRecordGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, c := newVault(t)
+		testRevocationRecordGone(t, c, "aokeyd/fleet")
+	})
+}
+
+// testRevocationRecordGone: the record's current version soft-deleted
+// (vault kv delete), then destroyed (vault kv destroy). Neither is an
+// empty record: Revocations fails naming the version and what to do, so
+// the publisher keeps the revocations it read, and AddRevocation fails at
+// once with the same words, not after its retries.
+func testRevocationRecordGone(t *testing.T, c *api.Client, prefix string) {
+	ctx := context.Background()
+	st := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
+	if _, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", Reason: "leaked", At: time.Now()}); err != nil {
+		t.Fatalf("AddRevocation: %v", err)
+	}
+	kv := c.KVv2("secret")
+	for _, step := range []struct {
+		name, want string
+		do         func() error
+	}{
+		{"deleted", "version 1 is deleted", func() error { return kv.Delete(ctx, prefix+"/revocations") }},
+		{"destroyed", "version 1 is destroyed", func() error { return kv.Destroy(ctx, prefix+"/revocations", []int{1}) }},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		l, ver, err := st.Revocations(ctx)
+		if err == nil || !strings.Contains(err.Error(), step.want) {
+			t.Errorf("%s: Revocations = %d revocations at version %d, err %v; want an error saying %q", step.name, len(l.Revocations), ver, err, step.want)
+		}
+		_, _, err = st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k2", By: "bob", Reason: "r", At: time.Now()})
+		if err == nil || !strings.Contains(err.Error(), step.want) {
+			t.Errorf("%s: AddRevocation: %v; want an error saying %q", step.name, err, step.want)
+		}
+	}
 }
