@@ -26,6 +26,19 @@ var storeCases = []struct {
 	{"RevocationRecordGone", testRevocationRecordGone},
 }
 
+// TestStoreFakeVault runs the store's cases against the test Vault
+// (keystore/vaulttest), in a synctest bubble.
+func TestStoreFakeVault(t *testing.T) {
+	for _, tc := range storeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, c := newVault(t)
+				tc.f(t, c, "aokeyd/fleet")
+			})
+		})
+	}
+}
+
 // TestStoreRealVault runs the store's cases against a real Vault dev server
 // (internal/vaultreal): documents, the revocation record and its
 // check-and-set as Vault itself enforces them.
@@ -34,13 +47,6 @@ func TestStoreRealVault(t *testing.T) {
 	for _, tc := range storeCases {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, srv.Client(), "aokeyd-real/"+tc.name) })
 	}
-}
-
-func TestRoutersRaceARevoke(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, c := newVault(t)
-		testRoutersRaceARevoke(t, c, "aokeyd/fleet")
-	})
 }
 
 // testRoutersRaceARevoke: two routers, each with its own client, revoke at

@@ -55,13 +55,6 @@ func (h *hookVault) WithClient(ctx context.Context, f func(*api.Client) error) e
 
 // Two operators revoking at once: the second writer's check-and-set fails,
 // it reads the record again and appends; neither revocation is lost.
-func TestAddRevocationCheckAndSet(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, c := newVault(t)
-		testAddRevocationCheckAndSet(t, c, "aokeyd/fleet")
-	})
-}
-
 func testAddRevocationCheckAndSet(t *testing.T, c *api.Client, prefix string) {
 	other := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
 	ctx := context.Background()
@@ -95,13 +88,6 @@ func testAddRevocationCheckAndSet(t *testing.T, c *api.Client, prefix string) {
 
 // Statuses lists every router's document and reports (not fails on) one
 // that does not decode.
-func TestStatusesSkipsABadDocument(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, c := newVault(t)
-		testStatusesSkipsABadDocument(t, c, "fleet")
-	})
-}
-
 func testStatusesSkipsABadDocument(t *testing.T, c *api.Client, prefix string) {
 	st := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
 	ctx := context.Background()
@@ -183,13 +169,6 @@ func TestStatusesReadsAtOnce(t *testing.T) {
 		if took := time.Since(start); took >= time.Second {
 			t.Errorf("Statuses took %v of waiting for reads to overlap, want none", took)
 		}
-	})
-}
-
-func TestRevocationRecordGone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, c := newVault(t)
-		testRevocationRecordGone(t, c, "aokeyd/fleet")
 	})
 }
 
