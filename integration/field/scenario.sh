@@ -23,6 +23,17 @@ share=${FIELD_SHARE:?} src=${FIELD_SRC:?}
 st=/var/lib/aokeyd-field
 mkdir -p "$st"
 phase=$(cat "$st/phase" 2>/dev/null || echo first)
+# A boot the scenario did not ask for (a kernel panic, panic=-1 reboots
+# at once) must end the run, not start the scenario over on a root that
+# is half through it: "running" is set while a boot's scenario runs and
+# cleared only where the scenario asks entry.sh for its reboot.
+if [ -e "$st/running" ]; then
+	printf 'field: [%s] FAIL: the guest restarted without the scenario asking (phase %s): a kernel panic or a crash; the console log has the kernel'"'"'s last words\n' "$(cut -d' ' -f1 /proc/uptime)" "$phase" | tee -a /dev/console
+	echo 1 >"$share/results/unplanned-reboot"
+	exit 1
+fi
+touch "$st/running"
+sync
 # say: one line of the scenario's log, stamped with the guest's uptime
 # (where its minutes go); the result line is printed without it.
 say() { printf 'field: [%s] %s\n' "$(cut -d' ' -f1 /proc/uptime)" "$*"; }
@@ -518,7 +529,7 @@ first)
 	grep -q "name: k$((n - 1)),.*revoked: true" /etc/aokeyd/keys.yaml || fail "the revoke was not written back into /etc/aokeyd/keys.yaml"
 	count revokes
 	check "a global revoke with write-back mid-roll"
-	roll; echo after-reboot >"$st/phase"; count reboots; sync
+	roll; echo after-reboot >"$st/phase"; count reboots; rm -f "$st/running"; sync
 	say "rebooting mid-roll"
 	exit 100
 	;;
