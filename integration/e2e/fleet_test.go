@@ -318,9 +318,14 @@ func writeFleetRouter(t *testing.T, r *fleetRouter, all map[string]*fleetRouter,
 				far = o
 			}
 		}
-		// gobgpd ends connect actively on both sides; BIRD connects to a
-		// passive neighbor.
-		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: strings.HasPrefix(far.name, "b")})
+		// gobgpd ends connect actively on both sides (the even end with a
+		// longer connect-retry: lab.Neighbor.ConnectRetry says why); BIRD
+		// connects to a passive neighbor.
+		retry := 1
+		if !r.odd {
+			retry = 3
+		}
+		nbrs = append(nbrs, lab.Neighbor{Addr: p, AS: far.as, Passive: strings.HasPrefix(far.name, "b"), ConnectRetry: retry})
 	}
 	conf := fleetConfig(vaultURL, r.name, tokenFile, fmt.Sprintf("gobgp:\n  address: %q\n  pid_file: gobgpd.pid", "unix://"+filepath.Join(r.dir, "gobgpd.sock")),
 		"off", "debug", r.addrs)

@@ -43,6 +43,17 @@ type Neighbor struct {
 	Passive bool
 	// Password is a TCP-MD5 password ("" for none).
 	Password string
+	// ConnectRetry is the neighbor's connect-retry in seconds (0: 1).
+	// Two gobgpd ends that both connect actively need different values:
+	// after a connection closed in OpenSent, gobgpd v3 holds the neighbor
+	// Idle for 5 s (holdtimeIdle, not configurable) and closes every
+	// connection that arrives meanwhile, then waits connect-retry to
+	// connect-retry*2 in Active before it dials. With equal values the
+	// two ends cycle with one period and can stay locked for minutes,
+	// each end's dial landing in the other's Idle (seen once in CI: the
+	// fleet's g1-g2 link, 3 minutes down). Unequal periods drift apart
+	// within a cycle or two.
+	ConnectRetry int
 }
 
 // TOML renders the configuration.
@@ -72,7 +83,11 @@ func (c GobgpdConfig) TOML() string {
 			fmt.Fprintf(&b, "    auth-password = %q\n", n.Password)
 		}
 		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = %v\n", n.Passive)
-		fmt.Fprintf(&b, "  [neighbors.timers.config]\n    connect-retry = 1\n    hold-time = %d\n    keepalive-interval = %d\n    idle-hold-time-after-reset = 1\n", hold, ka)
+		retry := n.ConnectRetry
+		if retry == 0 {
+			retry = 1
+		}
+		fmt.Fprintf(&b, "  [neighbors.timers.config]\n    connect-retry = %d\n    hold-time = %d\n    keepalive-interval = %d\n    idle-hold-time-after-reset = 1\n", retry, hold, ka)
 	}
 	return b.String()
 }

@@ -11,7 +11,7 @@ import (
 func TestGobgpdConfigTOML(t *testing.T) {
 	c := GobgpdConfig{
 		AS: 65001, RouterID: addr("10.0.0.1"), LocalAddrs: []netip.Addr{addr("10.0.0.1")},
-		Neighbors: []Neighbor{{Addr: addr("10.0.0.2"), AS: 65002, Passive: true, Password: "pw"}},
+		Neighbors: []Neighbor{{Addr: addr("10.0.0.2"), AS: 65002, Passive: true, Password: "pw"}, {Addr: addr("10.0.0.3"), AS: 65003, ConnectRetry: 3}},
 		HoldTime:  3, Keepalive: 1,
 	}
 	want := `[global.config]
@@ -29,6 +29,18 @@ func TestGobgpdConfigTOML(t *testing.T) {
     passive-mode = true
   [neighbors.timers.config]
     connect-retry = 1
+    hold-time = 3
+    keepalive-interval = 1
+    idle-hold-time-after-reset = 1
+
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "10.0.0.3"
+    peer-as = 65003
+  [neighbors.transport.config]
+    passive-mode = false
+  [neighbors.timers.config]
+    connect-retry = 3
     hold-time = 3
     keepalive-interval = 1
     idle-hold-time-after-reset = 1
