@@ -264,9 +264,18 @@ func TestBIRDNativeRevoke(t *testing.T) {
 		}
 		return true, ""
 	})
-	out, err := exec.Command(lab.MustBin(t, "aoctl"), "--socket", filepath.Join(b.Dir, "control.sock"), "--json", "revoke", "core/k1").Output()
+	// The request's own bound is generous: a revoke that waits behind a
+	// slow pass of the driver's loop is measured (clean_ms counts from the
+	// request, the wait included; the driver logs a slow pass with its
+	// breakdown), not cut off at aoctl's default 30 s with nothing said.
+	revoke := exec.Command(lab.MustBin(t, "aoctl"), "--socket", filepath.Join(b.Dir, "control.sock"), "--json", "--timeout", "120s", "revoke", "core/k1")
+	var stderr strings.Builder
+	revoke.Stderr = &stderr
+	asked := time.Now()
+	out, err := revoke.Output()
+	t.Logf("aoctl revoke core/k1 took %s", time.Since(asked).Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("aoctl revoke core/k1 at B: %v: %s", err, out)
+		t.Fatalf("aoctl revoke core/k1 at B: %v: %s%s", err, out, stderr.String())
 	}
 	var res control.RevokeResult
 	if err := json.Unmarshal(out, &res); err != nil {

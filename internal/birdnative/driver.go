@@ -233,12 +233,21 @@ func (d *Driver) pass(ctx context.Context, only map[peer.Key]bool, verify bool) 
 		d.apply(ctx, changes, views, verify)
 	}
 	d.publish(views, "")
+	if took := time.Since(t0); took > slowPass {
+		// Everything else (a revoke too) waited this long: say where.
+		d.log.Warn("BIRD pass slow", "took_ms", took.Milliseconds(), "plan_ms", d.timing.plan.Milliseconds(),
+			"configure_ms", d.timing.configure.Milliseconds(), "verify_ms", d.timing.verify.Milliseconds(), "files", len(changes))
+	}
 	return views
 }
 
+// slowPass is a pass long enough to be logged with its breakdown.
+const slowPass = 5 * time.Second
+
 // passTiming is where a pass spent its time: planning (the key source,
-// BIRD's protocols and sessions, bird -p) and BIRD's configure.
-type passTiming struct{ plan, configure time.Duration }
+// BIRD's protocols and sessions, bird -p), BIRD's configure, and the
+// check of the sessions after it.
+type passTiming struct{ plan, configure, verify time.Duration }
 
 // change is one file to replace.
 type change struct {
@@ -416,7 +425,9 @@ func (d *Driver) apply(ctx context.Context, changes []change, views []peerView, 
 		d.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
 	}
 	if verify {
+		t := time.Now()
 		d.verify(changes, views)
+		d.timing.verify = time.Since(t)
 	}
 }
 

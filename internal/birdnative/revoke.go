@@ -40,7 +40,10 @@ type revokeAsk struct {
 	// writeBack: mark the key revoked in the key source too (not for a
 	// fleet revocation, whose record is the fleet's).
 	writeBack bool
-	done      chan revokeDone
+	// at is when the request came: Elapsed counts from it, the wait for
+	// the driver's loop included.
+	at   time.Time
+	done chan revokeDone
 }
 
 type revokeDone struct {
@@ -64,6 +67,7 @@ func (d *Driver) RevokeFleet(ctx context.Context, chain, key string) (control.Re
 }
 
 func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
+	at := time.Now()
 	r := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: d.o.Now()}
 	switch addr, err := netip.ParseAddr(req.Peer); {
 	case req.Peer == "" && req.VRF != "":
@@ -74,7 +78,7 @@ func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 	default:
 		r.Peer = peer.KeyOf(addr, req.VRF)
 	}
-	a := revokeAsk{r: r, writeBack: writeBack, done: make(chan revokeDone, 1)}
+	a := revokeAsk{r: r, writeBack: writeBack, at: at, done: make(chan revokeDone, 1)}
 	select {
 	case d.revokes <- a:
 	case <-ctx.Done():
@@ -89,7 +93,10 @@ func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 }
 
 func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
-	start := time.Now()
+	start, taken := a.at, time.Now()
+	if start.IsZero() {
+		start = taken
+	}
 	res := control.RevokeResult{Chain: a.r.Chain, Key: a.r.Key, Sockets: []control.RevokeSocket{}}
 	if !a.r.Global() {
 		res.Peer, res.VRF = a.r.Peer.Addr.String(), a.r.Peer.VRF
@@ -166,7 +173,7 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	}
 	res.Elapsed = control.Duration(time.Since(start))
 	d.log.Info("BIRD keys revoked", "chain", a.r.Chain, "key", a.r.Key, "protocols", len(covered),
-		"record_ms", recorded.Sub(start).Milliseconds(), "files_and_configure_ms", applied.Sub(recorded).Milliseconds(),
+		"queued_ms", taken.Sub(start).Milliseconds(), "record_ms", recorded.Sub(taken).Milliseconds(), "files_and_configure_ms", applied.Sub(recorded).Milliseconds(),
 		"plan_and_check_ms", d.timing.plan.Milliseconds(), "configure_ms", d.timing.configure.Milliseconds(),
 		"clean_ms", time.Since(applied).Milliseconds())
 	<-source

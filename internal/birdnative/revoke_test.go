@@ -1,12 +1,14 @@
 package birdnative
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
 )
@@ -54,5 +56,38 @@ func TestDriverRevokeScoped(t *testing.T) {
 				t.Errorf("record %s, want the two scoped revocations, each naming its peer", b)
 			}
 		})
+	}
+}
+
+// TestRevokeElapsedCountsTheWait: a revoke that arrives while the
+// driver's loop is busy (here: the test is the loop, and takes the
+// request only after busy) reports its Elapsed from the request, the wait
+// included, as control.RevokeResult documents: the guest's
+// bird-native-revoke line measured only the work after the wait, and a
+// revoke that waited 30 s behind the loop looked like any other.
+func TestRevokeElapsedCountsTheWait(t *testing.T) {
+	const busy = 300 * time.Millisecond
+	d, _, _ := newTestDriver(t, "k1", "k2")
+	ctx := context.Background()
+	d.refresh(ctx)
+	d.pass(ctx, nil, false)
+	type answer struct {
+		res control.RevokeResult
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := d.Revoke(ctx, control.RevokeRequest{Chain: "core", Key: "k1"})
+		got <- answer{res, err}
+	}()
+	a := <-d.revokes
+	time.Sleep(busy) // the loop finishes what it was doing
+	a.done <- d.revokeNow(ctx, a)
+	ans := <-got
+	if ans.err != nil {
+		t.Fatal(ans.err)
+	}
+	if el := time.Duration(ans.res.Elapsed); el < busy {
+		t.Errorf("Elapsed %v, want at least the %v the request waited for the loop", el, busy)
 	}
 }
