@@ -321,7 +321,13 @@ func (s *Sock) receiveEstablished(src netip.Addr, seg *segment) bool {
 // none for l's address (c is closed again, its keys now checked against l's
 // address like a connected socket's), and with ErrTimeout when a segment of
 // the handshake would be dropped; c then stays in SYN_SENT.
-func (n *Net) Connect(c, l *Sock) (*Sock, error) {
+func (n *Net) Connect(c, l *Sock) (*Sock, error) { return n.ConnectTo(c, l, l.local.Addr()) }
+
+// ConnectTo is Connect to the listener l at the address dst: one of the
+// host's addresses a wildcard listener is reached at, possibly with an
+// IPv6 zone (a link-local address on one link). Keys carry no zone: a
+// key matches the address on every link, as the kernel's do.
+func (n *Net) ConnectTo(c, l *Sock, dst netip.Addr) (*Sock, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if c.net != n || l.net != n {
@@ -333,7 +339,6 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	if c.family != l.family {
 		return nil, fmt.Errorf("tcpaotest: connect across address families: %w", eAFNOSUPPORT)
 	}
-	dst := l.local.Addr()
 	src := c.local.Addr()
 	c.peer = dst
 	if c.md5 != nil {
@@ -394,7 +399,7 @@ func (n *Net) Connect(c, l *Sock) (*Sock, error) {
 	}
 
 	n.nextPort++
-	a := &Sock{net: n, family: l.family, local: l.local, peer: src, state: stateEstablished}
+	a := &Sock{net: n, family: l.family, local: netip.AddrPortFrom(dst, l.local.Port()), peer: src, state: stateEstablished}
 	if l.ao != nil && usedAO {
 		ao := l.ao.copyAllMatching(a, src, syn)
 		if ao == nil {

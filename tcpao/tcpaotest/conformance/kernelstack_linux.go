@@ -5,6 +5,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -21,6 +22,11 @@ import (
 type KernelStack struct {
 	// Timeout bounds each connect, accept and read.
 	Timeout time.Duration
+
+	// LinkLocal are the links Links reports: the test that makes the
+	// stack creates them (two dummy interfaces, each with LinkLocalA and
+	// LinkLocalB); unset, Links fails and so do the cases that need them.
+	LinkLocal [2]Link
 
 	mu  sync.Mutex
 	fds []int
@@ -49,11 +55,26 @@ func (k *KernelStack) track(fd int) *kernelSock {
 	return &kernelSock{Socket: tcpao.FromFD(fd), fd: fd}
 }
 
-func sockaddr(a netip.AddrPort) unix.Sockaddr {
+func sockaddr(a netip.AddrPort) (unix.Sockaddr, error) {
 	if a.Addr().Is4() {
-		return &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}
+		return &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}, nil
 	}
-	return &unix.SockaddrInet6{Port: int(a.Port()), Addr: a.Addr().As16()}
+	sa := &unix.SockaddrInet6{Port: int(a.Port()), Addr: a.Addr().As16()}
+	if z := a.Addr().Zone(); z != "" {
+		ifi, err := net.InterfaceByName(z)
+		if err != nil {
+			return nil, fmt.Errorf("conformance: zone of %s: %w", a, err)
+		}
+		sa.ZoneId = uint32(ifi.Index)
+	}
+	return sa, nil
+}
+
+func (k *KernelStack) Links() ([2]Link, error) {
+	if k.LinkLocal[0].Name == "" || k.LinkLocal[1].Name == "" {
+		return k.LinkLocal, errors.New("conformance: KernelStack.LinkLocal is not set: the test that makes the stack creates the two links")
+	}
+	return k.LinkLocal, nil
 }
 
 func (k *KernelStack) Socket(local netip.Addr) (tcpao.Socket, error) {
@@ -69,7 +90,11 @@ func (k *KernelStack) Socket(local netip.Addr) (tcpao.Socket, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return nil, os.NewSyscallError("setsockopt(SO_REUSEADDR)", err)
 	}
-	if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(local, 0))); err != nil {
+	sa, err := sockaddr(netip.AddrPortFrom(local, 0))
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
 		return nil, os.NewSyscallError("bind", err)
 	}
 	return s, nil
@@ -92,7 +117,15 @@ func localAddr(fd int) (netip.AddrPort, error) {
 	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), nil
 	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), nil
+		addr := netip.AddrFrom16(a.Addr)
+		if a.ZoneId != 0 {
+			ifi, err := net.InterfaceByIndex(int(a.ZoneId))
+			if err != nil {
+				return netip.AddrPort{}, fmt.Errorf("conformance: zone %d of %s: %w", a.ZoneId, addr, err)
+			}
+			addr = addr.WithZone(ifi.Name)
+		}
+		return netip.AddrPortFrom(addr, uint16(a.Port)), nil
 	}
 	return netip.AddrPort{}, fmt.Errorf("getsockname: %T", sa)
 }
@@ -122,6 +155,11 @@ func (k *KernelStack) wait(fd int, events int16, what string) error {
 }
 
 func (k *KernelStack) Connect(s, l tcpao.Socket) (tcpao.Socket, error) {
+	return k.ConnectTo(s, l, netip.Addr{})
+}
+
+// ConnectTo connects s to l at dst (invalid: at l's own address).
+func (k *KernelStack) ConnectTo(s, l tcpao.Socket, to netip.Addr) (tcpao.Socket, error) {
 	ks, err := k.sock(s)
 	if err != nil {
 		return nil, err
@@ -134,7 +172,14 @@ func (k *KernelStack) Connect(s, l tcpao.Socket) (tcpao.Socket, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = unix.Connect(ks.fd, sockaddr(dst))
+	if to.IsValid() {
+		dst = netip.AddrPortFrom(to, dst.Port())
+	}
+	sa, err := sockaddr(dst)
+	if err != nil {
+		return nil, err
+	}
+	err = unix.Connect(ks.fd, sa)
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		return nil, fmt.Errorf("conformance: connect %s: %w", dst, os.NewSyscallError("connect", err))
 	}

@@ -24,6 +24,14 @@ type Stack interface {
 	// connect(2) error is returned as such (errors.Is with the errno); a
 	// handshake that does not complete yields ErrTimeout, and s stays open.
 	Connect(s, l tcpao.Socket) (tcpao.Socket, error)
+	// ConnectTo is Connect to the listener l at the address dst (l bound
+	// to the wildcard address: dst is one of the host's, and may carry
+	// an IPv6 zone).
+	ConnectTo(s, l tcpao.Socket, dst netip.Addr) (tcpao.Socket, error)
+	// Links are two links (interfaces) that each hold the link-local
+	// addresses LinkLocalA and LinkLocalB: the same two addresses on
+	// both, as two links' neighbours may have.
+	Links() ([2]Link, error)
 	// Exchange sends n small messages from a to b, each answered by b and
 	// the answer acknowledged by a at once; it returns ErrTimeout when a
 	// message does not arrive or an answer stays unacknowledged.
@@ -33,6 +41,18 @@ type Stack interface {
 	// Close closes every socket the Stack made.
 	Close() error
 }
+
+// Link is one interface of the host: its name (an IPv6 zone) and index.
+type Link struct {
+	Name  string
+	Index int
+}
+
+// The link-local addresses every Link holds (Stack.Links).
+var (
+	LinkLocalA = netip.MustParseAddr("fe80::a")
+	LinkLocalB = netip.MustParseAddr("fe80::b")
+)
 
 // MemStack is the in-memory Stack over a tcpaotest.Net.
 type MemStack struct {
@@ -76,6 +96,29 @@ func (m *MemStack) Connect(s, l tcpao.Socket) (tcpao.Socket, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+func (m *MemStack) ConnectTo(s, l tcpao.Socket, dst netip.Addr) (tcpao.Socket, error) {
+	ms, err := memSock(s)
+	if err != nil {
+		return nil, err
+	}
+	ml, err := memSock(l)
+	if err != nil {
+		return nil, err
+	}
+	a, err := m.Net.ConnectTo(ms, ml, dst)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Links are two links the in-memory kernel knows only by name: it has no
+// interfaces, and an ifindex that is not one of its VRFs' is refused as
+// the kernel refuses one that is not an L3 master device.
+func (m *MemStack) Links() ([2]Link, error) {
+	return [2]Link{{Name: "ll0", Index: 1000}, {Name: "ll1", Index: 1001}}, nil
 }
 
 func (m *MemStack) Exchange(a, b tcpao.Socket, n int) error {
