@@ -42,8 +42,11 @@ if [ $# -eq 0 ]; then
 	fi
 	# The check itself, its output kept when it passes.
 	mkdir -p "$(dirname "$kept")"
+	# The output is kept only once the check passed; a killed run leaves
+	# no partial file behind.
+	trap 'rm -f "$kept.out.$$"' EXIT
 	set +e
-	MODEL_KEY=$key bash "$0" --check 2>&1 | tee "$kept.out.$$"
+	bash "$0" --check 2>&1 | tee "$kept.out.$$"
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [ "$rc" = 0 ]; then
