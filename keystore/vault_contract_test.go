@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -100,30 +99,8 @@ func realEnvs(addr, tok, mount string) func(t *testing.T) *vaultEnv {
 // returns its role_id and secret_id files.
 func realAppRole(t *testing.T, c *api.Client, e *vaultEnv, ttl, maxTTL string) (string, string) {
 	t.Helper()
-	err := c.Sys().EnableAuthWithOptions("approle", &api.EnableAuthOptions{Type: "approle"})
-	if err != nil && !strings.Contains(err.Error(), "path is already in use") {
-		t.Fatalf("enable approle: %v", err)
-	}
-	name := e.prefix
 	policy := fmt.Sprintf(`path "%[1]s/data/%[2]s/*" { capabilities = ["create", "read", "update"] }
 path "%[1]s/metadata/%[2]s/*" { capabilities = ["read", "list"] }
 `, e.mount, e.prefix)
-	if err := c.Sys().PutPolicy(name, policy); err != nil {
-		t.Fatalf("policy: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Sys().DeletePolicy(name) })
-	if _, err := c.Logical().Write("auth/approle/role/"+name, map[string]any{
-		"token_policies": name, "token_ttl": ttl, "token_max_ttl": maxTTL}); err != nil {
-		t.Fatalf("role: %v", err)
-	}
-	t.Cleanup(func() { _, _ = c.Logical().Delete("auth/approle/role/" + name) })
-	r, err := c.Logical().Read("auth/approle/role/" + name + "/role-id")
-	if err != nil || r == nil {
-		t.Fatalf("role-id: %v", err)
-	}
-	s, err := c.Logical().Write("auth/approle/role/"+name+"/secret-id", nil)
-	if err != nil || s == nil {
-		t.Fatalf("secret-id: %v", err)
-	}
-	return credFiles(t, fmt.Sprint(r.Data["role_id"]), fmt.Sprint(s.Data["secret_id"]))
+	return vaultreal.AppRole(t, c, e.prefix, policy, ttl, maxTTL)
 }

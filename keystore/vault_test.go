@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
 
+	"github.com/aokeyd/aokeyd/internal/vaultreal"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -53,14 +52,7 @@ func newFakeEnv(t *testing.T) *vaultEnv {
 }
 
 func credFiles(t *testing.T, roleID, secretID string) (string, string) {
-	dir := t.TempDir()
-	r, s := filepath.Join(dir, "role_id"), filepath.Join(dir, "secret_id")
-	for p, v := range map[string]string{r: roleID, s: secretID} {
-		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return r, s
+	return vaultreal.CredFiles(t, roleID, secretID)
 }
 
 func (e *vaultEnv) config() *api.Config {

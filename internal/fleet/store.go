@@ -75,6 +75,14 @@ func (s Store) metaPath(rel string) string { return s.Mount + "/metadata/" + s.P
 // Where names the fleet path in messages.
 func (s Store) Where() string { return s.Mount + "/" + s.Prefix }
 
+// call runs f with the store's client (s.V, which logs in first when it
+// must). A Vault that is sealed or gives no answer, to f's request or to
+// the login, fails it with an *UnavailableError naming op and p: never an
+// empty document or record.
+func (s Store) call(ctx context.Context, op, p string, f func(*api.Client) error) error {
+	return unavailable(op, p, s.V.WithClient(ctx, f))
+}
+
 func (s Store) put(ctx context.Context, rel string, v any, cas int) error {
 	body := map[string]any{"data": v}
 	if cas >= 0 {
@@ -85,7 +93,7 @@ func (s Store) put(ctx context.Context, rel string, v any, cas int) error {
 		return fmt.Errorf("fleet: encode %s: %w", rel, err)
 	}
 	p := s.dataPath(rel)
-	return s.V.WithClient(ctx, func(c *api.Client) error {
+	return s.call(ctx, "write", p, func(c *api.Client) error {
 		if _, err := c.Logical().WriteBytesWithContext(ctx, p, b); err != nil {
 			return fmt.Errorf("vault: write %s: %w", p, err)
 		}
@@ -98,7 +106,7 @@ func (s Store) put(ctx context.Context, rel string, v any, cas int) error {
 func (s Store) get(ctx context.Context, rel string, v any) (int, error) {
 	p := s.dataPath(rel)
 	var ver int
-	err := s.V.WithClient(ctx, func(c *api.Client) error {
+	err := s.call(ctx, "read", p, func(c *api.Client) error {
 		sec, err := c.Logical().ReadWithContext(ctx, p)
 		if err != nil {
 			return fmt.Errorf("vault: read %s: %w", p, err)
@@ -168,7 +176,7 @@ func goneVersion(p string, md map[string]any) error {
 func (s Store) version(ctx context.Context, rel string) (int, error) {
 	p := s.metaPath(rel)
 	var ver int
-	err := s.V.WithClient(ctx, func(c *api.Client) error {
+	err := s.call(ctx, "read metadata", p, func(c *api.Client) error {
 		sec, err := c.Logical().ReadWithContext(ctx, p)
 		if err != nil {
 			return fmt.Errorf("vault: metadata %s: %w", p, err)
@@ -196,7 +204,7 @@ func (s Store) PutStatus(ctx context.Context, d Document) error {
 func (s Store) Statuses(ctx context.Context) (docs []Document, errs []error, err error) {
 	p := s.metaPath("routers")
 	var ids []string
-	err = s.V.WithClient(ctx, func(c *api.Client) error {
+	err = s.call(ctx, "list", p, func(c *api.Client) error {
 		sec, err := c.Logical().ListWithContext(ctx, p)
 		if err != nil {
 			return fmt.Errorf("vault: list %s: %w", p, err)

@@ -12,18 +12,45 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"github.com/aokeyd/aokeyd/internal/vaultreal"
+	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
-// storeCases run against the test Vault and a real one: each gets a root
-// client and a fleet prefix of its own.
+// storeEnv is the Vault one of the store's cases runs against: the test
+// Vault or a real one, with what the case may do to it.
+type storeEnv struct {
+	root   *api.Client // the root token's client
+	prefix string      // the case's own fleet prefix under secret/
+	addr   string      // the Vault's address, as an UnavailableError names it
+	// config is a client configuration for the Vault, without a token.
+	config func() *api.Config
+	// seal and unseal, stop and start (the same address and data after):
+	// Vault's outages and their ends.
+	seal, unseal, stop, start func(t *testing.T)
+	// appRole returns the role_id and secret_id files of a role that may
+	// read and write under prefix.
+	appRole func(t *testing.T) (roleFile, secretFile string)
+	// kill ends a token at once, as its TTL running out does.
+	kill func(t *testing.T, token string)
+	// count adds n to a counter of the vault-real proof line; a no-op
+	// against the test Vault, whose passes prove nothing of Vault.
+	count func(t *testing.T, name string, n int)
+}
+
+// storeCases run against the test Vault and a real one, each on an env
+// of its own. file: against real Vault, the case needs a server that can
+// be sealed and restarted with its data (vaultreal.StartFile).
 var storeCases = []struct {
 	name string
-	f    func(t *testing.T, c *api.Client, prefix string)
+	file bool
+	f    func(t *testing.T, e *storeEnv)
 }{
-	{"AddRevocationCheckAndSet", testAddRevocationCheckAndSet},
-	{"StatusesSkipsABadDocument", testStatusesSkipsABadDocument},
-	{"RoutersRaceARevoke", testRoutersRaceARevoke},
-	{"RevocationRecordGone", testRevocationRecordGone},
+	{"AddRevocationCheckAndSet", false, testAddRevocationCheckAndSet},
+	{"StatusesSkipsABadDocument", false, testStatusesSkipsABadDocument},
+	{"RoutersRaceARevoke", false, testRoutersRaceARevoke},
+	{"RevocationRecordGone", false, testRevocationRecordGone},
+	{"Sealed", true, testVaultDown(true)},
+	{"StoppedStarted", true, testVaultDown(false)},
+	{"AppRoleSource", true, testAppRoleSource},
 }
 
 // TestStoreFakeVault runs the store's cases against the test Vault
@@ -32,20 +59,61 @@ func TestStoreFakeVault(t *testing.T) {
 	for _, tc := range storeCases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				_, c := newVault(t)
-				tc.f(t, c, "aokeyd/fleet")
+				srv, c := newVault(t)
+				tc.f(t, &storeEnv{root: c, prefix: "aokeyd/fleet", addr: srv.URL(), config: srv.ClientConfig,
+					seal:   func(*testing.T) { srv.Seal() },
+					unseal: func(*testing.T) { srv.Unseal() },
+					stop:   func(*testing.T) { srv.Stop() },
+					start: func(t *testing.T) {
+						if err := srv.Start(); err != nil {
+							t.Fatal(err)
+						}
+					},
+					appRole: func(t *testing.T) (string, string) {
+						srv.AddAppRole("fleet", "role-id-fleet", "secret-id-fleet", vaulttest.TokenOptions{TTL: time.Hour, Renewable: true})
+						return vaultreal.CredFiles(t, "role-id-fleet", "secret-id-fleet")
+					},
+					kill:  func(_ *testing.T, tok string) { srv.ExpireToken(tok) },
+					count: func(*testing.T, string, int) {},
+				})
 			})
 		})
 	}
 }
 
-// TestStoreRealVault runs the store's cases against a real Vault dev server
-// (internal/vaultreal): documents, the revocation record and its
-// check-and-set as Vault itself enforces them.
+// TestStoreRealVault runs the store's cases against real Vault
+// (internal/vaultreal): a dev server, and a server with file storage for
+// the cases that seal it or stop and start it. Documents, the revocation
+// record and its check-and-set as Vault itself enforces them.
 func TestStoreRealVault(t *testing.T) {
-	srv := vaultreal.StartDev(t)
+	dev := vaultreal.StartDev(t)
+	file := vaultreal.StartFile(t)
 	for _, tc := range storeCases {
-		t.Run(tc.name, func(t *testing.T) { tc.f(t, srv.Client(), "aokeyd-real/"+tc.name) })
+		srv := dev
+		if tc.file {
+			srv = file
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := "aokeyd-real/" + tc.name
+			root := srv.Client()
+			tc.f(t, &storeEnv{root: root, prefix: prefix, addr: srv.Addr, config: srv.Config,
+				seal:   func(*testing.T) { srv.Seal() },
+				unseal: func(*testing.T) { srv.Unseal() },
+				stop:   func(*testing.T) { srv.Stop() },
+				start:  func(*testing.T) { srv.Restart() },
+				appRole: func(t *testing.T) (string, string) {
+					policy := fmt.Sprintf("path %q { capabilities = [\"create\", \"read\", \"update\"] }\npath %q { capabilities = [\"read\", \"list\"] }\n",
+						"secret/data/"+prefix+"/*", "secret/metadata/"+prefix+"/*")
+					return vaultreal.AppRole(t, root, "fleet-"+tc.name, policy, "10m", "30m")
+				},
+				kill: func(t *testing.T, tok string) {
+					if err := root.Auth().Token().RevokeOrphan(tok); err != nil {
+						t.Fatalf("revoke the token: %v", err)
+					}
+				},
+				count: func(t *testing.T, name string, n int) { vaultreal.Count(t, name, n) },
+			})
+		})
 	}
 }
 
@@ -54,7 +122,8 @@ func TestStoreRealVault(t *testing.T) {
 // already revoked, with the first's entry) and then keys of their own;
 // every revocation is in the record once, and each successful write made
 // one version.
-func testRoutersRaceARevoke(t *testing.T, root *api.Client, prefix string) {
+func testRoutersRaceARevoke(t *testing.T, e *storeEnv) {
+	root, prefix := e.root, e.prefix
 	ctx := context.Background()
 	routers := []string{"r1", "r2"}
 	stores := make([]Store, len(routers))

@@ -55,7 +55,8 @@ func (h *hookVault) WithClient(ctx context.Context, f func(*api.Client) error) e
 
 // Two operators revoking at once: the second writer's check-and-set fails,
 // it reads the record again and appends; neither revocation is lost.
-func testAddRevocationCheckAndSet(t *testing.T, c *api.Client, prefix string) {
+func testAddRevocationCheckAndSet(t *testing.T, e *storeEnv) {
+	c, prefix := e.root, e.prefix
 	other := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
 	ctx := context.Background()
 	racer := &hookVault{Vault: Client{c}, at: 2, hook: func() {
@@ -80,15 +81,16 @@ func testAddRevocationCheckAndSet(t *testing.T, c *api.Client, prefix string) {
 	if !slices.Equal(refs, []string{"core/k9 by bob", "core/k1 by alice"}) || ver != 2 || got != 2 {
 		t.Errorf("record %v at version %d (returned %d), want both revocations at version 2", refs, got, ver)
 	}
-	e, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "carol", Reason: "again", At: time.Now()})
-	if !errors.Is(err, ErrAlreadyRevoked) || e.By != "alice" {
-		t.Errorf("a second revoke of core/k1: %v, entry by %q; want ErrAlreadyRevoked with alice's entry", err, e.By)
+	had, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "carol", Reason: "again", At: time.Now()})
+	if !errors.Is(err, ErrAlreadyRevoked) || had.By != "alice" {
+		t.Errorf("a second revoke of core/k1: %v, entry by %q; want ErrAlreadyRevoked with alice's entry", err, had.By)
 	}
 }
 
 // Statuses lists every router's document and reports (not fails on) one
 // that does not decode.
-func testStatusesSkipsABadDocument(t *testing.T, c *api.Client, prefix string) {
+func testStatusesSkipsABadDocument(t *testing.T, e *storeEnv) {
+	c, prefix := e.root, e.prefix
 	st := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
 	ctx := context.Background()
 	// Vault answers a LIST of nothing with 404: an empty fleet.
@@ -177,7 +179,8 @@ func TestStatusesReadsAtOnce(t *testing.T) {
 // empty record: Revocations fails naming the version and what to do, so
 // the publisher keeps the revocations it read, and AddRevocation fails at
 // once with the same words, not after its retries.
-func testRevocationRecordGone(t *testing.T, c *api.Client, prefix string) {
+func testRevocationRecordGone(t *testing.T, e *storeEnv) {
+	c, prefix := e.root, e.prefix
 	ctx := context.Background()
 	st := Store{V: Client{c}, Mount: "secret", Prefix: prefix}
 	if _, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", Reason: "leaked", At: time.Now()}); err != nil {

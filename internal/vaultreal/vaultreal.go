@@ -207,12 +207,18 @@ ui = false
 // Client returns an API client for the server with the root token.
 func (s *Server) Client() *api.Client { return s.client(s.RootToken) }
 
-func (s *Server) client(token string) *api.Client {
+// Config is a client configuration for the server: its address, no
+// retries (a test sees Vault's first answer), a 10s timeout; no token.
+func (s *Server) Config() *api.Config {
 	cfg := api.DefaultConfig()
 	cfg.Address = s.Addr
 	cfg.MaxRetries = 0
 	cfg.Timeout = 10 * time.Second
-	c, err := api.NewClient(cfg)
+	return cfg
+}
+
+func (s *Server) client(token string) *api.Client {
+	c, err := api.NewClient(s.Config())
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,0 +1,98 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/vault/api"
+)
+
+// UnavailableError is a fleet request Vault could not serve at all: Vault
+// is sealed (503 "Vault is sealed"), or it gave no answer (connection
+// refused, reset or cut, no answer in time). Nothing was read or written:
+// the documents and the revocation record in Vault are as they were, and
+// a reader keeps what it read last (the publisher keeps its revocations).
+// It names the Vault and what to do; it unwraps to Vault's own error.
+type UnavailableError struct {
+	Op     string // "read", "write", "list", "read metadata"
+	Path   string // the KV API path, e.g. secret/data/aokeyd/fleet/revocations
+	Vault  string // scheme://host[:port] of the Vault asked
+	Sealed bool
+	// Why is the failure without Vault's URL, for a Vault that did not
+	// answer ("" when sealed).
+	Why string
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Sealed {
+		return fmt.Sprintf("vault at %s is sealed: %s %s not done; unseal it (vault operator unseal)", e.Vault, e.Op, e.Path)
+	}
+	return fmt.Sprintf("vault at %s does not answer (%s): %s %s not done; start Vault, or check its address (VAULT_ADDR, key_source.vault.address)",
+		e.Vault, e.Why, e.Op, e.Path)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// unavailable is err as an *UnavailableError when it says that Vault was
+// sealed or gave no answer, else err itself (nil stays nil). Any other
+// answer of Vault's (403, 500, 503 of a standby) and a TLS error are not
+// one: Vault is up, and their own error says what is wrong.
+func unavailable(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *api.ResponseError
+	if errors.As(err, &re) {
+		if re.StatusCode == http.StatusServiceUnavailable && slices.ContainsFunc(re.Errors, func(m string) bool {
+			return strings.Contains(m, "Vault is sealed")
+		}) {
+			return &UnavailableError{Op: op, Path: p, Vault: origin(re.URL), Sealed: true, Err: err}
+		}
+		return err
+	}
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	why := noAnswer(ue)
+	if why == "" {
+		return err
+	}
+	return &UnavailableError{Op: op, Path: p, Vault: origin(ue.URL), Why: why, Err: err}
+}
+
+// noAnswer says how a request got no answer from Vault ("" when it is not
+// that).
+func noAnswer(ue *url.Error) string {
+	var op *net.OpError
+	switch {
+	case errors.Is(ue.Err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(ue.Err, io.EOF), errors.Is(ue.Err, io.ErrUnexpectedEOF), errors.Is(ue.Err, syscall.ECONNRESET),
+		errors.Is(ue.Err, io.ErrClosedPipe), errors.Is(ue.Err, net.ErrClosed):
+		return "connection cut before an answer"
+	case ue.Timeout(), errors.Is(ue.Err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.As(ue.Err, &op) && op.Op == "dial":
+		return "cannot connect: " + op.Err.Error()
+	}
+	return ""
+}
+
+// origin is a URL's scheme and host (no path, query or user info).
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unknown address)"
+	}
+	return u.Scheme + "://" + u.Host
+}
