@@ -1,13 +1,17 @@
 #!/bin/sh
 # The demo's guest side (run by integration/tools/demo.sh inside the VM).
-# SPEAKER=gobgp (default) or frr: router A's BGP speaker.
+# SPEAKER=gobgp (default) or frr: router A's BGP speaker. Router A's keys
+# are in a real Vault dev server (the `vault` binary demo.sh puts in PATH)
+# in A's namespace; its root token is only in a mode-0600 file that aokeyd
+# reads (key_source.vault.auth.token_file) and in the environment of the
+# vault commands here, never on a command line or in the output.
 set -eu
 SPEAKER=${SPEAKER:-gobgp}
 D=/tmp/demo
 mkdir -p $D/state
 say() { printf '\n==> %s\n' "$*"; }
 hexof() { base64 -d | od -An -tx1 | tr -d ' \n'; }
-cleanup() { kill $(jobs -p) 2>/dev/null || true; ip netns del demo-a 2>/dev/null || true; ip netns del demo-b 2>/dev/null || true; }
+cleanup() { kill $(jobs -p) ${vpid:-} 2>/dev/null || true; ip netns del demo-a 2>/dev/null || true; ip netns del demo-b 2>/dev/null || true; }
 trap cleanup EXIT
 
 say "two routers: A 192.0.2.1 (AS 65001) and B 192.0.2.2 (AS 65002), in network namespaces joined by veth"
@@ -17,10 +21,54 @@ ip -n demo-a link add veth-a type veth peer name veth-b netns demo-b
 ip -n demo-a addr add 192.0.2.1/24 dev veth-a; ip -n demo-b addr add 192.0.2.2/24 dev veth-b
 ip -n demo-a link set veth-a up; ip -n demo-b link set veth-b up
 
-say "aokeyd init: the embedded first-run config, demo policy and demo key file"
+wait_for() { # $1 seconds, $2 description, rest: command
+	n=$1; what=$2; shift 2
+	while ! "$@" >/dev/null 2>&1; do
+		n=$((n - 1)); [ $n -gt 0 ] || { echo "demo: timed out waiting for $what"; aoctl status 192.0.2.2 || true; tail -20 $D/aokeyd.log 2>/dev/null || true; exit 1; }
+		sleep 1
+	done
+}
+
+# vlt: the vault CLI against router A's Vault, with the root token.
+vlt() { ip netns exec demo-a env VAULT_ADDR=http://127.0.0.1:8200 VAULT_TOKEN="$(cat $D/vault-token)" vault "$@"; }
+say "router A's key source: HashiCorp $(vault version | cut -d, -f1) in dev mode (in memory, unsealed, KV v2 at secret/), on 127.0.0.1:8200 in A's namespace"
+(umask 077; printf 'aokeyd-demo-%s\n' "$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" >$D/vault-token)
+mkdir -p $D/vault-home
+VAULT_DEV_ROOT_TOKEN_ID=$(cat $D/vault-token) HOME=$D/vault-home ip netns exec demo-a \
+	vault server -dev -dev-listen-address=127.0.0.1:8200 -dev-no-store-token >$D/vault.log 2>&1 &
+vpid=$!
+wait_for 60 "Vault to answer, unsealed" vlt status
+# putchain FILE [CAS]: FILE's chain document as the next version of
+# secret/aokeyd/chains/demo (check-and-set on version CAS), then FILE is
+# removed: the keys live in Vault only.
+putchain() {
+	out=$(vlt kv put -mount=secret ${2:+-cas=$2} aokeyd/chains/demo @"$1" 2>&1) || { rm -f "$1"; echo "demo: vault kv put failed: $out"; exit 1; }
+	rm -f "$1"
+	printf '%s\n' "$out" | sed -n 's/^version *\([0-9]*\)$/  chain demo: version \1 written to Vault/p'
+}
+(umask 077; cat >$D/demo.json <<'JSON'
+{"peers": ["192.0.2.2", "2001:db8::2"],
+ "keys": [
+  {"name": "demo-1", "send_id": 1, "recv_id": 101, "algorithm": "hmac(sha256)",
+   "secret_b64": "yKTkv7SD14h/eY1yYJVC5nU85Ww=", "maclen": 12, "tcp_options": "include",
+   "send_lifetime": "always", "accept_lifetime": "always"},
+  {"name": "demo-2", "send_id": 2, "recv_id": 102, "algorithm": "hmac(sha256)",
+   "secret_b64": "Oo4qsCyks+2L+ZrdOxYhJnosSSI=",
+   "send_lifetime": {"start": "2030-01-01T00:00:00Z", "duration": "365d"},
+   "accept_lifetime": {"start": "2029-12-31T00:00:00Z", "duration": "366d"}}
+ ]}
+JSON
+)
+say "the demo chain (aokeyd init's demo keys) written to Vault: vault kv put -mount=secret aokeyd/chains/demo @demo.json"
+putchain $D/demo.json
+
+say "aokeyd init: the embedded first-run config and demo policy; its key source turned to the Vault"
 aokeyd init -dir $D/etc
+rm $D/etc/keys.yaml # the keys are in Vault
 # Lab timing: a fast key-source poll and a short grace so the roll is seen live.
 sed -i 's|^key_source:|key_source:\n  refresh: 1s|; s|/run/aokeyd/control.sock|'$D'/control.sock|; s|listen: 127.0.0.1:9179|listen: "off"|' $D/etc/aokeyd.yaml
+sed -i 's|^  type: file$|  type: vault|; s|^  file:$|  vault:|; s|^    path: .*/keys\.yaml$|    address: http://127.0.0.1:8200\n    auth:\n      token_file: '$D'/vault-token|' $D/etc/aokeyd.yaml
+sed -n '/^key_source:/,/^[a-z]/{/^key_source:/p;/^ /p}' $D/etc/aokeyd.yaml
 export AOKEYD_SOCKET=$D/control.sock
 
 if [ "$SPEAKER" = frr ]; then
@@ -93,13 +141,6 @@ say "router B: BIRD 2.17 with 'authentication ao' and the mirrored key (send id 
 ip netns exec demo-b bird -c $D/bird.conf -s $D/bird.ctl
 bc() { ip netns exec demo-b birdc -s $D/bird.ctl "$@"; }
 
-wait_for() { # $1 seconds, $2 description, rest: command
-	n=$1; what=$2; shift 2
-	while ! "$@" >/dev/null 2>&1; do
-		n=$((n - 1)); [ $n -gt 0 ] || { echo "demo: timed out waiting for $what"; aoctl status 192.0.2.2 || true; tail -20 $D/aokeyd.log; exit 1; }
-		sleep 1
-	done
-}
 established() { aoctl status --json 192.0.2.2 | grep -q '"session_state": *"established"'; }
 wait_for 90 "the session" established
 sleep 2
@@ -116,29 +157,21 @@ $key3"
 bc configure >/dev/null
 now=$(date -u +%s)
 ts() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
-cat >$D/etc/keys.yaml.new <<KEYS
-# demo: demo-1 retires, demo-3 (generated just now) takes over
-chains:
-  demo:
-    peers: [192.0.2.2, "2001:db8::2"]
-    keys:
-      - name: demo-1
-        send_id: 1
-        recv_id: 101
-        algorithm: hmac(sha256)
-        secret_b64: "yKTkv7SD14h/eY1yYJVC5nU85Ww="
-        send_lifetime: {end: "$(ts $((now + 5)))"}
-        accept_lifetime: {end: "$(ts $((now + 12)))"}
-      - name: demo-3
-        send_id: 3
-        recv_id: 103
-        algorithm: hmac(sha256)
-        secret_b64: "$new"
-        send_lifetime: {start: "$(ts $((now - 1)))"}
-        accept_lifetime: {start: "$(ts $((now - 60)))"}
-KEYS
-chmod 600 $D/etc/keys.yaml.new
-mv $D/etc/keys.yaml.new $D/etc/keys.yaml
+# demo: demo-1 retires, demo-3 (generated just now) takes over: the
+# chain's next version in Vault, written with check-and-set on version 1.
+(umask 077; cat >$D/demo.json <<JSON
+{"peers": ["192.0.2.2", "2001:db8::2"],
+ "keys": [
+  {"name": "demo-1", "send_id": 1, "recv_id": 101, "algorithm": "hmac(sha256)",
+   "secret_b64": "yKTkv7SD14h/eY1yYJVC5nU85Ww=",
+   "send_lifetime": {"end": "$(ts $((now + 5)))"}, "accept_lifetime": {"end": "$(ts $((now + 12)))"}},
+  {"name": "demo-3", "send_id": 3, "recv_id": 103, "algorithm": "hmac(sha256)",
+   "secret_b64": "$new",
+   "send_lifetime": {"start": "$(ts $((now - 1)))"}, "accept_lifetime": {"start": "$(ts $((now - 60)))"}}
+ ]}
+JSON
+)
+putchain $D/demo.json 1
 has3() { aoctl status --json 192.0.2.2 | grep -q '"send_id": *3'; }
 wait_for 30 "aokeyd to install demo-3" has3
 sleep 3
@@ -171,4 +204,6 @@ else
 fi
 say "aoctl plan: nothing left to do"
 aoctl plan
-say "demo finished: $SPEAKER and BIRD rolled from demo-1 to a freshly generated key with TCP-AO, hitless"
+say "the chain in Vault (its metadata only): version 2, the roll's, is current"
+vlt kv metadata get -mount=secret aokeyd/chains/demo | sed -n '/^current_version/p;/^oldest_version/p'
+say "demo finished: $SPEAKER and BIRD rolled from demo-1 to a freshly generated key, written to Vault, with TCP-AO, hitless"

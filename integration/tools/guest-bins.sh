@@ -3,7 +3,11 @@
 # Debian packages the install test takes from there): gobgpd and
 # gobgp v3.37 (when the install script exists), aokeyd/aoctl built static, and
 # promtool (Debian's, from the cache: the e2e alert test evaluates the
-# shipped rules against a run's metrics in the guest).
+# shipped rules against a run's metrics in the guest). With
+# AOKEYD_GUEST_VAULT=1, also HashiCorp Vault (integration/tools/vault.sh,
+# built once per machine; BUSL-1.1, a test dependency only, never shipped)
+# for the runs that want a real Vault in the guest (make demo, make chaos):
+# 361 MB that the other guest runs need not copy.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # Per checkout (bin/ is ignored by git): two checkouts testing at once must
@@ -32,5 +36,8 @@ if [ -f "$repo/integration/tools/deb.sh" ] && [ -z "$tags" ]; then
 fi
 if [ -f "$repo/integration/tools/promtool.sh" ]; then
 	bins+=("$(bash "$repo/integration/tools/promtool.sh")")
+fi
+if [ "${AOKEYD_GUEST_VAULT:-0}" = 1 ]; then
+	bins+=("$(bash "$repo/integration/tools/vault.sh")")
 fi
 echo "${bins[*]:-}"
