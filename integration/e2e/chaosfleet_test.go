@@ -30,7 +30,6 @@ import (
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/testkit/netns"
-	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
 // The chaos fleet, nine routers: a ring of six under aokeyd, each session
@@ -109,7 +108,7 @@ var edgeIDs = [2]uint8{240, 241}
 type chaosFleet struct {
 	t     *testing.T
 	seed  uint64
-	v     *vaulttest.Server
+	v     chaosVault
 	vc    *vaultapi.Client
 	token string // file
 	rs    map[string]*chaosRouter
@@ -152,11 +151,8 @@ func (r *chaosRouter) ids(ids [2]uint8) (send, recv uint8) {
 // newChaosFleet builds and starts the fleet, every link up with TCP-AO.
 func newChaosFleet(t *testing.T, seed uint64) *chaosFleet {
 	t.Helper()
-	v, err := vaulttest.New(vaulttest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(v.Close)
+	v := newChaosVault(t)
+	fmt.Printf("chaos: vault=%s\n", v.Name())
 	cfg := vaultapi.DefaultConfig()
 	cfg.Address = v.URL()
 	cfg.MaxRetries = 0
@@ -165,11 +161,11 @@ func newChaosFleet(t *testing.T, seed uint64) *chaosFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vc.SetToken(v.RootToken())
+	vc.SetToken(v.Token())
 	f := &chaosFleet{t: t, seed: seed, v: v, vc: vc, rs: map[string]*chaosRouter{}, revoked: map[string]map[string]bool{},
 		pending: map[string]bool{}, edited: map[string]chaos.Kind{}, seen: map[string]map[string][]string{}}
 	f.token = filepath.Join(t.TempDir(), "vault-token")
-	if err := os.WriteFile(f.token, []byte(v.RootToken()), 0o600); err != nil {
+	if err := os.WriteFile(f.token, []byte(v.Token()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f.names = []string{"g1", "g2", "g3", "g4", "f1", "g5", "n1", "b1", "b2"}
@@ -558,7 +554,7 @@ func (r *chaosRouter) session(p netip.Addr) chaos.Session {
 // aoctl runs aoctl against the fleet's Vault.
 func (f *chaosFleet) aoctl(args ...string) ([]byte, error) {
 	cmd := exec.Command(lab.MustBin(f.t, "aoctl"), args...)
-	cmd.Env = append(os.Environ(), "VAULT_ADDR="+f.v.URL(), "VAULT_TOKEN="+f.v.RootToken(), "AOKEYD_FLEET_PATH=secret/aokeyd/fleet", "USER=chaos")
+	cmd.Env = append(os.Environ(), "VAULT_ADDR="+f.v.URL(), "VAULT_TOKEN="+f.v.Token(), "AOKEYD_FLEET_PATH=secret/aokeyd/fleet", "USER=chaos")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	out, err := cmd.Output()

@@ -10,6 +10,13 @@
 # revokes, fleet revokes and aokeyd kills: the run must FAIL, on the
 # revoked-left invariant. It prints "chaos-mutant: caught by revoked-left"
 # and exits 0 only then.
+#
+# A run's fleet uses real HashiCorp Vault (integration/tools/vault.sh, built
+# once per machine; a test dependency only, never shipped) with file
+# storage, so that it can be sealed and restarted, behind a fault proxy for
+# the slow answers and 500s (internal/vaultreal/faultproxy); the log's
+# "chaos: vault=V (real)" line names it. The mutant run keeps the test
+# server: its schedule has no Vault fault, and it proves the checker.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -26,10 +33,18 @@ if [ "$mode" = mutant ]; then
 	env=(AOKEYD_CHAOS="${CHAOS_MUTANT:-3m}" AOKEYD_CHAOS_KINDS=revoke,fleet-revoke,aokeyd-kill ${CHAOS_SEED:+AOKEYD_CHAOS_SEED=$CHAOS_SEED})
 	secs=600
 fi
-bins=$(bash integration/tools/guest-bins.sh)
+vault=1
+if [ "$mode" = mutant ]; then
+	vault=0
+else
+	env+=(AOKEYD_VAULT=vault AOKEYD_REQUIRE_VAULT=1)
+fi
+bins=$(AOKEYD_GUEST_VAULT=$vault bash integration/tools/guest-bins.sh)
 out=$(mktemp /tmp/aokeyd-chaos.XXXXXX.log)
 set +e
-AOKEYD_GUEST_ENV="${env[*]}" AOKEYD_TEST_RUN='^TestChaos$' AOKEYD_VM_TIMEOUT=$((secs + 900)) \
+# Vault's 361 MB binary (copied to the guest's tmpfs) and its ~220 MB
+# resident want room beside the fleet.
+AOKEYD_GUEST_ENV="${env[*]}" AOKEYD_TEST_RUN='^TestChaos$' AOKEYD_VM_TIMEOUT=$((secs + 900)) AOKEYD_VM_MEM=${AOKEYD_VM_MEM:-$((2048 + vault * 1024))} \
 	AOKEYD_TEST_TIMEOUT="$((secs + 800))s" AOKEYD_GUEST_BINS="$bins" bash integration/vm/run.sh ./integration/e2e 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 set -e

@@ -2,9 +2,10 @@
 // that integration/tools/vault.sh builds (a test dependency only: Vault
 // >= 1.15 is BUSL-1.1 and is never shipped with aokeyd).
 //
-// The binary is $AOKEYD_VAULT. Without it the tests that need it skip with
-// a message; with AOKEYD_REQUIRE_VAULT=1 they fail instead, so that a run
-// that was meant to use Vault cannot pass by skipping.
+// The binary is $AOKEYD_VAULT (a path, or a name looked up in PATH).
+// Without it the tests that need it skip with a message; with
+// AOKEYD_REQUIRE_VAULT=1 they fail instead, so that a run that was meant
+// to use Vault cannot pass by skipping.
 //
 // Two kinds of server:
 //
@@ -56,6 +57,15 @@ func Binary(t testing.TB) string {
 			t.Fatal("AOKEYD_REQUIRE_VAULT=1 but AOKEYD_VAULT is unset: build Vault with integration/tools/vault.sh")
 		}
 		t.Skip("real Vault: set AOKEYD_VAULT to a vault binary (integration/tools/vault.sh, or make vault-real)")
+	}
+	if !strings.Contains(bin, "/") {
+		// A bare name ("vault") is looked up in PATH: the guest VM's
+		// binaries are in its PATH, not at the host's paths.
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			t.Fatalf("AOKEYD_VAULT=%s: %v", bin, err)
+		}
+		bin = p
 	}
 	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		t.Fatalf("AOKEYD_VAULT=%s: not an executable file (%v)", bin, err)

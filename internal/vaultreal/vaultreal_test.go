@@ -66,3 +66,28 @@ func (f *fakeT) Fatal(...any)          { f.fatal = true; panic("fatal") }
 func (f *fakeT) Fatalf(string, ...any) { f.fatal = true; panic("fatal") }
 func (f *fakeT) Skip(...any)           { f.skipped = true; panic("skip") }
 func (f *fakeT) Helper()               {}
+
+// A bare name in AOKEYD_VAULT (the guest's AOKEYD_VAULT=vault) is looked
+// up in PATH; one PATH lacks is a failure, not a skip.
+func TestBinaryLooksUpAName(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vault")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	t.Setenv("AOKEYD_VAULT_REPORT", "")
+	t.Setenv("AOKEYD_VAULT", "vault")
+	if got := Binary(t); got != bin {
+		t.Errorf("Binary() = %q, want %q", got, bin)
+	}
+	t.Setenv("AOKEYD_VAULT", "no-such-vault")
+	ft := &fakeT{T: t}
+	func() {
+		defer func() { _ = recover() }()
+		Binary(ft)
+	}()
+	if !ft.fatal || ft.skipped {
+		t.Errorf("a name not in PATH: fatal %t, skipped %t; want a failure", ft.fatal, ft.skipped)
+	}
+}
