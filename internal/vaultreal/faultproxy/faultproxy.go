@@ -46,8 +46,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("faultproxy: target %q: want scheme://host:port", target)
 	}
-	p := &Proxy{rp: httputil.NewSingleHostReverseProxy(u)}
-	p.Pass()
+	p := &Proxy{rp: httputil.NewSingleHostReverseProxy(u),
+		delays: map[string]time.Duration{}, fails: map[string]int{}, cuts: map[string]bool{}}
 	// The server's errors (a refused connection while Vault is stopped)
 	// are a 502 to the client, as a load balancer answers; nothing logged.
 	p.rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
@@ -80,45 +80,36 @@ func (p *Proxy) Close() {
 func (p *Proxy) Pass() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.delays, p.fails, p.cuts = map[string]time.Duration{}, map[string]int{}, map[string]bool{}
+	clear(p.delays)
+	clear(p.fails)
+	clear(p.cuts)
 }
 
 // Slow holds each request whose path starts with prefix for d before the
 // rest (0 removes it). The client may give up first: its request is then
 // dropped, never passed on.
-func (p *Proxy) Slow(prefix string, d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d <= 0 {
-		delete(p.delays, prefix)
-	} else {
-		p.delays[prefix] = d
-	}
-}
+func (p *Proxy) Slow(prefix string, d time.Duration) { setFault(p, p.delays, prefix, max(d, 0)) }
 
 // Fail answers each request whose path starts with prefix with status and
 // Vault's error shape, {"errors":["... internal error ..."]}, without
 // passing it on (0 removes it): as a Vault whose storage errs.
-func (p *Proxy) Fail(prefix string, status int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if status == 0 {
-		delete(p.fails, prefix)
-	} else {
-		p.fails[prefix] = status
-	}
-}
+func (p *Proxy) Fail(prefix string, status int) { setFault(p, p.fails, prefix, status) }
 
 // Cut closes the connection of each request whose path starts with
 // prefix before any answer (on false removes it): as a Vault that dies
 // mid-request, or a middlebox that drops the connection.
-func (p *Proxy) Cut(prefix string, on bool) {
+func (p *Proxy) Cut(prefix string, on bool) { setFault(p, p.cuts, prefix, on) }
+
+// setFault sets m[prefix] to v under p's lock, or removes it when v is
+// the zero value (no fault). m is one of p's maps, made once by New.
+func setFault[V comparable](p *Proxy, m map[string]V, prefix string, v V) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if on {
-		p.cuts[prefix] = true
+	var none V
+	if v == none {
+		delete(m, prefix)
 	} else {
-		delete(p.cuts, prefix)
+		m[prefix] = v
 	}
 }
 
