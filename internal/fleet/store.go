@@ -80,7 +80,12 @@ func (s Store) Where() string { return s.Mount + "/" + s.Prefix }
 // the login, fails it with an *UnavailableError naming op and p: never an
 // empty document or record.
 func (s Store) call(ctx context.Context, op, p string, f func(*api.Client) error) error {
-	return unavailable(op, p, s.V.WithClient(ctx, f))
+	var addr string
+	err := s.V.WithClient(ctx, func(c *api.Client) error {
+		addr = c.Address()
+		return f(c)
+	})
+	return unavailable(op, p, addr, err)
 }
 
 func (s Store) put(ctx context.Context, rel string, v any, cas int) error {

@@ -18,14 +18,19 @@ import (
 // with an *UnavailableError for the Vault at addr, sealed or not as
 // sealed says, whose text names that Vault and the fix and shows none of
 // the tokens. None may answer an empty record or fleet as if it were
-// Vault's.
-func unavailableOps(t *testing.T, st Store, addr string, sealed bool, tokens ...string) {
+// Vault's. With late > 0 each operation has that long, and Vault is too
+// slow for it: the error must say it gave no answer in time.
+func unavailableOps(t *testing.T, st Store, addr string, sealed bool, late time.Duration, tokens ...string) {
 	t.Helper()
-	ctx := context.Background()
 	fix := "start Vault"
-	if sealed {
+	switch {
+	case sealed:
 		fix = "unseal it (vault operator unseal)"
+	case late > 0:
+		fix = "gave no answer in time: "
 	}
+	var ctx context.Context
+	var cancel context.CancelFunc
 	for _, op := range []struct {
 		name string
 		do   func() error
@@ -41,9 +46,14 @@ func unavailableOps(t *testing.T, st Store, addr string, sealed bool, tokens ...
 			return err
 		}},
 	} {
+		ctx, cancel = context.Background(), func() {}
+		if late > 0 {
+			ctx, cancel = context.WithTimeout(ctx, late)
+		}
 		err := op.do()
+		cancel()
 		var ue *UnavailableError
-		if !errors.As(err, &ue) || ue.Sealed != sealed || ue.Vault != addr {
+		if !errors.As(err, &ue) || ue.Sealed != sealed || ue.Vault != addr || (late > 0) != (ue.Why == whyLate) {
 			t.Errorf("%s: %v; want an UnavailableError for %s, sealed %t", op.name, err, addr, sealed)
 			continue
 		}
@@ -79,7 +89,7 @@ func testVaultDown(sealed bool) func(t *testing.T, e *storeEnv) {
 			t.Fatalf("PutStatus: %v", err)
 		}
 		down(t)
-		unavailableOps(t, st, e.addr, sealed, e.root.Token())
+		unavailableOps(t, st, e.addr, sealed, 0, e.root.Token())
 		up(t)
 		l, ver, err := st.Revocations(ctx)
 		if err != nil || ver != 1 || len(l.Revocations) != 1 || l.Revocations[0].Ref() != "core/k1" {
@@ -148,7 +158,7 @@ func testAppRoleSource(t *testing.T, e *storeEnv) {
 		t.Fatal("no new AppRole login after the token died")
 	}
 	e.seal(t)
-	unavailableOps(t, st, e.addr, true, e.root.Token(), first, second)
+	unavailableOps(t, st, e.addr, true, 0, e.root.Token(), first, second)
 	e.unseal(t)
 	l, ver, err := st.Revocations(ctx)
 	if err != nil || ver != 2 || len(l.Revocations) != 2 {
@@ -156,5 +166,30 @@ func testAppRoleSource(t *testing.T, e *storeEnv) {
 	}
 	if !t.Failed() {
 		e.count(t, "approle_relogins", 1)
+	}
+}
+
+// testVaultSlow: Vault slower than a request may wait (a delay on the
+// store's paths, the test server's Delay or the fault proxy's Slow in
+// front of real Vault). Each operation fails with an UnavailableError
+// saying that Vault gave no answer in time, not a bare "context deadline
+// exceeded"; the record is as it was, and once Vault answers in time the
+// same Store reads it.
+func testVaultSlow(t *testing.T, e *storeEnv) {
+	c, addr, slow := e.slowClient(t)
+	st := Store{V: Client{c}, Mount: "secret", Prefix: e.prefix}
+	ctx := context.Background()
+	if _, _, err := st.AddRevocation(ctx, Revocation{Chain: "core", Key: "k1", By: "alice", Reason: "leaked", At: time.Now()}); err != nil {
+		t.Fatalf("AddRevocation: %v", err)
+	}
+	const delay = time.Second
+	slow(delay)
+	unavailableOps(t, st, addr, false, delay/2, e.root.Token())
+	slow(0)
+	// The requests held when their time ran out end too: the test
+	// server's handler waits its delay out.
+	time.Sleep(delay)
+	if l, ver, err := st.Revocations(ctx); err != nil || ver != 1 || len(l.Revocations) != 1 {
+		t.Errorf("the record after: %d revocations at version %d, %v; want 1 at version 1", len(l.Revocations), ver, err)
 	}
 }

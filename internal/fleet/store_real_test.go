@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"github.com/aokeyd/aokeyd/internal/vaultreal"
+	"github.com/aokeyd/aokeyd/internal/vaultreal/faultproxy"
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
@@ -31,6 +32,9 @@ type storeEnv struct {
 	appRole func(t *testing.T) (roleFile, secretFile string)
 	// kill ends a token at once, as its TTL running out does.
 	kill func(t *testing.T, token string)
+	// slowClient is a root client whose requests under secret/ take as
+	// long as slow was last told (0: no delay), and its Vault address.
+	slowClient func(t *testing.T) (c *api.Client, addr string, slow func(time.Duration))
 	// count adds n to a counter of the vault-real proof line; a no-op
 	// against the test Vault, whose passes prove nothing of Vault.
 	count func(t *testing.T, name string, n int)
@@ -51,6 +55,7 @@ var storeCases = []struct {
 	{"Sealed", true, testVaultDown(true)},
 	{"StoppedStarted", true, testVaultDown(false)},
 	{"AppRoleSource", true, testAppRoleSource},
+	{"Slow", false, testVaultSlow},
 }
 
 // TestStoreFakeVault runs the store's cases against the test Vault
@@ -75,6 +80,9 @@ func TestStoreFakeVault(t *testing.T) {
 					},
 					kill:  func(_ *testing.T, tok string) { srv.ExpireToken(tok) },
 					count: func(*testing.T, string, int) {},
+					slowClient: func(*testing.T) (*api.Client, string, func(time.Duration)) {
+						return c, srv.URL(), func(d time.Duration) { srv.Delay("secret/", d) }
+					},
 				})
 			})
 		})
@@ -112,6 +120,19 @@ func TestStoreRealVault(t *testing.T) {
 					}
 				},
 				count: func(t *testing.T, name string, n int) { vaultreal.Count(t, name, n) },
+				// Real Vault cannot be made slow: the fault proxy in
+				// front of it is.
+				slowClient: func(t *testing.T) (*api.Client, string, func(time.Duration)) {
+					px := faultproxy.Start(t, srv.Addr)
+					cfg := srv.Config()
+					cfg.Address = px.URL()
+					c, err := api.NewClient(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.SetToken(srv.RootToken)
+					return c, px.URL(), func(d time.Duration) { px.Slow("secret/", d) }
+				},
 			})
 		})
 	}

@@ -32,9 +32,16 @@ type UnavailableError struct {
 	Err error
 }
 
+// whyLate is UnavailableError.Why of a Vault that gave no answer within
+// the request's time: up, but slow, or the way to it is.
+const whyLate = "no answer in time"
+
 func (e *UnavailableError) Error() string {
-	if e.Sealed {
+	switch {
+	case e.Sealed:
 		return fmt.Sprintf("vault at %s is sealed: %s %s not done; unseal it (vault operator unseal)", e.Vault, e.Op, e.Path)
+	case e.Why == whyLate:
+		return fmt.Sprintf("vault at %s gave %s: %s %s not done; check Vault's load and the network to it", e.Vault, whyLate, e.Op, e.Path)
 	}
 	return fmt.Sprintf("vault at %s does not answer (%s): %s %s not done; start Vault, or check its address (VAULT_ADDR, key_source.vault.address)",
 		e.Vault, e.Why, e.Op, e.Path)
@@ -45,8 +52,11 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // unavailable is err as an *UnavailableError when it says that Vault was
 // sealed or gave no answer, else err itself (nil stays nil). Any other
 // answer of Vault's (403, 500, 503 of a standby) and a TLS error are not
-// one: Vault is up, and their own error says what is wrong.
-func unavailable(op, p string, err error) error {
+// one: Vault is up, and their own error says what is wrong. addr is the
+// client's Vault address, for an error that carries no URL (a request's
+// time running out before Vault answered: the client returns the bare
+// context error); "" when unknown.
+func unavailable(op, p, addr string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -61,6 +71,9 @@ func unavailable(op, p string, err error) error {
 	}
 	var ue *url.Error
 	if !errors.As(err, &ue) {
+		if addr != "" && errors.Is(err, context.DeadlineExceeded) {
+			return &UnavailableError{Op: op, Path: p, Vault: origin(addr), Why: whyLate, Err: err}
+		}
 		return err
 	}
 	why := noAnswer(ue)
@@ -81,7 +94,7 @@ func noAnswer(ue *url.Error) string {
 		errors.Is(ue.Err, io.ErrClosedPipe), errors.Is(ue.Err, net.ErrClosed):
 		return "connection cut before an answer"
 	case ue.Timeout(), errors.Is(ue.Err, context.DeadlineExceeded):
-		return "no answer in time"
+		return whyLate
 	case errors.As(ue.Err, &op) && op.Op == "dial":
 		return "cannot connect: " + op.Err.Error()
 	}

@@ -33,7 +33,9 @@ func TestUnavailableClassifies(t *testing.T) {
 		{"SealedLogin", fmt.Errorf("vault: approle login: %w", &api.ResponseError{StatusCode: 503, URL: u, Errors: []string{"Vault is sealed"}}), "is sealed", true},
 		{"Refused", &url.Error{Op: "Get", URL: u, Err: refused}, "vault at http://10.0.0.1:8200 does not answer (connection refused): read P not done; start Vault, or check its address", false},
 		{"Cut", fmt.Errorf("vault: read: %w", &url.Error{Op: "Get", URL: u, Err: io.EOF}), "(connection cut before an answer)", false},
-		{"Timeout", &url.Error{Op: "Get", URL: u, Err: context.DeadlineExceeded}, "(no answer in time)", false},
+		{"Timeout", &url.Error{Op: "Get", URL: u, Err: context.DeadlineExceeded}, "vault at http://10.0.0.1:8200 gave no answer in time: read P not done; check Vault's load", false},
+		{"TimeoutNoURL", fmt.Errorf("vault: read P: %w", context.DeadlineExceeded), "vault at http://10.0.0.2:8200 gave no answer in time", false},
+		{"Canceled", fmt.Errorf("vault: read P: %w", context.Canceled), "", false},
 		{"NoHost", &url.Error{Op: "Get", URL: u, Err: noHost}, "(cannot connect: lookup vault.invalid: no such host)", false},
 		{"Standby503", &api.ResponseError{StatusCode: 503, URL: u, Errors: []string{"node is standby"}}, "", false},
 		{"Denied", &api.ResponseError{StatusCode: 403, URL: u, Errors: []string{"permission denied"}}, "", false},
@@ -42,7 +44,7 @@ func TestUnavailableClassifies(t *testing.T) {
 		{"Other", errors.New("fleet: encode"), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := unavailable("read", "P", tc.err)
+			got := unavailable("read", "P", "http://10.0.0.2:8200", tc.err)
 			var ue *UnavailableError
 			if tc.want == "" {
 				if got != tc.err {
@@ -61,7 +63,11 @@ func TestUnavailableClassifies(t *testing.T) {
 			}
 		})
 	}
-	if unavailable("read", "P", nil) != nil {
+	if unavailable("read", "P", "http://10.0.0.2:8200", nil) != nil {
 		t.Error("nil became an error")
+	}
+	late := fmt.Errorf("vault: read P: %w", context.DeadlineExceeded)
+	if got := unavailable("read", "P", "", late); got != late {
+		t.Errorf("a bare deadline with no address known became %v", got)
 	}
 }
