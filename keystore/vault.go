@@ -11,12 +11,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/internal/kvv2"
 )
 
 // VaultAuth selects how the Vault source authenticates.
@@ -301,7 +302,9 @@ func (v *VaultSource) Read(ctx context.Context) (*Snapshot, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		// A sealed Vault, or one that gave no answer, is said as the
+		// fleet store says it: the Vault and the fix, one line.
+		return nil, kvv2.Unavailable("read", v.opts.Mount+"/"+v.opts.Prefix+"/chains", v.client.Address(), err)
 	}
 	return s, nil
 }
@@ -351,7 +354,7 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 			return fail(fmt.Errorf("vault: metadata %s/%s: %w", v.opts.Mount, v.chainPath(name), err))
 		}
 		ver := md.CurrentVersion
-		if err := v.currentGone(name, ver, md); err != nil {
+		if err := v.currentGone(name, md); err != nil {
 			// Also when the version is cached: an operator who deletes
 			// or destroys it means it, and the status must say so.
 			return fail(err)
@@ -378,21 +381,10 @@ func (v *VaultSource) read(ctx context.Context) (*Snapshot, error) {
 	return s, nil
 }
 
-// currentGone is an error when the chain's current version ver was deleted
-// (vault kv delete) or destroyed (vault kv destroy): Vault keeps the
-// version's number, and current_version, but has no data for it. A
-// deletion_time still to come (delete_version_after) is not a deletion.
-func (v *VaultSource) currentGone(name string, ver int, md *api.KVMetadata) error {
-	x, ok := md.Versions[strconv.Itoa(ver)]
-	switch {
-	case !ok:
-		return nil
-	case x.Destroyed:
-		return fmt.Errorf("%s: its current version %d is destroyed; write a new version", v.where(name), ver)
-	case !x.DeletionTime.IsZero() && !x.DeletionTime.After(v.opts.Now()):
-		return fmt.Errorf("%s: its current version %d is deleted; undelete it or write a new version", v.where(name), ver)
-	}
-	return nil
+// currentGone is a kvv2.GoneError when the chain's current version was
+// deleted (vault kv delete) or destroyed (vault kv destroy).
+func (v *VaultSource) currentGone(name string, md *api.KVMetadata) error {
+	return kvv2.CurrentGone(v.where(name), md, v.opts.Now())
 }
 
 // readRaw GETs a path and returns the body, which the caller clears.

@@ -76,7 +76,7 @@ func TestVaultRealKeepsLastGood(t *testing.T) {
 		counter string                          // recorded as 1 when the case passes
 	}{{
 		// vault operator seal on a file server, then unseal with its key.
-		name: "Sealed", srv: file, wantErr: "Vault is sealed", counter: "sealed_ok",
+		name: "Sealed", srv: file, wantErr: "is sealed: read ", counter: "sealed_ok",
 		fail: func(t *testing.T, e *vaultEnv) { newVersion(t, e); file.Seal() },
 		mend: func(t *testing.T, e *vaultEnv) { file.Unseal() },
 	}, {

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/vault/api"
+
+	"github.com/aokeyd/aokeyd/internal/kvv2"
 )
 
 // Vault runs f with an authenticated client: keystore.VaultSource's
@@ -77,7 +79,7 @@ func (s Store) Where() string { return s.Mount + "/" + s.Prefix }
 
 // call runs f with the store's client (s.V, which logs in first when it
 // must). A Vault that is sealed or gives no answer, to f's request or to
-// the login, fails it with an *UnavailableError naming op and p: never an
+// the login, fails it with a *kvv2.UnavailableError naming op and p: never an
 // empty document or record.
 func (s Store) call(ctx context.Context, op, p string, f func(*api.Client) error) error {
 	var addr string
@@ -85,7 +87,7 @@ func (s Store) call(ctx context.Context, op, p string, f func(*api.Client) error
 		addr = c.Address()
 		return f(c)
 	})
-	return unavailable(op, p, addr, err)
+	return kvv2.Unavailable(op, p, addr, err)
 }
 
 func (s Store) put(ctx context.Context, rel string, v any, cas int) error {
@@ -124,7 +126,7 @@ func (s Store) get(ctx context.Context, rel string, v any) (int, error) {
 				return nil
 			}
 			if md, ok := sec.Data["metadata"].(map[string]any); ok {
-				return goneVersion(p, md)
+				return kvv2.GoneInRead(p, md)
 			}
 			return nil
 		}
@@ -144,37 +146,6 @@ func (s Store) get(ctx context.Context, rel string, v any) (int, error) {
 		return nil
 	})
 	return ver, err
-}
-
-// GoneError is a document whose current version was deleted (vault kv
-// delete) or destroyed (vault kv destroy): Vault keeps its number, and
-// current_version, but answers no data for it.
-type GoneError struct {
-	Path      string
-	Version   int
-	Destroyed bool
-}
-
-func (e *GoneError) Error() string {
-	if e.Destroyed {
-		return fmt.Sprintf("%s: its current version %d is destroyed; write a new version", e.Path, e.Version)
-	}
-	return fmt.Sprintf("%s: its current version %d is deleted; undelete it (vault kv undelete -versions=%d) or write a new version", e.Path, e.Version, e.Version)
-}
-
-// goneVersion is the GoneError of a read that answered md and no data;
-// nil when md names no version.
-func goneVersion(p string, md map[string]any) error {
-	n, ok := md["version"].(json.Number)
-	if !ok {
-		return nil
-	}
-	v, err := n.Int64()
-	if err != nil || v <= 0 {
-		return nil
-	}
-	destroyed, _ := md["destroyed"].(bool)
-	return &GoneError{Path: p, Version: int(v), Destroyed: destroyed}
 }
 
 // version is rel's current KV version, 0 when it does not exist.
@@ -250,7 +221,7 @@ func (s Store) Statuses(ctx context.Context) (docs []Document, errs []error, err
 	wg.Wait()
 	for i, id := range ids {
 		r := reads[i]
-		var gone *GoneError
+		var gone *kvv2.GoneError
 		switch {
 		case errors.As(r.err, &gone):
 			// a router's document deleted: as if it were not there

@@ -11,11 +11,12 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"github.com/aokeyd/aokeyd/internal/kvv2"
 	"github.com/aokeyd/aokeyd/keystore"
 )
 
 // unavailableOps runs each operation of st once and checks that it fails
-// with an *UnavailableError for the Vault at addr, sealed or not as
+// with a *kvv2.UnavailableError for the Vault at addr, sealed or not as
 // sealed says, whose text names that Vault and the fix and shows none of
 // the tokens. None may answer an empty record or fleet as if it were
 // Vault's. With late > 0 each operation has that long, and Vault is too
@@ -52,8 +53,8 @@ func unavailableOps(t *testing.T, st Store, addr string, sealed bool, late time.
 		}
 		err := op.do()
 		cancel()
-		var ue *UnavailableError
-		if !errors.As(err, &ue) || ue.Sealed != sealed || ue.Vault != addr || (late > 0) != (ue.Why == whyLate) {
+		var ue *kvv2.UnavailableError
+		if !errors.As(err, &ue) || ue.Sealed != sealed || ue.Vault != addr || (late > 0) != ue.Late {
 			t.Errorf("%s: %v; want an UnavailableError for %s, sealed %t", op.name, err, addr, sealed)
 			continue
 		}

@@ -1,4 +1,11 @@
-package fleet
+// Package kvv2 names what Vault's KV version 2 engine answers aokeyd's
+// reads and writes with when there is nothing to serve: a path whose
+// current version was deleted or destroyed (GoneError), and a Vault that
+// is sealed or gives no answer (UnavailableError). The key source
+// (keystore) and the fleet store (internal/fleet) both read Vault; each
+// error here is one type for both, naming the path, the Vault and the
+// operator's fix.
+package kvv2
 
 import (
 	"context"
@@ -15,17 +22,19 @@ import (
 	"github.com/hashicorp/vault/api"
 )
 
-// UnavailableError is a fleet request Vault could not serve at all: Vault
+// UnavailableError is a request Vault could not serve at all: Vault
 // is sealed (503 "Vault is sealed"), or it gave no answer (connection
 // refused, reset or cut, no answer in time). Nothing was read or written:
-// the documents and the revocation record in Vault are as they were, and
-// a reader keeps what it read last (the publisher keeps its revocations).
+// what is in Vault is as it was, and a reader keeps what it read last.
 // It names the Vault and what to do; it unwraps to Vault's own error.
 type UnavailableError struct {
 	Op     string // "read", "write", "list", "read metadata"
 	Path   string // the KV API path, e.g. secret/data/aokeyd/fleet/revocations
 	Vault  string // scheme://host[:port] of the Vault asked
 	Sealed bool
+	// Late: Vault did not answer within the request's time (up but slow,
+	// or the way to it is); otherwise it refused or cut the connection.
+	Late bool
 	// Why is the failure without Vault's URL, for a Vault that did not
 	// answer ("" when sealed).
 	Why string
@@ -40,7 +49,7 @@ func (e *UnavailableError) Error() string {
 	switch {
 	case e.Sealed:
 		return fmt.Sprintf("vault at %s is sealed: %s %s not done; unseal it (vault operator unseal)", e.Vault, e.Op, e.Path)
-	case e.Why == whyLate:
+	case e.Late:
 		return fmt.Sprintf("vault at %s gave %s: %s %s not done; check Vault's load and the network to it", e.Vault, whyLate, e.Op, e.Path)
 	}
 	return fmt.Sprintf("vault at %s does not answer (%s): %s %s not done; start Vault, or check its address (VAULT_ADDR, key_source.vault.address)",
@@ -49,14 +58,14 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// unavailable is err as an *UnavailableError when it says that Vault was
+// Unavailable is err as an *UnavailableError when it says that Vault was
 // sealed or gave no answer, else err itself (nil stays nil). Any other
 // answer of Vault's (403, 500, 503 of a standby) and a TLS error are not
 // one: Vault is up, and their own error says what is wrong. addr is the
 // client's Vault address, for an error that carries no URL (a request's
 // time running out before Vault answered: the client returns the bare
 // context error); "" when unknown.
-func unavailable(op, p, addr string, err error) error {
+func Unavailable(op, p, addr string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -72,7 +81,7 @@ func unavailable(op, p, addr string, err error) error {
 	var ue *url.Error
 	if !errors.As(err, &ue) {
 		if addr != "" && errors.Is(err, context.DeadlineExceeded) {
-			return &UnavailableError{Op: op, Path: p, Vault: origin(addr), Why: whyLate, Err: err}
+			return &UnavailableError{Op: op, Path: p, Vault: origin(addr), Late: true, Why: whyLate, Err: err}
 		}
 		return err
 	}
@@ -80,7 +89,7 @@ func unavailable(op, p, addr string, err error) error {
 	if why == "" {
 		return err
 	}
-	return &UnavailableError{Op: op, Path: p, Vault: origin(ue.URL), Why: why, Err: err}
+	return &UnavailableError{Op: op, Path: p, Vault: origin(ue.URL), Late: why == whyLate, Why: why, Err: err}
 }
 
 // noAnswer says how a request got no answer from Vault ("" when it is not

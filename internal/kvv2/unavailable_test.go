@@ -1,4 +1,4 @@
-package fleet
+package kvv2
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/vault/api"
 )
 
-// unavailable turns exactly the errors of a sealed Vault and of one that
+// Unavailable turns exactly the errors of a sealed Vault and of one that
 // gave no answer into an UnavailableError (which still unwraps to Vault's
 // own error), and leaves every other error as it was.
 func TestUnavailableClassifies(t *testing.T) {
@@ -44,7 +44,7 @@ func TestUnavailableClassifies(t *testing.T) {
 		{"Other", errors.New("fleet: encode"), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := unavailable("read", "P", "http://10.0.0.2:8200", tc.err)
+			got := Unavailable("read", "P", "http://10.0.0.2:8200", tc.err)
 			var ue *UnavailableError
 			if tc.want == "" {
 				if got != tc.err {
@@ -63,11 +63,11 @@ func TestUnavailableClassifies(t *testing.T) {
 			}
 		})
 	}
-	if unavailable("read", "P", "http://10.0.0.2:8200", nil) != nil {
+	if Unavailable("read", "P", "http://10.0.0.2:8200", nil) != nil {
 		t.Error("nil became an error")
 	}
 	late := fmt.Errorf("vault: read P: %w", context.DeadlineExceeded)
-	if got := unavailable("read", "P", "", late); got != late {
+	if got := Unavailable("read", "P", "", late); got != late {
 		t.Errorf("a bare deadline with no address known became %v", got)
 	}
 }
