@@ -7,8 +7,10 @@
 # counterexample is shown as the model's events.
 #
 # Prints "model: states=N depth=D errors=0" for the model (N: both safety
-# searches' states, D the deeper one's depth) and "model: mutant=NAME
-# errors=E" per mutant; fails otherwise.
+# searches' states, D the deeper one's depth), "model: migrate ..." and
+# "model: exec ..." (roll.pml with its executor end, -DEXECEND) for the
+# other searches, and "model: mutant=NAME errors=E" per mutant; fails
+# otherwise.
 #
 #   model.sh            the model and every mutant
 #   model.sh MUTANT...  only these mutants (names without mutant_ and .pml)
@@ -132,6 +134,17 @@ if [ $# -eq 0 ]; then
 	fi
 	[ "$errors" = 0 ] || rc=1
 	echo "model: migrate states=$states depth=$depth errors=$errors"
+	# The executor end (roll.pml -DEXECEND: end 1 keys its own sockets
+	# from aokeyd's file, as BIRD; internal/birdnative): safety, exhaustive,
+	# every fault its end has.
+	search exec "-DEXECEND" "" "-DNOCLAIM"
+	eval "$(cat "$work/exec/result")"
+	if [ -s "$work/exec/trail" ]; then
+		echo "  exec counterexample:"
+		cat "$work/exec/trail"
+	fi
+	[ "$errors" = 0 ] || rc=1
+	echo "model: exec states=$states depth=$depth errors=$errors"
 	eval "$(cat "$work/safety/result")"
 	s_states=$states s_depth=$depth s_errors=$errors s_mem=$mem s_secs=$secs
 	eval "$(cat "$work/edits/result")"
@@ -183,7 +196,7 @@ mutant() {
 # missing file is a failure: the property it stands for would go
 # unchecked). pan is single-threaded: two mutants at a time, one per
 # core; the reports are printed in name order once all ended.
-required="retire_early retire_in_use switch_unproven lifetime_drops_listener edit_applied edit_counters_only edit_unsettled md5_early restart_no_gate record_trusted"
+required="retire_early retire_in_use switch_unproven lifetime_drops_listener edit_applied edit_counters_only edit_unsettled md5_early restart_no_gate record_trusted exec_retire_unseen"
 if [ "${MODEL_ALL_MUTANTS:-}" = 1 ]; then
 	for m in $required; do
 		case " $* " in *" $m "*) ;; *) set -- "$@" "$m" ;; esac

@@ -83,8 +83,8 @@ type Driver struct {
 	revoked *revocation.Store
 
 	mu sync.Mutex
-	// lastGood is each session's pkt_good per key at the last pass.
-	lastGood map[peer.Key]map[ids]uint64
+	// lastGood is each session's read at the last pass.
+	lastGood map[peer.Key]sessionRead
 	views    []peerView // published by each pass; never modified
 	cfgErr   string     // the last configure's failure ("": none)
 	// early are aoctl rotate's requests: the key each neighbor's file
@@ -144,7 +144,7 @@ func New(o Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{o: o, log: o.Logger, lastGood: map[peer.Key]map[ids]uint64{}, kick: make(chan struct{}, 1),
+	return &Driver{o: o, log: o.Logger, lastGood: map[peer.Key]sessionRead{}, kick: make(chan struct{}, 1),
 		revokes: make(chan revokeAsk), early: map[peer.Key]early.Key{}, revoked: rev}, nil
 }
 

@@ -15,9 +15,25 @@ type ids [2]uint8
 func idsOf(k bird.Key) ids { return ids{k.SendID, k.RecvID} }
 
 // session is what the kernel shows of BIRD's established socket with the
-// peer: each key's pkt_good now and at the previous pass.
+// peer: each key's pkt_good now and at the previous pass (before nil:
+// no previous read of this session), its Current_key, and this read and
+// the previous one (base) as the next read's base (sessionOf).
 type session struct {
 	good, before map[ids]uint64
+	current      ids
+	hasCurrent   bool
+	read, base   sessionRead
+}
+
+// settled reports whether the base read found pref RNext_key and so did
+// the read before it: our segments that asked the peer for another key
+// landed before the first of the two (the network's delay is shorter
+// than a poll), and the peer's segments signed before it followed the
+// last of them landed before the second, so every segment verified since
+// the base was signed with the peer's Current_key for good (the
+// machine's graceSent, after its wait; roll.pml's XSENT).
+func (s *session) settled(pref ids) bool {
+	return s.before != nil && s.base.hasRNext && s.base.rnext == pref && s.base.runs >= 2
 }
 
 // rising reports whether the peer sent with key id since the last pass.
@@ -45,9 +61,21 @@ type input struct {
 
 // kept is a key planPeer keeps against the desired state, and why.
 type kept struct {
-	ID  ids
-	Why string
+	ID     ids
+	Reason keptReason
+	Why    string // the reason in words, for status
 }
+
+// keptReason is why planPeer keeps a key.
+type keptReason uint8
+
+const (
+	keptEdited     keptReason = iota + 1 // new material under its IDs, held back
+	keptUnread                           // no longer desired; BIRD's session could not be read
+	keptNoSession                        // no longer desired; no session is up (the next reconnect may need it)
+	keptInUse                            // no longer desired; the peer may still send with it
+	keptNoSendable                       // no key may be sent with now: BIRD keeps sending with it
+)
 
 // plan is one peer's key list for BIRD.
 type plan struct {
@@ -88,7 +116,7 @@ func planPeer(in input) plan {
 			// An edit in place: the written material stays.
 			w.Preferred, w.Deprecated = k.Preferred, k.Deprecated
 			k = w
-			p.Kept = append(p.Kept, kept{idsOf(k), fmt.Sprintf("key %s was edited in place in the key source: BIRD keeps the installed material (give the new material new IDs)", d.MKT.Name)})
+			p.Kept = append(p.Kept, kept{idsOf(k), keptEdited, fmt.Sprintf("key %s was edited in place in the key source: BIRD keeps the installed material (give the new material new IDs)", d.MKT.Name)})
 		}
 		if in.Session != nil && in.Session.good[idsOf(k)] > 0 {
 			seenDesired = true
@@ -102,11 +130,11 @@ func planPeer(in input) plan {
 		}
 		switch {
 		case in.Unread != nil:
-			p.Kept = append(p.Kept, kept{id, fmt.Sprintf("no longer desired, but BIRD's session with this neighbor could not be read (%v): kept until it can be seen to have switched", in.Unread)})
+			p.Kept = append(p.Kept, kept{id, keptUnread, fmt.Sprintf("no longer desired, but BIRD's session with this neighbor could not be read (%v): kept until it can be seen to have switched", in.Unread)})
 		case in.Session == nil:
-			p.Kept = append(p.Kept, kept{id, "no longer desired, but no session is up: kept for the next reconnect"})
+			p.Kept = append(p.Kept, kept{id, keptNoSession, "no longer desired, but no session is up: kept for the next reconnect"})
 		case !seenDesired || in.Session.rising(id):
-			p.Kept = append(p.Kept, kept{id, "no longer desired, but the peer still sends with it (or was not yet seen sending with a desired key): kept until it has switched"})
+			p.Kept = append(p.Kept, kept{id, keptInUse, "no longer desired, but the peer still sends with it (or was not yet seen sending with a desired key): kept until it has switched"})
 		default:
 			continue // retired: the peer sends with a desired key
 		}
@@ -127,7 +155,7 @@ func planPeer(in input) plan {
 			return plan{Err: fmt.Errorf("no key may be sent with now (none has a send lifetime covering it) and none was: BIRD refuses a key list without one; the peer's file is left as it is")}
 		}
 		p.Keys[i].Preferred, p.Keys[i].Deprecated = true, false
-		p.Kept = append(p.Kept, kept{idsOf(p.Keys[i]), "no key has a send lifetime covering now: BIRD keeps sending with it (add a key with a current send lifetime)"})
+		p.Kept = append(p.Kept, kept{idsOf(p.Keys[i]), keptNoSendable, "no key has a send lifetime covering now: BIRD keeps sending with it (add a key with a current send lifetime)"})
 	}
 	slices.SortFunc(p.Keys, func(a, b bird.Key) int {
 		if a.SendID != b.SendID {

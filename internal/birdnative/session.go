@@ -30,15 +30,55 @@ func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo
 		}
 		return nil, nil, nil
 	}
-	s := &session{good: map[ids]uint64{}, before: d.lastGood[id]}
-	for _, k := range keys {
-		s.good[ids{k.SendID, k.RecvID}] = k.PktGood
-	}
-	if s.before == nil {
-		s.before = s.good // first look: nothing seen rising yet
-	}
+	last, ok := d.lastGood[id]
+	s := sessionOf(keys, last, ok)
 	if record {
-		d.lastGood[id] = s.good
+		d.lastGood[id] = s.read
 	}
 	return keys, s, nil
+}
+
+// sessionRead is one read of BIRD's session with a peer, kept as the
+// next read's base.
+type sessionRead struct {
+	good map[ids]uint64 // each key's pkt_good
+	// rnext is the session's RNext_key (hasRNext: it has one), and runs
+	// how many reads in a row, ending with this one, found it so.
+	rnext    ids
+	hasRNext bool
+	runs     int
+}
+
+// sessionOf is the session whose keys are keys, against last, the
+// previous read (have: there is one). With no previous read (aokeyd
+// started, or the session is new) there is no base: a key the peer sent
+// with counts as rising, so no key it sent with leaves the file before a
+// second read shows its count stopped (RetireProof's rule). A count below
+// last's is another socket's (the session was re-established between two
+// reads, its counts started again): no base either. The first read was
+// taken for its own base once, which let such a key go at once
+// (TestFirstReadRetiresNothing).
+func sessionOf(keys []tcpao.KeyInfo, last sessionRead, have bool) *session {
+	s := &session{read: sessionRead{good: make(map[ids]uint64, len(keys)), runs: 1}}
+	for _, k := range keys {
+		id := ids{k.SendID, k.RecvID}
+		s.read.good[id] = k.PktGood
+		if n, ok := last.good[id]; ok && n > k.PktGood {
+			have = false
+		}
+		if k.IsCurrent {
+			s.current, s.hasCurrent = id, true
+		}
+		if k.IsRNext {
+			s.read.rnext, s.read.hasRNext = id, true
+		}
+	}
+	s.good = s.read.good
+	if have {
+		s.before, s.base = last.good, last
+		if s.read.hasRNext && last.hasRNext && last.rnext == s.read.rnext {
+			s.read.runs = last.runs + 1
+		}
+	}
+	return s
 }

@@ -118,9 +118,43 @@ mtype:step = { install, announce, switch, retire, restore };
 #define CARRIED(i) (cur[i] | rnx[i] | ev[i])
 #include "edit.pml"
 
+#ifdef EXECEND
+/* The executor end (make model's exec search, -DEXECEND): end 1 is a
+ * speaker that keys its own sockets from aokeyd's file, as BIRD does
+ * (internal/birdnative, docs/wip/birdexec.md), and end 0 aokeyd's
+ * machine. No machine runs at end 1: each pass of aokeyd's (EV
+ * configure) writes the whole key list, which BIRD applies to its session
+ * and its listener at once (bgp_reconfigure_ao_keys): the desired keys,
+ * and each key no longer desired until the retire proof lets it go
+ * (exec_). The file's preferred key (xp) is what BIRD sends its SYNs with
+ * and sets as RNext_key at each configure; its Current_key moves only as
+ * the backup of a deleted Current_key, else by the peer's RNext (the
+ * kernel). End 1 has no edits in place and no listener sync of its own
+ * (the file is its listener's list), and no revoke: a revoke leaves the
+ * file at once, in use or not (the operator's explicit action, which the
+ * never-strand rule lets through), where the machine's plan waits for
+ * the retire step's proof; end 0's revoke is modelled. */
+byte xp;   /* the file's preferred key (an ID) */
+byte xv;   /* end 1's session: the IDs whose pkt_good is above zero */
+byte xg;   /* ... whose pkt_good rose since aokeyd's last read of it */
+byte xrn;  /* end 1's RNext_key at that read (0: no read, aokeyd restarted, or a new session) */
+byte xq;   /* how many reads in a row found that RNext_key, up to 2 */
+#define PREF(c) ((c) == 1 -> xp : WANT(ph[c]))
+#define CLIENTKEYS(c) ((c) == 1 -> ln[1] : DK(ph[c]))
+#define CANOPEN(c) ((c) == 1 -> xp != 0 : (!ed[c] && ph[c] != 4))
+#define SETDESIRED1(p) ph[1] = p
+/* end 1 has the new key for end 0's revoke: its file prefers it (its
+ * desired state lags until the next configure) */
+#define HASB1 (xp == KB)
+#else
+#define PREF(c) WANT(ph[c])
+#define CLIENTKEYS(c) DK(ph[c])
 /* end c opens connections: its SYN key (0: none) */
 #define CANOPEN(c) (!ed[c] && ph[c] != 4)
-#define SYNKEY(c) (CANOPEN(c) -> WANT(ph[c]) : 0)
+#define SETDESIRED1(p) setDesired(1, p)
+#define HASB1 HASB(ph[1])
+#endif
+#define SYNKEY(c) (CANOPEN(c) -> PREF(c) : 0)
 
 #ifndef CRASHES
 #define CRASHES 1
@@ -384,6 +418,9 @@ inline receive(i, kid, rn) {
 	if
 	:: sk[1 - i] & kid ->
 		ev[1 - i] = ev[1 - i] | (IDM(kid) & KA);
+#ifdef EXECEND
+		if :: i == 0 -> xv = xv | IDM(kid); xg = xg | IDM(kid) :: else -> skip fi;
+#endif
 		if :: EPEND(1 - i) && cr[1 - i] == 2 -> cr[1 - i] = 3 :: else -> skip fi;
 		if :: st[1 - i] == announced -> gb[1 - i] = gb[1 - i] | kid :: else -> skip fi;
 		if :: st[1 - i] == grace -> og[1 - i] = og[1 - i] | kid :: else -> skip fi;
@@ -477,6 +514,84 @@ done2:
 	od
 }
 
+#ifdef EXECEND
+#ifdef MUTANT_EXEC_RETIRE_UNSEEN
+/* mutant: an old key the peer sent with leaves the file once its count
+ * stopped, before the peer was seen sending with a desired key (the
+ * proof that it sends with the preferred key dropped) */
+#define XSEEN(i) 1
+#define XSENT(i) 1
+#else
+/* the peer was seen sending with a desired key on end i's session */
+#define XSEEN(i) ((xv & DK(ph[i])) != 0)
+/* ... and with the preferred key since a read that found it RNext_key
+ * for the second time in a row: our segments that asked for another key
+ * landed before the first of the two (the network's delay is shorter
+ * than a poll), and the peer's segments signed before it followed the
+ * last of them before the second; so what it sent since was signed with
+ * its Current_key for good (the machine's graceSent after its wait) */
+#define XSENT(i) (xrn == xpref && xq == 2 && (xg & xpref))
+#endif
+
+/* One pass of aokeyd's for the executor end: birdnative's planPeer, which
+ * is rotator.PlanSocket on the file as a socket (RNext_key its preferred
+ * key, Current_key the session's) and rotator.RetireProof. Until the peer
+ * was seen sending with a desired key the file is planned as a listener
+ * every key carries: nothing goes. Then a key no longer desired that the peer never sent with (on this
+ * session) goes; one it sent with goes once the peer sent with the
+ * preferred key since a settled read (XSENT: the machine's graceSent)
+ * and no old key's pkt_good rose since that read
+ * (all or nothing, RetireProof); neither the
+ * file's preferred key nor the session's Current_key (the key the peer
+ * last authenticated BIRD's segments with, which its RNext may still ask
+ * for) ever. */
+inline exec_(i) {
+	xnext = rnx[i];   /* the read: RNext_key before this configure's write */
+	xpref = (WANT(ph[i]) != 0 -> WANT(ph[i]) : xp);
+	stale = ln[i] & ~DK(ph[i]);
+	pdel = 0;
+	if
+	:: XSEEN(i) ->
+		pdel = pdel | (stale & ~xpref & ~cur[i] & ~xv);
+		if
+		:: XSENT(i) && !(xg & stale) -> pdel = pdel | (stale & ~xpref & ~cur[i])
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi;
+	k = 1;
+	do
+	:: k <= 2 && (pdel & k) -> deleting(i, k); k = k * 2
+	:: k <= 2 && !(pdel & k) -> k = k * 2
+	:: k > 2 -> break
+	od;
+	ln[i] = (ln[i] | DK(ph[i])) & ~pdel;
+	sk[i] = ln[i];
+	ev[i] = ev[i] & ~pdel; xv = xv & ~pdel;
+	xp = (WANT(ph[i]) != 0 -> WANT(ph[i]) : (ln[i] & xp));
+	if
+	:: xp != 0 -> rnx[i] = xp
+	:: else -> skip
+	fi;
+	if
+	:: cur[i] != 0 && !(sk[i] & cur[i]) -> cur[i] = xp
+	:: else -> skip
+	fi;
+	xq = (xnext == xrn && xrn != 0 -> (xq < 2 -> xq + 1 : 2) : 1);
+	xg = 0; xrn = xnext
+}
+
+proctype executor(byte i) {
+	byte stale, pdel, k, xpref, xnext;
+end:
+	do
+	:: atomic { fl[i] == 0 -> printf("EV configure %d\n", i); exec_(i); polled(i); stale = 0; pdel = 0; k = 0; xpref = 0; xnext = 0; SHOW }
+	/* aokeyd restarts: the previous read (the base) is lost */
+	:: atomic { crashes > 0 -> crashes--; printf("EV crash %d\n", i); xrn = 0; xq = 0; SHOW }
+	od
+}
+#endif
+
 /* The daemon's listener sync of end i (rotator.SyncListener with
  * Observed.Carried): the desired keys are added; a key no longer desired
  * goes unless the end's session carries its IDs; a revoked key goes
@@ -539,13 +654,17 @@ inline setDesired(i, p) {
  * (connectguard's ConnectKeys); the accepted socket has the listener's
  * keys, Current_key by the SYN's RNextKeyID, RNext by its KeyID. */
 inline reconnect(c) {
-	sk[c] = DK(ph[c]); cur[c] = WANT(ph[c]); rnx[c] = WANT(ph[c]);
-	sk[1 - c] = ln[1 - c]; cur[1 - c] = WANT(ph[c]); rnx[1 - c] = WANT(ph[c]);
+	sk[c] = CLIENTKEYS(c); cur[c] = PREF(c); rnx[c] = PREF(c);
+	sk[1 - c] = ln[1 - c]; cur[1 - c] = PREF(c); rnx[1 - c] = PREF(c);
 	reset(0); reset(1); fl[0] = 0; fl[1] = 0; cr[0] = 0; cr[1] = 0;
 	/* counters: the client verified the SYN-ACK with its preferred key;
 	 * the accepted socket's copies start at zero; the listener's key
 	 * verified the SYN */
-	ev[c] = WANT(ph[c]) & KA; ev[1 - c] = 0;
+	ev[c] = PREF(c) & KA; ev[1 - c] = 0;
+#ifdef EXECEND
+	/* end 1's new session: no base (its counts start again) */
+	xv = (c == 1 -> PREF(c) : 0); xg = xv; xrn = 0; xq = 0;
+#endif
 	if
 	:: SYNKEY(c) == KA -> lg[1 - c] = 1
 	:: else -> skip
@@ -567,24 +686,30 @@ proctype env() {
 end:
 	do
 	:: atomic { ph[0] == 0 -> setDesired(0, 1); printf("EV deliver 0 1\n"); SHOW }
-	:: atomic { ph[1] == 0 -> setDesired(1, 1); printf("EV deliver 1 1\n"); SHOW }
+	:: atomic { ph[1] == 0 -> SETDESIRED1(1); printf("EV deliver 1 1\n"); SHOW }
 	/* A's lifetime ends, whatever the other end holds (a lagging peer) */
 	:: atomic { ph[0] == 1 -> setDesired(0, 2); printf("EV expire 0 2\n"); SHOW }
-	:: atomic { ph[1] == 1 -> setDesired(1, 2); printf("EV expire 1 2\n"); SHOW }
+	:: atomic { ph[1] == 1 -> SETDESIRED1(2); printf("EV expire 1 2\n"); SHOW }
 	/* ... with no successor */
 	:: atomic { ph[0] == 0 -> setDesired(0, 4); printf("EV expire 0 4\n"); SHOW }
-	:: atomic { ph[1] == 0 -> setDesired(1, 4); printf("EV expire 1 4\n"); SHOW }
+	:: atomic { ph[1] == 0 -> SETDESIRED1(4); printf("EV expire 1 4\n"); SHOW }
 	/* ... and the successor comes late */
 	:: atomic { ph[0] == 4 -> setDesired(0, 2); printf("EV deliver 0 2\n"); SHOW }
-	:: atomic { ph[1] == 4 -> setDesired(1, 2); printf("EV deliver 1 2\n"); SHOW }
-	:: atomic { ph[0] == 1 && HASB(ph[1]) -> setDesired(0, 3); printf("EV deliver 0 3\n"); SHOW }
-	:: atomic { ph[1] == 1 && HASB(ph[0]) -> setDesired(1, 3); printf("EV deliver 1 3\n"); SHOW }
+	:: atomic { ph[1] == 4 -> SETDESIRED1(2); printf("EV deliver 1 2\n"); SHOW }
+	:: atomic { ph[0] == 1 && HASB1 -> setDesired(0, 3); printf("EV deliver 0 3\n"); SHOW }
+#ifndef EXECEND
+	:: atomic { ph[1] == 1 && HASB(ph[0]) -> SETDESIRED1(3); printf("EV deliver 1 3\n"); SHOW }
+#endif
 	/* A edited in place in end i's key source */
 	:: atomic { EDITS && ph[0] <= 1 && !ed[0] -> ed[0] = 1; syncListener(0); printf("EV edit 0\n"); SHOW }
+#ifndef EXECEND
 	:: atomic { EDITS && ph[1] <= 1 && !ed[1] -> ed[1] = 1; syncListener(1); printf("EV edit 1\n"); SHOW }
+#endif
 	/* the daemon's periodic pass syncs a listener that is out of date */
 	:: atomic { LNT(0) != ln[0] -> syncListener(0); printf("EV lsync 0\n"); SHOW }
+#ifndef EXECEND
 	:: atomic { LNT(1) != ln[1] -> syncListener(1); printf("EV lsync 1\n"); SHOW }
+#endif
 	/* the session drops: BGP connects both ways, a SYN with the client's
 	 * preferred key needs that key on the other end's listener */
 	:: atomic { reconnects > 0 -> reconnects--;
@@ -617,7 +742,12 @@ init {
 		SHOW;
 		run env();
 		run link(0); run link(1);
+#ifdef EXECEND
+		xp = KA;
+		run aokeyd(0); run executor(1)
+#else
 		run aokeyd(0); run aokeyd(1)
+#endif
 	}
 }
 
