@@ -87,83 +87,6 @@ func randomInput(r *rand.Rand) input {
 	return in
 }
 
-// knownDifference says why planFile's file may differ from planPeer's for
-// in ("": it may not), given both files' keys. Each is the rotator's rule
-// where planPeer had its own, and neither strands (docs/wip/birdexec.md):
-//   - all-or-nothing: RetireProof lets the old keys go only once none of
-//     them (nor a revoked key the peer sends with) verified a segment
-//     since the last read; planPeer retired each key whose own count
-//     stopped. planFile keeps a key planPeer retired, never the reverse.
-//   - no-sendable: no key may be sent with and the key written preferred
-//     is no longer desired: BIRD sends with it, so planFile keeps it (the
-//     file's RNext_key); planPeer retired it and then refused the file.
-//   - unproven: the peer was not seen sending with the preferred key
-//     since a settled read (session.settled): planFile keeps the keys it
-//     sent with; planPeer took any desired key's segment, ever, for the
-//     proof (TestRetireNeedsTheNewKeySeen: a defect, roll.pml's executor
-//     end finds the peer sending with the dropped key).
-//   - session-current: BIRD's session sends with the key (its
-//     Current_key, which the peer's RNext chose): planFile keeps it, as
-//     the rotator keeps a Current_key; planPeer dropped it (the key the
-//     peer last authenticated BIRD's segments with).
-func knownDifference(in input, old, nw plan) string {
-	wpref := slices.IndexFunc(in.Written, func(w bird.Key) bool { return w.Preferred })
-	if in.Preferred < 0 && wpref >= 0 && desiredIndex(in.Desired, idsOf(in.Written[wpref])) < 0 {
-		if nw.Err == nil && !slices.ContainsFunc(nw.Keys, func(k bird.Key) bool { return k.Preferred && idsOf(k) == idsOf(in.Written[wpref]) }) {
-			return "" // planFile dropped the key BIRD sends with
-		}
-		return "no-sendable"
-	}
-	if old.Err != nil || nw.Err != nil || in.Session == nil {
-		return ""
-	}
-	for _, k := range old.Keys {
-		if !slices.ContainsFunc(nw.Keys, func(n bird.Key) bool { return idsOf(n) == idsOf(k) }) {
-			return "" // planFile dropped a key planPeer kept
-		}
-	}
-	s := in.Session
-	if s.hasCurrent && !slices.ContainsFunc(old.Keys, func(k bird.Key) bool { return idsOf(k) == s.current }) &&
-		slices.ContainsFunc(nw.Keys, func(k bird.Key) bool { return idsOf(k) == s.current }) {
-		return "session-current"
-	}
-	if pref := fileAsSocket(in).pref; pref < 0 || !s.settled(schedIDs(in.Desired[pref])) || !s.rising(schedIDs(in.Desired[pref])) {
-		return "unproven"
-	}
-	if slices.ContainsFunc(in.Written, func(w bird.Key) bool {
-		return desiredIndex(in.Desired, idsOf(w)) < 0 && s.rising(idsOf(w))
-	}) {
-		return "all-or-nothing"
-	}
-	return ""
-}
-
-// TestPlanFileIsPlanPeer: the file planned by the rotator's planner
-// (planFile) is planPeer's, on TestPlanPeer's cases and random inputs,
-// but for the known differences (knownDifference).
-func TestPlanFileIsPlanPeer(t *testing.T) {
-	for _, tc := range planPeerCases() {
-		if o, n := fileOf(planPeer(tc.in)), fileOf(planFile(tc.in)); o != n {
-			t.Errorf("%s: planFile wrote\n%s\nplanPeer\n%s", tc.name, n, o)
-		}
-	}
-	r := rand.New(rand.NewPCG(50, 1))
-	known := map[string]int{}
-	for i := range 20000 {
-		in := randomInput(r)
-		old, nw := planPeer(in), planFile(in)
-		if fileOf(old) == fileOf(nw) && old.Disabled == nw.Disabled {
-			continue
-		}
-		why := knownDifference(in, old, nw)
-		if why == "" {
-			t.Fatalf("input %d: %s\nplanFile wrote\n%s\nplanPeer\n%s", i, describe(in), fileOf(nw), fileOf(old))
-		}
-		known[why]++
-	}
-	t.Logf("known differences: %v", known)
-}
-
 // describe renders in for a failure.
 func describe(in input) string {
 	var b bytes.Buffer
@@ -186,7 +109,7 @@ func proved(in input) bool {
 	return pref >= 0 && in.Session.settled(schedIDs(in.Desired[pref])) && in.Session.rising(schedIDs(in.Desired[pref]))
 }
 
-// TestPlanFileNeverStrands: the never-strand rule on random inputs. No
+// TestPlanPeerNeverStrands: the never-strand rule on random inputs. No
 // revoked key is written and every desired one is; while the session is
 // not read, or before the peer was seen sending with a desired key, no
 // written key leaves but a revoked one; a key whose pkt_good rose since
@@ -194,11 +117,11 @@ func proved(in input) bool {
 // BIRD's session's Current_key and, until the peer was seen sending with
 // the preferred key since a settled read, every key it sent with; and with
 // no key to send with, the key written preferred stays and is preferred.
-func TestPlanFileNeverStrands(t *testing.T) {
+func TestPlanPeerNeverStrands(t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 2))
 	for i := range 20000 {
 		in := randomInput(r)
-		p := planFile(in)
+		p := planPeer(in)
 		if p.Err != nil {
 			continue
 		}
