@@ -2,7 +2,6 @@ package birdnative
 
 import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -10,21 +9,13 @@ import (
 // there is none) and its keys' pkt_good against the previous pass's.
 func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo, *session, error) {
 	// The kernel is read without the lock: Status must not wait on it.
-	refs, err := sockets.System{}.Connections(pid, id.Addr)
-	var keys []tcpao.KeyInfo
-	if err == nil && len(refs) > 0 {
-		err = sockets.System{}.With(refs[0], func(fd int) error {
-			var err error
-			keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-			return err
-		})
-	}
+	keys, there, err := d.sessionKeys(pid, id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(refs) == 0 {
+	if !there {
 		if record {
 			delete(d.lastGood, id)
 		}
