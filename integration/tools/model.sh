@@ -105,6 +105,20 @@ search() {
 	printf 'states=%s depth=%s errors=%s mem=%s secs=%s\n' "$states" "$depth" "$errors" "$mem" "$secs" >"$out/result"
 }
 
+# reported NAME SPINFLAGS MODEL: one exhaustive safety search of MODEL,
+# reported as "model: NAME states=N depth=D errors=E" with the
+# counterexample of an error (rc=1 then).
+reported() {
+	search "$1" "$2" "" "-DNOCLAIM" "$3"
+	eval "$(cat "$work/$1/result")"
+	if [ -s "$work/$1/trail" ]; then
+		echo "  $1 counterexample:"
+		cat "$work/$1/trail"
+	fi
+	[ "$errors" = 0 ] || rc=1
+	echo "model: $1 states=$states depth=$depth errors=$errors"
+}
+
 rc=0
 if [ $# -eq 0 ]; then
 	# Safety, assertions only, in two searches that together take every
@@ -126,25 +140,11 @@ if [ $# -eq 0 ]; then
 	wait "$safety_pid" || exit 1
 	wait "$liveness_pid" || exit 1
 	# The TCP-MD5 to TCP-AO migration (migrate.pml): safety, exhaustive.
-	search migrate "" "" "-DNOCLAIM" migrate.pml
-	eval "$(cat "$work/migrate/result")"
-	if [ -s "$work/migrate/trail" ]; then
-		echo "  migrate counterexample:"
-		cat "$work/migrate/trail"
-	fi
-	[ "$errors" = 0 ] || rc=1
-	echo "model: migrate states=$states depth=$depth errors=$errors"
+	reported migrate "" migrate.pml
 	# The executor end (roll.pml -DEXECEND: end 1 keys its own sockets
 	# from aokeyd's file, as BIRD; internal/birdnative): safety, exhaustive,
 	# every fault its end has.
-	search exec "-DEXECEND" "" "-DNOCLAIM"
-	eval "$(cat "$work/exec/result")"
-	if [ -s "$work/exec/trail" ]; then
-		echo "  exec counterexample:"
-		cat "$work/exec/trail"
-	fi
-	[ "$errors" = 0 ] || rc=1
-	echo "model: exec states=$states depth=$depth errors=$errors"
+	reported exec "-DEXECEND" roll.pml
 	eval "$(cat "$work/safety/result")"
 	s_states=$states s_depth=$depth s_errors=$errors s_mem=$mem s_secs=$secs
 	eval "$(cat "$work/edits/result")"
