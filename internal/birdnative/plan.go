@@ -27,15 +27,16 @@ type session struct {
 	read, base   sessionRead
 }
 
-// settled reports whether the base read found pref RNext_key and so did
-// the read before it: our segments that asked the peer for another key
-// landed before the first of the two (the network's delay is shorter
-// than a poll), and the peer's segments signed before it followed the
-// last of them landed before the second, so every segment verified since
-// the base was signed with the peer's Current_key for good (the
-// machine's graceSent, after its wait; roll.pml's XSENT).
+// settled reports whether the base read found pref RNext_key, as every
+// read had since one settleAfter (two network delays) before it: our
+// segments that asked the peer for another key were sent before that
+// first read and landed within a delay, and the peer's segments signed
+// before it followed the last of them landed within another, so every
+// segment verified since the base was signed with the peer's Current_key
+// for good (the machine's graceSent, after its wait; exec.pml's XSENT,
+// where two reads in a row stand for the two delays).
 func (s *session) settled(pref ids) bool {
-	return s.before != nil && s.base.hasRNext && s.base.rnext == pref && s.base.runs >= 2
+	return s.before != nil && s.base.hasRNext && s.base.rnext == pref && s.base.at.Sub(s.base.since) >= settleAfter
 }
 
 // rising reports whether the peer sent with key id since the last pass.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/policy"
@@ -28,7 +29,7 @@ func fileOf(p plan) string {
 // material (an edit in place); revoked keys not desired; and no session,
 // an unread one, or one whose keys (those of the file) have pkt_good now
 // and at the previous read (before nil: the first read), with a
-// Current_key and the previous read's RNext_key and its run of reads.
+// Current_key and the previous read's RNext_key, settled or not.
 func randomInput(r *rand.Rand) input {
 	var in input
 	sendable := false
@@ -66,9 +67,9 @@ func randomInput(r *rand.Rand) input {
 		s := &session{good: map[ids]uint64{}}
 		if r.IntN(4) > 0 {
 			s.before = map[ids]uint64{}
-			s.base.runs = 1 + r.IntN(3)
 			if i := r.IntN(len(in.Written) + 1); i < len(in.Written) {
-				s.base.rnext, s.base.hasRNext = idsOf(in.Written[i]), true
+				s.base = settledOn(idsOf(in.Written[i]), s.before)
+				s.base.since = s.base.since.Add(time.Duration(r.IntN(3)-1) * time.Second)
 			}
 		}
 		if i := r.IntN(2 * (len(in.Written) + 1)); i < len(in.Written) {

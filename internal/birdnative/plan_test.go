@@ -3,6 +3,7 @@ package birdnative
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -46,7 +47,14 @@ func flags(p plan) string {
 // RNext_key was key 2 (TestPlanPeer's preferred key) at that read and the
 // one before (settled).
 func sess(good, before map[ids]uint64) *session {
-	return &session{good: good, before: before, base: sessionRead{good: before, rnext: ids{2, 102}, hasRNext: true, runs: 2}}
+	return &session{good: good, before: before, base: settledOn(ids{2, 102}, before)}
+}
+
+// settledOn is a base read that found rnext RNext_key, as the reads had
+// for settleAfter before it.
+func settledOn(rnext ids, good map[ids]uint64) sessionRead {
+	at := time.Date(2026, 12, 6, 17, 0, 0, 0, time.UTC)
+	return sessionRead{good: good, at: at, rnext: rnext, hasRNext: true, since: at.Add(-settleAfter)}
 }
 
 // planPeerCase is one of TestPlanPeer's cases: an input and its file
@@ -130,9 +138,7 @@ func TestFirstReadRetiresNothing(t *testing.T) {
 		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{SendID: send, RecvID: send + 100}, PktGood: good, IsRNext: send == 2, IsCurrent: send == 2}
 	}
 	in := input{Desired: []policy.ScheduledKey{sk(2, true)}, Preferred: 0, Written: []bird.Key{wk(1, false), wk(2, true)}}
-	settled := func(good map[ids]uint64) sessionRead {
-		return sessionRead{good: good, rnext: ids{2, 102}, hasRNext: true, runs: 2}
-	}
+	settled := func(good map[ids]uint64) sessionRead { return settledOn(ids{2, 102}, good) }
 	for _, tc := range []struct {
 		name string
 		last sessionRead
@@ -148,7 +154,7 @@ func TestFirstReadRetiresNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := in
-			in.Session = sessionOf(tc.now, tc.last, tc.have)
+			in.Session = sessionOf(tc.now, tc.last, tc.have, tc.last.at.Add(time.Second))
 			if got := flags(planPeer(in)); got != tc.want {
 				t.Errorf("plan %q, want %q", got, tc.want)
 			}
@@ -163,8 +169,12 @@ func TestFirstReadRetiresNothing(t *testing.T) {
 // BIRD's session sends with.
 func TestRetireNeedsTheNewKeySeen(t *testing.T) {
 	one, two := ids{1, 101}, ids{2, 102}
-	base := func(rnext ids, runs int, good map[ids]uint64) sessionRead {
-		return sessionRead{good: good, rnext: rnext, hasRNext: true, runs: runs}
+	// base is a base read that found rnext RNext_key, as the reads had for
+	// the time before it.
+	base := func(rnext ids, d time.Duration) sessionRead {
+		b := settledOn(rnext, nil)
+		b.since = b.at.Add(-d)
+		return b
 	}
 	for _, tc := range []struct {
 		name string
@@ -172,15 +182,15 @@ func TestRetireNeedsTheNewKeySeen(t *testing.T) {
 		want string
 	}{
 		{"the peer's switch is proved: key 2 rose since a settled read, key 1 did not",
-			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, 2, nil)}, "2p"},
+			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, settleAfter)}, "2p"},
 		{"key 2 did not rise since the base: the peer may send with key 1 at its next keepalive",
-			&session{good: map[ids]uint64{one: 50, two: 3}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, 2, nil)}, "1d 2p"},
+			&session{good: map[ids]uint64{one: 50, two: 3}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, settleAfter)}, "1d 2p"},
 		{"the base found key 1 RNext_key: our last segments asking for it may still switch the peer back",
-			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(one, 5, nil)}, "1d 2p"},
-		{"the base was the first read with key 2 RNext_key: the peer's segments signed before it followed may be in flight",
-			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, 1, nil)}, "1d 2p"},
+			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(one, time.Minute)}, "1d 2p"},
+		{"the base was read too soon after key 2 became RNext_key: the peer's segments signed before it followed may be in flight",
+			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, settleAfter-time.Millisecond)}, "1d 2p"},
 		{"BIRD's session sends with key 1 (the peer's RNext asks for it): kept",
-			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, 2, nil), current: one, hasCurrent: true}, "1d 2p"},
+			&session{good: map[ids]uint64{one: 50, two: 9}, before: map[ids]uint64{one: 50, two: 3}, base: base(two, settleAfter), current: one, hasCurrent: true}, "1d 2p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := input{Desired: []policy.ScheduledKey{sk(2, true)}, Preferred: 0, Written: []bird.Key{wk(1, false), wk(2, true)}, Session: tc.s}

@@ -1,6 +1,8 @@
 package birdnative
 
 import (
+	"time"
+
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -22,7 +24,7 @@ func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo
 		return nil, nil, nil
 	}
 	last, ok := d.lastGood[id]
-	s := sessionOf(keys, last, ok)
+	s := sessionOf(keys, last, ok, d.o.Now())
 	if record {
 		d.lastGood[id] = s.read
 	}
@@ -33,12 +35,19 @@ func (d *Driver) readSession(pid int, id peer.Key, record bool) ([]tcpao.KeyInfo
 // next read's base.
 type sessionRead struct {
 	good map[ids]uint64 // each key's pkt_good
-	// rnext is the session's RNext_key (hasRNext: it has one), and runs
-	// how many reads in a row, ending with this one, found it so.
+	at   time.Time      // when it was read
+	// rnext is the session's RNext_key (hasRNext: it has one), and since
+	// when the reads in a row ending with this one found it so.
 	rnext    ids
 	hasRNext bool
-	runs     int
+	since    time.Time
 }
+
+// settleAfter is how long after the first read that found a key BIRD's
+// RNext_key a later read is a base the retire proof may count from
+// (session.settled): twice the network's delay, which the rotator takes
+// to be shorter than its poll of a second.
+const settleAfter = 2 * time.Second
 
 // sessionOf is the session whose keys are keys, against last, the
 // previous read (have: there is one). With no previous read (aokeyd
@@ -49,8 +58,8 @@ type sessionRead struct {
 // reads, its counts started again): no base either. The first read was
 // taken for its own base once, which let such a key go at once
 // (TestFirstReadRetiresNothing).
-func sessionOf(keys []tcpao.KeyInfo, last sessionRead, have bool) *session {
-	s := &session{read: sessionRead{good: make(map[ids]uint64, len(keys)), runs: 1}}
+func sessionOf(keys []tcpao.KeyInfo, last sessionRead, have bool, now time.Time) *session {
+	s := &session{read: sessionRead{good: make(map[ids]uint64, len(keys)), at: now, since: now}}
 	for _, k := range keys {
 		id := ids{k.SendID, k.RecvID}
 		s.read.good[id] = k.PktGood
@@ -68,7 +77,7 @@ func sessionOf(keys []tcpao.KeyInfo, last sessionRead, have bool) *session {
 	if have {
 		s.before, s.base = last.good, last
 		if s.read.hasRNext && last.hasRNext && last.rnext == s.read.rnext {
-			s.read.runs = last.runs + 1
+			s.read.since = last.since
 		}
 	}
 	return s

@@ -21,7 +21,9 @@
  * landed before the first of the two (the network's delay is shorter
  * than a poll), and the peer's segments signed before it followed the
  * last of them before the second; so what it sent since was signed with
- * its Current_key for good (the machine's graceSent after its wait) */
+ * its Current_key for good (the machine's graceSent after its wait;
+ * birdnative's session.settled, where the two reads are two network
+ * delays, settleAfter) */
 #define XSENT(i) (xrn == xpref && xq == 2 && (xg & xpref))
 #endif
 
