@@ -195,7 +195,7 @@ type machine struct {
 	// it back as RNext_key counts it carried from that write on.
 	oldCarried CarriedKey
 	baseGood   uint64
-	oldGood    map[tcpao.KeyRef]uint64
+	oldGood    GoodCounts // the retire step's base (RetireProof)
 	// ownCur is the Current_key this roll's own writes left on the socket
 	// (invalid when they did not change it): Current_key equal to it is no
 	// sign that the peer switched.

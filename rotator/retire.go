@@ -34,10 +34,8 @@ func (m *machine) awaitNewKey(now time.Time) time.Time {
 }
 
 func (m *machine) toGrace(now time.Time, obs *Observed) time.Time {
-	m.oldGood = make(map[tcpao.KeyRef]uint64, len(obs.Keys))
-	for _, k := range obs.Keys {
-		m.oldGood[k.KeyRef] = k.PktGood
-	}
+	m.oldGood = make(GoodCounts, len(obs.Keys))
+	m.oldGood.Note(obs)
 	m.graceGood, m.graceBase, m.graceSent = 0, false, !m.desired.WantRNext.Valid
 	at := now.Add(m.cfg.Grace)
 	m.enter(StateGrace, now, "delete old keys after the grace period once their pkt_good stops rising", at)
@@ -73,27 +71,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	// Desired.Retire. Stale keys the peer never sent with go in any plan.
 	// A revoked key the peer sent with goes the same way: the plan
 	// deletes it, and this step waits for the same proof first.
-	var retire []tcpao.KeyRef
-	rising, used := false, false
-	gone := func(r tcpao.KeyRef, in bool) {
-		for _, k := range obs.Keys {
-			if k.KeyRef == normRef(r) && (!in || !k.IsCurrent && !k.IsRNext) {
-				if in {
-					retire = append(retire, k.KeyRef)
-				}
-				rising = rising || k.PktGood > m.oldGood[k.KeyRef]
-				used = used || k.PktGood > 0
-			}
-		}
-	}
-	for _, op := range sp.Ops {
-		if op.Kind == OpDel {
-			gone(op.Del.KeyRef, false)
-		}
-	}
-	for _, h := range sp.Deferred {
-		gone(h.Ref, true)
-	}
+	rp := RetireProof(sp, m.oldGood, *obs)
 	// The peer's Current_key follows our RNext only once a segment of
 	// ours reaches it; a segment of ours from before the announce may
 	// even move it back. Before an old key the peer sent with goes, the
@@ -103,19 +81,17 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	// further apart. A Current_key switched by the peer's RNext, or a
 	// segment with the new key during the switch, proves only that the
 	// peer holds the new key.
-	if used && !m.graceSent && !m.sawNewKey(obs) {
+	if rp.Used && !m.graceSent && !m.sawNewKey(obs) {
 		return m.awaitNewKey(now)
 	}
-	for _, k := range obs.Keys {
-		m.oldGood[k.KeyRef] = k.PktGood
-	}
-	if rising {
+	m.oldGood.Note(obs)
+	if rp.Rising {
 		m.st.NextAction, m.st.NextAt = "old key's pkt_good still rising: wait", now.Add(m.cfg.Poll)
 		return m.st.NextAt
 	}
 	d := m.desired
-	if len(retire) > 0 {
-		d.Retire = retire
+	if len(rp.Retire) > 0 {
+		d.Retire = rp.Retire
 		sp = PlanSocket(d, *obs)
 	}
 	if !sp.Empty() {
@@ -165,6 +141,73 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	}
 	m.enter(StateSteady, now, "watch", m.steadyAt(now))
 	return m.st.NextAt
+}
+
+// GoodCounts are keys' pkt_good as last read, by each key's reference as
+// the kernel reports it: the base RetireProof compares a read against.
+type GoodCounts map[tcpao.KeyRef]uint64
+
+// Note sets each key of o to its count in o; a key o does not hold keeps
+// the count it had.
+func (c GoodCounts) Note(o *Observed) {
+	for _, k := range o.Keys {
+		c[k.KeyRef] = k.PktGood
+	}
+}
+
+// Retirement is what one full read of an established socket proves of the
+// old keys a plan of it removes or defers (RetireProof).
+type Retirement struct {
+	// Retire are the deferred keys that are neither Current_key nor
+	// RNext_key: the ones a plan may delete once the proof holds, by
+	// naming them in Desired.Retire (the never-strand rule keeps them
+	// otherwise: the peer sent with them).
+	Retire []tcpao.KeyRef
+	// Used: the peer sent with one of the old keys (pkt_good above zero).
+	// Before they go, the peer must be seen sending with a key it is
+	// meant to use (the machine: the new key, after the grace period).
+	Used bool
+	// Rising: one of the old keys verified a segment since the base: the
+	// peer may still send with it, and none of them goes.
+	Rising bool
+}
+
+// Proven reports whether the old keys may go, given whether the peer was
+// seen sending with a key it is meant to use.
+func (r Retirement) Proven(sawNew bool) bool { return !r.Rising && (!r.Used || sawNew) }
+
+// RetireProof is the retire step's proof over sp, a plan of the socket
+// now (PlanSocket): which of the keys sp defers may go once the peer is
+// proved to have moved off them, whether the peer sent with any of the
+// keys sp deletes or defers, and whether one of them verified a segment
+// since prev (a key prev lacks counts from zero: with no base, a key the
+// peer sent with is rising). It is pure: machine.retire calls it on each
+// full read after the grace period, and a speaker that keys its own
+// sockets (internal/birdnative) on each read of its session.
+func RetireProof(sp SocketPlan, prev GoodCounts, now Observed) Retirement {
+	var r Retirement
+	gone := func(ref tcpao.KeyRef, deferred bool) {
+		ref = normRef(ref)
+		for _, k := range now.Keys {
+			if k.KeyRef != ref || deferred && (k.IsCurrent || k.IsRNext) {
+				continue
+			}
+			if deferred {
+				r.Retire = append(r.Retire, k.KeyRef)
+			}
+			r.Rising = r.Rising || k.PktGood > prev[k.KeyRef]
+			r.Used = r.Used || k.PktGood > 0
+		}
+	}
+	for _, op := range sp.Ops {
+		if op.Kind == OpDel {
+			gone(op.Del.KeyRef, false)
+		}
+	}
+	for _, h := range sp.Deferred {
+		gone(h.Ref, true)
+	}
+	return r
 }
 
 // keptFrom records in the status the keys of obs that carry the session

@@ -27,8 +27,9 @@ func (d *Driver) Status(_ context.Context, peerArg string) (control.StatusReport
 	if cs.LastError != nil {
 		rep.KeySource.LastError = cs.LastError.Error()
 	}
+	cfgErr := d.configErr()
 	d.mu.Lock()
-	views, cfgErr := d.views, d.cfgErr
+	views := d.views
 	rep.Warnings = append(rep.Warnings, d.configWarn...)
 	d.mu.Unlock()
 	if cfgErr != "" {

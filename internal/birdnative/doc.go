@@ -5,8 +5,8 @@
 // reconfigured once a pass (`birdc configure`), and every file is put back
 // when BIRD refuses. BIRD's sockets are read from the kernel, never
 // written, to see which key the peer sends with: a key leaves a file only
-// once the peer was seen to move off it (planPeer, the never-strand rule
-// here). A binding of a prefix never reaches the driver: BIRD's kind has
+// once the peer was seen to move off it (planPeer: the rotator's planner
+// and retire proof on the file as a socket, the never-strand rule here). A binding of a prefix never reaches the driver: BIRD's kind has
 // no PrefixBindings capability, so the policy refuses it when loaded.
 //
 // The Driver runs its own loop (Run) beside internal/daemon's pass and

@@ -66,16 +66,14 @@ type Options struct {
 
 // Driver keeps BIRD's TCP-AO keys from aokeyd's key source through BIRD's
 // own configuration (doc.go). Run's goroutine alone writes the files and
-// reconfigures BIRD; the control API reads published views and asks the
-// run loop for revokes.
+// reconfigures BIRD, through its Executor (the files, BIRD's control
+// socket and binary, its sockets in the kernel: the pieces the daemon's
+// pass will run BIRD on); the control API reads published views and asks
+// the run loop for revokes.
 type Driver struct {
-	o   Options
-	log *slog.Logger
-	// The run loop's own.
-	timing  passTiming // the last pass's
-	retryAt time.Time
-	backoff time.Duration
-	mended  map[string]time.Time // protocol name: when mend last enabled it
+	*Executor
+	o       Options
+	log     *slog.Logger
 	kick    chan struct{}
 	revokes chan revokeAsk
 	// revoked is the revocation record (safe for concurrent use): the run
@@ -83,10 +81,9 @@ type Driver struct {
 	revoked *revocation.Store
 
 	mu sync.Mutex
-	// lastGood is each session's pkt_good per key at the last pass.
-	lastGood map[peer.Key]map[ids]uint64
+	// lastGood is each session's read at the last pass.
+	lastGood map[peer.Key]sessionRead
 	views    []peerView // published by each pass; never modified
-	cfgErr   string     // the last configure's failure ("": none)
 	// early are aoctl rotate's requests: the key each neighbor's file
 	// prefers until the schedule reaches it (early.Key).
 	early map[peer.Key]early.Key
@@ -127,7 +124,7 @@ func New(o Options) (*Driver, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.PID == nil {
-		o.PID = func() (int, error) { return sockets.FindProcess("bird", "speaker.bird.pid_file") }
+		o.PID = findBird
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
@@ -144,9 +141,14 @@ func New(o Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{o: o, log: o.Logger, lastGood: map[peer.Key]map[ids]uint64{}, kick: make(chan struct{}, 1),
+	ex := NewExecutor(ExecOptions{Dir: o.Dir, Control: o.Control, Bird: o.Bird, ReadGID: o.ReadGID, PID: o.PID, Port: o.Port, Logger: o.Logger, Now: o.Now})
+	return &Driver{Executor: ex, o: o, log: o.Logger, lastGood: map[peer.Key]sessionRead{}, kick: make(chan struct{}, 1),
 		revokes: make(chan revokeAsk), early: map[peer.Key]early.Key{}, revoked: rev}, nil
 }
+
+// findBird finds BIRD's process by its name (speaker.bird.pid_file
+// names it when there are several).
+func findBird() (int, error) { return sockets.FindProcess("bird", "speaker.bird.pid_file") }
 
 // Kick asks for a pass now.
 func (d *Driver) Kick() {
@@ -262,14 +264,7 @@ type change struct {
 func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Time, only map[peer.Key]bool, record bool) ([]peerView, []change) {
 	pol := d.policy()
 	pid, pidErr := d.o.PID()
-	protos := map[peer.Key]bird.Protocol{}
-	if out, err := bird.Command(d.o.Control, "show protocols all"); err == nil {
-		for _, p := range bird.ParseProtocols(out) {
-			if p.Proto == "BGP" && p.Neighbor.IsValid() {
-				protos[peer.KeyOf(p.Neighbor, "")] = p
-			}
-		}
-	}
+	protos := d.readProtocols()
 	var views []peerView
 	var changes []change
 	for _, b := range pol.Bindings() {
@@ -348,22 +343,31 @@ func (d *Driver) plan(ctx context.Context, snap *keystore.Snapshot, now time.Tim
 		zeroKeys(in.Written)
 		views = append(views, v)
 	}
-	// Every new file through BIRD's parser, in one run.
+	ok := checked(ctx, d.o.Bird, changes, func(c change, err error) {
+		views[c.view].Warnings = append(views[c.view].Warnings, err.Error())
+	})
+	return views, ok
+}
+
+// checked runs every new file through BIRD's parser, in one run
+// (validate), and returns the changes it takes; refused hears of each
+// other one (its error's hex masked), whose new bytes are cleared.
+func checked(ctx context.Context, birdBin string, changes []change, refused func(change, error)) []change {
 	files := make([][]byte, len(changes))
 	for i, c := range changes {
 		files[i] = c.next
 	}
-	errs := validate(ctx, d.o.Bird, files)
+	errs := validate(ctx, birdBin, files)
 	ok := changes[:0]
 	for i, c := range changes {
 		if errs[i] != nil {
-			views[c.view].Warnings = append(views[c.view].Warnings, maskHex(errs[i].Error()))
+			refused(c, errors.New(maskHex(errs[i].Error())))
 			clear(c.next)
 			continue
 		}
 		ok = append(ok, c)
 	}
-	return views, ok
+	return ok
 }
 
 // preferred is the key BIRD sends with: the policy's, or the key aoctl
@@ -389,84 +393,6 @@ func (d *Driver) preferred(id peer.Key, pk policy.PeerKeys, record bool) int {
 	return pk.Preferred
 }
 
-// apply writes the changed files and reconfigures BIRD once.
-func (d *Driver) apply(ctx context.Context, changes []change, views []peerView, verify bool) {
-	defer func() {
-		for _, c := range changes {
-			clear(c.next)
-		}
-	}()
-	for _, c := range changes {
-		if err := d.writeFile(c.path, c.next); err != nil {
-			d.failed(fmt.Sprintf("cannot write %s: %v", c.path, err))
-			d.restore(changes)
-			return
-		}
-	}
-	written := time.Now()
-	out, err := bird.Command(d.o.Control, "configure")
-	d.timing.configure = time.Since(written)
-	switch {
-	case err != nil:
-		// BIRD is not running (or not answering): the files are in place
-		// for its start; the next pass configures again.
-		d.failed(fmt.Sprintf("BIRD's control socket %s: %v: the key files are written, BIRD reads them when it starts or at the next configure", d.o.Control, err))
-		return
-	case !strings.Contains(out, "Reconfigured") && !strings.Contains(out, "Reconfiguration in progress"):
-		d.restore(changes)
-		d.failed(fmt.Sprintf("birdc configure failed (%s): BIRD runs its previous configuration and keys; aokeyd's key files are put back as they were and the change is tried again", maskHex(oneLine(out))))
-		return
-	}
-	d.mu.Lock()
-	d.cfgErr = ""
-	d.mu.Unlock()
-	d.backoff, d.retryAt = 0, time.Time{}
-	for _, c := range changes {
-		d.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
-	}
-	if verify {
-		t := time.Now()
-		d.verify(changes, views)
-		d.timing.verify = time.Since(t)
-	}
-}
-
-// verify reads BIRD's session with each changed neighbor from the kernel
-// until it carries exactly the file's keys (5 s at most; BIRD applies a
-// configure in the background), and warns in the peer's status when it
-// does not. A neighbor without a session is verified at its next one.
-func (d *Driver) verify(changes []change, views []peerView) {
-	pid, err := d.o.PID()
-	if err != nil {
-		return
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, c := range changes {
-		v := &views[c.view]
-		want := idSet(v.Keys)
-		for {
-			keys, _, _ := d.readSession(pid, v.ID, false)
-			if keys == nil {
-				break
-			}
-			got := make([]ids, 0, len(keys))
-			for _, k := range keys {
-				got = append(got, ids{k.SendID, k.RecvID})
-			}
-			slices.SortFunc(got, cmpIDs)
-			if slices.Equal(got, want) {
-				v.Session = keys
-				break
-			}
-			if time.Now().After(deadline) {
-				v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD was reconfigured, but its session with %s carries keys %v, not the file's %v: check `birdc show protocols all` (is %s included by this neighbor's protocol?)", v.ID, got, want, c.path))
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-}
-
 func idSet(ks []bird.Key) []ids {
 	out := make([]ids, 0, len(ks))
 	for _, k := range ks {
@@ -483,43 +409,14 @@ func cmpIDs(a, b ids) int {
 	return int(a[1]) - int(b[1])
 }
 
-func (d *Driver) restore(changes []change) {
-	for _, c := range changes {
-		var err error
-		if c.prev == nil {
-			err = os.Remove(c.path)
-		} else {
-			err = d.writeFile(c.path, c.prev)
-		}
-		if err != nil {
-			d.log.Error("cannot put a BIRD key file back", "file", c.path, "err", err)
-		}
-	}
-}
-
-// failed records a configure that did not take and backs off.
-func (d *Driver) failed(why string) {
-	d.backoff = min(max(2*d.backoff, time.Second), time.Minute)
-	d.retryAt = d.o.Now().Add(d.backoff)
-	d.mu.Lock()
-	first := d.cfgErr != why
-	d.cfgErr = why
-	d.mu.Unlock()
-	if first {
-		d.log.Warn("BIRD not reconfigured", "why", why, "retry_in", d.backoff)
-	}
-}
-
 func (d *Driver) publish(views []peerView, warn string) {
+	d.warn(warn)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if views != nil || warn != "" {
 		d.views = views
 	}
 	d.metricsOf(views)
-	if warn != "" && d.cfgErr == "" {
-		d.cfgErr = warn
-	}
 }
 
 // bare is ks's IDs and flags, without secrets.
@@ -559,42 +456,3 @@ var hexRun = regexp.MustCompile(`[0-9a-fA-F]{16,}`)
 func maskHex(s string) string { return hexRun.ReplaceAllString(s, "[redacted]") }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// noListeningSocket is BIRD's last error of a BGP protocol it disabled
-// because the protocol's listening socket could not be opened.
-const noListeningSocket = "No listening socket"
-
-// mendEvery is the least time between two enables of one protocol.
-const mendEvery = 10 * time.Second
-
-// mend enables again each protocol of a managed peer that BIRD disabled
-// for want of its listening socket. BIRD closes a protocol's listener when
-// the protocol restarts (a configure it cannot apply live, birdc restart)
-// and binds a new one; while another process holds a duplicate of the old
-// one, which aokeyd does for a moment whenever it reads the listener's
-// keys (a revoke's check), the old one still listens, the bind fails, and
-// BIRD leaves the protocol disabled for good
-// (integration.TestBIRDRestartWhileListenerHeld). Only that error is
-// mended: a protocol the operator disabled stays so.
-func (d *Driver) mend(views []peerView, now time.Time) {
-	for _, v := range views {
-		p := v.Protocol
-		if p == nil || p.State != "down" || !strings.Contains(p.LastError, noListeningSocket) {
-			continue
-		}
-		if at, ok := d.mended[p.Name]; ok && now.Sub(at) < mendEvery {
-			continue
-		}
-		if d.mended == nil {
-			d.mended = map[string]time.Time{}
-		}
-		d.mended[p.Name] = now
-		out, err := bird.Command(d.o.Control, "enable "+p.Name)
-		if err != nil {
-			d.log.Error("BIRD disabled a protocol for want of its listening socket, and enabling it failed", "peer", v.ID, "protocol", p.Name, "err", err)
-			continue
-		}
-		d.log.Warn("BIRD disabled a protocol for want of its listening socket (its re-bind met the old listener still open): enabled again",
-			"peer", v.ID, "protocol", p.Name, "bird", strings.TrimSpace(out))
-	}
-}

@@ -104,15 +104,6 @@ func readFile(path string) ([]byte, error) {
 	return b, err
 }
 
-// writeFile replaces path with b: 0600 (the file holds secrets), or 0640
-// with ReadGID's group when BIRD reads it as its own user.
-func (d *Driver) writeFile(path string, b []byte) error {
-	if d.o.ReadGID > 0 {
-		return durable.WriteGroup(path, b, 0o640, d.o.ReadGID)
-	}
-	return durable.Write(path, b, 0o600)
-}
-
 // shareDir gives the keys directory, and the include files already in
 // it, to group gid for reading (0750 and 0640), or takes them back to
 // the owner alone (0700 and 0600) when gid is 0: a start after the group

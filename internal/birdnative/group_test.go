@@ -107,7 +107,7 @@ func TestSessionUnreadIsWarned(t *testing.T) {
 	d.mu.Unlock()
 	for _, v := range views {
 		for _, k := range v.Kept {
-			if strings.Contains(k.Why, "no session is up") {
+			if k.Reason == keptNoSession {
 				t.Fatalf("kept as %q, while the session was never read", k.Why)
 			}
 		}

@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
-	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // scope marks pk's keys revoked by the record (the daemon's one
@@ -160,7 +157,11 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 			covered = append(covered, v)
 		}
 	}
-	dirty, err := d.waitClean(ctx, covered, id)
+	peers := make([]peer.Key, 0, len(covered))
+	for _, v := range covered {
+		peers = append(peers, v.ID)
+	}
+	dirty, err := d.waitClean(ctx, peers, id)
 	for _, v := range covered {
 		rs := control.RevokeSocket{Socket: "bird " + v.File, Peer: v.ID.String(), Action: control.ActionDeleted}
 		switch {
@@ -178,72 +179,4 @@ func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 		"clean_ms", time.Since(applied).Milliseconds())
 	<-source
 	return revokeDone{res: res}
-}
-
-// waitClean reads BIRD's listeners and its sessions with the covered
-// peers until none holds key id for any of them (10 s at most), and
-// returns the peers still dirty then.
-func (d *Driver) waitClean(ctx context.Context, covered []peerView, id ids) (map[peer.Key]bool, error) {
-	pid, err := d.o.PID()
-	if err != nil {
-		return nil, fmt.Errorf("BIRD's process: %w", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		dirty, err := d.dirty(pid, covered, id)
-		if err == nil && len(dirty) == 0 {
-			return nil, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return dirty, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// dirty are the covered peers for which a BIRD socket (a listener, or a
-// session with the peer) holds id.
-func (d *Driver) dirty(pid int, covered []peerView, id ids) (map[peer.Key]bool, error) {
-	out := map[peer.Key]bool{}
-	read := func(r sockets.Ref, peers []peerView) error {
-		err := sockets.System{}.With(r, func(fd int) error {
-			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-			for _, k := range ks {
-				if k.SendID != id[0] || k.RecvID != id[1] {
-					continue
-				}
-				for _, v := range peers {
-					if k.Peer.Contains(v.ID.Addr) {
-						out[v.ID] = true
-					}
-				}
-			}
-			return err
-		})
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the socket closed meanwhile
-		}
-		return err
-	}
-	lis, err := sockets.System{}.Listeners(pid, d.o.Port)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range lis {
-		if err := read(r, covered); err != nil {
-			return nil, err
-		}
-	}
-	for _, v := range covered {
-		conns, err := sockets.System{}.Connections(pid, v.ID.Addr)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range conns {
-			if err := read(r, []peerView{v}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
 }

@@ -118,9 +118,43 @@ mtype:step = { install, announce, switch, retire, restore };
 #define CARRIED(i) (cur[i] | rnx[i] | ev[i])
 #include "edit.pml"
 
+#ifdef EXECEND
+/* The executor end (make model's exec search, -DEXECEND): end 1 is a
+ * speaker that keys its own sockets from aokeyd's file, as BIRD does
+ * (internal/birdnative, docs/wip/birdexec.md), and end 0 aokeyd's
+ * machine. No machine runs at end 1: each pass of aokeyd's (EV
+ * configure) writes the whole key list, which BIRD applies to its session
+ * and its listener at once (bgp_reconfigure_ao_keys): the desired keys,
+ * and each key no longer desired until the retire proof lets it go
+ * (exec_). The file's preferred key (xp) is what BIRD sends its SYNs with
+ * and sets as RNext_key at each configure; its Current_key moves only as
+ * the backup of a deleted Current_key, else by the peer's RNext (the
+ * kernel). End 1 has no edits in place and no listener sync of its own
+ * (the file is its listener's list), and no revoke: a revoke leaves the
+ * file at once, in use or not (the operator's explicit action, which the
+ * never-strand rule lets through), where the machine's plan waits for
+ * the retire step's proof; end 0's revoke is modelled. */
+byte xp;   /* the file's preferred key (an ID) */
+byte xv;   /* end 1's session: the IDs whose pkt_good is above zero */
+byte xg;   /* ... whose pkt_good rose since aokeyd's last read of it */
+byte xrn;  /* end 1's RNext_key at that read (0: no read, aokeyd restarted, or a new session) */
+byte xq;   /* how many reads in a row found that RNext_key, up to 2 */
+#define PREF(c) ((c) == 1 -> xp : WANT(ph[c]))
+#define CLIENTKEYS(c) ((c) == 1 -> ln[1] : DK(ph[c]))
+#define CANOPEN(c) ((c) == 1 -> xp != 0 : (!ed[c] && ph[c] != 4))
+#define SETDESIRED1(p) ph[1] = p
+/* end 1 has the new key for end 0's revoke: its file prefers it (its
+ * desired state lags until the next configure) */
+#define HASB1 (xp == KB)
+#else
+#define PREF(c) WANT(ph[c])
+#define CLIENTKEYS(c) DK(ph[c])
 /* end c opens connections: its SYN key (0: none) */
 #define CANOPEN(c) (!ed[c] && ph[c] != 4)
-#define SYNKEY(c) (CANOPEN(c) -> WANT(ph[c]) : 0)
+#define SETDESIRED1(p) setDesired(1, p)
+#define HASB1 HASB(ph[1])
+#endif
+#define SYNKEY(c) (CANOPEN(c) -> PREF(c) : 0)
 
 #ifndef CRASHES
 #define CRASHES 1
@@ -384,6 +418,9 @@ inline receive(i, kid, rn) {
 	if
 	:: sk[1 - i] & kid ->
 		ev[1 - i] = ev[1 - i] | (IDM(kid) & KA);
+#ifdef EXECEND
+		if :: i == 0 -> xv = xv | IDM(kid); xg = xg | IDM(kid) :: else -> skip fi;
+#endif
 		if :: EPEND(1 - i) && cr[1 - i] == 2 -> cr[1 - i] = 3 :: else -> skip fi;
 		if :: st[1 - i] == announced -> gb[1 - i] = gb[1 - i] | kid :: else -> skip fi;
 		if :: st[1 - i] == grace -> og[1 - i] = og[1 - i] | kid :: else -> skip fi;
@@ -477,6 +514,10 @@ done2:
 	od
 }
 
+#ifdef EXECEND
+#include "exec.pml"
+#endif
+
 /* The daemon's listener sync of end i (rotator.SyncListener with
  * Observed.Carried): the desired keys are added; a key no longer desired
  * goes unless the end's session carries its IDs; a revoked key goes
@@ -539,13 +580,17 @@ inline setDesired(i, p) {
  * (connectguard's ConnectKeys); the accepted socket has the listener's
  * keys, Current_key by the SYN's RNextKeyID, RNext by its KeyID. */
 inline reconnect(c) {
-	sk[c] = DK(ph[c]); cur[c] = WANT(ph[c]); rnx[c] = WANT(ph[c]);
-	sk[1 - c] = ln[1 - c]; cur[1 - c] = WANT(ph[c]); rnx[1 - c] = WANT(ph[c]);
+	sk[c] = CLIENTKEYS(c); cur[c] = PREF(c); rnx[c] = PREF(c);
+	sk[1 - c] = ln[1 - c]; cur[1 - c] = PREF(c); rnx[1 - c] = PREF(c);
 	reset(0); reset(1); fl[0] = 0; fl[1] = 0; cr[0] = 0; cr[1] = 0;
 	/* counters: the client verified the SYN-ACK with its preferred key;
 	 * the accepted socket's copies start at zero; the listener's key
 	 * verified the SYN */
-	ev[c] = WANT(ph[c]) & KA; ev[1 - c] = 0;
+	ev[c] = PREF(c) & KA; ev[1 - c] = 0;
+#ifdef EXECEND
+	/* end 1's new session: no base (its counts start again) */
+	xv = (c == 1 -> PREF(c) : 0); xg = xv; xrn = 0; xq = 0;
+#endif
 	if
 	:: SYNKEY(c) == KA -> lg[1 - c] = 1
 	:: else -> skip
@@ -567,24 +612,30 @@ proctype env() {
 end:
 	do
 	:: atomic { ph[0] == 0 -> setDesired(0, 1); printf("EV deliver 0 1\n"); SHOW }
-	:: atomic { ph[1] == 0 -> setDesired(1, 1); printf("EV deliver 1 1\n"); SHOW }
+	:: atomic { ph[1] == 0 -> SETDESIRED1(1); printf("EV deliver 1 1\n"); SHOW }
 	/* A's lifetime ends, whatever the other end holds (a lagging peer) */
 	:: atomic { ph[0] == 1 -> setDesired(0, 2); printf("EV expire 0 2\n"); SHOW }
-	:: atomic { ph[1] == 1 -> setDesired(1, 2); printf("EV expire 1 2\n"); SHOW }
+	:: atomic { ph[1] == 1 -> SETDESIRED1(2); printf("EV expire 1 2\n"); SHOW }
 	/* ... with no successor */
 	:: atomic { ph[0] == 0 -> setDesired(0, 4); printf("EV expire 0 4\n"); SHOW }
-	:: atomic { ph[1] == 0 -> setDesired(1, 4); printf("EV expire 1 4\n"); SHOW }
+	:: atomic { ph[1] == 0 -> SETDESIRED1(4); printf("EV expire 1 4\n"); SHOW }
 	/* ... and the successor comes late */
 	:: atomic { ph[0] == 4 -> setDesired(0, 2); printf("EV deliver 0 2\n"); SHOW }
-	:: atomic { ph[1] == 4 -> setDesired(1, 2); printf("EV deliver 1 2\n"); SHOW }
-	:: atomic { ph[0] == 1 && HASB(ph[1]) -> setDesired(0, 3); printf("EV deliver 0 3\n"); SHOW }
-	:: atomic { ph[1] == 1 && HASB(ph[0]) -> setDesired(1, 3); printf("EV deliver 1 3\n"); SHOW }
+	:: atomic { ph[1] == 4 -> SETDESIRED1(2); printf("EV deliver 1 2\n"); SHOW }
+	:: atomic { ph[0] == 1 && HASB1 -> setDesired(0, 3); printf("EV deliver 0 3\n"); SHOW }
+#ifndef EXECEND
+	:: atomic { ph[1] == 1 && HASB(ph[0]) -> SETDESIRED1(3); printf("EV deliver 1 3\n"); SHOW }
+#endif
 	/* A edited in place in end i's key source */
 	:: atomic { EDITS && ph[0] <= 1 && !ed[0] -> ed[0] = 1; syncListener(0); printf("EV edit 0\n"); SHOW }
+#ifndef EXECEND
 	:: atomic { EDITS && ph[1] <= 1 && !ed[1] -> ed[1] = 1; syncListener(1); printf("EV edit 1\n"); SHOW }
+#endif
 	/* the daemon's periodic pass syncs a listener that is out of date */
 	:: atomic { LNT(0) != ln[0] -> syncListener(0); printf("EV lsync 0\n"); SHOW }
+#ifndef EXECEND
 	:: atomic { LNT(1) != ln[1] -> syncListener(1); printf("EV lsync 1\n"); SHOW }
+#endif
 	/* the session drops: BGP connects both ways, a SYN with the client's
 	 * preferred key needs that key on the other end's listener */
 	:: atomic { reconnects > 0 -> reconnects--;
@@ -617,7 +668,12 @@ init {
 		SHOW;
 		run env();
 		run link(0); run link(1);
+#ifdef EXECEND
+		xp = KA;
+		run aokeyd(0); run executor(1)
+#else
 		run aokeyd(0); run aokeyd(1)
+#endif
 	}
 }
 
