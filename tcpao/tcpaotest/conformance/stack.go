@@ -83,21 +83,10 @@ func (m *MemStack) Listen(s tcpao.Socket) error {
 }
 
 func (m *MemStack) Connect(s, l tcpao.Socket) (tcpao.Socket, error) {
-	ms, err := memSock(s)
-	if err != nil {
-		return nil, err
-	}
-	ml, err := memSock(l)
-	if err != nil {
-		return nil, err
-	}
-	a, err := m.Net.Connect(ms, ml)
-	if err != nil {
-		return nil, err
-	}
-	return a, nil
+	return m.ConnectTo(s, l, netip.Addr{})
 }
 
+// ConnectTo connects s to l at dst (invalid: at l's own address).
 func (m *MemStack) ConnectTo(s, l tcpao.Socket, dst netip.Addr) (tcpao.Socket, error) {
 	ms, err := memSock(s)
 	if err != nil {
@@ -107,7 +96,12 @@ func (m *MemStack) ConnectTo(s, l tcpao.Socket, dst netip.Addr) (tcpao.Socket, e
 	if err != nil {
 		return nil, err
 	}
-	a, err := m.Net.ConnectTo(ms, ml, dst)
+	var a *tcpaotest.Sock
+	if dst.IsValid() {
+		a, err = m.Net.ConnectTo(ms, ml, dst)
+	} else {
+		a, err = m.Net.Connect(ms, ml)
+	}
 	if err != nil {
 		return nil, err
 	}
