@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/hashicorp/vault/api"
@@ -40,6 +39,10 @@ type UnavailableError struct {
 	Why string
 	Err error
 }
+
+// errSealed is Vault's whole answer for a sealed Vault, with 503 (its
+// sdk/helper/consts.ErrSealed): compared whole, never searched for.
+const errSealed = "Vault is sealed"
 
 // whyLate is UnavailableError.Why of a Vault that gave no answer within
 // the request's time: up, but slow, or the way to it is.
@@ -71,9 +74,7 @@ func Unavailable(op, p, addr string, err error) error {
 	}
 	var re *api.ResponseError
 	if errors.As(err, &re) {
-		if re.StatusCode == http.StatusServiceUnavailable && slices.ContainsFunc(re.Errors, func(m string) bool {
-			return strings.Contains(m, "Vault is sealed")
-		}) {
+		if re.StatusCode == http.StatusServiceUnavailable && slices.Contains(re.Errors, errSealed) {
 			return &UnavailableError{Op: op, Path: p, Vault: origin(re.URL), Sealed: true, Err: err}
 		}
 		return err
