@@ -28,7 +28,8 @@
 # `aokeyd exec` holds the socket, no second bgpd is started: the wrapper
 # waits for the running one, as a second bgpd would fail on its pid file
 # (the check and the launch hold a lock, SOCKET.lock, so two wrappers
-# started at once start one bgpd).
+# started at once start one bgpd); a launcher whose bgpd died (a restart
+# right after a crash) is waited out, and a new bgpd started.
 set -eu
 aokeyd=${AOKEYD:-/usr/sbin/aokeyd}
 sock=${AOKEYD_CONNECTGUARD:-/run/aokeyd/connectguard.sock}
@@ -66,6 +67,15 @@ launcher=
 # for bgpd at once), and holds the lock until its launcher listens.
 exec 9>>"$sock.lock"
 flock 9
+# A held socket without a listening vty is a launcher whose bgpd is still
+# starting, or one on its way out: its bgpd died (watchfrr restarts bgpd
+# at once, before the launcher has exited). Wait until either the vty
+# listens (a bgpd is running) or the socket is free (start one).
+t=0
+while listening "$sock" && ! listening "$vty" && [ "$t" -lt $((wait_s * 10)) ]; do
+	sleep 0.1
+	t=$((t + 1))
+done
 if listening "$sock"; then
 	# An `aokeyd exec` holds the socket: a bgpd is running or starting
 	# (watchfrr may start one again while the first is still coming up). A
