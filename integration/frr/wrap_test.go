@@ -72,7 +72,13 @@ func fakeBgpd(args []string) int {
 	if err := os.WriteFile(filepath.Join(dir, "bgpd.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return 1
 	}
-	select {} // until killed
+	for { // until killed (blocked in accept: no deadlock for the runtime to see)
+		c, err := l.Accept()
+		if err != nil {
+			return 1
+		}
+		c.Close()
+	}
 }
 
 // TestWrapRestartsAfterACrash: bgpd killed, watchfrr runs bgpd_wrap again
