@@ -12,7 +12,9 @@ import (
 
 // fakeExecutor is an in-memory Executor: each peer's written list follows
 // Submit at once (the plan applied as birdnative's listOf applies it to a
-// file), and its session is what the test scripts (SetSession, SetUnread).
+// file, and the keys it drops taken off the session, as the speaker's
+// reconfigure does), and its session is what the test scripts
+// (SetSession, SetUnread).
 // Clean reports the peers whose written list or session still hold ref.
 type fakeExecutor struct {
 	mu      sync.Mutex
@@ -76,6 +78,15 @@ func (f *fakeExecutor) Submit(plans []ExecPlan) {
 	for _, pl := range plans {
 		f.written[pl.Peer] = applyFakePlan(f.written[pl.Peer], pl)
 		out.Gen = max(out.Gen, pl.Gen)
+		if s := f.session[pl.Peer]; s != nil {
+			// The speaker's reconfigure takes the keys the list dropped
+			// off its sockets.
+			c := *s
+			c.Keys = slices.DeleteFunc(slices.Clone(s.Keys), func(k tcpao.KeyInfo) bool {
+				return !slices.ContainsFunc(f.written[pl.Peer], func(w tcpao.KeyInfo) bool { return execIDOf(w.KeyRef) == execIDOf(k.KeyRef) })
+			})
+			f.session[pl.Peer] = &c
+		}
 	}
 	done := f.done
 	f.mu.Unlock()
@@ -139,3 +150,6 @@ func applyFakePlan(written []tcpao.KeyInfo, pl ExecPlan) []tcpao.KeyInfo {
 	slices.SortFunc(final, func(a, b tcpao.KeyInfo) int { return int(a.SendID) - int(b.SendID) })
 	return final
 }
+
+// NewFakeExecutor is newFakeExecutor, for the package's external tests.
+var NewFakeExecutor = newFakeExecutor

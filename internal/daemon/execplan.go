@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"sync"
@@ -211,27 +210,4 @@ func execSocketOf(want execWant, ob ExecObserved, last execRead, have bool, now 
 		es.o.Keys = append(es.o.Keys, ki)
 	}
 	return es
-}
-
-// submit is the pass's work for the executor's peers: it observes their
-// lists, plans each (plan) and submits the plans, never waiting on the
-// speaker (Run applies them beside the pass). It returns what it observed
-// (status shows it) and the plans it submitted.
-func (p *execPlanner) submit(ctx context.Context, ex Executor, wants map[peer.Key]execWant, now time.Time, gen uint64) (map[peer.Key]ExecObserved, []ExecPlan) {
-	ids := make([]peer.Key, 0, len(wants))
-	for id := range wants {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, peer.Key.Compare)
-	obs := ex.Observe(ctx, ids)
-	var plans []ExecPlan
-	for _, id := range ids {
-		if pl, ok := p.plan(id, wants[id], obs[id], now, gen); ok {
-			plans = append(plans, pl)
-		}
-	}
-	if len(plans) > 0 {
-		ex.Submit(plans)
-	}
-	return obs, plans
 }

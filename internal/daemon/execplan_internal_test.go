@@ -83,7 +83,10 @@ func execSession(good1, good2 uint64, cur uint8) *rotator.Observed {
 // execPass is one pass over the peer at now.
 func execPass(t *testing.T, p *execPlanner, f *fakeExecutor, w execWant, now time.Time) string {
 	t.Helper()
-	p.submit(context.Background(), f, map[peer.Key]execWant{execPeer: w}, now, 1)
+	ob := f.Observe(context.Background(), []peer.Key{execPeer})[execPeer]
+	if pl, ok := p.plan(execPeer, w, ob, now, 1); ok {
+		f.Submit([]ExecPlan{pl})
+	}
 	return execList(f.Written(execPeer))
 }
 

@@ -1,0 +1,274 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/testkit"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestExecutorOptionsExclusive: a Daemon serves either a Speaker (with
+// its Discoverer) or an Executor, never both, never neither.
+func TestExecutorOptionsExclusive(t *testing.T) {
+	src := &fakeSource{}
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
+	defer cache.Close()
+	pol := parsePolicy(t, fmt.Sprintf(basePolicy, "keep"))
+	if _, err := daemon.New(daemon.Options{Policy: pol, Keys: cache}); err == nil {
+		t.Error("New took neither a Speaker nor an Executor")
+	}
+	if _, err := daemon.New(daemon.Options{Policy: pol, Keys: cache, Executor: daemon.NewFakeExecutor(), Discoverer: newFakeDiscoverer()}); err == nil {
+		t.Error("New took an Executor with a Discoverer")
+	}
+}
+
+// execEnv is a Daemon serving a fake executor, its peer 192.0.2.2.
+type execEnv struct {
+	t   *testing.T
+	src *fakeSource
+	fx  interface {
+		Written(peer.Key) []tcpao.KeyInfo
+		SetSession(peer.Key, *rotator.Observed)
+	}
+	d    *daemon.Daemon
+	peer peer.Key
+}
+
+// newExecEnv runs a Daemon on a fake executor under policy (basePolicy
+// with keep when ""), with keys in the source, until the test ends. It
+// runs in a synctest bubble.
+func newExecEnv(t *testing.T, policy string, keys ...testKey) *execEnv {
+	t.Helper()
+	if policy == "" {
+		policy = fmt.Sprintf(basePolicy, "keep")
+	}
+	src := &fakeSource{}
+	t.Cleanup(src.close)
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
+	t.Cleanup(cache.Close)
+	fx := daemon.NewFakeExecutor()
+	d, err := daemon.New(daemon.Options{Policy: parsePolicy(t, policy), Keys: cache, Source: src, Executor: fx,
+		Resync: time.Hour, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &execEnv{t: t, src: src, fx: fx, d: d, peer: peer.KeyOf(peerAddr, "")}
+	var ms []keystore.MKT
+	for _, k := range keys {
+		ms = append(ms, k.mkt())
+	}
+	src.setKeys(ms...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return e
+}
+
+// execSess is a session with keys 20/21 and 30/31 that verified goodA
+// and goodB segments, Current_key cur and RNext_key 30.
+func execSess(goodA, goodB uint64, cur uint8) *rotator.Observed {
+	k := func(send uint8, good uint64) tcpao.KeyInfo {
+		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{SendID: send, RecvID: send + 1}, PktGood: good, IsCurrent: send == cur, IsRNext: send == 30}
+	}
+	return &rotator.Observed{HaveAO: true, Keys: []tcpao.KeyInfo{k(20, goodA), k(30, goodB)}}
+}
+
+// list renders the peer's written list: "20 30p" (send IDs, p preferred).
+func (e *execEnv) list() string { return e.listOf(e.peer) }
+
+func (e *execEnv) listOf(id peer.Key) string {
+	var s []string
+	for _, k := range e.fx.Written(id) {
+		f := fmt.Sprint(k.SendID)
+		if k.IsRNext {
+			f += "p"
+		}
+		s = append(s, f)
+	}
+	return strings.Join(s, " ")
+}
+
+func (e *execEnv) waitList(want string) {
+	e.t.Helper()
+	if !testkit.Until(10*time.Second, func() bool { return e.list() == want }) {
+		e.t.Fatalf("written list %q, want %q", e.list(), want)
+	}
+}
+
+func (e *execEnv) setKeys(ks ...testKey) {
+	e.t.Helper()
+	var ms []keystore.MKT
+	for _, k := range ks {
+		ms = append(ms, k.mkt())
+	}
+	e.src.setKeys(ms...)
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestExecutorPassNeverStrands (TestDriverApplyAndRestore's and
+// TestPlanPeer's scenarios through the daemon's pass): the policy's keys
+// are written, the newest preferred; a key no longer desired stays while
+// no session is up and while the peer sends with it, and leaves once the
+// peer was seen sending with the preferred key since a settled read.
+func TestExecutorPassNeverStrands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, "", ka)
+		e.waitList("20p")
+		e.setKeys(ka, kb)
+		e.waitList("20 30p")
+		e.setKeys(kb)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := e.list(); got != "20 30p" {
+			t.Fatalf("no session up: list %q, want key 20 kept for the next reconnect", got)
+		}
+		// The peer still sends with key 20 (BIRD's Current_key follows it).
+		sess := execSess
+		fx := e.fx
+		good := uint64(50)
+		fx.SetSession(e.peer, sess(good, 0, 20))
+		for range 5 {
+			good += 3
+			fx.SetSession(e.peer, sess(good, 0, 20))
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if got := e.list(); got != "20 30p" {
+				t.Fatalf("the peer sends with key 20: list %q, want it kept", got)
+			}
+		}
+		// It switched: key 30 rises, key 20 stopped.
+		goodB := uint64(0)
+		if !testkit.Until(10*time.Second, func() bool {
+			goodB++
+			fx.SetSession(e.peer, sess(good, goodB, 30))
+			return e.list() == "30p"
+		}) {
+			t.Fatalf("the peer switched to key 30: list %q, want key 20 retired", e.list())
+		}
+	})
+}
+
+// execKeys are the tests' keys: ka sent with until kb, the
+// newest, took over.
+func execKeys() (ka, kb testKey) {
+	now := time.Now()
+	return testKey{name: "ka", send: 20, recv: 21, secret: "exec-test-secret-ka-Qz4", sendStart: now.Add(-time.Hour)},
+		testKey{name: "kb", send: 30, recv: 31, secret: "exec-test-secret-kb-Pw7", sendStart: now.Add(-time.Minute)}
+}
+
+// TestExecutorRevoke (TestDriverRevoke, TestDriverRevokeScoped): a revoked
+// key leaves the covered peers' lists at once, even while the peer sends
+// with it, and the revoke reports each covered peer clean (Clean); a
+// revoke scoped to one peer leaves the other peers' lists as they are.
+func TestExecutorRevoke(t *testing.T) {
+	const twoPeers = `version: 1
+safety:
+  switch_timeout: 5m
+  on_revoke_only_key: keep
+key_chains:
+  - name: core
+peers:
+  - neighbor: 192.0.2.2
+    key_chain: core
+  - neighbor: 192.0.2.3
+    key_chain: core
+`
+	for _, scoped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "global", true: "scoped"}[scoped], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ka, kb := execKeys()
+				e := newExecEnv(t, twoPeers, ka, kb)
+				other := peer.KeyOf(netip.MustParseAddr("192.0.2.3"), "")
+				e.waitList("20 30p")
+				if !testkit.Until(10*time.Second, func() bool { return e.listOf(other) == "20 30p" }) {
+					t.Fatalf("peer %s: list %q", other, e.listOf(other))
+				}
+				e.fx.SetSession(e.peer, execSess(50, 0, 20)) // the peer sends with ka
+				req := control.RevokeRequest{Chain: chainName, Key: ka.name}
+				if scoped {
+					req.Peer = peerAddr.String()
+				}
+				res, err := e.d.Revoke(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := e.list(); got != "30p" {
+					t.Errorf("list %q after the revoke, want key 20 gone", got)
+				}
+				want := map[bool]string{false: "30p", true: "20 30p"}[scoped]
+				if got := e.listOf(other); got != want {
+					t.Errorf("peer %s: list %q after the revoke, want %q", other, got, want)
+				}
+				covered := map[bool]int{false: 2, true: 1}[scoped]
+				if len(res.Sockets) != covered {
+					t.Fatalf("revoke result %+v, want %d covered peers", res.Sockets, covered)
+				}
+				for _, s := range res.Sockets {
+					if s.Action != control.ActionDeleted || s.Error != "" {
+						t.Errorf("revoke result %+v, want deleted", s)
+					}
+				}
+				// The next passes keep it out.
+				time.Sleep(3 * time.Second)
+				synctest.Wait()
+				if got := e.list(); got != "30p" {
+					t.Errorf("list %q passes after the revoke", got)
+				}
+			})
+		})
+	}
+}
+
+// TestExecutorRotateAndStatus (TestDriverRotateNamesItsKey): aoctl rotate
+// names the newest key, which the list prefers ahead of its send start,
+// recorded as the machines' early rolls are; status shows the executor's
+// peer with its session's keys.
+func TestExecutorRotateAndStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		kb.sendStart = time.Now().Add(30 * time.Minute)
+		e := newExecEnv(t, "", ka, kb)
+		e.waitList("20p 30")
+		res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Peers) != 1 || !res.Peers[0].Started || !strings.Contains(res.Peers[0].Detail, kb.name) {
+			t.Fatalf("rotate %+v, want the roll to %s started", res.Peers, kb.name)
+		}
+		e.waitList("20 30p")
+		e.fx.SetSession(e.peer, execSess(50, 3, 30))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		rep, err := e.d.Status(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Speaker != "fake" || len(rep.Peers) != 1 || rep.Peers[0].Peer != peerAddr.String() || len(rep.Peers[0].Keys) != 2 {
+			t.Fatalf("status %+v, want peer %s with its session's two keys", rep, peerAddr)
+		}
+		if _, err := e.d.Status(context.Background(), "192.0.2.99"); err == nil {
+			t.Error("status of a peer the policy does not name: no error")
+		}
+	})
+}
