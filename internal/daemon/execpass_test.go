@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -64,11 +65,7 @@ func newExecEnv(t *testing.T, policy string, keys ...testKey) *execEnv {
 		t.Fatal(err)
 	}
 	e := &execEnv{t: t, src: src, fx: fx, d: d, peer: peer.KeyOf(peerAddr, "")}
-	var ms []keystore.MKT
-	for _, k := range keys {
-		ms = append(ms, k.mkt())
-	}
-	src.setKeys(ms...)
+	src.setKeys(execMKTs(keys)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -79,6 +76,14 @@ func newExecEnv(t *testing.T, policy string, keys ...testKey) *execEnv {
 		}
 	})
 	return e
+}
+
+func execMKTs(ks []testKey) []keystore.MKT {
+	var ms []keystore.MKT
+	for _, k := range ks {
+		ms = append(ms, k.mkt())
+	}
+	return ms
 }
 
 // execSess is a session with keys 20/21 and 30/31 that verified goodA
@@ -114,11 +119,7 @@ func (e *execEnv) waitList(want string) {
 
 func (e *execEnv) setKeys(ks ...testKey) {
 	e.t.Helper()
-	var ms []keystore.MKT
-	for _, k := range ks {
-		ms = append(ms, k.mkt())
-	}
-	e.src.setKeys(ms...)
+	e.src.setKeys(execMKTs(ks)...)
 	if err := e.d.RefreshKeys(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,23 +182,11 @@ func execKeys() (ka, kb testKey) {
 // with it, and the revoke reports each covered peer clean (Clean); a
 // revoke scoped to one peer leaves the other peers' lists as they are.
 func TestExecutorRevoke(t *testing.T) {
-	const twoPeers = `version: 1
-safety:
-  switch_timeout: 5m
-  on_revoke_only_key: keep
-key_chains:
-  - name: core
-peers:
-  - neighbor: 192.0.2.2
-    key_chain: core
-  - neighbor: 192.0.2.3
-    key_chain: core
-`
 	for _, scoped := range []bool{false, true} {
 		t.Run(map[bool]string{false: "global", true: "scoped"}[scoped], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ka, kb := execKeys()
-				e := newExecEnv(t, twoPeers, ka, kb)
+				e := newExecEnv(t, twoPeerPolicy, ka, kb)
 				other := peer.KeyOf(netip.MustParseAddr("192.0.2.3"), "")
 				e.waitList("20 30p")
 				if !testkit.Until(10*time.Second, func() bool { return e.listOf(other) == "20 30p" }) {
@@ -269,6 +258,12 @@ func TestExecutorRotateAndStatus(t *testing.T) {
 		}
 		if _, err := e.d.Status(context.Background(), "192.0.2.99"); err == nil {
 			t.Error("status of a peer the policy does not name: no error")
+		}
+		if _, err := e.d.Plan(context.Background()); !errors.Is(err, control.ErrInvalid) {
+			t.Errorf("aoctl plan with an executor: %v, want refused (%v)", err, control.ErrInvalid)
+		}
+		if _, err := e.d.Adopt(context.Background(), control.AdoptRequest{}); !errors.Is(err, control.ErrInvalid) {
+			t.Errorf("aoctl adopt with an executor: %v, want refused (%v)", err, control.ErrInvalid)
 		}
 	})
 }

@@ -81,3 +81,13 @@ func (sv *statusView) execStatus(peerArg string) (control.StatusReport, error) {
 	}
 	return rep, nil
 }
+
+// execRefuses is why what (an aoctl command) is refused when the daemon
+// serves an Executor: it works on sockets aokeyd keys, and the speaker
+// keys its own (nil: no Executor, served).
+func (co *core) execRefuses(what string) error {
+	if co.o.Executor == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: speaker %s keys its own sockets: %w", what, co.o.Executor.Name(), control.ErrInvalid)
+}
