@@ -266,8 +266,13 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 		views = append(views, v)
 	}
 	ok := checked(ctx, e.o.Bird, changes, func(c change, err error) { out.Failed[views[c.view].ID] = err })
-	// Within a backoff nothing is applied: the next pass submits again.
-	if len(ok) > 0 && !e.o.Now().Before(e.retryAt) {
+	// Within a backoff nothing is applied (the next pass submits again),
+	// but for a revoke's plan.
+	revoke := false
+	for _, pl := range plans {
+		revoke = revoke || pl.Revoke
+	}
+	if len(ok) > 0 && (revoke || !e.o.Now().Before(e.retryAt)) {
 		out.ConfigureErr = e.apply(ctx, ok, views, true)
 	}
 	for _, v := range views {

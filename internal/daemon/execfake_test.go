@@ -54,6 +54,16 @@ func (f *fakeExecutor) Written(id peer.Key) []tcpao.KeyInfo {
 	return slices.Clone(f.written[id])
 }
 
+// LastSubmit is the last batch of plans submitted.
+func (f *fakeExecutor) LastSubmit() []ExecPlan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.submits) == 0 {
+		return nil
+	}
+	return f.submits[len(f.submits)-1]
+}
+
 func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key]ExecObserved {
 	f.mu.Lock()
 	defer f.mu.Unlock()

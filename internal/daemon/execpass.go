@@ -47,7 +47,7 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 
 // execSubmit plans the lists of the executor's peers that only covers (nil:
 // every peer) and submits those that change something (force: every one,
-// a revoke's). Each single-address binding's peer gets its desired keys:
+// a revoke's, which skips the executor's backoff: ExecPlan.Revoke). Each single-address binding's peer gets its desired keys:
 // the policy's, the revocations scoped to it applied, aoctl rotate's key
 // preferred while its request applies. It never waits on the speaker; a
 // binding whose keys cannot be computed, or whose chain is degraded in the
@@ -74,6 +74,7 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 	for _, id := range ids {
 		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen)
 		if ok && (es.changes(pl, obs[id]) || force) {
+			pl.Revoke = force
 			plans = append(plans, pl)
 		}
 	}

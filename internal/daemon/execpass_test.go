@@ -41,6 +41,7 @@ type execEnv struct {
 	fx  interface {
 		Written(peer.Key) []tcpao.KeyInfo
 		SetSession(peer.Key, *rotator.Observed)
+		LastSubmit() []daemon.ExecPlan
 	}
 	d    *daemon.Daemon
 	peer peer.Key
@@ -204,6 +205,9 @@ func TestExecutorRevoke(t *testing.T) {
 				if got := e.list(); got != "30p" {
 					t.Errorf("list %q after the revoke, want key 20 gone", got)
 				}
+				if pls := e.fx.LastSubmit(); len(pls) == 0 || !pls[0].Revoke {
+					t.Errorf("the revoke's plans %+v, want them marked Revoke (no backoff waited)", pls)
+				}
 				want := map[bool]string{false: "30p", true: "20 30p"}[scoped]
 				if got := e.listOf(other); got != want {
 					t.Errorf("peer %s: list %q after the revoke, want %q", other, got, want)
@@ -265,5 +269,26 @@ func TestExecutorRotateAndStatus(t *testing.T) {
 		if _, err := e.d.Adopt(context.Background(), control.AdoptRequest{}); !errors.Is(err, control.ErrInvalid) {
 			t.Errorf("aoctl adopt with an executor: %v, want refused (%v)", err, control.ErrInvalid)
 		}
+	})
+}
+
+// TestExecutorScopedRevokePrefersThePolicysKey
+// (TestScopedRevokePrefersThePolicysKey): after a revoke scoped to the
+// peer, its list prefers the key the policy prefers for it once the
+// revoked one is out (the later end, of keys sharing a send start), the
+// key the other end of the chain sends with when aokeyd keys its sockets.
+func TestExecutorScopedRevokePrefersThePolicysKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		start := now.Add(-time.Hour)
+		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "exec-test-secret-k1-Tr5", sendStart: start, end: now.Add(24 * time.Hour)}
+		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "exec-test-secret-k2-Yb8", sendStart: start, end: now.Add(48 * time.Hour)}
+		k3 := testKey{name: "k3", send: 40, recv: 41, secret: "exec-test-secret-k3-Nc2", sendStart: start}
+		e := newExecEnv(t, "", k1, k2, k3)
+		e.waitList("20 30 40p")
+		if _, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k3.name, Peer: peerAddr.String()}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitList("20 30p")
 	})
 }

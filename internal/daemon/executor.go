@@ -82,6 +82,10 @@ type ExecPlan struct {
 	Revoked []tcpao.KeyRef
 	// Gen is the pass's generation, echoed in the outcome.
 	Gen uint64
+	// Revoke: a revoke's plan, applied even within the backoff that
+	// follows a reconfigure the speaker refused (a revoke waits for no
+	// retry; the Driver's revoke clears its backoff so).
+	Revoke bool
 }
 
 // ExecOutcome is what one Run application did.
