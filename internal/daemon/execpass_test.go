@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -235,7 +236,8 @@ func TestExecutorRevoke(t *testing.T) {
 // TestExecutorRotateAndStatus (TestDriverRotateNamesItsKey): aoctl rotate
 // names the newest key, which the list prefers ahead of its send start,
 // recorded as the machines' early rolls are; status shows the executor's
-// peer with its session's keys.
+// peer with its session's keys, its active opens keyed; aoctl plan and
+// adopt are refused.
 func TestExecutorRotateAndStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ka, kb := execKeys()
@@ -259,6 +261,11 @@ func TestExecutorRotateAndStatus(t *testing.T) {
 		}
 		if rep.Speaker != "fake" || len(rep.Peers) != 1 || rep.Peers[0].Peer != peerAddr.String() || len(rep.Peers[0].Keys) != 2 {
 			t.Fatalf("status %+v, want peer %s with its session's two keys", rep, peerAddr)
+		}
+		// The speaker keys its own connects (TestDriverStatusActiveOpensKeyed).
+		rep.Complete()
+		if w := rep.Peers[0].Warnings; slices.Contains(w, control.WarnNotPassive) || !rep.Peers[0].ActiveOpensKeyed {
+			t.Errorf("peer warnings %q, active opens keyed %v: the speaker keys its own active opens", w, rep.Peers[0].ActiveOpensKeyed)
 		}
 		if _, err := e.d.Status(context.Background(), "192.0.2.99"); err == nil {
 			t.Error("status of a peer the policy does not name: no error")
