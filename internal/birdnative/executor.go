@@ -166,7 +166,7 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 	protos := e.protocols
 	e.emu.Unlock()
 	for _, id := range peers {
-		var ob daemon.ExecObserved
+		ob := daemon.ExecObserved{Where: "bird " + e.fileOfPeer(id)}
 		if p, ok := protos[peer.KeyOf(id.Addr, "")]; ok {
 			ob.Protocol = &p
 		}

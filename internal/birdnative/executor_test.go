@@ -117,7 +117,7 @@ func TestExecutorSubmitRunObserve(t *testing.T) {
 				t.Errorf("file %q, want %q", got, tc.want)
 			}
 			ob := e.Observe(context.Background(), []peer.Key{id})[id]
-			if ob.Session != nil || ob.Unread != nil || len(ob.Warnings) != 0 {
+			if ob.Session != nil || ob.Unread != nil || len(ob.Warnings) != 0 || ob.Where != "bird "+file {
 				t.Errorf("observed %+v", ob)
 			}
 			var got []string

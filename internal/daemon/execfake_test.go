@@ -70,7 +70,7 @@ func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key
 	out := map[peer.Key]ExecObserved{}
 	for _, id := range peers {
 		w := slices.Clone(f.written[id])
-		ob := ExecObserved{Written: rotator.Observed{HaveAO: len(w) > 0, Keys: w}, Unread: f.unread[id]}
+		ob := ExecObserved{Written: rotator.Observed{HaveAO: len(w) > 0, Keys: w}, Unread: f.unread[id], Where: "fake " + id.String() + ".list"}
 		if s := f.session[id]; s != nil && ob.Unread == nil {
 			c := *s
 			c.Keys = slices.Clone(s.Keys)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ type execState struct {
 
 	mu      sync.Mutex
 	gen     uint64
-	seen    map[peer.Key]ExecObserved
+	seen    map[peer.Key]ExecObserved // replaced whole, never written in place
 	outcome ExecOutcome
 	sent    map[peer.Key]string // a signature of the last plan submitted
 }
@@ -78,13 +79,18 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 			plans = append(plans, pl)
 		}
 	}
+	// A new map each time: status and a revoke read the last one without
+	// the lock.
 	es.mu.Lock()
-	if es.seen == nil || only == nil {
-		es.seen = map[peer.Key]ExecObserved{}
+	seen := obs
+	if only != nil {
+		seen = maps.Clone(es.seen)
+		if seen == nil {
+			seen = map[peer.Key]ExecObserved{}
+		}
+		maps.Copy(seen, obs)
 	}
-	for id, ob := range obs {
-		es.seen[id] = ob
-	}
+	es.seen = seen
 	es.mu.Unlock()
 	if len(plans) > 0 {
 		rc.o.Executor.Submit(plans)

@@ -218,7 +218,7 @@ func TestExecutorRevoke(t *testing.T) {
 					t.Fatalf("revoke result %+v, want %d covered peers", res.Sockets, covered)
 				}
 				for _, s := range res.Sockets {
-					if s.Action != control.ActionDeleted || s.Error != "" {
+					if s.Action != control.ActionDeleted || s.Error != "" || s.Socket != "fake "+s.Peer+".list" {
 						t.Errorf("revoke result %+v, want deleted", s)
 					}
 				}

@@ -25,10 +25,11 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 		return readsChain(pol, id.Addr, id.VRF, chain)
 	}, true)
 	ex := rv.o.Executor
+	seen, _ := rv.recon.execView()
 	return func() {
 		dirty, err := ex.Clean(ctx, covered, tcpao.KeyRef{Peer: execAnyPeer, SendID: rk.ids[0], RecvID: rk.ids[1]})
 		for _, id := range covered {
-			rs := control.RevokeSocket{Socket: ex.Name() + " " + id.String(), Peer: id.Addr.String(), Action: control.ActionDeleted}
+			rs := control.RevokeSocket{Socket: execWhere(ex, id, seen[id]), Peer: id.Addr.String(), Action: control.ActionDeleted}
 			switch {
 			case err != nil:
 				rs.Action, rs.Error = control.ActionError, err.Error()
@@ -38,4 +39,13 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 			add(rs)
 		}
 	}
+}
+
+// execWhere names peer id's list for the operator: the executor's name
+// for it (ExecObserved.Where), else the executor's and the peer's.
+func execWhere(ex Executor, id peer.Key, ob ExecObserved) string {
+	if ob.Where != "" {
+		return ob.Where
+	}
+	return ex.Name() + " " + id.String()
 }

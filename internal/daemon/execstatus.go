@@ -55,7 +55,7 @@ func (sv *statusView) execStatus(peerArg string) (control.StatusReport, error) {
 		// opens are always keyed.
 		ps := control.PeerStatus{Peer: id.Addr.String(), VRF: id.VRF, SessionState: "unknown", Sockets: []control.Socket{}, Keys: []control.Key{},
 			Warnings: slices.Clone(ob.Warnings), ActiveOpensKeyed: true,
-			Rotation: control.Rotation{State: "native", NextAction: sv.o.Executor.Name() + " sends with its list's preferred key"}}
+			Rotation: control.Rotation{State: "native", NextAction: sv.o.Executor.Name() + " sends with the preferred key of " + execWhere(sv.o.Executor, id, ob)}}
 		if p := ob.Protocol; p != nil {
 			ps.SessionState = bgp.ParseSessionState(p.BGPState).String()
 			ps.Counters = control.Counters{PktGood: p.PktGood, PktBad: p.PktBad}

@@ -61,6 +61,9 @@ type ExecObserved struct {
 	Unread error
 	// Protocol is the speaker's report of the peer's protocol (nil: none).
 	Protocol *bird.Protocol
+	// Where names the peer's list for the operator ("bird FILE"): a
+	// revoke's result, status ("": the executor's name and the peer).
+	Where string
 	// Warnings are the problems found reading the list (a file that is
 	// not the executor's form, not a regular file): shown in status.
 	Warnings []string
