@@ -202,6 +202,9 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 func (e *Executor) Submit(plans []daemon.ExecPlan) {
 	e.emu.Lock()
 	for _, p := range plans {
+		if old, ok := e.pending[p.Peer]; ok {
+			old.Zero() // the plans' secrets are the executor's
+		}
 		e.pending[p.Peer] = p
 	}
 	e.emu.Unlock()
@@ -229,7 +232,11 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 			continue
 		}
 		e.readProtocols()
-		done(e.applyPlans(ctx, plans))
+		out := e.applyPlans(ctx, plans)
+		for _, p := range plans {
+			p.Zero() // rendered and written: the secrets are the executor's
+		}
+		done(out)
 	}
 }
 

@@ -179,18 +179,19 @@ func TestExecutorRevokeSkipsBackoff(t *testing.T) {
 	fb.mu.Lock()
 	fb.refuse = true
 	fb.mu.Unlock()
-	in := input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0}
-	if o := runOnce(t, e, execPlan(id, in, 1)); o.ConfigureErr == nil {
+	// Run zeroes each plan's secrets once applied: each plan its own.
+	in := func() input { return input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0} }
+	if o := runOnce(t, e, execPlan(id, in(), 1)); o.ConfigureErr == nil {
 		t.Fatalf("outcome %+v, want the configure refused", o)
 	}
 	fb.mu.Lock()
 	fb.refuse = false
 	fb.mu.Unlock()
 	n := fb.count()
-	if o := runOnce(t, e, execPlan(id, in, 2)); o.ConfigureErr != nil || fb.count() != n {
+	if o := runOnce(t, e, execPlan(id, in(), 2)); o.ConfigureErr != nil || fb.count() != n {
 		t.Fatalf("within the backoff: outcome %+v, %d configures, want none", o, fb.count()-n)
 	}
-	pl := execPlan(id, in, 3)
+	pl := execPlan(id, in(), 3)
 	pl.Revoke = true
 	if o := runOnce(t, e, pl); o.ConfigureErr != nil || fb.count() != n+1 {
 		t.Fatalf("a revoke's plan: outcome %+v, %d configures, want one", o, fb.count()-n)

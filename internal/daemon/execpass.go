@@ -48,9 +48,11 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 
 // execSubmit plans the lists of the executor's peers that only covers (nil:
 // every peer) and submits those that change something (force: every one,
-// a revoke's, which skips the executor's backoff: ExecPlan.Revoke). Each single-address binding's peer gets its desired keys:
-// the policy's, the revocations scoped to it applied, aoctl rotate's key
-// preferred while its request applies. It never waits on the speaker; a
+// a revoke's, which skips the executor's backoff: ExecPlan.Revoke), each
+// with its own copy of the secrets (ExecPlan.own). Each single-address
+// binding's peer gets its desired keys: the policy's, the revocations
+// scoped to it applied, aoctl rotate's key preferred while its request
+// applies. It never waits on the speaker; a
 // binding whose keys cannot be computed, or whose chain is degraded in the
 // key source, is left as written (nothing submitted for it). It returns
 // the peers it planned. The pass and a revoke's request call it; the
@@ -76,6 +78,7 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen)
 		if ok && (es.changes(pl, obs[id]) || force) {
 			pl.Revoke = force
+			pl.own() // the snapshot's secrets are zeroed once it is replaced
 			plans = append(plans, pl)
 		}
 	}

@@ -299,3 +299,24 @@ func TestExecutorScopedRevokePrefersThePolicysKey(t *testing.T) {
 		e.waitList("20 30p")
 	})
 }
+
+// TestExecutorPlansOwnTheirSecrets: the executor applies a plan after the
+// pass that made it, when the pass's key snapshot may be replaced and
+// zeroed: a submitted plan's secrets are its own copies.
+func TestExecutorPlansOwnTheirSecrets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, "", ka)
+		e.waitList("20p")
+		pls := e.fx.LastSubmit()
+		if len(pls) != 1 || len(pls[0].Keys) != 1 {
+			t.Fatalf("submitted %+v, want one plan of one key", pls)
+		}
+		e.setKeys(ka, kb) // a new snapshot: the pass's is zeroed
+		e.waitList("20 30p")
+		want := ka.mkt()
+		if !pls[0].Keys[0].MKT.Secret.Equal(want.Secret) {
+			t.Error("the submitted plan's secret changed once the pass's snapshot was replaced")
+		}
+	})
+}
