@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -30,17 +31,17 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 		// The speaker keys its own sockets: every peer of the policy is
 		// its, session up or not (its list prefers the key).
 		for _, id := range e.recon.execPeers() {
-			targets = append(targets, rotateTarget{id: id, up: true})
+			targets = append(targets, rotateTarget{id: id, addr: id.Addr, up: true})
 		}
 	} else {
 		for _, p := range e.table.peerList() {
-			targets = append(targets, rotateTarget{id: p.info.Key(), up: p.handle != nil, session: sessionOf(p.handle)})
+			targets = append(targets, rotateTarget{id: p.info.Key(), addr: p.info.Neighbor, up: p.handle != nil, session: sessionOf(p.handle)})
 		}
 	}
 	// One peer by address, in the VRF named (without one: every VRF that
 	// has the address), or by peer.Key's text.
 	targets = slices.DeleteFunc(targets, func(t rotateTarget) bool {
-		return !req.All && t.id.String() != req.Peer && (t.id.Addr.String() != req.Peer || req.VRF != "" && req.VRF != t.id.VRF)
+		return !req.All && t.id.String() != req.Peer && (t.addr.String() != req.Peer || req.VRF != "" && req.VRF != t.id.VRF)
 	})
 	if len(targets) == 0 {
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
@@ -50,8 +51,8 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 	at := map[rotator.PeerID]int{} // each ask's outcome in res.Peers
 	for _, p := range targets {
 		id := p.id
-		out := control.RotateOutcome{Seq: seq, Peer: id.Addr.String(), VRF: id.VRF}
-		pk, err := e.recon.peerDesired(e.policy(), snap, id.Addr, id.VRF, now)
+		out := control.RotateOutcome{Seq: seq, Peer: p.addr.String(), VRF: id.VRF}
+		pk, err := e.recon.peerDesired(e.policy(), snap, p.addr, id.VRF, now)
 		n := early.Newest(pk, now)
 		switch {
 		case err != nil:
@@ -90,6 +91,7 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 // connection it is (zero for an executor's: none is followed).
 type rotateTarget struct {
 	id      rotator.PeerID
+	addr    netip.Addr // as the speaker reports it (bgp.PeerInfo.Neighbor)
 	up      bool
 	session early.Session
 }
