@@ -166,7 +166,7 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 	protos := e.protocols
 	e.emu.Unlock()
 	for _, id := range peers {
-		var ob daemon.ExecObserved
+		ob := daemon.ExecObserved{Where: "bird " + e.fileOfPeer(id)}
 		if p, ok := protos[peer.KeyOf(id.Addr, "")]; ok {
 			ob.Protocol = &p
 		}
@@ -202,6 +202,9 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 func (e *Executor) Submit(plans []daemon.ExecPlan) {
 	e.emu.Lock()
 	for _, p := range plans {
+		if old, ok := e.pending[p.Peer]; ok {
+			old.Zero() // the plans' secrets are the executor's
+		}
 		e.pending[p.Peer] = p
 	}
 	e.emu.Unlock()
@@ -229,7 +232,11 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 			continue
 		}
 		e.readProtocols()
-		done(e.applyPlans(ctx, plans))
+		out := e.applyPlans(ctx, plans)
+		for _, p := range plans {
+			p.Zero() // rendered and written: the secrets are the executor's
+		}
+		done(out)
 	}
 }
 
@@ -266,8 +273,13 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 		views = append(views, v)
 	}
 	ok := checked(ctx, e.o.Bird, changes, func(c change, err error) { out.Failed[views[c.view].ID] = err })
-	// Within a backoff nothing is applied: the next pass submits again.
-	if len(ok) > 0 && !e.o.Now().Before(e.retryAt) {
+	// Within a backoff nothing is applied (the next pass submits again),
+	// but for a revoke's plan.
+	revoke := false
+	for _, pl := range plans {
+		revoke = revoke || pl.Revoke
+	}
+	if len(ok) > 0 && (revoke || !e.o.Now().Before(e.retryAt)) {
 		out.ConfigureErr = e.apply(ctx, ok, views, true)
 	}
 	for _, v := range views {

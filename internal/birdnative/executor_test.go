@@ -117,7 +117,7 @@ func TestExecutorSubmitRunObserve(t *testing.T) {
 				t.Errorf("file %q, want %q", got, tc.want)
 			}
 			ob := e.Observe(context.Background(), []peer.Key{id})[id]
-			if ob.Session != nil || ob.Unread != nil || len(ob.Warnings) != 0 {
+			if ob.Session != nil || ob.Unread != nil || len(ob.Warnings) != 0 || ob.Where != "bird "+file {
 				t.Errorf("observed %+v", ob)
 			}
 			var got []string
@@ -167,4 +167,36 @@ func writtenKeys(t *testing.T, path string) []bird.Key {
 		t.Fatal(err)
 	}
 	return ks
+}
+
+// TestExecutorRevokeSkipsBackoff: after a configure BIRD refused, a pass's
+// plan within the backoff is dropped (the next pass submits again), but a
+// revoke's is applied at once, as the Driver's revoke clears its backoff.
+func TestExecutorRevokeSkipsBackoff(t *testing.T) {
+	e, fb := newTestExecutor(t)
+	id := peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")
+	file := filepath.Join(e.o.Dir, "192.0.2.2.conf")
+	fb.mu.Lock()
+	fb.refuse = true
+	fb.mu.Unlock()
+	// Run zeroes each plan's secrets once applied: each plan its own.
+	in := func() input { return input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0} }
+	if o := runOnce(t, e, execPlan(id, in(), 1)); o.ConfigureErr == nil {
+		t.Fatalf("outcome %+v, want the configure refused", o)
+	}
+	fb.mu.Lock()
+	fb.refuse = false
+	fb.mu.Unlock()
+	n := fb.count()
+	if o := runOnce(t, e, execPlan(id, in(), 2)); o.ConfigureErr != nil || fb.count() != n {
+		t.Fatalf("within the backoff: outcome %+v, %d configures, want none", o, fb.count()-n)
+	}
+	pl := execPlan(id, in(), 3)
+	pl.Revoke = true
+	if o := runOnce(t, e, pl); o.ConfigureErr != nil || fb.count() != n+1 {
+		t.Fatalf("a revoke's plan: outcome %+v, %d configures, want one", o, fb.count()-n)
+	}
+	if got := flags(plan{Keys: writtenKeys(t, file)}); got != "1p" {
+		t.Errorf("file %q, want %q", got, "1p")
+	}
 }

@@ -44,7 +44,12 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 }
 
 // Plan implements control.Backend (planview.go).
-func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) { return d.rec.plan(ctx) }
+func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
+	if err := d.co.execRefuses("aoctl plan"); err != nil {
+		return control.PlanReport{}, err
+	}
+	return d.rec.plan(ctx)
+}
 
 // Rotate implements control.Backend (rotate.go).
 func (d *Daemon) Rotate(ctx context.Context, req control.RotateRequest) (control.RotateResult, error) {
@@ -63,16 +68,25 @@ func (d *Daemon) RevokeFleet(ctx context.Context, chain, key string) (control.Re
 
 // Replace implements control.Backend (replace.go).
 func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
+	if err := d.co.execRefuses("aoctl replace"); err != nil {
+		return control.ReplaceResult{}, err
+	}
 	return d.owns.replace(ctx, req)
 }
 
 // Adopt implements control.Backend (adopt.go).
 func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
+	if err := d.co.execRefuses("aoctl adopt"); err != nil {
+		return control.AdoptResult{}, err
+	}
 	return d.owns.adopt(ctx, req)
 }
 
 // Migrate implements control.Backend (migrate.go).
 func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
+	if err := d.co.execRefuses("aoctl migrate"); err != nil {
+		return control.MigrateResult{}, err
+	}
 	return d.migrs.handle(ctx, req)
 }
 

@@ -19,13 +19,19 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// Options wire a Daemon. Speaker, Discoverer, Policy and Keys are required.
+// Options wire a Daemon. Policy and Keys are required, and either Speaker
+// and Discoverer (aokeyd keys the speaker's sockets) or Executor (the
+// speaker keys its own), never both.
 type Options struct {
 	Policy     *policy.Policy
 	Keys       *keystore.Cache
 	Source     keystore.Source // for Revoke write-back; nil: Keys' source cannot be written
 	Speaker    bgp.Speaker
 	Discoverer bgp.Discoverer
+	// Executor carries each peer's key list to a speaker that keys its
+	// own sockets (BIRD): the pass plans the lists, Executor.Run applies
+	// them (execpass.go). No session or listener is keyed by aokeyd then.
+	Executor Executor
 	// ListenPort is the speaker's BGP port (default speakers.Port).
 	ListenPort uint16
 	// ActiveOpens: the speaker runs under `aokeyd exec`, so its outgoing
@@ -159,8 +165,14 @@ type Kernel struct {
 
 // New builds a Daemon; Run starts it.
 func New(o Options) (*Daemon, error) {
-	if o.Policy == nil || o.Keys == nil || o.Speaker == nil || o.Discoverer == nil {
-		return nil, errors.New("daemon: Policy, Keys, Speaker and Discoverer are required")
+	if o.Policy == nil || o.Keys == nil {
+		return nil, errors.New("daemon: Policy and Keys are required")
+	}
+	if o.Executor != nil && (o.Speaker != nil || o.Discoverer != nil) {
+		return nil, errors.New("daemon: an Executor's speaker keys its own sockets: no Speaker or Discoverer with it")
+	}
+	if o.Executor == nil && (o.Speaker == nil || o.Discoverer == nil) {
+		return nil, errors.New("daemon: Speaker and Discoverer are required (or an Executor)")
 	}
 	// The defaults are config's, the one place they are written.
 	if o.ListenPort == 0 {
@@ -219,6 +231,9 @@ func New(o Options) (*Daemon, error) {
 	o.SocketOf = func(h bgp.SocketHandle) tcpao.Socket { return owned.wrap(h.Ref(), socketOf(h)) }
 	co := newCore(o, rs, owned, migr, carried)
 	d := wire(co)
+	if o.Executor != nil {
+		co.recon.exec = newExecState()
+	}
 	d.early.restore(earlyRec, earlyAsks, earlyRewrite) // before the first pass
 	d.rec.holdGate()                                   // the start-up gate holds from the start
 	// The key cache holds back what a read loses of the chains in use.
@@ -279,7 +294,8 @@ func (d *Daemon) SetPolicy(p *policy.Policy) {
 // Its goroutines: this one is the reconcile goroutine (the passes, and the
 // listener part of each revoke and the keying of each socket held in
 // listen(2) between them: the listeners' one writer);
-// one follows the speaker (bgp.Tracker, whose events take sessions over);
+// one follows the speaker (bgp.Tracker, whose events take sessions over),
+// or with an Executor runs it (its applications beside the passes);
 // one reads the key source every Refresh and wakes a pass after each read
 // (a read that finds nothing new makes it an idle pass); one, when the
 // Discoverer can list listeners, lists them every ListenerPoll and asks
@@ -295,6 +311,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		if ex := d.co.o.Executor; ex != nil {
+			d.rec.runExecutor(ctx, ex)
+			return
+		}
 		for ctx.Err() == nil {
 			if err := d.co.tracker.Run(ctx); err != nil && ctx.Err() == nil {
 				d.co.log.Warn("speaker watch ended; retrying", "speaker", d.co.o.Speaker.Name(), "err", err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
@@ -33,7 +34,9 @@ type Executor interface {
 	// read it). Files and the kernel only: it does not ask the speaker.
 	Observe(ctx context.Context, peers []peer.Key) map[peer.Key]ExecObserved
 	// Submit replaces the pending plan of each peer it names (the latest
-	// wins, as rotator.Controller's mailbox) and returns at once.
+	// wins, as rotator.Controller's mailbox) and returns at once. The
+	// plans' secrets are the executor's own (copies): it zeroes each plan
+	// (ExecPlan.Zero) once applied or replaced.
 	Submit(plans []ExecPlan)
 	// Clean reports the peers whose sockets (the speaker's listeners and
 	// its sessions with them) still hold ref after a bound: a revoke's
@@ -61,6 +64,9 @@ type ExecObserved struct {
 	Unread error
 	// Protocol is the speaker's report of the peer's protocol (nil: none).
 	Protocol *bird.Protocol
+	// Where names the peer's list for the operator ("bird FILE"): a
+	// revoke's result, status ("": the executor's name and the peer).
+	Where string
 	// Warnings are the problems found reading the list (a file that is
 	// not the executor's form, not a regular file): shown in status.
 	Warnings []string
@@ -82,6 +88,35 @@ type ExecPlan struct {
 	Revoked []tcpao.KeyRef
 	// Gen is the pass's generation, echoed in the outcome.
 	Gen uint64
+	// Revoke: a revoke's plan, applied even within the backoff that
+	// follows a reconfigure the speaker refused (a revoke waits for no
+	// retry; the Driver's revoke clears its backoff so).
+	Revoke bool
+}
+
+// own gives p its own copy of every secret it holds: its keys' material
+// shares the pass's key snapshot, which is zeroed once replaced, and the
+// executor applies the plan later. The executor owns the copies (Zero).
+func (p *ExecPlan) own() {
+	p.Keys = slices.Clone(p.Keys)
+	for i := range p.Keys {
+		p.Keys[i].MKT = p.Keys[i].MKT.Clone()
+	}
+	p.Plan.Ops = slices.Clone(p.Plan.Ops)
+	for i := range p.Plan.Ops {
+		p.Plan.Ops[i].Key.Secret = p.Plan.Ops[i].Key.Secret.Clone()
+	}
+}
+
+// Zero wipes the secrets p holds: the executor's, once it applied p or a
+// later plan replaced it.
+func (p ExecPlan) Zero() {
+	for _, k := range p.Keys {
+		k.MKT.Secret.Zero()
+	}
+	for _, op := range p.Plan.Ops {
+		op.Key.Secret.Zero()
+	}
 }
 
 // ExecOutcome is what one Run application did.

@@ -22,6 +22,7 @@ type reconciler struct {
 	*core
 	carried *carriedRecord // what each peer's sessions carry, durably
 	lwatch  listenerWatch  // the listener watch's state (lwatch.go)
+	exec    *execState     // an Executor's peers (execpass.go; nil: none)
 
 	kick    chan struct{}        // wake: a pass now
 	revokes chan *listenerRevoke // a revoke's listener part, applied between passes
@@ -124,7 +125,12 @@ func (rc *reconciler) run(ctx context.Context) error {
 	defer rc.dropShared()
 	defer rc.dropAsks() // first: no ask is left waiting once Run returns
 	for {
-		next := rc.reconcile(ctx)
+		var next time.Time
+		if rc.exec != nil {
+			next = rc.execPass(ctx) // no speaker's sessions or listeners to key
+		} else {
+			next = rc.reconcile(ctx)
+		}
 		var timer <-chan time.Time // nil: no pass due until woken
 		if !next.IsZero() {
 			timer = time.After(max(time.Until(next), 100*time.Millisecond))

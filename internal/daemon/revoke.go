@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/rotator"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -199,6 +199,9 @@ func (rv *revocations) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) 
 // bindings that read chain are touched, and on them only a key with the
 // revoked key's material too.
 func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+	if rv.o.Executor != nil {
+		return rv.execRevoke(ctx, chain, rk, scope, vrf, add)
+	}
 	pol := rv.policy()
 	var wg sync.WaitGroup
 	if !mutantRevokeSkipsListener {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -24,15 +26,23 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 		return res, errors.New("no good key snapshot yet")
 	}
 	now := time.Now()
-	var targets []*peerState
-	for _, p := range e.table.peerList() {
-		// One peer by address, in the VRF named (without one: every VRF
-		// that has the address), or by peer.Key's text.
-		if req.All || p.id.String() == req.Peer ||
-			p.info.Neighbor.String() == req.Peer && (req.VRF == "" || req.VRF == p.info.VRF) {
-			targets = append(targets, p)
+	var targets []rotateTarget
+	if e.o.Executor != nil {
+		// The speaker keys its own sockets: every peer of the policy is
+		// its, session up or not (its list prefers the key).
+		for _, id := range e.recon.execPeers() {
+			targets = append(targets, rotateTarget{id: id, addr: id.Addr, up: true})
+		}
+	} else {
+		for _, p := range e.table.peerList() {
+			targets = append(targets, rotateTarget{id: p.info.Key(), addr: p.info.Neighbor, up: p.handle != nil, session: sessionOf(p.handle)})
 		}
 	}
+	// One peer by address, in the VRF named (without one: every VRF that
+	// has the address), or by peer.Key's text.
+	targets = slices.DeleteFunc(targets, func(t rotateTarget) bool {
+		return !req.All && t.id.String() != req.Peer && (t.addr.String() != req.Peer || req.VRF != "" && req.VRF != t.id.VRF)
+	})
 	if len(targets) == 0 {
 		return res, fmt.Errorf("peer %q has no session aokeyd manages: %w", req.Peer, control.ErrNotFound)
 	}
@@ -40,19 +50,19 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 	asks := map[rotator.PeerID]earlyRoll{}
 	at := map[rotator.PeerID]int{} // each ask's outcome in res.Peers
 	for _, p := range targets {
-		id := p.info.Key()
-		out := control.RotateOutcome{Seq: seq, Peer: p.info.Neighbor.String(), VRF: p.info.VRF}
-		pk, err := e.recon.peerDesired(e.policy(), snap, p.info.Neighbor, p.info.VRF, now)
+		id := p.id
+		out := control.RotateOutcome{Seq: seq, Peer: p.addr.String(), VRF: id.VRF}
+		pk, err := e.recon.peerDesired(e.policy(), snap, p.addr, id.VRF, now)
 		n := early.Newest(pk, now)
 		switch {
 		case err != nil:
 			out.Error = err.Error()
-		case p.handle == nil:
+		case !p.up:
 			out.Detail = "session is down"
 		case n < 0 || n == pk.Preferred:
 			out.Detail = "no newer key in the key source for this peer; add one (or wait for the schedule)"
 		default:
-			asks[id] = earlyRoll{key: early.KeyOf(pk, n), asked: now, session: sessionOf(p.handle)}
+			asks[id] = earlyRoll{key: early.KeyOf(pk, n), asked: now, session: p.session}
 			at[id] = len(res.Peers)
 		}
 		res.Peers = append(res.Peers, out)
@@ -74,6 +84,16 @@ func (e *earlyRolls) rotate(ctx context.Context, req control.RotateRequest) (con
 	}
 	e.recon.askFull()
 	return res, nil
+}
+
+// rotateTarget is a peer aoctl rotate may roll: up, its session is (an
+// executor's peer always is: its list prefers the key), and which
+// connection it is (zero for an executor's: none is followed).
+type rotateTarget struct {
+	id      rotator.PeerID
+	addr    netip.Addr // as the speaker reports it (bgp.PeerInfo.Neighbor)
+	up      bool
+	session early.Session
 }
 
 // observeEarly holds or ends id's early roll that its machine, started

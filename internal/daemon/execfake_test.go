@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// fakeExecutor is an in-memory Executor: each peer's written list follows
+// Submit at once (the plan applied as birdnative's listOf applies it to a
+// file, and the keys it drops taken off the session, as the speaker's
+// reconfigure does), and its session is what the test scripts
+// (SetSession, SetUnread).
+// Clean reports the peers whose written list or session still hold ref.
+type fakeExecutor struct {
+	mu      sync.Mutex
+	written map[peer.Key][]tcpao.KeyInfo
+	session map[peer.Key]*rotator.Observed
+	unread  map[peer.Key]error
+	submits [][]ExecPlan
+	done    func(ExecOutcome)
+}
+
+var _ Executor = (*fakeExecutor)(nil)
+
+func newFakeExecutor() *fakeExecutor {
+	return &fakeExecutor{written: map[peer.Key][]tcpao.KeyInfo{}, session: map[peer.Key]*rotator.Observed{}, unread: map[peer.Key]error{}}
+}
+
+func (f *fakeExecutor) Name() string { return "fake" }
+
+// SetSession scripts the peer's session (nil: none up).
+func (f *fakeExecutor) SetSession(id peer.Key, s *rotator.Observed) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.session[id] = s
+}
+
+// SetUnread scripts a session that cannot be read (nil: readable).
+func (f *fakeExecutor) SetUnread(id peer.Key, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unread[id] = err
+}
+
+// Written is the peer's list as written.
+func (f *fakeExecutor) Written(id peer.Key) []tcpao.KeyInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.written[id])
+}
+
+// LastSubmit is the last batch of plans submitted.
+func (f *fakeExecutor) LastSubmit() []ExecPlan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.submits) == 0 {
+		return nil
+	}
+	return f.submits[len(f.submits)-1]
+}
+
+func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key]ExecObserved {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[peer.Key]ExecObserved{}
+	for _, id := range peers {
+		w := slices.Clone(f.written[id])
+		ob := ExecObserved{Written: rotator.Observed{HaveAO: len(w) > 0, Keys: w}, Unread: f.unread[id], Where: "fake " + id.String() + ".list"}
+		if s := f.session[id]; s != nil && ob.Unread == nil {
+			c := *s
+			c.Keys = slices.Clone(s.Keys)
+			ob.Session = &c
+		}
+		out[id] = ob
+	}
+	return out
+}
+
+func (f *fakeExecutor) Submit(plans []ExecPlan) {
+	f.mu.Lock()
+	f.submits = append(f.submits, plans)
+	out := ExecOutcome{}
+	for _, pl := range plans {
+		f.written[pl.Peer] = applyFakePlan(f.written[pl.Peer], pl)
+		out.Gen = max(out.Gen, pl.Gen)
+		if s := f.session[pl.Peer]; s != nil {
+			// The speaker's reconfigure takes the keys the list dropped
+			// off its sockets.
+			c := *s
+			c.Keys = slices.DeleteFunc(slices.Clone(s.Keys), func(k tcpao.KeyInfo) bool {
+				return !slices.ContainsFunc(f.written[pl.Peer], func(w tcpao.KeyInfo) bool { return execIDOf(w.KeyRef) == execIDOf(k.KeyRef) })
+			})
+			f.session[pl.Peer] = &c
+		}
+	}
+	done := f.done
+	f.mu.Unlock()
+	if done != nil {
+		done(out)
+	}
+}
+
+func (f *fakeExecutor) Clean(_ context.Context, peers []peer.Key, ref tcpao.KeyRef) (map[peer.Key]bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	holds := func(ks []tcpao.KeyInfo) bool {
+		return slices.ContainsFunc(ks, func(k tcpao.KeyInfo) bool { return execIDOf(k.KeyRef) == execIDOf(ref) })
+	}
+	dirty := map[peer.Key]bool{}
+	for _, id := range peers {
+		if holds(f.written[id]) || f.session[id] != nil && holds(f.session[id].Keys) {
+			dirty[id] = true
+		}
+	}
+	return dirty, nil
+}
+
+func (f *fakeExecutor) Run(ctx context.Context, done func(ExecOutcome)) error {
+	f.mu.Lock()
+	f.done = done
+	f.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+// applyFakePlan is the list pl leaves of written: its deletes and adds,
+// the revoked keys gone, the plan's preferred key Current_key and
+// RNext_key (none: the written preferred one, while it stays).
+func applyFakePlan(written []tcpao.KeyInfo, pl ExecPlan) []tcpao.KeyInfo {
+	final := slices.Clone(written)
+	drop := func(id execID) {
+		final = slices.DeleteFunc(final, func(k tcpao.KeyInfo) bool { return execIDOf(k.KeyRef) == id })
+	}
+	for _, op := range pl.Plan.Ops {
+		switch op.Kind {
+		case rotator.OpDel:
+			drop(execIDOf(op.Del.KeyRef))
+		case rotator.OpAdd:
+			final = append(final, tcpao.KeyInfo{KeyRef: execRef(execIDOf(op.Key.KeyRef)), Algorithm: op.Key.Algorithm, Fingerprint: op.Key.Secret.Fingerprint()})
+		}
+	}
+	for _, r := range pl.Revoked {
+		drop(execIDOf(r))
+	}
+	pref, ok := execID{}, false
+	if pl.Preferred >= 0 {
+		pref, ok = schedExecID(pl.Keys[pl.Preferred]), true
+	} else if i := slices.IndexFunc(written, func(k tcpao.KeyInfo) bool { return k.IsRNext }); i >= 0 {
+		pref, ok = execIDOf(written[i].KeyRef), true
+	}
+	for i := range final {
+		is := ok && execIDOf(final[i].KeyRef) == pref
+		final[i].IsCurrent, final[i].IsRNext = is, is
+	}
+	slices.SortFunc(final, func(a, b tcpao.KeyInfo) int { return int(a.SendID) - int(b.SendID) })
+	return final
+}
+
+// NewFakeExecutor is newFakeExecutor, for the package's external tests.
+var NewFakeExecutor = newFakeExecutor

@@ -1,0 +1,238 @@
+package daemon
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// execPoll is how often the pass reads an executor's peers when nothing
+// asks for a pass sooner: the retire proof needs a read of each session
+// about every second (execSettle counts from reads), as birdnative's
+// Driver polls.
+const execPoll = time.Second
+
+// execState is the reconciler's state for an Executor's peers: the
+// planner, what the last pass observed and the last outcome (status shows
+// both), and the last plan submitted per peer (a plan that changes nothing
+// is not submitted again: an outcome kicks a pass, which must not submit
+// the same plan for ever).
+type execState struct {
+	plans *execPlanner
+
+	mu      sync.Mutex
+	gen     uint64
+	seen    map[peer.Key]ExecObserved // replaced whole, never written in place
+	outcome ExecOutcome
+	sent    map[peer.Key]string // a signature of the last plan submitted
+}
+
+func newExecState() *execState {
+	return &execState{plans: newExecPlanner(), sent: map[peer.Key]string{}}
+}
+
+// execPass is the pass when the daemon serves an Executor
+// (Options.Executor): every peer's list planned and submitted (execSubmit).
+func (rc *reconciler) execPass(ctx context.Context) time.Time {
+	rc.early.flush()
+	rc.execSubmit(ctx, nil, false)
+	rc.fullPasses.Add(1)
+	return time.Now().Add(execPoll)
+}
+
+// execSubmit plans the lists of the executor's peers that only covers (nil:
+// every peer) and submits those that change something (force: every one,
+// a revoke's, which skips the executor's backoff: ExecPlan.Revoke), each
+// with its own copy of the secrets (ExecPlan.own). Each single-address
+// binding's peer gets its desired keys: the policy's, the revocations
+// scoped to it applied, aoctl rotate's key preferred while its request
+// applies. It never waits on the speaker; a
+// binding whose keys cannot be computed, or whose chain is degraded in the
+// key source, is left as written (nothing submitted for it). It returns
+// the peers it planned. The pass and a revoke's request call it; the
+// planner and execState are safe for both.
+func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) []peer.Key {
+	now := time.Now()
+	snap, release := rc.shared()
+	defer release()
+	if snap == nil {
+		rc.log.Warn("no good key snapshot yet: the executor's lists are left as they are", "executor", rc.o.Executor.Name())
+		return nil
+	}
+	wants := rc.execWants(snap, now, only)
+	es := rc.exec
+	es.mu.Lock()
+	es.gen++
+	gen := es.gen
+	es.mu.Unlock()
+	ids := sortedPeers(wants)
+	obs := rc.o.Executor.Observe(ctx, ids)
+	var plans []ExecPlan
+	for _, id := range ids {
+		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen)
+		if ok && (es.changes(pl, obs[id]) || force) {
+			pl.Revoke = force
+			pl.own() // the snapshot's secrets are zeroed once it is replaced
+			plans = append(plans, pl)
+		}
+	}
+	// A new map each time: status and a revoke read the last one without
+	// the lock.
+	es.mu.Lock()
+	seen := obs
+	if only != nil {
+		seen = maps.Clone(es.seen)
+		if seen == nil {
+			seen = map[peer.Key]ExecObserved{}
+		}
+		maps.Copy(seen, obs)
+	}
+	es.seen = seen
+	es.mu.Unlock()
+	if len(plans) > 0 {
+		rc.o.Executor.Submit(plans)
+	}
+	return ids
+}
+
+// execWants is the desired state at now of every executor peer only
+// covers (nil: every one).
+func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only func(peer.Key) bool) map[peer.Key]execWant {
+	pol := rc.policy()
+	wants := map[peer.Key]execWant{}
+	for _, b := range pol.Bindings() {
+		if !b.Neighbor.IsSingleIP() {
+			continue // a speaker keying its own sockets has one neighbor per protocol
+		}
+		addr := b.Neighbor.Addr()
+		id := peer.KeyOf(addr, b.VRF)
+		if only != nil && !only(id) {
+			continue
+		}
+		pk, err := rc.peerDesired(pol, snap, addr, b.VRF, now)
+		if err != nil {
+			rc.log.Warn("no desired keys for peer: its list is left as it is", "peer", id, "err", err)
+			continue
+		}
+		if snap.Degraded(pk.SourceChain) {
+			continue
+		}
+		if r, why := rc.early.stale(id, pk, now); why != "" {
+			rc.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", r.label(), "why", why)
+		}
+		w := execWant{Keys: pk.Keys, Preferred: rc.early.prefer(id, pk)}
+		if c := snap.Chains[pk.SourceChain]; c != nil {
+			for _, name := range slices.Concat(pk.Revoked, pk.Expired) {
+				if m, ok := c.Key(name); ok {
+					w.Revoked = append(w.Revoked, execRef(execID{m.SendID, m.RecvID}))
+				}
+			}
+		}
+		wants[id] = w
+	}
+	return wants
+}
+
+// execPeers are the executor's peers: the policy's single-address
+// bindings' (aoctl rotate's targets).
+func (rc *reconciler) execPeers() []peer.Key {
+	var ids []peer.Key
+	for _, b := range rc.policy().Bindings() {
+		if b.Neighbor.IsSingleIP() {
+			ids = append(ids, peer.KeyOf(b.Neighbor.Addr(), b.VRF))
+		}
+	}
+	return ids
+}
+
+func sortedPeers(wants map[peer.Key]execWant) []peer.Key {
+	ids := make([]peer.Key, 0, len(wants))
+	for id := range wants {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, peer.Key.Compare)
+	return ids
+}
+
+// changes reports whether pl is to be submitted: it changes the written
+// list (an add, a delete, a revoked key written, another key preferred),
+// or differs from the last plan submitted for the peer (a key's
+// sendability, which the written list as a socket does not show).
+func (es *execState) changes(pl ExecPlan, ob ExecObserved) bool {
+	sig := execSignature(pl)
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.sent[pl.Peer] == sig && !execChanges(pl, ob) {
+		return false
+	}
+	es.sent[pl.Peer] = sig
+	return true
+}
+
+func execChanges(pl ExecPlan, ob ExecObserved) bool {
+	if !pl.Plan.Empty() {
+		return true
+	}
+	for _, r := range pl.Revoked {
+		if slices.ContainsFunc(ob.Written.Keys, func(k tcpao.KeyInfo) bool { return execIDOf(k.KeyRef) == execIDOf(r) }) {
+			return true
+		}
+	}
+	if pl.Preferred < 0 {
+		return false
+	}
+	want := schedExecID(pl.Keys[pl.Preferred])
+	return !slices.ContainsFunc(ob.Written.Keys, func(k tcpao.KeyInfo) bool { return k.IsRNext && execIDOf(k.KeyRef) == want })
+}
+
+// execSignature is what of pl the written list may not show: its desired
+// keys' IDs, material and sendability, the preferred one, the revoked.
+func execSignature(pl ExecPlan) string {
+	b := []byte{byte(pl.Preferred + 1)}
+	for _, k := range pl.Keys {
+		fp := k.MKT.Secret.Fingerprint()
+		b = append(b, k.MKT.SendID, k.MKT.RecvID)
+		if k.Sendable {
+			b = append(b, 1)
+		}
+		b = append(append(b, fp[:]...), k.MKT.Algorithm...)
+	}
+	for _, r := range pl.Revoked {
+		b = append(b, 0xff, r.SendID, r.RecvID)
+	}
+	return string(b)
+}
+
+// execDone is Run's outcome: kept for status, and a successful one kicks
+// a pass (the next plan starts from the list it wrote). A failed one does
+// not: the list is as it was, the next poll plans it again.
+func (rc *reconciler) execDone(o ExecOutcome) {
+	rc.exec.mu.Lock()
+	rc.exec.outcome = o
+	rc.exec.mu.Unlock()
+	if o.ConfigureErr == nil && len(o.Failed) == 0 {
+		rc.wake()
+	}
+}
+
+// runExecutor runs ex until ctx ends (Daemon.Run's supervised piece beside
+// the passes), restarting it when it fails.
+func (rc *reconciler) runExecutor(ctx context.Context, ex Executor) {
+	for ctx.Err() == nil {
+		err := ex.Run(ctx, rc.execDone)
+		if ctx.Err() != nil {
+			return
+		}
+		rc.log.Warn("executor ended; retrying", "executor", ex.Name(), "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

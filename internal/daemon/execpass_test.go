@@ -1,0 +1,322 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/testkit"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/rotator"
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// TestExecutorOptionsExclusive: a Daemon serves either a Speaker (with
+// its Discoverer) or an Executor, never both, never neither.
+func TestExecutorOptionsExclusive(t *testing.T) {
+	src := &fakeSource{}
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
+	defer cache.Close()
+	pol := parsePolicy(t, fmt.Sprintf(basePolicy, "keep"))
+	if _, err := daemon.New(daemon.Options{Policy: pol, Keys: cache}); err == nil {
+		t.Error("New took neither a Speaker nor an Executor")
+	}
+	if _, err := daemon.New(daemon.Options{Policy: pol, Keys: cache, Executor: daemon.NewFakeExecutor(), Discoverer: newFakeDiscoverer()}); err == nil {
+		t.Error("New took an Executor with a Discoverer")
+	}
+}
+
+// execEnv is a Daemon serving a fake executor, its peer 192.0.2.2.
+type execEnv struct {
+	t   *testing.T
+	src *fakeSource
+	fx  interface {
+		Written(peer.Key) []tcpao.KeyInfo
+		SetSession(peer.Key, *rotator.Observed)
+		LastSubmit() []daemon.ExecPlan
+	}
+	d    *daemon.Daemon
+	peer peer.Key
+}
+
+// newExecEnv runs a Daemon on a fake executor under policy (basePolicy
+// with keep when ""), with keys in the source, until the test ends. It
+// runs in a synctest bubble.
+func newExecEnv(t *testing.T, policy string, keys ...testKey) *execEnv {
+	t.Helper()
+	if policy == "" {
+		policy = fmt.Sprintf(basePolicy, "keep")
+	}
+	src := &fakeSource{}
+	t.Cleanup(src.close)
+	cache := keystore.NewCache(src, keystore.CacheOptions{})
+	t.Cleanup(cache.Close)
+	fx := daemon.NewFakeExecutor()
+	d, err := daemon.New(daemon.Options{Policy: parsePolicy(t, policy), Keys: cache, Source: src, Executor: fx,
+		Resync: time.Hour, Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &execEnv{t: t, src: src, fx: fx, d: d, peer: peer.KeyOf(peerAddr, "")}
+	src.setKeys(execMKTs(keys)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return e
+}
+
+func execMKTs(ks []testKey) []keystore.MKT {
+	var ms []keystore.MKT
+	for _, k := range ks {
+		ms = append(ms, k.mkt())
+	}
+	return ms
+}
+
+// execSess is a session with keys 20/21 and 30/31 that verified goodA
+// and goodB segments, Current_key cur and RNext_key 30.
+func execSess(goodA, goodB uint64, cur uint8) *rotator.Observed {
+	k := func(send uint8, good uint64) tcpao.KeyInfo {
+		return tcpao.KeyInfo{KeyRef: tcpao.KeyRef{SendID: send, RecvID: send + 1}, PktGood: good, IsCurrent: send == cur, IsRNext: send == 30}
+	}
+	return &rotator.Observed{HaveAO: true, Keys: []tcpao.KeyInfo{k(20, goodA), k(30, goodB)}}
+}
+
+// list renders the peer's written list: "20 30p" (send IDs, p preferred).
+func (e *execEnv) list() string { return e.listOf(e.peer) }
+
+func (e *execEnv) listOf(id peer.Key) string {
+	var s []string
+	for _, k := range e.fx.Written(id) {
+		f := fmt.Sprint(k.SendID)
+		if k.IsRNext {
+			f += "p"
+		}
+		s = append(s, f)
+	}
+	return strings.Join(s, " ")
+}
+
+func (e *execEnv) waitList(want string) {
+	e.t.Helper()
+	if !testkit.Until(10*time.Second, func() bool { return e.list() == want }) {
+		e.t.Fatalf("written list %q, want %q", e.list(), want)
+	}
+}
+
+func (e *execEnv) setKeys(ks ...testKey) {
+	e.t.Helper()
+	e.src.setKeys(execMKTs(ks)...)
+	if err := e.d.RefreshKeys(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestExecutorPassNeverStrands (TestDriverApplyAndRestore's and
+// TestPlanPeer's scenarios through the daemon's pass): the policy's keys
+// are written, the newest preferred; a key no longer desired stays while
+// no session is up and while the peer sends with it, and leaves once the
+// peer was seen sending with the preferred key since a settled read.
+func TestExecutorPassNeverStrands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, "", ka)
+		e.waitList("20p")
+		e.setKeys(ka, kb)
+		e.waitList("20 30p")
+		e.setKeys(kb)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := e.list(); got != "20 30p" {
+			t.Fatalf("no session up: list %q, want key 20 kept for the next reconnect", got)
+		}
+		// The peer still sends with key 20 (BIRD's Current_key follows it).
+		sess := execSess
+		fx := e.fx
+		good := uint64(50)
+		fx.SetSession(e.peer, sess(good, 0, 20))
+		for range 5 {
+			good += 3
+			fx.SetSession(e.peer, sess(good, 0, 20))
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if got := e.list(); got != "20 30p" {
+				t.Fatalf("the peer sends with key 20: list %q, want it kept", got)
+			}
+		}
+		// It switched: key 30 rises, key 20 stopped.
+		goodB := uint64(0)
+		if !testkit.Until(10*time.Second, func() bool {
+			goodB++
+			fx.SetSession(e.peer, sess(good, goodB, 30))
+			return e.list() == "30p"
+		}) {
+			t.Fatalf("the peer switched to key 30: list %q, want key 20 retired", e.list())
+		}
+	})
+}
+
+// execKeys are the tests' keys: ka sent with until kb, the
+// newest, took over.
+func execKeys() (ka, kb testKey) {
+	now := time.Now()
+	return testKey{name: "ka", send: 20, recv: 21, secret: "exec-test-secret-ka-Qz4", sendStart: now.Add(-time.Hour)},
+		testKey{name: "kb", send: 30, recv: 31, secret: "exec-test-secret-kb-Pw7", sendStart: now.Add(-time.Minute)}
+}
+
+// TestExecutorRevoke (TestDriverRevoke, TestDriverRevokeScoped): a revoked
+// key leaves the covered peers' lists at once, even while the peer sends
+// with it, and the revoke reports each covered peer clean (Clean); a
+// revoke scoped to one peer leaves the other peers' lists as they are.
+func TestExecutorRevoke(t *testing.T) {
+	for _, scoped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "global", true: "scoped"}[scoped], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ka, kb := execKeys()
+				e := newExecEnv(t, twoPeerPolicy, ka, kb)
+				other := peer.KeyOf(netip.MustParseAddr("192.0.2.3"), "")
+				e.waitList("20 30p")
+				if !testkit.Until(10*time.Second, func() bool { return e.listOf(other) == "20 30p" }) {
+					t.Fatalf("peer %s: list %q", other, e.listOf(other))
+				}
+				e.fx.SetSession(e.peer, execSess(50, 0, 20)) // the peer sends with ka
+				req := control.RevokeRequest{Chain: chainName, Key: ka.name}
+				if scoped {
+					req.Peer = peerAddr.String()
+				}
+				res, err := e.d.Revoke(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := e.list(); got != "30p" {
+					t.Errorf("list %q after the revoke, want key 20 gone", got)
+				}
+				if pls := e.fx.LastSubmit(); len(pls) == 0 || !pls[0].Revoke {
+					t.Errorf("the revoke's plans %+v, want them marked Revoke (no backoff waited)", pls)
+				}
+				want := map[bool]string{false: "30p", true: "20 30p"}[scoped]
+				if got := e.listOf(other); got != want {
+					t.Errorf("peer %s: list %q after the revoke, want %q", other, got, want)
+				}
+				covered := map[bool]int{false: 2, true: 1}[scoped]
+				if len(res.Sockets) != covered {
+					t.Fatalf("revoke result %+v, want %d covered peers", res.Sockets, covered)
+				}
+				for _, s := range res.Sockets {
+					if s.Action != control.ActionDeleted || s.Error != "" || s.Socket != "fake "+s.Peer+".list" {
+						t.Errorf("revoke result %+v, want deleted", s)
+					}
+				}
+				// The next passes keep it out.
+				time.Sleep(3 * time.Second)
+				synctest.Wait()
+				if got := e.list(); got != "30p" {
+					t.Errorf("list %q passes after the revoke", got)
+				}
+			})
+		})
+	}
+}
+
+// TestExecutorRotateAndStatus (TestDriverRotateNamesItsKey): aoctl rotate
+// names the newest key, which the list prefers ahead of its send start,
+// recorded as the machines' early rolls are; status shows the executor's
+// peer with its session's keys, its active opens keyed; aoctl plan and
+// adopt are refused.
+func TestExecutorRotateAndStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		kb.sendStart = time.Now().Add(30 * time.Minute)
+		e := newExecEnv(t, "", ka, kb)
+		e.waitList("20p 30")
+		res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Peers) != 1 || !res.Peers[0].Started || !strings.Contains(res.Peers[0].Detail, kb.name) {
+			t.Fatalf("rotate %+v, want the roll to %s started", res.Peers, kb.name)
+		}
+		e.waitList("20 30p")
+		e.fx.SetSession(e.peer, execSess(50, 3, 30))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		rep, err := e.d.Status(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Speaker != "fake" || len(rep.Peers) != 1 || rep.Peers[0].Peer != peerAddr.String() || len(rep.Peers[0].Keys) != 2 {
+			t.Fatalf("status %+v, want peer %s with its session's two keys", rep, peerAddr)
+		}
+		// The speaker keys its own connects (TestDriverStatusActiveOpensKeyed).
+		rep.Complete()
+		if w := rep.Peers[0].Warnings; slices.Contains(w, control.WarnNotPassive) || !rep.Peers[0].ActiveOpensKeyed {
+			t.Errorf("peer warnings %q, active opens keyed %v: the speaker keys its own active opens", w, rep.Peers[0].ActiveOpensKeyed)
+		}
+		if _, err := e.d.Status(context.Background(), "192.0.2.99"); err == nil {
+			t.Error("status of a peer the policy does not name: no error")
+		}
+		if _, err := e.d.Plan(context.Background()); !errors.Is(err, control.ErrInvalid) {
+			t.Errorf("aoctl plan with an executor: %v, want refused (%v)", err, control.ErrInvalid)
+		}
+		if _, err := e.d.Adopt(context.Background(), control.AdoptRequest{}); !errors.Is(err, control.ErrInvalid) {
+			t.Errorf("aoctl adopt with an executor: %v, want refused (%v)", err, control.ErrInvalid)
+		}
+	})
+}
+
+// TestExecutorScopedRevokePrefersThePolicysKey
+// (TestScopedRevokePrefersThePolicysKey): after a revoke scoped to the
+// peer, its list prefers the key the policy prefers for it once the
+// revoked one is out (the later end, of keys sharing a send start), the
+// key the other end of the chain sends with when aokeyd keys its sockets.
+func TestExecutorScopedRevokePrefersThePolicysKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		start := now.Add(-time.Hour)
+		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "exec-test-secret-k1-Tr5", sendStart: start, end: now.Add(24 * time.Hour)}
+		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "exec-test-secret-k2-Yb8", sendStart: start, end: now.Add(48 * time.Hour)}
+		k3 := testKey{name: "k3", send: 40, recv: 41, secret: "exec-test-secret-k3-Nc2", sendStart: start}
+		e := newExecEnv(t, "", k1, k2, k3)
+		e.waitList("20 30 40p")
+		if _, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k3.name, Peer: peerAddr.String()}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitList("20 30p")
+	})
+}
+
+// TestExecutorPlansOwnTheirSecrets: the executor applies a plan after the
+// pass that made it, when the pass's key snapshot may be replaced and
+// zeroed: a submitted plan's secrets are its own copies.
+func TestExecutorPlansOwnTheirSecrets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, "", ka)
+		e.waitList("20p")
+		pls := e.fx.LastSubmit()
+		if len(pls) != 1 || len(pls[0].Keys) != 1 {
+			t.Fatalf("submitted %+v, want one plan of one key", pls)
+		}
+		e.setKeys(ka, kb) // a new snapshot: the pass's is zeroed
+		e.waitList("20 30p")
+		want := ka.mkt()
+		if !pls[0].Keys[0].MKT.Secret.Equal(want.Secret) {
+			t.Error("the submitted plan's secret changed once the pass's snapshot was replaced")
+		}
+	})
+}
