@@ -239,6 +239,44 @@ func md5Cases() []Case {
 			_, _, err = e.dial(cli4, l, e.md5To("b"))
 			e.wantDial("new password", err, true)
 		}},
+		{"md5/ao-prefix-checked-at-its-network-address", func(t *testing.T, e env) {
+			// A TCP-AO prefix key states its network address (host bits
+			// are EINVAL) and is checked against the MD5 keys at that one
+			// address (tcp_ao_add_cmd looks up only it), not at every
+			// address its prefix covers: a /30 whose network address is
+			// an MD5 peer's is refused, a /30 with two MD5 peers inside
+			// is taken. Each of the two then connects with its own kind
+			// (the AO one with the key's secret), never unsigned: on a
+			// peering LAN where every host address is an MD5 member's,
+			// one member moves to TCP-AO under a prefix whose network
+			// address is no member's, the others untouched.
+			l := e.socket(lo4)
+			e.mustMD5(l, host(cli4), "a")
+			e.mustMD5(l, host(oth4), "b")
+			e.mustMD5(l, p("127.0.0.4/32"), "c")
+			e.wantErr("host bits in the stated address", l.AddKey(mk(p("127.0.0.2/30"), 2, 1, "x"), tcpao.AddOptions{}), eINVAL)
+			e.wantErr("a /30 at MD5 peer .4", l.AddKey(mk(p("127.0.0.4/30"), 2, 1, "x"), tcpao.AddOptions{}), eKEYREJECTED)
+			k := mk(p30, 2, 1, "x") // 127.0.0.0/30: .2 and .3 inside, each with MD5
+			e.add(l, k, tcpao.AddOptions{})
+			if err := e.s.Listen(l); err != nil {
+				t.Fatal(err)
+			}
+			_, a, err := e.dial(cli4, l, e.aoTo("x", 1, 2))
+			e.wantDial("AO SYN from .2 under the /30", err, true)
+			e.info(a)
+			_, _, err = e.dial(oth4, l, e.md5To("b"))
+			e.wantDial("MD5 SYN from .3, inside the /30", err, true)
+			_, _, err = e.dial(oth4, l, nil)
+			e.wantDial("unsigned SYN from .3", err, false)
+			_, _, err = e.dial(cli4, l, nil)
+			e.wantDial("unsigned SYN from .2", err, false)
+			// The price while the prefix stands: a member inside it cannot
+			// take a new MD5 password (the add, a replacement too, is
+			// checked against the TCP-AO keys first); its old one stays.
+			e.wantErr("a new MD5 password for .3 under the /30", e.addMD5(l, host(oth4), "b2"), eKEYREJECTED)
+			_, _, err = e.dial(oth4, l, e.md5To("b"))
+			e.wantDial("MD5 SYN from .3 with its old password", err, true)
+		}},
 		{"md5/delete-exact-or-enoent", func(t *testing.T, e env) {
 			l := e.socket(lo4)
 			e.wantErr("delete without keys", e.delMD5(l, host(cli4)), eNOENT)
