@@ -91,9 +91,6 @@ func (d *Driver) revoke(ctx context.Context, req control.RevokeRequest, writeBac
 
 func (d *Driver) revokeNow(ctx context.Context, a revokeAsk) revokeDone {
 	start, taken := a.at, time.Now()
-	if start.IsZero() {
-		start = taken
-	}
 	res := control.RevokeResult{Chain: a.r.Chain, Key: a.r.Key, Sockets: []control.RevokeSocket{}}
 	if !a.r.Global() {
 		res.Peer, res.VRF = a.r.Peer.Addr.String(), a.r.Peer.VRF
