@@ -52,7 +52,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			texts = append(texts, err.Error())
 		}
-		if s, err := DecodeFile("fuzz.yaml", data); err != nil {
+		if s, err := DecodeFile(fuzzFile, data); err != nil {
 			add(err)
 		} else {
 			for _, e := range s.Rejected() {
@@ -61,7 +61,7 @@ func FuzzDecode(f *testing.F) {
 			_ = fmt.Sprintf("%v %+v %#v", s, s, s)
 			s.Zero()
 		}
-		if c, err := DecodeVaultResponse("vault secret/fuzz", "fuzz", data); err != nil {
+		if c, err := DecodeVaultResponse(fuzzVault, "fuzz", data); err != nil {
 			add(err)
 		} else {
 			for _, e := range c.Rejected {
@@ -76,6 +76,9 @@ func FuzzDecode(f *testing.F) {
 			if bytes.Count(data, []byte(s)) > 1 {
 				continue // the same text also sits in a non-secret field
 			}
+			if strings.Contains(fuzzWhere, s) {
+				continue // the test's own location names, which every message carries
+			}
 			for _, txt := range texts {
 				if strings.Contains(txt, s) {
 					t.Fatalf("error %q contains the secret value %q", txt, s)
@@ -84,6 +87,15 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The locations FuzzDecode decodes under. Every message names them, so a
+// secret whose text is part of one (the input "secret_hex: 736563726574"
+// decodes to "secret", as in "vault secret/fuzz") proves nothing.
+const (
+	fuzzFile  = "fuzz.yaml"
+	fuzzVault = "vault secret/fuzz"
+	fuzzWhere = fuzzFile + " " + fuzzVault
+)
 
 // sentinels are what a decoding problem may wrap.
 var sentinels = []error{ErrSyntax, ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownField, ErrNoChains}
