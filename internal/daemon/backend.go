@@ -332,6 +332,10 @@ func (sv *statusView) observeMetrics() {
 	if m == nil {
 		return
 	}
+	if sv.o.Executor != nil {
+		sv.observeExecMetrics(m)
+		return
+	}
 	// The controller's status first: its goroutines take  (through the
 	// session guard) while they hold their own lock.
 	sts := sv.ctrl.Snapshots()

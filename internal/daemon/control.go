@@ -45,8 +45,8 @@ func (d *Daemon) Status(ctx context.Context, peer string) (control.StatusReport,
 
 // Plan implements control.Backend (planview.go).
 func (d *Daemon) Plan(ctx context.Context) (control.PlanReport, error) {
-	if err := d.co.execRefuses("aoctl plan"); err != nil {
-		return control.PlanReport{}, err
+	if d.co.o.Executor != nil {
+		return d.rec.execPlan(ctx)
 	}
 	return d.rec.plan(ctx)
 }
@@ -68,7 +68,7 @@ func (d *Daemon) RevokeFleet(ctx context.Context, chain, key string) (control.Re
 
 // Replace implements control.Backend (replace.go).
 func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (control.ReplaceResult, error) {
-	if err := d.co.execRefuses("aoctl replace"); err != nil {
+	if err := d.co.refuses(opReplace); err != nil {
 		return control.ReplaceResult{}, err
 	}
 	return d.owns.replace(ctx, req)
@@ -76,7 +76,7 @@ func (d *Daemon) Replace(ctx context.Context, req control.ReplaceRequest) (contr
 
 // Adopt implements control.Backend (adopt.go).
 func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.AdoptResult, error) {
-	if err := d.co.execRefuses("aoctl adopt"); err != nil {
+	if err := d.co.refuses(opAdopt); err != nil {
 		return control.AdoptResult{}, err
 	}
 	return d.owns.adopt(ctx, req)
@@ -84,7 +84,7 @@ func (d *Daemon) Adopt(ctx context.Context, req control.AdoptRequest) (control.A
 
 // Migrate implements control.Backend (migrate.go).
 func (d *Daemon) Migrate(ctx context.Context, req control.MigrateRequest) (control.MigrateResult, error) {
-	if err := d.co.execRefuses("aoctl migrate"); err != nil {
+	if err := d.co.refuses(opMigrate); err != nil {
 		return control.MigrateResult{}, err
 	}
 	return d.migrs.handle(ctx, req)

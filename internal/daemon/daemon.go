@@ -32,6 +32,11 @@ type Options struct {
 	// own sockets (BIRD): the pass plans the lists, Executor.Run applies
 	// them (execpass.go). No session or listener is keyed by aokeyd then.
 	Executor Executor
+	// Kind is the speaker's kind as the registry describes it
+	// (config.SpeakerKind): its Caps say which of aoctl replace, adopt
+	// and migrate are carried out. Zero: every one with a Speaker, none
+	// with an Executor.
+	Kind speakers.Kind
 	// ListenPort is the speaker's BGP port (default speakers.Port).
 	ListenPort uint16
 	// ActiveOpens: the speaker runs under `aokeyd exec`, so its outgoing

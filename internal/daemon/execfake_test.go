@@ -81,6 +81,13 @@ func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key
 	return out
 }
 
+// Submits is how many times Submit was called.
+func (f *fakeExecutor) Submits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.submits)
+}
+
 func (f *fakeExecutor) Submit(plans []ExecPlan) {
 	f.mu.Lock()
 	f.submits = append(f.submits, plans)
@@ -128,37 +135,29 @@ func (f *fakeExecutor) Run(ctx context.Context, done func(ExecOutcome)) error {
 	return nil
 }
 
-// applyFakePlan is the list pl leaves of written: its deletes and adds,
-// the revoked keys gone, the plan's preferred key Current_key and
-// RNext_key (none: the written preferred one, while it stays).
+// applyFakePlan is the list pl leaves of written (ExecPlan.List, every
+// executor's rule): added keys with the plan's material, the others with
+// their written one.
 func applyFakePlan(written []tcpao.KeyInfo, pl ExecPlan) []tcpao.KeyInfo {
-	final := slices.Clone(written)
-	drop := func(id execID) {
-		final = slices.DeleteFunc(final, func(k tcpao.KeyInfo) bool { return execIDOf(k.KeyRef) == id })
+	l, err := pl.List(written)
+	switch {
+	case err != nil:
+		return written
+	case l.Disabled:
+		return nil
 	}
-	for _, op := range pl.Plan.Ops {
-		switch op.Kind {
-		case rotator.OpDel:
-			drop(execIDOf(op.Del.KeyRef))
-		case rotator.OpAdd:
-			final = append(final, tcpao.KeyInfo{KeyRef: execRef(execIDOf(op.Key.KeyRef)), Algorithm: op.Key.Algorithm, Fingerprint: op.Key.Secret.Fingerprint()})
+	var out []tcpao.KeyInfo
+	for _, k := range l.Keys {
+		ki := tcpao.KeyInfo{KeyRef: k.Ref, IsCurrent: k.Preferred, IsRNext: k.Preferred}
+		if k.Added {
+			m := pl.Keys[k.Desired].MKT
+			ki.Algorithm, ki.Fingerprint = m.Algorithm, m.Secret.Fingerprint()
+		} else if i := slices.IndexFunc(written, func(w tcpao.KeyInfo) bool { return execIDOf(w.KeyRef) == execIDOf(k.Ref) }); i >= 0 {
+			ki.Algorithm, ki.Fingerprint = written[i].Algorithm, written[i].Fingerprint
 		}
+		out = append(out, ki)
 	}
-	for _, r := range pl.Revoked {
-		drop(execIDOf(r))
-	}
-	pref, ok := execID{}, false
-	if pl.Preferred >= 0 {
-		pref, ok = schedExecID(pl.Keys[pl.Preferred]), true
-	} else if i := slices.IndexFunc(written, func(k tcpao.KeyInfo) bool { return k.IsRNext }); i >= 0 {
-		pref, ok = execIDOf(written[i].KeyRef), true
-	}
-	for i := range final {
-		is := ok && execIDOf(final[i].KeyRef) == pref
-		final[i].IsCurrent, final[i].IsRNext = is, is
-	}
-	slices.SortFunc(final, func(a, b tcpao.KeyInfo) int { return int(a.SendID) - int(b.SendID) })
-	return final
+	return out
 }
 
 // NewFakeExecutor is newFakeExecutor, for the package's external tests.

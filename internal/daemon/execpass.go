@@ -9,6 +9,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -29,12 +30,28 @@ type execState struct {
 	mu      sync.Mutex
 	gen     uint64
 	seen    map[peer.Key]ExecObserved // replaced whole, never written in place
+	planned map[peer.Key]execPlanned  // as seen
 	outcome ExecOutcome
+	// applied is closed, and replaced, at each outcome: a revoke waits on
+	// it for the application of its plans (waitApplied).
+	applied chan struct{}
 	sent    map[peer.Key]string // a signature of the last plan submitted
 }
 
+// execPlanned is what the last plan of a peer's list decided, for status,
+// aoctl plan and the metrics: the keys the never-strand rule kept, the
+// list the plan leaves (nil: none; Refused says why), and the names of
+// the peer's chain's keys by IDs.
+type execPlanned struct {
+	Kept    []rotator.Held
+	List    *ExecList
+	Refused string
+	Names   map[execID]string // "chain/key"
+	Ops     int
+}
+
 func newExecState() *execState {
-	return &execState{plans: newExecPlanner(), sent: map[peer.Key]string{}}
+	return &execState{plans: newExecPlanner(), sent: map[peer.Key]string{}, applied: make(chan struct{})}
 }
 
 // execPass is the pass when the daemon serves an Executor
@@ -56,33 +73,37 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 // binding whose keys cannot be computed, or whose chain is degraded in the
 // key source, is left as written (nothing submitted for it). It returns
 // the peers it planned. The pass and a revoke's request call it; the
-// planner and execState are safe for both.
-func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) []peer.Key {
+// planner and execState are safe for both. gen is the generation of the
+// plans submitted (0: none was): an outcome of gen or later applied them,
+// or later plans that replaced them.
+func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) (ids []peer.Key, gen uint64) {
 	now := time.Now()
 	snap, release := rc.shared()
 	defer release()
 	if snap == nil {
 		rc.log.Warn("no good key snapshot yet: the executor's lists are left as they are", "executor", rc.o.Executor.Name())
-		return nil
+		return nil, 0
 	}
 	wants := rc.execWants(snap, now, only)
 	es := rc.exec
 	es.mu.Lock()
 	es.gen++
-	gen := es.gen
+	gen = es.gen
 	es.mu.Unlock()
-	ids := sortedPeers(wants)
+	ids = sortedPeers(wants)
 	obs := rc.o.Executor.Observe(ctx, ids)
 	var plans []ExecPlan
+	planned := make(map[peer.Key]execPlanned, len(ids))
 	for _, id := range ids {
-		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen)
+		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen, true)
+		planned[id] = execPlannedOf(pl, ok, wants[id], obs[id])
 		if ok && (es.changes(pl, obs[id]) || force) {
 			pl.Revoke = force
 			pl.own() // the snapshot's secrets are zeroed once it is replaced
 			plans = append(plans, pl)
 		}
 	}
-	// A new map each time: status and a revoke read the last one without
+	// New maps each time: status and a revoke read the last ones without
 	// the lock.
 	es.mu.Lock()
 	seen := obs
@@ -92,13 +113,44 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 			seen = map[peer.Key]ExecObserved{}
 		}
 		maps.Copy(seen, obs)
+		p := maps.Clone(es.planned)
+		if p == nil {
+			p = map[peer.Key]execPlanned{}
+		}
+		maps.Copy(p, planned)
+		planned = p
 	}
-	es.seen = seen
+	es.seen, es.planned = seen, planned
 	es.mu.Unlock()
-	if len(plans) > 0 {
-		rc.o.Executor.Submit(plans)
+	if len(plans) == 0 {
+		return ids, 0
 	}
-	return ids
+	rc.o.Executor.Submit(plans)
+	return ids, gen
+}
+
+// execApplied is the executor's outcome once it applied the plans of
+// generation gen (es.waitApplied).
+func (rc *reconciler) execApplied(ctx context.Context, gen uint64) (ExecOutcome, bool) {
+	return rc.exec.waitApplied(ctx, gen)
+}
+
+// waitApplied waits until an outcome of generation gen or later came
+// (true), or ctx ended (false), and returns the last outcome.
+func (es *execState) waitApplied(ctx context.Context, gen uint64) (ExecOutcome, bool) {
+	for {
+		es.mu.Lock()
+		out, ch := es.outcome, es.applied
+		es.mu.Unlock()
+		if out.Gen >= gen {
+			return out, true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return out, false
+		}
+	}
 }
 
 // execWants is the desired state at now of every executor peer only
@@ -126,8 +178,11 @@ func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only fun
 		if r, why := rc.early.stale(id, pk, now); why != "" {
 			rc.log.Info("aoctl rotate's early roll ends; the schedule governs", "peer", id, "key", r.label(), "why", why)
 		}
-		w := execWant{Keys: pk.Keys, Preferred: rc.early.prefer(id, pk)}
+		w := execWant{Keys: pk.Keys, Preferred: rc.early.prefer(id, pk), Names: map[execID]string{}}
 		if c := snap.Chains[pk.SourceChain]; c != nil {
+			for _, m := range c.Keys {
+				w.Names[execID{m.SendID, m.RecvID}] = pk.SourceChain + "/" + m.Name
+			}
 			for _, name := range slices.Concat(pk.Revoked, pk.Expired) {
 				if m, ok := c.Key(name); ok {
 					w.Revoked = append(w.Revoked, execRef(execID{m.SendID, m.RecvID}))
@@ -149,6 +204,23 @@ func (rc *reconciler) execPeers() []peer.Key {
 		}
 	}
 	return ids
+}
+
+// execPlannedOf is what status shows of pl (ok: planned; else the desired
+// keys could not be planned and nothing was submitted).
+func execPlannedOf(pl ExecPlan, ok bool, w execWant, ob ExecObserved) execPlanned {
+	p := execPlanned{Names: w.Names}
+	if !ok {
+		p.Refused = "the desired keys cannot be planned: the list is left as it is"
+		return p
+	}
+	p.Kept, p.Ops = pl.Plan.Kept, len(pl.Plan.Ops)
+	if l, err := pl.List(ob.Written.Keys); err != nil {
+		p.Refused = err.Error()
+	} else {
+		p.List = &l
+	}
+	return p
 }
 
 func sortedPeers(wants map[peer.Key]execWant) []peer.Key {
@@ -215,6 +287,8 @@ func execSignature(pl ExecPlan) string {
 func (rc *reconciler) execDone(o ExecOutcome) {
 	rc.exec.mu.Lock()
 	rc.exec.outcome = o
+	close(rc.exec.applied)
+	rc.exec.applied = make(chan struct{})
 	rc.exec.mu.Unlock()
 	if o.ConfigureErr == nil && len(o.Failed) == 0 {
 		rc.wake()

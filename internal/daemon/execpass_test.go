@@ -43,6 +43,7 @@ type execEnv struct {
 		Written(peer.Key) []tcpao.KeyInfo
 		SetSession(peer.Key, *rotator.Observed)
 		LastSubmit() []daemon.ExecPlan
+		Submits() int
 	}
 	d    *daemon.Daemon
 	peer peer.Key
@@ -270,8 +271,15 @@ func TestExecutorRotateAndStatus(t *testing.T) {
 		if _, err := e.d.Status(context.Background(), "192.0.2.99"); err == nil {
 			t.Error("status of a peer the policy does not name: no error")
 		}
-		if _, err := e.d.Plan(context.Background()); !errors.Is(err, control.ErrInvalid) {
-			t.Errorf("aoctl plan with an executor: %v, want refused (%v)", err, control.ErrInvalid)
+		// aoctl plan: each peer's list as the next pass leaves it; a dry
+		// run that submits nothing (TestDriverPlan).
+		before := e.fx.Submits()
+		plan, err := e.d.Plan(context.Background())
+		if want := "fake 192.0.2.2 192.0.2.2.list: unchanged [20/21, 30/31 preferred]"; err != nil || !slices.Contains(plan.Plan, want) {
+			t.Errorf("aoctl plan with an executor: %q (%v), want the line %q", plan.Plan, err, want)
+		}
+		if after := e.fx.Submits(); after != before {
+			t.Errorf("aoctl plan submitted %d plans", after-before)
 		}
 		if _, err := e.d.Adopt(context.Background(), control.AdoptRequest{}); !errors.Is(err, control.ErrInvalid) {
 			t.Errorf("aoctl adopt with an executor: %v, want refused (%v)", err, control.ErrInvalid)
@@ -317,6 +325,75 @@ func TestExecutorPlansOwnTheirSecrets(t *testing.T) {
 		want := ka.mkt()
 		if !pls[0].Keys[0].MKT.Secret.Equal(want.Secret) {
 			t.Error("the submitted plan's secret changed once the pass's snapshot was replaced")
+		}
+	})
+}
+
+// TestExecutorRotateNamesItsKey (TestDriverRotateNamesItsKey): aoctl
+// rotate with an executor has the list prefer the key that was newest when
+// the operator asked, until the schedule reaches it. A key added later is
+// not preferred for being newest; the key asked for leaving the key source
+// gives the schedule its key back, not the newest one; the schedule
+// reaching the key ends the request.
+func TestExecutorRotateNamesItsKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		key := func(name string, send uint8, start time.Duration) testKey {
+			return testKey{name: name, send: send, recv: send + 1, secret: "exec-rotate-secret-" + name + "-Qp7", sendStart: t0.Add(start)}
+		}
+		k1, k2, k3 := key("k1", 20, -time.Hour), key("k2", 30, 30*time.Minute), key("k3", 40, time.Hour)
+		e := newExecEnv(t, "", k1, k2)
+		e.waitList("20p 30")
+		rotate := func(want string) {
+			t.Helper()
+			res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
+			if err != nil || len(res.Peers) != 1 || !res.Peers[0].Started || !strings.Contains(res.Peers[0].Detail, want) {
+				t.Fatalf("Rotate: %+v, %v; want a roll to %s", res, err, want)
+			}
+		}
+		settle := func() { time.Sleep(3 * time.Second); synctest.Wait() }
+		// The preferred key's send ID: a key no longer desired stays in
+		// the list while no session is up (the never-strand rule).
+		pref := func() string {
+			for _, f := range strings.Fields(e.list()) {
+				if s, ok := strings.CutSuffix(f, "p"); ok {
+					return s
+				}
+			}
+			return ""
+		}
+		waitPref := func(want string) {
+			t.Helper()
+			if !testkit.Until(10*time.Second, func() bool { return pref() == want }) {
+				t.Fatalf("list %q, want %s preferred", e.list(), want)
+			}
+		}
+		rotate(k2.name)
+		e.waitList("20 30p")
+		e.setKeys(k1, k2, k3)
+		settle()
+		if got := e.list(); got != "20 30p 40" {
+			t.Fatalf("k3 added: list %q, want k2 still preferred (nobody asked for k3)", got)
+		}
+		rotate(k3.name)
+		e.waitList("20 30 40p")
+		e.setKeys(k1, k2) // k3 leaves the key source
+		settle()
+		if got := pref(); got != "20" {
+			t.Fatalf("the key asked for left the source: list %q, want the schedule's k1 preferred", e.list())
+		}
+		rotate(k2.name)
+		waitPref("30")
+		time.Sleep(31*time.Minute - time.Since(t0)) // the schedule reaches k2
+		settle()
+		if got := pref(); got != "30" {
+			t.Fatalf("at k2's send start: list %q, want k2 preferred", e.list())
+		}
+		if res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()}); err != nil || len(res.Peers) != 1 || res.Peers[0].Started {
+			t.Errorf("Rotate with no newer key: %+v, %v; want nothing started", res, err)
+		}
+		if rep, _ := e.d.Status(context.Background(), ""); slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "rotate") }) {
+			t.Errorf("status warns of a request once the schedule reached its key: %q", rep.Warnings)
 		}
 	})
 }

@@ -36,6 +36,7 @@ type execWant struct {
 	Keys      []policy.ScheduledKey
 	Preferred int
 	Revoked   []tcpao.KeyRef
+	Names     map[execID]string // "chain/key" of the peer's chain's keys
 }
 
 // execRead is one read of an executor peer's session, kept as the next
@@ -74,16 +75,17 @@ func schedExecID(k policy.ScheduledKey) execID { return execID{k.MKT.SendID, k.M
 // plan is peer id's plan for want on ob at now (gen: the pass's), and
 // whether there is one to submit: an invalid desired state (a key the
 // planner refuses) submits nothing, the list stays as written. The
-// session's read becomes the next plan's base; none (no session) forgets
-// the base, an unread one keeps it.
-func (p *execPlanner) plan(id peer.Key, want execWant, ob ExecObserved, now time.Time, gen uint64) (ExecPlan, bool) {
+// session's read becomes the next plan's base (record; aoctl plan's dry
+// run records nothing); none (no session) forgets the base, an unread one
+// keeps it.
+func (p *execPlanner) plan(id peer.Key, want execWant, ob ExecObserved, now time.Time, gen uint64, record bool) (ExecPlan, bool) {
 	p.mu.Lock()
 	last, have := p.last[id]
 	p.mu.Unlock()
 	in := execSocketOf(want, ob, last, have, now)
 	p.mu.Lock()
 	switch {
-	case ob.Unread != nil:
+	case !record, ob.Unread != nil:
 	case ob.Session == nil:
 		delete(p.last, id)
 	default:

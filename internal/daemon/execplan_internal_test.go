@@ -84,7 +84,7 @@ func execSession(good1, good2 uint64, cur uint8) *rotator.Observed {
 func execPass(t *testing.T, p *execPlanner, f *fakeExecutor, w execWant, now time.Time) string {
 	t.Helper()
 	ob := f.Observe(context.Background(), []peer.Key{execPeer})[execPeer]
-	if pl, ok := p.plan(execPeer, w, ob, now, 1); ok {
+	if pl, ok := p.plan(execPeer, w, ob, now, 1, true); ok {
 		f.Submit([]ExecPlan{pl})
 	}
 	return execList(f.Written(execPeer))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -14,11 +15,15 @@ import (
 // revocation is recorded already (revoke), so the lists planned now leave
 // the key out; the covered peers' lists (those whose binding reads chain,
 // the scoped peer alone when scope is set) are planned and submitted at
-// once, then the revoke waits on Executor.Clean in its own goroutine (the
-// request's; never the pass) and adds one result per covered peer.
+// once, then the revoke waits in its own goroutine (the request's; never
+// the pass) for the executor to apply them (an outcome of their
+// generation: execApplyWait at most) and on Executor.Clean, and adds one
+// result per covered peer: deleted, or the error that kept the key (the
+// speaker's refusal, the lists not applied in time, a socket that still
+// holds it).
 func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	pol := rv.policy()
-	covered := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
+	covered, gen := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
 		if scope.IsValid() && (id.Addr != scope || id.VRF != vrf) {
 			return false
 		}
@@ -26,11 +31,31 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 	}, true)
 	ex := rv.o.Executor
 	seen, _ := rv.recon.execView()
+	submitted := time.Now()
 	return func() {
+		out, applied := ExecOutcome{Gen: gen}, true
+		if gen > 0 {
+			wctx, cancel := context.WithTimeout(ctx, execApplyWait)
+			out, applied = rv.recon.execApplied(wctx, gen)
+			cancel()
+		}
+		appliedAt := time.Now()
 		dirty, err := ex.Clean(ctx, covered, tcpao.KeyRef{Peer: execAnyPeer, SendID: rk.ids[0], RecvID: rk.ids[1]})
+		// Where the revoke's time went: the executor's application (its
+		// check and reconfigure, out.Timing, after any it was running)
+		// and the wait for clean sockets.
+		rv.log.Info("keys revoked through the executor", "executor", ex.Name(), "chain", chain, "peers", len(covered),
+			"apply_ms", appliedAt.Sub(submitted).Milliseconds(), "application_ms", out.Timing.Milliseconds(),
+			"clean_ms", time.Since(appliedAt).Milliseconds())
 		for _, id := range covered {
 			rs := control.RevokeSocket{Socket: execWhere(ex, id, seen[id]), Peer: id.Addr.String(), Action: control.ActionDeleted}
 			switch {
+			case !applied:
+				rs.Action, rs.Error = control.ActionError, fmt.Sprintf("%s did not apply the list without the key within %v", ex.Name(), execApplyWait)
+			case out.Failed[id] != nil:
+				rs.Action, rs.Error = control.ActionError, fmt.Sprintf("%s refused the list without the key: %v", ex.Name(), out.Failed[id])
+			case out.ConfigureErr != nil:
+				rs.Action, rs.Error = control.ActionError, fmt.Sprintf("%s was not reconfigured: %v", ex.Name(), out.ConfigureErr)
 			case err != nil:
 				rs.Action, rs.Error = control.ActionError, err.Error()
 			case dirty[id]:
@@ -40,6 +65,10 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 		}
 	}
 }
+
+// execApplyWait bounds a revoke's wait for the executor to apply its
+// lists (its check of the speaker's configuration and the reconfigure).
+const execApplyWait = 30 * time.Second
 
 // execWhere names peer id's list for the operator: the executor's name
 // for it (ExecObserved.Where), else the executor's and the peer's.

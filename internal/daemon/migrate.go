@@ -353,6 +353,9 @@ func statusMigration(r migrate.Record) control.Migration {
 // together. Nothing happens when the peer is not a TCP-MD5 peer here,
 // has a migration in progress or done, or rolled back this same one.
 func (mg *migrations) follow(ctx context.Context, router string, addr netip.Addr, vrf string, at time.Time, bound time.Duration) {
+	if mg.refuses(opMigrate) != nil {
+		return
+	}
 	if r, ok := mg.migrationOf(addr, vrf); ok && (r.Step != migrate.RolledBack || r.At.Equal(at)) {
 		return
 	}
@@ -382,6 +385,9 @@ func (mg *migrations) follow(ctx context.Context, router string, addr netip.Addr
 // end's migration: a TCP-MD5 peer without a migration in progress or
 // done. The fleet's documents are read for FollowMigration only then.
 func (mg *migrations) followWanted() bool {
+	if mg.refuses(opMigrate) != nil {
+		return false // the speaker's kind migrates none (Caps.Migrate)
+	}
 	snap, release := mg.shared()
 	defer release()
 	if snap == nil {
