@@ -36,14 +36,15 @@
 // (BIRD 2.17+ with `authentication ao`, GoBGP 4.10+ keychains) owns the
 // keys on its sockets: aokeyd must not write them, and never deletes what
 // it did not install (the daemon's ownership record: such keys are
-// foreign, kept and reported). The seam for driving such a speaker is a
-// second, optional interface beside Speaker, implemented by its adapter:
-// it takes a peer's desired keys with the key to prefer (and the keys to
-// deprecate) and applies them through the speaker's own interface (BIRD:
-// an include file checked with bird -p and birdc configure; GoBGP 4.10: its
-// keychain RPCs), and the daemon then only reads the sockets (GET_KEYS,
-// INFO) to verify. It is not built yet: the native BIRD driver (issue 33)
-// introduces it; Speaker stays as it is for sessions, events and resets.
+// foreign, kept and reported). Such a speaker is not a Speaker: it is
+// driven by an executor beneath the daemon's pass (internal/daemon's
+// Executor; BIRD's is internal/birdnative): the pass plans each peer's
+// key list, with the key to prefer and the keys to deprecate, the
+// executor applies it through the speaker's own interface (BIRD: an
+// include file checked with bird -p and birdc configure; GoBGP 4.10, when
+// served: its keychain RPCs) and reads the sockets back (GET_KEYS, INFO),
+// never writing them. Speaker stays as it is for the speakers whose
+// sockets aokeyd keys.
 //
 // # Established sessions and the del_async race
 //

@@ -22,9 +22,8 @@ var errDaemonStarted = errors.New("test: the daemon was started")
 // an unknown flag.
 func TestCommandLine(t *testing.T) {
 	started := false
-	old := hardenProcess
-	hardenProcess = func() error { started = true; return errDaemonStarted }
-	t.Cleanup(func() { hardenProcess = old })
+	h := systemHost()
+	h.harden = func() error { started = true; return errDaemonStarted }
 
 	var subcommands []string
 	for _, c := range manTree().Commands() {
@@ -67,7 +66,7 @@ func TestCommandLine(t *testing.T) {
 		t.Run(strings.Join(append([]string{"aokeyd"}, tc.args...), " "), func(t *testing.T) {
 			started = false
 			var stdout, stderr bytes.Buffer
-			code := run(tc.args, &stdout, &stderr)
+			code := h.run(tc.args, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout:\n%sstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
 			}
@@ -96,15 +95,14 @@ func TestCommandLine(t *testing.T) {
 // writes nothing: no state directory, no fingerprint key (the
 // configuration check's refusals: TestStartRefusesWhatValidateRefuses).
 func TestNothingWrittenBeforeTheChecks(t *testing.T) {
-	oldHarden, oldProbe := hardenProcess, probeKernel
-	hardenProcess = func() error { return nil }
-	probeKernel = func() error { return errors.New("test: no TCP-AO here") }
-	t.Cleanup(func() { hardenProcess, probeKernel = oldHarden, oldProbe })
+	h := systemHost()
+	h.harden = func() error { return nil }
+	h.probeKernel = func() error { return errors.New("test: no TCP-AO here") }
 	dir := t.TempDir()
 	cfgPath := initTestConfig(t, dir)
 	stateDir := filepath.Join(dir, "state")
 	var stderr bytes.Buffer
-	if code := run([]string{"-config", cfgPath, "-state-dir", stateDir}, &bytes.Buffer{}, &stderr); code != 1 {
+	if code := h.run([]string{"-config", cfgPath, "-state-dir", stateDir}, &bytes.Buffer{}, &stderr); code != 1 {
 		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "no TCP-AO here") {

@@ -46,13 +46,14 @@ func hardenChild(role string) int {
 // passed (TCP-AO, and every algorithm accepted), since this host has no
 // TCP-AO; it keeps running until killed.
 func hardenTarget() int {
-	probeKernel = func() error { return nil }
-	probeAlgorithms = func() map[tcpao.Algorithm]error { return nil }
+	h := systemHost()
+	h.probeKernel = func() error { return nil }
+	h.probeAlgorithms = func() map[tcpao.Algorithm]error { return nil }
 	if os.Getenv(hardenSkipEnv) == "1" {
-		hardenProcess = func() error { return nil }
+		h.harden = func() error { return nil }
 	}
 	cfg := os.Getenv(hardenCfgEnv)
-	return run([]string{"-config", cfg, "-state-dir", filepath.Dir(cfg)}, os.Stdout, os.Stderr)
+	return h.run([]string{"-config", cfg, "-state-dir", filepath.Dir(cfg)}, os.Stdout, os.Stderr)
 }
 
 func hardenReader() int {

@@ -25,13 +25,11 @@ func TestStartupKernelDefects(t *testing.T) {
 		{release: "not-linux-at-all", sync: true,
 			want: []string{"Linux not-linux-at-all", "cannot be checked", "synchronous listener key deletes"}},
 	}
-	defer func(u func() string, p func() map[tcpao.Algorithm]error) { unameRelease, probeAlgorithms = u, p }(unameRelease, probeAlgorithms)
-	probeAlgorithms = func() map[tcpao.Algorithm]error { return map[tcpao.Algorithm]error{} }
 	for _, c := range cases {
 		t.Run(c.release, func(t *testing.T) {
-			unameRelease = func() string { return c.release }
+			h := host{uname: func() string { return c.release }, probeAlgorithms: func() map[tcpao.Algorithm]error { return map[tcpao.Algorithm]error{} }}
 			var buf bytes.Buffer
-			k := kernel(slog.New(slog.NewTextHandler(&buf, nil)))
+			k := h.kernel(slog.New(slog.NewTextHandler(&buf, nil)))
 			if k.SyncListenerDeletes() != c.sync {
 				t.Errorf("SyncListenerDeletes = %v, want %v", k.SyncListenerDeletes(), c.sync)
 			}

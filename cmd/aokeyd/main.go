@@ -44,7 +44,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is aokeyd on this machine (systemHost).
+func run(args []string, stdout, stderr io.Writer) int { return systemHost().run(args, stdout, stderr) }
+
+func (h host) run(args []string, stdout, stderr io.Writer) int {
 	// A first argument that is no flag is a subcommand: an unknown one is
 	// refused, never taken as the daemon's (which takes flags only).
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -85,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	profileOnSignal(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, o.config, o.stateDir, o.guard, o.roll, o.resync, stderr); err != nil {
+	if err := h.serve(ctx, o.config, o.stateDir, o.guard, o.roll, o.resync, stderr); err != nil {
 		fmt.Fprintln(stderr, "aokeyd:", err)
 		return 1
 	}
@@ -130,19 +133,27 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, error) {
 	return slog.New(leveled{slog.NewTextHandler(w, o), lv}), nil
 }
 
-// Swapped by tests only: the process hardening and the kernel probe that
-// serve runs before reading anything.
-var (
-	hardenProcess   = harden
-	probeKernel     = tcpao.Probe
-	probeAlgorithms = tcpao.ProbeAlgorithms
-	unameRelease    = tcpao.UnameRelease
-)
+// host is what aokeyd asks of the machine it runs on: the process
+// hardening and the kernel probes that serve runs before reading
+// anything, and the kernel's release. Tests run aokeyd on a host of their
+// own (a machine without TCP-AO, a kernel release with a known defect);
+// aokeyd runs on systemHost.
+type host struct {
+	harden          func() error
+	probeKernel     func() error
+	probeAlgorithms func() map[tcpao.Algorithm]error
+	uname           func() string
+}
 
-func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
+// systemHost is this machine.
+func systemHost() host {
+	return host{harden: harden, probeKernel: tcpao.Probe, probeAlgorithms: tcpao.ProbeAlgorithms, uname: tcpao.UnameRelease}
+}
+
+func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.Config, resync time.Duration, logw io.Writer) error {
 	// Refused before anything is written: the state directory, the
 	// fingerprint key, a speaker's files.
-	checked, log, err := start(ctx, cfgPath, stateDir, logw)
+	checked, log, err := h.start(ctx, cfgPath, stateDir, logw)
 	if err != nil {
 		return err
 	}
@@ -165,33 +176,14 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		return err
 	}
 	kind := cfg.SpeakerKind()
-	if kind.Opens() == config.OpensExecutor {
-		run, ok := executors[kind]
-		if !ok {
-			return fmt.Errorf("speaker.type %s has no executor", kind.Name)
-		}
-		return run(ctx, cfg, checked.Policy, cfgPath, stateDir, src, cache, m, reg, log)
-	}
-	sp, closer, err := openSpeaker(cfg, log, m)
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
-
-	var raiseOptMem func(pid, want int) (int, int, error)
-	if cfg.Kernel.RaiseOptmem {
-		raiseOptMem = tcpao.RaiseOptMemIn
-	}
 	fw := &fleetWaker{}
-	d, err := daemon.New(daemon.Options{
+	o := daemon.Options{
 		Policy:          checked.Policy,
 		Keys:            cache,
 		Source:          src,
-		Speaker:         sp,
-		Discoverer:      sockets.System{},
+		Kind:            kind.Kind,
 		Rotator:         rc,
 		ListenPort:      kind.Port,
-		ActiveOpens:     guardSock != "",
 		Refresh:         time.Duration(cfg.KeySource.Refresh),
 		Resync:          resync,
 		StaleAfter:      time.Duration(cfg.KeySource.StaleAfter),
@@ -200,45 +192,63 @@ func serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc rotator.
 		CarriedKeysFile: filepath.Join(stateDir, "carried-keys.json"),
 		EarlyRollsFile:  filepath.Join(stateDir, "early-rolls.json"),
 		MigrationsFile:  filepath.Join(stateDir, "migrations.json"),
-		RaiseOptMem:     raiseOptMem,
-		Kernel:          kernel(log),
+		Kernel:          h.kernel(log),
 		Logger:          log,
 		Metrics:         m,
 		Changed:         fw.Wake,
-	})
+	}
+	var started []any
+	switch kind.Opens() {
+	case config.OpensExecutor:
+		// The speaker keys its own sockets: the daemon's pass plans its
+		// lists and the executor carries them (issue 50 item 1).
+		open, ok := executors[kind]
+		if !ok {
+			return fmt.Errorf("speaker.type %s has no executor", kind.Name)
+		}
+		ex, err := open(cfg, log)
+		if err != nil {
+			return err
+		}
+		o.Executor = ex
+		started = []any{"speaker", ex.Name(), "executor", true}
+	default:
+		sp, closer, err := openSpeaker(cfg, log, m)
+		if err != nil {
+			return err
+		}
+		defer closer.Close()
+		o.Speaker, o.Discoverer, o.ActiveOpens = sp, sockets.System{}, guardSock != ""
+		if cfg.Kernel.RaiseOptmem {
+			o.RaiseOptMem = tcpao.RaiseOptMemIn
+		}
+		started = []any{"speaker", sp.Name()}
+	}
+	d, err := daemon.New(o)
 	if err != nil {
 		return err
 	}
 
 	var extra []supervise.Runnable
-	if guardSock != "" {
+	if guardSock != "" && o.Executor == nil {
 		extra = append(extra, supervise.Runnable{Name: "connect-supervisor", Run: func(ctx context.Context) error {
 			superviseConnects(ctx, guardSock, d, log)
 			return nil
 		}})
 	}
-	return superviseCore(ctx, cfg, checked.Policy, cfgPath, src, m, reg, log, d, "reconcile", fw, extra, "speaker", sp.Name())
+	return h.superviseCore(ctx, cfg, checked.Policy, cfgPath, src, m, reg, log, d, fw, extra, started...)
 }
 
-// core is what aokeyd runs at its centre: the daemon that borrows a
-// speaker's sockets, or the native BIRD driver.
-type core interface {
-	control.Backend
-	reloader
-	RevokeFleet(ctx context.Context, chain, key string) (control.RevokeResult, error)
-	Run(ctx context.Context) error
-}
-
-// superviseCore runs c (as the piece named name) with the control API,
+// superviseCore runs the daemon d (the piece "reconcile") with the control API,
 // the metrics listener, the reload watcher, the fleet publisher and the
 // Vault token's renewal when configured, and extra, until ctx ends.
 // Started in this order, stopped in the reverse one: extra and the reload
 // watcher first, then the listeners, then the core (keys stay
 // installed), the key source's renewal last. SIGHUP is caught from before
 // READY=1: its default action ends the process.
-func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath string, src keystore.Source, m *metrics.Metrics,
-	reg prometheus.Registerer, log *slog.Logger, c core, name string, fw *fleetWaker, extra []supervise.Runnable, started ...any) error {
-	control, err := controlAPI(cfg, c, m, log)
+func (h host) superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath string, src keystore.Source, m *metrics.Metrics,
+	reg prometheus.Registerer, log *slog.Logger, d *daemon.Daemon, fw *fleetWaker, extra []supervise.Runnable, started ...any) error {
+	control, err := controlAPI(cfg, d, m, log)
 	if err != nil {
 		return err
 	}
@@ -249,11 +259,11 @@ func superviseCore(ctx context.Context, cfg *config.Config, pol *policy.Policy, 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	pieces := []supervise.Runnable{{Name: name, Run: c.Run}, control, metricsHTTP,
-		{Name: "reload", Run: func(ctx context.Context) error { watchReload(ctx, hup, cfgPath, cfg, c, log); return nil }}}
+	pieces := []supervise.Runnable{{Name: "reconcile", Run: d.Run}, control, metricsHTTP,
+		{Name: "reload", Run: func(ctx context.Context) error { h.watchReload(ctx, hup, cfgPath, cfg, d, log); return nil }}}
 	if v, ok := src.(*keystore.VaultSource); ok {
 		if cfg.Fleet != nil {
-			fp, err := fleetPublisher(cfg, pol.Safety().SwitchTimeout, v, c, fw, reg, log)
+			fp, err := fleetPublisher(cfg, pol.Safety().SwitchTimeout, v, d, fw, reg, log)
 			if err != nil {
 				return err
 			}
@@ -277,9 +287,9 @@ const checkReadTimeout = 10 * time.Second
 
 // checkOptions are the start's and a reload's: everything aoctl validate
 // checks, this machine's kernel and VRF devices included.
-func checkOptions(log *slog.Logger) config.CheckOptions {
+func (h host) checkOptions(log *slog.Logger) config.CheckOptions {
 	return config.CheckOptions{VRFDevice: config.LocalVRF, ReadTimeout: checkReadTimeout, Logger: log,
-		Algorithms: func() (map[tcpao.Algorithm]error, string) { return probeAlgorithms(), tcpao.KernelRelease() }}
+		Algorithms: func() (map[tcpao.Algorithm]error, string) { return h.probeAlgorithms(), tcpao.KernelRelease() }}
 }
 
 // startWaitsMsg is the start's one log line for a Vault key source that
@@ -297,14 +307,14 @@ const startWaitsMsg = "key source gave no answer at start: aokeyd starts and wai
 // before READY=1 instead of failing every pass. The one problem of
 // validate's that does not refuse the start is a Vault key source that
 // gave no answer: it is logged once (startWaitsMsg) and waited for.
-func start(ctx context.Context, cfgPath, stateDir string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
+func (h host) start(ctx context.Context, cfgPath, stateDir string, logw io.Writer) (*config.Checked, *slog.Logger, error) {
 	// Before any key is read: no same-uid reader of our memory, no core.
-	if err := hardenProcess(); err != nil {
+	if err := h.harden(); err != nil {
 		return nil, nil, err
 	}
 	// Fail closed on any probe error: each names its cause and fix in one
 	// line (ErrNoKernelSupport, *tcpao.ProbeError, ErrUnsupported).
-	if err := probeKernel(); err != nil {
+	if err := h.probeKernel(); err != nil {
 		return nil, nil, err
 	}
 	// Before any key is read: fingerprints under the kept key.
@@ -318,7 +328,7 @@ func start(ctx context.Context, cfgPath, stateDir string, logw io.Writer) (*conf
 	// no VRF device here, a demo key) refuse nothing and are logged, in
 	// validate's words too. What the check read is wiped: the key cache
 	// reads the source again as it runs.
-	checked := config.Check(ctx, cfgPath, checkOptions(nil))
+	checked := config.Check(ctx, cfgPath, h.checkOptions(nil))
 	checked.Snapshot.Zero()
 	checked.Snapshot = nil
 	if err := checked.Refusal(); err != nil {
@@ -507,8 +517,8 @@ const stopTimeout = 10 * time.Second
 // defect of the release and what aokeyd does about it (daemon.NewKernel:
 // synchronous listener deletes on an affected kernel or one it cannot
 // place).
-func kernel(log *slog.Logger) daemon.Kernel {
-	k := daemon.NewKernel(unameRelease(), probeAlgorithms())
+func (h host) kernel(log *slog.Logger) daemon.Kernel {
+	k := daemon.NewKernel(h.uname(), h.probeAlgorithms())
 	k.LogDefects(log)
 	var ok, refused []string
 	for _, a := range tcpao.Algorithms {

@@ -42,8 +42,8 @@ type reloader interface {
 // key that is now rejected keeps its last good version, and status names
 // it (a held-back key). A Vault that gives no answer is no refusal, as at
 // start: the policy is applied and the last good keys stay.
-func reload(ctx context.Context, path string, running *config.Config, d reloader, log *slog.Logger, restart []string) []string {
-	c := config.Check(ctx, path, checkOptions(log))
+func (h host) reload(ctx context.Context, path string, running *config.Config, d reloader, log *slog.Logger, restart []string) []string {
+	c := config.Check(ctx, path, h.checkOptions(log))
 	defer c.Snapshot.Zero()
 	if ps := c.Refused(); len(ps) > 0 {
 		for _, p := range ps {
@@ -100,14 +100,14 @@ func refusedWarning(path string, ps []error) string {
 
 // watchReload reloads the configuration on every signal from hup until
 // ctx ends.
-func watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, running *config.Config, d reloader, log *slog.Logger) {
+func (h host) watchReload(ctx context.Context, hup <-chan os.Signal, cfgPath string, running *config.Config, d reloader, log *slog.Logger) {
 	var restart []string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			restart = reload(ctx, cfgPath, running, d, log, restart)
+			restart = h.reload(ctx, cfgPath, running, d, log, restart)
 		}
 	}
 }

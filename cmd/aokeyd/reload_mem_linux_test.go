@@ -53,7 +53,7 @@ func TestReloadsDoNotMultiplySecrets(t *testing.T) {
 func testReloads(t *testing.T, edit bool) {
 	raw, b64 := testkit.SecretNeedles(t, secretsFile, reloadSecret)
 	_, other := testkit.SecretNeedles(t, secretsFile, otherSecret)
-	acceptAllAlgorithms(t)
+	h := acceptingHost()
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		cfgPath := initTestConfig(t, dir)
@@ -180,7 +180,7 @@ func testReloads(t *testing.T, edit bool) {
 			if edit {
 				writeKeys(i%2 == 0)
 			}
-			reload(ctx, cfgPath, checked.Config, d, log, nil)
+			h.reload(ctx, cfgPath, checked.Config, d, log, nil)
 			synctest.Wait()
 			if edit && i == 0 {
 				if st, err := d.Status(ctx, ""); err != nil || len(st.Peers) != 1 || len(st.Peers[0].Keys) != 2 {

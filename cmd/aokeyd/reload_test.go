@@ -38,14 +38,16 @@ func (f *fakeCore) RefreshKeys(ctx context.Context) error {
 	return err
 }
 
-// acceptAllAlgorithms makes this machine's kernel accept every TCP-AO
-// algorithm for the test (a host without TCP-AO refuses them all, and a
-// reload checks the keys against it, as the start does).
-func acceptAllAlgorithms(t *testing.T) {
-	t.Helper()
-	orig := probeAlgorithms
-	probeAlgorithms = func() map[tcpao.Algorithm]error { return nil }
-	t.Cleanup(func() { probeAlgorithms = orig })
+// acceptingHost is this machine with a kernel that accepts every TCP-AO
+// algorithm (a host without TCP-AO refuses them all, and a reload checks
+// the keys against it, as the start does), its process hardening and
+// kernel probe passed.
+func acceptingHost() host {
+	h := systemHost()
+	h.harden = func() error { return nil }
+	h.probeKernel = func() error { return nil }
+	h.probeAlgorithms = func() map[tcpao.Algorithm]error { return nil }
+	return h
 }
 
 // systemctl reload aokeyd (SIGHUP) applies the policy and the log level of
@@ -54,7 +56,7 @@ func acceptAllAlgorithms(t *testing.T) {
 // each, gone once the file has the running value again. A bad file is
 // refused and changes nothing.
 func TestReloadAppliesOrNamesEachSetting(t *testing.T) {
-	acceptAllAlgorithms(t)
+	h := acceptingHost()
 	dir := t.TempDir()
 	cfgPath := initTestConfig(t, dir)
 	orig, err := os.ReadFile(cfgPath)
@@ -100,7 +102,7 @@ func TestReloadAppliesOrNamesEachSetting(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, mark := core.policies, len(logs.String())
-			restart = reload(context.Background(), cfgPath, running, core, log, restart)
+			restart = h.reload(context.Background(), cfgPath, running, core, log, restart)
 			out := logs.String()[mark:]
 			if applied := core.policies > before; applied == tc.refused {
 				t.Fatalf("policy applied %v, want %v:\n%s", applied, !tc.refused, out)
@@ -176,7 +178,7 @@ func TestSetLogLevel(t *testing.T) {
 // warning goes. A Vault that gives no answer to a reload is no refusal:
 // the policy is applied.
 func TestReloadKeepsWhatIsValid(t *testing.T) {
-	acceptAllAlgorithms(t)
+	h := acceptingHost()
 	dir := t.TempDir()
 	cfgPath := initTestConfig(t, dir)
 	keysPath, polPath := filepath.Join(dir, "keys.yaml"), filepath.Join(dir, "policy.yaml")
@@ -225,9 +227,9 @@ func TestReloadKeepsWhatIsValid(t *testing.T) {
 
 	// The edit: validate refuses it, in these words.
 	write(bad, edited)
-	lines := validateLines(t, cfgPath, "send_id", checkOptions(nil))
+	lines := validateLines(t, cfgPath, "send_id", h.checkOptions(nil))
 	mark := len(logs.String())
-	restart := reload(context.Background(), cfgPath, running, core, log, nil)
+	restart := h.reload(context.Background(), cfgPath, running, core, log, nil)
 	out := logs.String()[mark:]
 	if core.policies != 0 || restart != nil {
 		t.Errorf("a refused reload applied the policy (%d) or named settings (%q)", core.policies, restart)
@@ -259,7 +261,7 @@ func TestReloadKeepsWhatIsValid(t *testing.T) {
 
 	// Corrected: the next reload applies the policy; the warning goes.
 	write(startKeyFile(k2()+k4), edited)
-	reload(context.Background(), cfgPath, running, core, log, nil)
+	h.reload(context.Background(), cfgPath, running, core, log, nil)
 	if core.policies != 1 || len(core.warnings) != 0 {
 		t.Errorf("after the correction: policy applied %d times, status warns %q; want once and nothing", core.policies, core.warnings)
 	}
@@ -276,7 +278,7 @@ func TestReloadKeepsWhatIsValid(t *testing.T) {
 	t.Setenv("VAULT_TOKEN", "not-a-token")
 	t.Setenv("VAULT_MAX_RETRIES", "0")
 	mark = len(logs.String())
-	reload(context.Background(), cfgPath, running, &fakeCore{}, log, nil)
+	h.reload(context.Background(), cfgPath, running, &fakeCore{}, log, nil)
 	if out := logs.String()[mark:]; strings.Contains(out, "reload refused") || !strings.Contains(out, "the key source gave no answer") {
 		t.Errorf("a reload with Vault down: want no refusal and the unanswered source named:\n%s", out)
 	}

@@ -13,20 +13,17 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/gobgp"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
-	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/policy"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // speakerOpener connects to a speaker whose sockets aokeyd keys
 // (config.OpensSpeaker); the closer ends the connection.
 type speakerOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error)
 
-// executor runs aokeyd for a speaker that keys its own sockets
-// (config.OpensExecutor), until ctx ends.
-type executor func(ctx context.Context, cfg *config.Config, pol *policy.Policy, cfgPath, stateDir string, src keystore.Source,
-	cache *keystore.Cache, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) error
+// executorOpener makes the executor of a speaker that keys its own
+// sockets (config.OpensExecutor), beneath the daemon's pass.
+type executorOpener func(cfg *config.Config, log *slog.Logger) (daemon.Executor, error)
 
 // The adapters of the registry's entries (config.SpeakerKinds), the one
 // place a kind is mapped to code: each entry that opens as a Speaker has
@@ -34,7 +31,7 @@ type executor func(ctx context.Context, cfg *config.Config, pol *policy.Policy, 
 // (TestEveryKindOpens).
 var (
 	speakerOpeners = map[*config.SpeakerKind]speakerOpener{config.GoBGPKind: openGoBGP, config.FRRKind: openFRR}
-	executors      = map[*config.SpeakerKind]executor{config.BirdKind: serveBird}
+	executors      = map[*config.SpeakerKind]executorOpener{config.BirdKind: openBird}
 )
 
 // openSpeaker connects to the configured speaker with its kind's opener.

@@ -10,6 +10,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
@@ -30,9 +31,11 @@ func TestEveryKindOpens(t *testing.T) {
 	}
 }
 
-// TestExecutorRefusesWhatItsEntryLacks: the BIRD executor carries out
-// aoctl replace, adopt and migrate exactly when BIRD's registry entry says
-// it supports them (it supports none: each is refused as invalid).
+// TestExecutorRefusesWhatItsEntryLacks: aokeyd for BIRD (the daemon over
+// BIRD's executor, with BIRD's registry entry) carries out aoctl replace,
+// adopt and migrate exactly when the entry says BIRD supports them (it
+// supports none: each is refused as invalid, and no far end's migration
+// is followed).
 func TestExecutorRefusesWhatItsEntryLacks(t *testing.T) {
 	dir := t.TempDir()
 	kf := filepath.Join(dir, "keys.yaml")
@@ -47,10 +50,17 @@ func TestExecutorRefusesWhatItsEntryLacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := birdnative.New(birdnative.Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol,
-		Dir: filepath.Join(dir, "keys"), Control: filepath.Join(dir, "bird.ctl"), Bird: "true"})
+	ex, err := birdnative.Open(birdnative.ExecOptions{Dir: filepath.Join(dir, "keys"), Control: filepath.Join(dir, "bird.ctl"), Bird: "true"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Source: src, Policy: pol, Executor: ex,
+		Kind: config.BirdKind.Kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.MigrationFollowWanted() != config.BirdKind.Caps.Migrate {
+		t.Errorf("MigrationFollowWanted %t, the registry says migrate %t", d.MigrationFollowWanted(), config.BirdKind.Caps.Migrate)
 	}
 	ctx := context.Background()
 	caps := config.BirdKind.Caps

@@ -26,14 +26,13 @@ func init() { testChildren["start-check"] = startCheckChild }
 const refusedAlgEnv = "AOKEYD_TEST_REFUSED_ALG"
 
 func startCheckChild() int {
-	probeKernel = func() error { return nil }
-	hardenProcess = func() error { return nil }
-	probeAlgorithms = func() map[tcpao.Algorithm]error { return refusedAlgorithms(os.Getenv(refusedAlgEnv)) }
+	h := acceptingHost()
+	h.probeAlgorithms = func() map[tcpao.Algorithm]error { return refusedAlgorithms(os.Getenv(refusedAlgEnv)) }
 	args := os.Args[1:]
 	for len(args) > 0 && strings.HasPrefix(args[0], "-test.") {
 		args = args[1:]
 	}
-	return run(args, os.Stdout, os.Stderr)
+	return h.run(args, os.Stdout, os.Stderr)
 }
 
 // TestStartRefusesWhatValidateRefuses: for each configuration that

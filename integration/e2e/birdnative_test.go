@@ -316,7 +316,7 @@ func TestBIRDNativeRevoke(t *testing.T) {
 	})
 	l.checkNoFlap(s, "after the revoke at B")
 	for _, line := range strings.Split(lab.Tail(filepath.Join(b.Dir, "aokeyd.log"), 1<<20), "\n") {
-		if strings.Contains(line, "BIRD keys revoked") {
+		if strings.Contains(line, "keys revoked through the executor") || strings.Contains(line, "BIRD lists applied for a revoke") {
 			t.Logf("B's breakdown: %s", line)
 		}
 	}

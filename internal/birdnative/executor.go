@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,54 +21,94 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// ExecOptions wire an Executor: Options' BIRD half (the keys directory,
-// BIRD's control socket, binary and process).
+// ExecOptions wire an Executor. Dir, Control and Bird are required.
 type ExecOptions struct {
-	Dir, Control, Bird string
-	ReadGID            int
-	PID                func() (int, error)
-	Port               uint16
-	Logger             *slog.Logger
-	Now                func() time.Time
+	// Dir holds the include files, one per neighbor (FileName).
+	Dir string
+	// Control is BIRD's control socket (birdc's -s).
+	Control string
+	// Bird is the bird binary, for `bird -p`.
+	Bird string
+	// ReadGID is the group that reads the include files: the group BIRD
+	// runs as (Debian: -g bird), since BIRD reads its configuration and
+	// its includes after dropping privileges. 0: none, the files are the
+	// owner's alone (0600, the directory 0700). Otherwise every file is
+	// written 0640 with this group and the directory is 0750 with it, on
+	// every write, so a rewrite never takes BIRD's access away.
+	ReadGID int
+	// PID finds BIRD's process, whose sockets are read (never written).
+	PID func() (int, error)
+	// Port is BIRD's BGP port (default speakers.Port).
+	Port uint16
+	// Poll is how often Run reads BIRD's protocols (status, and a
+	// protocol BIRD disabled for want of its listener: mend); default 1 s.
+	Poll   time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Executor carries key lists to BIRD through its configuration: an
 // include file per neighbor (FileName), each new file checked with `bird
 // -p`, all written, one `birdc configure`, every file put back when BIRD
 // refuses, then BIRD's sessions read back from the kernel (never
-// written). It is daemon.Executor for the daemon's pass (Observe, Submit,
-// Run, Clean), and the Driver's pass runs on the same pieces (apply,
-// sessionKeys, protocols, waitClean). One goroutine applies at a time:
-// Run's, or the Driver's run loop (not both: a Driver does not Run its
-// Executor).
+// written). It is daemon.Executor: the daemon's pass plans each
+// neighbor's list (the rotator's planner and retire proof: the
+// never-strand rule) and submits it; Run alone writes the files and
+// reconfigures BIRD, beside the pass, and its waits (bird -p, the
+// configure, the read-back) never block the pass.
 type Executor struct {
 	o    ExecOptions
 	log  *slog.Logger
 	kick chan struct{}
 
-	// The applying goroutine's own: the last application's timing, the
-	// backoff after a configure BIRD did not take, and when mend last
-	// enabled each protocol.
-	timing  passTiming
-	retryAt time.Time
-	backoff time.Duration
-	mended  map[string]time.Time
+	// Run's own: the last application's timing, the backoff after a
+	// configure BIRD did not take and why it failed (logged once), and
+	// when mend last enabled each protocol.
+	timing   passTiming
+	retryAt  time.Time
+	backoff  time.Duration
+	lastFail string
+	mended   map[string]time.Time
 
 	emu sync.Mutex // guards the fields below
-	// cfgErr is the last configure's failure ("": none).
-	cfgErr string
 	// protocols is BIRD's last report of its BGP protocols, by neighbor.
 	protocols map[peer.Key]bird.Protocol
 	// pending are the plans submitted and not yet applied (the latest
 	// per peer).
 	pending map[peer.Key]daemon.ExecPlan
+	// managed are the peers the pass last observed: those whose protocol
+	// Run mends.
+	managed map[peer.Key]bool
 }
 
 var _ daemon.Executor = (*Executor)(nil)
 
-// NewExecutor returns an Executor over o's keys directory, which the
-// caller has checked (New does: durable.CheckDir, shareDir).
-func NewExecutor(o ExecOptions) *Executor {
+// Open checks o and the keys directory (made when missing; its owner and
+// mode: whoever may write it may plant a key line BIRD loads; shared with
+// ReadGID) and returns an Executor over it.
+func Open(o ExecOptions) (*Executor, error) {
+	if o.Dir == "" || o.Control == "" || o.Bird == "" {
+		return nil, errors.New("birdnative: Dir, Control and Bird are required")
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
+	}
+	if err := durable.CheckDir(o.Dir); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir: %w", err)
+	}
+	if err := shareDir(o.Dir, o.ReadGID); err != nil {
+		return nil, fmt.Errorf("speaker.bird.keys_dir %s: %w", o.Dir, err)
+	}
+	return newExecutor(o), nil
+}
+
+// findBird finds BIRD's process by its name (speaker.bird.pid_file
+// names it when there are several).
+func findBird() (int, error) { return sockets.FindProcess("bird", "speaker.bird.pid_file") }
+
+// newExecutor is an Executor over o's keys directory, which the caller
+// has checked (Open).
+func newExecutor(o ExecOptions) *Executor {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,27 +121,14 @@ func NewExecutor(o ExecOptions) *Executor {
 	if o.Port == 0 {
 		o.Port = speakers.Port
 	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
 	return &Executor{o: o, log: o.Logger, kick: make(chan struct{}, 1), pending: map[peer.Key]daemon.ExecPlan{}}
 }
 
 // Name is the speaker kind's.
 func (e *Executor) Name() string { return "bird" }
-
-// configErr is the last configure's failure, or a pass's warning.
-func (e *Executor) configErr() string {
-	e.emu.Lock()
-	defer e.emu.Unlock()
-	return e.cfgErr
-}
-
-// warn records a pass's warning where no configure failure is shown.
-func (e *Executor) warn(w string) {
-	e.emu.Lock()
-	defer e.emu.Unlock()
-	if w != "" && e.cfgErr == "" {
-		e.cfgErr = w
-	}
-}
 
 // readProtocols asks BIRD for its BGP protocols (`show protocols all`)
 // and keeps the report for Observe; nil when BIRD does not answer.
@@ -164,6 +189,14 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 	pid, pidErr := e.o.PID()
 	e.emu.Lock()
 	protos := e.protocols
+	managed := maps.Clone(e.managed) // replaced, never written in place: Run reads it unlocked
+	if managed == nil {
+		managed = map[peer.Key]bool{}
+	}
+	for _, id := range peers {
+		managed[id] = true
+	}
+	e.managed = managed
 	e.emu.Unlock()
 	for _, id := range peers {
 		ob := daemon.ExecObserved{Where: "bird " + e.fileOfPeer(id)}
@@ -215,17 +248,44 @@ func (e *Executor) Submit(plans []daemon.ExecPlan) {
 }
 
 // Run implements daemon.Executor: it applies the pending plans as they
-// come (a refused configure is retried after its backoff, at the next
-// Submit) until ctx ends.
+// come, and every Poll reads BIRD's protocols (for Observe) and mends a
+// managed peer's protocol BIRD disabled for want of its listener, until
+// ctx ends. After a configure BIRD did not take, plans wait out the
+// backoff pending (a later plan of a peer replaces its pending one), but
+// a revoke's, which is applied at once with them. The files stay as they
+// are when it returns (BIRD keeps its keys).
 func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error {
+	poll := time.NewTicker(e.o.Poll)
+	defer poll.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	<-retry.C
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-poll.C:
+			protos := e.readProtocols()
+			e.emu.Lock()
+			managed := e.managed
+			e.emu.Unlock()
+			e.mend(protos, managed, e.o.Now())
+			continue
 		case <-e.kick:
+		case <-retry.C:
 		}
 		e.emu.Lock()
 		plans := e.pending
+		revoke := false
+		for _, p := range plans {
+			revoke = revoke || p.Revoke
+		}
+		wait := e.retryAt.Sub(e.o.Now())
+		if wait > 0 && !revoke {
+			e.emu.Unlock()
+			retry.Reset(wait) // the plans stay pending
+			continue
+		}
 		e.pending = map[peer.Key]daemon.ExecPlan{}
 		e.emu.Unlock()
 		if len(plans) == 0 {
@@ -238,298 +298,4 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 		}
 		done(out)
 	}
-}
-
-// applyPlans renders each plan's file (the written file with the plan's
-// deletes and adds, flagged as BIRD takes it: planPeer's list), checks
-// the changed ones with `bird -p` and applies them.
-func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.ExecPlan) daemon.ExecOutcome {
-	t0 := time.Now()
-	out := daemon.ExecOutcome{Failed: map[peer.Key]error{}}
-	var views []peerView
-	var changes []change
-	for id, pl := range plans {
-		out.Gen = max(out.Gen, pl.Gen)
-		path := e.fileOfPeer(id)
-		prev, err := readFile(path)
-		if err != nil {
-			out.Failed[id] = err
-			continue
-		}
-		written, err := parseFile(prev)
-		if err != nil {
-			written = nil // rewritten from the plan
-		}
-		p := listOf(pl, written)
-		zeroKeys(written)
-		if p.Err != nil {
-			out.Failed[id] = p.Err
-			continue
-		}
-		v := peerView{ID: id, File: path, Keys: bare(p.Keys)}
-		if next := render(p.Keys, p.Disabled); !slices.Equal(prev, next) {
-			changes = append(changes, change{path: path, prev: prev, next: next, view: len(views)})
-		}
-		views = append(views, v)
-	}
-	ok := checked(ctx, e.o.Bird, changes, func(c change, err error) { out.Failed[views[c.view].ID] = err })
-	// Within a backoff nothing is applied (the next pass submits again),
-	// but for a revoke's plan.
-	revoke := false
-	for _, pl := range plans {
-		revoke = revoke || pl.Revoke
-	}
-	if len(ok) > 0 && (revoke || !e.o.Now().Before(e.retryAt)) {
-		out.ConfigureErr = e.apply(ctx, ok, views, true)
-	}
-	for _, v := range views {
-		if len(v.Warnings) > 0 {
-			if out.Warnings == nil {
-				out.Warnings = map[peer.Key][]string{}
-			}
-			out.Warnings[v.ID] = v.Warnings
-		}
-	}
-	out.Timing = time.Since(t0)
-	return out
-}
-
-// listOf is the file plan pl leaves of written (planPeer's keys, from the
-// plan the pass made on the file as a socket).
-func listOf(pl daemon.ExecPlan, written []bird.Key) plan {
-	in := input{Desired: pl.Keys, Preferred: pl.Preferred, Written: written}
-	for _, r := range pl.Revoked {
-		in.Revoked = append(in.Revoked, idsOfRef(r))
-	}
-	fs := fileAsSocket(in)
-	return fs.keys(in, pl.Plan)
-}
-
-// apply writes the changed files and reconfigures BIRD once; it returns
-// why BIRD was not reconfigured (nil: it was).
-func (e *Executor) apply(ctx context.Context, changes []change, views []peerView, verify bool) error {
-	defer func() {
-		for _, c := range changes {
-			clear(c.next)
-		}
-	}()
-	for _, c := range changes {
-		if err := e.writeFile(c.path, c.next); err != nil {
-			e.restore(changes)
-			return e.failed(fmt.Sprintf("cannot write %s: %v", c.path, err))
-		}
-	}
-	written := time.Now()
-	out, err := bird.Command(e.o.Control, "configure")
-	e.timing.configure = time.Since(written)
-	switch {
-	case err != nil:
-		// BIRD is not running (or not answering): the files are in place
-		// for its start; the next pass configures again.
-		return e.failed(fmt.Sprintf("BIRD's control socket %s: %v: the key files are written, BIRD reads them when it starts or at the next configure", e.o.Control, err))
-	case !strings.Contains(out, "Reconfigured") && !strings.Contains(out, "Reconfiguration in progress"):
-		e.restore(changes)
-		return e.failed(fmt.Sprintf("birdc configure failed (%s): BIRD runs its previous configuration and keys; aokeyd's key files are put back as they were and the change is tried again", maskHex(oneLine(out))))
-	}
-	e.emu.Lock()
-	e.cfgErr = ""
-	e.emu.Unlock()
-	e.backoff, e.retryAt = 0, time.Time{}
-	for _, c := range changes {
-		e.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
-	}
-	if verify {
-		t := time.Now()
-		e.verify(changes, views)
-		e.timing.verify = time.Since(t)
-	}
-	return nil
-}
-
-// verify reads BIRD's session with each changed neighbor from the kernel
-// until it carries exactly the file's keys (5 s at most; BIRD applies a
-// configure in the background), and warns in the peer's status when it
-// does not. A neighbor without a session is verified at its next one.
-func (e *Executor) verify(changes []change, views []peerView) {
-	pid, err := e.o.PID()
-	if err != nil {
-		return
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, c := range changes {
-		v := &views[c.view]
-		want := idSet(v.Keys)
-		for {
-			keys, _, _ := e.sessionKeys(pid, v.ID)
-			if keys == nil {
-				break
-			}
-			got := make([]ids, 0, len(keys))
-			for _, k := range keys {
-				got = append(got, ids{k.SendID, k.RecvID})
-			}
-			slices.SortFunc(got, cmpIDs)
-			if slices.Equal(got, want) {
-				v.Session = keys
-				break
-			}
-			if time.Now().After(deadline) {
-				v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD was reconfigured, but its session with %s carries keys %v, not the file's %v: check `birdc show protocols all` (is %s included by this neighbor's protocol?)", v.ID, got, want, c.path))
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-}
-
-func (e *Executor) restore(changes []change) {
-	for _, c := range changes {
-		var err error
-		if c.prev == nil {
-			err = os.Remove(c.path)
-		} else {
-			err = e.writeFile(c.path, c.prev)
-		}
-		if err != nil {
-			e.log.Error("cannot put a BIRD key file back", "file", c.path, "err", err)
-		}
-	}
-}
-
-// failed records a configure that did not take and backs off; it
-// returns why.
-func (e *Executor) failed(why string) error {
-	e.backoff = min(max(2*e.backoff, time.Second), time.Minute)
-	e.retryAt = e.o.Now().Add(e.backoff)
-	e.emu.Lock()
-	first := e.cfgErr != why
-	e.cfgErr = why
-	e.emu.Unlock()
-	if first {
-		e.log.Warn("BIRD not reconfigured", "why", why, "retry_in", e.backoff)
-	}
-	return errors.New(why)
-}
-
-// noListeningSocket is BIRD's last error of a BGP protocol it disabled
-// because the protocol's listening socket could not be opened.
-const noListeningSocket = "No listening socket"
-
-// mendEvery is the least time between two enables of one protocol.
-const mendEvery = 10 * time.Second
-
-// mend enables again each protocol of a managed peer that BIRD disabled
-// for want of its listening socket. BIRD closes a protocol's listener when
-// the protocol restarts (a configure it cannot apply live, birdc restart)
-// and binds a new one; while another process holds a duplicate of the old
-// one, which aokeyd does for a moment whenever it reads the listener's
-// keys (a revoke's check), the old one still listens, the bind fails, and
-// BIRD leaves the protocol disabled for good
-// (integration.TestBIRDRestartWhileListenerHeld). Only that error is
-// mended: a protocol the operator disabled stays so.
-func (e *Executor) mend(views []peerView, now time.Time) {
-	for _, v := range views {
-		p := v.Protocol
-		if p == nil || p.State != "down" || !strings.Contains(p.LastError, noListeningSocket) {
-			continue
-		}
-		if at, ok := e.mended[p.Name]; ok && now.Sub(at) < mendEvery {
-			continue
-		}
-		if e.mended == nil {
-			e.mended = map[string]time.Time{}
-		}
-		e.mended[p.Name] = now
-		out, err := bird.Command(e.o.Control, "enable "+p.Name)
-		if err != nil {
-			e.log.Error("BIRD disabled a protocol for want of its listening socket, and enabling it failed", "peer", v.ID, "protocol", p.Name, "err", err)
-			continue
-		}
-		e.log.Warn("BIRD disabled a protocol for want of its listening socket (its re-bind met the old listener still open): enabled again",
-			"peer", v.ID, "protocol", p.Name, "bird", strings.TrimSpace(out))
-	}
-}
-
-// writeFile replaces path with b: 0600 (the file holds secrets), or 0640
-// with ReadGID's group when BIRD reads it as its own user.
-func (e *Executor) writeFile(path string, b []byte) error {
-	if e.o.ReadGID > 0 {
-		return durable.WriteGroup(path, b, 0o640, e.o.ReadGID)
-	}
-	return durable.Write(path, b, 0o600)
-}
-
-// waitClean reads BIRD's listeners and its sessions with the covered
-// peers until none holds key id for any of them (10 s at most), and
-// returns the peers still dirty then.
-func (e *Executor) waitClean(ctx context.Context, covered []peer.Key, id ids) (map[peer.Key]bool, error) {
-	pid, err := e.o.PID()
-	if err != nil {
-		return nil, fmt.Errorf("BIRD's process: %w", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		dirty, err := e.dirty(pid, covered, id)
-		if err == nil && len(dirty) == 0 {
-			return nil, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return dirty, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// dirty are the covered peers for which a BIRD socket (a listener, or a
-// session with the peer) holds id.
-func (e *Executor) dirty(pid int, covered []peer.Key, id ids) (map[peer.Key]bool, error) {
-	out := map[peer.Key]bool{}
-	read := func(r sockets.Ref, peers []peer.Key) error {
-		err := sockets.System{}.With(r, func(fd int) error {
-			ks, err := tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
-			for _, k := range ks {
-				if k.SendID != id[0] || k.RecvID != id[1] {
-					continue
-				}
-				for _, p := range peers {
-					if k.Peer.Contains(p.Addr) {
-						out[p] = true
-					}
-				}
-			}
-			return err
-		})
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the socket closed meanwhile
-		}
-		return err
-	}
-	lis, err := sockets.System{}.Listeners(pid, e.o.Port)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range lis {
-		if err := read(r, covered); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range covered {
-		conns, err := sockets.System{}.Connections(pid, p.Addr)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range conns {
-			if err := read(r, []peer.Key{p}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
-}
-
-// Clean implements daemon.Executor: BIRD's listeners and its sessions
-// with peers, read until none holds ref (10 s at most); the peers still
-// dirty then.
-func (e *Executor) Clean(ctx context.Context, peers []peer.Key, ref tcpao.KeyRef) (map[peer.Key]bool, error) {
-	return e.waitClean(ctx, peers, ids{ref.SendID, ref.RecvID})
 }

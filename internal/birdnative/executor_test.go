@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -28,23 +29,75 @@ func newTestExecutor(t *testing.T) (*Executor, *fakeBird) {
 	fb := &fakeBird{}
 	sock := filepath.Join(dir, "bird.ctl")
 	fb.serve(t, sock)
-	keys := filepath.Join(dir, "keys")
-	if err := os.Mkdir(keys, 0o700); err != nil {
+	e, err := Open(ExecOptions{Dir: filepath.Join(dir, "keys"), Control: sock, Bird: "true",
+		PID: func() (int, error) { return 0, fmt.Errorf("no BIRD process in this test: %w", sockets.ErrNoProcess) }})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return NewExecutor(ExecOptions{Dir: keys, Control: sock, Bird: "true",
-		PID: func() (int, error) { return 0, fmt.Errorf("no BIRD process in this test: %w", sockets.ErrNoProcess) }}), fb
+	return e, fb
 }
 
-// execPlan is the plan the daemon's pass hands over for in: PlanSocket on
-// the written file as a socket (no session: nothing but revoked keys
-// leaves).
-func execPlan(id peer.Key, in input, gen uint64) daemon.ExecPlan {
-	fs := fileAsSocket(in)
-	p := daemon.ExecPlan{Peer: id, Plan: rotator.PlanSocket(fs.d, fs.o), Keys: in.Desired, Preferred: in.Preferred, Gen: gen}
-	for _, r := range in.Revoked {
-		p.Revoked = append(p.Revoked, refOf(r))
+func sk(send uint8, sendable bool) policy.ScheduledKey {
+	return policy.ScheduledKey{MKT: keystore.MKT{Name: "k" + string('0'+rune(send)), SendID: send, RecvID: send + 100, Algorithm: tcpao.HMACSHA256,
+		Secret: tcpao.NewSecret([]byte("sixteen byte key" + string('0'+rune(send))))}, Sendable: sendable, IncludeTCPOptions: true}
+}
+
+func wk(send uint8, preferred bool) bird.Key {
+	k := sk(send, true)
+	return bird.Key{SendID: send, RecvID: send + 100, Algorithm: tcpao.HMACSHA256, Secret: k.MKT.Secret, Preferred: preferred}
+}
+
+// flags renders a file's keys as "1p 2d" (send ID, p preferred, d
+// deprecated).
+func flags(ks []bird.Key) string {
+	var s []string
+	for _, k := range ks {
+		f := string('0' + rune(k.SendID))
+		if k.Preferred {
+			f += "p"
+		}
+		if k.Deprecated {
+			f += "d"
+		}
+		s = append(s, f)
 	}
+	return strings.Join(s, " ")
+}
+
+// input is a plan's input in these tests: the desired keys, the preferred
+// one (-1: none may be sent with), the written file, the revoked IDs.
+type input struct {
+	Desired   []policy.ScheduledKey
+	Preferred int
+	Written   []bird.Key
+	Revoked   []ids
+}
+
+// execPlan is a plan as the daemon's pass hands one over for in, with no
+// session: PlanSocket on the written file as a listener that every
+// written key carries (nothing but revoked keys leaves).
+func execPlan(id peer.Key, in input, gen uint64) daemon.ExecPlan {
+	d := rotator.Desired{Socket: "bird file", Kind: rotator.Listening}
+	for i, k := range in.Desired {
+		d.Keys = append(d.Keys, rotator.DesiredKey{Key: tcpao.Key{KeyRef: refOf(ids{k.MKT.SendID, k.MKT.RecvID}), Algorithm: k.MKT.Algorithm, Secret: k.MKT.Secret},
+			AcceptOnly: !k.Sendable && i != in.Preferred})
+	}
+	if in.Preferred >= 0 {
+		m := in.Desired[in.Preferred].MKT
+		d.WantCurrent, d.WantRNext = rotator.ID(m.SendID), rotator.ID(m.RecvID)
+	}
+	o := rotator.Observed{HaveAO: true}
+	p := daemon.ExecPlan{Peer: id, Keys: in.Desired, Preferred: in.Preferred, Gen: gen}
+	for _, w := range in.Written {
+		ki := tcpao.KeyInfo{KeyRef: refOf(idsOf(w)), Algorithm: w.Algorithm, Fingerprint: w.Secret.Fingerprint(), IsRNext: w.Preferred}
+		o.Keys, o.Carried = append(o.Keys, ki), append(o.Carried, ki.KeyRef)
+		desired := slices.ContainsFunc(in.Desired, func(k policy.ScheduledKey) bool { return k.MKT.SendID == w.SendID && k.MKT.RecvID == w.RecvID })
+		if slices.Contains(in.Revoked, idsOf(w)) && !desired {
+			d.Revoked = append(d.Revoked, rotator.RevokedKey{KeyRef: ki.KeyRef, Fingerprint: ki.Fingerprint})
+			p.Revoked = append(p.Revoked, ki.KeyRef)
+		}
+	}
+	p.Plan = rotator.PlanSocket(d, o)
 	return p
 }
 
@@ -100,9 +153,7 @@ func TestExecutorSubmitRunObserve(t *testing.T) {
 		}, false, "1 2p", false, "1 2c"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fb.mu.Lock()
-			fb.refuse = tc.refuse
-			fb.mu.Unlock()
+			fb.setRefuse(tc.refuse)
 			e.retryAt = time.Time{} // the backoff's wait, skipped
 			in := tc.in()
 			in.Written = writtenKeys(t, file)
@@ -113,7 +164,7 @@ func TestExecutorSubmitRunObserve(t *testing.T) {
 			if tc.failed && !strings.Contains(o.ConfigureErr.Error(), "birdc configure failed") {
 				t.Errorf("ConfigureErr %v", o.ConfigureErr)
 			}
-			if got := flags(plan{Keys: writtenKeys(t, file)}); got != tc.want {
+			if got := flags(writtenKeys(t, file)); got != tc.want {
 				t.Errorf("file %q, want %q", got, tc.want)
 			}
 			ob := e.Observe(context.Background(), []peer.Key{id})[id]
@@ -169,34 +220,151 @@ func writtenKeys(t *testing.T, path string) []bird.Key {
 	return ks
 }
 
-// TestExecutorRevokeSkipsBackoff: after a configure BIRD refused, a pass's
-// plan within the backoff is dropped (the next pass submits again), but a
-// revoke's is applied at once, as the Driver's revoke clears its backoff.
+// TestExecutorRevokeSkipsBackoff: after a configure BIRD refused, a
+// pass's plan waits out the backoff pending (no outcome, no configure,
+// so no pass is kicked to submit it again), and is applied when the
+// backoff ends; a revoke's plan is applied at once, with whatever is
+// pending (a revoke waits for no retry).
 func TestExecutorRevokeSkipsBackoff(t *testing.T) {
 	e, fb := newTestExecutor(t)
 	id := peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")
 	file := filepath.Join(e.o.Dir, "192.0.2.2.conf")
-	fb.mu.Lock()
-	fb.refuse = true
-	fb.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	outcomes := make(chan daemon.ExecOutcome, 8)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
+	defer func() { cancel(); <-done }()
+	next := func(within time.Duration) (daemon.ExecOutcome, bool) {
+		select {
+		case o := <-outcomes:
+			return o, true
+		case <-time.After(within):
+			return daemon.ExecOutcome{}, false
+		}
+	}
 	// Run zeroes each plan's secrets once applied: each plan its own.
 	in := func() input { return input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0} }
-	if o := runOnce(t, e, execPlan(id, in(), 1)); o.ConfigureErr == nil {
+	fb.setRefuse(true)
+	e.Submit([]daemon.ExecPlan{execPlan(id, in(), 1)})
+	if o, ok := next(10 * time.Second); !ok || o.ConfigureErr == nil {
 		t.Fatalf("outcome %+v, want the configure refused", o)
 	}
-	fb.mu.Lock()
-	fb.refuse = false
-	fb.mu.Unlock()
+	fb.setRefuse(false)
 	n := fb.count()
-	if o := runOnce(t, e, execPlan(id, in(), 2)); o.ConfigureErr != nil || fb.count() != n {
+	e.Submit([]daemon.ExecPlan{execPlan(id, in(), 2)})
+	if o, ok := next(300 * time.Millisecond); ok || fb.count() != n {
 		t.Fatalf("within the backoff: outcome %+v, %d configures, want none", o, fb.count()-n)
 	}
 	pl := execPlan(id, in(), 3)
 	pl.Revoke = true
-	if o := runOnce(t, e, pl); o.ConfigureErr != nil || fb.count() != n+1 {
+	e.Submit([]daemon.ExecPlan{pl})
+	if o, ok := next(10 * time.Second); !ok || o.ConfigureErr != nil || o.Gen != 3 || fb.count() != n+1 {
 		t.Fatalf("a revoke's plan: outcome %+v, %d configures, want one", o, fb.count()-n)
 	}
-	if got := flags(plan{Keys: writtenKeys(t, file)}); got != "1p" {
+	if got := flags(writtenKeys(t, file)); got != "1p" {
 		t.Errorf("file %q, want %q", got, "1p")
+	}
+	// Refused again: the pass's plan is applied once the backoff ends.
+	fb.setRefuse(true)
+	e.Submit([]daemon.ExecPlan{execPlan(id, input{Desired: []policy.ScheduledKey{sk(1, true), sk(2, true)}, Preferred: 1, Written: writtenKeys(t, file)}, 4)})
+	if o, ok := next(10 * time.Second); !ok || o.ConfigureErr == nil {
+		t.Fatalf("outcome %+v, want the configure refused", o)
+	}
+	fb.setRefuse(false)
+	e.Submit([]daemon.ExecPlan{execPlan(id, input{Desired: []policy.ScheduledKey{sk(1, true), sk(2, true)}, Preferred: 1, Written: writtenKeys(t, file)}, 5)})
+	if o, ok := next(10 * time.Second); !ok || o.ConfigureErr != nil || o.Gen != 5 {
+		t.Fatalf("after the backoff: outcome %+v, want the plan applied", o)
+	}
+	if got := flags(writtenKeys(t, file)); got != "1 2p" {
+		t.Errorf("file %q, want %q", got, "1 2p")
+	}
+}
+
+// TestExecutorKeepsWrittenMaterial: a desired key whose material in the
+// key source changed under the same IDs keeps its written material in
+// the file (BIRD would swap it under the session; the plan's Kept says
+// so), and a key the plan keeps is rendered with its own secret, not a
+// zeroed one: the file is rendered before the written keys are wiped.
+func TestExecutorKeepsWrittenMaterial(t *testing.T) {
+	e, _ := newTestExecutor(t)
+	id := peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")
+	file := filepath.Join(e.o.Dir, "192.0.2.2.conf")
+	if o := runOnce(t, e, execPlan(id, input{Desired: []policy.ScheduledKey{sk(1, true), sk(2, true)}, Preferred: 0}, 1)); o.ConfigureErr != nil || len(o.Failed) != 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+	edited := sk(1, true)
+	edited.MKT.Secret = tcpao.NewSecret([]byte("an edited secret of sixteen bytes"))
+	// Key 2 is no longer desired: kept (no session); key 1's new
+	// material is held back; key 3 is added.
+	in := input{Desired: []policy.ScheduledKey{edited, sk(3, true)}, Preferred: 1, Written: writtenKeys(t, file)}
+	if o := runOnce(t, e, execPlan(id, in, 2)); o.ConfigureErr != nil || len(o.Failed) != 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+	got := writtenKeys(t, file)
+	if flags(got) != "1 2d 3p" {
+		t.Fatalf("file %q, want %q", flags(got), "1 2d 3p")
+	}
+	for i, want := range []tcpao.Secret{sk(1, true).MKT.Secret, sk(2, true).MKT.Secret, sk(3, true).MKT.Secret} {
+		if !got[i].Secret.Equal(want) {
+			t.Errorf("key %d: the file holds other material than the written (or added) key's", got[i].SendID)
+		}
+	}
+}
+
+// TestExecutorMendsNoListeningSocket (TestDriverMendsNoListeningSocket):
+// BIRD disables a protocol whose listener it could not re-bind ("No
+// listening socket"; a duplicate of the old listener, as aokeyd's own
+// reads hold, keeps it listening); Run's poll enables it again, at most
+// once in mendEvery, and leaves a protocol the operator disabled alone.
+func TestExecutorMendsNoListeningSocket(t *testing.T) {
+	e, fb := newTestExecutor(t)
+	e.o.Poll = 10 * time.Millisecond
+	id := peer.KeyOf(netip.MustParseAddr("192.0.2.2"), "")
+	e.Observe(context.Background(), []peer.Key{id}) // the pass's peers: managed
+	proto := func(lastErr string) string {
+		r := "2002-Name       Proto      Table      State  Since         Info\n" +
+			"1002-peer_a     BGP        ---        down   06:10:01.123  \n" +
+			"1006-  BGP state:          Down\n" +
+			"       Neighbor address: 192.0.2.2\n"
+		if lastErr != "" {
+			r += "       Last error:       " + lastErr + "\n"
+		}
+		return r + "0000 \n"
+	}
+	enables := func() int {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		n := 0
+		for _, c := range fb.commands {
+			if c == "enable peer_a" {
+				n++
+			}
+		}
+		return n
+	}
+	polled := func(n int) {
+		t.Helper()
+		start := fb.shows()
+		if !eventually(10*time.Second, func() bool { return fb.shows() >= start+n }) {
+			t.Fatalf("Run read BIRD's protocols %d times, want %d", fb.shows()-start, n)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(daemon.ExecOutcome) {}) }()
+	defer func() { cancel(); <-done }()
+	fb.mu.Lock()
+	fb.protocols = proto("") // disabled by the operator: no error
+	fb.mu.Unlock()
+	polled(3)
+	if n := enables(); n != 0 {
+		t.Fatalf("a protocol the operator disabled was enabled (%d)", n)
+	}
+	fb.mu.Lock()
+	fb.protocols = proto("No listening socket")
+	fb.mu.Unlock()
+	polled(3)
+	if n := enables(); n != 1 {
+		t.Fatalf("%d enables of the protocol BIRD disabled for want of its listener over three polls, want 1", n)
 	}
 }

@@ -1,7 +1,6 @@
 package birdnative
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,13 +10,11 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/testkit"
-	"github.com/aokeyd/aokeyd/keystore"
-	"github.com/aokeyd/aokeyd/policy"
 )
 
 // TestIncludeFileNotRegular: a neighbor's include file that is not a
 // regular file is never read nor written through: a FIFO does not block
-// the pass (the driver's one loop), and a symlink's target is not copied
+// the pass or the executor's application, and a symlink's target is not copied
 // into the keys directory when BIRD refuses the configure and the files
 // are put back. Either is left as it is, with a warning naming it.
 func TestIncludeFileNotRegular(t *testing.T) {
@@ -42,20 +39,26 @@ func TestIncludeFileNotRegular(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, fb, _ := newTestDriver(t, "k1")
-			file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
+			e := newBirdEnvIdle(t, nil, "k1")
+			file := e.file
 			tc.plant(t, file)
 			before, _ := os.Lstat(file)
-			fb.mu.Lock()
-			fb.refuse = true
-			fb.mu.Unlock()
-			testkit.NoBlock(t, 5*time.Second, []string{file}, func() { d.pass(context.Background(), nil, true) })
-			ents, err := os.ReadDir(d.o.Dir)
+			e.fb.setRefuse(true)
+			e.start()
+			// The passes and the executor's application go on (a fifo's
+			// open would block them), and status names the file.
+			testkit.NoBlock(t, 30*time.Second, []string{file}, func() {
+				if !eventually(20*time.Second, func() bool { return warned(e.status(), "not a regular file") }) {
+					t.Errorf("status %+v, want a warning that %s is not a regular file", e.status().Peers, file)
+				}
+			})
+			e.stop()
+			ents, err := os.ReadDir(e.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range ents {
-				p := filepath.Join(d.o.Dir, e.Name())
+			for _, ent := range ents {
+				p := filepath.Join(e.dir, ent.Name())
 				if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 					if b, _ := os.ReadFile(p); strings.Contains(string(b), foreign) {
 						t.Errorf("%s holds the symlink target's content", p)
@@ -63,11 +66,7 @@ func TestIncludeFileNotRegular(t *testing.T) {
 				}
 			}
 			if fi, err := os.Lstat(file); err != nil || fi.Mode().Type() != before.Mode().Type() {
-				t.Errorf("%s after the pass: %v %v, want it left a %v", file, fi, err, before.Mode().Type())
-			}
-			rep, err := d.Status(context.Background(), "")
-			if err != nil || len(rep.Peers) != 1 || !strings.Contains(strings.Join(rep.Peers[0].Warnings, "\n"), "not a regular file") {
-				t.Errorf("status %+v (%v), want a warning that %s is not a regular file", rep.Peers, err, file)
+				t.Errorf("%s after the passes: %v %v, want it left a %v", file, fi, err, before.Mode().Type())
 			}
 		})
 	}
@@ -96,26 +95,15 @@ func TestKeysDirChecked(t *testing.T) {
 			if err := os.Chmod(keys, tc.mode); err != nil {
 				t.Fatal(err)
 			}
-			kf := filepath.Join(dir, "keys.yaml")
-			keyFile(t, kf, "k1")
-			src, err := keystore.NewFile(keystore.FileOptions{Path: kf})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pol, err := policy.Parse("policy.yaml", []byte(testPolicy))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = New(Options{Keys: keystore.NewCache(src, keystore.CacheOptions{}), Policy: pol, Dir: keys,
-				Control: filepath.Join(dir, "bird.ctl"), Bird: "true", PID: func() (int, error) { return 0, errors.New("none") }})
+			_, err := Open(ExecOptions{Dir: keys, Control: filepath.Join(dir, "bird.ctl"), Bird: "true", PID: func() (int, error) { return 0, errors.New("none") }})
 			if tc.wantErr == "" {
 				if err != nil {
-					t.Fatalf("New with keys dir mode %v: %v", tc.mode, err)
+					t.Fatalf("Open with keys dir mode %v: %v", tc.mode, err)
 				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), keys) {
-				t.Fatalf("New with keys dir mode %v: %v, want an error naming %s and saying %q", tc.mode, err, keys, tc.wantErr)
+				t.Fatalf("Open with keys dir mode %v: %v, want an error naming %s and saying %q", tc.mode, err, keys, tc.wantErr)
 			}
 		})
 	}

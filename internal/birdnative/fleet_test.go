@@ -3,7 +3,6 @@ package birdnative
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +14,15 @@ import (
 	"github.com/aokeyd/aokeyd/keystore/vaulttest"
 )
 
-// TestDriverFleet: with speaker type bird the fleet publisher reads the
-// driver's status (the document lists BIRD's neighbors) and applies a
+// TestFleet: with speaker type bird the fleet publisher reads the
+// daemon's status (the document lists BIRD's neighbors) and applies a
 // fleet revocation through it: the neighbor's file loses the key at the
 // publisher's next round, and the key source is not written (the fleet
 // record is the fleet's).
-func TestDriverFleet(t *testing.T) {
-	d, _, kf := newTestDriver(t, "k1", "k2")
-	ctx, _ := runDriver(t, d)
-	file := filepath.Join(d.o.Dir, "192.0.2.2.conf")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(file); err == nil && strings.Contains(string(b), "send id 1;") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first pass wrote no file")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+func TestFleet(t *testing.T) {
+	e := newBirdEnv(t, nil, "k1", "k2")
+	d, kf, file, ctx := e.d, e.kf, e.file, context.Background()
+	e.waitFile("the first pass", func(s string) bool { return strings.Contains(s, "send id 1;") })
 
 	srv, err := vaulttest.New(vaulttest.Options{InMemory: true})
 	if err != nil {
@@ -57,7 +46,7 @@ func TestDriverFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Round(ctx)
-	b, _ := os.ReadFile(file)
+	b, _ := os.ReadFile(file) // the fleet's revoke returned once the file was applied
 	if strings.Contains(string(b), "send id 1;") || !strings.Contains(string(b), "send id 2;") {
 		t.Fatalf("file after the fleet revocation:\n%s", b)
 	}

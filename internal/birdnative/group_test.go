@@ -1,7 +1,6 @@
 package birdnative
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -9,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/aokeyd/aokeyd/internal/control"
 )
 
 // TestIncludeFilesReadableByBirdGroup (issue 48): Debian runs BIRD as
@@ -37,7 +39,7 @@ func TestIncludeFilesReadableByBirdGroup(t *testing.T) {
 	t.Run("group", func(t *testing.T) {
 		// A file an older aokeyd left 0600 in a 0700 directory.
 		var keysDir string
-		d, _, kf := newTestDriverWith(t, func(o *Options) {
+		e := newBirdEnv(t, func(o *ExecOptions) {
 			keysDir = o.Dir
 			if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 				t.Fatal(err)
@@ -49,23 +51,18 @@ func TestIncludeFilesReadableByBirdGroup(t *testing.T) {
 		}, "k1")
 		check(t, keysDir, gid, 0o750)
 		check(t, filepath.Join(keysDir, "198.51.100.9.conf"), gid, 0o640)
-		file := filepath.Join(keysDir, "192.0.2.2.conf")
-		d.pass(context.Background(), nil, true)
+		file := e.file
+		e.waitFile("the first pass", func(s string) bool { return strings.Contains(s, "send id 1;") })
 		check(t, file, gid, 0o640)
-		keyFile(t, kf, "k1", "k2") // a rewrite
-		d.refresh(context.Background())
-		d.pass(context.Background(), nil, true)
-		b, _ := os.ReadFile(file)
-		if len(b) == 0 {
-			t.Fatal("no file")
-		}
+		e.setKeys("k1", "k2") // a rewrite
+		e.waitFile("the rewrite", func(s string) bool { return strings.Contains(s, "send id 2;") })
 		check(t, file, gid, 0o640)
 	})
 	t.Run("none", func(t *testing.T) {
-		d, _, _ := newTestDriverWith(t, nil, "k1")
-		d.pass(context.Background(), nil, true)
-		check(t, d.o.Dir, -1, 0o700)
-		check(t, filepath.Join(d.o.Dir, "192.0.2.2.conf"), -1, 0o600)
+		e := newBirdEnv(t, nil, "k1")
+		e.waitFile("the first pass", func(s string) bool { return strings.Contains(s, "send id 1;") })
+		check(t, e.dir, -1, 0o700)
+		check(t, e.file, -1, 0o600)
 	})
 }
 
@@ -76,40 +73,22 @@ func TestIncludeFilesReadableByBirdGroup(t *testing.T) {
 // it cannot read, is a warning naming the error, and a key no longer
 // desired is kept for that reason.
 func TestSessionUnreadIsWarned(t *testing.T) {
-	d, _, kf := newTestDriverWith(t, func(o *Options) {
+	e := newBirdEnv(t, func(o *ExecOptions) {
 		o.PID = func() (int, error) {
 			return 0, errors.New("more than one bird process (12, 34): set speaker.bird.pid_file")
 		}
 	}, "k1")
-	ctx := context.Background()
-	d.pass(ctx, nil, true)
-	keyFile(t, kf, "k2") // k1 leaves the key source
-	d.refresh(ctx)
-	d.pass(ctx, nil, true)
-	rep, err := d.Status(ctx, "")
-	if err != nil {
-		t.Fatal(err)
+	e.waitFile("the first pass", func(s string) bool { return strings.Contains(s, "send id 1;") })
+	e.setKeys("k2@2") // k1 leaves the key source
+	e.waitFile("k2 added", func(s string) bool { return strings.Contains(s, "send id 1;") && strings.Contains(s, "send id 2;") })
+	var rep control.StatusReport
+	if !eventually(10*time.Second, func() bool { rep = e.status(); return warned(rep, "could not be read") }) {
+		t.Fatalf("no warning keeps k1 because BIRD's session could not be read: %+v", rep.Peers)
 	}
-	warned := false
-	for _, w := range rep.Warnings {
-		warned = warned || strings.Contains(w, "more than one bird process")
+	if !warned(rep, "more than one bird process") {
+		t.Fatalf("no warning names why BIRD's sessions were not read: %q %+v", rep.Warnings, rep.Peers)
 	}
-	for _, p := range rep.Peers {
-		for _, w := range p.Warnings {
-			warned = warned || strings.Contains(w, "more than one bird process")
-		}
-	}
-	if !warned {
-		t.Fatalf("no warning names why BIRD's sessions were not read: %q", rep.Warnings)
-	}
-	d.mu.Lock()
-	views := d.views
-	d.mu.Unlock()
-	for _, v := range views {
-		for _, k := range v.Kept {
-			if k.Reason == keptNoSession {
-				t.Fatalf("kept as %q, while the session was never read", k.Why)
-			}
-		}
+	if warned(rep, "no session is up") {
+		t.Fatalf("k1 kept as for no session, while the session was never read: %+v", rep.Peers)
 	}
 }

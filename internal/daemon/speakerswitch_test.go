@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/sockets"
 	"github.com/aokeyd/aokeyd/internal/birdnative"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
 )
@@ -30,7 +31,7 @@ func TestRevocationSurvivesSpeakerSwitch(t *testing.T) {
 	state := t.TempDir()
 
 	// speaker.type bird, as an older aokeyd ran it: k1 revoked.
-	withBird(t, state, filepath.Join(state, "bird-revocations.json"), func(d *birdnative.Driver, conf string) {
+	withBird(t, state, filepath.Join(state, "bird-revocations.json"), func(d *daemon.Daemon, conf string) {
 		if _, err := d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: "k1"}); err != nil {
 			t.Fatalf("revoke under bird: %v", err)
 		}
@@ -52,7 +53,7 @@ func TestRevocationSurvivesSpeakerSwitch(t *testing.T) {
 	})
 
 	// speaker.type bird again: neither key comes back.
-	withBird(t, state, filepath.Join(state, "revocations.json"), func(d *birdnative.Driver, conf string) {
+	withBird(t, state, filepath.Join(state, "revocations.json"), func(d *daemon.Daemon, conf string) {
 		b, _ := os.ReadFile(conf)
 		if s := string(b); !strings.Contains(s, "send id 10;") || strings.Contains(s, "send id 20;") || strings.Contains(s, "send id 30;") {
 			t.Fatalf("BIRD's file after the switch back, want k0 alone (k1 revoked under bird, k2 under gobgpd):\n%s", b)
@@ -60,12 +61,12 @@ func TestRevocationSurvivesSpeakerSwitch(t *testing.T) {
 	})
 }
 
-// withBird runs a BIRD driver (speaker.type bird) over the state
-// directory's key source, the test policy and a fake BIRD, with its
+// withBird runs aokeyd for BIRD (speaker.type bird: a Daemon serving
+// birdnative's Executor) over the state directory's key source, the test policy and a fake BIRD, with its
 // revocations recorded at file, while body runs; conf is the test peer's
 // include file. The key source cannot be written: a revoke lives in the
 // revocation record alone.
-func withBird(t *testing.T, state, file string, body func(d *birdnative.Driver, conf string)) {
+func withBird(t *testing.T, state, file string, body func(d *daemon.Daemon, conf string)) {
 	t.Helper()
 	k0, k1, k2, _ := testKeys()
 	src := &fakeSource{}
@@ -76,11 +77,15 @@ func withBird(t *testing.T, state, file string, body func(d *birdnative.Driver, 
 	ctl := filepath.Join(t.TempDir(), "bird.ctl")
 	serveFakeBird(t, ctl)
 	keys := filepath.Join(state, "bird-keys")
-	d, err := birdnative.New(birdnative.Options{Keys: cache, Policy: parsePolicy(t, fmt.Sprintf(basePolicy, "keep")), Dir: keys,
-		Control: ctl, Bird: "true", RevocationsFile: file, Poll: 10 * time.Millisecond,
+	ex, err := birdnative.Open(birdnative.ExecOptions{Dir: keys, Control: ctl, Bird: "true", Poll: 10 * time.Millisecond,
 		PID: func() (int, error) { return 0, fmt.Errorf("no BIRD process in this test: %w", sockets.ErrNoProcess) }})
 	if err != nil {
-		t.Fatalf("BIRD driver: %v", err)
+		t.Fatalf("BIRD executor: %v", err)
+	}
+	d, err := daemon.New(daemon.Options{Keys: cache, Policy: parsePolicy(t, fmt.Sprintf(basePolicy, "keep")), Executor: ex,
+		RevocationsFile: file, Refresh: time.Hour, Resync: time.Hour})
+	if err != nil {
+		t.Fatalf("aokeyd for BIRD: %v", err)
 	}
 	if _, err := cache.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -88,19 +93,19 @@ func withBird(t *testing.T, state, file string, body func(d *birdnative.Driver, 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	// The include file may be an earlier driver's: its first pass is
-	// done when its status shows the peer.
+	// The include file may be an earlier aokeyd's: the first pass is
+	// done when status shows the peer.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if rep, err := d.Status(ctx, ""); err == nil && len(rep.Peers) == 1 {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatalf("the BIRD driver's first pass: status %+v, %v", rep, err)
+			t.Fatalf("the first pass for BIRD: status %+v, %v", rep, err)
 		}
 	}
 	body(d, filepath.Join(keys, "192.0.2.2.conf"))
 	cancel()
 	if err := <-done; err != nil {
-		t.Errorf("BIRD driver: %v", err)
+		t.Errorf("aokeyd for BIRD: %v", err)
 	}
 }
 
