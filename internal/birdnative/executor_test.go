@@ -42,11 +42,6 @@ func sk(send uint8, sendable bool) policy.ScheduledKey {
 		Secret: tcpao.NewSecret([]byte("sixteen byte key" + string('0'+rune(send))))}, Sendable: sendable, IncludeTCPOptions: true}
 }
 
-func wk(send uint8, preferred bool) bird.Key {
-	k := sk(send, true)
-	return bird.Key{SendID: send, RecvID: send + 100, Algorithm: tcpao.HMACSHA256, Secret: k.MKT.Secret, Preferred: preferred}
-}
-
 // flags renders a file's keys as "1p 2d" (send ID, p preferred, d
 // deprecated).
 func flags(ks []bird.Key) string {
