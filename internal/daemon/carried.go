@@ -35,8 +35,9 @@ import (
 //     that exists but cannot be read refuses the start.
 //   - Key material never enters it: a fingerprint is a keyed digest.
 type carriedRecord struct {
-	path string // "": memory only
-	log  *slog.Logger
+	path  string // "": memory only
+	fault durable.Fault
+	log   *slog.Logger
 	// saved is what the files hold (each peer's keys sorted, with the
 	// fingerprints recorded): a save of the same writes nothing, and a
 	// key a bare read gives without its fingerprint keeps the one here.
@@ -69,8 +70,8 @@ const maxCarriedBytes = 16 << 20
 
 // carriedFileRecord is the record at path in the shared record layer
 // (durable.Record: a regular file only, capped, with a backup).
-func carriedFileRecord(path string) durable.Record {
-	return durable.Record{Path: path, Max: maxCarriedBytes, Check: func(b []byte) error {
+func carriedFileRecord(path string, fault durable.Fault) durable.Record {
+	return durable.Record{Path: path, Max: maxCarriedBytes, Fault: fault, Check: func(b []byte) error {
 		_, err := decodeCarried(b)
 		return err
 	}}
@@ -81,12 +82,12 @@ func carriedFileRecord(path string) durable.Record {
 // logged, and the start-up gate alone holds the listeners. A record that
 // exists but cannot be read refuses the start (the layer's rule: the
 // record is not invented), naming both files.
-func openCarried(path string, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey, error) {
-	r := &carriedRecord{path: path, log: log}
+func openCarried(path string, fault durable.Fault, log *slog.Logger) (*carriedRecord, map[rotator.PeerID][]rotator.CarriedKey, error) {
+	r := &carriedRecord{path: path, fault: fault, log: log}
 	if path == "" {
 		return r, nil, nil
 	}
-	l, err := carriedFileRecord(path).Load()
+	l, err := carriedFileRecord(path, fault).Load()
 	if err != nil {
 		return nil, nil, fmt.Errorf("carried-keys record %w (move both aside to start afresh: every listener key then stays "+
 			"until each session up has been read, and what peers that are down last carried is not known)", err)
@@ -182,7 +183,7 @@ func (r *carriedRecord) save(byPeer map[rotator.PeerID][]rotator.CarriedKey) err
 	if err != nil {
 		return err
 	}
-	if err := carriedFileRecord(r.path).Save(append(b, '\n')); err != nil {
+	if err := carriedFileRecord(r.path, r.fault).Save(append(b, '\n')); err != nil {
 		if !durable.Replaced(err) {
 			return fmt.Errorf("carried-keys record: %w", err)
 		}

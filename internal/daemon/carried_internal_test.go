@@ -33,7 +33,7 @@ func TestCarriedRecord(t *testing.T) {
 		def: {{Ref: ref("192.0.2.2/32", 20, 21), FP: fp(1)}},
 		red: {{Ref: ref("192.0.2.0/30", 30, 31), FP: fp(2)}, {Ref: ref("192.0.2.0/30", 20, 21), FP: fp(3)}},
 	}
-	r, got, err := openCarried(path, log)
+	r, got, err := openCarried(path, nil, log)
 	if err != nil || got != nil {
 		t.Fatalf("first open: %v, %v; want nothing", got, err)
 	}
@@ -41,13 +41,12 @@ func TestCarriedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := 0
-	old := durable.SetFault(func(p, step string) error {
+	r.fault = func(p, step string) error {
 		if step == durable.StepCreate && (p == path || p == path+".bak") {
 			writes++
 		}
 		return nil
-	})
-	t.Cleanup(func() { durable.SetFault(old) })
+	}
 	// The same keys, red's in another order and one read bare: no write.
 	bare := map[rotator.PeerID][]rotator.CarriedKey{
 		def: {{Ref: ref("192.0.2.2/32", 20, 21)}},
@@ -56,7 +55,7 @@ func TestCarriedRecord(t *testing.T) {
 	if err := r.save(bare); err != nil || writes != 0 {
 		t.Fatalf("an unchanged save: %v, %d writes; want none", err, writes)
 	}
-	_, got, err = openCarried(path, log)
+	_, got, err = openCarried(path, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func TestCarriedRecord(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(string(b), checkValue(), strings.Repeat("0", len(checkValue())), 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, got, err = openCarried(path, log)
+	_, got, err = openCarried(path, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +107,7 @@ func TestCarriedTodaysRecord(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, got, err := openCarried(path, slog.New(slog.DiscardHandler))
+	_, got, err := openCarried(path, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

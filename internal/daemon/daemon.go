@@ -9,6 +9,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/migrate"
 	"github.com/aokeyd/aokeyd/internal/revocation"
@@ -102,9 +103,14 @@ type Options struct {
 	RaiseOptMem func(pid, want int) (before, after int, err error)
 	// Rand jitters the rotation machines' steady re-reads and retry
 	// backoffs; nil is rotator.SystemJitter (tests inject their own).
-	Rand    rotator.Jitter
-	Logger  *slog.Logger
-	Metrics *metrics.Metrics // nil: no metrics
+	Rand rotator.Jitter
+	// WriteFault, when set, is asked before each step of each write of
+	// the daemon's records (revocations, ownership, carried keys, early
+	// rolls, migrations) and fails the step with its answer: tests' disk
+	// that fails a chosen write (durable.Fault). nil in production.
+	WriteFault durable.Fault
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics // nil: no metrics
 	// Changed, when set, is called when what status shows of a session's
 	// keys changes: a key installed or removed, Current_key or RNext_key,
 	// the roll's state, a new session socket. It is called from the
@@ -207,15 +213,15 @@ func New(o Options) (*Daemon, error) {
 	if o.Rotator.SwitchTimeout == 0 {
 		o.Rotator.SwitchTimeout = o.Policy.Safety().SwitchTimeout
 	}
-	rs, err := revocation.Open(o.RevocationsFile, o.Logger)
+	rs, err := revocation.OpenWith(o.RevocationsFile, revocation.Options{Logger: o.Logger, Fault: o.WriteFault})
 	if err != nil {
 		return nil, err
 	}
-	owned, err := openLedger(o.OwnedKeysFile, o.Logger, time.Now, nil)
+	owned, err := openLedger(o.OwnedKeysFile, o.WriteFault, o.Logger, time.Now, nil)
 	if err != nil {
 		return nil, err
 	}
-	migr, err := migrate.Open(o.MigrationsFile)
+	migr, err := migrate.OpenWith(o.MigrationsFile, o.WriteFault)
 	if err != nil {
 		return nil, err
 	}
@@ -223,11 +229,11 @@ func New(o Options) (*Daemon, error) {
 		o.Logger.Error("MIGRATIONS RECORD "+why+": using its backup, which every write keeps; check the disk",
 			"file", o.MigrationsFile, "backup", o.MigrationsFile+".bak")
 	}
-	carried, restored, err := openCarried(o.CarriedKeysFile, o.Logger)
+	carried, restored, err := openCarried(o.CarriedKeysFile, o.WriteFault, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	earlyRec, earlyAsks, earlyRewrite, err := openEarly(o.EarlyRollsFile, o.Policy, o.Logger)
+	earlyRec, earlyAsks, earlyRewrite, err := openEarly(o.EarlyRollsFile, o.WriteFault, o.Policy, o.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -63,8 +63,8 @@ type earlyRecord struct {
 // for over 30,000 peers' requests.
 const maxEarlyBytes = 16 << 20
 
-func earlyFileRecord(path string) durable.Record {
-	return durable.Record{Path: path, Max: maxEarlyBytes, Check: func(b []byte) error {
+func earlyFileRecord(path string, fault durable.Fault) durable.Record {
+	return durable.Record{Path: path, Max: maxEarlyBytes, Fault: fault, Check: func(b []byte) error {
 		_, _, err := early.Decode(b)
 		return err
 	}}
@@ -74,14 +74,14 @@ func earlyFileRecord(path string) durable.Record {
 // the requests it holds for peers in pol, and whether the record must be
 // rewritten (requests dropped). Only a state directory others may write
 // is an error; an unreadable record is set aside and warned of.
-func openEarly(path string, pol *policy.Policy, log *slog.Logger) (r *earlyRecord, rolls map[rotator.PeerID]earlyRoll, rewrite bool, err error) {
+func openEarly(path string, fault durable.Fault, pol *policy.Policy, log *slog.Logger) (r *earlyRecord, rolls map[rotator.PeerID]earlyRoll, rewrite bool, err error) {
 	if path == "" {
 		return nil, nil, false, nil
 	}
 	if err := durable.CheckDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, false, fmt.Errorf("early-roll record: %w", err)
 	}
-	r = &earlyRecord{rec: earlyFileRecord(path), log: log}
+	r = &earlyRecord{rec: earlyFileRecord(path, fault), log: log}
 	l, err := r.rec.Load()
 	if err != nil {
 		r.lost(fmt.Sprintf("cannot be read (%v)", err), r.setAside())

@@ -243,13 +243,12 @@ func testRotateNotRecorded(t *testing.T) {
 	e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
 	e.waitKeys("listener", e.lis, ids(k1, k2))
 	e.up(ids(k1, k2), k2, k1)
-	durable.SetFault(func(p, step string) error {
+	e.injectWriteFault(func(p, step string) error {
 		if p == e.earlyFile() && step == durable.StepCreate {
 			return syscall.ENOSPC
 		}
 		return nil
 	})
-	t.Cleanup(func() { durable.SetFault(nil) })
 
 	res, err := e.d.Rotate(context.Background(), control.RotateRequest{Peer: peerAddr.String()})
 	if err != nil {
@@ -266,7 +265,7 @@ func testRotateNotRecorded(t *testing.T) {
 		t.Errorf("status shows aoctl rotate %+v, want none", er)
 	}
 
-	durable.SetFault(nil)
+	e.injectWriteFault(nil)
 	e.followTo(k2, e.rotate(k2))
 	if ws := e.warningsOf(); hasWarning(ws, []string{"early-roll record"}) {
 		t.Errorf("status still warns once the record is written: %q", ws)

@@ -23,6 +23,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/bgptest"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -380,6 +381,9 @@ type env struct {
 	changed       func()
 	kernel        daemon.Kernel
 	activeOpens   bool
+	// writeFault is asked before each step of each write of the daemon's
+	// records (injectWriteFault; nil: none).
+	writeFault atomic.Pointer[durable.Fault]
 
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -464,6 +468,17 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 // start builds a Daemon over a fresh key cache and runs it until the test
 // ends (or stop).
+// injectWriteFault has every write of the daemon's records ask fault
+// before each of its steps (create, write, fsync, rename, fsync-dir); a
+// non-nil answer fails that step. nil: none.
+func (e *env) injectWriteFault(fault durable.Fault) {
+	if fault == nil {
+		e.writeFault.Store(nil)
+		return
+	}
+	e.writeFault.Store(&fault)
+}
+
 func (e *env) start(revocationsFile string) {
 	e.t.Helper()
 	var src keystore.Source = e.src
@@ -491,6 +506,12 @@ func (e *env) start(revocationsFile string) {
 		SocketOf:        e.disc.socketOf,
 		Changed:         e.changed,
 		Kernel:          e.kernel,
+		WriteFault: func(path, step string) error {
+			if f := e.writeFault.Load(); f != nil {
+				return (*f)(path, step)
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		e.t.Fatal(err)

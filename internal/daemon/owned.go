@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/sockets"
+	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -97,6 +98,7 @@ const maxCookies = 8
 // on I/O.
 type ledger struct {
 	path  string
+	fault durable.Fault
 	log   *slog.Logger
 	clock func() time.Time
 	start func(pid int) uint64 // a process's start time (test seam)
@@ -152,17 +154,17 @@ func checkValue() string {
 // procStart, from /proc). A record that cannot be read is an error: starting
 // without it would make every non-desired key of aokeyd's look foreign
 // (kept, harmless) but lose adoptions.
-func openLedger(path string, log *slog.Logger, clock func() time.Time, start func(pid int) uint64) (*ledger, error) {
+func openLedger(path string, fault durable.Fault, log *slog.Logger, clock func() time.Time, start func(pid int) uint64) (*ledger, error) {
 	if start == nil {
 		start = procStart
 	}
-	l := &ledger{path: path, log: log, clock: clock, start: start,
+	l := &ledger{path: path, fault: fault, log: log, clock: clock, start: start,
 		keys: map[ownKey]*ownRec{}, owners: map[int]*procOwner{}}
 	if path == "" {
 		l.bootstrap = true
 		return l, nil
 	}
-	b, err := loadOwned(path, log)
+	b, err := loadOwned(path, fault, log)
 	if err != nil {
 		return nil, fmt.Errorf("ownership record %w (move both aside to start afresh: keys found in place are then aokeyd's only where they are exactly a desired key)", err)
 	}
@@ -347,7 +349,7 @@ func (l *ledger) flush() error {
 	})
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err == nil {
-		err = ownedRecord(l.path).Save(append(b, '\n'))
+		err = ownedRecord(l.path, l.fault).Save(append(b, '\n'))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -41,7 +41,7 @@ func TestOwnedRecordFile(t *testing.T) {
 			var l *ledger
 			var err error
 			testkit.NoBlock(t, 5*time.Second, []string{path, path + ".bak"}, func() {
-				l, err = openLedger(path, slog.New(slog.DiscardHandler), time.Now, nil)
+				l, err = openLedger(path, nil, slog.New(slog.DiscardHandler), time.Now, nil)
 			})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tc.wantErr) {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -25,7 +24,7 @@ func TestLedgerRecord(t *testing.T) {
 	starts := map[int]uint64{100: 7, 200: 9}
 	reopen := func() *ledger {
 		t.Helper()
-		l, err := openLedger(path, log, time.Now, func(pid int) uint64 { return starts[pid] })
+		l, err := openLedger(path, nil, log, time.Now, func(pid int) uint64 { return starts[pid] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,12 +88,12 @@ func TestLedgerRecord(t *testing.T) {
 
 	// A record that cannot be written says so in status, and is written
 	// at the next chance.
-	durable.SetFault(func(string, string) error { return errors.New("disk full") })
+	l.fault = func(string, string) error { return errors.New("disk full") }
 	l.record(l.owner(100).p, 11, ref(5), a, false)
 	if err := l.flush(); err == nil || !strings.Contains(l.warning(), "disk full") {
 		t.Errorf("flush = %v, warning %q: want the write's error in status", err, l.warning())
 	}
-	durable.SetFault(nil)
+	l.fault = nil
 	if err := l.close(); err != nil || l.warning() != "" {
 		t.Errorf("close = %v, warning %q after the disk recovered", err, l.warning())
 	}
@@ -117,7 +116,7 @@ func TestLedgerRowWithoutPeer(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
+	l, err := openLedger(path, nil, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestOwnedTodaysRecord(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := openLedger(path, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
+	l, err := openLedger(path, nil, slog.New(slog.DiscardHandler), time.Now, func(int) uint64 { return 7 })
 	if err != nil {
 		t.Fatal(err)
 	}

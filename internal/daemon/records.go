@@ -15,8 +15,8 @@ const maxOwnedBytes = 64 << 20
 // ownedRecord is the ownership record at path in the shared record layer
 // (durable.Record): read as a regular file only, capped, kept with a
 // backup at path.bak that restores it when it is found unreadable.
-func ownedRecord(path string) durable.Record {
-	return durable.Record{Path: path, Max: maxOwnedBytes, Check: func(b []byte) error {
+func ownedRecord(path string, fault durable.Fault) durable.Record {
+	return durable.Record{Path: path, Max: maxOwnedBytes, Fault: fault, Check: func(b []byte) error {
 		var f ledgerFile
 		return json.Unmarshal(b, &f)
 	}}
@@ -24,8 +24,8 @@ func ownedRecord(path string) durable.Record {
 
 // loadOwned reads the ownership record: nil data when there is none yet.
 // A record restored from its backup is logged.
-func loadOwned(path string, log *slog.Logger) ([]byte, error) {
-	l, err := ownedRecord(path).Load()
+func loadOwned(path string, fault durable.Fault, log *slog.Logger) ([]byte, error) {
+	l, err := ownedRecord(path, fault).Load()
 	if err != nil {
 		return nil, err
 	}

@@ -88,11 +88,11 @@ func inFullTmpfs(t *testing.T, body func(dir string)) {
 // socket or the key source, is not applied by a later pass, and is not in
 // force after a restart (its backup, never written, does not revive it).
 func TestRevokeRecordWriteFails(t *testing.T) {
-	run := func(t *testing.T, file string, restart bool, breakIt func() (repair func())) {
+	run := func(t *testing.T, file string, restart bool, breakIt func(e *env) (repair func())) {
 		synctest.Test(t, func(t *testing.T) {
 			_, k1, k2, _ := testKeys()
 			e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
-			repair := breakIt()
+			repair := breakIt(e)
 			e.waitKeys("listener", e.lis, ids(k1, k2))
 			e.up(ids(k1, k2), k2, k1)
 			_, lisW := e.lisC.calls()
@@ -139,7 +139,7 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 	}
 	t.Run("parent is a file", func(t *testing.T) {
 		dir := t.TempDir()
-		run(t, filepath.Join(dir, "state", "revocations.json"), false, func() func() {
+		run(t, filepath.Join(dir, "state", "revocations.json"), false, func(*env) func() {
 			if err := os.WriteFile(filepath.Join(dir, "state"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,9 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 		})
 	})
 	t.Run("disk full", func(t *testing.T) {
-		inFullTmpfs(t, func(dir string) { run(t, filepath.Join(dir, "revocations.json"), true, func() func() { return nil }) })
+		inFullTmpfs(t, func(dir string) {
+			run(t, filepath.Join(dir, "revocations.json"), true, func(*env) func() { return nil })
+		})
 	})
 	// Each step of the record's write failing (injected), the record's
 	// directory fsync too, after which the record holds the revocation
@@ -155,16 +157,16 @@ func TestRevokeRecordWriteFails(t *testing.T) {
 	for _, step := range []string{"create", "write", "fsync", "rename", "fsync-dir"} {
 		t.Run("record "+step+" fails", func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "revocations.json")
-			run(t, file, true, func() func() {
+			run(t, file, true, func(e *env) func() {
 				failed := false
-				daemon.InjectWriteFault(t, func(path, s string) error {
+				e.injectWriteFault(func(path, s string) error {
 					if path == file && s == step && !failed {
 						failed = true
 						return syscall.EIO
 					}
 					return nil
 				})
-				return func() { daemon.InjectWriteFault(t, nil) }
+				return func() { e.injectWriteFault(nil) }
 			})
 		})
 	}
@@ -182,7 +184,7 @@ func TestRevokeRecordDegraded(t *testing.T) {
 		e := newEnv(t, envOptions{keys: []testKey{k1, k2}, revocationsFile: file})
 		e.waitKeys("listener", e.lis, ids(k1, k2))
 		writes := map[string]int{}
-		daemon.InjectWriteFault(t, func(path, step string) error {
+		e.injectWriteFault(func(path, step string) error {
 			if step == "create" {
 				writes[path]++
 			}
@@ -214,7 +216,7 @@ func TestRevokeRecordDegraded(t *testing.T) {
 			t.Errorf("backup %q holds k1, want it behind", b)
 		}
 
-		daemon.InjectWriteFault(t, nil)
+		e.injectWriteFault(nil)
 		if res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name}); err != nil || res.RecordError != "" {
 			t.Fatalf("revoking again: %v (record error %q), want the backup written", err, res.RecordError)
 		}

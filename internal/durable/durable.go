@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -33,23 +32,22 @@ const (
 	StepSyncDir = "fsync-dir"
 )
 
-// fault, set by tests only (SetFault), is asked before each step of
-// Write with the path being written and the step, and fails the step
-// with the error it returns (nil: the step runs). Atomic: a test sets it
-// while the daemon's goroutines write their records.
-var fault atomic.Pointer[func(path, step string) error]
+// Fault, when set, is asked before each step of a write (StepCreate,
+// StepWrite, StepSync, StepRename, StepSyncDir) with the path being
+// written, and fails the step with the error it returns (nil: the step
+// runs): how tests make a disk fail a write at a chosen step. The zero
+// Fault asks nothing. It is an option of each writer (Fault.Write,
+// Record.Fault), never a package-wide hook.
+type Fault func(path, step string) error
 
-// SetFault installs f as the fault hook (nil: none) and returns the one
-// it replaced. For tests only.
-func SetFault(f func(path, step string) error) (old func(path, step string) error) {
-	var p *func(path, step string) error
-	if f != nil {
-		p = &f
-	}
-	if o := fault.Swap(p); o != nil {
-		old = *o
-	}
-	return old
+// Write is the package's Write, asking f before each step.
+func (f Fault) Write(path string, data []byte, perm fs.FileMode) error {
+	return write(path, data, perm, -1, tempName, f)
+}
+
+// WriteGroup is the package's WriteGroup, asking f before each step.
+func (f Fault) WriteGroup(path string, data []byte, perm fs.FileMode, gid int) error {
+	return write(path, data, perm, gid, tempName, f)
 }
 
 // Write replaces path with data so that, once it returns nil, the
@@ -61,7 +59,7 @@ func SetFault(f func(path, step string) error) (old func(path, step string) erro
 // the error is a *NotDurableError: path holds data, but a crash may undo
 // that.
 func Write(path string, data []byte, perm fs.FileMode) error {
-	return write(path, data, perm, -1, tempName)
+	return write(path, data, perm, -1, tempName, nil)
 }
 
 // WriteGroup is Write for a file another daemon's group reads (BIRD's
@@ -70,19 +68,18 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 // narrow it), both set on the temporary file before the rename, so that
 // path is never, even for an instant, a file its reader cannot open.
 func WriteGroup(path string, data []byte, perm fs.FileMode, gid int) error {
-	return write(path, data, perm, gid, tempName)
+	return write(path, data, perm, gid, tempName, nil)
 }
 
 // write is Write and WriteGroup (gid -1: the process's group), naming the
 // temporary file with nameFor (tempName; a test plants something at the
-// name it gives).
-func write(path string, data []byte, perm fs.FileMode, gid int, nameFor func(path string) string) error {
+// name it gives), asking f (when set) before each step.
+func write(path string, data []byte, perm fs.FileMode, gid int, nameFor func(path string) string, ask Fault) error {
 	fault := func(step string) error {
-		f := fault.Load()
-		if f == nil {
+		if ask == nil {
 			return nil
 		}
-		return (*f)(path, step)
+		return ask(path, step)
 	}
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {

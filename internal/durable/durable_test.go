@@ -32,7 +32,7 @@ func TestWriteDurableTempNotFollowed(t *testing.T) {
 				t.Fatal(err)
 			}
 			planted := func(string) string { return tmp }
-			if err := write(path, []byte("[]"), 0o600, -1, planted); err == nil {
+			if err := write(path, []byte("[]"), 0o600, -1, planted, nil); err == nil {
 				t.Errorf("Write through a planted %s succeeded", tc.name)
 			}
 			if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
@@ -80,14 +80,13 @@ func TestWriteDurableFaults(t *testing.T) {
 			if err := Write(path, []byte("[1]"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			SetFault(func(p, s string) error {
+			fault := Fault(func(p, s string) error {
 				if p == path && s == step {
 					return syscall.EIO
 				}
 				return nil
 			})
-			t.Cleanup(func() { SetFault(nil) })
-			err := Write(path, []byte("[1,2]"), 0o600)
+			err := fault.Write(path, []byte("[1,2]"), 0o600)
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("Write: %v, want the injected EIO", err)
 			}

@@ -21,6 +21,9 @@ type Record struct {
 	// data is). Its error, naming what is wrong and never the content,
 	// makes the copy unreadable, as a FIFO or a zero-length file is.
 	Check func(data []byte) error
+	// Fault, when set, is asked before each step of each write (tests:
+	// a disk that fails a chosen step).
+	Fault Fault
 }
 
 // ErrCorrupt is in the error of a copy that exists but is no good record:
@@ -123,7 +126,7 @@ func (r Record) load(repair bool) (Loaded, error) {
 		l := Loaded{Data: pri, From: Primary, Backup: bak, BackupErr: bakErr}
 		if repair && (bakErr != nil || !bytes.Equal(bak, pri)) {
 			l.BackupWritten = true
-			l.BackupWriteErr = Write(r.BackupPath(), pri, 0o600)
+			l.BackupWriteErr = r.Fault.Write(r.BackupPath(), pri, 0o600)
 		}
 		return l, nil
 	case missing(priErr) && missing(bakErr):
@@ -139,7 +142,7 @@ func (r Record) load(repair bool) (Loaded, error) {
 				return Loaded{}, fmt.Errorf("%s is unreadable (%v) and cannot be set aside: %w", r.Path, priErr, err)
 			}
 		}
-		if err := Write(r.Path, bak, 0o600); err != nil {
+		if err := r.Fault.Write(r.Path, bak, 0o600); err != nil {
 			return Loaded{}, fmt.Errorf("%s: restoring it from its backup %s: %w", r.Path, r.BackupPath(), err)
 		}
 		return l, nil
@@ -166,10 +169,10 @@ func (r Record) Save(data []byte) error {
 	if int64(len(data)) > r.Max {
 		return fmt.Errorf("%s would be %d bytes, more than the %d a start reads back: nothing was written", r.Path, len(data), r.Max)
 	}
-	if err := Write(r.Path, data, 0o600); err != nil {
+	if err := r.Fault.Write(r.Path, data, 0o600); err != nil {
 		return err
 	}
-	if err := Write(r.BackupPath(), data, 0o600); err != nil {
+	if err := r.Fault.Write(r.BackupPath(), data, 0o600); err != nil {
 		return &BehindError{fmt.Errorf("backup %s: %w (the record %s was written; its backup is behind until the next write)", r.BackupPath(), err, r.Path)}
 	}
 	return nil
@@ -198,14 +201,14 @@ func (r Record) Commit(prev, next []byte) (recorded bool, err error) {
 	if int64(len(next)) > r.Max {
 		return false, fmt.Errorf("%s would be %d bytes, more than the %d a start reads back: nothing was written", rec, len(next), r.Max)
 	}
-	err = Write(rec, next, 0o600)
+	err = r.Fault.Write(rec, next, 0o600)
 	if err != nil && !Replaced(err) {
 		return false, fmt.Errorf("%s: %w (the record and its backup are as they were)", rec, err)
 	}
 	bakNext := false
 	if err != nil {
 		err = fmt.Errorf("%s: %w", rec, err)
-	} else if berr := Write(bak, next, 0o600); berr != nil {
+	} else if berr := r.Fault.Write(bak, next, 0o600); berr != nil {
 		bakNext = Replaced(berr)
 		err = fmt.Errorf("backup %s: %w", bak, berr)
 	} else {
@@ -232,5 +235,5 @@ func (r Record) putBack(path string, prev []byte) error {
 		}
 		return syncDir(filepath.Dir(path))
 	}
-	return Write(path, prev, 0o600)
+	return r.Fault.Write(path, prev, 0o600)
 }

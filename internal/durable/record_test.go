@@ -236,13 +236,12 @@ func TestRecordSave(t *testing.T) {
 		t.Fatalf("Load: %+v %v, want second from the backup", l, err)
 	}
 	// The backup fails: the primary is written, and Replaced says so.
-	old := SetFault(func(p, step string) error {
+	r.Fault = func(p, step string) error {
 		if p == r.BackupPath() && step == StepWrite {
 			return syscall.EIO
 		}
 		return nil
-	})
-	t.Cleanup(func() { SetFault(old) })
+	}
 	if err := r.Save([]byte("third")); err == nil || !Replaced(err) {
 		t.Fatalf("Save with the backup failing: %v, want a Replaced error", err)
 	}

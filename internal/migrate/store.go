@@ -14,9 +14,10 @@ import (
 // file (JSON, 0600, written durably at each change) so that a restarted
 // aokeyd goes on where it was. It is safe for concurrent use.
 type Store struct {
-	mu   sync.Mutex
-	path string // "": in memory only
-	recs []Record
+	mu    sync.Mutex
+	path  string // "": in memory only
+	fault durable.Fault
+	recs  []Record
 	// restored says why Open took the backup ("": it did not).
 	restored string
 	gen      uint64
@@ -39,8 +40,8 @@ func parse(b []byte) (file, error) {
 // record is the store's file in the shared record layer
 // (durable.Record): read as a regular file only, capped, kept with a
 // backup at path.bak that restores it when it is found unreadable.
-func record(path string) durable.Record {
-	return durable.Record{Path: path, Max: maxBytes, Check: func(b []byte) error {
+func record(path string, fault durable.Fault) durable.Record {
+	return durable.Record{Path: path, Max: maxBytes, Fault: fault, Check: func(b []byte) error {
 		_, err := parse(b)
 		return err
 	}}
@@ -48,12 +49,16 @@ func record(path string) durable.Record {
 
 // Open loads the store at path ("": in memory only); a missing file (and
 // backup) is an empty store.
-func Open(path string) (*Store, error) {
-	s := &Store{path: path}
+func Open(path string) (*Store, error) { return OpenWith(path, nil) }
+
+// OpenWith is Open with every write of the record asking fault (when set)
+// before each step (tests: durable.Fault).
+func OpenWith(path string, fault durable.Fault) (*Store, error) {
+	s := &Store{path: path, fault: fault}
 	if path == "" {
 		return s, nil
 	}
-	b, err := record(path).Load()
+	b, err := record(path, fault).Load()
 	if err != nil {
 		return nil, fmt.Errorf("migrations record %w", err)
 	}
@@ -139,5 +144,5 @@ func (s *Store) writeLocked() error {
 	if err != nil {
 		return err
 	}
-	return record(s.path).Save(append(b, '\n'))
+	return record(s.path, s.fault).Save(append(b, '\n'))
 }

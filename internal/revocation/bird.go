@@ -35,7 +35,7 @@ func (s *Store) mergeBird() error {
 	if filepath.Base(s.path) == BirdFile {
 		return nil
 	}
-	old := durable.Record{Path: filepath.Join(filepath.Dir(s.path), BirdFile), Max: s.maxBytes(), Check: func(b []byte) error {
+	old := durable.Record{Path: filepath.Join(filepath.Dir(s.path), BirdFile), Max: s.maxBytes(), Fault: s.fault, Check: func(b []byte) error {
 		var ws []wire
 		return json.Unmarshal(b, &ws)
 	}}

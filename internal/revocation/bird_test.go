@@ -143,14 +143,12 @@ func TestMergeBirdWriteFails(t *testing.T) {
 	if err := os.WriteFile(bird, []byte(birdRecord), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	old := durable.SetFault(func(p, step string) error {
+	_, err := OpenWith(path, Options{Fault: func(p, step string) error {
 		if p == path && step == durable.StepWrite {
 			return syscall.EIO
 		}
 		return nil
-	})
-	_, err := Open(path, nil)
-	durable.SetFault(old)
+	}})
 	if err == nil || !strings.Contains(err.Error(), bird) {
 		t.Fatalf("Open: %v, want an error naming %s", err, bird)
 	}

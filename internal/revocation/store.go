@@ -37,10 +37,11 @@ type Store struct {
 	log  *slog.Logger
 	// max caps a read or a write of the record (0: MaxRecordBytes; a
 	// test lowers it on its own Store).
-	max  int64
-	mu   sync.Mutex
-	list []Revocation
-	peer map[peer.Key][]Revocation // the peer-scoped ones, by peer
+	max   int64
+	fault durable.Fault
+	mu    sync.Mutex
+	list  []Revocation
+	peer  map[peer.Key][]Revocation // the peer-scoped ones, by peer
 	// degraded: the last write left the backup behind the record (or the
 	// record not durable); nil once a write or a start has put it right.
 	degraded error
@@ -67,10 +68,18 @@ func (s *Store) maxBytes() int64 {
 
 // record is the revocations record in the shared record layer.
 func (s *Store) record() durable.Record {
-	return durable.Record{Path: s.path, Max: s.maxBytes(), Check: func(b []byte) error {
+	return durable.Record{Path: s.path, Max: s.maxBytes(), Fault: s.fault, Check: func(b []byte) error {
 		_, err := parseRecord(b)
 		return err
 	}}
+}
+
+// Options are Open's.
+type Options struct {
+	Logger *slog.Logger // nil: discard
+	// Fault, when set, is asked before each step of each write of the
+	// record (tests: durable.Fault).
+	Fault durable.Fault
 }
 
 // Open reads the record at path ("": revocations are kept in memory
@@ -79,10 +88,16 @@ func (s *Store) record() durable.Record {
 // (BirdFile). A record that cannot be read is an error naming it and what
 // to do. log may be nil.
 func Open(path string, log *slog.Logger) (*Store, error) {
+	return OpenWith(path, Options{Logger: log})
+}
+
+// OpenWith is Open with o.
+func OpenWith(path string, o Options) (*Store, error) {
+	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{path: path, log: log}
+	s := &Store{path: path, log: log, fault: o.Fault}
 	if path == "" {
 		s.index()
 		return s, nil
@@ -232,7 +247,7 @@ func (s *Store) healBackup() error {
 	if s.degraded == nil || s.path == "" {
 		return nil
 	}
-	if err := durable.Write(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
+	if err := s.fault.Write(s.path+".bak", encodeRecord(s.list), 0o600); err != nil {
 		return fmt.Errorf("revocations backup %s.bak is still behind its record: %w", s.path, err)
 	}
 	s.degraded = nil

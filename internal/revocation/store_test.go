@@ -24,13 +24,11 @@ type fault struct {
 	nth  int
 }
 
-// injectFaults fails the steps faults name, counting the writes of each
-// file from now on.
-func injectFaults(t *testing.T, path string, faults ...fault) {
+// injectFaults has s's writes fail the steps faults name, counting the
+// writes of each file from now on.
+func injectFaults(s *Store, path string, faults ...fault) {
 	writes := map[string]int{}
-	var old func(string, string) error
-	t.Cleanup(func() { durable.SetFault(old) })
-	old = durable.SetFault(func(p, step string) error {
+	s.fault = func(p, step string) error {
 		if step == durable.StepCreate {
 			writes[p]++
 		}
@@ -44,7 +42,7 @@ func injectFaults(t *testing.T, path string, faults ...fault) {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // addOutcome adds r and says whether it is in force, and what failed.
@@ -104,9 +102,9 @@ func TestRevocationOneOutcome(t *testing.T) {
 					}
 					before = []Revocation{prior}
 				}
-				injectFaults(t, path, tc.faults...)
+				injectFaults(s, path, tc.faults...)
 				inForce, err := addOutcome(s, r)
-				durable.SetFault(nil)
+				s.fault = nil
 				if inForce != tc.inForce || (err != nil) != tc.wantErr {
 					t.Fatalf("add: in force %v, %v; want in force %v, an error %v", inForce, err, tc.inForce, tc.wantErr)
 				}
