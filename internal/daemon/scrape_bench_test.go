@@ -43,7 +43,8 @@ type metricsFleet struct {
 
 // newMetricsFleet starts the daemon over n steady sessions; refresh and
 // steady are the key source reads and the sessions' re-reads (0: the
-// defaults).
+// defaults). Its metrics are aokeyd's default set, every series with
+// $AOKEYD_METRICS_PER_KEY=1 (metrics.per_key).
 func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metricsFleet {
 	b.Helper()
 	now := time.Now()
@@ -74,7 +75,10 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 	lis, _ := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	b.Cleanup(cache.Close)
-	mt, err := metrics.New(prometheus.NewRegistry()) // as aokeyd and make bench register them
+	// As aokeyd and make bench register them, with aokeyd's default set
+	// unless $AOKEYD_METRICS_PER_KEY is 1 (metrics.per_key).
+	perKey := os.Getenv("AOKEYD_METRICS_PER_KEY") == "1"
+	mt, err := metrics.New(prometheus.NewRegistry(), metrics.Options{PerKey: perKey})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -98,6 +98,10 @@ type family struct {
 	vals       []float64
 	free       []int32 // indexes in vals of dropped rows
 	head       []byte  // the family's HELP and TYPE lines
+	// detail marks a family exported only with Options.PerKey; off is
+	// detail without it: the family never has a series (its setters
+	// return before they make one).
+	detail, off bool
 	// textLen is the length of every series' text up to its value
 	// (name{labels} ), what a text scrape writes besides the values.
 	textLen int
