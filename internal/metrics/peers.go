@@ -87,8 +87,8 @@ func newPeerStore(perKey bool) *peerStore {
 		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, LabelSocket),
 	}
 	s.age.ages = true
-	// Off by default (DefaultFamilies says which stay): the per-key
-	// counters, and what no shipped alert reads.
+	// Off without per_key (PerKeyFamilies lists them): the per-key
+	// counters, and the per-peer detail no shipped alert reads.
 	for _, f := range []*family{s.rnext, s.installed, s.age, s.started, s.completed, s.aborted,
 		s.keyGood, s.keyBad, s.sockGood, s.sockReqd} {
 		f.detail = true
