@@ -208,6 +208,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", []string{"validate", "testdata/aokeyd.yaml", "--at", "2026-11-01"}, exitOK, "validate-ok.golden"},
 		{"bad config", []string{"validate", "testdata/bad.yaml"}, exitInvalid, "validate-bad.golden"},
+		{"bad metrics.per_key", []string{"validate", "testdata/bad-metrics.yaml"}, exitInvalid, "validate-bad-metrics.golden"},
 		{"policy versus keys", []string{"validate", "testdata/bad-keys.yaml", "--at", "2026-11-01"}, exitInvalid, "validate-bad-keys.golden"},
 		{"json", []string{"validate", "--json", "testdata/bad-keys.yaml", "--at", "2026-11-01"}, exitInvalid, "validate-bad-keys.json.golden"},
 		{"config only", []string{"validate", "testdata/bad-keys.yaml", "--no-keys"}, exitOK, ""},

@@ -171,7 +171,7 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 	// process_resident_memory_bytes, ...): what an operator (and the
 	// chaos run's leak check) watches a long-lived daemon by.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg)
+	m, err := metrics.New(reg, metrics.Options{PerKey: cfg.Metrics.PerKey.On()})
 	if err != nil {
 		return err
 	}

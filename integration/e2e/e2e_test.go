@@ -17,6 +17,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/integration/lab"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/metrics"
 	"github.com/aokeyd/aokeyd/internal/testkit/kerneltest"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -378,23 +379,29 @@ func TestVaultRotation(t *testing.T) {
 }
 
 // TestReloadAndMetrics covers the daemon's operations side on the real
-// kernel: Prometheus metrics show the session's keys and the kernel's
-// counters (never a key byte); a SIGHUP with a broken policy is refused and
-// the running one keeps working; a SIGHUP with a good one is applied.
+// kernel: Prometheus metrics show the session's key and the kernel's
+// counters (never a key byte), aokeyd's default set only (the per-key
+// series need metrics.per_key); a SIGHUP with a broken policy is refused
+// and the running one keeps working; a SIGHUP with a good one is applied.
 func TestReloadAndMetrics(t *testing.T) {
 	kerneltest.Require(t)
 	t.Parallel()
 	l := newLab(t, []key{{i: 1, birdPreferred: true}}, nil)
 	s := l.waitEstablished(60 * time.Second)
 	var page string
-	lab.Eventually(t, 20*time.Second, "metrics with the session's key counters", func() (bool, string) {
+	lab.Eventually(t, 20*time.Second, "metrics with the session's socket counters", func() (bool, string) {
 		out, err := l.a.Run("wget", "-qO-", "http://127.0.0.1:9179/metrics")
 		page = out
-		return err == nil && strings.Contains(out, "aokeyd_key_pkt_good_total") && strings.Contains(out, "aokeyd_peer_current_key_id"), fmt.Sprint(err)
+		return err == nil && strings.Contains(out, "aokeyd_socket_pkt_bad_total") && strings.Contains(out, "aokeyd_peer_current_key_id"), fmt.Sprint(err)
 	})
-	for _, want := range []string{`aokeyd_peer_current_key_id{peer="10.255.0.2",vrf=""} 1`, "aokeyd_socket_pkt_good_total", "aokeyd_key_source_last_sync_timestamp_seconds"} {
+	for _, want := range []string{`aokeyd_peer_current_key_id{peer="10.255.0.2",vrf=""} 1`, "aokeyd_socket_pkt_key_not_found_total", "aokeyd_key_source_last_sync_timestamp_seconds"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, name := range metrics.PerKeyFamilies() {
+		if strings.Contains(page, name+"{") {
+			t.Errorf("metrics hold %s without metrics.per_key", name)
 		}
 	}
 	if strings.Contains(page, hex.EncodeToString(secretOf(1))) {

@@ -168,6 +168,38 @@ type Control struct {
 // Metrics is the Prometheus listener.
 type Metrics struct {
 	Listen string `yaml:"listen"`
+	// PerKey exports the per-key counters and the per-peer detail series
+	// as well (metrics.Options.PerKey); off, a peer has at most 8 series.
+	PerKey Flag `yaml:"per_key"`
+}
+
+// Flag is a setting written true or false. Any other value decodes (as
+// flagBad) so that Parse names its field, its line and what to write:
+// yaml.v3's own message for a bool names neither the field nor the fix.
+type Flag uint8
+
+const (
+	flagFalse Flag = iota // the zero value: unset is false
+	flagTrue
+	flagBad
+)
+
+// On reports whether the flag is true.
+func (f Flag) On() bool { return f == flagTrue }
+
+// UnmarshalYAML implements yaml.Unmarshaler: true or false (as yaml.v3
+// decodes a bool), anything else flagBad.
+func (f *Flag) UnmarshalYAML(n *yaml.Node) error {
+	var b bool
+	switch {
+	case n.Kind != yaml.ScalarNode || n.Decode(&b) != nil:
+		*f = flagBad
+	case b:
+		*f = flagTrue
+	default:
+		*f = flagFalse
+	}
+	return nil
 }
 
 // Enabled reports whether the metrics listener is on.

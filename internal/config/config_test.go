@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		{"control.write_timeout", c.Control.WriteTimeout.String(), Duration(DefaultControlWriteTimeout).String()},
 		{"control.max_connections", fmt.Sprint(c.Control.MaxConnections), fmt.Sprint(DefaultControlMaxConns)},
 		{"control.admin_connections", fmt.Sprint(c.Control.AdminConnections), fmt.Sprint(DefaultControlAdminConns)},
+		{"metrics.per_key", fmt.Sprint(c.Metrics.PerKey.On()), "false"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -105,6 +107,9 @@ func TestParseErrors(t *testing.T) {
 		{"negative admin connections", base + "control:\n  admin_connections: -1\n", 8, "control.admin_connections", keystore.ErrInvalid, "out of range"},
 		{"unknown control field", base + "control:\n  admin_groups: x\n", 8, "control", keystore.ErrUnknownField, "unknown field (its name is not shown) in control; allowed: socket, group, admin_group"},
 		{"bad metrics listen", base + "metrics:\n  listen: 9179\n", 8, "metrics.listen", keystore.ErrInvalid, "host:port"},
+		{"bad metrics per_key", base + "metrics:\n  per_key: maybe\n", 8, "metrics.per_key", keystore.ErrInvalid, "invalid value: want true or false (true: the per-key series too"},
+		{"metrics per_key a list", base + "metrics:\n  per_key: [true]\n", 8, "metrics.per_key", keystore.ErrInvalid, "want true or false"},
+		{"unknown metrics field", base + "metrics:\n  perkey: true\n", 8, "metrics", keystore.ErrUnknownField, "in metrics; allowed: listen, per_key"},
 		{"bad log format", base + "log:\n  format: xml\n", 8, "log.format", keystore.ErrInvalid, "invalid value: want text or json"},
 		{"bad log level", base + "log:\n  level: loud\n", 8, "log.level", keystore.ErrInvalid, "invalid value: want debug, info, warn or error"},
 	}
@@ -220,5 +225,37 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMetricsPerKey: metrics.per_key is true or false as YAML writes a
+// bool (yaml.v3's spellings), false when unset; a reload that changes it
+// needs a restart.
+func TestMetricsPerKey(t *testing.T) {
+	const base = "key_source: {type: file, file: {path: /k.yaml}}\npolicy: {path: /p.yaml}\n"
+	tests := []struct {
+		yaml string
+		on   bool
+	}{
+		{"", false},
+		{"metrics: {}\n", false},
+		{"metrics:\n  per_key: false\n", false},
+		{"metrics:\n  per_key: true\n", true},
+		{"metrics:\n  listen: off\n  per_key: true\n", true},
+	}
+	for _, tt := range tests {
+		c, err := Parse("aokeyd.yaml", []byte(base+tt.yaml))
+		if err != nil {
+			t.Errorf("%q: %v", tt.yaml, err)
+			continue
+		}
+		if c.Metrics.PerKey.On() != tt.on {
+			t.Errorf("%q: per_key %v, want %v", tt.yaml, c.Metrics.PerKey.On(), tt.on)
+		}
+	}
+	off, _ := Parse("", []byte(base))
+	on, _ := Parse("", []byte(base+"metrics: {per_key: true}\n"))
+	if got := NeedRestart(off, on); !slices.Equal(got, []string{"metrics.per_key"}) {
+		t.Errorf("NeedRestart = %q, want metrics.per_key", got)
 	}
 }

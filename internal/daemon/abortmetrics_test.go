@@ -30,7 +30,7 @@ func TestAbortMetricLabelFromReason(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.label, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			m, err := metrics.New(reg)
+			m, err := metrics.New(reg, metrics.Options{PerKey: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestAbortMetricLabelFromReason(t *testing.T) {
 // a forgotten peer's late event recreates no series, and every attempt
 // is counted as started.
 func TestAbortsCountedEachUnderItsReason(t *testing.T) {
-	m, err := metrics.New(prometheus.NewPedanticRegistry())
+	m, err := metrics.New(prometheus.NewPedanticRegistry(), metrics.Options{PerKey: true})
 	if err != nil {
 		t.Fatal(err)
 	}

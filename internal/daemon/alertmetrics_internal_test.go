@@ -18,7 +18,7 @@ import (
 // reason, and drops to 0 with no reason when the roll completes.
 func TestRollAttemptsGauge(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := metrics.New(reg)
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

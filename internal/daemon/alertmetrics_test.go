@@ -17,7 +17,7 @@ func TestSendCoverageEndMetric(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, k1, _, _ := testKeys()
 		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg)
+		m, err := metrics.New(reg, metrics.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

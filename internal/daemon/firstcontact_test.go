@@ -40,7 +40,7 @@ func TestFirstContactWarnsAtFirstLook(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m, err := metrics.New(prometheus.NewPedanticRegistry())
+				m, err := metrics.New(prometheus.NewPedanticRegistry(), metrics.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

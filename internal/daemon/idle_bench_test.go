@@ -1,10 +1,13 @@
 package daemon_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aokeyd/aokeyd/internal/daemon"
 )
 
 // BenchmarkIdlePass is the CPU time of one reconcile pass with nothing
@@ -15,28 +18,52 @@ import (
 // at 64 and 4,096) and the in-memory kernel here changes nothing.
 func BenchmarkIdlePass(b *testing.B) {
 	e, _, _ := steadyEnv(b, 100*time.Microsecond)
-	// Start once 20 idle passes ran in a row without a full one.
+	idlePasses(b, e.d, func(what string, cond func() bool) { e.waitFor(what, cond) })
+}
+
+// BenchmarkIdlePassFleet is BenchmarkIdlePass with N steady sessions
+// ($AOKEYD_IDLE_PEERS, default 4096) and every metric series created (one
+// scrape), as make bench's daemon item measures it in the guest: key
+// source reads every 20ms, the sessions' steady re-reads and full passes
+// out of the way. What the process spends between the passes (the GC, the
+// rotation machines' timers) counts as the passes', as it does there.
+func BenchmarkIdlePassFleet(b *testing.B) {
+	n := envPeers(b, "AOKEYD_IDLE_PEERS", 4096)
+	f := newMetricsFleet(b, n, 20*time.Millisecond, time.Hour)
+	f.scrape(b, &discardWriter{header: http.Header{}})
+	idlePasses(b, f.d, func(what string, cond func() bool) {
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("not within 1m: %s", what)
+			}
+		}
+	})
+}
+
+// idlePasses reports d's CPU time per idle pass over b.N of them, once 20
+// idle passes ran in a row without a full one.
+func idlePasses(b *testing.B, d *daemon.Daemon, waitFor func(string, func() bool)) {
 	for run := 0; run < 20; {
-		idle, full := e.d.Passes()
-		e.waitFor("an idle pass", func() bool { i, _ := e.d.Passes(); return i > idle })
-		if _, f := e.d.Passes(); f != full {
+		idle, full := d.Passes()
+		waitFor("an idle pass", func() bool { i, _ := d.Passes(); return i > idle })
+		if _, f := d.Passes(); f != full {
 			run = 0
 			continue
 		}
 		run++
 	}
-	idle0, full0 := e.d.Passes()
+	idle0, full0 := d.Passes()
 	c0 := cpuNow(b)
 	b.ResetTimer()
 	for {
-		if idle, _ := e.d.Passes(); idle >= idle0+uint64(b.N) {
+		if idle, _ := d.Passes(); idle >= idle0+uint64(b.N) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond) // the benchmark's own wake-ups: 200/s at most
 	}
 	b.StopTimer()
 	c1 := cpuNow(b)
-	idle1, full1 := e.d.Passes()
+	idle1, full1 := d.Passes()
 	b.ReportMetric(float64(c1-c0)/float64(idle1-idle0), "cpu-ns/pass")
 	b.ReportMetric(float64(full1-full0), "full-passes")
 }

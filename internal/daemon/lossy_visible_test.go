@@ -31,7 +31,7 @@ func TestLossyHoldIsVisible(t *testing.T) {
 				k1 := c.keys[0]
 				src := newFileLossy(t, c)
 				reg := prometheus.NewPedanticRegistry()
-				m, err := metrics.New(reg)
+				m, err := metrics.New(reg, metrics.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -199,7 +199,7 @@ func TestKeptWarningEndsWithRoll(t *testing.T) {
 		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour), end: now.Add(time.Minute)}
 		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
 		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg)
+		m, err := metrics.New(reg, metrics.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func TestScrapeServesPolledCounters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, k1, _, _ := testKeys()
 		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg)
+		m, err := metrics.New(reg, metrics.Options{PerKey: true})
 		if err != nil {
 			t.Fatal(err)
 		}

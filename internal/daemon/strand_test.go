@@ -80,7 +80,7 @@ func TestNeverStrand(t *testing.T) {
 					k1.end = time.Time{}
 				}
 				reg := prometheus.NewPedanticRegistry()
-				m, err := metrics.New(reg)
+				m, err := metrics.New(reg, metrics.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -29,7 +29,7 @@ func TestStatusShowsVerifyFailingOnListener(t *testing.T) {
 func testStatusShowsVerifyFailingOnListener(t *testing.T) {
 	_, k1, _, _ := testKeys()
 	reg := prometheus.NewRegistry()
-	mx, err := metrics.New(reg)
+	mx, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

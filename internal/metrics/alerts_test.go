@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,26 @@ aokeyd_peer_send_coverage_end_timestamp_seconds{peer="192.0.2.3",vrf="blue"} +In
 	m.DeletePeer(a)
 	if n := series(t, reg, LabelPeer, a.Addr); n != 0 {
 		t.Errorf("after DeletePeer: %d series", n)
+	}
+}
+
+// TestAlertRulesNeedNoPerKey: the shipped alert rules read only families
+// aokeyd exports by default; one off without metrics.per_key would leave
+// its alert silent on every router that did not turn it on.
+func TestAlertRulesNeedNoPerKey(t *testing.T) {
+	rules, err := os.ReadFile("../../deploy/prometheus/aokeyd-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range PerKeyFamilies() {
+		if strings.Contains(string(rules), name) {
+			t.Errorf("aokeyd-rules.yml reads %s, exported only with metrics.per_key", name)
+		}
+	}
+	for _, name := range []string{NameRotationFailedAttempts, NameSocketPktBad, NameSocketPktKeyNotFound, NamePeerVerifyFailing,
+		NamePeerKeyNotFound, NameSendCoverageEnd, NameKeysKept} {
+		if !strings.Contains(string(rules), name) {
+			t.Errorf("aokeyd-rules.yml no longer reads %s: is this list out of date?", name)
+		}
 	}
 }

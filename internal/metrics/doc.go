@@ -22,6 +22,14 @@
 // scrape's cost is the series' text, not a per-series protobuf, label
 // check and sort.
 //
+// At route-server size (thousands of peers) a scrape's cost and aokeyd's
+// memory go with the series per peer, so the per-key counters and the
+// per-peer detail no shipped alert reads are off unless Options.PerKey
+// (aokeyd.yaml's metrics.per_key): by default a peer has at most
+// MaxDefaultPerPeer series, one in each family the alerts read, its
+// rotation state and its Current_key. A family that is off never gets a
+// series: its setters return first.
+//
 // No metric carries key material: keys are named by chain, name and IDs.
 // Label values with unbounded cardinality (error texts) are never used:
 // abort reasons must be short fixed words.

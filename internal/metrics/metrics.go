@@ -72,10 +72,25 @@ func (m *Metrics) OnCollect(f func()) {
 // series.
 func (m *Metrics) Gatherer() prometheus.Gatherer { return gatherer{m: m, reg: m.reg} }
 
+// Options are the metrics' settings (aokeyd.yaml's metrics section).
+type Options struct {
+	// PerKey exports every per-peer family: the per-key counters (two
+	// series per key) and the per-peer detail no shipped alert reads
+	// (PerKeyFamilies). Off, a peer has at most MaxDefaultPerPeer series
+	// in steady state.
+	PerKey bool
+}
+
+// MaxDefaultPerPeer is the most series carrying one peer's labels without
+// Options.PerKey, in steady state: one in each per-peer family not in
+// PerKeyFamilies. aokeyd_keys_kept adds one per key the never-strand rule
+// holds on the peer's sockets, which its alerts report at once.
+const MaxDefaultPerPeer = 8
+
 // New creates the metrics and registers the process-wide ones on reg; the
 // per-peer series are kept apart and served, with reg's metrics, by
 // Gatherer.
-func New(reg *prometheus.Registry) (*Metrics, error) {
+func New(reg *prometheus.Registry, o Options) (*Metrics, error) {
 	m := &Metrics{
 		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: NameKeySourceLastSync,
 			Help: "Unix time of the last successful key source read."}),
@@ -103,7 +118,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		sessionCache: &sessionCacheCollector{desc: prometheus.NewDesc(NameSpeakerSessionCache,
 			"The session guard's questions about a peer's session, by result: hit (answered from the session state followed on the speaker's event stream) or miss (asked the speaker about the neighbor).",
 			[]string{LabelResult}, nil)},
-		peers: newPeerStore(),
+		peers: newPeerStore(o.PerKey),
 		reg:   reg,
 		now:   time.Now,
 	}
@@ -293,3 +308,15 @@ func (m *Metrics) DeleteSocket(p Peer, socket string) { m.peers.deleteSocket(p, 
 
 // DeletePeer drops every series of the peer.
 func (m *Metrics) DeletePeer(p Peer) { m.peers.deletePeer(p) }
+
+// PerKeyFamilies are the per-peer families exported only with
+// Options.PerKey, by name.
+func PerKeyFamilies() []string {
+	var out []string
+	for _, f := range newPeerStore(false).families() {
+		if f.detail {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}

@@ -9,10 +9,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
+// newTest makes metrics with every per-peer family on (Options.PerKey),
+// on a pedantic registry.
 func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := New(reg)
+	m, err := New(reg, Options{PerKey: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +165,10 @@ aokeyd_optmem_needed_bytes 30000
 
 func TestRegisterTwiceFails(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := New(reg); err != nil {
+	if _, err := New(reg, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(reg); err == nil {
+	if _, err := New(reg, Options{}); err == nil {
 		t.Error("registering the metrics twice on one registry succeeded")
 	}
 }

@@ -1,11 +1,17 @@
 package metrics
 
 // Metric names. Every aokeyd metric is listed here.
+//
+// Per-peer families marked [per_key] are exported only with
+// metrics.per_key (Options.PerKey, PerKeyFamilies): the per-key counters
+// and per-peer detail that no shipped alert reads. The others are on by
+// default, one series a peer each (the socket counters: of its
+// established socket), at most MaxDefaultPerPeer (8) a peer.
 const (
 	// Per peer (labels peer, vrf).
 	NamePeerCurrentKeyID = "aokeyd_peer_current_key_id" // SendID of Current_key; -1 when none
-	NamePeerRNextKeyID   = "aokeyd_peer_rnext_key_id"   // RecvID of RNext_key; -1 when none
-	NamePeerKeys         = "aokeyd_peer_keys_installed" // keys on the peer's established socket
+	NamePeerRNextKeyID   = "aokeyd_peer_rnext_key_id"   // [per_key] RecvID of RNext_key; -1 when none
+	NamePeerKeys         = "aokeyd_peer_keys_installed" // [per_key] keys on the peer's established socket
 	NameRotationState    = "aokeyd_rotation_state"      // 1 for the peer's state (label state)
 	// 1 while the session is down and the peer's segments fail TCP-AO
 	// verification on the listener (only keys no other peer shares count).
@@ -15,17 +21,19 @@ const (
 	// series below) were read from the kernel: a scrape serves what the
 	// rotation machine's last poll read, and reads the kernel itself only
 	// when that is older than two steady periods (then the age is 0).
+	// [per_key]
 	NamePeerCountersAge = "aokeyd_peer_counters_age_seconds"
 
 	// Per key (labels peer, vrf, key, send_id, recv_id): TCP_AO_GET_KEYS.
+	// [per_key]
 	NameKeyPktGood = "aokeyd_key_pkt_good_total"
 	NameKeyPktBad  = "aokeyd_key_pkt_bad_total"
 
 	// Per socket (labels peer, vrf, socket): TCP_AO_INFO.
-	NameSocketPktGood        = "aokeyd_socket_pkt_good_total"
+	NameSocketPktGood        = "aokeyd_socket_pkt_good_total" // [per_key]
 	NameSocketPktBad         = "aokeyd_socket_pkt_bad_total"
 	NameSocketPktKeyNotFound = "aokeyd_socket_pkt_key_not_found_total"
-	NameSocketPktAORequired  = "aokeyd_socket_pkt_ao_required_total"
+	NameSocketPktAORequired  = "aokeyd_socket_pkt_ao_required_total" // [per_key]
 
 	// Aborted attempts of the peer's roll since its last completed roll
 	// (labels peer, vrf, reason: the last abort's); 0 when none.
@@ -34,7 +42,7 @@ const (
 	// continuous send-lifetime coverage from now (+Inf: never).
 	NameSendCoverageEnd = "aokeyd_peer_send_coverage_end_timestamp_seconds"
 
-	// Rotations (labels peer, vrf; aborted also reason).
+	// Rotations (labels peer, vrf; aborted also reason). [per_key]
 	NameRotationsStarted   = "aokeyd_rotations_started_total"
 	NameRotationsCompleted = "aokeyd_rotations_completed_total"
 	NameRotationsAborted   = "aokeyd_rotations_aborted_total"

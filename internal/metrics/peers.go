@@ -31,7 +31,7 @@ type peerRows struct {
 	sockets                   []socketRows
 }
 
-// socketRows are one socket's four counters.
+// socketRows are one socket's four counters (nil: the family is off).
 type socketRows struct {
 	name string
 	rows [4]*row
@@ -54,7 +54,9 @@ type peerStore struct {
 	sockGood, sockBad, sockNotFound, sockReqd     *family
 }
 
-func newPeerStore() *peerStore {
+// newPeerStore makes the store; perKey exports the families marked detail
+// (Options.PerKey), whose setters otherwise create nothing.
+func newPeerStore(perKey bool) *peerStore {
 	g, c := dto.MetricType_GAUGE, dto.MetricType_COUNTER
 	keyL := []string{LabelKey, LabelSendID, LabelRecvID}
 	s := &peerStore{
@@ -85,6 +87,13 @@ func newPeerStore() *peerStore {
 		sockReqd:     newFamily(NameSocketPktAORequired, "Unsigned segments dropped because TCP-AO is required (pkt_ao_required).", c, LabelSocket),
 	}
 	s.age.ages = true
+	// Off without per_key (PerKeyFamilies lists them): the per-key
+	// counters, and the per-peer detail no shipped alert reads.
+	for _, f := range []*family{s.rnext, s.installed, s.age, s.started, s.completed, s.aborted,
+		s.keyGood, s.keyBad, s.sockGood, s.sockReqd} {
+		f.detail = true
+		f.off = !perKey
+	}
 	return s
 }
 
@@ -120,8 +129,11 @@ func (s *peerStore) label(name, value string) *label {
 }
 
 // set sets *r (created in f with the peer's labels and extra on first use)
-// to v; s.mu is held.
+// to v, nothing when f is off; s.mu is held.
 func (s *peerStore) set(f *family, r **row, p Peer, v float64) {
+	if f.off {
+		return
+	}
 	if *r == nil {
 		*r = f.add(s.peer(p).labels)
 	}
@@ -193,6 +205,9 @@ func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
 	defer s.mu.Unlock()
 	pr := s.peer(p)
 	f, r := which(pr)
+	if f.off {
+		return
+	}
 	if *r == nil {
 		*r = f.add(pr.labels)
 	}
@@ -202,6 +217,9 @@ func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
 func (s *peerStore) incAborted(p Peer, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.aborted.off {
+		return
+	}
 	pr := s.peer(p)
 	if pr.aborted == nil {
 		pr.aborted = map[string]*row{}
@@ -235,6 +253,9 @@ func (s *peerStore) observeSession(p Peer, sock SocketCounters, keys []KeyCounte
 }
 
 func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
+	if s.keyGood.off { // and keyBad: both or neither
+		return
+	}
 	same := len(keys) == len(pr.keys)
 	for i := 0; same && i < len(keys); i++ {
 		same = pr.keys[i].id == KeyCounters{Key: keys[i].Key, SendID: keys[i].SendID, RecvID: keys[i].RecvID}
@@ -289,11 +310,15 @@ func (s *peerStore) setSocketLocked(p Peer, pr *peerRows, socket string, c Socke
 		pr.sockets = append(pr.sockets, socketRows{name: socket})
 		rs = &pr.sockets[len(pr.sockets)-1].rows
 		for i, f := range []*family{s.sockGood, s.sockBad, s.sockNotFound, s.sockReqd} {
-			rs[i] = f.add(pr.labels, s.label(LabelSocket, socket))
+			if !f.off {
+				rs[i] = f.add(pr.labels, s.label(LabelSocket, socket))
+			}
 		}
 	}
 	for i, v := range [4]uint64{c.PktGood, c.PktBad, c.PktKeyNotFound, c.PktAORequired} {
-		rs[i].set(float64(v))
+		if rs[i] != nil { // nil: its family is off
+			rs[i].set(float64(v))
+		}
 	}
 }
 

@@ -208,10 +208,10 @@ func TestPeerNamesClaimed(t *testing.T) {
 // The values change between scrapes, the key sets do not, as in steady
 // state.
 func BenchmarkScrape(b *testing.B) {
-	for _, how := range []string{"text", "gather"} {
+	for _, how := range []string{"text", "gather", "text/per_key", "gather/per_key"} {
 		b.Run(how, func(b *testing.B) {
 			n := 4096
-			m, err := New(prometheus.NewRegistry())
+			m, err := New(prometheus.NewRegistry(), Options{PerKey: strings.HasSuffix(how, "/per_key")})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -255,7 +255,7 @@ func BenchmarkScrape(b *testing.B) {
 				b.StopTimer()
 				update(uint64(i))
 				b.StartTimer()
-				if how == "text" {
+				if strings.HasPrefix(how, "text") {
 					text()
 				} else if _, err := g.Gather(); err != nil {
 					b.Fatal(err)
@@ -354,7 +354,7 @@ func BenchmarkFirstScrape(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for range b.N {
-		m, err := New(prometheus.NewRegistry())
+		m, err := New(prometheus.NewRegistry(), Options{PerKey: true})
 		if err != nil {
 			b.Fatal(err)
 		}

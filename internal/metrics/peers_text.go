@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ func (f *family) appendText(b []byte, now float64) []byte {
 	b = append(b, f.head...)
 	start := int32(0)
 	for k, idx := range f.order {
+		b = append(b, f.name...)
 		b = append(b, f.blob[start:f.ends[k]]...)
 		b = appendFloat(b, f.value(idx, now))
 		b = append(b, '\n')
@@ -60,21 +62,36 @@ func appendFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
-// appendText appends every per-peer family in the text format.
-func (s *peerStore) appendText(b []byte, now float64) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Grown once (megabytes at thousands of peers): each series' text
-	// and a value of up to 24 bytes.
-	size := 0
+// flushAt is how much text writeText gathers before it writes: small
+// families go out together, a large one on its own.
+const flushAt = 64 << 10
+
+// writeText writes b (the registry's part of the scrape), then every
+// per-peer family in the text format, to w: each family is appended to b
+// under the store's lock, and b written out (and reused) once it holds
+// flushAt, or at the end, without the lock. It returns b, to be reused by
+// the next scrape: it has held at most flushAt and the largest family.
+func (s *peerStore) writeText(w io.Writer, b []byte, now float64) ([]byte, error) {
 	for _, f := range s.families() {
+		s.mu.Lock()
 		if n := len(f.rows); n > 0 {
-			size += len(f.head) + f.textLen + 24*n
+			// Grown once per family (hundreds of kilobytes at thousands
+			// of peers): each series' text and a value of up to 24 bytes.
+			b = slices.Grow(b, len(f.head)+f.textLen+24*n)
+		}
+		b = f.appendText(b, now)
+		s.mu.Unlock()
+		if len(b) >= flushAt {
+			if _, err := w.Write(b); err != nil {
+				return b[:0], err
+			}
+			b = b[:0]
 		}
 	}
-	b = slices.Grow(b, size)
-	for _, f := range s.families() {
-		b = f.appendText(b, now)
+	if len(b) > 0 {
+		if _, err := w.Write(b); err != nil {
+			return b[:0], err
+		}
 	}
-	return b
+	return b[:0], nil
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,23 +11,36 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestPromtoolCheckMetrics serves a metric set with every series aokeyd
 // exports over HTTP with aokeyd's metrics handler, and pipes the page
 // to `promtool check metrics` (Prometheus's linter: names, units, types,
-// help). AOKEYD_PROMTOOL names the promtool (`make rules` sets it from
+// help), with metrics.per_key (every series) and without (the default
+// set). AOKEYD_PROMTOOL names the promtool (`make rules` sets it from
 // integration/tools/promtool.sh); without it the test is skipped.
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool := os.Getenv("AOKEYD_PROMTOOL")
 	if promtool == "" {
 		t.Skip("AOKEYD_PROMTOOL not set (make rules sets it)")
 	}
-	m, _ := newTest(t)
+	for _, perKey := range []bool{true, false} {
+		t.Run(fmt.Sprintf("per_key=%v", perKey), func(t *testing.T) { promtoolCheck(t, promtool, perKey) })
+	}
+}
+
+func promtoolCheck(t *testing.T, promtool string, perKey bool) {
+	m, err := New(prometheus.NewPedanticRegistry(), Options{PerKey: perKey})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := Peer{Addr: "192.0.2.2"}
 	m.SetPeerKeys(p, u8(1), u8(101), 2)
 	m.SetRotationState(p, "announced")
 	m.SetVerifyFailing(p, false)
+	m.SetKeyNotFound(p, false)
 	m.SetCountersReadAt(p, time.Now().Add(-3*time.Second))
 	m.SetRollAttempts(p, 1, "switch-timeout")
 	m.SetSendCoverageEnd(p, time.Unix(1800000000, 0))
@@ -58,10 +72,16 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every family the names file lists is on the page.
+	// The families the shipped alerts read are on the page either way;
+	// the per-key ones only with per_key.
 	for _, name := range []string{NameRotationFailedAttempts, NameSendCoverageEnd, NameKeysHeldBack, NameSocketPktKeyNotFound, NameRotationState} {
 		if !bytes.Contains(page, []byte("\n"+name)) {
 			t.Errorf("page lacks %s", name)
+		}
+	}
+	for _, name := range PerKeyFamilies() {
+		if bytes.Contains(page, []byte("\n"+name+"{")) != perKey {
+			t.Errorf("per_key %v: %s on the page: %v", perKey, name, !perKey)
 		}
 	}
 	cmd := exec.Command(promtool, "check", "metrics")
