@@ -57,6 +57,36 @@ watchfrr_options="--min-restart-interval 1"
 // ends.
 func StartWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config, cg string) *Router {
 	t.Helper()
+	return startWatchfrr(t, ns, dir, pathspace, cfg, PathspaceFiles{}, cg)
+}
+
+// PathspaceFiles are a pathspace's configuration given as text, for a
+// router Config cannot describe (BGP unnumbered: interface neighbors and
+// zebra's router advertisements).
+type PathspaceFiles struct {
+	// Conf maps a daemon's file name ("bgpd.conf", "zebra.conf") to its
+	// text; each is written into the run directory and linked from the
+	// pathspace's configuration directory, as bgpd.conf is. A `log file`
+	// in it must be in the run directory (FRR's user writes there).
+	Conf map[string]string
+	// NoWrap leaves bgpd_wrap out of the daemons file: bgpd runs bare,
+	// not under `aokeyd exec` (a lab brought up without aokeyd).
+	NoWrap bool
+}
+
+// StartWatchfrrFiles is StartWatchfrr with the configuration files given
+// (files.Conf must hold bgpd.conf). The router has no Config: its Peer
+// and Routes, which ask by address and VRF, are not for it.
+func StartWatchfrrFiles(t testing.TB, ns *netns.NS, dir, pathspace string, files PathspaceFiles, cg string) *Router {
+	t.Helper()
+	if _, ok := files.Conf["bgpd.conf"]; !ok {
+		t.Fatal("StartWatchfrrFiles: no bgpd.conf")
+	}
+	return startWatchfrr(t, ns, dir, pathspace, Config{}, files, cg)
+}
+
+func startWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config, files PathspaceFiles, cg string) *Router {
+	t.Helper()
 	for _, p := range []string{frrInit, frrWatchfrr, BgpdPath} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("FRR in the guest root: %v", err)
@@ -88,8 +118,19 @@ func StartWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config
 	// bgpd.conf (with `log file` in the run directory, writable by FRR's
 	// user) is linked from the pathspace's configuration directory.
 	r := &Router{t: t, ns: ns, Dir: run, cfg: cfg}
-	if err := r.write(); err != nil {
-		t.Fatal(err)
+	conf := []string{"bgpd.conf"}
+	if files.Conf == nil {
+		if err := r.write(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		conf = nil
+		for name, text := range files.Conf {
+			if err := os.WriteFile(filepath.Join(run, name), []byte(text), 0o644); err != nil { // FRR's user reads it
+				t.Fatal(err)
+			}
+			conf = append(conf, name)
+		}
 	}
 	etc := filepath.Join(dir, "etc-frr")
 	for _, d := range []string{etc, filepath.Join(etc, pathspace)} {
@@ -100,10 +141,20 @@ func StartWatchfrr(t testing.TB, ns *netns.NS, dir, pathspace string, cfg Config
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(filepath.Join(run, "bgpd.conf"), filepath.Join(etc, pathspace, "bgpd.conf")); err != nil {
-		t.Fatal(err)
+	for _, name := range conf {
+		if err := os.Symlink(filepath.Join(run, name), filepath.Join(etc, pathspace, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(etc, pathspace, "daemons"), fmt.Appendf(nil, daemonsFile, wrap), 0o644); err != nil {
+	daemons := fmt.Sprintf(daemonsFile, wrap)
+	if files.NoWrap {
+		bare := strings.Replace(daemons, fmt.Sprintf("bgpd_wrap=%q\n", wrap), "", 1)
+		if bare == daemons {
+			t.Fatalf("the daemons file has no bgpd_wrap line to leave out:\n%s", daemons)
+		}
+		daemons = bare
+	}
+	if err := os.WriteFile(filepath.Join(etc, pathspace, "daemons"), []byte(daemons), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.Speaker = bgpfrr.New(bgpfrr.Options{
