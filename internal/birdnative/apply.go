@@ -22,7 +22,7 @@ import (
 type applied struct {
 	ID       peer.Key
 	File     string
-	Keys     []bird.Key
+	List     daemon.ExecList
 	Warnings []string
 }
 
@@ -62,15 +62,15 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 		if err != nil {
 			written = nil // rewritten from the plan (Observe reported none)
 		}
-		keys, disabled, err := listOf(pl, written)
+		keys, list, err := listOf(pl, written)
 		if err != nil {
 			zeroKeys(written)
 			out.Failed[id] = err
 			continue
 		}
-		next := render(keys, disabled)
+		next := render(keys, list.Disabled)
 		zeroKeys(written) // after render: a kept key's secret is the written one's
-		v := applied{ID: id, File: path, Keys: bare(keys)}
+		v := applied{ID: id, File: path, List: list}
 		if !bytes.Equal(prev, next) {
 			changes = append(changes, change{path: path, prev: prev, next: next, view: len(views)})
 		} else {
@@ -113,18 +113,16 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 // executor's rule), as BIRD's keys: an added key with the plan's
 // material, every other with its written one. The secrets are borrowed
 // from pl and written: the caller renders the keys before it zeroes
-// either. disabled: every key was revoked, none is left.
-func listOf(pl daemon.ExecPlan, written []bird.Key) (keys []bird.Key, disabled bool, err error) {
+// either. list is the list's IDs and flags (Disabled: every key was
+// revoked, none is left).
+func listOf(pl daemon.ExecPlan, written []bird.Key) (keys []bird.Key, list daemon.ExecList, err error) {
 	ws := make([]tcpao.KeyInfo, 0, len(written))
 	for _, w := range written {
 		ws = append(ws, tcpao.KeyInfo{KeyRef: refOf(idsOf(w)), Algorithm: w.Algorithm, IsCurrent: w.Preferred, IsRNext: w.Preferred})
 	}
 	l, err := pl.List(ws)
-	if err != nil {
-		return nil, false, err
-	}
-	if l.Disabled {
-		return nil, true, nil
+	if err != nil || l.Disabled {
+		return nil, l, err
 	}
 	for _, k := range l.Keys {
 		id := idsOfRef(k.Ref)
@@ -138,7 +136,7 @@ func listOf(pl daemon.ExecPlan, written []bird.Key) (keys []bird.Key, disabled b
 		}
 		keys = append(keys, bk)
 	}
-	return keys, false, nil
+	return keys, l, nil
 }
 
 // checked runs every new file through BIRD's parser, in one run
@@ -191,7 +189,7 @@ func (e *Executor) apply(ctx context.Context, changes []change, views []applied,
 	e.lastFail = ""
 	e.backoff, e.retryAt = 0, time.Time{}
 	for _, c := range changes {
-		e.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", keyIDs(views[c.view].Keys))
+		e.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", views[c.view].List.String())
 	}
 	if verify {
 		t := time.Now()
@@ -213,7 +211,7 @@ func (e *Executor) verify(changes []change, views []applied) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range changes {
 		v := &views[c.view]
-		want := idSet(v.Keys)
+		want := idSet(v.List)
 		for {
 			keys, _, _ := e.sessionKeys(pid, v.ID)
 			if keys == nil {

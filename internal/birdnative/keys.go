@@ -1,13 +1,13 @@
 package birdnative
 
 import (
-	"fmt"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
+	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -31,21 +31,13 @@ func cmpIDs(a, b ids) int {
 	return int(a[1]) - int(b[1])
 }
 
-func idSet(ks []bird.Key) []ids {
-	out := make([]ids, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, idsOf(k))
+// idSet is the IDs of l's keys, sorted.
+func idSet(l daemon.ExecList) []ids {
+	out := make([]ids, 0, len(l.Keys))
+	for _, k := range l.Keys {
+		out = append(out, idsOfRef(k.Ref))
 	}
 	slices.SortFunc(out, cmpIDs)
-	return out
-}
-
-// bare is ks's IDs and flags, without secrets.
-func bare(ks []bird.Key) []bird.Key {
-	out := make([]bird.Key, len(ks))
-	for i, k := range ks {
-		out[i] = bird.Key{SendID: k.SendID, RecvID: k.RecvID, Algorithm: k.Algorithm, Preferred: k.Preferred, Deprecated: k.Deprecated}
-	}
 	return out
 }
 
@@ -53,22 +45,6 @@ func zeroKeys(ks []bird.Key) {
 	for _, k := range ks {
 		k.Secret.Zero()
 	}
-}
-
-// keyIDs is "1/101 preferred, 2/102 deprecated": a list for the log.
-func keyIDs(ks []bird.Key) string {
-	var s []string
-	for _, k := range ks {
-		f := fmt.Sprintf("%d/%d", k.SendID, k.RecvID)
-		if k.Preferred {
-			f += " preferred"
-		}
-		if k.Deprecated {
-			f += " deprecated"
-		}
-		s = append(s, f)
-	}
-	return strings.Join(s, ", ")
 }
 
 var hexRun = regexp.MustCompile(`[0-9a-fA-F]{16,}`)

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -121,4 +123,25 @@ func (p ExecPlan) List(written []tcpao.KeyInfo) (ExecList, error) {
 		return int(a.Ref.RecvID) - int(b.Ref.RecvID)
 	})
 	return out, nil
+}
+
+// String is the list in the words of aoctl plan and the logs: "1/101,
+// 2/102 preferred" (a deprecated key "deprecated"; every key revoked:
+// "disabled").
+func (l ExecList) String() string {
+	if l.Disabled {
+		return "disabled"
+	}
+	var s []string
+	for _, k := range l.Keys {
+		f := fmt.Sprintf("%d/%d", k.Ref.SendID, k.Ref.RecvID)
+		if k.Preferred {
+			f += " preferred"
+		}
+		if k.Deprecated {
+			f += " deprecated"
+		}
+		s = append(s, f)
+	}
+	return strings.Join(s, ", ")
 }

@@ -188,7 +188,7 @@ func (rc *reconciler) execPlan(ctx context.Context) (control.PlanReport, error) 
 		}
 		list := "refused"
 		if pp.List != nil {
-			list = execListText(pp.List)
+			list = pp.List.String()
 		}
 		rep.Plan = append(rep.Plan, fmt.Sprintf("%s %s %s: %s [%s]", name, id, strings.TrimPrefix(where, name+" "), what, list))
 		for _, w := range slices.Concat(ob.Warnings, execPeerWarnings(where, ob, pp)) {
@@ -196,26 +196,6 @@ func (rc *reconciler) execPlan(ctx context.Context) (control.PlanReport, error) 
 		}
 	}
 	return rep, nil
-}
-
-// execListText is "1/101, 2/102 preferred" (a deprecated key "deprecated";
-// every key revoked: "disabled").
-func execListText(l *ExecList) string {
-	if l.Disabled {
-		return "disabled"
-	}
-	var s []string
-	for _, k := range l.Keys {
-		f := fmt.Sprintf("%d/%d", k.Ref.SendID, k.Ref.RecvID)
-		if k.Preferred {
-			f += " preferred"
-		}
-		if k.Deprecated {
-			f += " deprecated"
-		}
-		s = append(s, f)
-	}
-	return strings.Join(s, ", ")
 }
 
 // observeExecMetrics is a scrape's view when the daemon serves an
