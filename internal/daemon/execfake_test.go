@@ -81,6 +81,17 @@ func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key
 	return out
 }
 
+// SubmittedSince is every plan of the Submit calls after the first n.
+func (f *fakeExecutor) SubmittedSince(n int) []ExecPlan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []ExecPlan
+	for _, pls := range f.submits[min(n, len(f.submits)):] {
+		out = append(out, pls...)
+	}
+	return out
+}
+
 // Submits is how many times Submit was called.
 func (f *fakeExecutor) Submits() int {
 	f.mu.Lock()

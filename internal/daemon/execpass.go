@@ -26,6 +26,12 @@ const execPoll = time.Second
 // the same plan for ever).
 type execState struct {
 	plans *execPlanner
+	// submit is held by each execSubmit from its read of the desired
+	// state to its Submit: the plans reach the executor in the order of
+	// their generations, so a pass that read the keys before a revocation
+	// was recorded submits before the revoke does, never after it (the
+	// executor keeps the latest plan of a peer).
+	submit sync.Mutex
 
 	mu      sync.Mutex
 	gen     uint64
@@ -77,6 +83,8 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 // plans submitted (0: none was): an outcome of gen or later applied them,
 // or later plans that replaced them.
 func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) (ids []peer.Key, gen uint64) {
+	rc.exec.submit.Lock()
+	defer rc.exec.submit.Unlock()
 	now := time.Now()
 	snap, release := rc.shared()
 	defer release()
