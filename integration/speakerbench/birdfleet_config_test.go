@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/internal/config"
+	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 )
 
@@ -66,6 +68,27 @@ func TestBirdFleetConfig(t *testing.T) {
 	}
 	if errs := pol.CheckSpeaker(config.BirdKind.Kind, nil); len(errs) > 0 {
 		t.Fatalf("policy for BIRD: %v", errs)
+	}
+	// The key source as the bench writes it: every member's binding
+	// resolves to the shared chain's keys, which BIRD can hold.
+	f.writeKeys(keysRolling(time.Now(), time.Now().Add(time.Hour)))
+	doc, err := os.ReadFile(filepath.Join(f.dir, "keys.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := keystore.DecodeFile("keys.yaml", doc)
+	if err != nil {
+		t.Fatalf("keys.yaml: %v\n%s", err, doc)
+	}
+	defer snap.Zero()
+	if errs := pol.CheckSpeakerKeys(config.BirdKind.Kind, snap, time.Now()); len(errs) > 0 {
+		t.Fatalf("keys for BIRD: %v", errs)
+	}
+	for _, p := range f.peers {
+		pk, err := pol.Desired(snap, p, "", time.Now())
+		if err != nil || pk.SourceChain != chainShared || len(pk.Keys) == 0 {
+			t.Errorf("member %s: desired keys %+v (%v), want the shared chain's", p, pk, err)
+		}
 	}
 	for i := range f.peers {
 		kc, ok := pol.Chain(memberChain(i + 1))
