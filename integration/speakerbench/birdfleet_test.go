@@ -51,6 +51,7 @@ type birdResult struct {
 	RevokeMs         float64        `json:"revoke_ms"`
 	RevokeAoctlMs    float64        `json:"revoke_aoctl_ms"`
 	RevokeConfigures float64        `json:"revoke_configures"`
+	RevokeReconfig   []string       `json:"revoke_reconfigured"` // as Reconfigured, from the roll's end to the members on k3
 	RevokeActions    map[string]int `json:"revoke_actions"`
 	RevokeAokeydCPUs float64        `json:"revoke_aokeyd_cpu_s"`
 	RevokeRSBirdCPUs float64        `json:"revoke_rs_bird_cpu_s"`
@@ -234,12 +235,13 @@ func runBirdFleet(t *testing.T, n int) birdResult {
 	}
 
 	f.revokeShared(&r, scale)
-	r.Reconfigured = append(r.Reconfigured, f.reconfigured(rolledAt, time.Now())...)
 	if err := lab.Within(time.Minute+time.Duration(9*keepalive(n))*time.Second, "every member sending with k3", func() (bool, string) {
 		return f.membersKeys(103, 2)
 	}); err != nil {
 		t.Fatal(err)
 	}
+	r.RevokeReconfig = f.reconfigured(rolledAt, time.Now())
+	t.Logf("n=%d: revoke: BIRD reconfigured (files@ms since the roll's end): %v", n, r.RevokeReconfig)
 	r.Flaps, _ = f.flapsNow(before)
 	if r.Flaps > 0 {
 		_, first := f.flapsNow(before)
