@@ -206,7 +206,7 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 		if !ok {
 			return fmt.Errorf("speaker.type %s has no executor", kind.Name)
 		}
-		ex, err := open(cfg, log)
+		ex, err := open(cfg, log, m)
 		if err != nil {
 			return err
 		}

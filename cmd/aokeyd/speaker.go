@@ -22,8 +22,9 @@ import (
 type speakerOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (bgp.Speaker, io.Closer, error)
 
 // executorOpener makes the executor of a speaker that keys its own
-// sockets (config.OpensExecutor), beneath the daemon's pass.
-type executorOpener func(cfg *config.Config, log *slog.Logger) (daemon.Executor, error)
+// sockets (config.OpensExecutor), beneath the daemon's pass; m counts its
+// calls to the speaker.
+type executorOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (daemon.Executor, error)
 
 // The adapters of the registry's entries (config.SpeakerKinds), the one
 // place a kind is mapped to code: each entry that opens as a Speaker has

@@ -1,9 +1,11 @@
-// Package speakerbench is the real-speaker item of `make bench`: gobgpd v3.37 with
-// N passive TCP-AO neighbours plus nine baseline neighbours, BIRD 2.17 with
-// N+9 protocols from as many source addresses on the far side, and the
-// aokeyd binary managing gobgpd's sockets, all in the TCP-AO guest.
+// Package speakerbench is the real-speaker items of `make bench`: the fleet
+// item (TestFleet), gobgpd v3.37 with N passive TCP-AO neighbours plus nine
+// baseline neighbours, BIRD 2.17 with N+9 protocols from as many source
+// addresses on the far side, and the aokeyd binary managing gobgpd's
+// sockets; and the bird-fleet item (TestBirdFleet, below), BIRD as a route
+// server keyed by aokeyd's native BIRD executor; all in the TCP-AO guest.
 //
-// Its one test, TestFleet, runs only when AOKEYD_FLEET_SIZES names the
+// TestFleet runs only when AOKEYD_FLEET_SIZES names the
 // fleet sizes (integration/tools/bench.sh sets it; `make test` does not, so
 // the test skips there). Per N it measures, reading the kernel itself
 // through pidfd_getfd and not aokeyd's account of it:
@@ -80,4 +82,48 @@
 // port 179 in either namespace that are neither established nor listening:
 // segments of a connection one side no longer has reach gobgpd's listener,
 // which cannot verify them (it does not know their ISNs).
+//
+// # The bird-fleet item
+//
+// TestBirdFleet runs only when AOKEYD_BIRDFLEET_SIZES names its sizes
+// (bench.sh's AOKEYD_BENCH_BIRDFLEET_SIZES, default 1000; "off" skips
+// it). The fleet item's roles turned around: in A's namespace BIRD is the
+// route server, one address and one BGP protocol per member (passive),
+// each protocol including the key file aokeyd writes for its member, and
+// the aokeyd binary drives it natively (speaker type bird, found by its pid
+// file); in B's namespace the members are one BIRD with one protocol per
+// member address toward the route server (the fleet item's far end, keyed
+// statically by the bench, as the members' operators would: k1, k2 and
+// k3, k2 preferred ahead of the roll). Chains: one policy key chain per
+// member, each reading the key source's one shared chain (a binding names
+// one chain, so members that share a key share a source chain). The bench
+// raises net.core.optmem_max in the route server's namespace: its one
+// listener holds every member's keys, and aokeyd raises it only for the
+// speakers whose sockets it keys itself. Per N it measures, reading the
+// route server BIRD's sockets from the kernel as the fleet item reads
+// gobgpd's:
+//
+//   - a scheduled roll of every member (the shared chain's k2 sendable at
+//     one instant): until the last member's session and listener entry
+//     hold k2 current and no k1 (roll_s), and BIRD's configures aokeyd
+//     made from just before that instant until every member sends with k2
+//     (aokeyd_speaker_rpcs_total{method="birdc configure"}; aokeyd's
+//     "BIRD reconfigured" lines give each one's files and time);
+//   - aokeyd's, the route server BIRD's and the members' BIRD CPU over the
+//     roll, aokeyd's and the route server BIRD's over the revoke and over
+//     a steady window with nothing due (/proc/PID/stat);
+//   - `aoctl revoke shared/k2` with k3 the backup, from the command's start
+//     until no route server socket nor listener entry holds k2
+//     (revoke_ms), and its configures;
+//   - flaps (either BIRD's `since` for the member's protocol) and TCPAOBad
+//     in both namespaces, from the armed members to the end, which must
+//     stay 0.
+//
+// For each N it prints, on stdout,
+//
+//	bird-fleet: n=N roll_s=X configures=C revoke_ms=Y flaps=F pkt_bad=B
+//
+// and, with AOKEYD_FLEET_OUT, appends it to birdfleet.txt there, the full
+// figures to birdfleet.json, and keeps aokeyd's log
+// (birdfleet-aokeyd-nN.log).
 package speakerbench

@@ -58,13 +58,16 @@ func (kv kernelView) listenerIDs(peer netip.Addr) map[uint8]bool {
 	return ids
 }
 
-// readKernel reads the listeners and the established sockets of the peers
-// in want; with counters, their TCP_AO_INFO counters too (each session's
+// readKernel reads the listeners of gobgpd (or of f.sockPID) and the
+// established sockets of the peers in want; with counters, their TCP_AO_INFO counters too (each session's
 // pkt_bad). Without, a session costs one TCP_AO_GET_KEYS besides its
 // borrow: the bench's reads of hundreds of sessions during a roll share
 // the guest's two vCPUs with aokeyd.
 func (f *bench) readKernel(want map[netip.Addr]bool, counters, listener bool) (kernelView, error) {
-	pid := f.gobgp.PID
+	pid := f.sockPID
+	if pid == 0 {
+		pid = f.gobgp.PID
+	}
 	kv := kernelView{est: map[netip.Addr][]sockView{}, listener: map[netip.Prefix]map[uint8]bool{}}
 	// One sock_diag socket and gobgpd's descriptor table, kept from read to
 	// read (the table is read again when a socket is not in it): the

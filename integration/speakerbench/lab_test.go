@@ -116,6 +116,7 @@ type bench struct {
 	fds          map[uint64]int // gobgpd's descriptors by socket inode, as last read
 	// profiling: aokeyd profiles between two SIGUSR2 (toggleProfile).
 	profiling bool
+	sockPID   int // whose sockets readKernel reads: gobgpd's when 0 (TestBirdFleet: the route server BIRD's)
 }
 
 // keepalive is every session's keepalive interval in seconds at fleet size

@@ -27,6 +27,15 @@
 #                            TCP-AO neighbours, BIRD 2.17 with N protocols,
 #                            the aokeyd binary (integration/speakerbench); "off"
 #                            skips the item [64,256,512,1024]
+#   AOKEYD_BENCH_BIRDFLEET_SIZES route-server sizes N of the bird-fleet item:
+#                            BIRD 2.17 as a route server with N BGP
+#                            protocols, keyed by aokeyd's native BIRD
+#                            executor (speaker type bird: an include file
+#                            per member), the members one BIRD with N
+#                            protocols keyed statically; a scheduled roll
+#                            of every member and a revoke of one key
+#                            across all (integration/speakerbench,
+#                            TestBirdFleet); "off" skips the item [1000]
 #   AOKEYD_BENCH_FLEET_FORCE 1: roll every fleet size, also one above 256
 #                            the guest does not hold (see
 #                            integration/speakerbench's doc) [0]
@@ -62,6 +71,7 @@ daemon=${AOKEYD_BENCH_DAEMON:-4096}
 daemon_keys=${AOKEYD_BENCH_DAEMON_KEYS:-4}
 passes=${AOKEYD_BENCH_PASSES:-5}
 fleet=${AOKEYD_BENCH_FLEET_SIZES:-64,256,512,1024}
+birdfleet=${AOKEYD_BENCH_BIRDFLEET_SIZES:-1000}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 
@@ -76,11 +86,11 @@ CGO_ENABLED=0 go build -o "$work/bin/aoctl" ./cmd/aoctl
 CGO_ENABLED=0 go test -c -o "$work/bin/rotator.test" ./rotator
 CGO_ENABLED=0 go test -c -o "$work/bin/daemon.test" ./internal/daemon
 fleet_bins=""
-if [ "$fleet" != off ]; then
-	log "building the real-speaker item: the fleet test binary, aokeyd, and gobgpd v3.37"
+if [ "$fleet" != off ] || [ "$birdfleet" != off ]; then
+	log "building the real-speaker items: the fleet test binary, aokeyd, and gobgpd v3.37"
 	CGO_ENABLED=0 go test -c -o "$work/bin/speakerbench.test" ./integration/speakerbench
 	fleet_bins="$work/bin/speakerbench.test $(bash integration/tools/guest-bins.sh)"
-	if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
+	if [ "$fleet" != off ] && [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
 		cp "$AOKEYD_BENCH_FLEET_BEFORE/aokeyd" "$work/bin/aokeyd-before"
 		cp "$AOKEYD_BENCH_FLEET_BEFORE/aoctl" "$work/bin/aoctl-before"
 		fleet_bins="$fleet_bins $work/bin/aokeyd-before $work/bin/aoctl-before"
@@ -111,6 +121,11 @@ if [ "$fleet" != off ]; then
 	if [ -n "${AOKEYD_BENCH_FLEET_BEFORE:-}" ]; then
 		guest_cmd="$guest_cmd && mkdir -p /aokeyd/share/bench/before && { (cd integration/speakerbench && AOKEYD_FLEET_SIZES=${AOKEYD_BENCH_FLEET_BEFORE_SIZES:-64} AOKEYD_FLEET_OUT=/aokeyd/share/bench/before AOKEYD_FLEET_FORCE=${AOKEYD_BENCH_FLEET_FORCE:-0} AOKEYD_FLEET_AOKEYD=aokeyd-before AOKEYD_FLEET_AOCTL=aoctl-before speakerbench.test -test.run '^TestFleet\$' -test.v -test.timeout 30m >/aokeyd/share/bench/before/fleet.log 2>&1) || echo 'bench: the real-speaker fleet item (before) failed, see before/fleet.log'; true; }"
 	fi
+fi
+if [ "$birdfleet" != off ]; then
+	# The bird-fleet item (BIRD as the route server under aokeyd's native
+	# executor): reported like the fleet item, its failure too.
+	guest_cmd="$guest_cmd && { (cd integration/speakerbench && AOKEYD_BIRDFLEET_SIZES=$birdfleet AOKEYD_FLEET_OUT=/aokeyd/share/bench speakerbench.test -test.run '^TestBirdFleet\$' -test.v -test.timeout 60m >/aokeyd/share/bench/birdfleet.log 2>&1) || echo 'bench: the bird-fleet item failed, see birdfleet.log'; true; }"
 fi
 AOKEYD_VM_OUT="$work/vm" \
 	AOKEYD_VM_TIMEOUT=${AOKEYD_VM_TIMEOUT:-5400} \
@@ -172,5 +187,17 @@ if [ "$fleet" != off ]; then
 		fi
 	} >>"$out/report.txt"
 	sed -n '/^Real speakers/,$p' "$out/report.txt"
+fi
+if [ "$birdfleet" != off ]; then
+	cp "$res/birdfleet.log" "$out/birdfleet.log" 2>/dev/null || log "no birdfleet.log from the guest"
+	[ -f "$res/birdfleet.json" ] && cp "$res/birdfleet.json" "$out/birdfleet.json"
+	{
+		echo
+		echo "BIRD as a route server (BIRD 2.17, N protocols keyed by aokeyd's native executor, the members one BIRD with N protocols; integration/speakerbench TestBirdFleet):"
+		grep -h '^    birdfleet_test.go:.*n=[0-9]*: ' "$out/birdfleet.log" 2>/dev/null | sed 's/^    birdfleet_test.go:[0-9]*: /  /' || true
+		grep -h -- '--- FAIL\|bird-fleet bench stops' "$out/birdfleet.log" 2>/dev/null | sed 's/^ */  /' || true
+		cat "$res/birdfleet.txt" 2>/dev/null || echo "  (no size measured)"
+	} >>"$out/report.txt"
+	sed -n '/^BIRD as a route server/,$p' "$out/report.txt"
 fi
 log "report: $out/report.txt, $out/report.png, $out/report.tsv (raw data: $out/results.json, profile: $out/cpu.pprof)"

@@ -175,8 +175,9 @@ func (e *Executor) apply(ctx context.Context, changes []change, views []applied,
 		}
 	}
 	written := time.Now()
-	out, err := bird.Command(e.o.Control, "configure")
+	out, err := e.command(CommandConfigure, "configure")
 	e.timing.configure = time.Since(written)
+	e.configures++
 	switch {
 	case err != nil:
 		// BIRD is not running (or not answering): the files are in place
@@ -191,6 +192,9 @@ func (e *Executor) apply(ctx context.Context, changes []change, views []applied,
 	for _, c := range changes {
 		e.log.Info("BIRD key file applied", "peer", views[c.view].ID.String(), "file", c.path, "keys", views[c.view].List.String())
 	}
+	// One line per configure, with the count since the start: a roll's or
+	// a revoke's configures are the count's rise over it.
+	e.log.Info("BIRD reconfigured", "files", len(changes), "configure_ms", e.timing.configure.Milliseconds(), "configures", e.configures)
 	if verify {
 		t := time.Now()
 		e.verify(changes, views)
@@ -290,7 +294,7 @@ func (e *Executor) mend(protos map[peer.Key]bird.Protocol, managed map[peer.Key]
 			e.mended = map[string]time.Time{}
 		}
 		e.mended[p.Name] = now
-		out, err := bird.Command(e.o.Control, "enable "+p.Name)
+		out, err := e.command(CommandEnable, "enable "+p.Name)
 		if err != nil {
 			e.log.Error("BIRD disabled a protocol for want of its listening socket, and enabling it failed", "peer", id, "protocol", p.Name, "err", err)
 			continue

@@ -45,7 +45,20 @@ type ExecOptions struct {
 	Poll   time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time
+	// OnCommand, when set, is called once for every command the executor
+	// sends BIRD's control socket, with its kind (CommandConfigure,
+	// CommandShow, CommandEnable), whatever BIRD answers: the daemon counts
+	// them as a metric (aokeyd_speaker_rpcs_total{method}), so that the
+	// configures a roll or a revoke costs can be read. It must not block.
+	OnCommand func(kind string)
 }
+
+// The kinds of BIRD command OnCommand names.
+const (
+	CommandConfigure = "birdc configure"
+	CommandShow      = "birdc show protocols"
+	CommandEnable    = "birdc enable"
+)
 
 // Executor carries key lists to BIRD through its configuration: an
 // include file per neighbor (FileName), each new file checked with `bird
@@ -69,6 +82,9 @@ type Executor struct {
 	backoff  time.Duration
 	lastFail string
 	mended   map[string]time.Time
+	// configures counts the `birdc configure` calls Run made, taken or
+	// not (logged with each: "BIRD reconfigured").
+	configures int
 
 	emu sync.Mutex // guards the fields below
 	// protocols is BIRD's last report of its BGP protocols, by neighbor.
@@ -134,7 +150,7 @@ func (e *Executor) Name() string { return "bird" }
 // and keeps the report for Observe; nil when BIRD does not answer.
 func (e *Executor) readProtocols() map[peer.Key]bird.Protocol {
 	protos := map[peer.Key]bird.Protocol{}
-	out, err := bird.Command(e.o.Control, "show protocols all")
+	out, err := e.command(CommandShow, "show protocols all")
 	if err != nil {
 		return protos
 	}
@@ -147,6 +163,15 @@ func (e *Executor) readProtocols() map[peer.Key]bird.Protocol {
 	e.protocols = protos
 	e.emu.Unlock()
 	return protos
+}
+
+// command sends BIRD's control socket one command, counted (OnCommand).
+func (e *Executor) command(kind, cmd string) (string, error) {
+	out, err := bird.Command(e.o.Control, cmd)
+	if e.o.OnCommand != nil {
+		e.o.OnCommand(kind)
+	}
+	return out, err
 }
 
 // sessionKeys reads BIRD's established socket with the peer from the
