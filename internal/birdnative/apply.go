@@ -217,6 +217,11 @@ func (e *Executor) verify(changes []change, views []applied) {
 		v := &views[c.view]
 		want := idSet(v.List)
 		for {
+			if e.revokePending() {
+				// A revoke waits behind this application; it reads every
+				// socket itself (Clean), so the read-back gives way.
+				return
+			}
 			keys, _, _ := e.sessionKeys(pid, v.ID)
 			if keys == nil {
 				break
@@ -236,6 +241,18 @@ func (e *Executor) verify(changes []change, views []applied) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// revokePending reports whether a revoke's plan waits to be applied.
+func (e *Executor) revokePending() bool {
+	e.emu.Lock()
+	defer e.emu.Unlock()
+	for _, p := range e.pending {
+		if p.Revoke {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Executor) restore(changes []change) {
