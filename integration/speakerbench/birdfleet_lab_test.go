@@ -83,17 +83,7 @@ func newRSFleet(t *testing.T, n int) *rsFleet {
 // (keysRolling), for every member (one prefix holds them all).
 func (f *rsFleet) writeKeys(keys []key) {
 	f.t.Helper()
-	doc, err := json.Marshal(map[string]any{"chains": map[string]any{chainShared: chainDoc([]netip.Prefix{fleetPrefix}, keys)}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p := filepath.Join(f.dir, "keys.yaml")
-	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		f.t.Fatal(err)
-	}
+	writeKeyFile(f.t, f.dir, map[string]any{chainShared: chainDoc([]netip.Prefix{fleetPrefix}, keys)})
 }
 
 // rsPolicy is the route server aokeyd's policy: a chain per member over

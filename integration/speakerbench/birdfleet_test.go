@@ -326,25 +326,9 @@ func (f *rsFleet) revokeShared(r *birdResult, scale time.Duration) {
 // diagnoseBird keeps aokeyd's log with the results and, when the test
 // failed, prints what aokeyd and both BIRDs say.
 func (f *rsFleet) diagnoseBird(t *testing.T) {
-	if dir := os.Getenv(envOut); dir != "" {
-		if b, err := os.ReadFile(filepath.Join(f.dir, "aokeyd.log")); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("birdfleet-aokeyd-n%d.log", f.n)), b, 0o644)
-		}
-	}
-	if !t.Failed() {
+	if !diagnoseAokeyd(t, f.dir, fmt.Sprintf("birdfleet-aokeyd-n%d.log", f.n)) {
 		return
 	}
-	var warn []string
-	for _, l := range strings.Split(lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 4<<20), "\n") {
-		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
-			warn = append(warn, l)
-		}
-	}
-	if len(warn) > 40 {
-		warn = append(warn[:20], append([]string{"..."}, warn[len(warn)-20:]...)...)
-	}
-	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
-	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 6000))
 	for name, b := range map[string]*birdFleet{"route server": f.rs, "members": f.members} {
 		if b == nil {
 			continue

@@ -400,25 +400,9 @@ func runFleet(t *testing.T, n int, prev *result, force bool) result {
 // diagnose keeps aokeyd's log with the results (for a look at its
 // timeline) and, when the test failed, prints what each router says.
 func (f *bench) diagnose(t *testing.T) {
-	if dir := os.Getenv(envOut); dir != "" {
-		if b, err := os.ReadFile(filepath.Join(f.dir, "aokeyd.log")); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-aokeyd-n%d.log", f.n)), b, 0o644)
-		}
-	}
-	if !t.Failed() {
+	if !diagnoseAokeyd(t, f.dir, fmt.Sprintf("fleet-aokeyd-n%d.log", f.n)) {
 		return
 	}
-	var warn []string
-	for _, l := range strings.Split(lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 4<<20), "\n") {
-		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
-			warn = append(warn, l)
-		}
-	}
-	if len(warn) > 40 {
-		warn = append(warn[:20], append([]string{"..."}, warn[len(warn)-20:]...)...)
-	}
-	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
-	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 6000))
 	t.Logf("BIRD: %s\nbird.log (tail):\n%s\nbird's output:\n%s", f.bird.summary(), lab.Tail(filepath.Join(f.bird.dir, "bird.log"), 4000),
 		lab.Tail(filepath.Join(f.bird.dir, "stdout.log"), 4000))
 	a, _ := tcpExt(f.a)

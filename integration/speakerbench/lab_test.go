@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -179,17 +178,7 @@ func (f *bench) writeKeys(fleet []key, solo ...[]key) {
 	for i, a := range solos {
 		chains[chainSolo(i)] = chainDoc([]netip.Prefix{netip.PrefixFrom(a, 32)}, solo[i])
 	}
-	doc, err := json.Marshal(map[string]any{"chains": chains})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p := filepath.Join(f.dir, "keys.yaml")
-	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		f.t.Fatal(err)
-	}
+	writeKeyFile(f.t, f.dir, chains)
 }
 
 // startAokeyd runs aokeyd in A's namespace with the file key source, one

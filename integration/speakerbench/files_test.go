@@ -1,0 +1,55 @@
+package speakerbench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aokeyd/aokeyd/integration/lab"
+)
+
+// writeKeyFile replaces dir's keys.yaml (the key source, JSON being YAML)
+// with chains, at once: aokeyd's refresh never reads half a file.
+func writeKeyFile(t testing.TB, dir string, chains map[string]any) {
+	t.Helper()
+	doc, err := json.Marshal(map[string]any{"chains": chains})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "keys.yaml")
+	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diagnoseAokeyd keeps dir's aokeyd.log in $AOKEYD_FLEET_OUT as keepAs, and
+// when t failed logs aokeyd's warnings and errors (the first and last 20)
+// and its log's tail. It reports whether t failed (the caller then prints
+// its routers' side).
+func diagnoseAokeyd(t *testing.T, dir, keepAs string) bool {
+	if out := os.Getenv(envOut); out != "" {
+		if b, err := os.ReadFile(filepath.Join(dir, "aokeyd.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(out, keepAs), b, 0o644)
+		}
+	}
+	if !t.Failed() {
+		return false
+	}
+	var warn []string
+	for _, l := range strings.Split(lab.Tail(filepath.Join(dir, "aokeyd.log"), 4<<20), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			warn = append(warn, l)
+		}
+	}
+	if len(warn) > 40 {
+		warn = append(warn[:20], append([]string{"..."}, warn[len(warn)-20:]...)...)
+	}
+	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
+	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(dir, "aokeyd.log"), 6000))
+	return true
+}
