@@ -72,6 +72,24 @@ func (f Finder) Connections(neighbor netip.Addr) ([]Ref, error) {
 	return refs, err
 }
 
+// ConnectionsTo is Connections for every address in neighbors at once: one
+// sock_diag dump and one search of the process's descriptors, however many
+// neighbors (a route server's thousand BGP sessions read one by one cost a
+// dump and a descriptor search each: O(N^2) a pass). Each neighbor with a
+// socket has its Refs under its unmapped address.
+func (f Finder) ConnectionsTo(neighbors map[netip.Addr]bool) (map[netip.Addr][]Ref, error) {
+	refs, _, err := f.owned((*Diag).EstablishedSockets, func(s Socket) bool { return neighbors[s.Remote.Addr().Unmap()] }, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.Addr][]Ref, len(neighbors))
+	for _, r := range refs {
+		a := r.Remote.Addr().Unmap()
+		out[a] = append(out[a], r)
+	}
+	return out, nil
+}
+
 // owned lists sockets with list, keeps those that match keep and that the
 // process holds a descriptor for (others in its namespace belong to other
 // processes), and returns them as Refs, with how many matched keep and
@@ -124,6 +142,11 @@ func (System) Established(pid int, local, remote netip.AddrPort) (Ref, error) {
 // Connections is Finder{PID: pid}.Connections(neighbor).
 func (System) Connections(pid int, neighbor netip.Addr) ([]Ref, error) {
 	return Finder{PID: pid}.Connections(neighbor)
+}
+
+// ConnectionsTo is Finder{PID: pid}.ConnectionsTo(neighbors).
+func (System) ConnectionsTo(pid int, neighbors map[netip.Addr]bool) (map[netip.Addr][]Ref, error) {
+	return Finder{PID: pid}.ConnectionsTo(neighbors)
 }
 
 // With is WithSocket(ref, fn).

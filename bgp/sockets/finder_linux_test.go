@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -261,6 +262,37 @@ func TestConnectionsAndListenerOwner(t *testing.T) {
 	pid, err := ListenerOwner(port)
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("ListenerOwner(%d) = %d, %v; want %d", port, pid, err, os.Getpid())
+	}
+}
+
+// TestConnectionsTo: one dump finds the sessions with several neighbors,
+// each under its unmapped address, as Connections finds each one's; a
+// neighbor with no session has none.
+func TestConnectionsTo(t *testing.T) {
+	l, _, s := pair(t, "tcp4", "127.0.0.1:0")
+	_, _, s6 := pair(t, "tcp6", "[::1]:0")
+	port := netip.MustParseAddrPort(l.Addr().String()).Port()
+	remote := netip.MustParseAddrPort(s.RemoteAddr().String())
+	remote6 := netip.MustParseAddrPort(s6.RemoteAddr().String())
+	none := netip.MustParseAddr("192.0.2.77")
+	got, err := Finder{PID: os.Getpid()}.ConnectionsTo(map[netip.Addr]bool{remote.Addr(): true, remote6.Addr(): true, none: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []netip.Addr{remote.Addr(), remote6.Addr()} {
+		one, err := Finder{PID: os.Getpid()}.Connections(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got[want]) != len(one) || len(one) == 0 {
+			t.Errorf("%s: %d sockets in one dump, %d by Connections", want, len(got[want]), len(one))
+		}
+	}
+	if !slices.ContainsFunc(got[remote.Addr()], func(r Ref) bool { return r.Remote == remote && r.Local.Port() == port }) {
+		t.Errorf("accepted socket from %s not among %v", remote, got[remote.Addr()])
+	}
+	if len(got[none]) != 0 {
+		t.Errorf("%s has no session, got %v", none, got[none])
 	}
 }
 

@@ -38,6 +38,11 @@ func (System) Established(int, netip.AddrPort, netip.AddrPort) (Ref, error) {
 // Connections is unsupported off Linux.
 func (System) Connections(int, netip.Addr) ([]Ref, error) { return nil, ErrUnsupported }
 
+// ConnectionsTo is unsupported off Linux.
+func (System) ConnectionsTo(int, map[netip.Addr]bool) (map[netip.Addr][]Ref, error) {
+	return nil, ErrUnsupported
+}
+
 // With is unsupported off Linux.
 func (System) With(Ref, func(fd int) error) error { return ErrUnsupported }
 

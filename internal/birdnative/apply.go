@@ -213,31 +213,46 @@ func (e *Executor) verify(changes []change, views []applied) {
 		return
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for _, c := range changes {
-		v := &views[c.view]
-		want := idSet(v.List)
-		for {
-			if e.revokePending() {
-				// A revoke waits behind this application; it reads every
-				// socket itself (Clean), so the read-back gives way.
-				return
-			}
-			keys, _, _ := e.sessionKeys(pid, v.ID)
+	left := changes
+	for len(left) > 0 {
+		if e.revokePending() {
+			// A revoke waits behind this application; it reads every
+			// socket itself (Clean), so the read-back gives way.
+			return
+		}
+		peers := make([]peer.Key, 0, len(left))
+		for _, c := range left {
+			peers = append(peers, views[c.view].ID)
+		}
+		// One dump for every session still to verify (sessionsOf).
+		conns, err := sessionsOf(pid, peers)
+		if err != nil {
+			return
+		}
+		var still []change
+		for _, c := range left {
+			v := &views[c.view]
+			keys, _, _ := keysOf(conns[v.ID.Addr.Unmap()])
 			if keys == nil {
-				break
+				continue // no session: verified at its next one
 			}
 			got := make([]ids, 0, len(keys))
 			for _, k := range keys {
 				got = append(got, ids{k.SendID, k.RecvID})
 			}
 			slices.SortFunc(got, cmpIDs)
+			want := idSet(v.List)
 			if slices.Equal(got, want) {
-				break
+				continue
 			}
 			if time.Now().After(deadline) {
 				v.Warnings = append(v.Warnings, fmt.Sprintf("BIRD was reconfigured, but its session with %s carries keys %v, not the file's %v: check `birdc show protocols all` (is %s included by this neighbor's protocol?)", v.ID, got, want, c.path))
-				break
+				continue
 			}
+			still = append(still, c)
+		}
+		left = still
+		if len(left) > 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -174,15 +175,27 @@ func (e *Executor) command(kind, cmd string) (string, error) {
 	return out, err
 }
 
-// sessionKeys reads BIRD's established socket with the peer from the
-// kernel, without fingerprints: its keys, or nil when there is none.
-func (e *Executor) sessionKeys(pid int, id peer.Key) ([]tcpao.KeyInfo, bool, error) {
-	refs, err := sockets.System{}.Connections(pid, id.Addr)
-	if err != nil || len(refs) == 0 {
-		return nil, false, err
+// sessionsOf finds BIRD's established sockets with every peer of ids in one
+// sock_diag dump and one search of BIRD's descriptors (sockets.
+// ConnectionsTo), by the peer's unmapped address: reading them peer by
+// peer cost a dump and a search each, O(N^2) a pass (a route server's
+// thousand protocols took over a CPU a second).
+func sessionsOf(pid int, ids []peer.Key) (map[netip.Addr][]sockets.Ref, error) {
+	want := make(map[netip.Addr]bool, len(ids))
+	for _, id := range ids {
+		want[id.Addr.Unmap()] = true
+	}
+	return sockets.System{}.ConnectionsTo(pid, want)
+}
+
+// keysOf reads the keys of the first of refs, a session's socket, from the
+// kernel, without fingerprints (nil, false: no socket).
+func keysOf(refs []sockets.Ref) ([]tcpao.KeyInfo, bool, error) {
+	if len(refs) == 0 {
+		return nil, false, nil
 	}
 	var keys []tcpao.KeyInfo
-	err = sockets.System{}.With(refs[0], func(fd int) error {
+	err := sockets.System{}.With(refs[0], func(fd int) error {
 		var err error
 		keys, err = tcpao.FromFD(fd).Keys(tcpao.KeyFilter{SkipFingerprint: true})
 		return err
@@ -212,6 +225,11 @@ func writtenAsSocket(ks []bird.Key) rotator.Observed {
 func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]daemon.ExecObserved {
 	out := make(map[peer.Key]daemon.ExecObserved, len(peers))
 	pid, pidErr := e.o.PID()
+	var conns map[netip.Addr][]sockets.Ref
+	var connsErr error
+	if pidErr == nil {
+		conns, connsErr = sessionsOf(pid, peers)
+	}
 	e.emu.Lock()
 	protos := e.protocols
 	managed := maps.Clone(e.managed) // replaced, never written in place: Run reads it unlocked
@@ -239,8 +257,10 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 		}
 		clear(b)
 		switch {
+		case pidErr == nil && connsErr != nil:
+			ob.Unread = connsErr
 		case pidErr == nil:
-			keys, there, err := e.sessionKeys(pid, id)
+			keys, there, err := keysOf(conns[id.Addr.Unmap()])
 			switch {
 			case err != nil:
 				ob.Unread = err
