@@ -220,8 +220,8 @@ func writtenAsSocket(ks []bird.Key) rotator.Observed {
 }
 
 // Observe implements daemon.Executor: each peer's file as a socket, its
-// session from the kernel and BIRD's last protocol report (Run's, or the
-// Driver's pass's); files and the kernel only.
+// session from the kernel and BIRD's last protocol report (Run's poll);
+// files and the kernel only.
 func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]daemon.ExecObserved {
 	out := make(map[peer.Key]daemon.ExecObserved, len(peers))
 	pid, pidErr := e.o.PID()

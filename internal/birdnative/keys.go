@@ -1,7 +1,6 @@
 package birdnative
 
 import (
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,11 +15,8 @@ type ids [2]uint8
 
 func idsOf(k bird.Key) ids { return ids{k.SendID, k.RecvID} }
 
-// anyPeer is the peer prefix of every key of a file as the planner sees
-// it: BIRD's protocol has one neighbor, and its keys carry no prefix.
-var anyPeer = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-
-func refOf(id ids) tcpao.KeyRef { return tcpao.KeyRef{Peer: anyPeer, SendID: id[0], RecvID: id[1]} }
+// refOf is a file key's reference as the daemon's planner names it.
+func refOf(id ids) tcpao.KeyRef { return daemon.ExecRef(id[0], id[1]) }
 
 func idsOfRef(r tcpao.KeyRef) ids { return ids{r.SendID, r.RecvID} }
 

@@ -15,8 +15,7 @@ import (
 
 // execPoll is how often the pass reads an executor's peers when nothing
 // asks for a pass sooner: the retire proof needs a read of each session
-// about every second (execSettle counts from reads), as birdnative's
-// Driver polls.
+// about every second (execSettle counts from reads).
 const execPoll = time.Second
 
 // execState is the reconciler's state for an Executor's peers: the

@@ -12,13 +12,13 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// execPlanner plans the key lists of the peers an Executor keys (issue 50
-// item 1, docs/wip/birdexec.md step 4): each peer's written list, as
+// execPlanner plans the key lists of the peers an Executor keys: each
+// peer's written list, as
 // Observe reports it, is planned as a socket by rotator.PlanSocket, and a
 // key the peer sent with leaves it only by rotator.RetireProof on the
 // session's counts (the one retire rule, roll.pml's executor end) or a
-// revoke. It keeps each peer's previous session read, the proof's base,
-// as birdnative's Driver keeps its lastGood. Safe for concurrent use: the
+// revoke. It keeps each peer's previous session read, the proof's base.
+// Safe for concurrent use: the
 // pass plans, a revoke's request plans its covered peers.
 type execPlanner struct {
 	mu   sync.Mutex
@@ -53,7 +53,8 @@ type execRead struct {
 
 // execSettle is how long after the first read that found the preferred
 // key RNext_key a later read is a base the retire proof may count from:
-// two network delays (the machine's graceSent; birdnative's settleAfter).
+// two network delays (the machine's graceSent; exec.pml's two reads in a
+// row).
 const execSettle = 2 * time.Second
 
 // execID is a key's SendID and RecvID: an executor's keys carry no peer
@@ -61,11 +62,16 @@ const execSettle = 2 * time.Second
 type execID [2]uint8
 
 // execAnyPeer is the peer prefix of every executor key as the planner
-// sees it (birdnative's anyPeer: the written list's references).
+// sees it: the speaker's protocol has one neighbor, its keys no prefix.
 var execAnyPeer = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 
-func execRef(id execID) tcpao.KeyRef {
-	return tcpao.KeyRef{Peer: execAnyPeer, SendID: id[0], RecvID: id[1]}
+func execRef(id execID) tcpao.KeyRef { return ExecRef(id[0], id[1]) }
+
+// ExecRef is the reference of an executor's key with these IDs, as the
+// pass's plans, ExecPlan.List and Clean name it: an executor's Observe
+// names its written keys so.
+func ExecRef(sendID, recvID uint8) tcpao.KeyRef {
+	return tcpao.KeyRef{Peer: execAnyPeer, SendID: sendID, RecvID: recvID}
 }
 
 func execIDOf(r tcpao.KeyRef) execID { return execID{r.SendID, r.RecvID} }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
-	"github.com/aokeyd/aokeyd/tcpao"
 )
 
 // execRevoke is revokeSockets when the daemon serves an Executor: the
@@ -40,7 +39,7 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 			cancel()
 		}
 		appliedAt := time.Now()
-		dirty, err := ex.Clean(ctx, covered, tcpao.KeyRef{Peer: execAnyPeer, SendID: rk.ids[0], RecvID: rk.ids[1]})
+		dirty, err := ex.Clean(ctx, covered, ExecRef(rk.ids[0], rk.ids[1]))
 		// Where the revoke's time went: the executor's application (its
 		// check and reconfigure, out.Timing, after any it was running)
 		// and the wait for clean sockets.

@@ -90,7 +90,7 @@ type ExecPlan struct {
 	Gen uint64
 	// Revoke: a revoke's plan, applied even within the backoff that
 	// follows a reconfigure the speaker refused (a revoke waits for no
-	// retry; the Driver's revoke clears its backoff so).
+	// retry).
 	Revoke bool
 }
 
