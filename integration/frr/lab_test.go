@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -85,7 +84,7 @@ func (k key) name() string  { return fmt.Sprintf("k%d", k.i) }
 // the IDs swapped, for the other end of the link).
 func writeKeys(t *testing.T, dir string, peer netip.Addr, keys []key, mirrored bool) {
 	t.Helper()
-	writeKeyFile(t, dir, map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored)}})
+	lab.WriteKeyFile(t, dir, map[string]any{"core": map[string]any{"peers": []string{peer.String()}, "keys": mktEntries(keys, mirrored)}})
 }
 
 // mktEntries are keys as a chain's key list of the key file (mirrored: the
@@ -102,23 +101,6 @@ func mktEntries(keys []key, mirrored bool) []map[string]any {
 			"accept_lifetime": lab.KeyLifetime(k.acceptStart, k.acceptEnd)})
 	}
 	return ks
-}
-
-// writeKeyFile replaces dir's keys.yaml (atomically, as an operator's
-// automation does) with chains.
-func writeKeyFile(t *testing.T, dir string, chains map[string]any) {
-	t.Helper()
-	doc, err := json.Marshal(map[string]any{"chains": chains})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "keys.yaml")
-	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // aokeyd is one aokeyd with its directory, config and control client.

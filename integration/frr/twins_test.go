@@ -197,7 +197,7 @@ func (l *twinLab) writeKeys() {
 	for _, tw := range []*twin{l.red, l.blue} {
 		chains[tw.vrf] = map[string]any{"peers": []string{twinB.String()}, "vrf": tw.vrf, "keys": mktEntries(tw.keys, false)}
 	}
-	writeKeyFile(l.t, l.dir, chains)
+	lab.WriteKeyFile(l.t, l.dir, chains)
 }
 
 // twinBird is the BIRD of a twin's link with keys (mirrored), connecting.

@@ -1,8 +1,12 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
@@ -41,4 +45,22 @@ func KeyList(ks []control.Key) string {
 		s = append(s, fmt.Sprintf("%d/%d%s(good=%d)", k.SendID, k.RecvID, f, k.PktGood))
 	}
 	return "[" + strings.Join(s, " ") + "]"
+}
+
+// WriteKeyFile replaces dir's keys.yaml (a key-source document, JSON being
+// YAML) with chains, atomically, as an operator's automation does:
+// aokeyd's refresh never reads half a file.
+func WriteKeyFile(t testing.TB, dir string, chains map[string]any) {
+	t.Helper()
+	doc, err := json.Marshal(map[string]any{"chains": chains})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "keys.yaml")
+	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -83,7 +83,7 @@ func newRSFleet(t *testing.T, n int) *rsFleet {
 // (keysRolling), for every member (one prefix holds them all).
 func (f *rsFleet) writeKeys(keys []key) {
 	f.t.Helper()
-	writeKeyFile(f.t, f.dir, map[string]any{chainShared: chainDoc([]netip.Prefix{fleetPrefix}, keys)})
+	lab.WriteKeyFile(f.t, f.dir, map[string]any{chainShared: chainDoc([]netip.Prefix{fleetPrefix}, keys)})
 }
 
 // rsPolicy is the route server aokeyd's policy: a chain per member over

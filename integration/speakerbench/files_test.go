@@ -1,7 +1,6 @@
 package speakerbench
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,23 +8,6 @@ import (
 
 	"github.com/aokeyd/aokeyd/integration/lab"
 )
-
-// writeKeyFile replaces dir's keys.yaml (the key source, JSON being YAML)
-// with chains, at once: aokeyd's refresh never reads half a file.
-func writeKeyFile(t testing.TB, dir string, chains map[string]any) {
-	t.Helper()
-	doc, err := json.Marshal(map[string]any{"chains": chains})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "keys.yaml")
-	if err := os.WriteFile(p+".tmp", doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // diagnoseAokeyd keeps dir's aokeyd.log in $AOKEYD_FLEET_OUT as keepAs, and
 // when t failed logs aokeyd's warnings and errors (the first and last 20)

@@ -178,7 +178,7 @@ func (f *bench) writeKeys(fleet []key, solo ...[]key) {
 	for i, a := range solos {
 		chains[chainSolo(i)] = chainDoc([]netip.Prefix{netip.PrefixFrom(a, 32)}, solo[i])
 	}
-	writeKeyFile(f.t, f.dir, chains)
+	lab.WriteKeyFile(f.t, f.dir, chains)
 }
 
 // startAokeyd runs aokeyd in A's namespace with the file key source, one
