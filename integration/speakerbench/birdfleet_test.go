@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,14 +78,7 @@ func TestBirdFleet(t *testing.T) {
 		t.Skipf("%s set, but the bird-fleet bench runs in the TCP-AO guest VM (make bench)", envBirdFleetSizes)
 	}
 	lab.RequireNetns(t)
-	var sizes []int
-	for _, s := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 4000 {
-			t.Fatalf("%s=%q: want sizes 1..4000 separated by commas", envBirdFleetSizes, spec)
-		}
-		sizes = append(sizes, n)
-	}
+	sizes := parseSizes(t, envBirdFleetSizes, spec)
 	var results []birdResult
 	for _, n := range sizes {
 		var r birdResult
@@ -113,12 +105,7 @@ func recordBird(t *testing.T, rs []birdResult) {
 	for _, r := range rs {
 		lines.WriteString(r.line() + "\n")
 	}
-	js, _ := json.MarshalIndent(rs, "", "  ")
-	for name, data := range map[string][]byte{"birdfleet.txt": []byte(lines.String()), "birdfleet.json": js} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
+	writeResults(t, dir, "birdfleet", lines.String(), rs)
 }
 
 // runBirdFleet measures a route server of n members.

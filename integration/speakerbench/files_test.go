@@ -1,8 +1,10 @@
 package speakerbench
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,4 +36,29 @@ func diagnoseAokeyd(t *testing.T, dir, keepAs string) bool {
 	t.Logf("aokeyd's warnings and errors:\n%s", strings.Join(warn, "\n"))
 	t.Logf("aokeyd.log (tail):\n%s", lab.Tail(filepath.Join(dir, "aokeyd.log"), 6000))
 	return true
+}
+
+// parseSizes reads a bench item's fleet sizes from spec, the value of env:
+// 1 to 4000, separated by commas, in the order given.
+func parseSizes(t *testing.T, env, spec string) []int {
+	var sizes []int
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 4000 {
+			t.Fatalf("%s=%q: want fleet sizes 1..4000 separated by commas", env, spec)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// writeResults writes an item's lines to dir/name.txt and its results,
+// indented, to dir/name.json.
+func writeResults(t *testing.T, dir, name, lines string, results any) {
+	js, _ := json.MarshalIndent(results, "", "  ")
+	for file, data := range map[string][]byte{name + ".txt": []byte(lines), name + ".json": js} {
+		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }

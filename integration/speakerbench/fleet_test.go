@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,14 +98,7 @@ func TestFleet(t *testing.T) {
 	}
 	lab.RequireNetns(t)
 	useBinaries(t)
-	var sizes []int
-	for _, s := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 4000 {
-			t.Fatalf("%s=%q: want fleet sizes 1..4000 separated by commas", envSizes, spec)
-		}
-		sizes = append(sizes, n)
-	}
+	sizes := parseSizes(t, envSizes, spec)
 	force := forced(t)
 	var results []result
 	var prev *result // the last size measured
@@ -146,12 +138,7 @@ func record(t *testing.T, rs []result) {
 			lines.WriteString(r.notHeldLine() + "\n")
 		}
 	}
-	js, _ := json.MarshalIndent(rs, "", "  ")
-	for name, data := range map[string][]byte{"fleet.txt": []byte(lines.String()), "fleet.json": js} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
+	writeResults(t, dir, "fleet", lines.String(), rs)
 }
 
 // keysRolling is a chain that rolls at `at`: k1 sends until then (and is
