@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -223,6 +224,9 @@ func BenchmarkScrape(b *testing.B) {
 	}
 	rec = nil
 	heap, rss := settledMem(b)
+	if path := os.Getenv("AOKEYD_SCRAPE_HEAP_PROFILE"); path != "" { // where the share is
+		writeHeapProfile(b, path)
+	}
 	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
 	b.ReportMetric(mib(heap-f.baseHeap), "heap-share-MiB")
 	b.ReportMetric(mib(rss-f.baseRSS), "rss-share-MiB")
@@ -290,3 +294,16 @@ type discardWriter struct {
 func (w *discardWriter) Header() http.Header         { return w.header }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+// writeHeapProfile writes the live heap (after settledMem's GC) to path.
+func writeHeapProfile(b *testing.B, path string) {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}

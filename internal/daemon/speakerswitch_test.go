@@ -53,10 +53,30 @@ func TestRevocationSurvivesSpeakerSwitch(t *testing.T) {
 	})
 
 	// speaker.type bird again: neither key comes back.
+	// The executor writes the first pass's file after status shows the
+	// peer: the file is read until it holds k0 alone, which the first
+	// step's file (k0, k2) does not. Every file written meanwhile (a new
+	// inode: the executor renames a new file into place) must be k0 alone.
+	first, err := os.Stat(filepath.Join(state, "bird-keys", "192.0.2.2.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	withBird(t, state, filepath.Join(state, "revocations.json"), func(d *daemon.Daemon, conf string) {
-		b, _ := os.ReadFile(conf)
-		if s := string(b); !strings.Contains(s, "send id 10;") || strings.Contains(s, "send id 20;") || strings.Contains(s, "send id 30;") {
-			t.Fatalf("BIRD's file after the switch back, want k0 alone (k1 revoked under bird, k2 under gobgpd):\n%s", b)
+		k0Alone := func(s string) bool {
+			return strings.Contains(s, "send id 10;") && !strings.Contains(s, "send id 20;") && !strings.Contains(s, "send id 30;")
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			fi, errStat := os.Stat(conf)
+			b, errRead := os.ReadFile(conf)
+			if errStat != nil || errRead != nil {
+				t.Fatalf("BIRD's file after the switch back: %v, %v", errStat, errRead)
+			}
+			if k0Alone(string(b)) {
+				break
+			}
+			if !os.SameFile(first, fi) || time.Now().After(deadline) {
+				t.Fatalf("BIRD's file after the switch back, want k0 alone (k1 revoked under bird, k2 under gobgpd):\n%s", b)
+			}
 		}
 	})
 }
@@ -93,6 +113,13 @@ func withBird(t *testing.T, state, file string, body func(d *daemon.Daemon, conf
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
+	// Stopped before the state directory's cleanup, a failed body too.
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("aokeyd for BIRD: %v", err)
+		}
+	}()
 	// The include file may be an earlier aokeyd's: the first pass is
 	// done when status shows the peer.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -103,17 +130,13 @@ func withBird(t *testing.T, state, file string, body func(d *daemon.Daemon, conf
 		}
 	}
 	body(d, filepath.Join(keys, "192.0.2.2.conf"))
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("aokeyd for BIRD: %v", err)
-	}
 }
 
 // waitConf waits up to 10 s for the include file at path to satisfy ok,
 // and returns it as it is then.
 func waitConf(t *testing.T, path string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded machine's
 	for {
 		b, _ := os.ReadFile(path)
 		if ok(string(b)) || time.Now().After(deadline) {
