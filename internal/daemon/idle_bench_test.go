@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -53,6 +55,17 @@ func idlePasses(b *testing.B, d *daemon.Daemon, waitFor func(string, func() bool
 		run++
 	}
 	idle0, full0 := d.Passes()
+	// The idle passes alone, without the set-up (what the bench's -cpuprofile holds).
+	if path := os.Getenv("AOKEYD_IDLE_CPU_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	c0 := cpuNow(b)
 	b.ResetTimer()
 	for {

@@ -5,7 +5,7 @@
 // kernel's RNext rules, with the old key's lifetime ending and in-place
 // edits of it, whose rule is edit.pml's; with -DEXECEND its end 1 is a
 // speaker keyed from aokeyd's file, as BIRD, whose retire rule,
-// internal/birdnative's planPeer, is exec.pml's) and its seeded mutants
+// internal/daemon's execPlanner.plan, is exec.pml's) and its seeded mutants
 // (mutant_*.pml), checked by
 // spin through `make model` (integration/tools/model.sh: the model's
 // searches, then every mutant, each of which must violate a property, and
