@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -232,14 +233,16 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 	}
 	e.emu.Lock()
 	protos := e.protocols
-	managed := maps.Clone(e.managed) // replaced, never written in place: Run reads it unlocked
-	if managed == nil {
-		managed = map[peer.Key]bool{}
+	if slices.ContainsFunc(peers, func(id peer.Key) bool { return !e.managed[id] }) {
+		managed := maps.Clone(e.managed) // replaced, never written in place: Run reads it unlocked
+		if managed == nil {
+			managed = map[peer.Key]bool{}
+		}
+		for _, id := range peers {
+			managed[id] = true
+		}
+		e.managed = managed
 	}
-	for _, id := range peers {
-		managed[id] = true
-	}
-	e.managed = managed
 	e.emu.Unlock()
 	for _, id := range peers {
 		ob := daemon.ExecObserved{Where: "bird " + e.fileOfPeer(id)}

@@ -42,7 +42,7 @@ func mktIndex(snap *keystore.Snapshot, chain string) map[[2]uint8]keyName {
 // status is Daemon.Status (control.Backend).
 func (sv *statusView) status(ctx context.Context, peer string) (control.StatusReport, error) {
 	if sv.o.Executor != nil {
-		return sv.execStatus(peer)
+		return sv.execStatus(ctx, peer)
 	}
 	now := time.Now()
 	cs := sv.o.Keys.Status()

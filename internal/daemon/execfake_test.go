@@ -23,6 +23,7 @@ type fakeExecutor struct {
 	unread  map[peer.Key]error
 	submits [][]ExecPlan
 	done    func(ExecOutcome)
+	reads   map[peer.Key]int // Observe's, per peer
 }
 
 var _ Executor = (*fakeExecutor)(nil)
@@ -64,11 +65,22 @@ func (f *fakeExecutor) LastSubmit() []ExecPlan {
 	return f.submits[len(f.submits)-1]
 }
 
+// Reads is how many times Observe read the peer.
+func (f *fakeExecutor) Reads(id peer.Key) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads[id]
+}
+
 func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key]ExecObserved {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[peer.Key]ExecObserved{}
+	if f.reads == nil {
+		f.reads = map[peer.Key]int{}
+	}
 	for _, id := range peers {
+		f.reads[id]++
 		w := slices.Clone(f.written[id])
 		ob := ExecObserved{Written: rotator.Observed{HaveAO: len(w) > 0, Keys: w}, Unread: f.unread[id], Where: "fake " + id.String() + ".list"}
 		if s := f.session[id]; s != nil && ob.Unread == nil {

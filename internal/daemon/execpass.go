@@ -13,10 +13,19 @@ import (
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
-// execPoll is how often the pass reads an executor's peers when nothing
-// asks for a pass sooner: the retire proof needs a read of each session
-// about every second (execSettle counts from reads).
+// execPoll is how often the pass reads an executor's peers that are in
+// flight (execActive) when nothing asks for a pass sooner: the retire
+// proof needs a read of each such session about every second (execSettle
+// counts from reads).
 const execPoll = time.Second
+
+// execSweep is how often the pass reads every executor peer when none of
+// its inputs changed and no policy time boundary came: a peer whose list
+// is the desired one and keeps no key has nothing a read could change
+// (its session's reads are for status and the metrics, which are this
+// old at most). Reading a route server's thousand files and sessions
+// every second was most of aokeyd's CPU there (issue 52 item 2).
+const execSweep = 10 * time.Second
 
 // execState is the reconciler's state for an Executor's peers: the
 // planner, what the last pass observed and the last outcome (status shows
@@ -41,6 +50,16 @@ type execState struct {
 	// it for the application of its plans (waitApplied).
 	applied chan struct{}
 	sent    map[peer.Key]string // a signature of the last plan submitted
+	// active are the peers in flight at their last plan (execActive):
+	// replaced whole, never written in place.
+	active map[peer.Key]bool
+
+	// The pass's gate, the reconcile goroutine's alone: the inputs of the
+	// last full pass, when it ran, and the policy time boundary after it.
+	last     passInputs
+	haveLast bool
+	lastFull time.Time
+	boundary time.Time
 }
 
 // execPlanned is what the last plan of a peer's list decided, for status,
@@ -60,12 +79,44 @@ func newExecState() *execState {
 }
 
 // execPass is the pass when the daemon serves an Executor
-// (Options.Executor): every peer's list planned and submitted (execSubmit).
+// (Options.Executor). A full pass plans and submits every peer's list
+// (execSubmit): the first, then whenever an input changed (the keys, the
+// revocations, the policy, aoctl rotate's requests), a policy time
+// boundary came, or execSweep passed. Between them a pass plans the
+// peers in flight alone (execActive), and with none it is idle: it reads
+// nothing.
 func (rc *reconciler) execPass(ctx context.Context) time.Time {
 	rc.early.flush()
-	rc.execSubmit(ctx, nil, false)
+	now := time.Now()
+	es := rc.exec
+	in := rc.inputs()
+	full := !es.haveLast || in != es.last || (!es.boundary.IsZero() && !now.Before(es.boundary)) || !now.Before(es.lastFull.Add(execSweep))
+	var only func(peer.Key) bool
+	if !full {
+		es.mu.Lock()
+		active := es.active
+		es.mu.Unlock()
+		if len(active) == 0 {
+			rc.idlePasses.Add(1)
+			return sooner(now.Add(execPoll), es.boundary)
+		}
+		only = func(id peer.Key) bool { return active[id] }
+	}
+	_, _, next := rc.execSubmit(ctx, only, false)
+	if full {
+		es.last, es.haveLast, es.lastFull, es.boundary = in, true, now, next
+	}
 	rc.fullPasses.Add(1)
-	return time.Now().Add(execPoll)
+	return sooner(now.Add(execPoll), es.boundary)
+}
+
+// execActive reports whether a peer is in flight after its plan pl (ok:
+// planned) on ob: a plan was submitted (its application is still to be
+// read back), a key the never-strand rule keeps waits for the retire
+// proof (its session read about every second), or its session could not
+// be read.
+func execActive(pl ExecPlan, ok, submitted bool, ob ExecObserved) bool {
+	return submitted || ob.Unread != nil || ok && len(pl.Plan.Kept) > 0
 }
 
 // execSubmit plans the lists of the executor's peers that only covers (nil:
@@ -80,8 +131,9 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 // the peers it planned. The pass and a revoke's request call it; the
 // planner and execState are safe for both. gen is the generation of the
 // plans submitted (0: none was): an outcome of gen or later applied them,
-// or later plans that replaced them.
-func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) (ids []peer.Key, gen uint64) {
+// or later plans that replaced them. next is the soonest policy time
+// boundary of the peers planned (zero: none).
+func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, force bool) (ids []peer.Key, gen uint64, next time.Time) {
 	rc.exec.submit.Lock()
 	defer rc.exec.submit.Unlock()
 	now := time.Now()
@@ -89,9 +141,9 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 	defer release()
 	if snap == nil {
 		rc.log.Warn("no good key snapshot yet: the executor's lists are left as they are", "executor", rc.o.Executor.Name())
-		return nil, 0
+		return nil, 0, time.Time{}
 	}
-	wants := rc.execWants(snap, now, only)
+	wants, next := rc.execWants(snap, now, only)
 	es := rc.exec
 	es.mu.Lock()
 	es.gen++
@@ -101,10 +153,15 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 	obs := rc.o.Executor.Observe(ctx, ids)
 	var plans []ExecPlan
 	planned := make(map[peer.Key]execPlanned, len(ids))
+	active := map[peer.Key]bool{}
 	for _, id := range ids {
 		pl, ok := es.plans.plan(id, wants[id], obs[id], now, gen, true)
 		planned[id] = execPlannedOf(pl, ok, wants[id], obs[id])
-		if ok && (es.changes(pl, obs[id]) || force) {
+		submit := ok && (es.changes(pl, obs[id]) || force)
+		if execActive(pl, ok, submit, obs[id]) {
+			active[id] = true
+		}
+		if submit {
 			pl.Revoke = force
 			pl.own() // the snapshot's secrets are zeroed once it is replaced
 			plans = append(plans, pl)
@@ -126,14 +183,23 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 		}
 		maps.Copy(p, planned)
 		planned = p
+		a := maps.Clone(es.active)
+		if a == nil {
+			a = map[peer.Key]bool{}
+		}
+		for _, id := range ids {
+			delete(a, id)
+		}
+		maps.Copy(a, active)
+		active = a
 	}
-	es.seen, es.planned = seen, planned
+	es.seen, es.planned, es.active = seen, planned, active
 	es.mu.Unlock()
 	if len(plans) == 0 {
-		return ids, 0
+		return ids, 0, next
 	}
 	rc.o.Executor.Submit(plans)
-	return ids, gen
+	return ids, gen, next
 }
 
 // execApplied is the executor's outcome once it applied the plans of
@@ -161,10 +227,11 @@ func (es *execState) waitApplied(ctx context.Context, gen uint64) (ExecOutcome, 
 }
 
 // execWants is the desired state at now of every executor peer only
-// covers (nil: every one).
-func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only func(peer.Key) bool) map[peer.Key]execWant {
+// covers (nil: every one), and the soonest time one of them changes by
+// the policy's schedule alone (zero: none).
+func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only func(peer.Key) bool) (wants map[peer.Key]execWant, next time.Time) {
 	pol := rc.policy()
-	wants := map[peer.Key]execWant{}
+	wants = map[peer.Key]execWant{}
 	for _, b := range pol.Bindings() {
 		if !b.Neighbor.IsSingleIP() {
 			continue // a speaker keying its own sockets has one neighbor per protocol
@@ -179,6 +246,7 @@ func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only fun
 			rc.log.Warn("no desired keys for peer: its list is left as it is", "peer", id, "err", err)
 			continue
 		}
+		next = sooner(next, pk.NextChange)
 		if snap.Degraded(pk.SourceChain) {
 			continue
 		}
@@ -198,7 +266,7 @@ func (rc *reconciler) execWants(snap *keystore.Snapshot, now time.Time, only fun
 		}
 		wants[id] = w
 	}
-	return wants
+	return wants, next
 }
 
 // execPeers are the executor's peers: the policy's single-address

@@ -44,6 +44,7 @@ type execEnv struct {
 		SetSession(peer.Key, *rotator.Observed)
 		LastSubmit() []daemon.ExecPlan
 		Submits() int
+		Reads(peer.Key) int
 		SubmittedSince(n int) []daemon.ExecPlan
 	}
 	d    *daemon.Daemon
@@ -179,6 +180,50 @@ func execKeys() (ka, kb testKey) {
 	now := time.Now()
 	return testKey{name: "ka", send: 20, recv: 21, secret: "exec-test-secret-ka-Qz4", sendStart: now.Add(-time.Hour)},
 		testKey{name: "kb", send: 30, recv: 31, secret: "exec-test-secret-kb-Pw7", sendStart: now.Add(-time.Minute)}
+}
+
+// TestExecutorSettledPeerNotReadEveryPass (issue 52 item 2): a peer
+// whose list is the desired one and keeps no key is not read by the
+// passes between two sweeps (a route server's thousand files and
+// sessions read every second were most of aokeyd's CPU); the sweep reads
+// it; a policy time boundary (a key's send start) is planned when it
+// comes, with nothing else changed; and status reads the peer itself.
+func TestExecutorSettledPeerNotReadEveryPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		kb.sendStart = time.Now().Add(30 * time.Second)
+		e := newExecEnv(t, "", ka, kb)
+		e.waitList("20p 30")
+		e.fx.SetSession(e.peer, execSess(50, 0, 20))
+		time.Sleep(2 * time.Second) // the written list read back: settled
+		synctest.Wait()
+		n0 := e.fx.Reads(e.peer)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := e.fx.Reads(e.peer) - n0; n != 0 {
+			t.Errorf("a settled peer was read %d times in 5 s of passes, want none before the sweep", n)
+		}
+		time.Sleep(6 * time.Second) // past the sweep, 10 s after the first pass
+		synctest.Wait()
+		if n := e.fx.Reads(e.peer) - n0; n == 0 {
+			t.Error("the sweep did not read the settled peer")
+		}
+		// Status reads the peer: the session just set shows at once.
+		e.fx.SetSession(e.peer, execSess(60, 0, 20))
+		rep, err := e.d.Status(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Peers) != 1 || len(rep.Peers[0].Keys) != 2 {
+			t.Fatalf("status %+v, want the peer with its session's two keys", rep.Peers)
+		}
+		// kb's send start, 30 s in: planned when it comes.
+		time.Sleep(time.Until(ka.sendStart.Add(time.Hour + 30*time.Second + 1500*time.Millisecond)))
+		synctest.Wait()
+		if got := e.list(); got != "20 30p" {
+			t.Errorf("list %q 1.5 s after kb's send start, want 20 30p", got)
+		}
+	})
 }
 
 // TestExecutorRevoke (TestDriverRevoke, TestDriverRevokeScoped): a revoked

@@ -22,7 +22,7 @@ import (
 // holds it).
 func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	pol := rv.policy()
-	covered, gen := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
+	covered, gen, _ := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
 		if scope.IsValid() && (id.Addr != scope || id.VRF != vrf) {
 			return false
 		}

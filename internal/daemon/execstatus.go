@@ -78,8 +78,10 @@ func execPeerWarnings(where string, ob ExecObserved, pp execPlanned) []string {
 // execStatus is status when the daemon serves an Executor: each peer's
 // session as the speaker reports it, the keys of its session as the
 // kernel holds them (read, never written), and what the last pass and
-// the last application found. peerArg "" is every peer.
-func (sv *statusView) execStatus(peerArg string) (control.StatusReport, error) {
+// the last application found. peerArg "" is every peer. The peers are
+// read for it (Executor.Observe): a pass reads a peer whose list is
+// settled only every execSweep.
+func (sv *statusView) execStatus(ctx context.Context, peerArg string) (control.StatusReport, error) {
 	now := time.Now()
 	cs := sv.o.Keys.Status()
 	rep := control.StatusReport{GeneratedAt: now, Speaker: sv.o.Executor.Name(), Peers: []control.PeerStatus{},
@@ -106,8 +108,12 @@ func (sv *statusView) execStatus(peerArg string) (control.StatusReport, error) {
 		}
 	}
 	slices.SortFunc(ids, peer.Key.Compare)
+	fresh := sv.o.Executor.Observe(ctx, ids)
 	for _, id := range ids {
 		ob, pp := seen[id], planned[id]
+		if f, ok := fresh[id]; ok {
+			ob = f
+		}
 		where := execWhere(sv.o.Executor, id, ob)
 		// The speaker keys its own connects as its listener: its active
 		// opens are always keyed.
@@ -173,7 +179,7 @@ func (rc *reconciler) execPlan(ctx context.Context) (control.PlanReport, error) 
 	if snap == nil {
 		return rep, errors.New("no good key snapshot yet")
 	}
-	wants := rc.execWants(snap, now, nil)
+	wants, _ := rc.execWants(snap, now, nil)
 	ids := sortedPeers(wants)
 	obs := rc.o.Executor.Observe(ctx, ids)
 	name := rc.o.Executor.Name()
