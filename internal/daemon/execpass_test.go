@@ -185,7 +185,7 @@ func execKeys() (ka, kb testKey) {
 // TestExecutorSettledPeerNotReadEveryPass (issue 52 item 2): a peer
 // whose list is the desired one and keeps no key is not read by the
 // passes between two sweeps (a route server's thousand files and
-// sessions read every second were most of aokeyd's CPU); the sweep reads
+// sessions read every second cost aokeyd most of a CPU); the sweep reads
 // it; a policy time boundary (a key's send start) is planned when it
 // comes, with nothing else changed; and status reads the peer itself.
 func TestExecutorSettledPeerNotReadEveryPass(t *testing.T) {

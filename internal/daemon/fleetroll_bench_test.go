@@ -6,9 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -322,16 +320,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	}
 	r0, w0, bw0 := calls()
 	time.Sleep(time.Until(at))
-	if p := os.Getenv("AOKEYD_ROLL_PROFILE"); p != "" {
-		fh, err := os.Create(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(fh); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); fh.Close() }()
-	}
+	defer cpuProfile(b, "AOKEYD_ROLL_PROFILE")()
 	b.StartTimer()
 	c1, ka1, p1 := cpuNow(b), kaCPU.Load(), pollCPU
 	pending := map[int]bool{}

@@ -56,16 +56,7 @@ func idlePasses(b *testing.B, d *daemon.Daemon, waitFor func(string, func() bool
 	}
 	idle0, full0 := d.Passes()
 	// The idle passes alone, without the set-up (what the bench's -cpuprofile holds).
-	if path := os.Getenv("AOKEYD_IDLE_CPU_PROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
+	defer cpuProfile(b, "AOKEYD_IDLE_CPU_PROFILE")()
 	c0 := cpuNow(b)
 	b.ResetTimer()
 	for {
@@ -88,4 +79,22 @@ func cpuNow(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// cpuProfile starts a CPU profile into the file the environment variable
+// env names, and returns what stops it (nothing to stop without one).
+func cpuProfile(b *testing.B, env string) (stop func()) {
+	b.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
