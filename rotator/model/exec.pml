@@ -1,7 +1,7 @@
 /*
  * exec.pml: the executor end of roll.pml (included by it with -DEXECEND):
  * one pass of aokeyd's for end 1, a speaker that keys its own sockets
- * from aokeyd's file, as BIRD (internal/daemon's execPlanner.plan), and the
+ * from aokeyd's file, as BIRD (internal/birdnative's planPeer), and the
  * process that runs it. roll.pml declares its state (xp, xv, xg, xrn,
  * xq) and its hooks in the kernel's receive, the reconnect and the
  * environment; make model searches it as "exec" and checks its mutant
@@ -27,7 +27,7 @@
 #define XSENT(i) (xrn == xpref && xq == 2 && (xg & xpref))
 #endif
 
-/* One pass of aokeyd's for the executor end: internal/daemon's execPlanner.plan, which
+/* One pass of aokeyd's for the executor end: birdnative's planPeer, which
  * is rotator.PlanSocket on the file as a socket (RNext_key its preferred
  * key, Current_key the session's) and rotator.RetireProof. Until the peer
  * was seen sending with a desired key the file is planned as a listener
