@@ -36,6 +36,11 @@ type rollFollowed struct {
 	Result rollResult         `json:"result"`
 	Error  string             `json:"error,omitempty"`
 	next   uint64
+	// started: this roll's "started" step came. Before it, a roll step
+	// is the tail of the roll the peer was in when aoctl asked (its
+	// completion can land between the request and this roll's start),
+	// not this roll's: it is neither shown nor taken as the end.
+	started bool
 }
 
 // rollPoll is how often rotate --wait asks about each of several rolls;
@@ -102,6 +107,10 @@ func (a *app) followRolls(ctx context.Context, res control.RotateResult, bound t
 			}
 			r.next = max(r.next, rep.Last)
 			for _, s := range rep.Steps {
+				r.started = r.started || s.Step == control.RollStarted
+				if !r.started && s.Step != control.RollSessionDown && s.Step != control.RollSessionUp {
+					continue // the earlier roll's (rollFollowed.started)
+				}
 				r.Steps = append(r.Steps, s)
 				if !a.json {
 					fmt.Fprintln(a.stdout, stepLine(r, s))

@@ -112,6 +112,16 @@ var (
 		{5 * time.Second, control.RollSessionDown, "", "Hold timer expired"}}
 )
 
+// shifted is script with every step d later.
+func shifted(script []scripted, d time.Duration) []scripted {
+	out := make([]scripted, len(script))
+	for i, s := range script {
+		s.after += d
+		out[i] = s
+	}
+	return out
+}
+
 // aoctl rotate --wait prints each step as the peer takes it and exits when
 // every roll ended: 0 when each completed, 1 when one aborted, lost its
 // session or outlasted --timeout. It runs on the bubble's clock.
@@ -133,6 +143,9 @@ func TestRotateWait(t *testing.T) {
 			args: []string{"rotate", "--all", "--wait"}, code: exitError, golden: "rotate-wait-all.golden"},
 		{name: "outlasts --timeout", script: map[string][]scripted{"192.0.2.2": fullRoll}, args: []string{"rotate", "192.0.2.2", "--wait", "--timeout", "30s"},
 			code: exitError, want: []string{"192.0.2.2: roll did not end within 30s; it goes on (aoctl status 192.0.2.2)"}},
+		{name: "an earlier roll ends after the request", script: map[string][]scripted{"192.0.2.2": append([]scripted{{0, control.RollCompleted, "k1", ""}},
+			shifted(abortedRoll, 80*time.Millisecond)...)}, args: []string{"rotate", "192.0.2.2", "--wait"},
+			code: exitError, want: []string{"aborted"}},
 		{name: "nothing started", script: map[string][]scripted{}, args: []string{"rotate", "192.0.2.2", "--wait"},
 			code: exitOK, want: []string{"No roll started: nothing to wait for."}},
 		{name: "json", script: map[string][]scripted{"192.0.2.2": fullRoll}, args: []string{"rotate", "192.0.2.2", "--wait", "--json"},
