@@ -452,6 +452,19 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 			}
 		}
 		start := time.Now()
+		// TCP-MD5 first: the kernel refuses an MD5 key inside a TCP-AO
+		// prefix already on the socket (a migration's covering prefix
+		// holds the peer's host address and, on a dense LAN, its
+		// neighbours'), while the TCP-AO prefix is taken beside MD5 keys
+		// inside it. A new listener keyed in the other order would
+		// refuse every covered peer's password. A password held back for TCP-AO over its peer is tried again
+		// after the TCP-AO sync, which may have taken that key away (a
+		// peer moved from TCP-AO back to TCP-MD5).
+		var md5Err error
+		var md5HeldHere []rotator.MD5Held
+		if rc.md5Ever { // nothing to read before a binding had a password
+			md5HeldHere, md5Err = rc.syncMD5(h, md5WantOf(ref, rc.md5, have4))
+		}
 		// A socket that does not listen yet refuses del_async (EINVAL).
 		sp, err := rotator.SyncListener(rc.listenerSocket(h), want, rotator.ListenerOptions{OptMemMax: optMemMax, Carried: carried,
 			SyncDeletes: rc.syncListenerDeletes() || ask != nil, Down: down, Up: up})
@@ -460,6 +473,9 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 			if h.Why == rotator.ReasonForeignClash {
 				kept = append(kept, h) // shown and counted as kept keys are
 			}
+		}
+		if err != nil {
+			md5Held = append(md5Held, md5HeldHere...)
 		}
 		if f, ok := mptcpFault(err, ref); ok && ask == nil {
 			faults = append(faults, f)
@@ -475,12 +491,10 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 			continue
 		}
 		edits = append(edits, sp.Edits...)
-		var md5Err error
-		if rc.md5Ever { // nothing to read before a binding had a password
-			var held []rotator.MD5Held
-			held, md5Err = rc.syncMD5(h, md5WantOf(ref, rc.md5, have4))
-			md5Held = append(md5Held, held...)
+		if slices.ContainsFunc(md5HeldHere, func(x rotator.MD5Held) bool { return x.Why == rotator.ReasonAOCovers }) {
+			md5HeldHere, md5Err = rc.syncMD5(h, md5WantOf(ref, rc.md5, have4))
 		}
+		md5Held = append(md5Held, md5HeldHere...)
 		switch {
 		case ask != nil:
 			if md5Err == nil {
