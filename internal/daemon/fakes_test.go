@@ -203,9 +203,11 @@ func (badSocket) Keys(tcpao.KeyFilter) ([]tcpao.KeyInfo, error) { return nil, er
 // Revoke only records the call: the snapshot stays unrevoked, like a source
 // that has not caught up.
 type fakeSource struct {
-	mu      sync.Mutex
-	snap    *keystore.Snapshot
-	md5     string // chain core's TCP-MD5 password, "" for none
+	mu   sync.Mutex
+	snap *keystore.Snapshot
+	md5  string // chain core's TCP-MD5 password, "" for none
+	// md5Of are other chains' TCP-MD5 passwords (setChainMD5).
+	md5Of   map[string]keystore.MD5Password
 	version uint64
 	err     error
 	revokes []string
@@ -246,6 +248,11 @@ func (s *fakeSource) setKeys(keys ...keystore.MKT) {
 		chains[chainName].MD5 = &keystore.MD5Password{Secret: tcpao.NewSecret([]byte(s.md5)),
 			Peers: []netip.Prefix{netip.PrefixFrom(peerAddr, 32)}, Source: "test:md5"}
 	}
+	for name, pw := range s.md5Of {
+		pw := pw
+		pw.Secret = pw.Secret.Clone()
+		chains[name] = &keystore.Chain{Name: name, Version: s.version, MD5: &pw}
+	}
 	for _, k := range keys {
 		c := chains[k.Chain]
 		if c == nil {
@@ -257,6 +264,17 @@ func (s *fakeSource) setKeys(keys ...keystore.MKT) {
 	s.snap.Zero()
 	s.snap = &keystore.Snapshot{Source: s.Name(), Chains: chains}
 	s.err = nil
+}
+
+// setChainMD5 gives chain name the TCP-MD5 password pw for peer, from the
+// next setKeys on.
+func (s *fakeSource) setChainMD5(name, pw string, peer netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.md5Of == nil {
+		s.md5Of = map[string]keystore.MD5Password{}
+	}
+	s.md5Of[name] = keystore.MD5Password{Secret: tcpao.NewSecret([]byte(pw)), Peers: []netip.Prefix{netip.PrefixFrom(peer, 32)}, Source: "test:md5:" + name}
 }
 
 // setMD5 sets chain core's TCP-MD5 password ("": none) and keys.

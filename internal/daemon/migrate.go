@@ -93,8 +93,9 @@ func (mg *migrations) handle(ctx context.Context, req control.MigrateRequest) (c
 		targets = []policy.Binding{b}
 	}
 	res := control.MigrateResult{Migrations: []control.Migration{}}
+	lan := mg.neighborhood(snap, pol, now)
 	for _, b := range targets {
-		r, err := mg.startMigration(snap, pol, b, req, now)
+		r, err := mg.startMigration(snap, pol, lan, b, req, now)
 		if err != nil {
 			if req.All {
 				mg.log.Warn("not migrating", "peer", b.String(), "err", err)
@@ -110,7 +111,7 @@ func (mg *migrations) handle(ctx context.Context, req control.MigrateRequest) (c
 
 // startMigration checks one binding and records its migration (or its
 // abort).
-func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy, b policy.Binding, req control.MigrateRequest, now time.Time) (migrate.Record, error) {
+func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy, lan *neighborhood, b policy.Binding, req control.MigrateRequest, now time.Time) (migrate.Record, error) {
 	addr := b.Neighbor.Addr()
 	old, have := mg.migrationOf(addr, b.VRF)
 	if req.Abort {
@@ -132,21 +133,11 @@ func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy
 	case pk.Preferred < 0:
 		return old, fmt.Errorf("%w: peer %s: key chain %q has no TCP-AO key to send with now: add one before migrating", control.ErrInvalid, addr, pk.SourceChain)
 	}
-	var others []netip.Addr
-	for _, o := range pol.Bindings() {
-		if o.VRF == b.VRF && o.Neighbor.Addr() != addr {
-			others = append(others, o.Neighbor.Addr())
-		}
-	}
-	for _, p := range mg.table.peerList() {
-		if p.info.VRF == b.VRF {
-			others = append(others, p.info.Neighbor)
-		}
-	}
-	prefix, ok := migrate.CoveringPrefix(addr, others, 8)
-	if !ok {
-		return old, fmt.Errorf("%w: peer %s: no prefix of up to 8 bits around it is free of other neighbors, so its TCP-AO keys cannot sit "+
-			"beside its TCP-MD5 key on the listener (the kernel refuses both kinds for one address)", control.ErrInvalid, addr)
+	key := peer.KeyOf(addr, b.VRF)
+	ids := migrationIDs(pk)
+	prefix, err := migrate.Covering(addr, ids, lan.others(key), 8)
+	if err != nil {
+		return old, fmt.Errorf("%w: peer %s: %v", control.ErrInvalid, key, err)
 	}
 	at := req.At
 	if at.IsZero() {
@@ -159,9 +150,13 @@ func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy
 	if bound == 0 {
 		bound = migrate.DefaultBound
 	}
-	r := migrate.Record{Peer: peer.KeyOf(addr, b.VRF), Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
-	mg.log.Info("migration to TCP-AO prepared", "peer", peer.KeyOf(addr, b.VRF), "prefix", prefix, "at", at, "bound", bound)
-	return r, mg.store.Put(r)
+	r := migrate.Record{Peer: key, Prefix: prefix, At: at, Bound: bound, Step: migrate.Prepared, Since: now}
+	mg.log.Info("migration to TCP-AO prepared", "peer", key, "prefix", prefix, "at", at, "bound", bound)
+	if err := mg.store.Put(r); err != nil {
+		return r, err
+	}
+	lan.started(key, prefix, ids)
+	return r, nil
 }
 
 // advanceMigrations moves every migration in progress on by what this
@@ -373,7 +368,7 @@ func (mg *migrations) follow(ctx context.Context, router string, addr netip.Addr
 	if pk, err := pol.Desired(snap, addr, vrf, now); err != nil || !md5Peer(pk) {
 		return
 	}
-	if _, err := mg.startMigration(snap, pol, b, control.MigrateRequest{At: at, Bound: control.Duration(bound)}, now); err != nil {
+	if _, err := mg.startMigration(snap, pol, mg.neighborhood(snap, pol, now), b, control.MigrateRequest{At: at, Bound: control.Duration(bound)}, now); err != nil {
 		mg.log.Warn("the far end migrates the link to TCP-AO, this end cannot follow", "peer", peer.KeyOf(addr, vrf), "router", router, "err", err)
 		return
 	}

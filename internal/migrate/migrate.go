@@ -37,7 +37,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -71,7 +70,7 @@ type Record struct {
 	Peer peer.Key `json:"peer"`
 	// Prefix is where the peer's TCP-AO keys sit on the listener: a
 	// prefix covering the peer whose first address is not the peer's
-	// (CoveringPrefix).
+	// (Covering).
 	Prefix netip.Prefix `json:"prefix"`
 	// At is the agreed switch time; Bound how long after it the TCP-AO
 	// session may take.
@@ -151,25 +150,4 @@ func Next(r Record) time.Time {
 		return r.Deadline()
 	}
 	return time.Time{}
-}
-
-// CoveringPrefix is where a migrating peer's TCP-AO keys go on the
-// listener: the longest prefix containing peer whose first address is
-// not peer (so that the peer's MD5 host key does not cover it), at most
-// maxShorter bits shorter than a host prefix, that holds none of others
-// (the listener's other neighbors: they would lose unsigned connects, and
-// could take no MD5 key of their own). false when there is none.
-func CoveringPrefix(peer netip.Addr, others []netip.Addr, maxShorter int) (netip.Prefix, bool) {
-	peer = peer.Unmap()
-	for bits := peer.BitLen() - 1; bits >= peer.BitLen()-maxShorter && bits > 0; bits-- {
-		p, _ := peer.Prefix(bits)
-		if p.Addr() == peer {
-			continue
-		}
-		if slices.ContainsFunc(others, func(a netip.Addr) bool { a = a.Unmap(); return a != peer && p.Contains(a) }) {
-			continue
-		}
-		return p, true
-	}
-	return netip.Prefix{}, false
 }
