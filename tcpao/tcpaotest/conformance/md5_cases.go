@@ -277,6 +277,48 @@ func md5Cases() []Case {
 			_, _, err = e.dial(oth4, l, e.md5To("b"))
 			e.wantDial("MD5 SYN from .3 with its old password", err, true)
 		}},
+		{"md5/dense-lan-members-share-a-prefix-with-ids-of-their-own", func(t *testing.T, e env) {
+			// Two members at consecutive addresses, both on TCP-MD5,
+			// migrating together: each one's TCP-AO key goes at the one
+			// prefix around both (its network address no member's).
+			// Overlapping keys are taken when their SendIDs and RecvIDs
+			// differ, refused (EEXIST) when one is shared; each member
+			// then connects with its own key, its password or neither
+			// kind's never unsigned, and the accepted connection holds
+			// every key over its address, the other member's too.
+			l := e.socket(lo4)
+			e.mustMD5(l, host(cli4), "a")
+			e.mustMD5(l, host(oth4), "b")
+			e.add(l, mk(p30, 2, 1, "x"), tcpao.AddOptions{}) // .2's
+			e.add(l, mk(p30, 4, 3, "y"), tcpao.AddOptions{}) // .3's
+			e.wantErr("a third key sharing .2's SendID", l.AddKey(mk(p30, 2, 9, "z"), tcpao.AddOptions{}), eEXIST)
+			e.wantErr("a third key sharing .3's RecvID", l.AddKey(mk(p30, 9, 3, "z"), tcpao.AddOptions{}), eEXIST)
+			e.wantErr("a host key inside, no member's, sharing .2's IDs", l.AddKey(mk(host(lo4), 2, 1, "z"), tcpao.AddOptions{}), eEXIST)
+			if err := e.s.Listen(l); err != nil {
+				t.Fatal(err)
+			}
+			_, a, err := e.dial(cli4, l, e.aoTo("x", 1, 2))
+			e.wantDial("AO SYN from .2 with its key", err, true)
+			e.wantKeys("accepted from .2", e.keys(a, tcpao.KeyFilter{}),
+				want{k: mk(p30, 2, 1, "x"), cur: true, rnext: true, name: "x"}, want{k: mk(p30, 4, 3, "y"), name: "y"})
+			_, _, err = e.dial(oth4, l, e.aoTo("y", 3, 4))
+			e.wantDial("AO SYN from .3 with its key", err, true)
+			for _, c := range []struct {
+				what  string
+				from  netip.Addr
+				prep  func(tcpao.Socket)
+				taken bool
+			}{
+				{"MD5 SYN from .2", cli4, e.md5To("a"), true},
+				{"MD5 SYN from .3", oth4, e.md5To("b"), true},
+				{"unsigned SYN from .2", cli4, nil, false},
+				{"unsigned SYN from .3", oth4, nil, false},
+				{"AO SYN from .2 with a key ID no key has", cli4, e.aoTo("x", 7, 7), false},
+			} {
+				_, _, err := e.dial(c.from, l, c.prep)
+				e.wantDial(c.what, err, c.taken)
+			}
+		}},
 		{"md5/delete-exact-or-enoent", func(t *testing.T, e env) {
 			l := e.socket(lo4)
 			e.wantErr("delete without keys", e.delMD5(l, host(cli4)), eNOENT)
