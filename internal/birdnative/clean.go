@@ -84,5 +84,7 @@ func (e *Executor) dirty(pid int, covered []peer.Key, id ids) (map[peer.Key]bool
 // with peers, read until none holds ref (10 s at most); the peers still
 // dirty then.
 func (e *Executor) Clean(ctx context.Context, peers []peer.Key, ref tcpao.KeyRef) (map[peer.Key]bool, error) {
+	e.warm() // its reads hold BIRD's listeners for a moment: mend's window
+	defer e.warm()
 	return e.waitClean(ctx, peers, ids{ref.SendID, ref.RecvID})
 }

@@ -97,6 +97,16 @@ type Executor struct {
 	// managed are the peers the pass last observed: those whose protocol
 	// Run mends.
 	managed map[peer.Key]bool
+	// hotUntil: Run reads BIRD's protocols every poll until then
+	// (idlePolls, hotFor).
+	hotUntil time.Time
+}
+
+// warm has Run read BIRD's protocols every poll for hotFor from now.
+func (e *Executor) warm() {
+	e.emu.Lock()
+	e.hotUntil = e.o.Now().Add(hotFor)
+	e.emu.Unlock()
 }
 
 var _ daemon.Executor = (*Executor)(nil)
@@ -288,6 +298,7 @@ func (e *Executor) Submit(plans []daemon.ExecPlan) {
 		}
 		e.pending[p.Peer] = p
 	}
+	e.hotUntil = e.o.Now().Add(hotFor)
 	e.emu.Unlock()
 	select {
 	case e.kick <- struct{}{}:
@@ -295,10 +306,22 @@ func (e *Executor) Submit(plans []daemon.ExecPlan) {
 	}
 }
 
+// idlePolls and hotFor pace Run's reads of BIRD's protocols: every poll
+// for hotFor after a plan was submitted or applied or a revoke's check
+// ran (BIRD restarts protocols at a configure, and a listener held by
+// aokeyd's own reads is what mend repairs), every idlePolls polls
+// otherwise (status's session state and a mend then lag by up to that).
+// A route server's thousand protocols, read every second, cost BIRD a
+// third of a CPU and aokeyd the parse (issue 52 item 2).
+const (
+	idlePolls = 10
+	hotFor    = 30 * time.Second
+)
+
 // Run implements daemon.Executor: it applies the pending plans as they
-// come, and every Poll reads BIRD's protocols (for Observe) and mends a
-// managed peer's protocol BIRD disabled for want of its listener, until
-// ctx ends. After a configure BIRD did not take, plans wait out the
+// come, and reads BIRD's protocols (for Observe; every Poll while hot,
+// every idlePolls polls otherwise) and mends a managed peer's protocol
+// BIRD disabled for want of its listener, until ctx ends. After a configure BIRD did not take, plans wait out the
 // backoff pending (a later plan of a peer replaces its pending one), but
 // a revoke's, which is applied at once with them. The files stay as they
 // are when it returns (BIRD keeps its keys).
@@ -308,11 +331,20 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	<-retry.C
+	var lastRead time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-poll.C:
+			now := e.o.Now()
+			e.emu.Lock()
+			hot := now.Before(e.hotUntil)
+			e.emu.Unlock()
+			if !hot && !lastRead.IsZero() && now.Sub(lastRead) < idlePolls*e.o.Poll {
+				continue
+			}
+			lastRead = now
 			protos := e.readProtocols()
 			e.emu.Lock()
 			managed := e.managed
@@ -344,6 +376,7 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 		for _, p := range plans {
 			p.Zero() // rendered and written: the secrets are the executor's
 		}
+		e.warm()
 		done(out)
 	}
 }

@@ -112,7 +112,7 @@ func settingDocs() map[string]refdoc.Doc {
 		"speaker.bird.binary":        {Default: DefaultBirdBinary, Text: "The bird executable, run as bird -p to check each file before BIRD reads it."},
 		"speaker.bird.pid_file":      {Text: "BIRD's pid file; aokeyd reads BIRD's sockets to verify, never writes them. Unset: BIRD is the process listening on control_socket (Debian's unit writes no pid file)."},
 		"speaker.bird.process_name":  {Default: DefaultBirdProcessName, Text: "BIRD's process name, when pid_file is not set and no process listens on control_socket."},
-		"speaker.bird.poll_interval": {Default: d(DefaultFRRPollInterval), Text: "How often BIRD's protocols are listed for session changes."},
+		"speaker.bird.poll_interval": {Default: d(DefaultFRRPollInterval), Text: "How often BIRD's protocols are listed for session changes, for 30 s after aokeyd changed or checked BIRD's keys; ten times less often otherwise."},
 		"gobgp":                      {Text: "gobgpd (speaker type gobgp)."},
 		"gobgp.address":              {Default: DefaultGoBGPAddress, Text: "gobgpd's gRPC API, host:port."},
 		"gobgp.pid_file":             {Text: "How aokeyd finds gobgpd's process; set pid_file or process_name, not both."},
