@@ -312,3 +312,39 @@ func preferBefore(a, b ScheduledKey) bool {
 	}
 	return a.MKT.Name > b.MKT.Name
 }
+
+// KeyIDs are the SendID and RecvID of one MKT.
+type KeyIDs struct{ Send, Recv uint8 }
+
+// IDsAhead are the IDs of every MKT the peer's chain may install from t on:
+// its keys whose send or accept lifetime has not ended at t, due now or
+// later. A check that must hold across the chain's rolls reads them (a
+// migration's covering prefix may overlap other peers' keys, and the
+// kernel refuses overlapping keys that share an ID).
+func (p *Policy) IDsAhead(snap *keystore.Snapshot, peer netip.Addr, vrf string, t time.Time) ([]KeyIDs, error) {
+	b, err := p.bindingFor(peer.Unmap().WithZone(""), vrf)
+	if err != nil {
+		return nil, err
+	}
+	c := p.byName[b.KeyChain]
+	var sc *keystore.Chain
+	if snap != nil {
+		sc = snap.Chains[c.SourceChain]
+	}
+	if sc == nil {
+		return nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have", ErrUnknownChain, c.Name, c.SourceChain)
+	}
+	var buf [8]candidate
+	cands, _ := candidates(buf[:0], c, sc)
+	var ids []KeyIDs
+	for _, cd := range cands {
+		ended := func(l keystore.Lifetime) bool { return !l.End.IsZero() && !l.End.After(t) }
+		if ended(cd.send) && ended(cd.accept.Widen(c.AcceptTolerance)) {
+			continue
+		}
+		if id := (KeyIDs{cd.mkt.SendID, cd.mkt.RecvID}); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

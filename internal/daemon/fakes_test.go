@@ -310,6 +310,8 @@ type testKey struct {
 	send, recv uint8
 	secret     string
 	sendStart  time.Time // zero: since forever
+	// acceptStart starts the accept lifetime (zero: since forever).
+	acceptStart time.Time
 	// end, when set, ends both lifetimes (send and accept) at that instant.
 	end   time.Time
 	chain string // empty: chainName
@@ -327,7 +329,7 @@ func (k testKey) mkt() keystore.MKT {
 		Name: k.name, Chain: chain, SendID: k.send, RecvID: k.recv,
 		Algorithm: tcpao.HMACSHA256, Secret: tcpao.NewSecret([]byte(k.secret)), MACLen: 12,
 		IncludeTCPOptions: !k.exclude, SendLifetime: keystore.Lifetime{Start: k.sendStart, End: k.end},
-		AcceptLifetime: keystore.Lifetime{End: k.end},
+		AcceptLifetime: keystore.Lifetime{Start: k.acceptStart, End: k.end},
 		Source:         "test:" + k.name,
 	}
 }

@@ -134,7 +134,7 @@ func (mg *migrations) startMigration(snap *keystore.Snapshot, pol *policy.Policy
 		return old, fmt.Errorf("%w: peer %s: key chain %q has no TCP-AO key to send with now: add one before migrating", control.ErrInvalid, addr, pk.SourceChain)
 	}
 	key := peer.KeyOf(addr, b.VRF)
-	ids := migrationIDs(pk)
+	ids := lan.ids(b, pk)
 	prefix, err := migrate.Covering(addr, ids, lan.others(key), 8)
 	if err != nil {
 		return old, fmt.Errorf("%w: peer %s: %v", control.ErrInvalid, key, err)

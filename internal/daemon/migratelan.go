@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -73,7 +74,7 @@ func (nb *neighborhood) vrf(vrf string) []lanEntry {
 			if active {
 				at = r.Prefix
 			}
-			entry(at, migrate.AO, migrationIDs(pk))
+			entry(at, migrate.AO, nb.ids(b, pk))
 		case !md5Peer(pk) && len(pk.Keys) == 0:
 			entry(b.Neighbor, migrate.Unsigned, nil)
 		}
@@ -107,11 +108,22 @@ func (nb *neighborhood) started(p peer.Key, at netip.Prefix, ids []migrate.KeyID
 	nb.byVRF[p.VRF] = append(nb.vrf(p.VRF), lanEntry{p, migrate.Neighbor{Name: p.String(), Prefix: at, Kind: migrate.AO, IDs: ids}})
 }
 
-// migrationIDs are the IDs of the peer's keys.
-func migrationIDs(pk policy.PeerKeys) []migrate.KeyIDs {
-	ids := make([]migrate.KeyIDs, len(pk.Keys))
-	for i, k := range pk.Keys {
-		ids[i] = migrate.KeyIDs{Send: k.MKT.SendID, Recv: k.MKT.RecvID}
+// ids are the IDs of the binding's keys: those due now (pk) and every
+// other its chain may install later (policy.IDsAhead), so that a
+// covering prefix chosen today does not clash with a roll's key.
+func (nb *neighborhood) ids(b policy.Binding, pk policy.PeerKeys) []migrate.KeyIDs {
+	ids := make([]migrate.KeyIDs, 0, len(pk.Keys))
+	add := func(id migrate.KeyIDs) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, k := range pk.Keys {
+		add(migrate.KeyIDs{Send: k.MKT.SendID, Recv: k.MKT.RecvID})
+	}
+	ahead, _ := nb.pol.IDsAhead(nb.snap, b.Neighbor.Addr(), b.VRF, nb.now) // an error: pk's keys alone
+	for _, id := range ahead {
+		add(migrate.KeyIDs{Send: id.Send, Recv: id.Recv})
 	}
 	return ids
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -168,4 +170,34 @@ func aoPrepFrom(k testKey) func(*tcpaotest.Sock) error {
 		defer m.Secret.Zero()
 		return c.AddKey(m, tcpao.AddOptions{})
 	}
+}
+
+// A member whose chain holds a key due later with an ID of a neighbor's
+// key under an overlapping prefix is refused at migrate time, naming the
+// neighbor: the roll to that key would be a listener state the kernel
+// refuses (EEXIST), one that stops the listener's sync for every peer.
+// On the code before, only the keys due now were compared, and .3 started.
+func TestMigrateDenseLANRefusesALaterClash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pw2, pw3 = "md5-Password-two", "md5-Password-three"
+		k0, k1, _, _ := testKeys()
+		k1.chain = "lan3"
+		later := testKey{name: "k9", send: k0.send, recv: 99, secret: "daemon-test-secret-k9-Qw3", sendStart: time.Now().Add(time.Hour),
+			acceptStart: time.Now().Add(time.Hour), chain: "lan3"}
+		e := newEnv(t, envOptions{policy: lanPolicy, keys: []testKey{k0, k1, later}})
+		e.src.setChainMD5("lan3", pw3, lanMember)
+		e.setSourceKeysMD5(pw2, k0, k1, later)
+		e.waitFor("both passwords on the listener", func() bool { return len(md5Of(t, e.lis, pw2, pw3)) == 2 })
+
+		res, err := e.d.Migrate(context.Background(), control.MigrateRequest{All: true, Bound: control.Duration(3600e9)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Migrations) != 1 || res.Migrations[0].Peer != "192.0.2.2" {
+			t.Fatalf("migrate --all started %+v, want 192.0.2.2's alone", res.Migrations)
+		}
+		if !strings.Contains(e.logs.String(), "share a key ID") || !strings.Contains(e.logs.String(), "192.0.2.2's TCP-AO keys") {
+			t.Fatalf("the refusal of 192.0.2.3 does not name the clash:\n%s", e.logs.String())
+		}
+	})
 }
