@@ -86,9 +86,13 @@ func preparedEnv(t *testing.T, pw string) *env {
 
 // tryDial reports whether a SYN from the peer, keyed by prep, is taken by
 // the listener.
-func (e *env) tryDial(prep func(*tcpaotest.Sock) error) bool {
+func (e *env) tryDial(prep func(*tcpaotest.Sock) error) bool { return e.taken(peerAddr, e.lis, prep) }
+
+// taken reports whether a SYN from addr, keyed by prep, is taken by the
+// listener l.
+func (e *env) taken(addr netip.Addr, l *tcpaotest.Sock, prep func(*tcpaotest.Sock) error) bool {
 	e.t.Helper()
-	c, err := e.net.Socket(peerAddr)
+	c, err := e.net.Socket(addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func (e *env) tryDial(prep func(*tcpaotest.Sock) error) bool {
 	if err := prep(c); err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := e.net.Connect(c, e.lis)
+	a, err := e.net.Connect(c, l)
 	if err == nil {
 		a.Close()
 	}

@@ -69,8 +69,8 @@ func TestMigrateDenseLAN(t *testing.T) {
 		e.waitFor("both members' TCP-AO keys beside both passwords", func() bool {
 			return slices.Equal(listenerPrefixes(t, e.lis), []string{"192.0.2.0/30", "192.0.2.0/30"}) && len(md5Of(t, e.lis, pw2, pw3)) == 2
 		})
-		from := func(a netip.Addr, prep func(*tcpaotest.Sock) error) bool { return tryDialFrom(e, a, prep) }
-		k1m := aoPrepFrom(k1)
+		from := func(a netip.Addr, prep func(*tcpaotest.Sock) error) bool { return e.taken(a, e.lis, prep) }
+		k1m := aoPrep(k1) // the mirror's peer is the listener's address, whichever member holds it
 		for _, c := range []struct {
 			name  string
 			peer  netip.Addr
@@ -140,35 +140,6 @@ func (e *env) setSourceKeysMD5(pw string, keys ...testKey) {
 	}
 	if err := e.d.RefreshKeys(context.Background()); err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-// tryDialFrom reports whether a SYN from addr, keyed by prep, is taken by
-// the listener.
-func tryDialFrom(e *env, addr netip.Addr, prep func(*tcpaotest.Sock) error) bool {
-	e.t.Helper()
-	c, err := e.net.Socket(addr)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer c.Close()
-	if err := prep(c); err != nil {
-		e.t.Fatal(err)
-	}
-	a, err := e.net.Connect(c, e.lis)
-	if err == nil {
-		a.Close()
-	}
-	return err == nil
-}
-
-// aoPrepFrom is aoPrep for a member other than 192.0.2.2 (the mirror's
-// peer is the listener's address either way).
-func aoPrepFrom(k testKey) func(*tcpaotest.Sock) error {
-	return func(c *tcpaotest.Sock) error {
-		m := k.mirror()
-		defer m.Secret.Zero()
-		return c.AddKey(m, tcpao.AddOptions{})
 	}
 }
 

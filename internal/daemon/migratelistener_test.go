@@ -31,28 +31,9 @@ func TestMigrationNewListenerTakesBothKinds(t *testing.T) {
 			prep  func(*tcpaotest.Sock) error
 			taken bool
 		}{{"unsigned", unsignedPrep, false}, {"md5", md5Prep(pw), true}, {"tcp-ao", aoPrep(k0), true}} {
-			if got := tryDialTo(e, lis2, c.prep); got != c.taken {
+			if got := e.taken(peerAddr, lis2, c.prep); got != c.taken {
 				t.Errorf("new listener: %s SYN taken = %v, want %v", c.name, got, c.taken)
 			}
 		}
 	})
-}
-
-// tryDialTo reports whether a SYN from the peer, keyed by prep, is taken
-// by the listener l.
-func tryDialTo(e *env, l *tcpaotest.Sock, prep func(*tcpaotest.Sock) error) bool {
-	e.t.Helper()
-	c, err := e.net.Socket(peerAddr)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer c.Close()
-	if err := prep(c); err != nil {
-		e.t.Fatal(err)
-	}
-	a, err := e.net.Connect(c, l)
-	if err == nil {
-		a.Close()
-	}
-	return err == nil
 }
