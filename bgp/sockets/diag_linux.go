@@ -113,6 +113,34 @@ func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
 	return Socket{}, fmt.Errorf("sock_diag lookup %s<->%s: %w", local, remote, err)
 }
 
+// Listener finds the listening socket at local whose cookie is cookie
+// with an exact request: the kernel sizes that answer to the socket, its
+// TCP-MD5 keys with it, where a dump's datagrams hold a page at first and
+// 32 KiB at most, and a dump ends at a listener whose keys do not fit (a
+// route server's listener with 200 MD5 peers was missing from every
+// dump). ErrNotFound when the lookup finds no such listener, or another.
+func (d *Diag) Listener(local netip.AddrPort, cookie uint64) (Socket, error) {
+	fams := []uint8{afInet6}
+	if local.Addr().Unmap().Is4() {
+		fams = []uint8{afInet, afInet6}
+	}
+	for _, fam := range fams {
+		l, unspec := local, netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		if fam == afInet6 {
+			l = netip.AddrPortFrom(netip.AddrFrom16(l.Addr().As16()), l.Port())
+			unspec = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+		}
+		s, err := d.query(encodeRequest(d.next(), d.ext(), fam, false, 1<<StateListen, l, unspec), false)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Socket{}, fmt.Errorf("sock_diag listener %s: %w", local, err)
+		}
+		if err == nil && len(s) > 0 && s[0].Cookie == cookie {
+			return s[0], nil
+		}
+	}
+	return Socket{}, fmt.Errorf("sock_diag listener %s cookie %d: %w", local, cookie, ErrNotFound)
+}
+
 // scan dumps the TCP sockets of fams in every state and returns the one
 // with exactly local and remote (IPv4-mapped addresses compared unmapped).
 func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) {
