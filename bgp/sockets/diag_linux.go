@@ -113,12 +113,14 @@ func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
 	return Socket{}, fmt.Errorf("sock_diag lookup %s<->%s: %w", local, remote, err)
 }
 
-// Listener finds the listening socket at local whose cookie is cookie
-// with an exact request: the kernel sizes that answer to the socket, its
-// TCP-MD5 keys with it, where a dump's datagrams hold a page at first and
-// 32 KiB at most, and a dump ends at a listener whose keys do not fit (a
-// route server's listener with 200 MD5 peers was missing from every
-// dump). ErrNotFound when the lookup finds no such listener, or another.
+// Listener finds the listening socket at local whose cookie is cookie:
+// first with an exact request, whose answer the kernel sizes to the
+// socket, its TCP-MD5 keys with it (a dump's datagrams hold a page at
+// first and 32 KiB at most, and a dump ends at a listener whose keys do
+// not fit: a route server's listener with 200 MD5 peers was missing from
+// every dump); then, when that finds no such listener (one bound to a
+// device, which the exact request does not find), in a dump of the
+// listeners. ErrNotFound when neither has it.
 func (d *Diag) Listener(local netip.AddrPort, cookie uint64) (Socket, error) {
 	fams := []uint8{afInet6}
 	if local.Addr().Unmap().Is4() {
@@ -131,11 +133,17 @@ func (d *Diag) Listener(local netip.AddrPort, cookie uint64) (Socket, error) {
 			unspec = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 		}
 		s, err := d.query(encodeRequest(d.next(), d.ext(), fam, false, 1<<StateListen, l, unspec), false)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return Socket{}, fmt.Errorf("sock_diag listener %s: %w", local, err)
-		}
 		if err == nil && len(s) > 0 && s[0].Cookie == cookie {
 			return s[0], nil
+		}
+	}
+	ls, err := d.Listeners()
+	if err != nil {
+		return Socket{}, err
+	}
+	for _, s := range ls {
+		if s.Cookie == cookie {
+			return s, nil
 		}
 	}
 	return Socket{}, fmt.Errorf("sock_diag listener %s cookie %d: %w", local, cookie, ErrNotFound)
