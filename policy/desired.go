@@ -172,18 +172,9 @@ func appliesTo(m *keystore.MKT, peer netip.Addr, vrf string) bool {
 // the second, so nothing should change).
 func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t time.Time) (PeerKeys, error) {
 	peer = peer.Unmap().WithZone("")
-	b, err := p.bindingFor(peer, vrf)
+	b, c, sc, err := p.chainOf(snap, peer, vrf)
 	if err != nil {
 		return PeerKeys{}, err
-	}
-	c := p.byName[b.KeyChain]
-	var sc *keystore.Chain
-	if snap != nil {
-		sc = snap.Chains[c.SourceChain]
-	}
-	if sc == nil {
-		return PeerKeys{}, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
-			ErrUnknownChain, c.Name, c.SourceChain)
 	}
 	pk := PeerKeys{
 		Binding: *b, Chain: c.Name, SourceChain: c.SourceChain,
@@ -322,17 +313,9 @@ type KeyIDs struct{ Send, Recv uint8 }
 // migration's covering prefix may overlap other peers' keys, and the
 // kernel refuses overlapping keys that share an ID).
 func (p *Policy) IDsAhead(snap *keystore.Snapshot, peer netip.Addr, vrf string, t time.Time) ([]KeyIDs, error) {
-	b, err := p.bindingFor(peer.Unmap().WithZone(""), vrf)
+	_, c, sc, err := p.chainOf(snap, peer.Unmap().WithZone(""), vrf)
 	if err != nil {
 		return nil, err
-	}
-	c := p.byName[b.KeyChain]
-	var sc *keystore.Chain
-	if snap != nil {
-		sc = snap.Chains[c.SourceChain]
-	}
-	if sc == nil {
-		return nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have", ErrUnknownChain, c.Name, c.SourceChain)
 	}
 	var buf [8]candidate
 	cands, _ := candidates(buf[:0], c, sc)
@@ -347,4 +330,24 @@ func (p *Policy) IDsAhead(snap *keystore.Snapshot, peer netip.Addr, vrf string, 
 		}
 	}
 	return ids, nil
+}
+
+// chainOf is the peer's binding, its policy key chain and the snapshot
+// chain that one reads (peer unmapped, without zone). Errors wrap
+// ErrNoBinding or ErrUnknownChain.
+func (p *Policy) chainOf(snap *keystore.Snapshot, peer netip.Addr, vrf string) (*Binding, *KeyChain, *keystore.Chain, error) {
+	b, err := p.bindingFor(peer, vrf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := p.byName[b.KeyChain]
+	var sc *keystore.Chain
+	if snap != nil {
+		sc = snap.Chains[c.SourceChain]
+	}
+	if sc == nil {
+		return nil, nil, nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
+			ErrUnknownChain, c.Name, c.SourceChain)
+	}
+	return b, c, sc, nil
 }

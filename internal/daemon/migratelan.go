@@ -112,18 +112,11 @@ func (nb *neighborhood) started(p peer.Key, at netip.Prefix, ids []migrate.KeyID
 // other its chain may install later (policy.IDsAhead), so that a
 // covering prefix chosen today does not clash with a roll's key.
 func (nb *neighborhood) ids(b policy.Binding, pk policy.PeerKeys) []migrate.KeyIDs {
-	ids := make([]migrate.KeyIDs, 0, len(pk.Keys))
-	add := func(id migrate.KeyIDs) {
-		if !slices.Contains(ids, id) {
+	ids, _ := nb.pol.IDsAhead(nb.snap, b.Neighbor.Addr(), b.VRF, nb.now) // an error: pk's keys alone
+	for _, k := range pk.Keys {
+		if id := (migrate.KeyIDs{Send: k.MKT.SendID, Recv: k.MKT.RecvID}); !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
-	}
-	for _, k := range pk.Keys {
-		add(migrate.KeyIDs{Send: k.MKT.SendID, Recv: k.MKT.RecvID})
-	}
-	ahead, _ := nb.pol.IDsAhead(nb.snap, b.Neighbor.Addr(), b.VRF, nb.now) // an error: pk's keys alone
-	for _, id := range ahead {
-		add(migrate.KeyIDs{Send: id.Send, Recv: id.Recv})
 	}
 	return ids
 }

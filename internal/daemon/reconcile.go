@@ -457,9 +457,10 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 		// holds the peer's host address and, on a dense LAN, its
 		// neighbours'), while the TCP-AO prefix is taken beside MD5 keys
 		// inside it. A new listener keyed in the other order would
-		// refuse every covered peer's password. A password held back for TCP-AO over its peer is tried again
-		// after the TCP-AO sync, which may have taken that key away (a
-		// peer moved from TCP-AO back to TCP-MD5).
+		// refuse every covered peer's password. A password held back
+		// for TCP-AO over its peer is tried again after the TCP-AO
+		// sync, which may have taken that key away (a peer moved from
+		// TCP-AO back to TCP-MD5).
 		var md5Err error
 		var md5HeldHere []rotator.MD5Held
 		if rc.md5Ever { // nothing to read before a binding had a password

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/aokeyd/aokeyd/policy"
 )
 
 // The kernel's rules a covering prefix is chosen by (tcpao's md5/ and
@@ -36,8 +38,9 @@ const (
 	AO                   // TCP-AO keys (Neighbor.IDs)
 )
 
-// KeyIDs are one TCP-AO key's SendID and RecvID.
-type KeyIDs struct{ Send, Recv uint8 }
+// KeyIDs are one TCP-AO key's SendID and RecvID (the policy's, which
+// reads them from the chains).
+type KeyIDs = policy.KeyIDs
 
 // Neighbor is one thing on the listener that a covering prefix must
 // regard: another neighbor's key (or its lack of one) at its prefix. A

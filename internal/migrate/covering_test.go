@@ -20,7 +20,7 @@ func TestCovering(t *testing.T) {
 	ao := func(name, at string, ids ...KeyIDs) Neighbor {
 		return Neighbor{Name: name, Prefix: pfx(at), Kind: AO, IDs: ids}
 	}
-	one := []KeyIDs{{1, 1}}
+	one := []KeyIDs{{Send: 1, Recv: 1}}
 	for _, tc := range []struct {
 		name   string
 		peer   string
@@ -38,11 +38,11 @@ func TestCovering(t *testing.T) {
 		{"an unsigned neighbor is never covered", "10.0.0.7", one, []Neighbor{plain("10.0.0.6")}, "10.0.0.6 , which connects unsigned"},
 		{"an unsigned neighbor outside", "10.0.0.2", one, []Neighbor{plain("10.0.0.5")}, "10.0.0.0/30"},
 		{"an unsigned neighbor in every candidate", "10.0.0.2", one, []Neighbor{plain("10.0.0.1")}, "10.0.0.1, which connects unsigned"},
-		{"a TCP-AO neighbor with other IDs inside", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{2, 2})}, "10.0.0.2/31"},
-		{"a TCP-AO neighbor with the same SendID", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{1, 9})}, "share a key ID"},
-		{"a TCP-AO neighbor with the same RecvID", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{9, 1})}, "share a key ID"},
-		{"a neighbor's covering prefix with other IDs", "10.0.0.3", one, []Neighbor{md5("10.0.0.2"), ao("10.0.0.2", "10.0.0.0/30", KeyIDs{2, 2})}, "10.0.0.0/30"},
-		{"the same IDs beyond the overlap", "10.0.0.3", one, []Neighbor{ao("10.0.0.9", "10.0.0.9", KeyIDs{1, 1})}, "10.0.0.2/31"},
+		{"a TCP-AO neighbor with other IDs inside", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{Send: 2, Recv: 2})}, "10.0.0.2/31"},
+		{"a TCP-AO neighbor with the same SendID", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{Send: 1, Recv: 9})}, "share a key ID"},
+		{"a TCP-AO neighbor with the same RecvID", "10.0.0.3", one, []Neighbor{ao("10.0.0.2", "10.0.0.2", KeyIDs{Send: 9, Recv: 1})}, "share a key ID"},
+		{"a neighbor's covering prefix with other IDs", "10.0.0.3", one, []Neighbor{md5("10.0.0.2"), ao("10.0.0.2", "10.0.0.0/30", KeyIDs{Send: 2, Recv: 2})}, "10.0.0.0/30"},
+		{"the same IDs beyond the overlap", "10.0.0.3", one, []Neighbor{ao("10.0.0.9", "10.0.0.9", KeyIDs{Send: 1, Recv: 1})}, "10.0.0.2/31"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Covering(netip.MustParseAddr(tc.peer), tc.own, tc.others, 8)
@@ -91,10 +91,10 @@ func TestCoveringDenseLAN(t *testing.T) {
 		}
 		return taken, nil
 	}
-	if n, err := run(func(i int) KeyIDs { return KeyIDs{byte(i), byte(i)} }); err != nil || n != members {
+	if n, err := run(func(i int) KeyIDs { return KeyIDs{Send: byte(i), Recv: byte(i)} }); err != nil || n != members {
 		t.Fatalf("own IDs: %d of %d members: %v", n, members, err)
 	}
-	n, err := run(func(int) KeyIDs { return KeyIDs{1, 1} })
+	n, err := run(func(int) KeyIDs { return KeyIDs{Send: 1, Recv: 1} })
 	if err == nil || !strings.Contains(err.Error(), "share a key ID") || n == members {
 		t.Fatalf("shared IDs: %d members took a prefix, then %v", n, err)
 	}
