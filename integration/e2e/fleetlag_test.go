@@ -33,7 +33,11 @@ import (
 //
 // aoctl's own start-up (about 2 s in the TCG guest) is left out of both:
 // the test runs `aoctl fleet status` once afterwards for the table.
-func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fleetKey, logOf func(router string) string) {
+//
+// It returns the bounds missed, for the caller to report last: a CI log
+// shows the failed test's last messages, and the fleet table logged after
+// this check would push them out.
+func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fleetKey, logOf func(router string) string) (missed []string) {
 	t.Helper()
 	ref := "core/" + lagKey.name
 	var announced, published, flagged time.Time
@@ -89,10 +93,11 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		}
 	}
 	t.Logf("fleet-lag: %s; flag read %s (write %s)", detail, flagged.Format("15:04:05.000"), written.Format("15:04:05.000"))
-	// The longest document write of the far ends' rounds around the
-	// announce: a round already writing when the announce came finishes
-	// that write before the next round publishes the announce.
-	var slowestWrite time.Duration
+	// The longest round of the far ends' publishers around the announce
+	// (its status build and document write): a round under way when the
+	// announce came ends first, and the next one builds and writes the
+	// document that carries it.
+	var slowestRound time.Duration
 	for _, far := range []string{"g3", "g5"} {
 		// Where the far ends' time went: their announce and the
 		// publisher's rounds around it (debug log).
@@ -105,15 +110,15 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 		lines = lines[max(0, len(lines)-12):]
 		for _, l := range lines {
 			if r, ok := fleetRoundOf(l); ok {
-				slowestWrite = max(slowestWrite, r.publish)
+				slowestRound = max(slowestRound, r.status+r.publish)
 			}
 		}
 		t.Logf("fleet-lag: %s's announce and publisher rounds (last %d):\n%s", far, len(lines), strings.Join(lines, "\n"))
 	}
 	toFlag := published.Sub(announced)
-	fmt.Printf("fleet-lag: announce_to_flag_ms=%d write_to_announce_ms=%d write_to_flag_ms=%d read_ms=%d refresh_ms=%d\n",
+	fmt.Printf("fleet-lag: announce_to_flag_ms=%d write_to_announce_ms=%d write_to_flag_ms=%d read_ms=%d refresh_ms=%d slowest_round_ms=%d\n",
 		toFlag.Milliseconds(), announced.Sub(written).Milliseconds(), published.Sub(written).Milliseconds(),
-		flagged.Sub(published).Milliseconds(), fleetRefresh.Milliseconds())
+		flagged.Sub(published).Milliseconds(), fleetRefresh.Milliseconds(), slowestRound.Milliseconds())
 	// The issue's bound: one refresh. The publisher writes a woken
 	// round's document beside its revocation-record read (not after it)
 	// and its status reads no fingerprints; before, an announce during a
@@ -122,21 +127,23 @@ func fleetLagFlagged(t *testing.T, st fleet.Store, written time.Time, lagKey fle
 	// scenarios, rounds of 0.5-0.6 s).
 	//
 	// The bound holds on a loaded emulated machine: one refresh, plus
-	// the longest document write of the far ends' rounds then (a round
-	// writing when the announce came ends its write first: 1,160 ms for
-	// one write to the guest's Vault server in a busy-host run, where
-	// toFlag was 1,196 ms; tens of ms on a quiet one, where the bound is
-	// the refresh).
-	if limit := fleetRefresh + slowestWrite; toFlag > limit || toFlag < 0 {
-		t.Errorf("g4 flagged %s after g3 and g5 announced %s to it, want within one refresh (%s) and the slowest round's write then (%s)",
-			toFlag, ref, fleetRefresh, slowestWrite)
+	// the longest round of the far ends' publishers then (its status
+	// build and write: tens of ms on a quiet machine, where the bound is
+	// the refresh; a busy host's run: a round of 1,203 ms status and
+	// 467 ms write, toFlag 1,151 ms; before, the bound added the write
+	// alone and a clean-clone CI run beside the field guest missed it).
+	if limit := fleetRefresh + slowestRound; toFlag > limit || toFlag < 0 {
+		missed = append(missed, fmt.Sprintf("g4 flagged %s after g3 and g5 announced %s to it, want within one refresh (%s) and the slowest round's status and write then (%s)",
+			toFlag, ref, fleetRefresh, slowestRound))
 	}
 	// The far ends read the key at their next refresh; the roll's install
-	// and announce take a few hundred ms in the TCG guest.
-	if limit := 2*fleetRefresh + 2*time.Second; flagged.Sub(written) > limit {
-		t.Errorf("g4 flagged %s after the write, want within %s (one refresh to read the key, the announce, one refresh to flag)",
-			flagged.Sub(written), limit)
+	// and announce take a few hundred ms in the TCG guest; then the flag's
+	// round, as above.
+	if limit := 2*fleetRefresh + 2*time.Second + slowestRound; flagged.Sub(written) > limit {
+		missed = append(missed, fmt.Sprintf("g4 flagged %s after the write, want within %s (one refresh to read the key, 2 s for the announce, one refresh and the slowest round (%s) to flag)",
+			flagged.Sub(written), limit, slowestRound))
 	}
+	return missed
 }
 
 func fleetLinkOf(links []fleet.Link, a, b string) *fleet.Link {
