@@ -175,11 +175,11 @@ FIELD ?= 1
 # Run in this order, each timed ("make test: phases lint=Ns ..."); the
 # first failing phase ends the run, as one make with these goals did.
 # Vault (vault-real) is built, once per machine, in the background from
-# the start (a cold build takes 17 minutes and more), in a session of its
-# own so that a failed phase stops it: vault.sh's lock makes the phase
-# wait for that build, and a built one is reused at once.
+# the start (a cold build takes about 9 minutes, more beside the phases),
+# in a session of its own so that a failed phase stops it: vault.sh's lock
+# makes the phase wait for that build, and a built one is reused at once.
 # VAULT=0 leaves Vault out: no build, no vault-real phase (a machine
-# without room for its ~1.1 GB of modules and 345 MB binary; the run
+# without room for its ~500 MB of modules and 139 MB binary; the run
 # that measured make test's time on a fresh machine without Vault).
 VAULT ?= 1
 TEST_PHASES = lint rules test-unit model test-kernel vault-real renderings fuzz-short

@@ -15,7 +15,7 @@ import (
 // TestVaultContract runs the shared Vault suite (runVaultSuite: what aokeyd
 // relies on from Vault's HTTP API) against each kind of server: the
 // project's fake (package vaulttest), a real Vault dev server and a real
-// Vault with file storage, both started from $AOKEYD_VAULT (see
+// Vault with its data on disk (raft), both started from $AOKEYD_VAULT (see
 // internal/vaultreal; they skip without it, or fail with
 // AOKEYD_REQUIRE_VAULT=1), and any Vault or OpenBao at VAULT_ADDR with
 // VAULT_TOKEN (skipped without them). Where the fake and real Vault differ,
@@ -34,7 +34,7 @@ func TestVaultContract(t *testing.T) {
 			return realEnvs(s.Addr, s.RootToken, "secret")
 		}},
 		{"vault-file", func(t *testing.T) func(*testing.T) *vaultEnv {
-			s := vaultreal.StartFile(t)
+			s := vaultreal.StartStored(t)
 			return realEnvs(s.Addr, s.RootToken, "secret")
 		}},
 		{"external", func(t *testing.T) func(*testing.T) *vaultEnv {

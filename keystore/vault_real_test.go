@@ -60,7 +60,7 @@ func refreshes(t *testing.T, c *Cache, k string) {
 // reads again once Vault answers.
 func TestVaultRealKeepsLastGood(t *testing.T) {
 	dev := vaultreal.StartDev(t)
-	file := vaultreal.StartFile(t)
+	file := vaultreal.StartStored(t)
 	sec := loadSecrets(t)
 	ctx := context.Background()
 	newVersion := func(t *testing.T, e *vaultEnv) {
@@ -75,7 +75,7 @@ func TestVaultRealKeepsLastGood(t *testing.T) {
 		mend    func(t *testing.T, e *vaultEnv) // makes reads work again
 		counter string                          // recorded as 1 when the case passes
 	}{{
-		// vault operator seal on a file server, then unseal with its key.
+		// vault operator seal on a stored server, then unseal with its key.
 		name: "Sealed", srv: file, wantErr: "is sealed: read ", counter: "sealed_ok",
 		fail: func(t *testing.T, e *vaultEnv) { newVersion(t, e); file.Seal() },
 		mend: func(t *testing.T, e *vaultEnv) { file.Unseal() },

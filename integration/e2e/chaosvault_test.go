@@ -58,8 +58,8 @@ type fakeChaosVault struct{ *vaulttest.Server }
 func (fakeChaosVault) Name() string    { return "vaulttest" }
 func (v fakeChaosVault) Token() string { return v.RootToken() }
 
-// realChaosVault is a real Vault with file storage (it can be sealed, and
-// stopped and started with its data: vaultreal.StartFile) behind a fault
+// realChaosVault is a real Vault with its data on disk (raft) (it can be sealed, and
+// stopped and started with its data: vaultreal.StartStored) behind a fault
 // proxy (slow answers, 500s). Its clients use a token of policy
 // chaosPolicy, never the root token, so that a Deny (a policy line) holds
 // for every client, as the test server's does.
@@ -84,7 +84,7 @@ const chaosPolicy = "aokeyd-chaos"
 
 func newRealChaosVault(t *testing.T) *realChaosVault {
 	t.Helper()
-	srv := vaultreal.StartFile(t)
+	srv := vaultreal.StartStored(t)
 	v := &realChaosVault{t: t, srv: srv, px: faultproxy.Start(t, srv.Addr), admin: srv.Client()}
 	v.mu.Lock()
 	v.writePolicy()

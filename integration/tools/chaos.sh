@@ -12,7 +12,7 @@
 # and exits 0 only then.
 #
 # A run's fleet uses real HashiCorp Vault (integration/tools/vault.sh, built
-# once per machine; a test dependency only, never shipped) with file
+# once per machine; a test dependency only, never shipped) with raft
 # storage, so that it can be sealed and restarted, behind a fault proxy for
 # the slow answers and 500s (internal/vaultreal/faultproxy); the log's
 # "chaos: vault=V (real)" line names it. The mutant run keeps the test
@@ -42,7 +42,7 @@ fi
 bins=$(AOKEYD_GUEST_VAULT=$vault bash integration/tools/guest-bins.sh)
 out=$(mktemp /tmp/aokeyd-chaos.XXXXXX.log)
 set +e
-# Vault's 361 MB binary (copied to the guest's tmpfs) and its ~220 MB
+# Vault's 139 MB binary (copied to the guest's tmpfs) and its ~220 MB
 # resident want room beside the fleet.
 AOKEYD_GUEST_ENV="${env[*]}" AOKEYD_TEST_RUN='^TestChaos$' AOKEYD_VM_TIMEOUT=$((secs + 900)) AOKEYD_VM_MEM=${AOKEYD_VM_MEM:-$((2048 + vault * 1024))} \
 	AOKEYD_TEST_TIMEOUT="$((secs + 800))s" AOKEYD_GUEST_BINS="$bins" bash integration/vm/run.sh ./integration/e2e 2>&1 | tee "$out"

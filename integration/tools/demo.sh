@@ -24,7 +24,7 @@ Debian's included, lack it (every TCP_AO setsockopt fails with ENOPROTOOPT),
 so this demo boots a small bundled Linux 6.12 kernel with CONFIG_TCP_AO=y
 under QEMU, with a Debian trixie root that brings BIRD 2.17 and FRR. The
 first run builds both (about 10-15 minutes), and HashiCorp Vault 1.21 from
-source (about 17 minutes more), and caches them under ~/.cache/aokeyd.
+source (about 9 minutes more), and caches them under ~/.cache/aokeyd.
 
 Inside the VM: router A = $router_a (keys from a
 real Vault 1.21 dev server, KV v2, in A's namespace), router B = BIRD 2.17,

@@ -7,7 +7,7 @@
 # AOKEYD_GUEST_VAULT=1, also HashiCorp Vault (integration/tools/vault.sh,
 # built once per machine; BUSL-1.1, a test dependency only, never shipped)
 # for the runs that want a real Vault in the guest (make demo, make chaos):
-# 361 MB that the other guest runs need not copy.
+# 139 MB that the other guest runs need not copy.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # Per checkout (bin/ is ignored by git): two checkouts testing at once must

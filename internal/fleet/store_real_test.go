@@ -42,7 +42,7 @@ type storeEnv struct {
 
 // storeCases run against the test Vault and a real one, each on an env
 // of its own. file: against real Vault, the case needs a server that can
-// be sealed and restarted with its data (vaultreal.StartFile).
+// be sealed and restarted with its data (vaultreal.StartStored).
 var storeCases = []struct {
 	name string
 	file bool
@@ -90,12 +90,12 @@ func TestStoreFakeVault(t *testing.T) {
 }
 
 // TestStoreRealVault runs the store's cases against real Vault
-// (internal/vaultreal): a dev server, and a server with file storage for
+// (internal/vaultreal): a dev server, and a server with raft storage for
 // the cases that seal it or stop and start it. Documents, the revocation
 // record and its check-and-set as Vault itself enforces them.
 func TestStoreRealVault(t *testing.T) {
 	dev := vaultreal.StartDev(t)
-	file := vaultreal.StartFile(t)
+	file := vaultreal.StartStored(t)
 	for _, tc := range storeCases {
 		srv := dev
 		if tc.file {

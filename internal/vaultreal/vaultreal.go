@@ -11,10 +11,10 @@
 //
 //   - StartDev: `vault server -dev`, in memory, unsealed, KV v2 at
 //     "secret/" (where the keystore looks by default), a random root token.
-//   - StartFile: a server with file storage, initialised with one key
-//     share and unsealed, KV v2 mounted at "secret/"; it can be sealed,
-//     unsealed, stopped and started again on the same address, its data
-//     kept.
+//   - StartStored: a server that keeps its data on disk (one raft node),
+//     initialised with one key share and unsealed, KV v2 mounted at
+//     "secret/"; it can be sealed, unsealed, stopped and started again
+//     on the same address, its data kept.
 //
 // Invariants: tokens and unseal keys never reach a log, an error or a
 // command line (the root token goes to the dev server through its
@@ -115,7 +115,7 @@ type Server struct {
 	args    []string
 	env     []string
 	logPath string
-	unseal  string // file storage only
+	unseal  string // StartStored only
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -173,20 +173,32 @@ func StartDev(t testing.TB) *Server {
 	return s
 }
 
-// StartFile starts a server with file storage, initialises it with one
-// key share, unseals it and mounts KV v2 at "secret/".
-func StartFile(t testing.TB) *Server {
+// StartStored starts a server that keeps its data on disk (Vault's
+// integrated storage, raft, with one node: the minimal build that
+// vault.sh makes has no "file" backend), initialises it with one key
+// share, unseals it and mounts KV v2 at "secret/".
+func StartStored(t testing.TB) *Server {
 	t.Helper()
 	s, port := newServer(t)
-	cfg := fmt.Sprintf(`storage "file" { path = %q }
+	data := filepath.Join(s.dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cluster := freePort(t)
+	cfg := fmt.Sprintf(`storage "raft" {
+  path = %q
+  node_id = "aokeyd-test"
+}
 listener "tcp" {
   address = "127.0.0.1:%d"
+  cluster_address = "127.0.0.1:%d"
   tls_disable = true
 }
 api_addr = %q
+cluster_addr = "https://127.0.0.1:%d"
 disable_mlock = true
 ui = false
-`, filepath.Join(s.dir, "data"), port, s.Addr)
+`, data, port, cluster, s.Addr, cluster)
 	p := filepath.Join(s.dir, "vault.hcl")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -236,7 +248,7 @@ func (s *Server) client(token string) *api.Client {
 	return c
 }
 
-// Start (re)starts the server process with its first arguments. A file
+// Start (re)starts the server process with its first arguments. A stored
 // server comes back sealed (see Unseal).
 func (s *Server) Start() {
 	s.t.Helper()
@@ -292,7 +304,7 @@ func (s *Server) kill() {
 }
 
 // Restart stops the server and starts it again on the same address; a
-// file server is unsealed again. The dev server loses its data.
+// stored server is unsealed again. The dev server loses its data.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
@@ -311,11 +323,11 @@ func (s *Server) Seal() {
 	}
 }
 
-// Unseal unseals a file server with its one key share.
+// Unseal unseals a stored server (StartStored) with its one key share.
 func (s *Server) Unseal() {
 	s.t.Helper()
 	if s.unseal == "" {
-		s.t.Fatal("vaultreal: only a file server (StartFile) can be unsealed")
+		s.t.Fatal("vaultreal: only a stored server (StartStored) can be unsealed")
 	}
 	st, err := s.client("").Sys().Unseal(s.unseal)
 	if err != nil || st == nil || st.Sealed {
