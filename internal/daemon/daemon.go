@@ -306,7 +306,9 @@ func (d *Daemon) SetPolicy(p *policy.Policy) {
 // listener part of each revoke and the keying of each socket held in
 // listen(2) between them: the listeners' one writer);
 // one follows the speaker (bgp.Tracker, whose events take sessions over),
-// or with an Executor runs it (its applications beside the passes);
+// or with an Executor runs it (its applications beside the passes), and
+// the take-over of each new session it reports runs in one of its own
+// (handover.go);
 // one reads the key source every Refresh and wakes a pass after each read
 // (a read that finds nothing new makes it an idle pass); one, when the
 // Discoverer can list listeners, lists them every ListenerPoll and asks
@@ -317,6 +319,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer d.early.flush()                 // what the last events changed
 	defer d.co.ctrl.Close()
 	defer d.rec.stopped()
+	defer d.co.table.handoversEnded() // the take-overs the tracker started, once it stopped
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(2)

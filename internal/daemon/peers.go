@@ -25,6 +25,8 @@ type peerTable struct {
 	*core
 	mu sync.Mutex
 	m  map[rotator.PeerID]*peerState
+	// hand runs the take-overs of new sessions (handover.go).
+	hand handovers
 }
 
 // peerState is what the speaker reported of one managed peer: its session
@@ -94,7 +96,8 @@ func (pt *peerTable) remove(id rotator.PeerID) *peerState {
 
 // OnEstablished implements bgp.SessionObserver: a managed peer's session is
 // up on an accepted connection. Its keys are checked against the desired
-// set at once (the del_async race) and its rotation machine starts.
+// set (the del_async race) and its rotation machine starts, in a take-over
+// that runs beside the speaker's next events (handovers).
 func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
 	id := info.Key()
 	b, err := pt.policy().BindingFor(info.Neighbor, info.VRF)
@@ -125,10 +128,28 @@ func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp
 		pt.recon.resync()
 		return
 	}
-	if !pt.takeOver(snap, id) {
+	// Taken over beside the speaker's next events, not before them: see
+	// handovers.
+	pt.hand.start(id, func() { pt.handOver(id) })
+}
+
+// handoversEnded returns once every take-over started has ended.
+func (pt *peerTable) handoversEnded() { pt.hand.wait() }
+
+// handOver takes the peer's session over (takeOver, on the peer's latest
+// state and a snapshot of its own) and wakes the pass when the session may
+// be its peer's migration's.
+func (pt *peerTable) handOver(id rotator.PeerID) {
+	snap, release := pt.shared()
+	defer release()
+	if snap == nil || !pt.takeOver(snap, id) {
 		pt.recon.resync() // the next pass retries
 	}
-	if r, ok := pt.migrs.migrationOf(info.Neighbor, info.VRF); ok && (r.Step == migrate.Prepared || r.Step == migrate.Switching) {
+	p := pt.peer(id)
+	if p == nil {
+		return
+	}
+	if r, ok := pt.migrs.migrationOf(p.info.Neighbor, p.info.VRF); ok && (r.Step == migrate.Prepared || r.Step == migrate.Switching) {
 		pt.recon.wake() // the pass sees whether the new session is the migration's TCP-AO one
 	}
 }
