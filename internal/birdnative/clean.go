@@ -66,12 +66,16 @@ func (e *Executor) dirty(pid int, covered []peer.Key, id ids) (map[peer.Key]bool
 			return nil, err
 		}
 	}
+	// Every covered peer's sessions from one sock_diag dump and one
+	// search of BIRD's descriptors (sessionsOf): read peer by peer, a
+	// revoke across 1,000 protocols cost a dump and a search each, every
+	// round of the wait: 39.6 s and 50.9 CPU-seconds in the guest.
+	conns, err := sessionsOf(pid, covered)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range covered {
-		conns, err := sockets.System{}.Connections(pid, p.Addr)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range conns {
+		for _, r := range conns[p.Addr.Unmap()] {
 			if err := read(r, []peer.Key{p}); err != nil {
 				return nil, err
 			}
