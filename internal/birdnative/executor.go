@@ -322,9 +322,10 @@ const (
 // come, and reads BIRD's protocols (for Observe; every Poll while hot,
 // every idlePolls polls otherwise) and mends a managed peer's protocol
 // BIRD disabled for want of its listener, until ctx ends. After a
-// configure BIRD did not take, plans wait out the backoff pending (a later plan of a peer replaces its pending one), but
-// a revoke's, which is applied at once with them. The files stay as they
-// are when it returns (BIRD keeps its keys).
+// configure BIRD did not take, plans wait out the backoff pending (a
+// later plan of a peer replaces its pending one), but a revoke's, which
+// is applied at once with them. The files stay as they are when it
+// returns (BIRD keeps its keys).
 func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error {
 	poll := time.NewTicker(e.o.Poll)
 	defer poll.Stop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // Two members' sessions come up one after the other, and the first one's
@@ -73,11 +74,13 @@ func (e *env) memberSession(addr netip.Addr, k testKey, stall chan struct{}) *co
 	return cs
 }
 
-// logged reports whether the daemon logged msg for peer at addr.
+// logged reports whether the daemon logged msg for the peer at addr (in no
+// VRF): its peer field is the peer's key, address and VRF.
 func (e *env) logged(msg string, addr netip.Addr) bool {
+	want := peer.KeyOf(addr, "").String()
 	for _, l := range strings.Split(e.logs.String(), "\n") {
 		var r struct{ Msg, Peer string }
-		if json.Unmarshal([]byte(l), &r) == nil && r.Msg == msg && strings.HasPrefix(r.Peer, addr.String()) {
+		if json.Unmarshal([]byte(l), &r) == nil && r.Msg == msg && r.Peer == want {
 			return true
 		}
 	}
