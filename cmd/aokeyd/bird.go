@@ -8,13 +8,14 @@ import (
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/rcu"
 )
 
 // openBird is BIRD's executor (speaker.type bird): its include files,
 // BIRD's reconfiguration and the read-back of its sockets, beneath the
 // daemon's pass. Its commands to BIRD's control socket are counted in
 // aokeyd_speaker_rpcs_total (method "birdc configure", ...).
-func openBird(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (daemon.Executor, error) {
+func openBird(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, exp *rcu.Expediter) (daemon.Executor, error) {
 	b := cfg.Speaker.Bird
 	gid, err := birdReadGID(b)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/rcu"
 	"github.com/aokeyd/aokeyd/internal/revocation"
 	"github.com/aokeyd/aokeyd/internal/supervise"
 	"github.com/aokeyd/aokeyd/keystore"
@@ -176,6 +177,15 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 		return err
 	}
 	kind := cfg.SpeakerKind()
+	// Opened whatever the setting: a value a crash left recorded is put
+	// back even when the setting was turned off since.
+	exp, err := rcu.Open(rcu.SysfsPath, filepath.Join(stateDir, rcu.RecordName), log)
+	if err != nil {
+		return fmt.Errorf("kernel.expedite_rcu: %w", err)
+	}
+	if !cfg.Kernel.ExpediteRCU {
+		exp = nil
+	}
 	fw := &fleetWaker{}
 	o := daemon.Options{
 		Policy:          checked.Policy,
@@ -196,6 +206,7 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 		Logger:          log,
 		Metrics:         m,
 		Changed:         fw.Wake,
+		Expedite:        exp.Hold,
 	}
 	var started []any
 	switch kind.Opens() {
@@ -206,7 +217,7 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 		if !ok {
 			return fmt.Errorf("speaker.type %s has no executor", kind.Name)
 		}
-		ex, err := open(cfg, log, m)
+		ex, err := open(cfg, log, m, exp)
 		if err != nil {
 			return err
 		}

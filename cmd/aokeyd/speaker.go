@@ -15,6 +15,7 @@ import (
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/daemon"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/rcu"
 )
 
 // speakerOpener connects to a speaker whose sockets aokeyd keys
@@ -24,7 +25,10 @@ type speakerOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 // executorOpener makes the executor of a speaker that keys its own
 // sockets (config.OpensExecutor), beneath the daemon's pass; m counts its
 // calls to the speaker.
-type executorOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (daemon.Executor, error)
+//
+// exp expedites RCU grace periods around the speaker's batches of key
+// deletes (kernel.expedite_rcu; nil: off).
+type executorOpener func(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, exp *rcu.Expediter) (daemon.Executor, error)
 
 // The adapters of the registry's entries (config.SpeakerKinds), the one
 // place a kind is mapped to code: each entry that opens as a Speaker has

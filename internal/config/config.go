@@ -214,6 +214,7 @@ type Log struct {
 // Kernel holds kernel knobs.
 type Kernel struct {
 	RaiseOptmem bool `yaml:"raise_optmem"`
+	ExpediteRCU bool `yaml:"expedite_rcu"`
 }
 
 // Duration is a time.Duration written like the policy's durations ("30s",

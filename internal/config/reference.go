@@ -141,6 +141,8 @@ func settingDocs() map[string]refdoc.Doc {
 		"kernel":     {Text: "Kernel knobs."},
 		"kernel.raise_optmem": {Default: "false",
 			Text: "Raise net.core.optmem_max in the speaker's network namespace to what the listener's keys need, with headroom (needs root, or CAP_SYS_ADMIN across namespaces). aoctl status warns when it is too low."},
+		"kernel.expedite_rcu": {Default: "false",
+			Text: "Expedite the kernel's RCU grace periods (/sys/kernel/rcu_expedited at 1) while many keys leave established sockets at once: a revoke's deletes, and BIRD's configure (speaker type bird), which deletes a key from each of its sessions one after another. Each such delete waits for a grace period (about 12 ms, more on a busy host): 1,000 sessions wait over 12 s without it, past BIRD's answer and the peers' hold timers. The knob is system-wide and costs every CPU an interrupt a grace period while set, so aokeyd sets it for the batch only and puts back what it found (after a crash, at its next start: the value is recorded in the state directory); a knob found at 1 is left alone. Needs root. For route servers and other routers with hundreds of sessions a speaker keys itself."},
 		"fleet":            {Text: "Publish this router's keys (names and IDs, never material), roll state and counters to Vault every refresh, and apply the fleet's revocations (aoctl fleet status, aoctl fleet revoke). Needs key_source type vault: it uses the key source's Vault and login."},
 		"fleet.vault_path": {Required: "with fleet", Text: "The KV version 2 mount and prefix of the fleet's documents.", Example: "vault_path: secret/aokeyd/fleet"},
 		"fleet.router_id":  {Required: "with fleet", Text: "This router's name in the fleet: letters, digits, '.', '-' and '_', at most 128."},

@@ -95,6 +95,12 @@ type Options struct {
 	EarlyRollsFile string
 	// OptMemMax reads net.core.optmem_max (tcpao.OptMemMax by default).
 	OptMemMax func() (int, error)
+	// Expedite (kernel.expedite_rcu: rcu.Expediter.Hold), when set,
+	// expedites the kernel's RCU grace periods until the function it
+	// returns is called: a revoke holds it while it deletes the key from
+	// the sessions (each delete on an established socket waits for a
+	// grace period).
+	Expedite func() (release func())
 	// RaiseOptMem (kernel.raise_optmem: tcpao.RaiseOptMemIn) makes
 	// net.core.optmem_max in the network namespace of the speaker process
 	// pid at least want bytes, and returns it before and after. Before each

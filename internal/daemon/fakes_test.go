@@ -393,6 +393,7 @@ type env struct {
 
 	refresh     time.Duration
 	raiseOptMem func(pid, want int) (before, after int, err error)
+	expedite    func() func()
 	// source, when set, is the key source instead of src (a real file or
 	// Vault source).
 	source        keystore.Source
@@ -420,7 +421,9 @@ type envOptions struct {
 	ownedFile string
 	refresh   time.Duration // key source reads (default 30s)
 	// raiseOptMem is Options.RaiseOptMem (kernel.raise_optmem); nil: off.
-	raiseOptMem   func(pid, want int) (before, after int, err error)
+	raiseOptMem func(pid, want int) (before, after int, err error)
+	// expedite is Options.Expedite (kernel.expedite_rcu); nil: off.
+	expedite      func() func()
 	source        keystore.Source
 	metrics       *metrics.Metrics
 	switchTimeout time.Duration // the roll's wait for the peer (default 5s)
@@ -469,6 +472,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.refresh = o.refresh
 	e.ownedFile = cmp.Or(o.ownedFile, filepath.Join(t.TempDir(), "owned-keys.json"))
 	e.raiseOptMem = o.raiseOptMem
+	e.expedite = o.expedite
 	e.source, e.metrics = o.source, o.metrics
 	e.activeOpens = o.activeOpens
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
@@ -521,6 +525,7 @@ func (e *env) start(revocationsFile string) {
 		EarlyRollsFile:  filepath.Join(filepath.Dir(e.ownedFile), "early-rolls.json"),
 		OptMemMax:       func() (int, error) { return e.net.OptMemMax(), nil },
 		RaiseOptMem:     e.raiseOptMem,
+		Expedite:        e.expedite,
 		Logger:          log,
 		Metrics:         e.metrics,
 		SocketOf:        e.disc.socketOf,

@@ -224,6 +224,10 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 		}
 		ps = append(ps, p)
 	}
+	release := func() {}
+	if rv.o.Expedite != nil && len(ps) > 0 {
+		release = rv.o.Expedite()
+	}
 	sem := make(chan struct{}, revokeParallel)
 	now := time.Now()
 	for _, p := range ps {
@@ -235,7 +239,10 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 			add(rv.revokePeer(ctx, snap, p, rk, now))
 		}()
 	}
-	return wg.Wait
+	return func() {
+		wg.Wait()
+		release()
+	}
 }
 
 // revokeParallel bounds the sessions a revoke works on at once. Each
