@@ -24,11 +24,21 @@ type Key struct {
 // Algorithm is BIRD's spelling of a TCP-AO algorithm ("hmac sha256",
 // "cmac aes128").
 func Algorithm(a tcpao.Algorithm) string {
-	if a == tcpao.CMACAES128 {
+	switch a {
+	case tcpao.CMACAES128:
 		return "cmac aes128"
+	case tcpao.HMACSHA1:
+		return "hmac sha1"
+	case tcpao.HMACSHA256:
+		return "hmac sha256"
 	}
-	return strings.NewReplacer("(", " ", ")", "").Replace(string(a))
+	return algSpelling.Replace(string(a))
 }
+
+// algSpelling spells the kernel's other names ("hmac(sha384)") BIRD's
+// way; built once (a Replacer per call was most of a 1,000-file read's
+// CPU).
+var algSpelling = strings.NewReplacer("(", " ", ")", "")
 
 // Check says why BIRD cannot hold k as aokeyd would install it, or nil:
 // BIRD has no setting to exclude TCP options from the MAC, nor a MAC
