@@ -17,15 +17,21 @@ type File struct {
 }
 
 // batchSyncs bounds the temporary files WriteBatch fsyncs at once:
-// concurrent fsyncs share the file system's journal commits.
-const batchSyncs = 16
+// concurrent fsyncs share the file system's journal commits. batchOpen
+// bounds the temporary files it holds open (each is fsynced on the
+// descriptor that wrote it, not opened again).
+const (
+	batchSyncs = 16
+	batchOpen  = 256
+)
 
 // WriteBatch writes each file as WriteGroup (gid >= 0) or Write (gid < 0)
 // would, with the same guarantees for each (a temporary file created with
 // O_EXCL|O_NOFOLLOW, its group and mode set before the rename, fsynced,
 // renamed over the path, the directory fsynced; a path is replaced whole
 // or left as it was), but with the waits shared: the temporary files are
-// fsynced batchSyncs at a time, then renamed, then each directory is
+// fsynced batchSyncs at a time on the descriptors that wrote them
+// (batchOpen held open at most), then renamed, then each directory is
 // fsynced once. One file after another, a thousand files (BIRD's include
 // files of a route server's revoke) took over a second in the guest, two
 // fsyncs each. It returns one error per file (nil: durable); an error
@@ -34,31 +40,37 @@ func WriteBatch(files []File, perm fs.FileMode, gid int) []error {
 	errs := make([]error, len(files))
 	tmps := make([]string, len(files))
 	dirs := map[string]error{}
-	for i, f := range files {
-		dir := filepath.Dir(f.Path)
-		if _, seen := dirs[dir]; !seen {
-			dirs[dir] = ensureDir(dir)
+	for lo := 0; lo < len(files); lo += batchOpen {
+		hi := min(lo+batchOpen, len(files))
+		open := make([]*os.File, hi-lo)
+		for i := lo; i < hi; i++ {
+			dir := filepath.Dir(files[i].Path)
+			if _, seen := dirs[dir]; !seen {
+				dirs[dir] = ensureDir(dir)
+			}
+			if errs[i] = dirs[dir]; errs[i] == nil {
+				open[i-lo], errs[i] = writeTemp(files[i].Path, files[i].Data, perm, gid)
+			}
 		}
-		if errs[i] = dirs[dir]; errs[i] != nil {
-			continue
+		// Each temporary file fsynced and closed on the descriptor that
+		// wrote it, batchSyncs at once.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, batchSyncs)
+		for i, f := range open {
+			if f == nil {
+				continue
+			}
+			tmps[lo+i] = f.Name()
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				errs[lo+i] = errors.Join(f.Sync(), f.Close())
+			}()
 		}
-		tmps[i], errs[i] = writeTemp(f.Path, f.Data, perm, gid)
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, batchSyncs)
-	for i := range files {
-		if errs[i] != nil {
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[i] = syncFile(tmps[i])
-		}()
-	}
-	wg.Wait()
 	renamed := map[string]bool{}
 	for i, f := range files {
 		if errs[i] != nil {
@@ -99,9 +111,9 @@ func ensureDir(dir string) error {
 	return syncDir(filepath.Dir(dir))
 }
 
-// writeTemp writes data to a new temporary file beside path (closed, not
-// yet fsynced) and returns its name.
-func writeTemp(path string, data []byte, perm fs.FileMode, gid int) (string, error) {
+// writeTemp writes data to a new temporary file beside path and returns
+// it open (not yet fsynced); on an error nothing is left.
+func writeTemp(path string, data []byte, perm fs.FileMode, gid int) (*os.File, error) {
 	var f *os.File
 	for range 5 {
 		var err error
@@ -110,13 +122,12 @@ func writeTemp(path string, data []byte, perm fs.FileMode, gid int) (string, err
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", err
+			return nil, err
 		}
 	}
 	if f == nil {
-		return "", fmt.Errorf("%s: no free temporary file name", filepath.Dir(path))
+		return nil, fmt.Errorf("%s: no free temporary file name", filepath.Dir(path))
 	}
-	tmp := f.Name()
 	err := func() error {
 		if gid >= 0 {
 			if err := f.Chown(-1, gid); err != nil {
@@ -129,18 +140,10 @@ func writeTemp(path string, data []byte, perm fs.FileMode, gid int) (string, err
 		_, err := f.Write(data)
 		return err
 	}()
-	if err = errors.Join(err, f.Close()); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	return tmp, nil
-}
-
-// syncFile fsyncs the file at name (opened without following a symlink).
-func syncFile(name string) error {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
 	}
-	return errors.Join(f.Sync(), f.Close())
+	return f, nil
 }

@@ -19,8 +19,8 @@ func TestWriteBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var files []File
-	for i := range 40 {
-		files = append(files, File{Path: filepath.Join(dir, fmt.Sprintf("10.0.0.%d.conf", i)), Data: []byte(fmt.Sprintf("keys %d\n", i))})
+	for i := range batchOpen + 44 { // two rounds of open temporary files
+		files = append(files, File{Path: filepath.Join(dir, fmt.Sprintf("10.0.%d.%d.conf", i/250, i%250)), Data: []byte(fmt.Sprintf("keys %d\n", i))})
 	}
 	if err := os.Symlink(victim, files[3].Path); err != nil {
 		t.Fatal(err)
