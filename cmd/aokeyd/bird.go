@@ -23,5 +23,5 @@ func openBird(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, exp *rcu
 	}
 	return birdnative.Open(birdnative.ExecOptions{Dir: b.KeysDir, Control: b.ControlSocket, Bird: b.Binary, ReadGID: gid,
 		PID: processFinder(cfg.SpeakerProcess()), Port: cfg.SpeakerKind().Port, Poll: time.Duration(b.PollInterval), Logger: log,
-		OnCommand: m.SpeakerRPC})
+		OnCommand: m.SpeakerRPC, Expedite: exp.Hold})
 }

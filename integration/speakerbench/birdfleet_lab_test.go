@@ -132,6 +132,8 @@ metrics:
 log:
   format: json
   level: info
+kernel:
+  expedite_rcu: true
 `, filepath.Join(rs, "bird.ctl"), f.keysDir, filepath.Join(rs, "bird.pid"), rsMetrics)
 }
 

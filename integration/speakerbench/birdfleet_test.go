@@ -115,6 +115,11 @@ func runBirdFleet(t *testing.T, n int) birdResult {
 	f := newRSFleet(t, n)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.writeKeys(keysRolling(begin, far))
+	if dir, p := os.Getenv(envOut), os.Getenv(envProfile); dir != "" && (p == "1" || p == "cpu") {
+		// aokeyd profiles the revoke (window 1; SIGUSR2 opens and closes it).
+		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("birdfleet-aokeyd-n%d-w%%d.pprof", n)))
+		f.profiling = true
+	}
 	f.startAokeyd()
 	f.rs = f.startBirdIn("rs", true, f.writeRS)
 	f.sockPID = f.rs.pid
@@ -221,7 +226,9 @@ func runBirdFleet(t *testing.T, n int) birdResult {
 		t.Errorf("after the roll: %d sessions flapped, e.g. %s", nf, first)
 	}
 
+	f.toggleProfile()
 	f.revokeShared(&r, scale)
+	f.toggleProfile()
 	if err := lab.Within(time.Minute+time.Duration(9*keepalive(n))*time.Second, "every member sending with k3", func() (bool, string) {
 		return f.membersKeys(103, 2)
 	}); err != nil {
@@ -303,6 +310,10 @@ func (f *rsFleet) revokeShared(r *birdResult, scale time.Duration) {
 	}
 	t.Logf("n=%d: aoctl revoke %s/k2: last socket seen clean at %.0f ms, aoctl exit at %.0f ms (daemon's elapsed %v), %.0f configures; CPU aokeyd %.2fs, route server BIRD %.2fs; actions %v",
 		f.n, chainShared, r.RevokeMs, r.RevokeAoctlMs, time.Duration(res.Elapsed), r.RevokeConfigures, r.RevokeAokeydCPUs, r.RevokeRSBirdCPUs, r.RevokeActions)
+	// kernel.expedite_rcu held the knob for each configure: put back.
+	if b, err := os.ReadFile("/sys/kernel/rcu_expedited"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("/sys/kernel/rcu_expedited after the revoke: %q (%v), want 0 put back", b, err)
+	}
 	for _, l := range strings.Split(lab.Tail(filepath.Join(f.dir, "aokeyd.log"), 4<<20), "\n") {
 		if strings.Contains(l, "keys revoked through the executor") || strings.Contains(l, "BIRD lists applied for a revoke") {
 			t.Logf("n=%d: aokeyd: %s", f.n, l)

@@ -36,7 +36,7 @@ type change struct {
 // passTiming is where an application spent its time: rendering and
 // checking the files (bird -p), BIRD's configure, and the check of the
 // sessions after it.
-type passTiming struct{ plan, configure, verify time.Duration }
+type passTiming struct{ plan, check, write, configure, verify time.Duration }
 
 // slowApply is an application long enough to be logged with its
 // breakdown.
@@ -78,8 +78,9 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 		}
 		views = append(views, v)
 	}
-	ok := checked(ctx, e.o.Bird, changes, func(c change, err error) { out.Failed[views[c.view].ID] = err })
-	e.timing = passTiming{plan: time.Since(t0)}
+	t1 := time.Now()
+	ok := e.shapes.checked(ctx, e.o.Bird, changes, func(c change, err error) { out.Failed[views[c.view].ID] = err })
+	e.timing = passTiming{plan: time.Since(t0), check: time.Since(t1)}
 	// A revoke's application is not verified here: the revoke reads every
 	// socket itself (Clean), and waits for nothing else.
 	revoke := false
@@ -100,7 +101,7 @@ func (e *Executor) applyPlans(ctx context.Context, plans map[peer.Key]daemon.Exe
 	out.Timing = time.Since(t0)
 	if revoke {
 		e.log.Info("BIRD lists applied for a revoke", "files", len(ok), "plan_and_check_ms", e.timing.plan.Milliseconds(),
-			"configure_ms", e.timing.configure.Milliseconds())
+			"check_ms", e.timing.check.Milliseconds(), "write_ms", e.timing.write.Milliseconds(), "configure_ms", e.timing.configure.Milliseconds())
 	}
 	if out.Timing > slowApply {
 		e.log.Warn("BIRD application slow", "took_ms", out.Timing.Milliseconds(), "plan_and_check_ms", e.timing.plan.Milliseconds(),
@@ -139,15 +140,16 @@ func listOf(pl daemon.ExecPlan, written []bird.Key) (keys []bird.Key, list daemo
 	return keys, l, nil
 }
 
-// checked runs every new file through BIRD's parser, in one run
-// (validate), and returns the changes it takes; refused hears of each
-// other one (its error's hex masked), whose new bytes are cleared.
-func checked(ctx context.Context, birdBin string, changes []change, refused func(change, error)) []change {
+// checked runs the new files through BIRD's parser, one of each shape
+// BIRD has not taken yet, in one run (shapeChecker.validate), and returns
+// the changes it takes; refused hears of each other one (its error's hex
+// masked), whose new bytes are cleared.
+func (s *shapeChecker) checked(ctx context.Context, birdBin string, changes []change, refused func(change, error)) []change {
 	files := make([][]byte, len(changes))
 	for i, c := range changes {
 		files[i] = c.next
 	}
-	errs := validate(ctx, birdBin, files)
+	errs := s.validate(ctx, birdBin, files)
 	ok := changes[:0]
 	for i, c := range changes {
 		if errs[i] != nil {
@@ -168,14 +170,19 @@ func (e *Executor) apply(ctx context.Context, changes []change, views []applied,
 			clear(c.next)
 		}
 	}()
-	for _, c := range changes {
-		if err := e.writeFile(c.path, c.next); err != nil {
-			e.restore(changes)
-			return e.failed(fmt.Sprintf("cannot write %s: %v", c.path, err))
-		}
+	t := time.Now()
+	if err := e.writeFiles(changes); err != nil {
+		e.restore(changes)
+		return e.failed(err.Error())
 	}
 	written := time.Now()
+	e.timing.write = written.Sub(t)
+	release := func() {}
+	if e.o.Expedite != nil {
+		release = e.o.Expedite()
+	}
 	out, err := e.command(CommandConfigure, "configure")
+	release()
 	e.timing.configure = time.Since(written)
 	e.configures++
 	switch {
@@ -338,6 +345,25 @@ func (e *Executor) mend(protos map[peer.Key]bird.Protocol, managed map[peer.Key]
 
 // writeFile replaces path with b: 0600 (the file holds secrets), or 0640
 // with ReadGID's group when BIRD reads it as its own user.
+// writeFiles writes every change's new file in one batch (durable.
+// WriteBatch: the fsyncs shared); it returns the first file's error.
+func (e *Executor) writeFiles(changes []change) error {
+	files := make([]durable.File, len(changes))
+	for i, c := range changes {
+		files[i] = durable.File{Path: c.path, Data: c.next}
+	}
+	gid, perm := -1, os.FileMode(0o600)
+	if e.o.ReadGID > 0 {
+		gid, perm = e.o.ReadGID, 0o640
+	}
+	for i, err := range durable.WriteBatch(files, perm, gid) {
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %v", changes[i].path, err)
+		}
+	}
+	return nil
+}
+
 func (e *Executor) writeFile(path string, b []byte) error {
 	if e.o.ReadGID > 0 {
 		return durable.WriteGroup(path, b, 0o640, e.o.ReadGID)

@@ -36,12 +36,27 @@ type fakeBird struct {
 	showProtos int
 	protocols  string   // the reply to show protocols all (BIRD's reply lines)
 	commands   []string // every other command, in order
+	// onConfigure, when set, is called at each configure (under mu).
+	onConfigure func()
+	// showGate, when set, holds each show protocols until it is closed;
+	// held counts the reads it held.
+	showGate chan struct{}
+	held     int
 }
 
-func (f *fakeBird) serve(t *testing.T, sock string) {
+func (f *fakeBird) serve(t testing.TB, sock string) {
 	testkit.ServeUnix(t, sock, func(c net.Conn) {
 		_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
 		cmd, _ := bufio.NewReader(c).ReadString('\n')
+		f.mu.Lock()
+		gate := f.showGate
+		if gate != nil && strings.HasPrefix(cmd, "show protocols") {
+			f.held++
+		}
+		f.mu.Unlock()
+		if gate != nil && strings.HasPrefix(cmd, "show protocols") {
+			<-gate
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		switch {
@@ -50,6 +65,9 @@ func (f *fakeBird) serve(t *testing.T, sock string) {
 			_, _ = c.Write([]byte("8002 /etc/bird.conf:3:1 syntax error\n"))
 		case strings.HasPrefix(cmd, "configure"):
 			f.configures++
+			if f.onConfigure != nil {
+				f.onConfigure()
+			}
 			_, _ = c.Write([]byte("0002-Reading configuration\n0003 Reconfigured\n"))
 		case strings.HasPrefix(cmd, "show protocols"):
 			f.showProtos++

@@ -53,6 +53,13 @@ type ExecOptions struct {
 	// them as a metric (aokeyd_speaker_rpcs_total{method}), so that the
 	// configures a roll or a revoke costs can be read. It must not block.
 	OnCommand func(kind string)
+	// Expedite (kernel.expedite_rcu), when set, expedites the kernel's
+	// RCU grace periods until the function it returns is called: held
+	// for each configure, in which BIRD deletes each dropped key from
+	// its session, one after another in its one thread, each delete
+	// waiting for a grace period (1,000 sessions: over 12 s in the
+	// guest, past birdc's answer and the peers' hold timers).
+	Expedite func() (release func())
 }
 
 // The kinds of BIRD command OnCommand names.
@@ -87,6 +94,8 @@ type Executor struct {
 	// configures counts the `birdc configure` calls Run made, taken or
 	// not (logged with each: "BIRD reconfigured").
 	configures int
+	// shapes are the key files' shapes BIRD's parser took.
+	shapes shapeChecker
 
 	emu sync.Mutex // guards the fields below
 	// protocols is BIRD's last report of its BGP protocols, by neighbor.
@@ -321,37 +330,27 @@ const (
 // Run implements daemon.Executor: it applies the pending plans as they
 // come, and reads BIRD's protocols (for Observe; every Poll while hot,
 // every idlePolls polls otherwise) and mends a managed peer's protocol
-// BIRD disabled for want of its listener, until ctx ends. After a
-// configure BIRD did not take, plans wait out the backoff pending (a
-// later plan of a peer replaces its pending one), but a revoke's, which
-// is applied at once with them. The files stay as they are when it
-// returns (BIRD keeps its keys).
+// BIRD disabled for want of its listener, in a goroutine of its own (a
+// revoke's application never waits behind a poll's read of a route
+// server's thousand protocols), until ctx ends. After a configure BIRD
+// did not take, plans wait out the backoff pending (a later plan of a
+// peer replaces its pending one), but a revoke's, which is applied at
+// once with them. The files stay as they are when it returns (BIRD keeps
+// its keys).
 func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error {
-	poll := time.NewTicker(e.o.Poll)
-	defer poll.Stop()
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		e.poll(ctx)
+	}()
+	defer func() { <-polled }()
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	<-retry.C
-	var lastRead time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-poll.C:
-			now := e.o.Now()
-			e.emu.Lock()
-			hot := now.Before(e.hotUntil)
-			e.emu.Unlock()
-			if !hot && !lastRead.IsZero() && now.Sub(lastRead) < idlePolls*e.o.Poll {
-				continue
-			}
-			lastRead = now
-			protos := e.readProtocols()
-			e.emu.Lock()
-			managed := e.managed
-			e.emu.Unlock()
-			e.mend(protos, managed, e.o.Now())
-			continue
 		case <-e.kick:
 		case <-retry.C:
 		}
@@ -372,12 +371,46 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 		if len(plans) == 0 {
 			continue
 		}
-		e.readProtocols()
+		if !revoke {
+			// Fresh for the status the outcome's pass shows. A revoke's
+			// application does not wait for BIRD's report of every
+			// protocol (a route server's thousand: hundreds of ms); the
+			// polls after it read it (warm).
+			e.readProtocols()
+		}
 		out := e.applyPlans(ctx, plans)
 		for _, p := range plans {
 			p.Zero() // rendered and written: the secrets are the executor's
 		}
 		e.warm()
 		done(out)
+	}
+}
+
+// poll reads BIRD's protocols every Poll while hot, every idlePolls
+// polls otherwise, and mends what a read shows, until ctx ends.
+func (e *Executor) poll(ctx context.Context) {
+	tick := time.NewTicker(e.o.Poll)
+	defer tick.Stop()
+	var lastRead time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := e.o.Now()
+		e.emu.Lock()
+		hot := now.Before(e.hotUntil)
+		e.emu.Unlock()
+		if !hot && !lastRead.IsZero() && now.Sub(lastRead) < idlePolls*e.o.Poll {
+			continue
+		}
+		lastRead = now
+		protos := e.readProtocols()
+		e.emu.Lock()
+		managed := e.managed
+		e.emu.Unlock()
+		e.mend(protos, managed, e.o.Now())
 	}
 }

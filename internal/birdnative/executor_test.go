@@ -23,7 +23,7 @@ import (
 
 // newTestExecutor is an Executor over a temporary keys directory and a
 // fake BIRD control socket, with no BIRD process.
-func newTestExecutor(t *testing.T) (*Executor, *fakeBird) {
+func newTestExecutor(t testing.TB) (*Executor, *fakeBird) {
 	t.Helper()
 	dir := t.TempDir()
 	fb := &fakeBird{}
@@ -202,7 +202,7 @@ func TestExecutorObserveUnread(t *testing.T) {
 }
 
 // writtenKeys reads the file at path back (nil: none).
-func writtenKeys(t *testing.T, path string) []bird.Key {
+func writtenKeys(t testing.TB, path string) []bird.Key {
 	t.Helper()
 	b, err := readFile(path)
 	if err != nil {

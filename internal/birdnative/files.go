@@ -146,11 +146,11 @@ func shareDir(dir string, gid int) error {
 	return nil
 }
 
-// validate checks peers' files with BIRD's own parser before BIRD sees
-// them: one `bird -p` on a configuration of one protocol per file, each
-// including it. It returns one error per file (nil: taken); when the
+// validateEach checks peers' files with BIRD's own parser before BIRD
+// sees them: one `bird -p` on a configuration of one protocol per file,
+// each including it. It returns one error per file (nil: taken); when the
 // whole fails, each file is checked alone to name the one refused.
-func validate(ctx context.Context, birdBin string, files [][]byte) []error {
+func validateEach(ctx context.Context, birdBin string, files [][]byte) []error {
 	errs := make([]error, len(files))
 	if len(files) == 0 {
 		return errs

@@ -2,11 +2,14 @@ package birdnative
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/daemon"
+	"github.com/aokeyd/aokeyd/policy"
 )
 
 // frozenClock is a clock the test moves.
@@ -61,5 +64,39 @@ func TestExecutorPollsSlowlyWhenIdle(t *testing.T) {
 	time.Sleep(15 * e.o.Poll)
 	if n := fb.shows() - start; n != 0 {
 		t.Fatalf("hotFor after the submission: %d reads over 15 polls, want none", n)
+	}
+}
+
+// TestRevokeDoesNotWaitForAPoll: a revoke's lists are applied while a
+// poll's read of BIRD's protocols is still under way (a route server's
+// thousand protocols take BIRD and aokeyd hundreds of ms in the guest),
+// and the revoke's application reads no protocols itself. On the old
+// code the poll and the application took turns in Run's one loop.
+func TestRevokeDoesNotWaitForAPoll(t *testing.T) {
+	e, fb := newTestExecutor(t)
+	e.o.Poll = 10 * time.Millisecond
+	gate := make(chan struct{})
+	fb.mu.Lock()
+	fb.showGate = gate
+	fb.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	outcomes := make(chan daemon.ExecOutcome, 1)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
+	defer func() { cancel(); <-done }()
+	defer close(gate) // first: the held read returns, and Run with it
+	if !eventually(10*time.Second, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.held > 0 }) {
+		t.Fatal("no poll started")
+	}
+	pl := execPlan(peer.KeyOf(netip.MustParseAddr("192.0.2.2"), ""), input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0}, 1)
+	pl.Revoke = true
+	e.Submit([]daemon.ExecPlan{pl})
+	select {
+	case o := <-outcomes:
+		if o.ConfigureErr != nil || len(o.Failed) > 0 {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoke's lists were not applied while a poll's read was under way")
 	}
 }

@@ -22,6 +22,7 @@ import (
 // holds it).
 func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
 	pol := rv.policy()
+	begun := time.Now()
 	covered, gen, _ := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
 		if scope.IsValid() && (id.Addr != scope || id.VRF != vrf) {
 			return false
@@ -40,11 +41,12 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 		}
 		appliedAt := time.Now()
 		dirty, err := ex.Clean(ctx, covered, ExecRef(rk.ids[0], rk.ids[1]))
-		// Where the revoke's time went: the executor's application (its
+		// Where the revoke's time went: the lists' plans (the speaker's
+		// files and sessions read), the executor's application (its
 		// check and reconfigure, out.Timing, after any it was running)
 		// and the wait for clean sockets.
 		rv.log.Info("keys revoked through the executor", "executor", ex.Name(), "chain", chain, "peers", len(covered),
-			"apply_ms", appliedAt.Sub(submitted).Milliseconds(), "application_ms", out.Timing.Milliseconds(),
+			"plan_ms", submitted.Sub(begun).Milliseconds(), "apply_ms", appliedAt.Sub(submitted).Milliseconds(), "application_ms", out.Timing.Milliseconds(),
 			"clean_ms", time.Since(appliedAt).Milliseconds())
 		for _, id := range covered {
 			rs := control.RevokeSocket{Socket: execWhere(ex, id, seen[id]), Peer: id.Addr.String(), Action: control.ActionDeleted}
