@@ -42,6 +42,10 @@ type fakeBird struct {
 	// held counts the reads it held.
 	showGate chan struct{}
 	held     int
+	// configureGate, when set, holds each configure until it is closed;
+	// showsAsked counts the show protocols asked, held or not.
+	configureGate chan struct{}
+	showsAsked    int
 }
 
 func (f *fakeBird) serve(t testing.TB, sock string) {
@@ -49,13 +53,19 @@ func (f *fakeBird) serve(t testing.TB, sock string) {
 		_, _ = c.Write([]byte("0001 BIRD 2.17 ready.\n"))
 		cmd, _ := bufio.NewReader(c).ReadString('\n')
 		f.mu.Lock()
-		gate := f.showGate
-		if gate != nil && strings.HasPrefix(cmd, "show protocols") {
-			f.held++
+		gate, cgate := f.showGate, f.configureGate
+		if strings.HasPrefix(cmd, "show protocols") {
+			f.showsAsked++
+			if gate != nil {
+				f.held++
+			}
 		}
 		f.mu.Unlock()
 		if gate != nil && strings.HasPrefix(cmd, "show protocols") {
 			<-gate
+		}
+		if cgate != nil && strings.HasPrefix(cmd, "configure") {
+			<-cgate
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()

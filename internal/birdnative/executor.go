@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/bird"
@@ -96,6 +97,10 @@ type Executor struct {
 	configures int
 	// shapes are the key files' shapes BIRD's parser took.
 	shapes shapeChecker
+	// applying is set while Run applies plans: the poll reads nothing
+	// then (BIRD is busy with the configure, and its report would be of
+	// protocols mid-reconfigure).
+	applying atomic.Bool
 
 	emu sync.Mutex // guards the fields below
 	// protocols is BIRD's last report of its BGP protocols, by neighbor.
@@ -378,7 +383,9 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 			// polls after it read it (warm).
 			e.readProtocols()
 		}
+		e.applying.Store(true)
 		out := e.applyPlans(ctx, plans)
+		e.applying.Store(false)
 		for _, p := range plans {
 			p.Zero() // rendered and written: the secrets are the executor's
 		}
@@ -388,7 +395,10 @@ func (e *Executor) Run(ctx context.Context, done func(daemon.ExecOutcome)) error
 }
 
 // poll reads BIRD's protocols every Poll while hot, every idlePolls
-// polls otherwise, and mends what a read shows, until ctx ends.
+// polls otherwise, and mends what a read shows, until ctx ends. It reads
+// nothing while plans are applied or a revoke's wait to be: a route
+// server's thousand protocols cost BIRD and aokeyd a third of a second
+// a read in the guest, CPU the configure and the revoke's read-back need.
 func (e *Executor) poll(ctx context.Context) {
 	tick := time.NewTicker(e.o.Poll)
 	defer tick.Stop()
@@ -403,7 +413,7 @@ func (e *Executor) poll(ctx context.Context) {
 		e.emu.Lock()
 		hot := now.Before(e.hotUntil)
 		e.emu.Unlock()
-		if !hot && !lastRead.IsZero() && now.Sub(lastRead) < idlePolls*e.o.Poll {
+		if !hot && !lastRead.IsZero() && now.Sub(lastRead) < idlePolls*e.o.Poll || e.applying.Load() || e.revokePending() {
 			continue
 		}
 		lastRead = now

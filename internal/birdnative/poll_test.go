@@ -100,3 +100,50 @@ func TestRevokeDoesNotWaitForAPoll(t *testing.T) {
 		t.Fatal("the revoke's lists were not applied while a poll's read was under way")
 	}
 }
+
+// TestPollWaitsForAnApplication: while BIRD reconfigures (a configure
+// not yet answered) the poll asks BIRD for no protocols; once it has
+// answered, the polls go on (hot: every poll). On the old code the poll
+// read BIRD's protocols every poll beside the configure.
+func TestPollWaitsForAnApplication(t *testing.T) {
+	e, fb := newTestExecutor(t)
+	e.o.Poll = 10 * time.Millisecond
+	gate := make(chan struct{})
+	fb.mu.Lock()
+	fb.configureGate = gate
+	fb.mu.Unlock()
+	asked := func() int { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.showsAsked }
+	configures := func() int { return fb.count() }
+	ctx, cancel := context.WithCancel(context.Background())
+	outcomes := make(chan daemon.ExecOutcome, 1)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
+	defer func() { cancel(); <-done }()
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	e.Submit([]daemon.ExecPlan{execPlan(peer.KeyOf(netip.MustParseAddr("192.0.2.2"), ""), input{Desired: []policy.ScheduledKey{sk(1, true)}, Preferred: 0}, 1)})
+	// The configure is asked (and held) once its file is written.
+	if !eventually(10*time.Second, func() bool { return e.applying.Load() && configures() == 0 && asked() > 0 }) {
+		t.Fatal("the application did not start")
+	}
+	time.Sleep(50 * time.Millisecond) // a poll that began before the application ends
+	n := asked()
+	time.Sleep(20 * e.o.Poll)
+	if got := asked(); got != n {
+		t.Errorf("%d reads of BIRD's protocols asked while it reconfigured, want none", got-n)
+	}
+	close(gate)
+	released = true
+	select {
+	case <-outcomes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no outcome")
+	}
+	if !eventually(10*time.Second, func() bool { return asked() > n+2 }) {
+		t.Error("no polls after the application")
+	}
+}

@@ -24,6 +24,20 @@ type fakeExecutor struct {
 	submits [][]ExecPlan
 	done    func(ExecOutcome)
 	reads   map[peer.Key]int // Observe's, per peer
+	// hold, when set, holds the outcome of a revoke's plans (the lists
+	// are written at once) until it is closed: a speaker's reconfigure
+	// still under way.
+	hold chan struct{}
+}
+
+// HoldRevokes holds the outcome of every revoke's Submit until the
+// returned function is called.
+func (f *fakeExecutor) HoldRevokes() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold = make(chan struct{})
+	h := f.hold
+	return func() { close(h) }
 }
 
 var _ Executor = (*fakeExecutor)(nil)
@@ -128,11 +142,19 @@ func (f *fakeExecutor) Submit(plans []ExecPlan) {
 			f.session[pl.Peer] = &c
 		}
 	}
-	done := f.done
+	done, hold := f.done, f.hold
 	f.mu.Unlock()
-	if done != nil {
-		done(out)
+	if done == nil {
+		return
 	}
+	if hold != nil && slices.ContainsFunc(plans, func(pl ExecPlan) bool { return pl.Revoke }) {
+		go func() {
+			<-hold
+			done(out)
+		}()
+		return
+	}
+	done(out)
 }
 
 func (f *fakeExecutor) Clean(_ context.Context, peers []peer.Key, ref tcpao.KeyRef) (map[peer.Key]bool, error) {

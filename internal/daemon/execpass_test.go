@@ -46,6 +46,7 @@ type execEnv struct {
 		Submits() int
 		Reads(peer.Key) int
 		SubmittedSince(n int) []daemon.ExecPlan
+		HoldRevokes() (release func())
 	}
 	d    *daemon.Daemon
 	peer peer.Key
@@ -443,6 +444,48 @@ func TestExecutorRotateNamesItsKey(t *testing.T) {
 		}
 		if rep, _ := e.d.Status(context.Background(), ""); slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "rotate") }) {
 			t.Errorf("status warns of a request once the schedule reached its key: %q", rep.Warnings)
+		}
+	})
+}
+
+// TestExecutorPassWaitsForRevoke: while a revoke is under way (its lists
+// submitted, the speaker's reconfigure not yet done) the pass reads no
+// peer; the first pass after it reads them all. On the old code every
+// pass read every peer the revoke had submitted to (in flight until read
+// back), beside the reconfigure: at a route server's 1,000 protocols 1.9
+// of the revoke's 5.1 CPU-seconds in the guest.
+func TestExecutorPassWaitsForRevoke(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, twoPeerPolicy, ka, kb)
+		e.waitList("20 30p")
+		release := e.fx.HoldRevokes()
+		done := make(chan error, 1)
+		before := e.fx.Submits()
+		go func() {
+			_, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: ka.name})
+			done <- err
+		}()
+		if !testkit.Until(10*time.Second, func() bool {
+			return slices.ContainsFunc(e.fx.SubmittedSince(before), func(pl daemon.ExecPlan) bool { return pl.Revoke })
+		}) {
+			t.Fatal("the revoke submitted nothing")
+		}
+		reads := e.fx.Reads(e.peer)
+		time.Sleep(5 * time.Second) // five passes' worth
+		synctest.Wait()
+		if got := e.fx.Reads(e.peer); got != reads {
+			t.Errorf("the pass read the peer %d times while the revoke was under way, want none", got-reads)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !testkit.Until(10*time.Second, func() bool { return e.fx.Reads(e.peer) > reads }) {
+			t.Error("no pass read the peer after the revoke")
+		}
+		if got := e.list(); got != "30p" {
+			t.Errorf("list %q after the revoke, want key 20 gone", got)
 		}
 	})
 }

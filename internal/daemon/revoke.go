@@ -66,6 +66,11 @@ func (rv *revocations) fleet(ctx context.Context, chain, key string) (control.Re
 
 func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
 	start := time.Now()
+	if rv.o.Executor != nil {
+		// The pass plans nothing until the revoke ends (execPass); from
+		// before the record, whose change would start a full pass.
+		defer rv.recon.revokeUnderWay()()
+	}
 	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
 	snap := rv.snapshot()
 	if snap == nil {
