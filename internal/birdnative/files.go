@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -48,13 +47,90 @@ func render(keys []bird.Key, disabled bool) []byte {
 	return out
 }
 
-var keyLine = regexp.MustCompile(`key \{ send id (\d+); recv id (\d+); secret hex:([0-9a-f]+); algorithm ([a-z0-9 ]+);( preferred;)?( deprecated;)? \};`)
+// keyLines finds render's key lines in b, as the regular expression
+// `key \{ send id (\d+); recv id (\d+); secret hex:([0-9a-f]+); algorithm
+// ([a-z0-9 ]+);( preferred;)?( deprecated;)? \};` would (FindAllSubmatch:
+// leftmost, not overlapping; each match its whole and its six groups, an
+// absent flag nil), matched by hand: the expression was most of a
+// 1,000-file read's CPU after the syscalls (FuzzKeyLinesAsRegexp holds
+// the two to one answer).
+func keyLines(b []byte) [][][]byte {
+	var out [][][]byte
+	for i := 0; i < len(b); {
+		j := bytes.Index(b[i:], keyLinePrefix)
+		if j < 0 {
+			break
+		}
+		start := i + j
+		if m, end, ok := keyLineAt(b, start); ok {
+			out = append(out, m)
+			i = end
+		} else {
+			i = start + 1
+		}
+	}
+	return out
+}
+
+var keyLinePrefix = []byte("key { send id ")
+
+// keyLineAt matches one key line at b[start:] (which begins with
+// keyLinePrefix): its submatches and where it ends.
+func keyLineAt(b []byte, start int) ([][]byte, int, bool) {
+	p := start + len(keyLinePrefix)
+	m := make([][]byte, 7)
+	run := func(in func(byte) bool) []byte {
+		q := p
+		for q < len(b) && in(b[q]) {
+			q++
+		}
+		if q == p {
+			return nil
+		}
+		r := b[p:q:q]
+		p = q
+		return r
+	}
+	lit := func(s string) bool {
+		if !bytes.HasPrefix(b[p:], []byte(s)) {
+			return false
+		}
+		p += len(s)
+		return true
+	}
+	digit := func(c byte) bool { return '0' <= c && c <= '9' }
+	lowerHex := func(c byte) bool { return digit(c) || 'a' <= c && c <= 'f' }
+	algChar := func(c byte) bool { return digit(c) || 'a' <= c && c <= 'z' || c == ' ' }
+	if m[1] = run(digit); m[1] == nil || !lit("; recv id ") {
+		return nil, 0, false
+	}
+	if m[2] = run(digit); m[2] == nil || !lit("; secret hex:") {
+		return nil, 0, false
+	}
+	if m[3] = run(lowerHex); m[3] == nil || !lit("; algorithm ") {
+		return nil, 0, false
+	}
+	if m[4] = run(algChar); m[4] == nil || !lit(";") {
+		return nil, 0, false
+	}
+	if q := p; lit(" preferred;") {
+		m[5] = b[q:p:p]
+	}
+	if q := p; lit(" deprecated;") {
+		m[6] = b[q:p:p]
+	}
+	if !lit(" };") {
+		return nil, 0, false
+	}
+	m[0] = b[start:p:p]
+	return m, p, true
+}
 
 // parseFile reads back the keys of a file aokeyd wrote (render's form).
 // The secrets are new Secrets the caller zeroes.
 func parseFile(b []byte) ([]bird.Key, error) {
 	var out []bird.Key
-	for _, m := range keyLine.FindAllSubmatch(b, -1) {
+	for _, m := range keyLines(b) {
 		send, err1 := strconv.ParseUint(string(m[1]), 10, 8)
 		recv, err2 := strconv.ParseUint(string(m[2]), 10, 8)
 		raw := make([]byte, hex.DecodedLen(len(m[3])))
