@@ -269,6 +269,9 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 	}
 	e.emu.Unlock()
 	for _, id := range peers {
+		if ctx.Err() != nil {
+			break // the caller discards a cancelled read (a revoke began)
+		}
 		ob := daemon.ExecObserved{Where: "bird " + e.fileOfPeer(id)}
 		if p, ok := protos[peer.KeyOf(id.Addr, "")]; ok {
 			ob.Protocol = &p

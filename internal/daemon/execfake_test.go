@@ -24,6 +24,10 @@ type fakeExecutor struct {
 	submits [][]ExecPlan
 	done    func(ExecOutcome)
 	reads   map[peer.Key]int // Observe's, per peer
+	// observeGate, when set, holds the next Observe until it is closed
+	// or its context ends (observeHeld counts those held).
+	observeGate chan struct{}
+	observeHeld int
 	// hold, when set, holds the outcome of a revoke's plans (the lists
 	// are written at once) until it is closed: a speaker's reconfigure
 	// still under way.
@@ -86,8 +90,36 @@ func (f *fakeExecutor) Reads(id peer.Key) int {
 	return f.reads[id]
 }
 
-func (f *fakeExecutor) Observe(_ context.Context, peers []peer.Key) map[peer.Key]ExecObserved {
+// HoldObserve holds the next Observe (a pass's read of every peer under
+// way) until the returned function is called or its context ends;
+// ObserveHeld reports whether one is held now.
+func (f *fakeExecutor) HoldObserve() (release func()) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observeGate = make(chan struct{})
+	g := f.observeGate
+	return sync.OnceFunc(func() { close(g) })
+}
+
+func (f *fakeExecutor) ObserveHeld() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.observeHeld
+}
+
+func (f *fakeExecutor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]ExecObserved {
+	f.mu.Lock()
+	if g := f.observeGate; g != nil {
+		f.observeGate = nil
+		f.observeHeld++
+		f.mu.Unlock()
+		select {
+		case <-g:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		f.observeHeld--
+	}
 	defer f.mu.Unlock()
 	out := map[peer.Key]ExecObserved{}
 	if f.reads == nil {

@@ -59,6 +59,9 @@ type execState struct {
 	// revoking counts the revokes under way (revocations.revoke, from
 	// before their record to their end): the pass plans nothing meanwhile.
 	revoking atomic.Int32
+	// cancelPass ends the pass's execSubmit under way (nil: none), under
+	// mu: a revoke does not wait for a pass's reads of every peer.
+	cancelPass context.CancelFunc
 
 	// The pass's gate, the reconcile goroutine's alone: the inputs of the
 	// last full pass, when it ran, and the policy time boundary after it.
@@ -120,7 +123,21 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 		}
 		only = func(id peer.Key) bool { return active[id] }
 	}
-	_, _, next := rc.execSubmit(ctx, only, false)
+	pctx, cancel := context.WithCancel(ctx)
+	es.mu.Lock()
+	es.cancelPass = cancel
+	es.mu.Unlock()
+	_, _, next := rc.execSubmit(pctx, only, false)
+	es.mu.Lock()
+	es.cancelPass = nil
+	es.mu.Unlock()
+	cancelled := pctx.Err() != nil
+	cancel()
+	if cancelled && ctx.Err() == nil {
+		// A revoke began: this pass submitted nothing; the next is full.
+		es.haveLast = false
+		return now.Add(execPoll)
+	}
 	if full {
 		es.last, es.haveLast, es.lastFull, es.boundary = in, true, now, next
 	}
@@ -131,8 +148,14 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 // revokeUnderWay has the executor's pass plan nothing (execPass) until
 // the returned function is called.
 func (rc *reconciler) revokeUnderWay() (done func()) {
-	rc.exec.revoking.Add(1)
-	return func() { rc.exec.revoking.Add(-1) }
+	es := rc.exec
+	es.revoking.Add(1)
+	es.mu.Lock()
+	if es.cancelPass != nil {
+		es.cancelPass() // the pass under way gives way (execSubmit)
+	}
+	es.mu.Unlock()
+	return func() { es.revoking.Add(-1) }
 }
 
 // execActive reports whether a peer is in flight after its plan pl (ok:
@@ -176,6 +199,11 @@ func (rc *reconciler) execSubmit(ctx context.Context, only func(peer.Key) bool, 
 	es.mu.Unlock()
 	ids = sortedPeers(wants)
 	obs := rc.o.Executor.Observe(ctx, ids)
+	if ctx.Err() != nil {
+		// Cancelled (a revoke began, or the daemon stops): what Observe
+		// read may be partial; nothing is planned or submitted.
+		return nil, 0, time.Time{}
+	}
 	var plans []ExecPlan
 	planned := make(map[peer.Key]execPlanned, len(ids))
 	active := map[peer.Key]bool{}

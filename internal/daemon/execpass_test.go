@@ -47,6 +47,8 @@ type execEnv struct {
 		Reads(peer.Key) int
 		SubmittedSince(n int) []daemon.ExecPlan
 		HoldRevokes() (release func())
+		HoldObserve() (release func())
+		ObserveHeld() int
 	}
 	d    *daemon.Daemon
 	peer peer.Key
@@ -488,4 +490,58 @@ func TestExecutorPassWaitsForRevoke(t *testing.T) {
 			t.Errorf("list %q after the revoke, want key 20 gone", got)
 		}
 	})
+}
+
+// TestExecutorRevokeCancelsAPass: a revoke that comes while a pass reads
+// every peer (a route server's 1,000 files and sessions: over a second in
+// the guest) does not wait for it: the pass gives way and submits
+// nothing, the revoke's lists are applied, and the next pass plans every
+// peer again. On the old code the revoke waited for the pass's read (here
+// held until the end: the revoke never returned). Real time, not a
+// synctest bubble: a revoke blocked on the pass's mutex would not let the
+// bubble's clock reach the bound.
+func TestExecutorRevokeCancelsAPass(t *testing.T) {
+	func(t *testing.T) {
+		ka, kb := execKeys()
+		e := newExecEnv(t, twoPeerPolicy, ka, kb)
+		if !realUntil(10*time.Second, func() bool { return e.list() == "20 30p" }) {
+			t.Fatalf("written list %q", e.list())
+		}
+		release := e.fx.HoldObserve()
+		defer release()
+		e.setKeys(ka, kb) // a new snapshot: a full pass
+		if !realUntil(10*time.Second, func() bool { return e.fx.ObserveHeld() == 1 }) {
+			t.Fatal("no pass read the peers")
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: ka.name})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the revoke waited for the pass's read")
+		}
+		if got := e.list(); got != "30p" {
+			t.Errorf("list %q after the revoke, want key 20 gone", got)
+		}
+		reads := e.fx.Reads(e.peer)
+		if !realUntil(10*time.Second, func() bool { return e.fx.Reads(e.peer) > reads }) {
+			t.Error("no pass read the peer after the revoke")
+		}
+	}(t)
+}
+
+// realUntil polls cond every 10 ms of real time, up to limit.
+func realUntil(limit time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
