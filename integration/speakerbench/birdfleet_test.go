@@ -115,9 +115,14 @@ func runBirdFleet(t *testing.T, n int) birdResult {
 	f := newRSFleet(t, n)
 	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.writeKeys(keysRolling(begin, far))
-	if dir, p := os.Getenv(envOut), os.Getenv(envProfile); dir != "" && (p == "1" || p == "cpu") {
-		// aokeyd profiles the revoke (window 1; SIGUSR2 opens and closes it).
+	// aokeyd profiles the revoke, or traces it (window 1; SIGUSR2 opens
+	// and closes it).
+	switch dir, p := os.Getenv(envOut), os.Getenv(envProfile); {
+	case dir != "" && (p == "1" || p == "cpu"):
 		t.Setenv("AOKEYD_CPUPROFILE", filepath.Join(dir, fmt.Sprintf("birdfleet-aokeyd-n%d-w%%d.pprof", n)))
+		f.profiling = true
+	case dir != "" && p == "trace":
+		t.Setenv("AOKEYD_EXECTRACE", filepath.Join(dir, fmt.Sprintf("birdfleet-aokeyd-n%d-w%%d.trace", n)))
 		f.profiling = true
 	}
 	f.startAokeyd()

@@ -97,6 +97,9 @@ type Executor struct {
 	configures int
 	// shapes are the key files' shapes BIRD's parser took.
 	shapes shapeChecker
+	// files are the include files' keys as read, by the files' identity
+	// (Observe's; safe for concurrent use).
+	files writtenCache
 	// applying is set while Run applies plans: the poll reads nothing
 	// then (BIRD is busy with the configure, and its report would be of
 	// protocols mid-reconfigure).
@@ -276,16 +279,11 @@ func (e *Executor) Observe(ctx context.Context, peers []peer.Key) map[peer.Key]d
 		if p, ok := protos[peer.KeyOf(id.Addr, "")]; ok {
 			ob.Protocol = &p
 		}
-		b, err := readFile(e.fileOfPeer(id))
-		if err != nil {
+		if w, err := e.files.written(e.fileOfPeer(id)); err != nil {
 			ob.Warnings = append(ob.Warnings, err.Error())
-		} else if ks, err := parseFile(b); err != nil {
-			ob.Warnings = append(ob.Warnings, fmt.Sprintf("%s: %v", e.fileOfPeer(id), err))
 		} else {
-			ob.Written = writtenAsSocket(ks)
-			zeroKeys(ks)
+			ob.Written = w
 		}
-		clear(b)
 		switch {
 		case pidErr == nil && connsErr != nil:
 			ob.Unread = connsErr
