@@ -35,6 +35,7 @@ type metricsFleet struct {
 	// base is the Go heap in use and the RSS before the daemon started
 	// (settledMem), with the speaker, its listener and the key source.
 	baseHeap, baseRSS int64
+	baseLive          int64 // HeapAlloc then (liveHeap)
 	d                 *daemon.Daemon
 	mt                *metrics.Metrics
 	h                 http.Handler // what aokeyd serves
@@ -84,6 +85,7 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 		b.Fatal(err)
 	}
 	baseHeap, baseRSS := settledMem(b)
+	baseLive := liveHeap()
 	d, err := daemon.New(daemon.Options{
 		Policy: parsePolicy(b, pol), Keys: cache, Source: src, Speaker: sp, Discoverer: disc, ListenPort: bgpPort,
 		Rotator: rotator.Config{Grace: 20 * time.Millisecond, Poll: 10 * time.Millisecond, Steady: steady},
@@ -97,7 +99,7 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	stopped := false
-	f := &metricsFleet{baseHeap: baseHeap, baseRSS: baseRSS, d: d, mt: mt, h: mt.Handler(), socks: make([]*countingSocket, n)}
+	f := &metricsFleet{baseHeap: baseHeap, baseRSS: baseRSS, baseLive: baseLive, d: d, mt: mt, h: mt.Handler(), socks: make([]*countingSocket, n)}
 	f.stop = func() {
 		if stopped {
 			return
@@ -184,6 +186,7 @@ func (f *metricsFleet) scrape(b *testing.B, w http.ResponseWriter) {
 // guest's share, this one holds the sessions' sockets and keys (the
 // in-memory kernel's, 8,192 sockets at 4,096 peers); *-scraped-MiB is
 // what the scrapes added to the steady daemon (every series created).
+// live-share-MiB is the heap share's live objects alone (HeapAlloc).
 func BenchmarkScrape(b *testing.B) {
 	n := envPeers(b, "AOKEYD_SCRAPE_PEERS", 4096)
 	f := newMetricsFleet(b, n, 0, 0)
@@ -232,6 +235,19 @@ func BenchmarkScrape(b *testing.B) {
 	b.ReportMetric(mib(rss-f.baseRSS), "rss-share-MiB")
 	b.ReportMetric(mib(heap-heap0), "heap-scraped-MiB")
 	b.ReportMetric(mib(rss-rss0), "rss-scraped-MiB")
+
+	// live-share-MiB counts live objects alone (HeapAlloc), without the
+	// spans' free slots, which move from run to run with the order of
+	// allocation: the steadier figure for a side by side.
+	b.ReportMetric(mib(liveHeap()-f.baseLive), "live-share-MiB")
+}
+
+// liveHeap is the Go heap's live objects in bytes (HeapAlloc) after a GC.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 // seriesPerPeer counts the series of a text scrape and the most that carry
