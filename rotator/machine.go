@@ -195,7 +195,7 @@ type machine struct {
 	// it back as RNext_key counts it carried from that write on.
 	oldCarried CarriedKey
 	baseGood   uint64
-	oldGood    GoodCounts // the retire step's base (RetireProof)
+	oldGood    GoodCounts // the retire step's base (RetireProof); nil outside StateGrace
 	// ownCur is the Current_key this roll's own writes left on the socket
 	// (invalid when they did not change it): Current_key equal to it is no
 	// sign that the peer switched.
@@ -258,6 +258,13 @@ func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
 	if from := m.st.State; from != s {
 		m.log.Debug("rotator: state", "peer", m.peer, "from", from, "to", s, "next", action)
 		m.st.State, m.st.Since = s, now
+		if s != StateGrace {
+			// oldGood is the grace period's base alone: toGrace takes it
+			// anew on the way in (enter is the only way into StateGrace),
+			// so a machine outside it holds none (480 bytes a peer at
+			// four keys, the map's).
+			m.oldGood = nil
+		}
 		m.emit(EventState, now, from, AbortNone)
 	}
 	m.st.NextAction, m.st.NextAt = action, at
