@@ -116,16 +116,20 @@ type Status struct {
 	State   State
 	Current OptID // SendID of Current_key as last read
 	RNext   OptID // RecvID of RNext_key as last read
-	// Pending is the key being rolled to (HavePending false when none).
-	Pending     tcpao.KeyRef
+	// HavePending is false when no key is being rolled to (Pending).
+	// (The small fields sit together: at 512 bytes a Status is one size
+	// class below 520's, 64 bytes a peer in its published copy;
+	// TestStatusSize.)
 	HavePending bool
 	// AnnouncedFrom is RNext_key (a RecvID) as it was before the roll
 	// announced Pending: the key the peer sent with, while the roll waits
 	// for it to take the new one (StateAnnounced).
 	AnnouncedFrom OptID
-	Since         time.Time // when State was entered
-	NextAction    string
-	NextAt        time.Time
+	// Pending is the key being rolled to (HavePending false when none).
+	Pending    tcpao.KeyRef
+	Since      time.Time // when State was entered
+	NextAction string
+	NextAt     time.Time
 	// LastAbort says why the last roll was aborted, for people ("": none).
 	LastAbort string
 	// LastAbortReason classifies it, for metrics and status.

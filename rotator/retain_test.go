@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"testing"
+	"unsafe"
 )
 
 // TestSteadyMachineKeepsNoGraceBase: the retire step's base (oldGood, a
@@ -33,5 +34,15 @@ func TestSteadyMachineKeepsNoGraceBase(t *testing.T) {
 		if m.st.State != StateSteady || m.oldGood != nil {
 			t.Errorf("%s: state %s, grace base %v after the roll: want steady, none", m.peer, m.st.State, m.oldGood)
 		}
+	}
+}
+
+// TestStatusSize: every machine keeps its Status and publishes a copy of
+// it, which the allocator rounds up to a size class; 512 bytes is one
+// (520 took 576, 64 bytes a peer more). A field that pushes it over
+// should find room in the padding first.
+func TestStatusSize(t *testing.T) {
+	if n := unsafe.Sizeof(Status{}); n > 512 {
+		t.Errorf("Status is %d bytes: over 512, its published copy takes the next size class (576)", n)
 	}
 }
