@@ -45,6 +45,7 @@ type Options struct {
 // peer holds up no other.
 type Controller struct {
 	opts Options
+	env  *machineEnv    // what its machines share (from opts)
 	wg   sync.WaitGroup // one per runner, done when it finished (finishLocked)
 
 	mu     sync.Mutex
@@ -56,12 +57,13 @@ type Controller struct {
 	restored map[PeerID][]CarriedKey
 }
 
-// peerSlot is one peer's entry. desired is the peer's desired state, the
-// one copy of it outside the running machine: only SetDesired, Adopt and
-// an Exclusive call that ran write it, and a machine takes its copy from
-// here (through its mailbox) and from nowhere else.
+// peerSlot is one peer's entry. desired is the peer's desired state: only
+// SetDesired, Adopt and an Exclusive call that ran set it, each to a value
+// of its own that nothing writes afterwards, and a machine takes it (the
+// pointer, through its mailbox) from here and from nowhere else. So the
+// slot and the machine share one Desired (nil until the first).
 type peerSlot struct {
-	desired Desired
+	desired *Desired
 	// on names the socket a machine was adopted on (Adopt's on), until
 	// the peer goes down: the controller alone knows whether a machine
 	// runs on a session.
@@ -94,7 +96,7 @@ type runner struct {
 	begun   bool      // owned by the run: the first run's start-up is done
 
 	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
-	desired *Desired   // the latest desired state not yet taken (latest wins)
+	desired *Desired   // the latest desired state not yet taken (latest wins; the slot's)
 	dpos    int        // how many of excl came before desired
 	excl    []*exclusive
 	running bool        // a run is under way
@@ -105,7 +107,7 @@ type runner struct {
 
 // exclusive is an Exclusive call waiting for the runner's goroutine.
 type exclusive struct {
-	desired Desired
+	desired *Desired
 	fn      func(tcpao.Socket)
 	ran     chan struct{} // closed once fn ran and desired was taken
 	state   atomic.Int32  // exclQueued, then exclTaken by the runner or exclWithdrawn by the caller
@@ -126,7 +128,8 @@ func NewController(opts Options) *Controller {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Config = opts.Config.withDefaults()
-	return &Controller{opts: opts, peers: map[PeerID]*peerSlot{}}
+	env := &machineEnv{cfg: opts.Config, guard: opts.Guard, rnd: opts.Rand, log: opts.Logger, events: opts.Events}
+	return &Controller{opts: opts, env: env, peers: map[PeerID]*peerSlot{}}
 }
 
 // SetDesired sets the keys peer's session should carry (Kind is forced to
@@ -141,15 +144,15 @@ func (c *Controller) SetDesired(peer PeerID, d Desired) bool {
 	d.Kind = Established
 	c.mu.Lock()
 	s, known := c.slotLocked(peer)
-	if known && s.desired.Same(d) {
+	if known && s.desired != nil && s.desired.Same(d) {
 		c.mu.Unlock()
 		return false
 	}
-	s.desired = d
+	s.desired = &d
 	r := s.run
 	c.mu.Unlock()
 	if r != nil {
-		r.post(d)
+		r.post(&d)
 	}
 	return true
 }
@@ -180,7 +183,7 @@ func (c *Controller) Adopt(peer PeerID, on any, sock tcpao.Socket, d Desired) (s
 		c.mu.Unlock()
 		return false, SocketPlan{}, nil
 	}
-	s.on, s.desired = on, d
+	s.on, s.desired = on, &d
 	c.mu.Unlock()
 	sp, err = c.Accepted(peer, sock)
 	return true, sp, err
@@ -217,7 +220,7 @@ func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn f
 	}
 	r := s.run
 	c.mu.Unlock()
-	x := &exclusive{desired: d, fn: fn, ran: make(chan struct{})}
+	x := &exclusive{desired: &d, fn: fn, ran: make(chan struct{})}
 	r.mu.Lock()
 	r.excl = append(r.excl, x)
 	r.mu.Unlock()
@@ -245,7 +248,7 @@ func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn f
 	// SetDesired would set it.
 	c.mu.Lock()
 	if s := c.peers[peer]; s != nil && s.run == r {
-		s.desired = d
+		s.desired = x.desired
 	}
 	c.mu.Unlock()
 	return true
@@ -295,7 +298,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	var obs Observed
 	var err error
 	if busy == nil {
-		if sp, obs, err = clean(sock, d); err != nil {
+		if sp, obs, err = clean(sock, *d); err != nil {
 			err = fmt.Errorf("accepted socket for %s: %w", peer, err)
 		}
 	}
@@ -303,7 +306,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	r := &runner{
 		c:       c,
 		after:   busy,
-		m:       newMachine(peer, sock, d, c.opts.Config, c.opts.Guard, c.opts.Rand, c.opts.Logger, now),
+		m:       startMachine(c.env, peer, sock, d, now),
 		halting: make(chan struct{}),
 		done:    make(chan struct{}),
 		running: true, // its first run, started below: a wake before it only asks it to step again
@@ -314,7 +317,6 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		r.m.st.Counters = CountersOf(obs, now)
 	}
 	r.m.pub = &r.status
-	r.m.events = c.opts.Events
 	r.m.ctx = r
 	c.mu.Lock()
 	if cur := c.peers[peer]; cur != nil && cur.run == nil && !c.closed {
@@ -553,9 +555,9 @@ func (r *runner) waitLocked(d time.Duration) {
 
 // post puts d in the mailbox (replacing what the machine has not taken
 // yet) and wakes the machine.
-func (r *runner) post(d Desired) {
+func (r *runner) post(d *Desired) {
 	r.mu.Lock()
-	r.desired, r.dpos = &d, len(r.excl)
+	r.desired, r.dpos = d, len(r.excl)
 	r.mu.Unlock()
 	r.poke()
 }
@@ -570,7 +572,7 @@ func (r *runner) take(now func() time.Time) {
 	r.mu.Unlock()
 	for i := 0; i <= len(xs); i++ {
 		if d != nil && i == dpos {
-			r.m.setDesired(*d, now())
+			r.m.takeDesired(d, now())
 		}
 		if i == len(xs) {
 			break
@@ -581,7 +583,7 @@ func (r *runner) take(now func() time.Time) {
 		r.m.pre = r.exclusive(xs[i])
 		r.m.writes++
 		r.m.ownWrite(now()) // it may have set Current_key or RNext_key
-		r.m.setDesired(xs[i].desired, now())
+		r.m.takeDesired(xs[i].desired, now())
 	}
 }
 
@@ -625,18 +627,18 @@ func (c *Controller) run(r *runner) {
 			r.after = nil
 			if r.Err() == nil {
 				r.take(time.Now)
-				sp, err := Clean(r.m.sock, r.m.desired)
+				sp, err := Clean(r.m.sock, *r.m.desired)
 				if err != nil {
 					r.m.st.LastError = fmt.Sprintf("accepted socket: %v", err)
-					r.m.log.Warn("rotator: checking the accepted socket's keys", "peer", r.m.peer, "err", err)
+					r.m.log.Warn("rotator: checking the accepted socket's keys", "peer", r.m.st.Peer, "err", err)
 				} else if len(sp.Ops) > 0 {
-					r.m.log.Info("rotator: accepted socket corrected", "peer", r.m.peer, "ops", len(sp.Ops))
+					r.m.log.Info("rotator: accepted socket corrected", "peer", r.m.st.Peer, "ops", len(sp.Ops))
 				}
 				r.m.st.Waiting = ""
 			}
 		}
 		if r.Err() == nil {
-			c.changed(r.m.peer) // a new socket: its keys are news
+			c.changed(r.m.st.Peer) // a new socket: its keys are news
 		}
 	}
 	for {
@@ -649,7 +651,7 @@ func (c *Controller) run(r *runner) {
 				r.m.publish()
 			}
 			if r.m.keyView() != before {
-				c.changed(r.m.peer)
+				c.changed(r.m.st.Peer)
 			}
 		}
 		wait := time.Until(r.next)

@@ -82,7 +82,7 @@ func (m *machine) emit(kind EventKind, now time.Time, from State, reason AbortRe
 	if m.events == nil {
 		return
 	}
-	e := Event{Peer: m.peer, Kind: kind, At: now, State: m.st.State, From: from, Reason: reason,
+	e := Event{Peer: m.st.Peer, Kind: kind, At: now, State: m.st.State, From: from, Reason: reason,
 		Attempts: m.st.Attempts, LastAbortReason: m.st.LastAbortReason,
 		Pending: m.st.Pending, HavePending: m.st.HavePending, Current: m.st.Current, RNext: m.st.RNext,
 		WantCurrent: m.desired.WantCurrent, WantRNext: m.desired.WantRNext}

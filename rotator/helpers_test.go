@@ -85,3 +85,6 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 // pid is the test peer named name: each name is its own peer (its VRF
 // field carries the name; the address is one for all).
 func pid(name string) PeerID { return peer.Key{Addr: netip.MustParseAddr("192.0.2.1"), VRF: name} }
+
+// setDesired is takeDesired with a value of the test's own.
+func (m *machine) setDesired(d Desired, now time.Time) { m.takeDesired(&d, now) }

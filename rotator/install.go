@@ -107,7 +107,7 @@ func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, pee
 		return nil
 	}
 	if peerMoved {
-		m.log.Debug("rotator: the peer's RNext moved Current_key during the install", "peer", m.peer, "from", before, "to", after)
+		m.log.Debug("rotator: the peer's RNext moved Current_key during the install", "peer", m.st.Peer, "from", before, "to", after)
 		return nil
 	}
 	m.ownCur = after
@@ -117,7 +117,7 @@ func (m *machine) checkOwnSwitch(now time.Time, before OptID, obs *Observed, pee
 	back := before.ID
 	m.ownWrite(now)
 	m.log.Warn("rotator: installing moved Current_key to a key the peer was never seen to use; putting it back",
-		"peer", m.peer, "moved_to", after.ID, "back_to", back)
+		"peer", m.st.Peer, "moved_to", after.ID, "back_to", back)
 	if ae := m.guarded(StepRestore, func() error {
 		_, err := m.writeRead(now, ReadFull, obs, func(s tcpao.Socket) error { return s.SetInfo(tcpao.InfoChange{Current: &back}) }, nil)
 		return err

@@ -100,22 +100,21 @@ func (c Config) withDefaults() Config {
 // machine is one peer's roll state machine. It is not safe for concurrent
 // use: one goroutine (the peer's runner) owns it and the socket.
 type machine struct {
-	peer    PeerID
-	sock    tcpao.Socket
-	desired Desired
-	cfg     Config
-	guard   SessionGuard
-	rnd     Jitter
-	log     *slog.Logger
+	// machineEnv is what every machine of a controller shares (cfg,
+	// guard, rnd, log, events): one pointer, not 96 bytes a machine.
+	*machineEnv
+	sock tcpao.Socket
+	// desired is the machine's desired state (read-only: a new one
+	// replaces the pointer, takeDesired). It is the value the peer's slot
+	// holds, not a copy of it (168 bytes a peer).
+	desired *Desired
 	ctx     context.Context // the runner's, for the SessionGuard (Background until it runs)
-	st      Status
+	st      Status          // st.Peer is the machine's peer
 	// pub, when set, receives a copy of st whenever the machine publishes
 	// it (after each step, and before a guard or kernel call that may
 	// block): Status readers load it without waiting for the machine.
 	pub *atomic.Pointer[Status]
-	// events, when set, receives the roll's events (Options.Events);
 	// attempting is true from an attempt's EventRollStarted until its end.
-	events     func(Event)
 	attempting bool
 
 	oldRNext OptID
@@ -150,8 +149,24 @@ type machine struct {
 	settle settleState
 }
 
+// machineEnv is what the machines of one controller share.
+type machineEnv struct {
+	cfg   Config
+	guard SessionGuard
+	rnd   Jitter
+	log   *slog.Logger
+	// events, when set, receives the roll's events (Options.Events).
+	events func(Event)
+}
+
 func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g SessionGuard, rnd Jitter, log *slog.Logger, now time.Time) *machine {
-	return &machine{peer: peer, sock: sock, desired: d, cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log,
+	return startMachine(&machineEnv{cfg: cfg.withDefaults(), guard: g, rnd: rnd, log: log}, peer, sock, &d, now)
+}
+
+// startMachine is a machine of env's controller on sock with d as its
+// desired state (shared, never written).
+func startMachine(env *machineEnv, peer PeerID, sock tcpao.Socket, d *Desired, now time.Time) *machine {
+	return &machine{machineEnv: env, sock: sock, desired: d,
 		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}, settle: settleState{since: now}}
 }
 
@@ -175,7 +190,7 @@ func (m *machine) waiting(what string) {
 
 func (m *machine) guardWait(step Step) string {
 	if w, ok := m.guard.(GuardWaiter); ok {
-		if s := w.WaitingFor(m.peer, step); s != "" {
+		if s := w.WaitingFor(m.st.Peer, step); s != "" {
 			return s
 		}
 	}
@@ -184,7 +199,7 @@ func (m *machine) guardWait(step Step) string {
 
 func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
 	if from := m.st.State; from != s {
-		m.log.Debug("rotator: state", "peer", m.peer, "from", from, "to", s, "next", action)
+		m.log.Debug("rotator: state", "peer", m.st.Peer, "from", from, "to", s, "next", action)
 		m.st.State, m.st.Since = s, now
 		if s != StateGrace {
 			// oldGood is the grace period's base alone: toGrace takes it
@@ -207,7 +222,7 @@ func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
 // period's end, the next poll, the retry): a step now would only read the
 // socket, and a fleet-wide change of desired keys (the old key's accept
 // end) woke every rolling peer for a read at once. A desired state with
-// another target puts the machine back to steady (setDesired), and an
+// another target puts the machine back to steady (takeDesired), and an
 // Exclusive call wrote the socket: both step at once.
 func (m *machine) idleUntil(before keyView, next, now time.Time) bool {
 	switch m.st.State {
@@ -218,10 +233,11 @@ func (m *machine) idleUntil(before keyView, next, now time.Time) bool {
 	return m.keyView() == before && now.Before(next)
 }
 
-// setDesired changes the target; a roll towards another key starts over.
-func (m *machine) setDesired(d Desired, now time.Time) {
+// takeDesired changes the target; a roll towards another key starts over.
+// d is shared with the peer's slot: neither writes it.
+func (m *machine) takeDesired(d *Desired, now time.Time) {
 	changed := d.WantRNext != m.desired.WantRNext || d.WantCurrent != m.desired.WantCurrent
-	m.newDesired(&m.desired, &d)
+	m.newDesired(m.desired, d)
 	m.desired = d
 	if changed && (m.st.State == StateAnnounced || m.st.State == StateGrace) {
 		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
@@ -264,7 +280,7 @@ func (m *machine) guardedSteps(step Step, f func() (Step, error)) *AbortError {
 	defer m.waiting("")
 	if m.guard != nil {
 		m.waiting(m.guardWait(step))
-		if err := m.guard.Before(m.ctx, m.peer, step); err != nil {
+		if err := m.guard.Before(m.ctx, m.st.Peer, step); err != nil {
 			return &AbortError{Reason: AbortGuardRefused, Step: step, Err: fmt.Errorf("session guard before %s: %w", step, err)}
 		}
 	}
@@ -276,7 +292,7 @@ func (m *machine) guardedSteps(step Step, f func() (Step, error)) *AbortError {
 	}
 	if m.guard != nil {
 		m.waiting(m.guardWait(last))
-		if err := m.guard.After(m.ctx, m.peer, last); err != nil {
+		if err := m.guard.After(m.ctx, m.st.Peer, last); err != nil {
 			return &AbortError{Reason: AbortSessionDropped, Step: last, Err: fmt.Errorf("session guard after %s: %w", last, err)}
 		}
 	}
@@ -357,7 +373,7 @@ func (m *machine) step(now time.Time) time.Time {
 }
 
 func (m *machine) steady(now time.Time, obs *Observed) time.Time {
-	d := &m.desired
+	d := m.desired
 	m.settledOn(obs)
 	sp := PlanSocket(*d, *obs)
 	m.editsFrom(sp)
@@ -424,7 +440,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	_, m.oldRNext = curOf(obs)
 	m.oldCarried = rnextCarried(obs, m.oldRNext)
 	if announced {
-		m.log.Debug("rotator: announced new key with its install", "peer", m.peer, "rnext", d.WantRNext.ID)
+		m.log.Debug("rotator: announced new key with its install", "peer", m.st.Peer, "rnext", d.WantRNext.ID)
 	} else if m.oldRNext != d.WantRNext {
 		want := d.WantRNext.ID
 		m.ownWrite(now)
@@ -438,7 +454,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 			ae.Detail = "announce failed"
 			return m.abort(now, ae)
 		}
-		m.log.Debug("rotator: announced new key", "peer", m.peer, "rnext", want)
+		m.log.Debug("rotator: announced new key", "peer", m.st.Peer, "rnext", want)
 	}
 	if wantCur {
 		return m.toGrace(now, obs)
@@ -449,7 +465,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 }
 
 func (m *machine) await(now time.Time, obs *Observed) time.Time {
-	d := &m.desired
+	d := m.desired
 	nk := findRecv(obs, d.WantRNext.ID)
 	if nk == nil {
 		m.enter(StateSteady, now, "re-plan: new key vanished", now)
@@ -473,7 +489,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 				return m.abort(now, ae)
 			}
 		}
-		m.log.Debug("rotator: peer sends with new key; switched", "peer", m.peer, "current", d.WantCurrent.ID)
+		m.log.Debug("rotator: peer sends with new key; switched", "peer", m.st.Peer, "current", d.WantCurrent.ID)
 		return m.toGrace(now, obs)
 	}
 	if now.Sub(m.st.Since) >= m.cfg.SwitchTimeout {
@@ -520,7 +536,7 @@ func (m *machine) abort(now time.Time, why *AbortError) time.Time {
 	}
 	m.st.LastAbort, m.st.LastAbortReason, m.st.LastAbortErr, m.st.LastAbortAt = why.Error(), why.Reason, why, now
 	m.st.HavePending = false
-	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.peer, "reason", why.Reason, "error", why, "retry_in", b)
+	m.log.Warn("rotator: roll aborted; old key kept", "peer", m.st.Peer, "reason", why.Reason, "error", why, "retry_in", b)
 	m.attemptStarts(now) // an attempt that aborts has started
 	m.attempting = false
 	m.emit(EventRollAborted, now, m.st.State, why.Reason)

@@ -60,7 +60,7 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 			if st, ops := l.mx.st, l.x.writes(); st.State != StateSteady || st.LastError != "" || ops != 0 {
 				t.Fatalf("after take-over: state %s, last error %q, %d writes; want steady, no error, no write", st.State, st.LastError, ops)
 			}
-			if sp := PlanSocket(l.mx.desired, observe(t, l.x)); !sp.Empty() || len(sp.Blocked)+len(sp.Deferred) > 0 {
+			if sp := PlanSocket(*l.mx.desired, observe(t, l.x)); !sp.Empty() || len(sp.Blocked)+len(sp.Deferred) > 0 {
 				t.Fatalf("plan after take-over not empty: %v", opLines(sp))
 			}
 

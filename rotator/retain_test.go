@@ -32,7 +32,7 @@ func TestSteadyMachineKeepsNoGraceBase(t *testing.T) {
 	}
 	for _, m := range []*machine{l.mx, l.my} {
 		if m.st.State != StateSteady || m.oldGood != nil {
-			t.Errorf("%s: state %s, grace base %v after the roll: want steady, none", m.peer, m.st.State, m.oldGood)
+			t.Errorf("%s: state %s, grace base %v after the roll: want steady, none", m.st.Peer, m.st.State, m.oldGood)
 		}
 	}
 }
@@ -44,5 +44,19 @@ func TestSteadyMachineKeepsNoGraceBase(t *testing.T) {
 func TestStatusSize(t *testing.T) {
 	if n := unsafe.Sizeof(Status{}); n > 512 {
 		t.Errorf("Status is %d bytes: over 512, its published copy takes the next size class (576)", n)
+	}
+}
+
+// TestPerPeerSizes: a peer's machine and slot share its desired state
+// (one Desired, not a copy in each: 168 bytes twice) and the machines of a
+// controller share their Config, guard, jitter, logger and event sink by
+// one pointer; the machine's peer is its Status's. 1,136 bytes took the
+// allocator's 1,152-byte class; 896 is the class it is in now.
+func TestPerPeerSizes(t *testing.T) {
+	if n := unsafe.Sizeof(machine{}); n > 896 {
+		t.Errorf("machine is %d bytes: over 896, the next size class is 1,024", n)
+	}
+	if n := unsafe.Sizeof(peerSlot{}); n > 64 {
+		t.Errorf("peerSlot is %d bytes: over 64 (does it hold a Desired again?)", n)
 	}
 }

@@ -61,7 +61,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		*obs = full
 	}
 	m.settledOn(obs)
-	sp := PlanSocket(m.desired, *obs)
+	sp := PlanSocket(*m.desired, *obs)
 	m.editsFrom(sp)
 	m.noteEdits(sp, false)
 	// The old keys the peer sent with are in use by the never-strand
@@ -89,7 +89,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		m.st.NextAction, m.st.NextAt = "old key's pkt_good still rising: wait", now.Add(m.cfg.Poll)
 		return m.st.NextAt
 	}
-	d := m.desired
+	d := *m.desired
 	if len(rp.Retire) > 0 {
 		d.Retire = rp.Retire
 		sp = PlanSocket(d, *obs)
@@ -131,7 +131,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 	m.st.Attempts = 0
 	m.st.HavePending = false
 	m.st.LastError = ""
-	m.log.Info("rotator: roll complete", "peer", m.peer, "current", m.st.Current, "rolls", m.st.Rolls)
+	m.log.Info("rotator: roll complete", "peer", m.st.Peer, "current", m.st.Current, "rolls", m.st.Rolls)
 	m.attemptStarts(now)
 	m.attempting = false
 	m.emit(EventRollCompleted, now, m.st.State, AbortNone)

@@ -45,7 +45,7 @@ type settleState struct {
 func (m *machine) countRead(obs *Observed, now time.Time) {
 	s := &m.settle
 	if !obs.Bare {
-		s.pending = editPending(&m.desired, obs)
+		s.pending = editPending(m.desired, obs)
 	}
 	switch {
 	case !s.pending:
@@ -155,7 +155,7 @@ func (m *machine) noteEdits(sp SocketPlan, applied bool) {
 				return x.Ref.SendID == e.Ref.SendID && x.Ref.RecvID == e.Ref.RecvID
 			})
 			s.applied = append(s.applied, e)
-			m.log.Info("rotator: edit in place applied", "peer", m.peer, "key", e.Ref.String(), "rule", e.Rule.String(), "why", e.Rule.Text())
+			m.log.Info("rotator: edit in place applied", "peer", m.st.Peer, "key", e.Ref.String(), "rule", e.Rule.String(), "why", e.Rule.Text())
 		}
 	}
 	s.held = held
