@@ -86,14 +86,12 @@ type peerSlot struct {
 // through the mailbox, which they never wait on, and readers see its
 // Status only as the immutable snapshot a run publishes (status).
 type runner struct {
-	c       *Controller
-	m       *machine      // owned by the run under way
-	after   *runner       // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
-	halting chan struct{} // closed by halt: the runner is its machine's context (Done), which halt ends
-	done    chan struct{} // closed once halted with no run under way
-	status  atomic.Pointer[Status]
-	next    time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
-	begun   bool      // owned by the run: the first run's start-up is done
+	c      *Controller
+	m      *machine // owned by the run under way
+	after  *runner  // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
+	status atomic.Pointer[Status]
+	next   time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
+	begun  bool      // owned by the run: the first run's start-up is done
 
 	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
 	desired *Desired   // the latest desired state not yet taken (latest wins; the slot's)
@@ -102,7 +100,13 @@ type runner struct {
 	running bool        // a run is under way
 	woken   bool        // woken during the run under way: it steps again before it ends
 	halted  bool        // stopped: no run starts again
+	ended   bool        // halted with no run under way (doneChan)
 	timer   *time.Timer // the wake-up (nil until the first wait)
+	// halting is closed by halt (the runner is its machine's context,
+	// Done) and done once ended (doneChan). Both are made when first
+	// asked for: most machines run and wait for their whole life without
+	// anyone waiting on either (two channels, 192 bytes a peer).
+	halting, done chan struct{}
 }
 
 // exclusive is an Exclusive call waiting for the runner's goroutine.
@@ -234,7 +238,7 @@ func (c *Controller) Exclusive(ctx context.Context, peer PeerID, d Desired, fn f
 	}
 	select {
 	case <-x.ran:
-	case <-r.done:
+	case <-r.doneChan():
 		// The machine stopped; it runs every request it took before that.
 		if !taken() {
 			return false
@@ -286,10 +290,7 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 	c.mu.Unlock()
 	var busy *runner // the previous machine, still in a step
 	if old != nil {
-		old.halt()
-		select {
-		case <-old.done:
-		default:
+		if !old.halt() {
 			busy = old
 		}
 	}
@@ -307,8 +308,6 @@ func (c *Controller) Accepted(peer PeerID, sock tcpao.Socket) (SocketPlan, error
 		c:       c,
 		after:   busy,
 		m:       startMachine(c.env, peer, sock, d, now),
-		halting: make(chan struct{}),
-		done:    make(chan struct{}),
 		running: true, // its first run, started below: a wake before it only asks it to step again
 	}
 	if obs.HaveAO {
@@ -388,7 +387,7 @@ func (c *Controller) PeerDown(peer PeerID) <-chan struct{} {
 		return closedChan
 	}
 	r.halt()
-	return r.done
+	return r.doneChan()
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -502,45 +501,79 @@ func (r *runner) beginLocked() bool {
 	return true
 }
 
-// halt stops the runner: no run starts again, and done is closed at once
-// when none is under way, else when it ends (after its step). Idempotent.
-func (r *runner) halt() {
+// halt stops the runner: no run starts again, and it ends at once when
+// none is under way, else when that run ends (after its step). It reports
+// whether the runner has ended. Idempotent.
+func (r *runner) halt() (ended bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.halted {
-		return
+		return r.ended
 	}
 	r.halted = true
-	close(r.halting)
+	if r.halting != nil {
+		close(r.halting)
+	}
 	if r.timer != nil {
 		r.timer.Stop()
 	}
 	if !r.running {
 		r.finishLocked()
 	}
+	return r.ended
 }
 
 // finishLocked marks the runner ended: once, by halt or by the run that
 // was under way when it halted.
 func (r *runner) finishLocked() {
-	close(r.done)
+	r.ended = true
+	if r.done != nil {
+		close(r.done)
+	}
 	r.c.wg.Done()
+}
+
+// doneChan is closed once the runner ended (halted with no run under
+// way): closedChan when it has, else its done, made now if none asked
+// before.
+func (r *runner) doneChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return closedChan
+	}
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	return r.done
 }
 
 // The runner is its machine's context (the SessionGuard's calls get it):
 // it ends when the runner halts. A context of its own per machine
 // (WithCancel, with an AfterFunc for Close) cost ~1 KiB a peer of the
 // daemon's heap at 4,096 peers.
+// Done's channel is made on the first call (closedChan once halted), so
+// successive calls return the same channel.
 func (r *runner) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (r *runner) Done() <-chan struct{}       { return r.halting }
 func (r *runner) Value(any) any               { return nil }
-func (r *runner) Err() error {
-	select {
-	case <-r.halting:
-		return context.Canceled
-	default:
-		return nil
+func (r *runner) Done() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.halting == nil {
+		if r.halted {
+			return closedChan
+		}
+		r.halting = make(chan struct{})
 	}
+	return r.halting
+}
+func (r *runner) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.halted {
+		return context.Canceled
+	}
+	return nil
 }
 
 // waitLocked arms the machine's wake-up d from now (r.mu held, the run
@@ -621,8 +654,8 @@ func (c *Controller) run(r *runner) {
 		r.begun = true
 		if r.after != nil {
 			select {
-			case <-r.halting:
-			case <-r.after.done:
+			case <-r.Done():
+			case <-r.after.doneChan():
 			}
 			r.after = nil
 			if r.Err() == nil {
