@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ const maxRollSteps = 8
 type rollJournal struct {
 	mu    sync.Mutex
 	seq   uint64
-	steps map[rotator.PeerID][]journalStep
+	steps map[rotator.PeerID][]storedStep
 	// rolling marks a peer whose roll started and has not ended.
 	rolling map[rotator.PeerID]bool
 	// changed is closed, and replaced, at every step.
@@ -43,6 +44,69 @@ type journalStep struct {
 	key        keyIDs
 	reason     string
 	detail     string
+}
+
+// storedStep is a journalStep as the journal keeps it: 32 bytes, not
+// 104 (a peer keeps up to maxRollSteps of them, 4,096 peers or more).
+// The kind and the state are indexes in stepKinds and stepStates, the
+// time is Unix nanoseconds (0: the zero time), and the reason and the
+// detail, which few steps have, sit apart (note, nil when both are "").
+type storedStep struct {
+	seq        uint64
+	at         int64
+	note       *stepNote
+	kind       uint8
+	state      uint8
+	send, recv uint8
+	key        keyIDs
+}
+
+// stepNote is a stored step's words; state is the step's state when it
+// is none of stepStates.
+type stepNote struct {
+	reason, detail string
+	state          rotator.State
+}
+
+// stepKinds and stepStates are what a stored step's kind and state index.
+var (
+	stepKinds = [...]control.RollStepKind{"", control.RollStarted, control.RollAnnounced, control.RollSwitched,
+		control.RollCompleted, control.RollAborted, control.RollReplanned, control.RollSessionDown, control.RollSessionUp}
+	stepStates = [...]rotator.State{"", rotator.StateSteady, rotator.StateAnnounced, rotator.StateGrace,
+		rotator.StateBackoff, rotator.StateDown}
+)
+
+// store is s as the journal keeps it.
+func (s journalStep) store() storedStep {
+	t := storedStep{seq: s.seq, send: s.send, recv: s.recv, key: s.key}
+	if !s.at.IsZero() {
+		t.at = s.at.UnixNano()
+	}
+	t.kind = uint8(max(0, slices.Index(stepKinds[:], s.kind)))
+	i := slices.Index(stepStates[:], s.state)
+	t.state = uint8(max(0, i))
+	if s.reason != "" || s.detail != "" || i < 0 {
+		t.note = &stepNote{reason: s.reason, detail: s.detail}
+		if i < 0 {
+			t.note.state = s.state
+		}
+	}
+	return t
+}
+
+// step is t as the journal gives it.
+func (t storedStep) step() journalStep {
+	s := journalStep{seq: t.seq, kind: stepKinds[t.kind], state: stepStates[t.state], send: t.send, recv: t.recv, key: t.key}
+	if t.at != 0 {
+		s.at = time.Unix(0, t.at)
+	}
+	if t.note != nil {
+		s.reason, s.detail = t.note.reason, t.note.detail
+		if t.note.state != "" {
+			s.state = t.note.state
+		}
+	}
+	return s
 }
 
 // keyIDs says which of a step's IDs are known.
@@ -137,7 +201,7 @@ func (j *rollJournal) forget(id rotator.PeerID) {
 
 func (j *rollJournal) init() {
 	if j.steps == nil {
-		j.steps, j.rolling, j.changed = map[rotator.PeerID][]journalStep{}, map[rotator.PeerID]bool{}, make(chan struct{})
+		j.steps, j.rolling, j.changed = map[rotator.PeerID][]storedStep{}, map[rotator.PeerID]bool{}, make(chan struct{})
 	}
 }
 
@@ -148,7 +212,7 @@ func (j *rollJournal) addLocked(id rotator.PeerID, s journalStep) {
 	if len(ss) == maxRollSteps {
 		ss = append(ss[:0], ss[1:]...)
 	}
-	j.steps[id] = append(ss, s)
+	j.steps[id] = append(ss, s.store())
 	close(j.changed)
 	j.changed = make(chan struct{})
 }
@@ -168,7 +232,7 @@ func (j *rollJournal) after(id rotator.PeerID, seq uint64) ([]journalStep, <-cha
 	var out []journalStep
 	for _, s := range j.steps[id] {
 		if s.seq > seq {
-			out = append(out, s)
+			out = append(out, s.step())
 		}
 	}
 	return out, j.changed
