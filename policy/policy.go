@@ -268,6 +268,13 @@ func (p *Policy) BindingFor(peer netip.Addr, vrf string) (Binding, error) {
 	return *b, nil
 }
 
+// BindingRef is BindingFor's binding itself, not a copy of it: shared
+// with the policy and every other caller, it must not be modified. For
+// one held per peer (the daemon's peer table: 8 bytes a peer, not 192).
+func (p *Policy) BindingRef(peer netip.Addr, vrf string) (*Binding, error) {
+	return p.bindingFor(peer, vrf)
+}
+
 func (p *Policy) bindingFor(peer netip.Addr, vrf string) (*Binding, error) {
 	peer = peer.Unmap().WithZone("")
 	if i, ok := p.index.lookup(peer, vrf); ok {

@@ -234,7 +234,7 @@ func (mg *migrations) recoverMigrations(snap *keystore.Snapshot, now time.Time) 
 	}
 	pol := mg.policy()
 	for _, p := range mg.table.peerList() {
-		if p.handle == nil || !p.binding.Neighbor.IsSingleIP() {
+		if p.handle == nil || p.binding == nil || !p.binding.Neighbor.IsSingleIP() {
 			continue
 		}
 		if c, ok := pol.Chain(p.binding.KeyChain); !ok || snap.Chains[c.SourceChain] == nil || snap.Chains[c.SourceChain].MD5 == nil {

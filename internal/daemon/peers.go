@@ -37,7 +37,7 @@ type peerTable struct {
 type peerState struct {
 	id      rotator.PeerID
 	info    bgp.PeerInfo
-	binding policy.Binding
+	binding *policy.Binding  // the policy's own (BindingRef), read-only; nil before the session's first report
 	handle  bgp.SocketHandle // nil while the session is down
 }
 
@@ -100,7 +100,7 @@ func (pt *peerTable) remove(id rotator.PeerID) *peerState {
 // that runs beside the speaker's next events (handovers).
 func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
 	id := info.Key()
-	b, err := pt.policy().BindingFor(info.Neighbor, info.VRF)
+	b, err := pt.policy().BindingRef(info.Neighbor, info.VRF)
 	if err != nil {
 		return
 	}

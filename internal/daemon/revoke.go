@@ -439,7 +439,7 @@ func (rv *revocations) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.S
 // revokeOnly runs the policy's on_revoke_only_key for a session whose only
 // key was the revoked one.
 func (rv *revocations) revokeOnly(ctx context.Context, p *peerState, rs *control.RevokeSocket) {
-	if p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
+	if p.binding != nil && p.binding.Safety.OnRevokeOnlyKey == policy.RevokeReset {
 		rs.Action = control.ActionReset
 		if err := rv.o.Speaker.ResetPeer(ctx, p.info.Key(), "TCP-AO key revoked"); err != nil {
 			rs.Error = err.Error()
