@@ -99,7 +99,7 @@ type Tracker struct {
 	hits, misses atomic.Uint64
 
 	mu sync.Mutex
-	up map[peer.Key]tracked // by the session's peer: the same address in two VRFs is two
+	up map[peer.Key]*tracked // by the session's peer: the same address in two VRFs is two
 	// live: the event stream is synced and every event it delivered has
 	// been applied, so the sessions in up are the speaker's as of its last
 	// event (see Peer). gen counts the syncs.
@@ -122,6 +122,9 @@ type Tracker struct {
 }
 
 type tracked struct {
+	// peer is the session's first report, never written once stored: the
+	// session's handle points to it (SessionInfo), and the observer may
+	// keep that rather than a copy. gen alone changes (under t.mu).
 	peer PeerInfo
 	ref  sockets.Ref
 	gen  uint64 // the sync this session was last confirmed in
@@ -138,7 +141,7 @@ func NewTracker(sp Speaker, disc Discoverer, obs SessionObserver, opt TrackerOpt
 	if opt.PendingWait == 0 {
 		opt.PendingWait = DefaultPendingWait
 	}
-	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[peer.Key]tracked{}, appliedCh: make(chan struct{}), lost: map[peer.Key]lostSession{}}
+	return &Tracker{sp: sp, disc: disc, obs: obs, opt: opt, up: map[peer.Key]*tracked{}, appliedCh: make(chan struct{}), lost: map[peer.Key]lostSession{}}
 }
 
 // Run follows the speaker until ctx ends.
@@ -329,7 +332,10 @@ func (t *Tracker) CachedPeer(k peer.Key) (PeerInfo, bool) {
 // confirmed the session. t.mu is held.
 func (t *Tracker) heldLocked(k peer.Key) (PeerInfo, bool) {
 	tr, ok := t.up[k]
-	return tr.peer, ok && t.live && t.ch != nil && tr.gen == t.gen
+	if !ok {
+		return PeerInfo{}, false
+	}
+	return tr.peer, t.live && t.ch != nil && tr.gen == t.gen
 }
 
 // CacheStats reports how many of Peer's answers came from the followed
@@ -408,7 +414,6 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		t.mu.Lock()
 		if tr, ok := t.up[k]; ok {
 			tr.gen = 0
-			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
@@ -446,7 +451,6 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		t.mu.Lock()
 		if tr, ok := t.up[k]; ok {
 			tr.gen = 0
-			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
@@ -457,7 +461,6 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 		t.mu.Lock()
 		if tr, ok := t.up[k]; ok && tr.ref.Inode == ref.Inode {
 			tr.gen = t.gen
-			t.up[k] = tr
 		}
 		t.mu.Unlock()
 		return
@@ -478,10 +481,12 @@ func (t *Tracker) update(ctx context.Context, p PeerInfo) {
 	if p.LocalPort == 0 || p.RemotePort == 0 {
 		p.LocalPort, p.RemotePort = ref.Local.Port(), ref.Remote.Port()
 	}
+	tr := &tracked{peer: p, ref: ref}
 	t.mu.Lock()
-	t.up[k] = tracked{peer: p, ref: ref, gen: t.gen}
+	tr.gen = t.gen
+	t.up[k] = tr
 	t.mu.Unlock()
-	t.obs.OnEstablished(ctx, p, &handle{t: t, ref: ref})
+	t.obs.OnEstablished(ctx, p, &handle{t: t, ref: ref, info: &tr.peer})
 }
 
 // find locates the socket of an Established session: by exact 4-tuple when
@@ -514,9 +519,22 @@ func (t *Tracker) find(ctx context.Context, p PeerInfo) (sockets.Ref, error) {
 }
 
 type handle struct {
-	t   *Tracker
-	mu  sync.Mutex // serialises Do and guards ref
-	ref sockets.Ref
+	t    *Tracker
+	mu   sync.Mutex // serialises Do and guards ref
+	ref  sockets.Ref
+	info *PeerInfo // the tracker's report of the session (tracked.peer), read-only; nil for Listeners' handles
+}
+
+// SessionInfo is the report of h's session as the Tracker that handed h
+// to OnEstablished holds it: the same PeerInfo as OnEstablished's, shared,
+// so an observer that keeps one per session may keep this one rather than
+// a copy (128 bytes a peer). It must not be modified. nil for another
+// handle.
+func SessionInfo(h SocketHandle) *PeerInfo {
+	if h, ok := h.(*handle); ok {
+		return h.info
+	}
+	return nil
 }
 
 func (h *handle) Ref() sockets.Ref {

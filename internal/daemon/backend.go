@@ -97,7 +97,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("speaker %s unreachable: %v", sv.o.Speaker.Name(), err))
 		infos = infos[:0]
 		for _, p := range sv.table.peerList() {
-			infos = append(infos, p.info)
+			infos = append(infos, *p.info)
 		}
 	}
 	rot := sv.rotationStatus(peer, infos)

@@ -288,7 +288,7 @@ const migrationVerifyPoll = time.Second
 func (mg *migrations) switchReset(ctx context.Context, r migrate.Record) {
 	id := r.Peer
 	p := mg.table.peer(id)
-	if p == nil || !mg.conns.keysActiveOpens(p.info) || p.info.Passive || !p.info.Established() || mg.aoSession(r.Peer.Addr, r.Peer.VRF) {
+	if p == nil || !mg.conns.keysActiveOpens(*p.info) || p.info.Passive || !p.info.Established() || mg.aoSession(r.Peer.Addr, r.Peer.VRF) {
 		return
 	}
 	if err := mg.o.Speaker.ResetPeer(ctx, id, "migration to TCP-AO: reconnect with TCP-AO"); err != nil {

@@ -35,8 +35,11 @@ type peerTable struct {
 // values are never modified: updatePeer replaces them, so readers need no
 // lock once they hold one.
 type peerState struct {
-	id      rotator.PeerID
-	info    bgp.PeerInfo
+	id rotator.PeerID
+	// info is the speaker's report of the session, read-only: the
+	// tracker's own where it has one (bgp.SessionInfo), else a copy;
+	// never nil once published (noInfo).
+	info    *bgp.PeerInfo
 	binding *policy.Binding  // the policy's own (BindingRef), read-only; nil before the session's first report
 	handle  bgp.SocketHandle // nil while the session is down
 }
@@ -72,8 +75,25 @@ func (pt *peerTable) updatePeer(id rotator.PeerID, fn func(p *peerState)) *peerS
 	}
 	n.id = id
 	fn(&n)
+	if n.info == nil {
+		n.info = &noInfo
+	}
 	pt.m[id] = &n
 	return &n
+}
+
+// noInfo is the info of a peer with no report yet (never written).
+var noInfo bgp.PeerInfo
+
+// sharedInfo is info as a peerState keeps it: the tracker's copy when h
+// is the tracker's handle of that very report, else a copy of its own.
+func sharedInfo(info bgp.PeerInfo, h bgp.SocketHandle) *bgp.PeerInfo {
+	if h != nil {
+		if p := bgp.SessionInfo(h); p != nil && *p == info {
+			return p
+		}
+	}
+	return &info
 }
 
 // read runs fn with the table held: fn must not call back into the table
@@ -107,7 +127,7 @@ func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp
 	if info.MD5 {
 		// The kernel refuses TCP-AO next to TCP-MD5 on one socket: the
 		// session is left alone (no handle, so no pass touches it).
-		pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
+		pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = sharedInfo(info, h), b, nil })
 		pt.log.Error("refusing to manage the session: "+md5Fix(info.Neighbor), "peer", id)
 		return
 	}
@@ -116,11 +136,11 @@ func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp
 	if snap != nil && pt.migrs.md5Session(snap, info, h) {
 		// A TCP-MD5 peer's session: an established TCP-MD5 connection
 		// never takes a TCP-AO key (EISCONN), so no pass touches it.
-		pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, nil })
+		pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = sharedInfo(info, h), b, nil })
 		pt.log.Info("session established on TCP-MD5: not managed", "peer", id, "socket", h.Ref().String())
 		return
 	}
-	pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = info, b, h })
+	pt.updatePeer(id, func(p *peerState) { p.info, p.binding, p.handle = sharedInfo(info, h), b, h })
 	pt.log.Info("session established", "peer", id, "socket", h.Ref().String())
 	if snap == nil {
 		// reconcile takes the session over after the first good read.
@@ -169,7 +189,7 @@ func (pt *peerTable) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 		pt.log.Info("aoctl rotate's early roll ends: the session it rolled went down before the roll completed; the schedule governs "+
 			"(aoctl rotate asks again)", "peer", id, "key", r.label())
 	}
-	if pt.migrs.md5Session(snap, p.info, p.handle) {
+	if pt.migrs.md5Session(snap, *p.info, p.handle) {
 		pt.updatePeer(id, func(p *peerState) { p.handle = nil }) // as OnEstablished leaves it
 		return true
 	}
@@ -208,7 +228,7 @@ func (pt *peerTable) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	pt.mu.Lock()
 	if old := pt.m[id]; old != nil {
 		n := *old
-		n.handle, n.info = nil, info
+		n.handle, n.info = nil, &info
 		pt.m[id] = &n
 	}
 	pt.mu.Unlock()

@@ -235,7 +235,7 @@ func (rc *reconciler) reconcile(ctx context.Context) time.Time {
 	// machines woken at once at the end; docs/performance.md).
 	for _, p := range rc.table.peerList() {
 		id := p.id
-		if !rc.managed(p.info) {
+		if !rc.managed(*p.info) {
 			rc.forget(id) // its binding left the policy
 			continue
 		}
@@ -569,7 +569,7 @@ func (rc *reconciler) dropStale(ctx context.Context) {
 	var stale []bgp.PeerInfo
 	for _, p := range rc.table.peerList() {
 		if p.handle != nil && p.handle.Ref().PID != pid {
-			stale = append(stale, p.info)
+			stale = append(stale, *p.info)
 		}
 	}
 	for _, info := range stale {

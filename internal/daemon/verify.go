@@ -248,7 +248,7 @@ func (sv *statusView) verifyViewer(hs []bgp.SocketHandle, infos []bgp.PeerInfo, 
 	var others []netip.Addr
 	if one {
 		for _, p := range sv.table.peerList() {
-			if sv.managed(p.info) {
+			if sv.managed(*p.info) {
 				others = append(others, p.info.Neighbor)
 			}
 		}
@@ -313,12 +313,12 @@ func (sv *statusView) observeVerify(m *metrics.Metrics) {
 			e.pass = sv.scrapes
 			continue
 		}
-		if !sv.managed(p.info) {
+		if !sv.managed(*p.info) {
 			continue
 		}
 		cause := verifyOK
 		if !p.info.Established() {
-			cause = sv.verify.failing(p.id, false, countsFor(ls, p.info, others), alone)
+			cause = sv.verify.failing(p.id, false, countsFor(ls, *p.info, others), alone)
 		}
 		if e := sv.scrapedFor(p); !e.verifySet || e.verify != cause {
 			m.SetVerifyFailing(e.mp, cause == verifyBadMAC)
