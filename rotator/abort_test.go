@@ -165,7 +165,7 @@ func TestAbortReasons(t *testing.T) {
 				m.step(now)
 				now = now.Add(time.Second)
 			}
-			st := m.st
+			st := *m.st
 			if st.Attempts != 1 || st.State != StateBackoff {
 				t.Fatalf("attempts %d state %s rolls %d: want one aborted roll", st.Attempts, st.State, st.Rolls)
 			}
@@ -287,7 +287,7 @@ func TestAbortCarriesBGPGuardErrors(t *testing.T) {
 			m := newMachine(pid("p"), s, want(a), testCfg(), g, rand.New(rand.NewPCG(1, 2)), slog.New(slog.DiscardHandler), t0)
 			m.setDesired(want(b), t0)
 			m.step(t0)
-			st := m.st
+			st := *m.st
 			if st.LastAbortReason != c.reason {
 				t.Fatalf("reason %v, want %v (state %s, abort %q)", st.LastAbortReason, c.reason, st.State, st.LastAbort)
 			}

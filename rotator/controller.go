@@ -650,6 +650,7 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 // the run step again rather than start another, so one goroutine at a
 // time touches the machine, and events and Changed stay in order.
 func (c *Controller) run(r *runner) {
+	r.m.own() // the last run handed its status to the readers
 	if !r.begun {
 		r.begun = true
 		if r.after != nil {
@@ -676,13 +677,16 @@ func (c *Controller) run(r *runner) {
 	}
 	for {
 		if r.Err() == nil {
+			r.m.own()
 			before := r.m.keyView()
 			r.m.pre = nil // a read of an earlier Exclusive call is stale now
 			r.take(time.Now)
 			if now := time.Now(); !r.m.idleUntil(before, r.next, now) {
 				r.next = r.m.step(now)
-				r.m.publish()
 			}
+			// Published whether it stepped or not: what the mailbox
+			// brought shows (the key count) as a step's result would.
+			r.m.handOff()
 			if r.m.keyView() != before {
 				c.changed(r.m.st.Peer)
 			}

@@ -109,13 +109,18 @@ type machine struct {
 	// holds, not a copy of it (168 bytes a peer).
 	desired *Desired
 	ctx     context.Context // the runner's, for the SessionGuard (Background until it runs)
-	st      Status          // st.Peer is the machine's peer
-	// pub, when set, receives a copy of st whenever the machine publishes
-	// it (after each step, and before a guard or kernel call that may
-	// block): Status readers load it without waiting for the machine.
+	// st is the machine's status (st.Peer is its peer). While shared, it
+	// is the one a run handed to its readers (handOff): the machine keeps
+	// no copy of its own while it waits (512 bytes a peer), and takes one
+	// (own) before it writes again.
+	st *Status
+	// pub, when set, receives st at the end of each run (handOff) and a
+	// copy of it before a guard or kernel call that may block (publish):
+	// Status readers load it without waiting for the machine.
 	pub *atomic.Pointer[Status]
 	// attempting is true from an attempt's EventRollStarted until its end.
 	attempting bool
+	shared     bool // st is published: own copies it before a write
 
 	oldRNext OptID
 	// oldCarried is oldRNext's key as read with it: an abort that puts
@@ -167,15 +172,37 @@ func newMachine(peer PeerID, sock tcpao.Socket, d Desired, cfg Config, g Session
 // desired state (shared, never written).
 func startMachine(env *machineEnv, peer PeerID, sock tcpao.Socket, d *Desired, now time.Time) *machine {
 	return &machine{machineEnv: env, sock: sock, desired: d,
-		ctx: context.Background(), st: Status{Peer: peer, State: StateSteady, Since: now}, settle: settleState{since: now}}
+		ctx: context.Background(), st: &Status{Peer: peer, State: StateSteady, Since: now}, settle: settleState{since: now}}
 }
 
-// publish hands a copy of the machine's status to its readers.
+// publish hands a copy of the machine's status to its readers, for a
+// step that goes on writing its own.
 func (m *machine) publish() {
 	if m.pub != nil {
-		s := m.st
+		s := *m.st
 		s.Desired = len(m.desired.Keys)
 		m.pub.Store(&s)
+	}
+}
+
+// handOff publishes the machine's status itself, at the end of a run: it
+// is shared from then on, never written again (own).
+func (m *machine) handOff() {
+	if m.pub != nil {
+		m.own()
+		m.st.Desired = len(m.desired.Keys)
+		m.pub.Store(m.st)
+		m.shared = true
+	}
+}
+
+// own makes the machine's status its own again after handOff: a copy to
+// write, the published one left as it is for its readers. A run calls it
+// before anything it does writes the status.
+func (m *machine) own() {
+	if m.shared {
+		s := *m.st
+		m.st, m.shared = &s, false
 	}
 }
 

@@ -129,7 +129,7 @@ func TestRollPeerNeverGetsKey(t *testing.T) {
 	for range 4 * 60 * 3 { // three minutes
 		l.tick()
 	}
-	st := l.mx.st
+	st := *l.mx.st
 	if st.State != StateBackoff && st.State != StateAnnounced {
 		t.Fatalf("state %s, want backoff or announced", st.State)
 	}
@@ -192,7 +192,7 @@ func TestAnnouncedPollsReadBare(t *testing.T) {
 		if i > 2000 {
 			t.Fatalf("the roll did not complete once y had b: x=%+v y=%+v", l.mx.st, l.my.st)
 		}
-		st, fp := l.mx.st, l.x.fpReadCount()
+		st, fp := *l.mx.st, l.x.fpReadCount()
 		l.tick()
 		inGrace := st.State == StateGrace && l.now.Before(st.Since.Add(testCfg().Grace))
 		if (st.State == StateAnnounced || inGrace) && l.x.fpReadCount() != fp {
@@ -256,7 +256,7 @@ func TestGuardAbortsRoll(t *testing.T) {
 	l := newLink(t, a, want(a), want(a), failGuard{step: StepAnnounce})
 	l.mx.setDesired(want(b), l.now)
 	l.tick()
-	st := l.mx.st
+	st := *l.mx.st
 	if st.State != StateBackoff || !strings.Contains(st.LastAbort, "session dropped") {
 		t.Fatalf("state %s abort %q, want backoff on guard error", st.State, st.LastAbort)
 	}

@@ -57,7 +57,7 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 			for range 40 {
 				l.tick()
 			}
-			if st, ops := l.mx.st, l.x.writes(); st.State != StateSteady || st.LastError != "" || ops != 0 {
+			if st, ops := *l.mx.st, l.x.writes(); st.State != StateSteady || st.LastError != "" || ops != 0 {
 				t.Fatalf("after take-over: state %s, last error %q, %d writes; want steady, no error, no write", st.State, st.LastError, ops)
 			}
 			if sp := PlanSocket(*l.mx.desired, observe(t, l.x)); !sp.Empty() || len(sp.Blocked)+len(sp.Deferred) > 0 {
@@ -73,7 +73,7 @@ func TestPrefixBindingLaggingPeer(t *testing.T) {
 					newCurrent++
 				}
 			}
-			st := l.mx.st
+			st := *l.mx.st
 			if newCurrent != 0 {
 				t.Fatalf("the new key was Current_key in %d samples before the peer had it", newCurrent)
 			}
@@ -122,7 +122,7 @@ func TestOwnSwitchDoesNotCompleteRoll(t *testing.T) {
 	for range 4 * 45 {
 		l.tick() // fails on the first segment x signs with b
 	}
-	st := l.mx.st
+	st := *l.mx.st
 	if st.Rolls != 0 || st.Attempts != 1 || !strings.Contains(st.LastAbort, "did not send with key recv=2") {
 		t.Fatalf("rolls=%d attempts=%d abort=%q; want one abort saying why and no roll", st.Rolls, st.Attempts, st.LastAbort)
 	}

@@ -54,15 +54,47 @@ func TestStatusSize(t *testing.T) {
 // TestPerPeerSizes: a peer's machine and slot share its desired state
 // (one Desired, not a copy in each: 168 bytes twice) and the machines of a
 // controller share their Config, guard, jitter, logger and event sink by
-// one pointer; the machine's peer is its Status's. 1,136 bytes took the
-// allocator's 1,152-byte class; 896 is the class it is in now.
+// one pointer; the machine's peer is its Status's, and its Status is the
+// one it published while it waits (handOff), not a copy of 512 bytes of
+// its own. 1,136 bytes took the allocator's 1,152-byte class; 352 is the
+// class it is in now.
 func TestPerPeerSizes(t *testing.T) {
-	if n := unsafe.Sizeof(machine{}); n > 896 {
-		t.Errorf("machine is %d bytes: over 896, the next size class is 1,024", n)
+	if n := unsafe.Sizeof(machine{}); n > 352 {
+		t.Errorf("machine is %d bytes: over 352, the next size class is 384", n)
 	}
 	if n := unsafe.Sizeof(peerSlot{}); n > 64 {
 		t.Errorf("peerSlot is %d bytes: over 64 (does it hold a Desired again?)", n)
 	}
+}
+
+// TestWaitingMachineSharesItsStatus: a machine that waits keeps no status
+// of its own beside the one it published; the next run writes a copy,
+// never the published one, which its readers may hold.
+func TestWaitingMachineSharesItsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		ctl := NewController(Options{})
+		defer ctl.Close()
+		ctl.SetDesired(pid("p"), want(a))
+		if _, err := ctl.Accepted(pid("p"), newEstablished(a)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctl.mu.Lock()
+		r := ctl.peers[pid("p")].run
+		ctl.mu.Unlock()
+		pub := r.status.Load()
+		if pub != r.m.st || !r.m.shared {
+			t.Fatal("a waiting machine keeps a status of its own beside the published one")
+		}
+		before := *pub
+		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}) // a run that changes the status
+		synctest.Wait()
+		now := r.status.Load()
+		if now == pub || now.Desired != 2 || pub.Desired != before.Desired || pub.Since != before.Since || !pub.Counters.At.Equal(before.Counters.At) {
+			t.Fatalf("the next run wrote the published status: was %+v, now %+v (new %+v)", before, *pub, *now)
+		}
+	})
 }
 
 // TestSteadyRunnerHasNoChannels: a runner's halting and done channels
