@@ -26,6 +26,10 @@ type DownWatch struct {
 	mu    sync.Mutex
 	bases map[SocketID]map[refKey]downBase
 	gen   uint64
+	// compared counts the key comparisons (sameSessionKey) of every look:
+	// with up indexed by peer prefix, O(keys) a look, not O(keys x peers)
+	// (TestDownWatchComparesPerKey).
+	compared int
 }
 
 // downBase is one base and the sync that last saw its key down.
@@ -54,7 +58,7 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !take {
-		return w.peek(w.bases[sock], obs, up)
+		return w.peek(w.bases[sock], obs, w.index(up))
 	}
 	if w.bases == nil {
 		w.bases = map[SocketID]map[refKey]downBase{}
@@ -65,23 +69,11 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 		w.bases[sock] = m
 	}
 	w.gen++
-	byIDs := make(map[[3]int][]tcpao.KeyRef, len(up))
-	for _, r := range up {
-		r = normRef(r)
-		id := [3]int{int(r.SendID), int(r.RecvID), r.IfIndex}
-		byIDs[id] = append(byIDs[id], r)
-	}
+	ups := w.index(up)
 	var out []DownKey
 	for i := range obs.Keys {
 		k := &obs.Keys[i]
-		upNow := false
-		for _, r := range byIDs[[3]int{int(k.SendID), int(k.RecvID), k.IfIndex}] {
-			if sameSessionKey(r, k.KeyRef) {
-				upNow = true
-				break
-			}
-		}
-		if upNow {
+		if ups.names(k.KeyRef) {
 			continue
 		}
 		key := keyOf(k.KeyRef)
@@ -105,7 +97,7 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 
 // peek is look without taking bases: the keys of obs down (not in up)
 // whose base in m shows bad segments since.
-func (w *DownWatch) peek(m map[refKey]downBase, obs *Observed, up []tcpao.KeyRef) []DownKey {
+func (w *DownWatch) peek(m map[refKey]downBase, obs *Observed, up *upRefs) []DownKey {
 	var out []DownKey
 	for i := range obs.Keys {
 		k := &obs.Keys[i]
@@ -113,21 +105,41 @@ func (w *DownWatch) peek(m map[refKey]downBase, obs *Observed, up []tcpao.KeyRef
 		if !ok || b.FP != k.Fingerprint || k.PktBad <= b.PktBad {
 			continue
 		}
-		if !namedBy(up, k.KeyRef) {
+		if !up.names(k.KeyRef) {
 			out = append(out, b.DownKey)
 		}
 	}
 	return out
 }
 
-// namedBy reports whether a key of up is r on a session (sameSessionKey).
-func namedBy(up []tcpao.KeyRef, r tcpao.KeyRef) bool {
-	for _, x := range up {
-		if sameSessionKey(normRef(x), r) {
-			return true
-		}
+// upRefs are the keys the sessions up carry, normalised and indexed by
+// peer prefix for one look: a listener key is compared with the keys of
+// its own peer (and any wider prefix), not with every session's. A fleet
+// shares its chains' IDs, so an index by IDs alone compared each of the
+// listener's keys with every peer's: a sync of 1,024 peers was 80% this
+// loop on the host (rotator BenchmarkSyncListenerFleet).
+type upRefs struct {
+	w    *DownWatch
+	refs []tcpao.KeyRef
+	idx  *refIndex
+}
+
+// index builds the upRefs of up (w.mu held).
+func (w *DownWatch) index(up []tcpao.KeyRef) *upRefs {
+	u := &upRefs{w: w, refs: make([]tcpao.KeyRef, len(up)), idx: newRefIndex(len(up))}
+	for i, r := range up {
+		u.refs[i] = normRef(r)
+		u.idx.add(u.refs[i].Peer, i)
 	}
-	return false
+	return u
+}
+
+// names reports whether a key of up is r on a session (sameSessionKey).
+func (u *upRefs) names(r tcpao.KeyRef) bool {
+	return u.idx.find(r, func(i int) bool {
+		u.w.compared++
+		return sameSessionKey(u.refs[i], r)
+	}) >= 0
 }
 
 // Forget drops the bases of listeners not in socks (gone, or a restarted
