@@ -87,6 +87,9 @@ type countingSocket struct {
 	// fingerprints (an HMAC of each secret), and wide those of them that
 	// read every key (no KeyFilter.Ref).
 	fingerprinted, wide int
+	// fpKeys counts the keys those reads returned: the HMACs a real
+	// kernel's answer costs (tcpao decodes each key's fingerprint).
+	fpKeys int
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
 	stall chan struct{}
@@ -172,7 +175,20 @@ func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 		}
 		c.mu.Unlock()
 	}
-	return c.Socket.Keys(f)
+	ks, err := c.Socket.Keys(f)
+	if !f.SkipFingerprint {
+		c.mu.Lock()
+		c.fpKeys += len(ks)
+		c.mu.Unlock()
+	}
+	return ks, err
+}
+
+// fingerprints is how many keys fingerprinted reads returned so far.
+func (c *countingSocket) fingerprints() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fpKeys
 }
 
 // reads and fingerprinted reads so far.

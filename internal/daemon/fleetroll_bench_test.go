@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -39,7 +40,10 @@ func threadCPU(b *testing.B) int64 {
 // roll, accepted a second longer), k2 (from the roll) and k3 (a backup),
 // the lab's roll timers (grace 2 s, counters every 250 ms), JSON logs at
 // info level, and a far side that asks for k2 ahead of the roll and sends
-// a keepalive every 250 ms on each session.
+// a keepalive on each session every $AOKEYD_ROLL_KEEPALIVE (default the
+// speaker bench's: 1 s up to 256 peers, N/128 s above, so 8 s at 1,024;
+// a rotation machine waits on the peer's segments, so its polls per roll
+// grow with this interval).
 //
 // It reports, per roll: cpu-ms (the process's CPU from the key change to
 // the last peer done), idle-cpu-ms (the same span of steady state, with the
@@ -51,7 +55,11 @@ func threadCPU(b *testing.B) int64 {
 // kernel calls on the sessions and the listener over the roll) and
 // borrows/peer (the pidfd_getfd borrows of the speaker's descriptors they
 // cost on a real kernel: bgp's AOSocket borrows once per call, or once per
-// BatchKeys where it offers that). $AOKEYD_ROLL_PROFILE names a CPU profile file of
+// BatchKeys where it offers that), roll-cpu-ms/peer, fingerprints/peer
+// (the keys its fingerprinted reads returned, sessions and listener: on a
+// real kernel one HMAC each; the in-memory kernel computes none) and
+// listener-fingerprints/peer (the listener's part), and full-passes (the
+// reconcile passes over the roll). $AOKEYD_ROLL_PROFILE names a CPU profile file of
 // the roll span.
 func BenchmarkFleetRoll(b *testing.B) {
 	n := envPeers(b, "AOKEYD_ROLL_PEERS", 256)
@@ -65,11 +73,18 @@ func BenchmarkFleetRoll(b *testing.B) {
 		b.ReportMetric(r.reads/float64(n), "socket-reads/peer")
 		b.ReportMetric(r.writes/float64(n), "socket-writes/peer")
 		b.ReportMetric(r.borrows/float64(n), "borrows/peer")
+		b.ReportMetric((r.cpu-r.idle)/float64(n), "roll-cpu-ms/peer")
+		b.ReportMetric(r.fps/float64(n), "fingerprints/peer")
+		b.ReportMetric(r.lisFps/float64(n), "listener-fingerprints/peer")
+		b.ReportMetric(r.passes, "full-passes")
 	}
 	b.ReportMetric(0, "ns/op")
 }
 
-type fleetRollResult struct{ cpu, idle, lastDone, queries, reads, writes, borrows float64 }
+type fleetRollResult struct {
+	cpu, idle, lastDone, queries, reads, writes, borrows float64
+	fps, lisFps, passes                                  float64
+}
 
 // borrowCounting wraps the sockets the daemon gets with a count of the
 // borrows of the speaker's descriptor they would cost on a real kernel (bgp's
@@ -118,6 +133,23 @@ const (
 	rollGrace = 2 * time.Second
 	rollPoll  = 250 * time.Millisecond
 )
+
+// rollKeepalive is the far side's keepalive interval at n peers: the
+// speaker bench's (integration/speakerbench keepalive: 1 s up to 256
+// peers, n/128 s rounded up above), or $AOKEYD_ROLL_KEEPALIVE.
+func rollKeepalive(b *testing.B, n int) time.Duration {
+	if s := os.Getenv("AOKEYD_ROLL_KEEPALIVE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			b.Fatalf("AOKEYD_ROLL_KEEPALIVE=%q: want a duration", s)
+		}
+		return d
+	}
+	if n <= 256 {
+		return time.Second
+	}
+	return time.Duration((n+127)/128) * time.Second
+}
 
 func fleetRoll(b *testing.B, n int) fleetRollResult {
 	b.StopTimer()
@@ -204,15 +236,14 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 			}
 		}
 	}
-	lisIDs := func() map[netip.Addr]map[uint8]bool {
-		ks, _ := lis.Keys(tcpao.KeyFilter{})
-		m := map[netip.Addr]map[uint8]bool{}
+	// lisIDs is each peer's listener keys, bit i for SendID i: one map,
+	// so that the roll's checks make little garbage (the collector's
+	// work for the bench's garbage would count as aokeyd's CPU).
+	lisIDs := func() map[netip.Addr]uint8 {
+		ks, _ := lis.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+		m := make(map[netip.Addr]uint8, n)
 		for _, k := range ks {
-			a := k.Peer.Addr()
-			if m[a] == nil {
-				m[a] = map[uint8]bool{}
-			}
-			m[a][k.SendID] = true
+			m[k.Peer.Addr()] |= 1 << k.SendID
 		}
 		return m
 	}
@@ -247,7 +278,8 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 		sp.Set(bgp.PeerInfo{Neighbor: peer(i + 1), Local: localAddr, LocalPort: bgpPort, RemotePort: c.LocalAddr().Port(),
 			State: bgp.StateEstablished, Uptime: now.Add(-time.Minute).Truncate(time.Second), Passive: true, PeerASN: 65002})
 	}
-	// Keepalives: one segment each way on every session every 250 ms.
+	// Keepalives: one segment each way on every session every ka.
+	ka := rollKeepalive(b, n)
 	tctx, tstop := context.WithCancel(context.Background())
 	tdone := make(chan struct{})
 	var kaCPU atomic.Int64 // the keepalives' own CPU (not aokeyd's)
@@ -255,7 +287,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 		defer close(tdone)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(ka)
 		defer tick.Stop()
 		for {
 			select {
@@ -301,7 +333,7 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	})
 	// The roll's instant, and a window of steady state of the same length
 	// as the roll is expected to take, for the idle figure.
-	idleWindow := rollGrace + 2*time.Second
+	idleWindow := max(rollGrace+2*time.Second, 2*ka)
 	at := time.Now().Add(idleWindow + 2*time.Second).Truncate(100 * time.Millisecond)
 	setKeys(keysRolling(at))
 	d.Kick() // the key source's read, as a refresh would
@@ -319,6 +351,14 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 		return r, w, borrows.Load()
 	}
 	r0, w0, bw0 := calls()
+	fingerprints := func() (all, lis int) {
+		for _, c := range append(counted, lisC) {
+			all += c.fingerprints()
+		}
+		return all, lisC.fingerprints()
+	}
+	fp0, lfp0 := fingerprints()
+	_, full0 := d.Passes()
 	time.Sleep(time.Until(at))
 	defer cpuProfile(b, "AOKEYD_ROLL_PROFILE")()
 	b.StartTimer()
@@ -337,14 +377,14 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 				ids = append(ids, fmt.Sprintf("%d/%d good=%d", k.SendID, k.RecvID, k.PktGood))
 			}
 			rep, _ := d.Status(context.Background(), peer(i+1).String())
-			return fmt.Sprintf("%d pending, e.g. %s: info %+v keys %v listener %v status %+v", len(pending), peer(i+1), in, ids, lisIDs()[peer(i+1)], rep.Peers)
+			return fmt.Sprintf("%d pending, e.g. %s: info %+v keys %v listener %b status %+v", len(pending), peer(i+1), in, ids, lisIDs()[peer(i+1)], rep.Peers)
 		}
 		return ""
 	}
 	waitFor(fmt.Sprintf("%d peers rolled to k2", n), time.Minute, func() bool {
 		l := lisIDs()
 		for i := range pending {
-			if carries(i, 2, 2, 3) && !l[peer(i+1)][1] && l[peer(i+1)][2] {
+			if ids := l[peer(i+1)]; ids&(1<<1) == 0 && ids&(1<<2) != 0 && carries(i, 2, 2, 3) {
 				delete(pending, i)
 				last = time.Since(at)
 			}
@@ -354,8 +394,11 @@ func fleetRoll(b *testing.B, n int) fleetRollResult {
 	c2 := cpuNow(b) - (kaCPU.Load() - ka1) - (pollCPU - p1)
 	b.StopTimer()
 	r1, w1, bw1 := calls()
+	fp1, lfp1 := fingerprints()
+	_, full1 := d.Passes()
 	// The idle window's CPU, scaled to the roll's span.
 	idleMs := float64(idle) / 1e6 * float64(last) / float64(idleWindow)
 	return fleetRollResult{cpu: float64(c2-c1) / 1e6, idle: idleMs, lastDone: float64(last.Milliseconds()), queries: float64(sp.Queries() - q0),
-		reads: float64(r1 - r0), writes: float64(w1 - w0), borrows: float64(bw1 - bw0)}
+		reads: float64(r1 - r0), writes: float64(w1 - w0), borrows: float64(bw1 - bw0),
+		fps: float64(fp1 - fp0), lisFps: float64(lfp1 - lfp0), passes: float64(full1 - full0)}
 }

@@ -523,6 +523,9 @@ func (s *Sock) keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 		}
 	}
 	var out []tcpao.KeyInfo
+	if f.Ref == nil && !f.Current && !f.RNext {
+		out = make([]tcpao.KeyInfo, 0, len(s.ao.keys)) // every key: no regrowth
+	}
 	for _, k := range s.ao.keys {
 		switch {
 		case f.Current || f.RNext:
