@@ -152,6 +152,7 @@ type machine struct {
 	carried, edits []Held
 	// settle is what the machine knows of edits in place (settle.go).
 	settle settleState
+	segs   segmentPace // the peer's segment spacing, for the waits' polls
 }
 
 // machineEnv is what the machines of one controller share.
@@ -383,6 +384,7 @@ func (m *machine) step(now time.Time) time.Time {
 		return now.Add(m.cfg.Poll)
 	}
 	m.countRead(&obs, now)
+	m.segs.observe(&obs, now)
 	m.st.Current, m.st.RNext = curOf(&obs)
 	m.st.PktBad = obs.Info.PktBad
 	m.keptFrom(&obs)
@@ -524,7 +526,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 			"peer did not send with key recv=%d within %s (its pkt_good stayed at %d); kept current send=%s",
 			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur)})
 	}
-	return now.Add(m.cfg.Poll)
+	return m.segs.next(now, m.cfg.Poll, m.st.Since.Add(m.cfg.SwitchTimeout))
 }
 
 func findSend(o *Observed, id uint8) *tcpao.KeyInfo {

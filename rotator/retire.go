@@ -27,9 +27,10 @@ func (m *machine) sawNewKey(obs *Observed) bool {
 // fingerprints (see retire).
 func (m *machine) awaitingNewKey() bool { return m.graceBase && !m.graceSent }
 
-// awaitNewKey polls again for sawNewKey.
+// awaitNewKey polls again for sawNewKey, paced by the peer's segments
+// (segpace.go).
 func (m *machine) awaitNewKey(now time.Time) time.Time {
-	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), now.Add(m.cfg.Poll)
+	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), m.segs.next(now, m.cfg.Poll, time.Time{})
 	return m.st.NextAt
 }
 
