@@ -379,14 +379,24 @@ func bit16(v uint16, i int) bool { return v&(1<<bitPos(i, 16)) != 0 }
 
 // decodeKeys decodes the elements of a GET_KEYS answer.
 func decodeKeys(buf []aoGetsockopt, fingerprints bool) ([]KeyInfo, error) {
+	return decodeKeysFor(buf, KeyFilter{SkipFingerprint: !fingerprints})
+}
+
+// decodeKeysFor decodes the elements of a GET_KEYS answer made with f,
+// fingerprinting the keys f asks for (KeyFilter.Fingerprints).
+func decodeKeysFor(buf []aoGetsockopt, f KeyFilter) ([]KeyInfo, error) {
 	out := make([]KeyInfo, 0, len(buf))
 	var h *fingerprinter
-	if fingerprints {
+	if !f.SkipFingerprint {
 		h = getFingerprinter()
 		defer h.release()
 	}
 	for i := range buf {
-		ki, err := decodeKeyWith(h, &buf[i])
+		kh := h
+		if h != nil && !f.Fingerprints(buf[i].SndID, buf[i].RcvID) {
+			kh = nil
+		}
+		ki, err := decodeKeyWith(kh, &buf[i])
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", i, err)
 		}

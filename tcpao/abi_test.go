@@ -327,6 +327,24 @@ func FuzzDecodeKeys(f *testing.F) {
 				t.Fatalf("key %d without its fingerprint: %+v, want %+v", i, bare[i], k)
 			}
 		}
+		// Fingerprinting one pair of IDs (KeyFilter.FingerprintIDs): the
+		// keys with them as read in full, the others as read bare.
+		if n > 0 {
+			ids := [2]uint8{buf[0].SndID, buf[0].RcvID}
+			some, err := decodeKeysFor(buf, KeyFilter{FingerprintIDs: &ids})
+			if err != nil || len(some) != len(out) {
+				t.Fatalf("fingerprinting %v: %d keys, %v; with all: %d", ids, len(some), err, len(out))
+			}
+			for i := range some {
+				want := bare[i]
+				if out[i].SendID == ids[0] && out[i].RecvID == ids[1] {
+					want = out[i]
+				}
+				if some[i] != want {
+					t.Fatalf("key %d fingerprinting %v only: %+v, want %+v", i, ids, some[i], want)
+				}
+			}
+		}
 		zeroKeys(buf)
 		for i := range buf {
 			if buf[i].Key != [MaxKeyLen]byte{} {

@@ -433,6 +433,23 @@ type KeyFilter struct {
 	// switch, a monitor), which then pays no keyed hash per key. The key
 	// bytes the kernel returns are zeroed all the same.
 	SkipFingerprint bool
+	// FingerprintIDs, when set (and SkipFingerprint is not), fingerprints
+	// only the keys with this SendID and RecvID; the others' Fingerprint
+	// stays zero. For a reader that looks for one key's material among
+	// thousands in one read (a revoke on a fleet's listener, three keys a
+	// peer): one keyed hash per candidate, not per key, and not a read of
+	// its own per candidate (each a walk of the whole key list in the
+	// kernel).
+	FingerprintIDs *[2]uint8
+}
+
+// Fingerprints reports whether a read with f fingerprints a key with
+// these IDs.
+func (f KeyFilter) Fingerprints(sendID, recvID uint8) bool {
+	if f.SkipFingerprint {
+		return false
+	}
+	return f.FingerprintIDs == nil || f.FingerprintIDs[0] == sendID && f.FingerprintIDs[1] == recvID
 }
 
 // Socket is the TCP-AO control surface of one TCP socket. The Linux

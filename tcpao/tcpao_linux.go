@@ -388,6 +388,6 @@ func keysInto(fd int, f KeyFilter, buf []aoGetsockopt, last bool) ([]KeyInfo, in
 	if matched > n && !last {
 		return nil, matched, nil
 	}
-	out, err := decodeKeys(buf[:min(matched, n)], !f.SkipFingerprint)
+	out, err := decodeKeysFor(buf[:min(matched, n)], f)
 	return out, matched, err
 }

@@ -85,10 +85,10 @@ type countingSocket struct {
 	reads, writes int
 	// fingerprinted counts the GET_KEYS reads that asked for the keys'
 	// fingerprints (an HMAC of each secret), and wide those of them that
-	// read every key (no KeyFilter.Ref).
+	// asked for every key's (no KeyFilter.Ref nor FingerprintIDs).
 	fingerprinted, wide int
-	// fpKeys counts the keys those reads returned: the HMACs a real
-	// kernel's answer costs (tcpao decodes each key's fingerprint).
+	// fpKeys counts the keys those reads fingerprinted: the HMACs a real
+	// kernel's answer costs (tcpao decodes each one's fingerprint).
 	fpKeys int
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
@@ -170,21 +170,23 @@ func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	if !f.SkipFingerprint {
 		c.mu.Lock()
 		c.fingerprinted++
-		if f.Ref == nil {
+		if f.Ref == nil && f.FingerprintIDs == nil {
 			c.wide++
 		}
 		c.mu.Unlock()
 	}
 	ks, err := c.Socket.Keys(f)
-	if !f.SkipFingerprint {
-		c.mu.Lock()
-		c.fpKeys += len(ks)
-		c.mu.Unlock()
+	c.mu.Lock()
+	for _, k := range ks {
+		if f.Fingerprints(k.SendID, k.RecvID) {
+			c.fpKeys++
+		}
 	}
+	c.mu.Unlock()
 	return ks, err
 }
 
-// fingerprints is how many keys fingerprinted reads returned so far.
+// fingerprints is how many keys reads fingerprinted so far.
 func (c *countingSocket) fingerprints() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -450,25 +450,16 @@ func (rv *revocations) revokeOnly(ctx context.Context, p *peerState, rs *control
 	rs.Error = "the revoked key is the session's only key and on_revoke_only_key is keep: traffic is still signed with it"
 }
 
-// candidates are the listener's keys under the revoked key's IDs, read
-// without fingerprints (an HMAC per key, three keys per peer on a fleet's
-// listener): sameMaterial reads each one the revoke would delete.
+// candidates are the listener's keys under the revoked key's IDs, in one
+// read of the listener that fingerprints those keys alone
+// (KeyFilter.FingerprintIDs): a fleet's listener holds three keys a peer,
+// so a read that fingerprinted every key cost three HMACs a peer, and a
+// read of its own for each candidate (KeyFilter.Ref) cost a getsockopt and
+// a walk of the kernel's whole key list a peer, O(peers^2) in a global
+// revoke. Each candidate's material is then the revoked key's or not
+// (revokedKey.is).
 func (r *listenerRevoke) candidates(s tcpao.Socket) ([]tcpao.KeyInfo, error) {
-	keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: true})
+	ids := r.key.ids
+	keys, err := s.Keys(tcpao.KeyFilter{FingerprintIDs: &ids})
 	return slices.DeleteFunc(keys, func(k tcpao.KeyInfo) bool { ids, _ := r.key.is(k); return !ids }), err
-}
-
-// sameMaterial reads k alone again, with its fingerprint (one key's HMAC,
-// KeyFilter.Ref), and reports whether it is the revoked key's material.
-func (r *listenerRevoke) sameMaterial(s tcpao.Socket, k tcpao.KeyInfo) (bool, error) {
-	ks, err := s.Keys(tcpao.KeyFilter{Ref: &k.KeyRef})
-	if err != nil {
-		return false, err
-	}
-	for _, x := range ks {
-		if _, same := r.key.is(x); same && x.Peer == k.Peer && x.IfIndex == k.IfIndex {
-			return true, nil
-		}
-	}
-	return false, nil
 }

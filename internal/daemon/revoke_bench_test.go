@@ -33,9 +33,12 @@ import (
 // the revoke overlaps them. borrows counts the borrows of the sockets'
 // descriptors meanwhile (each a pidfd_getfd round trip in production; see
 // slowDelSocket), the revoke's and the rotation machines' steps after it.
-// Each iteration builds a fresh fleet (not timed).
+// Each iteration builds a fresh fleet (not timed). With
+// $AOKEYD_REVOKE_PER_PEER=1 each peer has a binding of its own, as in the
+// speaker bench, and the listener two keys a peer.
 func BenchmarkRevoke(b *testing.B) {
 	n := envPeers(b, "AOKEYD_REVOKE_PEERS", 256)
+	perPeer := os.Getenv("AOKEYD_REVOKE_PER_PEER") == "1"
 	delay := 12 * time.Millisecond
 	if s := os.Getenv("AOKEYD_REVOKE_DEL_DELAY"); s != "" {
 		var err error
@@ -47,7 +50,7 @@ func BenchmarkRevoke(b *testing.B) {
 	var borrows int64
 	for range b.N {
 		b.StopTimer()
-		f := newRevokeFleet(b, fleetOptions{n: n, delay: delay})
+		f := newRevokeFleet(b, fleetOptions{n: n, delay: delay, perPeer: perPeer})
 		c0, b0 := cpuNow(b), f.borrows.Load()
 		b.StartTimer()
 		t0 := time.Now()
@@ -169,6 +172,10 @@ type fleetOptions struct {
 	speaker func(bgp.Speaker) bgp.Speaker
 	// listener, when set, wraps the listening socket the daemon is given.
 	listener func(tcpao.Socket) tcpao.Socket
+	// perPeer gives each peer a binding of its own (the speaker bench's
+	// policy), so that the listener holds each key once per peer, instead
+	// of one binding for the fleet's /16.
+	perPeer bool
 }
 
 // newRevokeFleet builds the fleet; a test runs it in a synctest bubble,
@@ -185,7 +192,14 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	for i := range n {
 		infos = append(infos, passivePeer(i))
 	}
-	pol := "version: 1\nsafety:\n  switch_timeout: 5m\n  on_revoke_only_key: keep\nkey_chains:\n  - name: core\npeers:\n  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
+	pol := "version: 1\nsafety:\n  switch_timeout: 5m\n  on_revoke_only_key: keep\nkey_chains:\n  - name: core\npeers:\n"
+	if o.perPeer {
+		for i := range n {
+			pol += fmt.Sprintf("  - neighbor: %s\n    key_chain: core\n", fleetPeer(i))
+		}
+	} else {
+		pol += "  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
+	}
 	src := &fakeSource{}
 	m1, m2 := f.k1.mkt(), f.k2.mkt()
 	src.setKeys(m1, m2)
@@ -196,7 +210,9 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	if o.speaker != nil {
 		speaker = o.speaker(sp)
 	}
-	net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
+	// optmem_max as aokeyd's kernel.raise_optmem leaves it for a listener
+	// with a fleet's keys.
+	net, disc := tcpaotest.NewNet(tcpaotest.WithOptMemMax(1<<30)), newFakeDiscoverer()
 	lis, _ := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	var estMu sync.Mutex
@@ -248,7 +264,11 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 			}
 		}
 	}
-	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == 2 })
+	lisKeys := 2
+	if o.perPeer {
+		lisKeys = 2 * n
+	}
+	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == lisKeys })
 	f.socks = make([]*countingSocket, n)
 	for i := range n {
 		client, err := net.Socket(fleetPeer(i))

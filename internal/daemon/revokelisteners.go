@@ -58,8 +58,11 @@ func (rc *reconciler) revokeListeners(r *listenerRevoke) {
 	for _, h := range hs {
 		name := "listen " + h.Ref().Local.String()
 		// One borrow of the listener's descriptor for its read and all
-		// its deletes (a borrow is a pidfd_getfd round trip).
+		// its deletes (a borrow is a pidfd_getfd round trip), one read
+		// (candidates) and one Deleter: its in-use check (a TCP_AO_INFO)
+		// holds for the batch once it finds no Current_key or RNext_key.
 		err := tcpao.Batch(rc.o.SocketOf(h), func(s tcpao.Socket) error {
+			dl := &tcpao.Deleter{S: s, NoAsync: rc.syncListenerDeletes()}
 			keys, err := r.candidates(s)
 			if err != nil {
 				if !isNoAO(err) {
@@ -83,16 +86,12 @@ func (rc *reconciler) revokeListeners(r *listenerRevoke) {
 					continue
 				}
 				rs := control.RevokeSocket{Socket: name, Peer: k.Peer.String(), Action: control.ActionDeleted}
-				if same, err := r.sameMaterial(s, k); err != nil || !same {
-					if err != nil {
-						rs.Action, rs.Error = control.ActionError, err.Error()
-					} else {
-						rc.revs.otherMaterial(&rs, k)
-					}
+				if _, same := r.key.is(k); !same {
+					rc.revs.otherMaterial(&rs, k)
 					add(rs)
 					continue
 				}
-				if err := (&tcpao.Deleter{S: s, NoAsync: rc.syncListenerDeletes()}).Delete(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
+				if err := dl.Delete(tcpao.DelKey{KeyRef: k.KeyRef, Async: true}); err != nil {
 					rs.Error = err.Error()
 				}
 				add(rs)

@@ -542,7 +542,7 @@ func (s *Sock) keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 			Algorithm: k.alg, MACLen: k.maclen, ExcludeOptions: k.excludeOpt, Fingerprint: k.fp,
 			IsCurrent: k == s.ao.current, IsRNext: k == s.ao.rnext, PktGood: k.good, PktBad: k.bad,
 		}
-		if f.SkipFingerprint {
+		if !f.Fingerprints(k.sndid, k.rcvid) {
 			ki.Fingerprint = tcpao.Fingerprint{}
 		}
 		if k.ifindexFlg {
