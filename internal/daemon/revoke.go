@@ -368,15 +368,16 @@ func (rv *revocations) revokePeer(ctx context.Context, snap *keystore.Snapshot, 
 // and RNext_key to pref (or another key) when the key is one of them: one
 // forced TCP_AO_DEL_KEY naming the replacement, atomic. A key under rk's
 // IDs with other material is not rk: it stays (otherMaterial). The read
-// (one GET_KEYS: it carries each key's Current/RNext flags and, a session
-// holding a handful of keys, their fingerprints) and the delete share one
-// borrow of the descriptor. It reports whether the key is the
+// (one GET_KEYS: it carries each key's Current/RNext flags, and the
+// fingerprint of the key under rk's IDs alone: the others' material is not
+// asked about) and the delete share one borrow of the descriptor. It reports whether the key is the
 // session's only one: the caller then runs the policy's on_revoke_only_key
 // (revokeOnly), outside the borrow (a reset asks the speaker, which must not
 // wait on a descriptor aokeyd holds).
 func (rv *revocations) revokeOn(sock tcpao.Socket, rk revokedKey, pref *policy.ScheduledKey, rs *control.RevokeSocket) (only bool) {
 	err := tcpao.Batch(sock, func(s tcpao.Socket) error {
-		keys, err := s.Keys(tcpao.KeyFilter{})
+		ids := rk.ids // only a key under the revoked IDs needs its material
+		keys, err := s.Keys(tcpao.KeyFilter{FingerprintIDs: &ids})
 		if isNoAO(err) {
 			rs.Action = control.ActionAbsent
 			return nil
