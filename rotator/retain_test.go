@@ -56,11 +56,12 @@ func TestStatusSize(t *testing.T) {
 // controller share their Config, guard, jitter, logger and event sink by
 // one pointer; the machine's peer is its Status's, and its Status is the
 // one it published while it waits (handOff), not a copy of 512 bytes of
-// its own. 1,136 bytes took the allocator's 1,152-byte class; 352 is the
-// class it is in now.
+// its own. 1,136 bytes took the allocator's 1,152-byte class; 384 is the
+// class it is in now (352 before the segment pace's 40 bytes, segpace.go:
+// 128 KiB at 4,096 peers for a quarter of a roll's borrows at 1,024).
 func TestPerPeerSizes(t *testing.T) {
-	if n := unsafe.Sizeof(machine{}); n > 352 {
-		t.Errorf("machine is %d bytes: over 352, the next size class is 384", n)
+	if n := unsafe.Sizeof(machine{}); n > 384 {
+		t.Errorf("machine is %d bytes: over 384, the next size class is 416", n)
 	}
 	if n := unsafe.Sizeof(peerSlot{}); n > 64 {
 		t.Errorf("peerSlot is %d bytes: over 64 (does it hold a Desired again?)", n)
