@@ -79,11 +79,8 @@ func TestRevokeDoesNotWaitForAPoll(t *testing.T) {
 	fb.mu.Lock()
 	fb.showGate = gate
 	fb.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	outcomes := make(chan daemon.ExecOutcome, 1)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
-	defer func() { cancel(); <-done }()
+	outcomes, stop := runGated(e)
+	defer stop()
 	defer close(gate) // first: the held read returns, and Run with it
 	if !eventually(10*time.Second, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.held > 0 }) {
 		t.Fatal("no poll started")
@@ -114,11 +111,8 @@ func TestPollWaitsForAnApplication(t *testing.T) {
 	fb.mu.Unlock()
 	asked := func() int { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.showsAsked }
 	configures := func() int { return fb.count() }
-	ctx, cancel := context.WithCancel(context.Background())
-	outcomes := make(chan daemon.ExecOutcome, 1)
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
-	defer func() { cancel(); <-done }()
+	outcomes, stop := runGated(e)
+	defer stop()
 	released := false
 	defer func() {
 		if !released {
@@ -146,4 +140,14 @@ func TestPollWaitsForAnApplication(t *testing.T) {
 	if !eventually(10*time.Second, func() bool { return asked() > n+2 }) {
 		t.Error("no polls after the application")
 	}
+}
+
+// runGated runs e until stop, which waits for Run to return (a gate the
+// test holds must be opened first); outcomes hears each application.
+func runGated(e *Executor) (outcomes chan daemon.ExecOutcome, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	outcomes = make(chan daemon.ExecOutcome, 1)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(o daemon.ExecOutcome) { outcomes <- o }) }()
+	return outcomes, func() { cancel(); <-done }
 }
