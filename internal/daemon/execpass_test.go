@@ -530,7 +530,8 @@ func TestExecutorRevokeCancelsAPass(t *testing.T) {
 			t.Errorf("list %q after the revoke, want key 20 gone", got)
 		}
 		reads := e.fx.Reads(e.peer)
-		if !realUntil(10*time.Second, func() bool { return e.fx.Reads(e.peer) > reads }) {
+		e.setKeys(ka, kb) // a pass asked for: it plans again (no revoke under way)
+		if !realUntil(30*time.Second, func() bool { return e.fx.Reads(e.peer) > reads }) {
 			t.Error("no pass read the peer after the revoke")
 		}
 	}(t)

@@ -208,6 +208,16 @@ func (pt *peerTable) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 	if err != nil {
 		pt.log.Warn("checking the accepted socket's keys", "peer", id, "err", err)
 	}
+	if q := pt.peer(id); q == nil || q.handle != p.handle {
+		// The session went down (or was replaced) while it was taken
+		// over: OnDown clears the handle before it stops the machine,
+		// so a machine adopted after that stop is stopped here, never
+		// left running on a dead socket (its keys counted as carried, a
+		// listener's edit held as in use: TestEditInPlaceCorrected).
+		pt.ctrl.PeerDown(id)
+		pt.log.Info("the session went down while it was taken over: its machine stopped", "peer", id)
+		return true
+	}
 	if len(sp.Ops) > 0 {
 		pt.log.Info("accepted socket corrected", "peer", id, "ops", len(sp.Ops))
 	}
@@ -218,6 +228,16 @@ func (pt *peerTable) takeOver(snap *keystore.Snapshot, id rotator.PeerID) bool {
 // OnDown implements bgp.SessionObserver.
 func (pt *peerTable) OnDown(ctx context.Context, info bgp.PeerInfo) {
 	id := info.Key()
+	// The handle first, then the machine: a take-over under way either
+	// finds its machine stopped here or sees the handle gone after its
+	// Adopt and stops what it started (takeOver).
+	pt.mu.Lock()
+	if old := pt.m[id]; old != nil {
+		n := *old
+		n.handle = nil
+		pt.m[id] = &n
+	}
+	pt.mu.Unlock()
 	pt.ctrl.PeerDown(id)
 	pt.stat.noteRollDown(info)
 	if r, ended := pt.early.down(id, time.Now()); ended {
