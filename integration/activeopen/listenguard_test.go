@@ -147,8 +147,14 @@ func TestGobgpdListenGuard(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if !lab.SYNTaken(nsB, guardB, guardA, uint16(plain.Addr().(*net.TCPAddr).Port), "") {
-		t.Fatal("an unsigned SYN from B is not taken by an unkeyed listener in A's namespace: the probe cannot see a window")
+	// A probe waits 300 ms for its SYN-ACK; the first between two fresh
+	// namespaces also waits for ARP, which a busy guest can take past it
+	// (CI on cd6b305): the control tries again, up to 30 s.
+	port := uint16(plain.Addr().(*net.TCPAddr).Port)
+	if err := lab.Within(30*time.Second, "an unsigned SYN from B taken by an unkeyed listener in A's namespace", func() (bool, string) {
+		return lab.SYNTaken(nsB, guardB, guardA, port, ""), "not taken"
+	}); err != nil {
+		t.Fatalf("%v: the probe cannot see a window", err)
 	}
 	plain.Close()
 
