@@ -170,14 +170,21 @@ const maxFileBytes = 1 << 20
 // error, and the pass leaves it as it is: its content, never read, cannot
 // be put back into the keys directory by a restore.
 func readFile(path string) ([]byte, error) {
-	b, err := durable.Read(path, maxFileBytes)
+	b, _, err := readFileInfo(path)
+	return b, err
+}
+
+// readFileInfo is readFile, with the information of the file it read
+// (nil: no file).
+func readFileInfo(path string) ([]byte, fs.FileInfo, error) {
+	b, fi, err := durable.ReadInfo(path, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if errors.Is(err, durable.ErrNotRegular) || errors.Is(err, durable.ErrTooLarge) {
-		return nil, fmt.Errorf("%s is %w: it is left as it is, and this neighbor's keys are not changed until it is removed (aokeyd then writes it)", path, err)
+		return nil, nil, fmt.Errorf("%s is %w: it is left as it is, and this neighbor's keys are not changed until it is removed (aokeyd then writes it)", path, err)
 	}
-	return b, err
+	return b, fi, err
 }
 
 // shareDir gives the keys directory, and the include files already in

@@ -1,15 +1,12 @@
 package birdnative
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
 	"syscall"
 
-	"github.com/aokeyd/aokeyd/internal/durable"
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
@@ -94,34 +91,16 @@ func cloneObserved(o rotator.Observed) rotator.Observed {
 
 // readFileIdent is readFile, with the identity of the file it read (from
 // the descriptor it read: never another file's); no file: nil and the
-// zero identity.
+// zero identity, as is a file that changed size while read (not
+// remembered).
 func readFileIdent(path string) ([]byte, fileIdent, error) {
-	f, err := durable.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fileIdent{}, nil
-	}
-	if err != nil {
-		_, err := readFile(path) // its error, worded for this file
-		return nil, fileIdent{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fileIdent{}, err
-	}
-	if fi.Size() > maxFileBytes {
-		_, err := readFile(path)
-		return nil, fileIdent{}, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil || int64(len(b)) > maxFileBytes {
-		clear(b)
-		_, err2 := readFile(path)
-		return nil, fileIdent{}, errors.Join(err, err2)
+	b, fi, err := readFileInfo(path)
+	if err != nil || fi == nil {
+		return b, fileIdent{}, err
 	}
 	id, _ := identOf(fi)
 	if int64(len(b)) != fi.Size() {
-		id = fileIdent{} // changed while read: not remembered
+		id = fileIdent{}
 	}
 	return b, id, nil
 }

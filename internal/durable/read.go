@@ -49,28 +49,35 @@ func Open(path string) (*os.File, error) {
 // Read is the content of the regular file at path (Open), refused unread
 // when larger than max bytes.
 func Read(path string, max int64) ([]byte, error) {
+	b, _, err := ReadInfo(path, max)
+	return b, err
+}
+
+// ReadInfo is Read, with the file's information from the descriptor it
+// read (never another file's: a rename over path meanwhile is not seen).
+func ReadInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
 	f, err := Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tooBig := fmt.Errorf("%w: %d bytes, more than the %d this file may hold", ErrTooLarge, fi.Size(), max)
 	if fi.Size() > max {
-		return nil, tooBig
+		return nil, nil, tooBig
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(b)) > max { // it grew since the Stat
 		clear(b)
-		return nil, fmt.Errorf("%w: it grew past %d bytes while read", ErrTooLarge, max)
+		return nil, nil, fmt.Errorf("%w: it grew past %d bytes while read", ErrTooLarge, max)
 	}
-	return b, nil
+	return b, fi, nil
 }
 
 // kind names a file type that is not a regular file.
