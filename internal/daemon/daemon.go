@@ -348,11 +348,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.co.refresh(ctx)
 	go func() {
 		defer wg.Done()
+		// One ticker, not a new timer each read: a channel timer is put in
+		// the runtime's heap each time a goroutine blocks on it, and one
+		// earlier than the sleeping poller's deadline costs a netpollBreak
+		// (a write and a cross-CPU wake-up); a ticker the loop blocks on
+		// again before its next tick stays in the heap. Under TCG that
+		// wake-up was most of an idle pass's CPU (docs/performance.md).
+		tick := time.NewTicker(d.co.o.Refresh)
+		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(d.co.o.Refresh):
+			case <-tick.C:
 			}
 			d.co.refresh(ctx)
 			d.rec.wake()

@@ -124,6 +124,16 @@ func (rc *reconciler) run(ctx context.Context) error {
 	defer rc.dropListenerWant()
 	defer rc.dropShared()
 	defer rc.dropAsks() // first: no ask is left waiting once Run returns
+	// due is the pass the timer is set for; a pass that asks for the same
+	// time again keeps the timer (a new one each pass would cost the
+	// runtime a wake-up of its poller, see Run's refresh loop).
+	var due time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		var next time.Time
 		if rc.exec != nil {
@@ -131,9 +141,15 @@ func (rc *reconciler) run(ctx context.Context) error {
 		} else {
 			next = rc.reconcile(ctx)
 		}
-		var timer <-chan time.Time // nil: no pass due until woken
+		var fire <-chan time.Time // nil: no pass due until woken
 		if !next.IsZero() {
-			timer = time.After(max(time.Until(next), 100*time.Millisecond))
+			if timer == nil || !next.Equal(due) {
+				if timer != nil {
+					timer.Stop()
+				}
+				timer, due = time.NewTimer(max(time.Until(next), 100*time.Millisecond)), next
+			}
+			fire = timer.C
 		}
 		for served := true; served; {
 			select {
@@ -148,7 +164,8 @@ func (rc *reconciler) run(ctx context.Context) error {
 				rc.serveListen(ctx, a)
 				continue
 			case <-rc.kick:
-			case <-timer:
+			case <-fire:
+				timer = nil // fired: the next due time sets a new one
 			}
 			served = false
 		}
