@@ -53,3 +53,19 @@ func (s aoSocket) AddMD5(k tcpao.MD5Key) error {
 func (s aoSocket) DelMD5(r tcpao.MD5Ref) error {
 	return s.h.Do(func(fd int) error { return tcpao.DelMD5(tcpao.FromFD(fd), r) })
 }
+
+// ArmPeerProbe and EndPeerProbe are tcpao.PeerProber on the borrowed
+// descriptor.
+func (s aoSocket) ArmPeerProbe() (tcpao.PeerProbe, error) {
+	var p tcpao.PeerProbe
+	err := s.h.Do(func(fd int) error {
+		var err error
+		p, err = tcpao.ArmPeerProbe(tcpao.FromFD(fd))
+		return err
+	})
+	return p, err
+}
+
+func (s aoSocket) EndPeerProbe(p tcpao.PeerProbe) error {
+	return s.h.Do(func(fd int) error { return tcpao.EndPeerProbe(tcpao.FromFD(fd), p) })
+}

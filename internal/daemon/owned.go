@@ -456,3 +456,9 @@ func (s ownedSocket) AddMD5(k tcpao.MD5Key) error { return tcpao.AddMD5(s.Socket
 func (s ownedSocket) DelMD5(r tcpao.MD5Ref) error { return tcpao.DelMD5(s.Socket, r) }
 
 func (s ownedSocket) MD5Keys() ([]tcpao.MD5Info, error) { return tcpao.ReadMD5(s.Socket) }
+
+// ArmPeerProbe and EndPeerProbe pass the inner socket's keepalive probe
+// through (tcpao.PeerProber): they add no key.
+func (s ownedSocket) ArmPeerProbe() (tcpao.PeerProbe, error) { return tcpao.ArmPeerProbe(s.Socket) }
+
+func (s ownedSocket) EndPeerProbe(p tcpao.PeerProbe) error { return tcpao.EndPeerProbe(s.Socket, p) }

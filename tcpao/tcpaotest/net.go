@@ -147,6 +147,12 @@ type Sock struct {
 	ao     *aoInfo
 	md5    []*md5Key
 	omem   int
+	// remote is the other end of an established connection (both ends
+	// made by ConnectTo): where a keepalive probe goes (peerprobe.go).
+	remote *Sock
+	// keepalive is SO_KEEPALIVE and TCP_KEEPIDLE, TCP_KEEPINTVL and
+	// TCP_KEEPCNT (Linux's defaults until set).
+	keepalive keepalive
 }
 
 var _ tcpao.Socket = (*Sock)(nil)
@@ -183,6 +189,9 @@ func (s *Sock) Close() error {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	s.state, s.ao, s.md5 = stateGone, nil, nil
+	if s.remote != nil {
+		s.remote.remote, s.remote = nil, nil
+	}
 	return nil
 }
 
@@ -414,6 +423,7 @@ func (n *Net) ConnectTo(c, l *Sock, dst netip.Addr) (*Sock, error) {
 		cp.addr, cp.prefix = src.Unmap(), src.Unmap().BitLen()
 		a.md5 = []*md5Key{&cp}
 	}
+	a.remote, c.remote = c, a
 	return a, nil
 }
 

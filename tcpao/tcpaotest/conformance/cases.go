@@ -32,7 +32,7 @@ var p = netip.MustParsePrefix
 
 // Cases is the conformance table.
 func Cases() []Case {
-	return append(append(append(append(append(keyCases(), connectCases()...), infoCases()...), regressCases()...), md5Cases()...), linkLocalCases()...)
+	return append(append(append(append(append(append(keyCases(), connectCases()...), infoCases()...), regressCases()...), md5Cases()...), linkLocalCases()...), probeCases()...)
 }
 
 func keyCases() []Case {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 	"github.com/aokeyd/aokeyd/tcpao/tcpaotest/internal/errno"
@@ -175,3 +176,14 @@ func (e env) keyCounters(s tcpao.Socket, send, recv uint8) (good, bad uint64) {
 
 func u8(v uint8) *uint8 { return &v }
 func bl(v bool) *bool   { return &v }
+
+// eventually polls cond until it holds, failing the case after bound (a
+// kernel's timer: the in-memory kernel's holds at once).
+func (e env) eventually(what string, bound time.Duration, cond func() bool) {
+	e.t.Helper()
+	for deadline := time.Now().Add(bound); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within %v", what, bound)
+		}
+	}
+}

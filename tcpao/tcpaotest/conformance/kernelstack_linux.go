@@ -40,6 +40,12 @@ type kernelSock struct {
 	fd int
 }
 
+// ArmPeerProbe and EndPeerProbe pass the socket's tcpao.PeerProber
+// through.
+func (s *kernelSock) ArmPeerProbe() (tcpao.PeerProbe, error) { return tcpao.ArmPeerProbe(s.Socket) }
+
+func (s *kernelSock) EndPeerProbe(p tcpao.PeerProbe) error { return tcpao.EndPeerProbe(s.Socket, p) }
+
 func (k *KernelStack) sock(s tcpao.Socket) (*kernelSock, error) {
 	ks, ok := s.(*kernelSock)
 	if !ok {
