@@ -17,7 +17,8 @@ func TestIdleMachinesHoldNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 200
 		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Minute}})
+		// No keepalive probes: the peers stay silent, so the machines poll.
+		ctl := NewController(Options{Config: Config{Poll: 10 * time.Millisecond, Grace: 20 * time.Millisecond, Steady: time.Minute, NoPeerProbe: true}})
 		defer ctl.Close()
 		base := runtime.NumGoroutine()
 		both := Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(1), WantRNext: ID(1)}

@@ -80,6 +80,10 @@ type Config struct {
 	// up to MaxBackoff (defaults 1m and 30m), with ±20% jitter.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
+	// NoPeerProbe: a roll's waits for the peer's next segment arm no
+	// TCP keepalive probe (peerprobe.go) and last until the peer sends
+	// one of its own.
+	NoPeerProbe bool
 }
 
 func (c Config) withDefaults() Config {
@@ -153,6 +157,7 @@ type machine struct {
 	// settle is what the machine knows of edits in place (settle.go).
 	settle settleState
 	segs   segmentPace // the peer's segment spacing, for the waits' polls
+	probe  *armedProbe // the wait's keepalive probe (peerprobe.go); nil outside a wait
 }
 
 // machineEnv is what the machines of one controller share.
@@ -227,6 +232,7 @@ func (m *machine) guardWait(step Step) string {
 
 func (m *machine) enter(s State, now time.Time, action string, at time.Time) {
 	if from := m.st.State; from != s {
+		m.dropProbe() // a wait's probe ends with its state
 		m.log.Debug("rotator: state", "peer", m.st.Peer, "from", from, "to", s, "next", action)
 		m.st.State, m.st.Since = s, now
 		if s != StateGrace {
@@ -490,6 +496,7 @@ func (m *machine) steady(now time.Time, obs *Observed) time.Time {
 	}
 	m.st.AnnouncedFrom = m.oldRNext
 	m.enter(StateAnnounced, now, fmt.Sprintf("wait for the peer to send with key recv=%d", d.WantRNext.ID), now.Add(m.cfg.Poll))
+	m.probeWait(now) // the announce's probe: its answer is the peer's switch
 	return m.st.NextAt
 }
 
@@ -526,7 +533,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 			"peer did not send with key recv=%d within %s (its pkt_good stayed at %d); kept current send=%s",
 			d.WantRNext.ID, m.cfg.SwitchTimeout, nk.PktGood, cur)})
 	}
-	return m.segs.next(now, m.cfg.Poll, m.st.Since.Add(m.cfg.SwitchTimeout))
+	return m.waitNext(now, m.st.Since.Add(m.cfg.SwitchTimeout))
 }
 
 func findSend(o *Observed, id uint8) *tcpao.KeyInfo {

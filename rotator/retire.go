@@ -30,7 +30,7 @@ func (m *machine) awaitingNewKey() bool { return m.graceBase && !m.graceSent }
 // awaitNewKey polls again for sawNewKey, paced by the peer's segments
 // (segpace.go).
 func (m *machine) awaitNewKey(now time.Time) time.Time {
-	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), m.segs.next(now, m.cfg.Poll, time.Time{})
+	m.st.NextAction, m.st.NextAt = fmt.Sprintf("wait for the peer to send with key recv=%d", m.desired.WantRNext.ID), m.waitNext(now, time.Time{})
 	return m.st.NextAt
 }
 
@@ -54,6 +54,7 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		if !m.sawNewKey(obs) {
 			return m.awaitNewKey(now)
 		}
+		m.dropProbe() // the wait is over
 		full, err := m.read(now, ReadFull)
 		if err != nil {
 			m.st.LastError = err.Error()

@@ -22,7 +22,10 @@ import "time"
 //     every deadline (the switch timeout), is as before; a deadline is
 //     never polled later than it falls.
 type segmentPace struct {
-	at   time.Time     // the read that last saw Info.PktGood rise (or the first read)
+	// at is the read that last saw Info.PktGood rise (or the first read),
+	// in Unix nanoseconds (0: none): 8 bytes, not a time.Time's 24, kept
+	// the machine in its size class (TestPerPeerSizes).
+	at   int64
 	good uint64        // Info.PktGood at it
 	gap  time.Duration // the peer's segments' spacing as last measured; 0 unknown
 }
@@ -38,11 +41,11 @@ func (p *segmentPace) observe(obs *Observed, now time.Time) {
 	}
 	g := obs.Info.PktGood
 	switch {
-	case p.at.IsZero() || g < p.good: // the first read, or another socket's counters
-		p.at, p.good, p.gap = now, g, 0
+	case p.at == 0 || g < p.good: // the first read, or another socket's counters
+		p.at, p.good, p.gap = now.UnixNano(), g, 0
 	case g > p.good:
-		p.gap = now.Sub(p.at) / time.Duration(g-p.good)
-		p.at, p.good = now, g
+		p.gap = time.Duration(now.UnixNano()-p.at) / time.Duration(g-p.good)
+		p.at, p.good = now.UnixNano(), g
 	}
 }
 
@@ -50,7 +53,12 @@ func (p *segmentPace) observe(obs *Observed, now time.Time) {
 // now that did not end it: Poll or a quarter of the spacing, whichever is
 // longer, and no later than deadline (zero: none) when that is ahead.
 func (p *segmentPace) next(now time.Time, poll time.Duration, deadline time.Time) time.Time {
-	at := now.Add(max(poll, p.gap/paceDiv))
+	return p.nextAt(now, poll, p.gap, deadline)
+}
+
+// nextAt is next with the segments' spacing gap (0: poll every Poll).
+func (p *segmentPace) nextAt(now time.Time, poll, gap time.Duration, deadline time.Time) time.Time {
+	at := now.Add(max(poll, gap/paceDiv))
 	if soon := now.Add(poll); !deadline.IsZero() && deadline.Before(at) {
 		at = deadline
 		if at.Before(soon) {

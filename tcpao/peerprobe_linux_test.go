@@ -3,6 +3,7 @@
 package tcpao_test
 
 import (
+	"context"
 	"net"
 	"syscall"
 	"testing"
@@ -39,12 +40,15 @@ func keepaliveOf(t *testing.T, rc syscall.RawConn) [4]int {
 // SO_KEEPALIVE on (tcpao.PeerProber's invariants). Plain TCP on loopback:
 // the settings are TCP's, so the host runs it too.
 func TestPeerProbeSettings(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	d := net.Dialer{KeepAlive: -1} // Go's dialer turns keepalive on unless told not to
+	d.SetMultipathTCP(false)
 	c, err := d.Dial("tcp4", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ func (h host) serve(ctx context.Context, cfgPath, stateDir, guardSock string, rc
 		return err
 	}
 	cfg := checked.Config
+	rc.NoPeerProbe = !cfg.Kernel.KeepaliveProbe.On()
 	src, err := cfg.OpenKeySource(config.SourceOptions{Logger: log})
 	if err != nil {
 		return err

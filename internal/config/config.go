@@ -215,6 +215,39 @@ type Log struct {
 type Kernel struct {
 	RaiseOptmem bool `yaml:"raise_optmem"`
 	ExpediteRCU bool `yaml:"expedite_rcu"`
+	// KeepaliveProbe: a roll's waits for the peer's next segment ask the
+	// kernel for one TCP keepalive probe (rotator/peerprobe.go); on unless
+	// written false.
+	KeepaliveProbe FlagOn `yaml:"keepalive_probe"`
+}
+
+// FlagOn is a setting written true or false whose unset value is true;
+// any other value decodes as a bad one, which Parse names (as Flag).
+type FlagOn uint8
+
+const (
+	flagOnUnset FlagOn = iota // the zero value: unset is true
+	flagOnTrue
+	flagOnFalse
+	flagOnBad
+)
+
+// On reports whether the setting is true (or unset).
+func (f FlagOn) On() bool { return f == flagOnUnset || f == flagOnTrue }
+
+// UnmarshalYAML implements yaml.Unmarshaler: true or false, anything
+// else flagOnBad.
+func (f *FlagOn) UnmarshalYAML(n *yaml.Node) error {
+	var b bool
+	switch {
+	case n.Kind != yaml.ScalarNode || n.Decode(&b) != nil:
+		*f = flagOnBad
+	case b:
+		*f = flagOnTrue
+	default:
+		*f = flagOnFalse
+	}
+	return nil
 }
 
 // Duration is a time.Duration written like the policy's durations ("30s",

@@ -83,6 +83,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", 9, "", keystore.ErrDuplicate, "already defined"},
 		{"wrong type", base + "kernel:\n  raise_optmem: maybe\n", 8, "", keystore.ErrSyntax, "cannot unmarshal !!str (not shown) into bool"},
 		{"two documents", base + "---\nlog: {}\n", 7, "", keystore.ErrSyntax, "more than one YAML document"},
+		{"bad keepalive probe", base + "kernel:\n  keepalive_probe: maybe\n", 8, "kernel.keepalive_probe", keystore.ErrInvalid, "want true or false"},
 		{"bad duration", "key_source:\n  type: file\n  refresh: soon\n", 3, "", keystore.ErrSyntax, "not a duration (want e.g. 30s, 10m, 1d)"},
 		{"bad mode", base + "control:\n  mode: rw\n", 8, "", keystore.ErrSyntax, "not a mode (want octal, e.g. 0660)"},
 		{"no source type", "policy: {path: p}\n", 1, "key_source.type", keystore.ErrMissingField, "want file or vault"},
@@ -257,5 +258,22 @@ func TestMetricsPerKey(t *testing.T) {
 	on, _ := Parse("", []byte(base+"metrics: {per_key: true}\n"))
 	if got := NeedRestart(off, on); !slices.Equal(got, []string{"metrics.per_key"}) {
 		t.Errorf("NeedRestart = %q, want metrics.per_key", got)
+	}
+}
+
+// kernel.keepalive_probe is on unless written false.
+func TestKeepaliveProbeDefaultsOn(t *testing.T) {
+	const base = "key_source:\n  type: file\n  file:\n    path: k.yaml\npolicy:\n  path: p.yaml\n"
+	for _, tc := range []struct {
+		yaml string
+		on   bool
+	}{{"", true}, {"kernel:\n  keepalive_probe: true\n", true}, {"kernel:\n  keepalive_probe: false\n", false}} {
+		c, err := Parse("aokeyd.yaml", []byte(base+tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Kernel.KeepaliveProbe.On(); got != tc.on {
+			t.Errorf("%q: keepalive_probe on = %t, want %t", tc.yaml, got, tc.on)
+		}
 	}
 }

@@ -132,6 +132,9 @@ func (p *parser) check(c *Config) {
 			p.at("metrics.listen", keystore.ErrInvalid, "not host:port (or %s); e.g. 127.0.0.1:9179", MetricsOff)
 		}
 	}
+	if c.Kernel.KeepaliveProbe == flagOnBad {
+		p.at("kernel.keepalive_probe", keystore.ErrInvalid, "want true or false (true, the default: a roll asks the peer for its next segment with a TCP keepalive probe)")
+	}
 	if c.Metrics.PerKey == flagBad {
 		p.at("metrics.per_key", keystore.ErrInvalid, "want true or false (true: the per-key series too; false, the default: at most 8 series a peer)")
 	}

@@ -1,0 +1,110 @@
+package rotator
+
+import (
+	"errors"
+	"time"
+
+	"github.com/aokeyd/aokeyd/tcpao"
+)
+
+// A roll's two waits for the peer's next segment (await: the peer sending
+// with the announced key; retire's awaitNewKey: the peer seen sending with
+// it after the grace period) ask the kernel for one TCP keepalive probe
+// (tcpao.PeerProber): the peer's kernel answers it at once, signed with
+// the Current_key the probe's RNextKeyID just made it switch to. Without
+// it each wait lasts until the peer's next BGP keepalive (a minute apart
+// by default; 8 s at the route-server bench's 1,024 sessions, where the
+// fleet's roll waited for the slowest of 1,024 peers, twice). Invariants:
+//   - A probe changes no key and no Current_key or RNext_key: what a
+//     wait decides is decided from the reads as before, only sooner.
+//   - A probe is armed only while the machine waits (StateAnnounced; the
+//     retire step's wait for the new key) and ended when the wait ends,
+//     the machine leaves the state (enter) or probeHold after it was
+//     armed, whichever comes first; a wait that goes on arms one again
+//     probeEvery after the last. The socket's keepalive settings are put
+//     back at each end; a socket whose owner turned keepalive on is never
+//     touched (tcpao.PeerProber).
+//   - While a probe is armed the wait polls every Config.Poll (the
+//     answer comes within a second of idle and a round trip), not at the
+//     peer's segment spacing (segpace.go).
+//   - A socket that cannot probe (not a PeerProber, or the call failed)
+//     is waited on as before.
+
+// probeHold is how long an armed probe stays armed: the kernel sends it
+// once the connection has been idle a second, and the answer is a round
+// trip later.
+const probeHold = 3 * time.Second
+
+// probeEvery is how soon a wait that goes on arms another probe after
+// the last one (its answer did not end the wait: the peer lacks the key,
+// or its kernel kept its Current_key).
+const probeEvery = 10 * time.Second
+
+// armedProbe is the machine's probe while it waits (nil otherwise).
+type armedProbe struct {
+	p  tcpao.PeerProbe // p.Armed while the socket's settings are the probe's
+	at time.Time       // when the last one was armed (or tried)
+}
+
+// probeWait arms, ends and arms again the wait's probe, at a wait's poll.
+func (m *machine) probeWait(now time.Time) {
+	switch {
+	case m.cfg.NoPeerProbe:
+	case m.probe == nil:
+		m.armProbe(now)
+	case m.probe.p.Armed && now.Sub(m.probe.at) >= probeHold:
+		m.endProbe()
+	case !m.probe.p.Armed && now.Sub(m.probe.at) >= probeEvery:
+		m.armProbe(now)
+	}
+}
+
+// probing reports whether a probe is armed (its answer is due).
+func (m *machine) probing() bool { return m.probe != nil && m.probe.p.Armed }
+
+func (m *machine) armProbe(now time.Time) {
+	if m.cfg.NoPeerProbe {
+		return
+	}
+	p, err := tcpao.ArmPeerProbe(m.sock)
+	if err != nil && !errors.Is(err, tcpao.ErrNoPeerProbe) {
+		m.log.Debug("rotator: keepalive probe not armed; waiting for the peer's own segment", "peer", m.st.Peer, "err", err)
+	}
+	if m.probe == nil {
+		m.probe = &armedProbe{}
+	}
+	m.probe.p, m.probe.at = p, now
+	if err != nil {
+		m.probe.p = tcpao.PeerProbe{}
+	}
+}
+
+// endProbe puts the socket's keepalive settings back, if a probe is armed.
+func (m *machine) endProbe() {
+	if !m.probing() {
+		return
+	}
+	if err := tcpao.EndPeerProbe(m.sock, m.probe.p); err != nil {
+		m.log.Warn("rotator: keepalive probe's settings not put back", "peer", m.st.Peer, "err", err)
+	}
+	m.probe.p = tcpao.PeerProbe{}
+}
+
+// dropProbe ends the wait's probe and forgets it: the wait is over.
+func (m *machine) dropProbe() {
+	if m.probe != nil {
+		m.endProbe()
+		m.probe = nil
+	}
+}
+
+// waitNext is when a wait for the peer's segment polls again after a poll
+// at now that did not end it: every Poll while a probe is armed, else at
+// the peer's segment spacing (segmentPace.next), never past deadline.
+func (m *machine) waitNext(now, deadline time.Time) time.Time {
+	m.probeWait(now)
+	if m.probing() {
+		return m.segs.nextAt(now, m.cfg.Poll, 0, deadline)
+	}
+	return m.segs.next(now, m.cfg.Poll, deadline)
+}
