@@ -22,8 +22,8 @@ import (
 //     the machine leaves the state (enter) or probeHold after it was
 //     armed, whichever comes first; a wait that goes on arms one again
 //     probeEvery after the last. The socket's keepalive settings are put
-//     back at each end; a socket whose owner turned keepalive on is never
-//     touched (tcpao.PeerProber).
+//     back at each end; on a socket whose owner turned keepalive on, only
+//     its idle time changes (tcpao.PeerProber).
 //   - While a probe is armed the wait polls every Config.Poll (the
 //     answer comes within a second of idle and a round trip), not at the
 //     peer's segment spacing (segpace.go).

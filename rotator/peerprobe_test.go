@@ -28,13 +28,15 @@ func (l *link) silence(limit time.Duration, done func() bool) bool {
 // (its switch to the announced key; its segment with it after the grace
 // period) are ended by the answers to the machines' keepalive probes, with
 // no BGP traffic at all, and each socket's keepalive settings are as
-// found once the roll is done. Before, the roll waited for the peer's own
-// segments: with a silent peer it timed out.
+// found once the roll is done (the owner's, when it turned keepalive on).
+// Before, and with kernel.keepalive_probe false, the roll waited for the
+// peer's own segments: with a silent peer it timed out.
 func TestRollProbesASilentPeer(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		ownerKeep bool // the sockets' owner turned SO_KEEPALIVE on: no probe
-	}{{"probed", false}, {"owner's keepalive", true}} {
+		ownerKeep bool // the sockets' owner turned SO_KEEPALIVE on: its idle time alone changes
+		noProbe   bool // kernel.keepalive_probe false
+	}{{"probed", false, false}, {"owner's keepalive", true, false}, {"probes off", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 			l := newLink(t, a, want(a), want(a), nil)
@@ -45,6 +47,7 @@ func TestRollProbesASilentPeer(t *testing.T) {
 				l.x.SetKeepalive(true)
 				l.y.SetKeepalive(true)
 			}
+			l.mx.cfg.NoPeerProbe, l.my.cfg.NoPeerProbe = tc.noProbe, tc.noProbe
 			type ka struct {
 				on               bool
 				idle, intvl, cnt int
@@ -58,9 +61,9 @@ func TestRollProbesASilentPeer(t *testing.T) {
 			l.my.setDesired(farDesired(want(b)), l.now)
 			rolled := l.silence(2*time.Minute, func() bool { return l.mx.st.Rolls > 0 && l.my.st.Rolls > 0 })
 			switch {
-			case tc.ownerKeep && rolled:
+			case tc.noProbe && rolled:
 				t.Fatalf("the roll completed with no segment and no probe: x %+v", l.mx.st)
-			case !tc.ownerKeep && !rolled:
+			case !tc.noProbe && !rolled:
 				t.Fatalf("x %s %q, y %s %q after two silent minutes: want both rolled by the probes' answers",
 					l.mx.st.State, l.mx.st.NextAction, l.my.st.State, l.my.st.NextAction)
 			}
@@ -73,7 +76,7 @@ func TestRollProbesASilentPeer(t *testing.T) {
 			if got := keep(l.y); got != y0 {
 				t.Errorf("y's keepalive %+v, want %+v as found", got, y0)
 			}
-			if l.mx.probe != nil && !tc.ownerKeep {
+			if l.mx.probe != nil && !tc.noProbe {
 				t.Errorf("x keeps a probe after its roll: %+v", l.mx.probe)
 			}
 		})

@@ -11,9 +11,12 @@ var ErrNoPeerProbe = errors.New("tcpao: the socket cannot send a keepalive probe
 // changed nothing (Armed false).
 type PeerProbe struct {
 	// Armed: the probe was armed and the settings below are the ones
-	// found; false when the socket's keepalive was already on (the
-	// socket owner's, never touched) or nothing could be armed.
+	// found; false when nothing could be armed.
 	Armed bool
+	// OwnerKeepalive: SO_KEEPALIVE was on (the socket owner's: Go's
+	// net package turns it on for every TCP connection, gobgpd's too).
+	// Only TCP_KEEPIDLE was changed, and only it is put back.
+	OwnerKeepalive bool
 	// Idle, Interval and Count are TCP_KEEPIDLE, TCP_KEEPINTVL and
 	// TCP_KEEPCNT as found (seconds, seconds, probes).
 	Idle, Interval, Count int
@@ -32,17 +35,20 @@ type PeerProbe struct {
 // ao/keepalive-probe-brings-the-peers-switch pins this on the kernels.
 //
 // Invariants:
-//   - A socket whose SO_KEEPALIVE is on is its owner's: ArmPeerProbe
-//     changes nothing there and reports Armed false.
-//   - An armed probe is one probe: TCP_KEEPIDLE is 1 s (the kernel sends
-//     it once the connection has been idle that long, at once if it
-//     has), TCP_KEEPINTVL the longest the kernel takes (32,767 s) and
-//     TCP_KEEPCNT the most probes (127), so the keepalive neither probes
-//     again within hours nor ever closes a connection whose BGP hold
-//     timer would not have.
-//   - EndPeerProbe turns SO_KEEPALIVE off and puts back the three settings
-//     found; a probe left armed (aokeyd killed) sends one more probe per
-//     nine hours and nothing else.
+//   - On a socket without keepalive, an armed probe is one probe:
+//     TCP_KEEPIDLE is 1 s (the kernel sends it once the connection has
+//     been idle that long, at once if it has), TCP_KEEPINTVL the longest
+//     the kernel takes (32,767 s) and TCP_KEEPCNT the most probes (127),
+//     so the keepalive neither probes again within hours nor ever closes
+//     a connection whose BGP hold timer would not have. EndPeerProbe
+//     turns SO_KEEPALIVE off and puts back the three settings found; a
+//     probe left armed (aokeyd killed) sends one probe per nine hours and
+//     nothing else.
+//   - On a socket whose owner turned SO_KEEPALIVE on, only TCP_KEEPIDLE
+//     changes (to 1 s: the owner's next probe comes early), and
+//     EndPeerProbe puts the owner's back, which re-arms the owner's
+//     timer from the last segment received: its cadence is the owner's
+//     again, and its interval and count were never changed.
 type PeerProber interface {
 	ArmPeerProbe() (PeerProbe, error)
 	EndPeerProbe(PeerProbe) error

@@ -16,10 +16,7 @@ func armPeerProbe(fd int) (PeerProbe, error) {
 	if err != nil {
 		return PeerProbe{}, fmt.Errorf("tcpao: keepalive probe: %w", os.NewSyscallError("getsockopt(SO_KEEPALIVE)", err))
 	}
-	if on != 0 {
-		return PeerProbe{}, nil // the owner's keepalive: not ours to change
-	}
-	var p PeerProbe
+	p := PeerProbe{OwnerKeepalive: on != 0}
 	for _, g := range []struct {
 		opt int
 		v   *int
@@ -38,6 +35,9 @@ func armPeerProbe(fd int) (PeerProbe, error) {
 		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, probeIdle},
 	}
+	if p.OwnerKeepalive {
+		steps = steps[3:] // the owner's keepalive: its idle time alone
+	}
 	for _, s := range steps {
 		if err := unix.SetsockoptInt(fd, s.level, s.opt, s.v); err != nil {
 			return PeerProbe{}, errors.Join(fmt.Errorf("tcpao: keepalive probe: %w", os.NewSyscallError("setsockopt", err)), endPeerProbe(fd, p))
@@ -47,15 +47,19 @@ func armPeerProbe(fd int) (PeerProbe, error) {
 }
 
 // endPeerProbe is PeerProber.EndPeerProbe on fd: SO_KEEPALIVE off, then the
-// settings found put back.
+// settings found put back; on the owner's keepalive, its idle time.
 func endPeerProbe(fd int, p PeerProbe) error {
 	var errs []error
-	for _, s := range []struct{ level, opt, v int }{
+	steps := []struct{ level, opt, v int }{
 		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, p.Idle},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, p.Interval},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, p.Count},
-	} {
+	}
+	if p.OwnerKeepalive {
+		steps = steps[1:2] // the owner's idle time back (it re-arms the owner's timer)
+	}
+	for _, s := range steps {
 		if err := unix.SetsockoptInt(fd, s.level, s.opt, s.v); err != nil {
 			errs = append(errs, os.NewSyscallError("setsockopt", err))
 		}

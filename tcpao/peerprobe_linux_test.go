@@ -36,8 +36,8 @@ func keepaliveOf(t *testing.T, rc syscall.RawConn) [4]int {
 }
 
 // A keepalive probe changes the socket's keepalive settings only between
-// its arming and its end, and never those of a socket whose owner turned
-// SO_KEEPALIVE on (tcpao.PeerProber's invariants). Plain TCP on loopback:
+// its arming and its end, and on a socket whose owner turned SO_KEEPALIVE
+// on only the idle time (tcpao.PeerProber's invariants). Plain TCP on loopback:
 // the settings are TCP's, so the host runs it too.
 func TestPeerProbeSettings(t *testing.T) {
 	var lc net.ListenConfig
@@ -83,19 +83,24 @@ func TestPeerProbeSettings(t *testing.T) {
 	if got := keepaliveOf(t, rc); got != before {
 		t.Fatalf("after the end: keepalive %v, want %v as found", got, before)
 	}
-	// The owner's keepalive: untouched.
+	// The owner's keepalive (Go's net package turns it on for every
+	// connection, gobgpd's too): its idle time alone changes, and comes
+	// back.
 	if err := c.(*net.TCPConn).SetKeepAlive(true); err != nil {
 		t.Fatal(err)
 	}
 	owner := keepaliveOf(t, rc)
 	p, err = tcpao.ArmPeerProbe(s)
-	if err != nil || p.Armed {
-		t.Fatalf("ArmPeerProbe on the owner's keepalive = %+v, %v; want not armed", p, err)
+	if err != nil || !p.Armed || !p.OwnerKeepalive {
+		t.Fatalf("ArmPeerProbe on the owner's keepalive = %+v, %v; want armed on the owner's", p, err)
+	}
+	if got, want := keepaliveOf(t, rc), [4]int{1, 1, owner[2], owner[3]}; got != want {
+		t.Fatalf("armed on the owner's keepalive: %v, want %v (the idle time alone)", got, want)
 	}
 	if err := tcpao.EndPeerProbe(s, p); err != nil {
 		t.Fatal(err)
 	}
 	if got := keepaliveOf(t, rc); got != owner {
-		t.Fatalf("owner's keepalive %v changed to %v", owner, got)
+		t.Fatalf("owner's keepalive %v came back as %v", owner, got)
 	}
 }

@@ -50,39 +50,7 @@ func dialSession(t *testing.T, k tcpao.Key) *kernelSession {
 // prefix) and the dialer ck.
 func dialSessionKeys(t *testing.T, lk, ck tcpao.Key) *kernelSession {
 	t.Helper()
-	k := ck
-	// Plain TCP both ends: an MPTCP socket (Go's listener default where
-	// the kernel has CONFIG_MPTCP) refuses the keys, tcpao.ErrMPTCP.
-	lc := net.ListenConfig{Control: withKey(t, lk)}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	d := net.Dialer{Control: withKey(t, k), Timeout: 10 * time.Second}
-	d.SetMultipathTCP(false)
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	cli, err := d.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
-	s := &kernelSession{srv: srv.(*net.TCPConn), cli: cli.(*net.TCPConn)}
-	rc1, _ := s.srv.SyscallConn()
-	rc2, _ := s.cli.SyscallConn()
-	s.srvS, s.cliS = tcpao.New(rc1), tcpao.New(rc2)
+	s := connectPair(t, lk, ck)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	// Client writes continuously; server echoes; client reads the echo.
@@ -121,6 +89,57 @@ func dialSessionKeys(t *testing.T, lk, ck tcpao.Key) *kernelSession {
 		}
 	}()
 	t.Cleanup(s.close)
+	return s
+}
+
+// dialQuiet is a session over which nothing is sent after the handshake
+// (a BGP session between keepalives): only what the kernels send of
+// themselves crosses it.
+func dialQuiet(t *testing.T, k tcpao.Key) *kernelSession {
+	t.Helper()
+	s := connectPair(t, k, k)
+	s.stop = func() {}
+	t.Cleanup(s.close)
+	return s
+}
+
+// connectPair connects a dialer holding ck to a listener holding lk over
+// loopback.
+func connectPair(t *testing.T, lk, ck tcpao.Key) *kernelSession {
+	t.Helper()
+	k := ck
+	// Plain TCP both ends: an MPTCP socket (Go's listener default where
+	// the kernel has CONFIG_MPTCP) refuses the keys, tcpao.ErrMPTCP.
+	lc := net.ListenConfig{Control: withKey(t, lk)}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := net.Dialer{Control: withKey(t, k), Timeout: 10 * time.Second}
+	d.SetMultipathTCP(false)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	cli, err := d.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	s := &kernelSession{srv: srv.(*net.TCPConn), cli: cli.(*net.TCPConn)}
+	rc1, _ := s.srv.SyscallConn()
+	rc2, _ := s.cli.SyscallConn()
+	s.srvS, s.cliS = tcpao.New(rc1), tcpao.New(rc2)
 	return s
 }
 

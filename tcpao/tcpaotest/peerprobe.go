@@ -29,20 +29,21 @@ var _ tcpao.PeerProber = (*Sock)(nil)
 // Current_key and carrying its RNext_key, and the other end's answer,
 // signed with its Current_key as the probe's RNextKeyID left it, comes
 // back (the conformance case ao/keepalive-probe-brings-the-peers-switch
-// holds the real kernel to the same). A socket whose keepalive is on is
-// left as it is.
+// holds the real kernel to the same). On a socket whose keepalive is on,
+// only its idle time changes.
 func (s *Sock) ArmPeerProbe() (tcpao.PeerProbe, error) {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
 	if s.state == stateGone {
 		return tcpao.PeerProbe{}, fmt.Errorf("tcpaotest: keepalive probe: %w", eBADF)
 	}
-	if s.keepalive.on {
-		return tcpao.PeerProbe{}, nil
-	}
 	idle, intvl, cnt := s.keepalive.values()
-	p := tcpao.PeerProbe{Armed: true, Idle: idle, Interval: intvl, Count: cnt}
-	s.keepalive = keepalive{set: true, on: true, idle: 1, intvl: 32767, cnts: 127}
+	p := tcpao.PeerProbe{Armed: true, OwnerKeepalive: s.keepalive.on, Idle: idle, Interval: intvl, Count: cnt}
+	if p.OwnerKeepalive {
+		s.keepalive.idle = 1
+	} else {
+		s.keepalive = keepalive{set: true, on: true, idle: 1, intvl: 32767, cnts: 127}
+	}
 	if r := s.remote; s.state == stateEstablished && r != nil && r.state == stateEstablished {
 		if r.receiveEstablished(s.local.Addr(), s.sign()) {
 			s.receiveEstablished(r.local.Addr(), r.sign())
@@ -59,6 +60,10 @@ func (s *Sock) EndPeerProbe(p tcpao.PeerProbe) error {
 	if s.state == stateGone {
 		return fmt.Errorf("tcpaotest: keepalive probe's end: %w", eBADF)
 	}
+	if p.OwnerKeepalive {
+		s.keepalive.idle = p.Idle
+		return nil
+	}
 	s.keepalive = keepalive{set: true, idle: p.Idle, intvl: p.Interval, cnts: p.Count}
 	return nil
 }
@@ -73,7 +78,7 @@ func (s *Sock) Keepalive() (on bool, idle, intvl, cnt int) {
 }
 
 // SetKeepalive turns SO_KEEPALIVE on or off as the socket's owner would
-// (tests: an owner's keepalive is never touched by a probe).
+// (tests: an owner's keepalive keeps its settings across a probe).
 func (s *Sock) SetKeepalive(on bool) {
 	s.net.mu.Lock()
 	defer s.net.mu.Unlock()
