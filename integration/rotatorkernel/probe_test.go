@@ -19,7 +19,8 @@ import (
 // sent (a BGP session between two keepalives) roll the key on the real
 // kernel: each wait for the peer's segment is ended by the answer to a
 // keepalive probe (rotator/peerprobe.go, tcpao.PeerProber), and both
-// sockets' SO_KEEPALIVE is off again afterwards. Without the probes
+// sockets' keepalive settings are as found afterwards: the server's
+// Go-made keepalive (its owner's) and the client's, turned off. Without the probes
 // nothing crosses the session, and the roll waits out the switch timeout.
 func TestKernelRollQuietSession(t *testing.T) {
 	kerneltest.Require(t)
@@ -35,6 +36,16 @@ func TestKernelRollQuietSession(t *testing.T) {
 	}
 	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
 		t.Fatal(err)
+	}
+	// The server keeps Go's keepalive (its owner's: only the idle time
+	// may change, and comes back); the client has none (armed and put
+	// back whole).
+	if err := s.cli.SetKeepAlive(false); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string][4]int{"server": keepaliveOf(t, s.srv), "client": keepaliveOf(t, s.cli)}
+	if found["server"][0] != 1 || found["client"][0] != 0 {
+		t.Fatalf("set-up: SO_KEEPALIVE server %d client %d, want 1 and 0", found["server"][0], found["client"][0])
 	}
 	nk := loKey(1)
 	start := time.Now()
@@ -63,16 +74,8 @@ func TestKernelRollQuietSession(t *testing.T) {
 		if in.PktBad != 0 || in.PktKeyNotFound != 0 {
 			t.Fatalf("%s pkt_bad=%d key_not_found=%d", side, in.PktBad, in.PktKeyNotFound)
 		}
-		rc, err := c.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var on int
-		if cerr := rc.Control(func(fd uintptr) { on, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) }); cerr != nil || err != nil {
-			t.Fatal(cerr, err)
-		}
-		if on != 0 {
-			t.Fatalf("%s SO_KEEPALIVE = %d after the roll, want off as found", side, on)
+		if got := keepaliveOf(t, c); got != found[side] {
+			t.Fatalf("%s keepalive (on, idle, interval, count) %v after the roll, want %v as found", side, got, found[side])
 		}
 	}
 	// The session still carries data with the new key.
@@ -85,4 +88,26 @@ func TestKernelRollQuietSession(t *testing.T) {
 		t.Fatalf("data after the roll: %v", err)
 	}
 	t.Logf("quiet session rolled in %v (both ends)", took.Round(time.Millisecond))
+}
+
+// keepaliveOf is c's SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL and
+// TCP_KEEPCNT.
+func keepaliveOf(t *testing.T, c *net.TCPConn) [4]int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [4]int
+	if cerr := rc.Control(func(fd uintptr) {
+		for i, o := range [][2]int{{unix.SOL_SOCKET, unix.SO_KEEPALIVE}, {unix.IPPROTO_TCP, unix.TCP_KEEPIDLE},
+			{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL}, {unix.IPPROTO_TCP, unix.TCP_KEEPCNT}} {
+			if got[i], err = unix.GetsockoptInt(int(fd), o[0], o[1]); err != nil {
+				return
+			}
+		}
+	}); cerr != nil || err != nil {
+		t.Fatal(cerr, err)
+	}
+	return got
 }
