@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -81,4 +82,42 @@ func TestRollProbesASilentPeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStopEndsTheProbe: a machine stopped while its wait's probe is armed
+// (the peer lacks the announced key: its answers keep the old one) puts
+// the socket's keepalive settings back as it stops.
+func TestStopEndsTheProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+		ctl := NewController(Options{Config: Config{Poll: 100 * time.Millisecond, SwitchTimeout: time.Minute}})
+		ctl.SetDesired(pid("p"), want(a))
+		s := newEstablished(a) // the far end holds a alone
+		type ka struct {
+			on               bool
+			idle, intvl, cnt int
+		}
+		keep := func() ka {
+			on, idle, intvl, cnt := s.Keepalive()
+			return ka{on, idle, intvl, cnt}
+		}
+		found := keep()
+		if _, err := ctl.Accepted(pid("p"), s); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctl.SetDesired(pid("p"), Desired{Keys: []DesiredKey{dk(a), dk(b)}, WantCurrent: ID(2), WantRNext: ID(2)})
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		if st := ctl.Status()[0]; st.State != StateAnnounced {
+			t.Fatalf("state %s, want announced (waiting for a peer that lacks key 2)", st.State)
+		}
+		if keep() == found {
+			t.Fatal("no probe armed while the roll waits: nothing tested")
+		}
+		ctl.Close()
+		if got := keep(); got != found {
+			t.Fatalf("keepalive %+v after the machine stopped, want %+v as found", got, found)
+		}
+	})
 }

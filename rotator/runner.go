@@ -99,8 +99,8 @@ func (r *runner) beginLocked() bool {
 // whether the runner has ended. Idempotent.
 func (r *runner) halt() (ended bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.halted {
+		defer r.mu.Unlock()
 		return r.ended
 	}
 	r.halted = true
@@ -110,9 +110,16 @@ func (r *runner) halt() (ended bool) {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	if !r.running {
-		r.finishLocked()
+	if r.running {
+		r.mu.Unlock()
+		return false // the run under way ends it (run)
 	}
+	// No run starts once halted: the machine's last touch is this one.
+	r.mu.Unlock()
+	r.m.dropProbe()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finishLocked()
 	return r.ended
 }
 
@@ -288,6 +295,9 @@ func (c *Controller) run(r *runner) {
 		r.mu.Lock()
 		switch {
 		case r.halted:
+			r.mu.Unlock()
+			r.m.dropProbe() // a wait's keepalive probe ends with the machine
+			r.mu.Lock()
 			r.running = false
 			r.finishLocked()
 		case r.woken || wait <= 0:
