@@ -78,6 +78,18 @@ func (c *countingSocket) BatchKeys(f func(tcpao.Socket) error) error {
 	return f(c)
 }
 
+// ArmPeerProbe and EndPeerProbe pass the in-memory socket's keepalive
+// probe through (tcpao.PeerProber), each a read of the socket.
+func (c *countingSocket) ArmPeerProbe() (tcpao.PeerProbe, error) {
+	c.count(false)
+	return tcpao.ArmPeerProbe(c.Socket)
+}
+
+func (c *countingSocket) EndPeerProbe(p tcpao.PeerProbe) error {
+	c.count(false)
+	return tcpao.EndPeerProbe(c.Socket, p)
+}
+
 // countingSocket counts the calls the daemon makes on one socket.
 type countingSocket struct {
 	tcpao.Socket

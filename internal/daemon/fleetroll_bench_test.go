@@ -122,6 +122,16 @@ func (b borrowingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	return b.s.Keys(f)
 }
 
+func (b borrowingSocket) ArmPeerProbe() (tcpao.PeerProbe, error) {
+	b.n.Add(1)
+	return tcpao.ArmPeerProbe(b.s)
+}
+
+func (b borrowingSocket) EndPeerProbe(p tcpao.PeerProbe) error {
+	b.n.Add(1)
+	return tcpao.EndPeerProbe(b.s, p)
+}
+
 type batchingSocket struct{ borrowingSocket }
 
 func (b batchingSocket) BatchKeys(f func(tcpao.Socket) error) error {
