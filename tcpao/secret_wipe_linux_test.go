@@ -4,6 +4,7 @@ package tcpao
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -15,8 +16,20 @@ import (
 // without Zero (a peer's replaced desired keys, which the daemon and the
 // peer's state machine shared) is wiped by the time the garbage collector
 // has found it unreachable, and a copy still referred to is left intact.
+// It does so for copies of three sizes (16, 24 and 32 bytes: secretBuf's
+// size classes), the needle cut short.
 func TestSecretWipedOnceUnreferenced(t *testing.T) {
-	raw, _ := testkit.SecretNeedles(t, filepath.Join("..", "keystore", "testdata", "test-secrets.txt"), "aokeyd-test-secret-foxtrot")
+	whole, _ := testkit.SecretNeedles(t, filepath.Join("..", "keystore", "testdata", "test-secrets.txt"), "aokeyd-test-secret-foxtrot")
+	for _, n := range []int{16, 20, whole.Len()} {
+		if n <= len(whole.Head) || n > whole.Len() {
+			t.Fatalf("needle of %d bytes from a secret of %d", n, whole.Len())
+		}
+		raw := testkit.Needle{Head: whole.Head, Tail: whole.Tail[:n-len(whole.Head)]}
+		t.Run(fmt.Sprint(n), func(t *testing.T) { secretWiped(t, raw) })
+	}
+}
+
+func secretWiped(t *testing.T, raw testkit.Needle) {
 	count := func() int {
 		t.Helper()
 		c, err := testkit.CountInMemory(raw)
