@@ -94,3 +94,33 @@ func TestFingerprintLeavesNoCopy(t *testing.T) {
 		t.Errorf("%d copies of the secret after it was made and zeroed, want none", c[0])
 	}
 }
+
+// TestSharedSecretWipedOnceUnreferenced: a shared copy (Shared) outlives
+// Zero on it while a holder refers to it, and is wiped once nothing does.
+func TestSharedSecretWipedOnceUnreferenced(t *testing.T) {
+	raw, _ := testkit.SecretNeedles(t, filepath.Join("..", "keystore", "testdata", "test-secrets.txt"), "aokeyd-test-secret-foxtrot")
+	count := func() int {
+		t.Helper()
+		c, err := testkit.CountInMemory(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[0]
+	}
+	b := raw.Join()
+	s := NewSecret(b)
+	clear(b)
+	held := []Secret{s.Shared(), s.Shared()}
+	s.Zero()
+	held[1].Zero() // a holder that drops it: the other still uses it
+	if got := count(); got != 1 {
+		t.Fatalf("%d copies with two holders of the shared one, want 1", got)
+	}
+	held = nil
+	if !testkit.CollectGarbage() {
+		t.Fatal("the finalizers did not run")
+	}
+	if got := count(); got != 0 {
+		t.Errorf("%d copies once no holder refers to the shared one, want 0", got)
+	}
+}

@@ -187,8 +187,13 @@ func (s Secret) Clone() Secret {
 	return Secret{b: c, fp: s.fp}
 }
 
-// Zero overwrites the key bytes.
-func (s Secret) Zero() { clear(s.b) }
+// Zero overwrites the key bytes, unless s is a shared copy (Shared),
+// which others may still use: that one is wiped once nobody refers to it.
+func (s Secret) Zero() {
+	if !s.isShared() {
+		clear(s.b)
+	}
+}
 
 // Equal compares two secrets in constant time.
 func (s Secret) Equal(o Secret) bool { return hmac.Equal(s.b, o.b) }
