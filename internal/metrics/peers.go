@@ -279,7 +279,7 @@ func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
 			// A duplicate (the same labels) gets the same rows; the last
 			// one's values win below.
 			for _, k := range pr.keys {
-				if k.good.extra == [maxExtra]*label(lv) {
+				if *k.good.extra == [maxExtra]*label(lv) {
 					pr.keys = append(pr.keys, keyRows{id: id, good: k.good, bad: k.bad})
 					continue next
 				}

@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestRowSize: a series is a row of the allocator's 32-byte class, its
+// labels besides the peer's one shared tuple (48 bytes took the 48-byte
+// class: 0.5 MiB more at 32,768 series).
+func TestRowSize(t *testing.T) {
+	if n := unsafe.Sizeof(row{}); n > 32 {
+		t.Errorf("row is %d bytes: over 32, the next size class is 48", n)
+	}
+}
+
+// TestBytesPerPeer: the live heap the default series of a steady peer
+// with 4 keys keep before any scrape (8 series), at 4,096 peers: 1,046
+// to 1,056 bytes with rows of 48 bytes, 919 to 928 with rows of 32.
+func TestBytesPerPeer(t *testing.T) {
+	const n, budget = 4096, 960
+	read := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	m, err := New(prometheus.NewRegistry(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := read()
+	steadyPeers(m, n, 4)
+	got := int(read()-before) / n
+	runtime.KeepAlive(m)
+	t.Logf("%d bytes a peer", got)
+	if got > budget {
+		t.Errorf("%d bytes a peer, want at most %d", got, budget)
+	}
+}
