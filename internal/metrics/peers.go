@@ -41,9 +41,9 @@ type socketRows struct {
 type peerStore struct {
 	mu    sync.Mutex
 	peers map[Peer]*peerRows
-	// intern holds each value of a label other than peer and vrf (key
+	// intern holds each value of a label other than peer (VRFs, key
 	// names and IDs, sockets, states, reasons: few, and bounded by the
-	// keys and listeners there are), shared by every series with it.
+	// VRFs, keys and listeners there are), shared by every series with it.
 	intern map[[2]string]*label
 
 	current, rnext, installed, state, verify, age *family
@@ -111,7 +111,7 @@ func (s *peerStore) families() []*family {
 func (s *peerStore) peer(p Peer) *peerRows {
 	r := s.peers[p]
 	if r == nil {
-		r = &peerRows{labels: newPeerLabels(p)}
+		r = &peerRows{labels: newPeerLabels(p, s.label(LabelVRF, p.VRF))}
 		s.peers[p] = r
 	}
 	return r
