@@ -26,7 +26,6 @@ type runner struct {
 	after  *runner  // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
 	status atomic.Pointer[Status]
 	next   time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
-	begun  bool      // owned by the run: the first run's start-up is done
 
 	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
 	desired *Desired   // the latest desired state not yet taken (latest wins; the slot's)
@@ -36,11 +35,12 @@ type runner struct {
 	woken   bool // woken during the run under way: it steps again before it ends
 	halted  bool // stopped: no run starts again
 	ended   bool // halted with no run under way (doneChan)
-	// due and wpos are the machine's wake-up in its controller's
-	// wakeups (guarded by its mu): when, and its place in the queue
-	// (0: none).
+	begun   bool // owned by the run: the first run's start-up is done
+	// wpos and due are the machine's wake-up in its controller's
+	// wakeups (guarded by its mu): its place in the queue (0: none),
+	// and when. (Beside the flags, so that a runner fits 144 bytes.)
+	wpos int32
 	due  int64
-	wpos int
 	// halting is closed by halt (the runner is its machine's context,
 	// Done) and done once ended (doneChan). Both are made when first
 	// asked for: most machines run and wait for their whole life without

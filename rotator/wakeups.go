@@ -36,7 +36,7 @@ func (w *wakeups) at(r *runner, d time.Duration) {
 	now := w.now()
 	r.due = now + int64(d)
 	if r.wpos > 0 {
-		heap.Fix(&w.q, r.wpos-1)
+		heap.Fix(&w.q, int(r.wpos-1))
 	} else {
 		heap.Push(&w.q, r)
 	}
@@ -50,7 +50,7 @@ func (w *wakeups) cancel(r *runner) {
 	if r.wpos == 0 {
 		return
 	}
-	heap.Remove(&w.q, r.wpos-1)
+	heap.Remove(&w.q, int(r.wpos-1))
 	if len(w.q) == 0 && w.timer != nil {
 		w.timer.Stop() // an earlier root's firing would find nothing due
 		w.armed = noWake
@@ -103,11 +103,11 @@ func (q wakeQueue) Len() int           { return len(q) }
 func (q wakeQueue) Less(i, j int) bool { return q[i].due < q[j].due }
 func (q wakeQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].wpos, q[j].wpos = i+1, j+1
+	q[i].wpos, q[j].wpos = int32(i+1), int32(j+1)
 }
 func (q *wakeQueue) Push(x any) {
 	r := x.(*runner)
-	r.wpos = len(*q) + 1
+	r.wpos = int32(len(*q) + 1)
 	*q = append(*q, r)
 }
 func (q *wakeQueue) Pop() any {
