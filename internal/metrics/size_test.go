@@ -17,12 +17,32 @@ func TestRowSize(t *testing.T) {
 	}
 }
 
+// TestPeerRowsSize: a peer's rows of the default families fit the 96-byte
+// size class; the per_key families' are apart (detailRows), made only
+// when per_key exports them (all in one took the 160-byte class).
+func TestPeerRowsSize(t *testing.T) {
+	if n := unsafe.Sizeof(peerRows{}); n > 96 {
+		t.Errorf("peerRows is %d bytes: over 96, the next size class is 112", n)
+	}
+	m, err := New(prometheus.NewRegistry(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steadyPeers(m, 4, 4)
+	for p, pr := range m.peers.peers {
+		if pr.detail != nil {
+			t.Errorf("peer %v has per_key rows without per_key", p)
+		}
+	}
+}
+
 // TestBytesPerPeer: the live heap the default series of a steady peer
 // with 4 keys keep before any scrape (8 series), at 4,096 peers: 1,046
 // to 1,056 bytes with rows of 48 bytes, 919 to 928 with rows of 32, 843
-// with the VRF's label shared and the peer label's strings one.
+// with the VRF's label shared and the peer label's strings one, 788 with
+// the per_key families' rows apart.
 func TestBytesPerPeer(t *testing.T) {
-	const n, budget = 4096, 880
+	const n, budget = 4096, 820
 	read := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats
