@@ -113,7 +113,9 @@ func (e *ProbeError) Unwrap() error { return e.Err }
 
 // Secret holds MKT key bytes. It never prints them: String, GoString,
 // LogValue, Format and MarshalJSON all redact. Zero wipes the bytes; callers
-// zero a Secret once it is no longer needed.
+// zero a Secret once it is no longer needed. A shared copy (Shared) is the
+// exception: Zero leaves it to its other holders, and it is wiped once
+// nothing refers to it.
 type Secret struct {
 	b []byte
 	// fp is the Fingerprint, computed once when the Secret is made and
