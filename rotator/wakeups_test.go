@@ -17,7 +17,7 @@ func TestWaitingMachineHasNoTimer(t *testing.T) {
 	ctl := NewController(Options{})
 	rs := make([]*runner, peers)
 	for i := range rs {
-		rs[i] = &runner{c: ctl}
+		rs[i] = &runner{c: ctl, m: &machine{}} // halt may touch the machine (its wait's state)
 	}
 	ctl.wg.Add(peers) // each halt below ends its runner (finishLocked)
 	read := func(ms *runtime.MemStats) {
