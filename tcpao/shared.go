@@ -10,7 +10,10 @@ import (
 // sharedSecrets are the copies Shared hands out, one per material (by
 // fingerprint) while anything refers to it. The map's weak pointers keep
 // none of them alive: a copy nobody refers to is wiped by secretBuf's
-// finalizer, and its entry goes at a later purge.
+// finalizer, and its entry goes at a later purge. A weak pointer to an
+// object with a finalizer reads nil from the moment the finalizer is
+// queued (weak.Pointer.Value), so Shared never hands a copy about to be
+// wiped to a new holder; and it compares the bytes besides.
 var sharedSecrets struct {
 	mu    sync.Mutex
 	m     map[Fingerprint]weak.Pointer[byte]
