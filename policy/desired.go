@@ -34,12 +34,24 @@ type ScheduledKey struct {
 // the connected peer's host prefix) on an L3 device (0: default VRF). The
 // Secret is a fresh copy: the caller zeroes it after use.
 func (k ScheduledKey) TCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
+	return k.key(peer, ifindex, k.MKT.Secret.Clone())
+}
+
+// SharedTCPAOKey is TCPAOKey with the secret's shared copy
+// (tcpao.Secret.Shared): the copy every other holder of the same material
+// uses, which Zero leaves as it is and which is wiped once nothing refers
+// to it.
+func (k ScheduledKey) SharedTCPAOKey(peer netip.Prefix, ifindex int) tcpao.Key {
+	return k.key(peer, ifindex, k.MKT.Secret.Shared())
+}
+
+func (k ScheduledKey) key(peer netip.Prefix, ifindex int, secret tcpao.Secret) tcpao.Key {
 	return tcpao.Key{
 		KeyRef:         tcpao.KeyRef{Peer: peer, IfIndex: ifindex, SendID: k.MKT.SendID, RecvID: k.MKT.RecvID},
 		Algorithm:      k.MKT.Algorithm,
 		MACLen:         k.MKT.MACLen,
 		ExcludeOptions: !k.IncludeTCPOptions,
-		Secret:         k.MKT.Secret.Clone(),
+		Secret:         secret,
 	}
 }
 

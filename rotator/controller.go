@@ -45,6 +45,7 @@ type Options struct {
 type Controller struct {
 	opts Options
 	env  *machineEnv    // what its machines share (from opts)
+	wake *wakeups       // its waiting machines' wake-ups
 	wg   sync.WaitGroup // one per runner, done when it finished (finishLocked)
 
 	mu     sync.Mutex
@@ -85,7 +86,7 @@ func NewController(opts Options) *Controller {
 	}
 	opts.Config = opts.Config.withDefaults()
 	env := &machineEnv{cfg: opts.Config, guard: opts.Guard, rnd: opts.Rand, log: opts.Logger, events: opts.Events}
-	return &Controller{opts: opts, env: env, peers: map[PeerID]*peerSlot{}}
+	return &Controller{opts: opts, env: env, wake: newWakeups(), peers: map[PeerID]*peerSlot{}}
 }
 
 // SetDesired sets the keys peer's session should carry (Kind is forced to

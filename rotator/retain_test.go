@@ -59,12 +59,16 @@ func TestStatusSize(t *testing.T) {
 // its own. 1,136 bytes took the allocator's 1,152-byte class; 384 is the
 // class it is in now (352 before the segment pace's 40 bytes, segpace.go:
 // 128 KiB at 4,096 peers for a quarter of a roll's borrows at 1,024).
+// A runner fits 144 bytes: its wake-up (wakeups.go) beside its flags.
 func TestPerPeerSizes(t *testing.T) {
 	if n := unsafe.Sizeof(machine{}); n > 384 {
 		t.Errorf("machine is %d bytes: over 384, the next size class is 416", n)
 	}
 	if n := unsafe.Sizeof(peerSlot{}); n > 64 {
 		t.Errorf("peerSlot is %d bytes: over 64 (does it hold a Desired again?)", n)
+	}
+	if n := unsafe.Sizeof(runner{}); n > 144 {
+		t.Errorf("runner is %d bytes: over 144, the next size class is 160", n)
 	}
 }
 

@@ -12,30 +12,35 @@ import (
 
 // runner is one peer's machine and its mailbox. The machine has no
 // goroutine of its own: a run (Controller.run) steps it until it waits,
-// started by a producer's wake, by its timer (the runtime's timer heap is
-// the queue of waiting machines), or by Accepted. At most one run is under
-// way per runner (running), so the machine is owned by whichever
-// goroutine runs it, one at a time, and a machine that waits costs a
-// timer, not a goroutine and its stack. Producers reach the machine only
-// through the mailbox, which they never wait on, and readers see its
-// Status only as the immutable snapshot a run publishes (status).
+// started by a producer's wake, by its wake-up (the controller's wakeups
+// are the queue of waiting machines, under one timer), or by Accepted. At
+// most one run is under way per runner (running), so the machine is owned
+// by whichever goroutine runs it, one at a time, and a machine that waits
+// costs a place in a queue, not a goroutine and its stack. Producers reach
+// the machine only through the mailbox, which they never wait on, and
+// readers see its Status only as the immutable snapshot a run publishes
+// (status).
 type runner struct {
 	c      *Controller
 	m      *machine // owned by the run under way
 	after  *runner  // the peer's previous machine, in a step: the first run waits for it, then cleans the socket
 	status atomic.Pointer[Status]
 	next   time.Time // owned by the run: when the machine's next step is due (zero: the first step runs)
-	begun  bool      // owned by the run: the first run's start-up is done
 
 	mu      sync.Mutex // guards the mailbox and the run state below; never held across a step
 	desired *Desired   // the latest desired state not yet taken (latest wins; the slot's)
 	dpos    int        // how many of excl came before desired
 	excl    []*exclusive
-	running bool        // a run is under way
-	woken   bool        // woken during the run under way: it steps again before it ends
-	halted  bool        // stopped: no run starts again
-	ended   bool        // halted with no run under way (doneChan)
-	timer   *time.Timer // the wake-up (nil until the first wait)
+	running bool // a run is under way
+	woken   bool // woken during the run under way: it steps again before it ends
+	halted  bool // stopped: no run starts again
+	ended   bool // halted with no run under way (doneChan)
+	begun   bool // owned by the run: the first run's start-up is done
+	// wpos and due are the machine's wake-up in its controller's
+	// wakeups (guarded by its mu): its place in the queue (0: none),
+	// and when. (Beside the flags, so that a runner fits 144 bytes.)
+	wpos int32
+	due  int64
 	// halting is closed by halt (the runner is its machine's context,
 	// Done) and done once ended (doneChan). Both are made when first
 	// asked for: most machines run and wait for their whole life without
@@ -62,13 +67,6 @@ const (
 func (r *runner) poke() {
 	if r.begin() {
 		go r.c.run(r)
-	}
-}
-
-// fire is the timer's wake-up, on the timer's own goroutine.
-func (r *runner) fire() {
-	if r.begin() {
-		r.c.run(r)
 	}
 }
 
@@ -107,9 +105,7 @@ func (r *runner) halt() (ended bool) {
 	if r.halting != nil {
 		close(r.halting)
 	}
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.c.wake.cancel(r)
 	if r.running {
 		r.mu.Unlock()
 		return false // the run under way ends it (run)
@@ -177,13 +173,9 @@ func (r *runner) Err() error {
 }
 
 // waitLocked arms the machine's wake-up d from now (r.mu held, the run
-// ending): one reusable timer per machine.
+// ending), in its controller's wakeups.
 func (r *runner) waitLocked(d time.Duration) {
-	if r.timer == nil {
-		r.timer = time.AfterFunc(d, r.fire)
-	} else {
-		r.timer.Reset(d)
-	}
+	r.c.wake.at(r, d)
 }
 
 // post puts d in the mailbox (replacing what the machine has not taken

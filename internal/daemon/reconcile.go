@@ -37,7 +37,8 @@ func ifIndex(vrf string) (int, error) {
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // desiredFor turns the policy's answer for one established peer into the
-// rotator's input. The keys carry cloned secrets that the rotator owns.
+// rotator's input. The keys carry shared copies of their secrets
+// (desired.Socket), which Zero leaves to their other holders.
 func (rc *reconciler) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
 	id := p.info.Key()
 	pk, err := rc.peerDesired(rc.policy(), snap, p.info.Neighbor, p.info.VRF, now)
@@ -149,6 +150,10 @@ func (rc *reconciler) listenerDesired(snap *keystore.Snapshot, now time.Time, md
 	return v4, v6, next, incomplete, frozen
 }
 
+// zeroDesired zeroes the desired states' secrets that are their own;
+// the shared copies desired.Socket gives them, which other peers' desired
+// states hold too, it leaves (tcpao.Secret.Shared): those are wiped once
+// nothing refers to them.
 func zeroDesired(ds ...rotator.Desired) {
 	for _, d := range ds {
 		for _, k := range d.Keys {

@@ -22,12 +22,16 @@ import (
 // input: pk's keys for peer (a host or a prefix) on L3 device ifindex,
 // with pref (an index into pk.Keys, -1 for none) as the key to send with,
 // and pk's revoked MKTs as the keys a forced delete may remove. The keys
-// carry cloned secrets that the caller (or the rotator it hands them to)
-// owns. aokeyd and `aoctl plan` share it so the two cannot drift.
+// carry shared copies of their secrets (tcpao.Secret.Shared): one copy
+// per key's material, whichever peers' desired states hold it (one per
+// key per peer was 16,384 copies at 4,096 peers x 4 keys). Zero on them,
+// which the holders of a desired state still call when they drop it,
+// leaves them as they are; each is wiped once no desired state refers to
+// it. aokeyd and `aoctl plan` share it so the two cannot drift.
 func Socket(pk policy.PeerKeys, snap *keystore.Snapshot, peer netip.Prefix, ifindex, pref int, sock rotator.SocketID, kind rotator.Kind) rotator.Desired {
 	out := rotator.Desired{Socket: sock, Kind: kind, AORequired: pk.AORequired}
 	for i, k := range pk.Keys {
-		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.TCPAOKey(peer, ifindex), AcceptOnly: !k.Sendable && i != pref})
+		out.Keys = append(out.Keys, rotator.DesiredKey{Key: k.SharedTCPAOKey(peer, ifindex), AcceptOnly: !k.Sendable && i != pref})
 	}
 	if pref >= 0 && pref < len(pk.Keys) {
 		out.WantCurrent = rotator.ID(pk.Keys[pref].MKT.SendID)

@@ -181,12 +181,12 @@ func (m *Metrics) SetRotationState(p Peer, state string) { m.peers.setState(p, s
 
 // RotationStarted counts a rotation that began on the peer.
 func (m *Metrics) RotationStarted(p Peer) {
-	m.peers.inc(p, func(r *peerRows) (*family, **row) { return m.peers.started, &r.started })
+	m.peers.inc(p, m.peers.started, func(r *detailRows) **row { return &r.started })
 }
 
 // RotationCompleted counts a rotation that retired the old key.
 func (m *Metrics) RotationCompleted(p Peer) {
-	m.peers.inc(p, func(r *peerRows) (*family, **row) { return m.peers.completed, &r.completed })
+	m.peers.inc(p, m.peers.completed, func(r *detailRows) **row { return &r.completed })
 }
 
 // RotationAborted counts an aborted rotation. reason is the word of the

@@ -17,18 +17,33 @@ type keyRows struct {
 	good, bad *row
 }
 
-// peerRows are one peer's series (nil: none yet).
+// peerRows are one peer's series (nil: none yet): those of the default
+// families here, the per_key ones' in detail (nil without per_key: 64
+// bytes a peer, the 96-byte size class rather than the 160-byte one).
 type peerRows struct {
-	labels                    *peerLabels
-	current, rnext, installed *row
-	state                     *row
-	verify, age               *row
-	notFound                  *row
-	attempts, coverage        *row
-	started, completed        *row
-	aborted                   map[string]*row
-	keys                      []keyRows
-	sockets                   []socketRows
+	labels             *peerLabels
+	current, state     *row
+	verify, notFound   *row
+	attempts, coverage *row
+	sockets            []socketRows
+	detail             *detailRows
+}
+
+// detailRows are a peer's series of the families only per_key exports
+// (Options.PerKey).
+type detailRows struct {
+	rnext, installed, age *row
+	started, completed    *row
+	aborted               map[string]*row
+	keys                  []keyRows
+}
+
+// det is pr's detail rows, made on first use.
+func (pr *peerRows) det() *detailRows {
+	if pr.detail == nil {
+		pr.detail = &detailRows{}
+	}
+	return pr.detail
 }
 
 // socketRows are one socket's four counters (nil: the family is off).
@@ -41,9 +56,9 @@ type socketRows struct {
 type peerStore struct {
 	mu    sync.Mutex
 	peers map[Peer]*peerRows
-	// intern holds each value of a label other than peer and vrf (key
+	// intern holds each value of a label other than peer (VRFs, key
 	// names and IDs, sockets, states, reasons: few, and bounded by the
-	// keys and listeners there are), shared by every series with it.
+	// VRFs, keys and listeners there are), shared by every series with it.
 	intern map[[2]string]*label
 
 	current, rnext, installed, state, verify, age *family
@@ -111,7 +126,7 @@ func (s *peerStore) families() []*family {
 func (s *peerStore) peer(p Peer) *peerRows {
 	r := s.peers[p]
 	if r == nil {
-		r = &peerRows{labels: newPeerLabels(p)}
+		r = &peerRows{labels: newPeerLabels(p, s.label(LabelVRF, p.VRF))}
 		s.peers[p] = r
 	}
 	return r
@@ -145,8 +160,11 @@ func (s *peerStore) setPeerKeys(p Peer, current, rnext, installed float64) {
 	defer s.mu.Unlock()
 	pr := s.peer(p)
 	s.set(s.current, &pr.current, p, current)
-	s.set(s.rnext, &pr.rnext, p, rnext)
-	s.set(s.installed, &pr.installed, p, installed)
+	if !s.rnext.off || !s.installed.off {
+		d := pr.det()
+		s.set(s.rnext, &d.rnext, p, rnext)
+		s.set(s.installed, &d.installed, p, installed)
+	}
 }
 
 func (s *peerStore) setState(p Peer, state string) {
@@ -197,17 +215,24 @@ func (s *peerStore) setVerify(p Peer, v float64) {
 func (s *peerStore) setReadAt(p Peer, at float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.set(s.age, &s.peer(p).age, p, at)
+	s.setAgeLocked(p, s.peer(p), at)
 }
 
-func (s *peerStore) inc(p Peer, which func(*peerRows) (*family, **row)) {
+func (s *peerStore) setAgeLocked(p Peer, pr *peerRows, at float64) {
+	if !s.age.off {
+		s.set(s.age, &pr.det().age, p, at)
+	}
+}
+
+// inc adds 1 to p's series in f, a per_key family (which picks it).
+func (s *peerStore) inc(p Peer, f *family, which func(*detailRows) **row) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr := s.peer(p)
-	f, r := which(pr)
 	if f.off {
 		return
 	}
+	pr := s.peer(p)
+	r := which(pr.det())
 	if *r == nil {
 		*r = f.add(pr.labels)
 	}
@@ -221,13 +246,14 @@ func (s *peerStore) incAborted(p Peer, reason string) {
 		return
 	}
 	pr := s.peer(p)
-	if pr.aborted == nil {
-		pr.aborted = map[string]*row{}
+	d := pr.det()
+	if d.aborted == nil {
+		d.aborted = map[string]*row{}
 	}
-	r := pr.aborted[reason]
+	r := d.aborted[reason]
 	if r == nil {
 		r = s.aborted.add(pr.labels, s.label(LabelReason, reason))
-		pr.aborted[reason] = r
+		d.aborted[reason] = r
 	}
 	r.add(1)
 }
@@ -249,20 +275,21 @@ func (s *peerStore) observeSession(p Peer, sock SocketCounters, keys []KeyCounte
 	pr := s.peer(p)
 	s.setSocketLocked(p, pr, "established", sock)
 	s.setKeysLocked(p, pr, keys)
-	s.set(s.age, &pr.age, p, at)
+	s.setAgeLocked(p, pr, at)
 }
 
 func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
 	if s.keyGood.off { // and keyBad: both or neither
 		return
 	}
-	same := len(keys) == len(pr.keys)
+	d := pr.det()
+	same := len(keys) == len(d.keys)
 	for i := 0; same && i < len(keys); i++ {
-		same = pr.keys[i].id == KeyCounters{Key: keys[i].Key, SendID: keys[i].SendID, RecvID: keys[i].RecvID}
+		same = d.keys[i].id == KeyCounters{Key: keys[i].Key, SendID: keys[i].SendID, RecvID: keys[i].RecvID}
 	}
 	if !same {
-		old := pr.keys
-		pr.keys = make([]keyRows, 0, len(keys))
+		old := d.keys
+		d.keys = make([]keyRows, 0, len(keys))
 		for _, k := range old {
 			s.keyGood.drop(k.good)
 			s.keyBad.drop(k.bad)
@@ -278,18 +305,18 @@ func (s *peerStore) setKeysLocked(p Peer, pr *peerRows, keys []KeyCounters) {
 			lv := [...]*label{s.label(LabelKey, name), s.label(LabelSendID, send), s.label(LabelRecvID, recv)}
 			// A duplicate (the same labels) gets the same rows; the last
 			// one's values win below.
-			for _, k := range pr.keys {
-				if k.good.extra == [maxExtra]*label(lv) {
-					pr.keys = append(pr.keys, keyRows{id: id, good: k.good, bad: k.bad})
+			for _, k := range d.keys {
+				if *k.good.extra == [maxExtra]*label(lv) {
+					d.keys = append(d.keys, keyRows{id: id, good: k.good, bad: k.bad})
 					continue next
 				}
 			}
-			pr.keys = append(pr.keys, keyRows{id: id, good: s.keyGood.add(pr.labels, lv[:]...), bad: s.keyBad.add(pr.labels, lv[:]...)})
+			d.keys = append(d.keys, keyRows{id: id, good: s.keyGood.add(pr.labels, lv[:]...), bad: s.keyBad.add(pr.labels, lv[:]...)})
 		}
 	}
 	for i, c := range keys {
-		pr.keys[i].good.set(float64(c.PktGood))
-		pr.keys[i].bad.set(float64(c.PktBad))
+		d.keys[i].good.set(float64(c.PktGood))
+		d.keys[i].bad.set(float64(c.PktBad))
 	}
 }
 
@@ -353,25 +380,29 @@ func (s *peerStore) deletePeer(p Peer) {
 	}
 	delete(s.peers, p)
 	s.current.drop(pr.current)
-	s.rnext.drop(pr.rnext)
-	s.installed.drop(pr.installed)
 	s.state.drop(pr.state)
 	s.verify.drop(pr.verify)
 	s.notFound.drop(pr.notFound)
-	s.age.drop(pr.age)
 	s.attempts.drop(pr.attempts)
 	s.coverage.drop(pr.coverage)
-	s.started.drop(pr.started)
-	s.completed.drop(pr.completed)
-	for _, r := range pr.aborted {
-		s.aborted.drop(r)
-	}
-	for _, k := range pr.keys {
-		s.keyGood.drop(k.good)
-		s.keyBad.drop(k.bad)
-	}
 	for i := range pr.sockets {
 		s.dropSocket(&pr.sockets[i].rows)
+	}
+	d := pr.detail
+	if d == nil {
+		return
+	}
+	s.rnext.drop(d.rnext)
+	s.installed.drop(d.installed)
+	s.age.drop(d.age)
+	s.started.drop(d.started)
+	s.completed.drop(d.completed)
+	for _, r := range d.aborted {
+		s.aborted.drop(r)
+	}
+	for _, k := range d.keys {
+		s.keyGood.drop(k.good)
+		s.keyBad.drop(k.bad)
 	}
 }
 

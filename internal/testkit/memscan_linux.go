@@ -22,6 +22,9 @@ type Needle struct{ Head, Tail []byte }
 
 func (n Needle) len() int { return len(n.Head) + len(n.Tail) }
 
+// Len is the needle's length in bytes.
+func (n Needle) Len() int { return n.len() }
+
 // CountInMemory counts the copies of each needle in this process's private
 // writable memory, read through /proc/self/mem: the Go heap (live objects
 // and freed ones not yet reused or returned to the OS), goroutine and
