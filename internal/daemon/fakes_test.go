@@ -432,6 +432,7 @@ type env struct {
 	changed       func()
 	kernel        daemon.Kernel
 	activeOpens   bool
+	noPeerProbe   bool
 	// writeFault is asked before each step of each write of the daemon's
 	// records (injectWriteFault; nil: none).
 	writeFault atomic.Pointer[durable.Fault]
@@ -466,6 +467,10 @@ type envOptions struct {
 	// release, when set, is the kernel's uname -r: Options.Kernel is then
 	// daemon.NewKernel(release, nil) (every algorithm accepted).
 	release string
+	// noPeerProbe is kernel.keepalive_probe false: the far end sends
+	// nothing the test does not send (the in-memory kernel answers a probe
+	// at once).
+	noPeerProbe bool
 }
 
 // Tests run it inside a synctest bubble (synctest.Test): the daemon, its
@@ -504,7 +509,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.raiseOptMem = o.raiseOptMem
 	e.expedite = o.expedite
 	e.source, e.metrics = o.source, o.metrics
-	e.activeOpens = o.activeOpens
+	e.activeOpens, e.noPeerProbe = o.activeOpens, o.noPeerProbe
 	e.switchTimeout = cmp.Or(o.switchTimeout, 5*time.Second)
 	e.changed = o.changed
 	if o.refuse != nil {
@@ -546,7 +551,7 @@ func (e *env) start(revocationsFile string) {
 		Policy: e.pol, Keys: cache, Source: src, Speaker: e.sp, Discoverer: e.disc,
 		ListenPort: bgpPort, ActiveOpens: e.activeOpens,
 		Rotator: rotator.Config{SwitchTimeout: e.switchTimeout, Grace: 20 * time.Millisecond,
-			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+			Poll: 10 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, NoPeerProbe: e.noPeerProbe},
 		Resync:          time.Hour, // full passes run on changes and kicks only
 		Refresh:         e.refresh,
 		RevocationsFile: revocationsFile,
