@@ -1,9 +1,11 @@
 // Package peer is the one identity of a BGP peer in aokeyd: its address
-// and VRF. Two sessions with the same neighbor address in two VRFs (a
-// provider edge's customers, a data centre's tenants) are two peers
-// everywhere: in the session tracker and guard, the rotation controller,
-// the daemon, the fleet document and the metrics. A Key becomes text only
-// at the edges (logs, JSON, metric labels), through String.
+// and VRF, or, for an interface neighbour (FRR's `neighbor swp1
+// interface`, BGP unnumbered), its interface and VRF. Two sessions with
+// the same neighbor address in two VRFs (a provider edge's customers, a
+// data centre's tenants), or on two links, are two peers everywhere: in
+// the session tracker and guard, the rotation controller, the daemon, the
+// fleet document and the metrics. A Key becomes text only at the edges
+// (logs, JSON, metric labels), through String.
 package peer
 
 import (
@@ -15,51 +17,97 @@ import (
 
 // Key is one BGP peer: the neighbor's address (unmapped, without an IPv6
 // zone: the zone is the link's, the VRF says where the peer is) and its
-// VRF, "" for the default one. It is comparable, the map key wherever
-// something is kept per peer.
+// VRF, "" for the default one; or, for an interface neighbour, its Link
+// and VRF. Exactly one of Addr and Link is set in a valid Key: an
+// interface neighbour's address is learned at run time and may change
+// (a new MAC, a new router advertisement), so it is an attribute of the
+// session (bgp.PeerInfo.Neighbor), never part of the key. It is
+// comparable, the map key wherever something is kept per peer.
 type Key struct {
 	Addr netip.Addr
 	VRF  string
+	Link Link
 }
 
 // KeyOf is the key of the neighbor at addr in vrf, normalised.
 func KeyOf(addr netip.Addr, vrf string) Key { return Key{Addr: addr.Unmap().WithZone(""), VRF: vrf} }
 
-// IsValid reports whether k names a peer.
-func (k Key) IsValid() bool { return k.Addr.IsValid() }
+// OnLink is the key of the interface neighbour on the interface named
+// iface in vrf.
+func OnLink(iface, vrf string) Key { return Key{Link: LinkOf(iface), VRF: vrf} }
 
-// String is the key's one text form: the address, followed by " vrf
-// NAME" outside the default VRF ("192.0.2.2", "10.0.0.2 vrf red"). Parse
-// reads it back.
+// IsValid reports whether k names a peer: an address or a link, not both.
+func (k Key) IsValid() bool { return k.Addr.IsValid() != k.Link.IsValid() }
+
+// IsLink reports whether k is an interface neighbour's.
+func (k Key) IsLink() bool { return k.Link.IsValid() && !k.Addr.IsValid() }
+
+// Name is the neighbor as a speaker's CLI names it, without the VRF: the
+// address, or the interface of an interface neighbour (`show bgp vrf red
+// neighbors swp1 json`, `clear bgp swp1`).
+func (k Key) Name() string {
+	if k.Link.IsValid() {
+		return k.Link.Name()
+	}
+	return k.Addr.String()
+}
+
+// String is the key's one text form: the address or the interface name,
+// followed by " vrf NAME" outside the default VRF ("192.0.2.2", "10.0.0.2
+// vrf red", "swp1", "swp1 vrf red"). Parse reads it back.
 func (k Key) String() string {
 	if k.VRF == "" {
-		return k.Addr.String()
+		return k.Name()
 	}
-	return k.Addr.String() + " vrf " + k.VRF
+	return k.Name() + " vrf " + k.VRF
+}
+
+// Shown is the key for people with the address it peers with: an
+// interface neighbour as "swp1 (fe80::1)", "swp1 vrf red (fe80::1)", or
+// "swp1 (none)" before its address is learned (FRR's word); any other key
+// as String. addr is the session's neighbor address (bgp.PeerInfo's).
+func (k Key) Shown(addr netip.Addr) string {
+	if !k.IsLink() {
+		return k.String()
+	}
+	if !addr.IsValid() {
+		return k.String() + " (none)"
+	}
+	return k.String() + " (" + addr.WithZone("").String() + ")"
 }
 
 // Parse reads String's form.
 func Parse(s string) (Key, error) {
-	addr, vrf, hasVRF := strings.Cut(s, " vrf ")
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return Key{}, fmt.Errorf("peer %q: %w", s, err)
-	}
-	if a.Zone() != "" {
-		return Key{}, fmt.Errorf("peer %q: an IPv6 zone is not a VRF: write ADDR vrf NAME", s)
-	}
+	name, vrf, hasVRF := strings.Cut(s, " vrf ")
 	if hasVRF && vrf == "" {
 		return Key{}, fmt.Errorf("peer %q: empty VRF name", s)
 	}
-	return KeyOf(a, vrf), nil
+	return parseName(s, name, vrf)
+}
+
+// parseName reads a neighbor's name (an address or an interface) of the
+// text s.
+func parseName(s, name, vrf string) (Key, error) {
+	a, err := netip.ParseAddr(name)
+	if err == nil {
+		if a.Zone() != "" {
+			return Key{}, fmt.Errorf("peer %q: an IPv6 zone is not a VRF: write ADDR vrf NAME (or an interface neighbour's interface alone)", s)
+		}
+		return KeyOf(a, vrf), nil
+	}
+	if lerr := checkLinkName(name); lerr != nil {
+		return Key{}, fmt.Errorf("peer %q: neither an address (%w) nor an interface name (%w)", s, err, lerr)
+	}
+	return OnLink(name, vrf), nil
 }
 
 // ParseWithVRF reads a key from a record written before a key was one
 // field: s is String's form, or a bare address (mapped, or with a zone,
-// as older records kept it: normalised as KeyOf does) whose VRF is vrf,
-// the field older records kept beside it ("" the default VRF). A VRF
-// named in both places must be the same one. Every record that holds a
-// Key reads its older entries through it, so that an upgrade loses none.
+// as older records kept it: normalised as KeyOf does) or interface name
+// whose VRF is vrf, the field older records kept beside it ("" the
+// default VRF). A VRF named in both places must be the same one. Every
+// record that holds a Key reads its older entries through it, so that an
+// upgrade loses none.
 func ParseWithVRF(s, vrf string) (Key, error) {
 	if _, inS, ok := strings.Cut(s, " vrf "); ok {
 		k, err := Parse(s)
@@ -70,14 +118,27 @@ func ParseWithVRF(s, vrf string) (Key, error) {
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
+		if checkLinkName(s) == nil {
+			return OnLink(s, vrf), nil
+		}
 		return Key{}, fmt.Errorf("peer %q: %w", s, err)
 	}
 	return KeyOf(a, vrf), nil
 }
 
-// Compare orders keys by address, then VRF.
+// Compare orders keys: address keys by address, then interface
+// neighbours by interface name; each then by VRF.
 func (k Key) Compare(o Key) int {
+	if k.IsLink() != o.IsLink() {
+		if k.IsLink() {
+			return 1
+		}
+		return -1
+	}
 	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := strings.Compare(k.Link.Name(), o.Link.Name()); c != 0 {
 		return c
 	}
 	return strings.Compare(k.VRF, o.VRF)
@@ -90,7 +151,7 @@ func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 // record and document (JSON object keys included).
 func (k Key) MarshalText() ([]byte, error) {
 	if !k.IsValid() {
-		return nil, fmt.Errorf("peer: marshalling a key with no address")
+		return nil, fmt.Errorf("peer: marshalling a key with no address or interface (or both)")
 	}
 	return []byte(k.String()), nil
 }
