@@ -166,7 +166,7 @@ func (sv *statusView) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) 
 func (sv *statusView) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
 	id := info.Key()
 	ps := control.PeerStatus{
-		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
+		VRF: info.VRF, SessionState: info.State.String(),
 		Passive: info.Passive, ActiveOpensKeyed: sv.conns.keysActiveOpens(info), Sockets: slices.Clone(listeners),
 	}
 	if info.Established() && !info.Uptime.IsZero() {
