@@ -158,3 +158,43 @@ peers:
 		t.Fatalf("Validate = %v, want the gap of the binding of swp1 alone", ps)
 	}
 }
+
+// TestDesiredOnLink: an interface neighbour's keys are its interface
+// binding's chain's that apply to the address it learned; nothing learned,
+// or no binding of its interface, is an error, never another binding's
+// keys.
+func TestDesiredOnLink(t *testing.T) {
+	ll := mkt("fabric", "ll", 1, 1, keystore.Always, keystore.Always)
+	ll.Peers = []netip.Prefix{netip.MustParsePrefix("fe80::/64")}
+	v4 := mkt("fabric", "v4", 2, 2, keystore.Always, keystore.Always)
+	v4.Peers = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	any := mkt("fabric", "any", 3, 3, keystore.Always, keystore.Always)
+	p := mustParse(t, `key_chains: [{name: fabric}, {name: addr}]
+peers:
+  - {neighbor_interface: [swp1, swp2], key_chain: fabric}
+  - {neighbor: "fe80::/64", vrf: red, key_chain: addr}
+`)
+	snap := snapshot(chain("fabric", ll, v4, any))
+	pk, err := p.DesiredOnLink(snap, "swp2", addr("fe80::b%swp2"), "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyNames(pk); !slices.Equal(got, []string{"ll+", "any*"}) && !slices.Equal(got, []string{"ll*", "any+"}) {
+		t.Errorf("keys %v, want ll and any", got)
+	}
+	if pk.Binding.String() != "interfaces swp1, swp2" || pk.Chain != "fabric" {
+		t.Errorf("binding %s chain %s", pk.Binding, pk.Chain)
+	}
+	if _, err := p.DesiredOnLink(snap, "swp1", netip.Addr{}, "", t0); err == nil {
+		t.Error("keys for a neighbour that learned no address")
+	}
+	if _, err := p.DesiredOnLink(snap, "swp3", addr("fe80::b"), "", t0); !errors.Is(err, ErrNoBinding) {
+		t.Errorf("swp3, bound by no binding: %v, want ErrNoBinding", err)
+	}
+	if _, err := p.DesiredOnLink(snap, "swp1", addr("fe80::b"), "red", t0); !errors.Is(err, ErrNoBinding) {
+		t.Errorf("swp1 in vrf red, whose address binding covers fe80::b: %v, want ErrNoBinding (the binding is not the link's)", err)
+	}
+	if _, err := p.DesiredOnLink(snapshot(), "swp1", addr("fe80::b"), "", t0); !errors.Is(err, ErrUnknownChain) {
+		t.Errorf("an empty snapshot: %v, want ErrUnknownChain", err)
+	}
+}
