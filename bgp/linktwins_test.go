@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,3 +88,55 @@ func (o *linkObs) OnEstablished(_ context.Context, p bgp.PeerInfo, _ bgp.SocketH
 	o.calls <- "up " + p.Shown()
 }
 func (o *linkObs) OnDown(_ context.Context, p bgp.PeerInfo) { o.calls <- "down " + p.Shown() }
+
+// TestLinkPeers: the tracker keeps every interface neighbour the speaker
+// lists, managed or not and whatever its state, with the address it
+// learned, and says when one appears, changes or goes: the listener is
+// keyed for a learned address before the session comes up.
+func TestLinkPeers(t *testing.T) {
+	sp := bgptest.NewScriptedSpeaker("fake", 100, 0)
+	changed := make(chan struct{}, 16)
+	tr := bgp.NewTracker(sp, bgptest.NewDiscoverer(100, 7), &linkObs{calls: make(chan string, 16)}, bgp.TrackerOptions{
+		Managed:      func(bgp.PeerInfo) bool { return false },
+		LinksChanged: func() { changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Run(ctx) }()
+	link := func(name, addr string, state bgp.SessionState) bgp.PeerInfo {
+		p := bgp.PeerInfo{Link: peer.LinkOf(name), State: state}
+		if addr != "" {
+			p.Neighbor = netip.MustParseAddr(addr)
+		}
+		return p
+	}
+	want := func(what string, shown ...string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: LinksChanged not called", what)
+		}
+		var got []string
+		for _, p := range tr.LinkPeers() {
+			got = append(got, p.Shown())
+		}
+		if strings.Join(got, ", ") != strings.Join(shown, ", ") {
+			t.Fatalf("%s: LinkPeers %q, want %q", what, got, shown)
+		}
+	}
+	sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{
+		link("swp2", "", bgp.StateActive), link("swp1", "fe80::b", bgp.StateConnect), {Neighbor: netip.MustParseAddr("192.0.2.2")},
+	}})
+	want("first list", "swp1 (fe80::b)", "swp2 (none)")
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: link("swp2", "fe80::c", bgp.StateActive)})
+	want("swp2 learned", "swp1 (fe80::b)", "swp2 (fe80::c)")
+	sp.Send(bgp.Event{Kind: bgp.EventState, Peer: link("swp2", "fe80::c", bgp.StateOpenSent)})
+	sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{link("swp2", "fe80::c", bgp.StateActive)}})
+	want("swp1 gone (and no call for swp2's state alone)", "swp2 (fe80::c)")
+	select {
+	case <-changed:
+		t.Error("LinksChanged called for a state change alone")
+	case <-time.After(50 * time.Millisecond):
+	}
+}
