@@ -158,9 +158,9 @@ func TestParsePassive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := peerkey.Parse(tt.addr + " vrf " + tt.vrf)
+			k, err := peerkey.ParseArg(tt.addr + " vrf " + tt.vrf)
 			if tt.vrf == "" {
-				k, err = peerkey.Parse(tt.addr)
+				k, err = peerkey.ParseArg(tt.addr)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -33,8 +33,8 @@ func TestInterfaceNeighbours(t *testing.T) {
 			t.Errorf("swp1 = %+v, want passive (by its interface), up at its epoch", p)
 		}
 	}
-	want := map[string]string{"10.255.9.2": "10.255.9.2", "swp1": "swp1 (fe80::253:ff:fe00:201)", "swp2": "swp2 (none)",
-		"swp3 vrf red": "swp3 vrf red (fe80::253:ff:fe00:201)"}
+	want := map[string]string{"10.255.9.2": "10.255.9.2", "swp1 interface": "swp1 (fe80::253:ff:fe00:201)", "swp2 interface": "swp2 (none)",
+		"swp3 interface vrf red": "swp3 vrf red (fe80::253:ff:fe00:201)"}
 	if len(got) != len(want) {
 		t.Fatalf("Peers = %v, want %v", got, want)
 	}

@@ -41,8 +41,10 @@ var ErrLinkName = errors.New("not a valid interface name")
 // CheckLinkName reports whether name can be a Linux interface's: 1 to 15
 // bytes (IFNAMSIZ-1), not "." or "..", printable ASCII without '/', ':'
 // (the kernel's dev_valid_name), '%' (an IPv6 zone's separator) or
-// whitespace. Every interface name a Key is read from passes it, so a
-// Key's text never reads back as anything else.
+// whitespace; and it holds a letter, so that a mistyped IPv4 address
+// ("10.0.0.256") is refused rather than read as an interface. Every
+// interface name a Key is read from passes it, so a Key's text never
+// reads back as anything else.
 func CheckLinkName(name string) error { return checkLinkName(name) }
 
 func checkLinkName(name string) error {
@@ -54,10 +56,16 @@ func checkLinkName(name string) error {
 	case name == "." || name == "..":
 		return fmt.Errorf("%w: %q", ErrLinkName, name)
 	}
+	letter := false
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c >= 0x7f || c == '/' || c == ':' || c == '%' {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || c == '/' || c == ':' || c == '%' {
 			return fmt.Errorf("%w: byte %q at %d", ErrLinkName, c, i)
 		}
+		letter = letter || ('a' <= c|0x20 && c|0x20 <= 'z')
+	}
+	if !letter {
+		return fmt.Errorf("%w: no letter (a mistyped address?)", ErrLinkName)
 	}
 	return nil
 }

@@ -52,14 +52,25 @@ func (k Key) Name() string {
 	return k.Addr.String()
 }
 
-// String is the key's one text form: the address or the interface name,
-// followed by " vrf NAME" outside the default VRF ("192.0.2.2", "10.0.0.2
-// vrf red", "swp1", "swp1 vrf red"). Parse reads it back.
+// linkSuffix ends an interface neighbour's text: "swp1 interface", as
+// FRR's configuration names it (`neighbor swp1 interface`). No address
+// has it, so no record written before interface neighbours existed, whose
+// peers are addresses, reads back as one.
+const linkSuffix = " interface"
+
+// String is the key's one text form: the address, or an interface
+// neighbour's interface followed by " interface", then " vrf NAME"
+// outside the default VRF ("192.0.2.2", "10.0.0.2 vrf red", "swp1
+// interface", "swp1 interface vrf red"). Parse reads it back.
 func (k Key) String() string {
-	if k.VRF == "" {
-		return k.Name()
+	s := k.Name()
+	if k.IsLink() {
+		s += linkSuffix
 	}
-	return k.Name() + " vrf " + k.VRF
+	if k.VRF == "" {
+		return s
+	}
+	return s + " vrf " + k.VRF
 }
 
 // Shown is the key for people with the address it peers with: an
@@ -70,10 +81,14 @@ func (k Key) Shown(addr netip.Addr) string {
 	if !k.IsLink() {
 		return k.String()
 	}
-	if !addr.IsValid() {
-		return k.String() + " (none)"
+	s := k.Name()
+	if k.VRF != "" {
+		s += " vrf " + k.VRF
 	}
-	return k.String() + " (" + addr.WithZone("").String() + ")"
+	if !addr.IsValid() {
+		return s + " (none)"
+	}
+	return s + " (" + addr.WithZone("").String() + ")"
 }
 
 // Parse reads String's form.
@@ -85,29 +100,49 @@ func Parse(s string) (Key, error) {
 	return parseName(s, name, vrf)
 }
 
-// parseName reads a neighbor's name (an address or an interface) of the
-// text s.
-func parseName(s, name, vrf string) (Key, error) {
-	a, err := netip.ParseAddr(name)
+// ParseArg reads a peer an operator names (aoctl status PEER): String's
+// form, or an interface neighbour's interface alone, as FRR's CLI names
+// it ("swp1", "swp1 vrf red"). Records never read through it: a bare word
+// in a record is no peer.
+func ParseArg(s string) (Key, error) {
+	k, err := Parse(s)
 	if err == nil {
-		if a.Zone() != "" {
-			return Key{}, fmt.Errorf("peer %q: an IPv6 zone is not a VRF: write ADDR vrf NAME (or an interface neighbour's interface alone)", s)
-		}
-		return KeyOf(a, vrf), nil
+		return k, nil
 	}
-	if lerr := checkLinkName(name); lerr != nil {
-		return Key{}, fmt.Errorf("peer %q: neither an address (%w) nor an interface name (%w)", s, err, lerr)
+	name, vrf, hasVRF := strings.Cut(s, " vrf ")
+	if (hasVRF && vrf == "") || checkLinkName(name) != nil {
+		return Key{}, err
 	}
 	return OnLink(name, vrf), nil
 }
 
+// parseName reads a neighbor's name (an address, or an interface
+// neighbour's "IFACE interface") of the text s.
+func parseName(s, name, vrf string) (Key, error) {
+	if iface, ok := strings.CutSuffix(name, linkSuffix); ok {
+		if err := checkLinkName(iface); err != nil {
+			return Key{}, fmt.Errorf("peer %q: %w", s, err)
+		}
+		return OnLink(iface, vrf), nil
+	}
+	a, err := netip.ParseAddr(name)
+	if err != nil {
+		return Key{}, fmt.Errorf("peer %q: %w", s, err)
+	}
+	if a.Zone() != "" {
+		return Key{}, fmt.Errorf("peer %q: an IPv6 zone is not a VRF: write ADDR vrf NAME (an interface neighbour: IFACE interface)", s)
+	}
+	return KeyOf(a, vrf), nil
+}
+
 // ParseWithVRF reads a key from a record written before a key was one
 // field: s is String's form, or a bare address (mapped, or with a zone,
-// as older records kept it: normalised as KeyOf does) or interface name
-// whose VRF is vrf, the field older records kept beside it ("" the
-// default VRF). A VRF named in both places must be the same one. Every
-// record that holds a Key reads its older entries through it, so that an
-// upgrade loses none.
+// as older records kept it: normalised as KeyOf does) whose VRF is vrf,
+// the field older records kept beside it ("" the default VRF). A VRF
+// named in both places must be the same one. Every record that holds a
+// Key reads its older entries through it, so that an upgrade loses none;
+// and as older records never held an interface neighbour, no older entry
+// reads as one (a bare word is no peer, as before).
 func ParseWithVRF(s, vrf string) (Key, error) {
 	if _, inS, ok := strings.Cut(s, " vrf "); ok {
 		k, err := Parse(s)
@@ -116,11 +151,11 @@ func ParseWithVRF(s, vrf string) (Key, error) {
 		}
 		return k, err
 	}
+	if strings.HasSuffix(s, linkSuffix) {
+		return parseName(s, s, vrf)
+	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		if checkLinkName(s) == nil {
-			return OnLink(s, vrf), nil
-		}
 		return Key{}, fmt.Errorf("peer %q: %w", s, err)
 	}
 	return KeyOf(a, vrf), nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -20,16 +21,21 @@ func TestKeyText(t *testing.T) {
 		{"::ffff:192.0.2.2", Key{Addr: netip.MustParseAddr("192.0.2.2")}, "192.0.2.2", false},
 		{"fe80::1%eth0", Key{}, "", true}, // a zone is not a VRF
 		{"10.0.0.2 vrf ", Key{}, "", true},
-		{"swp1", OnLink("swp1", ""), "swp1", false},
-		{"swp1 vrf red", OnLink("swp1", "red"), "swp1 vrf red", false},
-		{"bond0.100 vrf blue", Key{Link: LinkOf("bond0.100"), VRF: "blue"}, "bond0.100 vrf blue", false},
-		{"swp1 vrf ", Key{}, "", true},
-		{"a-name-of-16-byt", Key{}, "", true}, // past IFNAMSIZ
-		{"..", Key{}, "", true},
-		{"sw/p1", Key{}, "", true},
-		{"swp%1", Key{}, "", true},
-		{"", Key{}, "", true},
+		{"swp1 interface", OnLink("swp1", ""), "swp1 interface", false},
+		{"swp1 interface vrf red", OnLink("swp1", "red"), "swp1 interface vrf red", false},
+		{"bond0.100 interface vrf blue", Key{Link: LinkOf("bond0.100"), VRF: "blue"}, "bond0.100 interface vrf blue", false},
+		{"swp1", Key{}, "", true}, // a bare word is no peer: records never held one
+		{"bogus", Key{}, "", true},
+		{"swp1 vrf red", Key{}, "", true},
+		{"swp1 interface vrf ", Key{}, "", true},
+		{"a-name-of-16-byt interface", Key{}, "", true}, // past IFNAMSIZ
+		{".. interface", Key{}, "", true},
+		{"sw/p1 interface", Key{}, "", true},
+		{"swp%1 interface", Key{}, "", true},
+		{" interface", Key{}, "", true},
 		{" vrf red", Key{}, "", true},
+		{"10.0.0.256 interface", Key{}, "", true}, // a mistyped address, not an interface
+		{"fe80::1 interface", Key{}, "", true},
 	} {
 		k, err := Parse(c.in)
 		if (err != nil) != c.err || k != c.want {
@@ -105,7 +111,7 @@ func TestLinkKeys(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"192.0.2.2", "10.0.0.2 vrf red", "fe80::1%eth0", "2001:db8::1 vrf x", "swp1", "swp1 vrf red", "swp1 vrf a vrf b"} {
+	for _, s := range []string{"192.0.2.2", "10.0.0.2 vrf red", "fe80::1%eth0", "2001:db8::1 vrf x", "swp1 interface", "swp1 interface vrf red", "swp1 interface vrf a vrf b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -120,8 +126,12 @@ func FuzzParse(f *testing.F) {
 		if err != nil || back != k {
 			t.Fatalf("Parse(%q) = %+v, whose text %q reads back as %+v, %v", s, k, k.String(), back, err)
 		}
-		if old, err := ParseWithVRF(k.Name(), k.VRF); err != nil || old != k {
-			t.Fatalf("ParseWithVRF(%q, %q) = %+v, %v; want %+v", k.Name(), k.VRF, old, err, k)
+		field := strings.TrimSuffix(k.String(), " vrf "+k.VRF) // an older record's form: the VRF beside it
+		if old, err := ParseWithVRF(field, k.VRF); err != nil || old != k {
+			t.Fatalf("ParseWithVRF(%q, %q) = %+v, %v; want %+v", field, k.VRF, old, err, k)
+		}
+		if arg, err := ParseArg(k.String()); err != nil || arg != k {
+			t.Fatalf("ParseArg(%q) = %+v, %v; want %+v", k.String(), arg, err, k)
 		}
 	})
 }
@@ -140,7 +150,7 @@ func TestKeyJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"192.0.2.2":1,"192.0.2.2 vrf red":2,"2001:db8::2":3,"swp1":4,"swp1 vrf red":5}`; string(b) != want {
+	if want := `{"192.0.2.2":1,"192.0.2.2 vrf red":2,"2001:db8::2":3,"swp1 interface":4,"swp1 interface vrf red":5}`; string(b) != want {
 		t.Errorf("marshalled %s, want %s", b, want)
 	}
 	var back map[Key]int
@@ -175,17 +185,42 @@ func TestParseWithVRF(t *testing.T) {
 		{"::ffff:10.0.0.2", "red", red, false},
 		{"fe80::1%eth0", "", KeyOf(netip.MustParseAddr("fe80::1"), ""), false},
 		{"10.0.0.2", "", KeyOf(netip.MustParseAddr("10.0.0.2"), ""), false},
-		{"swp1", "red", OnLink("swp1", "red"), false},
-		{"swp1 vrf red", "", OnLink("swp1", "red"), false},
-		{"swp1 vrf red", "blue", Key{}, true},
+		{"swp1 interface", "red", OnLink("swp1", "red"), false},
+		{"swp1 interface vrf red", "", OnLink("swp1", "red"), false},
+		{"swp1 interface vrf red", "blue", Key{}, true},
+		{"swp1", "", Key{}, true}, // an older record's bare word is no peer
+		{"bogus", "red", Key{}, true},
 		{"10.0.0.2 vrf red", "blue", Key{}, true},
 		{"10.0.0.2 vrf ", "", Key{}, true},
 		{"", "red", Key{}, true},
-		{"bo/gus", "", Key{}, true},
+		{"bo/gus interface", "", Key{}, true},
 	} {
 		k, err := ParseWithVRF(c.s, c.vrf)
 		if (err != nil) != c.err || (!c.err && k != c.want) {
 			t.Errorf("ParseWithVRF(%q, %q) = %+v, %v; want %+v (error %t)", c.s, c.vrf, k, err, c.want, c.err)
+		}
+	}
+}
+
+// TestParseArg: an operator names an interface neighbour by its interface
+// alone too, as FRR's CLI does; anything Parse reads reads the same.
+func TestParseArg(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Key
+		err  bool
+	}{
+		{"swp1", OnLink("swp1", ""), false},
+		{"swp1 vrf red", OnLink("swp1", "red"), false},
+		{"swp1 interface vrf red", OnLink("swp1", "red"), false},
+		{"192.0.2.2 vrf red", KeyOf(netip.MustParseAddr("192.0.2.2"), "red"), false},
+		{"10.0.0.256", Key{}, true},
+		{"swp1 vrf ", Key{}, true},
+		{"sw p1", Key{}, true},
+	} {
+		k, err := ParseArg(c.in)
+		if (err != nil) != c.err || k != c.want {
+			t.Errorf("ParseArg(%q) = %+v, %v; want %+v (error %t)", c.in, k, err, c.want, c.err)
 		}
 	}
 }

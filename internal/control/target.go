@@ -60,8 +60,9 @@ func checkTarget(peer, vrf string) error {
 
 // checkStatusPeer refuses a status query's peer, when set, that is not
 // peer.Key's text form ("192.0.2.2", "10.0.0.2 vrf red", an interface
-// neighbour's "swp1", "swp1 vrf red") with a VRF name. An interface name
-// is held to the VRF names' plain letters, as strictly as a VRF's.
+// neighbour's "swp1 interface", "swp1 interface vrf red", or its
+// interface alone: peer.ParseArg) with a VRF name. An interface name is
+// held to the VRF names' plain letters, as strictly as a VRF's.
 func checkStatusPeer(s string) error {
 	if s == "" {
 		return nil
@@ -70,7 +71,7 @@ func checkStatusPeer(s string) error {
 	if hasVRF && vrf == "" {
 		return fmt.Errorf("%w: peer: an empty VRF name after \" vrf \"", ErrInvalid)
 	}
-	if validIface(name) {
+	if validIface(strings.TrimSuffix(name, " interface")) {
 		return checkTarget("", vrf) // the VRF's problem, if any
 	}
 	return checkTarget(name, vrf)

@@ -113,7 +113,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 	found := false
 	for _, info := range infos {
 		id := info.Key()
-		if peer != "" && peer != info.Key().String() && peer != info.Neighbor.String() {
+		if peer != "" && !namedBy(info, peer) {
 			continue
 		}
 		if !sv.managed(info) {

@@ -12,8 +12,9 @@ import (
 )
 
 // speakerPeer is the speaker's view of the one peer a status asks about
-// ("ADDR" or "ADDR vrf NAME", an interface neighbour's "IFACE" or "IFACE
-// vrf NAME": peer.Key's text), each asked about alone
+// ("ADDR" or "ADDR vrf NAME", an interface neighbour's "IFACE interface"
+// or its interface alone, then " vrf NAME": peer.ParseArg), each asked
+// about alone
 // and waited for no longer than statusListWait: `aoctl status PEER` must
 // not cost a listing of every neighbor (gobgpd answers one for hundreds of
 // neighbors slowly). Without a VRF it asks once per VRF the daemon tracks
@@ -22,7 +23,7 @@ import (
 // error is a speaker that did not answer. Without a VRF an interface
 // neighbour is asked about in each VRF the daemon tracks its interface in.
 func (sv *statusView) speakerPeer(ctx context.Context, which string) ([]bgp.PeerInfo, error) {
-	k, err := peer.Parse(which)
+	k, err := peer.ParseArg(which)
 	if err != nil {
 		return nil, nil // no such peer: every peer's key parses
 	}
@@ -90,4 +91,18 @@ func (sv *statusView) rotationStatus(peer string, infos []bgp.PeerInfo) map[rota
 		}
 	}
 	return rot
+}
+
+// namedBy reports whether a status query's peer arg names info: its key's
+// text, its address, or an interface neighbour's interface alone
+// (peer.ParseArg), in its VRF or, without one, in any.
+func namedBy(info bgp.PeerInfo, arg string) bool {
+	if arg == info.Key().String() || arg == info.Neighbor.String() {
+		return true
+	}
+	k, err := peer.ParseArg(arg)
+	if err != nil || !k.IsLink() || k.Link != info.Link {
+		return false
+	}
+	return k.VRF == info.VRF || !strings.Contains(arg, " vrf ")
 }
