@@ -118,6 +118,9 @@ func (p *Policy) LinkBindings() []Binding {
 	return out
 }
 
+// HasLinkBindings reports whether the policy binds interface neighbours.
+func (p *Policy) HasLinkBindings() bool { return len(p.links) > 0 }
+
 // BindingForLink returns the binding of the interface neighbour on the
 // interface named iface in vrf: the one naming it, or the VRF's "*".
 // Bindings never overlap, so there is at most one. It wraps ErrNoBinding

@@ -77,6 +77,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 	if w := sv.configWarn.Load(); w != nil {
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
+	rep.Warnings = append(rep.Warnings, sv.recon.linkWarnings()...)
 	rep.ListenerFaults = sv.recon.listenerFaults() // their warnings: rep.Complete
 	rep.StartUpGate = sv.recon.startUpGate()
 	if k := sv.o.Kernel; k.Release != "" {

@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/desired"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+// Interface neighbours on the listeners (issue 53, item 2). An interface
+// neighbour (FRR's `neighbor swp1 interface`) peers from the address it
+// learned on its link, which the speaker reports before the session comes
+// up (bgp.Tracker.LinkPeers): the listeners hold a host key for each
+// learned address of a neighbour a neighbor_interface binding binds, as
+// they do for a binding's address, so that its session comes up signed.
+//
+// TCP-AO keys carry no zone and match their address on every link
+// (docs/kernel.md): one learned address in one VRF is one listener key,
+// whichever link it was learned on. Two neighbours that learned one
+// address in one VRF share it when their bindings name one chain (the
+// same keys); when they name two, the kernel cannot tell their SYNs apart
+// and the second in key order is refused, with a status warning naming
+// both (linkWarnings). An address an address binding covers is that
+// binding's on the listener: the interface neighbour's keys are not added
+// beside it (two keys of one address sharing an ID would be refused).
+//
+// Not yet: an interface neighbour's established sessions are not managed
+// (core.managed), so the keys they copy from the listener are not rolled
+// on them; and an address a neighbour no longer peers from leaves the
+// listener at the next recompute, not after a grace.
+
+// linkWarn is the last recompute's warnings about interface neighbours.
+type linkWarn struct{ w atomic.Pointer[[]string] }
+
+func (l *linkWarn) set(w []string) { l.w.Store(&w) }
+
+// warnings is what status shows.
+func (l *linkWarn) warnings() []string {
+	if w := l.w.Load(); w != nil {
+		return *w
+	}
+	return nil
+}
+
+// linkHolder is the interface neighbour whose keys a learned address got
+// on the listener, with its binding's chain.
+type linkHolder struct {
+	p     bgp.PeerInfo
+	chain string
+}
+
+// linkListenerDesired adds to v4 and v6 the listener keys of the addresses
+// the interface neighbours links learned (bgp.Tracker.LinkPeers), as
+// listenerDesired does for a binding; it returns the warnings for status
+// besides.
+func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Snapshot, now time.Time, links []bgp.PeerInfo, v4, v6 *rotator.Desired) (next time.Time, incomplete bool, frozen []frozenRange, warnings []string) {
+	type addrIn struct {
+		addr netip.Addr
+		vrf  string
+	}
+	held := map[addrIn]linkHolder{}
+	for _, p := range links {
+		if !p.Neighbor.IsValid() {
+			continue // nothing learned yet
+		}
+		name := p.Link.Name()
+		b, err := pol.BindingForLink(name, p.VRF)
+		if err != nil {
+			continue // not bound: not aokeyd's
+		}
+		addr := p.Neighbor.Unmap().WithZone("")
+		if ab, err := pol.BindingFor(addr, p.VRF); err == nil {
+			warnings = append(warnings, fmt.Sprintf("interface neighbour %s: the address it learned is bound by %s (%s): that binding's keys are on the listener, not those of %s (%s)",
+				p.Shown(), ab, ab.Field, b, b.Field))
+			continue
+		}
+		at := addrIn{addr, p.VRF}
+		if h, ok := held[at]; ok {
+			if h.chain != b.KeyChain {
+				warnings = append(warnings, fmt.Sprintf("interface neighbours %s and %s learned one address%s with different key chains (%s, %s): the kernel's keys carry no link and cannot tell their sessions apart; %s is not keyed on the listener (bind both links to one chain)",
+					h.p.Shown(), p.Shown(), vrfSuffix(p.VRF), h.chain, b.KeyChain, peer.Key{Link: p.Link, VRF: p.VRF}))
+			}
+			continue // one key serves both: keys carry no zone
+		}
+		held[at] = linkHolder{p, b.KeyChain}
+		prefix := hostPrefix(addr)
+		fb := b
+		fb.Neighbor = prefix // the range a freeze keeps
+		pk, err := pol.DesiredOnLink(snap, name, addr, p.VRF, now)
+		if err == nil {
+			rc.revs.Scope(&pk, p.Key()) // a revocation scoped to the neighbour
+		}
+		if err != nil {
+			rc.log.Warn("no desired keys for interface neighbour", "peer", p.Key().Shown(addr), "err", err)
+			incomplete = true
+			frozen = freeze(frozen, fb, err)
+			continue
+		}
+		if snap.Degraded(pk.SourceChain) {
+			frozen = freeze(frozen, fb, errFrozen)
+		}
+		next = sooner(next, pk.NextChange)
+		idx, err := ifIndex(p.VRF)
+		if err != nil {
+			rc.log.Warn("interface neighbour's VRF not found", "peer", p.Key().Shown(addr), "err", err)
+			incomplete = true
+			frozen = freeze(frozen, fb, err)
+			continue
+		}
+		dst := v6
+		if addr.Is4() {
+			dst = v4 // an IPv4 /30 or /31's far end
+		}
+		one := desired.Socket(pk, snap, prefix, idx, -1, "", rotator.Listening)
+		dst.Keys = append(dst.Keys, one.Keys...)
+		dst.Revoked = append(dst.Revoked, one.Revoked...)
+		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
+	}
+	return next, incomplete, frozen, warnings
+}
+
+func vrfSuffix(vrf string) string {
+	if vrf == "" {
+		return ""
+	}
+	return " in vrf " + vrf
+}
+
+// linkWarnings is the last recompute's warnings about interface
+// neighbours, for status.
+func (rc *reconciler) linkWarnings() []string { return rc.links.warnings() }
