@@ -3,9 +3,13 @@ package frr
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/aokeyd/aokeyd/bgp"
 	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 )
 
@@ -62,4 +66,56 @@ func TestInterfaceNeighbours(t *testing.T) {
 	if err := s.ResetPeer(ctx, peerkey.Key{}, "x"); err == nil || strings.Contains(strings.Join(f.calls, "\n"), "clear bgp vrf default \n") {
 		t.Errorf("ResetPeer of no peer: %v", err)
 	}
+}
+
+// TestWatchInterfaceNeighbours: the poll follows interface neighbours by
+// their interface: two that learned nothing yet are two peers, and one
+// whose learned address changes while up is one event for it with the new
+// address, not a new neighbour beside an old one reported down (the old
+// address's Idle, sent last, would have read as the neighbour going down
+// and brought its old address back).
+func TestWatchInterfaceNeighbours(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		listing := string(fixture(t, "vrf-all-unnumbered-synthetic.json"))
+		f := newFake(t)
+		f.set("show bgp vrf all neighbors json", []byte(strings.Replace(listing, `"swp2":{`, `"swp4":{"bgpNeighborAddr":"none"},"swp2":{`, 1)))
+		s := New(Options{Runner: f, PollInterval: time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		ch, err := s.Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := <-ch
+		var keys []string
+		for _, p := range ev.Peers {
+			keys = append(keys, p.Key().String())
+		}
+		slices.Sort(keys)
+		if want := []string{"10.255.9.2", "swp1 interface", "swp2 interface", "swp3 interface vrf red", "swp4 interface"}; ev.Kind != bgp.EventSync || !slices.Equal(keys, want) {
+			t.Fatalf("first event %v %q, want a sync of %q", ev.Kind, keys, want)
+		}
+		// swp1's neighbour came back with a new MAC: a new address, the
+		// same ports and counts (FRR's connection may look the same).
+		f.set("show bgp vrf all neighbors json", []byte(strings.ReplaceAll(listing, "fe80::253:ff:fe00:201", "fe80::253:ff:fe00:299")))
+		var got []string
+		for range 2 { // swp1 and swp3 (whose address the replace moved too)
+			select {
+			case ev := <-ch:
+				got = append(got, ev.Peer.Shown()+" "+ev.Peer.State.String())
+			case <-time.After(time.Minute):
+				t.Fatalf("events %q, want two", got)
+			}
+		}
+		slices.Sort(got)
+		if want := []string{"swp1 (fe80::253:ff:fe00:299) established", "swp3 vrf red (fe80::253:ff:fe00:299) established"}; !slices.Equal(got, want) {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if len(ch) != 0 {
+			ev := <-ch
+			t.Fatalf("an event besides: %v %s %s (swp4 went, no other)", ev.Kind, ev.Peer.Shown(), ev.Peer.State)
+		}
+	})
 }
