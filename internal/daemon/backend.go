@@ -119,7 +119,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 		}
 		if !sv.managed(info) {
 			if peer != "" {
-				return rep, fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", peer, control.ErrNotFound)
+				return rep, unmanagedErr(sv.policy(), info, peer)
 			}
 			continue
 		}

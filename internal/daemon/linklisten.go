@@ -8,6 +8,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/desired"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
@@ -136,3 +137,17 @@ func vrfSuffix(vrf string) string {
 // linkWarnings is the last recompute's warnings about interface
 // neighbours, for status.
 func (rc *reconciler) linkWarnings() []string { return rc.links.warnings() }
+
+// unmanagedErr is status's answer about the peer arg names, which aokeyd
+// does not manage: no binding, or an interface neighbour, whose listener
+// keys a neighbor_interface binding gives but whose session is not
+// managed.
+func unmanagedErr(pol *policy.Policy, info bgp.PeerInfo, arg string) error {
+	if info.Link.IsValid() {
+		if b, err := pol.BindingForLink(info.Link.Name(), info.VRF); err == nil {
+			return fmt.Errorf("peer %s is an interface neighbour: %s (%s) keys the listener for the address it learned, but its session is not managed: %w",
+				info.Shown(), b, b.Field, control.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", arg, control.ErrNotFound)
+}

@@ -127,6 +127,15 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	if got := keyIDs(t, e.lis); !slices.Equal(got, ids(k1)) {
 		t.Errorf("the IPv4 listener holds %v, want the address binding's key alone", got)
 	}
+	// aoctl status swp1: the speaker's neighbour, whose session is not
+	// managed yet, said so rather than "no binding".
+	_, err = e.d.Status(context.Background(), "swp1")
+	if err == nil || !strings.Contains(err.Error(), "peer swp1 (fe80::c) is an interface neighbour: interfaces swp1, swp2, swp3 (peers[1]) keys the listener") {
+		t.Errorf("status of swp1: %v", err)
+	}
+	if _, err = e.d.Status(context.Background(), "swp4"); err == nil || !strings.Contains(err.Error(), "peer swp4 has no TCP-AO binding") {
+		t.Errorf("status of swp4, which nothing binds: %v", err)
+	}
 }
 
 // warned reports whether a status warning holds s.
