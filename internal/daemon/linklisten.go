@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,9 @@ import (
 // address in one VRF share it when their bindings name one chain (the
 // same keys); when they name two, the kernel cannot tell their SYNs apart
 // and the second in key order is refused, with a status warning naming
-// both (linkWarnings). An address an address binding covers is that
+// both (linkWarnings); the first is the one that held the address at the
+// last recompute, else the first in key order, so that a newcomer never
+// takes a held address's keys. An address an address binding covers is that
 // binding's on the listener: the interface neighbour's keys are not added
 // beside it (two keys of one address sharing an ID would be refused).
 //
@@ -37,8 +40,22 @@ import (
 // on them; and an address a neighbour no longer peers from leaves the
 // listener at the next recompute, not after a grace.
 
-// linkWarn is the last recompute's warnings about interface neighbours.
-type linkWarn struct{ w atomic.Pointer[[]string] }
+// linkWarn is the last recompute's warnings about interface neighbours,
+// and which neighbour each shared address was keyed for.
+type linkWarn struct {
+	w atomic.Pointer[[]string]
+	// held is the neighbour each learned address was keyed for by the last
+	// recompute: it keeps the address at the next one, so that a
+	// neighbour that learns an address another one's chain holds is the
+	// one refused, whatever their order (the reconcile goroutine's alone).
+	held map[addrIn]peer.Key
+}
+
+// addrIn is a learned address in a VRF: one listener key.
+type addrIn struct {
+	addr netip.Addr
+	vrf  string
+}
 
 func (l *linkWarn) set(w []string) { l.w.Store(&w) }
 
@@ -62,11 +79,28 @@ type linkHolder struct {
 // listenerDesired does for a binding; it returns the warnings for status
 // besides.
 func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Snapshot, now time.Time, links []bgp.PeerInfo, v4, v6 *rotator.Desired) (next time.Time, incomplete bool, frozen []frozenRange, warnings []string) {
-	type addrIn struct {
-		addr netip.Addr
-		vrf  string
-	}
+	// The neighbours that held their address at the last recompute first:
+	// a newcomer to a held address is the second.
+	before := rc.links.held
+	links = slices.Clone(links)
+	slices.SortStableFunc(links, func(a, b bgp.PeerInfo) int {
+		ha := before[addrIn{a.Neighbor.WithZone(""), a.VRF}] == a.Key()
+		hb := before[addrIn{b.Neighbor.WithZone(""), b.VRF}] == b.Key()
+		switch {
+		case ha && !hb:
+			return -1
+		case hb && !ha:
+			return 1
+		}
+		return 0
+	})
 	held := map[addrIn]linkHolder{}
+	defer func() {
+		rc.links.held = map[addrIn]peer.Key{}
+		for at, h := range held {
+			rc.links.held[at] = h.p.Key()
+		}
+	}()
 	for _, p := range links {
 		if !p.Neighbor.IsValid() {
 			continue // nothing learned yet
@@ -86,7 +120,7 @@ func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Sna
 		if h, ok := held[at]; ok {
 			if h.chain != b.KeyChain {
 				warnings = append(warnings, fmt.Sprintf("interface neighbours %s and %s learned one address%s with different key chains (%s, %s): the kernel's keys carry no link and cannot tell their sessions apart; %s is not keyed on the listener (bind both links to one chain)",
-					h.p.Shown(), p.Shown(), vrfSuffix(p.VRF), h.chain, b.KeyChain, peer.Key{Link: p.Link, VRF: p.VRF}))
+					h.p.Shown(), p.Shown(), vrfSuffix(p.VRF), h.chain, b.KeyChain, p.Link.Name()))
 			}
 			continue // one key serves both: keys carry no zone
 		}

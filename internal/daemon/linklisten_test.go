@@ -15,8 +15,8 @@ import (
 )
 
 // linkPolicy binds the test neighbor by address and FRR's interface
-// neighbours (issue 53) by interface: every one to chain core, swp9 in
-// VRF-less isolation to chain other.
+// neighbours (issue 53) by interface: swp1 to swp3 to chain core, swp9 and
+// eth0 to chain other.
 const linkPolicy = `version: 1
 key_chains:
   - name: core
@@ -24,7 +24,7 @@ key_chains:
 peers:
   - {neighbor: 192.0.2.2, key_chain: core}
   - {neighbor_interface: [swp1, swp2, swp3], key_chain: core}
-  - {neighbor_interface: swp9, key_chain: other}
+  - {neighbor_interface: [swp9, eth0], key_chain: other}
 `
 
 // linkKeys are the host keys the socket s holds, as "PREFIX send/recv".
@@ -114,6 +114,16 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	if !w {
 		t.Errorf("status warnings do not name both links and chains")
 	}
+	// eth0, first in key order, learns it too: swp1 keeps the address it
+	// held, eth0 is the one refused.
+	e.sp.Set(link("eth0", llB))
+	e.waitFor("a warning about eth0's address", func() bool {
+		return warned(t, e, "interface neighbours swp1 (fe80::b) and eth0 (fe80::b) learned one address with different key chains (core, other)")
+	})
+	if got := linkKeys(t, lis6); !slices.Equal(got, []string{keyB}) {
+		t.Errorf("listener keys %v after eth0 learned fe80::b, want swp1's key kept", got)
+	}
+	e.sp.Set(link("eth0", netip.Addr{}))
 
 	// swp1 and swp2 relearn: the key follows; swp9 alone holds fe80::b now.
 	e.sp.Set(link("swp1", llC))
