@@ -87,7 +87,7 @@ func decodeNeighbors(data []byte, vrfHint string) ([]peer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if len(top) == 0 {
+	if len(top) == 0 || noSuchNeighbor(top) {
 		return nil, nil
 	}
 	if single(top) {
@@ -129,6 +129,15 @@ func single(top map[string]json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// noSuchNeighbor reports whether top is bgpd's answer about a neighbor
+// name it has no neighbor for (`show bgp vrf X neighbors swp9 json` for an
+// interface that is no neighbour's): one "warning" member, a string.
+func noSuchNeighbor(top map[string]json.RawMessage) bool {
+	raw, ok := top["warning"]
+	var s string
+	return ok && len(top) == 1 && json.Unmarshal(raw, &s) == nil
 }
 
 // isLinkNeighbor reports whether m, a member of FRR's top object, is an

@@ -127,6 +127,8 @@ func TestDecodeSkipsOtherKeys(t *testing.T) {
 		`{"default":{"vrfId":0,"vrfName":"default","somethingNew":{"bgpState":"Established"}}}`,
 		`{"default":{"vrfId":0,"vrfName":"default","somethingNew":3}}`,
 		`{"vrfName":"default","somethingNew":[1]}`,
+		// bgpd about an interface that is no neighbour's.
+		`{"warning":"No such neighbor in this view/vrf"}`,
 	} {
 		ps, err := decodeNeighbors([]byte(in), "")
 		if err != nil || len(ps) != 0 {

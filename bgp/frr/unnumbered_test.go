@@ -2,6 +2,7 @@ package frr
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -56,6 +57,10 @@ func TestInterfaceNeighbours(t *testing.T) {
 	}
 	if p.Neighbor != netip.MustParseAddr("fe80::253:ff:fe00:201") || !p.Passive || !p.Established() {
 		t.Errorf("Peer(swp1) = %+v", p)
+	}
+	f.set("show bgp vrf default neighbors swp9 ", []byte(`{"warning":"No such neighbor in this view/vrf"}`))
+	if _, err := s.Peer(ctx, peerkey.OnLink("swp9", "")); !errors.Is(err, bgp.ErrNoPeer) {
+		t.Errorf("Peer(swp9), no neighbour's interface: %v, want ErrNoPeer", err)
 	}
 	if err := s.ResetPeer(ctx, peerkey.OnLink("swp3", "red"), "revoked"); err != nil {
 		t.Fatal(err)
