@@ -208,6 +208,10 @@ func changed(a, b PeerInfo) string {
 		return "flops"
 	case a.LocalPort != 0 && b.LocalPort != 0 && (a.LocalPort != b.LocalPort || a.RemotePort != b.RemotePort):
 		return "connection"
+	case a.Link.IsValid() && a.Neighbor != b.Neighbor:
+		// An interface neighbour's address is learned: another one is
+		// another connection, whatever its ports.
+		return "connection"
 	}
 	return ""
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
 )
 
-// SessionState is the BGP FSM state of a peer (RFC 4271 section 8).
-type SessionState int
+// SessionState is the BGP FSM state of a peer (RFC 4271 section 8). One
+// byte: PeerInfo holds it within 128 bytes.
+type SessionState int8
 
 // The FSM states. StateUnknown is what a speaker reports it cannot map.
 const (
@@ -47,8 +48,9 @@ func (s SessionState) String() string {
 	return stateNames[s]
 }
 
-// AdminState is the operator's state of a peer.
-type AdminState int
+// AdminState is the operator's state of a peer. One byte, as
+// SessionState.
+type AdminState int8
 
 // Admin states.
 const (
@@ -75,10 +77,17 @@ func (a AdminState) String() string {
 // the session guard's cache holds one per peer in a map, whose values
 // past 128 bytes cost an allocation each.
 type PeerInfo struct {
-	// Neighbor is the peer's address.
+	// Neighbor is the peer's address. For an interface neighbour (Link
+	// set) it is the address learned on the link, invalid until the
+	// speaker learned one, and it may change between two reports: it is
+	// not the peer's identity (Key).
 	Neighbor netip.Addr
 	// VRF is the speaker's VRF of the neighbor, "" for the default.
 	VRF string
+	// Link is the interface of an interface neighbour (FRR's `neighbor
+	// swp1 interface`), the zero Link for a neighbor configured by
+	// address.
+	Link peer.Link
 	// Local is the local address of the session (or the configured one).
 	Local netip.Addr
 	// LocalPort and RemotePort are the live ports of the connection, 0
@@ -140,8 +149,18 @@ func (p PeerInfo) LastDown() (time.Time, string) {
 	return p.About.LastDown, p.About.LastDownReason
 }
 
-// Key is the peer's identity: its address and VRF.
-func (p PeerInfo) Key() peer.Key { return peer.KeyOf(p.Neighbor, p.VRF) }
+// Key is the peer's identity: its address and VRF, or an interface
+// neighbour's link and VRF (its address aside).
+func (p PeerInfo) Key() peer.Key {
+	if p.Link.IsValid() {
+		return peer.Key{Link: p.Link, VRF: p.VRF}
+	}
+	return peer.KeyOf(p.Neighbor, p.VRF)
+}
+
+// Shown is the peer for people: Key's text, an interface neighbour's with
+// the address it peers with ("swp1 (fe80::1)").
+func (p PeerInfo) Shown() string { return p.Key().Shown(p.Neighbor) }
 
 // Established reports whether the session is up.
 func (p PeerInfo) Established() bool { return p.State == StateEstablished }
@@ -156,8 +175,12 @@ func (p PeerInfo) RemoteAddrPort() netip.AddrPort {
 
 // LogValue identifies the peer in logs.
 func (p PeerInfo) LogValue() slog.Value {
+	name := p.Neighbor.String()
+	if p.Link.IsValid() {
+		name = peer.Key{Link: p.Link}.Shown(p.Neighbor) // "swp1 (fe80::1)"
+	}
 	return slog.GroupValue(
-		slog.String("neighbor", p.Neighbor.String()),
+		slog.String("neighbor", name),
 		slog.String("vrf", p.VRF),
 		slog.String("state", p.State.String()),
 		slog.Uint64("flops", uint64(p.Flops)),

@@ -76,6 +76,10 @@ type TrackerOptions struct {
 	// restarted speaker whose new listening socket needs its keys before
 	// any session can come up).
 	Synced func()
+	// LinksChanged, when set, is called when an interface neighbour's
+	// learned address appears, changes or goes (LinkPeers): the listener
+	// is keyed for it before its session comes up. It must not block.
+	LinksChanged func()
 	// PendingWait bounds how long Peer waits, when it cannot vouch for a
 	// session only because events are being applied, for the events
 	// pending when it was asked before it asks the speaker
@@ -97,6 +101,7 @@ type Tracker struct {
 	opt  TrackerOptions
 
 	hits, misses atomic.Uint64
+	links        linkTable // every interface neighbour's last report (links.go)
 
 	mu sync.Mutex
 	up map[peer.Key]*tracked // by the session's peer: the same address in two VRFs is two
@@ -180,8 +185,10 @@ func (t *Tracker) Run(ctx context.Context) error {
 		t.mu.Unlock()
 		switch ev.Kind {
 		case EventSync:
+			t.linksNoted(t.links.sync(ev.Peers))
 			t.sync(ctx, ev.Peers)
 		case EventState:
+			t.linksNoted(t.links.note(ev.Peer))
 			t.update(ctx, ev.Peer)
 		case EventLost:
 			t.mu.Lock()

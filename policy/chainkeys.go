@@ -23,20 +23,34 @@ func (p *Policy) ChainKeys(snap *keystore.Snapshot, peer netip.Addr, vrf string)
 	if err != nil {
 		return Binding{}, nil, err
 	}
-	c := p.byName[b.KeyChain]
-	var sc *keystore.Chain
-	if snap != nil {
-		sc = snap.Chains[c.SourceChain]
+	return p.chainKeys(snap, b, func(m *keystore.MKT) bool { return appliesTo(m, peer, vrf) })
+}
+
+// ChainKeysOnLink is ChainKeys for the interface neighbour on the
+// interface named iface in vrf (issue 53): its binding is the
+// interface's, and as the address it learns is not known here, the keys
+// are those that apply to a link-local address (their peers overlap
+// fe80::/10, as Validate checks them).
+func (p *Policy) ChainKeysOnLink(snap *keystore.Snapshot, iface, vrf string) (Binding, []ScheduledKey, error) {
+	i := slices.IndexFunc(p.links, func(b *Binding) bool { return b.VRF == vrf && b.BindsLink(iface) })
+	if i < 0 {
+		return Binding{}, nil, fmt.Errorf("%w: interface neighbour on %s in VRF %q", ErrNoBinding, iface, vrf)
 	}
-	if sc == nil {
-		return *b, nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
-			ErrUnknownChain, c.Name, c.SourceChain)
+	return p.chainKeys(snap, p.links[i], func(m *keystore.MKT) bool { return appliesToPrefix(m, LinkLocal, vrf) })
+}
+
+// chainKeys is ChainKeys's answer for binding b, with the keys applies
+// takes.
+func (p *Policy) chainKeys(snap *keystore.Snapshot, b *Binding, applies func(*keystore.MKT) bool) (Binding, []ScheduledKey, error) {
+	c, sc, err := p.chainsOf(snap, b)
+	if err != nil {
+		return *b, nil, err
 	}
 	cands, _ := candidates(nil, c, sc)
 	var out []ScheduledKey
 	for _, cd := range cands {
 		m := cd.mkt
-		if !appliesTo(m, peer, vrf) || m.Revoked || checkMKT(m) != nil {
+		if !applies(m) || m.Revoked || checkMKT(m) != nil {
 			continue
 		}
 		inc := m.IncludeTCPOptions

@@ -188,6 +188,33 @@ func (p *Policy) Desired(snap *keystore.Snapshot, peer netip.Addr, vrf string, t
 	if err != nil {
 		return PeerKeys{}, err
 	}
+	return desired(b, c, sc, peer, vrf, t)
+}
+
+// DesiredOnLink is Desired for the interface neighbour on the interface
+// named iface in vrf, which learned addr (issue 53): its binding is the
+// interface's (BindingForLink), the keys those that apply to addr. An
+// error when addr is not valid (nothing learned yet: nothing to key).
+func (p *Policy) DesiredOnLink(snap *keystore.Snapshot, iface string, addr netip.Addr, vrf string, t time.Time) (PeerKeys, error) {
+	if !addr.IsValid() {
+		return PeerKeys{}, fmt.Errorf("interface neighbour on %s in VRF %q: no address learned", iface, vrf)
+	}
+	addr = addr.Unmap().WithZone("")
+	i := slices.IndexFunc(p.links, func(b *Binding) bool { return b.VRF == vrf && b.BindsLink(iface) })
+	if i < 0 {
+		return PeerKeys{}, fmt.Errorf("%w: interface neighbour on %s in VRF %q", ErrNoBinding, iface, vrf)
+	}
+	b := p.links[i]
+	c, sc, err := p.chainsOf(snap, b)
+	if err != nil {
+		return PeerKeys{}, err
+	}
+	return desired(b, c, sc, addr, vrf, t)
+}
+
+// desired is the keys binding b, with policy chain c reading snapshot
+// chain sc, gives peer in vrf at t.
+func desired(b *Binding, c *KeyChain, sc *keystore.Chain, peer netip.Addr, vrf string, t time.Time) (PeerKeys, error) {
 	pk := PeerKeys{
 		Binding: *b, Chain: c.Name, SourceChain: c.SourceChain,
 		Preferred: -1, AORequired: b.AORequired, Safety: b.Safety,
@@ -352,14 +379,21 @@ func (p *Policy) chainOf(snap *keystore.Snapshot, peer netip.Addr, vrf string) (
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	c, sc, err := p.chainsOf(snap, b)
+	return b, c, sc, err
+}
+
+// chainsOf is binding b's policy key chain and the snapshot chain it
+// reads; an error wrapping ErrUnknownChain when snap lacks it.
+func (p *Policy) chainsOf(snap *keystore.Snapshot, b *Binding) (*KeyChain, *keystore.Chain, error) {
 	c := p.byName[b.KeyChain]
 	var sc *keystore.Chain
 	if snap != nil {
 		sc = snap.Chains[c.SourceChain]
 	}
 	if sc == nil {
-		return nil, nil, nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
+		return nil, nil, fmt.Errorf("%w: key chain %q reads source chain %q, which the snapshot does not have",
 			ErrUnknownChain, c.Name, c.SourceChain)
 	}
-	return b, c, sc, nil
+	return c, sc, nil
 }

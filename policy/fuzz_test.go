@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(desiredPolicy))
 	f.Add([]byte("key_chains: [{name: a, keys: [{name: k, lifetime: always}]}]\npeers: [{neighbor: 10.0.0.0/8, key_chain: a}]\n"))
 	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("key_chains: [{name: a}]\npeers: [{neighbor_interface: \"*\", key_chain: a}, {neighbor_interface: [swp1, swp2], vrf: red, key_chain: a}]\n"))
 	sentinels := []error{ErrSyntax, ErrUnknownField, ErrMissingField, ErrInvalid, ErrDuplicate, ErrUnknownChain, ErrOverlap, ErrKeyLength, ErrAlgorithm, ErrMACLength}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("fuzz.yaml", data)
@@ -55,6 +56,17 @@ func FuzzParse(f *testing.F) {
 			}
 			if _, err := p.Desired(snapshot(), b.Neighbor.Addr(), b.VRF, t0); !errors.Is(err, ErrUnknownChain) {
 				t.Fatalf("Desired with an empty snapshot = %v", err)
+			}
+		}
+		for _, b := range p.LinkBindings() {
+			if _, ok := p.Chain(b.KeyChain); !ok || b.Neighbor.IsValid() || len(b.Interfaces) == 0 {
+				t.Fatalf("interface binding %s: chain %q, neighbor %v", b, b.KeyChain, b.Neighbor)
+			}
+			for _, name := range b.Interfaces {
+				got, err := p.BindingForLink(name, b.VRF)
+				if err != nil || got.Field != b.Field {
+					t.Fatalf("BindingForLink(%s, %q) = %v, %v; want %s", name, b.VRF, got, err, b.Field)
+				}
 			}
 		}
 		for _, c := range p.Chains() {

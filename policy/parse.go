@@ -202,8 +202,13 @@ func (b *builder) build() *Policy {
 		field := fmt.Sprintf("peers[%d]", i)
 		bd := &Binding{VRF: rp.VRF, KeyChain: rp.KeyChain, AORequired: aoRequired, Pos: b.pos(field), Field: field}
 		ok := true
-		if pfx, err := parseNeighbor(rp.Neighbor); err != nil {
+		if rp.NeighborInterface != nil {
+			ok = b.linkBinding(rp, bd, field)
+		} else if pfx, err := parseNeighbor(rp.Neighbor); err != nil {
 			b.add(field+".neighbor", err)
+			if errors.Is(err, ErrMissingField) {
+				b.probs[len(b.probs)-1].Hint = "name the peer by neighbor (an address or prefix) or neighbor_interface (an interface, \"*\" or a list)"
+			}
 			ok = false
 		} else {
 			bd.Neighbor = pfx
@@ -236,6 +241,15 @@ func (b *builder) build() *Policy {
 				FormatDuration(bd.Safety.SwitchTimeout), FormatDuration(chain.Rotation.Grace), chain.Name)
 		}
 		if !ok {
+			continue
+		}
+		if bd.IsLink() {
+			if o := p.linkOverlap(bd); o != nil {
+				b.addf(field+".neighbor_interface", ErrOverlap, "%s overlaps %s of %s (line %d) in %s",
+					bd.linkString(), o.linkString(), o.Field, o.Pos.Line, vrfName(bd.VRF))
+				continue
+			}
+			p.links = append(p.links, bd)
 			continue
 		}
 		if o := p.firstOverlap(bd); o != nil {

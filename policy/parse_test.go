@@ -138,7 +138,7 @@ peers:
 			{3, "defaults", ErrUnknownField, "unknown field (its name is not shown) in defaults; allowed: accept_tolerance"},
 			{6, "key_chains[0]", ErrUnknownField, "unknown field (its name is not shown) in key chain; allowed: name, source_chain"},
 			{7, "key_chains[0].rotation", ErrUnknownField, "unknown field (its name is not shown) in rotation; allowed: start, interval"},
-			{11, "peers[0]", ErrUnknownField, "unknown field (its name is not shown) in peer; allowed: neighbor, vrf"},
+			{11, "peers[0]", ErrUnknownField, "unknown field (its name is not shown) in peer; allowed: neighbor, neighbor_interface, vrf"},
 		}},
 		{"duplicate mapping key", "version: 1\nversion: 1\n", []wantProblem{{2, "", ErrDuplicate, "already defined"}}},
 		{"bad scalars", `

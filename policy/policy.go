@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aokeyd/aokeyd/keystore"
@@ -150,12 +151,18 @@ type KeyChain struct {
 	Field    string
 }
 
-// Binding ties a neighbor address or prefix in a VRF to a key chain.
+// Binding ties a neighbor address or prefix in a VRF, or interface
+// neighbours (Interfaces), to a key chain.
 type Binding struct {
 	// Neighbor is the peer's address as a host prefix (/32, /128) or a
 	// prefix of peers (for listening sockets). Always masked, never a
-	// 4-in-6 address.
+	// 4-in-6 address. Invalid in an interface binding.
 	Neighbor netip.Prefix
+	// Interfaces are the interfaces of the interface neighbours it binds
+	// (neighbor_interface: FRR's `neighbor swp1 interface`), each a valid
+	// interface name, or AnyInterface alone; nil in a binding by address.
+	// Exactly one of Neighbor and Interfaces is set.
+	Interfaces []string
 	// VRF is the L3 master device name, "" for the default VRF.
 	VRF      string
 	KeyChain string
@@ -168,10 +175,14 @@ type Binding struct {
 }
 
 func (b Binding) String() string {
-	if b.VRF == "" {
-		return b.Neighbor.String()
+	s := b.Neighbor.String()
+	if b.IsLink() {
+		s = b.linkString()
 	}
-	return b.Neighbor.String() + " (vrf " + b.VRF + ")"
+	if b.VRF == "" {
+		return s
+	}
+	return s + " (vrf " + b.VRF + ")"
 }
 
 // Policy is a parsed, checked rotation policy. It is immutable and safe for
@@ -188,6 +199,9 @@ type Policy struct {
 	chains   []*KeyChain
 	byName   map[string]*KeyChain
 	bindings []*Binding
+	// links are the interface bindings (neighbor_interface), apart: they
+	// bind no address, and every user of bindings reads addresses.
+	links []*Binding
 	// index finds the binding of a peer; built with bindings.
 	index bindingIndex
 }
@@ -301,7 +315,7 @@ func (p *Policy) Schedule(chain string) (Schedule, bool) {
 func (p *Policy) CheckVRFDevices(device func(vrf string) error) []error {
 	var out []error
 	var root *yaml.Node
-	for _, b := range p.bindings {
+	for _, b := range slices.Concat(p.bindings, p.links) {
 		if b.VRF == "" {
 			continue
 		}

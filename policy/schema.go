@@ -58,12 +58,13 @@ type rawRotation struct {
 }
 
 type rawPeer struct {
-	Neighbor          string     `yaml:"neighbor"`
-	VRF               string     `yaml:"vrf"`
-	KeyChain          string     `yaml:"key_chain"`
-	IncludeTCPOptions *bool      `yaml:"include_tcp_options"`
-	AORequired        *bool      `yaml:"ao_required"`
-	Safety            *rawSafety `yaml:"safety"`
+	Neighbor          string      `yaml:"neighbor"`
+	NeighborInterface *ifaceNames `yaml:"neighbor_interface"`
+	VRF               string      `yaml:"vrf"`
+	KeyChain          string      `yaml:"key_chain"`
+	IncludeTCPOptions *bool       `yaml:"include_tcp_options"`
+	AORequired        *bool       `yaml:"ao_required"`
+	Safety            *rawSafety  `yaml:"safety"`
 }
 
 // lifetime is an RFC 8177 lifetime in YAML: the scalar "always", or a

@@ -14,7 +14,8 @@ import (
 // neighbor address bound in two VRFs, for a speaker that does not tell
 // them apart; a prefix, for one that keys single neighbors only; a VRF,
 // for one that keys the default VRF only; include_tcp_options: false, for
-// one that always includes the options. known are the kinds aokeyd
+// one that always includes the options; neighbor_interface, for one that
+// reports no interface neighbours. known are the kinds aokeyd
 // drives, whose names a problem's fix offers. One Problem per binding and
 // kind of problem, the VRF twins first.
 func (p *Policy) CheckSpeaker(k speakers.Kind, known []speakers.Kind) []error {
@@ -33,6 +34,16 @@ func (p *Policy) CheckSpeaker(k speakers.Kind, known []speakers.Kind) []error {
 		case !k.Caps.ExcludesTCPOptions && b.IncludeTCPOptions != nil && !*b.IncludeTCPOptions:
 			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".include_tcp_options", Err: fmt.Errorf(
 				"%w: %s has no setting to exclude TCP options from the MAC: its keys always include them", ErrInvalid, k.Title)})
+		}
+	}
+	for _, b := range p.links {
+		switch {
+		case !k.Caps.InterfaceNeighbours:
+			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".neighbor_interface", Err: fmt.Errorf(
+				"%w: %s: speaker type %s reports no interface neighbours; bind their addresses with neighbor", ErrInvalid, b.linkString(), k.Name)})
+		case !k.Caps.VRFs && b.VRF != "":
+			out = append(out, &Problem{Pos: b.Pos, Field: b.Field + ".vrf", Err: fmt.Errorf(
+				"%w: vrf %q: with speaker type %s aokeyd keys default-VRF neighbors only", ErrInvalid, b.VRF, k.Name)})
 		}
 	}
 	return out

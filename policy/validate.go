@@ -40,11 +40,22 @@ func (p *Policy) Validate(snap *keystore.Snapshot, now time.Time, horizon time.D
 			resolved[c.Name] = cands
 		}
 	}
-	for _, b := range p.bindings {
+	bindings := slices.Concat(p.bindings, p.links)
+	slices.SortStableFunc(bindings, func(x, y *Binding) int { return x.Pos.Line - y.Pos.Line }) // file order
+	for _, b := range bindings {
 		c := p.byName[b.KeyChain]
-		if cands, ok := resolved[c.Name]; ok {
-			v.binding(b, c, cands, md5Covers(snap, c, b))
+		cands, ok := resolved[c.Name]
+		if !ok {
+			continue
 		}
+		if b.IsLink() {
+			// An interface neighbour's address is learned: its keys are
+			// checked for the link-local addresses it peers with.
+			lb := *b
+			lb.Neighbor = LinkLocal
+			b = &lb
+		}
+		v.binding(b, c, cands, md5Covers(snap, c, b))
 	}
 	return v.probs
 }

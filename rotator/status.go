@@ -34,6 +34,10 @@ type Status struct {
 	// announced Pending: the key the peer sent with, while the roll waits
 	// for it to take the new one (StateAnnounced).
 	AnnouncedFrom OptID
+	// SettleBaseSet: SettleBase holds a base (with the small fields, in
+	// the byte after AnnouncedFrom: an interface neighbour's link made
+	// Peer 8 bytes longer).
+	SettleBaseSet bool
 	// Pending is the key being rolled to (HavePending false when none).
 	Pending    tcpao.KeyRef
 	Since      time.Time // when State was entered
@@ -74,8 +78,7 @@ type Status struct {
 	// SettleBase is the socket's pkt_good that the machine waits to see
 	// rise before an edit in place of a key that authenticated nothing
 	// (Observed.Settled), when SettleBaseSet (Status.Settled).
-	SettleBase    uint64
-	SettleBaseSet bool
+	SettleBase uint64
 
 	// Counters are the socket's counters as the machine last read them
 	// (Counters.At zero: not read yet).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // ErrMalformed is wrapped by every error about vtysh output that cannot be
@@ -24,6 +25,11 @@ const maxOutput = 64 << 20
 // neighborJSON is the part of one neighbor of `show bgp ... neighbors json`
 // aokeyd reads.
 type neighborJSON struct {
+	// bgpNeighborAddr is present for an interface neighbour alone (`neighbor
+	// swp1 interface`, keyed by the interface's name): the address
+	// learned on the link (IPv6 link-local from router advertisements,
+	// or the far end of an IPv4 /30 or /31), "none" before one is.
+	BGPNeighborAddr        *string         `json:"bgpNeighborAddr"`
 	RemoteAs               json.RawMessage `json:"remoteAs"`
 	BGPState               string          `json:"bgpState"`
 	EstablishedEpoch       int64           `json:"bgpTimerUpEstablishedEpoch"`
@@ -67,10 +73,12 @@ type peer struct {
 
 // decodeNeighbors decodes `show bgp vrf all neighbors json` (an object of
 // VRFs, each an object of neighbors) or `show bgp vrf NAME neighbors
-// [ADDR] json` (one VRF's object; its name is vrfHint when the object does
-// not say). Keys that are not neighbor addresses
-// (vrfId, vrfName, interface names of unnumbered neighbors) are skipped;
-// an address key whose value is not a neighbor object is an error.
+// [NEIGHBOR] json` (one VRF's object; its name is vrfHint when the object
+// does not say). A neighbor is keyed by its address, or by its interface
+// for an interface neighbour (its object has bgpNeighborAddr). Other keys
+// (vrfId, vrfName, whatever a later FRR adds) are skipped; an address key
+// whose value is not a neighbor object is an error, and so is an
+// interface neighbour's key that is no interface name.
 func decodeNeighbors(data []byte, vrfHint string) ([]peer, error) {
 	if len(data) > maxOutput {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrMalformed, len(data), maxOutput)
@@ -79,18 +87,27 @@ func decodeNeighbors(data []byte, vrfHint string) ([]peer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if len(top) == 0 {
+	if len(top) == 0 || noSuchNeighbor(top) {
 		return nil, nil
 	}
 	if single(top) {
 		return decodeVRF(vrfHint, top)
 	}
-	var out []peer
+	vrfs := make(map[string]map[string]json.RawMessage, len(top))
 	for name, raw := range top {
 		vrf, err := object(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: vrf %q: %w", ErrMalformed, name, err)
 		}
+		if isLinkNeighbor(vrf) {
+			// `show bgp vrf NAME neighbors swp1 json`: one interface
+			// neighbour, with no vrfName beside it.
+			return decodeVRF(vrfHint, top)
+		}
+		vrfs[name] = vrf
+	}
+	var out []peer
+	for name, vrf := range vrfs {
 		ps, err := decodeVRF(name, vrf)
 		if err != nil {
 			return nil, err
@@ -102,7 +119,9 @@ func decodeNeighbors(data []byte, vrfHint string) ([]peer, error) {
 
 // single reports whether top is one VRF's object (`show bgp vrf NAME
 // neighbors ...`: its neighbors, with or without vrfId and vrfName, or
-// bgpNoSuchNeighbor) rather than an object of VRFs.
+// bgpNoSuchNeighbor) rather than an object of VRFs. One interface
+// neighbour's answer has none of these keys: decodeNeighbors tells it by
+// its object (isLinkNeighbor).
 func single(top map[string]json.RawMessage) bool {
 	for k := range top {
 		if _, err := netip.ParseAddr(k); err == nil || k == "vrfName" || k == "vrfId" || k == "bgpNoSuchNeighbor" {
@@ -110,6 +129,25 @@ func single(top map[string]json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// noSuchNeighbor reports whether top is bgpd's answer about a neighbor
+// name it has no neighbor for (`show bgp vrf X neighbors swp9 json` for an
+// interface that is no neighbour's): one "warning" member, a string.
+func noSuchNeighbor(top map[string]json.RawMessage) bool {
+	raw, ok := top["warning"]
+	var s string
+	return ok && len(top) == 1 && json.Unmarshal(raw, &s) == nil
+}
+
+// isLinkNeighbor reports whether m, a member of FRR's top object, is an
+// interface neighbour's object (it has bgpNeighborAddr) rather than a
+// VRF's (vrfName, vrfId).
+func isLinkNeighbor(m map[string]json.RawMessage) bool {
+	_, nbr := m["bgpNeighborAddr"]
+	_, name := m["vrfName"]
+	_, id := m["vrfId"]
+	return nbr && !name && !id
 }
 
 // decodeVRF decodes one VRF's object; name is its key in a vrf-all listing
@@ -129,21 +167,55 @@ func decodeVRF(name string, vrf map[string]json.RawMessage) ([]peer, error) {
 	}
 	var out []peer
 	for k, raw := range vrf {
+		var link peerkey.Link
 		addr, err := netip.ParseAddr(k)
 		if err != nil {
-			continue // vrfId, vrfName, an interface (unnumbered) neighbor
+			if k == "vrfId" || k == "vrfName" || k == "bgpNoSuchNeighbor" || !isObject(raw) {
+				continue
+			}
+			link = peerkey.LinkOf(k) // checked below, once it is known to be a neighbor
 		}
 		var n neighborJSON
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return nil, fmt.Errorf("%w: neighbor %s (vrf %q): %w", ErrMalformed, k, vrfLabel(name), err)
 		}
-		p, err := n.peer(addr.Unmap(), name)
+		if link.IsValid() {
+			if n.BGPNeighborAddr == nil {
+				continue // not a neighbor: a key a later FRR may add
+			}
+			if err := peerkey.CheckLinkName(k); err != nil {
+				return nil, fmt.Errorf("%w: interface neighbor %q (vrf %q): %w", ErrMalformed, k, vrfLabel(name), err)
+			}
+			if addr, err = n.learned(); err != nil {
+				return nil, fmt.Errorf("%w: interface neighbor %s (vrf %q): %w", ErrMalformed, k, vrfLabel(name), err)
+			}
+		}
+		p, err := n.peer(addr.Unmap(), link, name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: neighbor %s (vrf %q): %w", ErrMalformed, k, vrfLabel(name), err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// learned is an interface neighbour's address (bgpNeighborAddr), the zero
+// Addr while FRR has learned none ("none").
+func (n neighborJSON) learned() (netip.Addr, error) {
+	if *n.BGPNeighborAddr == "none" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(*n.BGPNeighborAddr)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("bgpNeighborAddr %q: %w", *n.BGPNeighborAddr, err)
+	}
+	return a.WithZone(""), nil // the zone is the link, which the key holds
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	b := bytes.TrimSpace(raw)
+	return len(b) > 0 && b[0] == '{'
 }
 
 func vrfLabel(v string) string {
@@ -153,11 +225,14 @@ func vrfLabel(v string) string {
 	return v
 }
 
-func (n neighborJSON) peer(addr netip.Addr, vrf string) (peer, error) {
+// peer is the neighbor at addr (invalid: an interface neighbour's not
+// learned yet), on link for an interface neighbour, in vrf.
+func (n neighborJSON) peer(addr netip.Addr, link peerkey.Link, vrf string) (peer, error) {
 	p := peer{epoch: n.EstablishedEpoch, conns: n.ConnectionsEstablished}
 	p.info = bgp.PeerInfo{
 		Neighbor: addr,
 		VRF:      vrf,
+		Link:     link,
 		State:    sessionState(n.BGPState),
 		Flops:    n.ConnectionsDropped,
 	}
@@ -267,10 +342,14 @@ type passiveConfig struct {
 	group   map[string]string
 }
 
-// has reports whether neighbor (in vrf) is passive, itself or through its
-// peer group.
-func (m passiveConfig) has(vrf string, neighbor netip.Addr) bool {
-	k := cfgKey(vrf, neighbor.String())
+// has reports whether the neighbor k is passive, itself or through its
+// peer group: by its address, or an interface neighbour's interface.
+func (m passiveConfig) has(k peerkey.Key) bool {
+	return m.hasName(k.VRF, k.Name())
+}
+
+func (m passiveConfig) hasName(vrf, neighbor string) bool {
+	k := cfgKey(vrf, neighbor)
 	if m.passive[k] {
 		return true
 	}
@@ -279,8 +358,8 @@ func (m passiveConfig) has(vrf string, neighbor netip.Addr) bool {
 }
 
 // parsePassive reads `show running-config`: lines
-// "neighbor X passive" and "neighbor ADDR peer-group NAME" under "router
-// bgp ASN [vrf NAME]".
+// "neighbor X passive", "neighbor ADDR peer-group NAME" and "neighbor
+// IFACE interface ... peer-group NAME" under "router bgp ASN [vrf NAME]".
 func parsePassive(running []byte) passiveConfig {
 	m := passiveConfig{passive: map[string]bool{}, group: map[string]string{}}
 	vrf := ""
@@ -296,6 +375,14 @@ func parsePassive(running []byte) passiveConfig {
 			m.passive[cfgKey(vrf, neighborName(f[1]))] = true
 		case len(f) == 4 && string(f[0]) == "neighbor" && string(f[2]) == "peer-group":
 			m.group[cfgKey(vrf, neighborName(f[1]))] = string(f[3])
+		case len(f) >= 5 && string(f[0]) == "neighbor" && string(f[2]) == "interface":
+			// An interface neighbour names its peer group on its own line:
+			// "neighbor swp1 interface [v6only] peer-group NAME [remote-as ...]".
+			for i := 3; i+1 < len(f); i++ {
+				if string(f[i]) == "peer-group" {
+					m.group[cfgKey(vrf, string(f[1]))] = string(f[i+1])
+				}
+			}
 		}
 	}
 	return m

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -33,6 +34,12 @@ var (
 func TestDecodeFixtures(t *testing.T) {
 	estB := bgp.PeerInfo{Neighbor: nbrB, Local: localA, LocalPort: 179, RemotePort: 55031, State: bgp.StateEstablished, PeerASN: 65002}
 	md5 := bgp.PeerInfo{Neighbor: nbrMD5, State: bgp.StateIdle, Admin: bgp.AdminDown, MD5: true, PeerASN: 65003}
+	learned, llLocal := netip.MustParseAddr("fe80::253:ff:fe00:201"), netip.MustParseAddr("fe80::253:ff:fe00:101")
+	swp1 := bgp.PeerInfo{Link: peerkey.LinkOf("swp1"), Neighbor: learned, Local: llLocal, LocalPort: 40123, RemotePort: 179,
+		State: bgp.StateEstablished, Flops: 1, PeerASN: 65002}
+	swp2 := bgp.PeerInfo{Link: peerkey.LinkOf("swp2"), State: bgp.StateActive, PeerASN: 65002}
+	swp3 := bgp.PeerInfo{Link: peerkey.LinkOf("swp3"), VRF: "red", Neighbor: learned, Local: llLocal, LocalPort: 179, RemotePort: 51000,
+		State: bgp.StateEstablished, PeerASN: 65002}
 	tests := []struct {
 		file  string
 		hint  string
@@ -48,6 +55,13 @@ func TestDecodeFixtures(t *testing.T) {
 		{"reestablished.json", "", []bgp.PeerInfo{{Neighbor: nbrB, Local: localA, LocalPort: 179, RemotePort: 42315, State: bgp.StateEstablished, Flops: 1, PeerASN: 65002}, md5}, 1796094377, 2},
 		{"vrf-red-synthetic.json", "", []bgp.PeerInfo{estB, md5, {Neighbor: nbrV6, VRF: "red", Local: netip.MustParseAddr("2001:db8:ab::1"),
 			LocalPort: 40123, RemotePort: 179, State: bgp.StateEstablished, PeerASN: 1<<16 | 10}}, 1796094350, 1},
+		// Interface neighbours (issue 53), built from the recorded listing
+		// with the fields FRR's bgp_show_peer adds for one: keyed by the
+		// interface, bgpNeighborAddr the address learned ("none" before),
+		// one address learned on two links in two VRFs.
+		{"vrf-all-unnumbered-synthetic.json", "", []bgp.PeerInfo{estB, swp1, swp2, swp3}, 1796094350, 1},
+		{"vrf-default-neighbor-swp1-synthetic.json", "", []bgp.PeerInfo{swp1}, 1796094377, 2},
+		{"vrf-default-neighbor-swp1-synthetic.json", "default", []bgp.PeerInfo{swp1}, 1796094377, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -75,7 +89,7 @@ func sortPeers(ps []peer) {
 		if c := strings.Compare(a.info.VRF, b.info.VRF); c != 0 {
 			return c
 		}
-		return a.info.Neighbor.Compare(b.info.Neighbor)
+		return a.info.Key().Compare(b.info.Key())
 	})
 }
 
@@ -91,6 +105,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad local", `{"default":{"10.0.0.1":{"hostLocal":"nowhere"}}}`, `hostLocal "nowhere"`},
 		{"bad as", `{"default":{"10.0.0.1":{"remoteAs":"x.y"}}}`, "remoteAs"},
 		{"bad state type", `{"default":{"10.0.0.1":{"bgpState":7}}}`, "neighbor 10.0.0.1"},
+		{"bad interface name", `{"default":{"vrfName":"default","sw/p1":{"bgpNeighborAddr":"none"}}}`, `interface neighbor "sw/p1"`},
+		{"bad learned address", `{"default":{"vrfName":"default","swp1":{"bgpNeighborAddr":"fe80::zz"}}}`, `bgpNeighborAddr "fe80::zz"`},
+		{"bad interface neighbor", `{"swp1":{"bgpNeighborAddr":"none","bgpState":7}}`, "neighbor swp1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,9 +119,28 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeSkipsOtherKeys: a key that is neither an address nor an
+// interface neighbour's (no bgpNeighborAddr in its object) is not a
+// neighbor, whatever a later FRR puts there.
+func TestDecodeSkipsOtherKeys(t *testing.T) {
+	for _, in := range []string{
+		`{"default":{"vrfId":0,"vrfName":"default","somethingNew":{"bgpState":"Established"}}}`,
+		`{"default":{"vrfId":0,"vrfName":"default","somethingNew":3}}`,
+		`{"vrfName":"default","somethingNew":[1]}`,
+		// bgpd about an interface that is no neighbour's.
+		`{"warning":"No such neighbor in this view/vrf"}`,
+	} {
+		ps, err := decodeNeighbors([]byte(in), "")
+		if err != nil || len(ps) != 0 {
+			t.Errorf("%s: decoded %+v, %v; want nothing", in, ps, err)
+		}
+	}
+}
+
 func TestParsePassive(t *testing.T) {
 	running := "router bgp 65001\n neighbor 10.255.9.2 passive\n neighbor PG peer-group\n neighbor PG passive\n neighbor 10.0.0.5 peer-group PG\n" +
-		"router bgp 65001 vrf red\n neighbor 2001:DB8::2 passive\n"
+		" neighbor swp2 interface peer-group PG\n" +
+		"router bgp 65001 vrf red\n neighbor 2001:DB8::2 passive\n neighbor swp1 interface\n neighbor swp1 passive\n"
 	tests := []struct {
 		name string
 		in   []byte
@@ -118,10 +154,20 @@ func TestParsePassive(t *testing.T) {
 		{"through its peer group", []byte(running), "", "10.0.0.5", true},
 		{"vrf, address spelling", []byte(running), "red", "2001:db8::2", true},
 		{"other vrf", []byte(running), "", "2001:db8::2", false},
+		{"interface neighbour", []byte(running), "red", "swp1", true},
+		{"interface neighbour's peer group", []byte(running), "", "swp2", true},
+		{"interface neighbour, other vrf", []byte(running), "", "swp1", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := parsePassive(tt.in).has(tt.vrf, netip.MustParseAddr(tt.addr)); got != tt.want {
+			k, err := peerkey.ParseArg(tt.addr + " vrf " + tt.vrf)
+			if tt.vrf == "" {
+				k, err = peerkey.ParseArg(tt.addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := parsePassive(tt.in).has(k); got != tt.want {
 				t.Fatalf("passive %s vrf %q = %v, want %v", tt.addr, tt.vrf, got, tt.want)
 			}
 		})
@@ -132,7 +178,8 @@ func TestParsePassive(t *testing.T) {
 // never panic, and whatever it accepts is a valid neighbor list.
 func FuzzDecodeNeighbors(f *testing.F) {
 	for _, n := range []string{"vrf-all-neighbors.json", "vrf-all-neighbor.json", "vrf-default-neighbor.json",
-		"vrf-all-no-neighbor.json", "after-clear.json", "vrf-red-synthetic.json"} {
+		"vrf-all-no-neighbor.json", "after-clear.json", "vrf-red-synthetic.json",
+		"vrf-all-unnumbered-synthetic.json", "vrf-default-neighbor-swp1-synthetic.json"} {
 		f.Add(fixture(f, n), "")
 	}
 	f.Add([]byte(`{"default":{"10.0.0.1":{"bgpState":"Established","portLocal":179,"portForeign":1}}}`), "red")
@@ -145,8 +192,11 @@ func FuzzDecodeNeighbors(f *testing.F) {
 			return
 		}
 		for _, p := range ps {
-			if !p.info.Neighbor.IsValid() {
-				t.Fatalf("accepted a neighbor without an address: %+v", p.info)
+			if k := p.info.Key(); !k.IsValid() || (!k.IsLink() && !p.info.Neighbor.IsValid()) {
+				t.Fatalf("accepted a neighbor without an address or interface: %+v", p.info)
+			}
+			if p.info.Link.IsValid() && peerkey.CheckLinkName(p.info.Link.Name()) != nil {
+				t.Fatalf("accepted an interface neighbour on %q", p.info.Link.Name())
 			}
 			if !p.info.Established() && (p.info.LocalPort != 0 || p.info.RemotePort != 0) {
 				t.Fatalf("ports on a session that is not up: %+v", p.info)

@@ -169,7 +169,7 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 	seen := map[connKey]bool{}
 	now := time.Now()
 	for i, p := range ps {
-		p.info.Passive = s.passive.has(p.info.VRF, p.info.Neighbor)
+		p.info.Passive = s.passive.has(p.info.Key())
 		p.info.Uptime, seen[connOf(p)] = s.uptime(p), true
 		if a := s.about(p, now); a != (bgp.PeerAbout{}) {
 			p.info.About = &a
@@ -184,7 +184,7 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 		}
 		listed := map[neighborKey]bool{}
 		for _, p := range ps {
-			listed[neighborKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String()}] = true
+			listed[neighborKeyOf(p)] = true
 		}
 		for k := range s.downs {
 			if !listed[k] {
@@ -195,8 +195,16 @@ func (s *Speaker) list(ctx context.Context, kind, cmd, vrfHint string, prune boo
 	return infos, nil
 }
 
+// connOf is p's connection: an interface neighbour's is on the address
+// it learned, which may change with the link.
 func connOf(p peer) connKey {
-	return connKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String(), conns: p.conns, lport: p.info.LocalPort, rport: p.info.RemotePort}
+	return connKey{vrf: p.info.VRF, neighbor: p.info.Shown(), conns: p.conns, lport: p.info.LocalPort, rport: p.info.RemotePort}
+}
+
+// neighborKeyOf is p's neighbor: its address, or an interface
+// neighbour's interface.
+func neighborKeyOf(p peer) neighborKey {
+	return neighborKey{vrf: p.info.VRF, neighbor: p.info.Key().Name()}
 }
 
 // about is p's description, and when and why its session last went down:
@@ -209,7 +217,7 @@ func (s *Speaker) about(p peer, now time.Time) bgp.PeerAbout {
 
 // lastDown is when and why p's session last went down. s.mu held.
 func (s *Speaker) lastDown(p peer, now time.Time) lastDown {
-	k := neighborKey{vrf: p.info.VRF, neighbor: p.info.Neighbor.String()}
+	k := neighborKeyOf(p)
 	if !p.haveDown {
 		return s.downs[k]
 	}
@@ -238,10 +246,14 @@ func (s *Speaker) uptime(p peer) time.Time {
 	return u
 }
 
-// Peer implements bgp.Speaker: `show bgp vrf VRF neighbors ADDR json`,
-// VRF "default" for the default one.
+// Peer implements bgp.Speaker: `show bgp vrf VRF neighbors ADDR json`
+// (the interface for an interface neighbour), VRF "default" for the
+// default one.
 func (s *Speaker) Peer(ctx context.Context, k peerkey.Key) (bgp.PeerInfo, error) {
-	ps, err := s.list(ctx, CallNeighbor, fmt.Sprintf("show bgp vrf %s neighbors %s json", frrVRF(k.VRF), k.Addr), k.VRF, false)
+	if !k.IsValid() {
+		return bgp.PeerInfo{}, fmt.Errorf("%s: %w: a key with no address or interface (or both)", s.opt.Name, bgp.ErrNoPeer)
+	}
+	ps, err := s.list(ctx, CallNeighbor, fmt.Sprintf("show bgp vrf %s neighbors %s json", frrVRF(k.VRF), k.Name()), k.VRF, false)
 	if err != nil {
 		return bgp.PeerInfo{}, err
 	}
@@ -261,12 +273,16 @@ func frrVRF(vrf string) string {
 	return vrf
 }
 
-// ResetPeer implements bgp.Speaker with `clear bgp vrf VRF ADDR`, a hard
-// reset (FRR's clear sends a Cease without the reason, which is logged).
+// ResetPeer implements bgp.Speaker with `clear bgp vrf VRF ADDR` (the
+// interface for an interface neighbour), a hard reset (FRR's clear sends
+// a Cease without the reason, which is logged).
 func (s *Speaker) ResetPeer(ctx context.Context, k peerkey.Key, reason string) error {
+	if !k.IsValid() {
+		return fmt.Errorf("%s: reset: a key with no address or interface (or both)", s.opt.Name)
+	}
 	vrf := frrVRF(k.VRF)
-	cmd := fmt.Sprintf("clear bgp vrf %s %s", vrf, k.Addr)
-	s.opt.Log.Info("resetting FRR session", "speaker", s.opt.Name, "neighbor", k.Addr, "vrf", vrf, "reason", reason)
+	cmd := fmt.Sprintf("clear bgp vrf %s %s", vrf, k.Name())
+	s.opt.Log.Info("resetting FRR session", "speaker", s.opt.Name, "neighbor", k.Name(), "vrf", vrf, "reason", reason)
 	out, err := s.vtysh(ctx, CallClear, cmd)
 	if err != nil {
 		return err

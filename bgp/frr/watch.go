@@ -2,17 +2,17 @@ package frr
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	peerkey "github.com/aokeyd/aokeyd/bgp/peer"
 )
 
 // Watch implements bgp.Speaker by polling `show bgp vrf all neighbors json`
 // every PollInterval: an EventSync with the first good listing (and the
 // first after a failed one, which is an EventLost), then an EventState for
 // each neighbor whose session changed (state, uptime, flops, ports, admin
-// state) between two listings. A change that comes and goes within one
+// state, an interface neighbour's learned address) between two listings. A change that comes and goes within one
 // interval (a session dropping and coming back) still shows: FRR's
 // connection count and uptime differ.
 func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
@@ -21,14 +21,9 @@ func (s *Speaker) Watch(ctx context.Context) (<-chan bgp.Event, error) {
 	return ch, nil
 }
 
-type peerKey struct {
-	vrf      string
-	neighbor netip.Addr
-}
-
 func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 	defer close(ch)
-	var last map[peerKey]bgp.PeerInfo // nil: not synced
+	var last map[peerkey.Key]bgp.PeerInfo // nil: not synced
 	t := time.NewTicker(s.opt.PollInterval)
 	defer t.Stop()
 	for {
@@ -79,18 +74,22 @@ func (s *Speaker) watch(ctx context.Context, ch chan<- bgp.Event) {
 	}
 }
 
-func keyOf(p bgp.PeerInfo) peerKey { return peerKey{vrf: p.VRF, neighbor: p.Neighbor} }
+// keyOf is the peer's identity (peer.Key): an interface neighbour's is
+// its interface, not the address it learned, which may change or be
+// none (two such neighbours would be one).
+func keyOf(p bgp.PeerInfo) peerkey.Key { return p.Key() }
 
-func index(ps []bgp.PeerInfo) map[peerKey]bgp.PeerInfo {
-	m := make(map[peerKey]bgp.PeerInfo, len(ps))
+func index(ps []bgp.PeerInfo) map[peerkey.Key]bgp.PeerInfo {
+	m := make(map[peerkey.Key]bgp.PeerInfo, len(ps))
 	for _, p := range ps {
 		m[keyOf(p)] = p
 	}
 	return m
 }
 
-// changed reports whether b is another session state than a.
+// changed reports whether b is another session state than a: an
+// interface neighbour's learned address included.
 func changed(a, b bgp.PeerInfo) bool {
-	return a.State != b.State || !a.Uptime.Equal(b.Uptime) || a.Flops != b.Flops ||
+	return a.State != b.State || a.Neighbor != b.Neighbor || !a.Uptime.Equal(b.Uptime) || a.Flops != b.Flops ||
 		a.LocalPort != b.LocalPort || a.RemotePort != b.RemotePort || a.Admin != b.Admin || a.MD5 != b.MD5
 }

@@ -89,7 +89,8 @@ func TestCLISurface(t *testing.T) {
 		[]string{"peer-config"},
 		[]string{"peer-config", "192.0.2.2"},
 		[]string{"peer-config", "192.0.2.2", "--for", "cisco"},
-		[]string{"peer-config", "router2", "--for", "bird"},
+		[]string{"peer-config", "10.0.0.256", "--for", "bird"}, // neither an address nor an interface ("router2" could be one)
+		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--far-interface", "eth1"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--local", "me"},
 		[]string{"peer-config", "192.0.2.2", "--for", "bird", "--at", "soon"},
 		[]string{"version", "extra"},

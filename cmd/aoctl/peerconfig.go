@@ -10,13 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/config"
 	"github.com/aokeyd/aokeyd/internal/peerconfig"
 	"github.com/aokeyd/aokeyd/internal/speakers"
 )
 
 func (a *app) peerConfig() *cmd {
-	var cfgPath, target, vrf, local, at string
+	var cfgPath, target, vrf, local, farIface, at string
 	var migrate bool
 	var withSecrets bool
 	names := make([]string, len(peerconfig.Targets))
@@ -38,23 +39,30 @@ placeholder is never loaded, nor taken as the secret), unless
 --with-secrets. --for yang prints RFC 9648 (ietf-tcp) / RFC 8177
 (ietf-key-chain) JSON instance data. --json prints one object: the
 rendering as text (config), or what the target refused (refused: key,
-reason; then no config, exit status 4).
+reason; then no config, exit status 4). PEER may be an interface
+neighbour's interface (FRR's neighbor swp1 interface): its far end peers
+over link-local addresses on its own interface (--far-interface), and is
+rendered for bird (neighbor ADDR % "IFACE") and aokeyd (FRR) only.
 `)
 	})
 	fs.StringVar(&cfgPath, "config", "/etc/aokeyd/aokeyd.yaml", "aokeyd config to read the chain from")
 	fs.StringVar(&target, "for", "", "the far end: "+strings.Join(names, ", "))
 	fs.StringVar(&vrf, "vrf", "", "PEER's VRF (default: the default VRF)")
 	fs.StringVar(&local, "local", "", "this router's address as the far end sees it (default: a placeholder)")
+	fs.StringVar(&farIface, "far-interface", "", "an interface neighbour's far end: its interface toward this router (default: a placeholder)")
 	fs.StringVar(&at, "at", "", "render for this time (RFC 3339 or date; default now)")
 	fs.BoolVar(&withSecrets, "with-secrets", false, "print the key bytes instead of placeholders")
 	fs.BoolVar(&migrate, "migrate", false, "a TCP-MD5 link's move to TCP-AO at --at (aoctl migrate's switch time)")
 	return a.cmd(fs, func(ctx context.Context) int {
 		if fs.NArg() != 1 {
-			return a.usageErr("peer-config", "name one PEER (the neighbor address)")
+			return a.usageErr("peer-config", "name one PEER (the neighbor address, or an interface neighbour's interface)")
 		}
-		peer, err := netip.ParseAddr(fs.Arg(0))
+		k, err := peerArg(fs.Arg(0), vrf)
 		if err != nil {
-			return a.usageErr("peer-config", "PEER %q: want the neighbor's address", fs.Arg(0))
+			return a.usageErr("peer-config", "PEER %q: want the neighbor's address, or an interface neighbour's interface", fs.Arg(0))
+		}
+		if farIface != "" && !k.IsLink() {
+			return a.usageErr("peer-config", "--far-interface: PEER %s is no interface neighbour", k.Name())
 		}
 		t, err := peerconfig.ParseTarget(target)
 		if err != nil {
@@ -78,9 +86,9 @@ reason; then no config, exit status 4).
 		var out bytes.Buffer
 		defer func() { b := out.Bytes(); clear(b[:cap(b)]) }() // it may hold secrets
 		o := peerconfig.Options{At: now, WithSecrets: withSecrets, Migrate: migrate, FarEnd: farEnd(t)}
-		refused, err := renderPeerConfig(ctx, &out, cfgPath, peer, vrf, local, t, o)
+		refused, err := renderPeerConfig(ctx, &out, cfgPath, k, local, farIface, t, o)
 		if a.json && err == nil {
-			return a.peerConfigJSON(peerConfigResult{Peer: peer.String(), VRF: vrf, For: string(t), At: now.UTC(),
+			return a.peerConfigJSON(peerConfigResult{Peer: k.Name(), VRF: vrf, For: string(t), At: now.UTC(),
 				WithSecrets: withSecrets, Migrate: migrate}, out.Bytes(), refused)
 		}
 		if err == nil && len(refused) == 0 {
@@ -119,9 +127,25 @@ func farEnd(t peerconfig.Target) speakers.Caps {
 	return speakers.Caps{}
 }
 
+// peerArg is peer-config's PEER in vrf: the neighbor's address, or an
+// interface neighbour's interface (peer.ParseArg's "swp1", "swp1
+// interface").
+func peerArg(s, vrf string) (peer.Key, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return peer.KeyOf(a, vrf), nil
+	}
+	k, err := peer.ParseArg(s)
+	if err != nil || !k.IsLink() || k.VRF != "" {
+		return peer.Key{}, fmt.Errorf("PEER %q is no neighbor", s)
+	}
+	k.VRF = vrf
+	return k, nil
+}
+
 // renderPeerConfig loads the config, policy and key source as `aoctl plan
-// --config` does and renders peer's chain for target t.
-func renderPeerConfig(ctx context.Context, w io.Writer, path string, peer netip.Addr, vrf, local string, t peerconfig.Target, o peerconfig.Options) ([]peerconfig.Refusal, error) {
+// --config` does and renders the chain of the peer k for target t; farIface
+// is an interface neighbour's far end's interface ("" unknown).
+func renderPeerConfig(ctx context.Context, w io.Writer, path string, k peer.Key, local, farIface string, t peerconfig.Target, o peerconfig.Options) ([]peerconfig.Refusal, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, validationError{err}
@@ -140,6 +164,10 @@ func renderPeerConfig(ctx context.Context, w io.Writer, path string, peer netip.
 		return nil, fmt.Errorf("key source %s: %w", src.Name(), err)
 	}
 	defer snap.Zero()
+	if k.IsLink() {
+		return renderLinkPeerConfig(w, pol, snap, k, local, farIface, src.Name(), t, o)
+	}
+	peer, vrf := k.Addr, k.VRF
 	b, keys, err := pol.ChainKeys(snap, peer, vrf)
 	if err != nil {
 		return nil, validationError{err}

@@ -175,7 +175,7 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 			if p.PeerAS != 0 {
 				as = strconv.FormatUint(uint64(p.PeerAS), 10)
 			}
-			t.row(p.Peer, dash(p.VRF), as, dash(p.SessionState), dash(p.Auth), human(time.Duration(p.Uptime)), strconv.FormatUint(uint64(p.Flaps), 10),
+			t.row(p.Shown(), dash(p.VRF), as, dash(p.SessionState), dash(p.Auth), human(time.Duration(p.Uptime)), strconv.FormatUint(uint64(p.Flaps), 10),
 				strconv.Itoa(len(p.Keys)), u.sendingShort(), u.peerShort(), dash(p.Rotation.State), when(p.Rotation.NextAt, now), strconv.Itoa(len(p.Warnings)))
 		}
 		t.flush()
@@ -190,7 +190,7 @@ func renderStatus(w io.Writer, rep control.StatusReport, now time.Time, brief, s
 }
 
 func renderPeer(w io.Writer, p control.PeerStatus, now time.Time) {
-	fmt.Fprintf(w, "Peer %s", p.Peer)
+	fmt.Fprintf(w, "Peer %s", p.Shown())
 	if p.VRF != "" {
 		fmt.Fprintf(w, " vrf %s", p.VRF)
 	}

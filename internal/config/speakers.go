@@ -100,7 +100,7 @@ var (
 		Kind: speakers.Kind{Name: SpeakerFRR, Title: "FRR", Caps: speakers.Caps{
 			// FRR keeps a neighbor per VRF (router bgp AS vrf NAME).
 			VRFs: true, SeparatesVRFs: true, PrefixBindings: true, ExcludesTCPOptions: true, SetsMACLength: true,
-			Replace: true, Adopt: true, Migrate: true,
+			InterfaceNeighbours: true, Replace: true, Adopt: true, Migrate: true,
 		}},
 		Sections:       []Section{{"speaker.frr", func(c *Config) bool { return c.Speaker.FRR != nil }}},
 		PIDFileSetting: "speaker.frr.pid_file",

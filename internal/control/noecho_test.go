@@ -35,6 +35,10 @@ func TestTargetNotEchoed(t *testing.T) {
 		{"status peer", "GET /v1/status?peer=V", "", "peer is not an IP address", nil},
 		{"status peer with a bad vrf", "GET /v1/status?peer=192.0.2.2+vrf+V", "", "vrf is not a VRF name", nil},
 		{"status peer with a vrf", "GET /v1/status?peer=192.0.2.2+vrf+red", "", "", nil},
+		{"status interface neighbour", "GET /v1/status?peer=swp1", "", "", nil},
+		{"status interface neighbour with a vrf", "GET /v1/status?peer=swp1+vrf+red", "", "", nil},
+		{"status interface neighbour's key", "GET /v1/status?peer=swp1+interface+vrf+red", "", "", nil},
+		{"status interface neighbour with a bad vrf", "GET /v1/status?peer=swp1+vrf+V", "", "vrf is not a VRF name", nil},
 		{"valid peer and vrf", "/v1/rotate", `{"peer":"2001:db8::2","vrf":"vrf-blue"}`, "", []string{"peer=2001:db8::2", "vrf=vrf-blue"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

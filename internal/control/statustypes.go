@@ -144,7 +144,14 @@ type Optmem struct {
 
 // PeerStatus is one BGP neighbor.
 type PeerStatus struct {
-	Peer         string `json:"peer"`
+	// Peer is the neighbor's address; for an interface neighbour
+	// (Interface set) the address it learned on its link, "" before it
+	// learned one.
+	Peer string `json:"peer"`
+	// Interface is an interface neighbour's interface (FRR's `neighbor
+	// swp1 interface`), its identity with VRF: "" for a neighbor by
+	// address. Shown returns the two together.
+	Interface    string `json:"interface,omitempty"`
 	VRF          string `json:"vrf"`
 	SessionState string `json:"session_state"`
 	// Auth is how the peer's sessions authenticate: AuthNone, AuthMD5 or
@@ -339,4 +346,17 @@ type Counters struct {
 	PktKeyNotFound uint64 `json:"pkt_key_not_found"`
 	PktAORequired  uint64 `json:"pkt_ao_required"`
 	PktDroppedICMP uint64 `json:"pkt_dropped_icmp"`
+}
+
+// Shown is the peer for people, without its VRF: its address, or an
+// interface neighbour's interface with the address it peers with, "swp1
+// (fe80::1)", "swp1 (none)" before it learned one (peer.Key.Shown).
+func (p PeerStatus) Shown() string {
+	if p.Interface == "" {
+		return p.Peer
+	}
+	if p.Peer == "" {
+		return p.Interface + " (none)"
+	}
+	return p.Interface + " (" + p.Peer + ")"
 }

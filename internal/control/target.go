@@ -59,20 +59,28 @@ func checkTarget(peer, vrf string) error {
 }
 
 // checkStatusPeer refuses a status query's peer, when set, that is not
-// peer.Key's text form ("192.0.2.2", "10.0.0.2 vrf red") with a VRF name.
+// peer.Key's text form ("192.0.2.2", "10.0.0.2 vrf red", an interface
+// neighbour's "swp1 interface", "swp1 interface vrf red", or its
+// interface alone: peer.ParseArg) with a VRF name. An interface name is
+// held to the VRF names' plain letters, as strictly as a VRF's.
 func checkStatusPeer(s string) error {
 	if s == "" {
 		return nil
 	}
-	addr, vrf, hasVRF := strings.Cut(s, " vrf ")
-	if !hasVRF {
-		return checkTarget(s, "")
-	}
-	if vrf == "" {
+	name, vrf, hasVRF := strings.Cut(s, " vrf ")
+	if hasVRF && vrf == "" {
 		return fmt.Errorf("%w: peer: an empty VRF name after \" vrf \"", ErrInvalid)
 	}
-	return checkTarget(addr, vrf)
+	if validIface(strings.TrimSuffix(name, " interface")) {
+		return checkTarget("", vrf) // the VRF's problem, if any
+	}
+	return checkTarget(name, vrf)
 }
+
+// validIface reports whether s is an interface name a status query may
+// name, in the letters a VRF name may have (not an address: an IPv4
+// address is also such a name, and reads as the address it is).
+func validIface(s string) bool { return vrfName.MatchString(s) && !validPeer(s) }
 
 // targetOf returns a request's peer and vrf.
 func targetOf(req any) (peer, vrf string) {

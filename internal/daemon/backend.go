@@ -77,6 +77,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 	if w := sv.configWarn.Load(); w != nil {
 		rep.Warnings = append(rep.Warnings, *w...)
 	}
+	rep.Warnings = append(rep.Warnings, sv.recon.linkWarnings()...)
 	rep.ListenerFaults = sv.recon.listenerFaults() // their warnings: rep.Complete
 	rep.StartUpGate = sv.recon.startUpGate()
 	if k := sv.o.Kernel; k.Release != "" {
@@ -113,12 +114,12 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 	found := false
 	for _, info := range infos {
 		id := info.Key()
-		if peer != "" && peer != info.Key().String() && peer != info.Neighbor.String() {
+		if peer != "" && !namedBy(info, peer) {
 			continue
 		}
 		if !sv.managed(info) {
 			if peer != "" {
-				return rep, fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", peer, control.ErrNotFound)
+				return rep, unmanagedErr(sv.policy(), info, peer)
 			}
 			continue
 		}
@@ -166,7 +167,7 @@ func (sv *statusView) speakerPeers(ctx context.Context) ([]bgp.PeerInfo, error) 
 func (sv *statusView) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs rotator.Status, listeners []control.Socket, now time.Time) control.PeerStatus {
 	id := info.Key()
 	ps := control.PeerStatus{
-		Peer: info.Neighbor.String(), VRF: info.VRF, SessionState: info.State.String(),
+		VRF: info.VRF, SessionState: info.State.String(),
 		Passive: info.Passive, ActiveOpensKeyed: sv.conns.keysActiveOpens(info), Sockets: slices.Clone(listeners),
 	}
 	if info.Established() && !info.Uptime.IsZero() {

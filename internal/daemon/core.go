@@ -44,7 +44,15 @@ func (co *core) policy() *policy.Policy { return co.pol.Load().pol }
 // setPolicy swaps in the policy in force, whole (Daemon.SetPolicy).
 func (co *core) setPolicy(p *policy.Policy) { co.pol.Store(newPolicyState(p)) }
 
+// managed reports whether aokeyd keys p's sessions: a binding covers it.
+// An interface neighbour (p.Link set, issue 53) is not managed yet: its
+// keys follow the address it learns, which the passes do not key, and an
+// address binding that happens to cover the link-local address it
+// learned is no binding of its link.
 func (co *core) managed(p bgp.PeerInfo) bool {
+	if p.Link.IsValid() {
+		return false
+	}
 	_, err := co.policy().BindingFor(p.Neighbor, p.VRF)
 	return err == nil
 }

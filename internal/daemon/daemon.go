@@ -264,7 +264,10 @@ func New(o Options) (*Daemon, error) {
 		ActiveOpens: o.ActiveOpens,
 		Managed:     co.managed,
 		Synced:      d.rec.speakerSynced,
-		Log:         o.Logger,
+		// A learned address of an interface neighbour recomputes the
+		// listeners' keys (linklisten.go).
+		LinksChanged: d.rec.askFull,
+		Log:          o.Logger,
 	})
 	if o.Metrics != nil {
 		o.Metrics.SessionCacheFrom(co.tracker.CacheStats)

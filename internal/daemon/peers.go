@@ -261,3 +261,12 @@ func md5Fix(n netip.Addr) string {
 	return fmt.Sprintf("neighbor %s has a TCP-MD5 password and a TCP-AO binding: the kernel refuses TCP-AO next to TCP-MD5 on one socket (EKEYREJECTED); "+
 		"remove the password from the speaker (FRR: `no neighbor %s password`; gobgpd: the neighbor's auth-password) or the neighbor from aokeyd's policy", n, n)
 }
+
+// addrText is a's text, "" for the zero Addr (an interface neighbour's
+// before it learned one).
+func addrText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}

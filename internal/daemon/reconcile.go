@@ -147,6 +147,13 @@ func (rc *reconciler) listenerDesired(snap *keystore.Snapshot, now time.Time, md
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
 	}
+	if pol.HasLinkBindings() && rc.tracker != nil {
+		lnext, lincomplete, lfrozen, warnings := rc.linkListenerDesired(pol, snap, now, rc.tracker.LinkPeers(), &v4, &v6)
+		next, incomplete, frozen = sooner(next, lnext), incomplete || lincomplete, append(frozen, lfrozen...)
+		rc.links.set(warnings)
+	} else {
+		rc.links.set(nil)
+	}
 	return v4, v6, next, incomplete, frozen
 }
 

@@ -23,6 +23,7 @@ type reconciler struct {
 	carried *carriedRecord // what each peer's sessions carry, durably
 	lwatch  listenerWatch  // the listener watch's state (lwatch.go)
 	exec    *execState     // an Executor's peers (execpass.go; nil: none)
+	links   linkWarn       // the interface neighbours' warnings (linklisten.go)
 
 	kick    chan struct{}        // wake: a pass now
 	revokes chan *listenerRevoke // a revoke's listener part, applied between passes

@@ -50,6 +50,9 @@ func (sv *statusView) forgetPeer(id rotator.PeerID, had bool) {
 // people, as its own CLI shows it: AS, description, flaps, and when and why
 // the session last went down.
 func speakerView(ps *control.PeerStatus, info bgp.PeerInfo) {
+	// An interface neighbour is its interface, with the address it
+	// learned ("" before one).
+	ps.Peer, ps.Interface = addrText(info.Neighbor), info.Link.Name()
 	ps.PeerAS, ps.Flaps, ps.Description = info.PeerASN, info.Flops, info.Description()
 	ps.LastDown, ps.LastDownReason = info.LastDown()
 }

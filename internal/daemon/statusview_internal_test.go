@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/rotator"
 )
@@ -61,11 +63,15 @@ func TestSpeakerView(t *testing.T) {
 		{"gobgp: when, not why", bgp.PeerInfo{PeerASN: 65003, About: &bgp.PeerAbout{LastDown: down}},
 			control.PeerStatus{PeerAS: 65003, LastDown: down}},
 		{"nothing reported", bgp.PeerInfo{}, control.PeerStatus{}},
+		{"by address", bgp.PeerInfo{Neighbor: netip.MustParseAddr("192.0.2.2")}, control.PeerStatus{Peer: "192.0.2.2"}},
+		{"interface neighbour", bgp.PeerInfo{Link: peer.LinkOf("swp1"), Neighbor: netip.MustParseAddr("fe80::b")},
+			control.PeerStatus{Peer: "fe80::b", Interface: "swp1"}},
+		{"interface neighbour, no address learned", bgp.PeerInfo{Link: peer.LinkOf("swp1")}, control.PeerStatus{Interface: "swp1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ps control.PeerStatus
 			speakerView(&ps, tc.info)
-			if ps.PeerAS != tc.want.PeerAS || ps.Flaps != tc.want.Flaps || ps.Description != tc.want.Description ||
+			if ps.Peer != tc.want.Peer || ps.Interface != tc.want.Interface || ps.PeerAS != tc.want.PeerAS || ps.Flaps != tc.want.Flaps || ps.Description != tc.want.Description ||
 				!ps.LastDown.Equal(tc.want.LastDown) || ps.LastDownReason != tc.want.LastDownReason {
 				t.Errorf("got %+v, want %+v", ps, tc.want)
 			}

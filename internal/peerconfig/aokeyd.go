@@ -34,7 +34,13 @@ func (r *renderer) aokeydFiles() {
 	l := r.l
 	r.placeholderNote("#", "aokeyd")
 	r.printf("# --- keys.yaml of the far end (mode 0600) ---\nchains:\n  %s:\n", l.Chain)
-	r.printf("    peers: [%s]\n", strconv.Quote(r.local()))
+	peers := r.local()
+	if r.l.Unnumbered && r.l.Local == "" {
+		// aokeyd's router's link-local address, learned at run time (it
+		// follows the MAC): the link's prefix.
+		peers = "fe80::/64"
+	}
+	r.printf("    peers: [%s]\n", strconv.Quote(peers))
 	if l.VRF != "" {
 		r.printf("    vrf: %s\n", strconv.Quote(l.VRF))
 	}
@@ -60,12 +66,27 @@ func (r *renderer) aokeydFiles() {
 	if l.AcceptTolerance > 0 {
 		r.printf("#     accept_tolerance: %s\n", fmtDur(l.AcceptTolerance))
 	}
-	r.printf("# peers:\n#   - neighbor: %s\n#     key_chain: %s\n", r.local(), l.Chain)
+	if l.Unnumbered {
+		// The far end peers with aokeyd's router as an interface
+		// neighbour too: FRR's `neighbor IFACE interface`, bound by
+		// interface.
+		r.printf("# peers:\n#   - neighbor_interface: %s\n#     key_chain: %s\n", r.iface(), l.Chain)
+	} else {
+		r.printf("# peers:\n#   - neighbor: %s\n#     key_chain: %s\n", r.local(), l.Chain)
+	}
 	if l.VRF != "" {
 		r.printf("#     vrf: %s\n", l.VRF)
 	}
 	r.printf("# --- aokeyd.yaml of the far end ---\n")
 	r.printf("# key_source: {type: file, file: {path: keys.yaml}}\n# policy: {path: policy.yaml}\n")
+	if l.Unnumbered {
+		r.printf("# speaker: {type: frr}\n# --- bgpd.conf of the far end (FRR under aokeyd) ---\n")
+		vrf := ""
+		if l.VRF != "" {
+			vrf = " vrf " + l.VRF
+		}
+		r.printf("# router bgp <asn>%s\n#  neighbor %s interface remote-as <asn>\n", vrf, r.iface())
+	}
 }
 
 // gobgp renders the far end as gobgpd with aokeyd beside it: GoBGP itself

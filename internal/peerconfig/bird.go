@@ -43,7 +43,7 @@ func (r *renderer) bird() {
 	r.header("#", birdDoc)
 	if r.l.HasMD5 && !r.o.Migrate {
 		r.placeholderNote("#", "BIRD")
-		r.printf("# TCP-MD5 (RFC 2385): the key chain's md5 password (aoctl migrate moves the link to TCP-AO). Inside `protocol bgp` for neighbor %s:\n", r.local())
+		r.printf("# TCP-MD5 (RFC 2385): the key chain's md5 password (aoctl migrate moves the link to TCP-AO). Inside `protocol bgp` for neighbor %s:\n", r.birdNeighbor())
 		// Not `password "<...>"`, a quoted text BIRD takes as the
 		// password: notRendered (bird below says why BIRD refuses it).
 		pw := "<md5 password: " + r.l.MD5Source + ">"
@@ -74,7 +74,7 @@ func (r *renderer) bird() {
 	r.placeholderNote("#", "BIRD")
 	at := r.o.At
 	r.printf("# BIRD has no time-based key lifetimes: these are the keys for %s\n", fmtTime(at))
-	r.printf("# (RFC 8177 send-lifetime -> preferred; accept-only -> deprecated). Inside `protocol bgp` for neighbor %s:\n", r.local())
+	r.printf("# (RFC 8177 send-lifetime -> preferred; accept-only -> deprecated). Inside `protocol bgp` for neighbor %s:\n", r.birdNeighbor())
 	if r.l.VRF != "" {
 		r.printf("\tvrf %s;\n", strconv.Quote(r.l.VRF))
 	}
@@ -163,4 +163,14 @@ func birdSteps(a, b []birdKey) []string {
 		}
 	}
 	return steps
+}
+
+// birdNeighbor is aokeyd's router as the far end's `neighbor` names it:
+// on an unnumbered link its link-local address on the far end's
+// interface, `fe80::a % "eth1"` (BIRD's form for a link-local neighbor).
+func (r *renderer) birdNeighbor() string {
+	if r.l.Unnumbered {
+		return r.local() + " % " + strconv.Quote(r.iface())
+	}
+	return r.local()
 }

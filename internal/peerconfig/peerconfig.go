@@ -94,6 +94,13 @@ type Link struct {
 	Keys            []Key
 	// KeySource names aokeyd's key source ("file /etc/aokeyd/keys.yaml").
 	KeySource string
+	// Unnumbered: aokeyd peers with the far end as an interface
+	// neighbour (issue 53: FRR's `neighbor swp1 interface`), over IPv6
+	// link-local addresses learned at run time; the far end peers with
+	// aokeyd's router on its Interface ("" when not known: the rendering
+	// then shows a placeholder) the same way.
+	Unnumbered bool
+	Interface  string
 	// MD5 is the chain's TCP-MD5 password when it holds one for the
 	// peer (HasMD5): the link runs TCP-MD5 until it is migrated.
 	MD5       tcpao.Secret
@@ -171,6 +178,10 @@ func Render(w io.Writer, t Target, l Link, o Options) ([]Refusal, error) {
 	if l.HasMD5 && !o.Migrate && t != BIRD {
 		r.refuse("", "the link runs TCP-MD5 (the chain's md5 password): its TCP-MD5 configuration is rendered for BIRD only; "+
 			"render its move to TCP-AO with --migrate")
+		return r.refused, nil
+	}
+	if l.Unnumbered && t != BIRD && t != Aokeyd {
+		r.refuse("", "an interface neighbour's far end is rendered for aokeyd (FRR's neighbor IFACE interface) and bird (neighbor ADDR %% \"IFACE\") only")
 		return r.refused, nil
 	}
 	switch t {
@@ -316,10 +327,22 @@ func (r *renderer) placeholderNote(c, target string) {
 
 // local is the far end's neighbor (aokeyd's router), or a placeholder.
 func (r *renderer) local() string {
-	if r.l.Local != "" {
+	switch {
+	case r.l.Local != "":
 		return r.l.Local
+	case r.l.Unnumbered:
+		return "<aokeyd-router-link-local-address>"
 	}
 	return "<aokeyd-router-address>"
+}
+
+// iface is the far end's interface toward aokeyd's router on an
+// unnumbered link, or a placeholder.
+func (r *renderer) iface() string {
+	if r.l.Interface != "" {
+		return r.l.Interface
+	}
+	return "<far-end-interface>"
 }
 
 // printable reports whether b is a secret a CLI string can carry: printable

@@ -37,7 +37,8 @@ const File = "revocations.json"
 type Revocation struct {
 	Chain string
 	Key   string
-	// Peer scopes the revocation to one peer (address and VRF); zero: it
+	// Peer scopes the revocation to one peer (address and VRF, or an
+	// interface neighbour's interface and VRF); zero: it
 	// applies everywhere. Records written before scopes existed have no
 	// peer and stay global.
 	Peer peer.Key
@@ -56,7 +57,7 @@ func (r Revocation) Same(o Revocation) bool {
 func (r Revocation) String() string {
 	s := r.Chain + "/" + r.Key
 	if !r.Global() {
-		s += " for peer " + r.Peer.Addr.String()
+		s += " for peer " + r.Peer.Name() // an address, or an interface neighbour's interface
 		if r.Peer.VRF != "" {
 			s += " (vrf " + r.Peer.VRF + ")"
 		}
@@ -113,7 +114,7 @@ func revocationOf(w wire) (Revocation, error) {
 	case w.Peer != "":
 		k, err := peer.ParseWithVRF(w.Peer, w.VRF)
 		if err != nil {
-			return r, fmt.Errorf("peer %q is not an address (ADDR, or ADDR vrf NAME)", w.Peer)
+			return r, fmt.Errorf("peer %q is not an address or an interface neighbour's interface (ADDR or IFACE, then optionally vrf NAME)", w.Peer)
 		}
 		r.Peer = k
 	}

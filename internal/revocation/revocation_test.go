@@ -156,4 +156,15 @@ func TestRevocationJSON(t *testing.T) {
 	if r.String() != "core/k1 for peer 192.0.2.2 (vrf red)" {
 		t.Errorf("String() = %q", r.String())
 	}
+	// A revocation scoped to an interface neighbour (issue 53) is written
+	// and read back by its interface.
+	l := Revocation{Chain: "core", Key: "k1", Peer: peer.OnLink("swp1", "red"), At: r.At}
+	b := encodeRecord([]Revocation{l})
+	back, err = parseRecord(b)
+	if err != nil || !equal(back, []Revocation{l}) || !strings.Contains(string(b), `"peer": "swp1 interface vrf red"`) {
+		t.Fatalf("round trip of %v: %s read as %v, %v", l, b, back, err)
+	}
+	if l.String() != "core/k1 for peer swp1 (vrf red)" {
+		t.Errorf("String() = %q", l.String())
+	}
 }

@@ -46,6 +46,10 @@ type Caps struct {
 	// writes them); it is then driven by an executor, not opened as a
 	// bgp.Speaker whose sockets aokeyd keys.
 	KeysOwnSockets bool
+	// InterfaceNeighbours: it reports interface neighbours (BGP
+	// unnumbered: FRR's `neighbor swp1 interface`) under their
+	// interface, so a binding may name them (neighbor_interface).
+	InterfaceNeighbours bool
 	// Replace, Adopt and Migrate: aoctl replace (an edit of a key's
 	// material in place), aoctl adopt (a key put on a socket by someone
 	// else) and aoctl migrate (TCP-MD5 to TCP-AO) are carried out.

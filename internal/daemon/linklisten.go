@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/aokeyd/aokeyd/bgp"
+	"github.com/aokeyd/aokeyd/bgp/peer"
+	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/desired"
+	"github.com/aokeyd/aokeyd/keystore"
+	"github.com/aokeyd/aokeyd/policy"
+	"github.com/aokeyd/aokeyd/rotator"
+)
+
+// Interface neighbours on the listeners (issue 53, item 2). An interface
+// neighbour (FRR's `neighbor swp1 interface`) peers from the address it
+// learned on its link, which the speaker reports before the session comes
+// up (bgp.Tracker.LinkPeers): the listeners hold a host key for each
+// learned address of a neighbour a neighbor_interface binding binds, as
+// they do for a binding's address, so that its session comes up signed.
+//
+// TCP-AO keys carry no zone and match their address on every link
+// (docs/kernel.md): one learned address in one VRF is one listener key,
+// whichever link it was learned on. Two neighbours that learned one
+// address in one VRF share it when their bindings name one chain (the
+// same keys); when they name two, the kernel cannot tell their SYNs apart
+// and the second in key order is refused, with a status warning naming
+// both (linkWarnings); the first is the one that held the address at the
+// last recompute, else the first in key order, so that a newcomer never
+// takes a held address's keys. An address an address binding covers is that
+// binding's on the listener: the interface neighbour's keys are not added
+// beside it (two keys of one address sharing an ID would be refused).
+//
+// Not yet: an interface neighbour's established sessions are not managed
+// (core.managed), so the keys they copy from the listener are not rolled
+// on them; and an address a neighbour no longer peers from leaves the
+// listener at the next recompute, not after a grace.
+
+// linkWarn is the last recompute's warnings about interface neighbours,
+// and which neighbour each shared address was keyed for.
+type linkWarn struct {
+	w atomic.Pointer[[]string]
+	// held is the neighbour each learned address was keyed for by the last
+	// recompute: it keeps the address at the next one, so that a
+	// neighbour that learns an address another one's chain holds is the
+	// one refused, whatever their order (the reconcile goroutine's alone).
+	held map[addrIn]peer.Key
+}
+
+// addrIn is a learned address in a VRF: one listener key.
+type addrIn struct {
+	addr netip.Addr
+	vrf  string
+}
+
+func (l *linkWarn) set(w []string) { l.w.Store(&w) }
+
+// warnings is what status shows.
+func (l *linkWarn) warnings() []string {
+	if w := l.w.Load(); w != nil {
+		return *w
+	}
+	return nil
+}
+
+// linkHolder is the interface neighbour whose keys a learned address got
+// on the listener, with its binding's chain.
+type linkHolder struct {
+	p     bgp.PeerInfo
+	chain string
+}
+
+// linkListenerDesired adds to v4 and v6 the listener keys of the addresses
+// the interface neighbours links learned (bgp.Tracker.LinkPeers), as
+// listenerDesired does for a binding; it returns the warnings for status
+// besides.
+func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Snapshot, now time.Time, links []bgp.PeerInfo, v4, v6 *rotator.Desired) (next time.Time, incomplete bool, frozen []frozenRange, warnings []string) {
+	// The neighbours that held their address at the last recompute first:
+	// a newcomer to a held address is the second.
+	before := rc.links.held
+	links = slices.Clone(links)
+	slices.SortStableFunc(links, func(a, b bgp.PeerInfo) int {
+		ha := before[addrIn{a.Neighbor.WithZone(""), a.VRF}] == a.Key()
+		hb := before[addrIn{b.Neighbor.WithZone(""), b.VRF}] == b.Key()
+		switch {
+		case ha && !hb:
+			return -1
+		case hb && !ha:
+			return 1
+		}
+		return 0
+	})
+	held := map[addrIn]linkHolder{}
+	defer func() {
+		rc.links.held = map[addrIn]peer.Key{}
+		for at, h := range held {
+			rc.links.held[at] = h.p.Key()
+		}
+	}()
+	for _, p := range links {
+		if !p.Neighbor.IsValid() {
+			continue // nothing learned yet
+		}
+		name := p.Link.Name()
+		b, err := pol.BindingForLink(name, p.VRF)
+		if err != nil {
+			continue // not bound: not aokeyd's
+		}
+		addr := p.Neighbor.Unmap().WithZone("")
+		if ab, err := pol.BindingFor(addr, p.VRF); err == nil {
+			warnings = append(warnings, fmt.Sprintf("interface neighbour %s: the address it learned is bound by %s (%s): that binding's keys are on the listener, not those of %s (%s)",
+				p.Shown(), ab, ab.Field, b, b.Field))
+			continue
+		}
+		at := addrIn{addr, p.VRF}
+		if h, ok := held[at]; ok {
+			if h.chain != b.KeyChain {
+				warnings = append(warnings, fmt.Sprintf("interface neighbours %s and %s learned one address%s with different key chains (%s, %s): the kernel's keys carry no link and cannot tell their sessions apart; %s is not keyed on the listener (bind both links to one chain)",
+					h.p.Shown(), p.Shown(), vrfSuffix(p.VRF), h.chain, b.KeyChain, p.Link.Name()))
+			}
+			continue // one key serves both: keys carry no zone
+		}
+		held[at] = linkHolder{p, b.KeyChain}
+		prefix := hostPrefix(addr)
+		fb := b
+		fb.Neighbor = prefix // the range a freeze keeps
+		pk, err := pol.DesiredOnLink(snap, name, addr, p.VRF, now)
+		if err == nil {
+			rc.revs.Scope(&pk, p.Key()) // a revocation scoped to the neighbour
+		}
+		if err != nil {
+			rc.log.Warn("no desired keys for interface neighbour", "peer", p.Key().Shown(addr), "err", err)
+			incomplete = true
+			frozen = freeze(frozen, fb, err)
+			continue
+		}
+		if snap.Degraded(pk.SourceChain) {
+			frozen = freeze(frozen, fb, errFrozen)
+		}
+		next = sooner(next, pk.NextChange)
+		idx, err := ifIndex(p.VRF)
+		if err != nil {
+			rc.log.Warn("interface neighbour's VRF not found", "peer", p.Key().Shown(addr), "err", err)
+			incomplete = true
+			frozen = freeze(frozen, fb, err)
+			continue
+		}
+		dst := v6
+		if addr.Is4() {
+			dst = v4 // an IPv4 /30 or /31's far end
+		}
+		one := desired.Socket(pk, snap, prefix, idx, -1, "", rotator.Listening)
+		dst.Keys = append(dst.Keys, one.Keys...)
+		dst.Revoked = append(dst.Revoked, one.Revoked...)
+		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
+	}
+	return next, incomplete, frozen, warnings
+}
+
+func vrfSuffix(vrf string) string {
+	if vrf == "" {
+		return ""
+	}
+	return " in vrf " + vrf
+}
+
+// linkWarnings is the last recompute's warnings about interface
+// neighbours, for status.
+func (rc *reconciler) linkWarnings() []string { return rc.links.warnings() }
+
+// unmanagedErr is status's answer about the peer arg names, which aokeyd
+// does not manage: no binding, or an interface neighbour, whose listener
+// keys a neighbor_interface binding gives but whose session is not
+// managed.
+func unmanagedErr(pol *policy.Policy, info bgp.PeerInfo, arg string) error {
+	if info.Link.IsValid() {
+		if b, err := pol.BindingForLink(info.Link.Name(), info.VRF); err == nil {
+			return fmt.Errorf("peer %s is an interface neighbour: %s (%s) keys the listener for the address it learned, but its session is not managed: %w",
+				info.Shown(), b, b.Field, control.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", arg, control.ErrNotFound)
+}
