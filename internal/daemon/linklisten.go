@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,15 @@ func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Sna
 		dst.Keys = append(dst.Keys, one.Keys...)
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
+	}
+	if len(held) > 0 {
+		names := make([]string, 0, len(held))
+		for _, h := range held {
+			names = append(names, h.p.Shown())
+		}
+		slices.Sort(names)
+		warnings = append(warnings, fmt.Sprintf("interface neighbours %s: the listener holds their keys, but their sessions are not managed yet (issue 53): "+
+			"a session keeps the keys it was accepted with through rolls and revokes until it reconnects; clear it (vtysh: clear bgp IFACE) after a revoke", strings.Join(names, ", ")))
 	}
 	return next, incomplete, frozen, warnings
 }

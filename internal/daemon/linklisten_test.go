@@ -78,6 +78,8 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	e.sp.Set(link("swp4", llC))          // bound by no binding
 	e.sp.Set(link("swp1", llB))
 	e.waitFor("the listener keyed for swp1's learned fe80::b", func() bool { return slices.Equal(linkKeys(t, lis6), []string{keyB}) })
+	// Until their sessions are managed, status says what that leaves.
+	e.waitFor("a warning that swp1's session is not managed", func() bool { return warned(t, e, "swp1 (fe80::b): the listener holds their keys, but their sessions are not managed yet") })
 
 	// swp1's neighbour connects from fe80::b on its link with k1: the
 	// listener takes it, signed.
@@ -131,7 +133,7 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	e.waitFor("the key moved to fe80::c, swp9 keyed for fe80::b", func() bool {
 		return slices.Equal(linkKeys(t, lis6), []string{"fe80::b/128 50/51", keyC})
 	})
-	if warned(t, e, "swp9") {
+	if warned(t, e, "swp9 (fe80::b) learned one address") {
 		t.Error("a warning about swp9 stays after the collision ended")
 	}
 	if got := keyIDs(t, e.lis); !slices.Equal(got, ids(k1)) {
