@@ -214,7 +214,11 @@ type Discoverer struct {
 	socks map[uint64]tcpao.Socket
 	lerr  error // Listeners' answer, when set
 	lend  bool  // With lends the registered sockets' fd numbers (LendFDs)
+	// singles and listings count the lookups (Lookups).
+	singles, listings int
 }
+
+var _ bgp.ConnectionsLister = (*Discoverer)(nil)
 
 var _ bgp.ListenerLister = (*Discoverer)(nil)
 
@@ -344,15 +348,41 @@ func (d *Discoverer) ListenerInodes(pid int, port uint16) ([]uint64, error) {
 func (d *Discoverer) Established(pid int, local, remote netip.AddrPort) (sockets.Ref, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.singles++
 	if r, ok := d.byTup[[2]netip.AddrPort{local, remote}]; ok && r.PID == pid {
 		return r, nil
 	}
 	return sockets.Ref{}, fmt.Errorf("%s -> %s: %w", local, remote, sockets.ErrNotFound)
 }
 
+// ConnectionsTo is bgp.ConnectionsLister: Connections for every neighbor
+// at once.
+func (d *Discoverer) ConnectionsTo(pid int, neighbors map[netip.Addr]bool) (map[netip.Addr][]sockets.Ref, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.listings++
+	out := map[netip.Addr][]sockets.Ref{}
+	for _, r := range d.refs {
+		if a := r.Remote.Addr().Unmap(); r.PID == pid && !r.Listening && neighbors[a] {
+			out[a] = append(out[a], r)
+		}
+	}
+	return out, nil
+}
+
+// Lookups counts the Established and Connections calls (each a sock_diag
+// dump and a descriptor search on a real machine) and the ConnectionsTo
+// listings so far.
+func (d *Discoverer) Lookups() (single, listings int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.singles, d.listings
+}
+
 func (d *Discoverer) Connections(pid int, neighbor netip.Addr) ([]sockets.Ref, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.singles++
 	var out []sockets.Ref
 	for _, r := range d.refs {
 		if r.PID == pid && !r.Listening && r.Remote.Addr() == neighbor {
