@@ -79,7 +79,9 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	e.sp.Set(link("swp1", llB))
 	e.waitFor("the listener keyed for swp1's learned fe80::b", func() bool { return slices.Equal(linkKeys(t, lis6), []string{keyB}) })
 	// Until their sessions are managed, status says what that leaves.
-	e.waitFor("a warning that swp1's session is not managed", func() bool { return warned(t, e, "swp1 (fe80::b): the listener holds their keys, but their sessions are not managed yet") })
+	e.waitFor("a warning that swp1's session is not managed", func() bool {
+		return warned(t, e, "swp1 (fe80::b): the listener holds their keys, but their sessions are not managed yet")
+	})
 
 	// swp1's neighbour connects from fe80::b on its link with k1: the
 	// listener takes it, signed.
