@@ -26,17 +26,7 @@ func TestKernelRollQuietSession(t *testing.T) {
 	kerneltest.Require(t)
 	s := dialQuiet(t, loKey(0))
 	cfg := rotator.Config{SwitchTimeout: 5 * time.Minute, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: time.Second}
-	us, them := rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
-	defer us.Close()
-	defer them.Close()
-	us.SetDesired(pid("client"), want(loKey(0)))
-	them.SetDesired(pid("server"), want(loKey(0)))
-	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
-		t.Fatal(err)
-	}
+	us, them := s.rotators(t, cfg, loKey(0))
 	// The server keeps Go's keepalive (its owner's: only the idle time
 	// may change, and comes back); the client has none (armed and put
 	// back whole).

@@ -175,6 +175,24 @@ func (s *kernelSession) close() {
 	s.srv.Close()
 }
 
+// rotators are a controller for each end of s with cfg, each wanting k
+// and running the session's rotation: us the server's socket ("client",
+// its peer), them the client's ("server"). They close when the test ends.
+func (s *kernelSession) rotators(t *testing.T, cfg rotator.Config, k tcpao.Key) (us, them *rotator.Controller) {
+	t.Helper()
+	us, them = rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
+	t.Cleanup(func() { us.Close(); them.Close() })
+	us.SetDesired(pid("client"), want(k))
+	them.SetDesired(pid("server"), want(k))
+	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
+		t.Fatal(err)
+	}
+	return us, them
+}
+
 func loKey(i int) tcpao.Key {
 	id := uint8(i%200 + 1)
 	k := mkKey("127.0.0.1/32", id, id, fmt.Sprintf("kernel-roll-%d", i))
@@ -211,17 +229,7 @@ func TestKernelRollTwentyTimes(t *testing.T) {
 	kerneltest.Require(t)
 	s := dialSession(t, loKey(0))
 	cfg := rotator.Config{SwitchTimeout: 30 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: time.Second}
-	us, them := rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
-	defer us.Close()
-	defer them.Close()
-	us.SetDesired(pid("client"), want(loKey(0)))
-	them.SetDesired(pid("server"), want(loKey(0)))
-	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
-		t.Fatal(err)
-	}
+	us, them := s.rotators(t, cfg, loKey(0))
 	for i := 1; i <= 20; i++ {
 		nk := loKey(i)
 		us.SetDesired(pid("client"), want(nk))
@@ -266,17 +274,7 @@ func TestKernelPeerNeverGetsKey(t *testing.T) {
 	a, b := loKey(0), loKey(1)
 	s := dialSession(t, a)
 	cfg := rotator.Config{SwitchTimeout: 2 * time.Second, Grace: 200 * time.Millisecond, Poll: 20 * time.Millisecond, Backoff: 500 * time.Millisecond, MaxBackoff: time.Second}
-	us, them := rotator.NewController(rotator.Options{Config: cfg}), rotator.NewController(rotator.Options{Config: cfg})
-	defer us.Close()
-	defer them.Close()
-	us.SetDesired(pid("client"), want(a))
-	them.SetDesired(pid("server"), want(a))
-	if _, err := us.Accepted(pid("client"), s.srvS); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := them.Accepted(pid("server"), s.cliS); err != nil {
-		t.Fatal(err)
-	}
+	us, _ := s.rotators(t, cfg, a)
 	us.SetDesired(pid("client"), want(b)) // the other side never gets b
 	waitFor(t, "two aborted attempts", 2*time.Minute, func() bool { s.check(t); return statusOf(us, pid("client")).Attempts >= 2 })
 	st := statusOf(us, pid("client"))

@@ -238,15 +238,11 @@ func (f FlagOn) On() bool { return f == flagOnUnset || f == flagOnTrue }
 // UnmarshalYAML implements yaml.Unmarshaler: true or false, anything
 // else flagOnBad.
 func (f *FlagOn) UnmarshalYAML(n *yaml.Node) error {
-	var b bool
-	switch {
-	case n.Kind != yaml.ScalarNode || n.Decode(&b) != nil:
-		*f = flagOnBad
-	case b:
-		*f = flagOnTrue
-	default:
-		*f = flagOnFalse
+	var g Flag
+	if err := g.UnmarshalYAML(n); err != nil {
+		return err
 	}
+	*f = map[Flag]FlagOn{flagFalse: flagOnFalse, flagTrue: flagOnTrue, flagBad: flagOnBad}[g]
 	return nil
 }
 
