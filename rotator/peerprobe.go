@@ -98,6 +98,18 @@ func (m *machine) dropProbe() {
 	}
 }
 
+// stopProbe is dropProbe as the machine stops: its session may be gone
+// already (the speaker reported it down), so a failure to put the
+// settings back is no warning: there is no socket left to hold them.
+func (m *machine) stopProbe() {
+	if m.probing() {
+		if err := tcpao.EndPeerProbe(m.sock, m.probe.p); err != nil {
+			m.log.Debug("rotator: keepalive probe's settings not put back as the machine stopped", "peer", m.st.Peer, "err", err)
+		}
+	}
+	m.probe = nil
+}
+
 // waitNext is when a wait for the peer's segment polls again after a poll
 // at now that did not end it: every Poll while a probe is armed, else at
 // the peer's segment spacing (segmentPace.next), never past deadline.

@@ -112,7 +112,7 @@ func (r *runner) halt() (ended bool) {
 	}
 	// No run starts once halted: the machine's last touch is this one.
 	r.mu.Unlock()
-	r.m.dropProbe()
+	r.m.stopProbe()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finishLocked()
@@ -288,7 +288,7 @@ func (c *Controller) run(r *runner) {
 		switch {
 		case r.halted:
 			r.mu.Unlock()
-			r.m.dropProbe() // a wait's keepalive probe ends with the machine
+			r.m.stopProbe() // a wait's keepalive probe ends with the machine
 			r.mu.Lock()
 			r.running = false
 			r.finishLocked()
