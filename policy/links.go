@@ -126,12 +126,7 @@ func (p *Policy) HasLinkBindings() bool { return len(p.links) > 0 }
 // Bindings never overlap, so there is at most one. It wraps ErrNoBinding
 // when there is none.
 func (p *Policy) BindingForLink(iface, vrf string) (Binding, error) {
-	for _, b := range p.links {
-		if b.VRF == vrf && b.BindsLink(iface) {
-			return *b, nil
-		}
-	}
-	return Binding{}, fmt.Errorf("%w: interface neighbour on %s in VRF %q", ErrNoBinding, iface, vrf)
+	return p.BindingForKey(peer.OnLink(iface, vrf))
 }
 
 // linkString is an interface binding's text: "interface swp1",
@@ -144,4 +139,30 @@ func (b Binding) linkString() string {
 		return "interface " + b.Interfaces[0]
 	}
 	return "interfaces " + strings.Join(b.Interfaces, ", ")
+}
+
+// BindingForKey is the binding of the peer k names: BindingFor for an
+// address, BindingForLink for an interface neighbour. It wraps
+// ErrNoBinding when there is none.
+func (p *Policy) BindingForKey(k peer.Key) (Binding, error) {
+	b, err := p.BindingRefForKey(k)
+	if err != nil {
+		return Binding{}, err
+	}
+	return *b, nil
+}
+
+// BindingRefForKey is BindingForKey's binding itself (see BindingRef): it
+// must not be modified.
+func (p *Policy) BindingRefForKey(k peer.Key) (*Binding, error) {
+	if !k.IsLink() {
+		return p.bindingFor(k.Addr, k.VRF)
+	}
+	iface := k.Link.Name()
+	for _, b := range p.links {
+		if b.VRF == k.VRF && b.BindsLink(iface) {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: interface neighbour on %s in VRF %q", ErrNoBinding, iface, k.VRF)
 }

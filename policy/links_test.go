@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/speakers"
 	"github.com/aokeyd/aokeyd/keystore"
 )
@@ -56,6 +57,22 @@ peers:
 	}
 	if _, err := p.BindingFor(addr("fe80::1"), ""); !errors.Is(err, ErrNoBinding) {
 		t.Errorf("an address binding lookup found an interface binding: %v", err)
+	}
+	// BindingForKey answers both kinds of peer by its identity alone.
+	for _, c := range []struct {
+		k     peer.Key
+		chain string
+	}{
+		{peer.OnLink("swp1", ""), "fabric"}, {peer.OnLink("swp9", "red"), "edge"},
+		{peer.OnLink("swp1", "red"), ""}, {peer.KeyOf(addr("fe80::1"), ""), ""},
+	} {
+		b, err := p.BindingForKey(c.k)
+		switch {
+		case c.chain == "" && !errors.Is(err, ErrNoBinding):
+			t.Errorf("BindingForKey(%s) = %v, %v; want ErrNoBinding", c.k, b, err)
+		case c.chain != "" && (err != nil || b.KeyChain != c.chain):
+			t.Errorf("BindingForKey(%s) = %v, %v; want chain %s", c.k, b, err, c.chain)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -119,7 +120,7 @@ func (sv *statusView) status(ctx context.Context, peer string) (control.StatusRe
 		}
 		if !sv.managed(info) {
 			if peer != "" {
-				return rep, unmanagedErr(sv.policy(), info, peer)
+				return rep, unmanagedErr(sv.core, info, peer)
 			}
 			continue
 		}
@@ -188,7 +189,7 @@ func (sv *statusView) peerStatus(snap *keystore.Snapshot, info bgp.PeerInfo, rs 
 	var pk policy.PeerKeys
 	if snap != nil {
 		var err error
-		pk, err = sv.recon.peerDesired(sv.policy(), snap, info.Neighbor, info.VRF, now)
+		pk, err = sv.recon.desiredOf(sv.policy(), snap, info, now)
 		if err != nil {
 			ps.Warnings = append(ps.Warnings, "policy: "+err.Error())
 		} else if snap.Degraded(pk.SourceChain) {
@@ -452,7 +453,13 @@ func (sv *statusView) observeCoverage(m *metrics.Metrics, p *peerState, e *scrap
 		return
 	}
 	e.covPol, e.covSnap = pol, snap
-	if _, keys, err := pol.ChainKeys(snap, p.info.Neighbor, p.info.VRF); err == nil {
+	chainKeys := pol.ChainKeys
+	if p.info.Link.IsValid() {
+		chainKeys = func(snap *keystore.Snapshot, _ netip.Addr, vrf string) (policy.Binding, []policy.ScheduledKey, error) {
+			return pol.ChainKeysOnLink(snap, p.info.Link.Name(), vrf)
+		}
+	}
+	if _, keys, err := chainKeys(snap, p.info.Neighbor, p.info.VRF); err == nil {
 		e.covEnd = policy.SendCoverageEnd(keys, now)
 		m.SetSendCoverageEnd(e.mp, e.covEnd)
 	}
@@ -507,9 +514,10 @@ func (sv *statusView) rollEvent(e rotator.Event) {
 	})
 }
 
-// metricPeer is a peer's metric labels: its identity as text, at the edge.
+// metricPeer is a peer's metric labels: its identity as text, at the edge
+// (an interface neighbour's is its interface: its address may change).
 func metricPeer(id rotator.PeerID) metrics.Peer {
-	return metrics.Peer{Addr: id.Addr.String(), VRF: id.VRF}
+	return metrics.Peer{Addr: id.Name(), VRF: id.VRF}
 }
 
 func isNoAO(err error) bool {

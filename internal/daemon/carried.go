@@ -229,7 +229,7 @@ func (rc *reconciler) carriedNow() (carried []tcpao.KeyRef, hold bool) {
 	hold = !rc.sessionsRead()
 	byPeer := rc.ctrl.CarriedByPeer()
 	for id := range byPeer {
-		if _, err := rc.policy().BindingFor(id.Addr, id.VRF); err != nil {
+		if _, err := rc.policy().BindingForKey(id); err != nil {
 			delete(byPeer, id)
 			if rc.table.peer(id) == nil {
 				rc.ctrl.Forget(id)

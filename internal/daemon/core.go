@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -44,17 +45,35 @@ func (co *core) policy() *policy.Policy { return co.pol.Load().pol }
 // setPolicy swaps in the policy in force, whole (Daemon.SetPolicy).
 func (co *core) setPolicy(p *policy.Policy) { co.pol.Store(newPolicyState(p)) }
 
-// managed reports whether aokeyd keys p's sessions: a binding covers it.
-// An interface neighbour (p.Link set, issue 53) is not managed yet: its
-// keys follow the address it learns, which the passes do not key, and an
-// address binding that happens to cover the link-local address it
-// learned is no binding of its link.
+// managed reports whether aokeyd keys p's sessions: a binding covers it
+// (bindingOf).
 func (co *core) managed(p bgp.PeerInfo) bool {
-	if p.Link.IsValid() {
-		return false
-	}
-	_, err := co.policy().BindingFor(p.Neighbor, p.VRF)
+	_, err := co.bindingOf(p)
 	return err == nil
+}
+
+// bindingOf is the binding that keys p's sessions (the policy's own, not
+// to be modified): its address's; for an interface neighbour (issue 53)
+// its link's, once it learned an address whose listener keys are that
+// binding's (linkListenerDesired): an address an address binding covers
+// is that binding's, and a neighbour refused its learned address (another
+// link's neighbour holds it with another chain) is not keyed. It wraps
+// policy.ErrNoBinding otherwise.
+func (co *core) bindingOf(p bgp.PeerInfo) (*policy.Binding, error) {
+	pol := co.policy()
+	if !p.Link.IsValid() {
+		return pol.BindingRef(p.Neighbor, p.VRF)
+	}
+	switch {
+	case !p.Neighbor.IsValid():
+		return nil, fmt.Errorf("%w: interface neighbour %s: no address learned yet", policy.ErrNoBinding, p.Shown())
+	case co.recon.linkRefused(p.Key(), p.Neighbor):
+		return nil, fmt.Errorf("%w: interface neighbour %s: its address is held by another link's neighbour with another key chain", policy.ErrNoBinding, p.Shown())
+	}
+	if _, err := pol.BindingFor(p.Neighbor, p.VRF); err == nil {
+		return nil, fmt.Errorf("%w: interface neighbour %s: an address binding covers the address it learned", policy.ErrNoBinding, p.Shown())
+	}
+	return pol.BindingRefForKey(p.Key())
 }
 
 // refresh reads the key source once.

@@ -113,7 +113,7 @@ func openEarly(path string, fault durable.Fault, pol *policy.Policy, log *slog.L
 	}
 	rolls = make(map[rotator.PeerID]earlyRoll, len(reqs))
 	for _, q := range reqs {
-		if _, err := pol.BindingFor(q.Peer.Addr, q.Peer.VRF); err != nil {
+		if _, err := pol.BindingForKey(q.Peer); err != nil {
 			log.Info("aoctl rotate's early roll ends: the peer left the policy", "peer", q.Peer, "key", q.Key.Label())
 			rewrite = true
 			continue

@@ -27,7 +27,7 @@ func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedK
 		if scope.IsValid() && (id.Addr != scope || id.VRF != vrf) {
 			return false
 		}
-		return readsChain(pol, id.Addr, id.VRF, chain)
+		return readsChain(pol, id, chain)
 	}, true)
 	ex := rv.o.Executor
 	seen, _ := rv.recon.execView()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,10 +35,25 @@ import (
 // binding's on the listener: the interface neighbour's keys are not added
 // beside it (two keys of one address sharing an ID would be refused).
 //
-// Not yet: an interface neighbour's established sessions are not managed
-// (core.managed), so the keys they copy from the listener are not rolled
-// on them; and an address a neighbour no longer peers from leaves the
-// listener at the next recompute, not after a grace.
+// Its sessions are managed as any peer's (core.bindingOf): the keys it
+// desires are its link binding's for the address it learned. Not yet: an
+// address a neighbour no longer peers from leaves the listener at the
+// next recompute, not after a grace.
+
+// desiredOf is peerDesired for the peer info reports: an interface
+// neighbour's keys are its link binding's for the address it learned,
+// with the revocations scoped to the neighbour (its link, not the
+// address, which may change).
+func (rc *reconciler) desiredOf(pol *policy.Policy, snap *keystore.Snapshot, info bgp.PeerInfo, now time.Time) (policy.PeerKeys, error) {
+	if !info.Link.IsValid() {
+		return rc.peerDesired(pol, snap, info.Neighbor, info.VRF, now)
+	}
+	pk, err := pol.DesiredOnLink(snap, info.Link.Name(), info.Neighbor, info.VRF, now)
+	if err == nil {
+		rc.revs.Scope(&pk, info.Key())
+	}
+	return pk, err
+}
 
 // linkWarn is the last recompute's warnings about interface neighbours,
 // and which neighbour each shared address was keyed for.
@@ -50,6 +64,10 @@ type linkWarn struct {
 	// neighbour that learns an address another one's chain holds is the
 	// one refused, whatever their order (the reconcile goroutine's alone).
 	held map[addrIn]peer.Key
+	// refused is the last recompute's neighbours refused the address they
+	// learned (another link's neighbour holds it with another chain), with
+	// that address: their sessions are not managed (core.bindingOf).
+	refused atomic.Pointer[map[peer.Key]netip.Addr]
 }
 
 // addrIn is a learned address in a VRF: one listener key.
@@ -59,6 +77,17 @@ type addrIn struct {
 }
 
 func (l *linkWarn) set(w []string) { l.w.Store(&w) }
+
+// linkRefused reports whether the last recompute refused the interface
+// neighbour k the address addr (see linkWarn.refused).
+func (rc *reconciler) linkRefused(k peer.Key, addr netip.Addr) bool {
+	m := rc.links.refused.Load()
+	if m == nil {
+		return false
+	}
+	a, ok := (*m)[k]
+	return ok && a == addr.Unmap().WithZone("")
+}
 
 // warnings is what status shows.
 func (l *linkWarn) warnings() []string {
@@ -96,11 +125,13 @@ func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Sna
 		return 0
 	})
 	held := map[addrIn]linkHolder{}
+	refused := map[peer.Key]netip.Addr{}
 	defer func() {
 		rc.links.held = map[addrIn]peer.Key{}
 		for at, h := range held {
 			rc.links.held[at] = h.p.Key()
 		}
+		rc.links.refused.Store(&refused)
 	}()
 	for _, p := range links {
 		if !p.Neighbor.IsValid() {
@@ -122,17 +153,15 @@ func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Sna
 			if h.chain != b.KeyChain {
 				warnings = append(warnings, fmt.Sprintf("interface neighbours %s and %s learned one address%s with different key chains (%s, %s): the kernel's keys carry no link and cannot tell their sessions apart; %s is not keyed on the listener (bind both links to one chain)",
 					h.p.Shown(), p.Shown(), vrfSuffix(p.VRF), h.chain, b.KeyChain, p.Link.Name()))
+				refused[p.Key()] = addr
 			}
 			continue // one key serves both: keys carry no zone
 		}
 		held[at] = linkHolder{p, b.KeyChain}
 		prefix := hostPrefix(addr)
 		fb := b
-		fb.Neighbor = prefix // the range a freeze keeps
-		pk, err := pol.DesiredOnLink(snap, name, addr, p.VRF, now)
-		if err == nil {
-			rc.revs.Scope(&pk, p.Key()) // a revocation scoped to the neighbour
-		}
+		fb.Neighbor = prefix                       // the range a freeze keeps
+		pk, err := rc.desiredOf(pol, snap, p, now) // a revocation scoped to the neighbour's link
 		if err != nil {
 			rc.log.Warn("no desired keys for interface neighbour", "peer", p.Key().Shown(addr), "err", err)
 			incomplete = true
@@ -159,15 +188,6 @@ func (rc *reconciler) linkListenerDesired(pol *policy.Policy, snap *keystore.Sna
 		dst.Revoked = append(dst.Revoked, one.Revoked...)
 		dst.Replace = append(dst.Replace, rc.owns.approvedRefs(pk, prefix, idx)...)
 	}
-	if len(held) > 0 {
-		names := make([]string, 0, len(held))
-		for _, h := range held {
-			names = append(names, h.p.Shown())
-		}
-		slices.Sort(names)
-		warnings = append(warnings, fmt.Sprintf("interface neighbours %s: the listener holds their keys, but their sessions are not managed yet (issue 53): "+
-			"a session keeps the keys it was accepted with through rolls and revokes until it reconnects; clear it (vtysh: clear bgp IFACE) after a revoke", strings.Join(names, ", ")))
-	}
 	return next, incomplete, frozen, warnings
 }
 
@@ -178,19 +198,34 @@ func vrfSuffix(vrf string) string {
 	return " in vrf " + vrf
 }
 
+// linkEntries adds to inChain the listener entries of the addresses the
+// interface neighbours learned whose binding reads the key source's chain
+// (the last recompute's; a revoke's listener part). Reconcile goroutine.
+func (rc *reconciler) linkEntries(chain string, inChain map[listenerEntry]bool) {
+	pol := rc.policy()
+	for at, k := range rc.links.held {
+		if !readsChain(pol, k, chain) {
+			continue
+		}
+		if idx, err := ifIndex(at.vrf); err == nil {
+			inChain[listenerEntry{hostPrefix(at.addr), idx}] = true
+		}
+	}
+}
+
 // linkWarnings is the last recompute's warnings about interface
 // neighbours, for status.
 func (rc *reconciler) linkWarnings() []string { return rc.links.warnings() }
 
 // unmanagedErr is status's answer about the peer arg names, which aokeyd
-// does not manage: no binding, or an interface neighbour, whose listener
-// keys a neighbor_interface binding gives but whose session is not
-// managed.
-func unmanagedErr(pol *policy.Policy, info bgp.PeerInfo, arg string) error {
+// does not manage: no binding, or an interface neighbour a
+// neighbor_interface binding binds whose session aokeyd does not key
+// (core.bindingOf says why).
+func unmanagedErr(co *core, info bgp.PeerInfo, arg string) error {
 	if info.Link.IsValid() {
-		if b, err := pol.BindingForLink(info.Link.Name(), info.VRF); err == nil {
-			return fmt.Errorf("peer %s is an interface neighbour: %s (%s) keys the listener for the address it learned, but its session is not managed: %w",
-				info.Shown(), b, b.Field, control.ErrNotFound)
+		if _, err := co.policy().BindingForKey(info.Key()); err == nil {
+			_, why := co.bindingOf(info)
+			return fmt.Errorf("peer %s: its session is not managed (%v): %w", info.Shown(), why, control.ErrNotFound)
 		}
 	}
 	return fmt.Errorf("peer %s has no TCP-AO binding in the policy: %w", arg, control.ErrNotFound)

@@ -78,10 +78,6 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	e.sp.Set(link("swp4", llC))          // bound by no binding
 	e.sp.Set(link("swp1", llB))
 	e.waitFor("the listener keyed for swp1's learned fe80::b", func() bool { return slices.Equal(linkKeys(t, lis6), []string{keyB}) })
-	// Until their sessions are managed, status says what that leaves.
-	e.waitFor("a warning that swp1's session is not managed", func() bool {
-		return warned(t, e, "swp1 (fe80::b): the listener holds their keys, but their sessions are not managed yet")
-	})
 
 	// swp1's neighbour connects from fe80::b on its link with k1: the
 	// listener takes it, signed.
@@ -141,11 +137,11 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	if got := keyIDs(t, e.lis); !slices.Equal(got, ids(k1)) {
 		t.Errorf("the IPv4 listener holds %v, want the address binding's key alone", got)
 	}
-	// aoctl status swp1: the speaker's neighbour, whose session is not
-	// managed yet, said so rather than "no binding".
-	_, err = e.d.Status(context.Background(), "swp1")
-	if err == nil || !strings.Contains(err.Error(), "peer swp1 (fe80::c) is an interface neighbour: interfaces swp1, swp2, swp3 (peers[1]) keys the listener") {
-		t.Errorf("status of swp1: %v", err)
+	// aoctl status swp1: the speaker's neighbour, managed (its session
+	// is down), under its interface and learned address.
+	rep, err := e.d.Status(context.Background(), "swp1")
+	if err != nil || len(rep.Peers) != 1 || rep.Peers[0].Interface != "swp1" || rep.Peers[0].Peer != "fe80::c" {
+		t.Errorf("status of swp1: %+v, %v", rep.Peers, err)
 	}
 	if _, err = e.d.Status(context.Background(), "swp4"); err == nil || !strings.Contains(err.Error(), "peer swp4 has no TCP-AO binding") {
 		t.Errorf("status of swp4, which nothing binds: %v", err)

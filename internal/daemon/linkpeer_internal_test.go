@@ -9,23 +9,52 @@ import (
 	"github.com/aokeyd/aokeyd/policy"
 )
 
-// TestInterfaceNeighbourNotManaged: FRR reports its interface neighbours
-// (issue 53) with the link-local address each learned. Until the passes
-// key them, none is managed, even when an address binding covers the
-// address it learned: the binding is the address's, not the link's.
-func TestInterfaceNeighbourNotManaged(t *testing.T) {
-	pol, err := policy.Parse("p.yaml", []byte("key_chains: [{name: c}]\npeers: [{neighbor: fe80::/64, key_chain: c}]\n"))
+// TestInterfaceNeighbourManaged: FRR reports its interface neighbours
+// (issue 53) with the link-local address each learned. One is managed
+// (core.bindingOf) by its link's binding once it learned an address that
+// no address binding covers (that address is the address binding's, on
+// the listener too) and that the last recompute did not refuse it
+// (another link's neighbour holds it with another chain).
+func TestInterfaceNeighbourManaged(t *testing.T) {
+	pol, err := policy.Parse("p.yaml", []byte(`key_chains: [{name: c}, {name: f}]
+peers:
+  - {neighbor: fe80::/120, key_chain: c}
+  - {neighbor_interface: [swp1, swp2], key_chain: f}
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	co := &core{}
+	rc := &reconciler{}
+	co := &core{recon: rc}
 	co.setPolicy(pol)
-	ll := netip.MustParseAddr("fe80::b")
-	if !co.managed(bgp.PeerInfo{Neighbor: ll}) {
-		t.Fatal("the neighbor at fe80::b, which the binding covers, is not managed")
+	refused := map[peer.Key]netip.Addr{peer.OnLink("swp2", ""): netip.MustParseAddr("fe80::1:b")}
+	rc.links.refused.Store(&refused)
+	link := func(name, addr string) bgp.PeerInfo {
+		p := bgp.PeerInfo{Link: peer.LinkOf(name)}
+		if addr != "" {
+			p.Neighbor = netip.MustParseAddr(addr)
+		}
+		return p
 	}
-	if p := (bgp.PeerInfo{Link: peer.LinkOf("swp1"), Neighbor: ll}); co.managed(p) {
-		t.Errorf("the interface neighbour %s is managed through an address binding", p.Shown())
+	for _, c := range []struct {
+		p     bgp.PeerInfo
+		chain string // "": not managed
+	}{
+		{bgp.PeerInfo{Neighbor: netip.MustParseAddr("fe80::b")}, "c"},
+		{link("swp1", "fe80::1:b"), "f"},
+		{link("swp1", ""), ""},           // nothing learned yet
+		{link("swp1", "fe80::b"), ""},    // the address binding's address
+		{link("swp2", "fe80::1:b"), ""},  // refused that address
+		{link("swp2", "fe80::2:b"), "f"}, // a relearned address is its own
+		{link("swp3", "fe80::1:c"), ""},  // no binding names swp3
+	} {
+		b, err := co.bindingOf(c.p)
+		switch {
+		case c.chain == "" && (err == nil || co.managed(c.p)):
+			t.Errorf("%s: managed by %v, want not", c.p.Shown(), b)
+		case c.chain != "" && (err != nil || b.KeyChain != c.chain || !co.managed(c.p)):
+			t.Errorf("%s: binding %v, %v; want chain %s", c.p.Shown(), b, err, c.chain)
+		}
 	}
 }
 

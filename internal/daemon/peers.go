@@ -120,7 +120,7 @@ func (pt *peerTable) remove(id rotator.PeerID) *peerState {
 // that runs beside the speaker's next events (handovers).
 func (pt *peerTable) OnEstablished(ctx context.Context, info bgp.PeerInfo, h bgp.SocketHandle) {
 	id := info.Key()
-	b, err := pt.policy().BindingRef(info.Neighbor, info.VRF)
+	b, err := pt.bindingOf(info)
 	if err != nil {
 		return
 	}

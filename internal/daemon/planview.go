@@ -108,7 +108,7 @@ func (rc *reconciler) plan(ctx context.Context) (control.PlanReport, error) {
 		// schedule does.
 		if r, ok := rc.early.get(p.id); ok && r.key.Start.After(now) {
 			chain := ""
-			if b, err := pol.BindingFor(p.info.Neighbor, p.info.VRF); err == nil {
+			if b, err := pol.BindingForKey(p.info.Key()); err == nil {
 				chain = b.KeyChain
 			}
 			rep.Upcoming = append(rep.Upcoming, control.Event{Peer: p.info.Neighbor.String(), VRF: p.info.VRF, Chain: chain, At: r.key.Start,

@@ -41,7 +41,7 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 // (desired.Socket), which Zero leaves to their other holders.
 func (rc *reconciler) desiredFor(snap *keystore.Snapshot, p *peerState, now time.Time) (rotator.Desired, policy.PeerKeys, error) {
 	id := p.info.Key()
-	pk, err := rc.peerDesired(rc.policy(), snap, p.info.Neighbor, p.info.VRF, now)
+	pk, err := rc.desiredOf(rc.policy(), snap, *p.info, now)
 	if err != nil {
 		return rotator.Desired{}, pk, err
 	}
@@ -53,7 +53,7 @@ func (rc *reconciler) desiredFor(snap *keystore.Snapshot, p *peerState, now time
 		return rotator.Desired{}, pk, err
 	}
 	pref := rc.early.prefer(id, pk) // the schedule's key, or the one aoctl rotate named
-	prefix := sessionPrefix(pk.Binding, p.info.Neighbor)
+	prefix := sessionPrefix(pk.Binding, p.info.Neighbor.WithZone(""))
 	if mp, ok := rc.migrs.migrationPrefix(pk.Binding); ok {
 		prefix = mp // the listener's keys for a migrating peer, copied as they are
 	}

@@ -141,7 +141,7 @@ func (ow *ownership) replace(ctx context.Context, req control.ReplaceRequest) (c
 	pol := ow.policy()
 	now := time.Now()
 	for _, p := range ow.table.peerList() {
-		if p.handle == nil || !readsChain(pol, p.info.Neighbor, p.info.VRF, req.Chain) {
+		if p.handle == nil || !readsChain(pol, p.info.Key(), req.Chain) {
 			continue
 		}
 		res.Sockets = append(res.Sockets, ow.replacePeer(ctx, snap, p, [2]uint8{mkt.SendID, mkt.RecvID}, now))

@@ -213,7 +213,7 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 		wg.Add(1)
 		go func() { // listeners, by their owner, the reconcile goroutine
 			defer wg.Done()
-			rv.recon.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), key: rk, scope: scope, vrf: vrf, add: add})
+			rv.recon.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), chain: chain, key: rk, scope: scope, vrf: vrf, add: add})
 		}()
 	}
 	var ps []*peerState
@@ -224,7 +224,7 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 		if scope.IsValid() && (p.info.Neighbor != scope || p.info.VRF != vrf) {
 			continue
 		}
-		if !readsChain(pol, p.info.Neighbor, p.info.VRF, chain) {
+		if !readsChain(pol, p.info.Key(), chain) {
 			continue
 		}
 		ps = append(ps, p)
@@ -257,10 +257,10 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 // session is one borrow of its descriptor.
 const revokeParallel = 64
 
-// readsChain reports whether the binding of the peer at addr in vrf reads
-// the key source's chain.
-func readsChain(pol *policy.Policy, addr netip.Addr, vrf, chain string) bool {
-	b, err := pol.BindingFor(addr, vrf)
+// readsChain reports whether the binding of the peer k reads the key
+// source's chain.
+func readsChain(pol *policy.Policy, k peer.Key, chain string) bool {
+	b, err := pol.BindingForKey(k)
 	if err != nil {
 		return false
 	}

@@ -21,6 +21,7 @@ import (
 type listenerRevoke struct {
 	ctx     context.Context
 	inChain map[listenerEntry]bool
+	chain   string // the key source's chain, for the interface neighbours' entries (linkEntries)
 	key     revokedKey
 	scope   netip.Addr
 	vrf     string
@@ -48,6 +49,7 @@ func (rc *reconciler) askListenerRevoke(ctx context.Context, r *listenerRevoke) 
 // prefix binding that covers the scoped peer stays: other peers use it;
 // the outcome says so.
 func (rc *reconciler) revokeListeners(r *listenerRevoke) {
+	rc.linkEntries(r.chain, r.inChain)
 	inChain, scope, add := r.inChain, r.scope, r.add
 	idx, idxErr := ifIndex(r.vrf)
 	hs, err := rc.tracker.Listeners(r.ctx)

@@ -339,7 +339,11 @@ func (sv *statusView) rollNames(id rotator.PeerID) rollKeyNames {
 	if snap == nil {
 		return rollKeyNames{}
 	}
-	pk, err := sv.recon.peerDesired(sv.policy(), snap, id.Addr, id.VRF, time.Now())
+	info := bgp.PeerInfo{Neighbor: id.Addr, VRF: id.VRF}
+	if p := sv.table.peer(id); p != nil {
+		info = *p.info // an interface neighbour's keys follow its learned address
+	}
+	pk, err := sv.recon.desiredOf(sv.policy(), snap, info, time.Now())
 	if err != nil {
 		return rollKeyNames{}
 	}

@@ -130,7 +130,7 @@ func sessionOf(h bgp.SocketHandle) early.Session {
 // others are forgotten with their binding). Reconcile goroutine.
 func (e *earlyRolls) endUnbound() {
 	for _, id := range e.peers() {
-		if _, err := e.policy().BindingFor(id.Addr, id.VRF); err != nil {
+		if _, err := e.policy().BindingForKey(id); err != nil {
 			e.forget(id)
 			e.log.Info("aoctl rotate's early roll ends: the peer left the policy", "peer", id)
 		}
