@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -104,7 +105,10 @@ var errNotInet = errors.New("not an IPv4 or IPv6 sockaddr")
 
 // parseSockaddr decodes the sockaddr_in or sockaddr_in6 that connect() was
 // given (b holds min(addrlen, 28) bytes). IPv4-mapped IPv6 addresses are
-// unmapped; the IPv6 scope id is dropped.
+// unmapped. The IPv6 scope id is kept, as the zone in decimal, for a
+// link-local destination alone (fe80::b%7: the interface with ifindex 7,
+// which names an interface neighbour's link; the daemon maps it to the
+// interface's name), and dropped for every other (it means nothing there).
 func parseSockaddr(b []byte) (netip.AddrPort, error) {
 	if len(b) < 2 {
 		return netip.AddrPort{}, errNotInet
@@ -119,7 +123,13 @@ func parseSockaddr(b []byte) (netip.AddrPort, error) {
 		if len(b) < 24 {
 			return netip.AddrPort{}, errNotInet
 		}
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), binary.BigEndian.Uint16(b[2:4])), nil
+		a := netip.AddrFrom16([16]byte(b[8:24])).Unmap()
+		if len(b) >= sockaddrMax && a.IsLinkLocalUnicast() {
+			if scope := binary.NativeEndian.Uint32(b[24:28]); scope != 0 {
+				a = a.WithZone(strconv.FormatUint(uint64(scope), 10))
+			}
+		}
+		return netip.AddrPortFrom(a, binary.BigEndian.Uint16(b[2:4])), nil
 	}
 	return netip.AddrPort{}, errNotInet
 }

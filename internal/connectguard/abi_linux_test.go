@@ -115,7 +115,7 @@ func TestParseSockaddr(t *testing.T) {
 		b := make([]byte, 28)
 		binary.NativeEndian.PutUint16(b, unix.AF_INET6)
 		binary.BigEndian.PutUint16(b[2:], port)
-		binary.NativeEndian.PutUint32(b[24:], 7) // scope id: dropped
+		binary.NativeEndian.PutUint32(b[24:], 7) // scope id: a link-local address's zone
 		a16 := a.As16()
 		copy(b[8:], a16[:])
 		return b
@@ -131,6 +131,13 @@ func TestParseSockaddr(t *testing.T) {
 		{"ipv4", in4([4]byte{10, 255, 0, 2}, 179), "10.255.0.2:179", false},
 		{"ipv6", in6(netip.MustParseAddr("2001:db8::2"), 179), "[2001:db8::2]:179", false},
 		{"v4-mapped", in6(netip.MustParseAddr("::ffff:10.0.0.1"), 179), "10.0.0.1:179", false},
+		{"link-local", in6(netip.MustParseAddr("fe80::b"), 179), "[fe80::b%7]:179", false},
+		{"link-local scope 0", func() []byte {
+			b := in6(netip.MustParseAddr("fe80::b"), 179)
+			clear(b[24:])
+			return b
+		}(), "[fe80::b]:179", false},
+		{"link-local without scope id", in6(netip.MustParseAddr("fe80::b"), 179)[:24], "[fe80::b]:179", false},
 		{"unix", un, "", true},
 		{"short ipv4", in4([4]byte{1, 2, 3, 4}, 179)[:6], "", true},
 		{"short ipv6", in6(netip.MustParseAddr("::1"), 1)[:20], "", true},

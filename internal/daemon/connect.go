@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -55,21 +57,21 @@ func (cn *connector) connectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key,
 	if dst.Port() != cn.o.ListenPort {
 		return nil, 0, 0, false
 	}
-	addr := dst.Addr().Unmap()
-	// Connects carry no VRF here; the default VRF's binding applies.
-	if _, err := cn.policy().BindingFor(addr, ""); err != nil {
+	dp, bound := cn.connectPeer(dst.Addr())
+	if !bound {
 		return nil, 0, 0, false
 	}
+	addr := dp.Neighbor
 	snap, release := cn.shared()
 	defer release()
 	if snap == nil {
 		return nil, 0, 0, true
 	}
-	pk, err := cn.recon.peerDesired(cn.policy(), snap, addr, "", time.Now())
+	pk, err := cn.recon.desiredOf(cn.policy(), snap, dp, time.Now())
 	if err != nil {
 		return nil, 0, 0, true
 	}
-	last, _ := cn.ctrl.LastRead(peer.KeyOf(addr, ""))
+	last, _ := cn.ctrl.LastRead(dp.Key())
 	edited := func(send, recv uint8) bool {
 		return slices.ContainsFunc(last.Kept, func(h rotator.Held) bool {
 			return h.Why == rotator.ReasonEdited && h.Ref.SendID == send && h.Ref.RecvID == recv
@@ -123,6 +125,42 @@ func (cn *connector) connectKeys(pid int, dst netip.AddrPort) (keys []tcpao.Key,
 	return keys, cands[sign].MKT.SendID, cands[sign].MKT.RecvID, true
 }
 
+// connectPeer is the peer a connect to dst reaches, with its address
+// without a zone (Neighbor), and whether a binding covers it. Connects
+// carry no VRF here; the default VRF's bindings apply. The neighbor at the
+// address when an address binding covers it; else, for a link-local
+// destination with its link (the zone connect() gave: parseSockaddr), the
+// interface neighbour on that link, when its binding keys it
+// (core.bindingOf: the address it learned is dst). Before the speaker's
+// report of the address reaches aokeyd, the connect is the neighbour's
+// all the same: its link binding's keys for dst, never an unsigned SYN.
+func (cn *connector) connectPeer(dst netip.Addr) (bgp.PeerInfo, bool) {
+	dst = dst.Unmap()
+	addr := dst.WithZone("")
+	if _, err := cn.policy().BindingFor(addr, ""); err == nil {
+		return bgp.PeerInfo{Neighbor: addr}, true
+	}
+	if dst.Zone() == "" || !addr.IsLinkLocalUnicast() {
+		return bgp.PeerInfo{}, false
+	}
+	p := bgp.PeerInfo{Link: peer.LinkOf(linkName(dst.Zone())), Neighbor: addr}
+	if _, err := cn.bindingOf(p); err != nil {
+		return bgp.PeerInfo{}, false
+	}
+	return p, true
+}
+
+// linkName is the name of the interface a zone names: its ifindex in
+// decimal (connect()'s scope id), or a name already.
+func linkName(zone string) string {
+	if n, err := strconv.Atoi(zone); err == nil {
+		if ifi, err := net.InterfaceByIndex(n); err == nil {
+			return ifi.Name
+		}
+	}
+	return zone
+}
+
 // sentWith reports whether the last read of the session found the peer
 // sending with k (its pkt_good above zero).
 func sentWith(c rotator.Counters, k policy.ScheduledKey) bool {
@@ -168,7 +206,7 @@ func (cn *connector) connectMD5(pid int, dst netip.AddrPort) (tcpao.MD5Key, bool
 	if dst.Port() != cn.o.ListenPort {
 		return tcpao.MD5Key{}, false
 	}
-	addr := dst.Addr().Unmap()
+	addr := dst.Addr().Unmap().WithZone("")
 	if _, err := cn.policy().BindingFor(addr, ""); err != nil {
 		return tcpao.MD5Key{}, false
 	}

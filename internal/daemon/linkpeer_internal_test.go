@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/aokeyd/aokeyd/bgp"
@@ -83,5 +85,20 @@ func TestNamedBy(t *testing.T) {
 		if got := namedBy(c.info, c.arg); got != c.want {
 			t.Errorf("namedBy(%s, %q) = %t, want %t", c.info.Shown(), c.arg, got, c.want)
 		}
+	}
+}
+
+// TestLinkName: a connect's zone is its scope id, an ifindex in decimal:
+// it names the interface with that index; a name stays as it is.
+func TestLinkName(t *testing.T) {
+	ifs, err := net.Interfaces()
+	if err != nil || len(ifs) == 0 {
+		t.Fatalf("no interface to name: %v", err)
+	}
+	if got := linkName(strconv.Itoa(ifs[0].Index)); got != ifs[0].Name {
+		t.Errorf("linkName(%d) = %q, want %q", ifs[0].Index, got, ifs[0].Name)
+	}
+	if got := linkName("swp1"); got != "swp1" {
+		t.Errorf("linkName(swp1) = %q", got)
 	}
 }

@@ -138,3 +138,43 @@ func addMirror(t testing.TB, s *tcpaotest.Sock, k testKey, local netip.Addr) {
 	}
 	m.Secret.Zero()
 }
+
+// TestConnectKeysInterfaceNeighbour (issue 53, item 3): the speaker's own
+// connect to a link-local address on a link (connect()'s scope id, the
+// zone) is keyed with the binding of the interface neighbour on that
+// link, whether or not the speaker has reported the address yet; a
+// link-local connect without its link, or on a link nothing binds, is not
+// aokeyd's.
+func TestConnectKeysInterfaceNeighbour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2"}
+		o := testKey{name: "o1", send: 50, recv: 51, secret: "daemon-test-secret-o1-Hn3", chain: "other"}
+		e := newEnv(t, envOptions{policy: linkPolicy, keys: []testKey{k1, o}})
+		e.waitKeys("listener", e.lis, ids(k1))
+		for _, c := range []struct {
+			dst  string
+			want string // "": not answered for
+		}{
+			{"[fe80::b%swp1]:179", "fe80::b/128 20/21"},
+			{"[fe80::b%swp9]:179", "fe80::b/128 50/51"},
+			{"[fe80::c%eth0]:179", "fe80::c/128 50/51"},
+			{"192.0.2.2:179", "192.0.2.2/32 20/21"},
+			{"[fe80::b%swp4]:179", ""},
+			{"[fe80::b]:179", ""},
+			{"[fe80::b%swp1]:180", ""},
+		} {
+			keys, cur, _, ok := e.d.ConnectKeys(speakerPID, netip.MustParseAddrPort(c.dst))
+			var got []string
+			for _, k := range keys {
+				got = append(got, fmt.Sprintf("%s %d/%d", k.Peer, k.SendID, k.RecvID))
+				k.Secret.Zero()
+			}
+			switch {
+			case c.want == "" && ok:
+				t.Errorf("connect to %s: keys %v, want none (not aokeyd's)", c.dst, got)
+			case c.want != "" && (!ok || !slices.Equal(got, []string{c.want}) || cur != keys[0].SendID):
+				t.Errorf("connect to %s: keys %v current %d (answered %t), want %s, current", c.dst, got, cur, ok, c.want)
+			}
+		}
+	})
+}
