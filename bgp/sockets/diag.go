@@ -306,3 +306,19 @@ func (r Ref) String() string {
 // ErrStale is returned by WithSocket when the process or the socket named by
 // a Ref is gone or replaced (other inode or cookie): discover again.
 var ErrStale = errors.New("sockets: socket reference is stale")
+
+// isExact reports whether s, the kernel's answer to an exact request, is
+// the connection local<->remote. The kernel's exact lookup is the
+// receive path's (inet6_lookup): it matches the request's interface (0)
+// against a socket's bound device, and a connection over an IPv6
+// link-local address is bound to its link, so for one the kernel answers
+// with the listener the connection's SYN would have reached (an interface
+// neighbour's session, BGP unnumbered: the listener was taken for the
+// session, and its TCP_AO_INFO writes failed with EINVAL). Such an answer
+// is not the connection: the dump finds it (scan).
+func isExact(s Socket, local, remote netip.AddrPort) bool {
+	same := func(a, b netip.AddrPort) bool {
+		return a.Port() == b.Port() && a.Addr().Unmap().WithZone("") == b.Addr().Unmap().WithZone("")
+	}
+	return s.State != StateListen && same(s.Local, local) && same(s.Remote, remote)
+}

@@ -90,7 +90,7 @@ func (d *Diag) Lookup(local, remote netip.AddrPort) (Socket, error) {
 		}
 		var s []Socket
 		s, err = d.query(encodeRequest(d.next(), d.ext(), fam, false, ^uint32(0), l, r), false)
-		if err == nil && len(s) > 0 {
+		if err == nil && len(s) > 0 && isExact(s[0], local, remote) {
 			return s[0], nil
 		}
 		if err == nil {
@@ -152,7 +152,9 @@ func (d *Diag) Listener(local netip.AddrPort, cookie uint64) (Socket, error) {
 // scan dumps the TCP sockets of fams in every state and returns the one
 // with exactly local and remote (IPv4-mapped addresses compared unmapped).
 func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) {
-	unmap := func(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+	unmap := func(a netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(a.Addr().Unmap().WithZone(""), a.Port())
+	}
 	local, remote = unmap(local), unmap(remote)
 	for _, fam := range fams {
 		all, err := d.query(encodeRequest(d.next(), d.ext(), fam, true, ^uint32(0), netip.AddrPort{}, netip.AddrPort{}), true)
