@@ -191,7 +191,7 @@ func renderFleet(w io.Writer, where string, docs []fleet.Document, links []fleet
 				}
 				keys = append(keys, fmt.Sprintf("%s(%d/%d%s)", k.Ref(), k.SendID, k.RecvID, opt))
 			}
-			t.row(e.Router, p.ID.String(), p.Session, dash(p.Auth), dash(p.Current), dash(p.RNext), dash(strings.Join(keys, " ")),
+			t.row(e.Router, p.ID.Shown(p.Neighbor), p.Session, dash(p.Auth), dash(p.Current), dash(p.RNext), dash(strings.Join(keys, " ")),
 				dash(p.Roll.State), fmt.Sprint(p.Counters.PktBad), fmt.Sprint(p.Counters.PktKeyNotFound),
 				human(now.Sub(e.PublishedAt))+" ago")
 		}

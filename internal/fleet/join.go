@@ -102,7 +102,7 @@ type Link struct {
 // the same two routers may be linked once in each of several VRFs.
 func (l Link) Name() string {
 	if l.B == nil {
-		return l.A.label() + " <-> " + l.A.Peer.ID.Addr.String() + " (not reporting)"
+		return l.A.label() + " <-> " + l.A.Peer.Addr().String() + " (not reporting)"
 	}
 	return l.A.label() + " <-> " + l.B.label()
 }
@@ -165,12 +165,12 @@ func Join(docs []Document, o JoinOptions) []Link {
 	var pairs []pair
 	for i, d := range docs {
 		for pi, p := range d.Peers {
-			for _, j := range owners[p.ID.Addr] {
+			for _, j := range owners[p.Addr()] {
 				if j <= i { // each two routers once: (j, i) is found from j's peers
 					continue
 				}
 				for qi, q := range docs[j].Peers {
-					if owns(i, q.ID.Addr) {
+					if owns(i, q.Addr()) {
 						pairs = append(pairs, pair{endID{i, pi}, endID{j, qi}, scorePair(p, q)})
 					}
 				}
@@ -205,9 +205,9 @@ func Join(docs []Document, o JoinOptions) []Link {
 			if paired[endID{i, pi}] {
 				continue
 			}
-			why := "no router reports address " + p.ID.Addr.String()
-			if j := slices.IndexFunc(owners[p.ID.Addr], func(j int) bool { return j != i }); j >= 0 {
-				why = fmt.Sprintf("router %s has no peer for %s", docs[owners[p.ID.Addr][j]].RouterID, d.RouterID)
+			why := "no router reports address " + p.Addr().String()
+			if j := slices.IndexFunc(owners[p.Addr()], func(j int) bool { return j != i }); j >= 0 {
+				why = fmt.Sprintf("router %s has no peer for %s", docs[owners[p.Addr()][j]].RouterID, d.RouterID)
 			}
 			links = append(links, oneEnded(end(d, p, o), o, why))
 		}
@@ -245,10 +245,10 @@ func scorePair(p, q Peer) pairScore {
 	if p.ID.VRF == q.ID.VRF {
 		s.sameVRF = 1
 	}
-	if p.Local.IsValid() && p.Local == q.ID.Addr {
+	if p.Local.IsValid() && p.Local == q.Addr() {
 		s.sessions++
 	}
-	if q.Local.IsValid() && q.Local == p.ID.Addr {
+	if q.Local.IsValid() && q.Local == p.Addr() {
 		s.sessions++
 	}
 	for _, k := range p.Keys {

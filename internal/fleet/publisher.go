@@ -365,6 +365,9 @@ func (p *Publisher) document(ctx context.Context) (Document, error) {
 // keyOf is the identity of the peer a status reports (its address and
 // VRF, as the daemon wrote them); false when it names no address.
 func keyOf(ps control.PeerStatus) (peerkey.Key, bool) {
+	if ps.Interface != "" {
+		return peerkey.OnLink(ps.Interface, ps.VRF), true // an interface neighbour: its link, whatever it learned
+	}
 	a, err := netip.ParseAddr(ps.Peer)
 	return peerkey.KeyOf(a, ps.VRF), err == nil
 }
@@ -376,6 +379,9 @@ func (p *Publisher) peer(id peerkey.Key, ps control.PeerStatus, now time.Time, a
 		Roll:     Roll{State: ps.Rotation.State, Since: ps.Rotation.Since, PendingKey: ps.Rotation.PendingKey, LastAbort: ps.Rotation.LastAbortReason},
 		Counters: Counters{PktGood: ps.Counters.PktGood, PktBad: ps.Counters.PktBad, PktKeyNotFound: ps.Counters.PktKeyNotFound},
 		Warnings: slices.Clone(ps.Warnings)}
+	if a, err := netip.ParseAddr(ps.Peer); err == nil && id.IsLink() {
+		out.Neighbor = a.Unmap().WithZone("") // the address it learned
+	}
 	for _, s := range ps.Sockets {
 		if s.Kind != control.KindEstablished {
 			continue
@@ -448,7 +454,7 @@ func (p *Publisher) follow(ctx context.Context) {
 		}
 		for _, pe := range d.Peers {
 			m := pe.Migration
-			if m == nil || (m.Step != "prepared" && m.Step != "switching") || !mine[pe.ID.Addr] || !pe.Local.IsValid() {
+			if m == nil || (m.Step != "prepared" && m.Step != "switching") || !mine[pe.Addr()] || !pe.Local.IsValid() {
 				continue
 			}
 			p.o.Follow(ctx, FarMigration{Router: d.RouterID, Peer: peerkey.KeyOf(pe.Local, pe.ID.VRF), Step: m.Step, At: m.At, Bound: m.Deadline.Sub(m.At)})

@@ -50,6 +50,9 @@ type Peer struct {
 	// vrf (MarshalJSON), so that routers of any version read each
 	// other's documents during an upgrade.
 	ID peerkey.Key `json:"-"`
+	// Neighbor is the address an interface neighbour (ID a link, issue
+	// 53) learned, invalid before one; unset for a peer by address (Addr).
+	Neighbor netip.Addr `json:"-"`
 	// Local is the local address of the established session (zero when
 	// down).
 	Local   netip.Addr `json:"local,omitzero"`
@@ -84,23 +87,56 @@ func (p Peer) MarshalJSON() ([]byte, error) {
 	if !p.ID.IsValid() {
 		return nil, fmt.Errorf("fleet: a peer without an address")
 	}
+	iface := ""
+	if p.ID.IsLink() {
+		iface = p.ID.Link.Name()
+	}
 	return json.Marshal(struct {
-		Address netip.Addr `json:"address"`
-		VRF     string     `json:"vrf,omitempty"`
+		Address   netip.Addr `json:"address"`
+		Interface string     `json:"interface,omitempty"`
+		VRF       string     `json:"vrf,omitempty"`
 		peerFields
-	}{p.ID.Addr, p.ID.VRF, peerFields(p)})
+	}{p.Addr(), iface, p.ID.VRF, peerFields(p)})
+}
+
+// Addr is the address p's sessions peer with: its ID's, or the address an
+// interface neighbour learned (invalid before one). The join pairs peers
+// by it.
+func (p Peer) Addr() netip.Addr {
+	if p.ID.IsLink() {
+		return p.Neighbor
+	}
+	return p.ID.Addr
 }
 
 // UnmarshalJSON reads MarshalJSON's form: an address (normalised as
 // peer.KeyOf does) and a VRF.
 func (p *Peer) UnmarshalJSON(b []byte) error {
 	w := struct {
-		Address string `json:"address"`
-		VRF     string `json:"vrf"`
+		Address   string `json:"address"`
+		Interface string `json:"interface"`
+		VRF       string `json:"vrf"`
 		*peerFields
 	}{peerFields: (*peerFields)(p)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
+	}
+	if w.Interface != "" {
+		// An interface neighbour: its link is its identity, the address
+		// what it learned ("" before one).
+		if err := peerkey.CheckLinkName(w.Interface); err != nil {
+			return fmt.Errorf("fleet: peer interface: %w", err)
+		}
+		p.ID, p.Neighbor = peerkey.OnLink(w.Interface, w.VRF), netip.Addr{}
+		if w.Address != "" {
+			a, err := netip.ParseAddr(w.Address)
+			if err != nil {
+				return fmt.Errorf("fleet: peer %s's address %q: %w", w.Interface, w.Address, err)
+			}
+			p.Neighbor = a.Unmap().WithZone("")
+		}
+		p.Local = p.Local.Unmap().WithZone("")
+		return nil
 	}
 	a, err := netip.ParseAddr(w.Address)
 	if err != nil {
