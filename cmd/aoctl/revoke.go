@@ -20,7 +20,7 @@ touches nothing, when it cannot), marks the key revoked in the key source
 and removes it from every socket at once. With --peer only that peer's
 session and its own listener entries lose the key, and the key source
 (shared by every peer) is not written; a peer no binding covers is an
-error. A key that is Current_key is force-deleted naming a replacement; if
+error. PEER is an address, or an interface neighbour's interface (swp1). A key that is Current_key is force-deleted naming a replacement; if
 it is a peer's only key the policy's on_revoke_only_key decides (kept:
 alert, reset: the session drops). Prints each socket's outcome and the
 wall time. Exit status 1 unless the key is gone everywhere it was asked to
@@ -28,7 +28,7 @@ go (and, for a global revoke, revoked in the source); 5 when the caller is
 not in the control socket's admin group.
 `)
 	})
-	fs.StringVar(&peer, "peer", "", "only this peer's sockets")
+	fs.StringVar(&peer, "peer", "", "only this peer's sockets (an address, or an interface neighbour's interface)")
 	fs.StringVar(&vrf, "vrf", "", "the peer's VRF")
 	return a.cmd(fs, func(ctx context.Context) int {
 		chain, key, code, ok := a.keyArg("revoke", fs)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -20,11 +19,11 @@ import (
 // result per covered peer: deleted, or the error that kept the key (the
 // speaker's refusal, the lists not applied in time, a socket that still
 // holds it).
-func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+func (rv *revocations) execRevoke(ctx context.Context, chain string, rk revokedKey, scope scopedPeer, add func(control.RevokeSocket)) (wait func()) {
 	pol := rv.policy()
 	begun := time.Now()
 	covered, gen, _ := rv.recon.execSubmit(ctx, func(id peer.Key) bool {
-		if scope.IsValid() && (id.Addr != scope || id.VRF != vrf) {
+		if scope.IsValid() && id != scope.key {
 			return false
 		}
 		return readsChain(pol, id, chain)

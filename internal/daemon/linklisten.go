@@ -213,6 +213,17 @@ func (rc *reconciler) linkEntries(chain string, inChain map[listenerEntry]bool) 
 	}
 }
 
+// learnedAddr is the address the interface neighbour k learned, as the
+// speaker last reported it (invalid before one).
+func (rc *reconciler) learnedAddr(k peer.Key) netip.Addr {
+	for _, p := range rc.tracker.LinkPeers() {
+		if p.Key() == k {
+			return p.Neighbor.Unmap().WithZone("")
+		}
+	}
+	return netip.Addr{}
+}
+
 // linkWarnings is the last recompute's warnings about interface
 // neighbours, for status.
 func (rc *reconciler) linkWarnings() []string { return rc.links.warnings() }

@@ -126,6 +126,42 @@ func testInterfaceNeighbourSessionManaged(t *testing.T) {
 	if i := info(t, acc); i.PktBad != 0 || i.CurrentKey != k1.send {
 		t.Errorf("swp1's session after the revoke: %+v, want pkt_bad 0, current k1", i)
 	}
+
+	// k3 comes (an older send start: k1 stays current); a revoke of k3
+	// scoped to the neighbour by its interface takes it off its session
+	// and off the listener's entry for the address it learned.
+	k3 := testKey{name: "k3", send: 40, recv: 41, secret: "daemon-test-secret-k3-Zr4", sendStart: now.Add(-3 * time.Hour)}
+	e.refreshWith(k1, k3)
+	e.waitFor("k3 on swp1's session and the listener", func() bool {
+		return slices.Equal(keyIDs(t, acc), ids(k1, k3)) && slices.Contains(linkKeys(t, lis6), "fe80::b/128 40/41")
+	})
+	res, err = e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k3.name, Peer: "swp1"})
+	if err != nil {
+		t.Fatalf("Revoke --peer swp1: %v", err)
+	}
+	var deleted, listenerGone bool
+	for _, s := range res.Sockets {
+		switch {
+		case s.Socket == "peer "+peer.OnLink("swp1", "").String():
+			deleted = s.Action == control.ActionDeleted && s.Error == ""
+		case strings.HasPrefix(s.Socket, "listen ") && s.Peer == "fe80::b/128":
+			listenerGone = s.Action == control.ActionDeleted && s.Error == ""
+		}
+	}
+	if res.Peer != "swp1" || !deleted || !listenerGone {
+		t.Errorf("revoke --peer swp1: peer %q, outcomes %+v; want swp1, its session's and the fe80::b entry's k3 deleted", res.Peer, res.Sockets)
+	}
+	if got := keyIDs(t, acc); !slices.Equal(got, ids(k1)) {
+		t.Errorf("swp1's session keys %v after the scoped revoke, want %v", got, ids(k1))
+	}
+	e.d.Kick()
+	e.quiet(time.Second)
+	if got := linkKeys(t, lis6); slices.Contains(got, "fe80::b/128 40/41") {
+		t.Errorf("listener keys %v after the scoped revoke and a pass: k3 came back for fe80::b", got)
+	}
+	if _, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: "swp7"}); err == nil {
+		t.Error("a revoke scoped to swp7, which no binding binds, was taken")
+	}
 }
 
 // addMirror adds to s the key the far end holds for k, toward local.

@@ -82,7 +82,7 @@ func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, wr
 		return res, err
 	}
 	if !rec.Global() {
-		res.Peer = rec.Peer.Addr.String()
+		res.Peer = rec.Peer.Name()
 	}
 	// Record first: a crash from here on must not re-install the key, and
 	// a revocation that cannot be recorded must not be applied.
@@ -106,7 +106,7 @@ func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, wr
 		res.Sockets = append(res.Sockets, s)
 		mu.Unlock()
 	}
-	wait := rv.revokeSockets(ctx, snap, req.Chain, rk, scope, req.VRF, add)
+	wait := rv.revokeSockets(ctx, snap, req.Chain, rk, scope, add)
 	switch {
 	case !rec.Global():
 		// The source is shared by every peer: a peer-scoped revoke lives
@@ -140,7 +140,7 @@ func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, wr
 // revokeTarget finds the MKT req names in snap and the revocation to
 // record: global, or scoped to the peer (an address of a known peer) and
 // VRF req names.
-func (rv *revocations) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, netip.Addr, error) {
+func (rv *revocations) revokeTarget(snap *keystore.Snapshot, req control.RevokeRequest) (*keystore.MKT, revocation.Revocation, scopedPeer, error) {
 	rec := revocation.Revocation{Chain: req.Chain, Key: req.Key, At: time.Now()}
 	var mkt *keystore.MKT
 	if c := snap.Chains[req.Chain]; c != nil {
@@ -151,17 +151,17 @@ func (rv *revocations) revokeTarget(snap *keystore.Snapshot, req control.RevokeR
 		}
 	}
 	if mkt == nil {
-		return nil, rec, netip.Addr{}, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
+		return nil, rec, scopedPeer{}, fmt.Errorf("key %s/%s not in the key source: %w", req.Chain, req.Key, control.ErrNotFound)
 	}
-	var scope netip.Addr
+	var scope scopedPeer
 	if req.Peer != "" {
-		a, err := rv.revokeScope(req)
+		s, err := rv.revokeScope(req)
 		if err != nil {
-			return nil, rec, netip.Addr{}, err
+			return nil, rec, scopedPeer{}, err
 		}
-		scope, rec.Peer = a, peer.KeyOf(a, req.VRF)
+		scope, rec.Peer = s, s.key
 	} else if req.VRF != "" {
-		return nil, rec, netip.Addr{}, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
+		return nil, rec, scopedPeer{}, fmt.Errorf("vrf %q without a peer: a VRF scopes a peer-scoped revoke: %w", req.VRF, control.ErrInvalid)
 	}
 	return mkt, rec, scope, nil
 }
@@ -203,9 +203,9 @@ func (rv *revocations) otherMaterial(rs *control.RevokeSocket, k tcpao.KeyInfo) 
 // of its own with the same IDs: only the listener entries and sessions of
 // bindings that read chain are touched, and on them only a key with the
 // revoked key's material too.
-func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope netip.Addr, vrf string, add func(control.RevokeSocket)) (wait func()) {
+func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapshot, chain string, rk revokedKey, scope scopedPeer, add func(control.RevokeSocket)) (wait func()) {
 	if rv.o.Executor != nil {
-		return rv.execRevoke(ctx, chain, rk, scope, vrf, add)
+		return rv.execRevoke(ctx, chain, rk, scope, add)
 	}
 	pol := rv.policy()
 	var wg sync.WaitGroup
@@ -213,7 +213,7 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 		wg.Add(1)
 		go func() { // listeners, by their owner, the reconcile goroutine
 			defer wg.Done()
-			rv.recon.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), chain: chain, key: rk, scope: scope, vrf: vrf, add: add})
+			rv.recon.askListenerRevoke(ctx, &listenerRevoke{ctx: ctx, inChain: chainEntries(pol, chain), chain: chain, key: rk, scope: scope.addr, vrf: scope.key.VRF, add: add})
 		}()
 	}
 	var ps []*peerState
@@ -221,7 +221,7 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 		if p.handle == nil {
 			continue
 		}
-		if scope.IsValid() && (p.info.Neighbor != scope || p.info.VRF != vrf) {
+		if scope.IsValid() && p.info.Key() != scope.key {
 			continue
 		}
 		if !readsChain(pol, p.info.Key(), chain) {
@@ -293,28 +293,45 @@ func chainEntries(pol *policy.Policy, chain string) map[listenerEntry]bool {
 	return out
 }
 
+// scopedPeer is a peer-scoped revoke's peer: its key, and the address its
+// listener entry is keyed for (its own; an interface neighbour's learned
+// address, invalid before one: no entry).
+type scopedPeer struct {
+	key  peer.Key
+	addr netip.Addr
+}
+
+// IsValid reports whether the revoke is scoped to a peer.
+func (s scopedPeer) IsValid() bool { return s.key.IsValid() }
+
 // revokeScope checks a peer-scoped revoke's peer: an address some binding
-// of the policy covers, with the key's chain.
-func (rv *revocations) revokeScope(req control.RevokeRequest) (netip.Addr, error) {
-	a, err := netip.ParseAddr(req.Peer)
-	if err != nil {
-		return a, fmt.Errorf("peer %q is not an IP address: %w", req.Peer, control.ErrInvalid)
+// of the policy covers, or an interface neighbour's interface (aoctl
+// revoke --peer swp1) a neighbor_interface binding binds, with the key's
+// chain.
+func (rv *revocations) revokeScope(req control.RevokeRequest) (scopedPeer, error) {
+	k, err := peer.ParseArg(req.Peer)
+	if err != nil || k.VRF != "" {
+		return scopedPeer{}, fmt.Errorf("peer %q is not an IP address or an interface neighbour's interface (name a VRF with --vrf): %w", req.Peer, control.ErrInvalid)
 	}
-	a = a.Unmap().WithZone("")
+	k.VRF = req.VRF
+	s := scopedPeer{key: k, addr: k.Addr}
+	if k.IsLink() {
+		s.addr = rv.recon.learnedAddr(k)
+	}
 	where := ""
 	if req.VRF != "" {
 		where = " in vrf " + req.VRF
 	}
 	pol := rv.policy()
-	b, err := pol.BindingFor(a, req.VRF)
+	b, err := pol.BindingForKey(k)
 	if err != nil {
-		return a, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address and --vrf): %w", req.Peer, where, control.ErrNotFound)
+		return s, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address or interface and --vrf): %w", req.Peer, where, control.ErrNotFound)
 	}
 	if kc, ok := pol.Chain(b.KeyChain); ok && kc.SourceChain != req.Chain {
-		return a, fmt.Errorf("peer %s%s uses key chain %s (source chain %s), not %s: %w",
+		return s, fmt.Errorf("peer %s%s uses key chain %s (source chain %s), not %s: %w",
 			req.Peer, where, b.KeyChain, kc.SourceChain, req.Chain, control.ErrInvalid)
 	}
-	return a, nil
+	return s, nil
 }
 
 // revokePeer takes the key off one established session. The peer's rotator

@@ -165,7 +165,9 @@ func testRevokeUnknownPeer(t *testing.T) {
 	}{
 		{"no binding", "192.0.2.99", "", control.ErrNotFound},
 		{"other vrf", peerAddr.String(), "blue", control.ErrNotFound},
-		{"not an address", "peer-two", "", control.ErrInvalid},
+		{"an interface nothing binds", "peer-two", "", control.ErrNotFound},
+		{"not an address or an interface", "10.0.0.256", "", control.ErrInvalid},
+		{"a VRF in the peer", "192.0.2.2 vrf blue", "", control.ErrInvalid},
 	} {
 		// One bubble, one daemon: the cases are a loop, not subtests.
 		res, err := e.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: k1.name, Peer: tc.peer, VRF: tc.vrf})
