@@ -32,10 +32,20 @@ type DownWatch struct {
 	compared int
 }
 
-// downBase is one base and the sync that last saw its key down.
+// downBase is one base and the sync that last saw its key down. The key
+// itself is the map's (refKey): a fleet's listener holds one base for
+// each key no session carries (tens of thousands at a route server), so
+// a base is its material's fingerprint and counters alone (40 bytes, not
+// a DownKey's 80).
 type downBase struct {
-	DownKey
-	gen uint64
+	FP              tcpao.Fingerprint
+	PktGood, PktBad uint64
+	gen             uint64
+}
+
+// down is b as the planner takes it, for the key ref.
+func (b downBase) down(ref tcpao.KeyRef) DownKey {
+	return DownKey{Ref: ref, FP: b.FP, PktGood: b.PktGood, PktBad: b.PktBad}
 }
 
 // observe returns the bases of obs's keys (listener sock's) that no key in
@@ -79,12 +89,12 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 		key := keyOf(k.KeyRef)
 		b, ok := m[key]
 		if !ok || b.FP != k.Fingerprint {
-			b.DownKey = DownKey{Ref: k.KeyRef, FP: k.Fingerprint, PktGood: k.PktGood, PktBad: k.PktBad}
+			b = downBase{FP: k.Fingerprint, PktGood: k.PktGood, PktBad: k.PktBad}
 		}
 		b.gen = w.gen
 		m[key] = b
 		if k.PktBad > b.PktBad {
-			out = append(out, b.DownKey)
+			out = append(out, b.down(k.KeyRef))
 		}
 	}
 	for key, b := range m {
@@ -106,7 +116,7 @@ func (w *DownWatch) peek(m map[refKey]downBase, obs *Observed, up *upRefs) []Dow
 			continue
 		}
 		if !up.names(k.KeyRef) {
-			out = append(out, b.DownKey)
+			out = append(out, b.down(k.KeyRef))
 		}
 	}
 	return out
