@@ -12,6 +12,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/tcpao"
+	"github.com/aokeyd/aokeyd/tcpao/tcpaotest"
 )
 
 // linkPolicy binds the test neighbor by address and FRR's interface
@@ -59,15 +60,7 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	o := testKey{name: "o1", send: 50, recv: 51, secret: "daemon-test-secret-o1-Hn3", chain: "other"}
 	e := newEnv(t, envOptions{policy: linkPolicy, keys: []testKey{k1, o}})
 	e.waitKeys("listener", e.lis, ids(k1))
-	lis6, err := e.net.Socket(netip.IPv6Unspecified())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lis6.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	e.disc.add(lis6, netip.AddrPortFrom(netip.IPv6Unspecified(), bgpPort), netip.AddrPort{}, true)
-	e.d.Kick()
+	lis6 := e.listen6()
 
 	llB, llC := netip.MustParseAddr("fe80::b"), netip.MustParseAddr("fe80::c")
 	link := func(name string, addr netip.Addr) bgp.PeerInfo {
@@ -146,6 +139,22 @@ func testListenerKeysLearnedAddresses(t *testing.T) {
 	if _, err = e.d.Status(context.Background(), "swp4"); err == nil || !strings.Contains(err.Error(), "peer swp4 has no TCP-AO binding") {
 		t.Errorf("status of swp4, which nothing binds: %v", err)
 	}
+}
+
+// listen6 opens the speaker's IPv6 wildcard listener, which holds the
+// interface neighbours' keys, and has the daemon find it.
+func (e *env) listen6() *tcpaotest.Sock {
+	e.t.Helper()
+	lis6, err := e.net.Socket(netip.IPv6Unspecified())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := lis6.Listen(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.disc.add(lis6, netip.AddrPortFrom(netip.IPv6Unspecified(), bgpPort), netip.AddrPort{}, true)
+	e.d.Kick()
+	return lis6
 }
 
 // warned reports whether a status warning holds s.

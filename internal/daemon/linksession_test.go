@@ -35,15 +35,7 @@ func testInterfaceNeighbourSessionManaged(t *testing.T) {
 	k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Hour)}
 	e := newEnv(t, envOptions{policy: linkPolicy, keys: []testKey{k1}})
 	e.waitKeys("listener", e.lis, ids(k1))
-	lis6, err := e.net.Socket(netip.IPv6Unspecified())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lis6.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	e.disc.add(lis6, netip.AddrPortFrom(netip.IPv6Unspecified(), bgpPort), netip.AddrPort{}, true)
-	e.d.Kick()
+	lis6 := e.listen6()
 
 	llA, llB := netip.MustParseAddr("fe80::a"), netip.MustParseAddr("fe80::b")
 	swp1 := bgp.PeerInfo{Link: peer.LinkOf("swp1"), Neighbor: llB, State: bgp.StateActive, Passive: true}
