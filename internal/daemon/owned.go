@@ -84,11 +84,31 @@ func ownKeyOf(p procID, r tcpao.KeyRef, fp tcpao.Fingerprint) ownKey {
 	return ownKey{Proc: p, Peer: r.Peer.Masked(), SendID: r.SendID, RecvID: r.RecvID, FP: fp}
 }
 
-// ownRec is what the record keeps of one ownKey.
+// ownRec is what the record keeps of one ownKey, held in the ledger's map
+// by value: 40 bytes a key (a route server's ledger holds tens of
+// thousands; a pointer to a time.Time-holding struct was 8 bytes in the
+// map and a 64-byte object beside it, 4.3 MiB at 16,384 keys).
 type ownRec struct {
-	Cookies []uint64  // the sockets it was installed on, newest last (at most maxCookies; 0: a connect's)
-	Since   time.Time // first recorded
-	Adopted bool      // handed to aokeyd by aoctl adopt, not installed by it
+	Cookies []uint64 // the sockets it was installed on, newest last (at most maxCookies; 0: a connect's)
+	since   int64    // first recorded, Unix nanoseconds (0: unknown)
+	Adopted bool     // handed to aokeyd by aoctl adopt, not installed by it
+}
+
+// recOf is the ownRec of a record's row's fields.
+func recOf(cookies []uint64, since time.Time, adopted bool) ownRec {
+	r := ownRec{Cookies: cookies, Adopted: adopted}
+	if !since.IsZero() {
+		r.since = since.UnixNano()
+	}
+	return r
+}
+
+// Since is when the key was first recorded (the zero time when unknown).
+func (r ownRec) Since() time.Time {
+	if r.since == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, r.since).UTC()
 }
 
 const maxCookies = 8
@@ -104,7 +124,7 @@ type ledger struct {
 	start func(pid int) uint64 // a process's start time (test seam)
 
 	mu        sync.Mutex
-	keys      map[ownKey]*ownRec
+	keys      map[ownKey]ownRec
 	owners    map[int]*procOwner                   // by pid
 	bootstrap bool                                 // no usable record at start: only claims and installs are aokeyd's
 	md5       map[netip.Prefix][]tcpao.Fingerprint // TCP-MD5 passwords installed (owned_md5.go)
@@ -181,7 +201,7 @@ func openLedger(path string, fault durable.Fault, log *slog.Logger, clock func()
 		start = procStart
 	}
 	l := &ledger{path: path, fault: fault, log: log, clock: clock, start: start,
-		keys: map[ownKey]*ownRec{}, owners: map[int]*procOwner{}}
+		keys: map[ownKey]ownRec{}, owners: map[int]*procOwner{}}
 	if path == "" {
 		l.bootstrap = true
 		return l, nil
@@ -226,7 +246,7 @@ func openLedger(path string, fault durable.Fault, log *slog.Logger, clock func()
 			k.Peer = k.Peer.Masked()
 		}
 		copy(k.FP[:], fp)
-		l.keys[k] = &ownRec{Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+		l.keys[k] = recOf(r.Cookies, r.Since, r.Adopted)
 	}
 	if err := l.loadMD5(path, f.MD5); err != nil {
 		return nil, err
@@ -300,13 +320,13 @@ func (l *ledger) record(p procID, cookie uint64, r tcpao.KeyRef, fp tcpao.Finger
 }
 
 func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
-	r := l.keys[k]
+	r, ok := l.keys[k]
 	changed := false
-	if r == nil {
-		r = &ownRec{Since: l.clock()}
-		l.keys[k] = r
+	if !ok {
+		r = recOf(nil, l.clock(), false)
 		changed = true
 	}
+	defer func() { l.keys[k] = r }()
 	if adopted && !r.Adopted {
 		r.Adopted, changed = true, true
 	}
@@ -359,7 +379,7 @@ func (l *ledger) flush() error {
 	f := ledgerFile{Version: 1, Check: checkValue(), MD5: l.md5Rows()}
 	for k, r := range l.keys {
 		row := ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
-			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since, Adopted: r.Adopted}
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since(), Adopted: r.Adopted}
 		if k.Peer.IsValid() {
 			row.Peer = k.Peer.String()
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -180,5 +181,22 @@ func TestOwnedTodaysRecord(t *testing.T) {
 	}
 	if !l.ownsMD5(netip.MustParsePrefix("198.51.100.2/32"), md5) || l.ownsMD5(netip.MustParsePrefix("198.51.100.3/32"), md5) {
 		t.Error("the recorded TCP-MD5 password is not aokeyd's for its prefix alone")
+	}
+}
+
+// TestOwnRecSize: the ledger holds one ownRec a key by value (16,384 at a
+// 4,096-peer route server's listener): 40 bytes, no time.Time (24 bytes
+// with a pointer) and no object of its own; its Since reads back what was
+// recorded, to the nanosecond.
+func TestOwnRecSize(t *testing.T) {
+	if n := unsafe.Sizeof(ownRec{}); n > 40 {
+		t.Errorf("ownRec is %d bytes: over 40", n)
+	}
+	at := time.Date(2026, 12, 7, 16, 30, 0, 123456789, time.UTC)
+	if got := recOf(nil, at, false).Since(); !got.Equal(at) {
+		t.Errorf("Since = %v, want %v", got, at)
+	}
+	if got := recOf(nil, time.Time{}, false).Since(); !got.IsZero() {
+		t.Errorf("an unknown Since reads back as %v", got)
 	}
 }
