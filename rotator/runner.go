@@ -222,7 +222,7 @@ func (r *runner) take(now func() time.Time) {
 // cannot be borrowed, fn still runs on it and meets the error itself.
 func (r *runner) exclusive(x *exclusive) *Observed {
 	ran := false
-	obs, oerr, err := writeRead(r.m.sock, ReadFull, func(bs tcpao.Socket) error {
+	obs, oerr, err := writeRead(r.m.sock, ReadFull, r.m.knownKeys(ReadFull), func(bs tcpao.Socket) error {
 		x.fn(bs)
 		ran = true
 		return nil
