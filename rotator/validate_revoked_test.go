@@ -74,3 +74,33 @@ func BenchmarkValidateRevokedListener(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanRevokedListener plans a fleet listener (three keys a
+// peer, all installed) while a revoke names a key under every peer
+// (installed nowhere): the plan of every pass while the key source keeps
+// the key revoked.
+func BenchmarkPlanRevokedListener(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			d := listenerKeys(n, 1)
+			for _, id := range []uint8{2, 3} {
+				d.Keys = append(d.Keys, listenerKeys(n, id).Keys...)
+			}
+			rk := listenerKeys(n, 9)
+			for i, r := range revokedUnder(n, 9) {
+				r.Fingerprint = rk.Keys[i].Secret.Fingerprint()
+				d.Revoked = append(d.Revoked, r)
+			}
+			o := Observed{HaveAO: true}
+			for _, k := range d.Keys {
+				o.Keys = append(o.Keys, tcpao.KeyInfo{KeyRef: k.KeyRef, Algorithm: k.Algorithm, MACLen: tcpao.DefaultMACLen, Fingerprint: k.Secret.Fingerprint()})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if sp := PlanSocket(d, o); len(sp.Ops) != 0 || len(sp.Blocked) != 0 {
+					b.Fatalf("plan %v", opLines(sp))
+				}
+			}
+		})
+	}
+}
