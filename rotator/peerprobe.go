@@ -80,22 +80,53 @@ func (m *machine) armProbe(now time.Time) {
 }
 
 // endProbe puts the socket's keepalive settings back, if a probe is armed.
-func (m *machine) endProbe() {
+func (m *machine) endProbe() { m.endProbeOn(m.sock) }
+
+// endProbeOn is endProbe through s: the machine's socket, or the one a
+// borrow of its descriptor lends.
+func (m *machine) endProbeOn(s tcpao.Socket) {
 	if !m.probing() {
 		return
 	}
-	if err := tcpao.EndPeerProbe(m.sock, m.probe.p); err != nil {
+	if err := tcpao.EndPeerProbe(s, m.probe.p); err != nil {
 		m.log.Warn("rotator: keepalive probe's settings not put back", "peer", m.st.Peer, "err", err)
 	}
 	m.probe.p = tcpao.PeerProbe{}
 }
 
 // dropProbe ends the wait's probe and forgets it: the wait is over.
-func (m *machine) dropProbe() {
+func (m *machine) dropProbe() { m.dropProbeOn(m.sock) }
+
+func (m *machine) dropProbeOn(s tcpao.Socket) {
 	if m.probe != nil {
-		m.endProbe()
+		m.endProbeOn(s)
 		m.probe = nil
 	}
+}
+
+// readDroppingProbe is dropProbe, then a read in full, in one borrow of
+// the socket's descriptor: the retire step's once its wait for the new
+// key is over (a pidfd_getfd, SO_COOKIE and close fewer a peer per roll).
+// The order is dropProbe's and the read's. Where the borrow fails before
+// it lends the socket, the probe is ended on the socket itself, as
+// dropProbe would, and the borrow's error is the read's.
+func (m *machine) readDroppingProbe(now time.Time) (Observed, error) {
+	var obs Observed
+	lent := false
+	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+		lent = true
+		m.dropProbeOn(bs)
+		var err error
+		obs, err = readIn(bs, ReadFull, m.knownKeys(ReadFull))
+		return err
+	})
+	if !lent {
+		m.dropProbe()
+	}
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
 }
 
 // stopProbe is dropProbe as the machine stops: its session may be gone
