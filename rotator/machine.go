@@ -388,7 +388,7 @@ func (m *machine) step(now time.Time) time.Time {
 		if bare {
 			mode = ReadBare
 		}
-		obs, err = m.read(now, mode)
+		obs, err = m.readStep(now, mode)
 	}
 	if err != nil {
 		m.st.LastError = err.Error()
@@ -513,11 +513,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 		return now
 	}
 	cur, _ := curOf(obs)
-	// Proof that the peer holds the new key: it sends with it (pkt_good
-	// rises), or its RNext named it and the kernel switched Current_key
-	// to it. A Current_key that this roll's own writes set is neither.
-	peerSwitched := cur == d.WantCurrent && cur != m.ownCur
-	if peerSwitched || nk.PktGood > m.baseGood {
+	if m.peerHoldsNewKey(obs, nk) {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
 			m.ownWrite(now)

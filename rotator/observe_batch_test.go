@@ -211,12 +211,14 @@ func (s loggedIn) EndPeerProbe(p tcpao.PeerProbe) error {
 func (b *borrowLog) ArmPeerProbe() (tcpao.PeerProbe, error) { return loggedIn{b}.ArmPeerProbe() }
 func (b *borrowLog) EndPeerProbe(p tcpao.PeerProbe) error   { return loggedIn{b}.EndPeerProbe(p) }
 
-// TestRetireEndsProbeInItsReadBorrow: once the retire step's wait sees
-// the peer send with the new key, it ends the wait's keepalive probe and
-// reads the socket in full in one borrow of the descriptor ("err"), not
-// one borrow for the probe and another for the read. It failed before
-// (a borrow "e", then one "rr").
-func TestRetireEndsProbeInItsReadBorrow(t *testing.T) {
+// TestWaitsEndProbeInTheirReadBorrow: a roll's two waits for the peer's
+// segment end their keepalive probe in a borrow of the descriptor they
+// take anyway. Once the retire step's poll sees the peer send with the
+// new key, the probe ends and the socket is read in full in one borrow
+// ("err"); the await poll that sees the peer switch ends it after its
+// read, in the read's borrow ("rre"). It failed before: a borrow "e" of
+// its own after each ("rr", "e"; "e", "rr").
+func TestWaitsEndProbeInTheirReadBorrow(t *testing.T) {
 	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
 	l := newLink(t, a, want(a), want(a), nil)
 	lx := &borrowLog{testSock: l.x}
@@ -241,5 +243,11 @@ func TestRetireEndsProbeInItsReadBorrow(t *testing.T) {
 	}
 	if !slices.Contains(ws, "err") {
 		t.Errorf("borrows %q: want the retire wait's probe ended in the borrow of the read after it (\"err\")", ws)
+	}
+	if !slices.Contains(ws, "rre") {
+		t.Errorf("borrows %q: want the await's probe ended in the borrow of the read that ends the wait (\"rre\")", ws)
+	}
+	if slices.Contains(ws, "e") {
+		t.Errorf("borrows %q: a probe ended in a borrow of its own", ws)
 	}
 }

@@ -151,3 +151,46 @@ func (m *machine) waitNext(now, deadline time.Time) time.Time {
 	}
 	return m.segs.next(now, m.cfg.Poll, deadline)
 }
+
+// peerHoldsNewKey is await's proof that the peer holds the new key nk
+// (read in obs): it sends with it (pkt_good rises), or its RNext named it
+// and the kernel switched Current_key to it. A Current_key that this
+// roll's own writes set is neither.
+func (m *machine) peerHoldsNewKey(obs *Observed, nk *tcpao.KeyInfo) bool {
+	cur, _ := curOf(obs)
+	return cur == m.desired.WantCurrent && cur != m.ownCur || nk.PktGood > m.baseGood
+}
+
+// awaitOver reports whether await, stepping on obs at now, ends its wait
+// (and so its probe): the new key vanished, the peer holds it, or the
+// switch timed out.
+func (m *machine) awaitOver(now time.Time, obs *Observed) bool {
+	nk := findRecv(obs, m.desired.WantRNext.ID)
+	return nk == nil || m.peerHoldsNewKey(obs, nk) || now.Sub(m.st.Since) >= m.cfg.SwitchTimeout
+}
+
+// readStep is the step's read (read). A machine waiting for the peer's
+// switch (StateAnnounced) with a probe armed ends the probe in the read's
+// borrow of the descriptor when the read ends the wait (awaitOver), after
+// the read: await would end it next (enter), in a borrow of its own. The
+// probe still ends with the wait, one borrow sooner.
+func (m *machine) readStep(now time.Time, mode ReadMode) (Observed, error) {
+	if m.st.State != StateAnnounced || !m.probing() {
+		return m.read(now, mode)
+	}
+	var obs Observed
+	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+		var err error
+		if obs, err = readIn(bs, mode, m.knownKeys(mode)); err != nil {
+			return err
+		}
+		if m.awaitOver(now, &obs) {
+			m.dropProbeOn(bs)
+		}
+		return nil
+	})
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
+}
