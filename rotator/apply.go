@@ -28,33 +28,54 @@ const (
 // TCP_AO_GET_KEYS. A socket without TCP-AO (ENOENT) is reported with
 // HaveAO false and no error. A socket that offers BatchKeys is read in one
 // borrow of its descriptor (on bgp's sockets, one pidfd_getfd for both).
-func Observe(s tcpao.Socket, mode ReadMode) (Observed, error) {
+func Observe(s tcpao.Socket, mode ReadMode) (Observed, error) { return observeKnown(s, mode, nil) }
+
+// observeKnown is Observe with the secrets the reader expects (readIn).
+func observeKnown(s tcpao.Socket, mode ReadMode, known *tcpao.Known) (Observed, error) {
 	var o Observed
 	err := tcpao.Batch(s, func(bs tcpao.Socket) error {
 		var err error
-		o, err = readIn(bs, mode)
+		o, err = readIn(bs, mode, known)
 		return err
 	})
 	return o, err
+}
+
+// knownOf is d's keys' secrets, for the reads of a socket d is desired
+// for (tcpao.Known): a key read that holds one of them is fingerprinted
+// without an HMAC. A nil d knows none.
+func knownOf(d *Desired) *tcpao.Known {
+	if d == nil {
+		return nil
+	}
+	ks := make([]tcpao.KnownKey, len(d.Keys))
+	for i := range d.Keys {
+		k := &d.Keys[i].Key
+		ks[i] = tcpao.KnownKey{SendID: k.SendID, RecvID: k.RecvID, Secret: k.Secret}
+	}
+	return tcpao.NewKnown(ks)
 }
 
 // writeRead runs write on s and reads s back, in one borrow of its
 // descriptor when s offers BatchKeys: the one way a write is followed by
 // its read-back. err is write's (or the borrow's), and then nothing was
 // read; readErr is the read's.
-func writeRead(s tcpao.Socket, mode ReadMode, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
+func writeRead(s tcpao.Socket, mode ReadMode, known *tcpao.Known, write func(tcpao.Socket) error) (obs Observed, readErr, err error) {
 	err = tcpao.Batch(s, func(bs tcpao.Socket) error {
 		if err := write(bs); err != nil {
 			return err
 		}
-		obs, readErr = readIn(bs, mode)
+		obs, readErr = readIn(bs, mode, known)
 		return nil
 	})
 	return obs, readErr, err
 }
 
 // readIn reads bs, a socket already borrowed (or one that needs no borrow).
-func readIn(s tcpao.Socket, mode ReadMode) (Observed, error) {
+// known are the secrets the reader expects (nil: none): a full read
+// fingerprints a key holding one of them without an HMAC, with the same
+// result (tcpao.Known).
+func readIn(s tcpao.Socket, mode ReadMode, known *tcpao.Known) (Observed, error) {
 	info, err := s.Info()
 	if errors.Is(err, syscall.ENOENT) {
 		return Observed{}, nil
@@ -63,7 +84,11 @@ func readIn(s tcpao.Socket, mode ReadMode) (Observed, error) {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_INFO: %w", err)
 	}
 	bare := mode == ReadBare
-	keys, err := s.Keys(tcpao.KeyFilter{SkipFingerprint: bare})
+	f := tcpao.KeyFilter{SkipFingerprint: bare}
+	if !bare {
+		f.Known = known
+	}
+	keys, err := s.Keys(f)
 	if err != nil {
 		return Observed{}, fmt.Errorf("observe: TCP_AO_GET_KEYS: %w", err)
 	}
@@ -73,7 +98,7 @@ func readIn(s tcpao.Socket, mode ReadMode) (Observed, error) {
 // read reads the machine's socket in a borrow of its own and records its
 // counters in the status.
 func (m *machine) read(now time.Time, mode ReadMode) (Observed, error) {
-	obs, err := Observe(m.sock, mode)
+	obs, err := observeKnown(m.sock, mode, m.knownKeys(mode))
 	if err == nil {
 		m.st.Counters = CountersOf(obs, now)
 	}
@@ -91,7 +116,7 @@ func (m *machine) writeRead(now time.Time, mode ReadMode, obs *Observed, write f
 		if err := write(bs); err != nil {
 			return err
 		}
-		o2, err := readIn(bs, mode)
+		o2, err := readIn(bs, mode, m.knownKeys(mode))
 		if err != nil {
 			return nil
 		}
@@ -103,6 +128,20 @@ func (m *machine) writeRead(now time.Time, mode ReadMode, obs *Observed, write f
 		return nil
 	})
 	return read, err
+}
+
+// knownKeys is the machine's desired keys' secrets, for a read in mode
+// (nil for a bare one, which fingerprints nothing): made once per
+// desired state within a run (takeDesired drops them), and dropped at
+// the run's end (handOff), so that a machine that waits holds none.
+func (m *machine) knownKeys(mode ReadMode) *tcpao.Known {
+	if mode == ReadBare {
+		return nil
+	}
+	if m.known == nil {
+		m.known = knownOf(m.desired)
+	}
+	return m.known
 }
 
 // Apply runs ops in order on s and stops at the first error. It returns how

@@ -304,7 +304,7 @@ func Clean(sock tcpao.Socket, d Desired) (SocketPlan, error) {
 // clean is Clean, also returning what it read before its writes (which
 // delete only keys that carry nothing).
 func clean(sock tcpao.Socket, d Desired) (SocketPlan, Observed, error) {
-	obs, err := Observe(sock, ReadFull)
+	obs, err := observeKnown(sock, ReadFull, knownOf(&d))
 	if err != nil {
 		return SocketPlan{}, obs, err
 	}

@@ -44,6 +44,9 @@ type testSock struct {
 	// newEstablished), by (SendID, RecvID): what the far end mirrors.
 	keys                map[[2]uint8]tcpao.Key
 	ops, reads, fpReads int
+	// knownReads counts the fingerprinted reads that named the secrets
+	// they expect (KeyFilter.Known).
+	knownReads int
 }
 
 var _ tcpao.Socket = (*testSock)(nil)
@@ -76,6 +79,9 @@ func (s *testSock) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	s.count(&s.reads)
 	if !f.SkipFingerprint {
 		s.count(&s.fpReads)
+		if f.Known != nil {
+			s.count(&s.knownReads)
+		}
 	}
 	return s.Sock.Keys(f)
 }

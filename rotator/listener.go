@@ -247,7 +247,7 @@ func SyncListener(sock tcpao.Socket, d Desired, o ListenerOptions) (SocketPlan, 
 	if o.OptMemMax == nil {
 		o.OptMemMax = tcpao.OptMemMax
 	}
-	obs, err := Observe(sock, ReadFull)
+	obs, err := observeKnown(sock, ReadFull, knownOf(&d))
 	if err != nil {
 		return SocketPlan{}, fmt.Errorf("listener %s: %w", d.Socket, err)
 	}

@@ -158,6 +158,10 @@ type machine struct {
 	settle settleState
 	segs   segmentPace // the peer's segment spacing, for the waits' polls
 	probe  *armedProbe // the wait's keepalive probe (peerprobe.go); nil outside a wait
+	// known is the desired keys' secrets for the run's full reads
+	// (knownKeys): nil outside a run, and from each new desired state on
+	// until a read asks for them.
+	known *tcpao.Known
 }
 
 // machineEnv is what the machines of one controller share.
@@ -194,6 +198,7 @@ func (m *machine) publish() {
 // handOff publishes the machine's status itself, at the end of a run: it
 // is shared from then on, never written again (own).
 func (m *machine) handOff() {
+	m.known = nil
 	if m.pub != nil {
 		m.own()
 		m.st.Desired = len(m.desired.Keys)
@@ -272,7 +277,7 @@ func (m *machine) idleUntil(before keyView, next, now time.Time) bool {
 func (m *machine) takeDesired(d *Desired, now time.Time) {
 	changed := d.WantRNext != m.desired.WantRNext || d.WantCurrent != m.desired.WantCurrent
 	m.newDesired(m.desired, d)
-	m.desired = d
+	m.desired, m.known = d, nil
 	if changed && (m.st.State == StateAnnounced || m.st.State == StateGrace) {
 		m.enter(StateSteady, now, "re-plan: desired keys changed", now)
 	}
@@ -383,7 +388,7 @@ func (m *machine) step(now time.Time) time.Time {
 		if bare {
 			mode = ReadBare
 		}
-		obs, err = m.read(now, mode)
+		obs, err = m.readStep(now, mode)
 	}
 	if err != nil {
 		m.st.LastError = err.Error()
@@ -508,11 +513,7 @@ func (m *machine) await(now time.Time, obs *Observed) time.Time {
 		return now
 	}
 	cur, _ := curOf(obs)
-	// Proof that the peer holds the new key: it sends with it (pkt_good
-	// rises), or its RNext named it and the kernel switched Current_key
-	// to it. A Current_key that this roll's own writes set is neither.
-	peerSwitched := cur == d.WantCurrent && cur != m.ownCur
-	if peerSwitched || nk.PktGood > m.baseGood {
+	if m.peerHoldsNewKey(obs, nk) {
 		if cur != d.WantCurrent {
 			want := d.WantCurrent.ID
 			m.ownWrite(now)

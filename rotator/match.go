@@ -19,6 +19,20 @@ func (p *planner) names(list []tcpao.KeyRef, r tcpao.KeyRef) bool {
 // reference r normalised): as names does, and with its material. A key
 // under a revoked reference with other material is not the revoked key.
 func (p *planner) revoked(ki *tcpao.KeyInfo, r tcpao.KeyRef) bool {
+	if p.listen && len(p.d.Revoked) > linearMax {
+		// A listener names a revoked key by its exact reference: a set,
+		// not a scan of the list per key (a revoke across a fleet lists
+		// the key under every peer's prefix, the listener holds three
+		// keys a peer: O(peers^2) a plan).
+		if p.revokedIdx == nil {
+			p.revokedIdx = make(map[revokedID]struct{}, len(p.d.Revoked))
+			for _, x := range p.d.Revoked {
+				p.revokedIdx[revokedID{keyOf(normRef(x.KeyRef)), x.Fingerprint}] = struct{}{}
+			}
+		}
+		_, ok := p.revokedIdx[revokedID{keyOf(r), ki.Fingerprint}]
+		return ok
+	}
 	for _, x := range p.d.Revoked {
 		if x.Fingerprint != ki.Fingerprint {
 			continue
@@ -28,6 +42,12 @@ func (p *planner) revoked(ki *tcpao.KeyInfo, r tcpao.KeyRef) bool {
 		}
 	}
 	return false
+}
+
+// revokedID is a revoked key's normalised reference and its material.
+type revokedID struct {
+	ref refKey
+	fp  tcpao.Fingerprint
 }
 
 // frozen reports whether a Desired.Frozen range covers the observed key r.

@@ -2,6 +2,7 @@ package rotator
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,5 +193,61 @@ func TestInstallAnnouncesInItsBorrow(t *testing.T) {
 	}
 	if m.writes != 2 {
 		t.Errorf("%d writes counted, want 2 (the add and the announce)", m.writes)
+	}
+}
+
+// The keepalive probe's calls, noted "p" (armed) and "e" (ended), in a
+// borrow or as one of their own.
+func (s loggedIn) ArmPeerProbe() (tcpao.PeerProbe, error) {
+	s.b.note("p")
+	return s.b.testSock.ArmPeerProbe()
+}
+
+func (s loggedIn) EndPeerProbe(p tcpao.PeerProbe) error {
+	s.b.note("e")
+	return s.b.testSock.EndPeerProbe(p)
+}
+
+func (b *borrowLog) ArmPeerProbe() (tcpao.PeerProbe, error) { return loggedIn{b}.ArmPeerProbe() }
+func (b *borrowLog) EndPeerProbe(p tcpao.PeerProbe) error   { return loggedIn{b}.EndPeerProbe(p) }
+
+// TestWaitsEndProbeInTheirReadBorrow: a roll's two waits for the peer's
+// segment end their keepalive probe in a borrow of the descriptor they
+// take anyway. Once the retire step's poll sees the peer send with the
+// new key, the probe ends and the socket is read in full in one borrow
+// ("err"); the await poll that sees the peer switch ends it after its
+// read, in the read's borrow ("rre"). It failed before: a borrow "e" of
+// its own after each ("rr", "e"; "e", "rr").
+func TestWaitsEndProbeInTheirReadBorrow(t *testing.T) {
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	lx := &borrowLog{testSock: l.x}
+	l.mx.sock = lx
+	l.mx.setDesired(want(b), l.now)
+	l.my.setDesired(farDesired(want(b)), l.now)
+	for range 2000 {
+		l.tick()
+		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
+			break
+		}
+	}
+	if l.mx.st.Rolls != 1 {
+		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
+	}
+	var ws []string
+	for _, bw := range lx.borrows {
+		ws = append(ws, strings.Join(bw, ""))
+	}
+	if !slices.Contains(ws, "p") {
+		t.Fatalf("borrows %q: no keepalive probe armed in the roll's waits", ws)
+	}
+	if !slices.Contains(ws, "err") {
+		t.Errorf("borrows %q: want the retire wait's probe ended in the borrow of the read after it (\"err\")", ws)
+	}
+	if !slices.Contains(ws, "rre") {
+		t.Errorf("borrows %q: want the await's probe ended in the borrow of the read that ends the wait (\"rre\")", ws)
+	}
+	if slices.Contains(ws, "e") {
+		t.Errorf("borrows %q: a probe ended in a borrow of its own", ws)
 	}
 }

@@ -80,22 +80,53 @@ func (m *machine) armProbe(now time.Time) {
 }
 
 // endProbe puts the socket's keepalive settings back, if a probe is armed.
-func (m *machine) endProbe() {
+func (m *machine) endProbe() { m.endProbeOn(m.sock) }
+
+// endProbeOn is endProbe through s: the machine's socket, or the one a
+// borrow of its descriptor lends.
+func (m *machine) endProbeOn(s tcpao.Socket) {
 	if !m.probing() {
 		return
 	}
-	if err := tcpao.EndPeerProbe(m.sock, m.probe.p); err != nil {
+	if err := tcpao.EndPeerProbe(s, m.probe.p); err != nil {
 		m.log.Warn("rotator: keepalive probe's settings not put back", "peer", m.st.Peer, "err", err)
 	}
 	m.probe.p = tcpao.PeerProbe{}
 }
 
 // dropProbe ends the wait's probe and forgets it: the wait is over.
-func (m *machine) dropProbe() {
+func (m *machine) dropProbe() { m.dropProbeOn(m.sock) }
+
+func (m *machine) dropProbeOn(s tcpao.Socket) {
 	if m.probe != nil {
-		m.endProbe()
+		m.endProbeOn(s)
 		m.probe = nil
 	}
+}
+
+// readDroppingProbe is dropProbe, then a read in full, in one borrow of
+// the socket's descriptor: the retire step's once its wait for the new
+// key is over (a pidfd_getfd, SO_COOKIE and close fewer a peer per roll).
+// The order is dropProbe's and the read's. Where the borrow fails before
+// it lends the socket, the probe is ended on the socket itself, as
+// dropProbe would, and the borrow's error is the read's.
+func (m *machine) readDroppingProbe(now time.Time) (Observed, error) {
+	var obs Observed
+	lent := false
+	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+		lent = true
+		m.dropProbeOn(bs)
+		var err error
+		obs, err = readIn(bs, ReadFull, m.knownKeys(ReadFull))
+		return err
+	})
+	if !lent {
+		m.dropProbe()
+	}
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
 }
 
 // stopProbe is dropProbe as the machine stops: its session may be gone
@@ -119,4 +150,47 @@ func (m *machine) waitNext(now, deadline time.Time) time.Time {
 		return m.segs.nextAt(now, m.cfg.Poll, 0, deadline)
 	}
 	return m.segs.next(now, m.cfg.Poll, deadline)
+}
+
+// peerHoldsNewKey is await's proof that the peer holds the new key nk
+// (read in obs): it sends with it (pkt_good rises), or its RNext named it
+// and the kernel switched Current_key to it. A Current_key that this
+// roll's own writes set is neither.
+func (m *machine) peerHoldsNewKey(obs *Observed, nk *tcpao.KeyInfo) bool {
+	cur, _ := curOf(obs)
+	return cur == m.desired.WantCurrent && cur != m.ownCur || nk.PktGood > m.baseGood
+}
+
+// awaitOver reports whether await, stepping on obs at now, ends its wait
+// (and so its probe): the new key vanished, the peer holds it, or the
+// switch timed out.
+func (m *machine) awaitOver(now time.Time, obs *Observed) bool {
+	nk := findRecv(obs, m.desired.WantRNext.ID)
+	return nk == nil || m.peerHoldsNewKey(obs, nk) || now.Sub(m.st.Since) >= m.cfg.SwitchTimeout
+}
+
+// readStep is the step's read (read). A machine waiting for the peer's
+// switch (StateAnnounced) with a probe armed ends the probe in the read's
+// borrow of the descriptor when the read ends the wait (awaitOver), after
+// the read: await would end it next (enter), in a borrow of its own. The
+// probe still ends with the wait, one borrow sooner.
+func (m *machine) readStep(now time.Time, mode ReadMode) (Observed, error) {
+	if m.st.State != StateAnnounced || !m.probing() {
+		return m.read(now, mode)
+	}
+	var obs Observed
+	err := tcpao.Batch(m.sock, func(bs tcpao.Socket) error {
+		var err error
+		if obs, err = readIn(bs, mode, m.knownKeys(mode)); err != nil {
+			return err
+		}
+		if m.awaitOver(now, &obs) {
+			m.dropProbeOn(bs)
+		}
+		return nil
+	})
+	if err == nil {
+		m.st.Counters = CountersOf(obs, now)
+	}
+	return obs, err
 }

@@ -46,6 +46,9 @@ type planner struct {
 	// peer prefix, built on the first lookup of a long list (carried).
 	carriedIdx  *refIndex
 	carriedRefs []tcpao.KeyRef
+	// revokedIdx is Desired.Revoked by reference and material, for a
+	// listener's long list (revoked), built on its first lookup.
+	revokedIdx map[revokedID]struct{}
 }
 
 // PlanSocket plans one socket: the ordered operations that take the observed

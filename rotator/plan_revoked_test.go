@@ -22,15 +22,21 @@ func TestPlanRevokedMatchesMaterial(t *testing.T) {
 		listen  bool
 		revoked tcpao.Key // the revoked key: a's reference, with its material
 		deleted bool      // a leaves the socket
+		many    bool      // the revoked list is long (a listener's is indexed)
 	}{
 		{name: "listener, a's material", listen: true, revoked: a, deleted: true},
 		{name: "listener, other material", listen: true, revoked: other},
+		{name: "listener, a's material, a long list", listen: true, revoked: a, deleted: true, many: true},
+		{name: "listener, other material, a long list", listen: true, revoked: other, many: true},
 		{name: "established, a's material", revoked: a, deleted: true},
 		{name: "established, other material", revoked: other},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s *testSock
 			d := Desired{Keys: []DesiredKey{dk(b)}, Revoked: revokedOf(tc.revoked)}
+			if tc.many {
+				d.Revoked = append(revokedUnder(linearMax+8, 9), d.Revoked...)
+			}
 			if tc.listen {
 				s = newListener()
 				setup(s.AddKey(a, tcpao.AddOptions{}))

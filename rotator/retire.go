@@ -54,8 +54,8 @@ func (m *machine) retire(now time.Time, obs *Observed) time.Time {
 		if !m.sawNewKey(obs) {
 			return m.awaitNewKey(now)
 		}
-		m.dropProbe() // the wait is over
-		full, err := m.read(now, ReadFull)
+		// The wait is over: its probe ends in the read's borrow.
+		full, err := m.readDroppingProbe(now)
 		if err != nil {
 			m.st.LastError = err.Error()
 			return now.Add(m.cfg.Poll)

@@ -222,7 +222,7 @@ func (r *runner) take(now func() time.Time) {
 // cannot be borrowed, fn still runs on it and meets the error itself.
 func (r *runner) exclusive(x *exclusive) *Observed {
 	ran := false
-	obs, oerr, err := writeRead(r.m.sock, ReadFull, func(bs tcpao.Socket) error {
+	obs, oerr, err := writeRead(r.m.sock, ReadFull, r.m.knownKeys(ReadFull), func(bs tcpao.Socket) error {
 		x.fn(bs)
 		ran = true
 		return nil
@@ -242,6 +242,8 @@ func (r *runner) exclusive(x *exclusive) *Observed {
 // the run step again rather than start another, so one goroutine at a
 // time touches the machine, and events and Changed stay in order.
 func (c *Controller) run(r *runner) {
+	// The step's deep path then runs without a stack copy (runstack.go).
+	growRunStack()
 	r.m.own() // the last run handed its status to the readers
 	if !r.begun {
 		r.begun = true

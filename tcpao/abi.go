@@ -392,13 +392,20 @@ func decodeKeysFor(buf []aoGetsockopt, f KeyFilter) ([]KeyInfo, error) {
 		defer h.release()
 	}
 	for i := range buf {
-		kh := h
-		if h != nil && !f.Fingerprints(buf[i].SndID, buf[i].RcvID) {
-			kh = nil
-		}
-		ki, err := decodeKeyWith(kh, &buf[i])
+		c := &buf[i]
+		want := h != nil && f.Fingerprints(c.SndID, c.RcvID)
+		ki, err := decodeKeyWith(nil, c)
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		if want {
+			// decodeKeyWith checked KeyLen.
+			b := c.Key[:c.KeyLen]
+			if fp, ok := f.Known.fingerprint(c.SndID, c.RcvID, b); ok {
+				ki.Fingerprint = fp
+			} else {
+				ki.Fingerprint = h.sum(b)
+			}
 		}
 		out = append(out, ki)
 	}

@@ -1,6 +1,7 @@
 package tcpao
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 )
@@ -46,6 +47,28 @@ func BenchmarkDecodeSessionKeys(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := decodeKeys(buf, true)
+		if err != nil || len(out) != 3 {
+			b.Fatalf("decoded %d keys: %v", len(out), err)
+		}
+	}
+}
+
+// BenchmarkDecodeSessionKeysKnown is BenchmarkDecodeSessionKeys with the
+// reader's desired keys known (KeyFilter.Known): a machine's read of its
+// session.
+func BenchmarkDecodeSessionKeysKnown(b *testing.B) {
+	var secrets [][]byte
+	var known []KnownKey
+	for i := range 3 {
+		s := []byte(fmt.Sprintf("session-secret-%d-of-twenty", i))[:20]
+		secrets = append(secrets, s)
+		known = append(known, KnownKey{SendID: uint8(i + 1), RecvID: uint8(101 + i), Secret: NewSecret(s)})
+	}
+	buf := sessionAnswer(secrets...)
+	f := KeyFilter{Known: NewKnown(known)}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := decodeKeysFor(buf, f)
 		if err != nil || len(out) != 3 {
 			b.Fatalf("decoded %d keys: %v", len(out), err)
 		}

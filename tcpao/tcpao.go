@@ -474,7 +474,16 @@ type KeyFilter struct {
 	// its own per candidate (each a walk of the whole key list in the
 	// kernel).
 	FingerprintIDs *[2]uint8
+	// Known, when set, are the secrets the reader expects (its desired
+	// keys): a key it fingerprints whose bytes are one of them takes that
+	// secret's fingerprint without an HMAC (see Known). The answer is the
+	// same with or without it.
+	Known *Known
 }
+
+// all reports whether f selects every key (get_all), whatever it asks of
+// their fingerprints.
+func (f KeyFilter) all() bool { return !f.Current && !f.RNext && f.Ref == nil }
 
 // Fingerprints reports whether a read with f fingerprints a key with
 // these IDs.

@@ -327,7 +327,7 @@ func (s *sock) Keys(f KeyFilter) ([]KeyInfo, error) {
 // unfiltered answer (lastKeys).
 func (s *sock) keysFD(fd int, f KeyFilter) ([]KeyInfo, error) {
 	hint := initialKeys
-	all := f == (KeyFilter{})
+	all := f.all()
 	if all {
 		if n := int(s.lastKeys.Load()); n > 0 {
 			hint = n + n/16 + initialKeys

@@ -99,8 +99,9 @@ type countingSocket struct {
 	// fingerprints (an HMAC of each secret), and wide those of them that
 	// asked for every key's (no KeyFilter.Ref nor FingerprintIDs).
 	fingerprinted, wide int
-	// fpKeys counts the keys those reads fingerprinted: the HMACs a real
-	// kernel's answer costs (tcpao decodes each one's fingerprint).
+	// fpKeys counts the keys those reads fingerprinted with an HMAC on a
+	// real kernel's answer: each one's, but those holding a secret the
+	// read named (KeyFilter.Known, tcpao.Known.Covers).
 	fpKeys int
 	// stall, when set, is taken by the next Info call, which then waits
 	// until it is closed (a kernel call that hangs).
@@ -190,7 +191,7 @@ func (c *countingSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 	ks, err := c.Socket.Keys(f)
 	c.mu.Lock()
 	for _, k := range ks {
-		if f.Fingerprints(k.SendID, k.RecvID) {
+		if f.Fingerprints(k.SendID, k.RecvID) && !f.Known.Covers(k.SendID, k.RecvID, k.Fingerprint) {
 			c.fpKeys++
 		}
 	}

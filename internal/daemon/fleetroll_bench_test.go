@@ -56,8 +56,9 @@ func threadCPU(b *testing.B) int64 {
 // borrows/peer (the pidfd_getfd borrows of the speaker's descriptors they
 // cost on a real kernel: bgp's AOSocket borrows once per call, or once per
 // BatchKeys where it offers that), roll-cpu-ms/peer, fingerprints/peer
-// (the keys its fingerprinted reads returned, sessions and listener: on a
-// real kernel one HMAC each; the in-memory kernel computes none) and
+// (the keys its fingerprinted reads returned, sessions and listener, but
+// those holding a secret the read named (tcpao.Known): on a real kernel
+// one HMAC each; the in-memory kernel computes none) and
 // listener-fingerprints/peer (the listener's part), and full-passes (the
 // reconcile passes over the roll). $AOKEYD_ROLL_PROFILE names a CPU profile file of
 // the roll span.
