@@ -309,8 +309,13 @@ func (s scopedPeer) IsValid() bool { return s.key.IsValid() }
 // revoke --peer swp1) a neighbor_interface binding binds, with the key's
 // chain.
 func (rv *revocations) revokeScope(req control.RevokeRequest) (scopedPeer, error) {
+	pol := rv.policy()
 	k, err := peer.ParseArg(req.Peer)
-	if err != nil || k.VRF != "" {
+	switch {
+	case err == nil && k.IsLink() && !pol.HasLinkBindings():
+		// No interface neighbour is bound: a name is no peer here.
+		return scopedPeer{}, fmt.Errorf("peer %q is not an IP address (and the policy binds no interface neighbour): %w", req.Peer, control.ErrInvalid)
+	case err != nil || k.VRF != "":
 		return scopedPeer{}, fmt.Errorf("peer %q is not an IP address or an interface neighbour's interface (name a VRF with --vrf): %w", req.Peer, control.ErrInvalid)
 	}
 	k.VRF = req.VRF
@@ -322,7 +327,6 @@ func (rv *revocations) revokeScope(req control.RevokeRequest) (scopedPeer, error
 	if req.VRF != "" {
 		where = " in vrf " + req.VRF
 	}
-	pol := rv.policy()
 	b, err := pol.BindingForKey(k)
 	if err != nil {
 		return s, fmt.Errorf("peer %s%s: no binding of the policy covers it (check the address or interface and --vrf): %w", req.Peer, where, control.ErrNotFound)

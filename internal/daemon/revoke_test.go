@@ -165,7 +165,7 @@ func testRevokeUnknownPeer(t *testing.T) {
 	}{
 		{"no binding", "192.0.2.99", "", control.ErrNotFound},
 		{"other vrf", peerAddr.String(), "blue", control.ErrNotFound},
-		{"an interface nothing binds", "peer-two", "", control.ErrNotFound},
+		{"a name, no interface neighbour bound", "peer-two", "", control.ErrInvalid},
 		{"not an address or an interface", "10.0.0.256", "", control.ErrInvalid},
 		{"a VRF in the peer", "192.0.2.2 vrf blue", "", control.ErrInvalid},
 	} {
