@@ -126,21 +126,7 @@ func (b *borrowLog) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 // install's add and the retire's delete were borrows of their own, the read
 // after each another).
 func TestRollKeyWritesReadBackInTheirBorrow(t *testing.T) {
-	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	l := newLink(t, a, want(a), want(a), nil)
-	lx := &borrowLog{testSock: l.x}
-	l.mx.sock = lx
-	l.mx.setDesired(want(b), l.now)
-	l.my.setDesired(farDesired(want(b)), l.now)
-	for range 2000 {
-		l.tick()
-		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
-			break
-		}
-	}
-	if l.mx.st.Rolls != 1 {
-		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
-	}
+	lx := rollLogged(t)
 	keyWrites := 0
 	for i, bw := range lx.borrows {
 		w := strings.Join(bw, "")
@@ -219,21 +205,7 @@ func (b *borrowLog) EndPeerProbe(p tcpao.PeerProbe) error   { return loggedIn{b}
 // read, in the read's borrow ("rre"). It failed before: a borrow "e" of
 // its own after each ("rr", "e"; "e", "rr").
 func TestWaitsEndProbeInTheirReadBorrow(t *testing.T) {
-	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
-	l := newLink(t, a, want(a), want(a), nil)
-	lx := &borrowLog{testSock: l.x}
-	l.mx.sock = lx
-	l.mx.setDesired(want(b), l.now)
-	l.my.setDesired(farDesired(want(b)), l.now)
-	for range 2000 {
-		l.tick()
-		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
-			break
-		}
-	}
-	if l.mx.st.Rolls != 1 {
-		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
-	}
+	lx := rollLogged(t)
 	var ws []string
 	for _, bw := range lx.borrows {
 		ws = append(ws, strings.Join(bw, ""))
@@ -250,4 +222,27 @@ func TestWaitsEndProbeInTheirReadBorrow(t *testing.T) {
 	if slices.Contains(ws, "e") {
 		t.Errorf("borrows %q: a probe ended in a borrow of its own", ws)
 	}
+}
+
+// rollLogged runs one roll from alpha to bravo on a link whose near
+// socket logs its borrows, and returns that log once the roll completed
+// at both ends.
+func rollLogged(t *testing.T) *borrowLog {
+	t.Helper()
+	a, b := mkKey(peerA, 1, 1, "alpha"), mkKey(peerA, 2, 2, "bravo")
+	l := newLink(t, a, want(a), want(a), nil)
+	lx := &borrowLog{testSock: l.x}
+	l.mx.sock = lx
+	l.mx.setDesired(want(b), l.now)
+	l.my.setDesired(farDesired(want(b)), l.now)
+	for range 2000 {
+		l.tick()
+		if l.mx.st.Rolls == 1 && l.my.st.Rolls == 1 {
+			break
+		}
+	}
+	if l.mx.st.Rolls != 1 {
+		t.Fatalf("the roll did not complete: %+v\n%s", l.mx.st, dump(l.x))
+	}
+	return lx
 }
