@@ -150,19 +150,15 @@ func (d *Diag) Listener(local netip.AddrPort, cookie uint64) (Socket, error) {
 }
 
 // scan dumps the TCP sockets of fams in every state and returns the one
-// with exactly local and remote (IPv4-mapped addresses compared unmapped).
+// with exactly local and remote (isExact: IPv4-mapped addresses compared unmapped, zones aside).
 func (d *Diag) scan(fams []uint8, local, remote netip.AddrPort) (Socket, error) {
-	unmap := func(a netip.AddrPort) netip.AddrPort {
-		return netip.AddrPortFrom(a.Addr().Unmap().WithZone(""), a.Port())
-	}
-	local, remote = unmap(local), unmap(remote)
 	for _, fam := range fams {
 		all, err := d.query(encodeRequest(d.next(), d.ext(), fam, true, ^uint32(0), netip.AddrPort{}, netip.AddrPort{}), true)
 		if err != nil {
 			return Socket{}, err
 		}
 		for _, s := range all {
-			if unmap(s.Local) == local && unmap(s.Remote) == remote {
+			if isExact(s, local, remote) {
 				return s, nil
 			}
 		}

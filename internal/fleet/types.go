@@ -121,6 +121,7 @@ func (p *Peer) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	p.Local = p.Local.Unmap().WithZone("")
 	if w.Interface != "" {
 		// An interface neighbour: its link is its identity, the address
 		// what it learned ("" before one).
@@ -135,7 +136,6 @@ func (p *Peer) UnmarshalJSON(b []byte) error {
 			}
 			p.Neighbor = a.Unmap().WithZone("")
 		}
-		p.Local = p.Local.Unmap().WithZone("")
 		return nil
 	}
 	a, err := netip.ParseAddr(w.Address)
@@ -143,7 +143,6 @@ func (p *Peer) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("fleet: peer address %q: %w", w.Address, err)
 	}
 	p.ID = peerkey.KeyOf(a, w.VRF)
-	p.Local = p.Local.Unmap().WithZone("")
 	return nil
 }
 
