@@ -441,7 +441,42 @@ func (f *fabric) restart(cur fabKey) {
 	}
 	f.allKeyed(fabricUp, fmt.Sprintf("r1's bgpd restarted (pid %d → %d): its sessions back, keyed with k%d", old, r1.frr.PID, cur.i),
 		cur, []uint8{cur.id()}, true)
+	f.allowCollisions(r1)
 	f.checkNoFlap("after r1's bgpd restarted")
+}
+
+// allowCollisions takes, for each far end of restarted r, one more
+// establishment than expected when r's end of that link counts exactly
+// what it should (one, its new bgpd's): both ends dial when r's new bgpd
+// comes up, and the far end may take to Established a connection that r
+// then closes before r's side of it is Established (a collision r
+// resolves against it). Seen on 2c0361f in CI and on 4d584e6 alone in
+// the guest: r3 counted two establishments after the restart and r1's
+// new bgpd one, r3's bgpd log one End-of-RIB from r1, and FRR 10.3's JSON
+// gives no reset reason ("lastReset": "never"). A reset of a session that
+// reached Established at both ends shows at r's end too, and still fails.
+func (f *fabric) allowCollisions(r *fabRouter) {
+	f.t.Helper()
+	views := map[string]nbrView{}
+	for _, e := range f.ends {
+		v, err := e.view()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		views[e.String()] = v
+	}
+	for _, e := range f.ends {
+		if e.far != r {
+			continue
+		}
+		near := fabEnd{r: r, iface: e.farIf, far: e.r, farIf: e.iface}.String()
+		v, nv := views[e.String()], views[near]
+		want, nearWant := f.want[e.String()], f.want[near]
+		if v.Conns == want+1 && nv.Conns == nearWant && v.State == "Established" && nv.State == "Established" {
+			f.t.Logf("%s: established %d times, %s %d: one establishment %s's new bgpd never had, counted as the restart's collision", e, v.Conns, near, nv.Conns, r.name)
+			f.want[e.String()] = want + 1
+		}
+	}
 }
 
 // baseline takes every end's connectionsEstablished as the count to
