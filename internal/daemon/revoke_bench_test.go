@@ -172,6 +172,9 @@ type fleetOptions struct {
 	speaker func(bgp.Speaker) bgp.Speaker
 	// listener, when set, wraps the listening socket the daemon is given.
 	listener func(tcpao.Socket) tcpao.Socket
+	// session, when set, wraps each established socket inside its
+	// borrow (the socket a BatchKeys call lends).
+	session func(tcpao.Socket) tcpao.Socket
 	// perPeer gives each peer a binding of its own (the speaker bench's
 	// policy), so that the listener holds each key once per peer, instead
 	// of one binding for the fleet's /16.
@@ -223,6 +226,9 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 		est := established[h.Ref().Inode]
 		estMu.Unlock()
 		if est {
+			if o.session != nil {
+				s = o.session(s)
+			}
 			return slowDelSocket{s, delay, &f.borrows}
 		}
 		var ls tcpao.Socket = slowDelSocket{s, 0, &f.borrows} // the listener

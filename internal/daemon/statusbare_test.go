@@ -43,7 +43,8 @@ func testStatusReadsNoFingerprints(t *testing.T) {
 // TestRevokeReadsNoFingerprints: a revoke finds the key on the listener by
 // its IDs and prefix, in one read of the listener that fingerprints only
 // the keys under the revoked key's IDs (KeyFilter.FingerprintIDs), to
-// check each one's material is the revoked key's: not every key's (an
+// check each one's material is the revoked key's, from the revoked
+// secret in hand, without an HMAC (KeyFilter.Known): not every key's (an
 // HMAC of each secret, three keys a peer on a fleet's listener), and not
 // a read of its own per key it deletes (before: one GET_KEYS with
 // KeyFilter.Ref and one TCP_AO_INFO per deleted key, each a walk of the
@@ -70,7 +71,7 @@ func testRevokeReadsNoFingerprints(t *testing.T) {
 	if w := e.lisC.wideReads() - w0; w != 0 {
 		t.Errorf("the revoke asked for every key's fingerprint on %d of its %d listener reads, want none", w, r1-r0)
 	}
-	if fp := e.lisC.fingerprints() - fp0; fp != 1 {
-		t.Errorf("the revoke fingerprinted %d of the listener's keys, want 1: the one it deleted", fp)
+	if fp := e.lisC.fingerprints() - fp0; fp != 0 {
+		t.Errorf("the revoke fingerprinted %d of the listener's keys by HMAC, want 0: the one it deleted holds the revoked secret it has (KeyFilter.Known)", fp)
 	}
 }
