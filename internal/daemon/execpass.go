@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
@@ -56,9 +55,6 @@ type execState struct {
 	// replaced whole, never written in place.
 	active map[peer.Key]bool
 
-	// revoking counts the revokes under way (revocations.revoke, from
-	// before their record to their end): the pass plans nothing meanwhile.
-	revoking atomic.Int32
 	// cancelPass ends the pass's execSubmit under way (nil: none), under
 	// mu: a revoke does not wait for a pass's reads of every peer.
 	cancelPass context.CancelFunc
@@ -106,7 +102,7 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 	rc.early.flush()
 	now := time.Now()
 	es := rc.exec
-	if es.revoking.Load() > 0 {
+	if rc.revoking.Load() > 0 {
 		es.haveLast = false // the next pass is full
 		return now.Add(execPoll)
 	}
@@ -145,17 +141,20 @@ func (rc *reconciler) execPass(ctx context.Context) time.Time {
 	return sooner(now.Add(execPoll), es.boundary)
 }
 
-// revokeUnderWay has the executor's pass plan nothing (execPass) until
-// the returned function is called.
+// revokeUnderWay holds every full pass (reconcile, execPass) until the
+// returned function is called (once or more). With an Executor the pass
+// under way gives way at once (execSubmit).
 func (rc *reconciler) revokeUnderWay() (done func()) {
-	es := rc.exec
-	es.revoking.Add(1)
-	es.mu.Lock()
-	if es.cancelPass != nil {
-		es.cancelPass() // the pass under way gives way (execSubmit)
+	rc.revoking.Add(1)
+	if es := rc.exec; es != nil {
+		es.mu.Lock()
+		if es.cancelPass != nil {
+			es.cancelPass() // the pass under way gives way (execSubmit)
+		}
+		es.mu.Unlock()
 	}
-	es.mu.Unlock()
-	return func() { es.revoking.Add(-1) }
+	var once sync.Once
+	return func() { once.Do(func() { rc.revoking.Add(-1) }) }
 }
 
 // execActive reports whether a peer is in flight after its plan pl (ok:

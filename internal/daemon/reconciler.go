@@ -36,6 +36,10 @@ type reconciler struct {
 	// recompute: a speaker (re)sync, a session not taken over yet.
 	events, sessions       atomic.Uint64
 	idlePasses, fullPasses atomic.Uint64
+	// revoking counts the revokes under way (revocations.revoke, from
+	// before their record to their end): no full pass runs meanwhile
+	// (reconcile, execPass; revokeUnderWay).
+	revoking atomic.Int32
 	// trackerSynced: the tracker has reported the speaker's full peer
 	// list at least once since the start.
 	trackerSynced atomic.Bool

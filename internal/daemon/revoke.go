@@ -66,11 +66,10 @@ func (rv *revocations) fleet(ctx context.Context, chain, key string) (control.Re
 
 func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, writeBack bool) (control.RevokeResult, error) {
 	start := time.Now()
-	if rv.o.Executor != nil {
-		// The pass plans nothing until the revoke ends (execPass); from
-		// before the record, whose change would start a full pass.
-		defer rv.recon.revokeUnderWay()()
-	}
+	// No full pass runs until the revoke ends (reconcile, execPass); from
+	// before the record, whose change would start one.
+	held := rv.recon.revokeUnderWay()
+	defer held()
 	res := control.RevokeResult{Chain: req.Chain, Key: req.Key, Peer: req.Peer, VRF: req.VRF}
 	snap := rv.snapshot()
 	if snap == nil {
@@ -134,6 +133,7 @@ func (rv *revocations) revoke(ctx context.Context, req control.RevokeRequest, wr
 	}
 	rv.log.Warn("key revoked", "chain", req.Chain, "key", req.Key, "peer", res.Peer, "vrf", req.VRF,
 		"sockets", len(res.Sockets), "elapsed", time.Since(start))
+	held()
 	rv.recon.askFull()
 	return res, nil
 }

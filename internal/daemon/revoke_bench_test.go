@@ -175,6 +175,9 @@ type fleetOptions struct {
 	// session, when set, wraps each established socket inside its
 	// borrow (the socket a BatchKeys call lends).
 	session func(tcpao.Socket) tcpao.Socket
+	// refresh is the key source's read interval (0: the default); each
+	// read wakes a pass.
+	refresh time.Duration
 	// perPeer gives each peer a binding of its own (the speaker bench's
 	// policy), so that the listener holds each key once per peer, instead
 	// of one binding for the fleet's /16.
@@ -240,7 +243,7 @@ func newRevokeFleet(b testing.TB, o fleetOptions) *revokeFleet {
 	d, err := daemon.New(daemon.Options{
 		Policy: parsePolicy(b, pol), Keys: cache, Source: src, Speaker: speaker, Discoverer: disc, ListenPort: bgpPort,
 		Rotator: rotator.Config{Grace: 20 * time.Millisecond, Poll: 10 * time.Millisecond},
-		Resync:  time.Hour, OptMemMax: func() (int, error) { return 1 << 30, nil },
+		Resync:  time.Hour, Refresh: o.refresh, OptMemMax: func() (int, error) { return 1 << 30, nil },
 		Logger: slog.New(slog.DiscardHandler), SocketOf: socketOf,
 	})
 	if err != nil {
