@@ -1,5 +1,7 @@
 package rotator
 
+import "github.com/aokeyd/aokeyd/internal/runstack"
+
 // A run (Controller.run) steps its machine on a goroutine of its own, new
 // for each run: a machine that waits holds none (runner). A new goroutine
 // starts on the runtime's starting stack, and a step's deepest path is
@@ -17,18 +19,5 @@ package rotator
 // step's deepest path takes, and the step then runs without a copy.
 // It changes no behaviour: a stack the step outgrows grows as before.
 
-// runStackPad is growRunStack's frame: with the runtime's guard and the
-// frames below it, the stack it leaves is 16 KiB.
-const runStackPad = 8 << 10
-
-// growRunStack grows the calling goroutine's stack (see above). Its frame
-// is the array, which keepFrame keeps from being optimised away.
-//
-//go:noinline
-func growRunStack() {
-	var pad [runStackPad]byte
-	keepFrame(&pad)
-}
-
-//go:noinline
-func keepFrame(*[runStackPad]byte) {}
+// growRunStack grows the calling goroutine's stack (see above).
+func growRunStack() { runstack.Grow() }

@@ -13,6 +13,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/revocation"
+	"github.com/aokeyd/aokeyd/internal/runstack"
 	"github.com/aokeyd/aokeyd/keystore"
 	"github.com/aokeyd/aokeyd/policy"
 	"github.com/aokeyd/aokeyd/rotator"
@@ -249,17 +250,25 @@ func (rv *revocations) revokeSockets(ctx context.Context, snap *keystore.Snapsho
 	if rv.o.Expedite != nil && len(ps) > 0 {
 		release = rv.o.Expedite()
 	}
-	sem := make(chan struct{}, revokeParallel)
+	// revokeParallel workers, each on a stack grown once: a goroutine a
+	// peer grew its starting stack on each one's deep path (the desired
+	// state's computation, the borrow), a copy of every frame each time.
+	work := make(chan *peerState)
 	now := time.Now()
-	for _, p := range ps {
+	for range min(revokeParallel, len(ps)) {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			add(rv.revokePeer(ctx, snap, p, rk, now))
+			runstack.Grow()
+			for p := range work {
+				add(rv.revokePeer(ctx, snap, p, rk, now))
+			}
 		}()
 	}
+	for _, p := range ps {
+		work <- p
+	}
+	close(work)
 	return func() {
 		wg.Wait()
 		release()
