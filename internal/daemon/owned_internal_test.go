@@ -200,3 +200,34 @@ func TestOwnRecSize(t *testing.T) {
 		t.Errorf("an unknown Since reads back as %v", got)
 	}
 }
+
+// TestOwnKeySize: the ledger's map key is 48 bytes (a route server's
+// ledger holds 16,384 in twice as many slots), and it gives back the
+// process and prefix it was made of: IPv4, IPv6, an IPv4-mapped IPv6
+// prefix as such, none; the prefix masked.
+func TestOwnKeySize(t *testing.T) {
+	if n := unsafe.Sizeof(ownKey{}); n > 48 {
+		t.Errorf("ownKey is %d bytes: over 48", n)
+	}
+	p := procID{PID: 4194304, Start: 1<<40 + 7}
+	for _, c := range []struct{ in, want string }{
+		{"192.0.2.77/24", "192.0.2.0/24"}, {"10.1.2.3/32", "10.1.2.3/32"}, {"2001:db8::1/64", "2001:db8::/64"},
+		{"::ffff:192.0.2.1/128", "::ffff:192.0.2.1/128"}, {"0.0.0.0/0", "0.0.0.0/0"}, {"", ""},
+	} {
+		var in netip.Prefix
+		if c.in != "" {
+			in = netip.MustParsePrefix(c.in)
+		}
+		k := ownKeyOf(p, tcpao.KeyRef{Peer: in, SendID: 3, RecvID: 4}, tcpao.Fingerprint{9})
+		got := ""
+		if pfx := k.peer(); pfx.IsValid() {
+			got = pfx.String()
+		}
+		if got != c.want || k.proc() != p || k.SendID != 3 || k.RecvID != 4 || k.FP != (tcpao.Fingerprint{9}) {
+			t.Errorf("%q: peer %q, proc %+v, IDs %d/%d: want %q", c.in, got, k.proc(), k.SendID, k.RecvID, c.want)
+		}
+		if in.IsValid() && k == ownKeyOf(p, tcpao.KeyRef{SendID: 3, RecvID: 4}, tcpao.Fingerprint{9}) {
+			t.Errorf("%q: the key equals the one without a prefix", c.in)
+		}
+	}
+}
