@@ -122,22 +122,70 @@ func (k ownKey) peer() netip.Prefix {
 }
 
 // ownRec is what the record keeps of one ownKey, held in the ledger's map
-// by value: 40 bytes a key (a route server's ledger holds tens of
-// thousands; a pointer to a time.Time-holding struct was 8 bytes in the
-// map and a 64-byte object beside it, 4.3 MiB at 16,384 keys).
+// by value: 32 bytes a key (a route server's ledger holds tens of
+// thousands, in a map of twice as many slots; a pointer to a
+// time.Time-holding struct was 8 bytes in the map and a 64-byte object
+// beside it, 4.3 MiB at 16,384 keys). A key is installed on one socket
+// (the listener's) as a rule: that cookie is held in the record itself,
+// not in a slice of its own (24 bytes and an 8-byte object a key).
+// Invariants: n counts the sockets, last and *older, at most maxCookies;
+// last is meaningful only with n > 0; older holds n-1 cookies, oldest
+// first, nil when there are none, and is never written once stored (a
+// change makes a new one: copies of the record share it).
 type ownRec struct {
-	Cookies []uint64 // the sockets it was installed on, newest last (at most maxCookies; 0: a connect's)
-	since   int64    // first recorded, Unix nanoseconds (0: unknown)
-	Adopted bool     // handed to aokeyd by aoctl adopt, not installed by it
+	last    uint64    // the newest socket it was installed on (0: a connect's)
+	older   *[]uint64 // the ones before last, oldest first
+	since   int64     // first recorded, Unix nanoseconds (0: unknown)
+	n       uint8
+	Adopted bool // handed to aokeyd by aoctl adopt, not installed by it
 }
 
-// recOf is the ownRec of a record's row's fields.
+// recOf is the ownRec of a record's row's fields (of its cookies, the
+// newest maxCookies: no more are ever written).
 func recOf(cookies []uint64, since time.Time, adopted bool) ownRec {
-	r := ownRec{Cookies: cookies, Adopted: adopted}
+	r := ownRec{Adopted: adopted}
 	if !since.IsZero() {
 		r.since = since.UnixNano()
 	}
+	if len(cookies) > maxCookies {
+		cookies = cookies[len(cookies)-maxCookies:]
+	}
+	if n := len(cookies); n > 0 {
+		r.last, r.n = cookies[n-1], uint8(n)
+		if n > 1 {
+			older := slices.Clone(cookies[:n-1])
+			r.older = &older
+		}
+	}
 	return r
+}
+
+// Cookies are the sockets the key was installed on, newest last (0: a
+// connect's), in a slice of the caller's.
+func (r ownRec) Cookies() []uint64 {
+	if r.n == 0 {
+		return nil
+	}
+	var out []uint64
+	if r.older != nil {
+		out = slices.Clone(*r.older)
+	}
+	return append(out, r.last)
+}
+
+// addCookie records socket c as the newest the key was installed on,
+// dropping the oldest past maxCookies; false when c was recorded already.
+func (r *ownRec) addCookie(c uint64) bool {
+	cs := r.Cookies()
+	if slices.Contains(cs, c) {
+		return false
+	}
+	cs = append(cs, c)
+	if len(cs) > maxCookies {
+		cs = cs[len(cs)-maxCookies:]
+	}
+	*r = recOf(cs, r.Since(), r.Adopted)
+	return true
 }
 
 // Since is when the key was first recorded (the zero time when unknown).
@@ -367,11 +415,7 @@ func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
 	if adopted && !r.Adopted {
 		r.Adopted, changed = true, true
 	}
-	if !slices.Contains(r.Cookies, cookie) {
-		r.Cookies = append(r.Cookies, cookie)
-		if len(r.Cookies) > maxCookies {
-			r.Cookies = slices.Delete(r.Cookies, 0, len(r.Cookies)-maxCookies)
-		}
+	if r.addCookie(cookie) {
 		changed = true
 	}
 	if changed {
@@ -417,7 +461,7 @@ func (l *ledger) flush() error {
 	for k, r := range l.keys {
 		p := k.proc()
 		row := ledgerRow{PID: p.PID, Start: p.Start, SendID: k.SendID, RecvID: k.RecvID,
-			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since(), Adopted: r.Adopted}
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies(), Since: r.Since(), Adopted: r.Adopted}
 		if pfx := k.peer(); pfx.IsValid() {
 			row.Peer = pfx.String()
 		}
