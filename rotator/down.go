@@ -24,12 +24,29 @@ import (
 // it counts from then (later failures only).
 type DownWatch struct {
 	mu    sync.Mutex
-	bases map[SocketID]map[refKey]downBase
+	bases map[SocketID]*downSet
 	gen   uint64
 	// compared counts the key comparisons (sameSessionKey) of every look:
 	// with up indexed by peer prefix, O(keys) a look, not O(keys x peers)
 	// (TestDownWatchComparesPerKey).
 	compared int
+}
+
+// downSet is one listener's bases. A Go map keeps the buckets of its
+// largest size: a listener's keys are all down at the daemon's start,
+// before the sessions came up (16,384 at a route server), and once they
+// are up a session carries one or two of its peer's keys, the others
+// staying down (three quarters of them with four keys a peer): the map
+// kept the buckets of every key, 2.25 MiB for the 12,288 bases of
+// BenchmarkScrape's per-peer fleet, 1 MiB when made at their size.
+// Invariant: peak is at least len(keys) and at most what keys held since
+// it was made, and the look that leaves keys at three quarters of peak or
+// fewer makes it afresh at its size (none at all when empty: the
+// listener's entry goes), so that each copy follows a quarter of the
+// bases gone since the last.
+type downSet struct {
+	keys map[refKey]downBase
+	peak int
 }
 
 // downBase is one base and the sync that last saw its key down. The key
@@ -68,16 +85,17 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !take {
-		return w.peek(w.bases[sock], obs, w.index(up))
+		var m map[refKey]downBase
+		if set := w.bases[sock]; set != nil {
+			m = set.keys
+		}
+		return w.peek(m, obs, w.index(up))
 	}
-	if w.bases == nil {
-		w.bases = map[SocketID]map[refKey]downBase{}
+	set := w.bases[sock]
+	if set == nil {
+		set = &downSet{keys: map[refKey]downBase{}}
 	}
-	m := w.bases[sock]
-	if m == nil {
-		m = map[refKey]downBase{}
-		w.bases[sock] = m
-	}
+	m := set.keys
 	w.gen++
 	ups := w.index(up)
 	var out []DownKey
@@ -97,12 +115,35 @@ func (w *DownWatch) look(sock SocketID, obs *Observed, up []tcpao.KeyRef, take b
 			out = append(out, b.down(k.KeyRef))
 		}
 	}
+	set.peak = max(set.peak, len(m))
 	for key, b := range m {
 		if b.gen != w.gen {
 			delete(m, key) // up again, or gone
 		}
 	}
+	w.keep(sock, set)
 	return out
+}
+
+// keep stores set as sock's after a look, without the buckets of a size
+// it no longer has (downSet; w.mu held).
+func (w *DownWatch) keep(sock SocketID, set *downSet) {
+	switch {
+	case len(set.keys) == 0:
+		delete(w.bases, sock)
+		return
+	case len(set.keys) <= set.peak/4*3:
+		// Not maps.Clone, which may copy the buckets' size too.
+		keys := make(map[refKey]downBase, len(set.keys))
+		for k, b := range set.keys {
+			keys[k] = b
+		}
+		set.keys, set.peak = keys, len(keys)
+	}
+	if w.bases == nil {
+		w.bases = map[SocketID]*downSet{}
+	}
+	w.bases[sock] = set
 }
 
 // peek is look without taking bases: the keys of obs down (not in up)

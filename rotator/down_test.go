@@ -1,6 +1,8 @@
 package rotator
 
 import (
+	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/aokeyd/aokeyd/tcpao"
@@ -54,5 +56,58 @@ func TestDownWatch(t *testing.T) {
 				t.Errorf("bases of a listener that is gone stay: %v", w.bases)
 			}
 		})
+	}
+}
+
+// TestDownWatchShrinks: a listener whose keys were all down at once (the
+// daemon's start, before the sessions came up) keeps no memory of that
+// size once sessions up carry a quarter of them, or all (downSet): a Go
+// map keeps its largest buckets.
+func TestDownWatchShrinks(t *testing.T) {
+	const n = 16384
+	obs := Observed{HaveAO: true, Keys: make([]tcpao.KeyInfo, n)}
+	up := make([]tcpao.KeyRef, n)
+	for i := range obs.Keys {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32)
+		obs.Keys[i].KeyRef = tcpao.KeyRef{Peer: p, SendID: 20, RecvID: 21}
+		up[i] = obs.Keys[i].KeyRef
+	}
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var w DownWatch
+	base := live()
+	w.observe("listen", &obs, nil) // every key down: n bases
+	if got := len(w.bases["listen"].keys); got != n {
+		t.Fatalf("%d bases, want %d", got, n)
+	}
+	peak := live() - base
+	t.Logf("%d bases: %d bytes", n, peak)
+	w.observe("listen", &obs, up[:n/8]) // an eighth up: the set stays
+	if set := w.bases["listen"]; set == nil || len(set.keys) != n-n/8 || set.peak != n {
+		t.Fatalf("after the first sessions came up: %d bases, peak %d", len(set.keys), set.peak)
+	}
+	w.observe("listen", &obs, up[:n/4]) // one key in four up: made afresh
+	if set := w.bases["listen"]; set == nil || len(set.keys) != n-n/4 || set.peak != n-n/4 {
+		t.Fatalf("with a quarter up: %d bases, peak %d", len(set.keys), set.peak)
+	}
+	three := live() - base
+	t.Logf("%d bases made afresh: %d bytes", n-n/4, three)
+	if three > peak*5/8 {
+		t.Errorf("three quarters of the bases take %d bytes, all of them %d", three, peak)
+	}
+	w.observe("listen", &obs, up[:n-n/16]) // a sixteenth down
+	if set := w.bases["listen"]; set == nil || len(set.keys) != n/16 || set.peak != n/16 {
+		t.Fatalf("with a sixteenth down: %d bases, peak %d", len(set.keys), set.peak)
+	}
+	w.observe("listen", &obs, up) // every session up
+	if _, ok := w.bases["listen"]; ok {
+		t.Fatal("a listener without bases keeps its entry")
+	}
+	if left := int64(live()) - int64(base); left > int64(peak/16) {
+		t.Errorf("with every key up the watch keeps %d bytes, of %d with every key down", left, peak)
 	}
 }

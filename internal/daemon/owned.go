@@ -70,37 +70,122 @@ type procID struct {
 }
 
 // ownKey is one recorded key: peer prefix, IDs and material on one
-// speaker process. Peer is masked; invalid in a row recorded without a
-// prefix (an older record), which stands for any peer.
+// speaker process. The prefix is masked; none (fam 0) in a row recorded
+// without one (an older record), which stands for any peer. It is the
+// ledger's map key, one a key on the speaker's sockets (16,384 at a route
+// server, in a map of twice as many slots): 48 bytes, not the 72 of a
+// procID and a netip.Prefix (TestOwnKeySize). Invariants: addr is the
+// prefix's address as As16 and bits its length, both zero with fam 0;
+// pid is procID.PID, which pid_max (at most 2^22) keeps within int32.
 type ownKey struct {
-	Proc           procID
-	Peer           netip.Prefix
+	start          uint64 // procID.Start
+	pid            int32  // procID.PID
+	bits           uint8  // the prefix's length
+	fam            uint8  // 4 or 6: the prefix's family; 0: none
 	SendID, RecvID uint8
+	addr           [16]byte
 	FP             tcpao.Fingerprint
 }
 
 // ownKeyOf is the ownKey of the key r with material fp on process p.
 func ownKeyOf(p procID, r tcpao.KeyRef, fp tcpao.Fingerprint) ownKey {
-	return ownKey{Proc: p, Peer: r.Peer.Masked(), SendID: r.SendID, RecvID: r.RecvID, FP: fp}
+	k := ownKey{start: p.Start, pid: int32(p.PID), SendID: r.SendID, RecvID: r.RecvID, FP: fp}
+	k.setPeer(r.Peer)
+	return k
+}
+
+// setPeer makes pfx (masked; invalid: none) k's prefix.
+func (k *ownKey) setPeer(pfx netip.Prefix) {
+	k.fam, k.bits, k.addr = 0, 0, [16]byte{}
+	if !pfx.IsValid() {
+		return
+	}
+	pfx = pfx.Masked()
+	k.fam, k.bits, k.addr = 6, uint8(pfx.Bits()), pfx.Addr().As16()
+	if pfx.Addr().Is4() {
+		k.fam = 4
+	}
+}
+
+// proc is k's speaker process.
+func (k ownKey) proc() procID { return procID{PID: int(k.pid), Start: k.start} }
+
+// peer is k's prefix (invalid: none, any peer).
+func (k ownKey) peer() netip.Prefix {
+	switch k.fam {
+	case 4:
+		return netip.PrefixFrom(netip.AddrFrom16(k.addr).Unmap(), int(k.bits))
+	case 6:
+		return netip.PrefixFrom(netip.AddrFrom16(k.addr), int(k.bits))
+	}
+	return netip.Prefix{}
 }
 
 // ownRec is what the record keeps of one ownKey, held in the ledger's map
-// by value: 40 bytes a key (a route server's ledger holds tens of
-// thousands; a pointer to a time.Time-holding struct was 8 bytes in the
-// map and a 64-byte object beside it, 4.3 MiB at 16,384 keys).
+// by value: 32 bytes a key (a route server's ledger holds tens of
+// thousands, in a map of twice as many slots; a pointer to a
+// time.Time-holding struct was 8 bytes in the map and a 64-byte object
+// beside it, 4.3 MiB at 16,384 keys). A key is installed on one socket
+// (the listener's) as a rule: that cookie is held in the record itself,
+// not in a slice of its own (24 bytes and an 8-byte object a key).
+// Invariants: n counts the sockets, last and *older, at most maxCookies;
+// last is meaningful only with n > 0; older holds n-1 cookies, oldest
+// first, nil when there are none, and is never written once stored (a
+// change makes a new one: copies of the record share it).
 type ownRec struct {
-	Cookies []uint64 // the sockets it was installed on, newest last (at most maxCookies; 0: a connect's)
-	since   int64    // first recorded, Unix nanoseconds (0: unknown)
-	Adopted bool     // handed to aokeyd by aoctl adopt, not installed by it
+	last    uint64    // the newest socket it was installed on (0: a connect's)
+	older   *[]uint64 // the ones before last, oldest first
+	since   int64     // first recorded, Unix nanoseconds (0: unknown)
+	n       uint8
+	Adopted bool // handed to aokeyd by aoctl adopt, not installed by it
 }
 
-// recOf is the ownRec of a record's row's fields.
+// recOf is the ownRec of a record's row's fields (of its cookies, the
+// newest maxCookies: no more are ever written).
 func recOf(cookies []uint64, since time.Time, adopted bool) ownRec {
-	r := ownRec{Cookies: cookies, Adopted: adopted}
+	r := ownRec{Adopted: adopted}
 	if !since.IsZero() {
 		r.since = since.UnixNano()
 	}
+	if len(cookies) > maxCookies {
+		cookies = cookies[len(cookies)-maxCookies:]
+	}
+	if n := len(cookies); n > 0 {
+		r.last, r.n = cookies[n-1], uint8(n)
+		if n > 1 {
+			older := slices.Clone(cookies[:n-1])
+			r.older = &older
+		}
+	}
 	return r
+}
+
+// Cookies are the sockets the key was installed on, newest last (0: a
+// connect's), in a slice of the caller's.
+func (r ownRec) Cookies() []uint64 {
+	if r.n == 0 {
+		return nil
+	}
+	var out []uint64
+	if r.older != nil {
+		out = slices.Clone(*r.older)
+	}
+	return append(out, r.last)
+}
+
+// addCookie records socket c as the newest the key was installed on,
+// dropping the oldest past maxCookies; false when c was recorded already.
+func (r *ownRec) addCookie(c uint64) bool {
+	cs := r.Cookies()
+	if slices.Contains(cs, c) {
+		return false
+	}
+	cs = append(cs, c)
+	if len(cs) > maxCookies {
+		cs = cs[len(cs)-maxCookies:]
+	}
+	*r = recOf(cs, r.Since(), r.Adopted)
+	return true
 }
 
 // Since is when the key was first recorded (the zero time when unknown).
@@ -238,13 +323,13 @@ func openLedger(path string, fault durable.Fault, log *slog.Logger, clock func()
 		if st != r.Start {
 			continue // that speaker process is gone
 		}
-		k := ownKey{Proc: procID{r.PID, r.Start}, SendID: r.SendID, RecvID: r.RecvID}
+		var pfx netip.Prefix
 		if r.Peer != "" {
-			if k.Peer, err = netip.ParsePrefix(r.Peer); err != nil {
+			if pfx, err = netip.ParsePrefix(r.Peer); err != nil {
 				return nil, fmt.Errorf("ownership record %s: keys[%d].peer: %w", path, i, err)
 			}
-			k.Peer = k.Peer.Masked()
 		}
+		k := ownKeyOf(procID{r.PID, r.Start}, tcpao.KeyRef{Peer: pfx, SendID: r.SendID, RecvID: r.RecvID}, tcpao.Fingerprint{})
 		copy(k.FP[:], fp)
 		l.keys[k] = recOf(r.Cookies, r.Since, r.Adopted)
 	}
@@ -330,11 +415,7 @@ func (l *ledger) recordLocked(k ownKey, cookie uint64, adopted bool) {
 	if adopted && !r.Adopted {
 		r.Adopted, changed = true, true
 	}
-	if !slices.Contains(r.Cookies, cookie) {
-		r.Cookies = append(r.Cookies, cookie)
-		if len(r.Cookies) > maxCookies {
-			r.Cookies = slices.Delete(r.Cookies, 0, len(r.Cookies)-maxCookies)
-		}
+	if r.addCookie(cookie) {
 		changed = true
 	}
 	if changed {
@@ -362,7 +443,7 @@ func (l *ledger) owns(p procID, k tcpao.KeyInfo) bool {
 	if _, found := l.keys[ok]; found {
 		return true
 	}
-	ok.Peer = netip.Prefix{} // an older record's row: any peer
+	ok.setPeer(netip.Prefix{}) // an older record's row: any peer
 	_, found := l.keys[ok]
 	return found
 }
@@ -378,10 +459,11 @@ func (l *ledger) flush() error {
 	t0 := time.Now()
 	f := ledgerFile{Version: 1, Check: checkValue(), MD5: l.md5Rows()}
 	for k, r := range l.keys {
-		row := ledgerRow{PID: k.Proc.PID, Start: k.Proc.Start, SendID: k.SendID, RecvID: k.RecvID,
-			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies, Since: r.Since(), Adopted: r.Adopted}
-		if k.Peer.IsValid() {
-			row.Peer = k.Peer.String()
+		p := k.proc()
+		row := ledgerRow{PID: p.PID, Start: p.Start, SendID: k.SendID, RecvID: k.RecvID,
+			Fingerprint: hex.EncodeToString(k.FP[:]), Cookies: r.Cookies(), Since: r.Since(), Adopted: r.Adopted}
+		if pfx := k.peer(); pfx.IsValid() {
+			row.Peer = pfx.String()
 		}
 		f.Keys = append(f.Keys, row)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,18 +186,76 @@ func TestOwnedTodaysRecord(t *testing.T) {
 }
 
 // TestOwnRecSize: the ledger holds one ownRec a key by value (16,384 at a
-// 4,096-peer route server's listener): 40 bytes, no time.Time (24 bytes
-// with a pointer) and no object of its own; its Since reads back what was
-// recorded, to the nanosecond.
+// 4,096-peer route server's listener): 32 bytes, no time.Time (24 bytes
+// with a pointer) and no object of its own for a key on one socket; its
+// Since reads back what was recorded, to the nanosecond, and its sockets
+// as they were added.
 func TestOwnRecSize(t *testing.T) {
-	if n := unsafe.Sizeof(ownRec{}); n > 40 {
-		t.Errorf("ownRec is %d bytes: over 40", n)
-	}
 	at := time.Date(2026, 12, 7, 16, 30, 0, 123456789, time.UTC)
+	if n := unsafe.Sizeof(ownRec{}); n > 32 {
+		t.Errorf("ownRec is %d bytes: over 32", n)
+	}
+	// Its sockets: newest last, each once, the newest maxCookies; a copy
+	// taken before a change keeps what it had.
+	r := recOf(nil, at, false)
+	var want []uint64
+	for c := range uint64(maxCookies + 3) {
+		before, had := r, slices.Clone(r.Cookies())
+		if !r.addCookie(c) || r.addCookie(c) {
+			t.Fatalf("cookie %d: added once, then refused", c)
+		}
+		want = append(want, c)
+		if len(want) > maxCookies {
+			want = want[1:]
+		}
+		if got := r.Cookies(); !slices.Equal(got, want) || !slices.Equal(before.Cookies(), had) {
+			t.Fatalf("cookie %d: %v, want %v; the copy before it %v, want %v", c, got, want, before.Cookies(), had)
+		}
+		if !r.Since().Equal(at) {
+			t.Fatalf("cookie %d: Since %v", c, r.Since())
+		}
+	}
+	if got := recOf([]uint64{0, 5, 6, 7, 8, 9, 10, 11, 12, 13}, at, true); !slices.Equal(got.Cookies(), []uint64{6, 7, 8, 9, 10, 11, 12, 13}) || !got.Adopted {
+		t.Errorf("a row's cookies: %v", got.Cookies())
+	}
+	if got := recOf([]uint64{0}, at, false).Cookies(); !slices.Equal(got, []uint64{0}) {
+		t.Errorf("a connect's cookie: %v", got)
+	}
 	if got := recOf(nil, at, false).Since(); !got.Equal(at) {
 		t.Errorf("Since = %v, want %v", got, at)
 	}
 	if got := recOf(nil, time.Time{}, false).Since(); !got.IsZero() {
 		t.Errorf("an unknown Since reads back as %v", got)
+	}
+}
+
+// TestOwnKeySize: the ledger's map key is 48 bytes (a route server's
+// ledger holds 16,384 in twice as many slots), and it gives back the
+// process and prefix it was made of: IPv4, IPv6, an IPv4-mapped IPv6
+// prefix as such, none; the prefix masked.
+func TestOwnKeySize(t *testing.T) {
+	if n := unsafe.Sizeof(ownKey{}); n > 48 {
+		t.Errorf("ownKey is %d bytes: over 48", n)
+	}
+	p := procID{PID: 4194304, Start: 1<<40 + 7}
+	for _, c := range []struct{ in, want string }{
+		{"192.0.2.77/24", "192.0.2.0/24"}, {"10.1.2.3/32", "10.1.2.3/32"}, {"2001:db8::1/64", "2001:db8::/64"},
+		{"::ffff:192.0.2.1/128", "::ffff:192.0.2.1/128"}, {"0.0.0.0/0", "0.0.0.0/0"}, {"", ""},
+	} {
+		var in netip.Prefix
+		if c.in != "" {
+			in = netip.MustParsePrefix(c.in)
+		}
+		k := ownKeyOf(p, tcpao.KeyRef{Peer: in, SendID: 3, RecvID: 4}, tcpao.Fingerprint{9})
+		got := ""
+		if pfx := k.peer(); pfx.IsValid() {
+			got = pfx.String()
+		}
+		if got != c.want || k.proc() != p || k.SendID != 3 || k.RecvID != 4 || k.FP != (tcpao.Fingerprint{9}) {
+			t.Errorf("%q: peer %q, proc %+v, IDs %d/%d: want %q", c.in, got, k.proc(), k.SendID, k.RecvID, c.want)
+		}
+		if in.IsValid() && k == ownKeyOf(p, tcpao.KeyRef{SendID: 3, RecvID: 4}, tcpao.Fingerprint{9}) {
+			t.Errorf("%q: the key equals the one without a prefix", c.in)
+		}
 	}
 }

@@ -157,18 +157,6 @@ func (rc *reconciler) listenerDesired(snap *keystore.Snapshot, now time.Time, md
 	return v4, v6, next, incomplete, frozen
 }
 
-// zeroDesired zeroes the desired states' secrets that are their own;
-// the shared copies desired.Socket gives them, which other peers' desired
-// states hold too, it leaves (tcpao.Secret.Shared): those are wiped once
-// nothing refers to them.
-func zeroDesired(ds ...rotator.Desired) {
-	for _, d := range ds {
-		for _, k := range d.Keys {
-			k.Secret.Zero()
-		}
-	}
-}
-
 // revokeHold is when a pass held by a revoke under way looks again (the
 // revoke's end asks for one at once).
 const revokeHold = 100 * time.Millisecond
@@ -356,7 +344,7 @@ func (rc *reconciler) listenerWant(snap *keystore.Snapshot, now time.Time) time.
 	rc.retry = rc.retry || incomplete || len(frozen) > 0
 	rc.logFrozen(frozen)
 	rc.dropListenerWant()
-	rc.want, rc.frozen = listenerWant{v4, v6}, frozen
+	rc.want, rc.frozen = listenerWant{fitKeys(v4), fitKeys(v6)}, frozen
 	rc.md5 = md5
 	rc.md5Ever = rc.md5Ever || len(rc.md5.v4.Keys)+len(rc.md5.v6.Keys)+len(rc.md5.v4.Retire)+len(rc.md5.v6.Retire) > 0
 	return next

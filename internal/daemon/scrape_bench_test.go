@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ type metricsFleet struct {
 // newMetricsFleet starts the daemon over n steady sessions; refresh and
 // steady are the key source reads and the sessions' re-reads (0: the
 // defaults). Its metrics are aokeyd's default set, every series with
-// $AOKEYD_METRICS_PER_KEY=1 (metrics.per_key).
+// $AOKEYD_METRICS_PER_KEY=1 (metrics.per_key); with $AOKEYD_SCRAPE_PER_PEER=1
+// the policy binds each peer on its own, as make bench's fleet does.
 func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metricsFleet {
 	b.Helper()
 	now := time.Now()
@@ -62,6 +64,18 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 		infos = append(infos, passivePeer(i))
 	}
 	pol := "version: 1\nsafety:\n  switch_timeout: 5m\nkey_chains:\n  - name: core\npeers:\n  - neighbor: 10.1.0.0/16\n    key_chain: core\n"
+	// With $AOKEYD_SCRAPE_PER_PEER=1, one binding a peer, as make bench's
+	// fleet has them: the listener holds every peer's keys (16,384 at
+	// 4,096 peers), not one prefix's four.
+	listenerKeys := len(ks)
+	if os.Getenv("AOKEYD_SCRAPE_PER_PEER") == "1" {
+		var pb strings.Builder
+		pb.WriteString("version: 1\nsafety:\n  switch_timeout: 5m\nkey_chains:\n  - name: core\npeers:\n")
+		for i := range n {
+			fmt.Fprintf(&pb, "  - neighbor: %s\n    key_chain: core\n", fleetPeer(i))
+		}
+		pol, listenerKeys = pb.String(), n*len(ks)
+	}
 	src := &fakeSource{}
 	b.Cleanup(src.close)
 	var mkts []keystore.MKT
@@ -73,7 +87,13 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 		m.Zero()
 	}
 	sp := bgptest.NewSpeaker("scrape-speaker", speakerPID, n, infos...)
-	net, disc := tcpaotest.NewNet(), newFakeDiscoverer()
+	var netOpts []tcpaotest.Option
+	if listenerKeys > len(ks) {
+		// optmem_max as aokeyd's kernel.raise_optmem leaves it for a
+		// listener with a fleet's keys.
+		netOpts = append(netOpts, tcpaotest.WithOptMemMax(1<<30))
+	}
+	net, disc := tcpaotest.NewNet(netOpts...), newFakeDiscoverer()
 	lis, _ := listenOn(b, net, disc)
 	cache := keystore.NewCache(src, keystore.CacheOptions{})
 	b.Cleanup(cache.Close)
@@ -123,7 +143,7 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 			}
 		}
 	}
-	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == len(ks) })
+	waitFor("the listener's keys", func() bool { c, _ := lis.Keys(tcpao.KeyFilter{}); return len(c) == listenerKeys })
 	for i := range n {
 		client, err := net.Socket(fleetPeer(i))
 		if err != nil {
@@ -159,6 +179,15 @@ func newMetricsFleet(b *testing.B, n int, refresh, steady time.Duration) *metric
 		return true
 	})
 	b.Logf("steady after %s", time.Since(now))
+	if listenerKeys > len(ks) {
+		// aokeyd syncs its listeners at least every 30 s
+		// (config.DefaultResync; an hour here): its steady state is the
+		// one after a listener sync that saw every session up, which
+		// make bench's daemon item is measured in.
+		_, full := d.Passes()
+		d.SessionEvent()
+		waitFor("a listener sync", func() bool { _, f := d.Passes(); return f > full })
+	}
 	return f
 }
 

@@ -105,9 +105,16 @@ const (
 // verifyBase remembers, per peer, the listener counters when its session
 // went down, or when aokeyd started managing it while down (its first
 // contact): failures are the ones counted since.
+//
+// Every peer is down at the start, before the sessions come up: the map
+// grows to the fleet (4,096 peers: 0.6 MiB) and a Go map keeps the
+// buckets of its largest size. Invariant: peak is at least len(base) and
+// at most what base held since it was made; a delete that leaves base
+// under a quarter of peak makes it afresh at its size (nil when empty).
 type verifyBase struct {
 	mu   sync.Mutex
 	base map[rotator.PeerID]verifyCounts
+	peak int
 }
 
 // failing says why peer id's segments fail on the listener: its session is
@@ -119,7 +126,7 @@ func (v *verifyBase) failing(id rotator.PeerID, up bool, c verifyCounts, aloneDo
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if up {
-		delete(v.base, id)
+		v.deleteLocked(id)
 		return verifyOK
 	}
 	b, ok := v.base[id]
@@ -139,6 +146,26 @@ func (v *verifyBase) setLocked(id rotator.PeerID, c verifyCounts) {
 		v.base = map[rotator.PeerID]verifyCounts{}
 	}
 	v.base[id] = c
+	v.peak = max(v.peak, len(v.base))
+}
+
+// deleteLocked drops id's base, and the buckets of a size base no longer
+// has (verifyBase).
+func (v *verifyBase) deleteLocked(id rotator.PeerID) {
+	if _, ok := v.base[id]; !ok {
+		return
+	}
+	delete(v.base, id)
+	switch n := len(v.base); {
+	case n == 0:
+		v.base, v.peak = nil, 0
+	case n < v.peak/4:
+		m := make(map[rotator.PeerID]verifyCounts, n)
+		for k, c := range v.base {
+			m[k] = c
+		}
+		v.base, v.peak = m, n
+	}
 }
 
 // noteDown records the base for a peer whose session just went down.
@@ -169,7 +196,7 @@ func (v *verifyBase) has(id rotator.PeerID) bool {
 func (v *verifyBase) forget(id rotator.PeerID) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.base, id)
+	v.deleteLocked(id)
 }
 
 // noteFirstContact takes the base of every peer the policy binds by

@@ -55,3 +55,33 @@ func TestListenerForAttribution(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyBaseShrinks: the bases every peer takes while down at the
+// start are not kept at that size once the sessions are up (verifyBase):
+// a delete that leaves under a quarter of the peak makes the map afresh,
+// the last one drops it; the bases left are kept as they were.
+func TestVerifyBaseShrinks(t *testing.T) {
+	const n = 4096
+	id := func(i int) rotator.PeerID {
+		return rotator.PeerID{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})}
+	}
+	var v verifyBase
+	for i := range n {
+		v.noteDown(id(i), verifyCounts{bad: uint64(i)})
+	}
+	for i := range n - n/8 { // most sessions up
+		v.failing(id(i), true, verifyCounts{}, false)
+	}
+	if len(v.base) != n/8 || v.peak >= n/4 {
+		t.Fatalf("%d bases left, peak %d: want %d, made afresh under %d", len(v.base), v.peak, n/8, n/4)
+	}
+	if got := v.failing(id(n-1), false, verifyCounts{bad: n}, false); got != verifyBadMAC {
+		t.Errorf("a base kept through the shrink: %v, want a bad MAC", got)
+	}
+	for i := n - n/8; i < n; i++ {
+		v.forget(id(i))
+	}
+	if v.base != nil || v.peak != 0 {
+		t.Errorf("with no base left: %d bases, peak %d", len(v.base), v.peak)
+	}
+}
