@@ -288,13 +288,7 @@ func New(o Options) (*Daemon, error) {
 				o.Changed()
 			}
 			d.early.observeEarly(id)
-			// A session's keys changed: when the listener keeps keys only
-			// because sessions carry them, the keys carried may have
-			// changed too (a roll retired the old key), and the next
-			// listener sync, not the next resync, lets them go.
-			if d.rec.listenerCarries() {
-				d.rec.resync()
-			}
+			d.rec.keysChanged() // the listener's carried keys may go (kept.go)
 		},
 	})
 	co.ctrl.Restore(restored)

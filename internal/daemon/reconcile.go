@@ -406,6 +406,7 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 	// They are recorded before anything is applied (carried.go); until
 	// every session up has been read since the start, or when the record
 	// cannot be written, no listener key is deleted at all.
+	ch0 := rc.keyChanges.Load() // before what the sessions carry is read
 	carried, hold := rc.carriedNow()
 	// An edit in place of a listener key whose peer is down and fails
 	// against it takes effect (rotator.EditPeerDown): the watch of such
@@ -528,6 +529,7 @@ func (rc *reconciler) syncListeners(ctx context.Context, asks ...*listenAsk) {
 		return // what status shows stays the last whole sync's
 	}
 	rc.noteListenerKept(kept)
+	rc.carriedChangedDuring(ch0)
 	rc.noteListenerEdits(edits)
 	socks := make(map[rotator.SocketID]bool, len(wants))
 	for _, w := range wants {

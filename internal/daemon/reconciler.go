@@ -36,6 +36,9 @@ type reconciler struct {
 	// recompute: a speaker (re)sync, a session not taken over yet.
 	events, sessions       atomic.Uint64
 	idlePasses, fullPasses atomic.Uint64
+	// keyChanges counts the sessions' key changes (keysChanged): a
+	// listener sync compares it across its reads (syncListeners).
+	keyChanges atomic.Uint64
 	// revoking counts the revokes under way (revocations.revoke, from
 	// before their record to their end): no full pass runs meanwhile
 	// (reconcile, execPass; revokeUnderWay).
