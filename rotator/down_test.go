@@ -2,9 +2,9 @@ package rotator
 
 import (
 	"net/netip"
-	"runtime"
 	"testing"
 
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -72,12 +72,7 @@ func TestDownWatchShrinks(t *testing.T) {
 		obs.Keys[i].KeyRef = tcpao.KeyRef{Peer: p, SendID: 20, RecvID: 21}
 		up[i] = obs.Keys[i].KeyRef
 	}
-	live := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	live := testkit.LiveHeap
 	var w DownWatch
 	base := live()
 	w.observe("listen", &obs, nil) // every key down: n bases

@@ -18,7 +18,57 @@ import (
 // (KeyFilter.Known; the in-memory kernel fingerprints every key itself).
 type narrowReadsSocket struct {
 	tcpao.Socket
-	reads, fps, hmacs *atomic.Int64
+	*readCounts
+}
+
+// readCounts are a narrowReadsSocket's counters, shared by every socket
+// it wraps.
+type readCounts struct{ reads, fps, hmacs atomic.Int64 }
+
+func (c *readCounts) reset() {
+	c.reads.Store(0)
+	c.fps.Store(0)
+	c.hmacs.Store(0)
+}
+
+// countedRevoke builds a fleet of n peers, a binding each, whose
+// listener (listener true) or sessions count their reads, and revokes k1
+// (revokeK1: want n outcomes of action on sockets named prefix).
+func countedRevoke(t *testing.T, n int, listener bool, prefix string, action control.SocketAction) *readCounts {
+	t.Helper()
+	c := &readCounts{}
+	wrap := func(s tcpao.Socket) tcpao.Socket { return narrowReadsSocket{Socket: s, readCounts: c} }
+	o := fleetOptions{n: n, perPeer: true}
+	if listener {
+		o.listener = wrap
+	} else {
+		o.session = wrap
+	}
+	f := newRevokeFleet(t, o)
+	synctest.Wait()
+	c.reset()
+	revokeK1(t, f, prefix, action, n)
+	return c
+}
+
+// revokeK1 revokes f's current key k1 everywhere and counts the socket
+// outcomes with action whose socket name starts with prefix, failing the
+// test unless there are want of them.
+func revokeK1(t *testing.T, f *revokeFleet, prefix string, action control.SocketAction, want int) {
+	t.Helper()
+	res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range res.Sockets {
+		if strings.HasPrefix(s.Socket, prefix) && s.Action == action && s.Error == "" {
+			n++
+		}
+	}
+	if n != want {
+		t.Fatalf("revoke: %d sockets %q %s, want %d: %+v", n, prefix, action, want, res.Sockets)
+	}
 }
 
 func (s narrowReadsSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
@@ -46,31 +96,11 @@ func (s narrowReadsSocket) Keys(f tcpao.KeyFilter) ([]tcpao.KeyInfo, error) {
 func TestRevokeReadsListenerOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 32
-		var reads, fps, hmacs atomic.Int64
-		f := newRevokeFleet(t, fleetOptions{n: n, perPeer: true, listener: func(s tcpao.Socket) tcpao.Socket {
-			return narrowReadsSocket{Socket: s, reads: &reads, fps: &fps, hmacs: &hmacs}
-		}})
-		synctest.Wait()
-		reads.Store(0)
-		fps.Store(0)
-		hmacs.Store(0)
-		res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deleted := 0
-		for _, s := range res.Sockets {
-			if strings.HasPrefix(s.Socket, "listen ") && s.Action == control.ActionDeleted && s.Error == "" {
-				deleted++
-			}
-		}
-		if deleted != n {
-			t.Fatalf("revoke deleted %d listener keys, want %d: %+v", deleted, n, res.Sockets)
-		}
-		if r, k := reads.Load(), fps.Load(); r != 1 || k != n {
+		c := countedRevoke(t, n, true, "listen ", control.ActionDeleted)
+		if r, k := c.reads.Load(), c.fps.Load(); r != 1 || k != n {
 			t.Errorf("the revoke read the listener %d times for some keys' fingerprints, %d keys fingerprinted; want once, %d", r, k, n)
 		}
-		if h := hmacs.Load(); h != 0 {
+		if h := c.hmacs.Load(); h != 0 {
 			t.Errorf("the revoke's listener read would HMAC %d keys; want 0 (each holds the revoked key's secret, which the revoke has)", h)
 		}
 	})
@@ -84,28 +114,8 @@ func TestRevokeReadsListenerOnce(t *testing.T) {
 func TestRevokeSessionReadsKnowTheSecret(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 16
-		var reads, fps, hmacs atomic.Int64
-		f := newRevokeFleet(t, fleetOptions{n: n, perPeer: true, session: func(s tcpao.Socket) tcpao.Socket {
-			return narrowReadsSocket{Socket: s, reads: &reads, fps: &fps, hmacs: &hmacs}
-		}})
-		synctest.Wait()
-		reads.Store(0)
-		fps.Store(0)
-		hmacs.Store(0)
-		res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		forced := 0
-		for _, s := range res.Sockets {
-			if s.Action == control.ActionForcedReplaced && s.Error == "" {
-				forced++
-			}
-		}
-		if forced != n {
-			t.Fatalf("revoke forced %d sessions, want %d: %+v", forced, n, res.Sockets)
-		}
-		if r, k, h := reads.Load(), fps.Load(), hmacs.Load(); r != n || k != n || h != 0 {
+		c := countedRevoke(t, n, false, "peer ", control.ActionForcedReplaced)
+		if r, k, h := c.reads.Load(), c.fps.Load(), c.hmacs.Load(); r != n || k != n || h != 0 {
 			t.Errorf("the revoke's session reads: %d reads, %d keys fingerprinted, %d by HMAC; want %d, %d, 0", r, k, h, n, n)
 		}
 	})

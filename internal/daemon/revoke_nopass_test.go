@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -49,19 +48,7 @@ func TestRevokeHoldsFullPasses(t *testing.T) {
 		}})
 		synctest.Wait()
 		during.Store(0)
-		res, err := f.d.Revoke(context.Background(), control.RevokeRequest{Chain: chainName, Key: f.k1.name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		forced := 0
-		for _, s := range res.Sockets {
-			if s.Action == control.ActionForcedReplaced && s.Error == "" {
-				forced++
-			}
-		}
-		if forced != n {
-			t.Fatalf("revoke forced %d sessions, want %d: %+v", forced, n, res.Sockets)
-		}
+		revokeK1(t, f, "peer ", control.ActionForcedReplaced, n)
 		if p := during.Load(); p != 0 {
 			t.Errorf("%d full reconcile passes ran while the revoke deleted the sessions' key; want none", p)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aokeyd/aokeyd/bgp/peer"
 	"github.com/aokeyd/aokeyd/internal/control"
+	"github.com/aokeyd/aokeyd/internal/testkit"
 	"github.com/aokeyd/aokeyd/rotator"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
@@ -101,12 +102,7 @@ func TestRollJournalBytesPerPeer(t *testing.T) {
 	for i := range ids {
 		ids[i] = peer.KeyOf(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), "")
 	}
-	live := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	live := testkit.LiveHeap
 	var j rollJournal
 	j.init()
 	before := live()

@@ -186,6 +186,34 @@ func TestStrictExpiry(t *testing.T) {
 	}
 }
 
+// carriedEnv is a managed session whose peer holds k1 and k2 and sends
+// with k1, the listener holding both.
+func carriedEnv(t *testing.T) (e *env, k1, k2 testKey) {
+	t.Helper()
+	now := time.Now()
+	k1 = testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour)}
+	k2 = testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
+	e = newEnv(t, envOptions{keys: []testKey{k1, k2}})
+	e.waitKeys("listener", e.lis, ids(k1, k2))
+	e.connect(k2, k1) // the peer holds both and sends with k1
+	e.established()
+	if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the session managed", func() bool { return e.peerStatus().Rotation.State != "down" })
+	return e, k1, k2
+}
+
+// peerMovesTo has the far end send with k and ask for it, as a far end
+// that has it does.
+func (e *env) peerMovesTo(k testKey) {
+	e.t.Helper()
+	cur, rn := k.recv, k.send
+	if err := e.client.SetInfo(tcpao.InfoChange{Current: &cur, RNext: &rn}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // TestCarriedKeyLeavesListenerAfterRoll: a key the listener keeps only
 // because the session carries it goes once the roll retired it from the
 // session, at the listener sync that step's change asks for, not at the
@@ -193,23 +221,9 @@ func TestStrictExpiry(t *testing.T) {
 // whose old key left the key source waited for).
 func TestCarriedKeyLeavesListenerAfterRoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		now := time.Now()
-		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour)}
-		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
-		e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
-		e.waitKeys("listener", e.lis, ids(k1, k2))
-		e.connect(k2, k1) // the peer holds both and sends with k1
-		e.established()
-		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor("the session managed", func() bool { return e.peerStatus().Rotation.State != "down" })
+		e, _, k2 := carriedEnv(t)
 		e.refreshWith(k2) // k1 leaves the key source mid-session
-		// The peer moves to k2 as a far end that has it does.
-		cur, rn := k2.recv, k2.send
-		if err := e.client.SetInfo(tcpao.InfoChange{Current: &cur, RNext: &rn}); err != nil {
-			t.Fatal(err)
-		}
+		e.peerMovesTo(k2)
 		e.waitFor("the roll to k2 done and k1 gone from the session and the listener", func() bool {
 			if err := e.net.Exchange(e.client, e.acc, 1); err != nil {
 				t.Fatal(err)
@@ -230,17 +244,7 @@ func TestCarriedKeyLeavesListenerAfterRoll(t *testing.T) {
 // a session's keys changed under it asks for the next one.
 func TestCarriedKeyLeavesListenerRollDoneDuringSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		now := time.Now()
-		k1 := testKey{name: "k1", send: 20, recv: 21, secret: "daemon-test-secret-k1-Vb2", sendStart: now.Add(-time.Hour)}
-		k2 := testKey{name: "k2", send: 30, recv: 31, secret: "daemon-test-secret-k2-Lm9", sendStart: now.Add(-time.Minute)}
-		e := newEnv(t, envOptions{keys: []testKey{k1, k2}})
-		e.waitKeys("listener", e.lis, ids(k1, k2))
-		e.connect(k2, k1) // the peer holds both and sends with k1
-		e.established()
-		if err := e.net.Exchange(e.client, e.acc, 2); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor("the session managed", func() bool { return e.peerStatus().Rotation.State != "down" })
+		e, _, k2 := carriedEnv(t)
 		// The pass k1's departure starts hangs in its read of the
 		// listener, after it read what the session carries (k1).
 		release := make(chan struct{})
@@ -254,10 +258,7 @@ func TestCarriedKeyLeavesListenerRollDoneDuringSync(t *testing.T) {
 			return e.lisC.stall == nil
 		})
 		// Meanwhile the peer moves to k2 and the session's roll ends.
-		cur, rn := k2.recv, k2.send
-		if err := e.client.SetInfo(tcpao.InfoChange{Current: &cur, RNext: &rn}); err != nil {
-			t.Fatal(err)
-		}
+		e.peerMovesTo(k2)
 		e.waitFor("the roll to k2 done, k1 gone from the session", func() bool {
 			if err := e.net.Exchange(e.client, e.acc, 1); err != nil {
 				t.Fatal(err)

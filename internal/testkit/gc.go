@@ -27,3 +27,12 @@ func CollectGarbage() bool {
 	}
 	return true
 }
+
+// LiveHeap is the Go heap's live objects in bytes (HeapAlloc) after a
+// garbage collection: what a size or retention test compares.
+func LiveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
