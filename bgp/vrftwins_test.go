@@ -63,7 +63,7 @@ func TestVRFTwins(t *testing.T) {
 	}
 	sp.Send(bgp.Event{Kind: bgp.EventSync, Peers: []bgp.PeerInfo{twin("red", 40000, bgp.StateEstablished), twin("blue", 40001, bgp.StateEstablished)}})
 	expect("up "+nbr.String()+" vrf red", "up "+nbr.String()+" vrf blue")
-	if p, ok := tr.CachedPeer(redKey); !ok || p.VRF != "red" || p.RemotePort != 40000 {
+	if p, ok := vouched(tr, redKey); !ok || p.VRF != "red" || p.RemotePort != 40000 {
 		t.Fatalf("the tracker's red session: %+v (held %t)", p, ok)
 	}
 
