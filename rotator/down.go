@@ -3,6 +3,7 @@ package rotator
 import (
 	"sync"
 
+	"github.com/aokeyd/aokeyd/internal/refit"
 	"github.com/aokeyd/aokeyd/tcpao"
 )
 
@@ -133,12 +134,8 @@ func (w *DownWatch) keep(sock SocketID, set *downSet) {
 		delete(w.bases, sock)
 		return
 	case len(set.keys) <= set.peak/4*3:
-		// Not maps.Clone, which may copy the buckets' size too.
-		keys := make(map[refKey]downBase, len(set.keys))
-		for k, b := range set.keys {
-			keys[k] = b
-		}
-		set.keys, set.peak = keys, len(keys)
+		set.keys = refit.Map(set.keys)
+		set.peak = len(set.keys)
 	}
 	if w.bases == nil {
 		w.bases = map[SocketID]*downSet{}

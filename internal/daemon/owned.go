@@ -180,11 +180,7 @@ func (r *ownRec) addCookie(c uint64) bool {
 	if slices.Contains(cs, c) {
 		return false
 	}
-	cs = append(cs, c)
-	if len(cs) > maxCookies {
-		cs = cs[len(cs)-maxCookies:]
-	}
-	*r = recOf(cs, r.Since(), r.Adopted)
+	*r = recOf(append(cs, c), r.Since(), r.Adopted) // recOf keeps the newest maxCookies
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/aokeyd/aokeyd/bgp"
 	"github.com/aokeyd/aokeyd/internal/control"
 	"github.com/aokeyd/aokeyd/internal/metrics"
+	"github.com/aokeyd/aokeyd/internal/refit"
 	"github.com/aokeyd/aokeyd/rotator"
 )
 
@@ -160,11 +161,7 @@ func (v *verifyBase) deleteLocked(id rotator.PeerID) {
 	case n == 0:
 		v.base, v.peak = nil, 0
 	case n < v.peak/4:
-		m := make(map[rotator.PeerID]verifyCounts, n)
-		for k, c := range v.base {
-			m[k] = c
-		}
-		v.base, v.peak = m, n
+		v.base, v.peak = refit.Map(v.base), n
 	}
 }
 
